@@ -1,0 +1,182 @@
+"""Fixed-point arithmetic of wanreduce — the specification the RTL and the host both follow.
+
+Scheme (after SwitchML's per-chunk exponent): a chunk of floats ``x`` is sent as int32
+``q = clip(rint(x * 2**e), -Q, Q)`` with one power-of-two exponent ``e`` shared by all N
+contributors of the chunk and carried in the header (``scale_exp``). ``e`` is chosen from a
+bound ``M`` on ``|x|`` over all contributors so that ``Q = floor((2**31 - 1) / N)`` is never
+exceeded: the sum of N contributions then cannot overflow int32 by construction. The core adds
+contributions with int32 saturation and a sticky overflow flag (which can only fire when a
+contributor broke the bound, i.e. used the wrong ``M`` or ``N``). The result is
+``y = (sum q) * 2**-e``.
+
+Error bound (documented in docs/protocol.md and checked by property tests): with no clipping,
+
+    |y - sum(x)| <= N * 2**-(e+1)  +  |y| * u
+
+where the first term is round-to-nearest in each of the N quantisations and ``u`` is the unit
+roundoff of the output dtype (2**-24 float32, 2**-11 float16, 2**-8 bfloat16). With ``e`` chosen
+by :func:`choose_exponent` from the true bound ``M``, ``2**-e < 2 * N * M / 2**31``, so the
+absolute error is below ``N**2 * M / 2**31`` — about 31 - 2 log2 N bits of the range.
+
+float16 and bfloat16 inputs are widened exactly to float32 first. Everything here is vectorised.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wanreduce.wire import INT32_MAX, INT32_MIN, SCALE_EXP_MAX, SCALE_EXP_MIN
+
+try:  # bfloat16 is provided by ml_dtypes (a dependency); keep import errors readable
+    import ml_dtypes
+
+    BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency
+    BFLOAT16 = None
+
+SUPPORTED_DTYPES = tuple(
+    d for d in (np.dtype(np.float32), np.dtype(np.float16), BFLOAT16) if d is not None
+)
+
+UNIT_ROUNDOFF = {
+    np.dtype(np.float32): 2.0**-24,
+    np.dtype(np.float16): 2.0**-11,
+}
+if BFLOAT16 is not None:
+    UNIT_ROUNDOFF[BFLOAT16] = 2.0**-8
+
+# Block size for streaming conversions: small enough to stay in L2, large enough to amortise.
+_BLOCK = 1 << 16
+
+
+def check_dtype(dtype: np.dtype | type) -> np.dtype:
+    """Return ``dtype`` as a NumPy dtype if supported, else raise a clear TypeError."""
+    dt = np.dtype(dtype)
+    if dt not in SUPPORTED_DTYPES:
+        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise TypeError(f"unsupported dtype {dt}; wanreduce aggregates {names}")
+    return dt
+
+
+def qmax(n_contributors: int) -> int:
+    """Largest magnitude one contribution may have so that N of them cannot overflow int32."""
+    if not 1 <= n_contributors <= 32:
+        raise ValueError(f"n_contributors must be 1..32, got {n_contributors}")
+    return INT32_MAX // n_contributors
+
+
+def choose_exponent(max_abs: float, n_contributors: int) -> int:
+    """Largest exponent e with ``rint(max_abs * 2**e) <= qmax(N)``: no overflow, most precision.
+
+    ``max_abs`` is a bound on |x| over every contributor of the chunk (the host agrees it across
+    sites, see docs/protocol.md). Zero or non-finite bounds raise; tiny bounds give the largest
+    exponent the header allows.
+    """
+    q = qmax(n_contributors)
+    if not math.isfinite(max_abs) or max_abs < 0:
+        raise ValueError(f"max_abs must be a finite non-negative number, got {max_abs}")
+    if max_abs == 0:
+        return SCALE_EXP_MAX
+    # Start from the float estimate and correct by at most a step either way (exact check).
+    e = math.floor(math.log2(q / max_abs))
+    e = max(SCALE_EXP_MIN, min(SCALE_EXP_MAX, e))
+    while e < SCALE_EXP_MAX and round(max_abs * 2.0 ** (e + 1)) <= q:
+        e += 1
+    while e > SCALE_EXP_MIN and round(max_abs * 2.0**e) > q:
+        e -= 1
+    if round(max_abs * 2.0**e) > q:
+        raise ValueError(f"max_abs {max_abs} too large to represent with N={n_contributors}")
+    return e
+
+
+def _scale(e: int) -> np.float32:
+    if not SCALE_EXP_MIN <= e <= SCALE_EXP_MAX:
+        raise ValueError(f"scale exponent must be in [{SCALE_EXP_MIN}, {SCALE_EXP_MAX}], got {e}")
+    return np.float32(2.0**e)  # exact: a normal float32 power of two
+
+
+def quantize(
+    x: np.ndarray, exp: int, n_contributors: int, out: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
+    """Quantise floats to int32 at exponent ``exp``; returns ``(q, n_clipped)``.
+
+    Values whose quantised magnitude would exceed ``qmax(n_contributors)`` are clipped to it and
+    counted (a clipped value means the agreed bound was wrong). NaN raises ValueError.
+    ``out`` (int32, the shape of ``x``, may be a strided view) receives the result, which lets
+    the host quantise straight into a packet buffer without an intermediate copy.
+    """
+    x = np.asarray(x)
+    check_dtype(x.dtype)
+    if out is None:
+        out = np.empty(x.shape, dtype=np.int32)
+    elif out.dtype != np.int32 or out.shape != x.shape:
+        raise ValueError(f"out must be an int32 array of shape {x.shape}")
+    scale = _scale(exp)
+    lim = np.float32(qmax(n_contributors))
+    if x.ndim == 0:
+        return out, _quantize_block(x.reshape(1), scale, lim, out.reshape(1))
+    # Work in blocks of leading-axis slices that fit in L2: few passes over cached data.
+    row = max(1, int(np.prod(x.shape[1:])))
+    step = max(1, _BLOCK // row)
+    clipped = 0
+    for start in range(0, x.shape[0], step):
+        clipped += _quantize_block(x[start : start + step], scale, lim, out[start : start + step])
+    return out, clipped
+
+
+def _quantize_block(xb: np.ndarray, scale: np.float32, lim: np.float32, ob: np.ndarray) -> int:
+    t = np.multiply(xb, scale, dtype=np.float32)
+    np.rint(t, out=t)
+    clipped = 0
+    # Clip-and-count only when the block can exceed the limit (a cheap min/max test first).
+    hi, lo = t.max(), t.min()
+    if not (-lim <= lo and hi <= lim):  # also true for NaN
+        if np.isnan(t).any():
+            raise ValueError("cannot quantise NaN")
+        clipped = int(np.count_nonzero(np.abs(t) > lim))
+        np.clip(t, -lim, lim, out=t)
+    ob[...] = t  # exact: integers of magnitude <= 2**31 / N
+    return clipped
+
+
+def dequantize(q: np.ndarray, exp: int, dtype: np.dtype | type = np.float32) -> np.ndarray:
+    """int32 sums back to floats: ``q * 2**-exp`` rounded once to ``dtype``."""
+    dt = check_dtype(dtype)
+    q = np.asarray(q)
+    if q.dtype != np.int32:
+        raise TypeError(f"dequantize expects int32, got {q.dtype}")
+    _scale(exp)
+    return (q.astype(np.float64) * (2.0**-exp)).astype(dt)
+
+
+def error_bound(y: np.ndarray, exp: int, n_contributors: int, dtype: np.dtype | type) -> np.ndarray:
+    """The documented bound on |dequantize(sum q) - sum x| for each element of a result ``y``."""
+    dt = check_dtype(dtype)
+    return n_contributors * 2.0 ** -(exp + 1) + np.abs(np.asarray(y, np.float64)) * UNIT_ROUNDOFF[dt]
+
+
+def saturating_add(acc: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Element-wise int32 ``acc + q`` with saturation; returns ``(sum, overflowed)``.
+
+    This is exactly what one reduction step of the core does: the core saturates at every
+    step (so with overflow the result depends on arrival order — which is why the overflow flag
+    is sticky and the host redoes such a chunk).
+    """
+    acc = np.asarray(acc, np.int32)
+    q = np.asarray(q, np.int32)
+    s = acc.astype(np.int64) + q
+    over = bool(np.any((s > INT32_MAX) | (s < INT32_MIN)))
+    return np.clip(s, INT32_MIN, INT32_MAX).astype(np.int32), over
+
+
+def saturating_sum(contributions: list[np.ndarray] | np.ndarray) -> tuple[np.ndarray, bool]:
+    """Fold :func:`saturating_add` over contributions in the given (arrival) order."""
+    it = iter(contributions)
+    acc = np.array(next(it), np.int32)
+    overflow = False
+    for q in it:
+        acc, o = saturating_add(acc, q)
+        overflow |= o
+    return acc, overflow
