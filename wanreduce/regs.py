@@ -1,0 +1,155 @@
+"""Register map of the aggregator core — one definition for the RTL, the host and the docs.
+
+Registers are 32 bits, word-addressed by a 16-bit address, reached only through CONTROL
+messages on the host-facing port (see docs/protocol.md "Control messages"); the network ports
+drop CONTROL frames. ``docs/registers.md`` is generated from this module
+(``python -m wanreduce.regs > docs/registers.md``; a test keeps them in step).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from wanreduce import wire
+from wanreduce.model import Drop, Outcome
+
+CORE_ID = 0x57524147  # "WRAG"
+
+
+class Access(enum.Enum):
+    RO = "ro"
+    RW = "rw"
+
+
+@dataclass(frozen=True)
+class Reg:
+    name: str
+    addr: int
+    access: Access
+    reset: int = 0
+    doc: str = ""
+
+
+# Fixed registers
+ID = 0x0000
+PARAMS0 = 0x0001  # ports + (W/32 << 8) + (log2 S << 16) + (G << 24)
+PARAMS1 = 0x0002  # E + (J << 16)
+CTRL = 0x0010  # bit 0: release on completion (else in chunk order)
+CTRL_RELEASE_ON_COMPLETION = 1 << 0
+LOCAL_MAC_HI = 0x0011
+LOCAL_MAC_LO = 0x0012
+LOCAL_IP = 0x0013
+UDP_PORT = 0x0014
+MAX_ELEMENTS = 0x0015
+SITE_ID = 0x0016
+RESULT_MAC_HI = 0x0018
+RESULT_MAC_LO = 0x0019
+RESULT_IP = 0x001A
+RESULT_UDP_PORT = 0x001B
+
+GROUP_BASE = 0x0100  # + g: membership bitmap of group g
+JOB_BASE = 0x0200  # + 4j
+JOB_STRIDE = 4
+JOB_CFG_OFFSET = 0  # bit 0 enable, bits 12..8 log2 window, bits 31..16 base slot
+JOB_HEAD_OFFSET = 1  # read: next chunk to release; write: window reset to this chunk
+PORT_COUNTER_BASE = 0x1000  # + 16p + r: r = 0 frames in, r = 1 + Drop reason
+PORT_COUNTER_STRIDE = 16
+OUTCOME_COUNTER_BASE = 0x1800  # + Outcome
+RESULTS_OUT = 0x1810  # result frames sent (including resent ones)
+CONTROL_IN = 0x1811  # control messages processed
+
+DEFAULT_LOCAL_MAC = 0x02_00_00_00_00_01
+DEFAULT_LOCAL_IP = 0x0A_00_00_01
+DEFAULT_RESULT_MAC = 0x02_00_00_00_01_00
+DEFAULT_RESULT_IP = 0x0A_00_01_00
+
+
+def job_cfg(job: int) -> int:
+    return JOB_BASE + JOB_STRIDE * job + JOB_CFG_OFFSET
+
+
+def job_head(job: int) -> int:
+    return JOB_BASE + JOB_STRIDE * job + JOB_HEAD_OFFSET
+
+
+def group(g: int) -> int:
+    return GROUP_BASE + g
+
+
+def port_frames_in(port: int) -> int:
+    return PORT_COUNTER_BASE + PORT_COUNTER_STRIDE * port
+
+
+def port_drops(port: int, reason: Drop) -> int:
+    return PORT_COUNTER_BASE + PORT_COUNTER_STRIDE * port + 1 + int(reason)
+
+
+def outcome_counter(outcome: Outcome) -> int:
+    return OUTCOME_COUNTER_BASE + int(outcome)
+
+
+def pack_job_cfg(*, enabled: bool, log2_window: int, base: int) -> int:
+    return (int(enabled) & 1) | ((log2_window & 0x1F) << 8) | ((base & 0xFFFF) << 16)
+
+
+def unpack_job_cfg(value: int) -> tuple[bool, int, int]:
+    return bool(value & 1), (value >> 8) & 0x1F, (value >> 16) & 0xFFFF
+
+
+def register_map(*, ports: int, groups: int, jobs: int, elements: int) -> list[Reg]:
+    """Every register of a core with these parameters (``ports`` counts network ports; the
+    host-facing port's counters follow them at index ``ports``)."""
+    regs = [
+        Reg("ID", ID, Access.RO, CORE_ID, "core identifier 'WRAG'"),
+        Reg("PARAMS0", PARAMS0, Access.RO, 0, "ports + (W/32 << 8) + (log2 S << 16) + (G << 24)"),
+        Reg("PARAMS1", PARAMS1, Access.RO, 0, "E + (J << 16)"),
+        Reg("CTRL", CTRL, Access.RW, 0, "bit 0: release on completion (0: in chunk order)"),
+        Reg("LOCAL_MAC_HI", LOCAL_MAC_HI, Access.RW, DEFAULT_LOCAL_MAC >> 32, "our MAC 47..32"),
+        Reg("LOCAL_MAC_LO", LOCAL_MAC_LO, Access.RW, DEFAULT_LOCAL_MAC & 0xFFFFFFFF, "our MAC 31..0"),
+        Reg("LOCAL_IP", LOCAL_IP, Access.RW, DEFAULT_LOCAL_IP, "our IPv4 address (results' source)"),
+        Reg("UDP_PORT", UDP_PORT, Access.RW, wire.DEFAULT_UDP_PORT, "UDP port contributions must use"),
+        Reg("MAX_ELEMENTS", MAX_ELEMENTS, Access.RW, elements, "element count limit (clamped to E)"),
+        Reg("SITE_ID", SITE_ID, Access.RW, 0, "sender id written into results"),
+        Reg("RESULT_MAC_HI", RESULT_MAC_HI, Access.RW, DEFAULT_RESULT_MAC >> 32, "results' destination MAC 47..32"),
+        Reg("RESULT_MAC_LO", RESULT_MAC_LO, Access.RW, DEFAULT_RESULT_MAC & 0xFFFFFFFF, "results' destination MAC 31..0"),
+        Reg("RESULT_IP", RESULT_IP, Access.RW, DEFAULT_RESULT_IP, "results' destination IPv4 (unicast or multicast)"),
+        Reg("RESULT_UDP_PORT", RESULT_UDP_PORT, Access.RW, wire.DEFAULT_UDP_PORT, "results' destination UDP port"),
+    ]
+    regs += [Reg(f"GROUP{g}", group(g), Access.RW, 0, f"membership bitmap of group {g}") for g in range(groups)]
+    for j in range(jobs):
+        regs.append(Reg(f"JOB{j}_CFG", job_cfg(j), Access.RW, 0, "bit 0 enable, 12..8 log2 window, 31..16 base slot"))
+        regs.append(Reg(f"JOB{j}_HEAD", job_head(j), Access.RW, 0, "read: next chunk to release; write: window reset"))
+    for p in range(ports + 1):
+        label = "host port" if p == ports else f"network port {p}"
+        regs.append(Reg(f"PORT{p}_FRAMES_IN", port_frames_in(p), Access.RO, 0, f"{label}: frames received"))
+        for reason in Drop:
+            regs.append(Reg(f"PORT{p}_DROP_{reason.name}", port_drops(p, reason), Access.RO, 0, f"{label}: dropped, {reason.name.lower()}"))
+    for o in Outcome:
+        regs.append(Reg(f"OUTCOME_{o.name}", outcome_counter(o), Access.RO, 0, f"contributions: {o.name.lower()}"))
+    regs.append(Reg("RESULTS_OUT", RESULTS_OUT, Access.RO, 0, "result frames sent (resent included)"))
+    regs.append(Reg("CONTROL_IN", CONTROL_IN, Access.RO, 0, "control messages processed"))
+    return regs
+
+
+def markdown(ports: int = 2, groups: int = 2, jobs: int = 2, elements: int = wire.DEFAULT_ELEMENTS) -> str:
+    """The register map as a Markdown document (for docs/registers.md)."""
+    lines = [
+        "# Register map",
+        "",
+        "Generated by `python -m wanreduce.regs` from `wanreduce/regs.py` (shown for P=2 network",
+        "ports, G=2 groups, J=2 jobs; groups, jobs and port counters repeat with the strides below).",
+        "Registers are 32 bits, reached only by CONTROL messages on the host-facing port.",
+        f"Strides: group {1}, job {JOB_STRIDE}, port counters {PORT_COUNTER_STRIDE}; the host",
+        "port's counters follow the network ports'. Counters are free-running 32-bit (wrap).",
+        "",
+        "| address | name | access | reset | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for r in register_map(ports=ports, groups=groups, jobs=jobs, elements=elements):
+        lines.append(f"| 0x{r.addr:04x} | {r.name} | {r.access.value} | 0x{r.reset:x} | {r.doc} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
