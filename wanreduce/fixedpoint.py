@@ -114,7 +114,7 @@ def quantize(
     elif out.dtype != np.int32 or out.shape != x.shape:
         raise ValueError(f"out must be an int32 array of shape {x.shape}")
     scale = _scale(exp)
-    lim = np.float32(qmax(n_contributors))
+    lim = _float32_at_most(qmax(n_contributors))
     if x.ndim == 0:
         return out, _quantize_block(x.reshape(1), scale, lim, out.reshape(1))
     # Work in blocks of leading-axis slices that fit in L2: few passes over cached data.
@@ -124,6 +124,12 @@ def quantize(
     for start in range(0, x.shape[0], step):
         clipped += _quantize_block(x[start : start + step], scale, lim, out[start : start + step])
     return out, clipped
+
+
+def _float32_at_most(q: int) -> np.float32:
+    """The largest float32 not above ``q`` (float32(q) may round up past an int32 limit)."""
+    v = np.float32(q)
+    return np.nextafter(v, np.float32(0)) if int(v) > q else v
 
 
 def _quantize_block(xb: np.ndarray, scale: np.float32, lim: np.float32, ob: np.ndarray) -> int:

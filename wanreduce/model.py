@@ -305,12 +305,12 @@ class AggregatorModel:
             s.overflow |= over
             s.bitmap |= bit
             return Outcome.AGGREGATED, self._maybe_complete(s, job, members)
+        if late:  # behind the head and no longer held: its result is gone
+            return Outcome.STALE, []
         if s.state in (SlotState.ACTIVE, SlotState.COMPLETE):
             return Outcome.REJECT_BUSY, []
         # FREE, or RELEASED holding another chunk: start this chunk unless it is older.
-        if late or (
-            s.state == SlotState.RELEASED and s.job_id == m.job_id and serial_lt(m.chunk, s.chunk)
-        ):
+        if s.state == SlotState.RELEASED and s.job_id == m.job_id and serial_lt(m.chunk, s.chunk):
             return Outcome.STALE, []
         s.state = SlotState.ACTIVE
         s.job_id, s.round_id, s.chunk = m.job_id, m.round_id, m.chunk
