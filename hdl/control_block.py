@@ -1,0 +1,281 @@
+"""Control and status: the register file of the core, reached by CONTROL messages.
+
+CONTROL messages arrive only on the host-facing port (the network ports drop them in their
+parsers). Each message carries ``element_count // 2`` operations of two 32-bit words,
+``word0 = WRITE(bit 31) | address``, ``word1 = value`` (``wanreduce.wire``); the block executes
+them in order, one per cycle, and answers with a CONTROL_REPLY message whose ``word1`` holds each
+register's value after the operation. Registers and their reset values come from
+``wanreduce.regs`` (one definition for the RTL, the host and docs/registers.md).
+
+Status counters are free-running 32-bit counters of the event strobes of the parsers
+(frames in, drops by reason, per port), of the reducer (one outcome per contribution) and of the
+egress (results out).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from wanreduce import regs, wire
+from wanreduce.hdl.layouts import JobCfgLayout, check_data_width, lanes, message_stream
+from wanreduce.model import Drop, Outcome
+
+__all__ = ["ControlBlock"]
+
+
+class ControlBlock(wiring.Component):
+    """Register file + status counters + CONTROL message engine.
+
+    Parameters: ``data_width`` (message stream width), ``ports`` (network ports; the host port's
+    counters follow at index ``ports``), ``slots``, ``elements``, ``groups``, ``jobs``.
+    """
+
+    def __init__(
+        self, data_width: int, *, ports: int, slots: int, elements: int, groups: int, jobs: int
+    ) -> None:
+        check_data_width(data_width)
+        if not 1 <= ports <= 8:
+            raise ValueError(f"ports must be 1..8, got {ports}")
+        if not 1 <= groups <= 32 or not 1 <= jobs <= 16:
+            raise ValueError(f"groups must be 1..32 and jobs 1..16, got {groups} and {jobs}")
+        self.data_width, self.ports, self.slots = data_width, ports, slots
+        self.elements, self.groups, self.jobs = elements, groups, jobs
+        n = ports + 1
+        super().__init__(
+            {
+                "s_msg": In(message_stream(data_width)),
+                "m_msg": Out(message_stream(data_width)),
+                # configuration outputs
+                "release_on_completion": Out(1),
+                "local_mac": Out(48),
+                "local_ip": Out(32),
+                "udp_port": Out(16),
+                "max_elements": Out(16),
+                "site_id": Out(8),
+                "result_mac": Out(48),
+                "result_ip": Out(32),
+                "result_udp_port": Out(16),
+                "group_bitmap": Out(data.ArrayLayout(32, groups)),
+                "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
+                "reset": Out(
+                    stream.Signature(data.StructLayout({"job": range(jobs), "head": 32}))
+                ),
+                "head": In(data.ArrayLayout(32, jobs)),
+                # status events
+                "port_frame_in": In(n),
+                "port_drop": In(n),
+                "port_drop_reason": In(data.ArrayLayout(4, n)),
+                "outcome": In(1),
+                "outcome_code": In(4),
+                "result_out": In(1),
+            }
+        )
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        w = self.data_width
+        n_ops = lanes(w) // 2
+        reg_map = {
+            r.addr: r
+            for r in regs.register_map(
+                ports=self.ports, groups=self.groups, jobs=self.jobs, elements=self.elements
+            )
+        }
+
+        def reset_of(addr: int) -> int:
+            return reg_map[addr].reset
+
+        # ---- configuration registers (reset values from wanreduce.regs) ----
+        ctrl = Signal(32, init=reset_of(regs.CTRL))
+        mac_hi = Signal(16, init=reset_of(regs.LOCAL_MAC_HI))
+        mac_lo = Signal(32, init=reset_of(regs.LOCAL_MAC_LO))
+        local_ip = Signal(32, init=reset_of(regs.LOCAL_IP))
+        udp_port = Signal(16, init=reset_of(regs.UDP_PORT))
+        max_el = Signal(16, init=reset_of(regs.MAX_ELEMENTS))
+        site_id = Signal(8, init=reset_of(regs.SITE_ID))
+        rmac_hi = Signal(16, init=reset_of(regs.RESULT_MAC_HI))
+        rmac_lo = Signal(32, init=reset_of(regs.RESULT_MAC_LO))
+        rip = Signal(32, init=reset_of(regs.RESULT_IP))
+        rport = Signal(16, init=reset_of(regs.RESULT_UDP_PORT))
+        groups = [Signal(32, name=f"group{g}") for g in range(self.groups)]
+        jobs = [Signal(32, name=f"job_cfg{j}") for j in range(self.jobs)]
+
+        m.d.comb += [
+            self.release_on_completion.eq(ctrl & regs.CTRL_RELEASE_ON_COMPLETION != 0),
+            self.local_mac.eq(Cat(mac_lo, mac_hi)),
+            self.local_ip.eq(local_ip),
+            self.udp_port.eq(udp_port),
+            self.max_elements.eq(max_el),
+            self.site_id.eq(site_id),
+            self.result_mac.eq(Cat(rmac_lo, rmac_hi)),
+            self.result_ip.eq(rip),
+            self.result_udp_port.eq(rport),
+        ]
+        for g in range(self.groups):
+            m.d.comb += self.group_bitmap[g].eq(groups[g])
+        for j in range(self.jobs):
+            m.d.comb += self.job_cfg[j].as_value().eq(jobs[j])
+
+        # ---- status counters ----
+        n = self.ports + 1
+        frames_in = [Signal(32, name=f"port{p}_frames_in") for p in range(n)]
+        drops = [[Signal(32, name=f"port{p}_drop_{r.name.lower()}") for r in Drop] for p in range(n)]
+        outcomes = [Signal(32, name=f"outcome_{o.name.lower()}") for o in Outcome]
+        results_out = Signal(32)
+        control_in = Signal(32)
+        for p in range(n):
+            with m.If(self.port_frame_in[p]):
+                m.d.sync += frames_in[p].eq(frames_in[p] + 1)
+            for r in Drop:
+                with m.If(self.port_drop[p] & (self.port_drop_reason[p] == int(r))):
+                    m.d.sync += drops[p][int(r)].eq(drops[p][int(r)] + 1)
+        for o in Outcome:
+            with m.If(self.outcome & (self.outcome_code == int(o))):
+                m.d.sync += outcomes[int(o)].eq(outcomes[int(o)] + 1)
+        with m.If(self.result_out):
+            m.d.sync += results_out.eq(results_out + 1)
+
+        # ---- register read mux ----
+        params0 = (
+            self.ports
+            | (w // 32) << 8
+            | (self.slots.bit_length() - 1) << 16
+            | self.groups << 24
+        )
+        params1 = self.elements | self.jobs << 16
+        readable: dict[int, object] = {
+            regs.ID: Const(regs.CORE_ID, 32),
+            regs.PARAMS0: Const(params0, 32),
+            regs.PARAMS1: Const(params1, 32),
+            regs.CTRL: ctrl,
+            regs.LOCAL_MAC_HI: mac_hi,
+            regs.LOCAL_MAC_LO: mac_lo,
+            regs.LOCAL_IP: local_ip,
+            regs.UDP_PORT: udp_port,
+            regs.MAX_ELEMENTS: max_el,
+            regs.SITE_ID: site_id,
+            regs.RESULT_MAC_HI: rmac_hi,
+            regs.RESULT_MAC_LO: rmac_lo,
+            regs.RESULT_IP: rip,
+            regs.RESULT_UDP_PORT: rport,
+            regs.RESULTS_OUT: results_out,
+            regs.CONTROL_IN: control_in,
+        }
+        for g in range(self.groups):
+            readable[regs.group(g)] = groups[g]
+        for j in range(self.jobs):
+            readable[regs.job_cfg(j)] = jobs[j]
+            readable[regs.job_head(j)] = self.head[j]
+        for p in range(n):
+            readable[regs.port_frames_in(p)] = frames_in[p]
+            for r in Drop:
+                readable[regs.port_drops(p, r)] = drops[p][int(r)]
+        for o in Outcome:
+            readable[regs.outcome_counter(o)] = outcomes[int(o)]
+        assert set(readable) == set(reg_map), "register map and RTL disagree"
+
+        # ---- the operation engine: one operation per cycle ----
+        beat = Signal(self.s_msg.payload.shape())
+        op = Signal(range(max(n_ops, 1) + 1))
+        words_left = Signal(16)  # words of the message not yet consumed
+        reply = Signal(w)
+        addr = Signal(16)
+        is_write = Signal()
+        value = Signal(32)
+        read_value = Signal(32)
+
+        word0 = beat.data.word_select(op * 2, 32)
+        word1 = beat.data.word_select(op * 2 + 1, 32)
+        m.d.comb += [
+            addr.eq(word0 & wire.CONTROL_ADDR_MASK),
+            is_write.eq(word0[31]),
+            value.eq(word1),
+        ]
+        with m.Switch(addr):
+            for a, sig in readable.items():
+                with m.Case(a):
+                    m.d.comb += read_value.eq(sig)
+            with m.Default():
+                m.d.comb += read_value.eq(0)
+
+        writable = {
+            regs.CTRL: ctrl,
+            regs.LOCAL_MAC_HI: mac_hi,
+            regs.LOCAL_MAC_LO: mac_lo,
+            regs.LOCAL_IP: local_ip,
+            regs.UDP_PORT: udp_port,
+            regs.SITE_ID: site_id,
+            regs.RESULT_MAC_HI: rmac_hi,
+            regs.RESULT_MAC_LO: rmac_lo,
+            regs.RESULT_IP: rip,
+            regs.RESULT_UDP_PORT: rport,
+        }
+        for g in range(self.groups):
+            writable[regs.group(g)] = groups[g]
+        for j in range(self.jobs):
+            writable[regs.job_cfg(j)] = jobs[j]
+
+        m.d.comb += [
+            self.m_msg.payload.hdr.eq(beat.hdr),
+            self.m_msg.payload.hdr.msg_type.eq(wire.MsgType.CONTROL_REPLY),
+            self.m_msg.payload.first.eq(beat.first),
+            self.m_msg.payload.last.eq(beat.last),
+            self.m_msg.payload.data.eq(reply),
+        ]
+        head_write = Signal()
+        job_index = Signal(range(self.jobs))
+        for j in range(self.jobs):
+            with m.If(is_write & (addr == regs.job_head(j))):
+                m.d.comb += [head_write.eq(1), job_index.eq(j)]
+        m.d.comb += [self.reset.payload.job.eq(job_index), self.reset.payload.head.eq(value)]
+
+        # Each operation takes two cycles: EXEC performs the write (or the window-reset
+        # handshake), READBACK stores the register's new value into the reply.
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.s_msg.ready.eq(1)
+                with m.If(self.s_msg.valid):
+                    m.d.sync += [
+                        beat.eq(self.s_msg.payload),
+                        op.eq(0),
+                        reply.eq(self.s_msg.payload.data),
+                    ]
+                    with m.If(self.s_msg.payload.first):
+                        m.d.sync += [
+                            words_left.eq(self.s_msg.payload.hdr.element_count),
+                            control_in.eq(control_in + 1),
+                        ]
+                    m.next = "EXEC"
+            with m.State("EXEC"):
+                with m.If((words_left < 2) | (op == n_ops)):
+                    m.next = "REPLY"
+                with m.Elif(head_write):
+                    m.d.comb += self.reset.valid.eq(1)
+                    with m.If(self.reset.ready):
+                        m.next = "READBACK"
+                with m.Else():
+                    with m.If(is_write):
+                        with m.Switch(addr):
+                            for a, sig in writable.items():
+                                with m.Case(a):
+                                    m.d.sync += sig.eq(value)
+                            with m.Case(regs.MAX_ELEMENTS):
+                                # clamp to the core's E: the parsers cannot take more
+                                with m.If(value > self.elements):
+                                    m.d.sync += max_el.eq(self.elements)
+                                with m.Else():
+                                    m.d.sync += max_el.eq(value)
+                    m.next = "READBACK"
+            with m.State("READBACK"):
+                for k in range(n_ops):
+                    with m.If(op == k):
+                        m.d.sync += reply.word_select(2 * k + 1, 32).eq(read_value)
+                m.d.sync += [op.eq(op + 1), words_left.eq(words_left - 2)]
+                m.next = "EXEC"
+            with m.State("REPLY"):
+                m.d.comb += self.m_msg.valid.eq(1)
+                with m.If(self.m_msg.ready):
+                    m.next = "IDLE"
+        return m

@@ -1,0 +1,123 @@
+"""The control block: register writes/reads through CONTROL messages, counters, window reset."""
+
+import pytest
+from amaranth.back import rtlil
+from amaranth.sim import Simulator
+
+from wanreduce import regs, wire
+from wanreduce.hdl.control_block import ControlBlock
+from wanreduce.hdl.layouts import lanes, payload_beats
+from wanreduce.model import Drop, Outcome
+
+
+def ops_words(ops):
+    words = []
+    for write, addr, value in ops:
+        words += [(wire.CONTROL_WRITE if write else 0) | addr, value & 0xFFFFFFFF]
+    return words
+
+
+def beats_of(words, w):
+    ln = lanes(w)
+    n = payload_beats(len(words), w)
+    padded = words + [0] * (n * ln - len(words))
+    return [sum(padded[b * ln + k] << (32 * k) for k in range(ln)) for b in range(n)]
+
+
+async def transact(ctx, dut, ops, w, head_ack=None):
+    """Send one CONTROL message, return the reply's value words."""
+    words = ops_words(ops)
+    beats = beats_of(words, w)
+    replies = []
+    ctx.set(dut.m_msg.ready, 1)
+    for i, b in enumerate(beats):
+        ctx.set(dut.s_msg.payload, {"data": b, "first": i == 0, "last": i == len(beats) - 1,
+                                    "hdr": {"msg_type": wire.MsgType.CONTROL, "element_count": len(words)}})
+        ctx.set(dut.s_msg.valid, 1)
+        await ctx.tick().until(dut.s_msg.ready)
+        ctx.set(dut.s_msg.valid, 0)
+        for _ in range(200):
+            if head_ack is not None and ctx.get(dut.reset.valid):
+                head_ack.append((ctx.get(dut.reset.payload.job), ctx.get(dut.reset.payload.head)))
+                ctx.set(dut.reset.ready, 1)
+            else:
+                ctx.set(dut.reset.ready, 0)
+            if ctx.get(dut.m_msg.valid):
+                replies.append(ctx.get(dut.m_msg.payload))
+                assert ctx.get(dut.m_msg.payload.hdr.msg_type) == wire.MsgType.CONTROL_REPLY
+                await ctx.tick()
+                break
+            await ctx.tick()
+        else:
+            raise AssertionError("no reply")
+    ln = lanes(w)
+    out = []
+    for r in replies:
+        out += [(r.data >> (32 * k)) & 0xFFFFFFFF for k in range(ln)]
+    return out[1 : len(words) : 2]
+
+
+@pytest.mark.parametrize("w", [64, 256, 512])
+def test_register_ops_and_counters(w):
+    dut = ControlBlock(w, ports=2, slots=16, elements=64, groups=4, jobs=2)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    resets = []
+
+    async def tb(ctx):
+        vals = await transact(ctx, dut, [(0, regs.ID, 0), (1, regs.group(1), 0b1011),
+                                         (0, regs.group(1), 0), (1, regs.MAX_ELEMENTS, 1000),
+                                         (1, regs.PORT_COUNTER_BASE, 55)], w)
+        assert vals == [regs.CORE_ID, 0b1011, 0b1011, 64, 0]  # clamp to E; counters are read-only
+        assert ctx.get(dut.group_bitmap[1]) == 0b1011 and ctx.get(dut.max_elements) == 64
+        cfg = regs.pack_job_cfg(enabled=True, log2_window=3, base=8)
+        await transact(ctx, dut, [(1, regs.job_cfg(1), cfg), (1, regs.CTRL, 1),
+                                  (1, regs.LOCAL_MAC_HI, 0xAABB), (1, regs.LOCAL_MAC_LO, 0xCCDDEEFF)], w)
+        assert ctx.get(dut.job_cfg[1].enable) == 1 and ctx.get(dut.job_cfg[1].base) == 8
+        assert ctx.get(dut.job_cfg[1].log2_window) == 3
+        assert ctx.get(dut.release_on_completion) == 1 and ctx.get(dut.local_mac) == 0xAABBCCDDEEFF
+        # events: port 2 (host) frame + drop, outcomes, results
+        for _ in range(3):
+            ctx.set(dut.port_frame_in, 0b100)
+            ctx.set(dut.port_drop, 0b100)
+            ctx.set(dut.port_drop_reason[2], int(Drop.LENGTH))
+            ctx.set(dut.outcome, 1)
+            ctx.set(dut.outcome_code, int(Outcome.DUPLICATE))
+            ctx.set(dut.result_out, 1)
+            await ctx.tick()
+        for s in (dut.port_frame_in, dut.port_drop, dut.outcome, dut.result_out):
+            ctx.set(s, 0)
+        ctx.set(dut.head[0], 77)
+        vals = await transact(ctx, dut, [(0, regs.port_frames_in(2), 0), (0, regs.port_drops(2, Drop.LENGTH), 0),
+                                         (0, regs.port_drops(1, Drop.LENGTH), 0),
+                                         (0, regs.outcome_counter(Outcome.DUPLICATE), 0),
+                                         (0, regs.RESULTS_OUT, 0), (0, regs.job_head(0), 0),
+                                         (0, regs.CONTROL_IN, 0), (0, 0x7777, 0)], w)
+        assert vals == [3, 3, 0, 3, 3, 77, 3, 0]
+        await transact(ctx, dut, [(1, regs.job_head(1), 1234)], w, head_ack=resets)
+        assert resets == [(1, 1234)]
+
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_reset_values_come_from_the_register_map():
+    dut = ControlBlock(64, ports=1, slots=4, elements=32, groups=1, jobs=1)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def tb(ctx):
+        assert ctx.get(dut.udp_port) == wire.DEFAULT_UDP_PORT
+        assert ctx.get(dut.local_ip) == regs.DEFAULT_LOCAL_IP
+        assert ctx.get(dut.max_elements) == 32
+
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_converts_and_validates():
+    rtlil.convert(ControlBlock(512, ports=8, slots=16, elements=256, groups=8, jobs=4))
+    with pytest.raises(ValueError, match="ports"):
+        ControlBlock(64, ports=0, slots=4, elements=8, groups=1, jobs=1)
+    with pytest.raises(ValueError, match="data width"):
+        ControlBlock(96, ports=1, slots=4, elements=8, groups=1, jobs=1)
