@@ -10,12 +10,30 @@ to ``datagram_bytes(count[i])``; the RTL test benches wrap rows into Ethernet fr
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from wanreduce import wire
 from wanreduce.fixedpoint import dequantize, quantize
+
+
+def _struct_code(f: wire.Field) -> str:
+    codes = {1: "b", 2: "h", 4: "i"}
+    if f.size not in codes:
+        raise ValueError(f"field {f.name} of {f.size} bytes has no struct code")
+    c = codes[f.size]
+    return c if f.signed else c.upper()
+
+
+# The aggregation header as a ``struct.Struct``, derived from ``wire.AGG_FIELDS`` (fields are
+# contiguous and in offset order): one C call packs or unpacks a whole header, which is what a
+# per-datagram host loop wants (a NumPy record view costs more for a single header).
+AGG_HEADER_STRUCT = struct.Struct(">" + "".join(_struct_code(f) for f in wire.AGG_FIELDS))
+AGG_HEADER_INDEX = {f.name: i for i, f in enumerate(wire.AGG_FIELDS)}
+assert AGG_HEADER_STRUCT.size == wire.AGG_HEADER_BYTES
+assert [f.agg_offset for f in wire.AGG_FIELDS] == sorted(f.agg_offset for f in wire.AGG_FIELDS)
 
 
 @dataclass

@@ -1,0 +1,176 @@
+"""Register read/write client over CONTROL messages (register map: ``wanreduce.regs``).
+
+A CONTROL datagram carries N operations of two little-endian 32-bit words (``word0 = WRITE bit
+31 | address``, ``word1 = value``; ``element_count = 2N``); the aggregator answers with a
+CONTROL_REPLY echoing the operations with ``word1`` = the register value after the operation.
+The request's ``chunk`` field carries a sequence number that the reply echoes, so late replies
+of a retried request are recognised and ignored. The same client configures the software
+aggregator and the RTL core (through its UDP bridge) — it never knows which one answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from wanreduce import regs, wire
+from wanreduce.model import Drop, Outcome
+from wanreduce.packetize import AGG_HEADER_STRUCT
+
+from .transport import MAX_DATAGRAM, Address, UdpTransport, resolve
+
+_HDR = wire.AGG_HEADER_BYTES
+_seq = itertools.count(1)
+
+
+class ControlTimeout(TimeoutError):
+    """The aggregator did not answer a CONTROL message."""
+
+
+class ControlClient:
+    """Reads and writes aggregator registers. ``timeout`` per attempt, ``retries`` resends."""
+
+    def __init__(
+        self,
+        aggregator: Address,
+        *,
+        timeout: float = 0.5,
+        retries: int = 3,
+        max_ops: int = 32,
+        bind_host: str = "0.0.0.0",
+    ) -> None:
+        if timeout <= 0 or retries < 0 or max_ops < 1:
+            raise ValueError("timeout must be > 0, retries >= 0, max_ops >= 1")
+        self.aggregator = resolve(*aggregator)
+        self.timeout, self.retries, self.max_ops = timeout, retries, max_ops
+        self.transport = UdpTransport(bind=(bind_host, 0), buffer_bytes=1 << 20)
+        self._buf = bytearray(MAX_DATAGRAM)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> ControlClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- raw operations ----
+    def transact(self, ops: Sequence[tuple[int, int | None]]) -> list[int]:
+        """Run ``(address, value or None for a read)`` operations in order; returns the values
+        after each operation. Split into messages of at most ``max_ops`` operations."""
+        out: list[int] = []
+        for k in range(0, len(ops), self.max_ops):
+            out += self._message(ops[k : k + self.max_ops])
+        return out
+
+    def _message(self, ops: Sequence[tuple[int, int | None]]) -> list[int]:
+        words = np.zeros((len(ops), 2), "<u4")
+        for i, (addr, value) in enumerate(ops):
+            if not 0 <= addr <= wire.CONTROL_ADDR_MASK:
+                raise ValueError(f"register address 0x{addr:x} outside 16 bits")
+            words[i] = (addr | (wire.CONTROL_WRITE if value is not None else 0), (value or 0) & 0xFFFFFFFF)
+        seq = next(_seq) & 0xFFFFFFFF
+        msg = AGG_HEADER_STRUCT.pack(
+            wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL, 0, 0, 0, 0, seq, 0, 0, 2 * len(ops), 0
+        ) + words.tobytes()
+        for _attempt in range(self.retries + 1):
+            self.transport.send_to(msg, self.aggregator)
+            deadline = time.monotonic() + self.timeout
+            while True:
+                got = self.transport.recv_into(self._buf)
+                if got is None:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self.transport.wait_readable(left):
+                        break
+                    continue
+                n, _ = got
+                if n < _HDR:
+                    continue
+                h = AGG_HEADER_STRUCT.unpack_from(self._buf)
+                if h[0] != wire.MAGIC or h[2] != wire.MsgType.CONTROL_REPLY or h[7] != seq:
+                    continue
+                if h[10] != 2 * len(ops) or n != _HDR + 8 * len(ops):
+                    raise ValueError(f"malformed CONTROL_REPLY: {h[10]} words, {n} bytes")
+                reply = np.frombuffer(self._buf, "<u4", 2 * len(ops), _HDR).reshape(-1, 2)
+                return [int(v) for v in reply[:, 1]]
+        raise ControlTimeout(
+            f"aggregator {self.aggregator[0]}:{self.aggregator[1]} did not answer a CONTROL "
+            f"message within {self.retries + 1} x {self.timeout:g} s"
+        )
+
+    def read(self, addr: int) -> int:
+        return self.transact([(addr, None)])[0]
+
+    def write(self, addr: int, value: int) -> int:
+        return self.transact([(addr, value)])[0]
+
+    def read_many(self, addrs: Iterable[int]) -> list[int]:
+        return self.transact([(a, None) for a in addrs])
+
+    # ---- configuration ----
+    def ping(self) -> bool:
+        """True when the aggregator answers and identifies as a wanreduce core."""
+        try:
+            return self.read(regs.ID) == regs.CORE_ID
+        except ControlTimeout:
+            return False
+
+    def params(self) -> dict[str, int]:
+        """Decoded PARAMS0/PARAMS1: ports, width_words, log2_slots, groups, elements, jobs."""
+        p0, p1 = self.read_many([regs.PARAMS0, regs.PARAMS1])
+        return {
+            "ports": p0 & 0xFF,
+            "width_words": (p0 >> 8) & 0xFF,
+            "log2_slots": (p0 >> 16) & 0xFF,
+            "groups": (p0 >> 24) & 0xFF,
+            "elements": p1 & 0xFFFF,
+            "jobs": (p1 >> 16) & 0xFFFF,
+        }
+
+    def set_group(self, group: int, members: Iterable[int]) -> None:
+        """Group ``group`` = these sender ids (0..31)."""
+        bitmap = 0
+        for m in members:
+            if not 0 <= m < wire.MAX_SENDERS:
+                raise ValueError(f"sender id {m} outside 0..{wire.MAX_SENDERS - 1}")
+            bitmap |= 1 << m
+        self.write(regs.group(group), bitmap)
+
+    def group_members(self, group: int) -> list[int]:
+        bitmap = self.read(regs.group(group))
+        return [i for i in range(wire.MAX_SENDERS) if bitmap >> i & 1]
+
+    def set_job(self, job: int, *, enabled: bool = True, log2_window: int, base: int = 0, head: int = 0) -> None:
+        """Configure a job's slot region and reset its window to ``head``; verified by read-back."""
+        cfg = regs.pack_job_cfg(enabled=enabled, log2_window=log2_window, base=base)
+        got_cfg, _ = self.transact([(regs.job_cfg(job), cfg), (regs.job_head(job), head)])
+        if got_cfg != cfg:
+            raise ValueError(
+                f"aggregator refused job {job} configuration (window 2**{log2_window} at base "
+                f"{base} does not fit its slot memory?)"
+            )
+
+    def job_window(self, job: int) -> int:
+        """Slots of the job's region (W): hosts keep at most W/2 chunks in flight."""
+        enabled, log2w, _ = regs.unpack_job_cfg(self.read(regs.job_cfg(job)))
+        if not enabled:
+            raise ValueError(f"job {job} is not enabled on the aggregator")
+        return 1 << log2w
+
+    def reset_window(self, job: int, head: int = 0) -> None:
+        self.write(regs.job_head(job), head)
+
+    def set_release_on_completion(self, on: bool) -> None:
+        self.write(regs.CTRL, regs.CTRL_RELEASE_ON_COMPLETION if on else 0)
+
+    def counters(self, port: int = 0) -> dict[str, int]:
+        """Outcome counters, RESULTS_OUT, CONTROL_IN and the counters of host port ``port``."""
+        names = [f"PORT{port}_FRAMES_IN"] + [f"PORT{port}_DROP_{d.name}" for d in Drop]
+        addrs = [regs.port_frames_in(port)] + [regs.port_drops(port, d) for d in Drop]
+        names += [f"OUTCOME_{o.name}" for o in Outcome] + ["RESULTS_OUT", "CONTROL_IN"]
+        addrs += [regs.outcome_counter(o) for o in Outcome] + [regs.RESULTS_OUT, regs.CONTROL_IN]
+        return dict(zip(names, self.read_many(addrs), strict=True))

@@ -1,0 +1,281 @@
+"""Software aggregator: the golden model behind the wanreduce UDP protocol.
+
+``wanreduce serve --backend model`` runs this. It speaks exactly what the FPGA's host-facing
+port speaks, minus the Ethernet/IPv4 layer the kernel already handled:
+
+* a datagram = aggregation header + payload; the aggregation-level checks of
+  ``model.parse_frame`` are applied in the same order (TRUNCATED below 22 bytes, AGG_HEADER for
+  magic/version/message type, ELEMENT_COUNT for 0 or above MAX_ELEMENTS, LENGTH when the datagram
+  length disagrees with the element count), each drop counted by reason;
+* a well-formed CONTRIBUTION goes to ``model.AggregatorModel.contribute`` (bit-exact with the RTL
+  by construction) and every released result is sent to every member of the chunk's group that
+  has been seen (sender id -> last source address), emulating the FPGA's multicast result
+  stream, or once to the RESULT_IP/RESULT_UDP_PORT registers when RESULT_IP is multicast;
+* a CONTROL message reads/writes the register map of ``wanreduce.regs`` and is answered with a
+  CONTROL_REPLY to its source, so ``host/control.py`` configures this and the RTL alike.
+
+Its single UDP port is "host port 0" for the port counters. Accounting invariant:
+``PORT0_FRAMES_IN == sum(drops) + sum(outcomes) + CONTROL_IN``.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from collections.abc import Iterable
+
+import numpy as np
+
+from wanreduce import regs, wire
+from wanreduce.model import AggregatorModel, Drop, Message, Outcome, ReleaseMode
+from wanreduce.packetize import AGG_HEADER_STRUCT
+
+from .transport import MAX_DATAGRAM, Address, UdpTransport
+
+_HDR = wire.AGG_HEADER_BYTES
+_U32 = 0xFFFFFFFF
+_ACCEPTED = (Outcome.AGGREGATED, Outcome.DUPLICATE, Outcome.RESULT_RESENT)
+
+
+class SoftAggregator:
+    """One software aggregator on one UDP port (see the module docstring).
+
+    ``serve_forever()`` runs the receive loop in the calling thread; ``start()`` runs it in a
+    daemon thread (tests, in-process use) and ``stop()`` ends it.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        slots: int = 64,
+        elements: int = wire.DEFAULT_ELEMENTS,
+        groups: int = 8,
+        jobs: int = 4,
+        release: ReleaseMode = ReleaseMode.IN_ORDER,
+        join: tuple[str, ...] = (),
+    ) -> None:
+        self.model = AggregatorModel(
+            slots=slots, elements=elements, groups=groups, jobs=jobs, release=release
+        )
+        self.transport = UdpTransport(bind=(host, port), join=join)
+        self.regfile: dict[int, int] = {
+            r.addr: r.reset
+            for r in regs.register_map(ports=0, groups=groups, jobs=jobs, elements=elements)
+            if r.access is regs.Access.RW
+        }
+        self.regfile[regs.CTRL] = int(self.model.release == ReleaseMode.ON_COMPLETION)
+        self.frames_in = 0
+        self.drops = [0] * len(Drop)
+        self.control_in = 0
+        self._members: dict[int, dict[int, Address]] = {}
+        self._dests: dict[int, list[Address]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._buf = bytearray(MAX_DATAGRAM)  # whole datagrams: n is the true length
+        self._sbuf = bytearray(wire.datagram_bytes(max(elements, 2 * 64)))
+        self._wake_r, self._wake_w = socket.socketpair()
+
+    # ---- life cycle ----
+    @property
+    def address(self) -> Address:
+        return self.transport.address
+
+    def start(self) -> SoftAggregator:
+        self._thread = threading.Thread(target=self.serve_forever, name="softagg", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+
+    def close(self) -> None:
+        self.stop()
+        self.transport.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def __enter__(self) -> SoftAggregator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- configuration shortcuts (the same effect as CONTROL writes) ----
+    def configure(self, *, groups: dict[int, Iterable[int]] | None = None, jobs: Iterable[int] = ()) -> None:
+        """Set group memberships (member sender ids) and enable jobs with the full window."""
+        for g, members in (groups or {}).items():
+            self.model.set_group(g, sum(1 << m for m in members))
+        for j in jobs:
+            self.model.set_job(j, enabled=True)
+
+    # ---- receive loop ----
+    def serve_forever(self) -> None:
+        sock = self.transport.sock
+        buf = self._buf
+        recv = sock.recvfrom_into
+        handle = self.handle_datagram
+        stop = self._stop
+        waitset = [sock, self._wake_r]
+        while not stop.is_set():
+            try:
+                n, addr = recv(buf)
+            except (BlockingIOError, ConnectionRefusedError):
+                select.select(waitset, [], [], 0.5)
+                continue
+            except OSError:
+                if stop.is_set():
+                    break
+                raise
+            handle(n, addr)
+
+    def handle_datagram(self, n: int, addr: Address, data: bytes | bytearray | None = None) -> None:
+        """Process one datagram of ``n`` bytes (in the receive buffer, or ``data``) from ``addr``."""
+        buf = self._buf if data is None else data
+        self.frames_in += 1
+        if n < _HDR:
+            self.drops[Drop.TRUNCATED] += 1
+            return
+        magic, version, typ, flags, grp, job, rnd, chunk, sender, scale, count, _ = (
+            AGG_HEADER_STRUCT.unpack_from(buf)
+        )
+        if (
+            magic != wire.MAGIC
+            or version != wire.VERSION
+            or typ not in (wire.MsgType.CONTRIBUTION, wire.MsgType.CONTROL)
+        ):
+            self.drops[Drop.AGG_HEADER] += 1
+            return
+        if count == 0 or count > self.regfile[regs.MAX_ELEMENTS]:
+            self.drops[Drop.ELEMENT_COUNT] += 1
+            return
+        if n != _HDR + 4 * count:
+            self.drops[Drop.LENGTH] += 1
+            return
+        if typ == wire.MsgType.CONTROL:
+            self._control(buf, count, addr, (flags, grp, job, rnd, chunk, sender, scale))
+            return
+        payload = np.frombuffer(buf, wire.ELEMENT_DTYPE, count, _HDR)
+        msg = Message(typ, flags, grp, job, rnd, chunk, sender, scale, count, payload)
+        outcome, results = self.model.contribute(msg)
+        if outcome in _ACCEPTED:
+            members = self._members.get(grp)
+            if members is None or members.get(sender) != addr:
+                self._members.setdefault(grp, {})[sender] = addr
+                self._dests[grp] = list(dict.fromkeys(self._members[grp].values()))
+        for r in results:
+            self._send_result(r)
+
+    def _send_result(self, r) -> None:
+        count = len(r.payload)
+        sbuf = self._sbuf
+        AGG_HEADER_STRUCT.pack_into(
+            sbuf, 0, wire.MAGIC, wire.VERSION, wire.MsgType.RESULT, r.flags, r.group_id,
+            r.job_id, r.round_id, r.chunk, self.regfile[regs.SITE_ID] & 0xFF, r.scale_exp,
+            count, 0,
+        )
+        np.frombuffer(sbuf, wire.ELEMENT_DTYPE, count, _HDR)[:] = r.payload
+        out = memoryview(sbuf)[: _HDR + 4 * count]
+        rip = self.regfile[regs.RESULT_IP]
+        if wire.is_multicast(rip):
+            self.transport.send_to(out, (wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT]))
+            return
+        for dest in self._dests.get(r.group_id, ()):
+            self.transport.send_to(out, dest)
+
+    # ---- control ----
+    def _control(self, buf, count: int, addr: Address, hdr: tuple) -> None:
+        nops = count // 2
+        ops = np.frombuffer(buf, "<u4", 2 * nops, _HDR).reshape(nops, 2).copy()
+        self.control_in += 1
+        for k in range(nops):
+            word0, value = int(ops[k, 0]), int(ops[k, 1])
+            a = word0 & wire.CONTROL_ADDR_MASK
+            if word0 & wire.CONTROL_WRITE:
+                self.write_register(a, value)
+            ops[k, 1] = self.read_register(a)
+        flags, grp, job, rnd, chunk, sender, scale = hdr
+        reply = AGG_HEADER_STRUCT.pack(
+            wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL_REPLY, 0, grp, job, rnd, chunk,
+            sender, scale, 2 * nops if nops else count, 0,
+        )
+        body = ops.astype("<u4").tobytes() if nops else bytes(4 * count)
+        self.transport.send_to(reply + body, addr)
+
+    def write_register(self, addr: int, value: int) -> None:
+        """A CONTROL write: configuration registers take effect at once; RO writes are ignored."""
+        value &= _U32
+        m = self.model
+        if regs.GROUP_BASE <= addr < regs.GROUP_BASE + m.n_groups:
+            m.set_group(addr - regs.GROUP_BASE, value)
+        elif regs.JOB_BASE <= addr < regs.JOB_BASE + regs.JOB_STRIDE * m.n_jobs:
+            j, off = divmod(addr - regs.JOB_BASE, regs.JOB_STRIDE)
+            if off == regs.JOB_CFG_OFFSET:
+                enabled, log2w, base = regs.unpack_job_cfg(value)
+                try:
+                    m.set_job(j, enabled=enabled, base=base, log2_window=log2w)
+                except ValueError:
+                    pass  # a window that does not fit the slot memory: keep the old setting
+            elif off == regs.JOB_HEAD_OFFSET:
+                m.reset_window(j, value)
+        elif addr == regs.CTRL:
+            self.regfile[addr] = value & regs.CTRL_RELEASE_ON_COMPLETION
+            m.release = (
+                ReleaseMode.ON_COMPLETION
+                if value & regs.CTRL_RELEASE_ON_COMPLETION
+                else ReleaseMode.IN_ORDER
+            )
+        elif addr == regs.MAX_ELEMENTS:
+            self.regfile[addr] = min(value, m.elements)
+        elif addr in self.regfile:
+            self.regfile[addr] = value
+
+    def read_register(self, addr: int) -> int:
+        """A CONTROL read (unknown addresses read 0)."""
+        m = self.model
+        if addr == regs.ID:
+            return regs.CORE_ID
+        if addr == regs.PARAMS0:
+            return (((m.slots.bit_length() - 1) << 16) | (m.n_groups << 24)) & _U32
+        if addr == regs.PARAMS1:
+            return (m.elements | (m.n_jobs << 16)) & _U32
+        if regs.GROUP_BASE <= addr < regs.GROUP_BASE + m.n_groups:
+            return m.group_table[addr - regs.GROUP_BASE]
+        if regs.JOB_BASE <= addr < regs.JOB_BASE + regs.JOB_STRIDE * m.n_jobs:
+            j, off = divmod(addr - regs.JOB_BASE, regs.JOB_STRIDE)
+            job = m.job_table[j]
+            if off == regs.JOB_CFG_OFFSET:
+                return regs.pack_job_cfg(
+                    enabled=job.enabled, log2_window=job.log2_window, base=job.base
+                )
+            return job.head if off == regs.JOB_HEAD_OFFSET else 0
+        if addr == regs.port_frames_in(0):
+            return self.frames_in & _U32
+        if regs.port_drops(0, Drop(0)) <= addr <= regs.port_drops(0, Drop(len(Drop) - 1)):
+            return self.drops[addr - regs.port_drops(0, Drop(0))] & _U32
+        if regs.outcome_counter(Outcome(0)) <= addr <= regs.outcome_counter(Outcome(len(Outcome) - 1)):
+            return m.counters[Outcome(addr - regs.OUTCOME_COUNTER_BASE)] & _U32
+        if addr == regs.RESULTS_OUT:
+            return m.results_out & _U32
+        if addr == regs.CONTROL_IN:
+            return self.control_in & _U32
+        return self.regfile.get(addr, 0)
+
+    # ---- status ----
+    def counters(self) -> dict[str, int]:
+        """Every counter by register name (what a CONTROL read of them would return)."""
+        out = {"PORT0_FRAMES_IN": self.frames_in}
+        out.update({f"PORT0_DROP_{d.name}": self.drops[d] for d in Drop})
+        out.update({f"OUTCOME_{o.name}": self.model.counters[o] for o in Outcome})
+        out["RESULTS_OUT"] = self.model.results_out
+        out["CONTROL_IN"] = self.control_in
+        return out
