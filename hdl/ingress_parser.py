@@ -1,0 +1,362 @@
+"""Ingress parser: Ethernet/IPv4/UDP/aggregation-header checks, store-and-forward, drop reasons.
+
+One per port. Frames (AXI4-Stream, no FCS, byte 0 in ``tdata[7:0]``, ``tuser`` = frame error)
+come in; well-formed messages (payload beats with the parsed aggregation header, ``first`` and
+``last``) go out. Every frame is either passed on whole or dropped whole with exactly one
+:class:`wanreduce.model.Drop` reason: the first failing check in enum order, bit-exact with
+:func:`wanreduce.model.parse_frame`. A dropped frame never reaches the reducer, so the reducer is
+never half-applied: the parser is **store-and-forward**.
+
+Structure
+---------
+Write side (one beat per cycle):
+
+- the 64-byte header (``header_beats(W)`` beats) is captured into a 512-bit register, never
+  stored; a one-cycle ``hdr_done`` pulse follows its last beat;
+- payload beats are written into a block-RAM packet FIFO (``lib.memory.Memory``, W bits x
+  ``fifo_depth``) at ``wr_ptr``; at most ``payload_beats(max_elements, W)`` beats per frame
+  are written (a longer frame is certainly dropped; the rest of it is consumed, not stored);
+- at the ``tlast`` transfer the frame's facts are registered (stage **E**): tuser seen, truncated
+  (ended inside the header), payload beats (saturating), last ``tkeep``, start pointer.
+
+Header pipeline: stage **H1** (the cycle after ``hdr_done``) evaluates the field checks from the
+header register and registers them with the aggregation-header fields, the expected payload beats
+and last-beat ``tkeep`` for ``element_count``, and the 20-bit sum of the ten IPv4 header words.
+The checksum is good when that sum folds to 0xFFFF, i.e. when it is one of 0xFFFF * k,
+k = 1..10 (no carry chain in the verdict cycle).
+
+Verdict (**resolve**): in the first cycle where E is valid and, if the frame had a complete
+header, H1 holds that header: the reason is the first failing check in ``Drop`` order. Accept:
+the descriptor (header + beat count) is pushed into a small descriptor FIFO; the payload stays.
+Drop: ``wr_ptr`` rolls back to the frame's start. For any frame with a payload the verdict comes
+the cycle after ``tlast`` (the header was complete at least one beat before), so the next frame's
+first payload beat, at least ``1 + header_beats`` cycles after ``tlast``, never waits for it:
+back-to-back frames flow without idle cycles. (A frame that ends exactly at its 64th byte waits
+one more cycle for H1; such frames are always dropped, and the parser then stalls one cycle.)
+
+Read side: the memory's synchronous read port is the output register. When ``m_msg`` is empty
+or being drained, the next beat is read: the current message's next beat, or, at a message
+boundary, the first beat of the next descriptor. So one beat per cycle with any backpressure and
+no bubble between messages. Reads only touch committed entries and writes only free ones (the
+room check uses the registered read pointer), so the non-transparent read port needs no bypass.
+
+Timing: a frame's tlast transfer in cycle t -> verdict in t+1 -> descriptor readable in t+2 ->
+first ``m_msg`` beat valid in cycle **t+3** (when the output is idle). Event strobes: ``frame_in``
+in t+1, ``accept``/``drop`` in t+2.
+
+``s_axis.tready`` is low only when a payload beat that would be stored finds the FIFO full,
+when the descriptor FIFO is nearly full, or in the 64-byte-frame corner above.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from wanreduce import wire
+from wanreduce.model import Drop
+
+from .axis import AXIStreamSignature
+from .layouts import (
+    HEADER_BITS,
+    AggHeaderLayout,
+    check_data_width,
+    frame_field,
+    header_beats,
+    lanes,
+    message_stream,
+    payload_beats,
+)
+
+__all__ = ["IngressParser", "DESC_DEPTH"]
+
+DESC_DEPTH = 16  # descriptor FIFO entries (LUT RAM); messages buffered when the output stalls
+_IP_WORDS = wire.IPV4_HEADER_BYTES // 2  # 10 big-endian 16-bit words in the checksum
+
+
+class IngressParser(wiring.Component):
+    """Parse and check frames of one port; emit well-formed messages, drop the rest with a reason.
+
+    Parameters:
+      - ``data_width``: W, a power of two from 64 to 512 bits;
+      - ``max_elements``: largest element count this instance supports (1..MAX_ELEMENTS_JUMBO);
+        sizes the per-frame write cap and the default FIFO;
+      - ``fifo_depth``: payload FIFO entries (W-bit beats), a power of two holding at least one
+        maximum-size message; default: two maximum-size messages rounded up to a power of two;
+      - ``accept_control``: also accept CONTROL messages (the host-facing port).
+
+    Ports:
+      - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
+      - ``m_msg``: ``Out(message_stream(W))`` — accepted messages (registered outputs);
+      - ``local_mac`` (48), ``local_ip`` (32), ``udp_port`` (16), ``max_elements`` (16): ``In``,
+        configuration, stable between frames; the element limit used is
+        ``min(max_elements port, max_elements parameter)``;
+      - ``frame_in``, ``accept``, ``drop`` (1) and ``drop_reason`` (4, a ``Drop`` code): ``Out``,
+        one-cycle event strobes, one per frame (``frame_in``) and one of accept/drop per frame.
+    """
+
+    def __init__(self, data_width: int, *, max_elements: int, fifo_depth: int | None = None,
+                 accept_control: bool = False) -> None:
+        check_data_width(data_width)
+        if (not isinstance(max_elements, int) or isinstance(max_elements, bool)
+                or not 1 <= max_elements <= wire.MAX_ELEMENTS_JUMBO):
+            raise ValueError(f"max_elements must be an integer from 1 to "
+                             f"{wire.MAX_ELEMENTS_JUMBO}, got {max_elements!r}")
+        max_beats = payload_beats(max_elements, data_width)
+        if fifo_depth is None:
+            fifo_depth = 1 << max(1, (2 * max_beats - 1).bit_length())
+        elif (not isinstance(fifo_depth, int) or isinstance(fifo_depth, bool) or fifo_depth < 2
+              or fifo_depth & (fifo_depth - 1) or fifo_depth < max_beats):
+            raise ValueError(f"fifo_depth must be a power of two >= 2 holding one maximum-size "
+                             f"message ({max_beats} beats), got {fifo_depth!r}")
+        self.data_width = data_width
+        self.element_limit = max_elements
+        self.max_payload_beats = max_beats
+        self.fifo_depth = fifo_depth
+        self.accept_control = bool(accept_control)
+        super().__init__({
+            "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
+            "m_msg": Out(message_stream(data_width)),
+            "local_mac": In(48),
+            "local_ip": In(32),
+            "udp_port": In(16),
+            "max_elements": In(16),
+            "frame_in": Out(1),
+            "accept": Out(1),
+            "drop": Out(1),
+            "drop_reason": Out(4),
+        })
+
+    @property
+    def accepted_types(self) -> tuple[int, ...]:
+        """Message types passed on (the ``accept`` argument of ``model.parse_frame``)."""
+        if self.accept_control:
+            return (wire.MsgType.CONTRIBUTION, wire.MsgType.CONTROL)
+        return (wire.MsgType.CONTRIBUTION,)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        W = self.data_width
+        HB = header_beats(W)
+        KB = W // 8
+        L = lanes(W)
+        log2_l = L.bit_length() - 1
+        PMAX = self.max_payload_beats
+        DEPTH = self.fifo_depth
+        AW = DEPTH.bit_length() - 1
+        s = self.s_axis
+
+        desc_layout = data.StructLayout({"hdr": AggHeaderLayout, "beats": range(PMAX + 1)})
+
+        m.submodules.payload_mem = mem = Memory(shape=W, depth=DEPTH, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port(transparent_for=())
+        m.submodules.desc_fifo = desc = SyncFIFO(width=desc_layout.size, depth=DESC_DEPTH)
+        desc_w = data.View(desc_layout, desc.w_data)
+        desc_r = data.View(desc_layout, desc.r_data)
+
+        wr_ptr = Signal(AW + 1)  # next payload write address (one wrap bit)
+        rd_ptr = Signal(AW + 1)  # next payload read address; entries below it are free
+
+        # ---------------------------------------------------------------- write side
+        beat = Signal(range(HB + 1))  # header beat index; HB = in the payload
+        pay_cnt = Signal(range(PMAX + 2))  # payload beats so far, saturating at PMAX + 1
+        err = Signal()  # tuser seen on an earlier beat of this frame
+        cur_start = Signal(AW + 1)  # where this frame's payload starts
+        hdr = Signal(HEADER_BITS)
+        hdr_done = Signal()  # hdr holds a complete header (pulse, the cycle after its last beat)
+
+        # Stage E: the frame that ended, waiting for its verdict.
+        e_valid = Signal()
+        e_err = Signal()
+        e_trunc = Signal()
+        e_wrote = Signal()
+        e_start = Signal(AW + 1)
+        e_pay = Signal(range(PMAX + 2))
+        e_keep = Signal(KB)
+
+        # Stage H1: header checks of the last complete header.
+        h1_valid = Signal()
+        h_eth_ok = Signal()
+        h_ip_ok = Signal()
+        h_csum = Signal(20)
+        h_dest_ok = Signal()
+        h_port_ok = Signal()
+        h_agg_ok = Signal()
+        h_count_ok = Signal()
+        h_len_ok = Signal()  # IPv4 and UDP lengths agree with element_count
+        h_beats = Signal(range(PMAX + 1))  # payload beats for element_count (if count_ok)
+        h_keep = Signal(KB)  # tkeep of the last payload beat for element_count
+        h_hdr = Signal(AggHeaderLayout)
+
+        in_payload = beat == HB
+        stores = in_payload & (pay_cnt < PMAX)  # a beat now would be written
+        first_payload = in_payload & (pay_cnt == 0)
+        fifo_full = (wr_ptr - rd_ptr)[AW]  # used == DEPTH
+        resolve = Signal()
+        m.d.comb += resolve.eq(e_valid & (e_trunc | h1_valid))
+
+        ready = Signal()
+        m.d.comb += ready.eq(
+            ~(e_valid & ~resolve)  # E is waiting for H1 (a frame that ended at byte 64)
+            & ~(stores & fifo_full)
+            & ~(first_payload & e_valid & e_wrote)  # never write before the rollback is known
+            & (desc.w_level + e_valid < DESC_DEPTH - 1)  # room for this and the pending verdict
+        )
+        m.d.comb += s.tready.eq(ready)
+        xfer = s.tvalid & ready
+
+        pay_next = Mux(in_payload & (pay_cnt <= PMAX), pay_cnt + 1, pay_cnt)
+        header_complete = (beat == HB - 1) & ~(s.tlast & ~s.tkeep.all())
+        m.d.comb += [
+            wp.addr.eq(wr_ptr[:AW]),
+            wp.data.eq(s.tdata),
+            wp.en.eq(xfer & stores),
+        ]
+        m.d.sync += [hdr_done.eq(xfer & header_complete), self.frame_in.eq(xfer & s.tlast)]
+        with m.If(xfer):
+            with m.If(~in_payload):
+                m.d.sync += beat.eq(beat + 1)
+                with m.Switch(beat):
+                    for i in range(HB):
+                        with m.Case(i):
+                            m.d.sync += hdr[i * W:(i + 1) * W].eq(s.tdata)
+            with m.If(stores):
+                m.d.sync += wr_ptr.eq(wr_ptr + 1)
+                with m.If(pay_cnt == 0):
+                    m.d.sync += cur_start.eq(wr_ptr)
+            m.d.sync += [pay_cnt.eq(pay_next), err.eq(err | s.tuser)]
+            with m.If(s.tlast):
+                m.d.sync += [
+                    beat.eq(0), pay_cnt.eq(0), err.eq(0),
+                    e_err.eq(err | s.tuser),
+                    e_trunc.eq(~in_payload & ~header_complete),
+                    e_wrote.eq(pay_next != 0),
+                    e_start.eq(Mux(pay_cnt == 0, wr_ptr, cur_start)),
+                    e_pay.eq(pay_next),
+                    e_keep.eq(s.tkeep),
+                ]
+
+        # ---------------------------------------------------------------- header checks (H1)
+        def f(name: str):
+            return frame_field(hdr, name)
+
+        count = f("element_count")
+        limit = Mux(self.max_elements < self.element_limit, self.max_elements, self.element_limit)
+        eth_dst = f("eth_dst")
+        ip_dst = f("ip_dst")
+        words = [Cat(hdr[8 * (b + 1):8 * (b + 2)], hdr[8 * b:8 * (b + 1)])
+                 for b in range(wire.IPV4_OFFSET, wire.IPV4_OFFSET + wire.IPV4_HEADER_BYTES, 2)]
+        assert len(words) == _IP_WORDS
+        while len(words) > 1:  # balanced adder tree
+            words = [words[i] + words[i + 1] if i + 1 < len(words) else words[i]
+                     for i in range(0, len(words), 2)]
+        msg_type = f("msg_type")
+        type_ok = 0
+        for t in self.accepted_types:
+            type_ok = type_ok | (msg_type == int(t))
+        last_lane = (count - 1)[:log2_l] if log2_l else Const(0, 1)
+        keep_bits = Cat(*[(last_lane >= j).replicate(4) for j in range(L)])
+        with m.If(resolve & ~e_trunc):
+            m.d.sync += h1_valid.eq(0)
+        with m.If(hdr_done):
+            m.d.sync += [
+                h1_valid.eq(1),
+                h_eth_ok.eq(f("eth_type") == wire.ETHERTYPE_IPV4),
+                h_ip_ok.eq((f("ip_version_ihl") == wire.IPV4_VERSION_IHL)
+                           & ((f("ip_flags_frag") & 0x3FFF) == 0)
+                           & (f("ip_proto") == wire.IPV4_PROTO_UDP)),
+                h_csum.eq(words[0]),
+                h_dest_ok.eq(((eth_dst == self.local_mac) | eth_dst[40])
+                             & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE))),
+                h_port_ok.eq(f("udp_dport") == self.udp_port),
+                h_agg_ok.eq((f("magic") == wire.MAGIC) & (f("version") == wire.VERSION)
+                            & type_ok),
+                h_count_ok.eq((count != 0) & (count <= limit)),
+                h_len_ok.eq(
+                    (f("ip_total_length")
+                     == (count << 2) + (wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES
+                                        + wire.AGG_HEADER_BYTES))
+                    & (f("udp_length")
+                       == (count << 2) + (wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES))),
+                h_beats.eq((count + (L - 1)) >> log2_l),
+                h_keep.eq(keep_bits),
+            ]
+            for name in AggHeaderLayout.members:
+                m.d.sync += getattr(h_hdr, name).eq(f(name))
+
+        # ---------------------------------------------------------------- verdict
+        csum_ok = 0
+        for k in range(1, _IP_WORDS + 1):
+            csum_ok = csum_ok | (h_csum == 0xFFFF * k)
+        len_ok = h_len_ok & (e_pay == h_beats) & (e_keep == h_keep)
+        checks = [
+            (e_err, Drop.FRAME_ERROR),
+            (e_trunc, Drop.TRUNCATED),
+            (~h_eth_ok, Drop.ETHERTYPE),
+            (~h_ip_ok, Drop.IP_HEADER),
+            (~csum_ok, Drop.IP_CHECKSUM),
+            (~h_dest_ok, Drop.DESTINATION),
+            (~h_port_ok, Drop.UDP_PORT),
+            (~h_agg_ok, Drop.AGG_HEADER),
+            (~h_count_ok, Drop.ELEMENT_COUNT),
+            (~len_ok, Drop.LENGTH),
+        ]
+        assert [c[1] for c in checks] == list(Drop), "checks must follow the Drop enum order"
+        reason = Signal(4)
+        ok = Signal()
+        m.d.comb += ok.eq(1)
+        for cond, code in reversed(checks):  # the first failing check wins (assigned last)
+            with m.If(cond):
+                m.d.comb += [reason.eq(int(code)), ok.eq(0)]
+
+        m.d.sync += [self.accept.eq(0), self.drop.eq(0)]
+        m.d.comb += [desc_w.hdr.eq(h_hdr), desc_w.beats.eq(h_beats)]
+        with m.If(resolve):
+            m.d.sync += e_valid.eq(0)
+            with m.If(ok):
+                m.d.comb += desc.w_en.eq(1)
+                m.d.sync += self.accept.eq(1)
+            with m.Else():
+                m.d.sync += [self.drop.eq(1), self.drop_reason.eq(reason)]
+                with m.If(e_wrote):
+                    m.d.sync += wr_ptr.eq(e_start)
+        with m.If(xfer & s.tlast):
+            m.d.sync += e_valid.eq(1)
+
+        # ---------------------------------------------------------------- read side
+        out = self.m_msg
+        out_valid = Signal()
+        out_first = Signal()
+        out_last = Signal()
+        out_hdr = Signal(AggHeaderLayout)
+        rd_left = Signal(range(PMAX + 1))  # beats of the current message still to read
+        advance = ~out_valid | out.ready
+        m.d.comb += [
+            rp.addr.eq(rd_ptr[:AW]),
+            rp.en.eq(advance),
+            out.valid.eq(out_valid),
+            out.payload.data.eq(rp.data),
+            out.payload.hdr.eq(out_hdr),
+            out.payload.first.eq(out_first),
+            out.payload.last.eq(out_last),
+        ]
+        with m.If(advance):
+            with m.If(rd_left != 0):
+                m.d.sync += [
+                    rd_ptr.eq(rd_ptr + 1), rd_left.eq(rd_left - 1),
+                    out_valid.eq(1), out_first.eq(0), out_last.eq(rd_left == 1),
+                ]
+            with m.Elif(desc.r_rdy):
+                m.d.comb += desc.r_en.eq(1)
+                m.d.sync += [
+                    rd_ptr.eq(rd_ptr + 1), rd_left.eq(desc_r.beats - 1),
+                    out_valid.eq(1), out_first.eq(1), out_last.eq(desc_r.beats == 1),
+                    out_hdr.eq(desc_r.hdr),
+                ]
+            with m.Else():
+                m.d.sync += out_valid.eq(0)
+        return m

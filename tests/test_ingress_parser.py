@@ -1,0 +1,511 @@
+# amaranth: UnusedElaboratable=no
+"""IngressParser against the golden model: every frame's verdict, in order, bit-exact.
+
+Frames are built with ``wire.frame`` (plus a few with scapy, independently of our wire module),
+then corrupted to hit every ``model.Drop`` reason, several faults at once, truncation, tails,
+overlong frames and wrong lengths. One cycle-based testbench drives ``s_axis`` (random idle,
+valid held until accepted, garbage in the bytes tkeep masks off) and the ``m_msg`` sink (random
+backpressure), and records the event strobes. Checked against ``model.parse_frame``:
+
+- the accepted messages (every header field and the element_count payload elements), in order;
+- the sequence of verdicts (accept, or drop + reason), in frame order, from the strobes;
+- frames_in == accepted + dropped == frames sent; stream rules on ``m_msg`` (first/last, hdr
+  constant within a message, beat count = payload_beats(element_count)).
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import numpy as np
+import pytest
+from amaranth.back import verilog
+from amaranth.sim import Simulator
+from wanreduce import wire
+from wanreduce.hdl.ingress_parser import IngressParser
+from wanreduce.hdl.layouts import header_beats, lanes, payload_beats
+from wanreduce.model import Drop, Message, PortConfig, parse_frame
+
+LOCAL_MAC = 0x02_00_00_00_00_01
+LOCAL_IP = 0x0A_00_00_01
+UDP_PORT = wire.DEFAULT_UDP_PORT
+HDR_FIELDS = ("msg_type", "flags", "group_id", "job_id", "round_id", "chunk", "sender_id",
+              "scale_exp", "element_count")
+
+
+# --------------------------------------------------------------------------------------------
+# Frame construction and corruption
+
+
+def good_frame(rng: random.Random, count: int, msg_type: int = wire.MsgType.CONTRIBUTION) -> bytes:
+    """A well-formed frame for our port: unicast or multicast destination, random fields."""
+    if rng.random() < 0.5:
+        addr = wire.L2L3(eth_dst=LOCAL_MAC, ip_dst=LOCAL_IP, udp_dport=UDP_PORT,
+                         ip_id=rng.randrange(1 << 16), ttl=rng.randint(1, 255))
+    else:
+        group = 0xE0_00_00_00 | rng.randrange(1 << 28)
+        addr = wire.L2L3(eth_dst=wire.multicast_mac(group), ip_dst=group, udp_dport=UDP_PORT,
+                         ip_src=rng.randrange(1 << 32), udp_sport=rng.randrange(1 << 16))
+    agg = wire.AggHeader(
+        msg_type=msg_type, job_id=rng.randrange(1 << 16), round_id=rng.randrange(1 << 32),
+        chunk=rng.randrange(1 << 32), sender_id=rng.randrange(32), group_id=rng.randrange(256),
+        scale_exp=rng.randint(-128, 127), element_count=count, flags=rng.randrange(256),
+        reserved=rng.randrange(1 << 16))
+    payload = np.array([rng.randrange(-(1 << 31), 1 << 31) for _ in range(count)], np.int32)
+    return wire.frame(agg, payload, addr)
+
+
+def _set(buf: bytearray, name: str, value: int) -> None:
+    f = wire.FIELD[name]
+    buf[f.offset:f.offset + f.size] = (value % (1 << (8 * f.size))).to_bytes(f.size, "big")
+
+
+def _get(buf: bytes, name: str) -> int:
+    f = wire.FIELD[name]
+    return int.from_bytes(buf[f.offset:f.offset + f.size], "big")
+
+
+def _fix_checksum(buf: bytearray) -> None:
+    _set(buf, "ip_checksum", 0)
+    _set(buf, "ip_checksum", wire.ipv4_checksum(bytes(buf[14:34])))
+
+
+def _set_lengths(buf: bytearray, count: int) -> None:
+    _set(buf, "element_count", count)
+    _set(buf, "ip_total_length", 50 + 4 * count)
+    _set(buf, "udp_length", 30 + 4 * count)
+    _fix_checksum(buf)
+
+
+def corrupt(rng: random.Random, buf: bytearray, kind: Drop, limit: int, pmax_bytes: int) -> None:
+    """Make ``buf`` (a well-formed frame) fail the check ``kind`` (maybe others too)."""
+    fix = rng.random() < 0.7  # recompute the IPv4 checksum after an IPv4 edit
+    if kind == Drop.ETHERTYPE:
+        _set(buf, "eth_type", rng.choice([0x86DD, 0x0806, 0x8100, 0x0801, rng.randrange(1 << 16)]))
+    elif kind == Drop.IP_HEADER:
+        which = rng.randrange(4)
+        if which == 0:
+            _set(buf, "ip_version_ihl", rng.choice([0x46, 0x4F, 0x65, 0x44, 0x55]))
+        elif which == 1:
+            _set(buf, "ip_flags_frag", _get(buf, "ip_flags_frag") | 0x2000)  # MF
+        elif which == 2:
+            _set(buf, "ip_flags_frag", 0x4000 | rng.randint(1, 0x1FFF))  # fragment offset
+        else:
+            _set(buf, "ip_proto", rng.choice([6, 1, 0, 255]))
+        if fix:
+            _fix_checksum(buf)
+    elif kind == Drop.IP_CHECKSUM:
+        if rng.random() < 0.5:
+            _set(buf, "ip_checksum", _get(buf, "ip_checksum") ^ (1 << rng.randrange(16)))
+        else:
+            _set(buf, rng.choice(["ip_ttl", "ip_id", "ip_src"]), rng.randrange(1 << 8))
+            if _get(buf, "ip_checksum") != 0 and wire.ipv4_checksum(bytes(buf[14:34])) == 0:
+                _set(buf, "ip_checksum", _get(buf, "ip_checksum") ^ 1)
+    elif kind == Drop.DESTINATION:
+        if rng.random() < 0.5:
+            _set(buf, "eth_dst", rng.randrange(1 << 48) & ~(1 << 40))  # another unicast MAC
+        else:
+            _set(buf, "ip_dst", rng.choice([0x0A000002, 0xC0A80001, 0xF0000001, 0xDFFFFFFF]))
+            if fix:
+                _fix_checksum(buf)
+    elif kind == Drop.UDP_PORT:
+        _set(buf, "udp_dport", UDP_PORT ^ (1 << rng.randrange(16)))
+    elif kind == Drop.AGG_HEADER:
+        which = rng.randrange(3)
+        if which == 0:
+            _set(buf, "magic", wire.MAGIC ^ (1 << rng.randrange(16)))
+        elif which == 1:
+            _set(buf, "version", rng.choice([0, 2, 255]))
+        else:
+            _set(buf, "msg_type", rng.choice([0, 2, 3, 4, 5, 255]))
+    elif kind == Drop.ELEMENT_COUNT:
+        count = rng.choice([0, limit + 1, limit + rng.randint(1, 40), 0xFFFF])
+        if rng.random() < 0.5:
+            _set_lengths(buf, count)  # lengths agree with the count; the frame is short/long
+        else:
+            _set(buf, "element_count", count)
+    elif kind == Drop.LENGTH:
+        which = rng.randrange(7)
+        count = _get(buf, "element_count")
+        if which == 0:  # tail beyond the declared length (Ethernet-padding-like)
+            buf.extend(rng.randbytes(rng.randint(1, 70)))
+        elif which == 1 and count > 1:  # cut inside the payload
+            del buf[64 + 4 * rng.randint(0, count - 1) + rng.choice([0, 1, 3]):]
+        elif which == 2:
+            _set(buf, "ip_total_length", _get(buf, "ip_total_length") + rng.choice([-4, 4, -1]))
+            if fix:
+                _fix_checksum(buf)
+        elif which == 3:
+            _set(buf, "udp_length", _get(buf, "udp_length") + rng.choice([-4, 4, 2]))
+        elif which == 4:  # header only: exactly 64 bytes
+            del buf[64:]
+        elif which == 5:  # far longer than any message: overflows the per-frame write cap
+            buf.extend(rng.randbytes(pmax_bytes + rng.randint(1, 200)))
+        else:  # count smaller than the payload, lengths consistent with the count
+            if count > 1:
+                _set(buf, "element_count", count - 1)
+            else:
+                buf.extend(bytes(4))
+    elif kind == Drop.TRUNCATED:
+        del buf[rng.randint(1, 63):]
+    else:
+        raise AssertionError(kind)
+
+
+def make_frames(rng: random.Random, n: int, limit: int, width: int, p_good: float = 0.4,
+                msg_types: tuple[int, ...] = (wire.MsgType.CONTRIBUTION,),
+                ) -> list[tuple[bytes, int | None]]:
+    """``n`` random frames: (bytes, index of the beat with tuser set, or None)."""
+    pmax_bytes = 4 * limit
+    kb = width // 8
+    frames = []
+    for _ in range(n):
+        count = rng.choice([1, 2, rng.randint(1, limit), limit, rng.randint(1, limit)])
+        buf = bytearray(good_frame(rng, count, rng.choice(msg_types)))
+        err = None
+        if rng.random() > p_good:
+            kinds = [k for k in Drop if k != Drop.FRAME_ERROR]
+            for kind in rng.sample(kinds, rng.choice([1, 1, 1, 2, 3])):
+                corrupt(rng, buf, kind, limit, pmax_bytes)
+            if rng.random() < 0.12:
+                err = rng.randrange(-(-len(buf) // kb))
+        frames.append((bytes(buf), err))
+    return frames
+
+
+def to_beats(rng: random.Random, frame: bytes, width: int, err: int | None):
+    """(tdata, tkeep, tlast, tuser) per beat; bytes beyond tkeep are random garbage."""
+    kb = width // 8
+    beats = []
+    for i in range(0, len(frame), kb):
+        chunk = frame[i:i + kb]
+        keep = (1 << len(chunk)) - 1
+        chunk = chunk + rng.randbytes(kb - len(chunk))
+        beats.append([int.from_bytes(chunk, "little"), keep, int(i + kb >= len(frame)),
+                      int(err == i // kb)])
+    return beats
+
+
+# --------------------------------------------------------------------------------------------
+# Harness
+
+
+class Run:
+    """Drive an IngressParser with frames; record messages, verdict strobes and timing."""
+
+    def __init__(self, dut: IngressParser, frames: list[tuple[bytes, int | None]], *,
+                 p_valid: float, p_ready: float, seed: int, cfg_max: int | None = None) -> None:
+        self.dut, self.frames = dut, frames
+        self.p_valid, self.p_ready = p_valid, p_ready
+        self.rng = random.Random(seed)
+        self.cfg_max = dut.element_limit if cfg_max is None else cfg_max
+        self.cfg = PortConfig(local_mac=LOCAL_MAC, local_ip=LOCAL_IP, udp_port=UDP_PORT,
+                              max_elements=min(self.cfg_max, dut.element_limit))
+        self.expected = [parse_frame(f, self.cfg, frame_error=e is not None,
+                                     accept=dut.accepted_types) for f, e in frames]
+        self.messages: list[dict] = []
+        self.verdicts: list[int | str] = []  # "accept" or a Drop code, in strobe order
+        self.frames_in = 0
+        self.in_xfer_cycles: list[int] = []
+        self.out_xfer_cycles: list[int] = []
+        self.tlast_cycles: list[int] = []
+        self.first_out_cycles: list[int] = []  # first cycle m_msg.valid shows a new message
+        self.not_ready_cycles = 0
+
+    def run(self) -> Run:
+        dut, rng = self.dut, self.rng
+        width = dut.data_width
+        beats = [b for f, e in self.frames for b in to_beats(rng, f, width, e)]
+        n_accept = sum(isinstance(x, Message) for x in self.expected)
+
+        async def tb(ctx) -> None:
+            ctx.set(dut.local_mac, LOCAL_MAC)
+            ctx.set(dut.local_ip, LOCAL_IP)
+            ctx.set(dut.udp_port, UDP_PORT)
+            ctx.set(dut.max_elements, self.cfg_max)
+            s, o = dut.s_axis, dut.m_msg
+            pos, presenting, cycle = 0, False, 0
+            cur: dict | None = None
+            seen_valid_first = False
+            while (pos < len(beats) or len(self.messages) < n_accept
+                   or len(self.verdicts) < len(self.frames) or cur is not None):
+                assert cycle < 40 * len(beats) + 500, "parser stalled"
+                if not presenting and pos < len(beats) and rng.random() < self.p_valid:
+                    tdata, tkeep, tlast, tuser = beats[pos]
+                    ctx.set(s.tdata, tdata)
+                    ctx.set(s.tkeep, tkeep)
+                    ctx.set(s.tlast, tlast)
+                    ctx.set(s.tuser, tuser)
+                    ctx.set(s.tvalid, 1)
+                    presenting = True
+                ready = rng.random() < self.p_ready
+                ctx.set(o.ready, ready)
+                moved = presenting and ctx.get(s.tready)
+                if presenting and not ctx.get(s.tready):
+                    self.not_ready_cycles += 1
+                if moved:
+                    self.in_xfer_cycles.append(cycle)
+                    if beats[pos][2]:
+                        self.tlast_cycles.append(cycle)
+                # Event strobes (registered outputs).
+                self.frames_in += ctx.get(dut.frame_in)
+                acc, drp = ctx.get(dut.accept), ctx.get(dut.drop)
+                assert not (acc and drp), "accept and drop in one cycle"
+                if acc:
+                    self.verdicts.append("accept")
+                if drp:
+                    self.verdicts.append(ctx.get(dut.drop_reason))
+                # Output sink.
+                if ctx.get(o.valid):
+                    p = ctx.get(o.payload)
+                    if p.first and not seen_valid_first:
+                        self.first_out_cycles.append(cycle)
+                        seen_valid_first = True
+                    if ready:
+                        self.out_xfer_cycles.append(cycle)
+                        hdr = {name: int(getattr(p.hdr, name)) for name in HDR_FIELDS}
+                        if cur is None:
+                            assert p.first, "message does not start with first"
+                            cur = {"hdr": hdr, "data": []}
+                        else:
+                            assert not p.first, "first inside a message"
+                            assert hdr == cur["hdr"], "hdr changed within a message"
+                        cur["data"].append(int(p.data))
+                        if p.last:
+                            self.messages.append(cur)
+                            cur = None
+                        seen_valid_first = False
+                await ctx.tick()
+                if moved:
+                    pos += 1
+                    presenting = False
+                    ctx.set(s.tvalid, 0)
+                cycle += 1
+            for _ in range(6):  # nothing else may come out
+                assert not ctx.get(dut.accept) and not ctx.get(dut.drop) and not ctx.get(o.valid)
+                self.frames_in += ctx.get(dut.frame_in)
+                await ctx.tick()
+            self.cycles = cycle
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(tb)
+        sim.run()
+        return self
+
+    def check(self) -> None:
+        """Compare everything with the golden model."""
+        width = self.dut.data_width
+        want_verdicts = ["accept" if isinstance(x, Message) else int(x) for x in self.expected]
+        assert self.verdicts == want_verdicts, _first_diff(self.verdicts, want_verdicts)
+        assert self.frames_in == len(self.frames)
+        assert self.frames_in == self.verdicts.count("accept") + sum(
+            v != "accept" for v in self.verdicts)
+        want = [x for x in self.expected if isinstance(x, Message)]
+        assert len(self.messages) == len(want)
+        for got, exp in zip(self.messages, want, strict=True):
+            assert got["hdr"] == {name: getattr(exp, name) for name in HDR_FIELDS}
+            n = exp.element_count
+            assert len(got["data"]) == payload_beats(n, width)
+            elems = np.array([(d >> (32 * k)) & 0xFFFFFFFF for d in got["data"]
+                              for k in range(lanes(width))], np.uint64).astype(np.uint32)
+            assert np.array_equal(elems[:n].view(np.int32), exp.payload)
+
+
+def _first_diff(got: list, want: list) -> str:
+    for i, (a, b) in enumerate(zip(got, want, strict=False)):
+        if a != b:
+            return f"frame {i}: got {a}, model says {b} (of {len(want)})"
+    return f"lengths differ: got {len(got)}, want {len(want)}"
+
+
+# --------------------------------------------------------------------------------------------
+# Random mixes of good and bad frames against the model
+
+
+@pytest.mark.parametrize(
+    "width,limit,cfg_max,fifo_depth,p_valid,p_ready,n,seed",
+    [
+        (64, 24, None, None, 0.7, 0.6, 60, 1),
+        (64, 24, 17, 16, 1.0, 0.3, 50, 2),  # FIFO of one max message, slow sink
+        (256, 40, None, None, 0.6, 0.8, 70, 3),
+        (256, 40, 1000, None, 1.0, 1.0, 70, 4),  # port limit above the instance limit
+        (512, 48, None, None, 0.8, 0.5, 80, 5),
+        (512, 48, 30, 4, 1.0, 0.4, 70, 6),  # minimal FIFO: stalls on room
+        (512, 16, None, None, 1.0, 1.0, 80, 7),  # single-beat payloads back to back
+    ],
+)
+def test_random_frames_match_model(width, limit, cfg_max, fifo_depth, p_valid, p_ready, n,
+                                   seed) -> None:
+    rng = random.Random(seed)
+    dut = IngressParser(width, max_elements=limit, fifo_depth=fifo_depth)
+    eff = min(limit, cfg_max if cfg_max is not None else limit)
+    frames = make_frames(rng, n, eff, width)
+    run = Run(dut, frames, p_valid=p_valid, p_ready=p_ready, seed=seed, cfg_max=cfg_max).run()
+    run.check()
+    # The mix must exercise every reason and acceptance.
+    reasons = {v for v in run.verdicts}
+    assert "accept" in reasons
+
+
+def test_every_drop_reason_each_width() -> None:
+    """Each single fault, on every width: the reason is exactly the model's (and the intended)."""
+    for width, seed in ((64, 10), (256, 11), (512, 12)):
+        rng = random.Random(seed)
+        limit = 20
+        frames = []
+        for kind in Drop:
+            for _ in range(3):
+                buf = bytearray(good_frame(rng, rng.randint(1, limit)))
+                err = None
+                if kind == Drop.FRAME_ERROR:
+                    err = rng.randrange(-(-len(buf) // (width // 8)))
+                else:
+                    corrupt(rng, buf, kind, limit, 4 * limit)
+                frames.append((bytes(buf), err))
+            frames.append((good_frame(rng, rng.randint(1, limit)), None))
+        dut = IngressParser(width, max_elements=limit)
+        run = Run(dut, frames, p_valid=0.8, p_ready=0.7, seed=seed).run()
+        run.check()
+        got = {v for v in run.verdicts if v != "accept"}
+        assert got == {int(k) for k in Drop}, f"W={width}: reasons seen {sorted(got)}"
+
+
+def test_scapy_frames() -> None:
+    """Frames built by scapy (independent IPv4/UDP encoder): good ones pass, faulty ones drop."""
+    from scapy.layers.inet import IP, UDP, IPOption_NOP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    rng = random.Random(20)
+    mac = ":".join(f"{b:02x}" for b in LOCAL_MAC.to_bytes(6, "big"))
+    ip = wire.int_to_ip(LOCAL_IP)
+
+    def dgram(count: int) -> bytes:
+        agg = wire.AggHeader(msg_type=wire.MsgType.CONTRIBUTION, job_id=3, round_id=7,
+                             chunk=rng.randrange(1 << 32), sender_id=5, group_id=2,
+                             scale_exp=-9, element_count=count)
+        return agg.pack() + struct.pack(f"<{count}i", *(rng.randrange(-(1 << 31), 1 << 31)
+                                                         for _ in range(count)))
+
+    frames = [
+        Ether(dst=mac, src="02:00:00:00:00:09") / IP(src="10.0.0.9", dst=ip, flags="DF")
+        / UDP(sport=1234, dport=UDP_PORT) / Raw(dgram(13)),
+        Ether(dst="01:00:5e:01:02:03", src="02:00:00:00:00:09")
+        / IP(src="10.0.0.7", dst="239.1.2.3", ttl=3) / UDP(sport=9, dport=UDP_PORT)
+        / Raw(dgram(1)),
+        Ether(dst=mac) / IP(dst=ip, chksum=0x1234) / UDP(dport=UDP_PORT) / Raw(dgram(4)),
+        Ether(dst=mac) / IP(dst=ip, options=[IPOption_NOP()] * 4) / UDP(dport=UDP_PORT)
+        / Raw(dgram(4)),
+        Ether(dst=mac) / IP(dst=ip, flags="MF") / UDP(dport=UDP_PORT) / Raw(dgram(4)),
+        Ether(dst=mac) / IP(dst=ip) / UDP(dport=UDP_PORT + 1) / Raw(dgram(4)),
+        Ether(dst=mac, src="02:00:00:00:00:09") / IP(src="10.0.0.9", dst=ip)
+        / UDP(sport=1, dport=UDP_PORT) / Raw(dgram(20)),
+    ]
+    data = [(bytes(f), None) for f in frames]
+    for width in (64, 512):
+        dut = IngressParser(width, max_elements=32)
+        run = Run(dut, data, p_valid=0.9, p_ready=0.8, seed=21).run()
+        run.check()
+        assert run.verdicts == ["accept", "accept", int(Drop.IP_CHECKSUM), int(Drop.IP_HEADER),
+                                int(Drop.IP_HEADER), int(Drop.UDP_PORT), "accept"]
+
+
+@pytest.mark.parametrize("accept_control", [False, True])
+def test_control_messages_on_host_port(accept_control: bool) -> None:
+    rng = random.Random(30 + accept_control)
+    types = (wire.MsgType.CONTRIBUTION, wire.MsgType.RESULT, wire.MsgType.CONTROL,
+             wire.MsgType.CONTROL_REPLY)
+    frames = [(good_frame(rng, rng.randint(1, 12), t), None) for t in types for _ in range(4)]
+    rng.shuffle(frames)
+    frames += make_frames(rng, 20, 12, 256, msg_types=types)
+    dut = IngressParser(256, max_elements=12, accept_control=accept_control)
+    run = Run(dut, frames, p_valid=0.8, p_ready=0.7, seed=32).run()
+    run.check()
+    got_types = {m["hdr"]["msg_type"] for m in run.messages}
+    want = {1, 3} if accept_control else {1}
+    assert got_types == want
+
+
+# --------------------------------------------------------------------------------------------
+# Throughput and latency
+
+
+@pytest.mark.parametrize("width", [64, 256, 512])
+def test_back_to_back_throughput_and_latency(width: int) -> None:
+    """20 back-to-back maximum-size frames, sink always ready: 1 beat/cycle in, no idle cycle."""
+    rng = random.Random(40 + width)
+    limit = 64
+    frames = [(good_frame(rng, limit), None) for _ in range(20)]
+    dut = IngressParser(width, max_elements=limit)
+    run = Run(dut, frames, p_valid=1.0, p_ready=1.0, seed=41).run()
+    run.check()
+    in_beats = len(run.in_xfer_cycles)
+    span = run.in_xfer_cycles[-1] - run.in_xfer_cycles[0] + 1
+    assert in_beats == 20 * (header_beats(width) + payload_beats(limit, width))
+    assert span == in_beats, f"input: {in_beats} beats in {span} cycles"
+    assert run.not_ready_cycles == 0
+    # Output: each message's beats leave back to back, concurrently with the input.
+    out = run.out_xfer_cycles
+    assert len(out) == 20 * payload_beats(limit, width)
+    latency = [f - t for t, f in zip(run.tlast_cycles, run.first_out_cycles, strict=True)]
+    assert set(latency) == {3}, latency
+    pb = payload_beats(limit, width)
+    for k in range(20):
+        seg = out[k * pb:(k + 1) * pb]
+        assert seg[-1] - seg[0] == pb - 1, "idle cycle inside a message"
+        assert seg[0] < run.in_xfer_cycles[-1] or k == 19  # output overlaps the input
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_back_to_back_small_and_bad_frames_no_stall(width: int) -> None:
+    """Minimum-size messages and drops mixed in, back to back: the input never stalls."""
+    rng = random.Random(50 + width)
+    limit = 32
+    frames = []
+    for _ in range(40):
+        if rng.random() < 0.5:
+            frames.append((good_frame(rng, rng.choice([1, 2, lanes(width), limit])), None))
+        else:
+            buf = bytearray(good_frame(rng, rng.randint(1, limit)))
+            kind = rng.choice([k for k in Drop if k not in (Drop.FRAME_ERROR, Drop.LENGTH,
+                                                            Drop.TRUNCATED)])
+            corrupt(rng, buf, kind, limit, 4 * limit)
+            frames.append((bytes(buf), rng.choice([None, None, 0])))
+    dut = IngressParser(width, max_elements=limit)
+    run = Run(dut, frames, p_valid=1.0, p_ready=1.0, seed=51).run()
+    run.check()
+    assert run.not_ready_cycles == 0
+    span = run.in_xfer_cycles[-1] - run.in_xfer_cycles[0] + 1
+    assert span == len(run.in_xfer_cycles)
+    # Back-to-back single-beat messages leave one per cycle when their frames are short enough.
+    assert len(run.messages) >= 10
+
+
+# --------------------------------------------------------------------------------------------
+# Construction and conversion
+
+
+def test_construction_validation() -> None:
+    for bad_width in (32, 96, 128 + 32, 1024, 0, "64"):
+        with pytest.raises(ValueError):
+            IngressParser(bad_width, max_elements=16)
+    for bad_max in (0, -1, wire.MAX_ELEMENTS_JUMBO + 1, True, 3.0):
+        with pytest.raises(ValueError):
+            IngressParser(64, max_elements=bad_max)
+    for bad_depth in (3, 1, 48, 8, True):  # 8 < payload_beats(32, 64) = 16
+        with pytest.raises(ValueError):
+            IngressParser(64, max_elements=32, fifo_depth=bad_depth)
+    dut = IngressParser(64, max_elements=32)
+    assert dut.fifo_depth == 32  # two 16-beat messages
+    assert IngressParser(512, max_elements=wire.MAX_ELEMENTS_DEFAULT).fifo_depth == 64
+    assert IngressParser(64, max_elements=32, fifo_depth=16).fifo_depth == 16
+    assert IngressParser(64, max_elements=8, accept_control=True).accepted_types == (1, 3)
+
+
+def test_verilog_conversion_w512() -> None:
+    dut = IngressParser(512, max_elements=wire.MAX_ELEMENTS_DEFAULT, accept_control=True)
+    text = verilog.convert(dut, name="ingress_parser")
+    assert "module ingress_parser" in text
+    assert "s_axis__tdata" in text and "m_msg__payload" in text
