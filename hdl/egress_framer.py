@@ -1,0 +1,267 @@
+"""Egress framer: message stream in, complete Ethernet II / IPv4 / UDP frames out (AXI4-Stream).
+
+Results and control replies leave the core toward the local hosts as ordinary UDP datagrams.
+For each message on ``s_msg`` the framer sends the 64-byte frame header
+(``header_beats(W)`` beats, all bytes kept) and then the message's payload beats; on the last
+payload beat ``tkeep`` keeps only the bytes of the first ``4 * element_count`` (mod the beat)
+bytes; ``tlast`` marks the last beat; ``tuser`` is always 0; no FCS (the MAC appends it).
+
+Header contents (bytes exactly as ``wire.frame(AggHeader(...), payload, L2L3(...))`` builds them,
+every constant taken from ``wanreduce.wire``):
+
+- Ethernet: ``dst_mac`` (or, when ``dst_mac`` is 0 and ``dst_ip`` is an IPv4 multicast address,
+  ``wire.multicast_mac(dst_ip)`` = 01:00:5e + the low 23 bits of the group), ``src_mac``, IPv4;
+- IPv4: no options, DSCP/ECN 0, total length from ``element_count``, ip_id 0, DF, TTL
+  ``wire.DEFAULT_TTL``, UDP, a valid header checksum, ``src_ip``, ``dst_ip``;
+- UDP: ``udp_sport``, ``udp_dport``, length from ``element_count``, checksum 0 (allowed in IPv4);
+- aggregation header: magic/version/reserved from ``wire``; msg_type, flags, group_id, job_id,
+  round_id, chunk, scale_exp, element_count from the message's ``hdr``; sender_id = ``site_id``
+  (the core speaks as the site, whatever sender the message carried).
+
+IPv4 checksum: the configuration-dependent part (constants + source and destination address
+words, ones'-complement folded) is computed from the configuration inputs into a register,
+together with a registered copy of the configuration itself, so every header uses one consistent
+snapshot. Per frame only ``folded(cfg_sum + total_length)`` remains: one 16-bit add and an
+end-around carry, inverted. Configuration changes therefore take effect one cycle later; change
+the configuration only between frames (at W < 512 a header spans several beats, each of which
+reads the configuration snapshot).
+
+Timing and handshake: ``m_axis`` (tdata, tkeep, tlast, tvalid) comes from an output register.
+The register advances when empty or drained (``~tvalid | tready``); ``s_msg.ready`` is that
+condition during payload beats (combinational ``tready`` -> ``s_msg.ready``, the usual pipeline
+register path) and 0 during header beats (the message's ``hdr`` is read while its first beat
+waits on ``s_msg``). No path from ``tready`` to ``tvalid``/``tdata``.
+
+Latency: 1 cycle from the first ``s_msg`` beat being valid to the first header beat on
+``m_axis``. Throughput: one beat per cycle, frames back to back (the next frame's header beat
+follows the previous frame's last beat directly when the next message is waiting).
+
+Message contract: ``hdr`` constant within a message, ``payload_beats(element_count, W)`` beats,
+``last`` on the last one (the framer follows ``last`` for ``tlast``). A message with
+``element_count`` 0 produces a header-only frame (``tlast`` on the last header beat); its beats
+are consumed and ignored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from wanreduce import wire
+
+from .axis import AXIStreamSignature
+from .layouts import HEADER_BITS, check_data_width, header_beats, lanes, message_stream
+
+__all__ = ["EgressFramer"]
+
+_LEN_IP_FIXED = wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES
+_LEN_UDP_FIXED = wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES
+_LOG2_ELEMENT_BYTES = wire.ELEMENT_BYTES.bit_length() - 1
+assert 1 << _LOG2_ELEMENT_BYTES == wire.ELEMENT_BYTES
+
+# Fields with a fixed value in every frame the core sends (everything else is set per frame).
+_CONSTANT_FIELDS = {
+    "eth_type": wire.ETHERTYPE_IPV4,
+    "ip_version_ihl": wire.IPV4_VERSION_IHL,
+    "ip_dscp_ecn": 0,
+    "ip_id": 0,
+    "ip_flags_frag": wire.IPV4_FLAGS_DF,
+    "ip_ttl": wire.DEFAULT_TTL,
+    "ip_proto": wire.IPV4_PROTO_UDP,
+    "udp_checksum": 0,
+    "magic": wire.MAGIC,
+    "version": wire.VERSION,
+    "reserved": 0,
+}
+
+
+def _ip_constant_sum() -> int:
+    """Ones'-complement-style 32-bit sum of the IPv4 header words with the variable fields 0."""
+    rec = np.zeros((), dtype=wire.FRAME_HEADER_DTYPE)
+    for name, value in _CONSTANT_FIELDS.items():
+        rec[name] = value
+    ip = rec.tobytes()[wire.IPV4_OFFSET : wire.IPV4_OFFSET + wire.IPV4_HEADER_BYTES]
+    return int(np.frombuffer(ip, dtype=">u2").astype(np.uint32).sum())
+
+
+def _ip_words(value: Value, field: str) -> list[Value]:
+    """The 16-bit checksum words of a variable IPv4 field (must be word-aligned)."""
+    f = wire.FIELD[field]
+    if (f.offset - wire.IPV4_OFFSET) % 2 or f.size % 2:
+        raise AssertionError(f"{field} is not aligned to IPv4 16-bit words")
+    n = f.size // 2
+    return [value[16 * (n - 1 - k) : 16 * (n - k)] for k in range(n)]
+
+
+def _fold(value: Value) -> Value:
+    """One end-around-carry step of the Internet checksum: low 16 bits + the carries."""
+    return value[:16] + value[16:]
+
+
+class EgressFramer(wiring.Component):
+    """Wrap result / control-reply messages into Ethernet II/IPv4/UDP frames on AXI4-Stream.
+
+    Ports:
+      - ``s_msg``: ``In(message_stream(data_width))``;
+      - ``m_axis``: ``Out(AXIStreamSignature(data_width, user_width=1))`` (tuser = 0);
+      - configuration inputs (keep stable while a frame is being sent): ``src_mac`` (48),
+        ``dst_mac`` (48; 0 = derive from a multicast ``dst_ip``), ``src_ip`` (32), ``dst_ip`` (32),
+        ``udp_sport`` (16), ``udp_dport`` (16), ``site_id`` (8, the sender_id of every frame).
+    """
+
+    def __init__(self, data_width: int) -> None:
+        check_data_width(data_width)
+        self.data_width = data_width
+        super().__init__(
+            {
+                "s_msg": In(message_stream(data_width)),
+                "m_axis": Out(AXIStreamSignature(data_width, user_width=1)),
+                "src_mac": In(48),
+                "dst_mac": In(48),
+                "src_ip": In(32),
+                "dst_ip": In(32),
+                "udp_sport": In(16),
+                "udp_dport": In(16),
+                "site_id": In(8),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        w = self.data_width
+        n_hdr = header_beats(w)
+        n_lanes = lanes(w)
+        s, o = self.s_msg, self.m_axis
+        hdr = s.payload.hdr
+
+        # ---- Configuration snapshot and the configuration part of the IPv4 checksum --------
+        cfg = {
+            name: Signal(len(getattr(self, name)), name=f"cfg_{name}", reset_less=True)
+            for name in ("src_mac", "dst_mac", "src_ip", "dst_ip", "udp_sport", "udp_dport",
+                         "site_id")
+        }
+        mcast = (self.dst_mac == 0) & (self.dst_ip[28:32] == 0xE)
+        mcast_mac = Cat(self.dst_ip[:23], Const(wire.multicast_mac(0) >> 23, 48 - 23))
+        m.d.sync += [cfg[name].eq(getattr(self, name)) for name in cfg if name != "dst_mac"]
+        m.d.sync += cfg["dst_mac"].eq(Mux(mcast, mcast_mac, self.dst_mac))
+
+        cfg_sum = Signal(16, reset_less=True)  # folded sum: constants + src/dst address words
+        raw_sum = Const(_ip_constant_sum(), 32)
+        for word in _ip_words(self.src_ip, "ip_src") + _ip_words(self.dst_ip, "ip_dst"):
+            raw_sum = raw_sum + word
+        m.d.sync += cfg_sum.eq(_fold(_fold(raw_sum)))
+
+        # ---- Per-frame header, from the waiting message's hdr ------------------------------
+        count = hdr.element_count
+        ip_len = Signal(16)
+        udp_len = Signal(16)
+        m.d.comb += [
+            ip_len.eq((count << _LOG2_ELEMENT_BYTES) + _LEN_IP_FIXED),
+            udp_len.eq((count << _LOG2_ELEMENT_BYTES) + _LEN_UDP_FIXED),
+        ]
+        checksum = Signal(16)
+        m.d.comb += checksum.eq(~_fold(cfg_sum + ip_len)[:16])
+
+        values: dict[str, Value | int] = dict(_CONSTANT_FIELDS)
+        values.update({
+            "eth_dst": cfg["dst_mac"],
+            "eth_src": cfg["src_mac"],
+            "ip_total_length": ip_len,
+            "ip_checksum": checksum,
+            "ip_src": cfg["src_ip"],
+            "ip_dst": cfg["dst_ip"],
+            "udp_sport": cfg["udp_sport"],
+            "udp_dport": cfg["udp_dport"],
+            "udp_length": udp_len,
+            "sender_id": cfg["site_id"],
+        })
+        for name in ("msg_type", "flags", "group_id", "job_id", "round_id", "chunk",
+                     "scale_exp", "element_count"):
+            values[name] = Value.cast(getattr(hdr, name))
+        missing = {f.name for f in wire.FRAME_FIELDS} - set(values)
+        if missing:  # the wire format grew a field this framer does not know how to fill
+            raise AssertionError(f"egress framer does not set {sorted(missing)}")
+
+        header = Signal(HEADER_BITS)  # bus byte order: frame byte k in bits 8k+7..8k
+        for f in wire.FRAME_FIELDS:
+            v = values[f.name]
+            v = Const(v, f.bits) if isinstance(v, int) else v
+            for i in range(f.size):  # byte i of the field, most significant first
+                lo = 8 * (f.size - 1 - i)
+                m.d.comb += header[8 * (f.offset + i) : 8 * (f.offset + i + 1)].eq(v[lo : lo + 8])
+
+        # ---- Keep mask of the last payload beat -------------------------------------------
+        keep_last = Signal(w // 8)
+        rem = count[: (n_lanes - 1).bit_length()]  # elements in the last beat (0 = full)
+        lane_keep = [(rem == 0) | (rem > k) for k in range(n_lanes)]
+        m.d.comb += keep_last.eq(Cat(*(bit.replicate(wire.ELEMENT_BYTES) for bit in lane_keep)))
+
+        # ---- Output register and sequencing ------------------------------------------------
+        o_data = Signal(w, reset_less=True)
+        o_keep = Signal(w // 8, reset_less=True)
+        o_last = Signal(reset_less=True)
+        o_valid = Signal()
+        m.d.comb += [
+            o.tdata.eq(o_data),
+            o.tkeep.eq(o_keep),
+            o.tlast.eq(o_last),
+            o.tuser.eq(0),
+            o.tvalid.eq(o_valid),
+        ]
+        advance = Signal()
+        m.d.comb += advance.eq(~o_valid | o.tready)
+
+        in_payload = Signal()  # sending the payload beats of the current message
+        discard = Signal()  # consuming the beats of an element_count 0 message
+        hbeat = Signal(range(n_hdr))  # header beat being sent
+        hdr_beat = Signal(w)
+        if n_hdr == 1:
+            m.d.comb += hdr_beat.eq(header)
+            last_hbeat = Const(1)
+        else:
+            with m.Switch(hbeat):
+                for k in range(n_hdr):
+                    with m.Case(k):
+                        m.d.comb += hdr_beat.eq(header[k * w : (k + 1) * w])
+            last_hbeat = hbeat == n_hdr - 1
+
+        with m.If(advance):
+            m.d.sync += o_valid.eq(0)  # unless a beat is loaded below
+        with m.If(discard):
+            m.d.comb += s.ready.eq(1)
+            with m.If(s.valid & s.payload.last):
+                m.d.sync += discard.eq(0)
+        with m.Elif(advance):
+            with m.If(in_payload):
+                m.d.comb += s.ready.eq(1)
+                with m.If(s.valid):
+                    m.d.sync += [
+                        o_valid.eq(1),
+                        o_data.eq(s.payload.data),
+                        o_keep.eq(Mux(s.payload.last, keep_last, (1 << (w // 8)) - 1)),
+                        o_last.eq(s.payload.last),
+                    ]
+                    with m.If(s.payload.last):
+                        m.d.sync += in_payload.eq(0)
+            with m.Elif(s.valid):
+                m.d.sync += [
+                    o_valid.eq(1),
+                    o_data.eq(hdr_beat),
+                    o_keep.eq((1 << (w // 8)) - 1),
+                    o_last.eq(0),
+                ]
+                with m.If(last_hbeat):
+                    if n_hdr > 1:
+                        m.d.sync += hbeat.eq(0)
+                    with m.If(count == 0):
+                        # Header-only frame: end it here and drop the message's beat(s).
+                        m.d.sync += o_last.eq(1)
+                        m.d.comb += s.ready.eq(1)
+                        m.d.sync += discard.eq(~s.payload.last)
+                    with m.Else():
+                        m.d.sync += in_payload.eq(1)
+                with m.Else():
+                    m.d.sync += hbeat.eq(hbeat + 1)
+        return m
