@@ -1,0 +1,297 @@
+"""Planner results: family tables per memory size, crossovers, hardware parameters, plots.
+
+Everything the ``wanreduce plan`` command prints or draws is computed here so that tests and
+benchmarks use the same code path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .optimiser import Optimiser, Plan
+from .roundmodel import RoundModel
+from .schedules import Schedule
+from .topology import Topology, format_size
+
+try:  # the wire-format module is the source of truth for the packet payload
+    from wanreduce.wire import MAX_ELEMENTS_DEFAULT as _MAX_ELEMENTS
+except ImportError:  # pragma: no cover - wire.py not present
+    _MAX_ELEMENTS = 499  # (2048 MTU - 20 IPv4 - 8 UDP - 22 agg header) // 4
+
+ELEMENT_BYTES = 4
+#: Families that use in-network aggregation (the ring baseline does not).
+IN_NETWORK = ("all-to-all", "cliques", "grid", "tree", "exponential")
+
+
+def is_in_network(family: str) -> bool:
+    """True for schedules that aggregate in the edge FPGAs (everything but the ring)."""
+    return family != "ring"
+
+
+@dataclass
+class MemoryResult:
+    """All families' best plans at one FPGA memory size."""
+
+    memory: int
+    plans: dict[str, Plan]
+    colocated: dict[str, float]  # family -> time to consensus on the zero-latency cluster
+
+    @property
+    def best(self) -> Plan:
+        """Fastest plan overall (may be the ring baseline)."""
+        return min(self.plans.values(), key=lambda p: (p.time, p.rounds or 0))
+
+    @property
+    def best_in_network(self) -> Plan:
+        """Fastest plan that uses the edge FPGAs."""
+        cands = [p for f, p in self.plans.items() if is_in_network(f)]
+        return min(cands, key=lambda p: (p.time, p.rounds or 0))
+
+
+def evaluate(
+    topo: Topology,
+    nbytes: int,
+    memory: int,
+    eps: float = 1e-3,
+    elements_per_packet: int = _MAX_ELEMENTS,
+    memory_model: str = "shared",
+    colocated: bool = True,
+) -> MemoryResult:
+    """Optimise every family at one memory size (and score it on the co-located ideal)."""
+    t = topo.with_memory(memory)
+    chunk = elements_per_packet * ELEMENT_BYTES
+    plans = Optimiser(t, nbytes, eps, chunk, memory_model).run()
+    co: dict[str, float] = {}
+    if colocated:
+        model = RoundModel(t.colocated(), nbytes, chunk, memory_model)
+        for fam, p in plans.items():
+            times = [model.round_time(r).time for r in p.schedule.rounds]
+            k = p.rounds or 0
+            co[fam] = sum(times[i % len(times)] for i in range(k)) if k else math.inf
+    return MemoryResult(memory, plans, co)
+
+
+def crossover(
+    topo: Topology,
+    nbytes: int,
+    lo: int,
+    hi: int,
+    eps: float = 1e-3,
+    memory_model: str = "shared",
+    elements_per_packet: int = _MAX_ELEMENTS,
+    steps: int = 12,
+) -> tuple[int, str, str] | None:
+    """Memory (bytes) where the best in-network family changes between ``lo`` and ``hi``.
+
+    Bisection on log(memory); returns (memory at which the upper family first wins, family
+    below, family above) or None if the same family wins at both ends.
+    """
+
+    def winner(m: float) -> str:
+        return evaluate(topo, nbytes, int(m), eps, elements_per_packet, memory_model,
+                        colocated=False).best_in_network.family
+
+    w_lo, w_hi = winner(lo), winner(hi)
+    if w_lo == w_hi:
+        return None
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(steps):
+        mid = (a + b) / 2
+        if winner(math.exp(mid)) == w_lo:
+            a = mid
+        else:
+            b = mid
+    return int(math.exp(b)), w_lo, w_hi
+
+
+# -- plan -> hardware ----------------------------------------------------------------------
+@dataclass
+class HardwarePlan:
+    """What the edge FPGAs need for one plan."""
+
+    slots: int  # S: slots per site (each E elements)
+    elements: int  # E: elements per packet / slot
+    rounds: list[list[dict[str, object]]]  # per round, per site: bitmap, expected, group
+    multicast: list[list[tuple[str, str, list[str]]]]  # per round: (group address, sender, receivers)
+    max_senders: int
+
+
+def hardware_plan(
+    schedule: Schedule,
+    topo: Topology,
+    memory: int,
+    elements_per_packet: int = _MAX_ELEMENTS,
+    memory_model: str = "shared",
+) -> HardwarePlan:
+    """Core parameters S and E, per-round group tables (contributor bitmaps), multicast groups."""
+    names = topo.names
+    slot_bytes = elements_per_packet * ELEMENT_BYTES
+    rounds: list[list[dict[str, object]]] = []
+    mcast: list[list[tuple[str, str, list[str]]]] = []
+    max_src = 1
+    for t, rnd in enumerate(schedule.rounds):
+        table: list[dict[str, object]] = []
+        groups: list[tuple[str, str, list[str]]] = []
+        if rnd.ring is not None:
+            order = [names[i] for i in rnd.ring]
+            for i, s in enumerate(order):
+                groups.append((f"unicast {s}->{order[(i + 1) % len(order)]}", s, [order[(i + 1) % len(order)]]))
+            rounds.append([{"site": s, "bitmap": 0, "expected": 0, "group": "ring (host)"} for s in names])
+            mcast.append(groups)
+            continue
+        dests: dict[int, set[int]] = {}
+        for gi, g in enumerate(rnd.groups):
+            bitmap = sum(1 << s for s in g.senders)
+            for r in g.receivers:
+                table.append({"site": names[r], "bitmap": bitmap, "expected": len(g.senders),
+                              "group": gi})
+                max_src = max(max_src, len(g.senders))
+            for s in g.senders:
+                dests.setdefault(s, set()).update(x for x in g.receivers if x != s)
+        for s in sorted(dests):
+            if dests[s]:
+                addr = f"239.{t % 256}.{s // 256}.{s % 256}"
+                groups.append((addr, names[s], sorted(names[r] for r in dests[s])))
+        rounds.append(sorted(table, key=lambda e: names.index(str(e["site"]))))
+        mcast.append(groups)
+    per = max_src if memory_model == "per-sender" else 1
+    slots = int(memory // (slot_bytes * per))
+    return HardwarePlan(slots, elements_per_packet, rounds, mcast, max_src)
+
+
+def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str:
+    """Text block: S, E, per-round group table, multicast groups."""
+    n = topo.n
+    lines = [
+        f"  core parameters: S = {hw.slots} slots x E = {hw.elements} elements "
+        f"({hw.elements * ELEMENT_BYTES} B/slot), contributors per slot <= {hw.max_senders}"
+        + ("  [exceeds the 32-bit contributor bitmap]" if hw.max_senders > 32 else "")
+    ]
+    for t, (table, groups) in enumerate(zip(hw.rounds, hw.multicast, strict=True)):
+        lines.append(f"  round {t + 1}: group table (contributor bitmap, bit i = site i)")
+        for e in table:
+            bits = format(int(e["bitmap"]), f"0{n}b")[::-1] if e["expected"] else "-" * n
+            lines.append(f"    {e['site']:>6}  {bits}  expect {e['expected']}")
+        lines.append(f"  round {t + 1}: multicast groups (sender -> receivers)")
+        for addr, s, rs in groups:
+            lines.append(f"    {addr:<16} {s} -> {','.join(rs)}")
+    return "\n".join(lines)
+
+
+# -- text table ----------------------------------------------------------------------------
+def format_result(res: MemoryResult, topo: Topology, eps: float, elements: int = _MAX_ELEMENTS) -> str:
+    """Text table of every family at one memory size."""
+    s_slots = res.memory // (elements * ELEMENT_BYTES)
+    out = [
+        f"FPGA memory {format_size(res.memory)} (S = {s_slots} slots of {elements} elements): "
+        f"best {res.best.schedule.label} {res.best.time:.3f} s; best in-network "
+        f"{res.best_in_network.schedule.label} {res.best_in_network.time:.3f} s"
+    ]
+    out.append(f"  {'family':<14}{'rounds':>7}{'time to eps':>13}{'co-located':>12}{'gap':>7}  "
+               f"{'bound':<10} schedule")
+    for fam, p in sorted(res.plans.items(), key=lambda kv: kv[1].time):
+        co = res.colocated.get(fam, math.nan)
+        gap = p.time / co if co and np.isfinite(co) and co > 0 else math.nan
+        rounds = "-" if p.rounds is None else str(p.rounds)
+        bound = max(set(p.bounds), key=p.bounds.count) if p.bounds else "-"
+        out.append(f"  {fam:<14}{rounds:>7}{p.time:>12.3f}s{co:>11.3f}s{gap:>6.1f}x  "
+                   f"{bound:<10} {p.schedule.label}")
+    return "\n".join(out)
+
+
+# -- plots ---------------------------------------------------------------------------------
+def plot_memory_sweep(
+    results: Sequence[MemoryResult], path: str, title: str, bdp: float | None = None
+) -> None:
+    """Time to consensus against FPGA memory, one line per family (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fams = sorted({f for r in results for f in r.plans})
+    mem = [r.memory for r in results]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for fam in fams:
+        ys = [r.plans[fam].time if fam in r.plans else math.nan for r in results]
+        style = "--" if fam == "ring" else "-"
+        ax.plot(mem, ys, style, marker="o", ms=3, label=fam)
+    if bdp:
+        ax.axvline(bdp, color="grey", lw=0.8, ls=":")
+        ax.text(bdp, ax.get_ylim()[1], " long-haul BDP", va="top", fontsize=8, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("edge FPGA memory per site (bytes)")
+    ax.set_ylabel("time to epsilon-consensus (s)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def winner_map(
+    topo: Topology,
+    byte_sizes: Sequence[int],
+    memories: Sequence[int],
+    eps: float = 1e-3,
+    memory_model: str = "shared",
+    elements_per_packet: int = _MAX_ELEMENTS,
+) -> tuple[list[list[str]], list[list[bool]]]:
+    """Winning in-network family per (bytes, memory) cell, and whether the ring beats it."""
+    fams: list[list[str]] = []
+    ring: list[list[bool]] = []
+    for b in byte_sizes:
+        row, rrow = [], []
+        for m in memories:
+            res = evaluate(topo, b, m, eps, elements_per_packet, memory_model, colocated=False)
+            row.append(res.best_in_network.family)
+            rrow.append(res.best.family == "ring")
+        fams.append(row)
+        ring.append(rrow)
+    return fams, ring
+
+
+def plot_map(
+    byte_sizes: Sequence[int],
+    memories: Sequence[int],
+    fams: list[list[str]],
+    ring: list[list[bool]],
+    path: str,
+    title: str,
+) -> None:
+    """(bytes x memory) plane coloured by the winning in-network family; 'r' where ring wins."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    names = sorted({f for row in fams for f in row})
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+               "#7f7f7f", "#bcbd22", "#17becf"]
+    grid = np.array([[names.index(f) for f in row] for row in fams])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.imshow(grid, origin="lower", aspect="auto", cmap=ListedColormap(palette[: len(names)]),
+              vmin=-0.5, vmax=len(names) - 0.5)
+    for i, row in enumerate(ring):
+        for j, r in enumerate(row):
+            if r:
+                ax.text(j, i, "r", ha="center", va="center", fontsize=7, color="white")
+    ax.set_xticks(range(len(memories)), [format_size(m) for m in memories], rotation=45, fontsize=7)
+    ax.set_yticks(range(len(byte_sizes)), [format_size(b) for b in byte_sizes], fontsize=7)
+    ax.set_xlabel("edge FPGA memory per site")
+    ax.set_ylabel("bytes per synchronisation")
+    ax.set_title(title + "\n(colour: best in-network family; r: ring all-reduce baseline is faster)",
+                 fontsize=9)
+    ax.legend(handles=[Patch(color=palette[i], label=f) for i, f in enumerate(names)],
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
