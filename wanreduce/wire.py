@@ -233,6 +233,24 @@ CONTROL_WRITE = 1 << 31
 CONTROL_ADDR_MASK = 0xFFFF
 CONTROL_OP_WORDS = 2
 
+
+def control_words(ops) -> np.ndarray:
+    """CONTROL payload for ``(write, address, value)`` operations, as int32 words."""
+    words = np.zeros(CONTROL_OP_WORDS * len(ops), dtype=np.uint32)
+    for i, (write, addr, value) in enumerate(ops):
+        if not 0 <= addr <= CONTROL_ADDR_MASK:
+            raise ValueError(f"register address out of range: {addr:#x}")
+        words[2 * i] = (CONTROL_WRITE if write else 0) | addr
+        words[2 * i + 1] = value & 0xFFFFFFFF
+    return words.view(np.int32)
+
+
+def reply_values(payload: np.ndarray | bytes) -> list[int]:
+    """Register values (word 1 of each operation) of a CONTROL_REPLY payload."""
+    words = np.frombuffer(bytes(payload), dtype="<u4") if isinstance(payload, bytes | bytearray) \
+        else np.asarray(payload).view(np.uint32)
+    return [int(v) for v in words[1::CONTROL_OP_WORDS]]
+
 # --------------------------------------------------------------------------------------------
 # Helpers: IPv4 checksum, address conversion, (un)packing
 # --------------------------------------------------------------------------------------------

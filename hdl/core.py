@@ -1,0 +1,162 @@
+"""``wanreduce_core``: the aggregator at a site's network edge, parse → merge → reduce → emit.
+
+::
+
+    s_axis_net0 ─► IngressParser ─┐
+    ...                           ├─► StreamMerger ─► Reducer ─┐
+    s_axis_netP-1 ► IngressParser ┤   (P+1 inputs)  (S slots)  ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
+    s_axis_host ─► IngressParser ─► MessageDemux ─┘            │
+                   (CONTROL ok)        └─ CONTROL ─► ControlBlock ┘ (CONTROL_REPLY)
+
+* P network ports receive the multicast streams of the other sites (CONTRIBUTION only).
+* The host-facing port carries the local site's own contribution — aggregated in the core like
+  any other member's — and CONTROL messages; configuration and counters are reachable only there.
+* Results (and control replies) leave on ``m_axis_host`` toward the local hosts, addressed to the
+  configured result MAC/IP/UDP port (unicast or multicast).
+
+All AXI4-Stream ports are ``AXIStreamSignature(W, user_width=1)``; in Verilog they flatten to
+``s_axis_net0__tdata`` etc. (cocotbext-axi: ``AxiStreamBus.from_prefix(dut, "s_axis_net0",
+bus_separator="__")``). ``docs/core.md`` lists the ports.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from wanreduce.hdl.axis import AXIStreamSignature
+from wanreduce.hdl.control_block import ControlBlock
+from wanreduce.hdl.egress_framer import EgressFramer
+from wanreduce.hdl.ingress_parser import IngressParser
+from wanreduce.hdl.layouts import check_data_width
+from wanreduce.hdl.message_demux import MessageDemux
+from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.stream_merger import StreamMerger
+
+from wanreduce import wire
+
+__all__ = ["CoreParams", "WanreduceCore"]
+
+DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
+
+
+class CoreParams(dict):
+    """Validated core parameters: ports P, width W, slots S, elements E, groups G, jobs J."""
+
+    def __init__(self, **kw: int) -> None:
+        unknown = set(kw) - set(DEFAULTS)
+        if unknown:
+            raise ValueError(f"unknown core parameter(s): {', '.join(sorted(unknown))}")
+        p = {**DEFAULTS, **kw}
+        for k, v in p.items():
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ValueError(f"{k} must be an integer, got {v!r}")
+        if not 1 <= p["ports"] <= 8:
+            raise ValueError(f"ports must be 1..8, got {p['ports']}")
+        check_data_width(p["width"])
+        if p["slots"] < 2 or p["slots"] & (p["slots"] - 1) or p["slots"] > 4096:
+            raise ValueError(f"slots must be a power of two from 2 to 4096, got {p['slots']}")
+        if not 1 <= p["elements"] <= wire.MAX_ELEMENTS_JUMBO:
+            raise ValueError(
+                f"elements must be 1..{wire.MAX_ELEMENTS_JUMBO} (jumbo-frame limit), got {p['elements']}"
+            )
+        if not 1 <= p["groups"] <= 32:
+            raise ValueError(f"groups must be 1..32, got {p['groups']}")
+        if not 1 <= p["jobs"] <= 16:
+            raise ValueError(f"jobs must be 1..16, got {p['jobs']}")
+        super().__init__(p)
+
+
+def net_port(p: int) -> str:
+    """Name of network ingress port ``p`` (the Verilog port prefix)."""
+    return f"s_axis_net{p}"
+
+
+class WanreduceCore(wiring.Component):
+    """The whole aggregator core; parameters as in :class:`CoreParams`."""
+
+    def __init__(self, **params: int) -> None:
+        self.params = CoreParams(**params)
+        p = self.params
+        axis = AXIStreamSignature(p["width"], user_width=1)
+        members = {net_port(i): In(axis) for i in range(p["ports"])}
+        members["s_axis_host"] = In(axis)
+        members["m_axis_host"] = Out(axis)
+        super().__init__(members)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        p = self.params
+        w, n_net = p["width"], p["ports"]
+
+        parsers = []
+        for i in range(n_net):
+            parser = IngressParser(w, max_elements=p["elements"])
+            m.submodules[f"parser_net{i}"] = parser
+            wiring.connect(m, wiring.flipped(getattr(self, net_port(i))), parser.s_axis)
+            parsers.append(parser)
+        host_parser = IngressParser(w, max_elements=p["elements"], accept_control=True)
+        m.submodules.parser_host = host_parser
+        wiring.connect(m, wiring.flipped(self.s_axis_host), host_parser.s_axis)
+        parsers.append(host_parser)
+
+        m.submodules.demux = demux = MessageDemux(w)
+        wiring.connect(m, host_parser.m_msg, demux.s_msg)
+
+        m.submodules.merger = merger = StreamMerger(w, n_net + 1)
+        for i in range(n_net):
+            wiring.connect(m, parsers[i].m_msg, merger.s_msg[i])
+        wiring.connect(m, demux.m_data, merger.s_msg[n_net])
+
+        m.submodules.reducer = reducer = Reducer(
+            w, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"]
+        )
+        wiring.connect(m, merger.m_msg, reducer.s_msg)
+
+        m.submodules.control = control = ControlBlock(
+            w, ports=n_net, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"]
+        )
+        wiring.connect(m, demux.m_control, control.s_msg)
+        wiring.connect(m, control.reset, reducer.reset)
+
+        m.submodules.egress_merger = out_merger = StreamMerger(w, 2)
+        wiring.connect(m, reducer.m_msg, out_merger.s_msg[0])
+        wiring.connect(m, control.m_msg, out_merger.s_msg[1])
+        m.submodules.egress = egress = EgressFramer(w)
+        wiring.connect(m, out_merger.m_msg, egress.s_msg)
+        wiring.connect(m, egress.m_axis, wiring.flipped(self.m_axis_host))
+
+        # configuration
+        for parser in parsers:
+            m.d.comb += [
+                parser.local_mac.eq(control.local_mac),
+                parser.local_ip.eq(control.local_ip),
+                parser.udp_port.eq(control.udp_port),
+                parser.max_elements.eq(control.max_elements),
+            ]
+        m.d.comb += [
+            reducer.group_bitmap.eq(control.group_bitmap),
+            reducer.job_cfg.eq(control.job_cfg),
+            reducer.release_on_completion.eq(control.release_on_completion),
+            control.head.eq(reducer.head),
+            egress.src_mac.eq(control.local_mac),
+            egress.src_ip.eq(control.local_ip),
+            egress.dst_mac.eq(control.result_mac),
+            egress.dst_ip.eq(control.result_ip),
+            egress.udp_sport.eq(control.udp_port),
+            egress.udp_dport.eq(control.result_udp_port),
+            egress.site_id.eq(control.site_id),
+        ]
+        # status events
+        for i, parser in enumerate(parsers):
+            m.d.comb += [
+                control.port_frame_in[i].eq(parser.frame_in),
+                control.port_drop[i].eq(parser.drop),
+                control.port_drop_reason[i].eq(parser.drop_reason),
+            ]
+        m.d.comb += [
+            control.outcome.eq(reducer.outcome),
+            control.outcome_code.eq(reducer.outcome_code),
+            control.result_out.eq(reducer.result_out),
+        ]
+        return m

@@ -1,0 +1,86 @@
+"""``wanreduce verilog``: write the core as one Verilog module, ``wanreduce_core``."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import click
+
+from wanreduce.cli import WanreduceError
+
+CORE_NAME = "wanreduce_core"
+
+
+def core_options(f):
+    """The core's parameters as click options (shared by verilog, report, build, ...)."""
+    from wanreduce.hdl.core import DEFAULTS
+
+    helps = {
+        "ports": "network ingress ports P (1..8)",
+        "width": "AXI4-Stream data width W in bits (64..512, power of two)",
+        "slots": "reorder-buffer slots S (power of two)",
+        "elements": "maximum int32 elements per packet E",
+        "groups": "group-table entries G (1..32)",
+        "jobs": "job-table entries J (1..16)",
+    }
+    for name in reversed(list(DEFAULTS)):
+        f = click.option(f"--{name}", type=int, default=DEFAULTS[name], show_default=True, help=helps[name])(f)
+    return f
+
+
+def core_params(**kw: int) -> dict:
+    """Validate core parameters; a bad one becomes a one-line CLI error."""
+    from wanreduce.hdl.core import CoreParams
+
+    try:
+        return dict(CoreParams(**kw))
+    except ValueError as exc:
+        raise WanreduceError(str(exc)) from None
+
+
+def port_list(params: dict) -> list[tuple[str, str, int]]:
+    """(Verilog port name, direction, width) of the core, clock and reset first."""
+    from amaranth.lib import wiring
+
+    from wanreduce.hdl.core import WanreduceCore
+
+    core = WanreduceCore(**params)
+    rows = [("clk", "input", 1), ("rst", "input", 1)]
+    for path, flow, value in core.signature.flatten(core):
+        name = "__".join(str(p) for p in path)
+        rows.append((name, "input" if flow == wiring.In else "output", len(value)))
+    return rows
+
+
+def write_verilog(out: Path, params: dict) -> Path:
+    """Generate (cached) and copy ``wanreduce_core.sv`` into ``out``; returns its path."""
+    from wanreduce.hdl.core import WanreduceCore
+    from wanreduce.sim.simulator import generate_verilog
+
+    src = generate_verilog(WanreduceCore, name=CORE_NAME, params=params)
+    out.mkdir(parents=True, exist_ok=True)
+    dst = out / f"{CORE_NAME}.sv"
+    shutil.copyfile(src, dst)
+    return dst
+
+
+@click.command("verilog")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="directory to write wanreduce_core.sv and its port list into")
+@core_options
+def verilog(out_dir: Path, **kw: int) -> None:
+    """Generate the aggregator core as one Verilog module (wanreduce_core)."""
+    params = core_params(**kw)
+    t0 = time.perf_counter()
+    try:
+        path = write_verilog(out_dir, params)
+    except OSError as exc:
+        raise WanreduceError(f"cannot write {out_dir}: {exc.strerror}") from None
+    ports = port_list(params)
+    table = "\n".join(f"{d:6} [{w - 1}:0] {n}" if w > 1 else f"{d:6}       {n}" for n, d, w in ports)
+    (out_dir / f"{CORE_NAME}.ports.txt").write_text(table + "\n")
+    desc = ", ".join(f"{k}={v}" for k, v in params.items())
+    click.echo(f"wrote {path} ({path.stat().st_size // 1024} KiB, {len(ports)} ports; {desc}) "
+               f"in {time.perf_counter() - t0:.1f} s")
