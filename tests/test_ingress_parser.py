@@ -413,6 +413,51 @@ def test_scapy_frames() -> None:
                                 int(Drop.IP_HEADER), int(Drop.UDP_PORT), "accept"]
 
 
+def test_ipv4_checksum_values() -> None:
+    """Random IPv4 header contents with right, alternative (0 <-> 0xFFFF) and wrong checksums."""
+    rng = random.Random(25)
+    frames = []
+    for _ in range(120):
+        buf = bytearray(good_frame(rng, rng.randint(1, 4)))
+        high = rng.random() < 0.5  # large words: sums up to 7 x 0xFFFF before folding
+        for name in ("ip_dscp_ecn", "ip_id", "ip_ttl", "ip_src"):
+            bits = 8 * wire.FIELD[name].size
+            _set(buf, name, (1 << bits) - 1 - rng.getrandbits(2) if high else rng.getrandbits(bits))
+        if high or rng.random() < 0.3:
+            _set(buf, "ip_dst", 0xEFFFFFFF - rng.getrandbits(3 if high else 28))
+        _fix_checksum(buf)
+        r = rng.random()
+        if r < 0.25:  # the other one's-complement zero: still a good checksum
+            c = _get(buf, "ip_checksum")
+            if c in (0, 0xFFFF):
+                _set(buf, "ip_checksum", c ^ 0xFFFF)
+        elif r < 0.6:
+            _set(buf, "ip_checksum", rng.getrandbits(16))
+        frames.append((bytes(buf), None))
+    run = Run(IngressParser(64, max_elements=8), frames, p_valid=1.0, p_ready=1.0,
+              seed=26).run()
+    run.check()
+    assert run.verdicts.count(int(Drop.IP_CHECKSUM)) > 20
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_header_only_and_truncated_back_to_back(width: int) -> None:
+    """Frames ending at byte 64 (verdict waits for the header checks) next to truncated ones."""
+    rng = random.Random(27 + width)
+    frames = []
+    for _ in range(40):
+        buf = bytearray(good_frame(rng, rng.randint(1, 8)))
+        r = rng.random()
+        if r < 0.4:
+            del buf[64:]
+        elif r < 0.7:
+            del buf[rng.randint(1, 63):]
+        frames.append((bytes(buf), rng.choice([None] * 5 + [0])))
+    run = Run(IngressParser(width, max_elements=8), frames, p_valid=1.0, p_ready=1.0,
+              seed=28).run()
+    run.check()
+
+
 @pytest.mark.parametrize("accept_control", [False, True])
 def test_control_messages_on_host_port(accept_control: bool) -> None:
     rng = random.Random(30 + accept_control)
@@ -437,7 +482,7 @@ def test_control_messages_on_host_port(accept_control: bool) -> None:
 def test_back_to_back_throughput_and_latency(width: int) -> None:
     """20 back-to-back maximum-size frames, sink always ready: 1 beat/cycle in, no idle cycle."""
     rng = random.Random(40 + width)
-    limit = 64
+    limit = wire.MAX_ELEMENTS_DEFAULT  # largest message of the default 2048-byte MTU
     frames = [(good_frame(rng, limit), None) for _ in range(20)]
     dut = IngressParser(width, max_elements=limit)
     run = Run(dut, frames, p_valid=1.0, p_ready=1.0, seed=41).run()
