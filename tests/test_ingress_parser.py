@@ -196,8 +196,9 @@ class Run:
     """Drive an IngressParser with frames; record messages, verdict strobes and timing."""
 
     def __init__(self, dut: IngressParser, frames: list[tuple[bytes, int | None]], *,
-                 p_valid: float, p_ready: float, seed: int, cfg_max: int | None = None) -> None:
-        self.dut, self.frames = dut, frames
+                 p_valid: float, p_ready: float, seed: int, cfg_max: int | None = None,
+                 ready_after: int = 0) -> None:
+        self.dut, self.frames, self.ready_after = dut, frames, ready_after
         self.p_valid, self.p_ready = p_valid, p_ready
         self.rng = random.Random(seed)
         self.cfg_max = dut.element_limit if cfg_max is None else cfg_max
@@ -240,7 +241,7 @@ class Run:
                     ctx.set(s.tuser, tuser)
                     ctx.set(s.tvalid, 1)
                     presenting = True
-                ready = rng.random() < self.p_ready
+                ready = cycle >= self.ready_after and rng.random() < self.p_ready
                 ctx.set(o.ready, ready)
                 moved = presenting and ctx.get(s.tready)
                 if presenting and not ctx.get(s.tready):
@@ -502,6 +503,30 @@ def test_back_to_back_throughput_and_latency(width: int) -> None:
         seg = out[k * pb:(k + 1) * pb]
         assert seg[-1] - seg[0] == pb - 1, "idle cycle inside a message"
         assert seg[0] < run.in_xfer_cycles[-1] or k == 19  # output overlaps the input
+
+
+@pytest.mark.parametrize("width", [64, 256, 512])
+def test_output_one_beat_per_cycle_while_input_runs(width: int) -> None:
+    """Sink blocked until the FIFO is full, then always ready: m_msg drains at 1 beat/cycle
+    across message boundaries while the input keeps accepting beats in the same cycles."""
+    rng = random.Random(45 + width)
+    limit = 64
+    pb = payload_beats(limit, width)
+    frames = [(good_frame(rng, limit), None) for _ in range(10)]
+    dut = IngressParser(width, max_elements=limit)
+    release = 4 * (header_beats(width) + pb)
+    run = Run(dut, frames, p_valid=1.0, p_ready=1.0, seed=46, ready_after=release).run()
+    run.check()
+    out = run.out_xfer_cycles
+    assert out[0] == release
+    longest, cur = 1, 1
+    for a, b in zip(out, out[1:], strict=False):
+        cur = cur + 1 if b == a + 1 else 1
+        longest = max(longest, cur)
+    assert longest >= 2 * pb, f"longest back-to-back output run {longest} < {2 * pb}"
+    window = set(range(release, release + 2 * pb))
+    assert window <= set(out)  # two whole messages, no bubble at the boundary
+    assert len(window & set(run.in_xfer_cycles)) >= pb  # ... while the input runs
 
 
 @pytest.mark.parametrize("width", [64, 512])
