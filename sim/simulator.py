@@ -359,28 +359,35 @@ def _build(sim: str, sources: list[Path], toplevel: str, waves: bool) -> Path:
         if stamp.is_file():  # another worker built it while we waited
             return build_dir
         runtime = None
+        runtime_lock: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if sim == "verilator":
             runtime = sim_root / f"_runtime-{_verilator_runtime_key(waves)}"
-        runner = _make_runner(sim, None, runtime if runtime and runtime.is_dir() else None)
-        log = sim_root / f"{build_dir.name}.build.log"
-        try:
-            runner.build(
-                sources=sources,
-                hdl_toplevel=toplevel,
-                build_dir=build_dir,
-                build_args=list(VERILATOR_ARGS) if sim == "verilator" else [],
-                timescale=TIMESCALE,
-                waves=waves,
-                always=True,
-                clean=True,
-                log_file=log,
-            )
-        except (RuntimeError, SystemExit) as exc:
-            raise SimulatorError(
-                f"{sim} build of {toplevel} failed ({exc}); log {log}:\n{_tail(log)}"
-            ) from None
-        if runtime is not None:
-            _save_verilator_runtime(build_dir, runtime)
+            if not runtime.is_dir():
+                # First build: other workers wait for its runtime objects instead of
+                # compiling the same runtime in parallel on the same cores.
+                runtime_lock = _locked(sim_root / f".{runtime.name}.lock")
+        with runtime_lock:
+            cached = runtime if runtime is not None and runtime.is_dir() else None
+            runner = _make_runner(sim, None, cached)
+            log = sim_root / f"{build_dir.name}.build.log"
+            try:
+                runner.build(
+                    sources=sources,
+                    hdl_toplevel=toplevel,
+                    build_dir=build_dir,
+                    build_args=list(VERILATOR_ARGS) if sim == "verilator" else [],
+                    timescale=TIMESCALE,
+                    waves=waves,
+                    always=True,
+                    clean=True,
+                    log_file=log,
+                )
+            except (RuntimeError, SystemExit) as exc:
+                raise SimulatorError(
+                    f"{sim} build of {toplevel} failed ({exc}); log {log}:\n{_tail(log)}"
+                ) from None
+            if runtime is not None and cached is None:
+                _save_verilator_runtime(build_dir, runtime)
         stamp.touch()
     return build_dir
 
@@ -455,6 +462,9 @@ def run_cocotb(
                 testcase=testcase,
                 seed=seed,
                 extra_env={PARAMS_ENV: params_json},
+                # Icarus's dump module writes to the build dir unless told otherwise.
+                plusargs=[f"+dumpfile_path={run_dir / (toplevel + '.fst')}"]
+                if waves and sim == "icarus" else [],
                 waves=waves,
                 timescale=TIMESCALE,
             )
