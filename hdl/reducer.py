@@ -1,0 +1,512 @@
+"""Fixed-point reduction pipeline with BRAM reorder buffers and in-order / on-completion release.
+
+Implements ``model.AggregatorModel.contribute`` bit-exactly for a stream of well-formed
+CONTRIBUTION messages (payload beats, header on every beat). Datapath and hazards are described
+in docs/reducer.md; in short:
+
+* stage 0 (``s_msg`` accept): slot and row address; synchronous reads of the slot's tag and of
+  the beat's data row (non-transparent read ports);
+* stage 1: last-write bypass on both memories (the only read-after-write distance is one cycle),
+  the outcome decision on the first beat (checks in the model's order), per-lane saturating add
+  or write, tag write and release-queue push on the last beat;
+* in-order release is one combinational step: the chunk at the head completes, and the run of
+  already-complete slots behind it (a per-slot ``pending`` bit vector, rotated into window order
+  and scanned with a carry chain) is released at once as one *range* entry of the release queue;
+* an emitter expands queue entries into RESULT messages through a small output FIFO. A slot
+  referenced by the queue or the emitter is *pinned*: a contribution that would start a new chunk
+  in it waits (the model emits instantly; the hardware must not overwrite a queued result).
+
+One beat per cycle sustained, no hazard stalls; ``s_msg`` stalls only for a full release queue,
+a pinned slot, or a window reset. Requires disjoint job regions (``base .. base + window - 1``).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from wanreduce import wire
+from wanreduce.model import Outcome
+
+from .layouts import (
+    AggHeaderLayout,
+    JobCfgLayout,
+    check_data_width,
+    lanes,
+    message_beat_layout,
+    message_stream,
+    payload_beats,
+)
+from .saturating_adder import SaturatingAdder
+
+__all__ = ["Reducer", "ResetLayout"]
+
+# Stored slot state. COMPLETE and RELEASED share DONE; the per-slot ``pending`` bit (COMPLETE,
+# waiting for in-order release) tells them apart, so a release never writes the tag memory.
+_FREE, _ACTIVE, _DONE = 0, 1, 2
+# Data operation of a message (decided on its first beat).
+_OP_NONE, _OP_WRITE, _OP_ADD = 0, 1, 2
+
+QUEUE_DEPTH = 4  # release-queue entries (each entry may cover a whole run of chunks)
+FIFO_DEPTH = 4  # result beats buffered toward m_msg
+
+
+def ResetLayout(jobs: int) -> data.StructLayout:  # noqa: N802 - a layout factory
+    """Payload of the window-reset stream: the job and its new head."""
+    return data.StructLayout({"job": range(jobs), "head": 32})
+
+
+def _bits(n: int) -> int:
+    """Bits to hold 0..n-1 (at least 1)."""
+    return max(1, (n - 1).bit_length())
+
+
+class Reducer(wiring.Component):
+    """The aggregator's reduction and reorder/release stage (see module docstring).
+
+    Ports: ``s_msg`` (contributions in), ``m_msg`` (results out), ``group_bitmap``, ``job_cfg``,
+    ``release_on_completion`` (configuration), ``reset`` (window reset stream), ``head`` (per job),
+    ``outcome``/``outcome_code`` (one strobe per input message), ``result_out`` (one strobe per
+    result message, on its first beat).
+    """
+
+    def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
+        check_data_width(data_width)
+        if not isinstance(slots, int) or not 2 <= slots <= 4096 or slots & (slots - 1):
+            raise ValueError(f"slots must be a power of two from 2 to 4096, got {slots!r}")
+        if not isinstance(elements, int) or not 1 <= elements <= wire.MAX_ELEMENTS_JUMBO:
+            raise ValueError(f"elements must be 1..{wire.MAX_ELEMENTS_JUMBO}, got {elements!r}")
+        if not isinstance(groups, int) or not 1 <= groups <= 32:
+            raise ValueError(f"groups must be 1..32, got {groups!r}")
+        if not isinstance(jobs, int) or not 1 <= jobs <= 16:
+            raise ValueError(f"jobs must be 1..16, got {jobs!r}")
+        self.data_width, self.slots, self.elements = data_width, slots, elements
+        self.groups, self.jobs = groups, jobs
+        self.lanes = lanes(data_width)
+        self.beats = payload_beats(elements, data_width)
+        self.row_bits = (self.beats - 1).bit_length()  # rows per slot = 2**row_bits
+        self.slot_bits = (slots - 1).bit_length()
+        self.job_bits = _bits(jobs)
+        self.group_bits = _bits(groups)
+        super().__init__({
+            "s_msg": In(message_stream(data_width)),
+            "m_msg": Out(message_stream(data_width)),
+            "group_bitmap": In(data.ArrayLayout(32, groups)),
+            "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
+            "release_on_completion": In(1),
+            "reset": In(stream.Signature(ResetLayout(jobs))),
+            "head": Out(data.ArrayLayout(32, jobs)),
+            "outcome": Out(1),
+            "outcome_code": Out(4),
+            "result_out": Out(1),
+        })
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _job_cfg(self, m: Module, idx, name: str):
+        """Explicit mux of the job table (zero for an index outside it)."""
+        cfg = Signal(JobCfgLayout, name=name)
+        with m.Switch(idx):
+            for j in range(self.jobs):
+                with m.Case(j):
+                    m.d.comb += cfg.eq(self.job_cfg[j])
+        return cfg
+
+    def _slot_of(self, cfg, chunk):
+        """``(base + (chunk & (window - 1))) & (S - 1)``."""
+        sb = self.slot_bits
+        wmask = Cat(*[cfg.log2_window > i for i in range(sb)])
+        return (cfg.base[:sb] + (chunk[:sb] & wmask))[:sb]
+
+    # ---- elaboration -----------------------------------------------------------------------
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        W, S, L = self.data_width, self.slots, self.lanes
+        sb, rb, jb, gb = self.slot_bits, self.row_bits, self.job_bits, self.group_bits
+        beat_bits = max(1, rb)
+
+        tag_layout = data.StructLayout({
+            "state": 2, "job": jb, "round": 32, "chunk": 32, "group": 8,
+            "scale": AggHeaderLayout["scale_exp"].shape, "count": 16, "bitmap": 32, "overflow": 1,
+        })
+        entry_layout = data.StructLayout({"job": jb, "chunk": 32, "count": sb + 1, "resent": 1})
+
+        m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[])
+        m.submodules.data_mem = data_mem = Memory(shape=unsigned(W), depth=S << rb, init=[])
+        tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
+        tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
+        tag_wr = tag_mem.write_port()
+        data_rd = data_mem.read_port(transparent_for=())  # read-modify-write
+        data_rd_e = data_mem.read_port(transparent_for=())  # emitter
+        data_wr = data_mem.write_port()
+
+        head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
+        for j in range(self.jobs):
+            m.d.comb += self.head[j].eq(head[j])
+        pending = Signal(S)  # slot is COMPLETE (done, waiting for in-order release)
+
+        # ---- release queue (registers: every entry is compared for pinning) ----
+        q = [Signal(entry_layout, name=f"q{i}") for i in range(QUEUE_DEPTH)]
+        q_rptr = Signal(range(QUEUE_DEPTH))
+        q_wptr = Signal(range(QUEUE_DEPTH))
+        q_count = Signal(range(QUEUE_DEPTH + 1))
+        q_push = Signal()
+        q_pop = Signal()
+        q_in = Signal(entry_layout)
+        q_head = Signal(entry_layout)
+        m.d.comb += q_head.eq(Array([e.as_value() for e in q])[q_rptr])
+        with m.If(q_push):
+            for i in range(QUEUE_DEPTH):
+                with m.If(q_wptr == i):
+                    m.d.sync += q[i].eq(q_in)
+            m.d.sync += q_wptr.eq(q_wptr + 1)
+        with m.If(q_pop):
+            m.d.sync += q_rptr.eq(q_rptr + 1)
+        m.d.sync += q_count.eq(q_count + q_push - q_pop)
+
+        # ---- window-reset engine state ----
+        r_busy = Signal()  # clearing the region
+        r_idx = Signal(sb + 1)
+        in_msg = Signal()  # stage 0 has accepted a non-last beat of a message
+
+        # ---- emitter state ----
+        e_busy = Signal()
+        e_wait = Signal()  # tag read of the current slot in flight
+        e_job = Signal(jb)
+        e_chunk = Signal(32)
+        e_left = Signal(sb + 1)
+        e_resent = Signal()
+        e_beat = Signal(beat_bits)
+
+        # ================= stage 0 =================
+        s = self.s_msg
+        h0 = s.payload.hdr
+        beat_cnt = Signal(beat_bits)
+        idx0 = Mux(s.payload.first, 0, beat_cnt)
+        cfg0 = self._job_cfg(m, h0.job_id[:jb], "cfg0")
+        slot0 = Signal(sb)
+        m.d.comb += slot0.eq(self._slot_of(cfg0, h0.chunk))
+        accept = Signal()
+
+        # ================= stage 1 registers =================
+        v1 = Signal()
+        first1 = Signal()
+        last1 = Signal()
+        h1 = Signal(AggHeaderLayout)
+        d1 = Signal(W)
+        idx1 = Signal(beat_bits)
+        slot1 = Signal(sb)
+        adv = Signal()  # stage 1 moves on this cycle (not stalled on a pinned slot)
+
+        reset_block = self.reset.valid & ~in_msg
+        room = q_count < QUEUE_DEPTH - 1  # the message in stage 1 may still push one entry
+        m.d.comb += [
+            s.ready.eq(adv & room & ~reset_block & ~r_busy),
+            accept.eq(s.valid & s.ready),
+        ]
+        with m.If(accept):
+            m.d.sync += [in_msg.eq(~s.payload.last), beat_cnt.eq(idx0 + 1)]
+        with m.If(adv):
+            m.d.sync += [
+                v1.eq(accept),
+                first1.eq(s.payload.first),
+                last1.eq(s.payload.last),
+                h1.eq(h0),
+                d1.eq(s.payload.data),
+                idx1.eq(idx0),
+                slot1.eq(slot0),
+            ]
+        m.d.comb += [
+            tag_rd.addr.eq(slot0),
+            tag_rd.en.eq(adv),
+            data_rd.addr.eq(Cat(idx0[:rb], slot0) if rb else slot0),
+            data_rd.en.eq(adv),
+        ]
+        row1 = Cat(idx1[:rb], slot1) if rb else slot1
+
+        # ---- last-write bypass (the only read-after-write distance is one cycle) ----
+        tb_v, tb_addr, tb_data = Signal(), Signal(sb), Signal(tag_layout)
+        db_v, db_addr, db_data = Signal(), Signal(len(data_wr.addr)), Signal(W)
+        with m.If(tag_wr.en):
+            m.d.sync += [tb_v.eq(1), tb_addr.eq(tag_wr.addr), tb_data.eq(tag_wr.data)]
+        with m.If(data_wr.en):
+            m.d.sync += [db_v.eq(1), db_addr.eq(data_wr.addr), db_data.eq(data_wr.data)]
+        tag1 = Signal(tag_layout)
+        old1 = Signal(W)
+        m.d.comb += [
+            tag1.eq(Mux(tb_v & (tb_addr == slot1), tb_data, tag_rd.data)),
+            old1.eq(Mux(db_v & (db_addr == row1), db_data, data_rd.data)),
+        ]
+
+        # ================= stage 1: decision (first beat) =================
+        cfg1 = self._job_cfg(m, h1.job_id[:jb], "cfg1")
+        members = Signal(32)
+        with m.Switch(h1.group_id[:gb]):
+            for g in range(self.groups):
+                with m.Case(g):
+                    m.d.comb += members.eq(self.group_bitmap[g])
+        head_j = Signal(32)
+        with m.Switch(h1.job_id[:jb]):
+            for j in range(self.jobs):
+                with m.Case(j):
+                    m.d.comb += head_j.eq(head[j])
+        in_order = ~self.release_on_completion
+        bit = Signal(32)
+        m.d.comb += bit.eq(Mux(h1.sender_id < wire.MAX_SENDERS, Const(1, 32) << h1.sender_id[:5], 0))
+        lw = Signal(range(sb + 1))  # log2 window, clamped to the slot memory
+        m.d.comb += lw.eq(Mux(cfg1.log2_window > sb, sb, cfg1.log2_window))
+        dist = Signal(32)
+        m.d.comb += dist.eq(h1.chunk - head_j)
+        late = dist[31]
+        oow = ~late & ((dist >> lw) != 0)
+        pend1 = pending.bit_select(slot1, 1)
+        st_done = tag1.state == _DONE
+        complete1 = st_done & pend1
+        released1 = st_done & ~pend1
+        same = (tag1.state != _FREE) & (tag1.job == h1.job_id[:jb]) & (tag1.chunk == h1.chunk)
+        mismatch = ((tag1.round != h1.round_id) | (tag1.group != h1.group_id)
+                    | (tag1.scale != h1.scale_exp) | (tag1.count != h1.element_count))
+        dup = (tag1.bitmap & bit) != 0
+        back = Signal(32)
+        m.d.comb += back.eq(tag1.chunk - h1.chunk)
+        older = released1 & (tag1.job == h1.job_id[:jb]) & (h1.chunk != tag1.chunk) & ~back[31]
+
+        code = Signal(4)
+        op = Signal(2)
+        resend = Signal()
+        with m.If(~((h1.job_id < self.jobs) & cfg1.enable & (h1.group_id < self.groups)
+                    & (members != 0))):
+            m.d.comb += code.eq(Outcome.REJECT_UNCONFIGURED)
+        with m.Elif((members & bit) == 0):
+            m.d.comb += code.eq(Outcome.REJECT_NON_MEMBER)
+        with m.Elif(in_order & oow):
+            m.d.comb += code.eq(Outcome.OUT_OF_WINDOW)
+        with m.Elif(same):
+            with m.If(mismatch):
+                m.d.comb += code.eq(Outcome.REJECT_MISMATCH)
+            with m.Elif(released1):
+                m.d.comb += [code.eq(Outcome.RESULT_RESENT), resend.eq(1)]
+            with m.Elif(dup):
+                m.d.comb += code.eq(Outcome.DUPLICATE)
+            with m.Else():
+                m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(_OP_ADD)]
+        with m.Elif(in_order & late):  # behind the head and no longer held
+            m.d.comb += code.eq(Outcome.STALE)
+        with m.Elif((tag1.state == _ACTIVE) | complete1):
+            m.d.comb += code.eq(Outcome.REJECT_BUSY)
+        with m.Elif(older):
+            m.d.comb += code.eq(Outcome.STALE)
+        with m.Else():
+            m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(_OP_WRITE)]
+
+        new_bitmap = Signal(32)
+        m.d.comb += new_bitmap.eq(Mux(op == _OP_ADD, tag1.bitmap | bit, bit))
+        completes = (op != _OP_NONE) & (new_bitmap == members)
+        at_head = h1.chunk == head_j
+
+        # ---- in-order release run: complete slots right behind the head ----
+        base1 = cfg1.base[:sb]
+        wlen = Signal(sb + 1)
+        m.d.comb += wlen.eq(Const(1, sb + 1) << lw)
+        region = Signal(S)  # window-order positions 0 .. window-1
+        m.d.comb += region.eq(Cat(*[lw >= i.bit_length() for i in range(S)]))  # i < 2**lw
+        wmask = (wlen - 1)[:sb]
+        rv = Signal(S)  # pending bits in window order (position o = slot base + o)
+        m.d.comb += rv.eq((Cat(pending, pending) >> base1)[:S] & region)
+        rv2 = Signal(2 * S)
+        m.d.comb += rv2.eq(rv | (rv << wlen))
+        start = Signal(sb)
+        m.d.comb += start.eq((h1.chunk[:sb] + 1) & wmask)
+        z = Signal(S + 1)
+        m.d.comb += z.eq((rv2 >> start)[:S])  # z[S] = 0: the completing slot stops the run
+        first_zero = Signal(S + 1)
+        m.d.comb += first_zero.eq((z + 1) & ~z)
+        run = Signal(sb + 1)
+        m.d.comb += run.eq(Cat(*[
+            Cat(*[first_zero[i] for i in range(S + 1) if (i >> b) & 1]).any()
+            for b in range(sb + 1)
+        ]))
+        clr_w = Signal(2 * S)  # window-order positions released behind the head
+        m.d.comb += clr_w.eq(((Const(1, S + 1) << run) - 1) << start)
+        clr_fold = Signal(S)
+        m.d.comb += clr_fold.eq((clr_w | (clr_w >> wlen))[:S] & region)
+        clr = Signal(S)  # the same in slot order
+        m.d.comb += clr.eq((Cat(clr_fold, clr_fold) << base1)[S : 2 * S])
+
+        # ---- pinning: a queued / emitting result holds its slot's data ----
+        pinned = Signal()
+        pin_terms = []
+        for i in range(QUEUE_DEPTH):
+            occupied = (Const(i, q_rptr.shape()) - q_rptr)[: len(q_rptr)] < q_count
+            e = q[i]
+            pin_terms.append(occupied & (e.job == h1.job_id[:jb])
+                             & (((h1.chunk[:sb] - e.chunk[:sb]) & wmask) < e.count))
+        pin_terms.append(e_busy & (e_job == h1.job_id[:jb])
+                         & (((h1.chunk[:sb] - e_chunk[:sb]) & wmask) < e_left))
+        m.d.comb += pinned.eq(Cat(*pin_terms).any())
+        m.d.comb += adv.eq(~(v1 & first1 & (op == _OP_WRITE) & pinned))
+
+        # decisions held for the later beats of the message
+        op_r = Signal(2)
+        push_r = Signal()
+        entry_r = Signal(entry_layout)
+        tag_r = Signal(tag_layout)
+        ovf_r = Signal()
+
+        push_d = Signal()
+        entry_d = Signal(entry_layout)
+        tag_d = Signal(tag_layout)
+        m.d.comb += [
+            entry_d.job.eq(h1.job_id[:jb]),
+            entry_d.chunk.eq(h1.chunk),
+            entry_d.resent.eq(resend),
+            tag_d.state.eq(Mux(completes, _DONE, _ACTIVE)),
+            tag_d.job.eq(h1.job_id[:jb]),
+            tag_d.round.eq(h1.round_id),
+            tag_d.chunk.eq(h1.chunk),
+            tag_d.group.eq(h1.group_id),
+            tag_d.scale.eq(h1.scale_exp),
+            tag_d.count.eq(h1.element_count),
+            tag_d.bitmap.eq(new_bitmap),
+            tag_d.overflow.eq((op == _OP_ADD) & tag1.overflow),
+        ]
+        with m.If(resend):
+            m.d.comb += [push_d.eq(1), entry_d.count.eq(1)]
+        with m.Elif(completes & ~in_order):
+            m.d.comb += [push_d.eq(1), entry_d.count.eq(1)]
+        with m.Elif(completes & at_head):
+            m.d.comb += [push_d.eq(1), entry_d.count.eq(run + 1)]
+
+        decide = v1 & first1 & adv
+        m.d.comb += [self.outcome.eq(decide), self.outcome_code.eq(code)]
+        with m.If(decide):
+            m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d)]
+            # pending bits and head commit at once: the next decision comes after the last beat
+            with m.If(completes & in_order):
+                with m.If(at_head):
+                    m.d.sync += pending.eq(pending & ~clr)
+                    for j in range(self.jobs):
+                        with m.If(h1.job_id[:jb] == j):
+                            m.d.sync += head[j].eq(h1.chunk + 1 + run)
+                with m.Else():
+                    m.d.sync += pending.eq(pending | (Const(1, S) << slot1))
+
+        # ================= stage 1: data =================
+        op_c = Mux(first1, op, op_r)
+        m.submodules.adder = adder = SaturatingAdder(W)
+        m.d.comb += [adder.a.eq(old1), adder.b.eq(d1)]
+        rem = Signal(17)
+        m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
+        lane_ok = Cat(*[rem > k for k in range(L)])
+        beat_ovf = (op_c == _OP_ADD) & (adder.overflow & lane_ok).any()
+        ovf_c = Mux(first1, tag_d.overflow, ovf_r) | beat_ovf
+        with m.If(v1 & adv):
+            m.d.sync += ovf_r.eq(ovf_c)
+        writes = v1 & adv & (op_c != _OP_NONE)
+        m.d.comb += [
+            data_wr.en.eq(writes),
+            data_wr.addr.eq(row1),
+            data_wr.data.eq(Mux(op_c == _OP_ADD, adder.sum, d1)),
+        ]
+        tag_c = Signal(tag_layout)
+        m.d.comb += [tag_c.eq(Mux(first1, tag_d, tag_r)), tag_c.overflow.eq(ovf_c)]
+        m.d.comb += [
+            q_push.eq(v1 & adv & last1 & Mux(first1, push_d, push_r)),
+            q_in.eq(Mux(first1, entry_d, entry_r)),
+        ]
+
+        # ================= window reset =================
+        rjob = self.reset.payload.job
+        cfg_r = self._job_cfg(m, rjob, "cfg_r")
+        lw_r = Mux(cfg_r.log2_window > sb, sb, cfg_r.log2_window)
+        r_slot = (cfg_r.base[:sb] + r_idx[:sb])[:sb]
+        m.d.comb += self.reset.ready.eq(0)
+        with m.If(~r_busy):
+            with m.If(reset_block & ~v1 & (q_count == 0) & ~e_busy):
+                m.d.sync += [r_busy.eq(1), r_idx.eq(0)]
+        with m.Else():
+            with m.If(r_idx == (Const(1, sb + 1) << lw_r)):
+                m.d.comb += self.reset.ready.eq(1)
+                m.d.sync += r_busy.eq(0)
+                for j in range(self.jobs):
+                    with m.If(rjob == j):
+                        m.d.sync += head[j].eq(self.reset.payload.head)
+            with m.Else():
+                m.d.sync += [r_idx.eq(r_idx + 1), pending.eq(pending & ~(Const(1, S) << r_slot))]
+
+        with m.If(r_busy & (r_idx != (Const(1, sb + 1) << lw_r))):
+            m.d.comb += [tag_wr.en.eq(1), tag_wr.addr.eq(r_slot), tag_wr.data.eq(0)]  # FREE
+        with m.Else():
+            m.d.comb += [
+                tag_wr.en.eq(v1 & adv & last1 & (op_c != _OP_NONE)),
+                tag_wr.addr.eq(slot1),
+                tag_wr.data.eq(tag_c),
+            ]
+
+        # ================= emitter =================
+        beat_layout = message_beat_layout(W)
+        m.submodules.fifo = fifo = SyncFIFO(width=beat_layout.size, depth=FIFO_DEPTH)
+        cfg_e = self._job_cfg(m, e_job, "cfg_e")
+        slot_e = Signal(sb)
+        m.d.comb += slot_e.eq(self._slot_of(cfg_e, e_chunk))
+        m.d.comb += [tag_rd_e.addr.eq(slot_e), tag_rd_e.en.eq(1)]
+        te = tag_rd_e.data
+        nbeats_m1 = Signal(17)
+        m.d.comb += nbeats_m1.eq(((te.count + L - 1) >> (L.bit_length() - 1)) - 1)
+        rd_v = Signal()
+        rd_beat = Signal(beat_layout)
+        credit = (fifo.level + rd_v) < FIFO_DEPTH
+        issue = Signal()
+        m.d.comb += [
+            data_rd_e.addr.eq(Cat(e_beat[:rb], slot_e) if rb else slot_e),
+            data_rd_e.en.eq(issue),
+        ]
+        m.d.comb += q_pop.eq(0)
+        with m.If(~e_busy):
+            with m.If(q_count != 0):
+                m.d.comb += q_pop.eq(1)
+                m.d.sync += [
+                    e_busy.eq(1), e_wait.eq(1), e_job.eq(q_head.job), e_chunk.eq(q_head.chunk),
+                    e_left.eq(q_head.count), e_resent.eq(q_head.resent), e_beat.eq(0),
+                ]
+        with m.Elif(e_wait):
+            m.d.sync += e_wait.eq(0)
+        with m.Elif(credit):
+            m.d.comb += issue.eq(1)
+            with m.If(e_beat == nbeats_m1):
+                m.d.sync += e_beat.eq(0)
+                with m.If(e_left == 1):
+                    m.d.sync += e_busy.eq(0)
+                with m.Else():
+                    m.d.sync += [e_chunk.eq(e_chunk + 1), e_left.eq(e_left - 1), e_wait.eq(1)]
+            with m.Else():
+                m.d.sync += e_beat.eq(e_beat + 1)
+        m.d.sync += rd_v.eq(issue)
+        with m.If(issue):
+            m.d.sync += [
+                rd_beat.hdr.msg_type.eq(wire.MsgType.RESULT),
+                rd_beat.hdr.flags.eq(Cat(te.overflow, Const(0, 1), e_resent)),
+                rd_beat.hdr.group_id.eq(te.group),
+                rd_beat.hdr.job_id.eq(te.job),
+                rd_beat.hdr.round_id.eq(te.round),
+                rd_beat.hdr.chunk.eq(te.chunk),
+                rd_beat.hdr.sender_id.eq(0),
+                rd_beat.hdr.scale_exp.eq(te.scale),
+                rd_beat.hdr.element_count.eq(te.count),
+                rd_beat.first.eq(e_beat == 0),
+                rd_beat.last.eq(e_beat == nbeats_m1),
+            ]
+        out_beat = Signal(beat_layout)
+        m.d.comb += [
+            out_beat.eq(rd_beat),
+            out_beat.data.eq(data_rd_e.data),
+            fifo.w_en.eq(rd_v),
+            fifo.w_data.eq(out_beat),
+            self.m_msg.valid.eq(fifo.r_rdy),
+            self.m_msg.payload.eq(fifo.r_data),
+            fifo.r_en.eq(self.m_msg.ready),
+            self.result_out.eq(self.m_msg.valid & self.m_msg.ready & self.m_msg.payload.first),
+        ]
+        return m

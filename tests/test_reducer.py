@@ -1,0 +1,558 @@
+"""Reducer (hdl/reducer.py) against the golden model, message by message.
+
+Every test drives contributions into ``s_msg`` (random idle gaps), pulls results from ``m_msg``
+(random backpressure) and compares, in order, the outcome codes (``outcome``/``outcome_code``
+strobes) and the results (header fields, flags, payload) with ``model.AggregatorModel``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from amaranth.back import verilog
+from amaranth.lib import data
+from amaranth.sim import Simulator
+from wanreduce.hdl.layouts import lanes, message_beat_layout, payload_beats
+from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.saturating_adder import SaturatingAdder
+
+from wanreduce import wire
+from wanreduce.fixedpoint import saturating_add
+from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
+
+M32 = 0xFFFFFFFF
+
+# ---------------------------------------------------------------------------------------------
+# packing helpers (layout offsets, so the bench follows hdl/layouts.py)
+
+
+def _offsets(layout, base=0, prefix=""):
+    """Flat {dotted name: (bit offset, width)} of a (nested) StructLayout."""
+    out = {}
+    for name, f in layout:
+        if isinstance(f.shape, data.Layout):
+            out.update(_offsets(f.shape, base + f.offset, prefix + name + "."))
+        else:
+            out[prefix + name] = (base + f.offset, f.width)
+    return out
+
+
+class Packer:
+    """Packs/unpacks message beats as integers using the layout's field offsets."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.layout = message_beat_layout(width)
+        self.fields = _offsets(self.layout)
+        self.lanes = lanes(width)
+
+    def pack(self, msg: Message, beat: int, nbeats: int) -> int:
+        L = self.lanes
+        chunk = msg.payload[beat * L : (beat + 1) * L]
+        words = [int(x) & M32 for x in chunk] + [0xDEADBEEF] * (L - len(chunk))  # junk lanes
+        dat = sum(w << (32 * k) for k, w in enumerate(words))
+        vals = {
+            "data": dat,
+            "first": int(beat == 0),
+            "last": int(beat == nbeats - 1),
+            "hdr.msg_type": msg.msg_type,
+            "hdr.flags": msg.flags,
+            "hdr.group_id": msg.group_id,
+            "hdr.job_id": msg.job_id,
+            "hdr.round_id": msg.round_id,
+            "hdr.chunk": msg.chunk,
+            "hdr.sender_id": msg.sender_id,
+            "hdr.scale_exp": msg.scale_exp,
+            "hdr.element_count": msg.element_count,
+        }
+        v = 0
+        for name, x in vals.items():
+            off, w = self.fields[name]
+            v |= (x & ((1 << w) - 1)) << off
+        return v
+
+    def unpack(self, v: int) -> dict:
+        out = {}
+        for name, (off, w) in self.fields.items():
+            out[name] = (v >> off) & ((1 << w) - 1)
+        if out["hdr.scale_exp"] & 0x80:
+            out["hdr.scale_exp"] -= 256
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration and traffic
+
+
+@dataclass
+class Config:
+    width: int
+    slots: int
+    elements: int
+    groups: int = 4
+    jobs: int = 2
+    mode: ReleaseMode = ReleaseMode.IN_ORDER
+    group_table: list[int] = field(default_factory=list)
+    job_table: list[tuple[bool, int, int]] = field(default_factory=list)  # enable, base, log2w
+
+
+@dataclass
+class Reset:
+    job: int
+    head: int
+
+
+def make_config(rng: random.Random, width: int, slots: int, elements: int, *, groups: int = 4,
+                jobs: int = 2, mode: ReleaseMode = ReleaseMode.IN_ORDER,
+                members: tuple[int, int] = (2, 32)) -> Config:
+    cfg = Config(width, slots, elements, groups, jobs, mode)
+    for g in range(groups):
+        if g == groups - 1 and groups > 1:
+            cfg.group_table.append(0)  # an unconfigured group
+            continue
+        n = rng.randint(*members)
+        cfg.group_table.append(sum(1 << b for b in rng.sample(range(32), n)))
+    # disjoint job regions; the last job disabled when there are several
+    log2w = (slots // jobs).bit_length() - 1
+    for j in range(jobs):
+        enabled = not (j == jobs - 1 and jobs > 2)
+        cfg.job_table.append((enabled, j << log2w, log2w))
+    return cfg
+
+
+def make_model(cfg: Config) -> AggregatorModel:
+    model = AggregatorModel(slots=cfg.slots, elements=cfg.elements, groups=cfg.groups,
+                            jobs=cfg.jobs, release=cfg.mode)
+    for g, bm in enumerate(cfg.group_table):
+        model.set_group(g, bm)
+    for j, (en, base, lw) in enumerate(cfg.job_table):
+        model.set_job(j, enabled=en, base=base, log2_window=lw)
+    return model
+
+
+def _msg(job, group, rnd, chunk, sender, scale, count, payload) -> Message:
+    return Message(msg_type=wire.MsgType.CONTRIBUTION, flags=0, group_id=group, job_id=job,
+                   round_id=rnd & M32, chunk=chunk & M32, sender_id=sender, scale_exp=scale,
+                   element_count=count, payload=np.asarray(payload, np.int32))
+
+
+def traffic(rng: random.Random, cfg: Config, n: int, *, saturate: float = 0.0,
+            misc: float = 0.15, resets: int = 0, counts: tuple[int, ...] | None = None,
+            start_chunk: int = 0) -> list:
+    """Random contributions: several jobs, per-sender interleavings, out-of-order completion,
+    duplicates, retransmissions after release, and a sprinkle of every reject reason."""
+    E = cfg.elements
+    counts = counts or (1, E, rng.randint(1, E))
+    jobs = [j for j, (en, _, _) in enumerate(cfg.job_table) if en]
+    groups = [g for g, bm in enumerate(cfg.group_table) if bm]
+    st = {}
+    for j in jobs:
+        w = 1 << cfg.job_table[j][2]
+        st[j] = {"next": start_chunk, "open": {}, "done": [], "w": max(1, w // 2)}
+    out = []
+
+    def values(count):
+        if saturate and rng.random() < saturate:
+            big = [rng.choice((wire.INT32_MAX - rng.randint(0, 1000), wire.INT32_MIN + rng.randint(0, 1000)))
+                   for _ in range(count)]
+            return big
+        return [rng.randint(-(1 << 20), 1 << 20) for _ in range(count)]
+
+    while len(out) < n:
+        if resets and rng.random() < resets / n:
+            j = rng.choice(jobs)
+            head = rng.randint(0, 50)
+            out.append(Reset(j, head))
+            st[j] = {"next": head, "open": {}, "done": [], "w": st[j]["w"]}
+            continue
+        j = rng.choice(jobs)
+        s = st[j]
+        r = rng.random()
+        if r < misc:  # something odd
+            kind = rng.randrange(8)
+            chunk = s["next"] + rng.randint(-3, 3 * s["w"] * 2)
+            g = rng.choice(groups)
+            members = [b for b in range(32) if cfg.group_table[g] >> b & 1]
+            count = rng.choice(counts)
+            sender = rng.choice(members)
+            job = j
+            if kind == 0:  # unconfigured job / group
+                if rng.random() < 0.5:
+                    job = rng.choice([x for x in range(cfg.jobs + 3) if x not in jobs])
+                else:
+                    g = rng.choice([x for x in range(cfg.groups + 2) if x not in groups])
+            elif kind == 1:  # non-member (sender ids up to 255)
+                non = [b for b in range(33) if b not in members] + [255]
+                sender = rng.choice(non)
+            elif kind in (2, 3) and s["open"]:  # mismatch on an open chunk
+                c = rng.choice(list(s["open"]))
+                o = s["open"][c]
+                chunk, g, count = c, o["g"], o["count"]
+                sender = rng.choice(o["all"])
+                if kind == 2:
+                    count = count % E + 1 if E > 1 else count
+                    if count == o["count"]:
+                        g = rng.choice(groups)
+                rnd = o["round"] + (kind == 3)
+                out.append(_msg(job, g, rnd, chunk, sender, o["scale"], count, values(count)))
+                continue
+            elif kind == 4 and s["done"]:  # retransmission after release (lost result)
+                c, o = rng.choice(s["done"][-8:])
+                out.append(_msg(job, o["g"], o["round"], c, rng.choice(o["all"]), o["scale"],
+                                o["count"], values(o["count"])))
+                continue
+            out.append(_msg(job, g, 7, chunk, sender, 0, count, values(count)))
+            continue
+        # regular traffic: open chunks up to the host window, contribute in random order
+        if (not s["open"] or rng.random() < 0.3) and len(s["open"]) < s["w"]:
+            g = rng.choice(groups)
+            members = [b for b in range(32) if cfg.group_table[g] >> b & 1]
+            c = s["next"]
+            s["next"] += 1
+            s["open"][c] = {"g": g, "round": c // 8, "scale": rng.randint(-5, 20),
+                            "count": rng.choice(counts), "left": rng.sample(members, len(members)),
+                            "all": members, "sent": []}
+        # oldest chunks more likely: out-of-order but bounded
+        keys = sorted(s["open"])
+        c = keys[min(int(rng.expovariate(0.7)), len(keys) - 1)]
+        o = s["open"][c]
+        if o["sent"] and rng.random() < 0.08:  # duplicate
+            sender = rng.choice(o["sent"])
+        else:
+            sender = o["left"].pop()
+            o["sent"].append(sender)
+        out.append(_msg(j, o["g"], o["round"], c, sender, o["scale"], o["count"], values(o["count"])))
+        if not o["left"]:
+            del s["open"][c]
+            s["done"].append((c, o))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the bench
+
+
+@dataclass
+class RunResult:
+    outcomes: list
+    results: list
+    cycles: int
+    accepted_beats: int
+    first_accept: int
+    last_accept: int
+    accept_cycles: list
+    result_cycles: list
+
+
+def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, seed: int = 0,
+        drain: int = 200) -> RunResult:
+    dut = Reducer(cfg.width, slots=cfg.slots, elements=cfg.elements, groups=cfg.groups,
+                  jobs=cfg.jobs)
+    pk = Packer(cfg.width)
+    rng = random.Random(seed)
+    # flatten into beats / reset markers
+    seq = []
+    for op in ops:
+        if isinstance(op, Reset):
+            seq.append(op)
+        else:
+            nb = payload_beats(op.element_count, cfg.width)
+            for b in range(nb):
+                seq.append(pk.pack(op, b, nb) | (1 << 1000))  # marker bit: a beat
+    rr = RunResult([], [], 0, 0, -1, -1, [], [])
+    beats_out: list[dict] = []
+
+    async def tb(ctx):
+        for g, bm in enumerate(cfg.group_table):
+            ctx.set(dut.group_bitmap[g], bm)
+        for j, (en, base, lw) in enumerate(cfg.job_table):
+            ctx.set(dut.job_cfg[j].enable, int(en))
+            ctx.set(dut.job_cfg[j].base, base)
+            ctx.set(dut.job_cfg[j].log2_window, lw)
+        ctx.set(dut.release_on_completion, int(cfg.mode == ReleaseMode.ON_COMPLETION))
+        pos = 0
+        cyc = 0
+        idle_after = 0
+        valid = False
+        while True:
+            item = seq[pos] if pos < len(seq) else None
+            if isinstance(item, Reset):
+                ctx.set(dut.s_msg.valid, 0)
+                ctx.set(dut.reset.valid, 1)
+                ctx.set(dut.reset.payload.job, item.job)
+                ctx.set(dut.reset.payload.head, item.head)
+            else:
+                ctx.set(dut.reset.valid, 0)
+                if item is not None:
+                    valid = valid or rng.random() < p_valid
+                    ctx.set(dut.s_msg.valid, int(valid))
+                    ctx.set(dut.s_msg.payload.as_value(), item & ((1 << 1000) - 1))
+                else:
+                    valid = False
+                    ctx.set(dut.s_msg.valid, 0)
+            ready = rng.random() < p_ready
+            ctx.set(dut.m_msg.ready, int(ready))
+            if isinstance(item, Reset):
+                if ctx.get(dut.reset.ready):
+                    pos += 1
+            elif valid and ctx.get(dut.s_msg.ready):
+                rr.accepted_beats += 1
+                rr.accept_cycles.append(cyc)
+                if rr.first_accept < 0:
+                    rr.first_accept = cyc
+                rr.last_accept = cyc
+                pos += 1
+                valid = False
+            if ctx.get(dut.outcome):
+                rr.outcomes.append(Outcome(ctx.get(dut.outcome_code)))
+            if ready and ctx.get(dut.m_msg.valid):
+                beats_out.append(pk.unpack(ctx.get(dut.m_msg.payload.as_value())))
+                if beats_out[-1]["first"]:
+                    rr.result_cycles.append(cyc)
+                assert ctx.get(dut.result_out) == beats_out[-1]["first"]
+            else:
+                assert not ctx.get(dut.result_out)
+            await ctx.tick()
+            cyc += 1
+            if pos >= len(seq):
+                idle_after += 1
+                if idle_after > drain:
+                    break
+            assert cyc < 50 * len(seq) + 10_000, "bench timed out (deadlock?)"
+        rr.cycles = cyc
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+
+    # assemble result messages
+    L = lanes(cfg.width)
+    cur = None
+    for b in beats_out:
+        if b["first"]:
+            assert cur is None, "result began inside another result"
+            cur = {"hdr": {k: v for k, v in b.items() if k.startswith("hdr.")}, "data": [], "n": 0}
+        assert cur is not None, "result beat without first"
+        assert {k: v for k, v in b.items() if k.startswith("hdr.")} == cur["hdr"], "hdr changed"
+        cur["data"] += [(b["data"] >> (32 * k)) & M32 for k in range(L)]
+        cur["n"] += 1
+        if b["last"]:
+            h = cur["hdr"]
+            assert cur["n"] == payload_beats(h["hdr.element_count"], cfg.width)
+            payload = np.array(cur["data"][: h["hdr.element_count"]], np.uint32).view(np.int32)
+            rr.results.append((h, payload))
+            cur = None
+    assert cur is None, "unfinished result"
+    return rr
+
+
+def expected(cfg: Config, ops: list):
+    model = make_model(cfg)
+    outs, res = [], []
+    for op in ops:
+        if isinstance(op, Reset):
+            model.reset_window(op.job, op.head)
+            continue
+        o, rs = model.contribute(op)
+        outs.append(o)
+        res += rs
+    return outs, res, model
+
+
+def check(cfg: Config, ops: list, rr: RunResult):
+    outs, res, model = expected(cfg, ops)
+    assert len(rr.outcomes) == len(outs)
+    for i, (got, exp) in enumerate(zip(rr.outcomes, outs, strict=True)):
+        assert got == exp, f"message {i}: outcome {got!r}, model {exp!r}"
+    assert len(rr.results) == len(res), f"{len(rr.results)} results, model {len(res)}"
+    for i, ((h, payload), r) in enumerate(zip(rr.results, res, strict=True)):
+        want = {
+            "hdr.msg_type": wire.MsgType.RESULT, "hdr.flags": r.flags, "hdr.group_id": r.group_id,
+            "hdr.job_id": r.job_id, "hdr.round_id": r.round_id, "hdr.chunk": r.chunk,
+            "hdr.sender_id": 0, "hdr.scale_exp": r.scale_exp,
+            "hdr.element_count": len(r.payload),
+        }
+        assert h == want, f"result {i}: header {h}, model {want}"
+        np.testing.assert_array_equal(payload, r.payload, err_msg=f"result {i} payload")
+    return outs, res, model
+
+
+# ---------------------------------------------------------------------------------------------
+# tests
+
+
+def test_saturating_adder():
+    dut = SaturatingAdder(64)
+    rng = random.Random(1)
+    cases = [(wire.INT32_MAX, 1), (wire.INT32_MIN, -1), (-5, 3), (wire.INT32_MAX, wire.INT32_MIN)]
+    cases += [(rng.randint(-(2**31), 2**31 - 1), rng.randint(-(2**31), 2**31 - 1)) for _ in range(40)]
+
+    async def tb(ctx):
+        for i in range(0, len(cases), 2):
+            a = [cases[i][0], cases[i + 1][0]]
+            b = [cases[i][1], cases[i + 1][1]]
+            ctx.set(dut.a, (a[0] & M32) | (a[1] & M32) << 32)
+            ctx.set(dut.b, (b[0] & M32) | (b[1] & M32) << 32)
+            s, over = saturating_add(np.array(a, np.int32), np.array(b, np.int32))
+            got = ctx.get(dut.sum)
+            assert [(got >> 32 * k) & M32 for k in range(2)] == [int(x) & M32 for x in s]
+            ov = ctx.get(dut.overflow)
+            for k in range(2):
+                assert bool(ov >> k & 1) == saturating_add(np.array([a[k]], np.int32),
+                                                           np.array([b[k]], np.int32))[1]
+
+    sim = Simulator(dut)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(slots=3), "power of two"), (dict(slots=1), "power of two"),
+    (dict(slots=8192), "power of two"), (dict(elements=0), "elements"),
+    (dict(elements=3000), "elements"), (dict(groups=0), "groups"), (dict(groups=33), "groups"),
+    (dict(jobs=0), "jobs"), (dict(jobs=17), "jobs"),
+])
+def test_construction_validation(kw, msg):
+    args = dict(slots=8, elements=16, groups=4, jobs=2) | kw
+    with pytest.raises(ValueError, match=msg):
+        Reducer(64, **args)
+    with pytest.raises(ValueError, match="data width"):
+        Reducer(96, slots=8, elements=16, groups=4, jobs=2)
+
+
+def test_two_senders_in_order_simple():
+    cfg = Config(64, 8, 4, groups=2, jobs=1, group_table=[0b11, 0], job_table=[(True, 0, 3)])
+    ops = []
+    for c in range(6):
+        for s in (1, 0):
+            ops.append(_msg(0, 0, 1, c, s, 3, 4, [c * 10 + s, -1, 2**31 - 1, s]))
+    ops.append(_msg(0, 0, 1, 2, 0, 3, 4, [0, 0, 0, 0]))  # retransmission: result resent
+    rr = run(cfg, ops)
+    outs, res, _ = check(cfg, ops, rr)
+    assert outs[-1] == Outcome.RESULT_RESENT and len(res) == 7
+    assert res[0].overflow
+
+
+@pytest.mark.parametrize("width,slots,elements", [(64, 16, 12), (256, 16, 40), (512, 8, 40)])
+@pytest.mark.parametrize("mode", [ReleaseMode.IN_ORDER, ReleaseMode.ON_COMPLETION])
+def test_random_against_model(width, slots, elements, mode):
+    seed = hash((width, slots, elements, int(mode))) & 0xFFFF
+    rng = random.Random(seed)
+    cfg = make_config(rng, width, slots, elements, groups=4, jobs=3, mode=mode, members=(2, 6))
+    ops = traffic(rng, cfg, 260, saturate=0.1, resets=2)
+    rr = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=seed)
+    outs, res, _ = check(cfg, ops, rr)
+    assert len(res) > 10
+    assert {Outcome.AGGREGATED, Outcome.DUPLICATE, Outcome.REJECT_NON_MEMBER,
+            Outcome.REJECT_UNCONFIGURED} <= set(outs)
+
+
+@pytest.mark.parametrize("mode", [ReleaseMode.IN_ORDER, ReleaseMode.ON_COMPLETION])
+def test_many_contributors_and_saturation(mode):
+    rng = random.Random(7 + int(mode))
+    cfg = make_config(rng, 64, 8, 3, groups=2, jobs=1, mode=mode, members=(24, 32))
+    ops = traffic(rng, cfg, 300, saturate=0.5, misc=0.05)
+    rr = run(cfg, ops, p_valid=0.9, p_ready=0.7, seed=3)
+    _, res, _ = check(cfg, ops, rr)
+    assert res and any(r.overflow for r in res)
+
+
+def test_every_outcome_and_lost_result_recovery():
+    """Directed: every Outcome, RESENT results, slot reuse by chunk + W, stale, busy."""
+    cfg = Config(64, 4, 2, groups=2, jobs=2, group_table=[0b0111, 0],
+                 job_table=[(True, 0, 2), (False, 0, 0)])
+    p = [1, 2]
+    m = lambda c, s, **kw: _msg(kw.get("job", 0), kw.get("g", 0), kw.get("r", 0), c, s,  # noqa: E731
+                                 kw.get("e", 0), kw.get("n", 2), p[: kw.get("n", 2)])
+    ops = [
+        m(0, 0), m(1, 0), m(1, 1), m(1, 2),  # chunk 1 completes out of order
+        m(0, 0),  # duplicate
+        m(0, 5),  # non-member
+        m(0, 1, job=1),  # disabled job
+        m(0, 1, g=1),  # unconfigured group
+        m(0, 1, n=1),  # mismatch (count)
+        m(4, 1),  # out of window (head 0, W 4)
+        m(0, 1), m(0, 2),  # chunk 0 completes: releases 0 and 1
+        m(1, 0),  # resent
+        m(5, 0),  # reuses chunk 1's slot (released): starts chunk 5
+        m(1, 2),  # late chunk 1 -> its slot holds chunk 5 now: stale
+        m(2, 0), m(6, 0),  # 6 hits chunk 2's slot (active) -> busy
+        m(2, 1), m(2, 2), m(3, 0), m(3, 1), m(3, 2), m(5, 1), m(5, 2), m(4, 0), m(4, 1), m(4, 2),
+        m(0, 0),  # chunk 0's slot holds chunk 4 (released): stale
+    ]
+    rr = run(cfg, ops, p_valid=0.5, p_ready=0.5, seed=11)
+    outs, _, _ = check(cfg, ops, rr)
+    # in-order mode cannot be busy: chunk c + W is out of window while c is unreleased
+    assert set(outs) == set(Outcome) - {Outcome.REJECT_BUSY}
+    cfg.mode = ReleaseMode.ON_COMPLETION
+    ops = [
+        m(0, 0), m(4, 0),  # busy
+        m(0, 1), m(0, 2),  # released at once
+        m(8, 0),  # reuses the slot
+        m(8, 1), m(8, 2),  # released
+        m(4, 1),  # older than the slot's (released) chunk 8: stale
+        m(8, 0),  # resent
+    ]
+    rr = run(cfg, ops, p_valid=0.7, p_ready=0.3, seed=12)
+    outs, _, _ = check(cfg, ops, rr)
+    assert {Outcome.REJECT_BUSY, Outcome.STALE, Outcome.RESULT_RESENT} <= set(outs)
+
+
+def test_window_reset_and_back_to_back_same_slot():
+    rng = random.Random(5)
+    cfg = make_config(rng, 512, 16, 16, groups=2, jobs=2, members=(3, 5))
+    ops = traffic(rng, cfg, 300, resets=6, misc=0.1, counts=(16, 5))
+    rr = run(cfg, ops, p_valid=1.0, p_ready=1.0, seed=5)
+    check(cfg, ops, rr)
+    assert any(isinstance(o, Reset) for o in ops)
+
+
+# ---- performance -----------------------------------------------------------------------------
+
+
+def _throughput(width: int, count: int, senders: int, n: int, seed: int) -> float:
+    rng = random.Random(seed)
+    cfg = Config(width, 16, count, groups=1, jobs=1, group_table=[(1 << senders) - 1],
+                 job_table=[(True, 0, 4)])
+    ops = traffic(rng, cfg, n, misc=0.0, counts=(count,))
+    rr = run(cfg, ops, p_valid=1.0, p_ready=1.0, seed=seed, drain=40)
+    check(cfg, ops, rr)
+    return rr.accepted_beats / (rr.last_accept - rr.first_accept + 1)
+
+
+@pytest.mark.parametrize("width,count,senders", [(512, 16, 2), (512, 16, 8), (64, 16, 4), (256, 64, 3)])
+def test_throughput(width, count, senders):
+    """Back-to-back contributions, m_msg always ready: >= 0.98 beats per cycle."""
+    tput = _throughput(width, count, senders, 400 if count <= 16 else 120, seed=width + senders)
+    print(f"W={width} count={count} senders={senders}: {tput:.4f} beats/cycle")
+    assert tput >= 0.98
+
+
+@pytest.mark.parametrize("width", [64, 256, 512])
+def test_latency(width):
+    """Last beat of the completing contribution to the first result beat (constant)."""
+    E = 64
+    cfg = Config(width, 8, E, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 3)])
+    lat = []
+    for count in (1, E):
+        ops = [_msg(0, 0, 0, 0, 0, 0, count, range(count)), _msg(0, 0, 0, 0, 1, 0, count, range(count))]
+        rr = run(cfg, ops)
+        check(cfg, ops, rr)
+        lat.append(rr.result_cycles[0] - rr.last_accept)
+    print(f"W={width}: latency {lat[0]} cycles (1 beat), {lat[1]} cycles ({payload_beats(E, width)} beats)")
+    assert lat[0] == lat[1] <= 16
+
+
+def test_verilog_conversion_w512():
+    t0 = time.monotonic()
+    dut = Reducer(512, slots=64, elements=256, groups=32, jobs=16)
+    text = verilog.convert(dut, name="reducer")
+    dt = time.monotonic() - t0
+    print(f"verilog W=512 S=64 E=256: {dt:.1f} s, {len(text)} chars")
+    assert "module reducer" in text
+    assert dt < 60
