@@ -170,14 +170,14 @@ class Optimiser:
                     best, best_pair = ta[i] + tb[j], (i, j)
                     break
         pa, pb = parts_a[best_pair[0]], parts_b[best_pair[1]]
-        # grid position (x, y) <- the site in row-block x of pa and column-block y of pb
+        # grid position p = x * k2 + y holds the site in column-block x of pb and row-block y
+        # of pa: round 0 (digit x varies) averages pa's blocks, round 1 (digit y) pb's blocks
         order = [0] * n
-        for x, blk_b in enumerate(pb):  # digit 0 fixed within a pb block? build explicitly
+        for x, blk_b in enumerate(pb):
             for y, blk_a in enumerate(pa):
                 (site,) = set(blk_a) & set(blk_b)
-                order[x * k1 + y] = site
-        sched = S.grid(n, [k2, k1], order) if k1 != k2 else S.rotating_cliques(n, k1, order)
-        return sched
+                order[x * k2 + y] = site
+        return self._grid_schedule([k1, k2], order)
 
     def _grid_schedule(self, radices: Sequence[int], order: Sequence[int]) -> Schedule:
         if len(set(radices)) == 1:

@@ -117,7 +117,7 @@ class RoundModel:
         c = self.chunk
         rate = topo.line_rate
         # one chunk's store-and-forward serialisation after the egress port, per (s, r)
-        link_ser = (topo.path_links * (c / topo.dir_bw)).sum(axis=2)
+        link_ser = (topo.path_links * (c / (topo.dir_bw / 8))).sum(axis=2)
         self._lat = topo.delay + link_ser + c / rate[None, :]  # last byte at r after leaving s
         self._cycle = self._lat + c / rate[:, None] + topo.delay.T  # chunk out, ack back
 
