@@ -172,13 +172,17 @@ class Reducer(wiring.Component):
         in_msg = Signal()  # stage 0 has accepted a non-last beat of a message
 
         # ---- emitter state ----
+        # The chunk being emitted (beat 0 issued, its tag now on tag_rd_e.data) ...
         e_busy = Signal()
-        e_wait = Signal()  # tag read of the current slot in flight
         e_job = Signal(jb)
         e_chunk = Signal(32)
-        e_left = Signal(sb + 1)
         e_resent = Signal()
-        e_beat = Signal(beat_bits)
+        e_beat = Signal(beat_bits + 1)  # next beat to issue
+        # ... and the rest of its queue entry (chunks not started yet).
+        r_job = Signal(jb)
+        r_chunk = Signal(32)
+        r_left = Signal(sb + 1)
+        r_resent = Signal()
 
         # ================= stage 0 =================
         s = self.s_msg
@@ -344,7 +348,9 @@ class Reducer(wiring.Component):
             pin_terms.append(occupied & (e.job == h1.job_id[:jb])
                              & (((h1.chunk[:sb] - e.chunk[:sb]) & wmask) < e.count))
         pin_terms.append(e_busy & (e_job == h1.job_id[:jb])
-                         & (((h1.chunk[:sb] - e_chunk[:sb]) & wmask) < e_left))
+                         & ((e_chunk[:sb] & wmask) == (h1.chunk[:sb] & wmask)))
+        pin_terms.append((r_job == h1.job_id[:jb])
+                         & (((h1.chunk[:sb] - r_chunk[:sb]) & wmask) < r_left))
         m.d.comb += pinned.eq(Cat(*pin_terms).any())
         m.d.comb += adv.eq(~(v1 & first1 & (op == _OP_WRITE) & pinned))
 
@@ -424,7 +430,7 @@ class Reducer(wiring.Component):
         r_slot = (cfg_r.base[:sb] + r_idx[:sb])[:sb]
         m.d.comb += self.reset.ready.eq(0)
         with m.If(~r_busy):
-            with m.If(reset_block & ~v1 & (q_count == 0) & ~e_busy):
+            with m.If(reset_block & ~v1 & (q_count == 0) & ~e_busy & (r_left == 0)):
                 m.d.sync += [r_busy.eq(1), r_idx.eq(0)]
         with m.Else():
             with m.If(r_idx == (Const(1, sb + 1) << lw_r)):
@@ -446,61 +452,77 @@ class Reducer(wiring.Component):
             ]
 
         # ================= emitter =================
+        # Issues one row read per cycle while the output FIFO has room. Beat 0 of a chunk reads
+        # the slot's tag together with its data (both arrive next cycle); later beats hold the
+        # tag read port, so the header is assembled when the data returns and a result of n
+        # beats takes exactly n cycles, back to back with the next one.
         beat_layout = message_beat_layout(W)
         m.submodules.fifo = fifo = SyncFIFO(width=beat_layout.size, depth=FIFO_DEPTH)
-        cfg_e = self._job_cfg(m, e_job, "cfg_e")
-        slot_e = Signal(sb)
-        m.d.comb += slot_e.eq(self._slot_of(cfg_e, e_chunk))
-        m.d.comb += [tag_rd_e.addr.eq(slot_e), tag_rd_e.en.eq(1)]
         te = tag_rd_e.data
-        nbeats_m1 = Signal(17)
-        m.d.comb += nbeats_m1.eq(((te.count + L - 1) >> (L.bit_length() - 1)) - 1)
+        nbeats = Signal(17)
+        m.d.comb += nbeats.eq((te.count + L - 1) >> (L.bit_length() - 1))
         rd_v = Signal()
-        rd_beat = Signal(beat_layout)
+        rd_beat = Signal(beat_bits + 1)
+        rd_resent = Signal()
         credit = (fifo.level + rd_v) < FIFO_DEPTH
+
+        n_job = Signal(jb)  # the chunk a new beat 0 is issued for
+        n_chunk = Signal(32)
+        n_resent = Signal()
+        cfg_e = self._job_cfg(m, e_job, "cfg_e")
+        cfg_n = self._job_cfg(m, n_job, "cfg_n")
+        slot_e = self._slot_of(cfg_e, e_chunk)
+        slot_n = Signal(sb)
+        m.d.comb += slot_n.eq(self._slot_of(cfg_n, n_chunk))
         issue = Signal()
+        start_new = Signal()
+        more = Signal()
+        m.d.comb += more.eq(e_busy & (e_beat < nbeats))  # the current chunk has beats left
+        m.d.comb += q_pop.eq(0)
+        with m.If(credit):
+            with m.If(more):
+                m.d.comb += issue.eq(1)
+                m.d.sync += e_beat.eq(e_beat + 1)
+            with m.Elif(r_left != 0):
+                m.d.comb += [start_new.eq(1), n_job.eq(r_job), n_chunk.eq(r_chunk),
+                             n_resent.eq(r_resent)]
+                m.d.sync += [r_chunk.eq(r_chunk + 1), r_left.eq(r_left - 1)]
+            with m.Elif(q_count != 0):
+                m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
+                             n_resent.eq(q_head.resent), q_pop.eq(1)]
+                m.d.sync += [r_job.eq(q_head.job), r_chunk.eq(q_head.chunk + 1),
+                             r_left.eq(q_head.count - 1), r_resent.eq(q_head.resent)]
+        with m.If(start_new):
+            m.d.comb += issue.eq(1)
+            m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
+                         e_resent.eq(n_resent)]
+        with m.Elif(~more):
+            m.d.sync += e_busy.eq(0)
+        addr_slot = Mux(start_new, slot_n, slot_e)
+        addr_beat = Mux(start_new, 0, e_beat)
         m.d.comb += [
-            data_rd_e.addr.eq(Cat(e_beat[:rb], slot_e) if rb else slot_e),
+            tag_rd_e.addr.eq(slot_n),
+            tag_rd_e.en.eq(start_new),
+            data_rd_e.addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
             data_rd_e.en.eq(issue),
         ]
-        m.d.comb += q_pop.eq(0)
-        with m.If(~e_busy):
-            with m.If(q_count != 0):
-                m.d.comb += q_pop.eq(1)
-                m.d.sync += [
-                    e_busy.eq(1), e_wait.eq(1), e_job.eq(q_head.job), e_chunk.eq(q_head.chunk),
-                    e_left.eq(q_head.count), e_resent.eq(q_head.resent), e_beat.eq(0),
-                ]
-        with m.Elif(e_wait):
-            m.d.sync += e_wait.eq(0)
-        with m.Elif(credit):
-            m.d.comb += issue.eq(1)
-            with m.If(e_beat == nbeats_m1):
-                m.d.sync += e_beat.eq(0)
-                with m.If(e_left == 1):
-                    m.d.sync += e_busy.eq(0)
-                with m.Else():
-                    m.d.sync += [e_chunk.eq(e_chunk + 1), e_left.eq(e_left - 1), e_wait.eq(1)]
-            with m.Else():
-                m.d.sync += e_beat.eq(e_beat + 1)
         m.d.sync += rd_v.eq(issue)
         with m.If(issue):
-            m.d.sync += [
-                rd_beat.hdr.msg_type.eq(wire.MsgType.RESULT),
-                rd_beat.hdr.flags.eq(Cat(te.overflow, Const(0, 1), e_resent)),
-                rd_beat.hdr.group_id.eq(te.group),
-                rd_beat.hdr.job_id.eq(te.job),
-                rd_beat.hdr.round_id.eq(te.round),
-                rd_beat.hdr.chunk.eq(te.chunk),
-                rd_beat.hdr.sender_id.eq(0),
-                rd_beat.hdr.scale_exp.eq(te.scale),
-                rd_beat.hdr.element_count.eq(te.count),
-                rd_beat.first.eq(e_beat == 0),
-                rd_beat.last.eq(e_beat == nbeats_m1),
-            ]
+            m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent))]
+
         out_beat = Signal(beat_layout)
         m.d.comb += [
-            out_beat.eq(rd_beat),
+            out_beat.hdr.msg_type.eq(wire.MsgType.RESULT),
+            out_beat.hdr.flags.eq(Cat(te.overflow, Const(0, 1), rd_resent)),  # OVERFLOW, RESENT
+            out_beat.hdr.group_id.eq(te.group),
+            out_beat.hdr.job_id.eq(te.job),
+            out_beat.hdr.round_id.eq(te.round),
+            out_beat.hdr.chunk.eq(te.chunk),
+            out_beat.hdr.sender_id.eq(0),
+            out_beat.hdr.scale_exp.eq(te.scale),
+            out_beat.hdr.element_count.eq(te.count),
+            out_beat.first.eq(rd_beat == 0),
+            out_beat.last.eq(rd_beat == nbeats - 1),
             out_beat.data.eq(data_rd_e.data),
             fifo.w_en.eq(rd_v),
             fifo.w_data.eq(out_beat),
