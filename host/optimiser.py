@@ -97,6 +97,7 @@ class Optimiser:
         self.time_budget = time_budget
         self.rng = random.Random(seed)
         self._cache: dict[tuple[tuple[int, ...], ...], float] = {}
+        self._grid_budget = time_budget / 4
 
     # -- scoring -------------------------------------------------------------------------
     def partition_time(self, blocks: Sequence[Sequence[int]]) -> float:
@@ -190,7 +191,7 @@ class Optimiser:
 
     def _grid_local_search(self, radices: Sequence[int]) -> Schedule:
         n = self.n
-        deadline = time.perf_counter() + self.time_budget / 4
+        deadline = time.perf_counter() + self._grid_budget
         starts = [self.tour(), sorted(range(n), key=lambda s: tuple(self.topo.delay[s]))]
         starts += [self.rng.sample(range(n), n) for _ in range(2)]
         best_order, best_cost = starts[0], math.inf
@@ -270,8 +271,11 @@ class Optimiser:
         plans: dict[str, Plan] = {}
         plans["all-to-all"] = self.score(S.all_to_all(n))
         tour = self.tour()
+        facts = factorisations(n)
+        # local searches share half the budget; ring and exponential 2-opt an eighth each
+        self._grid_budget = self.time_budget / (2 * max(1, len(facts)))
         exact_k: set[int] = set()
-        for radices in factorisations(n):
+        for radices in facts:
             sched, exact = self.best_grid(radices)
             p = self.score(sched)
             p.exact_search = exact

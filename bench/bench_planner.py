@@ -1,0 +1,146 @@
+"""Planner benchmark: optimiser time (9 and 64 sites), simulator vs analytic, crossovers, plots.
+
+Run: .venv/bin/python bench/bench_planner.py [--quick]
+Writes docs/img/plan_*.png and prints the markdown tables recorded in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import random
+import time
+from pathlib import Path
+
+from wanreduce.host import plan_report as pr
+from wanreduce.host.optimiser import Optimiser, best_plan
+from wanreduce.host.roundmodel import RoundModel
+from wanreduce.host.topology import format_size, load_topology, topology_from_dict
+from wanreduce.sim.wansim import simulate_round
+
+ROOT = Path(__file__).resolve().parents[1]
+IMG = ROOT / "docs" / "img"
+
+
+def synthetic(n_regions: int = 8, per_region: int = 8, seed: int = 7):
+    """64-site WAN: 8 metro regions of 8 sites (3 ms apart), regions joined by long-haul links."""
+    rng = random.Random(seed)
+    centres = [(rng.uniform(-60, 60), rng.uniform(-180, 180)) for _ in range(n_regions)]
+
+    def km(a, b):
+        la1, lo1, la2, lo2 = map(math.radians, (*a, *b))
+        h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
+        return 2 * 6371 * math.asin(math.sqrt(h))
+
+    sites, links = [], []
+    for r in range(n_regions):
+        names = [f"r{r}s{i}" for i in range(per_region)]
+        sites += names
+        for i in range(per_region):  # metro ring + chords
+            for j in (i + 1, i + 3):
+                if j < per_region:
+                    links.append({"a": names[i], "b": names[j],
+                                  "latency_ms": round(rng.uniform(0.5, 3), 3), "bandwidth_gbps": 100})
+    for r in range(n_regions):  # each region to its 3 nearest regions, via different sites
+        near = sorted((km(centres[r], centres[q]), q) for q in range(n_regions) if q != r)[:3]
+        for k, (dist, q) in enumerate(near):
+            a, b = f"r{r}s{k}", f"r{q}s{(k + 4) % per_region}"
+            if not any({lk["a"], lk["b"]} == {a, b} for lk in links):
+                links.append({"a": a, "b": b, "latency_ms": round(dist * 1.5 * 0.005, 3),
+                              "bandwidth_gbps": 10})
+    return topology_from_dict({"name": "synthetic-64", "sites": sites, "links": links,
+                               "defaults": {"fpga_memory": "64MiB", "line_rate_gbps": 10}})
+
+
+def bench_optimiser(quick: bool) -> list[str]:
+    rows = ["| sites | bytes | memory | model | optimiser time | best family | time to eps |",
+            "|---|---|---|---|---|---|---|"]
+    nine = load_topology("nine-city")
+    for mem in (4 * 2**20, 64 * 2**20, 2**30, 16 * 2**30):
+        for model in ("shared", "per-sender"):
+            t0 = time.perf_counter()
+            plans = Optimiser(nine.with_memory(mem), 10**7, memory_model=model).run()
+            el = time.perf_counter() - t0
+            b = best_plan(plans)
+            rows.append(f"| 9 | 10 MB | {format_size(mem)} | {model} | {el:.2f} s | {b.family} | {b.time:.3f} s |")
+    big = synthetic()
+    for mem in ((64 * 2**20,) if quick else (4 * 2**20, 2**30)):
+        t0 = time.perf_counter()
+        plans = Optimiser(big.with_memory(mem), 10**7, time_budget=30 if quick else 45).run()
+        el = time.perf_counter() - t0
+        b = best_plan(plans)
+        rows.append(f"| 64 | 10 MB | {format_size(mem)} | shared | {el:.1f} s | {b.family} ({b.schedule.label}) | {b.time:.3f} s |")
+    return rows
+
+
+def bench_sim(quick: bool) -> list[str]:
+    rows = ["| topology | bytes | memory | model | family | round | analytic | simulated | error | sim wall |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    worst = 0.0
+    for name in ("nine-city", "nine-city-public-rtt"):
+        for nbytes in ((10**7,) if quick else (10**7, 10**8)):
+            for mem in (4 * 2**20, 64 * 2**20, 2**30):
+                for model in ("shared", "per-sender"):
+                    topo = load_topology(name).with_memory(mem)
+                    chunk = min(nbytes // 150, mem // 16)
+                    plans = Optimiser(topo, nbytes, chunk_bytes=chunk, memory_model=model).run()
+                    m = RoundModel(topo, nbytes, chunk, model)
+                    for fam in ("all-to-all", "cliques-3", "tree", "exponential", "cliques-2", "cliques-4"):
+                        for i, rnd in enumerate(plans[fam].schedule.rounds[:2]):
+                            a = m.round_time(rnd)
+                            t0 = time.perf_counter()
+                            s = simulate_round(topo, rnd, nbytes, chunk, model, pacing=a.pacing())
+                            err = s.time / a.time - 1
+                            worst = max(worst, abs(err))
+                            if fam in ("all-to-all", "cliques-3"):
+                                rows.append(f"| {name} | {format_size(nbytes)} | {format_size(mem)} | {model} | {fam} | {i + 1} | "
+                                            f"{a.time:.4f} s ({a.bound}) | {s.time:.4f} s | {err:+.1%} | {time.perf_counter() - t0:.2f} s |")
+    rows.append(f"\nworst |error| over all families/rounds simulated: {worst:.1%}")
+    return rows
+
+
+def bench_findings() -> list[str]:
+    nine = load_topology("nine-city")
+    mems = [2**k for k in range(20, 35)]
+    rows = ["| topology | bytes | model | best in-network at 4MiB | at 16GiB | crossover |",
+            "|---|---|---|---|---|---|"]
+    for name in ("nine-city", "nine-city-public-rtt"):
+        topo = load_topology(name)
+        for nbytes in (10**6, 10**7, 10**8, 10**9):
+            for model in ("shared", "per-sender"):
+                lo = pr.evaluate(topo, nbytes, 4 * 2**20, memory_model=model, colocated=False)
+                hi = pr.evaluate(topo, nbytes, 16 * 2**30, memory_model=model, colocated=False)
+                cx = pr.crossover(topo, nbytes, 4 * 2**20, 16 * 2**30, memory_model=model)
+                cxs = "none" if cx is None else f"{cx[1]} -> {cx[2]} at {format_size(cx[0])} ({cx[0] / topo.long_haul_bdp():.2f} BDP)"
+                rows.append(f"| {name} | {format_size(nbytes)} | {model} | {lo.best_in_network.family} "
+                            f"({lo.best_in_network.time:.3f} s) | {hi.best_in_network.family} "
+                            f"({hi.best_in_network.time:.3f} s) | {cxs} |")
+    IMG.mkdir(parents=True, exist_ok=True)
+    for model in ("shared", "per-sender"):
+        results = [pr.evaluate(nine, 10**7, m, memory_model=model) for m in mems]
+        pr.plot_memory_sweep(results, str(IMG / f"plan_sweep_{model}.png"),
+                             f"nine-city, 10 MB/sync, {model} slots", nine.long_haul_bdp())
+        fams, ring = pr.winner_map(nine, [10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9],
+                                   mems, memory_model=model)
+        pr.plot_map([10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9], mems, fams, ring,
+                    str(IMG / f"plan_map_{model}.png"), f"nine-city, {model} slots")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    print(f"# planner bench, {time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, "
+          f"python {platform.python_version()}\n")
+    for title, fn in (("optimiser", bench_optimiser), ("simulator vs analytic", bench_sim)):
+        print(f"## {title}\n")
+        print("\n".join(fn(args.quick)))
+        print()
+    print("## findings\n")
+    print("\n".join(bench_findings()))
+
+
+if __name__ == "__main__":
+    main()
