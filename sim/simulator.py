@@ -38,7 +38,7 @@ import shutil
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,39 @@ TIMESCALE: tuple[str, str] = ("1ns", "1ps")  # Amaranth emits no `timescale
 VERILATOR_MAKE_OPT: dict[str, str] = {"OPT_FAST": "-O0", "OPT_SLOW": "-O0"}
 # Verilator flags: none of Verilator's lint warnings stops a build of generated code.
 VERILATOR_ARGS: tuple[str, ...] = ("-Wno-fatal",)
+
+
+def _verilator_make_vars() -> dict[str, str]:
+    """Make variables for ``make -f Vtop.mk``: our optimisation levels, plus repairs.
+
+    The PyPI wheel's ``include/verilated.mk`` has its configure results blank, among them
+    ``CFG_CXXFLAGS_PCH_I``: designs large enough for Verilator to split into several C++
+    files are compiled with the precompiled header named as a bare file
+    (``c++ ... Vtop__pch.h.fast -c Vtop.cpp`` -> "linker input file not found"). Supply the
+    values configure would have found for GCC (``-include``) or clang (``-include-pch`` with
+    a ``.gch`` suffix). A system Verilator's own values are left alone.
+    """
+    make_vars = dict(VERILATOR_MAKE_OPT)
+    root = os.environ.get("VERILATOR_ROOT")
+    if not root:
+        return make_vars
+    try:
+        mk = (Path(root) / "include" / "verilated.mk").read_text()
+    except OSError:
+        return make_vars
+    if re.search(r"^CFG_CXXFLAGS_PCH_I\s*=\s*$", mk, re.MULTILINE):
+        cxx = os.environ.get("CXX", "c++")
+        try:
+            version = subprocess.run(
+                [cxx, "--version"], capture_output=True, text=True, timeout=60
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            version = ""
+        if "clang" in version.lower():
+            make_vars.update(CFG_CXXFLAGS_PCH_I="-include-pch", CFG_GCH_IF_CLANG=".gch")
+        else:
+            make_vars.update(CFG_CXXFLAGS_PCH_I="-include", CFG_GCH_IF_CLANG="")
+    return make_vars
 
 _HASH_LEN = 16
 
@@ -280,7 +313,12 @@ def tb_params() -> dict[str, Any]:
     return json.loads(raw)
 
 
-def _make_runner(sim: str, timeout_s: float | None, runtime_objs: Path | None = None) -> Any:
+def _make_runner(
+    sim: str,
+    timeout_s: float | None,
+    runtime_objs: Path | None = None,
+    make_vars: Mapping[str, str] | None = None,
+) -> Any:
     """A cocotb runner with a wall-clock timeout on the simulation and, for Verilator,
     our C++ optimisation flags and pre-seeded runtime objects from ``runtime_objs``."""
     from cocotb_tools.runner import Icarus, Verilator
@@ -298,7 +336,7 @@ def _make_runner(sim: str, timeout_s: float | None, runtime_objs: Path | None = 
             cmds = super()._build_command()
             if sim == "verilator":
                 # cmds == [verilator ..., make -f Vtop.mk ...]
-                cmds[-1] += [f"{var}={value}" for var, value in VERILATOR_MAKE_OPT.items()]
+                cmds[-1] += [f"{var}={value}" for var, value in (make_vars or {}).items()]
                 if runtime_objs is not None:
                     # Copy the cached runtime objects in after Verilator ran and before make:
                     # they are newer than their sources, so make links them as they are.
@@ -309,7 +347,7 @@ def _make_runner(sim: str, timeout_s: float | None, runtime_objs: Path | None = 
     return _Runner()
 
 
-def _verilator_runtime_key(waves: bool) -> str:
+def _verilator_runtime_key(waves: bool, make_vars: Mapping[str, str]) -> str:
     """What the compiled Verilator runtime (verilated*.o) depends on besides its sources."""
     root = os.environ.get("VERILATOR_ROOT", "")
     include = Path(root) / "include" / "verilated.cpp"
@@ -317,7 +355,7 @@ def _verilator_runtime_key(waves: bool) -> str:
     cxx = os.environ.get("CXX", "c++")
     key = json.dumps(
         [root, stamp, shutil.which("verilator"), cxx, os.environ.get("CXXFLAGS", ""),
-         VERILATOR_MAKE_OPT, waves],
+         make_vars, waves],
         sort_keys=True,
     )
     return hashlib.sha256(key.encode()).hexdigest()[:_HASH_LEN]
@@ -344,10 +382,14 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
-def _build(sim: str, sources: list[Path], toplevel: str, waves: bool) -> Path:
+def _build(
+    sim: str, sources: list[Path], toplevel: str, waves: bool, verilator_args: Sequence[str] = ()
+) -> Path:
     """Build ``sources`` for ``sim`` unless an identical build exists; return its folder."""
+    make_vars = _verilator_make_vars() if sim == "verilator" else {}
+    args = [*VERILATOR_ARGS, *verilator_args] if sim == "verilator" else []
     h = hashlib.sha256(f"{sim}\0{toplevel}\0{int(waves)}\0".encode())
-    h.update(json.dumps([VERILATOR_ARGS, VERILATOR_MAKE_OPT], sort_keys=True).encode())
+    h.update(json.dumps([args, make_vars], sort_keys=True).encode())
     for src in sources:
         h.update(b"\0" + src.read_bytes())
     sim_root = build_root() / "sim" / sim
@@ -361,21 +403,21 @@ def _build(sim: str, sources: list[Path], toplevel: str, waves: bool) -> Path:
         runtime = None
         runtime_lock: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if sim == "verilator":
-            runtime = sim_root / f"_runtime-{_verilator_runtime_key(waves)}"
+            runtime = sim_root / f"_runtime-{_verilator_runtime_key(waves, make_vars)}"
             if not runtime.is_dir():
                 # First build: other workers wait for its runtime objects instead of
                 # compiling the same runtime in parallel on the same cores.
                 runtime_lock = _locked(sim_root / f".{runtime.name}.lock")
         with runtime_lock:
             cached = runtime if runtime is not None and runtime.is_dir() else None
-            runner = _make_runner(sim, None, cached)
+            runner = _make_runner(sim, None, cached, make_vars)
             log = sim_root / f"{build_dir.name}.build.log"
             try:
                 runner.build(
                     sources=sources,
                     hdl_toplevel=toplevel,
                     build_dir=build_dir,
-                    build_args=list(VERILATOR_ARGS) if sim == "verilator" else [],
+                    build_args=args,
                     timescale=TIMESCALE,
                     waves=waves,
                     always=True,
@@ -416,6 +458,7 @@ def run_cocotb(
     testcase: str | None = None,
     timeout_s: float | None = 600.0,
     seed: int | None = None,
+    verilator_args: Sequence[str] = (),
 ) -> None:
     """Build (cached) and run the cocotb tests in ``test_module`` against ``toplevel``.
 
@@ -424,6 +467,7 @@ def run_cocotb(
     reach the tests through :func:`tb_params`. ``sim`` overrides ``$SIM``. ``testcase`` runs
     only the named cocotb test(s) (comma-separated). ``timeout_s`` bounds the simulation's
     wall-clock time. ``seed`` fixes cocotb's random seed (else ``$COCOTB_RANDOM_SEED`` or random).
+    ``verilator_args`` are extra Verilator options (part of the build key; ignored by Icarus).
 
     Raises ``AssertionError`` naming the failed tests, or if no test ran;
     :class:`SimulatorError` if the simulator is missing or the build fails.
@@ -439,7 +483,7 @@ def run_cocotb(
             raise FileNotFoundError(f"Verilog source not found: {src}")
     waves = os.environ.get("WAVES", "").strip().lower() in ("1", "true", "yes", "on")
 
-    build_dir = _build(sim, sources, toplevel, waves)
+    build_dir = _build(sim, sources, toplevel, waves, verilator_args)
 
     # One run directory per (module, testcase, params): holds results.xml and waveforms.
     run_key = hashlib.sha256(f"{test_module}\0{testcase}\0{params_json}".encode()).hexdigest()

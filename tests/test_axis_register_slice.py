@@ -196,6 +196,36 @@ def test_run_cocotb_reports_failures_and_empty_runs() -> None:
         )
 
 
+@pytest.mark.cocotb
+def test_verilator_multi_file_build() -> None:
+    """A design Verilator splits into several C++ files builds (precompiled-header path)."""
+    if simulator.select_simulator() != "verilator":
+        pytest.skip("Verilator-only build path")
+    verilog = generate_verilog(AXIStreamRegisterSlice, name=TOP, params={"data_width": 64})
+    run_cocotb(
+        verilog=verilog, toplevel=TOP, test_module="wanreduce.sim.tb_simulator_selftest",
+        params={"marker": "häßlich \"quoted\" {json}"}, verilator_args=["--output-split", "600"],
+    )
+    builds = [
+        d for d in (simulator.build_root() / "sim" / "verilator").glob(f"{TOP}-*")
+        if d.is_dir() and "--output-split 600" in (d / "Vtop__verFiles.dat").read_text()
+    ]
+    assert any(
+        "VM_PARALLEL_BUILDS = 1" in (d / "Vtop_classes.mk").read_text() for d in builds
+    ), "the design was not split; raise the test's --output-split pressure"
+
+
+def test_wheel_make_vars_repair_pch_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "include").mkdir()
+    mk = tmp_path / "include" / "verilated.mk"
+    mk.write_text("CFG_CXXFLAGS_PCH = -x c++-header\nCFG_CXXFLAGS_PCH_I = \nCFG_GCH_IF_CLANG = \n")
+    monkeypatch.setenv("VERILATOR_ROOT", str(tmp_path))
+    make_vars = simulator._verilator_make_vars()
+    assert make_vars["CFG_CXXFLAGS_PCH_I"] in ("-include", "-include-pch")
+    mk.write_text("CFG_CXXFLAGS_PCH_I = -include\n")  # a properly configured Verilator
+    assert "CFG_CXXFLAGS_PCH_I" not in simulator._verilator_make_vars()
+
+
 # --------------------------------------------------------------------------------------------
 # Simulator selection errors
 
