@@ -1,0 +1,579 @@
+"""Host driver: all-reduce NumPy tensors through a wanreduce aggregator over UDP.
+
+What a training process at a site calls. The driver speaks only wanreduce datagrams
+(aggregation header + payload, ``wanreduce.wire``) to one UDP address, so the aggregator behind it
+can be the software aggregator (``host/softagg.py``), a UDP bridge to the simulated RTL core, or
+the FPGA's host-facing port. Protocol decisions (chunk numbering, scale agreement, window,
+retransmission, overflow redo) are documented in docs/host.md.
+
+Quantisation, packet layout and reassembly are the golden-model code: ``packetize.packetize``
+quantises straight into the packet buffer, ``packetize.reassemble`` / ``fixedpoint.dequantize``
+turn the int32 result payloads (written in place into that same buffer) into floats.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from wanreduce import fixedpoint, regs, wire
+from wanreduce.model import Outcome
+from wanreduce.packetize import AGG_HEADER_STRUCT, Packets, packetize, reassemble
+
+from .control import ControlClient, ControlTimeout
+from .transport import (
+    MAX_DATAGRAM,
+    Address,
+    MulticastOptions,
+    UdpTransport,
+    is_multicast_address,
+    resolve,
+)
+
+_HDR = wire.AGG_HEADER_BYTES
+_FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
+_RESULT = int(wire.MsgType.RESULT)
+_OVERFLOW = int(wire.Flags.OVERFLOW)
+
+# Scale agreement: one-hot vector over the binary exponent k of a site's max|x| (max|x| < 2**k).
+# Bin 0: all-zero tensor; bins 1..: k = AGREE_KMIN..AGREE_KMAX (smaller k clamps to KMIN, where
+# the scale exponent saturates at SCALE_EXP_MAX anyway); last bin: NaN or Inf somewhere.
+AGREE_KMIN = -100
+AGREE_KMAX = 128
+AGREE_BINS = 1 + (AGREE_KMAX - AGREE_KMIN + 1) + 1
+
+# Outcome counters read to diagnose chunks that never complete.
+_REJECTS = (
+    Outcome.REJECT_UNCONFIGURED,
+    Outcome.REJECT_NON_MEMBER,
+    Outcome.REJECT_MISMATCH,
+    Outcome.REJECT_BUSY,
+    Outcome.OUT_OF_WINDOW,
+    Outcome.STALE,
+)
+
+
+class DriverError(RuntimeError):
+    """Base class of the driver's errors."""
+
+
+class AggregatorUnreachable(DriverError):
+    """Nothing came back from the aggregator within the configured timeout."""
+
+
+class ChunksMissing(DriverError):
+    """Some chunks got no result after the configured retries/timeout."""
+
+    def __init__(self, message: str, *, job: int, chunks: list[int]) -> None:
+        super().__init__(message)
+        self.job, self.chunks = job, chunks
+
+
+class ConfigMismatch(DriverError):
+    """The aggregator's configuration or a result disagrees with what this site sent."""
+
+
+class OverflowReported(DriverError):
+    """Results carried the OVERFLOW flag and redoing them was disabled or did not help."""
+
+    def __init__(self, message: str, *, job: int, chunks: list[int]) -> None:
+        super().__init__(message)
+        self.job, self.chunks = job, chunks
+
+
+@dataclass
+class DriverStats:
+    """Counters of one client (cumulative)."""
+
+    allreduces: int = 0
+    chunks: int = 0  # distinct chunks sent (data, agreement and redo)
+    datagrams_sent: int = 0  # including retransmissions
+    retransmissions: int = 0
+    results: int = 0  # results accepted
+    ignored: int = 0  # datagrams ignored: duplicates, resent results already held, other jobs
+    agreements: int = 0  # scale-agreement exchanges
+    redo_chunks: int = 0  # chunks redone after an overflow
+    clipped: int = 0  # values clipped in quantisation (a configured max_abs was exceeded)
+    last_exponent: int | None = None  # scale exponent of the last tensor's first pass
+    rtt_samples: list[float] = field(default_factory=list, repr=False)
+
+
+def _chunk_list(first: int, idx: Iterable[int]) -> list[int]:
+    return [(first + int(i)) & 0xFFFFFFFF for i in idx]
+
+
+def _fmt_chunks(chunks: list[int], limit: int = 12) -> str:
+    s = ", ".join(str(c) for c in chunks[:limit])
+    return s + (f", ... ({len(chunks)} in all)" if len(chunks) > limit else "")
+
+
+def agreement_bin(x: np.ndarray) -> int:
+    """The one-hot bin of a local tensor for scale agreement (see AGREE_*)."""
+    m = float(np.max(np.abs(x.reshape(-1)))) if x.size else 0.0
+    if not math.isfinite(m):
+        return AGREE_BINS - 1
+    if m == 0.0:
+        return 0
+    k = math.frexp(m)[1]
+    return 1 + min(max(k, AGREE_KMIN), AGREE_KMAX) - AGREE_KMIN
+
+
+def bound_from_bins(counts: np.ndarray) -> float:
+    """The agreed bound M from the summed one-hot vectors (``inf`` if any site had NaN/Inf)."""
+    if counts[AGREE_BINS - 1]:
+        return math.inf
+    nz = np.flatnonzero(counts[1 : AGREE_BINS - 1])
+    if nz.size == 0:
+        return 0.0
+    return 2.0 ** (int(nz[-1]) + AGREE_KMIN)
+
+
+def exponent_for(bound: float, n: int, headroom: str = "safe") -> int:
+    """Scale exponent all sites use for a bound ``M`` on max|x| with ``n`` contributors."""
+    return fixedpoint.choose_exponent(bound, 1 if headroom == "optimistic" else n)
+
+
+def redo_exponent(e: int, n: int) -> int:
+    """Exponent of an overflow redo: e - ceil(log2 N) - 1 (sum of N bounded by INT32_MAX/2)."""
+    return e - math.ceil(math.log2(n)) - 1 if n > 1 else e - 1
+
+
+def iter_blocks(x: np.ndarray, block_elements: int) -> Iterator[np.ndarray]:
+    """Views of consecutive blocks of a contiguous tensor (for ``allreduce_iter(inplace=True)``)."""
+    if not x.flags.c_contiguous:
+        raise ValueError("iter_blocks needs a C-contiguous array")
+    flat = x.reshape(-1)
+    for s in range(0, flat.size, block_elements):
+        yield flat[s : s + block_elements]
+
+
+class AggregatorClient:
+    """All-reduce client of one site (``sender_id``) toward one aggregator address.
+
+    Window: at most ``window`` chunks between the lowest chunk still lacking a result and the
+    next one sent; default ``ceil(rate_bps * rtt / (8 * datagram bytes))`` (the bandwidth-delay
+    product of the path), never more than half the job's slot window W (docs/protocol.md,
+    lost-result recovery). Retransmission timeout: RFC 6298 estimator on result round trips,
+    initially ``initial_rto`` (default max(1 s, 2 * rtt)), clamped to [min_rto, max_rto], doubled
+    per retry. ``timeout``: longest time without any new result before the call fails;
+    ``max_retries``: resends of one chunk before it fails. Group sizes and job windows come from
+    the mappings given or are read from the aggregator's registers (CONTROL messages).
+    """
+
+    def __init__(
+        self,
+        aggregator: Address,
+        *,
+        sender_id: int,
+        elements_per_packet: int = wire.DEFAULT_ELEMENTS,
+        group_sizes: Mapping[int, int] | None = None,
+        job_windows: Mapping[int, int] | None = None,
+        window: int | None = None,
+        rate_bps: float = 10e9,
+        rtt: float = 0.15,
+        initial_rto: float | None = None,
+        min_rto: float = 0.02,
+        max_rto: float = 2.0,
+        max_retries: int = 10,
+        timeout: float = 10.0,
+        max_abs: float | None = None,
+        headroom: str = "safe",
+        on_overflow: str = "redo",
+        max_redo: int = 3,
+        bind: Address = ("0.0.0.0", 0),
+        multicast: MulticastOptions | None = None,
+        result_group: str | None = None,
+        control_address: Address | None = None,
+        use_control: bool = True,
+    ) -> None:
+        if not 0 <= sender_id < wire.MAX_SENDERS:
+            raise ValueError(f"sender_id must be 0..{wire.MAX_SENDERS - 1}, got {sender_id}")
+        if not 1 <= elements_per_packet <= wire.MAX_ELEMENTS_JUMBO:
+            raise ValueError(f"elements_per_packet must be 1..{wire.MAX_ELEMENTS_JUMBO}")
+        if headroom not in ("safe", "optimistic"):
+            raise ValueError("headroom must be 'safe' or 'optimistic'")
+        if on_overflow not in ("redo", "raise"):
+            raise ValueError("on_overflow must be 'redo' or 'raise'")
+        if window is not None and window < 1:
+            raise ValueError("window must be >= 1 chunk")
+        if rate_bps <= 0 or rtt <= 0 or timeout <= 0 or min_rto <= 0 or max_rto < min_rto:
+            raise ValueError("rate_bps, rtt, timeout, min_rto must be > 0 and max_rto >= min_rto")
+        if max_retries < 0 or max_redo < 0:
+            raise ValueError("max_retries and max_redo must be >= 0")
+        if max_abs is not None and not (math.isfinite(max_abs) and max_abs >= 0):
+            raise ValueError("max_abs must be a finite non-negative number")
+        self.aggregator = resolve(*aggregator)
+        self.sender_id = sender_id
+        self.elements = elements_per_packet
+        self.group_sizes = dict(group_sizes or {})
+        self.job_windows = dict(job_windows or {})
+        self.window, self.rate_bps, self.rtt = window, rate_bps, rtt
+        self.min_rto, self.max_rto = min_rto, max_rto
+        self.initial_rto = initial_rto if initial_rto is not None else max(1.0, 2 * rtt)
+        self.max_retries, self.timeout = max_retries, timeout
+        self.max_abs, self.headroom = max_abs, headroom
+        self.on_overflow, self.max_redo = on_overflow, max_redo
+        self.stats = DriverStats()
+        self.next_chunk: dict[int, int] = {}
+        self._srtt: float | None = None
+        self._rttvar = 0.0
+        self._rto = self.initial_rto
+        self.transport = UdpTransport(
+            bind=bind, multicast=multicast, join=(result_group,) if result_group else ()
+        )
+        if control_address is None and not is_multicast_address(self.aggregator[0]):
+            control_address = self.aggregator
+        self._probe_timeout = min(0.25, timeout / 4)
+        self.control = (
+            ControlClient(control_address, timeout=self._probe_timeout, retries=1)
+            if use_control and control_address is not None
+            else None
+        )
+        self._rbuf = bytearray(MAX_DATAGRAM)
+        self._rview = np.frombuffer(self._rbuf, wire.ELEMENT_DTYPE, wire.MAX_ELEMENTS_JUMBO, _HDR)
+        self._ever_heard = False
+
+    # ---- life cycle ----
+    def close(self) -> None:
+        self.transport.close()
+        if self.control is not None:
+            self.control.close()
+
+    def __enter__(self) -> AggregatorClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def set_next_chunk(self, job: int, chunk: int) -> None:
+        """Set the job's chunk counter (all sites must agree; e.g. 0 after a window reset)."""
+        self.next_chunk[job] = chunk & 0xFFFFFFFF
+
+    # ---- configuration lookups ----
+    def _lookup(self, what: str, fn):
+        if self.control is None:
+            raise ConfigMismatch(f"{what} unknown: pass it to AggregatorClient (no control access)")
+        try:
+            return fn(self.control)
+        except ControlTimeout as exc:
+            raise AggregatorUnreachable(
+                f"aggregator {self._where()} unreachable: no reply to a CONTROL read ({what}) "
+                f"within {self._probe_timeout * 2:g} s"
+            ) from exc
+
+    def group_size(self, group: int) -> int:
+        if group not in self.group_sizes:
+            members = self._lookup(f"group {group} membership", lambda c: c.group_members(group))
+            if not members:
+                raise ConfigMismatch(f"group {group} has no members configured on the aggregator")
+            if self.sender_id not in members:
+                raise ConfigMismatch(
+                    f"sender {self.sender_id} is not a member of group {group} {members}"
+                )
+            self.group_sizes[group] = len(members)
+        n = self.group_sizes[group]
+        if not 1 <= n <= wire.MAX_SENDERS:
+            raise ConfigMismatch(f"group {group} size {n} outside 1..{wire.MAX_SENDERS}")
+        return n
+
+    def job_window(self, job: int) -> int:
+        if job not in self.job_windows:
+
+            def read(c: ControlClient) -> int:
+                try:
+                    return c.job_window(job)
+                except ValueError as exc:
+                    raise ConfigMismatch(str(exc)) from None
+
+            self.job_windows[job] = self._lookup(f"job {job} window", read)
+        return self.job_windows[job]
+
+    def effective_window(self, job: int) -> int:
+        """Chunks in flight for ``job``: min(bandwidth-delay product, W/2)."""
+        W = self.job_window(job)
+        if W < 2:
+            raise ConfigMismatch(f"job {job} window of {W} slot cannot hold W/2 >= 1 chunks")
+        bdp = math.ceil(self.rate_bps * self.rtt / (8 * wire.datagram_bytes(self.elements)))
+        w = self.window if self.window is not None else bdp
+        return max(1, min(w, W // 2))
+
+    def _where(self) -> str:
+        return f"{self.aggregator[0]}:{self.aggregator[1]}"
+
+    # ---- public API ----
+    def allreduce(
+        self,
+        x: np.ndarray,
+        *,
+        job: int,
+        group: int,
+        round: int,  # noqa: A002 - the protocol's name
+        out: np.ndarray | None = None,
+        max_abs: float | None = None,
+    ) -> np.ndarray:
+        """Sum ``x`` over every member of ``group``; the result goes into ``out`` (may be ``x``).
+
+        Every member must call this with the same shape, ``job``, ``group``, ``round`` and scale
+        setting, in the same order (chunk numbers follow from that, see docs/host.md).
+        """
+        x = np.asarray(x)
+        dt = fixedpoint.check_dtype(x.dtype)
+        if x.size == 0:
+            raise ValueError("cannot all-reduce an empty tensor")
+        if out is None:
+            out = np.empty(x.shape, dt)
+        else:
+            if out.shape != x.shape:
+                raise ValueError(f"out has shape {out.shape}, expected {x.shape}")
+            fixedpoint.check_dtype(out.dtype)
+            if not out.flags.c_contiguous or not out.flags.writeable:
+                raise ValueError("out must be a writeable C-contiguous array")
+        if not 0 <= job <= 0xFFFF or not 0 <= group <= 0xFF or not 0 <= round <= 0xFFFFFFFF:
+            raise ValueError("job must be 0..65535, group 0..255, round 0..2**32-1")
+        n = self.group_size(group)
+        w = self.effective_window(job)
+        bound = max_abs if max_abs is not None else self.max_abs
+        if bound is None:
+            bound = self._agree(x, job=job, group=group, round_id=round, n=n, w=w)
+        if not math.isfinite(bound):
+            raise ValueError(f"job {job} round {round}: a member's tensor contains NaN or Inf")
+        e = exponent_for(bound, n, self.headroom)
+        self.stats.last_exponent = e
+        flat = x.reshape(-1)
+        pk = self._packets(flat, e, 1 if self.headroom == "optimistic" else n, job, group, round)
+        flags = self._run(pk, job=job, group=group, round_id=round, exp=e, w=w)
+        exps = None
+        over = np.flatnonzero(flags & _OVERFLOW)
+        cur = e
+        redos = 0
+        while over.size:
+            chunks = _chunk_list(int(pk.headers["chunk"][0]), over)
+            if self.on_overflow == "raise" or redos >= self.max_redo:
+                raise OverflowReported(
+                    f"job {job} round {round}: results of chunks {_fmt_chunks(chunks)} overflowed"
+                    f" (scale exponent {cur}){' after ' + str(redos) + ' redo(s)' if redos else ''}",
+                    job=job, chunks=chunks,
+                )
+            cur = redo_exponent(cur, n)
+            if cur < wire.SCALE_EXP_MIN:
+                raise OverflowReported(
+                    f"job {job}: chunks {_fmt_chunks(chunks)} overflow even at the smallest scale",
+                    job=job, chunks=chunks,
+                )
+            E = self.elements
+            sub = np.concatenate([flat[i * E : i * E + int(pk.counts[i])] for i in over])
+            pk2 = self._packets(sub, cur, n, job, group, round)
+            self.stats.redo_chunks += len(pk2)
+            f2 = self._run(pk2, job=job, group=group, round_id=round, exp=cur, w=w)
+            pk.payload[over] = pk2.payload
+            if exps is None:
+                exps = np.full(len(pk), e, np.int32)
+            exps[over] = cur
+            over = over[(f2 & _OVERFLOW) != 0]
+            redos += 1
+        reassemble(pk.payload, pk.counts, e, dt, out=out)
+        if exps is not None:
+            oflat = out.reshape(-1)
+            E = self.elements
+            for i in np.flatnonzero(exps != e):
+                c = int(pk.counts[i])
+                oflat[i * E : i * E + c] = fixedpoint.dequantize(pk.payload[i, :c], int(exps[i]), dt)
+        self.stats.allreduces += 1
+        return out
+
+    def allreduce_iter(
+        self,
+        blocks: Iterable[np.ndarray],
+        *,
+        job: int,
+        group: int,
+        round: int,  # noqa: A002
+        max_abs: float | None = None,
+        inplace: bool = False,
+    ) -> Iterator[np.ndarray]:
+        """Streaming form: all-reduce each block in turn and yield its result.
+
+        With ``inplace=True`` each block is overwritten with its sum (no second copy of the
+        tensor is ever held: use :func:`iter_blocks` for views of one large array). Each block
+        is a separate tensor for chunk numbering and scale agreement; pass ``max_abs`` to skip
+        the per-block agreement round trip.
+        """
+        for b in blocks:
+            yield self.allreduce(
+                b, job=job, group=group, round=round, max_abs=max_abs, out=b if inplace else None
+            )
+
+    # ---- internals ----
+    def _packets(self, flat, e, nq, job, group, round_id) -> Packets:
+        first = self.next_chunk.get(job, 0)
+        pk = packetize(
+            flat, exp=e, n_contributors=nq, elements_per_packet=self.elements, job_id=job,
+            round_id=round_id, first_chunk=first, sender_id=self.sender_id, group_id=group,
+        )
+        self.next_chunk[job] = (first + len(pk)) & 0xFFFFFFFF
+        self.stats.clipped += pk.clipped
+        return pk
+
+    def _agree(self, x, *, job, group, round_id, n, w) -> float:
+        onehot = np.zeros(AGREE_BINS, np.float32)
+        onehot[agreement_bin(x)] = 1.0
+        pk = self._packets(onehot, 0, n, job, group, round_id)
+        self._run(pk, job=job, group=group, round_id=round_id, exp=0, w=w)
+        self.stats.agreements += 1
+        counts = pk.payload.reshape(-1)[:AGREE_BINS]
+        return bound_from_bins(counts)
+
+    def _sample_rtt(self, r: float) -> None:
+        if self._srtt is None:
+            self._srtt, self._rttvar = r, r / 2
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - r)
+            self._srtt = 0.875 * self._srtt + 0.125 * r
+        self._rto = min(self.max_rto, max(self.min_rto, self._srtt + 4 * self._rttvar))
+
+    def _run(self, pk: Packets, *, job: int, group: int, round_id: int, exp: int, w: int) -> np.ndarray:
+        """Send every chunk of ``pk`` within the window until each has its result; the result
+        payloads overwrite the contributions in ``pk.buf``. Returns the result flags."""
+        n = len(pk)
+        stats = self.stats
+        stats.chunks += n
+        D = pk.buf.shape[1]
+        flat = memoryview(pk.buf.reshape(-1))
+        counts = pk.counts.tolist()
+        lens = [_HDR + 4 * c for c in counts]
+        first = int(pk.headers["chunk"][0])
+        payload = pk.payload
+        rview = self._rview
+        rflags = np.zeros(n, np.uint8)
+        done = bytearray(n)
+        sent_at = [0.0] * n
+        deadline = [0.0] * n
+        tries = [0] * n
+        sock = self.transport.sock
+        dest = self.aggregator
+        send = self.transport.send_to
+        recv = sock.recv_into
+        rbuf = self._rbuf
+        unpack = AGG_HEADER_STRUCT.unpack_from
+        magic, version = wire.MAGIC, wire.VERSION
+        mono = time.monotonic
+        base = nxt = 0
+        remaining = n
+        silence = max(self.timeout - self._probe_timeout, self.timeout / 2)
+        last_progress = mono()
+        while remaining:
+            lim = min(n, base + w)
+            if nxt < lim:
+                now = mono()
+                d = now + self._rto
+                while nxt < lim:
+                    o = nxt * D
+                    send(flat[o : o + lens[nxt]], dest)
+                    sent_at[nxt] = now
+                    deadline[nxt] = d
+                    nxt += 1
+            progressed = False
+            while True:
+                try:
+                    k = recv(rbuf)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except ConnectionRefusedError:
+                    continue
+                if k < _HDR:
+                    stats.ignored += 1
+                    continue
+                mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, _ = unpack(rbuf)
+                if typ != _RESULT or mg != magic or jb != job:
+                    stats.ignored += 1
+                    continue
+                self._ever_heard = True
+                i = (ch - first) & 0xFFFFFFFF
+                if i >= n or done[i]:
+                    stats.ignored += 1
+                    continue
+                if ver != version or cnt != counts[i] or sc != exp or rnd != round_id or grp != group or k != _HDR + 4 * cnt:
+                    raise ConfigMismatch(
+                        f"job {job} chunk {ch}: result (round {rnd}, group {grp}, scale {sc}, "
+                        f"{cnt} elements, {k} bytes) does not match the contribution (round "
+                        f"{round_id}, group {group}, scale {exp}, {counts[i]} elements): another "
+                        f"site or the aggregator is configured differently"
+                    )
+                payload[i, :cnt] = rview[:cnt]
+                rflags[i] = fl
+                done[i] = 1
+                remaining -= 1
+                progressed = True
+                if tries[i] == 0:
+                    self._sample_rtt(mono() - sent_at[i])
+            if progressed:
+                last_progress = mono()
+                while base < n and done[base]:
+                    base += 1
+                continue
+            # Idle: retransmit what timed out, then wait for a datagram or the next deadline.
+            now = mono()
+            wake = last_progress + silence
+            for i in range(base, nxt):
+                if done[i]:
+                    continue
+                if deadline[i] <= now:
+                    tries[i] += 1
+                    if tries[i] > self.max_retries:
+                        self._fail(pk, done, nxt, job, round_id, f"after {self.max_retries} retries")
+                    pk.buf[i, _FLAGS_OFFSET] |= wire.Flags.RETRANSMIT
+                    o = i * D
+                    send(flat[o : o + lens[i]], dest)
+                    stats.retransmissions += 1
+                    deadline[i] = now + min(self.max_rto, self._rto * (1 << min(tries[i], 16)))
+                wake = min(wake, deadline[i])
+            if now - last_progress >= silence:
+                self._fail(pk, done, nxt, job, round_id, f"within {self.timeout:g} s")
+            self.transport.wait_readable(wake - now)
+        stats.datagrams_sent += n
+        stats.results += n
+        return rflags
+
+    def _fail(self, pk: Packets, done: bytearray, nxt: int, job: int, round_id: int, why: str):
+        first = int(pk.headers["chunk"][0])
+        missing = _chunk_list(first, (i for i in range(len(pk)) if not done[i]))
+        base_msg = (
+            f"job {job} round {round_id}: no result for chunks {_fmt_chunks(missing)} {why}"
+        )
+        if self.control is None:
+            if not self._ever_heard:
+                raise AggregatorUnreachable(
+                    f"aggregator {self._where()} unreachable: {base_msg}, nothing ever received"
+                )
+            raise ChunksMissing(base_msg, job=job, chunks=missing)
+        try:
+            before = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS])
+        except ControlTimeout:
+            raise AggregatorUnreachable(
+                f"aggregator {self._where()} unreachable: {base_msg}, and no reply to a CONTROL "
+                f"probe"
+            ) from None
+        # Diagnose: resend the first missing chunk once; a reject counter that moves names the
+        # configuration problem, otherwise other members have not contributed (or results were
+        # lost beyond recovery).
+        i = (missing[0] - first) & 0xFFFFFFFF
+        self.transport.send_to(memoryview(pk.buf[i, : _HDR + 4 * int(pk.counts[i])]), self.aggregator)
+        time.sleep(min(0.05, self._probe_timeout))
+        try:
+            after = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS])
+        except ControlTimeout:
+            after = before
+        moved = [o.name for o, a, b in zip(_REJECTS, after, before, strict=True) if a != b]
+        if any(m in ("REJECT_UNCONFIGURED", "REJECT_NON_MEMBER", "REJECT_MISMATCH") for m in moved):
+            raise ConfigMismatch(
+                f"{base_msg}: the aggregator rejects them ({', '.join(moved)}): job/group not "
+                f"configured, sender not a member, or members disagree on round/scale/size"
+            )
+        hint = f" (aggregator counted {', '.join(moved)})" if moved else (
+            " (aggregator reachable: other members did not contribute?)"
+        )
+        raise ChunksMissing(base_msg + hint, job=job, chunks=missing)
