@@ -463,7 +463,7 @@ class AggregatorClient:
         mono = time.monotonic
         base = nxt = 0
         remaining = n
-        silence = max(self.timeout - self._probe_timeout, self.timeout / 2)
+        silence = max(self.timeout - 2 * self._probe_timeout, self.timeout / 3)  # + probe <= timeout
         last_progress = mono()
         while remaining:
             lim = min(n, base + w)

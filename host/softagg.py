@@ -84,6 +84,9 @@ class SoftAggregator:
         return self.transport.address
 
     def start(self) -> SoftAggregator:
+        """Serve in a daemon thread (idempotent: one receive loop per aggregator)."""
+        if self._thread is not None:
+            return self
         self._thread = threading.Thread(target=self.serve_forever, name="softagg", daemon=True)
         self._thread.start()
         return self

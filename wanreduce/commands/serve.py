@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from wanreduce import wire
-from wanreduce.cli import WanreduceError
 
 
 class _UsageLine(click.UsageError):
@@ -69,6 +68,7 @@ def _parse_group(text: str) -> tuple[int, list[int]]:
 @click.option("--quiet", is_flag=True, help="Do not print the address and counters.")
 def serve(backend, host, port, slots, elements, groups, jobs, release, group_opts, job_opts, quiet) -> None:
     """Serve aggregation over UDP (datagram = aggregation header + payload) until Ctrl-C."""
+    from wanreduce.cli import WanreduceError  # here: cli imports this module
     from wanreduce.host.softagg import SoftAggregator
     from wanreduce.model import ReleaseMode
 
