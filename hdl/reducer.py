@@ -103,6 +103,10 @@ class Reducer(wiring.Component):
             "outcome_code": Out(4),
             "result_out": Out(1),
         })
+        # Observability (not ports): s_msg held back because the slot a contribution would
+        # start is still referenced by a queued/emitting result; or the release queue is full.
+        self.stall_pinned = Signal()
+        self.stall_queue = Signal()
 
     # ---- helpers -------------------------------------------------------------------------
     def _job_cfg(self, m: Module, idx, name: str):
@@ -209,6 +213,7 @@ class Reducer(wiring.Component):
         m.d.comb += [
             s.ready.eq(adv & room & ~reset_block & ~r_busy),
             accept.eq(s.valid & s.ready),
+            self.stall_queue.eq(~room),
         ]
         with m.If(accept):
             m.d.sync += [in_msg.eq(~s.payload.last), beat_cnt.eq(idx0 + 1)]
@@ -352,7 +357,10 @@ class Reducer(wiring.Component):
         pin_terms.append((r_job == h1.job_id[:jb])
                          & (((h1.chunk[:sb] - r_chunk[:sb]) & wmask) < r_left))
         m.d.comb += pinned.eq(Cat(*pin_terms).any())
-        m.d.comb += adv.eq(~(v1 & first1 & (op == _OP_WRITE) & pinned))
+        m.d.comb += [
+            self.stall_pinned.eq(v1 & first1 & (op == _OP_WRITE) & pinned),
+            adv.eq(~self.stall_pinned),
+        ]
 
         # decisions held for the later beats of the message
         op_r = Signal(2)
