@@ -76,6 +76,8 @@ class SoftAggregator:
         self._thread: threading.Thread | None = None
         self._buf = bytearray(MAX_DATAGRAM)  # whole datagrams: n is the true length
         self._sbuf = bytearray(wire.datagram_bytes(max(elements, 2 * 64)))
+        self._smv = memoryview(self._sbuf)
+        self._spay = np.frombuffer(self._sbuf, wire.ELEMENT_DTYPE, max(elements, 2 * 64), _HDR)
         self._wake_r, self._wake_w = socket.socketpair()
 
     # ---- life cycle ----
@@ -186,8 +188,8 @@ class SoftAggregator:
             r.job_id, r.round_id, r.chunk, self.regfile[regs.SITE_ID] & 0xFF, r.scale_exp,
             count, 0,
         )
-        np.frombuffer(sbuf, wire.ELEMENT_DTYPE, count, _HDR)[:] = r.payload
-        out = memoryview(sbuf)[: _HDR + 4 * count]
+        self._spay[:count] = r.payload
+        out = self._smv[: _HDR + 4 * count]
         rip = self.regfile[regs.RESULT_IP]
         if wire.is_multicast(rip):
             self.transport.send_to(out, (wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT]))

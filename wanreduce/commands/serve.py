@@ -65,7 +65,7 @@ def _parse_group(text: str) -> tuple[int, list[int]]:
               help="Pre-configure a group's members (repeatable); else configure via CONTROL.")
 @click.option("--job", "job_opts", multiple=True, type=int, metavar="J",
               help="Pre-enable job J with the whole slot memory as its window (repeatable).")
-@click.option("--quiet", is_flag=True, help="Do not print the address and counters.")
+@click.option("--quiet", is_flag=True, help="Print only the HOST:PORT line (no banner, no counters at exit).")
 def serve(backend, host, port, slots, elements, groups, jobs, release, group_opts, job_opts, quiet) -> None:
     """Serve aggregation over UDP (datagram = aggregation header + payload) until Ctrl-C."""
     from wanreduce.cli import WanreduceError  # here: cli imports this module
@@ -95,7 +95,7 @@ def serve(backend, host, port, slots, elements, groups, jobs, release, group_opt
     if not quiet:
         click.echo(f"wanreduce serve: {backend} backend on {h}:{p} (S={slots}, E={elements}, "
                    f"G={groups}, J={jobs}, {release})", err=True)
-        click.echo(f"{h}:{p}", nl=True)  # machine-readable line on stdout
+    click.echo(f"{h}:{p}")  # machine-readable line on stdout (flushed), also with --quiet
     try:
         agg.serve_forever()
     except KeyboardInterrupt:
