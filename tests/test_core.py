@@ -35,7 +35,8 @@ def test_verilog_command_writes_module_and_ports(tmp_path):
     for port in ("s_axis_net0__tdata", "s_axis_net1__tready", "s_axis_host__tuser", "m_axis_host__tkeep"):
         assert port in text
     ports = (tmp_path / "wanreduce_core.ports.txt").read_text()
-    assert "input  [63:0] s_axis_net0__tdata" in ports and "output        m_axis_host__tlast" in ports
+    assert "input  [63:0]   s_axis_net0__tdata" in ports and "output          m_axis_host__tlast" in ports
+    assert "output          s_axis_net0__tready" in ports
 
 
 @pytest.mark.parametrize(

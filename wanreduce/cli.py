@@ -12,16 +12,38 @@ import sys
 import click
 
 from wanreduce import __version__
+from wanreduce.errors import WanreduceError
+
+__all__ = ["WanreduceError", "cli", "main"]
 
 
-class WanreduceError(click.ClickException):
-    """A user-facing error: printed as one line, exit status 1."""
+class OneLineErrorGroup(click.Group):
+    """A click group whose usage errors (bad option, bad value) are one line, not a usage
+    block; this covers every subcommand, whether run from the console script or CliRunner."""
 
-    def show(self, file=None) -> None:  # noqa: D401 - click API
-        click.echo(f"wanreduce: error: {self.format_message()}", err=True, file=file)
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            cmd = exc.ctx.command_path if exc.ctx else "wanreduce"
+            click.echo(f"{cmd}: error: {exc.format_message()}", err=True)
+            code = exc.exit_code
+        except click.ClickException as exc:
+            exc.show()
+            code = exc.exit_code
+        except click.exceptions.Abort:
+            click.echo("wanreduce: aborted", err=True)
+            code = 1
+        except click.exceptions.Exit as exc:
+            code = exc.exit_code
+        else:
+            code = 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrorGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="wanreduce")
 def cli() -> None:
     """wanreduce: in-network gradient aggregation for wide-area training.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from wanreduce.cli import WanreduceError
+from wanreduce.errors import WanreduceError
 from wanreduce.host import plan_report as pr
 from wanreduce.host.roundmodel import MEMORY_MODELS
 from wanreduce.host.topology import SHIPPED, TopologyError, format_size, load_topology, parse_size

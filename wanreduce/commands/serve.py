@@ -68,7 +68,7 @@ def _parse_group(text: str) -> tuple[int, list[int]]:
 @click.option("--quiet", is_flag=True, help="Print only the HOST:PORT line (no banner, no counters at exit).")
 def serve(backend, host, port, slots, elements, groups, jobs, release, group_opts, job_opts, quiet) -> None:
     """Serve aggregation over UDP (datagram = aggregation header + payload) until Ctrl-C."""
-    from wanreduce.cli import WanreduceError  # here: cli imports this module
+    from wanreduce.errors import WanreduceError
     from wanreduce.host.softagg import SoftAggregator
     from wanreduce.model import ReleaseMode
 

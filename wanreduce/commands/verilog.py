@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from wanreduce.cli import WanreduceError
+from wanreduce.errors import WanreduceError
 
 CORE_NAME = "wanreduce_core"
 
@@ -47,10 +47,11 @@ def port_list(params: dict) -> list[tuple[str, str, int]]:
     from wanreduce.hdl.core import WanreduceCore
 
     core = WanreduceCore(**params)
+    core._MustUse__silence = True  # only its signature is read
     rows = [("clk", "input", 1), ("rst", "input", 1)]
-    for path, flow, value in core.signature.flatten(core):
+    for path, member, value in core.signature.flatten(core):
         name = "__".join(str(p) for p in path)
-        rows.append((name, "input" if flow == wiring.In else "output", len(value)))
+        rows.append((name, "input" if member.flow == wiring.In else "output", len(value)))
     return rows
 
 
@@ -66,6 +67,10 @@ def write_verilog(out: Path, params: dict) -> Path:
     return dst
 
 
+def _range(width: int) -> str:
+    return f"[{width - 1}:0]" if width > 1 else ""
+
+
 @click.command("verilog")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="directory to write wanreduce_core.sv and its port list into")
@@ -79,7 +84,7 @@ def verilog(out_dir: Path, **kw: int) -> None:
     except OSError as exc:
         raise WanreduceError(f"cannot write {out_dir}: {exc.strerror}") from None
     ports = port_list(params)
-    table = "\n".join(f"{d:6} [{w - 1}:0] {n}" if w > 1 else f"{d:6}       {n}" for n, d, w in ports)
+    table = "\n".join(f"{d:6} {_range(w):8} {n}" for n, d, w in ports)
     (out_dir / f"{CORE_NAME}.ports.txt").write_text(table + "\n")
     desc = ", ".join(f"{k}={v}" for k, v in params.items())
     click.echo(f"wrote {path} ({path.stat().st_size // 1024} KiB, {len(ports)} ports; {desc}) "
