@@ -34,7 +34,7 @@ def demo(sites: int, out_dir: Path, sim: str | None) -> None:
     path = write_verilog(out_dir, params)
     click.echo(f"[1/2] Verilog: {path} ({', '.join(f'{k}={v}' for k, v in params.items())}) "
                f"in {time.perf_counter() - t0:.1f} s")
-    sc = build(**params, senders=sites, seed=1)
+    sc = build(**{k: v for k, v in params.items() if k != "width"}, senders=sites, seed=1)
     n_in = sum(len(f) for ph in sc.phases for f in ph.frames)
     n_res = sum(len(ph.results) for ph in sc.phases)
     click.echo(f"[2/2] simulating: {sites} sites, {n_in} frames over {params['ports']} network ports + host port, "
