@@ -314,7 +314,8 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
             rr.pinned_stalls += ctx.get(dut.stall_pinned)
             if ctx.get(dut.outcome):
                 rr.outcomes.append(Outcome(ctx.get(dut.outcome_code)))
-            if ready and ctx.get(dut.m_msg.valid):
+            out_valid = ctx.get(dut.m_msg.valid)
+            if ready and out_valid:
                 beats_out.append(pk.unpack(ctx.get(dut.m_msg.payload.as_value())))
                 if beats_out[-1]["first"]:
                     rr.result_cycles.append(cyc)
@@ -324,7 +325,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
             await ctx.tick()
             cyc += 1
             if pos >= len(seq):
-                idle_after += 1
+                idle_after = 0 if out_valid else idle_after + 1  # drain every result
                 if idle_after > drain:
                     break
             assert cyc < 50 * len(seq) + 10_000, "bench timed out (deadlock?)"
