@@ -606,3 +606,15 @@ def test_jobs_are_isolated():
     for a, b in zip(mine, res_alone, strict=True):
         assert (a.chunk, a.flags) == (b.chunk, b.flags)
         np.testing.assert_array_equal(a.payload, b.payload)
+
+
+@pytest.mark.parametrize("mode", [ReleaseMode.IN_ORDER, ReleaseMode.ON_COMPLETION])
+def test_chunk_numbers_wrap(mode):
+    """Serial-number arithmetic across 2**32 (window reset to a head just below the wrap)."""
+    rng = random.Random(33 + int(mode))
+    cfg = make_config(rng, 128, 8, 5, groups=2, jobs=1, mode=mode, members=(2, 4))
+    start = 2**32 - 7
+    ops = [Reset(0, start)] + traffic(rng, cfg, 200, misc=0.2, start_chunk=start)
+    rr = run(cfg, ops, p_valid=0.8, p_ready=0.5, seed=3)
+    _, res, model = check(cfg, ops, rr)
+    assert any(r.chunk > 2**31 for r in res) and any(r.chunk < 100 for r in res)
