@@ -534,10 +534,13 @@ def _throughput(width: int, count: int, senders: int, n: int, seed: int) -> floa
     return rr.accepted_beats / (rr.last_accept - rr.first_accept + 1)
 
 
-@pytest.mark.parametrize("width,count,senders", [(512, 16, 2), (512, 16, 8), (64, 16, 4), (256, 64, 3)])
+@pytest.mark.parametrize("width,count,senders", [
+    (512, 16, 2), (512, 16, 8), (64, 16, 4), (256, 64, 3), (512, 2048, 3),
+])
 def test_throughput(width, count, senders):
     """Back-to-back contributions, m_msg always ready: >= 0.98 beats per cycle."""
-    tput = _throughput(width, count, senders, 400 if count <= 16 else 120, seed=width + senders)
+    tput = _throughput(width, count, senders, 400 if count <= 16 else 120 if count <= 64 else 24,
+                       seed=width + senders)
     print(f"W={width} count={count} senders={senders}: {tput:.4f} beats/cycle")
     assert tput >= 0.98
 
