@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -40,6 +41,8 @@ def demo(sites: int, out_dir: Path, sim: str | None) -> None:
     click.echo(f"[2/2] simulating: {sites} sites, {n_in} frames over {params['ports']} network ports + host port, "
                f"{len(sc.phases)} phases ...")
     t0 = time.perf_counter()
+    os.environ.setdefault("COCOTB_LOG_LEVEL", "WARNING")  # the summary below says what matters
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning")  # cocotbext-axi on cocotb 2
     try:
         run_cocotb(verilog=path, toplevel="wanreduce_core", test_module="wanreduce.sim.tb_core",
                    params={**params, "senders": sites, "seed": 1}, sim=sim, timeout_s=900)
