@@ -171,8 +171,8 @@ class Reducer(wiring.Component):
         m.d.sync += q_count.eq(q_count + q_push - q_pop)
 
         # ---- window-reset engine state ----
-        r_busy = Signal()  # clearing the region
-        r_idx = Signal(sb + 1)
+        rst_busy = Signal()  # clearing the region
+        rst_idx = Signal(sb + 1)
         in_msg = Signal()  # stage 0 has accepted a non-last beat of a message
 
         # ---- emitter state ----
@@ -183,10 +183,10 @@ class Reducer(wiring.Component):
         e_resent = Signal()
         e_beat = Signal(beat_bits + 1)  # next beat to issue
         # ... and the rest of its queue entry (chunks not started yet).
-        r_job = Signal(jb)
-        r_chunk = Signal(32)
-        r_left = Signal(sb + 1)
-        r_resent = Signal()
+        rest_job = Signal(jb)
+        rest_chunk = Signal(32)
+        rest_left = Signal(sb + 1)
+        rest_resent = Signal()
 
         # ================= stage 0 =================
         s = self.s_msg
@@ -211,7 +211,7 @@ class Reducer(wiring.Component):
         reset_block = self.reset.valid & ~in_msg
         room = q_count < QUEUE_DEPTH - 1  # the message in stage 1 may still push one entry
         m.d.comb += [
-            s.ready.eq(adv & room & ~reset_block & ~r_busy),
+            s.ready.eq(adv & room & ~reset_block & ~rst_busy),
             accept.eq(s.valid & s.ready),
             self.stall_queue.eq(~room),
         ]
@@ -354,8 +354,8 @@ class Reducer(wiring.Component):
                              & (((h1.chunk[:sb] - e.chunk[:sb]) & wmask) < e.count))
         pin_terms.append(e_busy & (e_job == h1.job_id[:jb])
                          & ((e_chunk[:sb] & wmask) == (h1.chunk[:sb] & wmask)))
-        pin_terms.append((r_job == h1.job_id[:jb])
-                         & (((h1.chunk[:sb] - r_chunk[:sb]) & wmask) < r_left))
+        pin_terms.append((rest_job == h1.job_id[:jb])
+                         & (((h1.chunk[:sb] - rest_chunk[:sb]) & wmask) < rest_left))
         m.d.comb += pinned.eq(Cat(*pin_terms).any())
         m.d.comb += [
             self.stall_pinned.eq(v1 & first1 & (op == _OP_WRITE) & pinned),
@@ -433,25 +433,25 @@ class Reducer(wiring.Component):
 
         # ================= window reset =================
         rjob = self.reset.payload.job
-        cfg_r = self._job_cfg(m, rjob, "cfg_r")
-        lw_r = Mux(cfg_r.log2_window > sb, sb, cfg_r.log2_window)
-        r_slot = (cfg_r.base[:sb] + r_idx[:sb])[:sb]
+        cfg_rst = self._job_cfg(m, rjob, "cfg_rst")
+        lw_rst = Mux(cfg_rst.log2_window > sb, sb, cfg_rst.log2_window)
+        rst_slot = (cfg_rst.base[:sb] + rst_idx[:sb])[:sb]
         m.d.comb += self.reset.ready.eq(0)
-        with m.If(~r_busy):
-            with m.If(reset_block & ~v1 & (q_count == 0) & ~e_busy & (r_left == 0)):
-                m.d.sync += [r_busy.eq(1), r_idx.eq(0)]
+        with m.If(~rst_busy):
+            with m.If(reset_block & ~v1 & (q_count == 0) & ~e_busy & (rest_left == 0)):
+                m.d.sync += [rst_busy.eq(1), rst_idx.eq(0)]
         with m.Else():
-            with m.If(r_idx == (Const(1, sb + 1) << lw_r)):
+            with m.If(rst_idx == (Const(1, sb + 1) << lw_rst)):
                 m.d.comb += self.reset.ready.eq(1)
-                m.d.sync += r_busy.eq(0)
+                m.d.sync += rst_busy.eq(0)
                 for j in range(self.jobs):
                     with m.If(rjob == j):
                         m.d.sync += head[j].eq(self.reset.payload.head)
             with m.Else():
-                m.d.sync += [r_idx.eq(r_idx + 1), pending.eq(pending & ~(Const(1, S) << r_slot))]
+                m.d.sync += [rst_idx.eq(rst_idx + 1), pending.eq(pending & ~(Const(1, S) << rst_slot))]
 
-        with m.If(r_busy & (r_idx != (Const(1, sb + 1) << lw_r))):
-            m.d.comb += [tag_wr.en.eq(1), tag_wr.addr.eq(r_slot), tag_wr.data.eq(0)]  # FREE
+        with m.If(rst_busy & (rst_idx != (Const(1, sb + 1) << lw_rst))):
+            m.d.comb += [tag_wr.en.eq(1), tag_wr.addr.eq(rst_slot), tag_wr.data.eq(0)]  # FREE
         with m.Else():
             m.d.comb += [
                 tag_wr.en.eq(v1 & adv & last1 & (op_c != _OP_NONE)),
@@ -491,15 +491,15 @@ class Reducer(wiring.Component):
             with m.If(more):
                 m.d.comb += issue.eq(1)
                 m.d.sync += e_beat.eq(e_beat + 1)
-            with m.Elif(r_left != 0):
-                m.d.comb += [start_new.eq(1), n_job.eq(r_job), n_chunk.eq(r_chunk),
-                             n_resent.eq(r_resent)]
-                m.d.sync += [r_chunk.eq(r_chunk + 1), r_left.eq(r_left - 1)]
+            with m.Elif(rest_left != 0):
+                m.d.comb += [start_new.eq(1), n_job.eq(rest_job), n_chunk.eq(rest_chunk),
+                             n_resent.eq(rest_resent)]
+                m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1)]
             with m.Elif(q_count != 0):
                 m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
                              n_resent.eq(q_head.resent), q_pop.eq(1)]
-                m.d.sync += [r_job.eq(q_head.job), r_chunk.eq(q_head.chunk + 1),
-                             r_left.eq(q_head.count - 1), r_resent.eq(q_head.resent)]
+                m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
+                             rest_left.eq(q_head.count - 1), rest_resent.eq(q_head.resent)]
         with m.If(start_new):
             m.d.comb += issue.eq(1)
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
