@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-from wanreduce.host.driver import AggregatorClient, redo_exponent
-
-from wanreduce import fixedpoint
+from wanreduce.host.driver import AggregatorClient
+from wanreduce.host.reference import expected_allreduce
 
 FAST = dict(rtt=0.002, initial_rto=0.05, min_rto=0.01, max_rto=0.2, timeout=10.0)
 
@@ -40,18 +38,6 @@ def run_sites(addr, xs_per_call, *, n_sites, group=0, job=0, rounds=None, client
 
 
 def golden(xs, e, n, dtype, elements, headroom="safe"):
-    """Expected all-reduce of the site tensors xs at scale e, chunk by chunk, with the redo rule."""
-    flat = [np.asarray(x).reshape(-1) for x in xs]
-    out = np.empty(flat[0].size, dtype)
-    nq = 1 if headroom == "optimistic" else n
-    for s in range(0, flat[0].size, elements):
-        sl = slice(s, s + elements)
-        cur, q_n = e, nq
-        while True:
-            qs = [fixedpoint.quantize(f[sl], cur, q_n)[0] for f in flat]
-            acc, over = fixedpoint.saturating_sum(qs)
-            if not over:
-                break
-            cur, q_n = redo_exponent(cur, n), n
-        out[sl] = fixedpoint.dequantize(acc, cur, dtype)
-    return out.reshape(np.shape(xs[0]))
+    """Expected all-reduce of the site tensors xs at scale e (see wanreduce.host.reference)."""
+    assert n == len(xs)
+    return expected_allreduce(xs, elements=elements, dtype=dtype, headroom=headroom, exp=e)
