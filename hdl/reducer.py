@@ -189,10 +189,19 @@ class Reducer(wiring.Component):
         rest_resent = Signal()
 
         # ================= stage 0 =================
+        # A one-beat skid register catches the beat accepted in a cycle where stage 1 holds,
+        # so s_msg.ready comes from registers only (not from the stage-1 decision).
         s = self.s_msg
-        h0 = s.payload.hdr
+        beat_layout = message_beat_layout(W)
         beat_cnt = Signal(beat_bits)
-        idx0 = Mux(s.payload.first, 0, beat_cnt)
+        idx_in = Mux(s.payload.first, 0, beat_cnt)
+        skid_v = Signal()
+        skid = Signal(beat_layout, reset_less=True)
+        skid_idx = Signal(beat_bits, reset_less=True)
+        f = Signal(beat_layout)  # the beat entering stage 1: the skid's, else s_msg's
+        idx0 = Signal(beat_bits)
+        m.d.comb += [f.eq(Mux(skid_v, skid, s.payload)), idx0.eq(Mux(skid_v, skid_idx, idx_in))]
+        h0 = f.hdr
         cfg0 = self._job_cfg(m, h0.job_id[:jb], "cfg0")
         slot0 = Signal(sb)
         m.d.comb += slot0.eq(self._slot_of(cfg0, h0.chunk))
@@ -211,22 +220,25 @@ class Reducer(wiring.Component):
         reset_block = self.reset.valid & ~in_msg
         room = q_count < QUEUE_DEPTH - 1  # the message in stage 1 may still push one entry
         m.d.comb += [
-            s.ready.eq(adv & room & ~reset_block & ~rst_busy),
+            s.ready.eq(~skid_v & room & ~reset_block & ~rst_busy),
             accept.eq(s.valid & s.ready),
             self.stall_queue.eq(~room),
         ]
         with m.If(accept):
-            m.d.sync += [in_msg.eq(~s.payload.last), beat_cnt.eq(idx0 + 1)]
+            m.d.sync += [in_msg.eq(~s.payload.last), beat_cnt.eq(idx_in + 1)]
         with m.If(adv):
             m.d.sync += [
-                v1.eq(accept),
-                first1.eq(s.payload.first),
-                last1.eq(s.payload.last),
+                v1.eq(skid_v | accept),
+                first1.eq(f.first),
+                last1.eq(f.last),
                 h1.eq(h0),
-                d1.eq(s.payload.data),
+                d1.eq(f.data),
                 idx1.eq(idx0),
                 slot1.eq(slot0),
+                skid_v.eq(0),
             ]
+        with m.Elif(accept):
+            m.d.sync += [skid_v.eq(1), skid.eq(s.payload), skid_idx.eq(idx_in)]
         m.d.comb += [
             tag_rd.addr.eq(slot0),
             tag_rd.en.eq(adv),
@@ -438,7 +450,7 @@ class Reducer(wiring.Component):
         rst_slot = (cfg_rst.base[:sb] + rst_idx[:sb])[:sb]
         m.d.comb += self.reset.ready.eq(0)
         with m.If(~rst_busy):
-            with m.If(reset_block & ~v1 & (q_count == 0) & ~e_busy & (rest_left == 0)):
+            with m.If(reset_block & ~v1 & ~skid_v & (q_count == 0) & ~e_busy & (rest_left == 0)):
                 m.d.sync += [rst_busy.eq(1), rst_idx.eq(0)]
         with m.Else():
             with m.If(rst_idx == (Const(1, sb + 1) << lw_rst)):
@@ -464,7 +476,6 @@ class Reducer(wiring.Component):
         # the slot's tag together with its data (both arrive next cycle); later beats hold the
         # tag read port, so the header is assembled when the data returns and a result of n
         # beats takes exactly n cycles, back to back with the next one.
-        beat_layout = message_beat_layout(W)
         m.submodules.fifo = fifo = SyncFIFO(width=beat_layout.size, depth=FIFO_DEPTH)
         te = tag_rd_e.data
         nbeats = Signal(17)

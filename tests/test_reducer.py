@@ -621,3 +621,17 @@ def test_chunk_numbers_wrap(mode):
     rr = run(cfg, ops, p_valid=0.8, p_ready=0.5, seed=3)
     _, res, model = check(cfg, ops, rr)
     assert any(r.chunk > 2**31 for r in res) and any(r.chunk < 100 for r in res)
+
+
+def test_pinned_hold_with_input_skid():
+    """Every chunk reuses slot 0 while the previous result is still being emitted (m_msg mostly
+    stalled, release queue not full): stage 1 holds and the beat accepted meanwhile waits in
+    the input skid register."""
+    cfg = Config(64, 4, 24, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
+                 group_table=[0b1], job_table=[(True, 0, 2)])
+    rng = random.Random(17)
+    ops = [_msg(0, 0, 0, 4 * k, 0, 0, 24, [rng.randint(-99, 99) for _ in range(24)])
+           for k in range(12)]
+    rr = run(cfg, ops, p_ready=0.1, seed=17)
+    _, res, _ = check(cfg, ops, rr)
+    assert len(res) == 12 and rr.pinned_stalls > 0
