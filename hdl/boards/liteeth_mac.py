@@ -1,0 +1,108 @@
+"""LiteEth RGMII PHY + MAC core as one standalone Verilog module (Migen/LiteX script).
+
+LiteEth (``liteeth`` 2024.12) is a maintained Migen/LiteX Ethernet core. Its ``liteeth_gen`` flow
+only exposes a Wishbone/AXI-Lite MAC with SRAM slots or UDP streamers, neither a frame stream,
+so this script builds the pieces directly:
+
+* ``liteeth.phy.ecp5rgmii.LiteEthPHYRGMII`` — RGMII with ECP5 ``IDDRX1F``/``ODDRX1F`` and
+  ``DELAYG`` (2 ns RX/TX clock-to-data skew in the FPGA, so the PHY needs no MDIO set-up);
+  ``eth_rx`` is clocked by the PHY's RX clock, ``eth_tx`` by the same clock (LiteEth's default
+  for this PHY: the TX clock is forwarded from RX).
+* ``liteeth.mac.core.LiteEthMACCore(phy, dw)`` — preamble, CRC-32 insertion/checking, padding,
+  inter-frame gap, 8 -> ``dw`` width conversion, and the **clock-domain-crossing FIFOs**
+  (``stream.ClockDomainCrossing``, gray-coded async FIFOs, depth 32) between ``eth_rx``/``eth_tx``
+  and ``sys`` (the core clock).
+
+Module ``<name>`` ports (all in ``sys`` unless stated), ``dw`` = 64 by default:
+
+===================================  =====  ==============================================
+``sys_clk``, ``sys_rst``             in     core clock and synchronous reset
+``rgmii_clk_rx``                     in     RGMII RX clock from the PHY (125 MHz at 1 Gb/s)
+``rgmii_clk_tx``                     out    RGMII TX clock to the PHY
+``rgmii_rx_ctl``, ``rgmii_rx_data``  in     RGMII RX (4 bits DDR)
+``rgmii_tx_ctl``, ``rgmii_tx_data``  out    RGMII TX (4 bits DDR)
+``rgmii_rst_n``                      out    PHY reset (held ~10 ms after configuration)
+``source_valid/ready/last/data``     out    received frames, byte 0 in ``data[7:0]``
+``source_last_be``                   out    one-hot: last valid byte of the last beat
+``source_error``                     out    per-byte error (CRC/preamble) on the last beat
+``sink_*``                           in     frames to send, same layout (``error`` ignored)
+``link_up``                          out    RGMII in-band status: link up (``eth_rx`` domain)
+===================================  =====  ==============================================
+
+Run as a script (``python -m wanreduce.hdl.boards.liteeth_mac OUT_DIR``) or call
+:func:`generate`. Migen/LiteX are imported only here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+__all__ = ["MAC_NAME", "generate"]
+
+MAC_NAME = "liteeth_rgmii_mac"
+
+
+def _build(dw: int):
+    from liteeth.mac.core import LiteEthMACCore
+    from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+    from litex.build.generic_platform import Pins, Subsignal
+    from litex.build.lattice import LatticeECP5Platform
+    from migen import ClockDomain, Module, Record, Signal
+
+    io = [
+        ("rgmii_clk", 0, Subsignal("rx", Pins(1)), Subsignal("tx", Pins(1))),
+        ("rgmii", 0,
+         Subsignal("rst_n", Pins(1)),
+         Subsignal("rx_ctl", Pins(1)), Subsignal("rx_data", Pins(4)),
+         Subsignal("tx_ctl", Pins(1)), Subsignal("tx_data", Pins(4))),
+        ("sys_clk", 0, Pins(1)),
+        ("sys_rst", 0, Pins(1)),
+    ]
+    platform = LatticeECP5Platform("LFE5UM-45F-8BG381C", io, toolchain="trellis")
+
+    class Top(Module):
+        def __init__(self) -> None:
+            self.clock_domains.cd_sys = ClockDomain()
+            self.comb += [
+                self.cd_sys.clk.eq(platform.request("sys_clk")),
+                self.cd_sys.rst.eq(platform.request("sys_rst")),
+            ]
+            self.submodules.phy = phy = LiteEthPHYRGMII(
+                platform.request("rgmii_clk"), platform.request("rgmii"),
+                with_hw_init_reset=True, tx_delay=2e-9, rx_delay=2e-9,
+            )
+            self.submodules.mac = mac = LiteEthMACCore(phy, dw, with_preamble_crc=True,
+                                                       with_padding=True)
+            self.ios = set()
+            for direction, ep in (("source", mac.source), ("sink", mac.sink)):
+                for field in ("valid", "ready", "last", "data", "last_be", "error"):
+                    sig = getattr(ep, field)
+                    port = Signal(len(sig), name=f"{direction}_{field}")
+                    outward = (direction == "source") != (field == "ready")
+                    self.comb += port.eq(sig) if outward else sig.eq(port)
+                    self.ios.add(port)
+            self.link_up = Signal(name="link_up")
+            self.comb += self.link_up.eq(phy.rx.inband_status.fields.link_status)
+            self.ios.add(self.link_up)
+
+    top = Top()
+    return platform, top, Record
+
+
+def generate(out_dir: Path, *, dw: int = 64, name: str = MAC_NAME) -> Path:
+    """Write ``<out_dir>/<name>.v`` (the PHY + MAC, ``dw``-bit streams); return its path."""
+    if dw not in (8, 16, 32, 64):
+        raise ValueError(f"LiteEth MAC data width must be 8/16/32/64, got {dw}")
+    platform, top, _ = _build(dw)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ios = top.ios | set(platform.constraint_manager.get_io_signals())
+    converted = platform.get_verilog(top, name=name, ios=ios)
+    path = out_dir / f"{name}.v"
+    converted.write(str(path))
+    return path
+
+
+if __name__ == "__main__":
+    print(generate(Path(sys.argv[1] if len(sys.argv) > 1 else ".")))

@@ -1,0 +1,200 @@
+"""Lattice ECP5 Versa (LFE5UM-45F) top level: the core between the board's two RGMII ports.
+
+::
+
+    RJ45 ETH0 (network) ─ LiteEth RGMII PHY+MAC ─ CDC ─► s_axis_net0 ┐
+                                                                     wanreduce_core (125 MHz, W=64)
+    RJ45 ETH1 (host)    ─ LiteEth RGMII PHY+MAC ─ CDC ─► s_axis_host ┤
+                                                   ◄─── m_axis_host ┘
+
+* **ETH0** (``eth_rgmii`` 0) is the WAN-facing network port: frames received there are the other
+  sites' multicast contributions (``s_axis_net0``). Its transmit side is idle: a site's own
+  multicast leaves through the site's router, not through this board.
+* **ETH1** (``eth_rgmii`` 1) is the host-facing port: the local hosts' contributions and CONTROL
+  messages come in (``s_axis_host``); results and control replies go out (``m_axis_host``).
+* With ``ports`` > 1 the extra network ports exist in the core but are tied idle (the board has
+  two RJ45 jacks); the board default is ``ports=1``.
+* MAC: LiteEth (:mod:`wanreduce.hdl.boards.liteeth_mac`, generated Verilog). Its built-in
+  ``stream.ClockDomainCrossing`` FIFOs move frames between each PHY's 125 MHz RGMII clock and the
+  core clock; its 8 -> 64-bit converter gives the core 64-bit beats. An adapter turns LiteEth's
+  endpoint (``last_be`` one-hot, per-byte ``error``) into AXI4-Stream (``tkeep``, ``tuser``).
+* Core clock: 100 MHz board oscillator -> EHXPLLL -> 125 MHz (``sync``), reset from the PLL
+  lock and the board's reset button.
+* LEDs (active low on the board, inverted by the platform): 0 heartbeat (~1 Hz), 1 PLL locked,
+  2 ETH0 link, 3 ETH1 link, 4 ETH0 frame received, 5 ETH1 frame received, 6 frame sent to the
+  host, 7 sticky: a received frame had a CRC/preamble error.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import (
+    ClockDomain,
+    ClockSignal,
+    Const,
+    Elaboratable,
+    Instance,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+)
+from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
+from wanreduce.hdl.boards.liteeth_mac import MAC_NAME
+from wanreduce.hdl.core import WanreduceCore, net_port
+
+__all__ = ["CORE_FREQ_HZ", "VersaTop", "pll_params"]
+
+CORE_FREQ_HZ = 125e6
+MAC_WIDTH = 64
+
+
+def pll_params() -> dict:
+    """EHXPLLL parameters for 100 MHz -> 125 MHz: PFD 25 MHz, VCO 625 MHz, CLKOP / 5."""
+    return dict(
+        p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+        p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+        p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+        p_CLKI_DIV=4, p_CLKFB_DIV=5, p_FEEDBK_PATH="CLKOP",
+        p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=5, p_CLKOP_CPHASE=4, p_CLKOP_FPHASE=0,
+    )
+
+
+def _pulse_stretch(m: Module, event, bits: int = 22) -> Signal:
+    """LED driver: on for 2**bits cycles (~34 ms at 125 MHz) after each ``event``."""
+    count = Signal(bits)
+    with m.If(event):
+        m.d.sync += count.eq(-1)
+    with m.Elif(count != 0):
+        m.d.sync += count.eq(count - 1)
+    return count != 0
+
+
+class VersaTop(Elaboratable):
+    """Board top: two LiteEth MACs, the core, LEDs; core parameters as ``WanreduceCore``."""
+
+    def __init__(self, **core_params: int) -> None:
+        self.core = WanreduceCore(**core_params)
+        if self.core.params["width"] != MAC_WIDTH:
+            raise ValueError(f"versa-ecp5 runs the core at width {MAC_WIDTH} (LiteEth MAC width), "
+                             f"got width={self.core.params['width']}")
+
+    def _mac(self, m: Module, platform, index: int) -> dict:
+        """Instantiate one LiteEth MAC on ``eth_rgmii`` ``index``; return its stream signals."""
+        names = ("rst", "mdc", "mdio", "tx_clk", "tx_data", "rx_clk", "rx_data") + (
+            ("tx_ctl", "rx_ctl") if index == 0 else ("tx_ctrl", "rx_ctrl"))
+        pads = platform.request("eth_rgmii", index, dir={n: "o" if n == "mdc" else "-" for n in names})
+        # amaranth-boards names port 1's control pins tx_ctrl/rx_ctrl, port 0's tx_ctl/rx_ctl.
+        tx_ctl = getattr(pads, "tx_ctl", None) or pads.tx_ctrl
+        rx_ctl = getattr(pads, "rx_ctl", None) or pads.rx_ctrl
+        w = MAC_WIDTH
+        s = {name: Signal(width, name=f"mac{index}_{name}") for name, width in (
+            ("source_valid", 1), ("source_ready", 1), ("source_last", 1), ("source_data", w),
+            ("source_last_be", w // 8), ("source_error", w // 8),
+            ("sink_valid", 1), ("sink_ready", 1), ("sink_last", 1), ("sink_data", w),
+            ("sink_last_be", w // 8), ("link_up", 1))}
+        m.submodules[f"mac{index}"] = Instance(
+            MAC_NAME,
+            i_sys_clk=ClockSignal("sync"), i_sys_rst=ResetSignal("sync"),
+            i_rgmii_clk_rx=pads.rx_clk.io, o_rgmii_clk_tx=pads.tx_clk.io,
+            o_rgmii_rst_n=pads.rst.io,  # the pin is active low (PinsN); the raw pad is rst_n
+            i_rgmii_rx_ctl=rx_ctl.io, i_rgmii_rx_data=pads.rx_data.io,
+            o_rgmii_tx_ctl=tx_ctl.io, o_rgmii_tx_data=pads.tx_data.io,
+            o_source_valid=s["source_valid"], i_source_ready=s["source_ready"],
+            o_source_last=s["source_last"], o_source_data=s["source_data"],
+            o_source_last_be=s["source_last_be"], o_source_error=s["source_error"],
+            i_sink_valid=s["sink_valid"], o_sink_ready=s["sink_ready"],
+            i_sink_last=s["sink_last"], i_sink_data=s["sink_data"],
+            i_sink_last_be=s["sink_last_be"], i_sink_error=Const(0, w // 8),
+            o_link_up=s["link_up"],
+        )
+        # MDIO is not used (the FPGA adds the RGMII delays): MDC low, MDIO left unconnected.
+        m.d.comb += pads.mdc.o.eq(0)
+        return s
+
+    @staticmethod
+    def mac_to_axis(m: Module, mac: dict, axis) -> None:
+        """LiteEth source -> AXI4-Stream sink port of the core (tkeep from last_be, tuser=error)."""
+        n = MAC_WIDTH // 8
+        keep = Signal(n)
+        # last_be is one-hot at the last valid byte: keep = all bytes up to and including it.
+        for i in range(n):
+            m.d.comb += keep[i].eq(mac["source_last_be"][i:].any())
+        m.d.comb += [
+            axis.tvalid.eq(mac["source_valid"]),
+            axis.tdata.eq(mac["source_data"]),
+            axis.tlast.eq(mac["source_last"]),
+            axis.tkeep.eq(Mux(mac["source_last"], keep, (1 << n) - 1)),
+            axis.tuser.eq(mac["source_error"].any()),
+            mac["source_ready"].eq(axis.tready),
+        ]
+
+    @staticmethod
+    def axis_to_mac(m: Module, axis, mac: dict) -> None:
+        """AXI4-Stream source port of the core -> LiteEth sink (last_be = highest tkeep bit)."""
+        n = MAC_WIDTH // 8
+        last_be = Signal(n)
+        for i in range(n):
+            upper = axis.tkeep[i + 1:] if i + 1 < n else Const(0, 1)
+            m.d.comb += last_be[i].eq(axis.tkeep[i] & ~upper.any())
+        m.d.comb += [
+            mac["sink_valid"].eq(axis.tvalid),
+            mac["sink_data"].eq(axis.tdata),
+            mac["sink_last"].eq(axis.tlast),
+            mac["sink_last_be"].eq(Mux(axis.tlast, last_be, 0)),
+            axis.tready.eq(mac["sink_ready"]),
+        ]
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+
+        # core clock: 100 MHz -> PLL -> 125 MHz
+        clk100_buf = platform.request("clk100", 0).i
+        rst_n = platform.request("rst", 0)
+        m.domains.sync = ClockDomain("sync")
+        core_clk, locked = Signal(name="core_clk"), Signal(name="pll_locked")
+        m.submodules.pll = Instance(
+            "EHXPLLL", **pll_params(),
+            i_CLKI=clk100_buf, o_CLKOP=core_clk, i_CLKFB=core_clk, o_LOCK=locked,
+            i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1,
+            i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0,
+            a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP="125",
+        )
+        m.d.comb += ClockSignal("sync").eq(core_clk)
+        m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")
+        platform.add_clock_constraint(core_clk, CORE_FREQ_HZ)
+
+        m.submodules.core = core = self.core
+        net = self._mac(m, platform, 0)
+        host = self._mac(m, platform, 1)
+        self.mac_to_axis(m, net, getattr(core, net_port(0)))
+        for i in range(1, core.params["ports"]):
+            m.d.comb += getattr(core, net_port(i)).tvalid.eq(0)
+        self.mac_to_axis(m, host, core.s_axis_host)
+        self.axis_to_mac(m, core.m_axis_host, host)
+        m.d.comb += net["sink_valid"].eq(0)
+
+        # status LEDs
+        leds = [platform.request("led", i) for i in range(8)]
+        beat = Signal(27)
+        m.d.sync += beat.eq(beat + 1)
+        links = []
+        for i, mac in enumerate((net, host)):
+            link = Signal(name=f"link{i}")
+            m.submodules[f"link_sync{i}"] = FFSynchronizer(mac["link_up"], link)
+            links.append(link)
+        crc_err = Signal()
+        with m.If((net["source_valid"] & net["source_error"].any())
+                  | (host["source_valid"] & host["source_error"].any())):
+            m.d.sync += crc_err.eq(1)
+        m.d.comb += [
+            leds[0].o.eq(beat[-1]),
+            leds[1].o.eq(locked),
+            leds[2].o.eq(links[0]),
+            leds[3].o.eq(links[1]),
+            leds[4].o.eq(_pulse_stretch(m, net["source_valid"] & net["source_last"] & net["source_ready"])),
+            leds[5].o.eq(_pulse_stretch(m, host["source_valid"] & host["source_last"] & host["source_ready"])),
+            leds[6].o.eq(_pulse_stretch(m, core.m_axis_host.tvalid & core.m_axis_host.tlast
+                                        & core.m_axis_host.tready)),
+            leds[7].o.eq(crc_err),
+        ]
+        return m

