@@ -13,8 +13,13 @@ from wanreduce.errors import WanreduceError
 CORE_NAME = "wanreduce_core"
 
 
-def core_options(f):
-    """The core's parameters as click options (shared by verilog, report, build, ...)."""
+def core_options(f=None, *, prefix: str = ""):
+    """The core's parameters as click options (shared by verilog, loopback, report, build, ...).
+
+    ``prefix`` renames them (``--core-elements``) where a command has options of its own with
+    the same names; the values arrive as keyword arguments ``core_<name>`` then (see
+    :func:`core_params`, which accepts both).
+    """
     from wanreduce.hdl.core import DEFAULTS
 
     helps = {
@@ -25,15 +30,23 @@ def core_options(f):
         "groups": "group-table entries G (1..32)",
         "jobs": "job-table entries J (1..16)",
     }
-    for name in reversed(list(DEFAULTS)):
-        f = click.option(f"--{name}", type=int, default=DEFAULTS[name], show_default=True, help=helps[name])(f)
-    return f
+
+    def decorate(fn):
+        for name in reversed(list(DEFAULTS)):
+            dest = f"{prefix.replace('-', '_')}{name}"
+            fn = click.option(f"--{prefix}{name}", dest, type=int, default=DEFAULTS[name],
+                              show_default=True, help=helps[name])(fn)
+        return fn
+
+    return decorate(f) if f is not None else decorate
 
 
 def core_params(**kw: int) -> dict:
-    """Validate core parameters; a bad one becomes a one-line CLI error."""
+    """Validate core parameters (names with or without a ``core_`` prefix); a bad one becomes a
+    one-line CLI error."""
     from wanreduce.hdl.core import CoreParams
 
+    kw = {k.removeprefix("core_"): v for k, v in kw.items()}
     try:
         return dict(CoreParams(**kw))
     except ValueError as exc:
