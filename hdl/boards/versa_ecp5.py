@@ -161,7 +161,8 @@ class VersaTop(Elaboratable):
         )
         m.d.comb += ClockSignal("sync").eq(core_clk)
         m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")
-        platform.add_clock_constraint(core_clk, CORE_FREQ_HZ)
+        # No constraint on core_clk itself (synthesis renames the net): nextpnr derives 125 MHz
+        # for the PLL output from the 100 MHz input constraint in constraints/versa_ecp5.lpf.
 
         m.submodules.core = core = self.core
         net = self._mac(m, platform, 0)
