@@ -124,6 +124,19 @@ class _Adapters(Elaboratable):
         return m
 
 
+@pytest.mark.parametrize("mhz", [125.0, 100.0, 62.5, 50.0])
+def test_versa_pll_settings_in_range(mhz):
+    """PLL output equals the requested clock; VCO 400..800 MHz, PFD >= 10 MHz (ECP5 limits)."""
+    from wanreduce.hdl.boards.versa_ecp5 import pll_params
+
+    p = pll_params(mhz)
+    pfd = 100.0 / p["p_CLKI_DIV"]
+    out = pfd * p["p_CLKFB_DIV"]  # feedback from CLKOP
+    assert out == mhz
+    assert 400 <= out * p["p_CLKOP_DIV"] <= 800 and pfd >= 10
+    assert p["p_CLKOP_CPHASE"] == p["p_CLKOP_DIV"] - 1
+
+
 def test_liteeth_axis_adapters():
     """last_be (one-hot) <-> tkeep (contiguous low bytes), error -> tuser, handshake passthrough."""
     dut = _Adapters()
@@ -161,6 +174,8 @@ def test_liteeth_axis_adapters():
     (["--board", "alinx-ax7325b", "--ports", "4"], "ports must be 1..3"),
     (["--board", "versa-ecp5", "--slots", "3"], "slots must be a power of two"),
     (["--board", "alinx-ax7325b", "--bitstream"], "no open flow"),
+    (["--board", "versa-ecp5", "--core-mhz", "70"], "core clock must be one of 125, 100, 62.5, 50"),
+    (["--board", "alinx-ax7325b", "--core-mhz", "100"], "fixed at 156.25 MHz"),
 ])
 def test_build_cli_errors_are_one_line(tmp_path, args, msg):
     res = CliRunner().invoke(cli, ["build", "--out", str(tmp_path / "o"), "--elements", "16", *args])

@@ -30,6 +30,7 @@ class Board:
     constraint_file: str
     defaults: dict[str, int] = field(default_factory=dict)
     open_flow: bool = False
+    core_mhz: float = 125.0
 
     @property
     def top_name(self) -> str:
@@ -42,10 +43,13 @@ class Board:
         from amaranth_boards.alinx_ax7325b import AX7325BPlatform
         return AX7325BPlatform(toolchain="Vivado")
 
-    def top(self, params: dict) -> Any:
+    def top(self, params: dict, core_mhz: float | None = None) -> Any:
         if self.name == "versa-ecp5":
             from wanreduce.hdl.boards.versa_ecp5 import VersaTop
-            return VersaTop(**params)
+            return VersaTop(core_mhz=core_mhz or self.core_mhz, **params)
+        if core_mhz not in (None, self.core_mhz):
+            raise ValueError(f"{self.name}: the core clock is fixed at {self.core_mhz:g} MHz "
+                             f"(the 10G MAC's coreclk)")
         from wanreduce.hdl.boards.alinx_ax7325b import AX7325BTop
         return AX7325BTop(**params)
 
@@ -59,7 +63,7 @@ BOARDS: dict[str, Board] = {
         "versa_ecp5.lpf", defaults={"ports": 1, "width": 64}, open_flow=True),
     "alinx-ax7325b": Board(
         "alinx-ax7325b", "ALINX AX7325B (Kintex-7 XC7K325T), 4x SFP+ 10 GbE, Vivado flow (not run)",
-        "alinx_ax7325b.xdc", defaults={"ports": 2, "width": 64}),
+        "alinx_ax7325b.xdc", defaults={"ports": 2, "width": 64}, core_mhz=156.25),
 }
 
 
@@ -74,10 +78,11 @@ def yowasp_env() -> dict[str, str]:
     return env
 
 
-def prepare(board: Board, params: dict, *, nextpnr_opts: tuple[str, ...] = ()) -> Any:
+def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
+            nextpnr_opts: tuple[str, ...] = ()) -> Any:
     """Amaranth build plan for ``board`` (sources, constraints, build script); no tool runs."""
     platform = board.platform()
-    top = board.top(params)
+    top = board.top(params, core_mhz)
     constraints = board.constraint_path().read_text()
     kwargs: dict[str, Any] = {}
     if board.name == "versa-ecp5":

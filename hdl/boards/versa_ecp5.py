@@ -18,8 +18,9 @@
   ``stream.ClockDomainCrossing`` FIFOs move frames between each PHY's 125 MHz RGMII clock and the
   core clock; its 8 -> 64-bit converter gives the core 64-bit beats. An adapter turns LiteEth's
   endpoint (``last_be`` one-hot, per-byte ``error``) into AXI4-Stream (``tkeep``, ``tuser``).
-* Core clock: 100 MHz board oscillator -> EHXPLLL -> 125 MHz (``sync``), reset from the PLL
-  lock and the board's reset button.
+* Core clock: 100 MHz board oscillator -> EHXPLLL -> ``core_mhz`` (125, 100, 62.5 or 50 MHz;
+  ``sync``), reset from the PLL lock and the board's reset button. Two 1 GbE ports need
+  250 MB/s; W=64 carries 8 bytes per cycle, so even 50 MHz (400 MB/s) keeps up.
 * LEDs (active low on the board, inverted by the platform): 0 heartbeat (~1 Hz), 1 PLL locked,
   2 ETH0 link, 3 ETH1 link, 4 ETH0 frame received, 5 ETH1 frame received, 6 frame sent to the
   host, 7 sticky: a received frame had a CRC/preamble error.
@@ -46,16 +47,20 @@ __all__ = ["CORE_FREQ_HZ", "VersaTop", "pll_params"]
 
 CORE_FREQ_HZ = 125e6
 MAC_WIDTH = 64
+# core clock (MHz) -> EHXPLLL (CLKI_DIV, CLKFB_DIV, CLKOP_DIV) from the 100 MHz oscillator:
+# f = 100 / CLKI_DIV * CLKFB_DIV, VCO = f * CLKOP_DIV in 400..800 MHz, PFD >= 10 MHz.
+PLL_TABLE = {125.0: (4, 5, 5), 100.0: (1, 1, 6), 62.5: (8, 5, 10), 50.0: (2, 1, 12)}
 
 
-def pll_params() -> dict:
-    """EHXPLLL parameters for 100 MHz -> 125 MHz: PFD 25 MHz, VCO 625 MHz, CLKOP / 5."""
+def pll_params(core_mhz: float = 125.0) -> dict:
+    """EHXPLLL parameters for 100 MHz -> ``core_mhz`` (a key of ``PLL_TABLE``)."""
+    clki, clkfb, clkop = PLL_TABLE[core_mhz]
     return dict(
         p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
         p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
         p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
-        p_CLKI_DIV=4, p_CLKFB_DIV=5, p_FEEDBK_PATH="CLKOP",
-        p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=5, p_CLKOP_CPHASE=4, p_CLKOP_FPHASE=0,
+        p_CLKI_DIV=clki, p_CLKFB_DIV=clkfb, p_FEEDBK_PATH="CLKOP",
+        p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=clkop, p_CLKOP_CPHASE=clkop - 1, p_CLKOP_FPHASE=0,
     )
 
 
@@ -72,7 +77,11 @@ def _pulse_stretch(m: Module, event, bits: int = 22) -> Signal:
 class VersaTop(Elaboratable):
     """Board top: two LiteEth MACs, the core, LEDs; core parameters as ``WanreduceCore``."""
 
-    def __init__(self, **core_params: int) -> None:
+    def __init__(self, *, core_mhz: float = 125.0, **core_params: int) -> None:
+        if float(core_mhz) not in PLL_TABLE:
+            raise ValueError(f"versa-ecp5 core clock must be one of "
+                             f"{', '.join(f'{f:g}' for f in PLL_TABLE)} MHz, got {core_mhz:g}")
+        self.core_mhz = float(core_mhz)
         self.core = WanreduceCore(**core_params)
         if self.core.params["width"] != MAC_WIDTH:
             raise ValueError(f"versa-ecp5 runs the core at width {MAC_WIDTH} (LiteEth MAC width), "
@@ -153,11 +162,11 @@ class VersaTop(Elaboratable):
         m.domains.sync = ClockDomain("sync")
         core_clk, locked = Signal(name="core_clk"), Signal(name="pll_locked")
         m.submodules.pll = Instance(
-            "EHXPLLL", **pll_params(),
+            "EHXPLLL", **pll_params(self.core_mhz),
             i_CLKI=clk100_buf, o_CLKOP=core_clk, i_CLKFB=core_clk, o_LOCK=locked,
             i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1,
             i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0,
-            a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP="125",
+            a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP=f"{self.core_mhz:g}",
         )
         m.d.comb += ClockSignal("sync").eq(core_clk)
         m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")

@@ -22,12 +22,13 @@ def board_params(board, ctx: click.Context, kw: dict) -> dict:
     return core_params(**kw)
 
 
-def run_build(board, params: dict, out: Path, *, bitstream: bool, nextpnr_opts=()) -> Path:
+def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: float | None = None,
+              nextpnr_opts=()) -> Path:
     """Write the build tree into ``out``; with ``bitstream`` run the open flow. Returns ``out``."""
     from wanreduce.hdl.boards import prepare, yowasp_env
 
     try:
-        plan = prepare(board, params, nextpnr_opts=nextpnr_opts)
+        plan = prepare(board, params, core_mhz=core_mhz, nextpnr_opts=nextpnr_opts)
     except ValueError as exc:
         raise WanreduceError(str(exc)) from None
     try:
@@ -56,9 +57,13 @@ def run_build(board, params: dict, out: Path, *, bitstream: bool, nextpnr_opts=(
               help="build directory [default: build/boards/BOARD]")
 @click.option("--bitstream", is_flag=True,
               help="run the open flow (yowasp yosys + nextpnr + ecppack) and write the .bit")
+@click.option("--core-mhz", type=float, default=None,
+              help="core clock in MHz: versa-ecp5 125 (default), 100, 62.5 or 50; "
+                   "alinx-ax7325b fixed at 156.25")
 @core_options
 @click.pass_context
-def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool, **kw: int) -> None:
+def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
+          core_mhz: float | None, **kw: int) -> None:
     """Board top level (core + Ethernet MACs + LEDs), constraints and build script; optionally
     the bitstream. Board defaults: versa-ecp5 ports=1 width=64; alinx-ax7325b ports=2 width=64."""
     from wanreduce.hdl.boards import BOARDS
@@ -67,8 +72,9 @@ def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
     params = board_params(b, ctx, kw)
     out = out_dir or Path("build") / "boards" / board
     t0 = time.perf_counter()
-    run_build(b, params, out, bitstream=bitstream)
+    run_build(b, params, out, bitstream=bitstream, core_mhz=core_mhz)
     desc = ", ".join(f"{k}={v}" for k, v in params.items())
+    desc += f", core clock {core_mhz or b.core_mhz:g} MHz"
     what = f"bitstream {out / (b.top_name + '.bit')}" if bitstream else f"sources in {out}"
     click.echo(f"{board}: {what} ({desc}) in {time.perf_counter() - t0:.1f} s")
     if bitstream:
