@@ -124,7 +124,7 @@ class _Adapters(Elaboratable):
         return m
 
 
-@pytest.mark.parametrize("mhz", [125.0, 100.0, 62.5, 50.0])
+@pytest.mark.parametrize("mhz", [125.0, 100.0, 62.5, 50.0, 40.0])
 def test_versa_pll_settings_in_range(mhz):
     """PLL output equals the requested clock; VCO 400..800 MHz, PFD >= 10 MHz (ECP5 limits)."""
     from wanreduce.hdl.boards.versa_ecp5 import pll_params
@@ -174,7 +174,7 @@ def test_liteeth_axis_adapters():
     (["--board", "alinx-ax7325b", "--ports", "4"], "ports must be 1..3"),
     (["--board", "versa-ecp5", "--slots", "3"], "slots must be a power of two"),
     (["--board", "alinx-ax7325b", "--bitstream"], "no open flow"),
-    (["--board", "versa-ecp5", "--core-mhz", "70"], "core clock must be one of 125, 100, 62.5, 50"),
+    (["--board", "versa-ecp5", "--core-mhz", "70"], "core clock must be one of 125, 100, 62.5, 50, 40"),
     (["--board", "alinx-ax7325b", "--core-mhz", "100"], "fixed at 156.25 MHz"),
 ])
 def test_build_cli_errors_are_one_line(tmp_path, args, msg):

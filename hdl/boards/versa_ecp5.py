@@ -49,7 +49,8 @@ CORE_FREQ_HZ = 125e6
 MAC_WIDTH = 64
 # core clock (MHz) -> EHXPLLL (CLKI_DIV, CLKFB_DIV, CLKOP_DIV) from the 100 MHz oscillator:
 # f = 100 / CLKI_DIV * CLKFB_DIV, VCO = f * CLKOP_DIV in 400..800 MHz, PFD >= 10 MHz.
-PLL_TABLE = {125.0: (4, 5, 5), 100.0: (1, 1, 6), 62.5: (8, 5, 10), 50.0: (2, 1, 12)}
+PLL_TABLE = {125.0: (4, 5, 5), 100.0: (1, 1, 6), 62.5: (8, 5, 10), 50.0: (2, 1, 12),
+             40.0: (5, 2, 15)}
 
 
 def pll_params(core_mhz: float = 125.0) -> dict:
