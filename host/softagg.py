@@ -20,15 +20,24 @@ Its single UDP port is "host port 0" for the port counters. Accounting invariant
 
 from __future__ import annotations
 
+import errno
 import select
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from wanreduce import regs, wire
-from wanreduce.model import AggregatorModel, Drop, Message, Outcome, ReleaseMode
+from wanreduce.model import (
+    SERIAL_HALF,
+    AggregatorModel,
+    Drop,
+    Message,
+    Outcome,
+    ReleaseMode,
+    SlotState,
+)
 from wanreduce.packetize import AGG_HEADER_STRUCT
 
 from .transport import MAX_DATAGRAM, Address, UdpTransport
@@ -36,6 +45,14 @@ from .transport import MAX_DATAGRAM, Address, UdpTransport
 _HDR = wire.AGG_HEADER_BYTES
 _U32 = 0xFFFFFFFF
 _ACCEPTED = (Outcome.AGGREGATED, Outcome.DUPLICATE, Outcome.RESULT_RESENT)
+_CONTRIBUTION = int(wire.MsgType.CONTRIBUTION)
+_RESULT = int(wire.MsgType.RESULT)
+_OVERFLOW = int(wire.Flags.OVERFLOW)
+_MAGIC, _VERSION = wire.MAGIC, wire.VERSION
+_FREE, _ACTIVE, _COMPLETE, _RELEASED = (
+    SlotState.FREE, SlotState.ACTIVE, SlotState.COMPLETE, SlotState.RELEASED
+)
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class SoftAggregator:
@@ -56,7 +73,9 @@ class SoftAggregator:
         jobs: int = 4,
         release: ReleaseMode = ReleaseMode.IN_ORDER,
         join: tuple[str, ...] = (),
+        fast: bool = True,
     ) -> None:
+        self.fast = fast  # the fast path for common contributions (False: model.contribute only)
         self.model = AggregatorModel(
             slots=slots, elements=elements, groups=groups, jobs=jobs, release=release
         )
@@ -78,6 +97,8 @@ class SoftAggregator:
         self._sbuf = bytearray(wire.datagram_bytes(max(elements, 2 * 64)))
         self._smv = memoryview(self._sbuf)
         self._spay = np.frombuffer(self._sbuf, wire.ELEMENT_DTYPE, max(elements, 2 * 64), _HDR)
+        self._rhdr = bytearray(_HDR)  # result header of the fast path (payload sent from the slot)
+        self._sum = np.empty(elements, np.int64)  # saturating-add scratch
         self._wake_r, self._wake_w = socket.socketpair()
 
     # ---- life cycle ----
@@ -154,6 +175,25 @@ class SoftAggregator:
             AGG_HEADER_STRUCT.unpack_from(buf)
         )
         if (
+            typ == _CONTRIBUTION
+            and magic == _MAGIC
+            and version == _VERSION
+            and 0 < count <= self.regfile[regs.MAX_ELEMENTS]
+            and n == _HDR + 4 * count
+        ):  # a well-formed contribution (every check below passes)
+            if self.fast and self._fast_contribute(
+                buf, grp, job, rnd, chunk, sender, scale, count, addr
+            ):
+                return
+            payload = np.frombuffer(buf, wire.ELEMENT_DTYPE, count, _HDR)
+            msg = Message(typ, flags, grp, job, rnd, chunk, sender, scale, count, payload)
+            outcome, results = self.model.contribute(msg)
+            if outcome in _ACCEPTED:
+                self._note_member(grp, sender, addr)
+            for r in results:
+                self._send_result(r)
+            return
+        if (
             magic != wire.MAGIC
             or version != wire.VERSION
             or typ not in (wire.MsgType.CONTRIBUTION, wire.MsgType.CONTROL)
@@ -166,19 +206,113 @@ class SoftAggregator:
         if n != _HDR + 4 * count:
             self.drops[Drop.LENGTH] += 1
             return
-        if typ == wire.MsgType.CONTROL:
-            self._control(buf, count, addr, (flags, grp, job, rnd, chunk, sender, scale))
-            return
+        self._control(buf, count, addr, (flags, grp, job, rnd, chunk, sender, scale))
+
+    def _note_member(self, grp: int, sender: int, addr: Address) -> None:
+        """Results of ``grp`` go to ``addr`` for ``sender`` (after an accepted contribution)."""
+        members = self._members.get(grp)
+        if members is None or members.get(sender) != addr:
+            self._members.setdefault(grp, {})[sender] = addr
+            self._dests[grp] = list(dict.fromkeys(self._members[grp].values()))
+
+    def _fast_contribute(
+        self, buf, grp: int, job: int, rnd: int, chunk: int, sender: int, scale: int, count: int,
+        addr: Address,
+    ) -> bool:
+        """``model.contribute`` for the common AGGREGATED cases, on the model's own state.
+
+        Handles a contribution that starts a chunk in a free (or reusable released) slot or adds
+        into its chunk's active slot, including completion and release, without creating
+        ``Message``/``Result`` objects (results are sent straight from the slot memory). Returns
+        False, having changed nothing, for every other case (rejects, duplicates, stale, resent
+        results), which then go through ``model.contribute``. tests/test_softagg_fast.py checks
+        equivalence with the model on random message sequences.
+        """
+        m = self.model
+        if job >= m.n_jobs or grp >= m.n_groups or sender >= wire.MAX_SENDERS:
+            return False
+        J = m.job_table[job]
+        members = m.group_table[grp]
+        if not J.enabled or not (members >> sender) & 1:
+            return False
+        mask = (1 << J.log2_window) - 1
+        in_order = m.release == ReleaseMode.IN_ORDER
+        # In order: anything behind the head (late) or at/after head + window goes the slow way.
+        if in_order and ((chunk - J.head) & _U32) > mask:
+            return False
+        s = m.slot[(J.base + (chunk & mask)) & (m.slots - 1)]
+        st = s.state
+        bit = 1 << sender
         payload = np.frombuffer(buf, wire.ELEMENT_DTYPE, count, _HDR)
-        msg = Message(typ, flags, grp, job, rnd, chunk, sender, scale, count, payload)
-        outcome, results = self.model.contribute(msg)
-        if outcome in _ACCEPTED:
-            members = self._members.get(grp)
-            if members is None or members.get(sender) != addr:
-                self._members.setdefault(grp, {})[sender] = addr
-                self._dests[grp] = list(dict.fromkeys(self._members[grp].values()))
-        for r in results:
-            self._send_result(r)
+        if st is not _FREE and s.job_id == job and s.chunk == chunk:
+            if (
+                st is not _ACTIVE
+                or s.bitmap & bit
+                or s.round_id != rnd
+                or s.group_id != grp
+                or s.scale_exp != scale
+                or s.count != count
+            ):
+                return False
+            acc = s.data[:count]
+            t = self._sum[:count]
+            np.add(acc, payload, out=t, dtype=np.int64)
+            if t.max() > _INT32_MAX or t.min() < _INT32_MIN:
+                np.clip(t, _INT32_MIN, _INT32_MAX, out=t)
+                s.overflow = True
+            acc[:] = t
+            s.bitmap |= bit
+        elif st is _FREE or (
+            st is _RELEASED
+            and (s.job_id != job or chunk == s.chunk or ((s.chunk - chunk) & _U32) >= SERIAL_HALF)
+        ):  # start the chunk (a released slot of this job is reused unless the chunk is older)
+            s.state = _ACTIVE
+            s.job_id, s.round_id, s.chunk = job, rnd, chunk
+            s.group_id, s.scale_exp, s.count = grp, scale, count
+            s.bitmap, s.overflow = bit, False
+            d = s.data
+            d[:count] = payload
+            if count < len(d):
+                d[count:] = 0
+        else:
+            return False
+        m.counters[Outcome.AGGREGATED] += 1
+        release = None
+        if s.bitmap == members:
+            if in_order:
+                s.state = _COMPLETE
+                release = []
+                slot, base, smask = m.slot, J.base, m.slots - 1
+                while True:
+                    head = J.head
+                    h = slot[(base + (head & mask)) & smask]
+                    if h.state is not _COMPLETE or h.chunk != head:
+                        break
+                    h.state = _RELEASED
+                    release.append(h)
+                    J.head = (head + 1) & _U32
+                m.results_out += len(release)
+            else:
+                s.state = _RELEASED
+                release = (s,)
+                m.results_out += 1
+        mem = self._members.get(grp)
+        if mem is None or mem.get(sender) != addr:
+            self._note_member(grp, sender, addr)
+        if release:
+            for h in release:
+                self._send_slot(h)
+        return True
+
+    def _send_slot(self, h) -> None:
+        """Send the result held in slot ``h`` (just released) to the group's destinations."""
+        hdr = self._rhdr
+        AGG_HEADER_STRUCT.pack_into(
+            hdr, 0, _MAGIC, _VERSION, _RESULT, _OVERFLOW if h.overflow else 0, h.group_id,
+            h.job_id, h.round_id, h.chunk, self.regfile[regs.SITE_ID] & 0xFF, h.scale_exp,
+            h.count, 0,
+        )
+        self._send_result_parts((hdr, h.data[: h.count]), h.group_id)
 
     def _send_result(self, r) -> None:
         count = len(r.payload)
@@ -189,13 +323,37 @@ class SoftAggregator:
             count, 0,
         )
         self._spay[:count] = r.payload
-        out = self._smv[: _HDR + 4 * count]
+        self._send_result_parts((self._smv[: _HDR + 4 * count],), r.group_id)
+
+    def _send_result_parts(self, parts: Sequence, group: int) -> None:
+        """One result (``parts`` concatenated) to the multicast result address or the members."""
         rip = self.regfile[regs.RESULT_IP]
         if wire.is_multicast(rip):
-            self.transport.send_to(out, (wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT]))
+            self._send_parts(parts, (wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT]))
             return
-        for dest in self._dests.get(r.group_id, ()):
-            self.transport.send_to(out, dest)
+        for dest in self._dests.get(group, ()):
+            self._send_parts(parts, dest)
+
+    def _send_parts(self, parts: Sequence, dest: Address, *, wait: float = 0.05) -> bool:
+        """``UdpTransport.send_to`` of the concatenation of ``parts`` (one ``sendmsg``, no copy):
+        a full send buffer waits up to ``wait`` s, then counts as loss; so do ENOBUFS/refused."""
+        sock = self.transport.sock
+        try:
+            sock.sendmsg(parts, (), 0, dest)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            if exc.errno in (errno.ENOBUFS, errno.ECONNREFUSED):
+                return False
+            raise
+        if select.select([], [sock], [], wait)[1]:
+            try:
+                sock.sendmsg(parts, (), 0, dest)
+                return True
+            except OSError:
+                return False
+        return False
 
     # ---- control ----
     def _control(self, buf, count: int, addr: Address, hdr: tuple) -> None:
