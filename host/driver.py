@@ -13,7 +13,10 @@ turn the int32 result payloads (written in place into that same buffer) into flo
 
 from __future__ import annotations
 
+import errno
 import math
+import select
+import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ from wanreduce.model import Outcome
 from wanreduce.packetize import AGG_HEADER_STRUCT, Packets, packetize, reassemble
 
 from .control import ControlClient, ControlTimeout
+from .softagg import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SOL_UDP, UDP_SEGMENT
 from .transport import (
     MAX_DATAGRAM,
     Address,
@@ -38,6 +42,7 @@ _HDR = wire.AGG_HEADER_BYTES
 _FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
 _RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
+_LE = sys.byteorder == "little"
 
 # Scale agreement: one-hot vector over the binary exponent k of a site's max|x| (max|x| < 2**k).
 # Bin 0: all-zero tensor; bins 1..: k = AGREE_KMIN..AGREE_KMAX (smaller k clamps to KMIN, where
@@ -236,6 +241,9 @@ class AggregatorClient:
         self._rbuf = bytearray(MAX_DATAGRAM)
         self._rview = np.frombuffer(self._rbuf, wire.ELEMENT_DTYPE, wire.MAX_ELEMENTS_JUMBO, _HDR)
         self._ever_heard = False
+        # Segmentation offload (several equal-size datagrams per sendmsg) for unicast only;
+        # cleared if the kernel refuses it. The datagrams on the wire are the same.
+        self.gso = not is_multicast_address(self.aggregator[0])
 
     # ---- life cycle ----
     def close(self) -> None:
@@ -465,6 +473,7 @@ class AggregatorClient:
         remaining = n
         silence = max(self.timeout - 2 * self._probe_timeout, self.timeout / 3)  # + probe <= timeout
         last_progress = mono()
+        gso_max = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // D)
         while remaining:
             lim = min(n, base + w)
             if nxt < lim:
@@ -472,10 +481,15 @@ class AggregatorClient:
                 d = now + self._rto
                 while nxt < lim:
                     o = nxt * D
-                    send(flat[o : o + lens[nxt]], dest)
-                    sent_at[nxt] = now
-                    deadline[nxt] = d
-                    nxt += 1
+                    k = min(lim - nxt, gso_max) if self.gso else 1
+                    if k > 1:  # rows are consecutive datagrams; only the last chunk is shorter
+                        self._send_gso(flat[o : o + (k - 1) * D + lens[nxt + k - 1]], D, dest)
+                    else:
+                        send(flat[o : o + lens[nxt]], dest)
+                    for i in range(nxt, nxt + k):
+                        sent_at[i] = now
+                        deadline[i] = d
+                    nxt += k
             progressed = False
             while True:
                 try:
@@ -537,6 +551,28 @@ class AggregatorClient:
         stats.datagrams_sent += n
         stats.results += n
         return rflags
+
+    def _send_gso(self, view: memoryview, seg: int, dest: Address) -> None:
+        """Datagrams of ``seg`` bytes (the last may be shorter) in one segmented sendmsg, with
+        ``UdpTransport.send_to``'s loss semantics; per datagram if the kernel refuses."""
+        sock = self.transport.sock
+        anc = [(SOL_UDP, UDP_SEGMENT, seg.to_bytes(2, "little" if _LE else "big"))]
+        for attempt in (0, 1):
+            try:
+                sock.sendmsg([view], anc, 0, dest)
+                return
+            except BlockingIOError:
+                if attempt or not select.select([], [sock], [], 0.05)[1]:
+                    return  # a full buffer is loss, as on a wire (retransmission recovers)
+            except OSError as exc:
+                if exc.errno in (errno.ENOBUFS, errno.ECONNREFUSED):
+                    return
+                if exc.errno not in (errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOPROTOOPT):
+                    raise
+                self.gso = False
+                break
+        for off in range(0, len(view), seg):
+            self.transport.send_to(view[off : off + seg], dest)
 
     def _fail(self, pk: Packets, done: bytearray, nxt: int, job: int, round_id: int, why: str):
         first = int(pk.headers["chunk"][0])

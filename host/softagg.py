@@ -23,6 +23,8 @@ from __future__ import annotations
 import errno
 import select
 import socket
+import struct
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -53,6 +55,20 @@ _FREE, _ACTIVE, _COMPLETE, _RELEASED = (
     SlotState.FREE, SlotState.ACTIVE, SlotState.COMPLETE, SlotState.RELEASED
 )
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+# Linux UDP segmentation offload: one sendmsg with UDP_SEGMENT carries up to 64 datagrams of the
+# same size (the last may be shorter) and leaves as separate datagrams; a socket with UDP_GRO
+# receives such a batch in one recvmsg with its segment size in a control message. The wire sees
+# ordinary datagrams either way; both only save system calls (docs/host.md).
+SOL_UDP = getattr(socket, "SOL_UDP", 17)
+UDP_SEGMENT = getattr(socket, "UDP_SEGMENT", 103)
+UDP_GRO = getattr(socket, "UDP_GRO", 104)
+GSO_MAX_SEGMENTS = 64
+GSO_MAX_BYTES = 65000
+_GSO_UNSUPPORTED = {errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOPROTOOPT}
+_ANC_SIZE = socket.CMSG_SPACE(4) if hasattr(socket, "CMSG_SPACE") else 64
+_SEG = struct.Struct("=H")
+_LE = sys.byteorder == "little"
 
 
 class SoftAggregator:
@@ -98,6 +114,17 @@ class SoftAggregator:
         self._smv = memoryview(self._sbuf)
         self._spay = np.frombuffer(self._sbuf, wire.ELEMENT_DTYPE, max(elements, 2 * 64), _HDR)
         self._rhdr = bytearray(_HDR)  # result header of the fast path (payload sent from the slot)
+        # Results queued while the serve loop drains its socket (sent in batches, in order).
+        self._batching = False
+        self._pending: list[tuple[int, int, list[Address]]] = []  # (offset, size, destinations)
+        self._oend = 0
+        self._obuf = bytearray(GSO_MAX_SEGMENTS * wire.datagram_bytes(max(elements, 2 * 64)))
+        self._omv = memoryview(self._obuf)
+        self.gso = True  # cleared if the kernel refuses UDP_SEGMENT
+        try:
+            self.transport.sock.setsockopt(SOL_UDP, UDP_GRO, 1)
+        except OSError:  # pragma: no cover - kernels without UDP GRO: one datagram per recvmsg
+            pass
         self._sum = np.empty(elements, np.int64)  # saturating-add scratch
         self._wake_r, self._wake_w = socket.socketpair()
 
@@ -146,23 +173,44 @@ class SoftAggregator:
 
     # ---- receive loop ----
     def serve_forever(self) -> None:
+        """Receive until stopped: drain the socket (GRO batches are split into their datagrams),
+        queueing results, and send the queued results whenever the socket is empty (or 64 are
+        queued) — in batches of one ``sendmsg`` per destination when segmentation offload works."""
         sock = self.transport.sock
         buf = self._buf
-        recv = sock.recvfrom_into
+        bufs = [buf]
+        mv = memoryview(buf)
+        recv = sock.recvmsg_into
         handle = self.handle_datagram
+        flush = self._flush
         stop = self._stop
         waitset = [sock, self._wake_r]
-        while not stop.is_set():
-            try:
-                n, addr = recv(buf)
-            except (BlockingIOError, ConnectionRefusedError):
-                select.select(waitset, [], [], 0.5)
-                continue
-            except OSError:
-                if stop.is_set():
-                    break
-                raise
-            handle(n, addr)
+        self._batching = True
+        try:
+            while not stop.is_set():
+                try:
+                    n, anc, _flags, addr = recv(bufs, _ANC_SIZE)
+                except (BlockingIOError, ConnectionRefusedError):
+                    flush()
+                    select.select(waitset, [], [], 0.5)
+                    continue
+                except OSError:
+                    if stop.is_set():
+                        break
+                    raise
+                seg = n
+                for level, typ, data in anc:
+                    if level == SOL_UDP and typ == UDP_GRO:
+                        seg = int.from_bytes(data[:4], "little" if _LE else "big") or n
+                if seg >= n:
+                    handle(n, addr)
+                    continue
+                for off in range(0, n, seg):
+                    k = min(seg, n - off)
+                    handle(k, addr, mv[off : off + k])
+        finally:
+            self._batching = False
+            flush()
 
     def handle_datagram(self, n: int, addr: Address, data: bytes | bytearray | None = None) -> None:
         """Process one datagram of ``n`` bytes (in the receive buffer, or ``data``) from ``addr``."""
@@ -206,6 +254,7 @@ class SoftAggregator:
         if n != _HDR + 4 * count:
             self.drops[Drop.LENGTH] += 1
             return
+        self._flush()  # queued results go out before the reply, as without batching
         self._control(buf, count, addr, (flags, grp, job, rnd, chunk, sender, scale))
 
     def _note_member(self, grp: int, sender: int, addr: Address) -> None:
@@ -306,6 +355,12 @@ class SoftAggregator:
 
     def _send_slot(self, h) -> None:
         """Send the result held in slot ``h`` (just released) to the group's destinations."""
+        if self._batching:
+            self._queue(
+                _OVERFLOW if h.overflow else 0, h.group_id, h.job_id, h.round_id, h.chunk,
+                h.scale_exp, h.data, h.count,
+            )
+            return
         hdr = self._rhdr
         AGG_HEADER_STRUCT.pack_into(
             hdr, 0, _MAGIC, _VERSION, _RESULT, _OVERFLOW if h.overflow else 0, h.group_id,
@@ -316,6 +371,11 @@ class SoftAggregator:
 
     def _send_result(self, r) -> None:
         count = len(r.payload)
+        if self._batching:
+            self._queue(
+                r.flags, r.group_id, r.job_id, r.round_id, r.chunk, r.scale_exp, r.payload, count
+            )
+            return
         sbuf = self._sbuf
         AGG_HEADER_STRUCT.pack_into(
             sbuf, 0, wire.MAGIC, wire.VERSION, wire.MsgType.RESULT, r.flags, r.group_id,
@@ -334,12 +394,74 @@ class SoftAggregator:
         for dest in self._dests.get(group, ()):
             self._send_parts(parts, dest)
 
-    def _send_parts(self, parts: Sequence, dest: Address, *, wait: float = 0.05) -> bool:
+    def _queue(self, flags, group, job, rnd, chunk, scale, data, count) -> None:
+        """Queue one result (copied: its slot may be reused before the flush) for its group's
+        destinations as they are now."""
+        size = _HDR + 4 * count
+        o = self._oend
+        if len(self._pending) >= GSO_MAX_SEGMENTS or o + size > len(self._obuf):
+            self._flush()
+            o = 0
+        obuf = self._obuf
+        AGG_HEADER_STRUCT.pack_into(
+            obuf, o, _MAGIC, _VERSION, _RESULT, flags, group, job, rnd, chunk,
+            self.regfile[regs.SITE_ID] & 0xFF, scale, count, 0,
+        )
+        np.frombuffer(obuf, wire.ELEMENT_DTYPE, count, o + _HDR)[:] = data[:count]
+        rip = self.regfile[regs.RESULT_IP]
+        if wire.is_multicast(rip):
+            dests = [(wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT])]
+        else:
+            dests = self._dests.get(group, [])  # replaced, never mutated, when members change
+        self._pending.append((o, size, dests))
+        self._oend = o + size
+
+    def _flush(self) -> None:
+        """Send the queued results in order: runs of equal-size results for the same
+        destinations (the last of a run may be shorter) go as one segmented sendmsg each."""
+        pend = self._pending
+        if not pend:
+            return
+        mv = self._omv
+        n = len(pend)
+        i = 0
+        while i < n:
+            o, size, dests = pend[i]
+            j = i + 1
+            limit = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // size) if self.gso else 1
+            while j < n and j - i < limit and pend[j][2] is dests and pend[j][1] == size:
+                j += 1
+            if j < n and j - i < limit and pend[j][2] is dests and pend[j][1] < size:
+                j += 1  # a shorter last segment
+            end = pend[j - 1][0] + pend[j - 1][1]
+            for dest in dests:
+                self._send_segments(mv[o:end], size, j - i, dest)
+            i = j
+        pend.clear()
+        self._oend = 0
+
+    def _send_segments(self, view: memoryview, seg: int, nseg: int, dest: Address) -> None:
+        """``nseg`` datagrams of ``seg`` bytes (the last may be shorter) from ``view``."""
+        if nseg > 1 and self.gso:
+            try:
+                self._send_parts((view,), dest, anc=[(SOL_UDP, UDP_SEGMENT, _SEG.pack(seg))])
+                return
+            except OSError as exc:
+                if exc.errno not in _GSO_UNSUPPORTED:
+                    raise
+                self.gso = False
+        for off in range(0, len(view), seg):
+            self._send_parts((view[off : off + seg],), dest)
+
+    def _send_parts(
+        self, parts: Sequence, dest: Address, *, wait: float = 0.05, anc: list | None = None
+    ) -> bool:
         """``UdpTransport.send_to`` of the concatenation of ``parts`` (one ``sendmsg``, no copy):
         a full send buffer waits up to ``wait`` s, then counts as loss; so do ENOBUFS/refused."""
         sock = self.transport.sock
+        anc = anc or ()
         try:
-            sock.sendmsg(parts, (), 0, dest)
+            sock.sendmsg(parts, anc, 0, dest)
             return True
         except BlockingIOError:
             pass
@@ -349,9 +471,11 @@ class SoftAggregator:
             raise
         if select.select([], [sock], [], wait)[1]:
             try:
-                sock.sendmsg(parts, (), 0, dest)
+                sock.sendmsg(parts, anc, 0, dest)
                 return True
-            except OSError:
+            except OSError as exc:
+                if anc and exc.errno in _GSO_UNSUPPORTED:
+                    raise
                 return False
         return False
 
