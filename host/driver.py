@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import math
 import select
+import socket
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -28,7 +29,7 @@ from wanreduce.model import Outcome
 from wanreduce.packetize import AGG_HEADER_STRUCT, Packets, packetize, reassemble
 
 from .control import ControlClient, ControlTimeout
-from .softagg import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SOL_UDP, UDP_SEGMENT
+from .softagg import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SOL_UDP, UDP_GRO, UDP_SEGMENT
 from .transport import (
     MAX_DATAGRAM,
     Address,
@@ -43,6 +44,7 @@ _FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
 _RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
 _LE = sys.byteorder == "little"
+_ANC_SIZE = socket.CMSG_SPACE(4) if hasattr(socket, "CMSG_SPACE") else 64
 
 # Scale agreement: one-hot vector over the binary exponent k of a site's max|x| (max|x| < 2**k).
 # Bin 0: all-zero tensor; bins 1..: k = AGREE_KMIN..AGREE_KMAX (smaller k clamps to KMIN, where
@@ -244,6 +246,10 @@ class AggregatorClient:
         # Segmentation offload (several equal-size datagrams per sendmsg) for unicast only;
         # cleared if the kernel refuses it. The datagrams on the wire are the same.
         self.gso = not is_multicast_address(self.aggregator[0])
+        try:  # receive a batch of results sent with segmentation offload in one recvmsg
+            self.transport.sock.setsockopt(SOL_UDP, UDP_GRO, 1)
+        except OSError:  # pragma: no cover - no UDP GRO: one datagram per recvmsg
+            pass
 
     # ---- life cycle ----
     def close(self) -> None:
@@ -464,8 +470,11 @@ class AggregatorClient:
         sock = self.transport.sock
         dest = self.aggregator
         send = self.transport.send_to
-        recv = sock.recv_into
+        recv = sock.recvmsg_into
+        rbufs = [self._rbuf]
         rbuf = self._rbuf
+        anc_size = _ANC_SIZE
+        frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
         unpack = AGG_HEADER_STRUCT.unpack_from
         magic, version = wire.MAGIC, wire.VERSION
         mono = time.monotonic
@@ -493,37 +502,43 @@ class AggregatorClient:
             progressed = False
             while True:
                 try:
-                    k = recv(rbuf)
+                    ktot, anc, _fl, _src = recv(rbufs, anc_size)
                 except (BlockingIOError, InterruptedError):
                     break
                 except ConnectionRefusedError:
                     continue
-                if k < _HDR:
-                    stats.ignored += 1
-                    continue
-                mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, _ = unpack(rbuf)
-                if typ != _RESULT or mg != magic or jb != job:
-                    stats.ignored += 1
-                    continue
-                self._ever_heard = True
-                i = (ch - first) & 0xFFFFFFFF
-                if i >= n or done[i]:
-                    stats.ignored += 1
-                    continue
-                if ver != version or cnt != counts[i] or sc != exp or rnd != round_id or grp != group or k != _HDR + 4 * cnt:
-                    raise ConfigMismatch(
-                        f"job {job} chunk {ch}: result (round {rnd}, group {grp}, scale {sc}, "
-                        f"{cnt} elements, {k} bytes) does not match the contribution (round "
-                        f"{round_id}, group {group}, scale {exp}, {counts[i]} elements): another "
-                        f"site or the aggregator is configured differently"
-                    )
-                payload[i, :cnt] = rview[:cnt]
-                rflags[i] = fl
-                done[i] = 1
-                remaining -= 1
-                progressed = True
-                if tries[i] == 0:
-                    self._sample_rtt(mono() - sent_at[i])
+                seg = ktot
+                for level, typ, data in anc:
+                    if level == SOL_UDP and typ == UDP_GRO:  # a batch of datagrams of seg bytes
+                        seg = int.from_bytes(data[:4], "little" if _LE else "big") or ktot
+                for off in range(0, ktot, seg):
+                    k = min(seg, ktot - off)
+                    if k < _HDR:
+                        stats.ignored += 1
+                        continue
+                    mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, _ = unpack(rbuf, off)
+                    if typ != _RESULT or mg != magic or jb != job:
+                        stats.ignored += 1
+                        continue
+                    self._ever_heard = True
+                    i = (ch - first) & 0xFFFFFFFF
+                    if i >= n or done[i]:
+                        stats.ignored += 1
+                        continue
+                    if ver != version or cnt != counts[i] or sc != exp or rnd != round_id or grp != group or k != _HDR + 4 * cnt:
+                        raise ConfigMismatch(
+                            f"job {job} chunk {ch}: result (round {rnd}, group {grp}, scale {sc}, "
+                            f"{cnt} elements, {k} bytes) does not match the contribution (round "
+                            f"{round_id}, group {group}, scale {exp}, {counts[i]} elements): another "
+                            f"site or the aggregator is configured differently"
+                        )
+                    payload[i, :cnt] = rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR)
+                    rflags[i] = fl
+                    done[i] = 1
+                    remaining -= 1
+                    progressed = True
+                    if tries[i] == 0:
+                        self._sample_rtt(mono() - sent_at[i])
             if progressed:
                 last_progress = mono()
                 while base < n and done[base]:
