@@ -44,6 +44,7 @@ _FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
 _RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
 _LE = sys.byteorder == "little"
+_REASSEMBLE_BLOCK = 1 << 18  # elements per reassemble call
 _ANC_SIZE = socket.CMSG_SPACE(4) if hasattr(socket, "CMSG_SPACE") else 64
 
 # Scale agreement: one-hot vector over the binary exponent k of a site's max|x| (max|x| < 2**k).
@@ -389,7 +390,15 @@ class AggregatorClient:
             exps[over] = cur
             over = over[(f2 & _OVERFLOW) != 0]
             redos += 1
-        reassemble(pk.payload, pk.counts, e, dt, out=out)
+        # packetize.reassemble in blocks of ~2**18 elements: its float64 temporaries stay small
+        # (a whole-tensor call allocates and faults in 2 x 8 bytes per element; same values).
+        oflat = out.reshape(-1)
+        E = self.elements
+        R = max(1, _REASSEMBLE_BLOCK // E)
+        for s in range(0, len(pk), R):
+            t = min(len(pk), s + R)
+            c = pk.counts[s:t]
+            reassemble(pk.payload[s:t], c, e, dt, out=oflat[s * E : s * E + int(c.sum())])
         if exps is not None:
             oflat = out.reshape(-1)
             E = self.elements
