@@ -8,7 +8,9 @@ For each payload size (1 KiB = 256 elements, 8 KiB = 2048 elements, jumbo datagr
   round trip); goodput = tensor bytes / wall time of ``allreduce``;
 * baseline: a minimal Python blaster sends the same number of datagrams of the same size from
   this process to a receiver process on the same loopback; goodput = payload bytes received /
-  time from first to last datagram received.
+  time from first to last datagram received. Two blasters: one ``sendto`` per datagram (the
+  baseline of the target), and one segmented ``sendmsg`` (UDP GSO) per run of up to 64
+  datagrams, as the driver sends (for reference: the receiver then limits).
 
 Prints medians and the ratio driver/baseline (target >= 0.5). ``--json FILE`` writes the numbers.
 Run: ``.venv/bin/python bench/bench_driver.py [--runs 5] [--mib 16]``.
@@ -29,6 +31,7 @@ import time
 
 import numpy as np
 from wanreduce.host.driver import AggregatorClient
+from wanreduce.host.softagg import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SOL_UDP, UDP_SEGMENT
 
 from wanreduce import wire
 
@@ -54,8 +57,10 @@ def _receiver(port_q, done_q, expected: int, payload_bytes: int) -> None:
     done_q.put((got, (t1 - t0) if got > 1 else float("nan")))
 
 
-def blast(n_datagrams: int, elements: int) -> float:
-    """Baseline goodput (payload bytes/s received) of a Python UDP blaster."""
+def blast(n_datagrams: int, elements: int, gso: bool = False) -> float:
+    """Baseline goodput (payload bytes/s received) of a Python UDP blaster: one ``sendto`` per
+    datagram, or (``gso``) runs of up to 64 datagrams per segmented ``sendmsg`` as the driver
+    sends them; the receiver takes one datagram per ``recv_into`` either way."""
     size = wire.datagram_bytes(elements)
     port_q, done_q = mp.Queue(), mp.Queue()
     p = mp.Process(target=_receiver, args=(port_q, done_q, n_datagrams, 4 * elements))
@@ -66,8 +71,18 @@ def blast(n_datagrams: int, elements: int) -> float:
     data = bytes(size)
     dest = ("127.0.0.1", port)
     time.sleep(0.05)
-    for _ in range(n_datagrams):
-        s.sendto(data, dest)
+    if gso:
+        k = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // size)
+        batch = bytes(size * k)
+        anc = [(SOL_UDP, UDP_SEGMENT, size.to_bytes(2, sys.byteorder))]
+        left = n_datagrams
+        while left:
+            m = min(k, left)
+            s.sendmsg([memoryview(batch)[: m * size]], anc, 0, dest)
+            left -= m
+    else:
+        for _ in range(n_datagrams):
+            s.sendto(data, dest)
     got, dt = done_q.get(timeout=60)
     p.join()
     s.close()
@@ -117,6 +132,7 @@ def main() -> None:
             srv.terminate()
             srv.wait(10)
         base = [blast(n_dgrams, elements) for _ in range(args.runs)]
+        base_gso = [blast(n_dgrams, elements, gso=True) for _ in range(args.runs)]
         row = {
             "payload_bytes": 4 * elements,
             "datagram_bytes": wire.datagram_bytes(elements),
@@ -126,13 +142,18 @@ def main() -> None:
             "baseline_MBps_median": statistics.median(base) / 1e6,
             "driver_runs_MBps": [round(v / 1e6, 1) for v in drv],
             "baseline_runs_MBps": [round(v / 1e6, 1) for v in base],
+            "baseline_gso_MBps_median": statistics.median(base_gso) / 1e6,
+            "baseline_gso_runs_MBps": [round(v / 1e6, 1) for v in base_gso],
             "retransmissions": st.retransmissions,
         }
         row["ratio"] = row["driver_MBps_median"] / row["baseline_MBps_median"]
+        row["ratio_gso"] = row["driver_MBps_median"] / row["baseline_gso_MBps_median"]
         rows.append(row)
         print(
             f"payload {row['payload_bytes']:5d} B: driver {row['driver_MBps_median']:7.1f} MB/s, "
-            f"blaster {row['baseline_MBps_median']:7.1f} MB/s, ratio {row['ratio']:.2f} "
+            f"blaster {row['baseline_MBps_median']:7.1f} MB/s, ratio {row['ratio']:.2f}; "
+            f"GSO blaster {row['baseline_gso_MBps_median']:7.1f} MB/s, ratio "
+            f"{row['ratio_gso']:.2f} "
             f"(window {window}, retransmissions {st.retransmissions})",
             flush=True,
         )
