@@ -509,6 +509,8 @@ class AggregatorClient:
                         deadline[i] = d
                     nxt += k
             progressed = False
+            srtt, rttvar = self._srtt, self._rttvar  # RFC 6298 estimator, inlined (_sample_rtt)
+            sampled = False
             while True:
                 try:
                     ktot, anc, _fl, _src = recv(rbufs, anc_size)
@@ -516,6 +518,7 @@ class AggregatorClient:
                     break
                 except ConnectionRefusedError:
                     continue
+                arrived = mono()  # every datagram of a GRO batch arrived together
                 seg = ktot
                 for level, typ, data in anc:
                     if level == SOL_UDP and typ == UDP_GRO:  # a batch of datagrams of seg bytes
@@ -547,7 +550,16 @@ class AggregatorClient:
                     remaining -= 1
                     progressed = True
                     if tries[i] == 0:
-                        self._sample_rtt(mono() - sent_at[i])
+                        r = arrived - sent_at[i]
+                        if srtt is None:
+                            srtt, rttvar = r, r / 2
+                        else:
+                            rttvar = 0.75 * rttvar + 0.25 * abs(srtt - r)
+                            srtt = 0.875 * srtt + 0.125 * r
+                        sampled = True
+            if sampled:
+                self._srtt, self._rttvar = srtt, rttvar
+                self._rto = min(self.max_rto, max(self.min_rto, srtt + 4 * rttvar))
             if progressed:
                 last_progress = mono()
                 while base < n and done[base]:
