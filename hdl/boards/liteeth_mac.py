@@ -10,8 +10,8 @@ so this script builds the pieces directly:
   for this PHY: the TX clock is forwarded from RX).
 * ``liteeth.mac.core.LiteEthMACCore(phy, dw)`` — preamble, CRC-32 insertion/checking, padding,
   inter-frame gap, 8 -> ``dw`` width conversion, and the **clock-domain-crossing FIFOs**
-  (``stream.ClockDomainCrossing``, gray-coded async FIFOs, depth 32) between ``eth_rx``/``eth_tx``
-  and ``sys`` (the core clock).
+  (``stream.ClockDomainCrossing``, gray-coded async FIFOs, depth 32, buffered: one register
+  stage after each) between ``eth_rx``/``eth_tx`` and ``sys`` (the core clock).
 
 Module ``<name>`` ports (all in ``sys`` unless stated), ``dw`` = 64 by default:
 
@@ -72,8 +72,13 @@ def _build(dw: int):
                 platform.request("rgmii_clk"), platform.request("rgmii"),
                 with_hw_init_reset=True, tx_delay=2e-9, rx_delay=2e-9,
             )
-            self.submodules.mac = mac = LiteEthMACCore(phy, dw, with_preamble_crc=True,
-                                                       with_padding=True)
+            # with_sys_datapath: padding, CRC and preamble run at dw bits in sys (the core clock);
+            # only the CDC, the dw -> 8 converter, last_be and the gap remain at 125 MHz. With
+            # them all in eth_tx the ready chain (CDC read -> converter -> last_be -> padding ->
+            # CRC -> preamble -> gap) missed 125 MHz on the ECP5 (118-120 MHz, also buffered).
+            self.submodules.mac = mac = LiteEthMACCore(
+                phy, dw, with_sys_datapath=True, with_preamble_crc=True, with_padding=True,
+                tx_cdc_buffered=True, rx_cdc_buffered=True)
             self.ios = set()
             for direction, ep in (("source", mac.source), ("sink", mac.sink)):
                 for field in ("valid", "ready", "last", "data", "last_be", "error"):

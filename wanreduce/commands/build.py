@@ -58,7 +58,7 @@ def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: floa
 @click.option("--bitstream", is_flag=True,
               help="run the open flow (yowasp yosys + nextpnr + ecppack) and write the .bit")
 @click.option("--core-mhz", type=float, default=None,
-              help="core clock in MHz: versa-ecp5 125 (default), 100, 62.5, 50 or 40; "
+              help="core clock in MHz: versa-ecp5 125, 100, 62.5, 50 or 40 (default, see docs/boards.md); "
                    "alinx-ax7325b fixed at 156.25")
 @core_options
 @click.pass_context
