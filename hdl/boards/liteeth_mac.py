@@ -11,7 +11,8 @@ so this script builds the pieces directly:
 * ``liteeth.mac.core.LiteEthMACCore(phy, dw)`` — preamble, CRC-32 insertion/checking, padding,
   inter-frame gap, 8 -> ``dw`` width conversion, and the **clock-domain-crossing FIFOs**
   (``stream.ClockDomainCrossing``, gray-coded async FIFOs, depth 32, buffered: one register
-  stage after each) between ``eth_rx``/``eth_tx`` and ``sys`` (the core clock).
+  stage after each) between ``eth_rx``/``eth_tx`` and ``sys`` (the core clock). One extra
+  ``stream.Buffer`` (registered valid and ready) cuts the 125 MHz transmit chain.
 
 Module ``<name>`` ports (all in ``sys`` unless stated), ``dw`` = 64 by default:
 
@@ -44,11 +45,13 @@ MAC_NAME = "liteeth_rgmii_mac"
 
 
 def _build(dw: int):
+    from liteeth.common import eth_phy_description
     from liteeth.mac.core import LiteEthMACCore
     from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
     from litex.build.generic_platform import Pins, Subsignal
     from litex.build.lattice import LatticeECP5Platform
-    from migen import ClockDomain, Module, Record, Signal
+    from litex.soc.interconnect import stream
+    from migen import ClockDomain, ClockDomainsRenamer, Module, Record, Signal
 
     io = [
         ("rgmii_clk", 0, Subsignal("rx", Pins(1)), Subsignal("tx", Pins(1))),
@@ -72,13 +75,20 @@ def _build(dw: int):
                 platform.request("rgmii_clk"), platform.request("rgmii"),
                 with_hw_init_reset=True, tx_delay=2e-9, rx_delay=2e-9,
             )
-            # with_sys_datapath: padding, CRC and preamble run at dw bits in sys (the core clock);
-            # only the CDC, the dw -> 8 converter, last_be and the gap remain at 125 MHz. With
-            # them all in eth_tx the ready chain (CDC read -> converter -> last_be -> padding ->
-            # CRC -> preamble -> gap) missed 125 MHz on the ECP5 (118-120 MHz, also buffered).
+            # Buffered CDCs, and one more register stage (valid and ready) in the 125 MHz TX path
+            # after the 64 -> 8 converter: without it the combinational ready chain (gap ->
+            # preamble -> CRC -> padding -> last_be -> converter -> CDC read) missed 125 MHz on
+            # the ECP5 (118-120 MHz). (with_sys_datapath=True would move CRC to 64 bits in the
+            # core clock instead, but LiteEth's 64-bit CRC is ~1 MB of Verilog and slow to synthesise.)
             self.submodules.mac = mac = LiteEthMACCore(
-                phy, dw, with_sys_datapath=True, with_preamble_crc=True, with_padding=True,
+                phy, dw, with_preamble_crc=True, with_padding=True,
                 tx_cdc_buffered=True, rx_cdc_buffered=True)
+            tx = mac.tx_datapath.pipeline  # [sink, cdc, converter, last_be, padding, crc, ...]
+            assert len(tx) == 9, [type(x).__name__ for x in tx]
+            cut = ClockDomainsRenamer("eth_tx")(
+                stream.Buffer(eth_phy_description(8), pipe_valid=True, pipe_ready=True))
+            self.submodules.tx_cut = cut
+            tx.insert(4, cut)
             self.ios = set()
             for direction, ep in (("source", mac.source), ("sink", mac.sink)):
                 for field in ("valid", "ready", "last", "data", "last_be", "error"):
