@@ -34,5 +34,5 @@ def test_versa_ecp5_bitstream_meets_timing(tmp_path):
     # the core clock: PLL output, CORE_MHZ derived by nextpnr from the 100 MHz input constraint
     assert any(f[1] == pytest.approx(CORE_MHZ) for f in r["fmax"].values()), r["fmax"]
     assert len(r["fmax"]) >= 3  # core clock + both RGMII receive clocks are constrained
-    assert r["lut4"][0] > 0 and r["dp16kd"][0] > 0
+    assert r["lut4"][0] > 1000 and r["ff"][0] > 1000  # (E=16: memories fit LUT RAM, no DP16KD)
     print(f"versa-ecp5 flow {elapsed:.0f} s; fmax {r['fmax']}")
