@@ -382,10 +382,46 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
+_ICARUS_KICK = "wanreduce_icarus_kick"
+
+
+def icarus_compatible(text: str) -> str:
+    """Rewrite Amaranth/Yosys SystemVerilog so that Icarus Verilog 11 simulates it.
+
+    Icarus 11 re-triggers an ``always_comb`` block on its own writes, so a block that assigns a
+    variable a default and then another value (``pick = 0; if (...) pick = 2;``) loops forever
+    at time 0. Plain ``always @*`` has no such loop but is not evaluated at time 0, which leaves
+    combinational outputs of constant or register inputs at X (amaranth issue #594). So every
+    ``always_comb`` becomes ``always @*`` that also reads a per-module kick register, and an
+    ``initial`` block toggles that register once at time 0 to evaluate every block.
+    """
+    kick_decl = f"  reg {_ICARUS_KICK} = 1'b0;\n  initial #0 {_ICARUS_KICK} = 1'b1;\n"
+    text = re.sub(r"(^module [^;]*;\n)", lambda m: m.group(1) + kick_decl, text, flags=re.M)
+    return re.sub(r"\balways_comb begin\b", f"always @* begin if ({_ICARUS_KICK}) begin end", text)
+
+
+def _icarus_sources(sources: list[Path]) -> list[Path]:
+    """Icarus-compatible copies of the Verilog sources (next to them, cached by content)."""
+    out = []
+    for src in sources:
+        text = src.read_text()
+        if "always_comb" not in text:
+            out.append(src)
+            continue
+        dst = src.with_name(src.stem + ".icarus" + src.suffix)
+        new = icarus_compatible(text)
+        if not dst.is_file() or dst.read_text() != new:
+            _write_atomic(dst, new)
+        out.append(dst)
+    return out
+
+
 def _build(
     sim: str, sources: list[Path], toplevel: str, waves: bool, verilator_args: Sequence[str] = ()
 ) -> Path:
     """Build ``sources`` for ``sim`` unless an identical build exists; return its folder."""
+    if sim == "icarus":
+        sources = _icarus_sources(sources)
     make_vars = _verilator_make_vars() if sim == "verilator" else {}
     args = [*VERILATOR_ARGS, *verilator_args] if sim == "verilator" else []
     h = hashlib.sha256(f"{sim}\0{toplevel}\0{int(waves)}\0".encode())
