@@ -30,10 +30,10 @@ import sys
 import time
 
 import numpy as np
-from wanreduce.host.driver import AggregatorClient
-from wanreduce.host.softagg import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SOL_UDP, UDP_SEGMENT
 
 from wanreduce import wire
+from wanreduce.host.driver import AggregatorClient
+from wanreduce.host.softagg import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SOL_UDP, UDP_SEGMENT
 
 
 def _receiver(port_q, done_q, expected: int, payload_bytes: int) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+from wanreduce import wire
 from wanreduce.hdl.axis import AXIStreamSignature
 from wanreduce.hdl.control_block import ControlBlock
 from wanreduce.hdl.egress_framer import EgressFramer
@@ -32,8 +34,6 @@ from wanreduce.hdl.layouts import check_data_width
 from wanreduce.hdl.message_demux import MessageDemux
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.stream_merger import StreamMerger
-
-from wanreduce import wire
 
 __all__ = ["CoreParams", "WanreduceCore"]
 

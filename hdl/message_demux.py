@@ -7,9 +7,9 @@ from __future__ import annotations
 from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from wanreduce.hdl.layouts import check_data_width, message_stream
 
 from wanreduce import wire
+from wanreduce.hdl.layouts import check_data_width, message_stream
 
 __all__ = ["MessageDemux"]
 

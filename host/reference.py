@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from wanreduce import fixedpoint
 from wanreduce.host.driver import (
     AGREE_BINS,
     agreement_bin,
@@ -19,8 +21,6 @@ from wanreduce.host.driver import (
     exponent_for,
     redo_exponent,
 )
-
-from wanreduce import fixedpoint
 
 
 def agreed_exponent(xs: Sequence[np.ndarray], *, headroom: str = "safe", max_abs: float | None = None) -> int:

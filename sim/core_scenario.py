@@ -21,8 +21,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
-from wanreduce.sim import frames
-from wanreduce.sim.frames import TxFrame
 
 from wanreduce import regs, wire
 from wanreduce.fixedpoint import qmax
@@ -36,6 +34,8 @@ from wanreduce.model import (
     Result,
     parse_frame,
 )
+from wanreduce.sim import frames
+from wanreduce.sim.frames import TxFrame
 
 SITE_ID = 5
 RESULT_IP = wire.ip_to_int("239.2.2.2")

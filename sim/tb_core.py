@@ -16,12 +16,12 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from wanreduce.sim import frames
-from wanreduce.sim.core_scenario import build, expected_counters, result_frame
-from wanreduce.sim.simulator import tb_params
 
 from wanreduce import regs, wire
 from wanreduce.model import Outcome
+from wanreduce.sim import frames
+from wanreduce.sim.core_scenario import build, expected_counters, result_frame
+from wanreduce.sim.simulator import tb_params
 
 CORE_KEYS = ("ports", "width", "slots", "elements", "groups", "jobs")
 

@@ -24,10 +24,10 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from wanreduce.sim import frames
-from wanreduce.sim.simulator import tb_params
 
 from wanreduce import wire
+from wanreduce.sim import frames
+from wanreduce.sim.simulator import tb_params
 
 STOP = b"wanreduce-loopback-stop"
 CLOCK_NS = 4

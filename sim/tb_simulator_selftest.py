@@ -9,6 +9,7 @@ from __future__ import annotations
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
+
 from wanreduce.sim.simulator import tb_params
 
 

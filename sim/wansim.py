@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import simpy
+
 from wanreduce.host.schedules import Round
 from wanreduce.host.topology import Topology
 

@@ -15,6 +15,7 @@ import pytest
 from amaranth.hdl import Fragment, Module, Shape
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
+
 from wanreduce.hdl.axis import AXIStreamSignature
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
 from wanreduce.sim import simulator

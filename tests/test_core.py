@@ -3,10 +3,10 @@ against the golden model for three configurations (sim/tb_core.py, sim/core_scen
 
 import pytest
 from click.testing import CliRunner
-from wanreduce.hdl.core import CoreParams, WanreduceCore
-from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 from wanreduce.cli import cli
+from wanreduce.hdl.core import CoreParams, WanreduceCore
+from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 CONFIGS = [
     # the three configurations; senders 2..32 spread over the ports

@@ -9,6 +9,9 @@ import time
 import numpy as np
 import pytest
 from driver_helpers import FAST, golden, run_sites
+
+from wanreduce import fixedpoint, wire
+from wanreduce.fixedpoint import BFLOAT16
 from wanreduce.host import driver as drv
 from wanreduce.host.control import ControlClient
 from wanreduce.host.driver import (
@@ -20,9 +23,6 @@ from wanreduce.host.driver import (
     iter_blocks,
 )
 from wanreduce.host.softagg import SoftAggregator
-
-from wanreduce import fixedpoint, wire
-from wanreduce.fixedpoint import BFLOAT16
 from wanreduce.model import ReleaseMode
 
 DTYPES = [np.float32, np.float16, BFLOAT16]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from driver_helpers import golden, run_sites
+
 from wanreduce.host import driver as drv
 from wanreduce.host.faults import FaultProxy, FaultSpec
 from wanreduce.host.softagg import SoftAggregator

@@ -17,10 +17,10 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
-from wanreduce.hdl.egress_framer import EgressFramer
-from wanreduce.hdl.layouts import header_beats, lanes, message_beat_layout, payload_beats
 
 from wanreduce import wire
+from wanreduce.hdl.egress_framer import EgressFramer
+from wanreduce.hdl.layouts import header_beats, lanes, message_beat_layout, payload_beats
 
 # --------------------------------------------------------------------------------------------
 # Harness

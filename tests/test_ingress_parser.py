@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
-from wanreduce.hdl.ingress_parser import IngressParser
-from wanreduce.hdl.layouts import header_beats, lanes, payload_beats
 
 from wanreduce import wire
+from wanreduce.hdl.ingress_parser import IngressParser
+from wanreduce.hdl.layouts import header_beats, lanes, payload_beats
 from wanreduce.model import Drop, Message, PortConfig, parse_frame
 
 LOCAL_MAC = 0x02_00_00_00_00_01

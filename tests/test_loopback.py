@@ -5,12 +5,12 @@ import socket
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from wanreduce.host.loopback import run_loopback, site_tensors
-from wanreduce.host.reference import expected_allreduce
-from wanreduce.sim.tb_loopback import ingress_port
 
 from wanreduce import wire
 from wanreduce.cli import cli
+from wanreduce.host.loopback import run_loopback, site_tensors
+from wanreduce.host.reference import expected_allreduce
+from wanreduce.sim.tb_loopback import ingress_port
 
 
 @pytest.mark.cocotb

@@ -6,6 +6,7 @@ import itertools
 import random
 
 import pytest
+
 from wanreduce.host import schedules as S
 from wanreduce.host.optimiser import Optimiser, factorisations, set_partitions
 from wanreduce.host.plan_report import evaluate

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from wanreduce.host import schedules as S
 from wanreduce.host.roundmodel import RoundModel
 from wanreduce.host.topology import topology_from_dict

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from wanreduce.host import schedules as S
 from wanreduce.host.consensus import consensus_error, mixing_matrix, rounds_to_consensus
 from wanreduce.host.optimiser import factorisations

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from wanreduce.host.topology import SHIPPED, TopologyError, load_topology, parse_size
 
 from wanreduce.cli import cli
+from wanreduce.host.topology import SHIPPED, TopologyError, load_topology, parse_size
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -16,12 +16,12 @@ import pytest
 from amaranth.back import verilog
 from amaranth.lib import data
 from amaranth.sim import Simulator
-from wanreduce.hdl.layouts import lanes, message_beat_layout, payload_beats
-from wanreduce.hdl.reducer import Reducer
-from wanreduce.hdl.saturating_adder import SaturatingAdder
 
 from wanreduce import wire
 from wanreduce.fixedpoint import saturating_add
+from wanreduce.hdl.layouts import lanes, message_beat_layout, payload_beats
+from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.saturating_adder import SaturatingAdder
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 
 M32 = 0xFFFFFFFF

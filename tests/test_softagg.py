@@ -10,12 +10,12 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from wanreduce.host.control import ControlClient, ControlTimeout
-from wanreduce.host.softagg import SoftAggregator
-from wanreduce.host.transport import UdpTransport
 
 from wanreduce import regs, wire
 from wanreduce.commands.serve import serve
+from wanreduce.host.control import ControlClient, ControlTimeout
+from wanreduce.host.softagg import SoftAggregator
+from wanreduce.host.transport import UdpTransport
 from wanreduce.model import (
     AggregatorModel,
     Drop,

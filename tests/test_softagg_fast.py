@@ -16,9 +16,9 @@ import sys
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from wanreduce.host.softagg import SoftAggregator
 
 from wanreduce import wire
+from wanreduce.host.softagg import SoftAggregator
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 from wanreduce.packetize import AGG_HEADER_STRUCT
 

@@ -16,6 +16,7 @@ import random
 import pytest
 from amaranth.back import rtlil, verilog
 from amaranth.sim import Simulator
+
 from wanreduce.hdl.layouts import lanes, message_beat_layout
 from wanreduce.hdl.stream_merger import MAX_INPUTS, StreamMerger
 
