@@ -11,9 +11,8 @@ import argparse
 import time
 from pathlib import Path
 
-from wanreduce.hdl.core import CoreParams
-
 from wanreduce.commands.report import run_report
+from wanreduce.hdl.core import CoreParams
 
 CONFIGS = [
     {},  # the default configuration

@@ -12,13 +12,13 @@ import pytest
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 from click.testing import CliRunner
-from wanreduce.hdl.axis import AXIStreamSignature
-from wanreduce.hdl.boards import BOARDS
-from wanreduce.hdl.boards.versa_ecp5 import MAC_WIDTH, VersaTop
 
 from wanreduce.cli import cli
 from wanreduce.commands.build import run_build
 from wanreduce.commands.report import format_report, parse_nextpnr_report
+from wanreduce.hdl.axis import AXIStreamSignature
+from wanreduce.hdl.boards import BOARDS
+from wanreduce.hdl.boards.versa_ecp5 import MAC_WIDTH, VersaTop
 
 SMALL = {"ports": 1, "width": 64, "slots": 2, "elements": 16, "groups": 1, "jobs": 1}
 

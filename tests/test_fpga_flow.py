@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from wanreduce.hdl.boards import BOARDS
 
 from wanreduce.commands.build import run_build
 from wanreduce.commands.report import parse_nextpnr_report
+from wanreduce.hdl.boards import BOARDS
 
 # the smallest useful core: one network port, 2 slots, 16-element packets
 SMALL = {"ports": 1, "width": 64, "slots": 2, "elements": 16, "groups": 1, "jobs": 1}

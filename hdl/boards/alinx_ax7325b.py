@@ -38,6 +38,7 @@ from amaranth.hdl import (
     Signal,
 )
 from amaranth.lib.cdc import ResetSynchronizer
+
 from wanreduce.hdl.core import WanreduceCore, net_port
 
 __all__ = ["CORE_FREQ_HZ", "IP_MODULES", "AX7325BTop", "ip_tcl"]

@@ -40,6 +40,7 @@ from amaranth.hdl import (
     Signal,
 )
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
+
 from wanreduce.hdl.boards.liteeth_mac import MAC_NAME
 from wanreduce.hdl.core import WanreduceCore, net_port
 
