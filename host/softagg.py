@@ -42,7 +42,7 @@ from wanreduce.model import (
 )
 from wanreduce.packetize import AGG_HEADER_STRUCT
 
-from .transport import MAX_DATAGRAM, Address, UdpTransport
+from .transport import MAX_DATAGRAM, Address, MulticastOptions, UdpTransport
 
 _HDR = wire.AGG_HEADER_BYTES
 _U32 = 0xFFFFFFFF
@@ -89,13 +89,14 @@ class SoftAggregator:
         jobs: int = 4,
         release: ReleaseMode = ReleaseMode.IN_ORDER,
         join: tuple[str, ...] = (),
+        multicast: MulticastOptions | None = None,
         fast: bool = True,
     ) -> None:
         self.fast = fast  # the fast path for common contributions (False: model.contribute only)
         self.model = AggregatorModel(
             slots=slots, elements=elements, groups=groups, jobs=jobs, release=release
         )
-        self.transport = UdpTransport(bind=(host, port), join=join)
+        self.transport = UdpTransport(bind=(host, port), join=join, multicast=multicast)
         self.regfile: dict[int, int] = {
             r.addr: r.reset
             for r in regs.register_map(ports=0, groups=groups, jobs=jobs, elements=elements)

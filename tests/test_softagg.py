@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -15,7 +16,8 @@ from wanreduce import regs, wire
 from wanreduce.commands.serve import serve
 from wanreduce.host.control import ControlClient, ControlTimeout
 from wanreduce.host.softagg import SoftAggregator
-from wanreduce.host.transport import UdpTransport
+from wanreduce.host.reference import expected_allreduce
+from wanreduce.host.transport import MulticastOptions, UdpTransport
 from wanreduce.model import (
     AggregatorModel,
     Drop,
@@ -183,24 +185,57 @@ def test_registers_over_control():
         assert cnt["PORT0_FRAMES_IN"] == cnt["CONTROL_IN"] + 1
 
 
+LOOPBACK_MC = MulticastOptions(interface="127.0.0.1")  # multicast over lo: no route needed
+
+
 def test_multicast_result_stream():
     group = "239.255.42.99"
-    try:
-        rx = UdpTransport(bind=("0.0.0.0", 0), join=(group,))
-    except OSError as exc:
-        pytest.skip(f"no multicast here: {exc}")
-    with rx, SoftAggregator(elements=E) as a:
+    rx = UdpTransport(bind=("0.0.0.0", 0), join=(group,), multicast=LOOPBACK_MC)
+    with rx, SoftAggregator(elements=E, multicast=LOOPBACK_MC) as a:
         a.configure(groups={0: [0]}, jobs=[0])
         with ControlClient(a.address) as c:
             c.write(regs.RESULT_IP, wire.ip_to_int(group))
             c.write(regs.RESULT_UDP_PORT, rx.address[1])
         with UdpTransport(bind=("127.0.0.1", 0)) as tx:
             tx.send_to(_dgram(4), a.address)
-            if not rx.wait_readable(1.0):
-                pytest.skip("multicast not routed on this host")
+            assert rx.wait_readable(2.0), "multicast result never arrived"
             buf = bytearray(256)
             n, _ = rx.recv_into(buf)
             assert n == 22 + 16 and AGG_HEADER_STRUCT.unpack_from(buf)[2] == wire.MsgType.RESULT
+
+
+def test_sites_multicast_contributions_and_receive_multicast_results():
+    """The paper's model: each site sends once to a multicast group; results come back on
+    another group; control goes unicast."""
+    from wanreduce.host.driver import AggregatorClient
+
+    contrib_group, result_group = "239.255.43.1", "239.255.43.2"
+    with SoftAggregator(host="0.0.0.0", elements=64, join=(contrib_group,), multicast=LOOPBACK_MC) as a:
+        port = a.address[1]
+        a.configure(groups={0: [0, 1, 2]}, jobs=[0])
+        result_port = port + 1  # the sites all listen on this port of the result group
+        with ControlClient(("127.0.0.1", port)) as c:
+            c.write(regs.RESULT_IP, wire.ip_to_int(result_group))
+            c.write(regs.RESULT_UDP_PORT, result_port)
+        xs = [np.random.default_rng(i).standard_normal(500).astype(np.float32) for i in range(3)]
+        out = [None] * 3
+
+        def site(i):
+            with AggregatorClient((contrib_group, port), sender_id=i, elements_per_packet=64,
+                                  multicast=LOOPBACK_MC, result_group=result_group,
+                                  bind=("0.0.0.0", result_port),
+                                  control_address=("127.0.0.1", port), group_sizes={0: 3},
+                                  job_windows={0: 64}, rtt=0.01, timeout=10) as c:
+                out[i] = c.allreduce(xs[i], job=0, group=0, round=0)
+
+        ts = [threading.Thread(target=site, args=(i,)) for i in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        want = expected_allreduce(xs, elements=64)
+        for y in out:
+            assert y is not None and np.array_equal(y, want)
 
 
 def test_control_timeout_is_clear():
