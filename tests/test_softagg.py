@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from wanreduce import regs, wire
 from wanreduce.commands.serve import serve
 from wanreduce.host.control import ControlClient, ControlTimeout
-from wanreduce.host.softagg import SoftAggregator
 from wanreduce.host.reference import expected_allreduce
+from wanreduce.host.softagg import SoftAggregator
 from wanreduce.host.transport import MulticastOptions, UdpTransport
 from wanreduce.model import (
     AggregatorModel,
