@@ -60,3 +60,15 @@ def test_core_params_validation():
     assert CoreParams()["width"] == 64
     with pytest.raises(ValueError, match="unknown"):
         CoreParams(lanes=4)
+
+
+def test_docs_port_table_matches_generated_ports():
+    import re
+    from pathlib import Path
+
+    from wanreduce.commands.verilog import port_list
+    from wanreduce.hdl.core import DEFAULTS
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "core.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| (input|output) \| (\d+) \|$", doc, re.M)
+    assert [(n, d, int(w)) for n, d, w in rows] == port_list(dict(DEFAULTS))
