@@ -32,11 +32,13 @@ from wanreduce.hdl.egress_framer import EgressFramer
 from wanreduce.hdl.ingress_parser import IngressParser
 from wanreduce.hdl.layouts import check_data_width
 from wanreduce.hdl.message_demux import MessageDemux
+from wanreduce.hdl.message_register_slice import MessageRegisterSlice
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.stream_merger import StreamMerger
 
 __all__ = ["CoreParams", "WanreduceCore"]
 
+MAX_SLOTS = 4096  # the in-order release search grows as S log S; see docs/reducer.md
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
 
 
@@ -54,8 +56,8 @@ class CoreParams(dict):
         if not 1 <= p["ports"] <= 8:
             raise ValueError(f"ports must be 1..8, got {p['ports']}")
         check_data_width(p["width"])
-        if p["slots"] < 2 or p["slots"] & (p["slots"] - 1) or p["slots"] > 4096:
-            raise ValueError(f"slots must be a power of two from 2 to 4096, got {p['slots']}")
+        if p["slots"] < 2 or p["slots"] & (p["slots"] - 1) or p["slots"] > MAX_SLOTS:
+            raise ValueError(f"slots must be a power of two from 2 to {MAX_SLOTS}, got {p['slots']}")
         if not 1 <= p["elements"] <= wire.MAX_ELEMENTS_JUMBO:
             raise ValueError(
                 f"elements must be 1..{wire.MAX_ELEMENTS_JUMBO} (jumbo-frame limit), got {p['elements']}"
@@ -111,7 +113,10 @@ class WanreduceCore(wiring.Component):
         m.submodules.reducer = reducer = Reducer(
             w, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"]
         )
-        wiring.connect(m, merger.m_msg, reducer.s_msg)
+        # Register slice (registered ready): cuts the ready chain reducer -> merger -> parsers.
+        m.submodules.reducer_slice = rslice = MessageRegisterSlice(w)
+        wiring.connect(m, merger.m_msg, rslice.s_msg)
+        wiring.connect(m, rslice.m_msg, reducer.s_msg)
 
         m.submodules.control = control = ControlBlock(
             w, ports=n_net, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"]

@@ -166,10 +166,16 @@ def hardware_plan(
 def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str:
     """Text block: S, E, per-round group table, multicast groups."""
     n = topo.n
+    from wanreduce.hdl.core import MAX_SLOTS as MAX_CORE_SLOTS  # the RTL's limit (lazy: amaranth)
+
+    core_slots = 1 << (max(hw.slots, 1).bit_length() - 1)  # the RTL's S is a power of two
     lines = [
-        f"  core parameters: S = {hw.slots} slots x E = {hw.elements} elements "
-        f"({hw.elements * ELEMENT_BYTES} B/slot), contributors per slot <= {hw.max_senders}"
+        f"  core parameters: S = {core_slots} slots (power of two; memory holds {hw.slots}) x "
+        f"E = {hw.elements} elements ({hw.elements * ELEMENT_BYTES} B/slot), contributors per slot "
+        f"<= {hw.max_senders}"
         + ("  [exceeds the 32-bit contributor bitmap]" if hw.max_senders > 32 else "")
+        + (f"  [beyond the core's S <= {MAX_CORE_SLOTS}: needs off-chip slot memory]"
+           if core_slots > MAX_CORE_SLOTS else "")
     ]
     for t, (table, groups) in enumerate(zip(hw.rounds, hw.multicast, strict=True)):
         lines.append(f"  round {t + 1}: group table (contributor bitmap, bit i = site i)")
