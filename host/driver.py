@@ -13,11 +13,7 @@ turn the int32 result payloads (written in place into that same buffer) into flo
 
 from __future__ import annotations
 
-import errno
 import math
-import select
-import socket
-import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,12 +25,12 @@ from wanreduce.model import Outcome
 from wanreduce.packetize import AGG_HEADER_STRUCT, Packets, packetize, reassemble
 
 from .control import ControlClient, ControlTimeout
-from .softagg import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SOL_UDP, UDP_GRO, UDP_SEGMENT
 from .transport import (
     MAX_DATAGRAM,
     Address,
     MulticastOptions,
     UdpTransport,
+    gso_batch,
     is_multicast_address,
     resolve,
 )
@@ -43,9 +39,7 @@ _HDR = wire.AGG_HEADER_BYTES
 _FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
 _RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
-_LE = sys.byteorder == "little"
 _REASSEMBLE_BLOCK = 1 << 18  # elements per reassemble call
-_ANC_SIZE = socket.CMSG_SPACE(4) if hasattr(socket, "CMSG_SPACE") else 64
 
 # Scale agreement: one-hot vector over the binary exponent k of a site's max|x| (max|x| < 2**k).
 # Bin 0: all-zero tensor; bins 1..: k = AGREE_KMIN..AGREE_KMAX (smaller k clamps to KMIN, where
@@ -246,11 +240,17 @@ class AggregatorClient:
         self._ever_heard = False
         # Segmentation offload (several equal-size datagrams per sendmsg) for unicast only;
         # cleared if the kernel refuses it. The datagrams on the wire are the same.
-        self.gso = not is_multicast_address(self.aggregator[0])
-        try:  # receive a batch of results sent with segmentation offload in one recvmsg
-            self.transport.sock.setsockopt(SOL_UDP, UDP_GRO, 1)
-        except OSError:  # pragma: no cover - no UDP GRO: one datagram per recvmsg
-            pass
+        self.transport.gso = not is_multicast_address(self.aggregator[0])
+        self.transport.enable_gro()  # a batch of results arrives in one recvmsg
+
+    @property
+    def gso(self) -> bool:
+        """Contributions go in segmented batches (False: multicast aggregator, or refused)."""
+        return self.transport.gso
+
+    @gso.setter
+    def gso(self, on: bool) -> None:
+        self.transport.gso = on
 
     # ---- life cycle ----
     def close(self) -> None:
@@ -476,13 +476,13 @@ class AggregatorClient:
         sent_at = [0.0] * n
         deadline = [0.0] * n
         tries = [0] * n
-        sock = self.transport.sock
+        transport = self.transport
         dest = self.aggregator
-        send = self.transport.send_to
-        recv = sock.recvmsg_into
+        send = transport.send_to
+        send_segments = transport.send_segments
+        recv = transport.recv_batch
         rbufs = [self._rbuf]
         rbuf = self._rbuf
-        anc_size = _ANC_SIZE
         frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
         unpack = AGG_HEADER_STRUCT.unpack_from
         magic, version = wire.MAGIC, wire.VERSION
@@ -491,7 +491,7 @@ class AggregatorClient:
         remaining = n
         silence = max(self.timeout - 2 * self._probe_timeout, self.timeout / 3)  # + probe <= timeout
         last_progress = mono()
-        gso_max = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // D)
+        gso_max = gso_batch(D)
         while remaining:
             lim = min(n, base + w)
             if nxt < lim:
@@ -499,9 +499,9 @@ class AggregatorClient:
                 d = now + self._rto
                 while nxt < lim:
                     o = nxt * D
-                    k = min(lim - nxt, gso_max) if self.gso else 1
+                    k = min(lim - nxt, gso_max) if transport.gso else 1
                     if k > 1:  # rows are consecutive datagrams; only the last chunk is shorter
-                        self._send_gso(flat[o : o + (k - 1) * D + lens[nxt + k - 1]], D, dest)
+                        send_segments(flat[o : o + (k - 1) * D + lens[nxt + k - 1]], D, dest)
                     else:
                         send(flat[o : o + lens[nxt]], dest)
                     for i in range(nxt, nxt + k):
@@ -511,18 +511,9 @@ class AggregatorClient:
             progressed = False
             srtt, rttvar = self._srtt, self._rttvar  # RFC 6298 estimator, inlined (_sample_rtt)
             sampled = False
-            while True:
-                try:
-                    ktot, anc, _fl, _src = recv(rbufs, anc_size)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except ConnectionRefusedError:
-                    continue
+            while (got := recv(rbufs)) is not None:
+                ktot, seg, _src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
                 arrived = mono()  # every datagram of a GRO batch arrived together
-                seg = ktot
-                for level, typ, data in anc:
-                    if level == SOL_UDP and typ == UDP_GRO:  # a batch of datagrams of seg bytes
-                        seg = int.from_bytes(data[:4], "little" if _LE else "big") or ktot
                 for off in range(0, ktot, seg):
                     k = min(seg, ktot - off)
                     if k < _HDR:
@@ -587,28 +578,6 @@ class AggregatorClient:
         stats.datagrams_sent += n
         stats.results += n
         return rflags
-
-    def _send_gso(self, view: memoryview, seg: int, dest: Address) -> None:
-        """Datagrams of ``seg`` bytes (the last may be shorter) in one segmented sendmsg, with
-        ``UdpTransport.send_to``'s loss semantics; per datagram if the kernel refuses."""
-        sock = self.transport.sock
-        anc = [(SOL_UDP, UDP_SEGMENT, seg.to_bytes(2, "little" if _LE else "big"))]
-        for attempt in (0, 1):
-            try:
-                sock.sendmsg([view], anc, 0, dest)
-                return
-            except BlockingIOError:
-                if attempt or not select.select([], [sock], [], 0.05)[1]:
-                    return  # a full buffer is loss, as on a wire (retransmission recovers)
-            except OSError as exc:
-                if exc.errno in (errno.ENOBUFS, errno.ECONNREFUSED):
-                    return
-                if exc.errno not in (errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOPROTOOPT):
-                    raise
-                self.gso = False
-                break
-        for off in range(0, len(view), seg):
-            self.transport.send_to(view[off : off + seg], dest)
 
     def _fail(self, pk: Packets, done: bytearray, nxt: int, job: int, round_id: int, why: str):
         first = int(pk.headers["chunk"][0])

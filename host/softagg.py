@@ -20,11 +20,8 @@ Its single UDP port is "host port 0" for the port counters. Accounting invariant
 
 from __future__ import annotations
 
-import errno
 import select
 import socket
-import struct
-import sys
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -42,7 +39,17 @@ from wanreduce.model import (
 )
 from wanreduce.packetize import AGG_HEADER_STRUCT
 
-from .transport import MAX_DATAGRAM, Address, MulticastOptions, UdpTransport
+from .transport import (  # noqa: F401 - GSO constants re-exported (bench/bench_driver.py)
+    GSO_MAX_BYTES,
+    GSO_MAX_SEGMENTS,
+    MAX_DATAGRAM,
+    SOL_UDP,
+    UDP_SEGMENT,
+    Address,
+    MulticastOptions,
+    UdpTransport,
+    gso_batch,
+)
 
 _HDR = wire.AGG_HEADER_BYTES
 _U32 = 0xFFFFFFFF
@@ -55,20 +62,6 @@ _FREE, _ACTIVE, _COMPLETE, _RELEASED = (
     SlotState.FREE, SlotState.ACTIVE, SlotState.COMPLETE, SlotState.RELEASED
 )
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-# Linux UDP segmentation offload: one sendmsg with UDP_SEGMENT carries up to 64 datagrams of the
-# same size (the last may be shorter) and leaves as separate datagrams; a socket with UDP_GRO
-# receives such a batch in one recvmsg with its segment size in a control message. The wire sees
-# ordinary datagrams either way; both only save system calls (docs/host.md).
-SOL_UDP = getattr(socket, "SOL_UDP", 17)
-UDP_SEGMENT = getattr(socket, "UDP_SEGMENT", 103)
-UDP_GRO = getattr(socket, "UDP_GRO", 104)
-GSO_MAX_SEGMENTS = 64
-GSO_MAX_BYTES = 65000
-_GSO_UNSUPPORTED = {errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOPROTOOPT}
-_ANC_SIZE = socket.CMSG_SPACE(4) if hasattr(socket, "CMSG_SPACE") else 64
-_SEG = struct.Struct("=H")
-_LE = sys.byteorder == "little"
 
 
 class SoftAggregator:
@@ -121,15 +114,20 @@ class SoftAggregator:
         self._oend = 0
         self._obuf = bytearray(GSO_MAX_SEGMENTS * wire.datagram_bytes(max(elements, 2 * 64)))
         self._omv = memoryview(self._obuf)
-        self.gso = True  # cleared if the kernel refuses UDP_SEGMENT
-        try:
-            self.transport.sock.setsockopt(SOL_UDP, UDP_GRO, 1)
-        except OSError:  # pragma: no cover - kernels without UDP GRO: one datagram per recvmsg
-            pass
+        self.transport.enable_gro()  # a segmented batch arrives in one recvmsg
         self._sum = np.empty(elements, np.int64)  # saturating-add scratch
         self._wake_r, self._wake_w = socket.socketpair()
 
     # ---- life cycle ----
+    @property
+    def gso(self) -> bool:
+        """Results go in segmented batches (cleared if the kernel refuses UDP_SEGMENT)."""
+        return self.transport.gso
+
+    @gso.setter
+    def gso(self, on: bool) -> None:
+        self.transport.gso = on
+
     @property
     def address(self) -> Address:
         return self.transport.address
@@ -181,7 +179,7 @@ class SoftAggregator:
         buf = self._buf
         bufs = [buf]
         mv = memoryview(buf)
-        recv = sock.recvmsg_into
+        recv = self.transport.recv_batch
         handle = self.handle_datagram
         flush = self._flush
         stop = self._stop
@@ -190,19 +188,16 @@ class SoftAggregator:
         try:
             while not stop.is_set():
                 try:
-                    n, anc, _flags, addr = recv(bufs, _ANC_SIZE)
-                except (BlockingIOError, ConnectionRefusedError):
-                    flush()
-                    select.select(waitset, [], [], 0.5)
-                    continue
+                    got = recv(bufs)
                 except OSError:
                     if stop.is_set():
                         break
                     raise
-                seg = n
-                for level, typ, data in anc:
-                    if level == SOL_UDP and typ == UDP_GRO:
-                        seg = int.from_bytes(data[:4], "little" if _LE else "big") or n
+                if got is None:
+                    flush()
+                    select.select(waitset, [], [], 0.5)
+                    continue
+                n, seg, addr = got
                 if seg >= n:
                     handle(n, addr)
                     continue
@@ -390,10 +385,10 @@ class SoftAggregator:
         """One result (``parts`` concatenated) to the multicast result address or the members."""
         rip = self.regfile[regs.RESULT_IP]
         if wire.is_multicast(rip):
-            self._send_parts(parts, (wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT]))
+            self.transport.send_parts(parts, (wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT]))
             return
         for dest in self._dests.get(group, ()):
-            self._send_parts(parts, dest)
+            self.transport.send_parts(parts, dest)
 
     def _queue(self, flags, group, job, rnd, chunk, scale, data, count) -> None:
         """Queue one result (copied: its slot may be reused before the flush) for its group's
@@ -429,56 +424,17 @@ class SoftAggregator:
         while i < n:
             o, size, dests = pend[i]
             j = i + 1
-            limit = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // size) if self.gso else 1
+            limit = gso_batch(size) if self.transport.gso else 1
             while j < n and j - i < limit and pend[j][2] is dests and pend[j][1] == size:
                 j += 1
             if j < n and j - i < limit and pend[j][2] is dests and pend[j][1] < size:
                 j += 1  # a shorter last segment
             end = pend[j - 1][0] + pend[j - 1][1]
             for dest in dests:
-                self._send_segments(mv[o:end], size, j - i, dest)
+                self.transport.send_segments(mv[o:end], size, dest)
             i = j
         pend.clear()
         self._oend = 0
-
-    def _send_segments(self, view: memoryview, seg: int, nseg: int, dest: Address) -> None:
-        """``nseg`` datagrams of ``seg`` bytes (the last may be shorter) from ``view``."""
-        if nseg > 1 and self.gso:
-            try:
-                self._send_parts((view,), dest, anc=[(SOL_UDP, UDP_SEGMENT, _SEG.pack(seg))])
-                return
-            except OSError as exc:
-                if exc.errno not in _GSO_UNSUPPORTED:
-                    raise
-                self.gso = False
-        for off in range(0, len(view), seg):
-            self._send_parts((view[off : off + seg],), dest)
-
-    def _send_parts(
-        self, parts: Sequence, dest: Address, *, wait: float = 0.05, anc: list | None = None
-    ) -> bool:
-        """``UdpTransport.send_to`` of the concatenation of ``parts`` (one ``sendmsg``, no copy):
-        a full send buffer waits up to ``wait`` s, then counts as loss; so do ENOBUFS/refused."""
-        sock = self.transport.sock
-        anc = anc or ()
-        try:
-            sock.sendmsg(parts, anc, 0, dest)
-            return True
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            if exc.errno in (errno.ENOBUFS, errno.ECONNREFUSED):
-                return False
-            raise
-        if select.select([], [sock], [], wait)[1]:
-            try:
-                sock.sendmsg(parts, anc, 0, dest)
-                return True
-            except OSError as exc:
-                if anc and exc.errno in _GSO_UNSUPPORTED:
-                    raise
-                return False
-        return False
 
     # ---- control ----
     def _control(self, buf, count: int, addr: Address, hdr: tuple) -> None:

@@ -123,7 +123,7 @@ def _capture(a: SoftAggregator, sent: list) -> None:
         sent.append((dest, b"".join(bytes(memoryview(p).cast("B")) for p in parts)))
         return True
 
-    a._send_parts = send_parts
+    a.transport.send_parts = send_parts  # every send of the aggregator goes through it
 
 
 # No shrink phase: shrinking 150-step sequences takes minutes; the step that diverges is where
@@ -237,8 +237,7 @@ def test_serve_loop_batches_match_model():
     loop (GRO), and the queued, batched results equal the model's, in order, at every member."""
     import time
 
-    from wanreduce.host.softagg import SOL_UDP, UDP_SEGMENT
-    from wanreduce.host.transport import UdpTransport
+    from wanreduce.host.transport import SOL_UDP, UDP_SEGMENT, UdpTransport
 
     n_chunks, count = 40, E
     rng = np.random.default_rng(7)
