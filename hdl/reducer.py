@@ -205,6 +205,15 @@ class Reducer(wiring.Component):
         cfg0 = self._job_cfg(m, h0.job_id[:jb], "cfg0")
         slot0 = Signal(sb)
         m.d.comb += slot0.eq(self._slot_of(cfg0, h0.chunk))
+        # for the in-order release scan (stage 1): the slot of chunk + 1 and the job's region
+        start0 = Signal(sb)
+        m.d.comb += start0.eq(self._slot_of(cfg0, h0.chunk + 1))
+        lw0 = Mux(cfg0.log2_window > sb, sb, cfg0.log2_window)
+        region0 = Signal(S)  # slot i is in the job's region: (i - base) mod S < 2**lw
+        m.d.comb += region0.eq(Cat(*[
+            (((Const(i, sb + 1) - cfg0.base[:sb])[:sb] >> lw0) == 0) if sb else Const(1)
+            for i in range(S)
+        ]))
         accept = Signal()
 
         # ================= stage 1 registers =================
@@ -215,9 +224,15 @@ class Reducer(wiring.Component):
         d1 = Signal(W)
         idx1 = Signal(beat_bits)
         slot1 = Signal(sb)
+        start1 = Signal(sb)
+        region1 = Signal(S)
         adv = Signal()  # stage 1 moves on this cycle (not stalled on a pinned slot)
 
-        reset_block = self.reset.valid & ~in_msg
+        # reset.valid through a register (cleared on the ready pulse): the control block's
+        # handshake logic is not part of s_msg.ready's path.
+        rst_req = Signal()
+        m.d.sync += rst_req.eq(self.reset.valid & ~self.reset.ready)
+        reset_block = rst_req & ~in_msg
         room = q_count < QUEUE_DEPTH - 1  # the message in stage 1 may still push one entry
         m.d.comb += [
             s.ready.eq(~skid_v & room & ~reset_block & ~rst_busy),
@@ -235,6 +250,8 @@ class Reducer(wiring.Component):
                 d1.eq(f.data),
                 idx1.eq(idx0),
                 slot1.eq(slot0),
+                start1.eq(start0),
+                region1.eq(region0),
                 skid_v.eq(0),
             ]
         with m.Elif(accept):
@@ -328,33 +345,35 @@ class Reducer(wiring.Component):
         at_head = h1.chunk == head_j
 
         # ---- in-order release run: complete slots right behind the head ----
-        base1 = cfg1.base[:sb]
-        wlen = Signal(sb + 1)
-        m.d.comb += wlen.eq(Const(1, sb + 1) << lw)
-        region = Signal(S)  # window-order positions 0 .. window-1
-        m.d.comb += region.eq(Cat(*[lw >= i.bit_length() for i in range(S)]))  # i < 2**lw
-        wmask = (wlen - 1)[:sb]
-        rv = Signal(S)  # pending bits in window order (position o = slot base + o)
-        m.d.comb += rv.eq((Cat(pending, pending) >> base1)[:S] & region)
-        rv2 = Signal(2 * S)
-        m.d.comb += rv2.eq(rv | (rv << wlen))
-        start = Signal(sb)
-        m.d.comb += start.eq((h1.chunk[:sb] + 1) & wmask)
-        z = Signal(S + 1)
-        m.d.comb += z.eq((rv2 >> start)[:S])  # z[S] = 0: the completing slot stops the run
-        first_zero = Signal(S + 1)
-        m.d.comb += first_zero.eq((z + 1) & ~z)
-        run = Signal(sb + 1)
-        m.d.comb += run.eq(Cat(*[
-            Cat(*[first_zero[i] for i in range(S + 1) if (i >> b) & 1]).any()
-            for b in range(sb + 1)
+        # Scanned in slot order, no rotations: slots outside the job's region count as pending
+        # (transparent), the vector is doubled so the scan wraps, bits below the start slot are
+        # forced to 1, and one carry chain finds the first in-region slot that is not pending
+        # (the completing slot itself at the latest). Start slot and region mask come registered
+        # from stage 0.
+        wmask = Signal(sb)
+        m.d.comb += wmask.eq(Cat(*[lw > i for i in range(sb)]))
+        x = Signal(S)
+        m.d.comb += x.eq((pending & ~(Const(1, S) << slot1)) | ~region1)
+        lm_s = Signal(S)  # slots below the start slot
+        m.d.comb += lm_s.eq(Cat(*[start1 > i for i in range(S)]))
+        y = Signal(2 * S)
+        m.d.comb += y.eq(Cat(x | lm_s, x))
+        y1 = Signal(2 * S + 1)
+        m.d.comb += y1.eq(y + 1)
+        below_p = Signal(2 * S)  # positions before the first zero (doubled slot order)
+        m.d.comb += below_p.eq((y ^ y1)[1:])
+        fz = Signal(S)  # the first zero, folded to slot order (one-hot)
+        m.d.comb += fz.eq((y1 & ~y)[:S] | (y1 & ~y)[S : 2 * S])
+        p_slot = Signal(sb)
+        m.d.comb += p_slot.eq(Cat(*[
+            Cat(*[fz[i] for i in range(S) if (i >> b) & 1]).any() for b in range(sb)
         ]))
-        clr_w = Signal(2 * S)  # window-order positions released behind the head
-        m.d.comb += clr_w.eq(((Const(1, S + 1) << run) - 1) << start)
-        clr_fold = Signal(S)
-        m.d.comb += clr_fold.eq((clr_w | (clr_w >> wlen))[:S] & region)
-        clr = Signal(S)  # the same in slot order
-        m.d.comb += clr.eq((Cat(clr_fold, clr_fold) << base1)[S : 2 * S])
+        run = Signal(sb + 1)
+        m.d.comb += run.eq((p_slot - start1)[:sb] & wmask)
+        clr2 = Signal(2 * S)
+        m.d.comb += clr2.eq(below_p & ~Cat(lm_s, Const(0, S)))
+        clr = Signal(S)  # slots released behind the head
+        m.d.comb += clr.eq((clr2[:S] | clr2[S:]) & region1)
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         pinned = Signal()
@@ -370,7 +389,9 @@ class Reducer(wiring.Component):
                          & (((h1.chunk[:sb] - rest_chunk[:sb]) & wmask) < rest_left))
         m.d.comb += pinned.eq(Cat(*pin_terms).any())
         m.d.comb += [
-            self.stall_pinned.eq(v1 & first1 & (op == _OP_WRITE) & pinned),
+            # conservative (any first beat on a pinned slot waits, not only a start): keeps the
+            # decision off the hold signal that enables the stage-0 reads and stage-1 registers
+            self.stall_pinned.eq(v1 & first1 & pinned),
             adv.eq(~self.stall_pinned),
         ]
 
