@@ -14,8 +14,6 @@ import itertools
 import time
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from wanreduce import regs, wire
 from wanreduce.model import Drop, Outcome
 from wanreduce.packetize import AGG_HEADER_STRUCT
@@ -68,15 +66,11 @@ class ControlClient:
         return out
 
     def _message(self, ops: Sequence[tuple[int, int | None]]) -> list[int]:
-        words = np.zeros((len(ops), 2), "<u4")
-        for i, (addr, value) in enumerate(ops):
-            if not 0 <= addr <= wire.CONTROL_ADDR_MASK:
-                raise ValueError(f"register address 0x{addr:x} outside 16 bits")
-            words[i] = (addr | (wire.CONTROL_WRITE if value is not None else 0), (value or 0) & 0xFFFFFFFF)
+        words = wire.control_words([(value is not None, addr, value or 0) for addr, value in ops])
         seq = next(_seq) & 0xFFFFFFFF
         msg = AGG_HEADER_STRUCT.pack(
             wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL, 0, 0, 0, 0, seq, 0, 0, 2 * len(ops), 0
-        ) + words.tobytes()
+        ) + words.astype("<i4").tobytes()
         for _attempt in range(self.retries + 1):
             self.transport.send_to(msg, self.aggregator)
             deadline = time.monotonic() + self.timeout
@@ -95,8 +89,7 @@ class ControlClient:
                     continue
                 if h[10] != 2 * len(ops) or n != _HDR + 8 * len(ops):
                     raise ValueError(f"malformed CONTROL_REPLY: {h[10]} words, {n} bytes")
-                reply = np.frombuffer(self._buf, "<u4", 2 * len(ops), _HDR).reshape(-1, 2)
-                return [int(v) for v in reply[:, 1]]
+                return wire.reply_values(self._buf[_HDR:n])
         raise ControlTimeout(
             f"aggregator {self.aggregator[0]}:{self.aggregator[1]} did not answer a CONTROL "
             f"message within {self.retries + 1} x {self.timeout:g} s"
