@@ -23,7 +23,7 @@ from __future__ import annotations
 import select
 import socket
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -104,10 +104,6 @@ class SoftAggregator:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._buf = bytearray(MAX_DATAGRAM)  # whole datagrams: n is the true length
-        self._sbuf = bytearray(wire.datagram_bytes(max(elements, 2 * 64)))
-        self._smv = memoryview(self._sbuf)
-        self._spay = np.frombuffer(self._sbuf, wire.ELEMENT_DTYPE, max(elements, 2 * 64), _HDR)
-        self._rhdr = bytearray(_HDR)  # result header of the fast path (payload sent from the slot)
         # Results queued while the serve loop drains its socket (sent in batches, in order).
         self._batching = False
         self._pending: list[tuple[int, int, list[Address]]] = []  # (offset, size, destinations)
@@ -350,49 +346,23 @@ class SoftAggregator:
         return True
 
     def _send_slot(self, h) -> None:
-        """Send the result held in slot ``h`` (just released) to the group's destinations."""
-        if self._batching:
-            self._queue(
-                _OVERFLOW if h.overflow else 0, h.group_id, h.job_id, h.round_id, h.chunk,
-                h.scale_exp, h.data, h.count,
-            )
-            return
-        hdr = self._rhdr
-        AGG_HEADER_STRUCT.pack_into(
-            hdr, 0, _MAGIC, _VERSION, _RESULT, _OVERFLOW if h.overflow else 0, h.group_id,
-            h.job_id, h.round_id, h.chunk, self.regfile[regs.SITE_ID] & 0xFF, h.scale_exp,
-            h.count, 0,
+        """The result held in slot ``h`` (just released) to the group's destinations."""
+        self._queue(
+            _OVERFLOW if h.overflow else 0, h.group_id, h.job_id, h.round_id, h.chunk,
+            h.scale_exp, h.data, h.count,
         )
-        self._send_result_parts((hdr, h.data[: h.count]), h.group_id)
 
     def _send_result(self, r) -> None:
-        count = len(r.payload)
-        if self._batching:
-            self._queue(
-                r.flags, r.group_id, r.job_id, r.round_id, r.chunk, r.scale_exp, r.payload, count
-            )
-            return
-        sbuf = self._sbuf
-        AGG_HEADER_STRUCT.pack_into(
-            sbuf, 0, wire.MAGIC, wire.VERSION, wire.MsgType.RESULT, r.flags, r.group_id,
-            r.job_id, r.round_id, r.chunk, self.regfile[regs.SITE_ID] & 0xFF, r.scale_exp,
-            count, 0,
+        """A result released by ``model.contribute`` to the group's destinations."""
+        self._queue(
+            r.flags, r.group_id, r.job_id, r.round_id, r.chunk, r.scale_exp, r.payload,
+            len(r.payload),
         )
-        self._spay[:count] = r.payload
-        self._send_result_parts((self._smv[: _HDR + 4 * count],), r.group_id)
-
-    def _send_result_parts(self, parts: Sequence, group: int) -> None:
-        """One result (``parts`` concatenated) to the multicast result address or the members."""
-        rip = self.regfile[regs.RESULT_IP]
-        if wire.is_multicast(rip):
-            self.transport.send_parts(parts, (wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT]))
-            return
-        for dest in self._dests.get(group, ()):
-            self.transport.send_parts(parts, dest)
 
     def _queue(self, flags, group, job, rnd, chunk, scale, data, count) -> None:
         """Queue one result (copied: its slot may be reused before the flush) for its group's
-        destinations as they are now."""
+        destinations as they are now (the multicast result address, or the members). Outside
+        the serve loop (which flushes when its socket is empty) it is sent at once."""
         size = _HDR + 4 * count
         o = self._oend
         if len(self._pending) >= GSO_MAX_SEGMENTS or o + size > len(self._obuf):
@@ -411,6 +381,8 @@ class SoftAggregator:
             dests = self._dests.get(group, [])  # replaced, never mutated, when members change
         self._pending.append((o, size, dests))
         self._oend = o + size
+        if not self._batching:
+            self._flush()
 
     def _flush(self) -> None:
         """Send the queued results in order: runs of equal-size results for the same
