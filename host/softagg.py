@@ -111,19 +111,11 @@ class SoftAggregator:
         self._obuf = bytearray(GSO_MAX_SEGMENTS * wire.datagram_bytes(max(elements, 2 * 64)))
         self._omv = memoryview(self._obuf)
         self.transport.enable_gro()  # a segmented batch arrives in one recvmsg
+        # Results go in segmented batches while self.transport.gso (cleared if refused).
         self._sum = np.empty(elements, np.int64)  # saturating-add scratch
         self._wake_r, self._wake_w = socket.socketpair()
 
     # ---- life cycle ----
-    @property
-    def gso(self) -> bool:
-        """Results go in segmented batches (cleared if the kernel refuses UDP_SEGMENT)."""
-        return self.transport.gso
-
-    @gso.setter
-    def gso(self, on: bool) -> None:
-        self.transport.gso = on
-
     @property
     def address(self) -> Address:
         return self.transport.address
