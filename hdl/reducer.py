@@ -214,7 +214,18 @@ class Reducer(wiring.Component):
             (((Const(i, sb + 1) - cfg0.base[:sb])[:sb] >> lw0) == 0) if sb else Const(1)
             for i in range(S)
         ]))
+        # configuration-only checks, precomputed here so stage 1 starts from registers
+        members0 = Signal(32)
+        with m.Switch(h0.group_id[:gb]):
+            for g in range(self.groups):
+                with m.Case(g):
+                    m.d.comb += members0.eq(self.group_bitmap[g])
+        bit0 = Signal(32)
+        m.d.comb += bit0.eq(Mux(h0.sender_id < wire.MAX_SENDERS, Const(1, 32) << h0.sender_id[:5], 0))
+        unconf0 = ~((h0.job_id < self.jobs) & cfg0.enable & (h0.group_id < self.groups) & (members0 != 0))
         accept = Signal()
+        thit0 = Signal()  # (driven at the last-write bypass below)
+        dhit0 = Signal()
 
         # ================= stage 1 registers =================
         v1 = Signal()
@@ -225,6 +236,15 @@ class Reducer(wiring.Component):
         idx1 = Signal(beat_bits)
         slot1 = Signal(sb)
         start1 = Signal(sb)
+        members1 = Signal(32)
+        bit1 = Signal(32)
+        unconf1 = Signal()
+        nonmem1 = Signal()
+        cwrite1 = Signal()  # a first contribution completes the chunk (single member)
+        lw = Signal(range(sb + 1))  # log2 window, clamped to the slot memory
+        chunk_p1 = Signal(32)  # h1.chunk + 1
+        thit1 = Signal()  # tag read of stage 1 is stale: use the last-write register
+        dhit1 = Signal()  # same for the data row
         region1 = Signal(S)
         adv = Signal()  # stage 1 moves on this cycle (not stalled on a pinned slot)
 
@@ -251,6 +271,15 @@ class Reducer(wiring.Component):
                 idx1.eq(idx0),
                 slot1.eq(slot0),
                 start1.eq(start0),
+                members1.eq(members0),
+                bit1.eq(bit0),
+                unconf1.eq(unconf0),
+                nonmem1.eq((members0 & bit0) == 0),
+                cwrite1.eq(bit0 == members0),
+                lw.eq(lw0),
+                chunk_p1.eq(h0.chunk + 1),
+                thit1.eq(thit0),
+                dhit1.eq(dhit0),
                 region1.eq(region0),
                 skid_v.eq(0),
             ]
@@ -271,53 +300,64 @@ class Reducer(wiring.Component):
             m.d.sync += [tb_v.eq(1), tb_addr.eq(tag_wr.addr), tb_data.eq(tag_wr.data)]
         with m.If(data_wr.en):
             m.d.sync += [db_v.eq(1), db_addr.eq(data_wr.addr), db_data.eq(data_wr.data)]
+        # hit = the row read in stage 0 is written this cycle (the read misses it) or was the
+        # last one written: computed at stage 0, registered, so stage 1 only selects
+        row0 = Cat(idx0[:rb], slot0) if rb else slot0
+        m.d.comb += [
+            thit0.eq(Mux(tag_wr.en, tag_wr.addr == slot0, tb_v & (tb_addr == slot0))),
+            dhit0.eq(Mux(data_wr.en, data_wr.addr == row0, db_v & (db_addr == row0))),
+        ]
         tag1 = Signal(tag_layout)
         old1 = Signal(W)
         m.d.comb += [
-            tag1.eq(Mux(tb_v & (tb_addr == slot1), tb_data, tag_rd.data)),
-            old1.eq(Mux(db_v & (db_addr == row1), db_data, data_rd.data)),
+            tag1.eq(Mux(thit1, tb_data, tag_rd.data)),
+            old1.eq(Mux(dhit1, db_data, data_rd.data)),
         ]
 
         # ================= stage 1: decision (first beat) =================
-        cfg1 = self._job_cfg(m, h1.job_id[:jb], "cfg1")
-        members = Signal(32)
-        with m.Switch(h1.group_id[:gb]):
-            for g in range(self.groups):
-                with m.Case(g):
-                    m.d.comb += members.eq(self.group_bitmap[g])
+        members, bit = members1, bit1
         head_j = Signal(32)
         with m.Switch(h1.job_id[:jb]):
             for j in range(self.jobs):
                 with m.Case(j):
                     m.d.comb += head_j.eq(head[j])
         in_order = ~self.release_on_completion
-        bit = Signal(32)
-        m.d.comb += bit.eq(Mux(h1.sender_id < wire.MAX_SENDERS, Const(1, 32) << h1.sender_id[:5], 0))
-        lw = Signal(range(sb + 1))  # log2 window, clamped to the slot memory
-        m.d.comb += lw.eq(Mux(cfg1.log2_window > sb, sb, cfg1.log2_window))
         dist = Signal(32)
         m.d.comb += dist.eq(h1.chunk - head_j)
         late = dist[31]
         oow = ~late & ((dist >> lw) != 0)
         pend1 = pending.bit_select(slot1, 1)
-        st_done = tag1.state == _DONE
+
+        def tag_checks(t) -> list:
+            """The decision's tag comparisons for one tag source (memory read or bypass); both
+            sources are compared in parallel and only the results are selected."""
+            job_eq = t.job == h1.job_id[:jb]
+            chunk_eq = t.chunk == h1.chunk
+            back = (t.chunk - h1.chunk)[31]
+            return [
+                t.state == _DONE,
+                t.state == _ACTIVE,
+                (t.state != _FREE) & job_eq & chunk_eq,
+                ((t.round != h1.round_id) | (t.group != h1.group_id)
+                 | (t.scale != h1.scale_exp) | (t.count != h1.element_count)),
+                (t.bitmap & bit) != 0,
+                (t.bitmap | bit) == members,
+                job_eq & ~chunk_eq & ~back,
+            ]
+
+        ck = Signal(7)
+        m.d.comb += ck.eq(Mux(thit1, Cat(*tag_checks(tb_data)), Cat(*tag_checks(tag_rd.data))))
+        st_done, st_active, same, mismatch, dup, cadd, older_hdr = (ck[i] for i in range(7))
         complete1 = st_done & pend1
         released1 = st_done & ~pend1
-        same = (tag1.state != _FREE) & (tag1.job == h1.job_id[:jb]) & (tag1.chunk == h1.chunk)
-        mismatch = ((tag1.round != h1.round_id) | (tag1.group != h1.group_id)
-                    | (tag1.scale != h1.scale_exp) | (tag1.count != h1.element_count))
-        dup = (tag1.bitmap & bit) != 0
-        back = Signal(32)
-        m.d.comb += back.eq(tag1.chunk - h1.chunk)
-        older = released1 & (tag1.job == h1.job_id[:jb]) & (h1.chunk != tag1.chunk) & ~back[31]
+        older = released1 & older_hdr
 
         code = Signal(4)
         op = Signal(2)
         resend = Signal()
-        with m.If(~((h1.job_id < self.jobs) & cfg1.enable & (h1.group_id < self.groups)
-                    & (members != 0))):
+        with m.If(unconf1):
             m.d.comb += code.eq(Outcome.REJECT_UNCONFIGURED)
-        with m.Elif((members & bit) == 0):
+        with m.Elif(nonmem1):
             m.d.comb += code.eq(Outcome.REJECT_NON_MEMBER)
         with m.Elif(in_order & oow):
             m.d.comb += code.eq(Outcome.OUT_OF_WINDOW)
@@ -332,7 +372,7 @@ class Reducer(wiring.Component):
                 m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(_OP_ADD)]
         with m.Elif(in_order & late):  # behind the head and no longer held
             m.d.comb += code.eq(Outcome.STALE)
-        with m.Elif((tag1.state == _ACTIVE) | complete1):
+        with m.Elif(st_active | complete1):
             m.d.comb += code.eq(Outcome.REJECT_BUSY)
         with m.Elif(older):
             m.d.comb += code.eq(Outcome.STALE)
@@ -341,7 +381,7 @@ class Reducer(wiring.Component):
 
         new_bitmap = Signal(32)
         m.d.comb += new_bitmap.eq(Mux(op == _OP_ADD, tag1.bitmap | bit, bit))
-        completes = (op != _OP_NONE) & (new_bitmap == members)
+        completes = (op != _OP_NONE) & Mux(op == _OP_ADD, cadd, cwrite1)
         at_head = h1.chunk == head_j
 
         # ---- in-order release run: complete slots right behind the head ----
@@ -436,7 +476,7 @@ class Reducer(wiring.Component):
                     m.d.sync += pending.eq(pending & ~clr)
                     for j in range(self.jobs):
                         with m.If(h1.job_id[:jb] == j):
-                            m.d.sync += head[j].eq(h1.chunk + 1 + run)
+                            m.d.sync += head[j].eq(chunk_p1 + run)
                 with m.Else():
                     m.d.sync += pending.eq(pending | (Const(1, S) << slot1))
 
