@@ -174,7 +174,10 @@ def test_registers_over_control():
             assert a.model.release is ReleaseMode.ON_COMPLETION and c.read(regs.CTRL) == 1
             assert c.write(regs.MAX_ELEMENTS, 10_000) == E  # clamped to E
             assert c.write(regs.ID, 5) == regs.CORE_ID  # read-only
+            assert c.write(regs.SITE_ID, -1) == 0xFFFFFFFF  # values travel as 32-bit words
             assert c.write(regs.SITE_ID, 3) == 3
+            with pytest.raises(ValueError, match="register address"):
+                c.read(0x10000)  # addresses are 16 bits
             assert c.read(0x7777) == 0
             many = c.read_many([regs.group(g) for g in range(4)] * 3)  # split into 3 messages
             assert len(many) == 12
