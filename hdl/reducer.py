@@ -134,8 +134,9 @@ class Reducer(wiring.Component):
         tag_layout = data.StructLayout({
             "state": 2, "job": jb, "round": 32, "chunk": 32, "group": 8,
             "scale": AggHeaderLayout["scale_exp"].shape, "count": 16, "bitmap": 32, "overflow": 1,
+            "nbm1": 17,  # payload beats - 1, so the emitter needs no arithmetic on the tag
         })
-        entry_layout = data.StructLayout({"job": jb, "chunk": 32, "count": sb + 1, "resent": 1})
+        entry_layout = data.StructLayout({"job": jb, "chunk": 32, "slot": sb, "count": sb + 1, "resent": 1})
 
         m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[])
         m.submodules.data_mem = data_mem = Memory(shape=unsigned(W), depth=S << rb, init=[])
@@ -187,6 +188,8 @@ class Reducer(wiring.Component):
         rest_chunk = Signal(32)
         rest_left = Signal(sb + 1)
         rest_resent = Signal()
+        rest_slot = Signal(sb)  # slot of rest_chunk (registered, off the read-address path)
+        e_slot = Signal(sb)
 
         # ================= stage 0 =================
         # A one-beat skid register catches the beat accepted in a cycle where stage 1 holds,
@@ -222,6 +225,8 @@ class Reducer(wiring.Component):
                     m.d.comb += members0.eq(self.group_bitmap[g])
         bit0 = Signal(32)
         m.d.comb += bit0.eq(Mux(h0.sender_id < wire.MAX_SENDERS, Const(1, 32) << h0.sender_id[:5], 0))
+        nbm1_0 = Signal(17)
+        m.d.comb += nbm1_0.eq(((h0.element_count + L - 1) >> (L.bit_length() - 1)) - 1)
         unconf0 = ~((h0.job_id < self.jobs) & cfg0.enable & (h0.group_id < self.groups) & (members0 != 0))
         accept = Signal()
         thit0 = Signal()  # (driven at the last-write bypass below)
@@ -243,6 +248,7 @@ class Reducer(wiring.Component):
         cwrite1 = Signal()  # a first contribution completes the chunk (single member)
         lw = Signal(range(sb + 1))  # log2 window, clamped to the slot memory
         chunk_p1 = Signal(32)  # h1.chunk + 1
+        nbm1_1 = Signal(17)
         thit1 = Signal()  # tag read of stage 1 is stale: use the last-write register
         dhit1 = Signal()  # same for the data row
         region1 = Signal(S)
@@ -278,6 +284,7 @@ class Reducer(wiring.Component):
                 cwrite1.eq(bit0 == members0),
                 lw.eq(lw0),
                 chunk_p1.eq(h0.chunk + 1),
+                nbm1_1.eq(nbm1_0),
                 thit1.eq(thit0),
                 dhit1.eq(dhit0),
                 region1.eq(region0),
@@ -423,8 +430,7 @@ class Reducer(wiring.Component):
             e = q[i]
             pin_terms.append(occupied & (e.job == h1.job_id[:jb])
                              & (((h1.chunk[:sb] - e.chunk[:sb]) & wmask) < e.count))
-        pin_terms.append(e_busy & (e_job == h1.job_id[:jb])
-                         & ((e_chunk[:sb] & wmask) == (h1.chunk[:sb] & wmask)))
+        pin_terms.append(e_busy & (e_job == h1.job_id[:jb]) & (e_slot == slot1))
         pin_terms.append((rest_job == h1.job_id[:jb])
                          & (((h1.chunk[:sb] - rest_chunk[:sb]) & wmask) < rest_left))
         m.d.comb += pinned.eq(Cat(*pin_terms).any())
@@ -448,6 +454,7 @@ class Reducer(wiring.Component):
         m.d.comb += [
             entry_d.job.eq(h1.job_id[:jb]),
             entry_d.chunk.eq(h1.chunk),
+            entry_d.slot.eq(slot1),
             entry_d.resent.eq(resend),
             tag_d.state.eq(Mux(completes, _DONE, _ACTIVE)),
             tag_d.job.eq(h1.job_id[:jb]),
@@ -456,6 +463,7 @@ class Reducer(wiring.Component):
             tag_d.group.eq(h1.group_id),
             tag_d.scale.eq(h1.scale_exp),
             tag_d.count.eq(h1.element_count),
+            tag_d.nbm1.eq(nbm1_1),
             tag_d.bitmap.eq(new_bitmap),
             tag_d.overflow.eq((op == _OP_ADD) & tag1.overflow),
         ]
@@ -539,25 +547,23 @@ class Reducer(wiring.Component):
         # beats takes exactly n cycles, back to back with the next one.
         m.submodules.fifo = fifo = SyncFIFO(width=beat_layout.size, depth=FIFO_DEPTH)
         te = tag_rd_e.data
-        nbeats = Signal(17)
-        m.d.comb += nbeats.eq((te.count + L - 1) >> (L.bit_length() - 1))
         rd_v = Signal()
         rd_beat = Signal(beat_bits + 1)
         rd_resent = Signal()
-        credit = (fifo.level + rd_v) < FIFO_DEPTH
+        occ = Signal(range(FIFO_DEPTH + 2))  # == fifo.level + rd_v, as a register
+        credit = occ < FIFO_DEPTH
 
         n_job = Signal(jb)  # the chunk a new beat 0 is issued for
         n_chunk = Signal(32)
         n_resent = Signal()
-        cfg_e = self._job_cfg(m, e_job, "cfg_e")
-        cfg_n = self._job_cfg(m, n_job, "cfg_n")
-        slot_e = self._slot_of(cfg_e, e_chunk)
+        cfg_r = self._job_cfg(m, rest_job, "cfg_r")
+        cfg_q = self._job_cfg(m, q_head.job, "cfg_q")
         slot_n = Signal(sb)
-        m.d.comb += slot_n.eq(self._slot_of(cfg_n, n_chunk))
+        m.d.comb += slot_n.eq(Mux(rest_left != 0, rest_slot, q_head.slot))
         issue = Signal()
         start_new = Signal()
         more = Signal()
-        m.d.comb += more.eq(e_busy & (e_beat < nbeats))  # the current chunk has beats left
+        m.d.comb += more.eq(e_busy & (e_beat <= te.nbm1))  # the current chunk has beats left
         m.d.comb += q_pop.eq(0)
         with m.If(credit):
             with m.If(more):
@@ -566,19 +572,21 @@ class Reducer(wiring.Component):
             with m.Elif(rest_left != 0):
                 m.d.comb += [start_new.eq(1), n_job.eq(rest_job), n_chunk.eq(rest_chunk),
                              n_resent.eq(rest_resent)]
-                m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1)]
+                m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
+                             rest_slot.eq(self._slot_of(cfg_r, rest_chunk + 1))]
             with m.Elif(q_count != 0):
                 m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
                              n_resent.eq(q_head.resent), q_pop.eq(1)]
                 m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
-                             rest_left.eq(q_head.count - 1), rest_resent.eq(q_head.resent)]
+                             rest_left.eq(q_head.count - 1), rest_resent.eq(q_head.resent),
+                             rest_slot.eq(self._slot_of(cfg_q, q_head.chunk + 1))]
         with m.If(start_new):
             m.d.comb += issue.eq(1)
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
-                         e_resent.eq(n_resent)]
+                         e_resent.eq(n_resent), e_slot.eq(slot_n)]
         with m.Elif(~more):
             m.d.sync += e_busy.eq(0)
-        addr_slot = Mux(start_new, slot_n, slot_e)
+        addr_slot = Mux(start_new, slot_n, e_slot)
         addr_beat = Mux(start_new, 0, e_beat)
         m.d.comb += [
             tag_rd_e.addr.eq(slot_n),
@@ -586,7 +594,7 @@ class Reducer(wiring.Component):
             data_rd_e.addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
             data_rd_e.en.eq(issue),
         ]
-        m.d.sync += rd_v.eq(issue)
+        m.d.sync += [rd_v.eq(issue), occ.eq(occ + issue - (fifo.r_rdy & fifo.r_en))]
         with m.If(issue):
             m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent))]
 
@@ -602,7 +610,7 @@ class Reducer(wiring.Component):
             out_beat.hdr.scale_exp.eq(te.scale),
             out_beat.hdr.element_count.eq(te.count),
             out_beat.first.eq(rd_beat == 0),
-            out_beat.last.eq(rd_beat == nbeats - 1),
+            out_beat.last.eq(rd_beat == te.nbm1),
             out_beat.data.eq(data_rd_e.data),
             fifo.w_en.eq(rd_v),
             fifo.w_data.eq(out_beat),
