@@ -133,7 +133,7 @@ class Reducer(wiring.Component):
 
         tag_layout = data.StructLayout({
             "state": 2, "job": jb, "round": 32, "chunk": 32, "group": 8,
-            "scale": AggHeaderLayout["scale_exp"].shape, "count": 16, "bitmap": 32, "overflow": 1,
+            "scale": AggHeaderLayout["scale_exp"].shape, "count": 16, "bitmap": 32,
             "nbm1": 17,  # payload beats - 1, so the emitter needs no arithmetic on the tag
         })
         entry_layout = data.StructLayout({"job": jb, "chunk": 32, "slot": sb, "count": sb + 1, "resent": 1})
@@ -251,6 +251,9 @@ class Reducer(wiring.Component):
         nbm1_1 = Signal(17)
         thit1 = Signal()  # tag read of stage 1 is stale: use the last-write register
         dhit1 = Signal()  # same for the data row
+        v2 = Signal()  # stage 2 (add + data write) holds a beat
+        push2 = Signal()  # ... whose release entry (entry2) is pushed this cycle
+        entry2 = Signal(entry_layout)
         region1 = Signal(S)
         adv = Signal()  # stage 1 moves on this cycle (not stalled on a pinned slot)
 
@@ -259,7 +262,8 @@ class Reducer(wiring.Component):
         rst_req = Signal()
         m.d.sync += rst_req.eq(self.reset.valid & ~self.reset.ready)
         reset_block = rst_req & ~in_msg
-        room = q_count < QUEUE_DEPTH - 1  # the message in stage 1 may still push one entry
+        # the messages in stage 2 (counted) and stage 1 may still push one entry each
+        room = (q_count + (v2 & push2)) < QUEUE_DEPTH - 1
         m.d.comb += [
             s.ready.eq(~skid_v & room & ~reset_block & ~rst_busy),
             accept.eq(s.valid & s.ready),
@@ -430,6 +434,8 @@ class Reducer(wiring.Component):
             e = q[i]
             pin_terms.append(occupied & (e.job == h1.job_id[:jb])
                              & (((h1.chunk[:sb] - e.chunk[:sb]) & wmask) < e.count))
+        pin_terms.append(v2 & push2 & (entry2.job == h1.job_id[:jb])
+                         & (((h1.chunk[:sb] - entry2.chunk[:sb]) & wmask) < entry2.count))
         pin_terms.append(e_busy & (e_job == h1.job_id[:jb]) & (e_slot == slot1))
         pin_terms.append((rest_job == h1.job_id[:jb])
                          & (((h1.chunk[:sb] - rest_chunk[:sb]) & wmask) < rest_left))
@@ -446,7 +452,6 @@ class Reducer(wiring.Component):
         push_r = Signal()
         entry_r = Signal(entry_layout)
         tag_r = Signal(tag_layout)
-        ovf_r = Signal()
 
         push_d = Signal()
         entry_d = Signal(entry_layout)
@@ -465,7 +470,6 @@ class Reducer(wiring.Component):
             tag_d.count.eq(h1.element_count),
             tag_d.nbm1.eq(nbm1_1),
             tag_d.bitmap.eq(new_bitmap),
-            tag_d.overflow.eq((op == _OP_ADD) & tag1.overflow),
         ]
         with m.If(resend):
             m.d.comb += [push_d.eq(1), entry_d.count.eq(1)]
@@ -488,29 +492,50 @@ class Reducer(wiring.Component):
                 with m.Else():
                     m.d.sync += pending.eq(pending | (Const(1, S) << slot1))
 
-        # ================= stage 1: data =================
+        # ================= stage 1 -> stage 2: data =================
+        # The add and the data write happen one stage later (stage 2), off the decision path.
+        # Read-after-write: stage 1 forwards the last write (dhit1, kept current while stage 1
+        # holds), stage 2 forwards the write made in the cycle the beat left stage 1 (fwd2).
         op_c = Mux(first1, op, op_r)
-        m.submodules.adder = adder = SaturatingAdder(W)
-        m.d.comb += [adder.a.eq(old1), adder.b.eq(d1)]
         rem = Signal(17)
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
-        beat_ovf = (op_c == _OP_ADD) & (adder.overflow & lane_ok).any()
-        ovf_c = Mux(first1, tag_d.overflow, ovf_r) | beat_ovf
+        op2 = Signal(2)
+        first2 = Signal()
+        row2 = Signal(len(data_wr.addr))
+        slot2 = Signal(sb)
+        d2 = Signal(W, reset_less=True)
+        old2 = Signal(W, reset_less=True)
+        fwd2 = Signal()
+        lane_ok2 = Signal(L)
+        m.d.sync += [v2.eq(v1 & adv), push2.eq(v1 & adv & last1 & Mux(first1, push_d, push_r))]
         with m.If(v1 & adv):
-            m.d.sync += ovf_r.eq(ovf_c)
-        writes = v1 & adv & (op_c != _OP_NONE)
+            m.d.sync += [
+                op2.eq(op_c), first2.eq(first1), row2.eq(row1), slot2.eq(slot1), d2.eq(d1),
+                old2.eq(old1), fwd2.eq(data_wr.en & (data_wr.addr == row1)), lane_ok2.eq(lane_ok),
+                entry2.eq(Mux(first1, entry_d, entry_r)),
+            ]
+        with m.Elif(v1 & data_wr.en):  # stage 1 holds: keep its bypass current
+            m.d.sync += dhit1.eq(data_wr.addr == row1)
+
+        m.submodules.adder = adder = SaturatingAdder(W)
+        m.d.comb += [adder.a.eq(Mux(fwd2, db_data, old2)), adder.b.eq(d2)]
+        beat_ovf = (op2 == _OP_ADD) & (adder.overflow & lane_ok2).any()
         m.d.comb += [
-            data_wr.en.eq(writes),
-            data_wr.addr.eq(row1),
-            data_wr.data.eq(Mux(op_c == _OP_ADD, adder.sum, d1)),
+            data_wr.en.eq(v2 & (op2 != _OP_NONE)),
+            data_wr.addr.eq(row2),
+            data_wr.data.eq(Mux(op2 == _OP_ADD, adder.sum, d2)),
         ]
+        # sticky overflow per slot (flip-flops): cleared by a chunk's first write, set by any
+        # saturating lane of an add; read by the emitter once the result is queued
+        ovf = Signal(S)
+        with m.If(data_wr.en):
+            m.d.sync += ovf.eq((ovf & ~Mux(first2 & (op2 == _OP_WRITE), Const(1, S) << slot2, 0))
+                               | Mux(beat_ovf, Const(1, S) << slot2, 0))
         tag_c = Signal(tag_layout)
-        m.d.comb += [tag_c.eq(Mux(first1, tag_d, tag_r)), tag_c.overflow.eq(ovf_c)]
-        m.d.comb += [
-            q_push.eq(v1 & adv & last1 & Mux(first1, push_d, push_r)),
-            q_in.eq(Mux(first1, entry_d, entry_r)),
-        ]
+        m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
+        # the release entry is queued with the last data write, so the emitter reads it written
+        m.d.comb += [q_push.eq(v2 & push2), q_in.eq(entry2)]
 
         # ================= window reset =================
         rjob = self.reset.payload.job
@@ -519,7 +544,7 @@ class Reducer(wiring.Component):
         rst_slot = (cfg_rst.base[:sb] + rst_idx[:sb])[:sb]
         m.d.comb += self.reset.ready.eq(0)
         with m.If(~rst_busy):
-            with m.If(reset_block & ~v1 & ~skid_v & (q_count == 0) & ~e_busy & (rest_left == 0)):
+            with m.If(reset_block & ~v1 & ~v2 & ~skid_v & (q_count == 0) & ~e_busy & (rest_left == 0)):
                 m.d.sync += [rst_busy.eq(1), rst_idx.eq(0)]
         with m.Else():
             with m.If(rst_idx == (Const(1, sb + 1) << lw_rst)):
@@ -550,6 +575,8 @@ class Reducer(wiring.Component):
         rd_v = Signal()
         rd_beat = Signal(beat_bits + 1)
         rd_resent = Signal()
+        rd_ovf = Signal()
+        e_ovf = Signal()
         occ = Signal(range(FIFO_DEPTH + 2))  # == fifo.level + rd_v, as a register
         credit = occ < FIFO_DEPTH
 
@@ -583,7 +610,7 @@ class Reducer(wiring.Component):
         with m.If(start_new):
             m.d.comb += issue.eq(1)
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
-                         e_resent.eq(n_resent), e_slot.eq(slot_n)]
+                         e_resent.eq(n_resent), e_slot.eq(slot_n), e_ovf.eq(ovf.bit_select(slot_n, 1))]
         with m.Elif(~more):
             m.d.sync += e_busy.eq(0)
         addr_slot = Mux(start_new, slot_n, e_slot)
@@ -596,12 +623,13 @@ class Reducer(wiring.Component):
         ]
         m.d.sync += [rd_v.eq(issue), occ.eq(occ + issue - (fifo.r_rdy & fifo.r_en))]
         with m.If(issue):
-            m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent))]
+            m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent)),
+                         rd_ovf.eq(Mux(start_new, ovf.bit_select(slot_n, 1), e_ovf))]
 
         out_beat = Signal(beat_layout)
         m.d.comb += [
             out_beat.hdr.msg_type.eq(wire.MsgType.RESULT),
-            out_beat.hdr.flags.eq(Cat(te.overflow, Const(0, 1), rd_resent)),  # OVERFLOW, RESENT
+            out_beat.hdr.flags.eq(Cat(rd_ovf, Const(0, 1), rd_resent)),  # OVERFLOW, RESENT
             out_beat.hdr.group_id.eq(te.group),
             out_beat.hdr.job_id.eq(te.job),
             out_beat.hdr.round_id.eq(te.round),
