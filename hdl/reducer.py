@@ -229,7 +229,6 @@ class Reducer(wiring.Component):
         m.d.comb += nbm1_0.eq(((h0.element_count + L - 1) >> (L.bit_length() - 1)) - 1)
         unconf0 = ~((h0.job_id < self.jobs) & cfg0.enable & (h0.group_id < self.groups) & (members0 != 0))
         accept = Signal()
-        thit0 = Signal()  # (driven at the last-write bypass below)
         dhit0 = Signal()
 
         # ================= stage 1 registers =================
@@ -249,7 +248,6 @@ class Reducer(wiring.Component):
         lw = Signal(range(sb + 1))  # log2 window, clamped to the slot memory
         chunk_p1 = Signal(32)  # h1.chunk + 1
         nbm1_1 = Signal(17)
-        thit1 = Signal()  # tag read of stage 1 is stale: use the last-write register
         dhit1 = Signal()  # same for the data row
         v2 = Signal()  # stage 2 (add + data write) holds a beat
         push2 = Signal()  # ... whose release entry (entry2) is pushed this cycle
@@ -289,18 +287,17 @@ class Reducer(wiring.Component):
                 lw.eq(lw0),
                 chunk_p1.eq(h0.chunk + 1),
                 nbm1_1.eq(nbm1_0),
-                thit1.eq(thit0),
-                dhit1.eq(dhit0),
                 region1.eq(region0),
                 skid_v.eq(0),
             ]
         with m.Elif(accept):
             m.d.sync += [skid_v.eq(1), skid.eq(s.payload), skid_idx.eq(idx_in)]
         m.d.comb += [
-            tag_rd.addr.eq(slot0),
-            tag_rd.en.eq(adv),
-            data_rd.addr.eq(Cat(idx0[:rb], slot0) if rb else slot0),
-            data_rd.en.eq(adv),
+            # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
+            # always one cycle old and the bypass registers cover exactly what it missed
+            tag_rd.addr.eq(Mux(adv, slot0, slot1)),
+            tag_rd.en.eq(1),
+            data_rd.en.eq(1),
         ]
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
 
@@ -309,19 +306,32 @@ class Reducer(wiring.Component):
         db_v, db_addr, db_data = Signal(), Signal(len(data_wr.addr)), Signal(W)
         with m.If(tag_wr.en):
             m.d.sync += [tb_v.eq(1), tb_addr.eq(tag_wr.addr), tb_data.eq(tag_wr.data)]
+        # Tag writes go through a register (tw): the decision ends in flip-flops, not in the tag
+        # memory's write port; the tag memory is written one cycle later.
+        tw_en, tw_addr, tw_data = Signal(), Signal(sb), Signal(tag_layout)  # write requested
+        tw_v, tw_a, tw_d = Signal(), Signal(sb), Signal(tag_layout)  # being written now
+        m.d.sync += [tw_v.eq(tw_en), tw_a.eq(tw_addr), tw_d.eq(tw_data)]
+        m.d.comb += [tag_wr.en.eq(tw_v), tag_wr.addr.eq(tw_a), tag_wr.data.eq(tw_d)]
         with m.If(data_wr.en):
             m.d.sync += [db_v.eq(1), db_addr.eq(data_wr.addr), db_data.eq(data_wr.data)]
         # hit = the row read in stage 0 is written this cycle (the read misses it) or was the
         # last one written: computed at stage 0, registered, so stage 1 only selects
         row0 = Cat(idx0[:rb], slot0) if rb else slot0
+        row_rd = Signal(len(data_wr.addr))
+        m.d.comb += [row_rd.eq(Mux(adv, row0, row1)), data_rd.addr.eq(row_rd)]
+        m.d.sync += dhit1.eq(dhit0)
         m.d.comb += [
-            thit0.eq(Mux(tag_wr.en, tag_wr.addr == slot0, tb_v & (tb_addr == slot0))),
-            dhit0.eq(Mux(data_wr.en, data_wr.addr == row0, db_v & (db_addr == row0))),
+            dhit0.eq(Mux(data_wr.en, data_wr.addr == row_rd, db_v & (db_addr == row_rd))),
         ]
+        # tag sources, newest first: the write in progress (missed by the read), the last write
+        # (made while the read was issued), the memory
+        thit_w = Signal()
+        thit_b = Signal()
+        m.d.comb += [thit_w.eq(tw_v & (tw_a == slot1)), thit_b.eq(tb_v & (tb_addr == slot1))]
         tag1 = Signal(tag_layout)
         old1 = Signal(W)
         m.d.comb += [
-            tag1.eq(Mux(thit1, tb_data, tag_rd.data)),
+            tag1.eq(Mux(thit_w, tw_d, Mux(thit_b, tb_data, tag_rd.data))),
             old1.eq(Mux(dhit1, db_data, data_rd.data)),
         ]
 
@@ -357,7 +367,8 @@ class Reducer(wiring.Component):
             ]
 
         ck = Signal(7)
-        m.d.comb += ck.eq(Mux(thit1, Cat(*tag_checks(tb_data)), Cat(*tag_checks(tag_rd.data))))
+        m.d.comb += ck.eq(Mux(thit_w, Cat(*tag_checks(tw_d)),
+                              Mux(thit_b, Cat(*tag_checks(tb_data)), Cat(*tag_checks(tag_rd.data)))))
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (ck[i] for i in range(7))
         complete1 = st_done & pend1
         released1 = st_done & ~pend1
@@ -515,8 +526,6 @@ class Reducer(wiring.Component):
                 old2.eq(old1), fwd2.eq(data_wr.en & (data_wr.addr == row1)), lane_ok2.eq(lane_ok),
                 entry2.eq(Mux(first1, entry_d, entry_r)),
             ]
-        with m.Elif(v1 & data_wr.en):  # stage 1 holds: keep its bypass current
-            m.d.sync += dhit1.eq(data_wr.addr == row1)
 
         m.submodules.adder = adder = SaturatingAdder(W)
         m.d.comb += [adder.a.eq(Mux(fwd2, db_data, old2)), adder.b.eq(d2)]
@@ -557,12 +566,12 @@ class Reducer(wiring.Component):
                 m.d.sync += [rst_idx.eq(rst_idx + 1), pending.eq(pending & ~(Const(1, S) << rst_slot))]
 
         with m.If(rst_busy & (rst_idx != (Const(1, sb + 1) << lw_rst))):
-            m.d.comb += [tag_wr.en.eq(1), tag_wr.addr.eq(rst_slot), tag_wr.data.eq(0)]  # FREE
+            m.d.comb += [tw_en.eq(1), tw_addr.eq(rst_slot), tw_data.eq(0)]  # FREE
         with m.Else():
             m.d.comb += [
-                tag_wr.en.eq(v1 & adv & last1 & (op_c != _OP_NONE)),
-                tag_wr.addr.eq(slot1),
-                tag_wr.data.eq(tag_c),
+                tw_en.eq(v1 & adv & last1 & (op_c != _OP_NONE)),
+                tw_addr.eq(slot1),
+                tw_data.eq(tag_c),
             ]
 
         # ================= emitter =================
