@@ -11,6 +11,8 @@
 * P network ports receive the multicast streams of the other sites (CONTRIBUTION only).
 * The host-facing port carries the local site's own contribution — aggregated in the core like
   any other member's — and CONTROL messages; configuration and counters are reachable only there.
+* A ``MessageRegisterSlice`` (registered ready) sits between the merger and the reducer, so the
+  reducer's ready logic does not chain combinationally into the merger and the parsers.
 * Results (and control replies) leave on ``m_axis_host`` toward the local hosts, addressed to the
   configured result MAC/IP/UDP port (unicast or multicast).
 

@@ -5,13 +5,15 @@ CONTRIBUTION messages (payload beats, header on every beat). Datapath and hazard
 in docs/reducer.md; in short:
 
 * stage 0 (``s_msg`` accept): slot and row address; synchronous reads of the slot's tag and of
-  the beat's data row (non-transparent read ports);
-* stage 1: last-write bypass on both memories (the only read-after-write distance is one cycle),
-  the outcome decision on the first beat (checks in the model's order), per-lane saturating add
-  or write, tag write and release-queue push on the last beat;
+  the beat's data row (non-transparent read ports); configuration-only checks precomputed;
+* stage 1: the outcome decision on the first beat (checks in the model's order; tag comparisons
+  made against the write in progress, the last write and the memory in parallel); the tag is
+  written through a register one cycle later;
+* stage 2: per-lane saturating add or write of the row (forwarding the previous cycle's write),
+  sticky overflow per slot, release-queue push with the last beat;
 * in-order release is one combinational step: the chunk at the head completes, and the run of
-  already-complete slots behind it (a per-slot ``pending`` bit vector, rotated into window order
-  and scanned with a carry chain) is released at once as one *range* entry of the release queue;
+  already-complete slots behind it (a per-slot ``pending`` bit vector, scanned in slot order with
+  one carry chain) is released at once as one *range* entry of the release queue;
 * an emitter expands queue entries into RESULT messages through a small output FIFO. A slot
   referenced by the queue or the emitter is *pinned*: a contribution that would start a new chunk
   in it waits (the model emits instantly; the hardware must not overwrite a queued result).
@@ -138,7 +140,10 @@ class Reducer(wiring.Component):
         })
         entry_layout = data.StructLayout({"job": jb, "chunk": 32, "slot": sb, "count": sb + 1, "resent": 1})
 
-        m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[])
+        # LUT RAM up to 256 slots: a block RAM's clock-to-output (~4 ns on ECP5) would start the
+        # one-cycle decision path; above that the tag memory is left to the tools (block RAM).
+        tag_attrs = {"ram_style": "distributed"} if S <= 256 else {}
+        m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[], attrs=tag_attrs)
         m.submodules.data_mem = data_mem = Memory(shape=unsigned(W), depth=S << rb, init=[])
         tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
