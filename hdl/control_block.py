@@ -200,22 +200,14 @@ class ControlBlock(wiring.Component):
             with m.Default():
                 m.d.comb += read_value.eq(0)
 
+        # Plain read/write registers: the map's RW registers except the two with side effects
+        # (MAX_ELEMENTS is clamped to E; a JOB_HEAD write is a window reset in the reducer).
+        special = {regs.MAX_ELEMENTS} | {regs.job_head(j) for j in range(self.jobs)}
         writable = {
-            regs.CTRL: ctrl,
-            regs.LOCAL_MAC_HI: mac_hi,
-            regs.LOCAL_MAC_LO: mac_lo,
-            regs.LOCAL_IP: local_ip,
-            regs.UDP_PORT: udp_port,
-            regs.SITE_ID: site_id,
-            regs.RESULT_MAC_HI: rmac_hi,
-            regs.RESULT_MAC_LO: rmac_lo,
-            regs.RESULT_IP: rip,
-            regs.RESULT_UDP_PORT: rport,
+            a: readable[a]
+            for a, r in reg_map.items()
+            if r.access == regs.Access.RW and a not in special
         }
-        for g in range(self.groups):
-            writable[regs.group(g)] = groups[g]
-        for j in range(self.jobs):
-            writable[regs.job_cfg(j)] = jobs[j]
 
         m.d.comb += [
             self.m_msg.payload.hdr.eq(beat.hdr),

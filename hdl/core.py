@@ -35,12 +35,11 @@ from wanreduce.hdl.ingress_parser import IngressParser
 from wanreduce.hdl.layouts import check_data_width
 from wanreduce.hdl.message_demux import MessageDemux
 from wanreduce.hdl.message_register_slice import MessageRegisterSlice
-from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.reducer import MAX_SLOTS, Reducer
 from wanreduce.hdl.stream_merger import StreamMerger
 
 __all__ = ["CoreParams", "WanreduceCore"]
 
-MAX_SLOTS = 4096  # the in-order release search grows as S log S; see docs/reducer.md
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
 
 

@@ -66,6 +66,9 @@ def _bits(n: int) -> int:
     return max(1, (n - 1).bit_length())
 
 
+MAX_SLOTS = 4096  # the in-order release search grows with S; see docs/reducer.md
+
+
 class Reducer(wiring.Component):
     """The aggregator's reduction and reorder/release stage (see module docstring).
 
@@ -77,8 +80,8 @@ class Reducer(wiring.Component):
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
         check_data_width(data_width)
-        if not isinstance(slots, int) or not 2 <= slots <= 4096 or slots & (slots - 1):
-            raise ValueError(f"slots must be a power of two from 2 to 4096, got {slots!r}")
+        if not isinstance(slots, int) or not 2 <= slots <= MAX_SLOTS or slots & (slots - 1):
+            raise ValueError(f"slots must be a power of two from 2 to {MAX_SLOTS}, got {slots!r}")
         if not isinstance(elements, int) or not 1 <= elements <= wire.MAX_ELEMENTS_JUMBO:
             raise ValueError(f"elements must be 1..{wire.MAX_ELEMENTS_JUMBO}, got {elements!r}")
         if not isinstance(groups, int) or not 1 <= groups <= 32:
