@@ -3,10 +3,10 @@
 ::
 
     s_axis_net0 ─► IngressParser ─┐
-    ...                           ├─► StreamMerger ─► Reducer ─┐
-    s_axis_netP-1 ► IngressParser ┤   (P+1 inputs)  (S slots)  ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
-    s_axis_host ─► IngressParser ─► MessageDemux ─┘            │
-                   (CONTROL ok)        └─ CONTROL ─► ControlBlock ┘ (CONTROL_REPLY)
+    ...                           ├─► StreamMerger ─► MessageRegisterSlice ─► Reducer ─┐
+    s_axis_netP-1 ► IngressParser ┤   (P+1 inputs)                           (S slots) ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
+    s_axis_host ─► IngressParser ─► MessageDemux ─┘                                    │
+                   (CONTROL ok)        └─ CONTROL ─► ControlBlock ─────────────────────┘ (CONTROL_REPLY)
 
 * P network ports receive the multicast streams of the other sites (CONTRIBUTION only).
 * The host-facing port carries the local site's own contribution — aggregated in the core like
