@@ -77,7 +77,8 @@ def control(ops: Sequence[tuple[bool, int, int]], sender: int = 0) -> bytes:
     return wire.frame(hdr, words, to_core(sender, multicast=False))
 
 
-def _fix_ip_checksum(f: bytearray) -> bytearray:
+def fix_ip_checksum(f: bytearray) -> bytearray:
+    """Recompute the IPv4 header checksum of a frame in place (after editing header bytes)."""
     f[24:26] = b"\0\0"
     f[24:26] = wire.ipv4_checksum(bytes(f[14:34])).to_bytes(2, "big")
     return f
@@ -89,7 +90,7 @@ def malformed(reason: Drop, good: bytes, rng: np.random.Generator, max_elements:
 
     def set_byte(off: int, value: int, fix: bool = True) -> bytes:
         f[off] = value
-        return bytes(_fix_ip_checksum(f) if fix else f)
+        return bytes(fix_ip_checksum(f) if fix else f)
 
     if reason == Drop.FRAME_ERROR:
         out, tuser = bytes(f), 1
@@ -117,7 +118,7 @@ def _with_count(f: bytearray, count: int) -> bytes:
     g[60:62] = count.to_bytes(2, "big")
     g[16:18] = (20 + 8 + wire.datagram_bytes(count)).to_bytes(2, "big")
     g[38:40] = (8 + wire.datagram_bytes(count)).to_bytes(2, "big")
-    return bytes(_fix_ip_checksum(g))
+    return bytes(fix_ip_checksum(g))
 
 
 def _bad_udp_length(f: bytearray) -> bytes:

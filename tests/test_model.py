@@ -15,6 +15,7 @@ from wanreduce.model import (
     ReleaseMode,
     parse_frame,
 )
+from wanreduce.sim.frames import fix_ip_checksum
 
 E = 8
 
@@ -167,16 +168,11 @@ def good(count=4, **agg):
     return bytearray(wire.frame(wire.AggHeader(**fields), np.arange(count), wire.L2L3()))
 
 
-def fix_checksum(f):
-    f[24:26] = b"\0\0"
-    f[24:26] = wire.ipv4_checksum(bytes(f[14:34])).to_bytes(2, "big")
-    return f
-
 
 def corrupt(offset, value):
     f = good()
     f[offset] = value
-    return fix_checksum(f) if offset < 34 and offset not in (24, 25) else f
+    return fix_ip_checksum(f) if offset < 34 and offset not in (24, 25) else f
 
 
 @pytest.mark.parametrize(
@@ -211,7 +207,7 @@ def test_frame_error_wins_and_good_frames_parse():
     mc = good()
     mc[0:6] = wire.multicast_mac(0xE0000001).to_bytes(6, "big")
     mc[30:34] = (0xE0000001).to_bytes(4, "big")
-    assert isinstance(parse_frame(bytes(fix_checksum(mc)), CFG), Message)
+    assert isinstance(parse_frame(bytes(fix_ip_checksum(mc)), CFG), Message)
     ctrl = good(msg_type=wire.MsgType.CONTROL)
     accept = (wire.MsgType.CONTRIBUTION, wire.MsgType.CONTROL)
     assert parse_frame(bytes(ctrl), CFG, accept=accept).msg_type == wire.MsgType.CONTROL
