@@ -199,12 +199,18 @@ class IngressParser(wiring.Component):
         resolve = Signal()
         m.d.comb += resolve.eq(e_valid & (e_trunc | h1_valid))
 
+        # Room in the descriptor FIFO for this frame and the pending verdict
+        # (w_level + e_valid < DESC_DEPTH - 1), registered: that sum grows by at most one per
+        # cycle, so "sum < DESC_DEPTH - 2" in the previous cycle implies it (one entry of margin;
+        # keeps the level adder and compare out of the tready cycle).
+        desc_room = Signal(init=1)
+        m.d.sync += desc_room.eq(desc.w_level + e_valid < DESC_DEPTH - 2)
         ready = Signal()
         m.d.comb += ready.eq(
             ~(e_valid & ~resolve)  # E is waiting for H1 (a frame that ended at byte 64)
             & ~(stores & fifo_full)
             & ~(first_payload & e_valid & e_wrote)  # never write before the rollback is known
-            & (desc.w_level + e_valid < DESC_DEPTH - 1)  # room for this and the pending verdict
+            & desc_room
         )
         m.d.comb += s.tready.eq(ready)
         xfer = s.tvalid & ready
@@ -217,13 +223,16 @@ class IngressParser(wiring.Component):
             wp.en.eq(xfer & stores),
         ]
         m.d.sync += [hdr_done.eq(xfer & header_complete), self.frame_in.eq(xfer & s.tlast)]
+        # Header capture: slot ``beat`` takes tdata every cycle, transfer or not (no tready in
+        # the enable of 512 flip-flops). A slot is overwritten until its beat transfers, and
+        # ``hdr`` is read only at ``hdr_done``, when every slot holds its transferred beat.
+        with m.Switch(beat):
+            for i in range(HB):
+                with m.Case(i):
+                    m.d.sync += hdr[i * W:(i + 1) * W].eq(s.tdata)
         with m.If(xfer):
             with m.If(~in_payload):
                 m.d.sync += beat.eq(beat + 1)
-                with m.Switch(beat):
-                    for i in range(HB):
-                        with m.Case(i):
-                            m.d.sync += hdr[i * W:(i + 1) * W].eq(s.tdata)
             with m.If(stores):
                 m.d.sync += wr_ptr.eq(wr_ptr + 1)
                 with m.If(pay_cnt == 0):
