@@ -3,7 +3,7 @@
 CONTROL messages arrive only on the host-facing port (the network ports drop them in their
 parsers). Each message carries ``element_count // 2`` operations of two 32-bit words,
 ``word0 = WRITE(bit 31) | address``, ``word1 = value`` (``wanreduce.wire``); the block executes
-them in order, one per cycle, and answers with a CONTROL_REPLY message whose ``word1`` holds each
+them in order, one every three cycles, and answers with a CONTROL_REPLY message whose ``word1`` holds each
 register's value after the operation. Registers and their reset values come from
 ``wanreduce.regs`` (one definition for the RTL, the host and docs/registers.md).
 
@@ -14,7 +14,7 @@ egress (results out).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -176,29 +176,16 @@ class ControlBlock(wiring.Component):
             readable[regs.outcome_counter(o)] = outcomes[int(o)]
         assert set(readable) == set(reg_map), "register map and RTL disagree"
 
-        # ---- the operation engine: one operation per cycle ----
+        # ---- the operation engine: one operation every three cycles ----
+        # An operation's two words are decoded when they are loaded (from ``s_msg`` in IDLE,
+        # from the held beat in READBACK) into flip-flops: the address as a dense index into the
+        # readable registers, one write-enable flag per writable register, the job of a JOB_HEAD
+        # write, the value. EXEC (the write) and READ + READBACK (the read mux) start from those
+        # flip-flops, with no address compare in front of them.
         beat = Signal(self.s_msg.payload.shape())
         op = Signal(range(max(n_ops, 1) + 1))
         words_left = Signal(16)  # words of the message not yet consumed
         reply = Signal(w)
-        addr = Signal(16)
-        is_write = Signal()
-        value = Signal(32)
-        read_value = Signal(32)
-
-        word0 = beat.data.word_select(op * 2, 32)
-        word1 = beat.data.word_select(op * 2 + 1, 32)
-        m.d.comb += [
-            addr.eq(word0 & wire.CONTROL_ADDR_MASK),
-            is_write.eq(word0[31]),
-            value.eq(word1),
-        ]
-        with m.Switch(addr):
-            for a, sig in readable.items():
-                with m.Case(a):
-                    m.d.comb += read_value.eq(sig)
-            with m.Default():
-                m.d.comb += read_value.eq(0)
 
         # Plain read/write registers: the map's RW registers except the two with side effects
         # (MAX_ELEMENTS is clamped to E; a JOB_HEAD write is a window reset in the reducer).
@@ -208,6 +195,66 @@ class ControlBlock(wiring.Component):
             for a, r in reg_map.items()
             if r.access == regs.Access.RW and a not in special
         }
+        read_list = list(readable.values())
+
+        # the operation being loaded (comb) and its decoded form (registers)
+        next_words = Signal(64)
+        next_addr = Signal(16)
+        next_write = Signal()
+        next_ridx = Signal(range(len(read_list) + 1))  # len(read_list): no such register
+        m.d.comb += [
+            next_addr.eq(next_words[:32] & wire.CONTROL_ADDR_MASK),
+            next_write.eq(next_words[31]),
+        ]
+        with m.Switch(next_addr):
+            for i, a in enumerate(readable):
+                with m.Case(a):
+                    m.d.comb += next_ridx.eq(i)
+            with m.Default():
+                m.d.comb += next_ridx.eq(len(read_list))
+
+        value = Signal(32)
+        ridx = Signal.like(next_ridx)
+        we = {a: Signal(name=f"we_{a:04x}") for a in writable}
+        we_max_el = Signal()
+        clamp = Signal()  # a MAX_ELEMENTS value above the core's E
+        head_write = Signal()
+        job_index = Signal(range(self.jobs))
+
+        def load_op() -> None:
+            m.d.sync += [
+                value.eq(next_words[32:64]),
+                ridx.eq(next_ridx),
+                we_max_el.eq(next_write & (next_addr == regs.MAX_ELEMENTS)),
+                clamp.eq(next_words[32:64] > self.elements),
+                head_write.eq(0),
+                job_index.eq(0),
+            ]
+            m.d.sync += [flag.eq(next_write & (next_addr == a)) for a, flag in we.items()]
+            for j in range(self.jobs):
+                with m.If(next_write & (next_addr == regs.job_head(j))):
+                    m.d.sync += [head_write.eq(1), job_index.eq(j)]
+
+        # The read mux in two registered levels: READ selects within groups of 8 by ridx[:3]
+        # into ``read_group``, READBACK picks the group by the high bits of ridx.
+        # The read mux in two registered levels: READ selects within groups of 8 registers by
+        # ridx[:3] into ``read_group``, READBACK picks the group by ridx[3:].
+        groups_of_8 = [read_list[i:i + 8] for i in range(0, len(read_list), 8)]
+        read_group = []
+        for g, members in enumerate(groups_of_8):
+            sel = Signal(32, name=f"read_sel{g}")
+            with m.Switch(ridx[:3]):
+                for i, sig in enumerate(members):
+                    with m.Case(i):
+                        m.d.comb += sel.eq(sig)
+            reg = Signal(32, name=f"read_group{g}")
+            m.d.sync += reg.eq(sel)
+            read_group.append(reg)
+        read_value = Signal(32)
+        with m.Switch(ridx):
+            for i in range(len(read_list)):
+                with m.Case(i):
+                    m.d.comb += read_value.eq(read_group[i // 8])
 
         m.d.comb += [
             self.m_msg.payload.hdr.eq(beat.hdr),
@@ -215,20 +262,19 @@ class ControlBlock(wiring.Component):
             self.m_msg.payload.first.eq(beat.first),
             self.m_msg.payload.last.eq(beat.last),
             self.m_msg.payload.data.eq(reply),
+            self.reset.payload.job.eq(job_index),
+            self.reset.payload.head.eq(value),
         ]
-        head_write = Signal()
-        job_index = Signal(range(self.jobs))
-        for j in range(self.jobs):
-            with m.If(is_write & (addr == regs.job_head(j))):
-                m.d.comb += [head_write.eq(1), job_index.eq(j)]
-        m.d.comb += [self.reset.payload.job.eq(job_index), self.reset.payload.head.eq(value)]
 
-        # Each operation takes two cycles: EXEC performs the write (or the window-reset
-        # handshake), READBACK stores the register's new value into the reply.
+        # Each operation takes three cycles: EXEC performs the write (or the window-reset
+        # handshake), READ the first level of the read mux, READBACK stores the register's new
+        # value into the reply and loads the next operation of the beat (the beat's data is
+        # shifted by one operation, so the next operation is always in its second 64 bits).
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.s_msg.ready.eq(1)
+                m.d.comb += [self.s_msg.ready.eq(1), next_words.eq(self.s_msg.payload.data[:64])]
                 with m.If(self.s_msg.valid):
+                    load_op()
                     m.d.sync += [
                         beat.eq(self.s_msg.payload),
                         op.eq(0),
@@ -246,21 +292,22 @@ class ControlBlock(wiring.Component):
                 with m.Elif(head_write):
                     m.d.comb += self.reset.valid.eq(1)
                     with m.If(self.reset.ready):
-                        m.next = "READBACK"
+                        m.next = "READ"
                 with m.Else():
-                    with m.If(is_write):
-                        with m.Switch(addr):
-                            for a, sig in writable.items():
-                                with m.Case(a):
-                                    m.d.sync += sig.eq(value)
-                            with m.Case(regs.MAX_ELEMENTS):
-                                # clamp to the core's E: the parsers cannot take more
-                                with m.If(value > self.elements):
-                                    m.d.sync += max_el.eq(self.elements)
-                                with m.Else():
-                                    m.d.sync += max_el.eq(value)
-                    m.next = "READBACK"
+                    for a, sig in writable.items():
+                        with m.If(we[a]):
+                            m.d.sync += sig.eq(value)
+                    with m.If(we_max_el):
+                        # clamp to the core's E: the parsers cannot take more
+                        m.d.sync += max_el.eq(Mux(clamp, self.elements, value))
+                    m.next = "READ"
+            with m.State("READ"):
+                m.next = "READBACK"
             with m.State("READBACK"):
+                if n_ops > 1:
+                    m.d.comb += next_words.eq(beat.data[64:128])
+                    m.d.sync += beat.data.eq(beat.data >> 64)
+                load_op()
                 for k in range(n_ops):
                     with m.If(op == k):
                         m.d.sync += reply.word_select(2 * k + 1, 32).eq(read_value)
