@@ -19,10 +19,13 @@ every constant taken from ``wanreduce.wire``):
   (the core speaks as the site, whatever sender the message carried).
 
 IPv4 checksum: the configuration-dependent part (constants + source and destination address
-words, ones'-complement folded) is computed from the configuration inputs into a register,
-together with a registered copy of the configuration itself, so every header uses one consistent
-snapshot. Per frame only ``folded(cfg_sum + total_length)`` remains: one 16-bit add and an
-end-around carry, inverted. Configuration changes therefore take effect one cycle later; change
+words, ones'-complement folded) is computed from the configuration inputs in three register
+stages, together with a copy of the configuration delayed alike, so every header uses one
+consistent snapshot. Per frame only ``folded(cfg_sum + total_length)`` remains: one 16-bit add
+and an end-around carry, inverted; at W = 64 and 128 it (and the length fields) is computed into
+registers while the header beats before it are sent. Configuration changes therefore take effect
+``CONFIG_LATENCY`` = 3 cycles later (in the core a control reply leaves the control block at
+least 4 cycles after the write it reports, so it already carries the new configuration); change
 the configuration only between frames (at W < 512 a header spans several beats, each of which
 reads the configuration snapshot).
 
@@ -111,6 +114,8 @@ class EgressFramer(wiring.Component):
         ``udp_sport`` (16), ``udp_dport`` (16), ``site_id`` (8, the sender_id of every frame).
     """
 
+    CONFIG_LATENCY = 3  # cycles from a configuration input change to the snapshot frames use
+
     def __init__(self, data_width: int) -> None:
         check_data_width(data_width)
         self.data_width = data_width
@@ -137,32 +142,67 @@ class EgressFramer(wiring.Component):
         hdr = s.payload.hdr
 
         # ---- Configuration snapshot and the configuration part of the IPv4 checksum --------
-        cfg = {
-            name: Signal(len(getattr(self, name)), name=f"cfg_{name}", reset_less=True)
-            for name in ("src_mac", "dst_mac", "src_ip", "dst_ip", "udp_sport", "udp_dport",
-                         "site_id")
-        }
+        # Three register stages, the snapshot delayed along with the sum so that every header
+        # uses one consistent configuration: (1) snapshot ``cfg_a`` and the two address-word
+        # sums, (2) their sum plus the folded constants, (3) the two end-around-carry folds.
+        # At most two carry chains in a cycle.
+        names = ("src_mac", "dst_mac", "src_ip", "dst_ip", "udp_sport", "udp_dport", "site_id")
+        cfg_a = {name: Signal(len(getattr(self, name)), name=f"cfg_a_{name}", reset_less=True)
+                 for name in names}
+        cfg_b = {name: Signal.like(cfg_a[name], name=f"cfg_b_{name}") for name in names}
+        cfg = {name: Signal.like(cfg_a[name], name=f"cfg_{name}") for name in names}
         mcast = (self.dst_mac == 0) & (self.dst_ip[28:32] == 0xE)
         mcast_mac = Cat(self.dst_ip[:23], Const(wire.multicast_mac(0) >> 23, 48 - 23))
-        m.d.sync += [cfg[name].eq(getattr(self, name)) for name in cfg if name != "dst_mac"]
-        m.d.sync += cfg["dst_mac"].eq(Mux(mcast, mcast_mac, self.dst_mac))
+        m.d.sync += [cfg_a[name].eq(getattr(self, name)) for name in names if name != "dst_mac"]
+        m.d.sync += cfg_a["dst_mac"].eq(Mux(mcast, mcast_mac, self.dst_mac))
+        m.d.sync += [cfg_b[name].eq(cfg_a[name]) for name in names]
+        m.d.sync += [cfg[name].eq(cfg_b[name]) for name in names]
 
+        src_words = _ip_words(self.src_ip, "ip_src")
+        dst_words = _ip_words(self.dst_ip, "ip_dst")
+        assert len(src_words) == len(dst_words) == 2
+        sum_src = Signal(17, reset_less=True)
+        sum_dst = Signal(17, reset_less=True)
+        m.d.sync += [sum_src.eq(src_words[0] + src_words[1]),
+                     sum_dst.eq(dst_words[0] + dst_words[1])]
+        const_folded = _ip_constant_sum()
+        while const_folded >> 16:
+            const_folded = (const_folded & 0xFFFF) + (const_folded >> 16)
+        raw_sum = Signal(19, reset_less=True)
+        m.d.sync += raw_sum.eq(sum_src + sum_dst + const_folded)
         cfg_sum = Signal(16, reset_less=True)  # folded sum: constants + src/dst address words
-        raw_sum = Const(_ip_constant_sum(), 32)
-        for word in _ip_words(self.src_ip, "ip_src") + _ip_words(self.dst_ip, "ip_dst"):
-            raw_sum = raw_sum + word
         m.d.sync += cfg_sum.eq(_fold(_fold(raw_sum)))
 
         # ---- Per-frame header, from the waiting message's hdr ------------------------------
+        # The length fields and the checksum are needed only in the header beat holding them:
+        # for a field past beat 0 the value is computed from the waiting message's ``hdr`` into
+        # a register (``hdr`` is stable from the first header beat on: the message's first beat
+        # waits on ``s_msg`` while the header is sent), one register stage per header beat
+        # before it (up to two: length, then checksum). In beat 0 (wide buses) it is
+        # combinational.
+        def beat_of(field: str) -> int:
+            return wire.FIELD[field].offset // (w // 8)
+
+        def staged(value: Value, stages: int, name: str) -> Value:
+            for k in range(stages):
+                reg = Signal(len(value), name=f"{name}_r{k}", reset_less=True)
+                m.d.sync += reg.eq(value)
+                value = reg
+            return value
+
         count = hdr.element_count
         ip_len = Signal(16)
         udp_len = Signal(16)
-        m.d.comb += [
-            ip_len.eq((count << _LOG2_ELEMENT_BYTES) + _LEN_IP_FIXED),
-            udp_len.eq((count << _LOG2_ELEMENT_BYTES) + _LEN_UDP_FIXED),
-        ]
         checksum = Signal(16)
-        m.d.comb += checksum.eq(~_fold(cfg_sum + ip_len)[:16])
+        ip_len_c = ((count << _LOG2_ELEMENT_BYTES) + _LEN_IP_FIXED)[:16]
+        udp_len_c = ((count << _LOG2_ELEMENT_BYTES) + _LEN_UDP_FIXED)[:16]
+        ck_beat = beat_of("ip_checksum")
+        ip_len_for_ck = staged(ip_len_c, 1 if ck_beat >= 2 else 0, "ip_len")
+        m.d.comb += [
+            ip_len.eq(staged(ip_len_c, min(beat_of("ip_total_length"), 1), "ip_len")),
+            udp_len.eq(staged(udp_len_c, min(beat_of("udp_length"), 1), "udp_len")),
+            checksum.eq(staged(~_fold(cfg_sum + ip_len_for_ck)[:16], min(ck_beat, 1), "checksum")),
+        ]
 
         values: dict[str, Value | int] = dict(_CONSTANT_FIELDS)
         values.update({

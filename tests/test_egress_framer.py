@@ -104,7 +104,8 @@ class Run:
         async def tb(ctx) -> None:
             for name, value in self.cfg.items():
                 ctx.set(getattr(dut, name), value)
-            await ctx.tick()  # the configuration snapshot takes one cycle
+            for _ in range(EgressFramer.CONFIG_LATENCY):  # the configuration snapshot
+                await ctx.tick()
             mi = bi = 0
             presenting = False
             cur = bytearray()
@@ -179,6 +180,8 @@ def counts_for(rng: random.Random, width: int, n: int, max_count: int) -> list[i
     [
         (64, 1.0, 1.0, 1),
         (64, 0.5, 0.6, 2),
+        (128, 1.0, 1.0, 8),  # length fields and checksum staged one beat (two at W=64)
+        (128, 0.6, 0.7, 9),
         (256, 0.7, 0.4, 3),
         (256, 1.0, 0.8, 4),
         (512, 0.4, 1.0, 5),
@@ -328,7 +331,7 @@ def test_scapy_parses_frames_checksum_and_lengths() -> None:
 # Throughput and latency
 
 
-@pytest.mark.parametrize("width", [64, 256, 512])
+@pytest.mark.parametrize("width", [64, 128, 256, 512])
 @pytest.mark.parametrize("count_kind", ["one_beat", "mixed"])
 def test_back_to_back_one_beat_per_cycle(width, count_kind) -> None:
     rng = random.Random(14)
