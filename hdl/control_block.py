@@ -177,11 +177,11 @@ class ControlBlock(wiring.Component):
         assert set(readable) == set(reg_map), "register map and RTL disagree"
 
         # ---- the operation engine: one operation every three cycles ----
-        # An operation's two words are decoded when they are loaded (from ``s_msg`` in IDLE,
-        # from the held beat in READBACK) into flip-flops: the address as a dense index into the
-        # readable registers, one write-enable flag per writable register, the job of a JOB_HEAD
-        # write, the value. EXEC (the write) and READ + READBACK (the read mux) start from those
-        # flip-flops, with no address compare in front of them.
+        # An operation's two words are decoded from the held beat (in LOAD for its first
+        # operation, in READBACK for the next one) into flip-flops: the address as a dense index
+        # into the readable registers, one write-enable flag per writable register, the job of a
+        # JOB_HEAD write, the value. EXEC (the write) and READ + READBACK (the read mux) start
+        # from those flip-flops, with no address compare in front of them.
         beat = Signal(self.s_msg.payload.shape())
         op = Signal(range(max(n_ops, 1) + 1))
         words_left = Signal(16)  # words of the message not yet consumed
@@ -266,15 +266,16 @@ class ControlBlock(wiring.Component):
             self.reset.payload.head.eq(value),
         ]
 
-        # Each operation takes three cycles: EXEC performs the write (or the window-reset
-        # handshake), READ the first level of the read mux, READBACK stores the register's new
-        # value into the reply and loads the next operation of the beat (the beat's data is
-        # shifted by one operation, so the next operation is always in its second 64 bits).
+        # IDLE takes a beat, LOAD decodes its first operation (so nothing is decoded straight
+        # from ``s_msg``, whose data comes from the host parser's block RAM). Each operation
+        # takes three cycles: EXEC performs the write (or the window-reset handshake), READ the
+        # first level of the read mux, READBACK stores the register's new value into the reply
+        # and decodes the next operation of the beat (the beat's data is shifted by one
+        # operation, so the next operation is always in its second 64 bits).
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += [self.s_msg.ready.eq(1), next_words.eq(self.s_msg.payload.data[:64])]
+                m.d.comb += self.s_msg.ready.eq(1)
                 with m.If(self.s_msg.valid):
-                    load_op()
                     m.d.sync += [
                         beat.eq(self.s_msg.payload),
                         op.eq(0),
@@ -285,7 +286,11 @@ class ControlBlock(wiring.Component):
                             words_left.eq(self.s_msg.payload.hdr.element_count),
                             control_in.eq(control_in + 1),
                         ]
-                    m.next = "EXEC"
+                    m.next = "LOAD"
+            with m.State("LOAD"):  # decode the beat's first operation
+                m.d.comb += next_words.eq(beat.data[:64])
+                load_op()
+                m.next = "EXEC"
             with m.State("EXEC"):
                 with m.If((words_left < 2) | (op == n_ops)):
                     m.next = "REPLY"
