@@ -12,7 +12,8 @@ Structure
 Write side (one beat per cycle):
 
 - the 64-byte header (``header_beats(W)`` beats) is captured into a 512-bit register, never
-  stored; a one-cycle ``hdr_done`` pulse follows its last beat;
+  stored; a one-cycle ``hdr_done`` pulse follows its last beat (the slot of the beat being
+  waited for takes ``tdata`` every cycle, so ``tready`` does not gate 512 flip-flops);
 - payload beats are written into a block-RAM packet FIFO (``lib.memory.Memory``, W bits x
   ``fifo_depth``) at ``wr_ptr``; at most ``payload_beats(max_elements, W)`` beats per frame
   are written (a longer frame is certainly dropped; the rest of it is consumed, not stored);
@@ -21,13 +22,16 @@ Write side (one beat per cycle):
 
 Header pipeline: stage **H1** (the cycle after ``hdr_done``) evaluates the field checks from the
 header register and registers them with the aggregation-header fields, the expected payload beats
-and last-beat ``tkeep`` for ``element_count``, and the 20-bit sum of the ten IPv4 header words.
-The checksum is good when that sum folds to 0xFFFF, i.e. when it is one of 0xFFFF * k,
-k = 1..10 (no carry chain in the verdict cycle).
+and last-beat ``tkeep`` for ``element_count``. The IPv4 checksum is good when the 20-bit sum of
+the ten header words folds to 0xFFFF, i.e. is one of 0xFFFF * k, k = 1..10: at W <= 128 the
+IPv4 words arrive before the header's last beat, so their sum is computed early (an adder tree in
+two register stages at W = 64) and H1 registers the "good" bit; at W >= 256 H1 registers the sum
+and the compare is part of the verdict (no carry chain in the verdict cycle either way).
 
 Verdict (**resolve**): in the first cycle where E is valid and, if the frame had a complete
 header, H1 holds that header: the reason is the first failing check in ``Drop`` order. Accept:
-the descriptor (header + beat count) is pushed into a small descriptor FIFO; the payload stays.
+the descriptor (header + beat count) is pushed into a small descriptor FIFO the next cycle, from
+registers (stage **V**); the payload stays.
 Drop: ``wr_ptr`` rolls back to the frame's start. For any frame with a payload the verdict comes
 the cycle after ``tlast`` (the header was complete at least one beat before), so the next frame's
 first payload beat, at least ``1 + header_beats`` cycles after ``tlast``, never waits for it:
@@ -40,12 +44,13 @@ boundary, the first beat of the next descriptor. So one beat per cycle with any 
 no bubble between messages. Reads only touch committed entries and writes only free ones (the
 room check uses the registered read pointer), so the non-transparent read port needs no bypass.
 
-Timing: a frame's tlast transfer in cycle t -> verdict in t+1 -> descriptor readable in t+2 ->
-first ``m_msg`` beat valid in cycle **t+3** (when the output is idle). Event strobes: ``frame_in``
-in t+1, ``accept``/``drop`` in t+2.
+Timing: a frame's tlast transfer in cycle t -> verdict in t+1 -> descriptor pushed in t+2 ->
+readable in t+3 -> first ``m_msg`` beat valid in cycle **t+4** (when the output is idle). Event
+strobes: ``frame_in`` in t+1, ``accept``/``drop`` in t+2.
 
 ``s_axis.tready`` is low only when a payload beat that would be stored finds the FIFO full,
-when the descriptor FIFO is nearly full, or in the 64-byte-frame corner above.
+when the descriptor FIFO is nearly full (checked a cycle early, from a register, with two
+entries of margin), or in the 64-byte-frame corner above.
 """
 
 from __future__ import annotations
@@ -199,12 +204,15 @@ class IngressParser(wiring.Component):
         resolve = Signal()
         m.d.comb += resolve.eq(e_valid & (e_trunc | h1_valid))
 
-        # Room in the descriptor FIFO for this frame and the pending verdict
-        # (w_level + e_valid < DESC_DEPTH - 1), registered: that sum grows by at most one per
+        # Room in the descriptor FIFO for this frame, the pending push and the pending verdict
+        # (w_level + v_push + e_valid < DESC_DEPTH - 1), registered: that sum grows by at most one per
         # cycle, so "sum < DESC_DEPTH - 2" in the previous cycle implies it (one entry of margin;
         # keeps the level adder and compare out of the tready cycle).
+        v_push = Signal()  # stage V: a descriptor to push (the verdict of the cycle before)
+        v_hdr = Signal(AggHeaderLayout, reset_less=True)
+        v_beats = Signal(range(PMAX + 1), reset_less=True)
         desc_room = Signal(init=1)
-        m.d.sync += desc_room.eq(desc.w_level + e_valid < DESC_DEPTH - 2)
+        m.d.sync += desc_room.eq(desc.w_level + v_push + e_valid < DESC_DEPTH - 2)
         ready = Signal()
         m.d.comb += ready.eq(
             ~(e_valid & ~resolve)  # E is waiting for H1 (a frame that ended at byte 64)
@@ -260,15 +268,49 @@ class IngressParser(wiring.Component):
         words = [Cat(hdr[8 * (b + 1):8 * (b + 2)], hdr[8 * b:8 * (b + 1)])
                  for b in range(wire.IPV4_OFFSET, wire.IPV4_OFFSET + wire.IPV4_HEADER_BYTES, 2)]
         assert len(words) == _IP_WORDS
-        while len(words) > 1:  # balanced adder tree
-            words = [words[i] + words[i + 1] if i + 1 < len(words) else words[i]
-                     for i in range(0, len(words), 2)]
+
+        def add_level(ws: list) -> list:  # one level of a balanced adder tree
+            return [ws[i] + ws[i + 1] if i + 1 < len(ws) else ws[i] for i in range(0, len(ws), 2)]
+
+        def add_tree(ws: list):
+            while len(ws) > 1:
+                ws = add_level(ws)
+            return ws[0]
         msg_type = f("msg_type")
         type_ok = 0
         for t in self.accepted_types:
             type_ok = type_ok | (msg_type == int(t))
         last_lane = (count - 1)[:log2_l] if log2_l else Const(0, 1)
         keep_bits = Cat(*[(last_lane >= j).replicate(4) for j in range(L)])
+        # IPv4 checksum: good when the 20-bit sum of the ten words folds to 0xFFFF, i.e. is
+        # 0xFFFF * k, k = 1..10. When the IPv4 header's last byte is in a header beat before the
+        # last (W <= 128), its sum is registered every cycle (``csum_early``, through two
+        # register stages when there are two spare beats: the IPv4 words of ``hdr`` are stable
+        # from their beat until the frame ends) and the compare is done into H1, so the verdict
+        # sees one flip-flop; otherwise (W >= 256) the sum goes into H1 and the compare is part
+        # of the verdict.
+        def csum_good(total):
+            good = 0
+            for k in range(1, _IP_WORDS + 1):
+                good = good | (total == 0xFFFF * k)
+            return good
+
+        ip_last_beat = (wire.IPV4_OFFSET + wire.IPV4_HEADER_BYTES - 1) // KB
+        spare = (HB - 1) - ip_last_beat  # cycles between the IPv4 words and hdr_done
+        early_csum = spare >= 1
+        h_csum_ok = Signal()
+        if early_csum:
+            csum_early = Signal(20)
+            if spare >= 2:  # W = 64: the adder tree in two register stages
+                half = [Signal(len(v), name=f"csum_part{i}")
+                        for i, v in enumerate(add_level(add_level(words)))]
+                m.d.sync += [h.eq(v) for h, v in zip(half, add_level(add_level(words)), strict=True)]
+                m.d.sync += csum_early.eq(add_tree(half))
+            else:
+                m.d.sync += csum_early.eq(add_tree(words))
+            csum_ok = h_csum_ok
+        else:
+            csum_ok = csum_good(h_csum)
         with m.If(resolve & ~e_trunc):
             m.d.sync += h1_valid.eq(0)
         with m.If(hdr_done):
@@ -278,7 +320,8 @@ class IngressParser(wiring.Component):
                 h_ip_ok.eq((f("ip_version_ihl") == wire.IPV4_VERSION_IHL)
                            & ((f("ip_flags_frag") & 0x3FFF) == 0)
                            & (f("ip_proto") == wire.IPV4_PROTO_UDP)),
-                h_csum.eq(words[0]),
+                h_csum.eq(add_tree(words)),
+                h_csum_ok.eq(csum_good(csum_early) if early_csum else 0),
                 h_dest_ok.eq(((eth_dst == self.local_mac) | eth_dst[40])
                              & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE))),
                 h_port_ok.eq(f("udp_dport") == self.udp_port),
@@ -298,9 +341,6 @@ class IngressParser(wiring.Component):
                 m.d.sync += getattr(h_hdr, name).eq(f(name))
 
         # ---------------------------------------------------------------- verdict
-        csum_ok = 0
-        for k in range(1, _IP_WORDS + 1):
-            csum_ok = csum_ok | (h_csum == 0xFFFF * k)
         len_ok = h_len_ok & (e_pay == h_beats) & (e_keep == h_keep)
         checks = [
             (e_err, Drop.FRAME_ERROR),
@@ -322,13 +362,17 @@ class IngressParser(wiring.Component):
             with m.If(cond):
                 m.d.comb += [reason.eq(int(code)), ok.eq(0)]
 
-        m.d.sync += [self.accept.eq(0), self.drop.eq(0)]
-        m.d.comb += [desc_w.hdr.eq(h_hdr), desc_w.beats.eq(h_beats)]
+        # Stage V: an accepted frame's descriptor is pushed the cycle after its verdict, from
+        # registers (the verdict logic does not drive the descriptor FIFO's write enable, which
+        # fans out to the whole LUT-RAM word and the level counter).
+        # (v_hdr/v_beats copy H1 every cycle: no verdict in their enable either.)
+        m.d.sync += [self.accept.eq(0), self.drop.eq(0), v_push.eq(0),
+                     v_hdr.eq(h_hdr), v_beats.eq(h_beats)]
+        m.d.comb += [desc_w.hdr.eq(v_hdr), desc_w.beats.eq(v_beats), desc.w_en.eq(v_push)]
         with m.If(resolve):
             m.d.sync += e_valid.eq(0)
             with m.If(ok):
-                m.d.comb += desc.w_en.eq(1)
-                m.d.sync += self.accept.eq(1)
+                m.d.sync += [v_push.eq(1), self.accept.eq(1)]
             with m.Else():
                 m.d.sync += [self.drop.eq(1), self.drop_reason.eq(reason)]
                 with m.If(e_wrote):
