@@ -108,7 +108,11 @@ class WanreduceCore(wiring.Component):
 
         m.submodules.merger = merger = StreamMerger(w, n_net + 1)
         for i in range(n_net):
-            wiring.connect(m, parsers[i].m_msg, merger.s_msg[i])
+            # Register slice (registered ready) per network port, like the registered demux on
+            # the host port: the merger's arbitration does not chain into the parsers' read side.
+            m.submodules[f"merger_slice{i}"] = pslice = MessageRegisterSlice(w)
+            wiring.connect(m, parsers[i].m_msg, pslice.s_msg)
+            wiring.connect(m, pslice.m_msg, merger.s_msg[i])
         wiring.connect(m, demux.m_data, merger.s_msg[n_net])
 
         m.submodules.reducer = reducer = Reducer(
