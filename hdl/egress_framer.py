@@ -232,6 +232,9 @@ class EgressFramer(wiring.Component):
                 lo = 8 * (f.size - 1 - i)
                 m.d.comb += header[8 * (f.offset + i) : 8 * (f.offset + i + 1)].eq(v[lo : lo + 8])
 
+        # element_count 0, looked at on the last header beat: registered when that is not beat 0
+        count_zero = staged(count == 0, min(n_hdr - 1, 1), "count_zero")
+
         # ---- Keep mask of the last payload beat -------------------------------------------
         keep_last = Signal(w // 8)
         rem = count[: (n_lanes - 1).bit_length()]  # elements in the last beat (0 = full)
@@ -265,7 +268,7 @@ class EgressFramer(wiring.Component):
                 for k in range(n_hdr):
                     with m.Case(k):
                         m.d.comb += hdr_beat.eq(header[k * w : (k + 1) * w])
-            last_hbeat = hbeat == n_hdr - 1
+            last_hbeat = Signal()  # == (hbeat == n_hdr - 1), as a flip-flop (s_msg.ready path)
 
         with m.If(advance):
             m.d.sync += o_valid.eq(0)  # unless a beat is loaded below
@@ -294,14 +297,15 @@ class EgressFramer(wiring.Component):
                 ]
                 with m.If(last_hbeat):
                     if n_hdr > 1:
-                        m.d.sync += hbeat.eq(0)
-                    with m.If(count == 0):
+                        m.d.sync += [hbeat.eq(0), last_hbeat.eq(0)]
+                    with m.If(count_zero):
                         # Header-only frame: end it here and drop the message's beat(s).
                         m.d.sync += o_last.eq(1)
                         m.d.comb += s.ready.eq(1)
                         m.d.sync += discard.eq(~s.payload.last)
                     with m.Else():
                         m.d.sync += in_payload.eq(1)
-                with m.Else():
-                    m.d.sync += hbeat.eq(hbeat + 1)
+                if n_hdr > 1:
+                    with m.Else():
+                        m.d.sync += [hbeat.eq(hbeat + 1), last_hbeat.eq(hbeat == n_hdr - 2)]
         return m
