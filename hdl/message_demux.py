@@ -61,12 +61,14 @@ class MessageDemux(wiring.Component):
                 with m.If((skid_ctrl == k) & free[k]):
                     m.d.sync += [out_data[k].eq(skid_data), out_valid[k].eq(1),
                                  skid_valid.eq(0), in_ready.eq(1)]
-        with m.Elif(s.valid):  # in_ready is 1 here
-            for k in range(2):
-                with m.If(is_ctrl == k):
-                    with m.If(free[k]):
-                        m.d.sync += [out_data[k].eq(s.payload), out_valid[k].eq(1)]
-                    with m.Else():
-                        m.d.sync += [skid_data.eq(s.payload), skid_ctrl.eq(k), skid_valid.eq(1),
-                                     in_ready.eq(0)]
+        with m.Else():  # in_ready is 1 here
+            # the skid register copies the input while empty: no ready in its enable
+            m.d.sync += [skid_data.eq(s.payload), skid_ctrl.eq(is_ctrl)]
+            with m.If(s.valid):
+                for k in range(2):
+                    with m.If(is_ctrl == k):
+                        with m.If(free[k]):
+                            m.d.sync += [out_data[k].eq(s.payload), out_valid[k].eq(1)]
+                        with m.Else():
+                            m.d.sync += [skid_valid.eq(1), in_ready.eq(0)]
         return m

@@ -47,11 +47,15 @@ class MessageRegisterSlice(wiring.Component):
         m.d.comb += [o.payload.eq(out_data), o.valid.eq(out_valid), s.ready.eq(in_ready)]
 
         out_free = ~out_valid | o.ready
+        # The skid register copies the input whenever it is empty (enable: the in_ready
+        # flip-flop), so m_msg.ready reaches only the output register's enable and two bits.
+        with m.If(in_ready):
+            m.d.sync += skid_data.eq(s.payload)
         with m.If(out_free):
             with m.If(skid_valid):
                 m.d.sync += [out_data.eq(skid_data), out_valid.eq(1), skid_valid.eq(0), in_ready.eq(1)]
             with m.Else():
                 m.d.sync += [out_data.eq(s.payload), out_valid.eq(s.valid)]
         with m.Elif(s.valid & in_ready):
-            m.d.sync += [skid_data.eq(s.payload), skid_valid.eq(1), in_ready.eq(0)]
+            m.d.sync += [skid_valid.eq(1), in_ready.eq(0)]
         return m
