@@ -78,6 +78,8 @@ class Reducer(wiring.Component):
     result message, on its first beat).
     """
 
+    RUN_TABLE_MAX_SLOTS = 256
+
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
         check_data_width(data_width)
         if not isinstance(slots, int) or not 2 <= slots <= MAX_SLOTS or slots & (slots - 1):
@@ -95,6 +97,9 @@ class Reducer(wiring.Component):
         self.row_bits = (self.beats - 1).bit_length()  # rows per slot = 2**row_bits
         self.slot_bits = (slots - 1).bit_length()
         self.job_bits = _bits(jobs)
+        # in-order release: the run length from a per-slot distance table (S x log2 S
+        # flip-flops, shorter path) up to RUN_TABLE_MAX_SLOTS, else an encoder and a subtractor
+        self.run_table = slots <= self.RUN_TABLE_MAX_SLOTS
         self.group_bits = _bits(groups)
         super().__init__({
             "s_msg": In(message_stream(data_width)),
@@ -141,7 +146,8 @@ class Reducer(wiring.Component):
             "scale": AggHeaderLayout["scale_exp"].shape, "count": 16, "bitmap": 32,
             "nbm1": 17,  # payload beats - 1, so the emitter needs no arithmetic on the tag
         })
-        entry_layout = data.StructLayout({"job": jb, "chunk": 32, "slot": sb, "count": sb + 1, "resent": 1})
+        # ``more``: chunks released after ``chunk`` by this entry (a run), so the count is more + 1
+        entry_layout = data.StructLayout({"job": jb, "chunk": 32, "slot": sb, "more": sb, "resent": 1})
 
         # Left to the tools (block RAM on the ECP5). Forcing LUT RAM up to 256 slots (for the
         # block RAM's ~4 ns clock-to-output) gained nothing measurable (55.0 vs 53.7 MHz at
@@ -182,7 +188,7 @@ class Reducer(wiring.Component):
         # ---- window-reset engine state ----
         rst_busy = Signal()  # clearing the region
         rst_idx = Signal(sb + 1)
-        in_msg = Signal()  # stage 0 has accepted a non-last beat of a message
+        in_msg = Signal()  # s_msg has accepted a non-last beat of a message
 
         # ---- emitter state ----
         # The chunk being emitted (beat 0 issued, its tag now on tag_rd_e.data) ...
@@ -199,45 +205,98 @@ class Reducer(wiring.Component):
         rest_slot = Signal(sb)  # slot of rest_chunk (registered, off the read-address path)
         e_slot = Signal(sb)
 
-        # ================= stage 0 =================
-        # A one-beat skid register catches the beat accepted in a cycle where stage 1 holds,
-        # so s_msg.ready comes from registers only (not from the stage-1 decision).
+        # ================= input stage (P) =================
+        # A two-entry skid buffer (registered ready, like MessageRegisterSlice) holding each beat
+        # with everything that depends only on its header and the configuration, decoded on the
+        # way in: stage 0 then starts from flip-flops. Its output is taken into stage 1 when
+        # stage 1 moves on (``adv``) and the queue and the window-reset engine allow it.
         s = self.s_msg
         beat_layout = message_beat_layout(W)
+        dec_layout = data.StructLayout({
+            "beat": beat_layout, "idx": beat_bits, "slot": sb, "start": sb, "wmask": sb,
+            "region": S, "members": 32, "bit": 32, "unconf": 1, "nonmem": 1, "cwrite": 1,
+            "chunk_p1": 32, "cw": 32, "nbm1": 17,
+        })
+        # per job, registered from the job table: log2 window clamped to the slot memory and
+        # the window mask (configuration takes effect one cycle after it is written)
+        lwc_j = [Signal(range(sb + 1), name=f"lwc{j}") for j in range(self.jobs)]
+        wm_j = [Signal(sb, name=f"wm{j}") for j in range(self.jobs)]
+        for j in range(self.jobs):
+            lw_in = self.job_cfg[j].log2_window
+            m.d.sync += [lwc_j[j].eq(Mux(lw_in > sb, sb, lw_in)),
+                         wm_j[j].eq(Cat(*[lw_in > i for i in range(sb)]))]
         beat_cnt = Signal(beat_bits)
-        idx_in = Mux(s.payload.first, 0, beat_cnt)
-        skid_v = Signal()
-        skid = Signal(beat_layout, reset_less=True)
-        skid_idx = Signal(beat_bits, reset_less=True)
-        f = Signal(beat_layout)  # the beat entering stage 1: the skid's, else s_msg's
-        idx0 = Signal(beat_bits)
-        m.d.comb += [f.eq(Mux(skid_v, skid, s.payload)), idx0.eq(Mux(skid_v, skid_idx, idx_in))]
-        h0 = f.hdr
-        cfg0 = self._job_cfg(m, h0.job_id[:jb], "cfg0")
-        slot0 = Signal(sb)
-        m.d.comb += slot0.eq(self._slot_of(cfg0, h0.chunk))
-        # for the in-order release scan (stage 1): the slot of chunk + 1 and the job's region
-        start0 = Signal(sb)
-        m.d.comb += start0.eq(self._slot_of(cfg0, h0.chunk + 1))
-        lw0 = Mux(cfg0.log2_window > sb, sb, cfg0.log2_window)
-        region0 = Signal(S)  # slot i is in the job's region: (i - base) mod S < 2**lw
-        m.d.comb += region0.eq(Cat(*[
-            (((Const(i, sb + 1) - cfg0.base[:sb])[:sb] >> lw0) == 0) if sb else Const(1)
-            for i in range(S)
-        ]))
-        # configuration-only checks, precomputed here so stage 1 starts from registers
-        members0 = Signal(32)
-        with m.Switch(h0.group_id[:gb]):
+        hi = s.payload.hdr
+        cfg_i = self._job_cfg(m, hi.job_id[:jb], "cfg_i")
+        lw_i = Signal(range(sb + 1))
+        wm_i = Signal(sb)
+        with m.Switch(hi.job_id[:jb]):
+            for j in range(self.jobs):
+                with m.Case(j):
+                    m.d.comb += [lw_i.eq(lwc_j[j]), wm_i.eq(wm_j[j])]
+        members_i = Signal(32)
+        with m.Switch(hi.group_id[:gb]):
             for g in range(self.groups):
                 with m.Case(g):
-                    m.d.comb += members0.eq(self.group_bitmap[g])
-        bit0 = Signal(32)
-        m.d.comb += bit0.eq(Mux(h0.sender_id < wire.MAX_SENDERS, Const(1, 32) << h0.sender_id[:5], 0))
-        nbm1_0 = Signal(17)
-        m.d.comb += nbm1_0.eq(((h0.element_count + L - 1) >> (L.bit_length() - 1)) - 1)
-        unconf0 = ~((h0.job_id < self.jobs) & cfg0.enable & (h0.group_id < self.groups) & (members0 != 0))
-        accept = Signal()
+                    m.d.comb += members_i.eq(self.group_bitmap[g])
+        bit_i = Signal(32)
+        m.d.comb += bit_i.eq(Mux(hi.sender_id < wire.MAX_SENDERS, Const(1, 32) << hi.sender_id[:5], 0))
+        dec_in = Signal(dec_layout)
+        m.d.comb += [
+            dec_in.beat.eq(s.payload),
+            dec_in.idx.eq(Mux(s.payload.first, 0, beat_cnt)),
+            dec_in.slot.eq((cfg_i.base[:sb] + (hi.chunk[:sb] & wm_i))[:sb]),
+            # for the in-order release scan: the slot of chunk + 1 and the job's region
+            dec_in.start.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb]),
+            dec_in.wmask.eq(wm_i),
+            dec_in.region.eq(Cat(*[  # slot i is in the job's region: (i - base) mod S < 2**lw
+                (((Const(i, sb + 1) - cfg_i.base[:sb])[:sb] >> lw_i) == 0) if sb else Const(1)
+                for i in range(S)
+            ])),
+            dec_in.members.eq(members_i),
+            dec_in.bit.eq(bit_i),
+            dec_in.unconf.eq(~((hi.job_id < self.jobs) & cfg_i.enable & (hi.group_id < self.groups)
+                               & (members_i != 0))),
+            dec_in.nonmem.eq((members_i & bit_i) == 0),
+            dec_in.cwrite.eq(bit_i == members_i),  # a first contribution completes the chunk
+            dec_in.chunk_p1.eq(hi.chunk + 1),
+            # window check without a shifter: chunk - head >= 2**lw <=> (chunk - 2**lw) - head >= 0
+            dec_in.cw.eq(hi.chunk - (Const(1, sb + 1) << lw_i)),
+            dec_in.nbm1.eq(((hi.element_count + L - 1) >> (L.bit_length() - 1)) - 1),
+        ]
+        p_v = Signal()
+        p = Signal(dec_layout, reset_less=True)
+        ps_v = Signal()
+        ps = Signal(dec_layout, reset_less=True)
+        p_rdy = Signal(init=1)  # == ~ps_v, as its own flip-flop
+        take = Signal()  # stage 1 takes p this cycle
+        accept = Signal()  # s_msg transfer
+        # reset.valid through a register (cleared on the ready pulse); a window reset stops
+        # s_msg at the next message boundary, then waits for everything accepted to drain
+        rst_req = Signal()
+        m.d.sync += rst_req.eq(self.reset.valid & ~self.reset.ready)
+        reset_block = rst_req & ~in_msg
+        m.d.comb += [s.ready.eq(p_rdy & ~reset_block & ~rst_busy), accept.eq(s.valid & s.ready)]
+        with m.If(accept):
+            m.d.sync += [beat_cnt.eq(dec_in.idx + 1), in_msg.eq(~s.payload.last)]
+        with m.If(~p_v | take):
+            with m.If(ps_v):
+                m.d.sync += [p.eq(ps), p_v.eq(1), ps_v.eq(0), p_rdy.eq(1)]
+            with m.Else():
+                m.d.sync += [p.eq(dec_in), p_v.eq(accept)]
+        with m.Elif(accept):
+            m.d.sync += [ps.eq(dec_in), ps_v.eq(1), p_rdy.eq(0)]
+
+        # ================= stage 0 (p: the beat entering stage 1) =================
+        f = p.beat
+        h0 = f.hdr
+        idx0 = p.idx
+        slot0, start0, wmask0, region0 = p.slot, p.start, p.wmask, p.region
+        cw0 = p.cw
         dhit0 = Signal()
+        oh0 = Signal(S)  # slot0, one-hot
+        lm0 = Signal(S)  # slots below start0 (thermometer)
+        m.d.comb += [oh0.eq(Const(1, S) << slot0), lm0.eq(Cat(*[start0 > i for i in range(S)]))]
 
         # ================= stage 1 registers =================
         v1 = Signal()
@@ -248,13 +307,22 @@ class Reducer(wiring.Component):
         idx1 = Signal(beat_bits)
         slot1 = Signal(sb)
         start1 = Signal(sb)
+        oh1 = Signal(S)  # slot1, one-hot
+        lm1 = Signal(S)  # slots below start1 (thermometer)
+        dist_tab1 = [Signal(sb, name=f"dist_tab{i}") for i in range(S)] if self.run_table else []
         members1 = Signal(32)
         bit1 = Signal(32)
         unconf1 = Signal()
         nonmem1 = Signal()
         cwrite1 = Signal()  # a first contribution completes the chunk (single member)
-        lw = Signal(range(sb + 1))  # log2 window, clamped to the slot memory
+        wmask = Signal(sb)  # window - 1 (the log2 window clamped to the slot memory)
         chunk_p1 = Signal(32)  # h1.chunk + 1
+        cw1 = Signal(32)  # h1.chunk - 2**lw
+        # relative to the chunk decided in the cycle this beat entered stage 1 (head forwarding):
+        delta1 = Signal(32)  # h1.chunk - (that chunk + 1)
+        deltaw1 = Signal(32)  # cw1 - (that chunk + 1)
+        pjob1 = Signal()  # same job as that decision's message (pinning by its entry)
+        pdc1 = Signal(sb)  # (h1.chunk - its chunk) mod S
         nbm1_1 = Signal(17)
         dhit1 = Signal()  # same for the data row
         v2 = Signal()  # stage 2 (add + data write) holds a beat
@@ -263,23 +331,15 @@ class Reducer(wiring.Component):
         region1 = Signal(S)
         adv = Signal()  # stage 1 moves on this cycle (not stalled on a pinned slot)
 
-        # reset.valid through a register (cleared on the ready pulse): the control block's
-        # handshake logic is not part of s_msg.ready's path.
-        rst_req = Signal()
-        m.d.sync += rst_req.eq(self.reset.valid & ~self.reset.ready)
-        reset_block = rst_req & ~in_msg
         # the messages in stage 2 (counted) and stage 1 may still push one entry each
         room = (q_count + (v2 & push2)) < QUEUE_DEPTH - 1
         m.d.comb += [
-            s.ready.eq(~skid_v & room & ~reset_block & ~rst_busy),
-            accept.eq(s.valid & s.ready),
+            take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
         ]
-        with m.If(accept):
-            m.d.sync += [in_msg.eq(~s.payload.last), beat_cnt.eq(idx_in + 1)]
         with m.If(adv):
             m.d.sync += [
-                v1.eq(skid_v | accept),
+                v1.eq(take),
                 first1.eq(f.first),
                 last1.eq(f.last),
                 h1.eq(h0),
@@ -287,23 +347,29 @@ class Reducer(wiring.Component):
                 idx1.eq(idx0),
                 slot1.eq(slot0),
                 start1.eq(start0),
-                members1.eq(members0),
-                bit1.eq(bit0),
-                unconf1.eq(unconf0),
-                nonmem1.eq((members0 & bit0) == 0),
-                cwrite1.eq(bit0 == members0),
-                lw.eq(lw0),
-                chunk_p1.eq(h0.chunk + 1),
-                nbm1_1.eq(nbm1_0),
+                oh1.eq(oh0),
+                lm1.eq(lm0),
+                *[dist_tab1[i].eq((Const(i, sb) - start0)[:sb] & wmask0) for i in range(len(dist_tab1))],
+                members1.eq(p.members),
+                bit1.eq(p.bit),
+                unconf1.eq(p.unconf),
+                nonmem1.eq(p.nonmem),
+                cwrite1.eq(p.cwrite),
+                wmask.eq(wmask0),
+                chunk_p1.eq(p.chunk_p1),
+                cw1.eq(cw0),
+                delta1.eq(h0.chunk - chunk_p1),
+                deltaw1.eq(cw0 - chunk_p1),
+                pjob1.eq(h0.job_id[:jb] == h1.job_id[:jb]),
+                pdc1.eq((h0.chunk - h1.chunk)[:sb]),
+                nbm1_1.eq(p.nbm1),
                 region1.eq(region0),
-                skid_v.eq(0),
             ]
-        with m.Elif(accept):
-            m.d.sync += [skid_v.eq(1), skid.eq(s.payload), skid_idx.eq(idx_in)]
         m.d.comb += [
             # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
             # always one cycle old and the bypass registers cover exactly what it missed
-            tag_rd.addr.eq(Mux(adv, slot0, slot1)),
+            # the tag is read a cycle ahead: for the beat at p's output next cycle
+            tag_rd.addr.eq(Mux(~p_v | take, Mux(ps_v, ps.slot, dec_in.slot), p.slot)),
             tag_rd.en.eq(1),
             data_rd.en.eq(1),
         ]
@@ -331,52 +397,121 @@ class Reducer(wiring.Component):
         m.d.comb += [
             dhit0.eq(Mux(data_wr.en, data_wr.addr == row_rd, db_v & (db_addr == row_rd))),
         ]
-        # tag sources, newest first: the write in progress (missed by the read), the last write
-        # (made while the read was issued), the memory
-        thit_w = Signal()
-        thit_b = Signal()
-        m.d.comb += [thit_w.eq(tw_v & (tw_a == slot1)), thit_b.eq(tb_v & (tb_addr == slot1))]
-        tag1 = Signal(tag_layout)
         old1 = Signal(W)
-        m.d.comb += [
-            tag1.eq(Mux(thit_w, tw_d, Mux(thit_b, tb_data, tag_rd.data))),
-            old1.eq(Mux(dhit1, db_data, data_rd.data)),
-        ]
+        m.d.comb += old1.eq(Mux(dhit1, db_data, data_rd.data))
 
         # ================= stage 1: decision (first beat) =================
         members, bit = members1, bit1
-        head_j = Signal(32)
-        with m.Switch(h1.job_id[:jb]):
-            for j in range(self.jobs):
-                with m.Case(j):
-                    m.d.comb += head_j.eq(head[j])
         in_order = ~self.release_on_completion
-        dist = Signal(32)
-        m.d.comb += dist.eq(h1.chunk - head_j)
-        late = dist[31]
-        oow = ~late & ((dist >> lw) != 0)
-        pend1 = pending.bit_select(slot1, 1)
+        # The previous decision's effect on ``pending`` and its job's head is applied one cycle
+        # late, from registers (fx_*), so the decision ends in a few flip-flops rather than in
+        # S pending bits and J heads; this decision sees that effect through forwarding.
+        # the last cycle's decision completed a chunk in in-order mode at its job's head (fx_c:
+        # release run, new head) or behind it (fx_s: set its pending bit)
+        fx_c = Signal()
+        fx_s = Signal()
+        fx_job = Signal(jb)
+        fx_run = Signal(sb)  # chunks released after the completing one
+        fx_cp1 = Signal(32)  # its chunk + 1
+        fx_clr = Signal(S)  # slots released behind the completing one
+        fx_set = Signal(S)  # its slot, one-hot
+        pend_eff = Signal(S)  # pending with the last decision applied
+        m.d.comb += pend_eff.eq((pending & ~Mux(fx_c, fx_clr, 0)) | Mux(fx_s, fx_set, 0))
+        # The release scan's input vector is built a cycle ahead for the beat that will be in
+        # stage 1, from the pending bits as they are now, in two versions: without and with
+        # the pending bit the decision of this cycle may set (its own slot, when it completes
+        # behind the head); stage 1 picks one with fx_s. A run the decision of this cycle
+        # clears cannot change the next scan: that scan would stop earlier, at the slot this
+        # decision completes (not pending), which lies between its start and the cleared run.
+        own_n = Mux(adv, oh0, oh1)
+        lm_n = Mux(adv, lm0, lm1)
+        reg_n = Mux(adv, region0, region1)
+        xa = (pend_eff & ~own_n) | ~reg_n
+        xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
+        ya_r, yb_r = Signal(2 * S), Signal(2 * S)
+        m.d.sync += [ya_r.eq(Cat(xa | lm_n, xa)), yb_r.eq(Cat(xb | lm_n, xb))]
+        # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
+        # window; chunk == head) are computed a cycle ahead, for the beat that will be in
+        # stage 1, against the heads as they will be then (the register with the pending
+        # effect fx applied). The decision made in the cycle the beat enters stage 1 is
+        # forwarded: checks against its new head (chunk + 1 + run) from delta1/deltaw1.
+        fx_hn = Signal(32)  # the new head of the last decision (if at the head)
+        m.d.comb += fx_hn.eq(fx_cp1 + fx_run)
 
-        def tag_checks(t) -> list:
-            """The decision's tag comparisons for one tag source (memory read or bypass); both
-            sources are compared in parallel and only the results are selected."""
-            job_eq = t.job == h1.job_id[:jb]
-            chunk_eq = t.chunk == h1.chunk
-            back = (t.chunk - h1.chunk)[31]
+        def head_checks(job, chunk, cw) -> list:
+            hn = Signal(32)
+            with m.Switch(job):
+                for j in range(self.jobs):
+                    with m.Case(j):
+                        m.d.comb += hn.eq(Mux(fx_c & (fx_job == j), fx_hn, head[j]))
+            return [(chunk - hn)[31], (cw - hn)[31], chunk == hn]
+
+        hc_r = Signal(3)  # late, below window end, at head
+        m.d.sync += hc_r.eq(Mux(adv, Cat(*head_checks(h0.job_id[:jb], h0.chunk, cw0)),
+                                Cat(*head_checks(h1.job_id[:jb], h1.chunk, cw1))))
+        fwd_head = fx_c & (fx_job == h1.job_id[:jb])
+        dist_f, distw_f = Signal(32), Signal(32)
+        m.d.comb += [dist_f.eq(delta1 - fx_run), distw_f.eq(deltaw1 - fx_run)]
+        late = Mux(fwd_head, dist_f[31], hc_r[0])
+        oow = ~late & ~Mux(fwd_head, distw_f[31], hc_r[1])
+        at_head = Mux(fwd_head, (delta1[sb:] == 0) & (delta1[:sb] == fx_run), hc_r[2])
+        pend1 = pend_eff.bit_select(slot1, 1)
+
+        # ---- the slot's tag: comparisons made a cycle ahead ----
+        # The tag is read one cycle before the beat reaches stage 0 (p's output), so in stage 0
+        # the read misses the write of the last cycle (tb) and the one in progress (tw): the
+        # comparisons with the beat's header are made against the three in parallel, the newest
+        # is selected and only the boolean results (and the bitmap) are registered for stage 1.
+        # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
+        # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
+        def hdr_checks(job, chunk, round_, group, scale, count, h) -> list:
+            """job ==, chunk ==, chunk behind, mismatch of a tag's fields against a header."""
+            return [job == h.job_id[:jb], chunk == h.chunk, (chunk - h.chunk)[31],
+                    ((round_ != h.round_id) | (group != h.group_id)
+                     | (scale != h.scale_exp) | (count != h.element_count))]
+
+        def tag_checks(state, bitmap, hc, bit_, members_) -> list:
+            job_eq, chunk_eq, back, mism = hc
             return [
-                t.state == _DONE,
-                t.state == _ACTIVE,
-                (t.state != _FREE) & job_eq & chunk_eq,
-                ((t.round != h1.round_id) | (t.group != h1.group_id)
-                 | (t.scale != h1.scale_exp) | (t.count != h1.element_count)),
-                (t.bitmap & bit) != 0,
-                (t.bitmap | bit) == members,
+                state == _DONE,
+                state == _ACTIVE,
+                (state != _FREE) & job_eq & chunk_eq,
+                mism,
+                (bitmap & bit_) != 0,
+                (bitmap | bit_) == members_,
                 job_eq & ~chunk_eq & ~back,
             ]
 
-        ck = Signal(7)
-        m.d.comb += ck.eq(Mux(thit_w, Cat(*tag_checks(tw_d)),
-                              Mux(thit_b, Cat(*tag_checks(tb_data)), Cat(*tag_checks(tag_rd.data)))))
+        def src_checks(t) -> list:  # a whole tag against the beat at p's output
+            hc = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, h0)
+            return tag_checks(t.state, t.bitmap, hc, p.bit, p.members)
+
+        thit_w0 = tw_v & (tw_a == slot0)
+        thit_b0 = tb_v & (tb_addr == slot0)
+        ck0 = Signal(7)
+        bm0 = Signal(32)
+        m.d.comb += [
+            ck0.eq(Mux(thit_w0, Cat(*src_checks(tw_d)),
+                       Mux(thit_b0, Cat(*src_checks(tb_data)), Cat(*src_checks(tag_rd.data))))),
+            bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, tag_rd.data.bitmap))),
+        ]
+        # header comparisons against the tag stage 1 may write this cycle (its header fields are
+        # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
+        hcw_n = Signal(4)
+        m.d.comb += hcw_n.eq(Cat(*hdr_checks(h1.job_id[:jb], h1.chunk, h1.round_id, h1.group_id,
+                                             h1.scale_exp, h1.element_count, h0)))
+        ck_pre, bm_pre, hcw1 = Signal(7), Signal(32), Signal(4)
+        ck, bm = Signal(7), Signal(32)
+        thit_l = tw_v & (tw_a == slot1)  # the tag the previous decision requested
+        m.d.comb += [
+            ck.eq(Mux(thit_l, Cat(*tag_checks(tw_d.state, tw_d.bitmap, [hcw1[i] for i in range(4)],
+                                               bit, members)), ck_pre)),
+            bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre)),
+        ]
+        with m.If(adv):
+            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n)]
+        with m.Else():
+            m.d.sync += [ck_pre.eq(ck), bm_pre.eq(bm)]
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (ck[i] for i in range(7))
         complete1 = st_done & pend1
         released1 = st_done & ~pend1
@@ -409,10 +544,12 @@ class Reducer(wiring.Component):
         with m.Else():
             m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(_OP_WRITE)]
 
+        # The tag is written only for ADD (same chunk) and WRITE (not the same chunk), so its
+        # bitmap and state follow from ``same`` alone, not from the whole priority chain.
         new_bitmap = Signal(32)
-        m.d.comb += new_bitmap.eq(Mux(op == _OP_ADD, tag1.bitmap | bit, bit))
-        completes = (op != _OP_NONE) & Mux(op == _OP_ADD, cadd, cwrite1)
-        at_head = h1.chunk == head_j
+        m.d.comb += new_bitmap.eq(Mux(same, bm | bit, bit))
+        done_new = Mux(same, cadd, cwrite1)  # the tag written is complete
+        completes = (op != _OP_NONE) & done_new
 
         # ---- in-order release run: complete slots right behind the head ----
         # Scanned in slot order, no rotations: slots outside the job's region count as pending
@@ -420,45 +557,58 @@ class Reducer(wiring.Component):
         # forced to 1, and one carry chain finds the first in-region slot that is not pending
         # (the completing slot itself at the latest). Start slot and region mask come registered
         # from stage 0.
-        wmask = Signal(sb)
-        m.d.comb += wmask.eq(Cat(*[lw > i for i in range(sb)]))
-        x = Signal(S)
-        m.d.comb += x.eq((pending & ~(Const(1, S) << slot1)) | ~region1)
-        lm_s = Signal(S)  # slots below the start slot
-        m.d.comb += lm_s.eq(Cat(*[start1 > i for i in range(S)]))
+        lm_s = lm1  # slots below the start slot
         y = Signal(2 * S)
-        m.d.comb += y.eq(Cat(x | lm_s, x))
+        m.d.comb += y.eq(Mux(fx_s, yb_r, ya_r))
         y1 = Signal(2 * S + 1)
         m.d.comb += y1.eq(y + 1)
         below_p = Signal(2 * S)  # positions before the first zero (doubled slot order)
         m.d.comb += below_p.eq((y ^ y1)[1:])
         fz = Signal(S)  # the first zero, folded to slot order (one-hot)
         m.d.comb += fz.eq((y1 & ~y)[:S] | (y1 & ~y)[S : 2 * S])
-        p_slot = Signal(sb)
-        m.d.comb += p_slot.eq(Cat(*[
-            Cat(*[fz[i] for i in range(S) if (i >> b) & 1]).any() for b in range(sb)
-        ]))
-        run = Signal(sb + 1)
-        m.d.comb += run.eq((p_slot - start1)[:sb] & wmask)
+        run = Signal(sb)
+        if self.run_table:
+            # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
+            # distances registered in stage 0 (no encoder and subtractor after the carry chain)
+            m.d.comb += run.eq(Cat(*[
+                Cat(*[fz[i] & dist_tab1[i][b] for i in range(S)]).any() for b in range(sb)
+            ]))
+        else:
+            p_slot = Signal(sb)
+            m.d.comb += p_slot.eq(Cat(*[
+                Cat(*[fz[i] for i in range(S) if (i >> b) & 1]).any() for b in range(sb)
+            ]))
+            m.d.comb += run.eq((p_slot - start1)[:sb] & wmask)
         clr2 = Signal(2 * S)
         m.d.comb += clr2.eq(below_p & ~Cat(lm_s, Const(0, S)))
         clr = Signal(S)  # slots released behind the head
         m.d.comb += clr.eq((clr2[:S] | clr2[S:]) & region1)
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
+        # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
+        # against the queue, the entry in stage 2 and the emitter as they are now. Entries only
+        # move queue -> emitter -> gone, so that is a superset of the next cycle's pins (at
+        # worst a hold one cycle longer) except for the entry the decision of this cycle
+        # pushes into stage 2; that one is matched live (few levels) next cycle.
+        def pin_terms(job, chunk, wm) -> list:
+            terms = []
+            for i in range(QUEUE_DEPTH):
+                occupied = (Const(i, q_rptr.shape()) - q_rptr)[: len(q_rptr)] < q_count
+                e = q[i]
+                terms.append(occupied & (e.job == job) & (((chunk[:sb] - e.chunk[:sb]) & wm) <= e.more))
+            terms.append(v2 & push2 & (entry2.job == job)
+                         & (((chunk[:sb] - entry2.chunk[:sb]) & wm) <= entry2.more))
+            terms.append(e_busy & (e_job == job) & (((chunk[:sb] - e_chunk[:sb]) & wm) == 0))
+            terms.append((rest_job == job) & (((chunk[:sb] - rest_chunk[:sb]) & wm) < rest_left))
+            return terms
+
+        pin_r = Signal()
+        pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask)).any()
+        pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0)).any()
+        m.d.sync += pin_r.eq(Mux(adv, pin_load, pin_hold))
+        # the entry pushed into stage 2 by the decision made when this beat entered stage 1
         pinned = Signal()
-        pin_terms = []
-        for i in range(QUEUE_DEPTH):
-            occupied = (Const(i, q_rptr.shape()) - q_rptr)[: len(q_rptr)] < q_count
-            e = q[i]
-            pin_terms.append(occupied & (e.job == h1.job_id[:jb])
-                             & (((h1.chunk[:sb] - e.chunk[:sb]) & wmask) < e.count))
-        pin_terms.append(v2 & push2 & (entry2.job == h1.job_id[:jb])
-                         & (((h1.chunk[:sb] - entry2.chunk[:sb]) & wmask) < entry2.count))
-        pin_terms.append(e_busy & (e_job == h1.job_id[:jb]) & (e_slot == slot1))
-        pin_terms.append((rest_job == h1.job_id[:jb])
-                         & (((h1.chunk[:sb] - rest_chunk[:sb]) & wmask) < rest_left))
-        m.d.comb += pinned.eq(Cat(*pin_terms).any())
+        m.d.comb += pinned.eq(pin_r | (v2 & push2 & pjob1 & ((pdc1 & wmask) <= entry2.more)))
         m.d.comb += [
             # conservative (any first beat on a pinned slot waits, not only a start): keeps the
             # decision off the hold signal that enables the stage-0 reads and stage-1 registers
@@ -480,7 +630,7 @@ class Reducer(wiring.Component):
             entry_d.chunk.eq(h1.chunk),
             entry_d.slot.eq(slot1),
             entry_d.resent.eq(resend),
-            tag_d.state.eq(Mux(completes, _DONE, _ACTIVE)),
+            tag_d.state.eq(Mux(done_new, _DONE, _ACTIVE)),
             tag_d.job.eq(h1.job_id[:jb]),
             tag_d.round.eq(h1.round_id),
             tag_d.chunk.eq(h1.chunk),
@@ -490,26 +640,28 @@ class Reducer(wiring.Component):
             tag_d.nbm1.eq(nbm1_1),
             tag_d.bitmap.eq(new_bitmap),
         ]
-        with m.If(resend):
-            m.d.comb += [push_d.eq(1), entry_d.count.eq(1)]
-        with m.Elif(completes & ~in_order):
-            m.d.comb += [push_d.eq(1), entry_d.count.eq(1)]
+        with m.If(resend | (completes & ~in_order)):
+            m.d.comb += push_d.eq(1)
         with m.Elif(completes & at_head):
-            m.d.comb += [push_d.eq(1), entry_d.count.eq(run + 1)]
+            m.d.comb += [push_d.eq(1), entry_d.more.eq(run)]
 
         decide = v1 & first1 & adv
-        m.d.comb += [self.outcome.eq(decide), self.outcome_code.eq(code)]
+        # the outcome strobe is registered (counters only; off the decision path)
+        m.d.sync += [self.outcome.eq(decide), self.outcome_code.eq(code)]
         with m.If(decide):
             m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d)]
-            # pending bits and head commit at once: the next decision comes after the last beat
-            with m.If(completes & in_order):
-                with m.If(at_head):
-                    m.d.sync += pending.eq(pending & ~clr)
-                    for j in range(self.jobs):
-                        with m.If(h1.job_id[:jb] == j):
-                            m.d.sync += head[j].eq(chunk_p1 + run)
-                with m.Else():
-                    m.d.sync += pending.eq(pending | (Const(1, S) << slot1))
+        # effect on pending bits and the head, applied next cycle (the decision-independent
+        # parts registered every cycle, the decision itself in fx_c / fx_s)
+        m.d.sync += [
+            fx_c.eq(decide & completes & in_order & at_head),
+            fx_s.eq(decide & completes & in_order & ~at_head),
+            fx_job.eq(h1.job_id[:jb]), fx_run.eq(run), fx_cp1.eq(chunk_p1),
+            fx_clr.eq(clr), fx_set.eq(oh1),
+        ]
+        with m.If(fx_c):
+            for j in range(self.jobs):
+                with m.If(fx_job == j):
+                    m.d.sync += head[j].eq(fx_hn)
 
         # ================= stage 1 -> stage 2: data =================
         # The add and the data write happen one stage later (stage 2), off the decision path.
@@ -561,7 +713,7 @@ class Reducer(wiring.Component):
         rst_slot = (cfg_rst.base[:sb] + rst_idx[:sb])[:sb]
         m.d.comb += self.reset.ready.eq(0)
         with m.If(~rst_busy):
-            with m.If(reset_block & ~v1 & ~v2 & ~skid_v & (q_count == 0) & ~e_busy & (rest_left == 0)):
+            with m.If(reset_block & ~p_v & ~ps_v & ~v1 & ~v2 & (q_count == 0) & ~e_busy & (rest_left == 0)):
                 m.d.sync += [rst_busy.eq(1), rst_idx.eq(0)]
         with m.Else():
             with m.If(rst_idx == (Const(1, sb + 1) << lw_rst)):
@@ -571,7 +723,10 @@ class Reducer(wiring.Component):
                     with m.If(rjob == j):
                         m.d.sync += head[j].eq(self.reset.payload.head)
             with m.Else():
-                m.d.sync += [rst_idx.eq(rst_idx + 1), pending.eq(pending & ~(Const(1, S) << rst_slot))]
+                m.d.sync += rst_idx.eq(rst_idx + 1)
+        # pending: the last decision's effect, or (window reset, no decisions) the region cleared
+        rst_clr = Mux(rst_busy & (rst_idx != (Const(1, sb + 1) << lw_rst)), Const(1, S) << rst_slot, 0)
+        m.d.sync += pending.eq(pend_eff & ~rst_clr)
 
         with m.If(rst_busy & (rst_idx != (Const(1, sb + 1) << lw_rst))):
             m.d.comb += [tw_en.eq(1), tw_addr.eq(rst_slot), tw_data.eq(0)]  # FREE
@@ -622,7 +777,7 @@ class Reducer(wiring.Component):
                 m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
                              n_resent.eq(q_head.resent), q_pop.eq(1)]
                 m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
-                             rest_left.eq(q_head.count - 1), rest_resent.eq(q_head.resent),
+                             rest_left.eq(q_head.more), rest_resent.eq(q_head.resent),
                              rest_slot.eq(self._slot_of(cfg_q, q_head.chunk + 1))]
         with m.If(start_new):
             m.d.comb += issue.eq(1)
