@@ -2,17 +2,21 @@
 
 ::
 
-    s_axis_net0 ─► IngressParser ─┐
-    ...                           ├─► StreamMerger ─► MessageRegisterSlice ─► Reducer ─┐
-    s_axis_netP-1 ► IngressParser ┤   (P+1 inputs)                           (S slots) ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
-    s_axis_host ─► IngressParser ─► MessageDemux ─┘                                    │
-                   (CONTROL ok)        └─ CONTROL ─► ControlBlock ─────────────────────┘ (CONTROL_REPLY)
+    s_axis_net0 ─► IngressParser ─► MessageRegisterSlice ─┐
+    ...                                                   ├─► StreamMerger ─► MessageRegisterSlice ─► Reducer ─┐
+    s_axis_netP-1 ► IngressParser ─► MessageRegisterSlice ┤   (P+1 inputs)                           (S slots) ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
+    s_axis_host ─► IngressParser ─► MessageDemux ─────────┘                                                    │
+                   (CONTROL ok)     (registered)  └─ CONTROL ─► ControlBlock ──────────────────────────────────┘ (CONTROL_REPLY)
 
 * P network ports receive the multicast streams of the other sites (CONTRIBUTION only).
 * The host-facing port carries the local site's own contribution — aggregated in the core like
   any other member's — and CONTROL messages; configuration and counters are reachable only there.
 * A ``MessageRegisterSlice`` (registered ready) sits between the merger and the reducer, so the
-  reducer's ready logic does not chain combinationally into the merger and the parsers.
+  reducer's ready logic does not chain combinationally into the merger and the parsers; one more
+  sits between each network parser and the merger (the host port's ``MessageDemux`` is
+  registered the same way), so the merger's arbitration does not chain into the parsers' read
+  side. Each costs a cycle of latency (``bench/bench_fpga_modules.py core_stub`` places the core
+  with a stand-in reducer to time these cross-component paths).
 * Results (and control replies) leave on ``m_axis_host`` toward the local hosts, addressed to the
   configured result MAC/IP/UDP port (unicast or multicast).
 
