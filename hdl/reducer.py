@@ -401,7 +401,7 @@ class Reducer(wiring.Component):
         m.d.comb += old1.eq(Mux(dhit1, db_data, data_rd.data))
 
         # ================= stage 1: decision (first beat) =================
-        members, bit = members1, bit1
+        bit = bit1
         in_order = ~self.release_on_completion
         # The previous decision's effect on ``pending`` and its job's head is applied one cycle
         # late, from registers (fx_*), so the decision ends in a few flip-flops rather than in
@@ -500,16 +500,28 @@ class Reducer(wiring.Component):
         hcw_n = Signal(4)
         m.d.comb += hcw_n.eq(Cat(*hdr_checks(h1.job_id[:jb], h1.chunk, h1.round_id, h1.group_id,
                                              h1.scale_exp, h1.element_count, h0)))
+        tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         ck_pre, bm_pre, hcw1 = Signal(7), Signal(32), Signal(4)
+        lhit1 = Signal()  # slot1 == the slot of the tag requested when the beat was loaded
         ck, bm = Signal(7), Signal(32)
-        thit_l = tw_v & (tw_a == slot1)  # the tag the previous decision requested
-        m.d.comb += [
-            ck.eq(Mux(thit_l, Cat(*tag_checks(tw_d.state, tw_d.bitmap, [hcw1[i] for i in range(4)],
-                                               bit, members)), ck_pre)),
-            bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre)),
-        ]
+        # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
+        # it is (bm | bit) if ``same`` else bit; requested by a later beat, tag_r's
+        bm_a = bm | bit
+        bm_bc = Mux(first1, bit, tag_r.bitmap)
+        bmck_n = Cat((bm_a & p.bit) != 0, (bm_a | p.bit) == p.members,
+                     (bm_bc & p.bit) != 0, (bm_bc | p.bit) == p.members)
+        bmck1 = Signal(4)
+        sel_a1 = Signal()  # the tag was decided with ``same``
+        thit_l = tw_v & lhit1  # the tag the previous decision requested
+        dup_l = Mux(sel_a1, bmck1[0], bmck1[2])
+        cadd_l = Mux(sel_a1, bmck1[1], bmck1[3])
+        st_l = tw_d.state
+        ck_l = Cat(st_l == _DONE, st_l == _ACTIVE, (st_l != _FREE) & hcw1[0] & hcw1[1], hcw1[3],
+                   dup_l, cadd_l, hcw1[0] & ~hcw1[1] & ~hcw1[2])
+        m.d.comb += [ck.eq(Mux(thit_l, ck_l, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
         with m.If(adv):
-            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n)]
+            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n), lhit1.eq(tw_addr == slot0),
+                         bmck1.eq(bmck_n), sel_a1.eq(first1 & ck[2])]
         with m.Else():
             m.d.sync += [ck_pre.eq(ck), bm_pre.eq(bm)]
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (ck[i] for i in range(7))
@@ -517,32 +529,43 @@ class Reducer(wiring.Component):
         released1 = st_done & ~pend1
         older = released1 & older_hdr
 
-        code = Signal(4)
-        op = Signal(2)
-        resend = Signal()
-        with m.If(unconf1):
-            m.d.comb += code.eq(Outcome.REJECT_UNCONFIGURED)
-        with m.Elif(nonmem1):
-            m.d.comb += code.eq(Outcome.REJECT_NON_MEMBER)
-        with m.Elif(in_order & oow):
-            m.d.comb += code.eq(Outcome.OUT_OF_WINDOW)
-        with m.Elif(same):
-            with m.If(mismatch):
-                m.d.comb += code.eq(Outcome.REJECT_MISMATCH)
-            with m.Elif(released1):
-                m.d.comb += [code.eq(Outcome.RESULT_RESENT), resend.eq(1)]
-            with m.Elif(dup):
-                m.d.comb += code.eq(Outcome.DUPLICATE)
+        def priority(c) -> tuple:
+            """The model's checks in order: (outcome code, data op, resend) from the inputs
+            ``c`` (unconf, nonmem, oow, same, mismatch, released, dup, late, busy, older)."""
+            code, op, resend = Signal(4), Signal(2), Signal()
+            with m.If(c[0]):
+                m.d.comb += code.eq(Outcome.REJECT_UNCONFIGURED)
+            with m.Elif(c[1]):
+                m.d.comb += code.eq(Outcome.REJECT_NON_MEMBER)
+            with m.Elif(c[2]):
+                m.d.comb += code.eq(Outcome.OUT_OF_WINDOW)
+            with m.Elif(c[3]):
+                with m.If(c[4]):
+                    m.d.comb += code.eq(Outcome.REJECT_MISMATCH)
+                with m.Elif(c[5]):
+                    m.d.comb += [code.eq(Outcome.RESULT_RESENT), resend.eq(1)]
+                with m.Elif(c[6]):
+                    m.d.comb += code.eq(Outcome.DUPLICATE)
+                with m.Else():
+                    m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(_OP_ADD)]
+            with m.Elif(c[7]):  # behind the head and no longer held
+                m.d.comb += code.eq(Outcome.STALE)
+            with m.Elif(c[8]):
+                m.d.comb += code.eq(Outcome.REJECT_BUSY)
+            with m.Elif(c[9]):
+                m.d.comb += code.eq(Outcome.STALE)
             with m.Else():
-                m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(_OP_ADD)]
-        with m.Elif(in_order & late):  # behind the head and no longer held
-            m.d.comb += code.eq(Outcome.STALE)
-        with m.Elif(st_active | complete1):
-            m.d.comb += code.eq(Outcome.REJECT_BUSY)
-        with m.Elif(older):
-            m.d.comb += code.eq(Outcome.STALE)
-        with m.Else():
-            m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(_OP_WRITE)]
+                m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(_OP_WRITE)]
+            return code, op, resend
+
+        prio_in = Cat(unconf1, nonmem1, in_order & oow, same, mismatch, released1, dup,
+                      in_order & late, st_active | complete1, older)
+        _, op, resend = priority(prio_in)
+        # the outcome code for the counters is worked out a cycle later from the registered
+        # inputs (separate logic, so it does not pull the decision towards the counters)
+        prio_r = Signal(len(prio_in))
+        m.d.sync += prio_r.eq(prio_in)
+        code, _, _ = priority(prio_r)
 
         # The tag is written only for ADD (same chunk) and WRITE (not the same chunk), so its
         # bitmap and state follow from ``same`` alone, not from the whole priority chain.
@@ -620,7 +643,6 @@ class Reducer(wiring.Component):
         op_r = Signal(2)
         push_r = Signal()
         entry_r = Signal(entry_layout)
-        tag_r = Signal(tag_layout)
 
         push_d = Signal()
         entry_d = Signal(entry_layout)
@@ -647,7 +669,9 @@ class Reducer(wiring.Component):
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
-        m.d.sync += [self.outcome.eq(decide), self.outcome_code.eq(code)]
+        # two cycles after the decision, from flip-flops (the counters sit far away)
+        decide_r = Signal()
+        m.d.sync += [decide_r.eq(decide), self.outcome.eq(decide_r), self.outcome_code.eq(code)]
         with m.If(decide):
             m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d)]
         # effect on pending bits and the head, applied next cycle (the decision-independent
