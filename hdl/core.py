@@ -3,17 +3,17 @@
 ::
 
     s_axis_net0 ─► IngressParser ─► MessageRegisterSlice ─┐
-    ...                                                   ├─► StreamMerger ─► MessageRegisterSlice ─► Reducer ─┐
-    s_axis_netP-1 ► IngressParser ─► MessageRegisterSlice ┤   (P+1 inputs)                           (S slots) ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
-    s_axis_host ─► IngressParser ─► MessageDemux ─────────┘                                                    │
-                   (CONTROL ok)     (registered)  └─ CONTROL ─► ControlBlock ──────────────────────────────────┘ (CONTROL_REPLY)
+    ...                                                   ├─► StreamMerger ─► Reducer ───┐
+    s_axis_netP-1 ► IngressParser ─► MessageRegisterSlice ┤   (P+1 inputs)     (S slots) ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
+    s_axis_host ─► IngressParser ─► MessageDemux ─────────┘                              │
+                   (CONTROL ok)     (registered)  └─ CONTROL ─► ControlBlock ────────────┘ (CONTROL_REPLY)
 
 * P network ports receive the multicast streams of the other sites (CONTRIBUTION only).
 * The host-facing port carries the local site's own contribution — aggregated in the core like
   any other member's — and CONTROL messages; configuration and counters are reachable only there.
-* A ``MessageRegisterSlice`` (registered ready) sits between the merger and the reducer, so the
-  reducer's ready logic does not chain combinationally into the merger and the parsers; one more
-  sits between each network parser and the merger (the host port's ``MessageDemux`` is
+* The reducer's input stage is a skid buffer with a registered ready, so its ready logic does
+  not chain combinationally into the merger and the parsers; a ``MessageRegisterSlice``
+  (registered ready) sits between each network parser and the merger (the host port's ``MessageDemux`` is
   registered the same way), so the merger's arbitration does not chain into the parsers' read
   side. Each costs a cycle of latency (``bench/bench_fpga_modules.py core_stub`` places the core
   with a stand-in reducer to time these cross-component paths).
@@ -122,10 +122,9 @@ class WanreduceCore(wiring.Component):
         m.submodules.reducer = reducer = Reducer(
             w, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"]
         )
-        # Register slice (registered ready): cuts the ready chain reducer -> merger -> parsers.
-        m.submodules.reducer_slice = rslice = MessageRegisterSlice(w)
-        wiring.connect(m, merger.m_msg, rslice.s_msg)
-        wiring.connect(m, rslice.m_msg, reducer.s_msg)
+        # The reducer's input stage is itself a skid buffer with a registered ready (and the
+        # merger's output is registered): no ready chain reducer -> merger -> parsers.
+        wiring.connect(m, merger.m_msg, reducer.s_msg)
 
         m.submodules.control = control = ControlBlock(
             w, ports=n_net, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"]

@@ -285,7 +285,9 @@ class Reducer(wiring.Component):
             with m.Else():
                 m.d.sync += [p.eq(dec_in), p_v.eq(accept)]
         with m.Elif(accept):
-            m.d.sync += [ps.eq(dec_in), ps_v.eq(1), p_rdy.eq(0)]
+            m.d.sync += [ps_v.eq(1), p_rdy.eq(0)]
+        with m.If(p_rdy):  # the skid copies the input while empty: enable from a flip-flop
+            m.d.sync += ps.eq(dec_in)
 
         # ================= stage 0 (p: the beat entering stage 1) =================
         f = p.beat
@@ -321,8 +323,6 @@ class Reducer(wiring.Component):
         # relative to the chunk decided in the cycle this beat entered stage 1 (head forwarding):
         delta1 = Signal(32)  # h1.chunk - (that chunk + 1)
         deltaw1 = Signal(32)  # cw1 - (that chunk + 1)
-        pjob1 = Signal()  # same job as that decision's message (pinning by its entry)
-        pdc1 = Signal(sb)  # (h1.chunk - its chunk) mod S
         nbm1_1 = Signal(17)
         dhit1 = Signal()  # same for the data row
         v2 = Signal()  # stage 2 (add + data write) holds a beat
@@ -332,7 +332,10 @@ class Reducer(wiring.Component):
         adv = Signal()  # stage 1 moves on this cycle (not stalled on a pinned slot)
 
         # the messages in stage 2 (counted) and stage 1 may still push one entry each
-        room = (q_count + (v2 & push2)) < QUEUE_DEPTH - 1
+        # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
+        # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
+        room = Signal()
+        m.d.sync += room.eq((q_count + q_push - q_pop + (v1 & last1 & adv)) < QUEUE_DEPTH - 1)
         m.d.comb += [
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
@@ -360,8 +363,6 @@ class Reducer(wiring.Component):
                 cw1.eq(cw0),
                 delta1.eq(h0.chunk - chunk_p1),
                 deltaw1.eq(cw0 - chunk_p1),
-                pjob1.eq(h0.job_id[:jb] == h1.job_id[:jb]),
-                pdc1.eq((h0.chunk - h1.chunk)[:sb]),
                 nbm1_1.eq(p.nbm1),
                 region1.eq(region0),
             ]
@@ -628,10 +629,7 @@ class Reducer(wiring.Component):
         pin_r = Signal()
         pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask)).any()
         pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0)).any()
-        m.d.sync += pin_r.eq(Mux(adv, pin_load, pin_hold))
-        # the entry pushed into stage 2 by the decision made when this beat entered stage 1
-        pinned = Signal()
-        m.d.comb += pinned.eq(pin_r | (v2 & push2 & pjob1 & ((pdc1 & wmask) <= entry2.more)))
+        pinned = pin_r  # (+ the entry stage 1 pushes this cycle: below, with the decision)
         m.d.comb += [
             # conservative (any first beat on a pinned slot waits, not only a start): keeps the
             # decision off the hold signal that enables the stage-0 reads and stage-1 registers
@@ -662,10 +660,22 @@ class Reducer(wiring.Component):
             tag_d.nbm1.eq(nbm1_1),
             tag_d.bitmap.eq(new_bitmap),
         ]
+        run_push = Signal()  # the entry is a release run (covers slot1 and the slots in clr)
         with m.If(resend | (completes & ~in_order)):
             m.d.comb += push_d.eq(1)
         with m.Elif(completes & at_head):
-            m.d.comb += [push_d.eq(1), entry_d.more.eq(run)]
+            m.d.comb += [push_d.eq(1), entry_d.more.eq(run), run_push.eq(1)]
+
+        # Pinning by the entry stage 1 pushes into stage 2 this cycle (with its last beat), for
+        # the beat taken into stage 1 now: on a first beat from the decision (its own slot, or
+        # a released slot of its run: regions are disjoint, so no job compare), else from the
+        # entry held since the message's first beat.
+        pjob0 = h0.job_id[:jb] == h1.job_id[:jb]  # p's beat vs stage 1's
+        pdc0 = (h0.chunk - h1.chunk)[:sb]
+        held_hit = pjob0 & ((pdc0 & wmask) <= entry_r.more)
+        live_n = v1 & last1 & Mux(first1, push_d & ((slot0 == slot1) | (run_push & (clr & oh0).any())),
+                                  push_r & held_hit)
+        m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
@@ -785,8 +795,15 @@ class Reducer(wiring.Component):
         m.d.comb += slot_n.eq(Mux(rest_left != 0, rest_slot, q_head.slot))
         issue = Signal()
         start_new = Signal()
+        # the current chunk has beats left: right after its start from the tag just read (a zero
+        # test), afterwards from a flip-flop worked out a cycle ahead (no comparator on the path
+        # to the read address)
         more = Signal()
-        m.d.comb += more.eq(e_busy & (e_beat <= te.nbm1))  # the current chunk has beats left
+        more_r = Signal()
+        just_started = Signal()
+        m.d.comb += more.eq(e_busy & Mux(just_started, te.nbm1 != 0, more_r))
+        m.d.sync += [just_started.eq(start_new),
+                     more_r.eq(Mux(credit & more, (e_beat + 1) <= te.nbm1, more))]
         m.d.comb += q_pop.eq(0)
         with m.If(credit):
             with m.If(more):
