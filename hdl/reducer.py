@@ -439,13 +439,25 @@ class Reducer(wiring.Component):
         fx_hn = Signal(32)  # the new head of the last decision (if at the head)
         m.d.comb += fx_hn.eq(fx_cp1 + fx_run)
 
+        def minus_hn(x):
+            """x - (fx_cp1 + fx_run) mod 2**32 with one carry chain: x + ~fx_cp1 + ~run + 2 as
+            carry-save (sum sv, carries cv with the first +1 in its free bit 0), then
+            sv - ~cv = sv + cv + 1."""
+            a, b, c = x, ~fx_cp1, ~Cat(fx_run, Const(0, 32 - sb))
+            sv, cv = Signal(32), Signal(32)
+            m.d.comb += [sv.eq(a ^ b ^ c), cv.eq(Cat(Const(1, 1), ((a & b) | (a & c) | (b & c))[:31]))]
+            return (sv - ~cv)[:32]
+
         def head_checks(job, chunk, cw) -> list:
-            hn = Signal(32)
+            hj = Signal(32)
             with m.Switch(job):
                 for j in range(self.jobs):
                     with m.Case(j):
-                        m.d.comb += hn.eq(Mux(fx_c & (fx_job == j), fx_hn, head[j]))
-            return [(chunk - hn)[31], (cw - hn)[31], chunk == hn]
+                        m.d.comb += hj.eq(head[j])
+            fwd = fx_c & (fx_job == job)
+            d_f, dw_f = minus_hn(chunk), minus_hn(cw)
+            return [Mux(fwd, d_f[31], (chunk - hj)[31]), Mux(fwd, dw_f[31], (cw - hj)[31]),
+                    Mux(fwd, d_f == 0, chunk == hj)]
 
         hc_r = Signal(3)  # late, below window end, at head
         m.d.sync += hc_r.eq(Mux(adv, Cat(*head_checks(h0.job_id[:jb], h0.chunk, cw0)),
