@@ -753,35 +753,43 @@ class Reducer(wiring.Component):
         m.d.comb += [q_push.eq(v2 & push2), q_in.eq(entry2)]
 
         # ================= window reset =================
+        # The job's base and region size are registered when the engine starts; rst_wr (a
+        # flip-flop) marks the cycles that write FREE into one slot of the region each.
         rjob = self.reset.payload.job
         cfg_rst = self._job_cfg(m, rjob, "cfg_rst")
-        lw_rst = Mux(cfg_rst.log2_window > sb, sb, cfg_rst.log2_window)
-        rst_slot = (cfg_rst.base[:sb] + rst_idx[:sb])[:sb]
+        rst_wr = Signal()
+        rst_base = Signal(sb)
+        rst_last = Signal(sb + 1)  # region size - 1
+        rst_slot = Signal(sb)
+        m.d.comb += rst_slot.eq((rst_base + rst_idx[:sb])[:sb])
         m.d.comb += self.reset.ready.eq(0)
         with m.If(~rst_busy):
             with m.If(reset_block & ~p_v & ~ps_v & ~v1 & ~v2 & (q_count == 0) & ~e_busy & (rest_left == 0)):
-                m.d.sync += [rst_busy.eq(1), rst_idx.eq(0)]
+                lw_rst = Mux(cfg_rst.log2_window > sb, sb, cfg_rst.log2_window)
+                m.d.sync += [rst_busy.eq(1), rst_wr.eq(1), rst_idx.eq(0), rst_base.eq(cfg_rst.base[:sb]),
+                             rst_last.eq((Const(1, sb + 1) << lw_rst) - 1)]
+        with m.Elif(rst_wr):
+            m.d.sync += rst_idx.eq(rst_idx + 1)
+            with m.If(rst_idx == rst_last):
+                m.d.sync += rst_wr.eq(0)
         with m.Else():
-            with m.If(rst_idx == (Const(1, sb + 1) << lw_rst)):
-                m.d.comb += self.reset.ready.eq(1)
-                m.d.sync += rst_busy.eq(0)
-                for j in range(self.jobs):
-                    with m.If(rjob == j):
-                        m.d.sync += head[j].eq(self.reset.payload.head)
-            with m.Else():
-                m.d.sync += rst_idx.eq(rst_idx + 1)
+            m.d.comb += self.reset.ready.eq(1)
+            m.d.sync += rst_busy.eq(0)
+            for j in range(self.jobs):
+                with m.If(rjob == j):
+                    m.d.sync += head[j].eq(self.reset.payload.head)
         # pending: the last decision's effect, or (window reset, no decisions) the region cleared
-        rst_clr = Mux(rst_busy & (rst_idx != (Const(1, sb + 1) << lw_rst)), Const(1, S) << rst_slot, 0)
+        rst_clr = Mux(rst_wr, Const(1, S) << rst_slot, 0)
         m.d.sync += pending.eq(pend_eff & ~rst_clr)
 
-        with m.If(rst_busy & (rst_idx != (Const(1, sb + 1) << lw_rst))):
-            m.d.comb += [tw_en.eq(1), tw_addr.eq(rst_slot), tw_data.eq(0)]  # FREE
-        with m.Else():
-            m.d.comb += [
-                tw_en.eq(v1 & adv & last1 & (op_c != _OP_NONE)),
-                tw_addr.eq(slot1),
-                tw_data.eq(tag_c),
-            ]
+        # a reset writes FREE (only the state matters: every check and the emitter ignore the
+        # other fields of a FREE tag)
+        m.d.comb += [
+            tw_en.eq(rst_wr | (v1 & adv & last1 & (op_c != _OP_NONE))),
+            tw_addr.eq(Mux(rst_wr, rst_slot, slot1)),
+            tw_data.eq(tag_c),
+            tw_data.state.eq(Mux(rst_wr, _FREE, tag_c.state)),
+        ]
 
         # ================= emitter =================
         # Issues one row read per cycle while the output FIFO has room. Beat 0 of a chunk reads
