@@ -56,7 +56,7 @@ def modules(p: dict) -> dict[str, Callable[[], wiring.Component]]:
         "parser_host": lambda: IngressParser(w, max_elements=p["elements"], accept_control=True),
         "demux": lambda: MessageDemux(w),
         "merger": lambda: StreamMerger(w, p["ports"] + 1),
-        "reducer_slice": lambda: MessageRegisterSlice(w),
+        "merger_slice": lambda: MessageRegisterSlice(w),  # (one per network port)
         "control": lambda: ControlBlock(w, ports=p["ports"], slots=p["slots"], elements=p["elements"],
                                         groups=p["groups"], jobs=p["jobs"]),
         "egress_merger": lambda: StreamMerger(w, 2),
