@@ -4,11 +4,15 @@ Implements ``model.AggregatorModel.contribute`` bit-exactly for a stream of well
 CONTRIBUTION messages (payload beats, header on every beat). Datapath and hazards are described
 in docs/reducer.md; in short:
 
-* stage 0 (``s_msg`` accept): slot and row address; synchronous reads of the slot's tag and of
-  the beat's data row (non-transparent read ports); configuration-only checks precomputed;
-* stage 1: the outcome decision on the first beat (checks in the model's order; tag comparisons
-  made against the write in progress, the last write and the memory in parallel); the tag is
-  written through a register one cycle later;
+* input stage P: a skid buffer (registered ``s_msg.ready``) that stores each beat with its
+  header/configuration decode (slot, region, members, ...); the slot's tag is read a cycle ahead;
+* stage 0 (P's output): everything stage 1 needs is computed a cycle ahead for the beat that
+  will be in stage 1 — tag comparisons against memory and both pending writes, head checks,
+  pin checks, the release-scan vector — and registered;
+* stage 1: the outcome decision on the first beat, correcting only for the decision of the
+  previous cycle (its tag write, its effect on ``pending`` and the head) from registers; the tag
+  is written through a register one cycle later, ``pending``/head updates are applied one cycle
+  later too (forwarded to the next decision);
 * stage 2: per-lane saturating add or write of the row (forwarding the previous cycle's write),
   sticky overflow per slot, release-queue push with the last beat;
 * in-order release is one combinational step: the chunk at the head completes, and the run of
@@ -18,7 +22,7 @@ in docs/reducer.md; in short:
   referenced by the queue or the emitter is *pinned*: a contribution that would start a new chunk
   in it waits (the model emits instantly; the hardware must not overwrite a queued result).
 
-One beat per cycle sustained, no hazard stalls; ``s_msg`` stalls only for a full release queue,
+One beat per cycle sustained, no hazard stalls; stage 1 stalls only for a full release queue,
 a pinned slot, or a window reset. Requires disjoint job regions (``base .. base + window - 1``).
 """
 
