@@ -682,21 +682,22 @@ class Reducer(wiring.Component):
             tag_d.nbm1.eq(nbm1_1),
             tag_d.bitmap.eq(new_bitmap),
         ]
-        run_push = Signal()  # the entry is a release run (covers slot1 and the slots in clr)
         with m.If(resend | (completes & ~in_order)):
             m.d.comb += push_d.eq(1)
         with m.Elif(completes & at_head):
-            m.d.comb += [push_d.eq(1), entry_d.more.eq(run), run_push.eq(1)]
+            m.d.comb += [push_d.eq(1), entry_d.more.eq(run)]
 
-        # Pinning by the entry stage 1 pushes into stage 2 this cycle (with its last beat), for
-        # the beat taken into stage 1 now: on a first beat from the decision (its own slot, or
-        # a released slot of its run: regions are disjoint, so no job compare), else from the
-        # entry held since the message's first beat.
+        # Pinning by the entry stage 1 may push into stage 2 this cycle (with its last beat), for
+        # the beat taken into stage 1 now. On a first beat, without waiting for the decision
+        # (conservative): a different chunk on the same slot (the same chunk never starts
+        # anything), or a slot the release run would free (slots in clr: COMPLETE, behind the
+        # head, in the same region, so no job compare). Else the entry held since the
+        # message's first beat.
         pjob0 = h0.job_id[:jb] == h1.job_id[:jb]  # p's beat vs stage 1's
         pdc0 = (h0.chunk - h1.chunk)[:sb]
         held_hit = pjob0 & ((pdc0 & wmask) <= entry_r.more)
-        live_n = v1 & last1 & Mux(first1, push_d & ((slot0 == slot1) | (run_push & (clr & oh0).any())),
-                                  push_r & held_hit)
+        other_chunk = (slot0 == slot1) & ~(pjob0 & (h0.chunk == h1.chunk))
+        live_n = v1 & last1 & Mux(first1, other_chunk | (clr & oh0).any(), push_r & held_hit)
         m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
 
         decide = v1 & first1 & adv
@@ -831,7 +832,15 @@ class Reducer(wiring.Component):
         more = Signal()
         more_r = Signal()
         just_started = Signal()
-        m.d.comb += more.eq(e_busy & Mux(just_started, te.nbm1 != 0, more_r))
+        # "more than one beat" per slot in flip-flops, written with the tag, so the test right
+        # after a start does not wait for the tag memory (a block RAM from S = 64 on)
+        multi = Signal(S)
+        with m.If(tw_v):
+            m.d.sync += multi.bit_select(tw_a, 1).eq(tw_d.nbm1 != 0)
+        multi_r = Signal()
+        with m.If(start_new):
+            m.d.sync += multi_r.eq(multi.bit_select(slot_n, 1))
+        m.d.comb += more.eq(e_busy & Mux(just_started, multi_r, more_r))
         m.d.sync += [just_started.eq(start_new),
                      more_r.eq(Mux(credit & more, (e_beat + 1) <= te.nbm1, more))]
         m.d.comb += q_pop.eq(0)
