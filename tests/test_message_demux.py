@@ -8,6 +8,7 @@ import random
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
+from stream_helpers import HoldingSink
 
 from wanreduce import wire
 from wanreduce.hdl.layouts import message_beat_layout
@@ -38,14 +39,14 @@ def _simulate(width: int, n: int, p_ctrl: float, p_valid: float, p_ready: tuple[
     beats = _beats(width, n, p_ctrl, rng, pattern)
     size = message_beat_layout(width).size
     outs = (dut.m_data, dut.m_control)
-    received: tuple[list, list] = ([], [])
+    sinks = (HoldingSink("output 0"), HoldingSink("output 1"))
+    received = (sinks[0].received, sinks[1].received)
     cycles = 0
 
     async def tb(ctx) -> None:
         nonlocal cycles
         s = dut.s_msg
         sent, valid = 0, False
-        stalled = [None, None]
         watched = [s.ready] + [x for o in outs for x in (o.valid, o.payload.as_value())]
         for cycle in range(max_cycles or n * 40 + 100):
             if not valid and sent < n:
@@ -62,14 +63,7 @@ def _simulate(width: int, n: int, p_ctrl: float, p_valid: float, p_ready: tuple[
                 ctx.set(o.ready, ready[k])
             ctx.set(s.payload.as_value(), beats[sent][1] if valid else rng.getrandbits(size))
             for k, o in enumerate(outs):
-                v, data = ctx.get(o.valid), ctx.get(o.payload.as_value())
-                if stalled[k] is not None:
-                    assert v and data == stalled[k], f"cycle {cycle}: output {k} changed while stalled"
-                if v and ready[k]:
-                    received[k].append(data)
-                    stalled[k] = None
-                elif v:
-                    stalled[k] = data
+                sinks[k].step(cycle, ctx.get(o.valid), ctx.get(o.payload.as_value()), ready[k])
             if valid and ctx.get(s.ready):
                 sent += 1
                 valid = False
