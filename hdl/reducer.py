@@ -316,7 +316,6 @@ class Reducer(wiring.Component):
         oh1 = Signal(S)  # slot1, one-hot
         lm1 = Signal(S)  # slots below start1 (thermometer)
         dist_tab1 = [Signal(sb, name=f"dist_tab{i}") for i in range(S)] if self.run_table else []
-        members1 = Signal(32)
         bit1 = Signal(32)
         unconf1 = Signal()
         nonmem1 = Signal()
@@ -359,7 +358,6 @@ class Reducer(wiring.Component):
                 oh1.eq(oh0),
                 lm1.eq(lm0),
                 *[dist_tab1[i].eq((Const(i, sb) - start0)[:sb] & wmask0) for i in range(len(dist_tab1))],
-                members1.eq(p.members),
                 bit1.eq(p.bit),
                 unconf1.eq(p.unconf),
                 nonmem1.eq(p.nonmem),
@@ -603,7 +601,6 @@ class Reducer(wiring.Component):
         # forced to 1, and one carry chain finds the first in-region slot that is not pending
         # (the completing slot itself at the latest). Start slot and region mask come registered
         # from stage 0.
-        lm_s = lm1  # slots below the start slot
         y = Signal(2 * S)
         m.d.comb += y.eq(Mux(fx_s, yb_r, ya_r))
         y1 = Signal(2 * S + 1)
@@ -626,7 +623,7 @@ class Reducer(wiring.Component):
             ]))
             m.d.comb += run.eq((p_slot - start1)[:sb] & wmask)
         clr2 = Signal(2 * S)
-        m.d.comb += clr2.eq(below_p & ~Cat(lm_s, Const(0, S)))
+        m.d.comb += clr2.eq(below_p & ~Cat(lm1, Const(0, S)))
         clr = Signal(S)  # slots released behind the head
         m.d.comb += clr.eq((clr2[:S] | clr2[S:]) & region1)
 
