@@ -11,11 +11,13 @@ the seeds (placement noise is several MHz), with the range.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from wanreduce.commands.report import place_and_route, synthesise
+from wanreduce.commands.report import PLACER, PLACERS, place_and_route, synthesise
 from wanreduce.hdl.core import CoreParams
 
 CONFIGS = [
@@ -30,6 +32,8 @@ def main() -> None:
                     help="comma-separated core parameters, e.g. slots=64,elements=512")
     ap.add_argument("--out", type=Path, default=Path("build/bench_fpga"))
     ap.add_argument("--seeds", type=int, default=1, help="placement seeds (1..N)")
+    ap.add_argument("--placer", choices=PLACERS, default=PLACER, help="nextpnr placer")
+    ap.add_argument("--jobs", type=int, default=1, help="place-and-route runs at a time")
     args = ap.parse_args()
     configs = CONFIGS if not args.config else [
         {k: int(v) for k, v in (kv.split("=") for kv in c.split(","))} for c in args.config]
@@ -40,10 +44,17 @@ def main() -> None:
         t0 = time.perf_counter()
         tag = "-".join(f"{k[0]}{v}" for k, v in p.items())
         synthesise(p, args.out / tag)
-        fmaxes = []
-        for seed in range(1, args.seeds + 1):
-            r = place_and_route(args.out / tag, seed=seed)
-            fmaxes.append(min(a for a, _ in r["fmax"].values()))
+
+        def pnr(seed: int, d: Path = args.out / tag) -> dict:
+            sd = d / f"seed{seed}"  # one directory per seed (nextpnr writes its log and report)
+            sd.mkdir(exist_ok=True)
+            shutil.copy(d / "core.json", sd / "core.json")
+            return place_and_route(sd, seed=seed, placer=args.placer)
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            runs = list(pool.map(pnr, range(1, args.seeds + 1)))
+        r = runs[-1]
+        fmaxes = [min(a for a, _ in x["fmax"].values()) for x in runs]
         fm = f"{statistics.median(fmaxes):.1f}"
         if len(fmaxes) > 1:
             fm += f" [{min(fmaxes):.1f}-{max(fmaxes):.1f}]"

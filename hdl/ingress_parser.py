@@ -200,7 +200,15 @@ class IngressParser(wiring.Component):
         in_payload = beat == HB
         stores = in_payload & (pay_cnt < PMAX)  # a beat now would be written
         first_payload = in_payload & (pay_cnt == 0)
-        fifo_full = (wr_ptr - rd_ptr)[AW]  # used == DEPTH
+        # used == DEPTH, from flip-flops (no pointer subtraction in the tready cycle): the level
+        # compares of the cycle before, corrected for that cycle's write and frees (a write adds
+        # one; a read or a rollback frees at least one, and never together with a write that
+        # would fill the FIFO)
+        fifo_full = Signal()
+        used = (wr_ptr - rd_ptr)[: AW + 1]
+        was_full, was_dm1, wrote, freed = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [was_full.eq(used[AW]), was_dm1.eq(used == DEPTH - 1), wrote.eq(wp.en)]
+        m.d.comb += fifo_full.eq(~freed & (was_full | (was_dm1 & wrote)))
         resolve = Signal()
         m.d.comb += resolve.eq(e_valid & (e_trunc | h1_valid))
 
@@ -369,6 +377,7 @@ class IngressParser(wiring.Component):
         m.d.sync += [self.accept.eq(0), self.drop.eq(0), v_push.eq(0),
                      v_hdr.eq(h_hdr), v_beats.eq(h_beats)]
         m.d.comb += [desc_w.hdr.eq(v_hdr), desc_w.beats.eq(v_beats), desc.w_en.eq(v_push)]
+        rollback = resolve & ~ok & e_wrote
         with m.If(resolve):
             m.d.sync += e_valid.eq(0)
             with m.If(ok):
@@ -388,6 +397,7 @@ class IngressParser(wiring.Component):
         out_hdr = Signal(AggHeaderLayout)
         rd_left = Signal(range(PMAX + 1))  # beats of the current message still to read
         advance = ~out_valid | out.ready
+        m.d.sync += freed.eq(rollback | (advance & ((rd_left != 0) | desc.r_rdy)))
         m.d.comb += [
             rp.addr.eq(rd_ptr[:AW]),
             rp.en.eq(advance),

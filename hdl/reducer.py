@@ -868,7 +868,9 @@ class Reducer(wiring.Component):
             tag_rd_e.addr.eq(slot_n),
             tag_rd_e.en.eq(start_new),
             data_rd_e.addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
-            data_rd_e.en.eq(issue),
+            # always enabled: the data is used only the cycle after an issue (rd_v), so no hold
+            # multiplexer behind the block RAM on the issue path
+            data_rd_e.en.eq(1),
         ]
         m.d.sync += [rd_v.eq(issue), occ.eq(occ + issue - (fifo.r_rdy & fifo.r_en))]
         with m.If(issue):
