@@ -101,8 +101,9 @@ class Reducer(wiring.Component):
         self.row_bits = (self.beats - 1).bit_length()  # rows per slot = 2**row_bits
         self.slot_bits = (slots - 1).bit_length()
         self.job_bits = _bits(jobs)
-        # in-order release: the run length from a per-slot distance table (S x log2 S
-        # flip-flops, shorter path) up to RUN_TABLE_MAX_SLOTS, else an encoder and a subtractor
+        # Up to RUN_TABLE_MAX_SLOTS, per-slot tables in flip-flops (shorter paths): the release
+        # run length from a distance table (S x log2 S), else an encoder and a subtractor; and
+        # pinning from per-entry slot masks (about 9 x S), else chunk-distance comparisons.
         self.run_table = slots <= self.RUN_TABLE_MAX_SLOTS
         self.group_bits = _bits(groups)
         super().__init__({
@@ -178,12 +179,20 @@ class Reducer(wiring.Component):
         q_push = Signal()
         q_pop = Signal()
         q_in = Signal(entry_layout)
+        # per-slot masks of the slots each entry holds (S <= RUN_TABLE_MAX_SLOTS): the decided
+        # entry's (mask_d: its slot, plus the release run it carries), held with entry_r, in
+        # stage 2 (mask2), per queue entry, and the emitter's (current chunk, chunks left)
+        mask_d, mask_r, mask2 = Signal(S), Signal(S), Signal(S)
+        q_mask = [Signal(S, name=f"q_mask{i}") for i in range(QUEUE_DEPTH)] if self.run_table else []
+        rest_mask, e_oh = Signal(S), Signal(S)
         q_head = Signal(entry_layout)
         m.d.comb += q_head.eq(Array([e.as_value() for e in q])[q_rptr])
         with m.If(q_push):
             for i in range(QUEUE_DEPTH):
                 with m.If(q_wptr == i):
                     m.d.sync += q[i].eq(q_in)
+                    if q_mask:
+                        m.d.sync += q_mask[i].eq(mask2)
             m.d.sync += q_wptr.eq(q_wptr + 1)
         with m.If(q_pop):
             m.d.sync += q_rptr.eq(q_rptr + 1)
@@ -673,8 +682,24 @@ class Reducer(wiring.Component):
             return terms
 
         pin_r = Signal()
-        pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask)).any()
-        pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0)).any()
+        if self.run_table:
+            # Every slot held now was held a cycle ago or is in the entry stage 2 pushes now
+            # (entries only move stage 2 -> queue -> emitter -> gone), so the union registered
+            # a cycle ago plus stage 2's mask covers it (at worst one cycle too long).
+            pinvec_r = Signal(S)
+            held = [Mux(((Const(i, q_rptr.shape()) - q_rptr)[: len(q_rptr)] < q_count), q_mask[i], 0)
+                    for i in range(QUEUE_DEPTH)]
+            held += [Mux(v2 & push2, mask2, 0), Mux(e_busy, e_oh, 0), Mux(rest_left != 0, rest_mask, 0)]
+            union = held[0]
+            for h_ in held[1:]:
+                union = union | h_
+            m.d.sync += pinvec_r.eq(union)
+            pins_now = pinvec_r | Mux(v2 & push2, mask2, 0)
+            pin_hold = pins_now.bit_select(slot1, 1)
+            pin_load = pins_now.bit_select(slot0, 1)
+        else:
+            pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask)).any()
+            pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0)).any()
         pinned = pin_r  # (+ the entry stage 1 pushes this cycle: below, with the decision)
         m.d.comb += [
             # conservative (any first beat on a pinned slot waits, not only a start): keeps the
@@ -710,6 +735,8 @@ class Reducer(wiring.Component):
             m.d.comb += push_d.eq(1)
         with m.Elif(completes & at_head):
             m.d.comb += [push_d.eq(1), entry_d.more.eq(run)]
+        # its slot mask: the slot, and the run it releases (clr: exactly those run slots)
+        m.d.comb += mask_d.eq(oh1 | Mux(~resend & completes & in_order & at_head, clr, 0))
 
         # Pinning by the entry stage 1 may push into stage 2 this cycle (with its last beat), for
         # the beat taken into stage 1 now. On a first beat, without waiting for the decision
@@ -731,6 +758,8 @@ class Reducer(wiring.Component):
         m.d.sync += [decide_r.eq(decide), self.outcome.eq(decide_r), self.outcome_code.eq(code)]
         with m.If(decide):
             m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d)]
+            if self.run_table:
+                m.d.sync += mask_r.eq(mask_d)
         # effect on pending bits and the head, applied next cycle (the decision-independent
         # parts registered every cycle, the decision itself in fx_c / fx_s)
         m.d.sync += [
@@ -767,6 +796,8 @@ class Reducer(wiring.Component):
                 old2.eq(old1), fwd2.eq(data_wr.en & (data_wr.addr == row1)), lane_ok2.eq(lane_ok),
                 entry2.eq(Mux(first1, entry_d, entry_r)),
             ]
+            if self.run_table:
+                m.d.sync += mask2.eq(Mux(first1, mask_d, mask_r))
 
         m.submodules.adder = adder = SaturatingAdder(W)
         m.d.comb += [adder.a.eq(Mux(fwd2, db_data, old2)), adder.b.eq(d2)]
@@ -877,16 +908,22 @@ class Reducer(wiring.Component):
                              n_resent.eq(rest_resent)]
                 m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
                              rest_slot.eq(self._slot_of(cfg_r, rest_chunk + 1))]
+                if self.run_table:
+                    m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
             with m.Elif(q_count != 0):
                 m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
                              n_resent.eq(q_head.resent), q_pop.eq(1)]
                 m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
                              rest_left.eq(q_head.more), rest_resent.eq(q_head.resent),
                              rest_slot.eq(self._slot_of(cfg_q, q_head.chunk + 1))]
+                if self.run_table:
+                    m.d.sync += rest_mask.eq(Array(q_mask)[q_rptr] & ~(Const(1, S) << q_head.slot))
         with m.If(start_new):
             m.d.comb += issue.eq(1)
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
                          e_resent.eq(n_resent), e_slot.eq(slot_n), e_ovf.eq(ovf.bit_select(slot_n, 1))]
+            if self.run_table:
+                m.d.sync += e_oh.eq(Const(1, S) << slot_n)
         with m.Elif(~more):
             m.d.sync += e_busy.eq(0)
         addr_slot = Mux(start_new, slot_n, e_slot)

@@ -641,6 +641,25 @@ def test_pinned_hold_with_input_skid():
     assert len(res) == 12 and rr.pinned_stalls > 0
 
 
+@pytest.mark.parametrize("tables", [True, False])
+def test_release_run_slots_stay_pinned(monkeypatch, tables):
+    """In-order release of a run (chunks 1-3 complete behind the head, then chunk 0 releases
+    all four) with m_msg mostly stalled: the next round's chunks reuse the run's slots and
+    must wait until each of those results has been emitted (per-slot masks, or without the
+    tables the chunk-distance comparisons)."""
+    if not tables:
+        monkeypatch.setattr(Reducer, "RUN_TABLE_MAX_SLOTS", 2)
+    cfg = Config(64, 4, 24, groups=1, jobs=1, mode=ReleaseMode.IN_ORDER,
+                 group_table=[0b1], job_table=[(True, 0, 2)])
+    assert Reducer(64, slots=4, elements=24, groups=1, jobs=1).run_table == tables
+    rng = random.Random(23)
+    ops = [_msg(0, 0, 0, 4 * r + k, 0, 0, 24, [rng.randint(-99, 99) for _ in range(24)])
+           for r in range(6) for k in (1, 2, 3, 0)]
+    rr = run(cfg, ops, p_ready=0.1, seed=23)
+    _, res, _ = check(cfg, ops, rr)
+    assert len(res) == 24 and rr.pinned_stalls > 0
+
+
 def test_run_length_by_encoder(monkeypatch):
     """Above RUN_TABLE_MAX_SLOTS the release run comes from an encoder and a subtractor
     instead of the per-slot distance table: same results."""
