@@ -375,7 +375,9 @@ class Reducer(wiring.Component):
         # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
         # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
         room = Signal()
-        m.d.sync += room.eq((q_count + q_push - q_pop + (v1 & last1 & adv)) < QUEUE_DEPTH - 1)
+        # (the emitter's pop enters at the last multiplexer: it is the latest of the inputs)
+        q_sum = q_count + q_push + (v1 & last1 & adv)
+        m.d.sync += room.eq(Mux(q_pop, q_sum < QUEUE_DEPTH, q_sum < QUEUE_DEPTH - 1))
         m.d.comb += [
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
@@ -471,8 +473,41 @@ class Reducer(wiring.Component):
         reg_n = Mux(adv, region0, region1)
         xa = (pend_eff & ~own_n) | ~reg_n
         xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
-        ya_r, yb_r = Signal(2 * S), Signal(2 * S)
-        m.d.sync += [ya_r.eq(Cat(xa | lm_n, xa)), yb_r.eq(Cat(xb | lm_n, xb))]
+        # distances from the start slot (per-slot table) / start and mask (encoder), next cycle
+        dist_n = [Mux(adv, (Const(i, sb) - start0)[:sb] & wmask0, dist_tab1[i]) for i in range(len(dist_tab1))]
+        start_n = Mux(adv, start0, start1)
+        wm_n = Mux(adv, wmask0, wmask)
+
+        def release_scan(x, tag: str) -> tuple:
+            """(run, clr) of the in-order release scan over the vector ``x`` (see stage 1)."""
+            y = Signal(2 * S, name=f"scan_y_{tag}")
+            m.d.comb += y.eq(Cat(x | lm_n, x))
+            y1 = Signal(2 * S + 1, name=f"scan_y1_{tag}")
+            m.d.comb += y1.eq(y + 1)
+            below_p = (y ^ y1)[1:]  # positions before the first zero (doubled slot order)
+            fz = Signal(S, name=f"scan_fz_{tag}")  # the first zero, folded to slot order (one-hot)
+            m.d.comb += fz.eq((y1 & ~y)[:S] | (y1 & ~y)[S : 2 * S])
+            run_ = Signal(sb, name=f"scan_run_{tag}")
+            if self.run_table:
+                # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
+                # distances (no encoder and subtractor after the carry chain)
+                m.d.comb += run_.eq(Cat(*[
+                    Cat(*[fz[i] & dist_n[i][b] for i in range(S)]).any() for b in range(sb)
+                ]))
+            else:
+                p_slot = Signal(sb, name=f"scan_p_{tag}")
+                m.d.comb += p_slot.eq(Cat(*[
+                    Cat(*[fz[i] for i in range(S) if (i >> b) & 1]).any() for b in range(sb)
+                ]))
+                m.d.comb += run_.eq((p_slot - start_n)[:sb] & wm_n)
+            clr2 = below_p & ~Cat(lm_n, Const(0, S))
+            return run_, (clr2[:S] | clr2[S:]) & reg_n
+
+        run_a, run_b = Signal(sb), Signal(sb)
+        clr_a, clr_b = Signal(S), Signal(S)
+        ra, ca = release_scan(xa, "a")
+        rb_, cb = release_scan(xb, "b")
+        m.d.sync += [run_a.eq(ra), clr_a.eq(ca), run_b.eq(rb_), clr_b.eq(cb)]
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
         # stage 1, against the heads as they will be then (the register with the pending
@@ -635,33 +670,11 @@ class Reducer(wiring.Component):
         # Scanned in slot order, no rotations: slots outside the job's region count as pending
         # (transparent), the vector is doubled so the scan wraps, bits below the start slot are
         # forced to 1, and one carry chain finds the first in-region slot that is not pending
-        # (the completing slot itself at the latest). Start slot and region mask come registered
-        # from stage 0.
-        y = Signal(2 * S)
-        m.d.comb += y.eq(Mux(fx_s, yb_r, ya_r))
-        y1 = Signal(2 * S + 1)
-        m.d.comb += y1.eq(y + 1)
-        below_p = Signal(2 * S)  # positions before the first zero (doubled slot order)
-        m.d.comb += below_p.eq((y ^ y1)[1:])
-        fz = Signal(S)  # the first zero, folded to slot order (one-hot)
-        m.d.comb += fz.eq((y1 & ~y)[:S] | (y1 & ~y)[S : 2 * S])
+        # (the completing slot itself at the latest). The scan runs in stage 0 on both input
+        # vectors (release_scan); stage 1 only selects with fx_s.
         run = Signal(sb)
-        if self.run_table:
-            # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
-            # distances registered in stage 0 (no encoder and subtractor after the carry chain)
-            m.d.comb += run.eq(Cat(*[
-                Cat(*[fz[i] & dist_tab1[i][b] for i in range(S)]).any() for b in range(sb)
-            ]))
-        else:
-            p_slot = Signal(sb)
-            m.d.comb += p_slot.eq(Cat(*[
-                Cat(*[fz[i] for i in range(S) if (i >> b) & 1]).any() for b in range(sb)
-            ]))
-            m.d.comb += run.eq((p_slot - start1)[:sb] & wmask)
-        clr2 = Signal(2 * S)
-        m.d.comb += clr2.eq(below_p & ~Cat(lm1, Const(0, S)))
         clr = Signal(S)  # slots released behind the head
-        m.d.comb += clr.eq((clr2[:S] | clr2[S:]) & region1)
+        m.d.comb += [run.eq(Mux(fx_s, run_b, run_a)), clr.eq(Mux(fx_s, clr_b, clr_a))]
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
