@@ -748,8 +748,12 @@ class Reducer(wiring.Component):
             m.d.comb += push_d.eq(1)
         with m.Elif(completes & at_head):
             m.d.comb += [push_d.eq(1), entry_d.more.eq(run)]
-        # its slot mask: the slot, and the run it releases (clr: exactly those run slots)
-        m.d.comb += mask_d.eq(oh1 | Mux(~resend & completes & in_order & at_head, clr, 0))
+        # its slot mask: the slot, and the run it releases (clr: exactly those run slots). Not
+        # gated by the decision (off the decision path): an entry without a run (a resend or
+        # a completion out of order) also holds the pending slots its scan saw, which only
+        # delays contributions to those slots until it is emitted (they are COMPLETE: nothing
+        # new can start there before their release anyway).
+        m.d.comb += mask_d.eq(oh1 | clr)
 
         # Pinning by the entry stage 1 may push into stage 2 this cycle (with its last beat), for
         # the beat taken into stage 1 now. On a first beat, without waiting for the decision
