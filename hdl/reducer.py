@@ -181,8 +181,8 @@ class Reducer(wiring.Component):
         q_in = Signal(entry_layout)
         # per-slot masks of the slots each entry holds (S <= RUN_TABLE_MAX_SLOTS): the decided
         # entry's (mask_d: its slot, plus the release run it carries), held with entry_r, in
-        # stage 2 (mask2), per queue entry, and the emitter's (current chunk, chunks left)
-        mask_d, mask_r, mask2 = Signal(S), Signal(S), Signal(S)
+        # per queue entry, and the emitter's (current chunk, chunks left)
+        mask_d, mask_r = Signal(S), Signal(S)
         q_mask = [Signal(S, name=f"q_mask{i}") for i in range(QUEUE_DEPTH)] if self.run_table else []
         rest_mask, e_oh = Signal(S), Signal(S)
         q_head = Signal(entry_layout)
@@ -192,7 +192,7 @@ class Reducer(wiring.Component):
                 with m.If(q_wptr == i):
                     m.d.sync += q[i].eq(q_in)
                     if q_mask:
-                        m.d.sync += q_mask[i].eq(mask2)
+                        m.d.sync += q_mask[i].eq(mask_r)
             m.d.sync += q_wptr.eq(q_wptr + 1)
         with m.If(q_pop):
             m.d.sync += q_rptr.eq(q_rptr + 1)
@@ -366,8 +366,10 @@ class Reducer(wiring.Component):
         nbm1_1 = Signal(17)
         dhit1 = Signal()  # same for the data row
         v2 = Signal()  # stage 2 (add + data write) holds a beat
-        push2 = Signal()  # ... whose release entry (entry2) is pushed this cycle
-        entry2 = Signal(entry_layout)
+        last2 = Signal()  # ... the last of its message (its release entry, if any, is pushed now)
+        push_now = Signal()  # the release entry (entry_r, still the message's) is pushed now
+        push_r = Signal()  # the decision pushes a release entry (held for the message)
+        entry_r = Signal(entry_layout)  # that entry (``more``: the run, used if runs_now)
         region1 = Signal(S)
         adv = Signal()  # stage 1 moves on this cycle (not stalled on a pinned slot)
 
@@ -473,41 +475,23 @@ class Reducer(wiring.Component):
         reg_n = Mux(adv, region0, region1)
         xa = (pend_eff & ~own_n) | ~reg_n
         xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
-        # distances from the start slot (per-slot table) / start and mask (encoder), next cycle
-        dist_n = [Mux(adv, (Const(i, sb) - start0)[:sb] & wmask0, dist_tab1[i]) for i in range(len(dist_tab1))]
-        start_n = Mux(adv, start0, start1)
-        wm_n = Mux(adv, wmask0, wmask)
 
         def release_scan(x, tag: str) -> tuple:
-            """(run, clr) of the in-order release scan over the vector ``x`` (see stage 1)."""
+            """(first zero one-hot, clr) of the in-order release scan over ``x`` (stage 1)."""
             y = Signal(2 * S, name=f"scan_y_{tag}")
             m.d.comb += y.eq(Cat(x | lm_n, x))
             y1 = Signal(2 * S + 1, name=f"scan_y1_{tag}")
             m.d.comb += y1.eq(y + 1)
             below_p = (y ^ y1)[1:]  # positions before the first zero (doubled slot order)
-            fz = Signal(S, name=f"scan_fz_{tag}")  # the first zero, folded to slot order (one-hot)
-            m.d.comb += fz.eq((y1 & ~y)[:S] | (y1 & ~y)[S : 2 * S])
-            run_ = Signal(sb, name=f"scan_run_{tag}")
-            if self.run_table:
-                # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
-                # distances (no encoder and subtractor after the carry chain)
-                m.d.comb += run_.eq(Cat(*[
-                    Cat(*[fz[i] & dist_n[i][b] for i in range(S)]).any() for b in range(sb)
-                ]))
-            else:
-                p_slot = Signal(sb, name=f"scan_p_{tag}")
-                m.d.comb += p_slot.eq(Cat(*[
-                    Cat(*[fz[i] for i in range(S) if (i >> b) & 1]).any() for b in range(sb)
-                ]))
-                m.d.comb += run_.eq((p_slot - start_n)[:sb] & wm_n)
             clr2 = below_p & ~Cat(lm_n, Const(0, S))
-            return run_, (clr2[:S] | clr2[S:]) & reg_n
+            # the first zero, folded to slot order (one-hot)
+            return (y1 & ~y)[:S] | (y1 & ~y)[S : 2 * S], (clr2[:S] | clr2[S:]) & reg_n
 
-        run_a, run_b = Signal(sb), Signal(sb)
+        fz_a, fz_b = Signal(S), Signal(S)
         clr_a, clr_b = Signal(S), Signal(S)
-        ra, ca = release_scan(xa, "a")
-        rb_, cb = release_scan(xb, "b")
-        m.d.sync += [run_a.eq(ra), clr_a.eq(ca), run_b.eq(rb_), clr_b.eq(cb)]
+        fa, ca = release_scan(xa, "a")
+        fb, cb = release_scan(xb, "b")
+        m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
         # stage 1, against the heads as they will be then (the register with the pending
@@ -670,11 +654,29 @@ class Reducer(wiring.Component):
         # Scanned in slot order, no rotations: slots outside the job's region count as pending
         # (transparent), the vector is doubled so the scan wraps, bits below the start slot are
         # forced to 1, and one carry chain finds the first in-region slot that is not pending
-        # (the completing slot itself at the latest). The scan runs in stage 0 on both input
-        # vectors (release_scan); stage 1 only selects with fx_s.
+        # (the completing slot itself at the latest). The carry chain runs in stage 0 on both
+        # input vectors (release_scan); stage 1 turns both first-zero positions into run
+        # lengths and selects with fx_s.
+        def run_of(fz, tag: str):
+            run_ = Signal(sb, name=f"run_{tag}")
+            if self.run_table:
+                # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
+                # distances registered in stage 0 (no encoder and subtractor)
+                m.d.comb += run_.eq(Cat(*[
+                    Cat(*[fz[i] & dist_tab1[i][b] for i in range(S)]).any() for b in range(sb)
+                ]))
+            else:
+                p_slot = Signal(sb, name=f"p_slot_{tag}")
+                m.d.comb += p_slot.eq(Cat(*[
+                    Cat(*[fz[i] for i in range(S) if (i >> b) & 1]).any() for b in range(sb)
+                ]))
+                m.d.comb += run_.eq((p_slot - start1)[:sb] & wmask)
+            return run_
+
         run = Signal(sb)
         clr = Signal(S)  # slots released behind the head
-        m.d.comb += [run.eq(Mux(fx_s, run_b, run_a)), clr.eq(Mux(fx_s, clr_b, clr_a))]
+        m.d.comb += [run.eq(Mux(fx_s, run_of(fz_b, "b"), run_of(fz_a, "a"))),
+                     clr.eq(Mux(fx_s, clr_b, clr_a))]
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
@@ -688,8 +690,8 @@ class Reducer(wiring.Component):
                 occupied = (Const(i, q_rptr.shape()) - q_rptr)[: len(q_rptr)] < q_count
                 e = q[i]
                 terms.append(occupied & (e.job == job) & (((chunk[:sb] - e.chunk[:sb]) & wm) <= e.more))
-            terms.append(v2 & push2 & (entry2.job == job)
-                         & (((chunk[:sb] - entry2.chunk[:sb]) & wm) <= entry2.more))
+            terms.append(push_now & (entry_r.job == job)
+                         & (((chunk[:sb] - entry_r.chunk[:sb]) & wm) <= entry_r.more))
             terms.append(e_busy & (e_job == job) & (((chunk[:sb] - e_chunk[:sb]) & wm) == 0))
             terms.append((rest_job == job) & (((chunk[:sb] - rest_chunk[:sb]) & wm) < rest_left))
             return terms
@@ -702,12 +704,12 @@ class Reducer(wiring.Component):
             pinvec_r = Signal(S)
             held = [Mux(((Const(i, q_rptr.shape()) - q_rptr)[: len(q_rptr)] < q_count), q_mask[i], 0)
                     for i in range(QUEUE_DEPTH)]
-            held += [Mux(v2 & push2, mask2, 0), Mux(e_busy, e_oh, 0), Mux(rest_left != 0, rest_mask, 0)]
+            held += [Mux(push_now, mask_r, 0), Mux(e_busy, e_oh, 0), Mux(rest_left != 0, rest_mask, 0)]
             union = held[0]
             for h_ in held[1:]:
                 union = union | h_
             m.d.sync += pinvec_r.eq(union)
-            pins_now = pinvec_r | Mux(v2 & push2, mask2, 0)
+            pins_now = pinvec_r | Mux(push_now, mask_r, 0)
             pin_hold = pins_now.bit_select(slot1, 1)
             pin_load = pins_now.bit_select(slot0, 1)
         else:
@@ -723,8 +725,6 @@ class Reducer(wiring.Component):
 
         # decisions held for the later beats of the message
         op_r = Signal(2)
-        push_r = Signal()
-        entry_r = Signal(entry_layout)
 
         push_d = Signal()
         entry_d = Signal(entry_layout)
@@ -747,7 +747,10 @@ class Reducer(wiring.Component):
         with m.If(resend | (completes & ~in_order)):
             m.d.comb += push_d.eq(1)
         with m.Elif(completes & at_head):
-            m.d.comb += [push_d.eq(1), entry_d.more.eq(run)]
+            m.d.comb += push_d.eq(1)
+        # ``more`` is the run whatever the decision (off the decision path); it counts only if
+        # the entry releases a run (completion at the head, in order: fx_c the next cycle)
+        m.d.comb += entry_d.more.eq(run)
         # its slot mask: the slot, and the run it releases (clr: exactly those run slots). Not
         # gated by the decision (off the decision path): an entry without a run (a resend or
         # a completion out of order) also holds the pending slots its scan saw, which only
@@ -806,15 +809,20 @@ class Reducer(wiring.Component):
         old2 = Signal(W, reset_less=True)
         fwd2 = Signal()
         lane_ok2 = Signal(L)
-        m.d.sync += [v2.eq(v1 & adv), push2.eq(v1 & adv & last1 & Mux(first1, push_d, push_r))]
+        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1)]
+        # Stage 2 pushes the entry of its message's decision from entry_r/push_r: they are not
+        # overwritten before, as the next message's first beat is decided one cycle later at
+        # the earliest. Whether the entry carries its run is fx_c, the cycle after the decision.
+        runs_r = Signal()
+        with m.If(decide_r):
+            m.d.sync += runs_r.eq(fx_c)
+        runs_now = Mux(decide_r, fx_c, runs_r)
+        m.d.comb += push_now.eq(v2 & last2 & push_r)
         with m.If(v1 & adv):
             m.d.sync += [
                 op2.eq(op_c), first2.eq(first1), row2.eq(row1), slot2.eq(slot1), d2.eq(d1),
                 old2.eq(old1), fwd2.eq(data_wr.en & (data_wr.addr == row1)), lane_ok2.eq(lane_ok),
-                entry2.eq(Mux(first1, entry_d, entry_r)),
             ]
-            if self.run_table:
-                m.d.sync += mask2.eq(Mux(first1, mask_d, mask_r))
 
         m.submodules.adder = adder = SaturatingAdder(W)
         m.d.comb += [adder.a.eq(Mux(fwd2, db_data, old2)), adder.b.eq(d2)]
@@ -833,7 +841,7 @@ class Reducer(wiring.Component):
         tag_c = Signal(tag_layout)
         m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
         # the release entry is queued with the last data write, so the emitter reads it written
-        m.d.comb += [q_push.eq(v2 & push2), q_in.eq(entry2)]
+        m.d.comb += [q_push.eq(push_now), q_in.eq(entry_r), q_in.more.eq(Mux(runs_now, entry_r.more, 0))]
 
         # ================= window reset =================
         # The job's base and region size are registered when the engine starts; rst_wr (a

@@ -516,6 +516,24 @@ def test_every_outcome_and_lost_result_recovery():
     assert {Outcome.REJECT_BUSY, Outcome.STALE, Outcome.RESULT_RESENT} <= set(outs)
 
 
+def test_resend_next_to_a_pending_chunk():
+    """In order: a RESENT result for chunk 2 while the slot of chunk 3 already holds chunk 7,
+    COMPLETE but not released (head 4 still open). The release scan from chunk 2 sees a
+    pending slot after it; the resend must still emit chunk 2 alone."""
+    cfg = Config(64, 4, 2, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 2)])
+    p = [3, 4]
+    m = lambda c, s: _msg(0, 0, 0, c, s, 0, 2, p)  # noqa: E731
+    ops = [m(c, s) for c in range(4) for s in (0, 1)]  # chunks 0-3 released, head 4
+    ops += [m(7, 0), m(7, 1)]  # chunk 7 (slot 3) complete, waits for 4, 5, 6
+    ops += [m(2, 0)]  # resent (chunk 2 is still in slot 2)
+    ops += [m(c, s) for c in (4, 5, 6) for s in (0, 1)]  # releases 4-7
+    for seed, p_ready in ((13, 1.0), (14, 0.3)):
+        rr = run(cfg, ops, p_valid=0.8, p_ready=p_ready, seed=seed)
+        outs, res, _ = check(cfg, ops, rr)
+        assert Outcome.RESULT_RESENT in outs
+        assert [r.chunk for r in res] == [0, 1, 2, 3, 2, 4, 5, 6, 7]
+
+
 def test_window_reset_and_back_to_back_same_slot():
     rng = random.Random(5)
     cfg = make_config(rng, 512, 16, 16, groups=2, jobs=2, members=(3, 5))
