@@ -197,31 +197,31 @@ class ControlBlock(wiring.Component):
         }
         read_list = list(readable.values())
 
-        # the operation being loaded (comb) and its decoded form (registers)
-        next_words = Signal(64)
-        next_addr = Signal(16)
-        next_write = Signal()
-        next_ridx = Signal(range(len(read_list) + 1))  # len(read_list): no such register
-        m.d.comb += [
-            next_addr.eq(next_words[:32] & wire.CONTROL_ADDR_MASK),
-            next_write.eq(next_words[31]),
-        ]
-        with m.Switch(next_addr):
-            for i, a in enumerate(readable):
-                with m.Case(a):
-                    m.d.comb += next_ridx.eq(i)
-            with m.Default():
-                m.d.comb += next_ridx.eq(len(read_list))
+        # the operation being loaded (comb) and its decoded form (registers). LOAD decodes the
+        # beat's first 64 bits, READBACK its second: two decoders, so the FSM state only
+        # selects their results (not the words in front of a 70-way address decode).
+        def decode(words, tag: str) -> tuple:
+            addr = Signal(16, name=f"next_addr_{tag}")
+            ridx_ = Signal(range(len(read_list) + 1), name=f"next_ridx_{tag}")  # len: none
+            m.d.comb += addr.eq(words[:32] & wire.CONTROL_ADDR_MASK)
+            with m.Switch(addr):
+                for i, a in enumerate(readable):
+                    with m.Case(a):
+                        m.d.comb += ridx_.eq(i)
+                with m.Default():
+                    m.d.comb += ridx_.eq(len(read_list))
+            return words, addr, words[31], ridx_
 
         value = Signal(32)
-        ridx = Signal.like(next_ridx)
+        ridx = Signal(range(len(read_list) + 1))
         we = {a: Signal(name=f"we_{a:04x}") for a in writable}
         we_max_el = Signal()
         clamp = Signal()  # a MAX_ELEMENTS value above the core's E
         head_write = Signal()
         job_index = Signal(range(self.jobs))
 
-        def load_op() -> None:
+        def load_op(dec: tuple) -> None:
+            next_words, next_addr, next_write, next_ridx = dec
             m.d.sync += [
                 value.eq(next_words[32:64]),
                 ridx.eq(next_ridx),
@@ -288,8 +288,7 @@ class ControlBlock(wiring.Component):
                         ]
                     m.next = "LOAD"
             with m.State("LOAD"):  # decode the beat's first operation
-                m.d.comb += next_words.eq(beat.data[:64])
-                load_op()
+                load_op(decode(beat.data[:64], "first"))
                 m.next = "EXEC"
             with m.State("EXEC"):
                 with m.If((words_left < 2) | (op == n_ops)):
@@ -310,9 +309,10 @@ class ControlBlock(wiring.Component):
                 m.next = "READBACK"
             with m.State("READBACK"):
                 if n_ops > 1:
-                    m.d.comb += next_words.eq(beat.data[64:128])
                     m.d.sync += beat.data.eq(beat.data >> 64)
-                load_op()
+                    load_op(decode(beat.data[64:128], "next"))
+                else:
+                    load_op(decode(Const(0, 64), "next"))
                 for k in range(n_ops):
                     with m.If(op == k):
                         m.d.sync += reply.word_select(2 * k + 1, 32).eq(read_value)
