@@ -122,6 +122,7 @@ class Reducer(wiring.Component):
         # start is still referenced by a queued/emitting result; or the release queue is full.
         self.stall_pinned = Signal()
         self.stall_queue = Signal()
+        self.advance = Signal()  # == ~stall_pinned (a register; the benches check they agree)
 
     # ---- helpers -------------------------------------------------------------------------
     def _job_cfg(self, m: Module, table: list, idx, name: str):
@@ -371,7 +372,10 @@ class Reducer(wiring.Component):
         push_r = Signal()  # the decision pushes a release entry (held for the message)
         entry_r = Signal(entry_layout)  # that entry (``more``: the run, used if runs_now)
         region1 = Signal(S)
-        adv = Signal()  # stage 1 moves on this cycle (not stalled on a pinned slot)
+        # stage 1 moves on this cycle (not stalled on a pinned slot): a flip-flop, worked out a
+        # cycle ahead from the next values of v1, first1 and pin_r (it enables hundreds of
+        # stage-0/1 registers and multiplexers across the reducer)
+        adv = Signal(init=1)
 
         # the messages in stage 2 (counted) and stage 1 may still push one entry each
         # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
@@ -720,7 +724,7 @@ class Reducer(wiring.Component):
             # conservative (any first beat on a pinned slot waits, not only a start): keeps the
             # decision off the hold signal that enables the stage-0 reads and stage-1 registers
             self.stall_pinned.eq(v1 & first1 & pinned),
-            adv.eq(~self.stall_pinned),
+            self.advance.eq(adv),
         ]
 
         # decisions held for the later beats of the message
@@ -770,6 +774,9 @@ class Reducer(wiring.Component):
         other_chunk = (slot0 == slot1) & ~(pjob0 & (h0.chunk == h1.chunk))
         live_n = v1 & last1 & Mux(first1, other_chunk | (clr & oh0).any(), push_r & held_hit)
         m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
+        # ~(v1 & first1 & pin_r) next cycle: stalled, v1 and first1 stay set and pin_r becomes
+        # pin_hold; moving, v1 becomes take (= p_v & room), first1 p's first, pin_r the load
+        m.d.sync += adv.eq(Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold))
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)

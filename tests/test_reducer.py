@@ -313,6 +313,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
                 pos += 1
                 valid = False
             rr.pinned_stalls += ctx.get(dut.stall_pinned)
+            assert ctx.get(dut.advance) == 1 - ctx.get(dut.stall_pinned), "advance register"
             if ctx.get(dut.outcome):
                 rr.outcomes.append(Outcome(ctx.get(dut.outcome_code)))
             out_valid = ctx.get(dut.m_msg.valid)
