@@ -181,13 +181,18 @@ class Reducer(wiring.Component):
         q_pop = Signal()
         q_in = Signal(entry_layout)
         # per-slot masks of the slots each entry holds (S <= RUN_TABLE_MAX_SLOTS): the decided
-        # entry's (mask_d: its slot, plus the release run it carries), held with entry_r, in
-        # per queue entry, and the emitter's (current chunk, chunks left)
+        # entry's (mask_d: its slot, plus the release run it carries), held with entry_r, per
+        # queue entry, and the emitter's (current chunk, chunks left)
         mask_d, mask_r = Signal(S), Signal(S)
         q_mask = [Signal(S, name=f"q_mask{i}") for i in range(QUEUE_DEPTH)] if self.run_table else []
         rest_mask, e_oh = Signal(S), Signal(S)
+        # the head entry q[q_rptr] as a register (off the emitter's read-address path): the
+        # next head is the entry after it on a pop, or the entry pushed into that position
         q_head = Signal(entry_layout)
-        m.d.comb += q_head.eq(Array([e.as_value() for e in q])[q_rptr])
+        q_arr = Array([e.as_value() for e in q])
+        q_rptr1 = (q_rptr + 1)[: len(q_rptr)]
+        m.d.sync += q_head.eq(Mux(q_pop, Mux(q_push & (q_wptr == q_rptr1), q_in, q_arr[q_rptr1]),
+                                  Mux(q_push & (q_wptr == q_rptr), q_in, q_head)))
         with m.If(q_push):
             for i in range(QUEUE_DEPTH):
                 with m.If(q_wptr == i):
@@ -215,6 +220,7 @@ class Reducer(wiring.Component):
         rest_job = Signal(jb)
         rest_chunk = Signal(32)
         rest_left = Signal(sb + 1)
+        rest_nz = Signal()  # rest_left != 0, as a register
         rest_resent = Signal()
         rest_slot = Signal(sb)  # slot of rest_chunk (registered, off the read-address path)
         e_slot = Signal(sb)
@@ -453,7 +459,8 @@ class Reducer(wiring.Component):
 
         # ================= stage 1: decision (first beat) =================
         bit = bit1
-        in_order = ~self.release_on_completion
+        in_order = Signal(init=1)  # registered here like the job and group tables
+        m.d.sync += in_order.eq(~self.release_on_completion)
         # The previous decision's effect on ``pending`` and its job's head is applied one cycle
         # late, from registers (fx_*), so the decision ends in a few flip-flops rather than in
         # S pending bits and J heads; this decision sees that effect through forwarding.
@@ -708,7 +715,7 @@ class Reducer(wiring.Component):
             pinvec_r = Signal(S)
             held = [Mux(((Const(i, q_rptr.shape()) - q_rptr)[: len(q_rptr)] < q_count), q_mask[i], 0)
                     for i in range(QUEUE_DEPTH)]
-            held += [Mux(push_now, mask_r, 0), Mux(e_busy, e_oh, 0), Mux(rest_left != 0, rest_mask, 0)]
+            held += [Mux(push_now, mask_r, 0), Mux(e_busy, e_oh, 0), Mux(rest_nz, rest_mask, 0)]
             union = held[0]
             for h_ in held[1:]:
                 union = union | h_
@@ -910,7 +917,7 @@ class Reducer(wiring.Component):
         cfg_r = self._job_cfg(m, jc, rest_job, "cfg_r")
         cfg_q = self._job_cfg(m, jc, q_head.job, "cfg_q")
         slot_n = Signal(sb)
-        m.d.comb += slot_n.eq(Mux(rest_left != 0, rest_slot, q_head.slot))
+        m.d.comb += slot_n.eq(Mux(rest_nz, rest_slot, q_head.slot))
         issue = Signal()
         start_new = Signal()
         # the current chunk has beats left: right after its start from the tag just read (a zero
@@ -935,10 +942,11 @@ class Reducer(wiring.Component):
             with m.If(more):
                 m.d.comb += issue.eq(1)
                 m.d.sync += e_beat.eq(e_beat + 1)
-            with m.Elif(rest_left != 0):
+            with m.Elif(rest_nz):
                 m.d.comb += [start_new.eq(1), n_job.eq(rest_job), n_chunk.eq(rest_chunk),
                              n_resent.eq(rest_resent)]
                 m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
+                             rest_nz.eq(rest_left != 1),
                              rest_slot.eq(self._slot_of(cfg_r, rest_chunk + 1))]
                 if self.run_table:
                     m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
@@ -946,7 +954,8 @@ class Reducer(wiring.Component):
                 m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
                              n_resent.eq(q_head.resent), q_pop.eq(1)]
                 m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
-                             rest_left.eq(q_head.more), rest_resent.eq(q_head.resent),
+                             rest_left.eq(q_head.more), rest_nz.eq(q_head.more != 0),
+                             rest_resent.eq(q_head.resent),
                              rest_slot.eq(self._slot_of(cfg_q, q_head.chunk + 1))]
                 if self.run_table:
                     m.d.sync += rest_mask.eq(Array(q_mask)[q_rptr] & ~(Const(1, S) << q_head.slot))
