@@ -589,7 +589,6 @@ class Reducer(wiring.Component):
                                              h1.scale_exp, h1.element_count, h0)))
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         ck_pre, bm_pre, hcw1 = Signal(7), Signal(32), Signal(4)
-        lhit1 = Signal()  # slot1 == the slot of the tag requested when the beat was loaded
         ck, bm = Signal(7), Signal(32)
         # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
         # it is (bm | bit) if ``same`` else bit; requested by a later beat, tag_r's
@@ -599,15 +598,22 @@ class Reducer(wiring.Component):
                      (bm_bc & p.bit) != 0, (bm_bc | p.bit) == p.members)
         bmck1 = Signal(4)
         sel_a1 = Signal()  # the tag was decided with ``same``
-        thit_l = tw_v & lhit1  # the tag the previous decision requested
+        # the tag the previous decision requested is stage 1's (tw_v and its address == slot1)
+        # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
+        # tag memory's write port)
+        thit_l = Signal()
+        l_done, l_active, l_nfree = Signal(), Signal(), Signal()
+        # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
+        m.d.sync += [thit_l.eq(tw_en & (tw_addr == slot0)),
+                     l_done.eq(tw_data.state == _DONE), l_active.eq(tw_data.state == _ACTIVE),
+                     l_nfree.eq(tw_data.state != _FREE)]
         dup_l = Mux(sel_a1, bmck1[0], bmck1[2])
         cadd_l = Mux(sel_a1, bmck1[1], bmck1[3])
-        st_l = tw_d.state
-        ck_l = Cat(st_l == _DONE, st_l == _ACTIVE, (st_l != _FREE) & hcw1[0] & hcw1[1], hcw1[3],
+        ck_l = Cat(l_done, l_active, l_nfree & hcw1[0] & hcw1[1], hcw1[3],
                    dup_l, cadd_l, hcw1[0] & ~hcw1[1] & ~hcw1[2])
         m.d.comb += [ck.eq(Mux(thit_l, ck_l, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
         with m.If(adv):
-            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n), lhit1.eq(tw_addr == slot0),
+            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                          bmck1.eq(bmck_n), sel_a1.eq(first1 & ck[2])]
         with m.Else():
             m.d.sync += [ck_pre.eq(ck), bm_pre.eq(bm)]
