@@ -321,27 +321,36 @@ class IngressParser(wiring.Component):
             csum_ok = csum_good(h_csum)
         with m.If(resolve & ~e_trunc):
             m.d.sync += h1_valid.eq(0)
+        h_checks = [  # header checks registered in H1 (each for its drop reason)
+            (h_eth_ok, f("eth_type") == wire.ETHERTYPE_IPV4),
+            (h_ip_ok, ((f("ip_version_ihl") == wire.IPV4_VERSION_IHL)
+                       & ((f("ip_flags_frag") & 0x3FFF) == 0)
+                       & (f("ip_proto") == wire.IPV4_PROTO_UDP))),
+            (h_csum_ok, csum_good(csum_early) if early_csum else Const(0)),
+            (h_dest_ok, (((eth_dst == self.local_mac) | eth_dst[40])
+                         & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE)))),
+            (h_port_ok, f("udp_dport") == self.udp_port),
+            (h_agg_ok, (f("magic") == wire.MAGIC) & (f("version") == wire.VERSION) & type_ok),
+            (h_count_ok, (count != 0) & (count <= limit)),
+            (h_len_ok, ((f("ip_total_length")
+                         == (count << 2) + (wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES
+                                            + wire.AGG_HEADER_BYTES))
+                        & (f("udp_length")
+                           == (count << 2) + (wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES)))),
+        ]
+        # ... and all of them at once, for the verdict's accept/rollback (the reason code uses
+        # the individual bits; this keeps an 8-input AND out of the rollback -> wr_ptr path)
+        h_all_ok = Signal()
+        all_ok = Const(1)
+        for reg, cond in h_checks:
+            if reg is not h_csum_ok or early_csum:
+                all_ok = all_ok & cond
         with m.If(hdr_done):
             m.d.sync += [
                 h1_valid.eq(1),
-                h_eth_ok.eq(f("eth_type") == wire.ETHERTYPE_IPV4),
-                h_ip_ok.eq((f("ip_version_ihl") == wire.IPV4_VERSION_IHL)
-                           & ((f("ip_flags_frag") & 0x3FFF) == 0)
-                           & (f("ip_proto") == wire.IPV4_PROTO_UDP)),
+                *[reg.eq(cond) for reg, cond in h_checks],
+                h_all_ok.eq(all_ok),
                 h_csum.eq(add_tree(words)),
-                h_csum_ok.eq(csum_good(csum_early) if early_csum else 0),
-                h_dest_ok.eq(((eth_dst == self.local_mac) | eth_dst[40])
-                             & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE))),
-                h_port_ok.eq(f("udp_dport") == self.udp_port),
-                h_agg_ok.eq((f("magic") == wire.MAGIC) & (f("version") == wire.VERSION)
-                            & type_ok),
-                h_count_ok.eq((count != 0) & (count <= limit)),
-                h_len_ok.eq(
-                    (f("ip_total_length")
-                     == (count << 2) + (wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES
-                                        + wire.AGG_HEADER_BYTES))
-                    & (f("udp_length")
-                       == (count << 2) + (wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES))),
                 h_beats.eq((count + (L - 1)) >> log2_l),
                 h_keep.eq(keep_bits),
             ]
@@ -349,7 +358,8 @@ class IngressParser(wiring.Component):
                 m.d.sync += getattr(h_hdr, name).eq(f(name))
 
         # ---------------------------------------------------------------- verdict
-        len_ok = h_len_ok & (e_pay == h_beats) & (e_keep == h_keep)
+        pay_ok = (e_pay == h_beats) & (e_keep == h_keep)
+        len_ok = h_len_ok & pay_ok
         checks = [
             (e_err, Drop.FRAME_ERROR),
             (e_trunc, Drop.TRUNCATED),
@@ -365,10 +375,10 @@ class IngressParser(wiring.Component):
         assert [c[1] for c in checks] == list(Drop), "checks must follow the Drop enum order"
         reason = Signal(4)
         ok = Signal()
-        m.d.comb += ok.eq(1)
+        m.d.comb += ok.eq(~e_err & ~e_trunc & h_all_ok & pay_ok & (1 if early_csum else csum_ok))
         for cond, code in reversed(checks):  # the first failing check wins (assigned last)
             with m.If(cond):
-                m.d.comb += [reason.eq(int(code)), ok.eq(0)]
+                m.d.comb += reason.eq(int(code))
 
         # Stage V: an accepted frame's descriptor is pushed the cycle after its verdict, from
         # registers (the verdict logic does not drive the descriptor FIFO's write enable, which
