@@ -225,8 +225,10 @@ class Reducer(wiring.Component):
         rest_slot = Signal(sb)  # slot of rest_chunk (registered, off the read-address path)
         e_slot = Signal(sb)
 
-        # ================= input stage (P) =================
-        # A two-entry skid buffer (registered ready, like MessageRegisterSlice) holding each beat
+        # ================= input stages (I, P) =================
+        # Stage I: a two-entry skid buffer (registered ready, like MessageRegisterSlice) taking
+        # s_msg and computing each beat's slot, so that the tag read issued for the beat P loads
+        # has a flip-flop as its address. Stage P: the same kind of skid buffer holding each beat
         # with everything that depends only on its header and the configuration, decoded on the
         # way in: stage 0 then starts from flip-flops. Its output is taken into stage 1 when
         # stage 1 moves on (``adv``) and the queue and the window-reset engine allow it.
@@ -258,7 +260,21 @@ class Reducer(wiring.Component):
             m.d.sync += [lwc_j[j].eq(Mux(lw_in > sb, sb, lw_in)),
                          wm_j[j].eq(Cat(*[lw_in > i for i in range(sb)]))]
         beat_cnt = Signal(beat_bits)
-        hi = s.payload.hdr
+        # stage I (its output i_d feeds P's decode)
+        in_layout = data.StructLayout({"beat": beat_layout, "idx": beat_bits, "slot": sb})
+        i_v, i_d = Signal(), Signal(in_layout, reset_less=True)
+        is_v, is_d = Signal(), Signal(in_layout, reset_less=True)
+        i_rdy = Signal(init=1)  # == ~is_v, as its own flip-flop
+        i_in = Signal(in_layout)
+        hs = s.payload.hdr
+        slot_s = Signal(sb)  # the slot, for every job in parallel, then selected by the job
+        with m.Switch(hs.job_id[:jb]):
+            for j in range(self.jobs):
+                with m.Case(j):
+                    m.d.comb += slot_s.eq((jc[j].base[:sb] + (hs.chunk[:sb] & wm_j[j]))[:sb])
+        m.d.comb += [i_in.beat.eq(s.payload), i_in.idx.eq(Mux(s.payload.first, 0, beat_cnt)),
+                     i_in.slot.eq(slot_s)]
+        hi = i_d.beat.hdr
         cfg_i = self._job_cfg(m, jc, hi.job_id[:jb], "cfg_i")
         lw_i = Signal(range(sb + 1))
         wm_i = Signal(sb)
@@ -279,17 +295,10 @@ class Reducer(wiring.Component):
         bit_i = Signal(32)
         m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
         dec_in = Signal(dec_layout)
-        # the slot for every job in parallel, then selected by the job: the tag read address
-        # for a beat loaded straight from s_msg depends on it (an add after a mux was 6 levels)
-        slot_i = Signal(sb)
-        with m.Switch(hi.job_id[:jb]):
-            for j in range(self.jobs):
-                with m.Case(j):
-                    m.d.comb += slot_i.eq((jc[j].base[:sb] + (hi.chunk[:sb] & wm_j[j]))[:sb])
         m.d.comb += [
-            dec_in.beat.eq(s.payload),
-            dec_in.idx.eq(Mux(s.payload.first, 0, beat_cnt)),
-            dec_in.slot.eq(slot_i),
+            dec_in.beat.eq(i_d.beat),
+            dec_in.idx.eq(i_d.idx),
+            dec_in.slot.eq(i_d.slot),
             # for the in-order release scan: the slot of chunk + 1 and the job's region
             dec_in.start.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb]),
             dec_in.wmask.eq(wm_i),
@@ -310,6 +319,7 @@ class Reducer(wiring.Component):
             dec_in.cw.eq(hi.chunk - (Const(1, sb + 1) << lw_i)),
             dec_in.nbm1.eq(((hi.element_count + L - 1) >> (L.bit_length() - 1)) - 1),
         ]
+        i_take = Signal()  # P takes I's beat this cycle
         p_v = Signal()
         p = Signal(dec_layout, reset_less=True)
         ps_v = Signal()
@@ -322,15 +332,27 @@ class Reducer(wiring.Component):
         rst_req = Signal()
         m.d.sync += rst_req.eq(self.reset.valid & ~self.reset.ready)
         reset_block = rst_req & ~in_msg
-        m.d.comb += [s.ready.eq(p_rdy & ~reset_block & ~rst_busy), accept.eq(s.valid & s.ready)]
+        m.d.comb += [s.ready.eq(i_rdy & ~reset_block & ~rst_busy), accept.eq(s.valid & s.ready)]
         with m.If(accept):
-            m.d.sync += [beat_cnt.eq(dec_in.idx + 1), in_msg.eq(~s.payload.last)]
+            m.d.sync += [beat_cnt.eq(i_in.idx + 1), in_msg.eq(~s.payload.last)]
+        # stage I
+        m.d.comb += i_take.eq(i_v & p_rdy)
+        with m.If(~i_v | i_take):
+            with m.If(is_v):
+                m.d.sync += [i_d.eq(is_d), i_v.eq(1), is_v.eq(0), i_rdy.eq(1)]
+            with m.Else():
+                m.d.sync += [i_d.eq(i_in), i_v.eq(accept)]
+        with m.Elif(accept):
+            m.d.sync += [is_v.eq(1), i_rdy.eq(0)]
+        with m.If(i_rdy):  # the skid copies the input while empty: enable from a flip-flop
+            m.d.sync += is_d.eq(i_in)
+        # stage P
         with m.If(~p_v | take):
             with m.If(ps_v):
                 m.d.sync += [p.eq(ps), p_v.eq(1), ps_v.eq(0), p_rdy.eq(1)]
             with m.Else():
-                m.d.sync += [p.eq(dec_in), p_v.eq(accept)]
-        with m.Elif(accept):
+                m.d.sync += [p.eq(dec_in), p_v.eq(i_take)]
+        with m.Elif(i_take):
             m.d.sync += [ps_v.eq(1), p_rdy.eq(0)]
         with m.If(p_rdy):  # the skid copies the input while empty: enable from a flip-flop
             m.d.sync += ps.eq(dec_in)
@@ -425,8 +447,8 @@ class Reducer(wiring.Component):
             # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
             # always one cycle old and the bypass registers cover exactly what it missed
             # the tag is read a cycle ahead: for the beat at p's output next cycle
-            # the slot computed from s_msg enters through the last multiplexer only
-            tag_rd.addr.eq(Mux((~p_v | take) & ~ps_v, dec_in.slot, Mux(ps_v & (~p_v | take), ps.slot, p.slot))),
+            # every source is a flip-flop (stage I computed the slot of the beat P may load)
+            tag_rd.addr.eq(Mux(~p_v | take, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
             tag_rd.en.eq(1),
             data_rd.en.eq(1),
         ]
@@ -875,7 +897,8 @@ class Reducer(wiring.Component):
         m.d.comb += rst_slot.eq((rst_base + rst_idx[:sb])[:sb])
         m.d.comb += self.reset.ready.eq(0)
         with m.If(~rst_busy):
-            with m.If(reset_block & ~p_v & ~ps_v & ~v1 & ~v2 & (q_count == 0) & ~e_busy & (rest_left == 0)):
+            with m.If(reset_block & ~i_v & ~is_v & ~p_v & ~ps_v & ~v1 & ~v2 & (q_count == 0) & ~e_busy
+                      & (rest_left == 0)):
                 lw_rst = Mux(cfg_rst.log2_window > sb, sb, cfg_rst.log2_window)
                 m.d.sync += [rst_busy.eq(1), rst_wr.eq(1), rst_idx.eq(0), rst_base.eq(cfg_rst.base[:sb]),
                              rst_last.eq((Const(1, sb + 1) << lw_rst) - 1)]
