@@ -185,6 +185,7 @@ class ControlBlock(wiring.Component):
         beat = Signal(self.s_msg.payload.shape())
         op = Signal(range(max(n_ops, 1) + 1))
         words_left = Signal(16)  # words of the message not yet consumed
+        ops_done = Signal()  # (words_left < 2) | (op == n_ops), registered with them
         reply = Signal(w)
 
         # Plain read/write registers: the map's RW registers except the two with side effects
@@ -280,10 +281,12 @@ class ControlBlock(wiring.Component):
                         beat.eq(self.s_msg.payload),
                         op.eq(0),
                         reply.eq(self.s_msg.payload.data),
+                        ops_done.eq((words_left < 2) | (n_ops == 0)),
                     ]
                     with m.If(self.s_msg.payload.first):
                         m.d.sync += [
                             words_left.eq(self.s_msg.payload.hdr.element_count),
+                            ops_done.eq((self.s_msg.payload.hdr.element_count < 2) | (n_ops == 0)),
                             control_in.eq(control_in + 1),
                         ]
                     m.next = "LOAD"
@@ -291,7 +294,7 @@ class ControlBlock(wiring.Component):
                 load_op(decode(beat.data[:64], "first"))
                 m.next = "EXEC"
             with m.State("EXEC"):
-                with m.If((words_left < 2) | (op == n_ops)):
+                with m.If(ops_done):
                     m.next = "REPLY"
                 with m.Elif(head_write):
                     m.d.comb += self.reset.valid.eq(1)
@@ -316,7 +319,8 @@ class ControlBlock(wiring.Component):
                 for k in range(n_ops):
                     with m.If(op == k):
                         m.d.sync += reply.word_select(2 * k + 1, 32).eq(read_value)
-                m.d.sync += [op.eq(op + 1), words_left.eq(words_left - 2)]
+                m.d.sync += [op.eq(op + 1), words_left.eq(words_left - 2),
+                             ops_done.eq((words_left < 4) | (op + 1 == n_ops))]
                 m.next = "EXEC"
             with m.State("REPLY"):
                 m.d.comb += self.m_msg.valid.eq(1)

@@ -340,16 +340,17 @@ class IngressParser(wiring.Component):
         ]
         # ... and all of them at once, for the verdict's accept/rollback (the reason code uses
         # the individual bits; this keeps an 8-input AND out of the rollback -> wr_ptr path)
-        h_all_ok = Signal()
-        all_ok = Const(1)
-        for reg, cond in h_checks:
+        # (in two halves, so H1's own path stays short)
+        h_all_ok = [Signal(name="h_all_ok_a"), Signal(name="h_all_ok_b")]
+        all_ok = [Const(1), Const(1)]
+        for k, (reg, cond) in enumerate(h_checks):
             if reg is not h_csum_ok or early_csum:
-                all_ok = all_ok & cond
+                all_ok[k * 2 // len(h_checks)] = all_ok[k * 2 // len(h_checks)] & cond
         with m.If(hdr_done):
             m.d.sync += [
                 h1_valid.eq(1),
                 *[reg.eq(cond) for reg, cond in h_checks],
-                h_all_ok.eq(all_ok),
+                h_all_ok[0].eq(all_ok[0]), h_all_ok[1].eq(all_ok[1]),
                 h_csum.eq(add_tree(words)),
                 h_beats.eq((count + (L - 1)) >> log2_l),
                 h_keep.eq(keep_bits),
@@ -375,7 +376,8 @@ class IngressParser(wiring.Component):
         assert [c[1] for c in checks] == list(Drop), "checks must follow the Drop enum order"
         reason = Signal(4)
         ok = Signal()
-        m.d.comb += ok.eq(~e_err & ~e_trunc & h_all_ok & pay_ok & (1 if early_csum else csum_ok))
+        m.d.comb += ok.eq(~e_err & ~e_trunc & h_all_ok[0] & h_all_ok[1] & pay_ok
+                          & (1 if early_csum else csum_ok))
         for cond, code in reversed(checks):  # the first failing check wins (assigned last)
             with m.If(cond):
                 m.d.comb += reason.eq(int(code))
