@@ -270,7 +270,10 @@ class IngressParser(wiring.Component):
             return frame_field(hdr, name)
 
         count = f("element_count")
-        limit = Mux(self.max_elements < self.element_limit, self.max_elements, self.element_limit)
+        # the element limit, registered (the port comes from the control block, across the chip)
+        limit = Signal(16, init=self.element_limit)
+        m.d.sync += limit.eq(Mux(self.max_elements < self.element_limit, self.max_elements,
+                                 self.element_limit))
         eth_dst = f("eth_dst")
         ip_dst = f("ip_dst")
         words = [Cat(hdr[8 * (b + 1):8 * (b + 2)], hdr[8 * b:8 * (b + 1)])
