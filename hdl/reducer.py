@@ -564,7 +564,11 @@ class Reducer(wiring.Component):
         late = Mux(fwd_head, late_f, hc_r[0])
         oow = ~late & ~Mux(fwd_head, wneg_f, hc_r[1])
         at_head = Mux(fwd_head, (delta1[sb:] == 0) & (delta1[:sb] == fx_run), hc_r[2])
-        pend1 = pend_eff.bit_select(slot1, 1)
+        # stage 1's pending bit, from three flip-flops set a cycle ahead (below): the bit of the
+        # next pending register, and whether the decision made then clears (its release run) or
+        # sets (its own slot) it; fx_c / fx_s say whether it did (no S:1 multiplexer here)
+        pre_p, cclr_p, sset_p = Signal(), Signal(), Signal()
+        pend1 = (pre_p & ~(fx_c & cclr_p)) | (fx_s & sset_p)
 
         # ---- the slot's tag: comparisons made a cycle ahead ----
         # The tag is read one cycle before the beat reaches stage 0 (p's output), so in stage 0
@@ -915,6 +919,9 @@ class Reducer(wiring.Component):
         # pending: the last decision's effect, or (window reset, no decisions) the region cleared
         rst_clr = Mux(rst_wr, Const(1, S) << rst_slot, 0)
         m.d.sync += pending.eq(pend_eff & ~rst_clr)
+        slot_n1 = Mux(adv, slot0, slot1)  # the slot in stage 1 next cycle
+        m.d.sync += [pre_p.eq((pend_eff & ~rst_clr).bit_select(slot_n1, 1)),
+                     cclr_p.eq(clr.bit_select(slot_n1, 1)), sset_p.eq(slot_n1 == slot1)]
 
         # a reset writes FREE (only the state matters: every check and the emitter ignore the
         # other fields of a FREE tag)

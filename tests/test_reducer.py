@@ -535,6 +535,20 @@ def test_resend_next_to_a_pending_chunk():
         assert [r.chunk for r in res] == [0, 1, 2, 3, 2, 4, 5, 6, 7]
 
 
+def test_duplicate_right_after_completion_behind_the_head():
+    """Single-beat messages back to back (W=512, p_valid 1): chunk 1 completes behind the head
+    (pending set by that decision) and the very next message is a duplicate for it: it must see
+    the chunk COMPLETE (DUPLICATE), not RELEASED (a resend), through the pending forwarding."""
+    cfg = Config(512, 4, 16, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 2)])
+    p = list(range(16))
+    m = lambda c, s: _msg(0, 0, 0, c, s, 0, 16, p)  # noqa: E731
+    ops = [m(1, 0), m(1, 1), m(1, 0), m(0, 0), m(0, 1), m(1, 1)]
+    rr = run(cfg, ops, p_valid=1.0, p_ready=1.0, seed=19)
+    outs, res, _ = check(cfg, ops, rr)
+    assert outs[:3] == [Outcome.AGGREGATED, Outcome.AGGREGATED, Outcome.DUPLICATE]
+    assert [r.chunk for r in res] == [0, 1, 1] and res[2].resent
+
+
 def test_window_reset_and_back_to_back_same_slot():
     rng = random.Random(5)
     cfg = make_config(rng, 512, 16, 16, groups=2, jobs=2, members=(3, 5))
