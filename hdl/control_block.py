@@ -200,21 +200,23 @@ class ControlBlock(wiring.Component):
 
         # the operation being loaded (comb) and its decoded form (registers). LOAD decodes the
         # beat's first 64 bits, READBACK its second: two decoders, so the FSM state only
-        # selects their results (not the words in front of a 70-way address decode).
+        # selects their results. The 70-way read index is decoded from the registered address
+        # during EXEC (it is first used in READ).
         def decode(words, tag: str) -> tuple:
             addr = Signal(16, name=f"next_addr_{tag}")
-            ridx_ = Signal(range(len(read_list) + 1), name=f"next_ridx_{tag}")  # len: none
             m.d.comb += addr.eq(words[:32] & wire.CONTROL_ADDR_MASK)
-            with m.Switch(addr):
-                for i, a in enumerate(readable):
-                    with m.Case(a):
-                        m.d.comb += ridx_.eq(i)
-                with m.Default():
-                    m.d.comb += ridx_.eq(len(read_list))
-            return words, addr, words[31], ridx_
+            return words, addr, words[31]
 
         value = Signal(32)
-        ridx = Signal(range(len(read_list) + 1))
+        addr_r = Signal(16)  # the loaded operation's register address
+        ridx = Signal(range(len(read_list) + 1))  # its read index (len(read_list): none)
+        ridx_of_addr = Signal.like(ridx)
+        with m.Switch(addr_r):
+            for i, a in enumerate(readable):
+                with m.Case(a):
+                    m.d.comb += ridx_of_addr.eq(i)
+            with m.Default():
+                m.d.comb += ridx_of_addr.eq(len(read_list))
         we = {a: Signal(name=f"we_{a:04x}") for a in writable}
         we_max_el = Signal()
         clamp = Signal()  # a MAX_ELEMENTS value above the core's E
@@ -222,10 +224,10 @@ class ControlBlock(wiring.Component):
         job_index = Signal(range(self.jobs))
 
         def load_op(dec: tuple) -> None:
-            next_words, next_addr, next_write, next_ridx = dec
+            next_words, next_addr, next_write = dec
             m.d.sync += [
                 value.eq(next_words[32:64]),
-                ridx.eq(next_ridx),
+                addr_r.eq(next_addr),
                 we_max_el.eq(next_write & (next_addr == regs.MAX_ELEMENTS)),
                 clamp.eq(next_words[32:64] > self.elements),
                 head_write.eq(0),
@@ -294,6 +296,7 @@ class ControlBlock(wiring.Component):
                 load_op(decode(beat.data[:64], "first"))
                 m.next = "EXEC"
             with m.State("EXEC"):
+                m.d.sync += ridx.eq(ridx_of_addr)
                 with m.If(ops_done):
                     m.next = "REPLY"
                 with m.Elif(head_write):
