@@ -559,11 +559,13 @@ class Reducer(wiring.Component):
         fwd_head = fx_c & (fx_job == h1.job_id[:jb])
         # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
         # low sb bits changes the upper bits, and it reaches bit 31 only if bits sb..30 are zero
-        late_f = delta1[31] ^ ((delta1[:sb] < fx_run) & d_hz1)
-        wneg_f = deltaw1[31] ^ ((deltaw1[:sb] < fx_run) & dw_hz1)
+        # (the low-bit compares with the run registered with fx_run: run_lt / run_ltw / run_eq)
+        run_lt, run_ltw, run_eq = Signal(), Signal(), Signal()
+        late_f = delta1[31] ^ (run_lt & d_hz1)
+        wneg_f = deltaw1[31] ^ (run_ltw & dw_hz1)
         late = Mux(fwd_head, late_f, hc_r[0])
         oow = ~late & ~Mux(fwd_head, wneg_f, hc_r[1])
-        at_head = Mux(fwd_head, (delta1[sb:] == 0) & (delta1[:sb] == fx_run), hc_r[2])
+        at_head = Mux(fwd_head, (delta1[sb:] == 0) & run_eq, hc_r[2])
         # stage 1's pending bit, from three flip-flops set a cycle ahead (below): the bit of the
         # next pending register, and whether the decision made then clears (its release run) or
         # sets (its own slot) it; fx_c / fx_s say whether it did (no S:1 multiplexer here)
@@ -832,6 +834,10 @@ class Reducer(wiring.Component):
             fx_c.eq(decide & completes & in_order & at_head),
             fx_s.eq(decide & completes & in_order & ~at_head),
             fx_job.eq(h1.job_id[:jb]), fx_run.eq(run), fx_cp1.eq(chunk_p1),
+            # delta1 / deltaw1 low bits as they will be next cycle, against this run
+            run_lt.eq(Mux(adv, (h0.chunk - chunk_p1)[:sb], delta1[:sb]) < run),
+            run_ltw.eq(Mux(adv, (cw0 - chunk_p1)[:sb], deltaw1[:sb]) < run),
+            run_eq.eq(Mux(adv, (h0.chunk - chunk_p1)[:sb], delta1[:sb]) == run),
             fx_clr.eq(clr), fx_set.eq(oh1),
         ]
         with m.If(fx_c):
