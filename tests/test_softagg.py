@@ -3,6 +3,7 @@ register map over CONTROL, accounting, and the `wanreduce serve` command."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -280,3 +281,21 @@ def test_serve_subprocess_with_driver():
         p.send_signal(2)
         _, err = p.communicate(timeout=60)  # generous: CI machines are shared and loaded
     assert p.returncode == 0 and "OUTCOME_AGGREGATED" in err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_on_signal_even_if_sigint_was_ignored(signum):
+    """A server started in the background by a non-interactive shell inherits SIGINT as
+    ignored; SIGINT and SIGTERM must still stop it cleanly (counters printed, exit 0)."""
+    p = subprocess.Popen(
+        [sys.executable, "-c", "from wanreduce.cli import main; main()", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert ":" in p.stdout.readline()
+        p.send_signal(signum)
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 0 and "stopped" in err

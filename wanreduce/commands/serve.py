@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import click
 
 from wanreduce import wire
@@ -95,8 +97,18 @@ def serve(backend, host, port, slots, elements, groups, jobs, release, group_opt
     if not quiet:
         click.echo(f"wanreduce serve: {backend} backend on {h}:{p} (S={slots}, E={elements}, "
                    f"G={groups}, J={jobs}, {release})", err=True)
-    click.echo(f"{h}:{p}")  # machine-readable line on stdout (flushed), also with --quiet
+
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # SIGINT and SIGTERM stop the server and print the counters. Installed explicitly (and
+    # before the address is printed, which is when a caller may signal): a process started in
+    # the background by a non-interactive shell (or by some test runners) inherits SIGINT as
+    # ignored, and Python then never raises KeyboardInterrupt.
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
     try:
+        click.echo(f"{h}:{p}")  # machine-readable line on stdout (flushed), also with --quiet
         agg.serve_forever()
     except KeyboardInterrupt:
         pass
