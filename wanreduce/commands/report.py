@@ -23,8 +23,9 @@ from wanreduce.errors import WanreduceError
 # nextpnr device flags per board (FPGA of the board, speed grade)
 DEVICES = {"versa-ecp5": ("--um-45k", "CABGA381", "8")}
 TARGET_MHZ = 125.0
-# nextpnr placer: the analytic "static" placer gives a median 7 % higher Fmax than the default
-# "heap" on this core (107.9 vs 99.5-101.4 MHz over three seeds, docs/benchmarks.md)
+# nextpnr placer for the core alone: the analytic "static" placer gives a median 7 % higher Fmax
+# than the default "heap" on this core (107.9 vs 99.5-101.4 MHz over three seeds,
+# docs/benchmarks.md). Board builds keep "heap" (hdl/boards: static left them unroutable).
 PLACERS = ("static", "heap", "sa")
 PLACER = "static"
 
