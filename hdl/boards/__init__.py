@@ -97,9 +97,10 @@ def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
             mac = generate(Path(tmp))
             platform.add_file(f"{MAC_NAME}.v", mac.read_text())
         kwargs["add_preferences"] = constraints
-        # nextpnr's default (heap) placer here: the static placer that `wanreduce report` uses
-        # for the core alone left the whole board design (MACs, FIFOs, core) unroutable
-        # (router1 still ~18 000 overused wires after 4 min, 2026-11-30)
+        # nextpnr's default (heap) placer here, as validated since the first board builds: with
+        # the static placer that `wanreduce report` uses for the core alone, the whole board
+        # design (MACs, FIFOs, core) was still routing after 7 minutes on a loaded machine
+        # (2026-11-30; heap routed in 7 min under the same load). Not investigated further.
         kwargs["nextpnr_opts"] = ["--report", f"{board.top_name}.report.json", *nextpnr_opts]
     else:
         from wanreduce.hdl.boards.alinx_ax7325b import ip_tcl

@@ -25,7 +25,7 @@ DEVICES = {"versa-ecp5": ("--um-45k", "CABGA381", "8")}
 TARGET_MHZ = 125.0
 # nextpnr placer for the core alone: the analytic "static" placer gives a median 7 % higher Fmax
 # than the default "heap" on this core (107.9 vs 99.5-101.4 MHz over three seeds,
-# docs/benchmarks.md). Board builds keep "heap" (hdl/boards: static left them unroutable).
+# docs/benchmarks.md). Board builds keep "heap" (hdl/boards/__init__.py says why).
 PLACERS = ("static", "heap", "sa")
 PLACER = "static"
 
