@@ -335,27 +335,23 @@ class Reducer(wiring.Component):
         m.d.comb += [s.ready.eq(i_rdy & ~reset_block & ~rst_busy), accept.eq(s.valid & s.ready)]
         with m.If(accept):
             m.d.sync += [beat_cnt.eq(i_in.idx + 1), in_msg.eq(~s.payload.last)]
-        # stage I
+        def skid(out, out_v, sk, sk_v, rdy, data_in, load, take_) -> None:
+            """Two-entry skid buffer with a registered ready (``rdy`` == ~sk_v), as in
+            MessageRegisterSlice: ``load`` a beat arrives (only while rdy), ``take_`` the output
+            register is consumed. Its registers are read directly (decode, tag read address)."""
+            with m.If(~out_v | take_):
+                with m.If(sk_v):
+                    m.d.sync += [out.eq(sk), out_v.eq(1), sk_v.eq(0), rdy.eq(1)]
+                with m.Else():
+                    m.d.sync += [out.eq(data_in), out_v.eq(load)]
+            with m.Elif(load):
+                m.d.sync += [sk_v.eq(1), rdy.eq(0)]
+            with m.If(rdy):  # the skid copies the input while empty: enable from a flip-flop
+                m.d.sync += sk.eq(data_in)
+
         m.d.comb += i_take.eq(i_v & p_rdy)
-        with m.If(~i_v | i_take):
-            with m.If(is_v):
-                m.d.sync += [i_d.eq(is_d), i_v.eq(1), is_v.eq(0), i_rdy.eq(1)]
-            with m.Else():
-                m.d.sync += [i_d.eq(i_in), i_v.eq(accept)]
-        with m.Elif(accept):
-            m.d.sync += [is_v.eq(1), i_rdy.eq(0)]
-        with m.If(i_rdy):  # the skid copies the input while empty: enable from a flip-flop
-            m.d.sync += is_d.eq(i_in)
-        # stage P
-        with m.If(~p_v | take):
-            with m.If(ps_v):
-                m.d.sync += [p.eq(ps), p_v.eq(1), ps_v.eq(0), p_rdy.eq(1)]
-            with m.Else():
-                m.d.sync += [p.eq(dec_in), p_v.eq(i_take)]
-        with m.Elif(i_take):
-            m.d.sync += [ps_v.eq(1), p_rdy.eq(0)]
-        with m.If(p_rdy):  # the skid copies the input while empty: enable from a flip-flop
-            m.d.sync += ps.eq(dec_in)
+        skid(i_d, i_v, is_d, is_v, i_rdy, i_in, accept, i_take)  # stage I
+        skid(p, p_v, ps, ps_v, p_rdy, dec_in, i_take, take)  # stage P
 
         # ================= stage 0 (p: the beat entering stage 1) =================
         f = p.beat
@@ -392,6 +388,8 @@ class Reducer(wiring.Component):
         deltaw1 = Signal(32)  # cw1 - (that chunk + 1)
         d_hz1 = Signal()  # delta1[sb:31] == 0 (a borrow from the low bits reaches the sign)
         dw_hz1 = Signal()  # deltaw1[sb:31] == 0
+        delta_n = (h0.chunk - chunk_p1)[:32]  # delta1 / deltaw1 for p's beat
+        deltaw_n = (cw0 - chunk_p1)[:32]
         nbm1_1 = Signal(17)
         dhit1 = Signal()  # same for the data row
         v2 = Signal()  # stage 2 (add + data write) holds a beat
@@ -436,10 +434,10 @@ class Reducer(wiring.Component):
                 wmask.eq(wmask0),
                 chunk_p1.eq(p.chunk_p1),
                 cw1.eq(cw0),
-                delta1.eq(h0.chunk - chunk_p1),
-                deltaw1.eq(cw0 - chunk_p1),
-                d_hz1.eq((h0.chunk - chunk_p1)[sb:31] == 0),
-                dw_hz1.eq((cw0 - chunk_p1)[sb:31] == 0),
+                delta1.eq(delta_n),
+                deltaw1.eq(deltaw_n),
+                d_hz1.eq(delta_n[sb:31] == 0),
+                dw_hz1.eq(deltaw_n[sb:31] == 0),
                 nbm1_1.eq(p.nbm1),
                 region1.eq(region0),
             ]
@@ -835,9 +833,9 @@ class Reducer(wiring.Component):
             fx_s.eq(decide & completes & in_order & ~at_head),
             fx_job.eq(h1.job_id[:jb]), fx_run.eq(run), fx_cp1.eq(chunk_p1),
             # delta1 / deltaw1 low bits as they will be next cycle, against this run
-            run_lt.eq(Mux(adv, (h0.chunk - chunk_p1)[:sb], delta1[:sb]) < run),
-            run_ltw.eq(Mux(adv, (cw0 - chunk_p1)[:sb], deltaw1[:sb]) < run),
-            run_eq.eq(Mux(adv, (h0.chunk - chunk_p1)[:sb], delta1[:sb]) == run),
+            run_lt.eq(Mux(adv, delta_n[:sb], delta1[:sb]) < run),
+            run_ltw.eq(Mux(adv, deltaw_n[:sb], deltaw1[:sb]) < run),
+            run_eq.eq(Mux(adv, delta_n[:sb], delta1[:sb]) == run),
             fx_clr.eq(clr), fx_set.eq(oh1),
         ]
         with m.If(fx_c):
