@@ -283,12 +283,12 @@ class ControlBlock(wiring.Component):
                         beat.eq(self.s_msg.payload),
                         op.eq(0),
                         reply.eq(self.s_msg.payload.data),
-                        ops_done.eq((words_left < 2) | (n_ops == 0)),
+                        ops_done.eq(words_left < 2),  # (op == 0 < n_ops)
                     ]
                     with m.If(self.s_msg.payload.first):
                         m.d.sync += [
                             words_left.eq(self.s_msg.payload.hdr.element_count),
-                            ops_done.eq((self.s_msg.payload.hdr.element_count < 2) | (n_ops == 0)),
+                            ops_done.eq(self.s_msg.payload.hdr.element_count < 2),
                             control_in.eq(control_in + 1),
                         ]
                     m.next = "LOAD"
