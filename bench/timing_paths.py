@@ -119,6 +119,8 @@ def main() -> None:
     ap.add_argument("sdf", type=Path)
     ap.add_argument("--period", type=float, default=8.0, help="clock period, ns")
     ap.add_argument("--paths", type=int, default=15, help="groups to print with their worst path")
+    ap.add_argument("--detail", type=int, default=0,
+                    help="for the first N groups, print every hop of the worst path with its arrival")
     args = ap.parse_args()
     edges, launch, setup = load(args.sdf)
     arr, pred = arrivals(edges, launch)
@@ -141,6 +143,13 @@ def main() -> None:
         hops = [f"{_group(p)}" for p in reversed(path)]
         squeezed = [h for i, h in enumerate(hops) if i == 0 or h != hops[i - 1]]
         print("   " + " -> ".join(squeezed))
+        if len(groups) and name in dict(order[: args.detail]):
+            for p in reversed(path):
+                if p.endswith(("/FCI", "/FCO")):  # inside a carry chain: its ends are enough
+                    continue
+                cell, pin = p.rsplit("/", 1)
+                short = cell if len(cell) <= 70 else cell[:40] + "..." + cell[-27:]
+                print(f"      {arr[p]:6.2f}  {short}/{pin}")
     rest = order[args.paths:]
     if rest:
         print(f"\n... {len(rest)} more groups: " + ", ".join(f"{k} ({len(v)})" for k, v in rest))

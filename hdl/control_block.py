@@ -238,8 +238,6 @@ class ControlBlock(wiring.Component):
                 with m.If(next_write & (next_addr == regs.job_head(j))):
                     m.d.sync += [head_write.eq(1), job_index.eq(j)]
 
-        # The read mux in two registered levels: READ selects within groups of 8 by ridx[:3]
-        # into ``read_group``, READBACK picks the group by the high bits of ridx.
         # The read mux in two registered levels: READ selects within groups of 8 registers by
         # ridx[:3] into ``read_group``, READBACK picks the group by ridx[3:].
         groups_of_8 = [read_list[i:i + 8] for i in range(0, len(read_list), 8)]

@@ -134,6 +134,10 @@ class IngressParser(wiring.Component):
             "drop": Out(1),
             "drop_reason": Out(4),
         })
+        # observability (not a port): a payload read whose data is used meets a write to the
+        # same row in the same cycle (never: the memory is built with no_rw_check on that
+        # basis; the benches check it)
+        self.rw_hazard = Signal()
 
     @property
     def accepted_types(self) -> tuple[int, ...]:
@@ -156,7 +160,13 @@ class IngressParser(wiring.Component):
 
         desc_layout = data.StructLayout({"hdr": AggHeaderLayout, "beats": range(PMAX + 1)})
 
-        m.submodules.payload_mem = mem = Memory(shape=W, depth=DEPTH, init=[])
+        # ``no_rw_check``: a row is read for output only after its frame's descriptor was pushed
+        # (at least two cycles after the row's last write) and is not rewritten before it is read
+        # (the full check), so a read that meets a write to the same row is one whose data is
+        # not used; yosys need not emulate read-old-data there (address comparators and an
+        # output multiplexer behind the block RAM, in front of the demultiplexer).
+        m.submodules.payload_mem = mem = Memory(shape=W, depth=DEPTH, init=[],
+                                                attrs={"no_rw_check": 1})
         wp = mem.write_port()
         rp = mem.read_port(transparent_for=())
         m.submodules.desc_fifo = desc = SyncFIFO(width=desc_layout.size, depth=DESC_DEPTH)
@@ -413,6 +423,8 @@ class IngressParser(wiring.Component):
         rd_left = Signal(range(PMAX + 1))  # beats of the current message still to read
         advance = ~out_valid | out.ready
         m.d.sync += freed.eq(rollback | (advance & ((rd_left != 0) | desc.r_rdy)))
+        m.d.comb += self.rw_hazard.eq(wp.en & advance & ((rd_left != 0) | desc.r_rdy)
+                                      & (wp.addr == rp.addr))
         m.d.comb += [
             rp.addr.eq(rd_ptr[:AW]),
             rp.en.eq(advance),

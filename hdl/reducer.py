@@ -123,6 +123,9 @@ class Reducer(wiring.Component):
         self.stall_pinned = Signal()
         self.stall_queue = Signal()
         self.advance = Signal()  # == ~stall_pinned (a register; the benches check they agree)
+        # an emitter read whose data is used meets a write to the same address in the same cycle
+        # (never: the memories are built with no_rw_check on that basis; the benches check it)
+        self.rw_hazard = Signal()
 
     # ---- helpers -------------------------------------------------------------------------
     def _job_cfg(self, m: Module, table: list, idx, name: str):
@@ -158,8 +161,15 @@ class Reducer(wiring.Component):
         # Left to the tools (block RAM on the ECP5). Forcing LUT RAM up to 256 slots (for the
         # block RAM's ~4 ns clock-to-output) gained nothing measurable (55.0 vs 53.7 MHz at
         # S=64, within placement noise) and left nextpnr's router congested on the Versa build.
-        m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[])
-        m.submodules.data_mem = data_mem = Memory(shape=unsigned(W), depth=S << rb, init=[])
+        # ``no_rw_check``: no read port's result is used when it reads the address written in
+        # the same cycle (the decision's ports bypass the write in progress: thit_w0, dhit0; the
+        # emitter reads a queued result's slot, which is pinned: not written while queued, and
+        # its last write is the cycle before the emitter can start it; a window reset waits
+        # for the emitter to drain). Without it yosys adds read/write address comparators and
+        # an output multiplexer to every block RAM port to emulate read-old-data on collision.
+        no_rw = {"no_rw_check": 1}
+        m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[], attrs=no_rw)
+        m.submodules.data_mem = data_mem = Memory(shape=unsigned(W), depth=S << rb, init=[], attrs=no_rw)
         tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
         tag_wr = tag_mem.write_port()
@@ -236,7 +246,7 @@ class Reducer(wiring.Component):
         beat_layout = message_beat_layout(W)
         dec_layout = data.StructLayout({
             "beat": beat_layout, "idx": beat_bits, "slot": sb, "start": sb, "wmask": sb,
-            "region": S, "members": 32, "bit": 32, "unconf": 1, "nonmem": 1, "cwrite": 1,
+            "region": S, "oh": S, "lm": S, "members": 32, "bit": 32, "unconf": 1, "nonmem": 1, "cwrite": 1,
             "chunk_p1": 32, "cw": 32, "nbm1": 17,
         })
         # per job, registered from the job table: log2 window clamped to the slot memory and
@@ -295,12 +305,18 @@ class Reducer(wiring.Component):
         bit_i = Signal(32)
         m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
         dec_in = Signal(dec_layout)
+        start_i = Signal(sb)
+        m.d.comb += start_i.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb])
         m.d.comb += [
             dec_in.beat.eq(i_d.beat),
             dec_in.idx.eq(i_d.idx),
             dec_in.slot.eq(i_d.slot),
             # for the in-order release scan: the slot of chunk + 1 and the job's region
-            dec_in.start.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb]),
+            dec_in.start.eq(start_i),
+            # the slot one-hot and the slots below the start (thermometer), decoded here so the
+            # release scan in stage 0 starts from flip-flops
+            dec_in.oh.eq(Const(1, S) << i_d.slot),
+            dec_in.lm.eq(Cat(*[start_i > i for i in range(S)])),
             dec_in.wmask.eq(wm_i),
             dec_in.region.eq(Cat(*[  # slot i is in the job's region: (i - base) mod S < 2**lw
                 (((Const(i, sb + 1) - cfg_i.base[:sb])[:sb] >> lw_i) == 0) if sb else Const(1)
@@ -360,9 +376,8 @@ class Reducer(wiring.Component):
         slot0, start0, wmask0, region0 = p.slot, p.start, p.wmask, p.region
         cw0 = p.cw
         dhit0 = Signal()
-        oh0 = Signal(S)  # slot0, one-hot
-        lm0 = Signal(S)  # slots below start0 (thermometer)
-        m.d.comb += [oh0.eq(Const(1, S) << slot0), lm0.eq(Cat(*[start0 > i for i in range(S)]))]
+        oh0 = p.oh  # slot0, one-hot
+        lm0 = p.lm  # slots below start0 (thermometer)
 
         # ================= stage 1 registers =================
         v1 = Signal()
@@ -549,7 +564,15 @@ class Reducer(wiring.Component):
             fwd = fx_c & (fx_job == job)
             d_f, dw_f = minus_hn(chunk), minus_hn(cw)
             return [Mux(fwd, d_f[31], (chunk - hj)[31]), Mux(fwd, dw_f[31], (cw - hj)[31]),
-                    Mux(fwd, d_f == 0, chunk == hj)]
+                    Mux(fwd, eq_hn(chunk), chunk == hj)]
+
+        def eq_hn(x):
+            """x == fx_cp1 + fx_run (mod 2**32) without a carry chain: x + ~(a + b) == -1, i.e.
+            with the carry-save sum s and carries g of a, b and ~x, s ^ (g << 1) is all ones
+            (a ^ b ^ x ^ (g << 1) == 0); each bit needs only its own and the next lower inputs."""
+            a, b = fx_cp1, Cat(fx_run, Const(0, 32 - sb))
+            g = (a & b) | ((a | b) & ~x)
+            return (a ^ b ^ x ^ Cat(Const(0, 1), g[:31])) == 0
 
         hc_r = Signal(3)  # late, below window end, at head
         m.d.sync += hc_r.eq(Mux(adv, Cat(*head_checks(h0.job_id[:jb], h0.chunk, cw0)),
@@ -810,7 +833,19 @@ class Reducer(wiring.Component):
         pjob0 = h0.job_id[:jb] == h1.job_id[:jb]  # p's beat vs stage 1's
         pdc0 = (h0.chunk - h1.chunk)[:sb]
         held_hit = pjob0 & ((pdc0 & wmask) <= entry_r.more)
-        other_chunk = (slot0 == slot1) & ~(pjob0 & (h0.chunk == h1.chunk))
+        # "same job and chunk" for p's beat against stage 1's, as a flip-flop compared a cycle
+        # ahead between the beats that will be there (p's next value per its skid buffer, stage
+        # 1's per adv): no 32-bit comparator in front of adv
+        same_key = Signal()
+
+        def key(h):
+            return Cat(h.job_id[:jb], h.chunk)
+
+        k_pn = Mux(ps_v, key(ps.beat.hdr), key(i_d.beat.hdr))  # p's next value if it loads
+        m.d.sync += same_key.eq(Mux(~p_v | take,
+                                    k_pn == Mux(adv, key(h0), key(h1)),
+                                    Mux(adv, Const(1), key(h0) == key(h1))))
+        other_chunk = (slot0 == slot1) & ~same_key
         live_n = v1 & last1 & Mux(first1, other_chunk | (clr & oh0).any(), push_r & held_hit)
         m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
         # ~(v1 & first1 & pin_r) next cycle: stalled, v1 and first1 stay set and pin_r becomes
@@ -828,9 +863,34 @@ class Reducer(wiring.Component):
                 m.d.sync += mask_r.eq(mask_d)
         # effect on pending bits and the head, applied next cycle (the decision-independent
         # parts registered every cycle, the decision itself in fx_c / fx_s)
+        # fx_c / fx_s feed back into the next decision (pend1, the head forwarding). The loop is
+        # expanded on them: the outcome is worked out for each of the three cases (none,
+        # completed at the head, completed behind it) from the other registers, and fx_c / fx_s
+        # select the case at the last multiplexer. ``completes`` is written out as the two
+        # priority branches that write the tag (ADD with ``same``, WRITE without).
+        fwd_job1 = fx_job == h1.job_id[:jb]
+
+        def loop_next(c: int, s_: int) -> tuple:
+            fh = fwd_job1 if c else Const(0)
+            late_v = Mux(fh, late_f, hc_r[0])
+            oow_v = ~late_v & ~Mux(fh, wneg_f, hc_r[1])
+            at_head_v = Mux(fh, (delta1[sb:] == 0) & run_eq, hc_r[2])
+            p1 = pre_p
+            if c:
+                p1 = pre_p & ~cclr_p
+            if s_:
+                p1 = pre_p | sset_p
+            add_ok = ~mismatch & ~(st_done & ~p1) & ~dup & cadd
+            write_ok = ~(in_order & late_v) & ~st_active & ~(st_done & p1) & ~(st_done & ~p1 & older_hdr) & cwrite1
+            comp = ~unconf1 & ~nonmem1 & ~(in_order & oow_v) & Mux(same, add_ok, write_ok)
+            return comp & at_head_v, comp & ~at_head_v
+
+        nx = {k: loop_next(*k) for k in ((0, 0), (1, 0), (0, 1))}
+        fxc_n = Mux(fx_c, nx[1, 0][0], Mux(fx_s, nx[0, 1][0], nx[0, 0][0]))
+        fxs_n = Mux(fx_c, nx[1, 0][1], Mux(fx_s, nx[0, 1][1], nx[0, 0][1]))
         m.d.sync += [
-            fx_c.eq(decide & completes & in_order & at_head),
-            fx_s.eq(decide & completes & in_order & ~at_head),
+            fx_c.eq(decide & in_order & fxc_n),
+            fx_s.eq(decide & in_order & fxs_n),
             fx_job.eq(h1.job_id[:jb]), fx_run.eq(run), fx_cp1.eq(chunk_p1),
             # delta1 / deltaw1 low bits as they will be next cycle, against this run
             run_lt.eq(Mux(adv, delta_n[:sb], delta1[:sb]) < run),
@@ -854,7 +914,7 @@ class Reducer(wiring.Component):
         op2 = Signal(2)
         first2 = Signal()
         row2 = Signal(len(data_wr.addr))
-        slot2 = Signal(sb)
+        oh2 = Signal(S)  # slot2, one-hot
         d2 = Signal(W, reset_less=True)
         old2 = Signal(W, reset_less=True)
         fwd2 = Signal()
@@ -870,7 +930,7 @@ class Reducer(wiring.Component):
         m.d.comb += push_now.eq(v2 & last2 & push_r)
         with m.If(v1 & adv):
             m.d.sync += [
-                op2.eq(op_c), first2.eq(first1), row2.eq(row1), slot2.eq(slot1), d2.eq(d1),
+                op2.eq(op_c), first2.eq(first1), row2.eq(row1), oh2.eq(oh1), d2.eq(d1),
                 old2.eq(old1), fwd2.eq(data_wr.en & (data_wr.addr == row1)), lane_ok2.eq(lane_ok),
             ]
 
@@ -884,10 +944,16 @@ class Reducer(wiring.Component):
         ]
         # sticky overflow per slot (flip-flops): cleared by a chunk's first write, set by any
         # saturating lane of an add; read by the emitter once the result is queued
+        # The set from an add's overflow (the end of the adder's carry chain) is applied one
+        # cycle later, from flip-flops (ovf_set / ovf_oh); ovf_now is the flag with it applied,
+        # which is what the emitter reads (it may start the chunk the cycle after its last add).
         ovf = Signal(S)
-        with m.If(data_wr.en):
-            m.d.sync += ovf.eq((ovf & ~Mux(first2 & (op2 == _OP_WRITE), Const(1, S) << slot2, 0))
-                               | Mux(beat_ovf, Const(1, S) << slot2, 0))
+        ovf_set = Signal()
+        ovf_oh = Signal(S)
+        ovf_now = Signal(S)
+        m.d.comb += ovf_now.eq(ovf | Mux(ovf_set, ovf_oh, 0))
+        m.d.sync += [ovf_set.eq(v2 & beat_ovf), ovf_oh.eq(oh2),
+                     ovf.eq(ovf_now & ~Mux(data_wr.en & first2 & (op2 == _OP_WRITE), oh2, 0))]
         tag_c = Signal(tag_layout)
         m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
         # the release entry is queued with the last data write, so the emitter reads it written
@@ -1002,7 +1068,7 @@ class Reducer(wiring.Component):
         with m.If(start_new):
             m.d.comb += issue.eq(1)
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
-                         e_resent.eq(n_resent), e_slot.eq(slot_n), e_ovf.eq(ovf.bit_select(slot_n, 1))]
+                         e_resent.eq(n_resent), e_slot.eq(slot_n), e_ovf.eq(ovf_now.bit_select(slot_n, 1))]
             if self.run_table:
                 m.d.sync += e_oh.eq(Const(1, S) << slot_n)
         with m.Elif(~more):
@@ -1018,9 +1084,11 @@ class Reducer(wiring.Component):
             data_rd_e.en.eq(1),
         ]
         m.d.sync += [rd_v.eq(issue), occ.eq(occ + issue - (fifo.r_rdy & fifo.r_en))]
+        m.d.comb += self.rw_hazard.eq((issue & data_wr.en & (data_rd_e.addr == data_wr.addr))
+                                      | (start_new & tag_wr.en & (tag_rd_e.addr == tag_wr.addr)))
         with m.If(issue):
             m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent)),
-                         rd_ovf.eq(Mux(start_new, ovf.bit_select(slot_n, 1), e_ovf))]
+                         rd_ovf.eq(Mux(start_new, ovf_now.bit_select(slot_n, 1), e_ovf))]
 
         out_beat = Signal(beat_layout)
         m.d.comb += [

@@ -252,6 +252,7 @@ class Run:
                         self.tlast_cycles.append(cycle)
                 # Event strobes (registered outputs).
                 self.frames_in += ctx.get(dut.frame_in)
+                assert not ctx.get(dut.rw_hazard), "payload read meets a write (no_rw_check)"
                 acc, drp = ctx.get(dut.accept), ctx.get(dut.drop)
                 assert not (acc and drp), "accept and drop in one cycle"
                 if acc:

@@ -314,6 +314,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
                 valid = False
             rr.pinned_stalls += ctx.get(dut.stall_pinned)
             assert ctx.get(dut.advance) == 1 - ctx.get(dut.stall_pinned), "advance register"
+            assert not ctx.get(dut.rw_hazard), "emitter read meets a write (no_rw_check)"
             if ctx.get(dut.outcome):
                 rr.outcomes.append(Outcome(ctx.get(dut.outcome_code)))
             out_valid = ctx.get(dut.m_msg.valid)
@@ -672,6 +673,21 @@ def test_pinned_hold_with_input_skid():
     rr = run(cfg, ops, p_ready=0.1, seed=17)
     _, res, _ = check(cfg, ops, rr)
     assert len(res) == 12 and rr.pinned_stalls > 0
+
+
+def test_pinned_single_beat_holds_the_next_chunk_on_its_slot():
+    """1-beat messages (W=512), every chunk on slot 0, m_msg mostly stalled: each waits in
+    stage 1 for the previous result; when it moves on, the next chunk (waiting behind it in
+    stage P all along) must wait for its result in turn (the "same job and chunk" flag
+    compared while both were held)."""
+    cfg = Config(512, 4, 16, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
+                 group_table=[0b1], job_table=[(True, 0, 2)])
+    rng = random.Random(19)
+    ops = [_msg(0, 0, 0, 4 * k, 0, 0, 16, [rng.randint(-99, 99) for _ in range(16)])
+           for k in range(16)]
+    rr = run(cfg, ops, p_ready=0.1, seed=19)
+    _, res, _ = check(cfg, ops, rr)
+    assert len(res) == 16 and rr.pinned_stalls > 0
 
 
 @pytest.mark.parametrize("tables", [True, False])
