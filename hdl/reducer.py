@@ -468,10 +468,10 @@ class Reducer(wiring.Component):
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
 
         # ---- last-write bypass (the only read-after-write distance is one cycle) ----
-        tb_v, tb_addr, tb_data = Signal(), Signal(sb), Signal(tag_layout)
+        tb_data = Signal(tag_layout)  # the last tag written
         db_v, db_addr, db_data = Signal(), Signal(len(data_wr.addr)), Signal(W)
         with m.If(tag_wr.en):
-            m.d.sync += [tb_v.eq(1), tb_addr.eq(tag_wr.addr), tb_data.eq(tag_wr.data)]
+            m.d.sync += tb_data.eq(tag_wr.data)
         # Tag writes go through a register (tw): the decision ends in flip-flops, not in the tag
         # memory's write port; the tag memory is written one cycle later.
         tw_en, tw_addr, tw_data = Signal(), Signal(sb), Signal(tag_layout)  # write requested
@@ -622,8 +622,13 @@ class Reducer(wiring.Component):
             hc = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, h0)
             return tag_checks(t.state, t.bitmap, hc, p.bit, p.members)
 
-        thit_w0 = tw_v & (tw_a == slot0)
-        thit_b0 = tb_v & (tb_addr == slot0)
+        # which source is the newest for slot0, compared a cycle ahead against the read address
+        # (that is slot0 now): the write in progress now was requested then (tw_en/tw_addr); the
+        # last write (tb) is the one in progress then, if any (an older write is in the memory
+        # by the time of that read)
+        thit_w0, thit_b0 = Signal(), Signal()
+        m.d.sync += [thit_w0.eq(tw_en & (tw_addr == tag_rd.addr)),
+                     thit_b0.eq(tw_v & (tw_a == tag_rd.addr))]
         ck0 = Signal(7)
         bm0 = Signal(32)
         m.d.comb += [
