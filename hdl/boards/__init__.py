@@ -97,11 +97,13 @@ def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
             mac = generate(Path(tmp))
             platform.add_file(f"{MAC_NAME}.v", mac.read_text())
         kwargs["add_preferences"] = constraints
-        # nextpnr's default (heap) placer here, as validated since the first board builds: with
-        # the static placer that `wanreduce report` uses for the core alone, the whole board
-        # design (MACs, FIFOs, core) was still routing after 7 minutes on a loaded machine
-        # (2026-11-30; heap routed in 7 min under the same load). Not investigated further.
-        kwargs["nextpnr_opts"] = ["--report", f"{board.top_name}.report.json", *nextpnr_opts]
+        # nextpnr's static placer, as `wanreduce report` uses for the core alone: on the board
+        # design at a 125 MHz core clock it placed the core at 134.8 MHz and the whole flow took
+        # 3 min, where the default heap placer gave 109-127 MHz in 7-22 min (docs/boards.md).
+        # (An earlier static attempt, before the register slices at the core's ports, was
+        # stopped after 7 min of routing on a loaded machine.)
+        kwargs["nextpnr_opts"] = ["--placer", "static", "--report", f"{board.top_name}.report.json",
+                                  *nextpnr_opts]
     else:
         from wanreduce.hdl.boards.alinx_ax7325b import ip_tcl
 

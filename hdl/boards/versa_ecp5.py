@@ -18,6 +18,11 @@
   ``stream.ClockDomainCrossing`` FIFOs move frames between each PHY's 125 MHz RGMII clock and the
   core clock; its 8 -> 64-bit converter gives the core 64-bit beats. An adapter turns LiteEth's
   endpoint (``last_be`` one-hot, per-byte ``error``) into AXI4-Stream (``tkeep``, ``tuser``).
+* An ``AXIStreamRegisterSlice`` sits on each core port in use (ETH0 in, ETH1 in and out), so
+  the MACs' CDC FIFO flags (``valid`` / ``ready``) meet flip-flops at the core's edge instead of
+  running on through the core's ready chains (at a 125 MHz core clock the host-side transmit
+  ready, through the egress framer and merger into the reducer's output FIFO, was the board's
+  critical path); one cycle of latency each way.
 * Core clock: 100 MHz board oscillator -> EHXPLLL -> ``core_mhz`` (125, 100, 62.5 or 50 MHz;
   ``sync``), reset from the PLL lock and the board's reset button. Two 1 GbE ports need
   250 MB/s; W=64 carries 8 bytes per cycle, so even 50 MHz (400 MB/s) keeps up.
@@ -39,7 +44,10 @@ from amaranth.hdl import (
     ResetSignal,
     Signal,
 )
+from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
+
+from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
 
 from wanreduce.hdl.boards.liteeth_mac import MAC_NAME
 from wanreduce.hdl.core import WanreduceCore, net_port
@@ -178,11 +186,17 @@ class VersaTop(Elaboratable):
         m.submodules.core = core = self.core
         net = self._mac(m, platform, 0)
         host = self._mac(m, platform, 1)
-        self.mac_to_axis(m, net, getattr(core, net_port(0)))
+        slices = {}
+        for name in ("net_in", "host_in", "host_out"):
+            slices[name] = m.submodules[f"slice_{name}"] = AXIStreamRegisterSlice(MAC_WIDTH, 1)
+        self.mac_to_axis(m, net, slices["net_in"].s_axis)
+        wiring.connect(m, slices["net_in"].m_axis, getattr(core, net_port(0)))
         for i in range(1, core.params["ports"]):
             m.d.comb += getattr(core, net_port(i)).tvalid.eq(0)
-        self.mac_to_axis(m, host, core.s_axis_host)
-        self.axis_to_mac(m, core.m_axis_host, host)
+        self.mac_to_axis(m, host, slices["host_in"].s_axis)
+        wiring.connect(m, slices["host_in"].m_axis, core.s_axis_host)
+        wiring.connect(m, core.m_axis_host, slices["host_out"].s_axis)
+        self.axis_to_mac(m, slices["host_out"].m_axis, host)
         m.d.comb += net["sink_valid"].eq(0)
 
         # status LEDs
