@@ -48,7 +48,6 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
-
 from wanreduce.hdl.boards.liteeth_mac import MAC_NAME
 from wanreduce.hdl.core import WanreduceCore, net_port
 
