@@ -661,33 +661,26 @@ def test_chunk_numbers_wrap(mode):
     assert any(r.chunk > 2**31 for r in res) and any(r.chunk < 100 for r in res)
 
 
-def test_pinned_hold_with_input_skid():
+@pytest.mark.parametrize("width,elements,chunks,seed", [
+    # multi-beat messages: stage 1 holds and the beat accepted meanwhile waits in the input
+    # skid register
+    pytest.param(64, 24, 12, 17, id="input_skid"),
+    # 1-beat messages: when a chunk moves on, the next one (waiting behind it in stage P all
+    # along) must wait for its result in turn (the "same job and chunk" flag compared while
+    # both were held)
+    pytest.param(512, 16, 16, 19, id="single_beat_next_chunk"),
+])
+def test_pinned_hold_on_one_slot(width, elements, chunks, seed):
     """Every chunk reuses slot 0 while the previous result is still being emitted (m_msg mostly
-    stalled, release queue not full): stage 1 holds and the beat accepted meanwhile waits in
-    the input skid register."""
-    cfg = Config(64, 4, 24, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
+    stalled, release queue not full): each waits in stage 1 for the previous result."""
+    cfg = Config(width, 4, elements, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
                  group_table=[0b1], job_table=[(True, 0, 2)])
-    rng = random.Random(17)
-    ops = [_msg(0, 0, 0, 4 * k, 0, 0, 24, [rng.randint(-99, 99) for _ in range(24)])
-           for k in range(12)]
-    rr = run(cfg, ops, p_ready=0.1, seed=17)
+    rng = random.Random(seed)
+    ops = [_msg(0, 0, 0, 4 * k, 0, 0, elements, [rng.randint(-99, 99) for _ in range(elements)])
+           for k in range(chunks)]
+    rr = run(cfg, ops, p_ready=0.1, seed=seed)
     _, res, _ = check(cfg, ops, rr)
-    assert len(res) == 12 and rr.pinned_stalls > 0
-
-
-def test_pinned_single_beat_holds_the_next_chunk_on_its_slot():
-    """1-beat messages (W=512), every chunk on slot 0, m_msg mostly stalled: each waits in
-    stage 1 for the previous result; when it moves on, the next chunk (waiting behind it in
-    stage P all along) must wait for its result in turn (the "same job and chunk" flag
-    compared while both were held)."""
-    cfg = Config(512, 4, 16, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
-                 group_table=[0b1], job_table=[(True, 0, 2)])
-    rng = random.Random(19)
-    ops = [_msg(0, 0, 0, 4 * k, 0, 0, 16, [rng.randint(-99, 99) for _ in range(16)])
-           for k in range(16)]
-    rr = run(cfg, ops, p_ready=0.1, seed=19)
-    _, res, _ = check(cfg, ops, rr)
-    assert len(res) == 16 and rr.pinned_stalls > 0
+    assert len(res) == chunks and rr.pinned_stalls > 0
 
 
 @pytest.mark.parametrize("tables", [True, False])
