@@ -132,7 +132,7 @@ def main() -> None:
     for t, n in failing:
         groups[_group(n)].append((t, n))
     order = sorted(groups.items(), key=lambda kv: -kv[1][0][0])
-    for name, items in order[: args.paths]:
+    for rank, (name, items) in enumerate(order[: args.paths]):
         t, n = items[0]
         path = []
         while n is not None:
@@ -143,7 +143,7 @@ def main() -> None:
         hops = [f"{_group(p)}" for p in reversed(path)]
         squeezed = [h for i, h in enumerate(hops) if i == 0 or h != hops[i - 1]]
         print("   " + " -> ".join(squeezed))
-        if len(groups) and name in dict(order[: args.detail]):
+        if rank < args.detail:
             for p in reversed(path):
                 if p.endswith(("/FCI", "/FCO")):  # inside a carry chain: its ends are enough
                     continue
