@@ -20,14 +20,16 @@ every constant taken from ``wanreduce.wire``):
 
 IPv4 checksum: the configuration-dependent part (constants + source and destination address
 words, ones'-complement folded) is computed from the configuration inputs in three register
-stages, together with a copy of the configuration delayed alike, so every header uses one
-consistent snapshot. Per frame only ``folded(cfg_sum + total_length)`` remains: one 16-bit add
-and an end-around carry, inverted; at W = 64 and 128 it (and the length fields) is computed into
-registers while the header beats before it are sent. Configuration changes therefore take effect
-``CONFIG_LATENCY`` = 3 cycles later (in the core a control reply leaves the control block at
-least 4 cycles after the write it reports, so it already carries the new configuration); change
-the configuration only between frames (at W < 512 a header spans several beats, each of which
-reads the configuration snapshot).
+stages, together with a copy of the configuration delayed alike. The third stage is the frame's
+snapshot: it stops following the inputs from the cycle a message's first beat is valid on
+``s_msg`` until the frame's last header beat is loaded, so every header beat and the checksum of
+a frame come from one configuration, whatever the sink's ``tready`` does. Per frame only
+``folded(cfg_sum + total_length)`` remains: one 16-bit add and an end-around carry, inverted; at
+W = 64 and 128 it (and the length fields) is computed into registers while the header beats
+before it are sent. The configuration inputs may change at any time: a change is in the header
+of every frame whose first beat arrives ``CONFIG_LATENCY`` = 3 or more cycles later, and never in
+part of a header (in the core a control reply leaves the control block at least 4 cycles after
+the write it reports, so it carries the new configuration).
 
 Timing and handshake: ``m_axis`` (tdata, tkeep, tlast, tvalid) comes from an output register.
 The register advances when empty or drained (``~tvalid | tready``); ``s_msg.ready`` is that
@@ -109,7 +111,7 @@ class EgressFramer(wiring.Component):
     Ports:
       - ``s_msg``: ``In(message_stream(data_width))``;
       - ``m_axis``: ``Out(AXIStreamSignature(data_width, user_width=1))`` (tuser = 0);
-      - configuration inputs (keep stable while a frame is being sent): ``src_mac`` (48),
+      - configuration inputs (sampled once per frame, see the module docstring): ``src_mac`` (48),
         ``dst_mac`` (48; 0 = derive from a multicast ``dst_ip``), ``src_ip`` (32), ``dst_ip`` (32),
         ``udp_sport`` (16), ``udp_dport`` (16), ``site_id`` (8, the sender_id of every frame).
     """
@@ -156,7 +158,13 @@ class EgressFramer(wiring.Component):
         m.d.sync += [cfg_a[name].eq(getattr(self, name)) for name in names if name != "dst_mac"]
         m.d.sync += cfg_a["dst_mac"].eq(Mux(mcast, mcast_mac, self.dst_mac))
         m.d.sync += [cfg_b[name].eq(cfg_a[name]) for name in names]
-        m.d.sync += [cfg[name].eq(cfg_b[name]) for name in names]
+        # The third stage is the frame's snapshot: it holds (``frame_hold``) from the cycle a
+        # message's first beat waits on ``s_msg`` until its last header beat is loaded, so all
+        # header beats and the checksum of one frame use one configuration. ``frame_hold`` comes
+        # from ``s_msg.valid`` and the framer's own flip-flops, not from ``tready``.
+        frame_hold = Signal()
+        with m.If(~frame_hold):
+            m.d.sync += [cfg[name].eq(cfg_b[name]) for name in names]
 
         src_words = _ip_words(self.src_ip, "ip_src")
         dst_words = _ip_words(self.dst_ip, "ip_dst")
@@ -171,7 +179,8 @@ class EgressFramer(wiring.Component):
         raw_sum = Signal(19, reset_less=True)
         m.d.sync += raw_sum.eq(sum_src + sum_dst + const_folded)
         cfg_sum = Signal(16, reset_less=True)  # folded sum: constants + src/dst address words
-        m.d.sync += cfg_sum.eq(_fold(_fold(raw_sum)))
+        with m.If(~frame_hold):  # snapshotted with ``cfg``
+            m.d.sync += cfg_sum.eq(_fold(_fold(raw_sum)))
 
         # ---- Per-frame header, from the waiting message's hdr ------------------------------
         # The length fields and the checksum are needed only in the header beat holding them:
@@ -269,6 +278,8 @@ class EgressFramer(wiring.Component):
                     with m.Case(k):
                         m.d.comb += hdr_beat.eq(header[k * w : (k + 1) * w])
             last_hbeat = Signal()  # == (hbeat == n_hdr - 1), as a flip-flop (s_msg.ready path)
+        # a message's header is waiting or being sent (a waiting beat stays valid until taken)
+        m.d.comb += frame_hold.eq(~in_payload & ~discard & (s.valid | (hbeat != 0)))
 
         with m.If(advance):
             m.d.sync += o_valid.eq(0)  # unless a beat is loaded below

@@ -375,3 +375,101 @@ def test_ports() -> None:
 def test_verilog_conversion_w512() -> None:
     text = verilog.convert(EgressFramer(512), name="egress_framer")
     assert "module egress_framer" in text
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration changes while a frame is held up by the sink (issue 12, RTL bug 1)
+
+
+@pytest.mark.parametrize("width", [64, 128, 256, 512])
+def test_config_change_during_stall_gives_whole_headers(width) -> None:
+    """Every frame's header comes from one configuration snapshot, whatever the sink does.
+
+    The core's scenario: a CONTROL reply (4 operations) is being framed, the sink takes the
+    first ``k`` beats and then holds ``tready`` low for ``stall`` cycles, and a write changes
+    the configuration ``at`` cycles into the stall; a second message follows back to back.
+    Each frame must equal the frame built from the old configuration or from the new one (so
+    its IPv4 checksum is valid and its destination is one whole address), and it is the new one
+    exactly when the message's first beat arrived ``CONFIG_LATENCY`` or more cycles after the
+    change.
+    """
+    rng = random.Random(width)
+    old, new = random_config(rng), random_config(rng)
+    layout = message_beat_layout(width)
+    nbytes = width // 8
+    dut = EgressFramer(width)
+    cases = [(k, stall, at) for k in range(header_beats(width) + 3) for stall in range(1, 7)
+             for at in range(stall)]
+    failures: list[str] = []
+
+    async def tb(ctx) -> None:
+        cycle = 0
+
+        async def tick() -> None:
+            nonlocal cycle
+            await ctx.tick()
+            cycle += 1
+
+        for k, stall, at in cases:
+            for name, value in old.items():
+                ctx.set(getattr(dut, name), value)
+            for _ in range(EgressFramer.CONFIG_LATENCY + 1):
+                await tick()
+            msgs = [random_message(rng, width, c) for c in (8, lanes(width) + 1)]
+            for msg in msgs:
+                msg["hdr"]["msg_type"] = wire.MsgType.CONTROL_REPLY
+            beats = [(mi, bi) for mi, msg in enumerate(msgs) for bi in range(len(msg["data"]))]
+            first_valid: dict[int, int] = {}
+            frames: list[bytes] = []
+            cur = bytearray()
+            taken = 0  # output beats the sink has taken
+            stall_left, changed_at = None, None
+            while len(frames) < len(msgs):
+                assert cycle < 10**6, "framer stalled"
+                if beats:
+                    mi, bi = beats[0]
+                    msg = msgs[mi]
+                    first_valid.setdefault(mi, cycle)
+                    ctx.set(dut.s_msg.payload, layout.const({
+                        "data": msg["data"][bi], "hdr": msg["hdr"], "first": int(bi == 0),
+                        "last": int(bi == len(msg["data"]) - 1)}))
+                ctx.set(dut.s_msg.valid, bool(beats))
+                if taken == k and stall_left is None:
+                    stall_left = stall
+                if stall_left is not None and stall - stall_left == at and changed_at is None:
+                    for name, value in new.items():
+                        ctx.set(getattr(dut, name), value)
+                    changed_at = cycle
+                ready = not stall_left
+                ctx.set(dut.m_axis.tready, ready)
+                if stall_left:
+                    stall_left -= 1
+                if ctx.get(dut.m_axis.tvalid) and ready:
+                    taken += 1
+                    keep = ctx.get(dut.m_axis.tkeep)
+                    data = ctx.get(dut.m_axis.tdata).to_bytes(nbytes, "little")
+                    cur += bytes(data[b] for b in range(nbytes) if keep >> b & 1)
+                    if ctx.get(dut.m_axis.tlast):
+                        frames.append(bytes(cur))
+                        cur = bytearray()
+                moved = bool(beats) and ctx.get(dut.s_msg.ready)
+                await tick()
+                if moved:
+                    beats.pop(0)
+            ctx.set(dut.s_msg.valid, 0)
+            for mi, (got, msg) in enumerate(zip(frames, msgs, strict=True)):
+                ip = got[wire.IPV4_OFFSET : wire.IPV4_OFFSET + wire.IPV4_HEADER_BYTES]
+                uses_new = changed_at is not None and (
+                    first_valid[mi] >= changed_at + EgressFramer.CONFIG_LATENCY)
+                want = expected_frame(msg, new if uses_new else old)
+                if got != want or wire.ipv4_checksum(ip) != 0:
+                    failures.append(
+                        f"k={k} stall={stall} at={at} frame {mi}: dst {ip[16:20].hex()}, "
+                        f"checksum ok {wire.ipv4_checksum(ip) == 0}, expected "
+                        f"{'new' if uses_new else 'old'} {want[30:34].hex()}")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert not failures, f"{len(failures)} of {2 * len(cases)} frames not from their snapshot:\n" + "\n".join(failures[:10])
