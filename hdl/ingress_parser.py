@@ -98,7 +98,8 @@ class IngressParser(wiring.Component):
       - ``m_msg``: ``Out(message_stream(W))`` — accepted messages (registered outputs);
       - ``local_mac`` (48), ``local_ip`` (32), ``udp_port`` (16), ``max_elements`` (16): ``In``,
         configuration, stable between frames; the element limit used is
-        ``min(max_elements port, max_elements parameter)``;
+        ``min(max_elements port, max_elements parameter)`` for contributions and the
+        ``max_elements`` parameter for CONTROL messages (:func:`wanreduce.model.element_limit`);
       - ``frame_in``, ``accept``, ``drop`` (1) and ``drop_reason`` (4, a ``Drop`` code): ``Out``,
         one-cycle event strobes, one per frame (``frame_in``) and one of accept/drop per frame.
     """
@@ -298,6 +299,12 @@ class IngressParser(wiring.Component):
                 ws = add_level(ws)
             return ws[0]
         msg_type = f("msg_type")
+        # ELEMENT_COUNT (model.element_limit): CONTROL messages are bounded by the parameter
+        # (the payload memory), not by the register, so no MAX_ELEMENTS value locks the host out
+        count_in_limit = count <= limit
+        if self.accept_control:
+            count_in_limit = Mux(msg_type == wire.MsgType.CONTROL,
+                                 count <= self.element_limit, count_in_limit)
         type_ok = 0
         for t in self.accepted_types:
             type_ok = type_ok | (msg_type == int(t))
@@ -344,7 +351,7 @@ class IngressParser(wiring.Component):
                          & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE)))),
             (h_port_ok, f("udp_dport") == self.udp_port),
             (h_agg_ok, (f("magic") == wire.MAGIC) & (f("version") == wire.VERSION) & type_ok),
-            (h_count_ok, (count != 0) & (count <= limit)),
+            (h_count_ok, (count != 0) & count_in_limit),
             (h_len_ok, ((f("ip_total_length")
                          == (count << 2) + (wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES
                                             + wire.AGG_HEADER_BYTES))

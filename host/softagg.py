@@ -5,7 +5,8 @@ port speaks, minus the Ethernet/IPv4 layer the kernel already handled:
 
 * a datagram = aggregation header + payload; the aggregation-level checks of
   ``model.parse_frame`` are applied in the same order (TRUNCATED below 22 bytes, AGG_HEADER for
-  magic/version/message type, ELEMENT_COUNT for 0 or above MAX_ELEMENTS, LENGTH when the datagram
+  magic/version/message type, ELEMENT_COUNT for 0 or above ``model.element_limit`` (MAX_ELEMENTS
+  for contributions, E for CONTROL messages), LENGTH when the datagram
   length disagrees with the element count), each drop counted by reason;
 * a well-formed CONTRIBUTION goes to ``model.AggregatorModel.contribute`` (bit-exact with the RTL
   by construction) and every released result is sent to every member of the chunk's group that
@@ -36,6 +37,7 @@ from wanreduce.model import (
     Outcome,
     ReleaseMode,
     SlotState,
+    element_limit,
 )
 from wanreduce.packetize import AGG_HEADER_STRUCT
 
@@ -232,7 +234,9 @@ class SoftAggregator:
         ):
             self.drops[Drop.AGG_HEADER] += 1
             return
-        if count == 0 or count > self.regfile[regs.MAX_ELEMENTS]:
+        limit = element_limit(typ, max_elements=self.regfile[regs.MAX_ELEMENTS],
+                              elements=self.model.elements)
+        if count == 0 or count > limit:
             self.drops[Drop.ELEMENT_COUNT] += 1
             return
         if n != _HDR + 4 * count:

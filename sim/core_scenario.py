@@ -93,7 +93,8 @@ def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, j
         raise ValueError("the scenario needs two jobs and at least 8 slots (two regions of >= 4)")
     rng = np.random.default_rng(seed)
     model = AggregatorModel(slots=slots, elements=elements, groups=groups, jobs=jobs)
-    cfg = PortConfig(local_mac=frames.CORE_MAC, local_ip=frames.CORE_IP, max_elements=elements)
+    cfg = PortConfig(local_mac=frames.CORE_MAC, local_ip=frames.CORE_IP, max_elements=elements,
+                     elements=elements)
     counters = [Counter() for _ in range(ports + 1)]
     phases: list[Phase] = []
     lim = qmax(senders)

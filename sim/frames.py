@@ -107,7 +107,8 @@ def malformed(reason: Drop, good: bytes, rng: np.random.Generator, max_elements:
             Drop.ELEMENT_COUNT: lambda: _with_count(f, max_elements + 1 + int(rng.integers(0, 3))),
             Drop.LENGTH: lambda: [bytes(f[:-4]), bytes(f) + b"\0" * 4, _bad_udp_length(f)][int(rng.integers(3))],
         }[reason]()
-    cfg = PortConfig(local_mac=CORE_MAC, local_ip=CORE_IP, max_elements=max_elements)
+    cfg = PortConfig(local_mac=CORE_MAC, local_ip=CORE_IP, max_elements=max_elements,
+                     elements=max_elements)
     got = parse_frame(out, cfg, frame_error=bool(tuser))
     assert got == reason, f"bench bug: {reason.name} frame parses as {got}"
     return TxFrame(out, tuser, reason)

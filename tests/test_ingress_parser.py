@@ -203,7 +203,8 @@ class Run:
         self.rng = random.Random(seed)
         self.cfg_max = dut.element_limit if cfg_max is None else cfg_max
         self.cfg = PortConfig(local_mac=LOCAL_MAC, local_ip=LOCAL_IP, udp_port=UDP_PORT,
-                              max_elements=min(self.cfg_max, dut.element_limit))
+                              max_elements=min(self.cfg_max, dut.element_limit),
+                              elements=dut.element_limit)
         self.expected = [parse_frame(f, self.cfg, frame_error=e is not None,
                                      accept=dut.accepted_types) for f, e in frames]
         self.messages: list[dict] = []
@@ -474,6 +475,24 @@ def test_control_messages_on_host_port(accept_control: bool) -> None:
     got_types = {m["hdr"]["msg_type"] for m in run.messages}
     want = {1, 3} if accept_control else {1}
     assert got_types == want
+
+
+@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("cfg_max", [0, 1])
+def test_max_elements_register_does_not_limit_control(width: int, cfg_max: int) -> None:
+    """MAX_ELEMENTS 0 or 1 drops contributions above it but no CONTROL message up to E."""
+    rng = random.Random(40 + cfg_max)
+    limit = 12
+    frames = [(good_frame(rng, count, t), None)
+              for count in (1, 2, 3, limit - 1, limit, limit + 1)
+              for t in (wire.MsgType.CONTROL, wire.MsgType.CONTRIBUTION)]
+    dut = IngressParser(width, max_elements=limit, accept_control=True)
+    run = Run(dut, frames, p_valid=0.9, p_ready=0.8, seed=41, cfg_max=cfg_max).run()
+    run.check()
+    ctrl_counts = [m["hdr"]["element_count"] for m in run.messages
+                   if m["hdr"]["msg_type"] == wire.MsgType.CONTROL]
+    assert ctrl_counts == [1, 2, 3, limit - 1, limit]
+    assert run.verdicts.count(int(Drop.ELEMENT_COUNT)) == 1 + (6 - cfg_max)
 
 
 # --------------------------------------------------------------------------------------------

@@ -213,6 +213,23 @@ def test_frame_error_wins_and_good_frames_parse():
     assert parse_frame(bytes(ctrl), CFG, accept=accept).msg_type == wire.MsgType.CONTROL
 
 
+@pytest.mark.parametrize("max_elements", [0, 1, 16])
+def test_control_bounded_by_elements_not_max_elements(max_elements):
+    """ELEMENT_COUNT: contributions obey MAX_ELEMENTS, CONTROL messages only E (issue 12, item 2)."""
+    cfg = PortConfig(local_mac=CFG.local_mac, local_ip=CFG.local_ip, max_elements=max_elements,
+                     elements=16)
+    accept = (wire.MsgType.CONTRIBUTION, wire.MsgType.CONTROL)
+    for count in (2, 16):
+        ctrl = parse_frame(bytes(good(count, msg_type=wire.MsgType.CONTROL)), cfg, accept=accept)
+        assert isinstance(ctrl, Message) and ctrl.element_count == count
+        contrib = parse_frame(bytes(good(count)), cfg, accept=accept)
+        assert (contrib == Drop.ELEMENT_COUNT) == (count > max_elements)
+    too_long = good(17, msg_type=wire.MsgType.CONTROL)
+    assert parse_frame(bytes(too_long), cfg, accept=accept) == Drop.ELEMENT_COUNT
+    assert parse_frame(bytes(good(0, msg_type=wire.MsgType.CONTROL)), cfg,
+                       accept=accept) == Drop.ELEMENT_COUNT
+
+
 def test_constructor_validation():
     with pytest.raises(ValueError, match="power of two"):
         AggregatorModel(slots=6, elements=8)

@@ -46,7 +46,7 @@ def _classify_golden(d: bytes):
     """What model.parse_frame says about this datagram inside a well-formed frame."""
     if len(d) < wire.AGG_HEADER_BYTES:
         return Drop.TRUNCATED
-    cfg = PortConfig(max_elements=E)
+    cfg = PortConfig(max_elements=E, elements=E)
     fr = wire.wrap_frames(np.frombuffer(d, np.uint8)[None, :], wire.L2L3(
         eth_dst=cfg.local_mac, ip_dst=cfg.local_ip, udp_dport=cfg.udp_port))[0].tobytes()
     r = parse_frame(fr, cfg, accept=(wire.MsgType.CONTRIBUTION, wire.MsgType.CONTROL))
@@ -70,6 +70,8 @@ CASES = [
     _dgram(4, n_elems=5),
     _dgram(4) + b"\x00",
     _dgram(1),
+    _dgram(E, typ=wire.MsgType.CONTROL),
+    _dgram(E + 1, typ=wire.MsgType.CONTROL),
 ]
 
 
@@ -187,6 +189,23 @@ def test_registers_over_control():
         cnt = a.counters()
         assert cnt["PORT0_DROP_TRUNCATED"] == 1
         assert cnt["PORT0_FRAMES_IN"] == cnt["CONTROL_IN"] + 1
+
+
+@pytest.mark.parametrize("limit", [0, 1])
+def test_max_elements_does_not_lock_out_control(limit):
+    """MAX_ELEMENTS 0 or 1 still lets CONTROL through (E bounds it), but not contributions."""
+    with SoftAggregator(slots=16, elements=E) as a, ControlClient(a.address) as c:
+        a.configure(groups={0: [0]}, jobs=[0])
+        assert c.write(regs.MAX_ELEMENTS, limit) == limit
+        assert c.read(regs.MAX_ELEMENTS) == limit
+        assert c.read_many([regs.ID, regs.MAX_ELEMENTS]) == [regs.CORE_ID, limit]
+        a.handle_datagram(len(_dgram(2)), ("127.0.0.1", 9), bytearray(_dgram(2)))
+        assert a.counters()["PORT0_DROP_ELEMENT_COUNT"] == 1
+        assert c.write(regs.MAX_ELEMENTS, E) == E
+        assert c.read(regs.MAX_ELEMENTS) == E
+        a.handle_datagram(len(_dgram(2)), ("127.0.0.1", 9), bytearray(_dgram(2)))
+        assert a.counters()["PORT0_DROP_ELEMENT_COUNT"] == 1
+        assert a.counters()["OUTCOME_AGGREGATED"] == 1
 
 
 LOOPBACK_MC = MulticastOptions(interface="127.0.0.1")  # multicast over lo: no route needed

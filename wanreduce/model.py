@@ -74,7 +74,17 @@ class PortConfig:
     local_mac: int = 0x02_00_00_00_00_01
     local_ip: int = 0x0A_00_00_01
     udp_port: int = wire.DEFAULT_UDP_PORT
-    max_elements: int = wire.DEFAULT_ELEMENTS
+    max_elements: int = wire.DEFAULT_ELEMENTS  # the MAX_ELEMENTS register
+    elements: int = wire.DEFAULT_ELEMENTS  # the core's E (payload memory per message)
+
+
+def element_limit(msg_type: int, *, max_elements: int, elements: int) -> int:
+    """Largest element_count the ELEMENT_COUNT check passes for a message of ``msg_type``.
+
+    Contributions: the MAX_ELEMENTS register (itself at most E). CONTROL messages: E, whatever
+    the register holds, so that writing MAX_ELEMENTS <= 1 cannot lock the host out.
+    """
+    return elements if msg_type == wire.MsgType.CONTROL else max_elements
 
 
 @dataclass(frozen=True)
@@ -132,7 +142,8 @@ def parse_frame(
     ):
         return Drop.AGG_HEADER
     count = int(h["element_count"])
-    if count == 0 or count > cfg.max_elements:
+    limit = element_limit(int(h["msg_type"]), max_elements=cfg.max_elements, elements=cfg.elements)
+    if count == 0 or count > limit:
         return Drop.ELEMENT_COUNT
     ip_len = int(h["ip_total_length"])
     if (
