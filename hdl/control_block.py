@@ -80,7 +80,8 @@ class ControlBlock(wiring.Component):
         reg_map = {
             r.addr: r
             for r in regs.register_map(
-                ports=self.ports, groups=self.groups, jobs=self.jobs, elements=self.elements
+                ports=self.ports, groups=self.groups, jobs=self.jobs, elements=self.elements,
+                width=w, slots=self.slots,
             )
         }
 
@@ -138,17 +139,10 @@ class ControlBlock(wiring.Component):
             m.d.sync += results_out.eq(results_out + 1)
 
         # ---- register read mux ----
-        params0 = (
-            self.ports
-            | (w // 32) << 8
-            | (self.slots.bit_length() - 1) << 16
-            | self.groups << 24
-        )
-        params1 = self.elements | self.jobs << 16
         readable: dict[int, object] = {
             regs.ID: Const(regs.CORE_ID, 32),
-            regs.PARAMS0: Const(params0, 32),
-            regs.PARAMS1: Const(params1, 32),
+            regs.PARAMS0: Const(reset_of(regs.PARAMS0), 32),
+            regs.PARAMS1: Const(reset_of(regs.PARAMS1), 32),
             regs.CTRL: ctrl,
             regs.LOCAL_MAC_HI: mac_hi,
             regs.LOCAL_MAC_LO: mac_lo,

@@ -92,11 +92,12 @@ class SoftAggregator:
             slots=slots, elements=elements, groups=groups, jobs=jobs, release=release
         )
         self.transport = UdpTransport(bind=(host, port), join=join, multicast=multicast)
+        reg_map = regs.register_map(ports=0, groups=groups, jobs=jobs, elements=elements,
+                                    width=0, slots=slots)
         self.regfile: dict[int, int] = {
-            r.addr: r.reset
-            for r in regs.register_map(ports=0, groups=groups, jobs=jobs, elements=elements)
-            if r.access is regs.Access.RW
+            r.addr: r.reset for r in reg_map if r.access is regs.Access.RW
         }
+        self.constants = {r.addr: r.reset for r in reg_map if r.addr in (regs.PARAMS0, regs.PARAMS1)}
         self.regfile[regs.CTRL] = int(self.model.release == ReleaseMode.ON_COMPLETION)
         self.frames_in = 0
         self.drops = [0] * len(Drop)
@@ -406,22 +407,23 @@ class SoftAggregator:
 
     # ---- control ----
     def _control(self, buf, count: int, addr: Address, hdr: tuple) -> None:
-        nops = count // 2
-        ops = np.frombuffer(buf, "<u4", 2 * nops, _HDR).reshape(nops, 2).copy()
+        """Execute the operations in order; reply like the RTL (docs/protocol.md): the request
+        echoed with msg_type CONTROL_REPLY, sender_id = SITE_ID, each operation's word1 = the
+        register's value after it, an odd trailing word echoed but not executed."""
+        words = np.frombuffer(buf, "<u4", count, _HDR).copy()
         self.control_in += 1
-        for k in range(nops):
-            word0, value = int(ops[k, 0]), int(ops[k, 1])
+        for k in range(count // 2):
+            word0, value = int(words[2 * k]), int(words[2 * k + 1])
             a = word0 & wire.CONTROL_ADDR_MASK
             if word0 & wire.CONTROL_WRITE:
                 self.write_register(a, value)
-            ops[k, 1] = self.read_register(a)
-        flags, grp, job, rnd, chunk, sender, scale = hdr
+            words[2 * k + 1] = self.read_register(a)
+        flags, grp, job, rnd, chunk, _sender, scale = hdr
         reply = AGG_HEADER_STRUCT.pack(
-            wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL_REPLY, 0, grp, job, rnd, chunk,
-            sender, scale, 2 * nops if nops else count, 0,
+            wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL_REPLY, flags, grp, job, rnd, chunk,
+            self.regfile[regs.SITE_ID] & 0xFF, scale, count, 0,
         )
-        body = ops.astype("<u4").tobytes() if nops else bytes(4 * count)
-        self.transport.send_to(reply + body, addr)
+        self.transport.send_to(reply + words.tobytes(), addr)
 
     def write_register(self, addr: int, value: int) -> None:
         """A CONTROL write: configuration registers take effect at once; RO writes are ignored."""
@@ -456,10 +458,8 @@ class SoftAggregator:
         m = self.model
         if addr == regs.ID:
             return regs.CORE_ID
-        if addr == regs.PARAMS0:
-            return (((m.slots.bit_length() - 1) << 16) | (m.n_groups << 24)) & _U32
-        if addr == regs.PARAMS1:
-            return (m.elements | (m.n_jobs << 16)) & _U32
+        if addr in (regs.PARAMS0, regs.PARAMS1):  # constants (no ports, no bus: P = W = 0)
+            return self.constants[addr]
         if regs.GROUP_BASE <= addr < regs.GROUP_BASE + m.n_groups:
             return m.group_table[addr - regs.GROUP_BASE]
         if regs.JOB_BASE <= addr < regs.JOB_BASE + regs.JOB_STRIDE * m.n_jobs:

@@ -5,6 +5,7 @@ frame per ingress drop reason. Everything is built with ``wanreduce.wire`` and c
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,6 +76,28 @@ def control(ops: Sequence[tuple[bool, int, int]], sender: int = 0) -> bytes:
     words = wire.control_words(ops)
     hdr = wire.AggHeader(wire.MsgType.CONTROL, sender_id=sender, element_count=len(words))
     return wire.frame(hdr, words, to_core(sender, multicast=False))
+
+
+def control_probe(site_id: int) -> tuple[wire.AggHeader, np.ndarray, wire.AggHeader, np.ndarray]:
+    """A CONTROL message that exercises the reply rules of docs/protocol.md, and the reply every
+    aggregator (RTL core, software aggregator) must give while SITE_ID = ``site_id``:
+    (request header, request words, reply header, reply words).
+
+    Read ID; write an unmapped address (reads 0, no effect); an odd trailing word that would be
+    a SITE_ID write (echoed, not executed). The reply header is the request's with msg_type
+    CONTROL_REPLY and sender_id = SITE_ID; flags, group, job, round, chunk, scale_exp and
+    element_count are echoed.
+    """
+    unmapped = 0x7777
+    words = np.array([regs.ID, 0xAAAA, wire.CONTROL_WRITE | unmapped, 5,
+                      wire.CONTROL_WRITE | regs.SITE_ID], np.uint32)
+    hdr = wire.AggHeader(wire.MsgType.CONTROL, job_id=7, round_id=9, chunk=0x80000001,
+                         sender_id=12, group_id=3, scale_exp=-3, element_count=len(words),
+                         flags=0x5)
+    reply = words.copy()
+    reply[1], reply[3] = regs.CORE_ID, 0
+    reply_hdr = dataclasses.replace(hdr, msg_type=wire.MsgType.CONTROL_REPLY, sender_id=site_id)
+    return hdr, words, reply_hdr, reply
 
 
 def fix_ip_checksum(f: bytearray) -> bytearray:

@@ -29,6 +29,7 @@ from wanreduce.model import (
     parse_frame,
 )
 from wanreduce.packetize import AGG_HEADER_STRUCT
+from wanreduce.sim import frames
 
 E = 64
 
@@ -206,6 +207,23 @@ def test_max_elements_does_not_lock_out_control(limit):
         a.handle_datagram(len(_dgram(2)), ("127.0.0.1", 9), bytearray(_dgram(2)))
         assert a.counters()["PORT0_DROP_ELEMENT_COUNT"] == 1
         assert a.counters()["OUTCOME_AGGREGATED"] == 1
+
+
+def test_control_reply_echoes_request_like_the_rtl():
+    """sim/frames.control_probe (also run on the RTL core by sim/tb_core_control.py): header
+    echoed with msg_type 4 and sender SITE_ID, unmapped address reads 0, odd word not executed."""
+    with SoftAggregator(elements=E) as a, ControlClient(a.address) as c:
+        assert c.write(regs.SITE_ID, 0x2A) == 0x2A
+        hdr, words, want_hdr, want_words = frames.control_probe(0x2A)
+        with UdpTransport(bind=("127.0.0.1", 0)) as t:
+            t.send_to(hdr.pack() + words.tobytes(), a.address)
+            buf = bytearray(2048)
+            assert t.wait_readable(30)  # generous: the aggregator thread may be slow under load
+            n, _ = t.recv_into(buf)
+        assert wire.AggHeader.unpack(bytes(buf[:n])) == want_hdr
+        assert np.array_equal(np.frombuffer(bytes(buf[wire.AGG_HEADER_BYTES:n]), np.uint32),
+                              want_words)
+        assert c.read(regs.SITE_ID) == 0x2A  # the trailing SITE_ID write was not executed
 
 
 LOOPBACK_MC = MulticastOptions(interface="127.0.0.1")  # multicast over lo: no route needed
