@@ -1,5 +1,7 @@
 """The control block: register writes/reads through CONTROL messages, counters, window reset."""
 
+from pathlib import Path
+
 import pytest
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
@@ -113,6 +115,28 @@ def test_reset_values_come_from_the_register_map():
 
     sim.add_testbench(tb)
     sim.run()
+
+
+@pytest.mark.parametrize("w", [64, 256])
+def test_params_registers_are_the_map_constants(w):
+    """PARAMS0/PARAMS1 read the constants of regs.register_map (W/32 is the bus width)."""
+    dut = ControlBlock(w, ports=3, slots=32, elements=100, groups=5, jobs=2)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def tb(ctx):
+        p0, p1 = await transact(ctx, dut, [(0, regs.PARAMS0, 0), (1, regs.PARAMS1, 7)], w)
+        assert p0 == regs.params0(ports=3, width=w, slots=32, groups=5)
+        assert (p0 & 0xFF, p0 >> 8 & 0xFF, p0 >> 16 & 0xFF, p0 >> 24) == (3, w // 32, 5, 5)
+        assert p1 == 100 | 2 << 16 == regs.params1(elements=100, jobs=2)
+
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_registers_doc_table_is_generated_from_regs():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "registers.md").read_text()
+    assert doc.startswith(regs.markdown()), "regenerate: python -m wanreduce.regs"
 
 
 def test_converts_and_validates():

@@ -495,6 +495,32 @@ def test_max_elements_register_does_not_limit_control(width: int, cfg_max: int) 
     assert run.verdicts.count(int(Drop.ELEMENT_COUNT)) == 1 + (6 - cfg_max)
 
 
+def test_group_addressed_destinations() -> None:
+    """docs/protocol.md DESTINATION: any group MAC (I/G bit, broadcast included; not checked
+    against the IP group) with our IP or any 224.0.0.0/4 address passes; a unicast MAC must be
+    ours, a unicast IP ours."""
+    rng = random.Random(50)
+    cases = [  # (eth_dst, ip_dst, accepted)
+        (0xFFFFFFFFFFFF, LOCAL_IP, True),
+        (wire.multicast_mac(0xEF000001), 0xE0000005, True),
+        (0x030000000000, 0xEFFFFFFF, True),
+        (LOCAL_MAC, 0xE1020304, True),
+        (LOCAL_MAC ^ (1 << 8), LOCAL_IP, False),
+        (0xFFFFFFFFFFFF, LOCAL_IP ^ 1, False),
+        (0xFFFFFFFFFFFF, 0xF0000001, False),  # 240/4 is not multicast
+    ]
+    frames = []
+    for mac, ip, _ in cases:
+        buf = bytearray(good_frame(rng, 3))
+        _set(buf, "eth_dst", mac)
+        _set(buf, "ip_dst", ip)
+        _fix_checksum(buf)
+        frames.append((bytes(buf), None))
+    run = Run(IngressParser(64, max_elements=8), frames, p_valid=1.0, p_ready=1.0, seed=50).run()
+    run.check()
+    assert run.verdicts == ["accept" if ok else int(Drop.DESTINATION) for *_, ok in cases]
+
+
 # --------------------------------------------------------------------------------------------
 # Throughput and latency
 

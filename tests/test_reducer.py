@@ -747,3 +747,17 @@ def test_window_moves_under_back_to_back_contribution(width):
     outs, res, _ = check(cfg, ops, rr)
     assert outs[3:6] == [Outcome.AGGREGATED] * 3 and outs[6] == Outcome.OUT_OF_WINDOW
     assert rr.heads == [7]
+
+
+def test_half_range_ahead_is_late_and_wide_senders_are_non_members():
+    """docs/protocol.md: a chunk exactly 2**31 ahead of the head is late (serial arithmetic:
+    STALE, as its slot does not hold it), 2**31 - 1 ahead is OUT_OF_WINDOW; sender ids >= 32
+    are never members, even of a group with all 32 bits set."""
+    cfg = Config(64, 4, 2, groups=1, jobs=1, mode=ReleaseMode.IN_ORDER,
+                 group_table=[0xFFFFFFFF], job_table=[(True, 0, 2)])
+    ops = [_msg(0, 0, 0, 2**31, 0, 0, 2, [1, 2]), _msg(0, 0, 0, 2**31 - 1, 0, 0, 2, [1, 2]),
+           _msg(0, 0, 0, 0, 32, 0, 2, [1, 2]), _msg(0, 0, 0, 0, 255, 0, 2, [1, 2]),
+           _msg(0, 0, 0, 0, 31, 0, 2, [1, 2])]
+    outs, _, _ = check(cfg, ops, run(cfg, ops, seed=5))
+    assert outs == [Outcome.STALE, Outcome.OUT_OF_WINDOW, Outcome.REJECT_NON_MEMBER,
+                    Outcome.REJECT_NON_MEMBER, Outcome.AGGREGATED]
