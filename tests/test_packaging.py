@@ -180,3 +180,15 @@ def test_wheel_runs_every_command(wheel_venv, tmp_path):
     assert "stopped; counters" in err
     # Nothing was written into the checkout's build cache location: the cache is under cwd.
     assert (work / "build").is_dir()
+
+
+def test_make_bench_runs_every_benchmark():
+    """`make bench` (bench/run_all.py) lists every script in bench/, each under a section that
+    exists in docs/benchmarks.md (it refuses to run otherwise)."""
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--list"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    listed = {ln.split()[0] for ln in res.stdout.splitlines()}
+    scripts = {f"bench/{p.name}" for p in (ROOT / "bench").glob("*.py") if p.name != "run_all.py"}
+    assert listed == scripts
+    assert "$(PY) bench/run_all.py" in (ROOT / "Makefile").read_text()
