@@ -5,10 +5,10 @@ Run: .venv/bin/python bench/bench_startup.py [--runs N] [--quick]
 Each command runs N times as a fresh process (the console script's code path, under this
 interpreter); the median wall time is printed. For ``plan`` on the shipped nine-city topology
 the time is split into interpreter start-up (``python -c pass``), imports (sum of the top-level
-entries of ``python -X importtime``) and the rest, which is the planning work. The five slowest
-slowest packages to import (self time of their modules) are listed. Prints the markdown rows recorded in
-docs/benchmarks.md ("CLI start-up"); the machine's load average is printed with them because
-start-up time scales with it.
+entries of ``python -X importtime``, every import of the run) and the rest, which is the
+planning work. The five slowest packages to import (self time of their modules) are listed.
+Prints the markdown rows recorded in docs/benchmarks.md ("CLI start-up") with the machine's
+load average, because start-up time scales with it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The ``wanreduce`` command line: one click group, subcommands registered from their own modules.
 
-Subcommands are imported on demand (:class:`LazyGroup`), so ``wanreduce --help`` imports
-click and nothing heavy. Every error a user can cause (bad argument, malformed config file, missing tool) is reported as
-one line on stderr with exit status 2 (usage) or 1 (runtime), never a traceback.
+Subcommands are imported on demand (:class:`LazyGroup`), so ``wanreduce --help`` imports click
+and nothing heavy. Every error a user can cause (bad argument, malformed config file, missing
+tool) is reported as one line on stderr with exit status 2 (usage) or 1 (runtime), never a
+traceback.
 """
 
 from __future__ import annotations
