@@ -3,6 +3,7 @@ utilisation"): ``wanreduce report`` for each configuration, one markdown row eac
 
     .venv/bin/python bench/bench_fpga.py                      # default + largest configurations
     .venv/bin/python bench/bench_fpga.py --config slots=64,elements=512 --seeds 3
+    .venv/bin/python bench/bench_fpga.py --quick    # one small core (P=1, S=4, E=32): the flow works
 
 Synthesis runs once per configuration, place-and-route once per seed; Fmax is the median over
 the seeds (placement noise is several MHz), with the range.
@@ -24,6 +25,7 @@ CONFIGS = [
     {},  # the default configuration
     {"slots": 64, "elements": 256},  # largest slots x elements in the 108 DP16KD (see docs)
 ]
+QUICK = {"ports": 1, "slots": 4, "elements": 32}  # bench/run_all.py: the flow end to end, fast
 
 
 def main() -> None:
@@ -34,8 +36,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=1, help="placement seeds (1..N)")
     ap.add_argument("--placer", choices=PLACERS, default=PLACER, help="nextpnr placer")
     ap.add_argument("--jobs", type=int, default=1, help="place-and-route runs at a time")
+    ap.add_argument("--quick", action="store_true", help=f"only the small core {QUICK}")
     args = ap.parse_args()
-    configs = CONFIGS if not args.config else [
+    configs = [QUICK] if args.quick else CONFIGS if not args.config else [
         {k: int(v) for k, v in (kv.split("=") for kv in c.split(","))} for c in args.config]
     print("| P | W | S | E | LUT4 | FF | DP16KD | Fmax (MHz), median [range] | synth + P&R |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -1,6 +1,6 @@
 """End-to-end RTL loopback throughput: simulated cycles per element.
 
-Run: .venv/bin/python bench/bench_loopback.py
+Run: .venv/bin/python bench/bench_loopback.py [--quick]
 N host-driver processes all-reduce through the generated core under cocotb (Verilator) with the
 UDP bridge of sim/tb_loopback.py. Cycles are simulated clock cycles from the bridge's start to
 its stop, so they include cycles the core idled while Python drivers and the bridge were busy:
@@ -9,6 +9,7 @@ an upper bound on what the core itself needs (bench/bench_core.py measures the c
 
 from __future__ import annotations
 
+import argparse
 import os
 
 from wanreduce.host.loopback import run_loopback
@@ -20,10 +21,14 @@ CASES = [
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="first case only, 10 000 elements")
+    args = ap.parse_args()
+    cases = [{**CASES[0], "elements": 10_000}] if args.quick else CASES
     os.environ.setdefault("COCOTB_LOG_LEVEL", "WARNING")
     print("| sites | core | elements | packets | retransmissions | cycles | cycles/element | wall |")
     print("|---|---|---|---|---|---|---|---|")
-    for c in CASES:
+    for c in cases:
         r = run_loopback(sites=c["sites"], elements=c["elements"], core=c["core"], seed=3)
         assert r.verified, r.mismatches
         core = f"W={r.core['width']} P={r.core['ports']} S={r.core['slots']} E={r.core['elements']}"

@@ -1,7 +1,9 @@
 """The ``wanreduce`` command line: one click group, subcommands registered from their own modules.
 
-Every error a user can cause (bad argument, malformed config file, missing tool) is reported as
-one line on stderr with exit status 2 (usage) or 1 (runtime), never a traceback.
+Subcommands are imported on demand (:class:`LazyGroup`), so ``wanreduce --help`` imports click
+and nothing heavy. Every error a user can cause (bad argument, malformed config file, missing
+tool) is reported as one line on stderr with exit status 2 (usage) or 1 (runtime), never a
+traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import click
 from wanreduce import __version__
 from wanreduce.errors import WanreduceError
 
-__all__ = ["WanreduceError", "cli", "main"]
+__all__ = ["SUBCOMMANDS", "WanreduceError", "cli", "main"]
 
 
 class OneLineErrorGroup(click.Group):
@@ -43,7 +45,46 @@ class OneLineErrorGroup(click.Group):
         return code
 
 
-@click.group(cls=OneLineErrorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(OneLineErrorGroup):
+    """A group whose subcommands are imported only when one is run or its help is shown.
+
+    ``wanreduce --help`` lists names and one-line descriptions from :data:`SUBCOMMANDS` without
+    importing any command module: those pull in the HDL stack, NumPy, the planner, ... and made
+    ``--help`` take seconds (docs/benchmarks.md, "CLI start-up"). The listing's line is also
+    the loaded command's ``short_help``, so both always agree.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in SUBCOMMANDS:
+            return None
+        module_name, short_help = SUBCOMMANDS[cmd_name]
+        command = getattr(importlib.import_module(module_name), cmd_name)
+        command.short_help = short_help
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, short_help) for name, (_, short_help) in SUBCOMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+# Each subcommand is a click command named like its key, in the module given; the text is its
+# line in `wanreduce --help`.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "verilog": ("wanreduce.commands.verilog", "Generate the core as one Verilog module."),
+    "demo": ("wanreduce.commands.demo", "Verilog, then an all-reduce through it in simulation."),
+    "plan": ("wanreduce.commands.plan", "Schedule planner and WAN model for a topology."),
+    "serve": ("wanreduce.commands.serve", "Software aggregator speaking the UDP protocol."),
+    "loopback": ("wanreduce.commands.loopback", "Host drivers all-reduce through the simulated core."),
+    "build": ("wanreduce.commands.build", "Board sources and constraints; optionally the bitstream."),
+    "report": ("wanreduce.commands.report", "LUTs, flip-flops, block RAMs and Fmax of the core."),
+}
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="wanreduce")
 def cli() -> None:
     """wanreduce: in-network gradient aggregation for wide-area training.
@@ -51,33 +92,6 @@ def cli() -> None:
     Sites multicast their updates once; an in-line FPGA at each site's edge merges the
     incoming streams into one aggregated stream; a planner picks who synchronises with whom.
     """
-
-
-# Subcommands live next to what they drive; each module defines a click command named in
-# the tuple and is imported lazily so that `wanreduce --help` stays fast.
-_SUBCOMMANDS: tuple[tuple[str, str], ...] = (
-    ("wanreduce.commands.verilog", "verilog"),
-    ("wanreduce.commands.demo", "demo"),
-    ("wanreduce.commands.plan", "plan"),
-    ("wanreduce.commands.serve", "serve"),
-    ("wanreduce.commands.loopback", "loopback"),
-    ("wanreduce.commands.build", "build"),
-    ("wanreduce.commands.report", "report"),
-)
-
-
-def _register() -> None:
-    for module_name, attr in _SUBCOMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # subcommand not written yet
-                continue
-            raise
-        cli.add_command(getattr(module, attr))
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:

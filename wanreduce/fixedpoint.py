@@ -29,23 +29,25 @@ import numpy as np
 
 from wanreduce.wire import INT32_MAX, INT32_MIN, SCALE_EXP_MAX, SCALE_EXP_MIN
 
-try:  # bfloat16 is provided by ml_dtypes (a dependency); keep import errors readable
-    import ml_dtypes
+# bfloat16 comes from ml_dtypes, whose import takes 0.5-0.8 s: it is imported when bfloat16 is
+# first used (BFLOAT16, SUPPORTED_DTYPES, UNIT_ROUNDOFF below), not with this module, which the
+# CLI, the RTL and the planner all import.
+_NATIVE_ROUNDOFF = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float16): 2.0**-11}
+_BFLOAT16_ROUNDOFF = 2.0**-8
 
-    BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency
-    BFLOAT16 = None
 
-SUPPORTED_DTYPES = tuple(
-    d for d in (np.dtype(np.float32), np.dtype(np.float16), BFLOAT16) if d is not None
-)
+def __getattr__(name: str):
+    """``BFLOAT16``, ``SUPPORTED_DTYPES`` and ``UNIT_ROUNDOFF`` (these import ml_dtypes)."""
+    if name == "BFLOAT16":
+        import ml_dtypes
 
-UNIT_ROUNDOFF = {
-    np.dtype(np.float32): 2.0**-24,
-    np.dtype(np.float16): 2.0**-11,
-}
-if BFLOAT16 is not None:
-    UNIT_ROUNDOFF[BFLOAT16] = 2.0**-8
+        return np.dtype(ml_dtypes.bfloat16)
+    if name == "SUPPORTED_DTYPES":
+        return (*_NATIVE_ROUNDOFF, __getattr__("BFLOAT16"))
+    if name == "UNIT_ROUNDOFF":
+        return {**_NATIVE_ROUNDOFF, __getattr__("BFLOAT16"): _BFLOAT16_ROUNDOFF}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Block size for streaming conversions: small enough to stay in L2, large enough to amortise.
 _BLOCK = 1 << 16
@@ -54,10 +56,10 @@ _BLOCK = 1 << 16
 def check_dtype(dtype: np.dtype | type) -> np.dtype:
     """Return ``dtype`` as a NumPy dtype if supported, else raise a clear TypeError."""
     dt = np.dtype(dtype)
-    if dt not in SUPPORTED_DTYPES:
-        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
-        raise TypeError(f"unsupported dtype {dt}; wanreduce aggregates {names}")
-    return dt
+    # Only a dtype named bfloat16 is compared with ml_dtypes' (which is then imported already).
+    if dt in _NATIVE_ROUNDOFF or (dt.name == "bfloat16" and dt == __getattr__("BFLOAT16")):
+        return dt
+    raise TypeError(f"unsupported dtype {dt}; wanreduce aggregates float32, float16, bfloat16")
 
 
 def qmax(n_contributors: int) -> int:
@@ -160,7 +162,8 @@ def dequantize(q: np.ndarray, exp: int, dtype: np.dtype | type = np.float32) -> 
 def error_bound(y: np.ndarray, exp: int, n_contributors: int, dtype: np.dtype | type) -> np.ndarray:
     """The documented bound on |dequantize(sum q) - sum x| for each element of a result ``y``."""
     dt = check_dtype(dtype)
-    return n_contributors * 2.0 ** -(exp + 1) + np.abs(np.asarray(y, np.float64)) * UNIT_ROUNDOFF[dt]
+    return n_contributors * 2.0 ** -(exp + 1) + np.abs(np.asarray(y, np.float64)) \
+        * _NATIVE_ROUNDOFF.get(dt, _BFLOAT16_ROUNDOFF)
 
 
 def saturating_add(acc: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, bool]:

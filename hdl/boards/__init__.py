@@ -1,7 +1,9 @@
 """Board top levels and their build plans (``wanreduce build`` / ``wanreduce report``).
 
 ``BOARDS`` maps a board name to a :class:`Board`: the amaranth-boards platform, the top level,
-the project's own constraint file in ``constraints/`` (merged into every build) and defaults.
+the project's own constraint file (merged into every build) and defaults. The constraint files
+live in ``constraints/`` in the checkout and install as package data of ``wanreduce.constraints``;
+they are read through :mod:`importlib.resources`, so a wheel install finds them too.
 """
 
 from __future__ import annotations
@@ -10,17 +12,17 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 __all__ = ["BOARDS", "Board", "constraints_dir", "prepare", "yowasp_env"]
 
-REPO_CONSTRAINTS = Path(__file__).resolve().parent.parent.parent / "constraints"
 
-
-def constraints_dir() -> Path:
-    """The ``constraints/`` directory of the checkout."""
-    return REPO_CONSTRAINTS
+def constraints_dir() -> Traversable:
+    """The shipped constraint files: package ``wanreduce.constraints`` (``constraints/``)."""
+    return resources.files("wanreduce.constraints")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class Board:
         from wanreduce.hdl.boards.alinx_ax7325b import AX7325BTop
         return AX7325BTop(**params)
 
-    def constraint_path(self) -> Path:
+    def constraint_path(self) -> Traversable:
         return constraints_dir() / self.constraint_file
 
 

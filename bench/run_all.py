@@ -1,0 +1,100 @@
+"""Run every benchmark in bench/ in its quick configuration (``make bench``).
+
+Run: .venv/bin/python bench/run_all.py [--list] [--only NAME ...] [--out DIR]
+
+Each script runs as its own process with this interpreter; its output streams through, preceded
+by the section of docs/benchmarks.md its figures belong in. Quick configurations check that
+every benchmark works end to end and give the order of magnitude; the figures recorded in
+docs/benchmarks.md come from the full command named in each section. A summary of exit status
+and wall time per script closes the run; the exit status is 1 if any script failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+DOCS = BENCH.parent / "docs" / "benchmarks.md"
+
+
+@dataclass(frozen=True)
+class Bench:
+    script: str
+    section: str  # heading in docs/benchmarks.md
+    args: Callable[[Path], list[str]]  # quick arguments, given the output directory
+
+
+BENCHES = (
+    Bench("bench_startup.py", "CLI start-up", lambda out: ["--quick"]),
+    Bench("bench_quantize.py", "Golden model: quantise + packetise",
+          lambda out: ["--mib", "16", "--repeats", "3"]),
+    Bench("bench_planner.py", "Planner", lambda out: ["--quick"]),
+    Bench("bench_driver.py", "Host driver", lambda out: ["--runs", "2", "--mib", "2"]),
+    Bench("bench_core.py", "Aggregator core: throughput and latency (simulated cycles)",
+          lambda out: ["--quick"]),
+    Bench("bench_loopback.py", "RTL loopback: end to end through the simulated core",
+          lambda out: ["--quick"]),
+    Bench("bench_fpga.py", "FPGA timing and utilisation",
+          lambda out: ["--quick", "--out", str(out / "fpga")]),
+    # the routed delays of the bench_fpga run just before
+    Bench("timing_paths.py", "FPGA timing and utilisation",
+          lambda out: [str(next((out / "fpga").glob("*/seed1/core.sdf"), out / "fpga/missing.sdf")),
+                       "--period", "8", "--paths", "3"]),
+    Bench("bench_fpga_modules.py", "Per-module Fmax (everything but the reducer)",
+          lambda out: ["demux", "--quiet-paths", "--out", str(out / "fpga_modules")]),
+)
+
+
+def check_catalogue() -> list[str]:
+    """Problems with :data:`BENCHES`: a script in bench/ not listed, or a section not in the docs."""
+    listed = {b.script for b in BENCHES}
+    problems = [f"bench/{p.name} is not in bench/run_all.py" for p in sorted(BENCH.glob("*.py"))
+                if p.name != "run_all.py" and p.name not in listed]
+    problems += [f"bench/{b.script} is listed but does not exist" for b in BENCHES
+                 if not (BENCH / b.script).is_file()]
+    headings = {ln.lstrip("#").strip() for ln in DOCS.read_text().splitlines() if ln.startswith("#")}
+    problems += [f"docs/benchmarks.md has no section {b.section!r} (for {b.script})"
+                 for b in BENCHES if b.section not in headings]
+    return problems
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--list", action="store_true", help="print script, quick arguments, section")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="scripts to run (e.g. bench_core.py)")
+    ap.add_argument("--out", type=Path, default=Path("build/bench_quick"),
+                    help="work directory for the place-and-route benchmarks")
+    args = ap.parse_args()
+    problems = check_catalogue()
+    if problems:
+        print("\n".join(f"run_all: {p}" for p in problems), file=sys.stderr)
+        return 2
+    benches = [b for b in BENCHES if not args.only or b.script in args.only]
+    if args.list:
+        for b in benches:
+            print(f"bench/{b.script} {' '.join(b.args(args.out))}  ->  docs/benchmarks.md, {b.section!r}")
+        return 0
+    summary = []
+    t_all = time.perf_counter()
+    for b in benches:
+        cmd = [sys.executable, str(BENCH / b.script), *b.args(args.out)]
+        print(f"\n==== bench/{b.script} {' '.join(cmd[2:])}\n==== figures belong in "
+              f"docs/benchmarks.md, section \"{b.section}\"", flush=True)
+        t0 = time.perf_counter()
+        rc = subprocess.run(cmd).returncode
+        summary.append((b, rc, time.perf_counter() - t0))
+    print(f"\n==== summary ({(time.perf_counter() - t_all) / 60:.1f} min)")
+    for b, rc, s in summary:
+        print(f"{'ok    ' if rc == 0 else f'FAILED ({rc})'}  {s:6.0f} s  bench/{b.script}  ->  "
+              f"\"{b.section}\"")
+    return 1 if any(rc for _, rc, _ in summary) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
