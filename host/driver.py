@@ -544,13 +544,18 @@ class AggregatorClient:
                     base += 1
                 continue
             # Idle: retransmit what timed out, then wait for a datagram or the next deadline.
+            # As TCP's timer restarts on every ACK of new data (RFC 6298, 5.3), nothing times
+            # out within an RTO of the last new result: a slow aggregator still working through
+            # the window is not resent to.
             now = mono()
             wake = last_progress + silence
+            quiet = last_progress + est.rto
             backed_off = False
             for i in range(base, nxt):
                 if done[i]:
                     continue
-                if deadline[i] <= now:
+                due = deadline[i] if deadline[i] > quiet else quiet
+                if due <= now:
                     if not backed_off:  # one expiry of the timer, however many chunks it covers
                         est.expired()
                         backed_off = True
@@ -561,8 +566,8 @@ class AggregatorClient:
                     o = i * D
                     send(flat[o : o + lens[i]], dest)
                     stats.retransmissions += 1
-                    deadline[i] = now + min(max_rto, est.rto * (1 << min(tries[i] - 1, 16)))
-                wake = min(wake, deadline[i])
+                    due = deadline[i] = now + min(max_rto, est.rto * (1 << min(tries[i] - 1, 16)))
+                wake = min(wake, due)
             if now - last_progress >= silence:
                 self._fail(pk, done, nxt, job, round_id, f"within {self.timeout:g} s")
             self.transport.wait_readable(wake - now)
