@@ -46,6 +46,7 @@ class LoopbackResult:
     packets_sent: int
     retransmissions: int
     final_rto: list[float]  # each site's retransmission timeout at the end (s)
+    results: list[list[np.ndarray]]  # results[round][site]: what each site's all-reduce returned
     results_out: int
     outcomes: dict[str, int]
     drops: dict[str, int]
@@ -235,6 +236,7 @@ def run_loopback(
         mismatches=mismatches,
         packets_sent=sum(o[1] for o in outs.values()), retransmissions=sum(o[2] for o in outs.values()),
         final_rto=[outs[i][4] for i in sorted(outs)],
+        results=[[outs[i][0][r] for i in range(sites)] for r in range(rounds)],
         results_out=delta["RESULTS_OUT"],
         outcomes={o.name.lower(): delta[f"OUTCOME_{o.name}"] for o in Outcome if delta[f"OUTCOME_{o.name}"]},
         drops={r.name.lower(): delta[f"DROP_{r.name}"] for r in Drop if delta[f"DROP_{r.name}"]},
