@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -70,7 +71,18 @@ def run_suite(jobs: int, pytest_args: list[str], log: Path) -> tuple[int, float,
     cmd = [sys.executable, "-m", "pytest", "-n", str(jobs), *pytest_args]
     t0 = time.monotonic()
     with log.open("w") as f:
-        code = subprocess.call(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+        # Its own process group: if this script is stopped, the run and everything it started
+        # (xdist workers, simulators) are stopped with it.
+        p = subprocess.Popen(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = p.wait()
+        except BaseException:
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+            raise
     dt = time.monotonic() - t0
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     summary = next((ln.strip("= ") for ln in reversed(lines) if " in " in ln and ("passed" in ln
@@ -98,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     print(f"load suite: {a.load} busy loops on {os.cpu_count()} CPUs, {a.repeat} run(s) of "
           f"pytest -n {a.jobs} {' '.join(a.pytest_args)}; logs in {a.logs}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # clean up below
     load = start_load(a.load, a.max_time)
     results = []
     try:

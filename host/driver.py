@@ -162,8 +162,8 @@ class AggregatorClient:
     product of the path), never more than half the job's slot window W (docs/protocol.md,
     lost-result recovery). Retransmission timeout: :class:`~wanreduce.host.rtt.RttEstimator`
     (RFC 6298, Karn's rule) on result round trips, initially ``initial_rto`` (default
-    max(1 s, 2 * rtt)), clamped to [min_rto, max_rto], backed off on expiry; it follows a slow
-    aggregator (docs/host.md, "Timers"). ``timeout``: the call fails after this long without any
+    max(1 s, 2 * rtt)), SRTT + max(min_rto, 4 RTTVAR) up to max_rto, backed off on expiry and
+    restarted by each new result; it follows a slow aggregator (docs/host.md, "Timers"). ``timeout``: the call fails after this long without any
     new result (then at most ``timeout / 2`` more to diagnose over CONTROL); ``max_retries``:
     resends of one chunk before it fails. Group sizes and job windows come from the mappings given
     or are read from the aggregator's registers (CONTROL messages, each allowed ``timeout``).
@@ -487,14 +487,17 @@ class AggregatorClient:
         silence = self.timeout
         est = self.timer
         sample = est.sample
-        max_rto = self.max_rto
+        # A resend waits at most a quarter of the timeout, so a stall is retried before the
+        # call gives up however far the timer backed off.
+        rto_cap = self.timeout / 4
+        backed_off_at = -math.inf
         last_progress = mono()
         gso_max = gso_batch(D)
         while remaining:
             lim = min(n, base + w)
             if nxt < lim:
                 now = mono()
-                d = now + est.rto
+                d = now + min(est.rto, rto_cap)
                 while nxt < lim:
                     o = nxt * D
                     k = min(lim - nxt, gso_max) if transport.gso else 1
@@ -507,6 +510,7 @@ class AggregatorClient:
                         deadline[i] = d
                     nxt += k
             progressed = False
+            rtt = -1.0  # longest round trip of a chunk answered on its first send, this pass
             while (got := recv(rbufs)) is not None:
                 ktot, seg, _src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
                 arrived = mono()  # every datagram of a GRO batch arrived together
@@ -536,8 +540,10 @@ class AggregatorClient:
                     done[i] = 1
                     remaining -= 1
                     progressed = True
-                    if tries[i] == 0:  # Karn's rule: no sample from a resent chunk
-                        sample(arrived - sent_at[i])
+                    if tries[i] == 0 and arrived - sent_at[i] > rtt:  # Karn: not if resent
+                        rtt = arrived - sent_at[i]
+            if rtt >= 0:  # one sample per receive pass (RFC 6298 needs >= 1 per RTT), the
+                sample(rtt)  # longest: results of a pass arrived together, the oldest send rules
             if progressed:
                 last_progress = mono()
                 while base < n and done[base]:
@@ -549,16 +555,17 @@ class AggregatorClient:
             # the window is not resent to.
             now = mono()
             wake = last_progress + silence
-            quiet = last_progress + est.rto
-            backed_off = False
+            rto = min(est.rto, rto_cap)
+            quiet = last_progress + rto
             for i in range(base, nxt):
                 if done[i]:
                     continue
                 due = deadline[i] if deadline[i] > quiet else quiet
                 if due <= now:
-                    if not backed_off:  # one expiry of the timer, however many chunks it covers
+                    if now - backed_off_at >= rto:  # TCP's one timer: one backoff per RTO,
                         est.expired()
-                        backed_off = True
+                        backed_off_at = now  # however many chunks expire in it
+                        rto = min(est.rto, rto_cap)
                     tries[i] += 1
                     if tries[i] > self.max_retries:
                         self._fail(pk, done, nxt, job, round_id, f"after {self.max_retries} retries")
@@ -566,7 +573,7 @@ class AggregatorClient:
                     o = i * D
                     send(flat[o : o + lens[i]], dest)
                     stats.retransmissions += 1
-                    due = deadline[i] = now + min(max_rto, est.rto * (1 << min(tries[i] - 1, 16)))
+                    due = deadline[i] = now + rto
                 wake = min(wake, due)
             if now - last_progress >= silence:
                 self._fail(pk, done, nxt, job, round_id, f"within {self.timeout:g} s")
