@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: all demo test test-icarus lint bench clean distclean venv
+.PHONY: all demo test test-icarus test-under-load lint bench clean distclean venv
 
 all: test
 
@@ -33,6 +33,12 @@ test: $(STAMP)
 # The cocotb benches again on Icarus Verilog (apt-get install iverilog).
 test-icarus: $(STAMP)
 	SIM=icarus $(PY) -m pytest -n $(JOBS) -m cocotb $(PYTEST_ARGS)
+
+# The whole suite REPEAT times while LOAD busy-loop processes load the cores (bench/load_suite.py).
+LOAD   ?= 4
+REPEAT ?= 3
+test-under-load: $(STAMP)
+	$(PY) bench/load_suite.py --load $(LOAD) --repeat $(REPEAT) --jobs $(JOBS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

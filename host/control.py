@@ -11,6 +11,7 @@ aggregator and the RTL core (through its UDP bridge) — it never knows which on
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Iterable, Sequence
 
@@ -18,6 +19,7 @@ from wanreduce import regs, wire
 from wanreduce.model import Drop, Outcome
 from wanreduce.packetize import AGG_HEADER_STRUCT
 
+from .rtt import RttEstimator
 from .transport import MAX_DATAGRAM, Address, UdpTransport, resolve
 
 _HDR = wire.AGG_HEADER_BYTES
@@ -29,21 +31,38 @@ class ControlTimeout(TimeoutError):
 
 
 class ControlClient:
-    """Reads and writes aggregator registers. ``timeout`` per attempt, ``retries`` resends."""
+    """Reads and writes aggregator registers.
+
+    ``timeout``: longest time one CONTROL message may take, resends included (the caller's
+    budget; ``transact`` and ``read_many`` take a per-call override). Within it the message is
+    resent whenever the retransmission timer expires: an :class:`RttEstimator` started at
+    ``initial_rto``, fed by the reply latency of messages answered on their first transmission
+    and doubled per expiry, so a slow aggregator (a loaded simulator) is waited for rather than
+    flooded. ``retries``: at most this many resends per message (None: as many as fit).
+    """
 
     def __init__(
         self,
         aggregator: Address,
         *,
-        timeout: float = 0.5,
-        retries: int = 3,
+        timeout: float = 5.0,
+        initial_rto: float = 0.25,
+        min_rto: float = 0.01,
+        max_rto: float = 60.0,
+        retries: int | None = None,
         max_ops: int = 32,
         bind_host: str = "0.0.0.0",
     ) -> None:
-        if timeout <= 0 or retries < 0 or max_ops < 1:
-            raise ValueError("timeout must be > 0, retries >= 0, max_ops >= 1")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise ValueError(f"timeout must be a finite number > 0 s, got {timeout}")
+        if retries is not None and retries < 0:
+            raise ValueError(f"retries must be >= 0 (or None), got {retries}")
+        if max_ops < 1:
+            raise ValueError(f"max_ops must be >= 1, got {max_ops}")
         self.aggregator = resolve(*aggregator)
         self.timeout, self.retries, self.max_ops = timeout, retries, max_ops
+        self.timer = RttEstimator(initial_rto, min_rto=min_rto, max_rto=max_rto)
+        self.resends = 0  # messages sent again after their timer expired (cumulative)
         self.transport = UdpTransport(bind=(bind_host, 0), buffer_bytes=1 << 20)
         self._buf = bytearray(MAX_DATAGRAM)
 
@@ -57,27 +76,34 @@ class ControlClient:
         self.close()
 
     # ---- raw operations ----
-    def transact(self, ops: Sequence[tuple[int, int | None]]) -> list[int]:
+    def transact(self, ops: Sequence[tuple[int, int | None]], *, timeout: float | None = None) -> list[int]:
         """Run ``(address, value or None for a read)`` operations in order; returns the values
-        after each operation. Split into messages of at most ``max_ops`` operations."""
+        after each operation. Split into messages of at most ``max_ops`` operations, each
+        allowed ``timeout`` s (default: the client's)."""
         out: list[int] = []
         for k in range(0, len(ops), self.max_ops):
-            out += self._message(ops[k : k + self.max_ops])
+            out += self._message(ops[k : k + self.max_ops], self.timeout if timeout is None else timeout)
         return out
 
-    def _message(self, ops: Sequence[tuple[int, int | None]]) -> list[int]:
+    def _message(self, ops: Sequence[tuple[int, int | None]], timeout: float) -> list[int]:
         words = wire.control_words([(value is not None, addr, value or 0) for addr, value in ops])
         seq = next(_seq) & 0xFFFFFFFF
         msg = AGG_HEADER_STRUCT.pack(
             wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL, 0, 0, 0, 0, seq, 0, 0, 2 * len(ops), 0
         ) + words.astype("<i4").tobytes()
-        for _attempt in range(self.retries + 1):
+        rtt = self.timer
+        start = time.monotonic()
+        end = start + timeout
+        attempts = 0
+        while True:
+            sent = time.monotonic()
             self.transport.send_to(msg, self.aggregator)
-            deadline = time.monotonic() + self.timeout
+            attempts += 1
+            expiry = min(end, sent + rtt.rto)
             while True:
                 got = self.transport.recv_into(self._buf)
                 if got is None:
-                    left = deadline - time.monotonic()
+                    left = expiry - time.monotonic()
                     if left <= 0 or not self.transport.wait_readable(left):
                         break
                     continue
@@ -89,10 +115,17 @@ class ControlClient:
                     continue
                 if h[10] != 2 * len(ops) or n != _HDR + 8 * len(ops):
                     raise ValueError(f"malformed CONTROL_REPLY: {h[10]} words, {n} bytes")
+                if attempts == 1:  # Karn's rule: a reply to a resent message is no sample
+                    rtt.sample(time.monotonic() - sent)
                 return wire.reply_values(self._buf[_HDR:n])
+            if time.monotonic() >= end or (self.retries is not None and attempts > self.retries):
+                break
+            rtt.expired()
+            self.resends += 1
         raise ControlTimeout(
             f"aggregator {self.aggregator[0]}:{self.aggregator[1]} did not answer a CONTROL "
-            f"message within {self.retries + 1} x {self.timeout:g} s"
+            f"message within {time.monotonic() - start:.3g} s ({attempts} attempt(s), "
+            f"timeout {timeout:g} s)"
         )
 
     def read(self, addr: int) -> int:
@@ -101,14 +134,15 @@ class ControlClient:
     def write(self, addr: int, value: int) -> int:
         return self.transact([(addr, value)])[0]
 
-    def read_many(self, addrs: Iterable[int]) -> list[int]:
-        return self.transact([(a, None) for a in addrs])
+    def read_many(self, addrs: Iterable[int], *, timeout: float | None = None) -> list[int]:
+        return self.transact([(a, None) for a in addrs], timeout=timeout)
 
     # ---- configuration ----
-    def ping(self) -> bool:
-        """True when the aggregator answers and identifies as a wanreduce core."""
+    def ping(self, *, timeout: float | None = None) -> bool:
+        """True when the aggregator answers (within ``timeout``, default the client's) and
+        identifies as a wanreduce core."""
         try:
-            return self.read(regs.ID) == regs.CORE_ID
+            return self.transact([(regs.ID, None)], timeout=timeout)[0] == regs.CORE_ID
         except ControlTimeout:
             return False
 

@@ -25,6 +25,7 @@ from wanreduce.model import Outcome
 from wanreduce.packetize import AGG_HEADER_STRUCT, Packets, packetize, reassemble
 
 from .control import ControlClient, ControlTimeout
+from .rtt import RttEstimator
 from .transport import (
     MAX_DATAGRAM,
     Address,
@@ -159,11 +160,13 @@ class AggregatorClient:
     Window: at most ``window`` chunks between the lowest chunk still lacking a result and the
     next one sent; default ``ceil(rate_bps * rtt / (8 * datagram bytes))`` (the bandwidth-delay
     product of the path), never more than half the job's slot window W (docs/protocol.md,
-    lost-result recovery). Retransmission timeout: RFC 6298 estimator on result round trips,
-    initially ``initial_rto`` (default max(1 s, 2 * rtt)), clamped to [min_rto, max_rto], doubled
-    per retry. ``timeout``: longest time without any new result before the call fails;
-    ``max_retries``: resends of one chunk before it fails. Group sizes and job windows come from
-    the mappings given or are read from the aggregator's registers (CONTROL messages).
+    lost-result recovery). Retransmission timeout: :class:`~wanreduce.host.rtt.RttEstimator`
+    (RFC 6298, Karn's rule) on result round trips, initially ``initial_rto`` (default
+    max(1 s, 2 * rtt)), SRTT + max(min_rto, 4 RTTVAR) up to max_rto, backed off on expiry and
+    restarted by each new result; it follows a slow aggregator (docs/host.md, "Timers"). ``timeout``: the call fails after this long without any
+    new result (then at most ``timeout / 2`` more to diagnose over CONTROL); ``max_retries``:
+    resends of one chunk before it fails. Group sizes and job windows come from the mappings given
+    or are read from the aggregator's registers (CONTROL messages, each allowed ``timeout``).
     """
 
     def __init__(
@@ -179,7 +182,7 @@ class AggregatorClient:
         rtt: float = 0.15,
         initial_rto: float | None = None,
         min_rto: float = 0.02,
-        max_rto: float = 2.0,
+        max_rto: float = 60.0,
         max_retries: int = 10,
         timeout: float = 10.0,
         max_abs: float | None = None,
@@ -221,17 +224,17 @@ class AggregatorClient:
         self.on_overflow, self.max_redo = on_overflow, max_redo
         self.stats = DriverStats()
         self.next_chunk: dict[int, int] = {}
-        self._srtt: float | None = None
-        self._rttvar = 0.0
-        self._rto = self.initial_rto
+        self.timer = RttEstimator(self.initial_rto, min_rto=min_rto, max_rto=max_rto)
         self.transport = UdpTransport(
             bind=bind, multicast=multicast, join=(result_group,) if result_group else ()
         )
         if control_address is None and not is_multicast_address(self.aggregator[0]):
             control_address = self.aggregator
-        self._probe_timeout = min(0.25, timeout / 4)
+        # Diagnosis after a failure: each CONTROL probe may take a quarter of the timeout.
+        self._probe_timeout = timeout / 4
         self.control = (
-            ControlClient(control_address, timeout=self._probe_timeout, retries=1)
+            ControlClient(control_address, timeout=timeout, initial_rto=min(self.initial_rto, 0.25),
+                          min_rto=min_rto, max_rto=max_rto)
             if use_control and control_address is not None
             else None
         )
@@ -277,7 +280,7 @@ class AggregatorClient:
         except ControlTimeout as exc:
             raise AggregatorUnreachable(
                 f"aggregator {self._where()} unreachable: no reply to a CONTROL read ({what}) "
-                f"within {self._probe_timeout * 2:g} s"
+                f"within {self.timeout:g} s"
             ) from exc
 
     def group_size(self, group: int) -> int:
@@ -450,14 +453,6 @@ class AggregatorClient:
         counts = pk.payload.reshape(-1)[:AGREE_BINS]
         return bound_from_bins(counts)
 
-    def _sample_rtt(self, r: float) -> None:
-        if self._srtt is None:
-            self._srtt, self._rttvar = r, r / 2
-        else:
-            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - r)
-            self._srtt = 0.875 * self._srtt + 0.125 * r
-        self._rto = min(self.max_rto, max(self.min_rto, self._srtt + 4 * self._rttvar))
-
     def _run(self, pk: Packets, *, job: int, group: int, round_id: int, exp: int, w: int) -> np.ndarray:
         """Send every chunk of ``pk`` within the window until each has its result; the result
         payloads overwrite the contributions in ``pk.buf``. Returns the result flags."""
@@ -489,14 +484,20 @@ class AggregatorClient:
         mono = time.monotonic
         base = nxt = 0
         remaining = n
-        silence = max(self.timeout - 2 * self._probe_timeout, self.timeout / 3)  # + probe <= timeout
+        silence = self.timeout
+        est = self.timer
+        sample = est.sample
+        # A resend waits at most a quarter of the timeout, so a stall is retried before the
+        # call gives up however far the timer backed off.
+        rto_cap = self.timeout / 4
+        backed_off_at = -math.inf
         last_progress = mono()
         gso_max = gso_batch(D)
         while remaining:
             lim = min(n, base + w)
             if nxt < lim:
                 now = mono()
-                d = now + self._rto
+                d = now + min(est.rto, rto_cap)
                 while nxt < lim:
                     o = nxt * D
                     k = min(lim - nxt, gso_max) if transport.gso else 1
@@ -509,8 +510,7 @@ class AggregatorClient:
                         deadline[i] = d
                     nxt += k
             progressed = False
-            srtt, rttvar = self._srtt, self._rttvar  # RFC 6298 estimator, inlined (_sample_rtt)
-            sampled = False
+            rtt = -1.0  # longest round trip of a chunk answered on its first send, this pass
             while (got := recv(rbufs)) is not None:
                 ktot, seg, _src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
                 arrived = mono()  # every datagram of a GRO batch arrived together
@@ -540,29 +540,32 @@ class AggregatorClient:
                     done[i] = 1
                     remaining -= 1
                     progressed = True
-                    if tries[i] == 0:
-                        r = arrived - sent_at[i]
-                        if srtt is None:
-                            srtt, rttvar = r, r / 2
-                        else:
-                            rttvar = 0.75 * rttvar + 0.25 * abs(srtt - r)
-                            srtt = 0.875 * srtt + 0.125 * r
-                        sampled = True
-            if sampled:
-                self._srtt, self._rttvar = srtt, rttvar
-                self._rto = min(self.max_rto, max(self.min_rto, srtt + 4 * rttvar))
+                    if tries[i] == 0 and arrived - sent_at[i] > rtt:  # Karn: not if resent
+                        rtt = arrived - sent_at[i]
+            if rtt >= 0:  # one sample per receive pass (RFC 6298 needs >= 1 per RTT), the
+                sample(rtt)  # longest: results of a pass arrived together, the oldest send rules
             if progressed:
                 last_progress = mono()
                 while base < n and done[base]:
                     base += 1
                 continue
             # Idle: retransmit what timed out, then wait for a datagram or the next deadline.
+            # As TCP's timer restarts on every ACK of new data (RFC 6298, 5.3), nothing times
+            # out within an RTO of the last new result: a slow aggregator still working through
+            # the window is not resent to.
             now = mono()
             wake = last_progress + silence
+            rto = min(est.rto, rto_cap)
+            quiet = last_progress + rto
             for i in range(base, nxt):
                 if done[i]:
                     continue
-                if deadline[i] <= now:
+                due = deadline[i] if deadline[i] > quiet else quiet
+                if due <= now:
+                    if now - backed_off_at >= rto:  # TCP's one timer: one backoff per RTO,
+                        est.expired()
+                        backed_off_at = now  # however many chunks expire in it
+                        rto = min(est.rto, rto_cap)
                     tries[i] += 1
                     if tries[i] > self.max_retries:
                         self._fail(pk, done, nxt, job, round_id, f"after {self.max_retries} retries")
@@ -570,8 +573,8 @@ class AggregatorClient:
                     o = i * D
                     send(flat[o : o + lens[i]], dest)
                     stats.retransmissions += 1
-                    deadline[i] = now + min(self.max_rto, self._rto * (1 << min(tries[i], 16)))
-                wake = min(wake, deadline[i])
+                    due = deadline[i] = now + rto
+                wake = min(wake, due)
             if now - last_progress >= silence:
                 self._fail(pk, done, nxt, job, round_id, f"within {self.timeout:g} s")
             self.transport.wait_readable(wake - now)
@@ -591,8 +594,9 @@ class AggregatorClient:
                     f"aggregator {self._where()} unreachable: {base_msg}, nothing ever received"
                 )
             raise ChunksMissing(base_msg, job=job, chunks=missing)
+        probe = self._probe_timeout
         try:
-            before = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS])
+            before = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS], timeout=probe)
         except ControlTimeout:
             raise AggregatorUnreachable(
                 f"aggregator {self._where()} unreachable: {base_msg}, and no reply to a CONTROL "
@@ -603,9 +607,9 @@ class AggregatorClient:
         # lost beyond recovery).
         i = (missing[0] - first) & 0xFFFFFFFF
         self.transport.send_to(memoryview(pk.buf[i, : _HDR + 4 * int(pk.counts[i])]), self.aggregator)
-        time.sleep(min(0.05, self._probe_timeout))
+        time.sleep(min(0.05, probe))
         try:
-            after = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS])
+            after = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS], timeout=probe)
         except ControlTimeout:
             after = before
         moved = [o.name for o, a, b in zip(_REJECTS, after, before, strict=True) if a != b]

@@ -4,7 +4,8 @@ Clients send to the proxy's address instead of the aggregator's; the proxy forwa
 client's datagrams from its own upstream socket (so the aggregator still sees one source address
 per client, and its results find their way back) and applies, independently per direction and
 per datagram, loss, duplication and reordering (a datagram held back and sent after the next one,
-or after ``hold`` seconds when no other datagram comes). Seeded, so a failing test reproduces.
+or after ``hold`` seconds when no other datagram comes) and a fixed extra latency (``delay``: a
+slow aggregator or a long path). Seeded, so a failing test reproduces.
 Being a plain UDP proxy it works in front of any aggregator: the software one, the RTL bridge,
 hardware.
 """
@@ -24,17 +25,20 @@ from .transport import MAX_DATAGRAM, Address, UdpTransport, resolve
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """Per-datagram probabilities of one direction."""
+    """Per-datagram probabilities of one direction, and its added latency ``delay`` (s)."""
 
     loss: float = 0.0
     duplicate: float = 0.0
     reorder: float = 0.0
+    delay: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("loss", "duplicate", "reorder"):
             p = getattr(self, name)
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} probability must be in [0, 1], got {p}")
+        if not 0.0 <= self.delay <= 3600.0:
+            raise ValueError(f"delay must be 0..3600 s, got {self.delay}")
 
 
 class FaultProxy:
@@ -58,7 +62,8 @@ class FaultProxy:
         self._host = host
         self._up: dict[Address, UdpTransport] = {}  # client address -> upstream socket
         self._down: dict[int, Address] = {}  # upstream fileno -> client address
-        self._held: list[tuple[float, str, UdpTransport, bytes, Address]] = []
+        # (due, direction or None once only its due time releases it, socket, data, destination)
+        self._held: list[tuple[float, str | None, UdpTransport, bytes, Address]] = []
         self.counts: Counter[str] = Counter()
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -106,10 +111,13 @@ class FaultProxy:
         if spec.reorder and rng.random() < spec.reorder:
             self.counts[f"{direction}_reordered"] += 1
             for _ in range(copies):
-                self._held.append((time.monotonic() + self.hold, direction, via, data, dest))
+                self._held.append((time.monotonic() + self.hold + spec.delay, direction, via, data, dest))
             return
         for _ in range(copies):
-            via.send_to(data, dest)
+            if spec.delay:
+                self._held.append((time.monotonic() + spec.delay, None, via, data, dest))
+            else:
+                via.send_to(data, dest)
         self._release(direction)
 
     def _release(self, direction: str | None, now: float | None = None) -> None:
@@ -117,7 +125,7 @@ class FaultProxy:
         keep = []
         for item in self._held:
             due, d, via, data, dest = item
-            if d == direction or (now is not None and due <= now):
+            if (d is not None and d == direction) or (now is not None and due <= now):
                 via.send_to(data, dest)
             else:
                 keep.append(item)

@@ -32,6 +32,7 @@ import fcntl
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -319,8 +320,8 @@ def _make_runner(
     runtime_objs: Path | None = None,
     make_vars: Mapping[str, str] | None = None,
 ) -> Any:
-    """A cocotb runner with a wall-clock timeout on the simulation and, for Verilator,
-    our C++ optimisation flags and pre-seeded runtime objects from ``runtime_objs``."""
+    """A cocotb runner with a CPU-time limit of ``timeout_s`` on the simulation and, for
+    Verilator, our C++ optimisation flags and pre-seeded runtime objects from ``runtime_objs``."""
     from cocotb_tools.runner import Icarus, Verilator
 
     base = Verilator if sim == "verilator" else Icarus
@@ -328,8 +329,8 @@ def _make_runner(
     class _Runner(base):  # type: ignore[misc, valid-type]
         def _get_sim_cmd_prefix(self) -> list[str]:
             prefix = super()._get_sim_cmd_prefix()
-            if timeout_s is not None and shutil.which("timeout"):
-                prefix = ["timeout", "--kill-after=10", f"{timeout_s:g}", *prefix]
+            if timeout_s is not None:
+                prefix = cpu_limit_prefix(timeout_s) + prefix
             return prefix
 
         def _build_command(self) -> list[list[str]]:
@@ -345,6 +346,24 @@ def _make_runner(
             return cmds
 
     return _Runner()
+
+
+# Exit status of a simulator stopped by its CPU-time limit: SIGXCPU at the soft limit, SIGKILL
+# at the hard one (negative: killed by the signal; 128 + n: through a shell).
+_CPU_LIMIT_CODES = {"-24", "-9", "152", "137"}
+
+
+def cpu_limit_prefix(cpu_s: float) -> list[str]:
+    """Command prefix that runs a program with at most ``cpu_s`` seconds of CPU time.
+
+    CPU time, not wall-clock time: a simulation that is merely slow because other processes
+    share the cores uses the same CPU time as on an idle machine, while a hung one (a cocotb
+    bench spinning the clock forever) still ends. ``RLIMIT_CPU`` sends SIGXCPU at the limit and
+    SIGKILL 10 s of CPU later."""
+    if not (cpu_s > 0):
+        raise ValueError(f"CPU-time limit must be > 0 s, got {cpu_s}")
+    soft = max(1, math.ceil(cpu_s))
+    return ["sh", "-c", f'ulimit -S -t {soft} && ulimit -H -t {soft + 10} 2>/dev/null; exec "$@"', "sh"]
 
 
 def _verilator_runtime_key(waves: bool, make_vars: Mapping[str, str]) -> str:
@@ -502,7 +521,7 @@ def run_cocotb(
     a dotted importable module, e.g. ``wanreduce.sim.tb_axis_register_slice``. ``params``
     reach the tests through :func:`tb_params`. ``sim`` overrides ``$SIM``. ``testcase`` runs
     only the named cocotb test(s) (comma-separated). ``timeout_s`` bounds the simulation's
-    wall-clock time. ``seed`` fixes cocotb's random seed (else ``$COCOTB_RANDOM_SEED`` or random).
+    CPU time (:func:`cpu_limit_prefix`; None: unbounded), so a loaded machine does not fail it. ``seed`` fixes cocotb's random seed (else ``$COCOTB_RANDOM_SEED`` or random).
     ``verilator_args`` are extra Verilator options (part of the build key; ignored by Icarus).
 
     Raises ``AssertionError`` naming the failed tests, or if no test ran;
@@ -554,8 +573,9 @@ def run_cocotb(
             sim_error = str(exc)
         if not results.is_file():
             code = re.search(r"return code: (-?\d+)", sim_error)
-            timed_out = code is not None and code.group(1) in ("124", "137")
-            why = f"timed out after {timeout_s:g} s" if timed_out else f"simulator error: {sim_error}"
+            timed_out = code is not None and code.group(1) in _CPU_LIMIT_CODES
+            why = (f"stopped after {timeout_s:g} s of CPU time" if timed_out
+                   else f"simulator error: {sim_error}")
             raise AssertionError(f"{toplevel} on {sim}: no cocotb results ({why}); run dir {run_dir}")
         ran, failed = _parse_results(results)
     if failed:

@@ -1,7 +1,8 @@
 """cocotb module that checks sim.simulator.run_cocotb itself: params arrive, failures surface.
 
 Run against any design with a ``clk`` port (tests use the register slice). ``params["fail"]``
-makes ``param_controlled`` fail, so the helper's failure reporting can be tested.
+makes ``param_controlled`` fail, so the helper's failure reporting can be tested;
+``params["hang"]`` makes it run the clock forever, so its CPU-time limit can be.
 """
 
 from __future__ import annotations
@@ -21,3 +22,5 @@ async def param_controlled(dut):
     await ClockCycles(dut.clk, 2)
     assert p.get("marker") == "häßlich \"quoted\" {json}", f"params garbled: {p!r}"
     assert not p.get("fail"), "failing on purpose (params['fail'] is set)"
+    while p.get("hang"):  # a bench that never finishes: only the CPU-time limit ends it
+        await ClockCycles(dut.clk, 10_000)

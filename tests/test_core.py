@@ -23,7 +23,7 @@ def test_core_system(cfg):
     core = {k: cfg[k] for k in CORE_KEYS}
     verilog = generate_verilog(WanreduceCore, name="wanreduce_core", params=core)
     run_cocotb(verilog=verilog, toplevel="wanreduce_core", test_module="wanreduce.sim.tb_core",
-               params={**cfg, "seed": cfg["width"]}, timeout_s=900)
+               params={**cfg, "seed": cfg["width"]}, timeout_s=900)  # CPU seconds: load-independent
 
 
 @pytest.mark.cocotb

@@ -142,7 +142,7 @@ def test_out_in_place_and_iterator_form():
 
         ts = [threading.Thread(target=site, args=(i,)) for i in range(n)]
         [t.start() for t in ts]
-        [t.join(30) for t in ts]
+        [t.join() for t in ts]  # each driver ends by itself (its timeout)
         assert errs == []
         for s in range(0, 3000, 1000):
             blocks = [o[s : s + 1000] for o in orig]
@@ -202,6 +202,12 @@ def _dead_address():
     return addr
 
 
+# Timeouts are checked strictly from below (never give up early) and loosely from above: a
+# loaded machine wakes a waiting thread late, but a driver that ignored its timeout would run
+# into the retry limit only after minutes (max_retries=40 with backoff) and fail the bound.
+SLACK = 10.0
+
+
 @pytest.mark.parametrize("known_config", [False, True])
 def test_dead_aggregator_clear_error_within_timeout(known_config):
     kw = {"group_sizes": {0: 1}, "job_windows": {0: 16}} if known_config else {}
@@ -209,7 +215,9 @@ def test_dead_aggregator_clear_error_within_timeout(known_config):
         t0 = time.monotonic()
         with pytest.raises(AggregatorUnreachable, match="unreachable"):
             c.allreduce(np.ones(1000, np.float32), job=0, group=0, round=0, max_abs=1.0)
-        assert time.monotonic() - t0 <= 0.6 + 0.15
+        elapsed = time.monotonic() - t0
+        assert elapsed >= 0.6  # a CONTROL look-up or the silence waits the whole timeout
+        assert elapsed <= 1.5 * 0.6 + SLACK  # + at most timeout/2 of CONTROL diagnosis
 
 
 def test_missing_member_names_chunks_and_job():
@@ -218,7 +226,8 @@ def test_missing_member_names_chunks_and_job():
             t0 = time.monotonic()
             with pytest.raises(ChunksMissing) as ei:
                 c.allreduce(np.ones(600, np.float32), job=3, group=0, round=9, max_abs=1.0)
-            assert time.monotonic() - t0 < 2.0
+            elapsed = time.monotonic() - t0
+            assert 0.6 <= elapsed <= 1.5 * 0.6 + SLACK
             assert ei.value.job == 3 and ei.value.chunks == [0, 1, 2]
             assert "job 3 round 9" in str(ei.value) and "0, 1, 2" in str(ei.value)
 
@@ -269,7 +278,7 @@ def test_result_with_wrong_shape_raises_config_mismatch():
 
     srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     srv.bind(("127.0.0.1", 0))
-    srv.settimeout(2)
+    srv.settimeout(60)  # waits for the client's datagram, which comes as soon as it runs
     import threading
 
     def fake():

@@ -73,3 +73,72 @@ def test_ten_percent_loss_eight_sites_two_rounds():
                 np.testing.assert_array_equal(res[i][k], want)
         assert sum(s.retransmissions for s in stats) > 0
         assert a.counters()["OUTCOME_RESULT_RESENT"] > 0  # lost results recovered
+
+
+def _slow_run(n, delay, calls, *, up=None, client_kw=None, seed=0):
+    """``calls`` all-reduces of n sites through a proxy that delays every result by ``delay`` s
+    (a slow aggregator); returns (results, per-call retransmissions per site, RTOs, errors, proxy
+    counts, the golden results)."""
+    retx = [[0] * len(calls) for _ in range(n)]
+    rto = [0.0] * n
+
+    def after(i, k, c):
+        retx[i][k] = c.stats.retransmissions - sum(retx[i][:k])
+        rto[i] = c.timer.rto
+
+    kw = {"group_sizes": {0: n}, "job_windows": {0: 16}, **(client_kw or {})}
+    up = up or FaultSpec()
+    with SoftAggregator(slots=16) as a, FaultProxy(
+        a.address, to_aggregator=up, to_client=FaultSpec(loss=up.loss, delay=delay), seed=seed
+    ) as px:
+        a.configure(groups={0: range(n)}, jobs=[0])
+        res, _, errs = run_sites(px.address, calls, n_sites=n, client_kw=kw, call_kw={"max_abs": 4.0},
+                                 after_call=after)
+        counts = dict(px.counts)
+    want = [golden(xs, drv.exponent_for(4.0, n), n, np.float32, 256) for xs in calls]
+    return res, retx, rto, errs, counts, want
+
+
+def _calls(n, chunks, k, seed):
+    rng = np.random.default_rng(seed)
+    return [[rng.uniform(-1, 1, 256 * chunks).astype(np.float32) for _ in range(n)] for _ in range(k)]
+
+
+def test_timer_follows_a_slow_aggregator():
+    """Results 0.25 s late, no loss, a timer starting at 0.05 s (the old fixed driver timers
+    stayed <= 0.2 s): after a warm-up all-reduce the RTO has followed the latency and (almost)
+    nothing is resent; the same run with the timer pinned below the latency resends every chunk."""
+    n, chunks, delay = 2, 40, 0.25
+    calls = _calls(n, chunks, 2, seed=3)
+    res, retx, rto, errs, _, want = _slow_run(n, delay, calls, client_kw={"min_rto": 0.05})
+    assert errs == [None] * n
+    for i in range(n):
+        for k in range(2):
+            np.testing.assert_array_equal(res[i][k], want[k])
+    contributions = n * chunks
+    after_warmup = sum(r[1] for r in retx)
+    print(f"retransmissions per call {retx}, final RTO {rto}")
+    assert after_warmup <= max(1, 0.03 * contributions), retx  # a few % at most
+    assert all(r > delay for r in rto)
+
+    _, fixed, _, errs, _, _ = _slow_run(
+        n, delay, calls, client_kw={"min_rto": 0.1, "max_rto": 0.1, "initial_rto": 0.1}
+    )
+    assert errs == [None] * n
+    assert sum(r[1] for r in fixed) >= contributions  # what an RTO below the latency does
+
+
+def test_slow_aggregator_with_loss_recovers():
+    """Results 0.2 s late and 5 % loss each way: every result exact, losses resent."""
+    n, chunks = 3, 30
+    calls = _calls(n, chunks, 2, seed=4)
+    res, retx, rto, errs, counts, want = _slow_run(
+        n, 0.2, calls, up=FaultSpec(loss=0.05), client_kw={"min_rto": 0.05}, seed=11
+    )
+    assert errs == [None] * n
+    for i in range(n):
+        for k in range(2):
+            np.testing.assert_array_equal(res[i][k], want[k])
+    lost = counts.get("up_lost", 0) + counts.get("down_lost", 0)
+    print(f"lost {lost}, retransmissions {retx}, final RTO {rto}")
+    assert lost > 0 and sum(map(sum, retx)) >= 1

@@ -1,30 +1,124 @@
-"""`wanreduce plan` end to end on the shipped topology."""
+"""`wanreduce plan` end to end on the shipped topology: the printed tables, hardware, crossover
+and plots must be what the planner's API computes for the same inputs."""
 
 from __future__ import annotations
 
+import re
+
+import matplotlib.image
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from wanreduce.cli import cli
+from wanreduce.host import plan_report as pr
+from wanreduce.host.topology import format_size, load_topology
+
+E = 256  # --elements-per-packet given explicitly, so the API call needs no CLI default
+HEADER = re.compile(r"^FPGA memory (\S+) \(S = (\d+) slots of (\d+) elements\): best (.+) ([\d.]+) s; "
+                    r"best in-network (.+) ([\d.]+) s$")
+ROW = re.compile(r"^  (\S+)\s+(\d+|-)\s+([\d.]+)s\s+([\d.]+|nan)s\s+([\d.]+|nan)x\s+(\S+)\s+(.+)$")
+CORE = re.compile(r"^  core parameters: S = (\d+) slots \(power of two; memory holds (\d+)\) x E = (\d+) ")
 
 
-def test_plan_prints_tables_hardware_and_plot(tmp_path) -> None:
+@pytest.fixture
+def figures(monkeypatch):
+    """Every figure the command closes (after saving it), for checking what was plotted."""
+    closed = []
+    real = plt.close
+
+    def close(fig=None):
+        closed.append(fig)
+        real(fig)
+
+    monkeypatch.setattr(plt, "close", close)
+    return closed
+
+
+def _png(path, shape=(540, 840)):
+    """The decoded PNG: 7 x 4.5 in at 120 dpi, not blank."""
+    img = matplotlib.image.imread(str(path))
+    assert img.shape[:2] == shape
+    rgb = img[..., :3].reshape(-1, 3)
+    assert len(np.unique(rgb, axis=0)) > 50  # lines, text and fills, not an empty canvas
+    return img
+
+
+def _sections(out: str) -> list[tuple[re.Match, list[re.Match], list[str]]]:
+    """(header, table rows, following lines) per memory size."""
+    lines = out.splitlines()
+    found = []
+    for k, ln in enumerate(lines):
+        if m := HEADER.match(ln):
+            rows, j = [], k + 2
+            while j < len(lines) and (r := ROW.match(lines[j])):
+                rows.append(r)
+                j += 1
+            found.append((m, rows, lines[j:]))
+    return found
+
+
+def test_plan_output_equals_the_planner_api(tmp_path, figures) -> None:
     plot = tmp_path / "p.png"
+    memories, nbytes = [4 << 20, 16 << 30], 10_000_000
     res = CliRunner().invoke(cli, ["plan", "--memory", "4MiB,16GiB", "--bytes", "10MB",
-                                   "--memory-model", "per-sender", "--plot", str(plot)])
+                                   "--memory-model", "per-sender", "--elements-per-packet", str(E),
+                                   "--plot", str(plot)])
     assert res.exit_code == 0, res.output
-    out = res.output
-    for fam in ("all-to-all", "cliques-3", "ring", "tree", "exponential"):
-        assert fam in out
-    assert "core parameters: S =" in out and "E = " in out
-    assert "multicast groups" in out and "239." in out
-    assert "crossover: cliques-3 -> all-to-all at" in out
-    assert "reproduced" in out and "NOT reproduced" not in out
-    assert plot.stat().st_size > 1000
+    topo = load_topology("nine-city")
+    want = [pr.evaluate(topo, nbytes, m, 1e-3, E, "per-sender") for m in memories]
+    sections = _sections(res.output)
+    assert len(sections) == len(memories)
+    for (head, rows, rest), r, m in zip(sections, want, memories, strict=True):
+        assert head.group(1) == format_size(m) and int(head.group(2)) == m // (4 * E)
+        assert head.group(4) == r.best.schedule.label and float(head.group(5)) == round(r.best.time, 3)
+        assert head.group(6) == r.best_in_network.schedule.label
+        # Every family once, in order of time, with the API's rounds, time and schedule.
+        assert [x.group(1) for x in rows] == sorted(r.plans, key=lambda f: r.plans[f].time)
+        for x in rows:
+            p = r.plans[x.group(1)]
+            assert x.group(2) == ("-" if p.rounds is None else str(p.rounds))
+            assert float(x.group(3)) == round(p.time, 3) and x.group(7) == p.schedule.label
+        # The hardware block: S, E and the first round's group table of the best plan.
+        hw = pr.hardware_plan(r.best_in_network.schedule, topo, m, E, "per-sender")
+        core = next(CORE.match(ln) for ln in rest if CORE.match(ln))
+        assert int(core.group(2)) == hw.slots and int(core.group(3)) == hw.elements == E
+        assert int(core.group(1)) == 1 << (hw.slots.bit_length() - 1)
+        table = {e["site"]: e for e in hw.rounds[0]}
+        k = rest.index("  round 1: group table (contributor bitmap, bit i = site i)")
+        for ln in rest[k + 1 : k + 1 + topo.n]:
+            site, bits, _, expected = ln.split()
+            assert int(bits[::-1], 2) == table[site]["bitmap"] and int(expected) == table[site]["expected"]
+    cx = pr.crossover(topo, nbytes, memories[0], memories[-1], 1e-3, "per-sender", E)
+    assert cx is not None
+    assert f"crossover: {cx[1]} -> {cx[2]} at {format_size(cx[0])} of FPGA memory" in res.output
+    first, last = want[0].best_in_network.family, want[-1].best_in_network.family
+    verdict = "reproduced" if (first, last) == ("cliques-3", "all-to-all") else "NOT reproduced"
+    assert f"{verdict} (best in-network: {first} at 4MiB, {last} at 16GiB)" in res.output
+    # The plot: one line per family through the API's times, and a real image on disk.
+    (fig,) = figures
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines() if not ln.get_label().startswith("_")}
+    assert sorted(lines) == sorted(want[0].plans)
+    for fam, ln in lines.items():
+        np.testing.assert_array_equal(ln.get_xdata(), memories)
+        np.testing.assert_allclose(ln.get_ydata(), [r.plans[fam].time for r in want])
+    _png(plot)
 
 
-def test_plan_map(tmp_path) -> None:
+def test_plan_map_equals_winner_map(tmp_path, figures) -> None:
     path = tmp_path / "m.png"
+    byte_sizes, memories = [10**6, 10**8], [4 << 20, 256 << 20, 16 << 30]
     res = CliRunner().invoke(cli, ["plan", "--bytes", "1MB,100MB", "--memory", "4MiB,256MiB,16GiB",
-                                   "--no-hardware", "--no-crossover", "--map", str(path)])
+                                   "--elements-per-packet", str(E), "--no-hardware", "--no-crossover",
+                                   "--map", str(path)])
     assert res.exit_code == 0, res.output
-    assert path.stat().st_size > 1000
+    fams, ring = pr.winner_map(load_topology("nine-city"), byte_sizes, memories, 1e-3, "shared", E)
+    names = sorted({f for row in fams for f in row})
+    (fig,) = figures
+    ax = fig.axes[0]
+    np.testing.assert_array_equal(ax.images[0].get_array(), [[names.index(f) for f in row] for row in fams])
+    marks = {(round(t.get_position()[1]), round(t.get_position()[0])) for t in ax.texts if t.get_text() == "r"}
+    assert marks == {(i, j) for i, row in enumerate(ring) for j, r in enumerate(row) if r}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == names
+    _png(path)

@@ -7,8 +7,8 @@ strobes) and the results (header fields, flags, payload) with ``model.Aggregator
 
 from __future__ import annotations
 
+import os
 import random
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -598,12 +598,20 @@ def test_latency(width):
     assert lat[0] == lat[1] <= 16
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (user + system)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def test_verilog_conversion_w512():
-    t0 = time.monotonic()
+    """The largest core's reducer converts in bounded CPU time (not wall-clock time, which
+    other processes on shared cores stretch at will)."""
+    t0 = _cpu_seconds()
     dut = Reducer(512, slots=64, elements=256, groups=32, jobs=16)
     text = verilog.convert(dut, name="reducer")
-    dt = time.monotonic() - t0
-    print(f"verilog W=512 S=64 E=256: {dt:.1f} s, {len(text)} chars")
+    dt = _cpu_seconds() - t0
+    print(f"verilog W=512 S=64 E=256: {dt:.1f} s of CPU, {len(text)} chars")
     assert "module reducer" in text
     assert dt < 60
 

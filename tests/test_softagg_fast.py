@@ -235,7 +235,7 @@ def test_fast_path_is_taken_and_exercises_every_branch():
 def test_serve_loop_batches_match_model():
     """Contributions sent as segmented (GSO) batches are split back into datagrams by the serve
     loop (GRO), and the queued, batched results equal the model's, in order, at every member."""
-    import time
+    from driver_helpers import wait_until
 
     from wanreduce.host.transport import SOL_UDP, UDP_SEGMENT, UdpTransport
 
@@ -266,16 +266,20 @@ def test_serve_loop_batches_match_model():
                 except OSError:  # no UDP GSO here: plain datagrams
                     for o in range(0, len(b), 22 + 4 * count):
                         t.send_to(b[o : o + 22 + 4 * count], a.address)
-            deadline = time.monotonic() + 5
-            while a.frames_in < 2 * n_chunks and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(0.05)
+            # Wait for the events (every contribution counted, every result received), not for
+            # a fixed time: on a loaded machine the aggregator's thread may run much later.
+            wait_until(lambda: a.counters()["OUTCOME_AGGREGATED"] >= 2 * n_chunks)
             assert a.counters()["OUTCOME_AGGREGATED"] == 2 * n_chunks == ref.counters[Outcome.AGGREGATED]
             assert a.counters()["RESULTS_OUT"] == n_chunks == len(want)
             buf = bytearray(65536)
             got = []
-            while (r := sites[1].recv_into(buf)) is not None:
-                got.append(bytes(buf[: r[0]]))
+
+            def drain() -> bool:
+                while (r := sites[1].recv_into(buf)) is not None:
+                    got.append(bytes(buf[: r[0]]))
+                return len(got) >= len(want)
+
+            wait_until(drain)
             # sender 1 became a member after sender 0's batch: it gets every result (in order)
             assert [AGG_HEADER_STRUCT.unpack_from(g)[7] for g in got] == [r.chunk for r in want]
             for g, r in zip(got, want, strict=True):

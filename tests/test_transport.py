@@ -30,8 +30,9 @@ def _datagrams(k: int, seg: int, last: int) -> list[bytes]:
     return out + [bytes((0xA5 ^ j) & 0xFF for j in range(last))]
 
 
-def _drain_plain(t: UdpTransport, want: int, timeout: float = 2.0) -> list[bytes]:
-    """Datagrams received one per recvfrom (a socket without GRO)."""
+def _drain_plain(t: UdpTransport, want: int, timeout: float = 30.0) -> list[bytes]:
+    """Datagrams received one per recvfrom (a socket without GRO). ``timeout`` bounds the wait
+    for ``want`` datagrams (generous: it ends as soon as they are there)."""
     buf = bytearray(65536)
     got: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -44,7 +45,7 @@ def _drain_plain(t: UdpTransport, want: int, timeout: float = 2.0) -> list[bytes
     return got
 
 
-def _drain_batches(t: UdpTransport, want: int, timeout: float = 2.0) -> tuple[list[bytes], list[tuple[int, int]]]:
+def _drain_batches(t: UdpTransport, want: int, timeout: float = 30.0) -> tuple[list[bytes], list[tuple[int, int]]]:
     """Datagrams received with recv_batch and split by segment size; also the (n, seg) seen."""
     buf = bytearray(65536)
     got: list[bytes] = []

@@ -18,6 +18,7 @@ def print_summary(r) -> None:
     t.add_row("result", f"{r.sites} sites x {r.rounds} round(s) x {r.elements:,} {r.dtype}: {status}")
     t.add_row("packets", f"{r.packets_sent:,} contributions sent + {r.retransmissions} retransmissions, "
                          f"{r.results_out:,} results from the core")
+    t.add_row("timers", "retransmission timeout at the end " + ", ".join(f"{x:.2f}" for x in r.final_rto) + " s")
     t.add_row("outcomes", ", ".join(f"{k} {v:,}" for k, v in r.outcomes.items()) or "-")
     t.add_row("drops", ", ".join(f"{k} {v:,}" for k, v in r.drops.items()) or "none")
     t.add_row("simulated", f"{r.cycles:,} cycles ({r.cycles_per_element:.2f} cycles/element incl. idle), "
