@@ -27,9 +27,14 @@ class AXIStreamRegisterSlice(wiring.Component):
     """
 
     def __init__(self, data_width: int, user_width: int = 1,
-                 register_type: RegisterType = RegisterType.SKID) -> None:
+                 register_type: RegisterType | str = RegisterType.SKID) -> None:
         # AXIStreamSignature validates the widths with a clear ValueError.
         sig = AXIStreamSignature(data_width, user_width)
+        if isinstance(register_type, str):  # by name (JSON-able: generate_verilog's params)
+            if register_type not in RegisterType.__members__:
+                raise ValueError(f"register_type must be one of {', '.join(RegisterType.__members__)}, "
+                                 f"got {register_type!r}")
+            register_type = RegisterType[register_type]
         self.data_width, self.user_width, self.register_type = data_width, user_width, register_type
         self.layout = data.StructLayout(
             {"tdata": data_width, "tkeep": data_width // 8, "tlast": 1, "tuser": user_width})
