@@ -40,8 +40,9 @@ from wanreduce.hdl.control_block import ControlBlock
 from wanreduce.hdl.core import CoreParams, WanreduceCore
 from wanreduce.hdl.egress_framer import EgressFramer
 from wanreduce.hdl.ingress_parser import IngressParser
+from wanreduce.hdl.layouts import message_beat_layout
 from wanreduce.hdl.message_demux import MessageDemux
-from wanreduce.hdl.message_register_slice import MessageRegisterSlice
+from wanreduce.hdl.skid_buffer import SkidBuffer
 from wanreduce.hdl.stream_merger import StreamMerger
 
 
@@ -54,7 +55,7 @@ def modules(p: dict) -> dict[str, Callable[[], wiring.Component]]:
         "parser_host": lambda: IngressParser(w, max_elements=p["elements"], accept_control=True),
         "demux": lambda: MessageDemux(w),
         "merger": lambda: StreamMerger(w, p["ports"] + 1),
-        "merger_slice": lambda: MessageRegisterSlice(w),  # (one per network port)
+        "merger_slice": lambda: SkidBuffer(message_beat_layout(w)),  # (one per network port)
         "control": lambda: ControlBlock(w, ports=p["ports"], slots=p["slots"], elements=p["elements"],
                                         groups=p["groups"], jobs=p["jobs"]),
         "egress_merger": lambda: StreamMerger(w, 2),
@@ -65,7 +66,7 @@ def modules(p: dict) -> dict[str, Callable[[], wiring.Component]]:
 
 class StubReducer(wiring.Component):
     """Stands in for the reducer in ``core_stub``: the reducer's ports (taken from the real
-    class), ``s_msg`` passed to ``m_msg`` through a :class:`MessageRegisterSlice`, every other
+    class), ``s_msg`` passed to ``m_msg`` through a :class:`SkidBuffer`, every other
     output a flip-flop fed from an XOR fold of the other inputs. So the rest of the core and the
     paths between its components are placed and timed without the reducer's own logic."""
 
@@ -83,9 +84,9 @@ class StubReducer(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.slice = sl = MessageRegisterSlice(self.data_width)
-        wiring.connect(m, wiring.flipped(self.s_msg), sl.s_msg)
-        wiring.connect(m, sl.m_msg, wiring.flipped(self.m_msg))
+        m.submodules.slice = sl = SkidBuffer(message_beat_layout(self.data_width))
+        wiring.connect(m, wiring.flipped(self.s_msg), sl.s)
+        wiring.connect(m, sl.m, wiring.flipped(self.m_msg))
         ins, outs = [], []
         for path, member, v in self.signature.flatten(self):
             if path[0] in ("s_msg", "m_msg"):

@@ -18,7 +18,7 @@ with either of::
     AxiStreamBus.from_prefix(dut, "s_axis", bus_separator="__")
     AxiStreamBus.from_prefix(dut, "s_axis_")   # the default separator "_" after "s_axis_"
 
-(both checked against Verilator 5.48 and Icarus 11 in ``sim/tb_axis_register_slice.py``).
+(both checked against Verilator 5.48 and Icarus 11 in ``sim/tb_skid_buffer.py``).
 """
 
 from __future__ import annotations

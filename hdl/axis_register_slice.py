@@ -1,75 +1,52 @@
-"""AXI4-Stream register slice: breaks every combinational path between two stream ports.
+"""AXI4-Stream register slice: :class:`~wanreduce.hdl.skid_buffer.SkidBuffer` on AXI4-Stream ports.
 
-A skid buffer: an output register feeds ``m_axis`` and a second ("skid") register catches the
-one beat that can arrive in the cycle after ``m_axis.tready`` drops, because ``s_axis.tready``
-is itself a register and so only falls one cycle late. Properties:
-
-- all ``m_axis`` outputs and ``s_axis.tready`` come straight from flip-flops; there is no
-  combinational path from ``m_axis.tready`` (or any input) to any output;
-- one beat per cycle sustained when the sink is always ready (latency one cycle);
-- no beat is lost, duplicated or reordered under any valid/ready pattern.
-
-Data registers carry no reset (``reset_less``): only the valid/ready state is reset, which is
-cheaper in an FPGA and leaves nothing observable, because data is only looked at when valid.
+Breaks every combinational path between two AXI4-Stream ports (the board wrappers put one on each
+core port in use). ``tdata``/``tkeep``/``tlast``/``tuser`` travel as one payload of the skid
+buffer; its properties (registered outputs and ``s_axis.tready`` with the default ``SKID``
+type, one beat per cycle, no beat lost, duplicated or reordered) are those of ``SkidBuffer``,
+checked by ``tests/test_skid_buffer.py`` on both.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
-from amaranth.lib import wiring
+from amaranth.hdl import Module
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axis import AXIStreamSignature
+from .skid_buffer import RegisterType, SkidBuffer
 
 __all__ = ["AXIStreamRegisterSlice"]
 
 
 class AXIStreamRegisterSlice(wiring.Component):
-    """Full-throughput AXI4-Stream register slice (skid buffer), one cycle of latency.
+    """AXI4-Stream register slice, by default a full-throughput skid buffer (one cycle of latency).
 
     Ports: ``s_axis`` (stream in), ``m_axis`` (stream out), both
     ``AXIStreamSignature(data_width, user_width)``; clock and reset are the ``sync`` domain.
     """
 
-    def __init__(self, data_width: int, user_width: int = 1) -> None:
+    def __init__(self, data_width: int, user_width: int = 1,
+                 register_type: RegisterType | str = RegisterType.SKID) -> None:
         # AXIStreamSignature validates the widths with a clear ValueError.
         sig = AXIStreamSignature(data_width, user_width)
-        self.data_width = data_width
-        self.user_width = user_width
+        if isinstance(register_type, str):  # by name (JSON-able: generate_verilog's params)
+            if register_type not in RegisterType.__members__:
+                raise ValueError(f"register_type must be one of {', '.join(RegisterType.__members__)}, "
+                                 f"got {register_type!r}")
+            register_type = RegisterType[register_type]
+        self.data_width, self.user_width, self.register_type = data_width, user_width, register_type
+        self.layout = data.StructLayout(
+            {"tdata": data_width, "tkeep": data_width // 8, "tlast": 1, "tuser": user_width})
         super().__init__({"s_axis": In(sig), "m_axis": Out(sig)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
+        m.submodules.skid = skid = SkidBuffer(self.layout, self.register_type)
         s, o = self.s_axis, self.m_axis
-
-        in_payload = Cat(s.tdata, s.tkeep, s.tlast, s.tuser)
-        out_payload = Cat(o.tdata, o.tkeep, o.tlast, o.tuser)
-
-        # Output register: o.tvalid and the o.t* payload are driven only from here.
-        out_data = Signal(len(in_payload), reset_less=True)
-        out_valid = Signal()
-        # Skid register: holds the beat accepted while the output register was stalled.
-        skid_data = Signal(len(in_payload), reset_less=True)
-        skid_valid = Signal()
-        # s.tready is its own flip-flop (always == ~skid_valid), so no gate sits on the path.
-        in_ready = Signal(init=1)
-
-        m.d.comb += [
-            out_payload.eq(out_data),
-            o.tvalid.eq(out_valid),
-            s.tready.eq(in_ready),
-        ]
-
-        out_free = ~out_valid | o.tready  # the output register may load this cycle
-        with m.If(out_free):
-            with m.If(skid_valid):
-                # Drain the skid beat first; s.tready was low this cycle, nothing arrives.
-                m.d.sync += [out_data.eq(skid_data), out_valid.eq(1)]
-                m.d.sync += [skid_valid.eq(0), in_ready.eq(1)]
-            with m.Else():
-                # Pass through (in_ready is 1 whenever the skid register is empty).
-                m.d.sync += [out_data.eq(in_payload), out_valid.eq(s.tvalid)]
-        with m.Elif(s.tvalid & in_ready):
-            # Output stalled but the source still saw tready high: park the beat.
-            m.d.sync += [skid_data.eq(in_payload), skid_valid.eq(1), in_ready.eq(0)]
+        fields = ("tdata", "tkeep", "tlast", "tuser")
+        m.d.comb += [skid.s.valid.eq(s.tvalid), s.tready.eq(skid.s.ready),
+                     *[skid.s.payload[f].eq(getattr(s, f)) for f in fields]]
+        m.d.comb += [o.tvalid.eq(skid.m.valid), skid.m.ready.eq(o.tready),
+                     *[getattr(o, f).eq(skid.m.payload[f]) for f in fields]]
         return m

@@ -19,7 +19,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from wanreduce import regs, wire
-from wanreduce.hdl.layouts import JobCfgLayout, check_data_width, lanes, message_stream
+from wanreduce.hdl.layouts import JobCfgLayout, ResetLayout, lanes, message_stream
+from wanreduce.hdl.params import check_core_params
 from wanreduce.model import Drop, Outcome
 
 __all__ = ["ControlBlock"]
@@ -35,11 +36,8 @@ class ControlBlock(wiring.Component):
     def __init__(
         self, data_width: int, *, ports: int, slots: int, elements: int, groups: int, jobs: int
     ) -> None:
-        check_data_width(data_width)
-        if not 1 <= ports <= 8:
-            raise ValueError(f"ports must be 1..8, got {ports}")
-        if not 1 <= groups <= 32 or not 1 <= jobs <= 16:
-            raise ValueError(f"groups must be 1..32 and jobs 1..16, got {groups} and {jobs}")
+        check_core_params(width=data_width, ports=ports, slots=slots, elements=elements, groups=groups,
+                          jobs=jobs)
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -59,9 +57,7 @@ class ControlBlock(wiring.Component):
                 "result_udp_port": Out(16),
                 "group_bitmap": Out(data.ArrayLayout(32, groups)),
                 "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
-                "reset": Out(
-                    stream.Signature(data.StructLayout({"job": range(jobs), "head": 32}))
-                ),
+                "reset": Out(stream.Signature(ResetLayout(jobs))),
                 "head": In(data.ArrayLayout(32, jobs)),
                 # status events
                 "port_frame_in": In(n),

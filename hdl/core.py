@@ -2,9 +2,9 @@
 
 ::
 
-    s_axis_net0 ─► IngressParser ─► MessageRegisterSlice ─┐
+    s_axis_net0 ─► IngressParser ─► SkidBuffer ───────────┐
     ...                                                   ├─► StreamMerger ─► Reducer ───┐
-    s_axis_netP-1 ► IngressParser ─► MessageRegisterSlice ┤   (P+1 inputs)     (S slots) ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
+    s_axis_netP-1 ► IngressParser ─► SkidBuffer ──────────┤   (P+1 inputs)     (S slots) ├─► StreamMerger(2) ─► EgressFramer ─► m_axis_host
     s_axis_host ─► IngressParser ─► MessageDemux ─────────┘                              │
                    (CONTROL ok)     (registered)  └─ CONTROL ─► ControlBlock ────────────┘ (CONTROL_REPLY)
 
@@ -12,8 +12,8 @@
 * The host-facing port carries the local site's own contribution — aggregated in the core like
   any other member's — and CONTROL messages; configuration and counters are reachable only there.
 * The reducer's input stage is a skid buffer with a registered ready, so its ready logic does
-  not chain combinationally into the merger and the parsers; a ``MessageRegisterSlice``
-  (registered ready) sits between each network parser and the merger (the host port's ``MessageDemux`` is
+  not chain combinationally into the merger and the parsers; a ``SkidBuffer``
+  (``hdl/skid_buffer.py``: registered ready) sits between each network parser and the merger (the host port's ``MessageDemux`` is
   registered the same way), so the merger's arbitration does not chain into the parsers' read
   side. Each costs a cycle of latency (``bench/bench_fpga_modules.py core_stub`` places the core
   with a stand-in reducer to time these cross-component paths).
@@ -31,48 +31,18 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from wanreduce import wire
 from wanreduce.hdl.axis import AXIStreamSignature
 from wanreduce.hdl.control_block import ControlBlock
 from wanreduce.hdl.egress_framer import EgressFramer
 from wanreduce.hdl.ingress_parser import IngressParser
-from wanreduce.hdl.layouts import check_data_width
+from wanreduce.hdl.layouts import message_beat_layout
 from wanreduce.hdl.message_demux import MessageDemux
-from wanreduce.hdl.message_register_slice import MessageRegisterSlice
-from wanreduce.hdl.reducer import MAX_SLOTS, Reducer
+from wanreduce.hdl.params import DEFAULTS, MAX_SLOTS, CoreParams
+from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.skid_buffer import SkidBuffer
 from wanreduce.hdl.stream_merger import StreamMerger
 
-__all__ = ["CoreParams", "WanreduceCore"]
-
-DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
-
-
-class CoreParams(dict):
-    """Validated core parameters: ports P, width W, slots S, elements E, groups G, jobs J."""
-
-    def __init__(self, **kw: int) -> None:
-        unknown = set(kw) - set(DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown core parameter(s): {', '.join(sorted(unknown))}")
-        p = {**DEFAULTS, **kw}
-        for k, v in p.items():
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise ValueError(f"{k} must be an integer, got {v!r}")
-        if not 1 <= p["ports"] <= 8:
-            raise ValueError(f"ports must be 1..8, got {p['ports']}")
-        check_data_width(p["width"])
-        if p["slots"] < 2 or p["slots"] & (p["slots"] - 1) or p["slots"] > MAX_SLOTS:
-            raise ValueError(f"slots must be a power of two from 2 to {MAX_SLOTS}, got {p['slots']}")
-        if not 1 <= p["elements"] <= wire.MAX_ELEMENTS_JUMBO:
-            raise ValueError(
-                f"elements must be 1..{wire.MAX_ELEMENTS_JUMBO} (jumbo-frame limit), got {p['elements']}"
-            )
-        if not 1 <= p["groups"] <= 32:
-            raise ValueError(f"groups must be 1..32, got {p['groups']}")
-        if not 1 <= p["jobs"] <= 16:
-            raise ValueError(f"jobs must be 1..16, got {p['jobs']}")
-        super().__init__(p)
-
+__all__ = ["DEFAULTS", "MAX_SLOTS", "CoreParams", "WanreduceCore", "net_port"]
 
 def net_port(p: int) -> str:
     """Name of network ingress port ``p`` (the Verilog port prefix)."""
@@ -114,9 +84,9 @@ class WanreduceCore(wiring.Component):
         for i in range(n_net):
             # Register slice (registered ready) per network port, like the registered demux on
             # the host port: the merger's arbitration does not chain into the parsers' read side.
-            m.submodules[f"merger_slice{i}"] = pslice = MessageRegisterSlice(w)
-            wiring.connect(m, parsers[i].m_msg, pslice.s_msg)
-            wiring.connect(m, pslice.m_msg, merger.s_msg[i])
+            m.submodules[f"merger_slice{i}"] = pslice = SkidBuffer(message_beat_layout(w))
+            wiring.connect(m, parsers[i].m_msg, pslice.s)
+            wiring.connect(m, pslice.m, merger.s_msg[i])
         wiring.connect(m, demux.m_data, merger.s_msg[n_net])
 
         m.submodules.reducer = reducer = Reducer(

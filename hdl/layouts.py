@@ -82,3 +82,8 @@ def frame_field_slices(name: str) -> list[tuple[int, int]]:
 
 # Job table entry as the reducer sees it (packed the same way as the JOBn_CFG register).
 JobCfgLayout = data.StructLayout({"enable": 1, "_pad0": 7, "log2_window": 5, "_pad1": 3, "base": 16})
+
+
+def ResetLayout(jobs: int) -> data.StructLayout:  # noqa: N802 - a layout factory
+    """Payload of the window-reset stream (control block -> reducer): the job and its new head."""
+    return data.StructLayout({"job": range(jobs), "head": 32})

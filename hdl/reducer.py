@@ -40,15 +40,17 @@ from wanreduce.model import Outcome
 from .layouts import (
     AggHeaderLayout,
     JobCfgLayout,
-    check_data_width,
+    ResetLayout,
     lanes,
     message_beat_layout,
     message_stream,
     payload_beats,
 )
+from .params import check_core_params
 from .saturating_adder import SaturatingAdder
+from .skid_buffer import SkidBuffer
 
-__all__ = ["Reducer", "ResetLayout"]
+__all__ = ["Reducer"]
 
 # Stored slot state. COMPLETE and RELEASED share DONE; the per-slot ``pending`` bit (COMPLETE,
 # waiting for in-order release) tells them apart, so a release never writes the tag memory.
@@ -60,17 +62,9 @@ QUEUE_DEPTH = 4  # release-queue entries (each entry may cover a whole run of ch
 FIFO_DEPTH = 4  # result beats buffered toward m_msg
 
 
-def ResetLayout(jobs: int) -> data.StructLayout:  # noqa: N802 - a layout factory
-    """Payload of the window-reset stream: the job and its new head."""
-    return data.StructLayout({"job": range(jobs), "head": 32})
-
-
 def _bits(n: int) -> int:
     """Bits to hold 0..n-1 (at least 1)."""
     return max(1, (n - 1).bit_length())
-
-
-MAX_SLOTS = 4096  # the in-order release search grows with S; see docs/reducer.md
 
 
 class Reducer(wiring.Component):
@@ -85,15 +79,7 @@ class Reducer(wiring.Component):
     RUN_TABLE_MAX_SLOTS = 256
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
-        check_data_width(data_width)
-        if not isinstance(slots, int) or not 2 <= slots <= MAX_SLOTS or slots & (slots - 1):
-            raise ValueError(f"slots must be a power of two from 2 to {MAX_SLOTS}, got {slots!r}")
-        if not isinstance(elements, int) or not 1 <= elements <= wire.MAX_ELEMENTS_JUMBO:
-            raise ValueError(f"elements must be 1..{wire.MAX_ELEMENTS_JUMBO}, got {elements!r}")
-        if not isinstance(groups, int) or not 1 <= groups <= 32:
-            raise ValueError(f"groups must be 1..32, got {groups!r}")
-        if not isinstance(jobs, int) or not 1 <= jobs <= 16:
-            raise ValueError(f"jobs must be 1..16, got {jobs!r}")
+        check_core_params(width=data_width, slots=slots, elements=elements, groups=groups, jobs=jobs)
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs = groups, jobs
         self.lanes = lanes(data_width)
@@ -236,7 +222,7 @@ class Reducer(wiring.Component):
         e_slot = Signal(sb)
 
         # ================= input stages (I, P) =================
-        # Stage I: a two-entry skid buffer (registered ready, like MessageRegisterSlice) taking
+        # Stage I: a skid buffer (hdl/skid_buffer.py: registered ready, registered output) taking
         # s_msg and computing each beat's slot, so that the tag read issued for the beat P loads
         # has a flip-flop as its address. Stage P: the same kind of skid buffer holding each beat
         # with everything that depends only on its header and the configuration, decoded on the
@@ -272,9 +258,10 @@ class Reducer(wiring.Component):
         beat_cnt = Signal(beat_bits)
         # stage I (its output i_d feeds P's decode)
         in_layout = data.StructLayout({"beat": beat_layout, "idx": beat_bits, "slot": sb})
-        i_v, i_d = Signal(), Signal(in_layout, reset_less=True)
-        is_v, is_d = Signal(), Signal(in_layout, reset_less=True)
-        i_rdy = Signal(init=1)  # == ~is_v, as its own flip-flop
+        m.submodules.stage_i = stage_i = SkidBuffer(in_layout)
+        i_v, i_d = stage_i.m.valid, stage_i.m.payload  # its output register
+        is_v = stage_i.skid_valid
+        i_rdy = stage_i.s.ready  # == ~is_v, as its own flip-flop
         i_in = Signal(in_layout)
         hs = s.payload.hdr
         slot_s = Signal(sb)  # the slot, for every job in parallel, then selected by the job
@@ -335,12 +322,10 @@ class Reducer(wiring.Component):
             dec_in.cw.eq(hi.chunk - (Const(1, sb + 1) << lw_i)),
             dec_in.nbm1.eq(((hi.element_count + L - 1) >> (L.bit_length() - 1)) - 1),
         ]
-        i_take = Signal()  # P takes I's beat this cycle
-        p_v = Signal()
-        p = Signal(dec_layout, reset_less=True)
-        ps_v = Signal()
-        ps = Signal(dec_layout, reset_less=True)
-        p_rdy = Signal(init=1)  # == ~ps_v, as its own flip-flop
+        m.submodules.stage_p = stage_p = SkidBuffer(dec_layout)
+        p_v, p = stage_p.m.valid, stage_p.m.payload  # its output register
+        ps_v, ps = stage_p.skid_valid, stage_p.skid  # its skid register
+        p_rdy = stage_p.s.ready  # == ~ps_v, as its own flip-flop
         take = Signal()  # stage 1 takes p this cycle
         accept = Signal()  # s_msg transfer
         # reset.valid through a register (cleared on the ready pulse); a window reset stops
@@ -348,26 +333,20 @@ class Reducer(wiring.Component):
         rst_req = Signal()
         m.d.sync += rst_req.eq(self.reset.valid & ~self.reset.ready)
         reset_block = rst_req & ~in_msg
-        m.d.comb += [s.ready.eq(i_rdy & ~reset_block & ~rst_busy), accept.eq(s.valid & s.ready)]
+        in_open = ~reset_block & ~rst_busy  # s_msg may move this cycle
+        m.d.comb += [
+            s.ready.eq(i_rdy & in_open),
+            accept.eq(s.valid & s.ready),
+            stage_i.s.valid.eq(s.valid & in_open),
+            stage_i.s.payload.eq(i_in),
+            # I -> P (P's input: I's output register decoded), P -> stage 1 when it takes p
+            stage_p.s.valid.eq(i_v),
+            stage_p.s.payload.eq(dec_in),
+            stage_i.m.ready.eq(p_rdy),
+            stage_p.m.ready.eq(take),
+        ]
         with m.If(accept):
             m.d.sync += [beat_cnt.eq(i_in.idx + 1), in_msg.eq(~s.payload.last)]
-        def skid(out, out_v, sk, sk_v, rdy, data_in, load, take_) -> None:
-            """Two-entry skid buffer with a registered ready (``rdy`` == ~sk_v), as in
-            MessageRegisterSlice: ``load`` a beat arrives (only while rdy), ``take_`` the output
-            register is consumed. Its registers are read directly (decode, tag read address)."""
-            with m.If(~out_v | take_):
-                with m.If(sk_v):
-                    m.d.sync += [out.eq(sk), out_v.eq(1), sk_v.eq(0), rdy.eq(1)]
-                with m.Else():
-                    m.d.sync += [out.eq(data_in), out_v.eq(load)]
-            with m.Elif(load):
-                m.d.sync += [sk_v.eq(1), rdy.eq(0)]
-            with m.If(rdy):  # the skid copies the input while empty: enable from a flip-flop
-                m.d.sync += sk.eq(data_in)
-
-        m.d.comb += i_take.eq(i_v & p_rdy)
-        skid(i_d, i_v, is_d, is_v, i_rdy, i_in, accept, i_take)  # stage I
-        skid(p, p_v, ps, ps_v, p_rdy, dec_in, i_take, take)  # stage P
 
         # ================= stage 0 (p: the beat entering stage 1) =================
         f = p.beat

@@ -518,7 +518,7 @@ def run_cocotb(
     """Build (cached) and run the cocotb tests in ``test_module`` against ``toplevel``.
 
     ``verilog``: the source file(s), usually from :func:`generate_verilog`. ``test_module``:
-    a dotted importable module, e.g. ``wanreduce.sim.tb_axis_register_slice``. ``params``
+    a dotted importable module, e.g. ``wanreduce.sim.tb_skid_buffer``. ``params``
     reach the tests through :func:`tb_params`. ``sim`` overrides ``$SIM``. ``testcase`` runs
     only the named cocotb test(s) (comma-separated). ``timeout_s`` bounds the simulation's
     CPU time (:func:`cpu_limit_prefix`; None: unbounded), so a loaded machine does not fail it. ``seed`` fixes cocotb's random seed (else ``$COCOTB_RANDOM_SEED`` or random).

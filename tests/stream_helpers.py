@@ -1,6 +1,16 @@
-"""Shared helper of the stream-component unit tests (register slices, demux)."""
+"""Shared helpers of the stream-component unit tests: one random valid/ready driver for
+register slices and demultiplexers, and struct packing through Amaranth layouts."""
 
 from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from amaranth.hdl import ClockDomain, Module, Shape, Value
+from amaranth.lib import data
+from amaranth.sim import Simulator
 
 
 class HoldingSink:
@@ -20,3 +30,103 @@ class HoldingSink:
             self.stalled = None
         elif valid:
             self.stalled = data
+
+
+@dataclass
+class Port:
+    """A valid/ready stream port as three values (payload: all its bits, assignable)."""
+
+    valid: Value
+    ready: Value
+    payload: Value
+
+    @classmethod
+    def of(cls, intf: Any) -> Port:
+        """``amaranth.lib.stream`` interface -> Port (payload bits as unsigned)."""
+        return cls(intf.valid, intf.ready, Value.cast(intf.payload)[:])
+
+
+@dataclass
+class StreamRun:
+    received: list[list[int]]  # per sink, in arrival order
+    cycles: int  # cycles until every beat came out (0: they did not)
+
+
+def drive_random(dut: Any, source: Port, sinks: Sequence[Port], beats: Sequence[int], *,
+                 p_valid: float, p_ready: float | Sequence[float], seed: int, registered: bool = True,
+                 max_cycles: int | None = None, each_cycle: Callable | None = None) -> StreamRun:
+    """Offer ``beats`` on ``source`` with random valid (held until taken) and random ready per
+    sink; collect what each sink takes (HoldingSink: a stalled output must hold its beat).
+
+    ``registered``: every cycle, first wiggle all inputs and check that no output (sinks' valid
+    and payload, the source's ready) moves — no combinational path from an input to an output.
+    ``each_cycle(ctx, cycle)``: extra per-cycle checks, called before the clock edge.
+    """
+    rng = random.Random(seed)
+    readies = [p_ready] * len(sinks) if isinstance(p_ready, float | int) else list(p_ready)
+    holders = [HoldingSink(f"output {k}") for k in range(len(sinks))]
+    n = len(beats)
+    result = StreamRun([h.received for h in holders], 0)
+
+    async def tb(ctx) -> None:
+        sent, valid = 0, False
+        watched = [source.ready] + [x for o in sinks for x in (o.valid, o.payload)]
+        for cycle in range(max_cycles or n * 40 + 100):
+            if not valid and sent < n:
+                valid = rng.random() < p_valid
+            ready = [rng.random() < p for p in readies]
+            if registered:
+                before = [ctx.get(x) for x in watched]
+                for o, r in zip(sinks, ready, strict=True):
+                    ctx.set(o.ready, not r)
+                ctx.set(source.valid, not valid)
+                ctx.set(source.payload, rng.getrandbits(len(source.payload)))
+                assert [ctx.get(x) for x in watched] == before, f"cycle {cycle}: combinational path"
+            ctx.set(source.valid, valid)
+            for o, r in zip(sinks, ready, strict=True):
+                ctx.set(o.ready, r)
+            ctx.set(source.payload, beats[sent] if valid else rng.getrandbits(len(source.payload)))
+            for o, r, h in zip(sinks, ready, holders, strict=True):
+                h.step(cycle, ctx.get(o.valid), ctx.get(o.payload), r)
+            if each_cycle is not None:
+                each_cycle(ctx, cycle)
+            if valid and ctx.get(source.ready):
+                sent += 1
+                valid = False
+            await ctx.tick()
+            if sum(len(h.received) for h in holders) == n:
+                result.cycles = cycle + 1
+                break
+
+    top = Module()  # the sync domain here: also for a DUT with no register (pass-through)
+    top.domains.sync = ClockDomain()
+    top.submodules.dut = dut
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return result
+
+
+def pack(layout: data.Layout, fields: dict) -> int:
+    """Nested field values -> the integer of a ``layout`` value (``layout.const``: Amaranth
+    places the fields; values are truncated to their field widths)."""
+    return layout.const(_fit(layout, fields)).as_value().value
+
+
+def unpack(layout: data.Layout, value: int) -> data.Const:
+    """Integer -> ``data.Const`` view of ``layout`` (fields by name, signed fields signed)."""
+    return data.Const(layout, value & ((1 << layout.size) - 1))
+
+
+def _fit(layout: data.Layout, fields: dict) -> dict:
+    out = {}
+    for name, v in fields.items():
+        f = layout[name]
+        if isinstance(f.shape, data.Layout):
+            out[name] = _fit(f.shape, v)
+        else:  # wrap into the field's range (a negative value into an unsigned field, ...)
+            shape = Shape.cast(f.shape)
+            v = int(v) & ((1 << shape.width) - 1)
+            out[name] = v - (1 << shape.width) if shape.signed and v >> (shape.width - 1) else v
+    return out

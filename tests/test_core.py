@@ -74,6 +74,37 @@ def test_core_params_validation():
         CoreParams(lanes=4)
 
 
+GOOD = dict(ports=2, width=64, slots=8, elements=16, groups=4, jobs=2)
+
+
+@pytest.mark.parametrize(("field", "bad", "message"), [
+    ("ports", 0, "ports must be 1..8, got 0"),
+    ("ports", 9, "ports must be 1..8, got 9"),
+    ("width", 96, "data width must be a power of two from 64 to 512 bits, got 96"),
+    ("slots", 3, "slots must be a power of two from 2 to 4096, got 3"),
+    ("slots", 8192, "slots must be a power of two from 2 to 4096, got 8192"),
+    ("elements", 0, "elements must be 1..2237 (jumbo-frame limit), got 0"),
+    ("groups", 33, "groups must be 1..32, got 33"),
+    ("jobs", 0, "jobs must be 1..16, got 0"),
+    ("jobs", 2.0, "jobs must be an integer, got 2.0"),
+])
+def test_parameters_checked_once_same_error_everywhere(field, bad, message):
+    """The core, the reducer and the control block check their parameters with the same code:
+    the same one-line error, naming the field and its range (hdl/params.py)."""
+    from wanreduce.hdl.control_block import ControlBlock
+    from wanreduce.hdl.reducer import Reducer
+
+    p = GOOD | {field: bad}
+    makers = [lambda: CoreParams(**p),
+              lambda: ControlBlock(p["width"], **{k: v for k, v in p.items() if k != "width"})]
+    if field != "ports":  # the reducer has no ports parameter
+        makers.append(lambda: Reducer(p["width"], **{k: v for k, v in p.items() if k not in ("width", "ports")}))
+    for make in makers:
+        with pytest.raises(ValueError) as err:
+            make()
+        assert str(err.value) == message
+
+
 def test_docs_port_table_matches_generated_ports():
     import re
     from pathlib import Path

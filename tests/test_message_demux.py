@@ -7,8 +7,7 @@ import random
 
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
-from stream_helpers import HoldingSink
+from stream_helpers import Port, drive_random, pack
 
 from wanreduce import wire
 from wanreduce.hdl.layouts import message_beat_layout
@@ -24,10 +23,10 @@ def _beats(width: int, n: int, p_ctrl: float, rng: random.Random,
         ctrl = pattern[i] if pattern else rng.random() < p_ctrl
         msg_type = wire.MsgType.CONTROL if ctrl else rng.choice(
             [wire.MsgType.CONTRIBUTION, wire.MsgType.RESULT, wire.MsgType.CONTROL_REPLY])
-        out.append((ctrl, layout.const({
+        out.append((ctrl, pack(layout, {
             "data": rng.getrandbits(width), "first": rng.getrandbits(1), "last": rng.getrandbits(1),
             "hdr": {"msg_type": int(msg_type), "chunk": rng.getrandbits(32),
-                    "element_count": rng.getrandbits(16)}}).as_value().value))
+                    "element_count": rng.getrandbits(16)}})))
     return out
 
 
@@ -35,48 +34,11 @@ def _simulate(width: int, n: int, p_ctrl: float, p_valid: float, p_ready: tuple[
               seed: int, pattern: list[bool] | None = None, max_cycles: int | None = None):
     """Random valid and per-output ready; returns (sent beats, received per output, cycles)."""
     dut = MessageDemux(width)
-    rng = random.Random(seed)
-    beats = _beats(width, n, p_ctrl, rng, pattern)
-    size = message_beat_layout(width).size
-    outs = (dut.m_data, dut.m_control)
-    sinks = (HoldingSink("output 0"), HoldingSink("output 1"))
-    received = (sinks[0].received, sinks[1].received)
-    cycles = 0
-
-    async def tb(ctx) -> None:
-        nonlocal cycles
-        s = dut.s_msg
-        sent, valid = 0, False
-        watched = [s.ready] + [x for o in outs for x in (o.valid, o.payload.as_value())]
-        for cycle in range(max_cycles or n * 40 + 100):
-            if not valid and sent < n:
-                valid = rng.random() < p_valid
-            ready = [rng.random() < p_ready[k] for k in range(2)]
-            before = [ctx.get(x) for x in watched]
-            for k, o in enumerate(outs):
-                ctx.set(o.ready, not ready[k])
-            ctx.set(s.valid, not valid)
-            ctx.set(s.payload.as_value(), rng.getrandbits(size))
-            assert [ctx.get(x) for x in watched] == before, f"cycle {cycle}: combinational path"
-            ctx.set(s.valid, valid)
-            for k, o in enumerate(outs):
-                ctx.set(o.ready, ready[k])
-            ctx.set(s.payload.as_value(), beats[sent][1] if valid else rng.getrandbits(size))
-            for k, o in enumerate(outs):
-                sinks[k].step(cycle, ctx.get(o.valid), ctx.get(o.payload.as_value()), ready[k])
-            if valid and ctx.get(s.ready):
-                sent += 1
-                valid = False
-            await ctx.tick()
-            if len(received[0]) + len(received[1]) == n:
-                cycles = cycle + 1
-                break
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    return beats, received, cycles
+    beats = _beats(width, n, p_ctrl, random.Random(seed), pattern)
+    run = drive_random(dut, Port.of(dut.s_msg), [Port.of(dut.m_data), Port.of(dut.m_control)],
+                       [b for _, b in beats], p_valid=p_valid, p_ready=p_ready, seed=seed + 1000,
+                       max_cycles=max_cycles)
+    return beats, run.received, run.cycles
 
 
 @pytest.mark.parametrize(
@@ -97,7 +59,7 @@ def test_every_beat_once_in_order_to_its_output(width, p_ctrl, p_valid, p_ready,
 
 def test_blocked_control_output() -> None:
     """m_control never ready: the first CONTROL beat waits in its output register and data beats
-    still pass it; the second waits in the skid register and blocks the input behind it."""
+    still pass it; the second waits in its skid register and blocks the input behind it."""
     pattern = [False] * 5 + [True] + [False] * 5 + [True] + [False] * 5
     beats, received, cycles = _simulate(64, len(pattern), 0.0, 1.0, (1.0, 0.0), seed=7,
                                         pattern=pattern, max_cycles=60)

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from amaranth.back import verilog
-from amaranth.lib import data
 from amaranth.sim import Simulator
+from stream_helpers import pack, unpack
 
 from wanreduce import wire
 from wanreduce.fixedpoint import saturating_add
-from wanreduce.hdl.layouts import lanes, message_beat_layout, payload_beats
+from wanreduce.hdl.layouts import AggHeaderLayout, lanes, message_beat_layout, payload_beats
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.saturating_adder import SaturatingAdder
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
@@ -27,27 +27,16 @@ from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 M32 = 0xFFFFFFFF
 
 # ---------------------------------------------------------------------------------------------
-# packing helpers (layout offsets, so the bench follows hdl/layouts.py)
-
-
-def _offsets(layout, base=0, prefix=""):
-    """Flat {dotted name: (bit offset, width)} of a (nested) StructLayout."""
-    out = {}
-    for name, f in layout:
-        if isinstance(f.shape, data.Layout):
-            out.update(_offsets(f.shape, base + f.offset, prefix + name + "."))
-        else:
-            out[prefix + name] = (base + f.offset, f.width)
-    return out
+# packing (Amaranth places the fields: tests/stream_helpers.py pack/unpack)
 
 
 class Packer:
-    """Packs/unpacks message beats as integers using the layout's field offsets."""
+    """Message beats <-> integers through ``message_beat_layout``; beats come back flat
+    (``data``, ``first``, ``last``, ``hdr.<field>``)."""
 
     def __init__(self, width: int) -> None:
         self.width = width
         self.layout = message_beat_layout(width)
-        self.fields = _offsets(self.layout)
         self.lanes = lanes(width)
 
     def pack(self, msg: Message, beat: int, nbeats: int) -> int:
@@ -57,33 +46,14 @@ class Packer:
         # would raise a false overflow flag
         words = [int(x) & M32 for x in chunk] + [0x80000001] * (L - len(chunk))
         dat = sum(w << (32 * k) for k, w in enumerate(words))
-        vals = {
-            "data": dat,
-            "first": int(beat == 0),
-            "last": int(beat == nbeats - 1),
-            "hdr.msg_type": msg.msg_type,
-            "hdr.flags": msg.flags,
-            "hdr.group_id": msg.group_id,
-            "hdr.job_id": msg.job_id,
-            "hdr.round_id": msg.round_id,
-            "hdr.chunk": msg.chunk,
-            "hdr.sender_id": msg.sender_id,
-            "hdr.scale_exp": msg.scale_exp,
-            "hdr.element_count": msg.element_count,
-        }
-        v = 0
-        for name, x in vals.items():
-            off, w = self.fields[name]
-            v |= (x & ((1 << w) - 1)) << off
-        return v
+        hdr = {name: getattr(msg, name) for name, _ in AggHeaderLayout}
+        return pack(self.layout, {"data": dat, "first": int(beat == 0), "last": int(beat == nbeats - 1),
+                                  "hdr": hdr})
 
     def unpack(self, v: int) -> dict:
-        out = {}
-        for name, (off, w) in self.fields.items():
-            out[name] = (v >> off) & ((1 << w) - 1)
-        if out["hdr.scale_exp"] & 0x80:
-            out["hdr.scale_exp"] -= 256
-        return out
+        c = unpack(self.layout, v)
+        return {"data": c.data, "first": c.first, "last": c.last,
+                **{f"hdr.{name}": c.hdr[name] for name, _ in AggHeaderLayout}}
 
 
 # ---------------------------------------------------------------------------------------------

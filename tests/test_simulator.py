@@ -1,175 +1,22 @@
-"""AXIStreamRegisterSlice and the simulator helper it proves.
-
-Fast Amaranth-simulator tests check the handshake rules cycle by cycle; the cocotb benches
-(marked ``cocotb``) run the generated SystemVerilog on the simulator picked by ``SIM``.
-"""
+"""sim/simulator.py: cocotb runs, simulator selection, the Verilog build cache (with
+AXIStreamRegisterSlice as a small design; the slice itself is tests/test_skid_buffer.py)."""
 
 from __future__ import annotations
 
 import os
-import random
 import stat
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import Fragment, Module, Shape
-from amaranth.lib import wiring
-from amaranth.sim import Simulator
-from stream_helpers import HoldingSink
 
-from wanreduce.hdl.axis import AXIStreamSignature
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
 from wanreduce.sim import simulator
 from wanreduce.sim.simulator import SimulatorError, generate_verilog, run_cocotb
 
 TOP = "axis_register_slice"
-TB = "wanreduce.sim.tb_axis_register_slice"
 
 # --------------------------------------------------------------------------------------------
-# Signature
-
-
-def test_signature_members_and_equality() -> None:
-    sig = AXIStreamSignature(256, user_width=4)
-    widths = {name: (member.flow, Shape.cast(member.shape).width) for name, member in sig.members.items()}
-    assert widths == {
-        "tdata": (wiring.Out, 256),
-        "tkeep": (wiring.Out, 32),
-        "tlast": (wiring.Out, 1),
-        "tuser": (wiring.Out, 4),
-        "tvalid": (wiring.Out, 1),
-        "tready": (wiring.In, 1),
-    }
-    assert sig == AXIStreamSignature(256, 4)
-    assert sig != AXIStreamSignature(256, 1)
-    assert sig != AXIStreamSignature(128, 4)
-    assert sig != sig.flip()
-
-
-@pytest.mark.parametrize("width", [0, 4, 12, 1032, 2048, -8, 64.0, True, "64"])
-def test_signature_rejects_bad_data_width(width: object) -> None:
-    with pytest.raises(ValueError, match=r"data_width must be a multiple of 8 between 8 and 1024"):
-        AXIStreamSignature(width)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("width", [0, -1, 1025])
-def test_signature_rejects_bad_user_width(width: int) -> None:
-    with pytest.raises(ValueError, match=r"user_width must be an integer between 1 and 1024"):
-        AXIStreamSignature(64, width)
-
-
-def test_connect_requires_equal_widths() -> None:
-    source = AXIStreamSignature(64, 2).create()
-    m = Module()
-    wiring.connect(m, source, AXIStreamSignature(64, 2).flip().create())
-    with pytest.raises(wiring.ConnectionError):
-        wiring.connect(m, source, AXIStreamSignature(128, 2).flip().create())
-    with pytest.raises(wiring.ConnectionError):
-        wiring.connect(m, source, AXIStreamSignature(64, 1).flip().create())
-    Fragment.get(m, None)  # elaborate, so Amaranth does not warn about an unused module
-
-
-# --------------------------------------------------------------------------------------------
-# Amaranth simulator: cycle-accurate handshake checks
-
-
-def _payload(port) -> tuple:
-    return (port.tdata, port.tkeep, port.tlast, port.tuser)
-
-
-def _simulate(
-    data_width: int, user_width: int, n_beats: int, p_valid: float, p_ready: float, seed: int
-) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], int]:
-    """Drive random valid/ready patterns; return (sent beats, received beats, cycles used).
-
-    Checks on every cycle, with the inputs already applied: m_axis holds tvalid and its
-    payload while stalled (AXI rule), and no output changes when only inputs change (all
-    outputs are registers: no combinational path).
-    """
-    dut = AXIStreamRegisterSlice(data_width, user_width)
-    rng = random.Random(seed)
-    beats = [
-        (rng.getrandbits(data_width), rng.getrandbits(data_width // 8), rng.getrandbits(1),
-         rng.getrandbits(user_width))
-        for _ in range(n_beats)
-    ]
-    sink = HoldingSink("m_axis")
-    received: list[tuple[int, ...]] = sink.received
-    cycles = 0
-
-    async def testbench(ctx) -> None:
-        nonlocal cycles
-        s, o = dut.s_axis, dut.m_axis
-        sent = 0
-        valid = False
-        outputs = [s.tready, o.tvalid, *_payload(o)]
-        for cycle in range(n_beats * 40 + 100):
-            if not valid and sent < n_beats:
-                valid = rng.random() < p_valid  # once raised, tvalid stays until accepted
-            ready = rng.random() < p_ready
-            # Wiggle every input first: the outputs must not move (all registered).
-            before = [ctx.get(x) for x in outputs]
-            ctx.set(o.tready, not ready)
-            ctx.set(s.tvalid, not valid)
-            for sig in _payload(s):
-                ctx.set(sig, rng.getrandbits(len(sig)))
-            assert [ctx.get(x) for x in outputs] == before, f"cycle {cycle}: combinational path"
-            # Then apply this cycle's real inputs (garbage payload when idle).
-            ctx.set(s.tvalid, valid)
-            ctx.set(o.tready, ready)
-            for sig, value in zip(_payload(s), beats[sent] if valid else (0, 0, 0, 0), strict=True):
-                ctx.set(sig, value if valid else rng.getrandbits(len(sig)))
-            sink.step(cycle, ctx.get(o.tvalid), tuple(ctx.get(x) for x in _payload(o)), ready)
-            if valid and ctx.get(s.tready):
-                sent += 1
-                valid = False
-            await ctx.tick()
-            if len(received) == n_beats:
-                cycles = cycle + 1
-                break
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
-    return beats, received, cycles
-
-
-@pytest.mark.parametrize(
-    ("data_width", "user_width", "p_valid", "p_ready", "seed"),
-    [
-        (64, 1, 0.5, 0.5, 1),
-        (64, 3, 0.9, 0.3, 2),  # sink slower than source: skid buffer in constant use
-        (512, 8, 0.3, 0.9, 3),
-        (8, 1, 0.7, 0.7, 4),
-    ],
-)
-def test_random_handshakes_every_beat_once_in_order(
-    data_width: int, user_width: int, p_valid: float, p_ready: float, seed: int
-) -> None:
-    beats, received, cycles = _simulate(data_width, user_width, 300, p_valid, p_ready, seed)
-    assert cycles > 0, f"only {len(received)} of {len(beats)} beats came out"
-    assert received == beats
-
-
-def test_full_throughput_one_beat_per_cycle() -> None:
-    n = 100
-    beats, received, cycles = _simulate(64, 1, n, 1.0, 1.0, seed=5)
-    assert received == beats
-    assert cycles == n + 1  # one cycle of latency, then one beat every cycle
-
-
-# --------------------------------------------------------------------------------------------
-# cocotb benches on the simulator from $SIM
-
-
-@pytest.mark.cocotb
-@pytest.mark.parametrize(("data_width", "user_width"), [(64, 1), (256, 4), (512, 8)])
-def test_cocotb_register_slice(data_width: int, user_width: int) -> None:
-    params = {"data_width": data_width, "user_width": user_width}
-    verilog = generate_verilog(AXIStreamRegisterSlice, name=TOP, params=params)
-    assert "s_axis__tdata" in verilog.read_text()
-    run_cocotb(verilog=verilog, toplevel=TOP, test_module=TB, params={**params, "seed": data_width})
+# cocotb runs
 
 
 @pytest.mark.cocotb

@@ -1,0 +1,104 @@
+"""Register slice for any valid/ready stream: the core's one skid buffer.
+
+``SkidBuffer(shape, register_type)`` carries a payload of any Amaranth shape (``unsigned(n)``, a
+``data.StructLayout``, ...) from ``s`` to ``m`` (``amaranth.lib.stream.Signature(shape)``). The
+register type follows Forencich's ``axis_register`` (``REG_TYPE`` 0/1/2):
+
+- ``PASS_THROUGH``: wires; no register, no latency (for configurations that need no cut);
+- ``SIMPLE``: one output register; ``m.valid``/``m.payload`` and ``s.ready`` (== ``~m.valid``)
+  from flip-flops, but a bubble after every beat: one beat every two cycles at best;
+- ``SKID`` (default): an output register plus a second ("skid") register that catches the one
+  beat arriving in the cycle after ``m.ready`` drops, because ``s.ready`` is itself a flip-flop
+  and so falls one cycle late. One beat per cycle sustained while the sink is ready; latency one
+  cycle; ``m.valid``/``m.payload`` and ``s.ready`` come straight from flip-flops.
+
+With every register type no beat is lost, duplicated or reordered under any valid/ready pattern,
+and a beat offered on ``m`` stays there unchanged until taken. Data registers carry no reset
+(only valid/ready do): data is only looked at when valid. The skid register copies ``s.payload``
+whenever it is empty, so its enable is the ``s.ready`` flip-flop and ``m.ready`` reaches only
+the output register's enable and two state bits (the shape of the design Glasgow's
+``SkidBuffer`` also has).
+
+Users that read the registers themselves (the reducer decodes from its input stages' output
+registers and addresses its tag memory from them) use ``m.payload``/``m.valid`` (wires of the
+output register), ``s.ready`` (the registered ready) and, with ``SKID``, the extra outputs
+``skid``/``skid_valid`` (wires of the skid register: the beat the output register loads next
+when ``skid_valid``) directly: nothing but a flip-flop drives any of them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from amaranth.hdl import Module, Shape, ShapeLike, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["RegisterType", "SkidBuffer"]
+
+
+class RegisterType(enum.Enum):
+    """What sits between ``s`` and ``m`` (Forencich ``axis_register`` ``REG_TYPE``)."""
+
+    PASS_THROUGH = 0
+    SIMPLE = 1
+    SKID = 2
+
+
+class SkidBuffer(wiring.Component):
+    """Stream register slice of payload ``shape``; see the module docstring.
+
+    Ports: ``s`` (stream in), ``m`` (stream out), both ``stream.Signature(shape)``; with
+    ``SKID`` also ``skid`` (``shape``) and ``skid_valid``, the skid register (outputs); ``sync``.
+    """
+
+    def __init__(self, shape: ShapeLike, register_type: RegisterType = RegisterType.SKID) -> None:
+        Shape.cast(shape)  # a clear Amaranth error for something that is not a shape
+        if not isinstance(register_type, RegisterType):
+            raise ValueError(f"register_type must be one of {', '.join(t.name for t in RegisterType)}, "
+                             f"got {register_type!r}")
+        self.shape, self.register_type = shape, register_type
+        sig = stream.Signature(shape)
+        members = {"s": In(sig), "m": Out(sig)}
+        if register_type is RegisterType.SKID:
+            members |= {"skid": Out(shape), "skid_valid": Out(1)}
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        s, o = self.s, self.m
+        if self.register_type is RegisterType.PASS_THROUGH:
+            m.d.comb += [o.payload.eq(s.payload), o.valid.eq(s.valid), s.ready.eq(o.ready)]
+            return m
+
+        # Output register: m.valid and m.payload are driven only from here.
+        out_data = Signal(self.shape, reset_less=True)
+        out_valid = Signal()
+        m.d.comb += [o.payload.eq(out_data), o.valid.eq(out_valid)]
+        out_free = ~out_valid | o.ready  # the output register may load this cycle
+
+        if self.register_type is RegisterType.SIMPLE:
+            # s.ready == ~out_valid: a beat is taken only into an empty register.
+            m.d.comb += s.ready.eq(~out_valid)
+            with m.If(out_free):
+                m.d.sync += [out_data.eq(s.payload), out_valid.eq(s.valid & ~out_valid)]
+            return m
+
+        # Skid register: holds the beat accepted while the output register was stalled.
+        skid_data = Signal(self.shape, reset_less=True)
+        skid_valid = Signal()
+        in_ready = Signal(init=1)  # == ~skid_valid, as its own flip-flop
+        m.d.comb += [s.ready.eq(in_ready), self.skid.eq(skid_data), self.skid_valid.eq(skid_valid)]
+        with m.If(in_ready):  # enable from a flip-flop: copy the input while empty
+            m.d.sync += skid_data.eq(s.payload)
+        with m.If(out_free):
+            with m.If(skid_valid):
+                # Drain the skid beat first; s.ready was low this cycle, nothing arrives.
+                m.d.sync += [out_data.eq(skid_data), out_valid.eq(1), skid_valid.eq(0), in_ready.eq(1)]
+            with m.Else():
+                # Pass through (in_ready is 1 whenever the skid register is empty).
+                m.d.sync += [out_data.eq(s.payload), out_valid.eq(s.valid)]
+        with m.Elif(s.valid & in_ready):
+            # Output stalled but the source still saw ready high: park the beat.
+            m.d.sync += [skid_valid.eq(1), in_ready.eq(0)]
+        return m
