@@ -17,6 +17,8 @@ from amaranth.lib import data, stream
 
 from wanreduce import wire
 
+from .params import check_data_width  # noqa: F401  (re-exported: the layouts' width rule)
+
 # Aggregation-header fields a message carries through the core (constant ones are dropped).
 _CARRIED = ("msg_type", "flags", "group_id", "job_id", "round_id", "chunk", "sender_id",
             "scale_exp", "element_count")
@@ -29,13 +31,6 @@ def _shape(f: wire.Field) -> Shape:
 AggHeaderLayout = data.StructLayout({name: _shape(wire.FIELD[name]) for name in _CARRIED})
 
 HEADER_BITS = 8 * wire.HEADER_BYTES  # 512: the raw Ethernet/IPv4/UDP/aggregation header
-
-
-def check_data_width(width: int) -> int:
-    """Core datapath widths: a multiple of 32 (whole int32 lanes), 64..512 bits."""
-    if not isinstance(width, int) or width % 32 or not 64 <= width <= 512 or width & (width - 1):
-        raise ValueError(f"data width must be a power of two from 64 to 512 bits, got {width!r}")
-    return width
 
 
 def lanes(width: int) -> int:

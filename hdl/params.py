@@ -1,18 +1,24 @@
 """Core parameters — ports P, width W, slots S, elements E, groups G, jobs J — their defaults and
 allowed ranges, checked here and nowhere else (the core, the reducer and the control block all
-call :func:`check_core_params`). Each error is one line naming the field and its range."""
+call :func:`check_core_params`). Each error is one line naming the field and its range.
+Pure Python (no Amaranth), so the planner can read the limits without the HDL stack."""
 
 from __future__ import annotations
 
 from wanreduce import wire
 
-from .layouts import check_data_width
-
-__all__ = ["DEFAULTS", "MAX_SLOTS", "CoreParams", "check_core_params"]
+__all__ = ["DEFAULTS", "MAX_SLOTS", "CoreParams", "check_core_params", "check_data_width"]
 
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
 
 MAX_SLOTS = 4096  # the reducer's in-order release search grows with S; see docs/reducer.md
+
+
+def check_data_width(width: int) -> int:
+    """Core datapath widths: a multiple of 32 (whole int32 lanes), 64..512 bits."""
+    if not isinstance(width, int) or width % 32 or not 64 <= width <= 512 or width & (width - 1):
+        raise ValueError(f"data width must be a power of two from 64 to 512 bits, got {width!r}")
+    return width
 
 
 def _range(name: str, lo: int, hi: int, note: str = ""):

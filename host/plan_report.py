@@ -166,7 +166,7 @@ def hardware_plan(
 def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str:
     """Text block: S, E, per-round group table, multicast groups."""
     n = topo.n
-    from wanreduce.hdl.core import MAX_SLOTS as MAX_CORE_SLOTS  # the RTL's limit (lazy: amaranth)
+    from wanreduce.hdl.params import MAX_SLOTS as MAX_CORE_SLOTS  # the RTL's limit (no Amaranth)
 
     core_slots = 1 << (max(hw.slots, 1).bit_length() - 1)  # the RTL's S is a power of two
     lines = [

@@ -31,11 +31,11 @@ def test_core_system(cfg):
 def test_core_control_path(cfg):
     """sim/tb_core_control.py: whole reply headers under egress stalls while RESULT_IP changes;
     MAX_ELEMENTS 0 and 1 leave the registers reachable (issue 12, RTL bugs 1 and 2). Same
-    Verilog as test_core_system (one build); bounded in simulated cycles, not wall-clock."""
+    Verilog as test_core_system (one build); bounded in simulated cycles and CPU time, not wall-clock."""
     core = {k: cfg[k] for k in CORE_KEYS}
     verilog = generate_verilog(WanreduceCore, name="wanreduce_core", params=core)
     run_cocotb(verilog=verilog, toplevel="wanreduce_core", test_module="wanreduce.sim.tb_core_control",
-               params=core, timeout_s=None)
+               params=core, timeout_s=900)  # CPU seconds: bounds a hang, not a slow machine
 
 
 def test_verilog_command_writes_module_and_ports(tmp_path):

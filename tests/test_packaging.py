@@ -69,10 +69,10 @@ def test_plan_help_and_run_import_no_hdl_simulator_or_plotting():
                                 "--no-hardware")
     assert heavy <= {"numpy", "networkx", "yaml"}, heavy
     assert "best in-network all-to-all" in out
-    # With them, still no bfloat16 library, simulator or plotting.
+    # With them too: the RTL's slot limit comes from the Amaranth-free hdl/params.py.
     heavy, out = imported_after("plan", "--topology", "nine-city", "--memory", "64MiB",
                                 "--no-crossover")
-    assert not heavy & {"ml_dtypes", "cocotb", "matplotlib", "rich", "simpy"}, heavy
+    assert heavy <= {"numpy", "networkx", "yaml"}, heavy
     assert "edge FPGAs for" in out
 
 
