@@ -57,7 +57,8 @@ from amaranth.lib.wiring import In, Out
 from wanreduce import wire
 
 from .axis import AXIStreamSignature
-from .layouts import HEADER_BITS, check_data_width, header_beats, lanes, message_stream
+from .layouts import HEADER_BITS, header_beats, lanes, message_stream
+from .params import check_data_width
 
 __all__ = ["EgressFramer"]
 

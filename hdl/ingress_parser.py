@@ -68,13 +68,13 @@ from .axis import AXIStreamSignature
 from .layouts import (
     HEADER_BITS,
     AggHeaderLayout,
-    check_data_width,
     frame_field,
     header_beats,
     lanes,
     message_stream,
     payload_beats,
 )
+from .params import check_data_width
 
 __all__ = ["IngressParser", "DESC_DEPTH"]
 

@@ -17,7 +17,7 @@ from amaranth.lib import data, stream
 
 from wanreduce import wire
 
-from .params import check_data_width  # noqa: F401  (re-exported: the layouts' width rule)
+from .params import check_data_width
 
 # Aggregation-header fields a message carries through the core (constant ones are dropped).
 _CARRIED = ("msg_type", "flags", "group_id", "job_id", "round_id", "chunk", "sender_id",

@@ -18,7 +18,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from wanreduce import wire
-from wanreduce.hdl.layouts import check_data_width, message_beat_layout, message_stream
+from wanreduce.hdl.layouts import message_beat_layout, message_stream
+from wanreduce.hdl.params import check_data_width
 from wanreduce.hdl.skid_buffer import SkidBuffer
 
 __all__ = ["MessageDemux"]

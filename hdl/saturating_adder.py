@@ -14,7 +14,8 @@ from amaranth.lib.wiring import In, Out
 
 from wanreduce.wire import INT32_MAX, INT32_MIN
 
-from .layouts import check_data_width, lanes
+from .layouts import lanes
+from .params import check_data_width
 
 __all__ = ["SaturatingAdder"]
 

@@ -35,7 +35,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import check_data_width, message_beat_layout, message_stream
+from .layouts import message_beat_layout, message_stream
+from .params import check_data_width
 
 __all__ = ["StreamMerger", "MAX_INPUTS"]
 
