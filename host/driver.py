@@ -24,6 +24,7 @@ from wanreduce import fixedpoint, regs, wire
 from wanreduce.model import Outcome
 from wanreduce.packetize import AGG_HEADER_STRUCT, Packets, packetize, reassemble
 
+from . import agreement
 from .control import ControlClient, ControlTimeout
 from .rtt import RttEstimator
 from .transport import (
@@ -41,13 +42,6 @@ _FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
 _RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
 _REASSEMBLE_BLOCK = 1 << 18  # elements per reassemble call
-
-# Scale agreement: one-hot vector over the binary exponent k of a site's max|x| (max|x| < 2**k).
-# Bin 0: all-zero tensor; bins 1..: k = AGREE_KMIN..AGREE_KMAX (smaller k clamps to KMIN, where
-# the scale exponent saturates at SCALE_EXP_MAX anyway); last bin: NaN or Inf somewhere.
-AGREE_KMIN = -100
-AGREE_KMAX = 128
-AGREE_BINS = 1 + (AGREE_KMAX - AGREE_KMIN + 1) + 1
 
 # Outcome counters read to diagnose chunks that never complete.
 _REJECTS = (
@@ -114,27 +108,6 @@ def _fmt_chunks(chunks: list[int], limit: int = 12) -> str:
     return s + (f", ... ({len(chunks)} in all)" if len(chunks) > limit else "")
 
 
-def agreement_bin(x: np.ndarray) -> int:
-    """The one-hot bin of a local tensor for scale agreement (see AGREE_*)."""
-    m = float(np.max(np.abs(x.reshape(-1)))) if x.size else 0.0
-    if not math.isfinite(m):
-        return AGREE_BINS - 1
-    if m == 0.0:
-        return 0
-    k = math.frexp(m)[1]
-    return 1 + min(max(k, AGREE_KMIN), AGREE_KMAX) - AGREE_KMIN
-
-
-def bound_from_bins(counts: np.ndarray) -> float:
-    """The agreed bound M from the summed one-hot vectors (``inf`` if any site had NaN/Inf)."""
-    if counts[AGREE_BINS - 1]:
-        return math.inf
-    nz = np.flatnonzero(counts[1 : AGREE_BINS - 1])
-    if nz.size == 0:
-        return 0.0
-    return 2.0 ** (int(nz[-1]) + AGREE_KMIN)
-
-
 def exponent_for(bound: float, n: int, headroom: str = "safe") -> int:
     """Scale exponent all sites use for a bound ``M`` on max|x| with ``n`` contributors."""
     return fixedpoint.choose_exponent(bound, 1 if headroom == "optimistic" else n)
@@ -167,6 +140,9 @@ class AggregatorClient:
     new result (then at most ``timeout / 2`` more to diagnose over CONTROL); ``max_retries``:
     resends of one chunk before it fails. Group sizes and job windows come from the mappings given
     or are read from the aggregator's registers (CONTROL messages, each allowed ``timeout``).
+    Chunk numbers of a job start, on the job's first use, at the aggregator's ``JOBj_HEAD`` (where
+    an earlier run of the job ended), or at ``first_chunk`` when given (needed without CONTROL
+    access and in release-on-completion mode; the same on every member).
     """
 
     def __init__(
@@ -194,6 +170,7 @@ class AggregatorClient:
         result_group: str | None = None,
         control_address: Address | None = None,
         use_control: bool = True,
+        first_chunk: int | None = None,
     ) -> None:
         if not 0 <= sender_id < wire.MAX_SENDERS:
             raise ValueError(f"sender_id must be 0..{wire.MAX_SENDERS - 1}, got {sender_id}")
@@ -211,6 +188,8 @@ class AggregatorClient:
             raise ValueError("max_retries and max_redo must be >= 0")
         if max_abs is not None and not (math.isfinite(max_abs) and max_abs >= 0):
             raise ValueError("max_abs must be a finite non-negative number")
+        if first_chunk is not None and not 0 <= first_chunk <= 0xFFFFFFFF:
+            raise ValueError(f"first_chunk must be 0..2**32-1, got {first_chunk}")
         self.aggregator = resolve(*aggregator)
         self.sender_id = sender_id
         self.elements = elements_per_packet
@@ -224,6 +203,8 @@ class AggregatorClient:
         self.on_overflow, self.max_redo = on_overflow, max_redo
         self.stats = DriverStats()
         self.next_chunk: dict[int, int] = {}
+        self.first_chunk = first_chunk
+        self._limit_checked = False  # MAX_ELEMENTS compared with elements_per_packet
         self.timer = RttEstimator(self.initial_rto, min_rto=min_rto, max_rto=max_rto)
         self.transport = UdpTransport(
             bind=bind, multicast=multicast, join=(result_group,) if result_group else ()
@@ -272,49 +253,130 @@ class AggregatorClient:
         self.next_chunk[job] = chunk & 0xFFFFFFFF
 
     # ---- configuration lookups ----
-    def _lookup(self, what: str, fn):
-        if self.control is None:
-            raise ConfigMismatch(f"{what} unknown: pass it to AggregatorClient (no control access)")
+    def _lookup(self, what: str, addrs: list[int]) -> list[int]:
+        """Read registers over CONTROL (resent on the timer until answered or ``timeout``)."""
+        assert self.control is not None
         try:
-            return fn(self.control)
+            return self.control.read_many(addrs)
         except ControlTimeout as exc:
             raise AggregatorUnreachable(
                 f"aggregator {self._where()} unreachable: no reply to a CONTROL read ({what}) "
-                f"within {self.timeout:g} s"
+                f"within {self.timeout:g} s: is it running and listening there (`wanreduce serve "
+                f"--port {self.aggregator[1]}`)? A client may start first: pass a timeout= that "
+                f"covers the aggregator's start-up"
             ) from exc
 
-    def group_size(self, group: int) -> int:
-        if group not in self.group_sizes:
-            members = self._lookup(f"group {group} membership", lambda c: c.group_members(group))
+    def _configure(self, *, group: int | None = None, job: int | None = None, head: bool = False) -> None:
+        """Learn, in one CONTROL message, what this client does not know yet: the group's
+        members, the job's window, where the job's chunk numbers start (``head``) and, once per
+        client, the aggregator's element limit. Without CONTROL access, an error naming the
+        argument that supplies the missing value."""
+        want: dict[str, int] = {}
+        if group is not None and group not in self.group_sizes:
+            want["group"] = regs.group(group)
+        if job is not None and job not in self.job_windows:
+            want["cfg"] = regs.job_cfg(job)
+        if head and job is not None and job not in self.next_chunk and self.first_chunk is None:
+            want["head"], want["ctrl"] = regs.job_head(job), regs.CTRL
+        if self.control is None:
+            if "group" in want:
+                raise ConfigMismatch(
+                    f"group {group} size unknown: no CONTROL access to the aggregator; pass "
+                    f"group_sizes={{{group}: N}} (N members) to AggregatorClient"
+                )
+            if "cfg" in want:
+                raise ConfigMismatch(
+                    f"job {job} window unknown: no CONTROL access to the aggregator; pass "
+                    f"job_windows={{{job}: W}} (the job's slots) to AggregatorClient"
+                )
+            if "head" in want:
+                raise ConfigMismatch(
+                    f"job {job}: where its chunk numbers start is unknown without CONTROL access "
+                    f"(JOB{job}_HEAD): pass first_chunk= to AggregatorClient or call "
+                    f"set_next_chunk({job}, chunk), the same on every member (0 after the job's "
+                    f"window was reset, e.g. ControlClient(addr).reset_window({job}))"
+                )
+            return
+        if not self._limit_checked:
+            want["max"] = regs.MAX_ELEMENTS
+        if not want:
+            return
+        what = ", ".join(
+            {"group": f"group {group} members", "cfg": f"job {job} configuration",
+             "head": f"job {job} head", "ctrl": "release mode", "max": "element limit"}[k]
+            for k in want if k != "ctrl"
+        )
+        got = dict(zip(want, self._lookup(what, list(want.values())), strict=True))
+        if "max" in got:
+            limit = got["max"]
+            if self.elements > limit:
+                raise ConfigMismatch(
+                    f"elements_per_packet={self.elements} exceeds the aggregator's limit of "
+                    f"{limit} elements per packet (its MAX_ELEMENTS register): pass "
+                    f"elements_per_packet={limit} (or less, the same on every member) to "
+                    f"AggregatorClient, or raise the limit (`wanreduce serve --elements "
+                    f"{self.elements}`, or write MAX_ELEMENTS up to the core's E)"
+                )
+            self._limit_checked = True
+        if "group" in got:
+            members = [i for i in range(wire.MAX_SENDERS) if got["group"] >> i & 1]
             if not members:
-                raise ConfigMismatch(f"group {group} has no members configured on the aggregator")
+                raise ConfigMismatch(
+                    f"group {group} has no members configured on the aggregator: configure it, "
+                    f"e.g. `wanreduce serve --group {group}:0,1,2` (the members' sender ids) or "
+                    f"ControlClient(addr).set_group({group}, [0, 1, 2])"
+                )
             if self.sender_id not in members:
                 raise ConfigMismatch(
-                    f"sender {self.sender_id} is not a member of group {group} {members}"
+                    f"sender {self.sender_id} is not a member of group {group} {members}: use "
+                    f"one of those sender_id values, or add {self.sender_id} to the group "
+                    f"(`wanreduce serve --group {group}:"
+                    f"{','.join(map(str, sorted({*members, self.sender_id})))}` or "
+                    f"ControlClient(addr).set_group)"
                 )
             self.group_sizes[group] = len(members)
+        if "cfg" in got:
+            enabled, log2w, _ = regs.unpack_job_cfg(got["cfg"])
+            if not enabled:
+                raise ConfigMismatch(
+                    f"job {job} is not enabled on the aggregator: enable it, e.g. `wanreduce "
+                    f"serve --job {job}` or ControlClient(addr).set_job({job}, log2_window=L)"
+                )
+            self.job_windows[job] = 1 << log2w
+        if "head" in got:
+            if got["ctrl"] & regs.CTRL_RELEASE_ON_COMPLETION:
+                raise ConfigMismatch(
+                    f"job {job}: the aggregator releases results on completion, where "
+                    f"JOB{job}_HEAD does not follow the chunks, so a new client cannot tell where "
+                    f"an earlier run of job {job} ended: reset the job's window before the run "
+                    f"(ControlClient(addr).reset_window({job})) and pass first_chunk=0 to every "
+                    f"member's AggregatorClient (or call set_next_chunk({job}, 0))"
+                )
+            self.next_chunk[job] = got["head"]
+
+    def group_size(self, group: int) -> int:
+        """Members N of ``group`` (given, or read over CONTROL on first use)."""
+        self._configure(group=group)
         n = self.group_sizes[group]
         if not 1 <= n <= wire.MAX_SENDERS:
-            raise ConfigMismatch(f"group {group} size {n} outside 1..{wire.MAX_SENDERS}")
+            raise ConfigMismatch(
+                f"group {group} size {n} outside 1..{wire.MAX_SENDERS}: fix group_sizes="
+            )
         return n
 
     def job_window(self, job: int) -> int:
-        if job not in self.job_windows:
-
-            def read(c: ControlClient) -> int:
-                try:
-                    return c.job_window(job)
-                except ValueError as exc:
-                    raise ConfigMismatch(str(exc)) from None
-
-            self.job_windows[job] = self._lookup(f"job {job} window", read)
+        """Slots W of ``job``'s window (given, or read over CONTROL on first use)."""
+        self._configure(job=job)
         return self.job_windows[job]
 
     def effective_window(self, job: int) -> int:
         """Chunks in flight for ``job``: min(bandwidth-delay product, W/2)."""
         W = self.job_window(job)
         if W < 2:
-            raise ConfigMismatch(f"job {job} window of {W} slot cannot hold W/2 >= 1 chunks")
+            raise ConfigMismatch(
+                f"job {job} window of {W} slot cannot hold W/2 >= 1 chunks: configure the job "
+                f"with a window of at least 2 slots (log2_window >= 1)"
+            )
         bdp = math.ceil(self.rate_bps * self.rtt / (8 * wire.datagram_bytes(self.elements)))
         w = self.window if self.window is not None else bdp
         return max(1, min(w, W // 2))
@@ -352,14 +414,16 @@ class AggregatorClient:
                 raise ValueError("out must be a writeable C-contiguous array")
         if not 0 <= job <= 0xFFFF or not 0 <= group <= 0xFF or not 0 <= round <= 0xFFFFFFFF:
             raise ValueError("job must be 0..65535, group 0..255, round 0..2**32-1")
+        bound = max_abs if max_abs is not None else self.max_abs
+        if bound is not None and not (math.isfinite(bound) and bound >= 0):
+            raise ValueError(f"max_abs must be a finite non-negative number, got {bound}")
+        self._configure(group=group, job=job, head=True)
+        if job not in self.next_chunk and self.first_chunk is not None:
+            self.next_chunk[job] = self.first_chunk
         n = self.group_size(group)
         w = self.effective_window(job)
-        bound = max_abs if max_abs is not None else self.max_abs
-        if bound is None:
-            bound = self._agree(x, job=job, group=group, round_id=round, n=n, w=w)
-        if not math.isfinite(bound):
-            raise ValueError(f"job {job} round {round}: a member's tensor contains NaN or Inf")
-        e = exponent_for(bound, n, self.headroom)
+        fixed = None if bound is None else exponent_for(bound, n, self.headroom)
+        e = self._agree(x, dt, job=job, group=group, round_id=round, n=n, w=w, fixed_exp=fixed)
         self.stats.last_exponent = e
         flat = x.reshape(-1)
         pk = self._packets(flat, e, 1 if self.headroom == "optimistic" else n, job, group, round)
@@ -425,8 +489,7 @@ class AggregatorClient:
 
         With ``inplace=True`` each block is overwritten with its sum (no second copy of the
         tensor is ever held: use :func:`iter_blocks` for views of one large array). Each block
-        is a separate tensor for chunk numbering and scale agreement; pass ``max_abs`` to skip
-        the per-block agreement round trip.
+        is a separate tensor for chunk numbering and its own agreement round trip.
         """
         for b in blocks:
             yield self.allreduce(
@@ -444,14 +507,32 @@ class AggregatorClient:
         self.stats.clipped += pk.clipped
         return pk
 
-    def _agree(self, x, *, job, group, round_id, n, w) -> float:
-        onehot = np.zeros(AGREE_BINS, np.float32)
-        onehot[agreement_bin(x)] = 1.0
-        pk = self._packets(onehot, 0, n, job, group, round_id)
+    def _agree(self, x, dt, *, job, group, round_id, n, w, fixed_exp) -> int:
+        """All-reduce this member's agreement vector (``host/agreement.py``) and return the
+        scale exponent every member uses; every member raises the same error when the members
+        disagree on the tensor (element count, dtype, scale setting) or one has NaN/Inf."""
+        vec = agreement.vector(
+            self.sender_id, x.size, dt, agreement.max_abs(x), fixed_exp=fixed_exp,
+            optimistic=self.headroom == "optimistic",
+        )
+        pk = self._packets(vec, 0, n, job, group, round_id)
         self._run(pk, job=job, group=group, round_id=round_id, exp=0, w=w)
         self.stats.agreements += 1
-        counts = pk.payload.reshape(-1)[:AGREE_BINS]
-        return bound_from_bins(counts)
+        a = agreement.decode(pk.payload.reshape(-1)[: agreement.LANES])
+        where = f"job {job} round {round_id}"
+        why = agreement.disagreement(a, n)
+        if why is not None:
+            raise ConfigMismatch(
+                f"{where}: {why}; every member must call allreduce with the same tensor size, "
+                f"dtype, max_abs and headroom, in the same order"
+            )
+        bad = agreement.nonfinite_members(a)
+        if bad:
+            raise ValueError(
+                f"{where}: NaN or Inf in the tensor of member(s) {', '.join(map(str, bad))}; "
+                f"nothing was summed (every member raises this)"
+            )
+        return fixed_exp if fixed_exp is not None else exponent_for(a.bound, n, self.headroom)
 
     def _run(self, pk: Packets, *, job: int, group: int, round_id: int, exp: int, w: int) -> np.ndarray:
         """Send every chunk of ``pk`` within the window until each has its result; the result

@@ -1,7 +1,7 @@
 """What an all-reduce through wanreduce must return: the golden expectation of the host driver.
 
 Given every site's tensor, this computes exactly what each site's ``AggregatorClient.allreduce``
-must produce: the agreed scale (the driver's one-hot agreement step, or a configured bound),
+must produce: the agreed scale (the exponent bins of the driver's agreement step, or a configured bound),
 per-chunk quantisation, the core's saturating int32 sum, the overflow-redo rule, and
 dequantisation — all with ``wanreduce.fixedpoint`` (the same code the driver and the RTL model
 use). Loopback harnesses and tests compare results against it bit for bit.
@@ -14,23 +14,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from wanreduce import fixedpoint
-from wanreduce.host.driver import (
-    AGREE_BINS,
-    agreement_bin,
-    bound_from_bins,
-    exponent_for,
-    redo_exponent,
-)
+from wanreduce.host import agreement
+from wanreduce.host.driver import exponent_for, redo_exponent
 
 
 def agreed_exponent(xs: Sequence[np.ndarray], *, headroom: str = "safe", max_abs: float | None = None) -> int:
     """The scale exponent all sites use for this tensor (agreement step unless ``max_abs``)."""
     n = len(xs)
     if max_abs is None:
-        counts = np.zeros(AGREE_BINS, np.int64)
+        bins = np.zeros(agreement.EXP_BINS, np.int64)
         for x in xs:
-            counts[agreement_bin(np.asarray(x))] += 1
-        max_abs = bound_from_bins(counts)
+            bins[agreement.exponent_bin(agreement.max_abs(np.asarray(x)))] += 1
+        max_abs = agreement.bound_from_bins(bins)
     return exponent_for(max_abs, n, headroom)
 
 

@@ -12,6 +12,7 @@ from driver_helpers import FAST, golden, run_sites
 
 from wanreduce import fixedpoint, wire
 from wanreduce.fixedpoint import BFLOAT16
+from wanreduce.host import agreement
 from wanreduce.host import driver as drv
 from wanreduce.host.control import ControlClient
 from wanreduce.host.driver import (
@@ -22,6 +23,7 @@ from wanreduce.host.driver import (
     OverflowReported,
     iter_blocks,
 )
+from wanreduce.host.reference import agreed_exponent
 from wanreduce.host.softagg import SoftAggregator
 from wanreduce.model import ReleaseMode
 
@@ -39,10 +41,13 @@ def _tensors(rng, n_sites, shape, dtype, scale=1.0):
 
 
 def _agreed_exponent(xs, n):
-    bins = np.zeros(drv.AGREE_BINS, np.int64)
-    for x in xs:
-        bins[drv.agreement_bin(x)] += 1
-    return drv.exponent_for(drv.bound_from_bins(bins), n)
+    assert n == len(xs)
+    return agreed_exponent(xs)
+
+
+def _agree_chunks(epp=256):
+    """Chunks of one agreement exchange."""
+    return -(-agreement.LANES // epp)
 
 
 @pytest.mark.parametrize(
@@ -80,7 +85,7 @@ def test_allreduce_matches_golden(n_sites, size, dtype, epp):
         bound = fixedpoint.error_bound(want, e, n_sites, dtype)
         assert np.all(np.abs(want.astype(np.float64) - exact) <= bound + 1e-300)
         c = a.counters()
-        chunks = -(-int(np.prod(size)) // epp) + -(-drv.AGREE_BINS // epp)
+        chunks = -(-int(np.prod(size)) // epp) + _agree_chunks(epp)
         assert c["OUTCOME_AGGREGATED"] == n_sites * chunks
         assert c["RESULTS_OUT"] == chunks + c["OUTCOME_RESULT_RESENT"]
 
@@ -98,12 +103,13 @@ def test_multiple_jobs_and_rounds_chunk_counters():
             for i in range(n):
                 np.testing.assert_array_equal(res[i][k], want)
         # Chunk counters advanced identically (agreement chunk + data chunks per call).
-        job0 = sum(1 + -(-x[0].size // 256) for x, j in zip(calls, jobs, strict=True) if j == 0)
+        job0 = sum(_agree_chunks() + -(-x[0].size // 256)
+                   for x, j in zip(calls, jobs, strict=True) if j == 0)
         assert a.model.job_table[0].head == job0
         assert stats[0].allreduces == 5
 
 
-def test_configured_bound_skips_agreement_and_counts_clipping():
+def test_configured_bound_sets_the_scale_and_counts_clipping():
     n = 2
     rng = np.random.default_rng(3)
     xs = _tensors(rng, n, 1000, np.float32)
@@ -112,10 +118,11 @@ def test_configured_bound_skips_agreement_and_counts_clipping():
         res, stats, errs = run_sites(a.address, [xs], n_sites=n, client_kw={"max_abs": 8.0})
         assert errs == [None] * n
         e = fixedpoint.choose_exponent(8.0, n)
-        assert stats[0].agreements == 0 and stats[0].clipped == 1 and stats[1].clipped == 0
+        assert stats[0].last_exponent == e
+        assert stats[0].agreements == 1 and stats[0].clipped == 1 and stats[1].clipped == 0
         want = golden(xs, e, n, np.float32, 256)
         np.testing.assert_array_equal(res[0][0], want)
-        assert a.counters()["RESULTS_OUT"] == 4
+        assert a.counters()["RESULTS_OUT"] == 4 + _agree_chunks()
 
 
 def test_out_in_place_and_iterator_form():
@@ -163,8 +170,7 @@ def test_overflow_redo(n_sites):
                                      client_kw={"headroom": "optimistic"})
         assert errs == [None] * n_sites
         e = stats[0].last_exponent
-        assert e == fixedpoint.choose_exponent(drv.bound_from_bins(np.bincount(
-            [drv.agreement_bin(x) for x in xs], minlength=drv.AGREE_BINS)), 1)
+        assert e == agreed_exponent(xs, headroom="optimistic")
         want = golden(xs, e, n_sites, np.float32, 256, headroom="optimistic")
         assert stats[0].redo_chunks >= 1
         for r in res:
@@ -179,16 +185,16 @@ def test_overflow_raise_names_chunks():
                                client_kw={"headroom": "optimistic", "on_overflow": "raise"})
         for err in errs:
             assert isinstance(err, OverflowReported)
-            assert err.job == 0 and err.chunks == [1, 2]  # chunk 0 was the agreement
-            assert "chunks 1, 2 overflowed" in str(err)
+            assert err.job == 0 and err.chunks == [2, 3]  # chunks 0, 1 were the agreement
+            assert "chunks 2, 3 overflowed" in str(err)
 
 
 def test_release_on_completion_mode():
     n = 3
     rng = np.random.default_rng(5)
     xs = _tensors(rng, n, 2500, np.float32)
-    with _agg(n, release=ReleaseMode.ON_COMPLETION) as a:
-        res, _, errs = run_sites(a.address, [xs], n_sites=n)
+    with _agg(n, release=ReleaseMode.ON_COMPLETION) as a:  # fresh: its window starts at 0
+        res, _, errs = run_sites(a.address, [xs], n_sites=n, client_kw={"first_chunk": 0})
         assert errs == [None] * n
         want = golden(xs, _agreed_exponent(xs, n), n, np.float32, 256)
         np.testing.assert_array_equal(res[2][0], want)
@@ -228,8 +234,8 @@ def test_missing_member_names_chunks_and_job():
                 c.allreduce(np.ones(600, np.float32), job=3, group=0, round=9, max_abs=1.0)
             elapsed = time.monotonic() - t0
             assert 0.6 <= elapsed <= 1.5 * 0.6 + SLACK
-            assert ei.value.job == 3 and ei.value.chunks == [0, 1, 2]
-            assert "job 3 round 9" in str(ei.value) and "0, 1, 2" in str(ei.value)
+            assert ei.value.job == 3 and ei.value.chunks == [0, 1]  # the agreement's chunks
+            assert "job 3 round 9" in str(ei.value) and "0, 1" in str(ei.value)
 
 
 def test_max_retries_exhausted():
@@ -238,7 +244,7 @@ def test_max_retries_exhausted():
         with AggregatorClient(a.address, sender_id=0, **kw) as c:
             with pytest.raises(ChunksMissing, match="after 2 retries"):
                 c.allreduce(np.ones(10, np.float32), job=0, group=0, round=0, max_abs=1.0)
-            assert c.stats.retransmissions == 2
+            assert c.stats.retransmissions == 2 * c.stats.chunks  # every chunk resent twice
 
 
 def test_config_mismatch_errors():
@@ -269,7 +275,10 @@ def test_sites_disagreeing_on_scale_is_a_mismatch():
             a.address, [xs], n_sites=2, client_kw={"timeout": 0.8},
             per_site_kw={0: {"max_abs": 1.0}, 1: {"max_abs": 100.0}},
         )
-        assert any(isinstance(e, ConfigMismatch) and "REJECT_MISMATCH" in str(e) for e in errs)
+        # Every member learns it from the agreement and raises the same error.
+        assert all(isinstance(e, ConfigMismatch) for e in errs), errs
+        assert len({str(e) for e in errs}) == 1
+        assert "members disagree on the scale setting" in str(errs[0])
 
 
 def test_result_with_wrong_shape_raises_config_mismatch():
@@ -289,7 +298,8 @@ def test_result_with_wrong_shape_raises_config_mismatch():
 
     t = threading.Thread(target=fake)
     t.start()
-    kw = {**FAST, "group_sizes": {0: 1}, "job_windows": {0: 2}, "use_control": False}
+    kw = {**FAST, "group_sizes": {0: 1}, "job_windows": {0: 2}, "use_control": False,
+          "first_chunk": 0}
     with AggregatorClient(srv.getsockname(), sender_id=0, **kw) as c:
         with pytest.raises(ConfigMismatch, match="does not match the contribution"):
             c.allreduce(np.ones(10, np.float32), job=0, group=0, round=0, max_abs=1.0)
@@ -315,18 +325,7 @@ def test_window_sizing_default_and_half_job_window():
         assert c.initial_rto >= 0.15  # above the path RTT
 
 
-def test_agreement_bins():
-    assert drv.agreement_bin(np.zeros(3, np.float32)) == 0
-    assert drv.agreement_bin(np.array([np.inf], np.float32)) == drv.AGREE_BINS - 1
-    assert drv.agreement_bin(np.array([np.nan, 1], np.float32)) == drv.AGREE_BINS - 1
-    for v in (1e-30, 0.3, 1.0, 7.9, 3e38):
-        b = drv.agreement_bin(np.array([v, -v / 2], np.float32))
-        bins = np.zeros(drv.AGREE_BINS, np.int32)
-        bins[b] = 1
-        m = drv.bound_from_bins(bins)
-        assert float(np.float32(v)) < m <= 2.0 * float(np.float32(v))
-    assert drv.bound_from_bins(np.eye(1, drv.AGREE_BINS, 0, dtype=np.int32)[0]) == 0.0
-    assert drv.agreement_bin(np.array([1e-40], np.float32)) == 1  # clamped: scale saturates
+def test_redo_exponent():
     assert drv.redo_exponent(20, 4) == 17 and drv.redo_exponent(20, 5) == 16
 
 

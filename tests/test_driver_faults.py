@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 from driver_helpers import golden, run_sites
 
+from wanreduce.host import agreement
 from wanreduce.host import driver as drv
 from wanreduce.host.faults import FaultProxy, FaultSpec
+from wanreduce.host.reference import agreed_exponent
 from wanreduce.host.softagg import SoftAggregator
 
 CASES = {
@@ -36,9 +38,7 @@ def test_faults_results_exact(case, direction):
             px.address, [xs], n_sites=n, client_kw={"group_sizes": {0: n}, "job_windows": {0: 64}}
         )
         assert errs == [None] * n
-        bins = np.bincount([drv.agreement_bin(x) for x in xs], minlength=drv.AGREE_BINS)
-        e = drv.exponent_for(drv.bound_from_bins(bins), n)
-        want = golden(xs, e, n, np.float32, 256)
+        want = golden(xs, agreed_exponent(xs), n, np.float32, 256)
         for r in res:
             np.testing.assert_array_equal(r[0], want)
         lost = px.counts["up_lost"] + px.counts["down_lost"]
@@ -52,7 +52,7 @@ def test_faults_results_exact(case, direction):
         assert c["PORT0_FRAMES_IN"] == sum(
             v for k, v in c.items() if k.startswith(("PORT0_DROP", "OUTCOME_", "CONTROL_IN"))
         )
-        assert c["OUTCOME_AGGREGATED"] == n * (-(-40000 // 256) + 1)
+        assert c["OUTCOME_AGGREGATED"] == n * (-(-40000 // 256) + -(-agreement.LANES // 256))
 
 
 def test_ten_percent_loss_eight_sites_two_rounds():
@@ -67,8 +67,7 @@ def test_ten_percent_loss_eight_sites_two_rounds():
                                      client_kw={"group_sizes": {0: n}, "job_windows": {0: 32}})
         assert errs == [None] * n
         for k, xs in enumerate(calls):
-            bins = np.bincount([drv.agreement_bin(x) for x in xs], minlength=drv.AGREE_BINS)
-            want = golden(xs, drv.exponent_for(drv.bound_from_bins(bins), n), n, np.float16, 256)
+            want = golden(xs, agreed_exponent(xs), n, np.float16, 256)
             for i in range(n):
                 np.testing.assert_array_equal(res[i][k], want)
         assert sum(s.retransmissions for s in stats) > 0
