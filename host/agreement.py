@@ -166,15 +166,15 @@ def _who(senders: list[int]) -> str:
     return ("member " if len(senders) == 1 else "members ") + ", ".join(map(str, senders))
 
 
-def _differ(members: tuple[Member, ...], key, fmt) -> str | None:
-    """'A vs B (member 0: A; members 1, 2: B)' when members differ in ``key``, else None."""
+def _differ(members: tuple[Member, ...], key, unit: str = "") -> str | None:
+    """'A vs B unit (member 0: A; members 1, 2: B)' when members differ in ``key``, else None."""
     groups: dict[object, list[int]] = {}
     for m in members:
         groups.setdefault(key(m), []).append(m.sender)
     if len(groups) < 2:
         return None
-    vs = " vs ".join(fmt(v) for v in groups)
-    return f"{vs} ({'; '.join(f'{_who(s)}: {fmt(v)}' for v, s in groups.items())})"
+    vs = " vs ".join(map(str, groups))
+    return f"{vs}{unit} ({'; '.join(f'{_who(s)}: {v}' for v, s in groups.items())})"
 
 
 def disagreement(a: Agreement, n: int) -> str | None:
@@ -186,12 +186,12 @@ def disagreement(a: Agreement, n: int) -> str | None:
             f"the agreement holds {len(a.members)} member description(s) and {a.bin_total} "
             f"contribution(s), expected {n}: members with equal sender ids, or the group changed"
         )
-    for what, key, fmt in (
-        ("the tensor", lambda m: m.count, lambda v: f"{v} elements"),
-        ("the dtype", lambda m: m.dtype, str),
-        ("the scale setting", lambda m: m.scale, str),
+    for what, key, unit in (
+        ("the tensor", lambda m: m.count, " elements"),
+        ("the dtype", lambda m: m.dtype, ""),
+        ("the scale setting", lambda m: m.scale, ""),
     ):
-        d = _differ(a.members, key, fmt)
+        d = _differ(a.members, key, unit)
         if d is not None:
             return f"members disagree on {what}: {d}"
     return None
