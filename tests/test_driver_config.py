@@ -257,3 +257,30 @@ def test_unconfigured_aggregator_errors_name_the_fix():
         with AggregatorClient(a.address, sender_id=5, **FAST) as c:
             with pytest.raises(ConfigMismatch, match=r"sender 5 is not a member.*--group 0:0,1,2,5"):
                 c.allreduce(np.ones(4, np.float32), job=0, group=0, round=0)
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [([], "no group and no job configured yet"), (["--group", "0:0,1"], "no job configured yet"),
+     (["--group", "0:0,1", "--job", "0"], None)],
+)
+def test_serve_says_what_is_not_configured(args, says):
+    """A bare `wanreduce serve` tells the user at start what clients will be refused for."""
+    import signal
+    import subprocess
+    import sys
+
+    p = subprocess.Popen(
+        [sys.executable, "-c", "from wanreduce.cli import main; main()", "serve", "--port", "0",
+         *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert ":" in p.stdout.readline()  # serving (the hint is printed before this line)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)  # generous: only a hang would take that long
+    assert p.returncode == 0
+    if says is None:
+        assert "configured yet" not in err
+    else:
+        assert says in err and "--group 0:0,1,2 --job 0" in err

@@ -97,6 +97,12 @@ def serve(backend, host, port, slots, elements, groups, jobs, release, group_opt
     if not quiet:
         click.echo(f"wanreduce serve: {backend} backend on {h}:{p} (S={slots}, E={elements}, "
                    f"G={groups}, J={jobs}, {release})", err=True)
+        missing = [what for what, given in (("no group", parsed), ("no job", job_opts)) if not given]
+        if missing:
+            click.echo(f"wanreduce serve: {' and '.join(missing)} configured yet: clients are "
+                       f"refused until you restart with e.g. --group 0:0,1,2 --job 0 (group 0 = "
+                       f"sender ids 0, 1, 2; job 0 enabled) or configure them over CONTROL "
+                       f"(ControlClient.set_group / set_job)", err=True)
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
