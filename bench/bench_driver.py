@@ -4,8 +4,8 @@ For each payload size (1 KiB = 256 elements, 8 KiB = 2048 elements, jumbo datagr
 ``--runs`` runs:
 
 * driver: ``wanreduce serve --backend model`` in its own process (1-member group, S slots), the
-  host driver in this process all-reduces a float32 tensor with a configured bound (no agreement
-  round trip); goodput = tensor bytes / wall time of ``allreduce``;
+  host driver in this process all-reduces a float32 tensor with a configured bound (and the
+  agreement exchange every call makes, bench_agreement.py); goodput = tensor bytes / wall time of ``allreduce``;
 * baseline: a minimal Python blaster sends the same number of datagrams of the same size from
   this process to a receiver process on the same loopback; goodput = payload bytes received /
   time from first to last datagram received. Two blasters: one ``sendto`` per datagram (the

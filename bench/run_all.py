@@ -36,6 +36,8 @@ BENCHES = (
           lambda out: ["--mib", "16", "--repeats", "3"]),
     Bench("bench_planner.py", "Planner", lambda out: ["--quick"]),
     Bench("bench_driver.py", "Host driver", lambda out: ["--runs", "2", "--mib", "2"]),
+    Bench("bench_agreement.py", "Agreement exchange (every call, also with max_abs)",
+          lambda out: ["--runs", "3"]),
     Bench("bench_core.py", "Aggregator core: throughput and latency (simulated cycles)",
           lambda out: ["--quick"]),
     Bench("bench_loopback.py", "RTL loopback: end to end through the simulated core",
