@@ -17,10 +17,11 @@ FAST = dict(rtt=0.002, initial_rto=0.05, min_rto=0.01, timeout=30.0, max_retries
 
 
 def run_sites(addr, xs_per_call, *, n_sites, group=0, job=0, rounds=None, client_kw=None,
-              call_kw=None, per_site_kw=None, after_call=None):
+              call_kw=None, per_site_kw=None, after_call=None, delays=None):
     """Each site i all-reduces xs_per_call[k][i] for each call k; returns (results, stats, errors).
 
-    ``after_call(i, k, client)`` runs after site i's call k (e.g. to snapshot its counters). Every
+    ``after_call(i, k, client)`` runs after site i's call k (e.g. to snapshot its counters);
+    ``delays[i]``: seconds site i waits before it creates its client. Every
     site ends by itself (its driver's ``timeout`` bounds a call without progress), so the threads
     are joined without a wall-clock limit."""
     results = [[None] * len(xs_per_call) for _ in range(n_sites)]
@@ -28,6 +29,7 @@ def run_sites(addr, xs_per_call, *, n_sites, group=0, job=0, rounds=None, client
     rounds = rounds or list(range(len(xs_per_call)))
 
     def site(i):
+        time.sleep((delays or {}).get(i, 0.0))
         kw = {**FAST, **(client_kw or {}), **((per_site_kw or {}).get(i, {}))}
         try:
             with AggregatorClient(addr, sender_id=i, **kw) as c:

@@ -71,28 +71,16 @@ def test_rerun_members_starting_apart_read_the_same_head():
         assert run_sites(a.address, [xs1], n_sites=n)[2] == [None] * n
         head = a.model.job_table[0].head
         xs2 = _xs(2, n, 3000)
-        results, errors, firsts = [None] * n, [None] * n, [None] * n
-
-        def site(i):
-            if i == 2:
-                time.sleep(1.0)
-            try:
-                with AggregatorClient(a.address, sender_id=i, **FAST) as c:
-                    results[i] = c.allreduce(xs2[i], job=0, group=0, round=0)
-                    firsts[i] = c.next_chunk[0]
-            except Exception as exc:  # noqa: BLE001 - reported below
-                errors[i] = exc
-
-        threads = [threading.Thread(target=site, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        firsts = [None] * n
+        results, _, errors = run_sites(
+            a.address, [xs2], n_sites=n, rounds=[0], delays={2: 1.0},
+            after_call=lambda i, k, c: firsts.__setitem__(i, c.next_chunk[0]),
+        )
         assert errors == [None] * n
         assert len(set(firsts)) == 1 and firsts[0] == a.model.job_table[0].head != head
         want = golden(xs2, agreed_exponent(xs2), n, np.float32, 256)
         for r in results:
-            np.testing.assert_array_equal(r, want)
+            np.testing.assert_array_equal(r[0], want)
 
 
 def test_release_on_completion_needs_an_explicit_first_chunk():
