@@ -139,6 +139,7 @@ class Reducer(wiring.Component):
         tag_layout = data.StructLayout({
             "state": 2, "job": jb, "round": 32, "chunk": 32, "group": 8,
             "scale": AggHeaderLayout["scale_exp"].shape, "count": 16, "bitmap": 32,
+            "session": AggHeaderLayout["session"].shape,
             "nbm1": 17,  # payload beats - 1, so the emitter needs no arithmetic on the tag
         })
         # ``more``: chunks released after ``chunk`` by this entry (a run), so the count is more + 1
@@ -579,11 +580,12 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
-        def hdr_checks(job, chunk, round_, group, scale, count, h) -> list:
+        def hdr_checks(job, chunk, round_, group, scale, count, session, h) -> list:
             """job ==, chunk ==, chunk behind, mismatch of a tag's fields against a header."""
             return [job == h.job_id[:jb], chunk == h.chunk, (chunk - h.chunk)[31],
                     ((round_ != h.round_id) | (group != h.group_id)
-                     | (scale != h.scale_exp) | (count != h.element_count))]
+                     | (scale != h.scale_exp) | (count != h.element_count)
+                     | (session != h.session))]
 
         def tag_checks(state, bitmap, hc, bit_, members_) -> list:
             job_eq, chunk_eq, back, mism = hc
@@ -598,7 +600,7 @@ class Reducer(wiring.Component):
             ]
 
         def src_checks(t) -> list:  # a whole tag against the beat at p's output
-            hc = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, h0)
+            hc = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0)
             return tag_checks(t.state, t.bitmap, hc, p.bit, p.members)
 
         # which source is the newest for slot0, compared a cycle ahead against the read address
@@ -619,7 +621,7 @@ class Reducer(wiring.Component):
         # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
         hcw_n = Signal(4)
         m.d.comb += hcw_n.eq(Cat(*hdr_checks(h1.job_id[:jb], h1.chunk, h1.round_id, h1.group_id,
-                                             h1.scale_exp, h1.element_count, h0)))
+                                             h1.scale_exp, h1.element_count, h1.session, h0)))
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         ck_pre, bm_pre, hcw1 = Signal(7), Signal(32), Signal(4)
         ck, bm = Signal(7), Signal(32)
@@ -791,6 +793,7 @@ class Reducer(wiring.Component):
             tag_d.group.eq(h1.group_id),
             tag_d.scale.eq(h1.scale_exp),
             tag_d.count.eq(h1.element_count),
+            tag_d.session.eq(h1.session),
             tag_d.nbm1.eq(nbm1_1),
             tag_d.bitmap.eq(new_bitmap),
         ]
@@ -1085,6 +1088,7 @@ class Reducer(wiring.Component):
             out_beat.hdr.sender_id.eq(0),
             out_beat.hdr.scale_exp.eq(te.scale),
             out_beat.hdr.element_count.eq(te.count),
+            out_beat.hdr.session.eq(te.session),
             out_beat.first.eq(rd_beat == 0),
             out_beat.last.eq(rd_beat == te.nbm1),
             out_beat.data.eq(data_rd_e.data),

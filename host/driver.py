@@ -14,6 +14,7 @@ turn the int32 result payloads (written in place into that same buffer) into flo
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -145,6 +146,27 @@ def redo_exponent(e: int, n: int) -> int:
     return e - math.ceil(math.log2(n)) - 1 if n > 1 else e - 1
 
 
+SESSION_ENV = "WANREDUCE_SESSION"
+
+
+def resolve_session(session: int | None) -> int:
+    """The run's session tag: ``session``, else the ``WANREDUCE_SESSION`` environment variable,
+    else 0; range-checked 0..65535 (docs/protocol.md, "Sessions")."""
+    name = "session"
+    if session is None:
+        text = os.environ.get(SESSION_ENV, "").strip()
+        if not text:
+            return 0
+        name = SESSION_ENV
+        try:
+            session = int(text, 0)
+        except ValueError:
+            raise ValueError(f"{name} must be an integer 0..{wire.SESSION_MAX}, got {text!r}") from None
+    if isinstance(session, bool) or not isinstance(session, int) or not 0 <= session <= wire.SESSION_MAX:
+        raise ValueError(f"{name} must be 0..{wire.SESSION_MAX}, got {session!r}")
+    return session
+
+
 def iter_blocks(x: np.ndarray, block_elements: int) -> Iterator[np.ndarray]:
     """Views of consecutive blocks of a contiguous tensor (for ``allreduce_iter(inplace=True)``)."""
     if not x.flags.c_contiguous:
@@ -194,6 +216,7 @@ class AggregatorClient:
         result_group: str | None = None,
         control_address: Address | None = None,
         use_control: bool = True,
+        session: int | None = None,
     ) -> None:
         if not 0 <= sender_id < wire.MAX_SENDERS:
             raise ValueError(f"sender_id must be 0..{wire.MAX_SENDERS - 1}, got {sender_id}")
@@ -211,6 +234,9 @@ class AggregatorClient:
             raise ValueError("max_retries and max_redo must be >= 0")
         if max_abs is not None and not (math.isfinite(max_abs) and max_abs >= 0):
             raise ValueError("max_abs must be a finite non-negative number")
+        # every member of a run passes the same session; another run on the same job id with
+        # another session is refused by the aggregator (REJECT_MISMATCH), its results ignored
+        self.session = resolve_session(session)
         self.aggregator = resolve(*aggregator)
         self.sender_id = sender_id
         self.elements = elements_per_packet
@@ -439,6 +465,7 @@ class AggregatorClient:
         pk = packetize(
             flat, exp=e, n_contributors=nq, elements_per_packet=self.elements, job_id=job,
             round_id=round_id, first_chunk=first, sender_id=self.sender_id, group_id=group,
+            session=self.session,
         )
         self.next_chunk[job] = (first + len(pk)) & 0xFFFFFFFF
         self.stats.clipped += pk.clipped
@@ -481,6 +508,7 @@ class AggregatorClient:
         frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
         unpack = AGG_HEADER_STRUCT.unpack_from
         magic, version = wire.MAGIC, wire.VERSION
+        session = self.session  # results of another run's session are not ours
         mono = time.monotonic
         base = nxt = 0
         remaining = n
@@ -519,8 +547,8 @@ class AggregatorClient:
                     if k < _HDR:
                         stats.ignored += 1
                         continue
-                    mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, _ = unpack(rbuf, off)
-                    if typ != _RESULT or mg != magic or jb != job:
+                    mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, ses = unpack(rbuf, off)
+                    if typ != _RESULT or mg != magic or jb != job or ses != session:
                         stats.ignored += 1
                         continue
                     self._ever_heard = True
