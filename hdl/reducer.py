@@ -103,6 +103,13 @@ class Reducer(wiring.Component):
             "outcome": Out(1),
             "outcome_code": Out(4),
             "result_out": Out(1),
+            # JOBj_PROBE_BITMAP (wanreduce.regs): the contributor bitmap of chunk probe_chunk of
+            # job probe_job while held unreleased, else 0; probe_ok: probe_bitmap answers the
+            # probe_job/probe_chunk of this cycle (a few cycles after they change)
+            "probe_job": In(range(jobs)),
+            "probe_chunk": In(32),
+            "probe_bitmap": Out(32),
+            "probe_ok": Out(1),
         })
         # Observability (not ports): s_msg held back because the slot a contribution would
         # start is still referenced by a queued/emitting result; or the release queue is full.
@@ -128,6 +135,31 @@ class Reducer(wiring.Component):
         sb = self.slot_bits
         wmask = Cat(*[cfg.log2_window > i for i in range(sb)])
         return (cfg.base[:sb] + (chunk[:sb] & wmask))[:sb]
+
+    def _probe(self, m: Module, jc: list, rd, wr, pending: Signal) -> None:
+        """JOBj_PROBE_BITMAP through a tag read port of its own, off the data path: the probed
+        slot registered (c0), its tag read (c1), the answer registered (c2). A read that meets a
+        tag write to its address is not used (no_rw_check: undefined data); the pipeline runs
+        every cycle, so the next read answers. ``probe_ok`` ties the answer to the key it was
+        read for, so the control block never takes an answer for another job or chunk."""
+        jb = self.job_bits
+        cfg = self._job_cfg(m, jc, self.probe_job, "cfg_probe")
+        p_slot, r_slot, r_coll, v_ok = Signal(self.slot_bits), Signal(self.slot_bits), Signal(), Signal()
+        p_job, r_job, v_job = Signal(jb), Signal(jb), Signal(jb)
+        p_chunk, r_chunk, v_chunk = Signal(32), Signal(32), Signal(32)
+        t = rd.data
+        held = ((t.state == _ACTIVE) | ((t.state == _DONE) & pending.bit_select(r_slot, 1))) \
+            & (t.job == r_job) & (t.chunk == r_chunk)
+        m.d.sync += [
+            p_slot.eq(self._slot_of(cfg, self.probe_chunk)), p_job.eq(self.probe_job),
+            p_chunk.eq(self.probe_chunk),
+            r_slot.eq(p_slot), r_job.eq(p_job), r_chunk.eq(p_chunk),
+            r_coll.eq(wr.en & (wr.addr == p_slot)),
+            self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(r_job), v_chunk.eq(r_chunk),
+            v_ok.eq(~r_coll),
+        ]
+        m.d.comb += [rd.addr.eq(p_slot), rd.en.eq(1),
+                     self.probe_ok.eq(v_ok & (v_job == self.probe_job) & (v_chunk == self.probe_chunk))]
 
     # ---- elaboration -----------------------------------------------------------------------
     def elaborate(self, platform: object) -> Module:
@@ -160,6 +192,7 @@ class Reducer(wiring.Component):
         tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
         tag_wr = tag_mem.write_port()
+        tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
         data_rd = data_mem.read_port(transparent_for=())  # read-modify-write
         data_rd_e = data_mem.read_port(transparent_for=())  # emitter
         data_wr = data_mem.write_port()
@@ -1076,6 +1109,8 @@ class Reducer(wiring.Component):
         with m.If(issue):
             m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent)),
                          rd_ovf.eq(Mux(start_new, ovf_now.bit_select(slot_n, 1), e_ovf))]
+
+        self._probe(m, jc, tag_rd_p, tag_wr, pending)
 
         out_beat = Signal(beat_layout)
         m.d.comb += [

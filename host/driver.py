@@ -623,8 +623,11 @@ class AggregatorClient:
                 )
             raise ChunksMissing(base_msg, job=job, chunks=missing)
         probe = self._probe_timeout
-        try:
-            before = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS], timeout=probe)
+        group = int(pk.headers["group_id"][0])
+        try:  # the reject counters, and the group's members (to name the missing ones)
+            *before, members = self.control.read_many(
+                [regs.outcome_counter(o) for o in _REJECTS] + [regs.group(group)], timeout=probe
+            )
         except ControlTimeout:
             raise AggregatorUnreachable(
                 f"aggregator {self._where()} unreachable: {base_msg}, and no reply to a CONTROL "
@@ -646,7 +649,25 @@ class AggregatorClient:
                 f"{base_msg}: the aggregator rejects them ({', '.join(moved)}): job/group not "
                 f"configured, sender not a member, or members disagree on round/scale/size"
             )
-        hint = f" (aggregator counted {', '.join(moved)})" if moved else (
-            " (aggregator reachable: other members did not contribute?)"
-        )
-        raise ChunksMissing(base_msg + hint, job=job, chunks=missing)
+        hint = f" (aggregator counted {', '.join(moved)})" if moved else ""
+        who = self._contributors(job, group, members, missing[0], probe)
+        raise ChunksMissing(f"{base_msg}: {who}{hint}", job=job, chunks=missing)
+
+    def _contributors(self, job: int, group: int, bitmap: int, chunk: int, timeout: float) -> str:
+        """Whose contribution to ``chunk`` the aggregator lacks (JOBj_PROBE_BITMAP; ``bitmap``:
+        the group's members), in words."""
+        try:
+            have = self.control.chunk_contributors(job, chunk, timeout=timeout)
+        except ControlTimeout:
+            return "aggregator reachable, but no reply to the chunk probe"
+        members = [i for i in range(wire.MAX_SENDERS) if bitmap >> i & 1]
+        if have is None:
+            return (f"the aggregator holds no contribution to chunk {chunk} (none accepted, or "
+                    f"its result was already released)")
+        lacking = [i for i in members if not have >> i & 1]
+        held = ", ".join(str(i) for i in members if have >> i & 1)
+        if not lacking:
+            return (f"chunk {chunk} has every contribution of group {group} and waits for "
+                    f"earlier chunks to be released")
+        return (f"no contribution from member{'s' if len(lacking) > 1 else ''} "
+                f"{', '.join(map(str, lacking))} of group {group} to chunk {chunk} (have {held})")

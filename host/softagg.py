@@ -442,6 +442,8 @@ class SoftAggregator:
                     pass  # a window that does not fit the slot memory: keep the old setting
             elif off == regs.JOB_HEAD_OFFSET:
                 m.reset_window(j, value)
+            elif off == regs.JOB_PROBE_OFFSET:
+                self.regfile[addr] = value
         elif addr == regs.CTRL:
             self.regfile[addr] = value & regs.CTRL_RELEASE_ON_COMPLETION
             m.release = (
@@ -470,7 +472,11 @@ class SoftAggregator:
                 return regs.pack_job_cfg(
                     enabled=job.enabled, log2_window=job.log2_window, base=job.base
                 )
-            return job.head if off == regs.JOB_HEAD_OFFSET else 0
+            if off == regs.JOB_HEAD_OFFSET:
+                return job.head
+            if off == regs.JOB_PROBE_BITMAP_OFFSET:
+                return m.probe_bitmap(j, self.regfile[regs.job_probe(j)])
+            return self.regfile[addr]  # JOBj_PROBE
         if addr == regs.port_frames_in(0):
             return self.frames_in & _U32
         if regs.port_drops(0, Drop(0)) <= addr <= regs.port_drops(0, Drop(len(Drop) - 1)):

@@ -228,10 +228,13 @@ class RunResult:
     result_cycles: list
     heads: list = field(default_factory=list)
     pinned_stalls: int = 0
+    probes: list = field(default_factory=list)
 
 
 def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, seed: int = 0,
-        drain: int = 200) -> RunResult:
+        drain: int = 200, probes: list | None = None) -> RunResult:
+    """Feed ``ops`` (messages, window resets) into a Reducer; afterwards read the probe port
+    for each ``(job, chunk)`` of ``probes`` into ``rr.probes``."""
     dut = Reducer(cfg.width, slots=cfg.slots, elements=cfg.elements, groups=cfg.groups,
                   jobs=cfg.jobs)
     pk = Packer(cfg.width)
@@ -312,6 +315,20 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
             assert cyc < 50 * len(seq) + 10_000, "bench timed out (deadlock?)"
         rr.cycles = cyc
         rr.heads = [ctx.get(dut.head[j]) for j in range(cfg.jobs)]
+        prev = (ctx.get(dut.probe_job), ctx.get(dut.probe_chunk))
+        for job, chunk in probes or []:
+            ctx.set(dut.probe_job, job)
+            ctx.set(dut.probe_chunk, chunk)
+            if (job, chunk) != prev:
+                assert not ctx.get(dut.probe_ok), "probe_ok for the previous key"
+            prev = (job, chunk)
+            for _ in range(10):
+                await ctx.tick()
+                if ctx.get(dut.probe_ok):
+                    rr.probes.append(ctx.get(dut.probe_bitmap))
+                    break
+            else:
+                raise AssertionError(f"no probe answer for job {job} chunk {chunk}")
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -771,3 +788,24 @@ def test_session_is_part_of_the_slot_tag():
     assert [(r.chunk, r.session, r.resent) for r in res] == [(0, 0xA1, False), (1, 0xB2, False),
                                                               (0, 0xA1, True)]
     assert [h["hdr.session"] for h, _ in rr.results] == [0xA1, 0xB2, 0xA1]
+
+
+@pytest.mark.parametrize("mode", list(ReleaseMode))
+def test_probe_port_equals_model(mode):
+    """JOBj_PROBE_BITMAP's source: after random traffic (chunks collecting, complete behind the
+    head, released, stale, other jobs), the probe of every chunk around each job's window equals
+    AggregatorModel.probe_bitmap."""
+    rng = random.Random(77 + int(mode))
+    cfg = make_config(rng, 64, 16, 3, groups=2, jobs=2, mode=mode, members=(3, 5))
+    ops = traffic(rng, cfg, 150, misc=0.2)
+    model = make_model(cfg)
+    for op in ops:
+        model.contribute(op)
+    heads = [j.head for j in model.job_table]
+    probes = [(j, (heads[j] + d) & M32) for j in range(cfg.jobs) for d in range(-4, 12)]
+    probes += [(j, 2**32 - 1) for j in range(cfg.jobs)]
+    rr = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5, probes=probes)
+    check(cfg, ops, rr)
+    want = [model.probe_bitmap(j, c) for j, c in probes]
+    assert rr.probes == want
+    assert any(want), "no chunk held at the end: the test checks nothing but zeros"

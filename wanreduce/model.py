@@ -275,6 +275,16 @@ class AggregatorModel:
     def slot_index(self, job: Job, chunk: int) -> int:
         return (job.base + (chunk & (job.window - 1))) & (self.slots - 1)
 
+    def probe_bitmap(self, job_id: int, chunk: int) -> int:
+        """What JOBj_PROBE_BITMAP reads for JOBj_PROBE = ``chunk``: the contributor bitmap of the
+        chunk while its slot collects it (ACTIVE) or holds it complete for in-order release
+        (COMPLETE); 0 otherwise (no contribution yet, already released, another chunk)."""
+        if not 0 <= job_id < self.n_jobs:
+            return 0
+        s = self.slot[self.slot_index(self.job_table[job_id], chunk & 0xFFFFFFFF)]
+        held = s.state in (SlotState.ACTIVE, SlotState.COMPLETE)
+        return s.bitmap if held and s.job_id == job_id and s.chunk == chunk & 0xFFFFFFFF else 0
+
     # ---- data path ----
     def contribute(self, m: Message) -> tuple[Outcome, list[Result]]:
         """Process one well-formed contribution; returns its outcome and the results released."""
