@@ -647,7 +647,8 @@ class AggregatorClient:
         if any(m in ("REJECT_UNCONFIGURED", "REJECT_NON_MEMBER", "REJECT_MISMATCH") for m in moved):
             raise ConfigMismatch(
                 f"{base_msg}: the aggregator rejects them ({', '.join(moved)}): job/group not "
-                f"configured, sender not a member, or members disagree on round/scale/size"
+                f"configured, sender not a member, or members disagree on round/scale/size/"
+                f"session (another run on this job id?)"
             )
         hint = f" (aggregator counted {', '.join(moved)})" if moved else ""
         who = self._contributors(job, group, members, missing[0], probe)
