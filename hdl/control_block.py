@@ -3,7 +3,8 @@
 CONTROL messages arrive only on the host-facing port (the network ports drop them in their
 parsers). Each message carries ``element_count // 2`` operations of two 32-bit words,
 ``word0 = WRITE(bit 31) | address``, ``word1 = value`` (``wanreduce.wire``); the block executes
-them in order, one every three cycles, and answers with a CONTROL_REPLY message whose ``word1`` holds each
+them in order, one every three cycles (a JOBj_PROBE_BITMAP read waits for the reducer's
+``probe_ok``, about three more), and answers with a CONTROL_REPLY message whose ``word1`` holds each
 register's value after the operation. Registers and their reset values come from
 ``wanreduce.regs`` (one definition for the RTL, the host and docs/registers.md).
 
