@@ -3,7 +3,8 @@
 CONTROL messages arrive only on the host-facing port (the network ports drop them in their
 parsers). Each message carries ``element_count // 2`` operations of two 32-bit words,
 ``word0 = WRITE(bit 31) | address``, ``word1 = value`` (``wanreduce.wire``); the block executes
-them in order, one every three cycles, and answers with a CONTROL_REPLY message whose ``word1`` holds each
+them in order, one every three cycles (a JOBj_PROBE_BITMAP read waits for the reducer's
+``probe_ok``, about three more), and answers with a CONTROL_REPLY message whose ``word1`` holds each
 register's value after the operation. Registers and their reset values come from
 ``wanreduce.regs`` (one definition for the RTL, the host and docs/registers.md).
 
@@ -14,7 +15,7 @@ egress (results out).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -59,6 +60,12 @@ class ControlBlock(wiring.Component):
                 "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
                 "reset": Out(stream.Signature(ResetLayout(jobs))),
                 "head": In(data.ArrayLayout(32, jobs)),
+                # JOBj_PROBE_BITMAP: the job and chunk to inspect, and the reducer's answer
+                # (probe_ok: probe_bitmap is the answer for this job and chunk)
+                "probe_job": Out(range(jobs)),
+                "probe_chunk": Out(32),
+                "probe_bitmap": In(32),
+                "probe_ok": In(1),
                 # status events
                 "port_frame_in": In(n),
                 "port_drop": In(n),
@@ -98,6 +105,11 @@ class ControlBlock(wiring.Component):
         rport = Signal(16, init=reset_of(regs.RESULT_UDP_PORT))
         groups = [Signal(32, name=f"group{g}") for g in range(self.groups)]
         jobs = [Signal(32, name=f"job_cfg{j}") for j in range(self.jobs)]
+        probes = [Signal(32, name=f"job_probe{j}") for j in range(self.jobs)]
+        probe_job = Signal(range(self.jobs))  # the job of the last PROBE_BITMAP read loaded
+        probe_rd = Signal()  # the loaded operation reads a PROBE_BITMAP: wait for probe_ok
+        m.d.comb += [self.probe_job.eq(probe_job),
+                     self.probe_chunk.eq(Array(probes)[probe_job] if self.jobs > 1 else probes[0])]
 
         m.d.comb += [
             self.release_on_completion.eq(ctrl & regs.CTRL_RELEASE_ON_COMPLETION != 0),
@@ -158,6 +170,8 @@ class ControlBlock(wiring.Component):
         for j in range(self.jobs):
             readable[regs.job_cfg(j)] = jobs[j]
             readable[regs.job_head(j)] = self.head[j]
+            readable[regs.job_probe(j)] = probes[j]
+            readable[regs.job_probe_bitmap(j)] = self.probe_bitmap
         for p in range(n):
             readable[regs.port_frames_in(p)] = frames_in[p]
             for r in Drop:
@@ -222,11 +236,14 @@ class ControlBlock(wiring.Component):
                 clamp.eq(next_words[32:64] > self.elements),
                 head_write.eq(0),
                 job_index.eq(0),
+                probe_rd.eq(0),
             ]
             m.d.sync += [flag.eq(next_write & (next_addr == a)) for a, flag in we.items()]
             for j in range(self.jobs):
                 with m.If(next_write & (next_addr == regs.job_head(j))):
                     m.d.sync += [head_write.eq(1), job_index.eq(j)]
+                with m.If(next_addr == regs.job_probe_bitmap(j)):
+                    m.d.sync += [probe_rd.eq(1), probe_job.eq(j)]
 
         # The read mux in two registered levels: READ selects within groups of 8 registers by
         # ridx[:3] into ``read_group``, READBACK picks the group by ridx[3:].
@@ -291,6 +308,8 @@ class ControlBlock(wiring.Component):
                     m.d.comb += self.reset.valid.eq(1)
                     with m.If(self.reset.ready):
                         m.next = "READ"
+                with m.Elif(probe_rd & ~self.probe_ok):
+                    pass  # the reducer reads the probed chunk's tag (a few cycles)
                 with m.Else():
                     for a, sig in writable.items():
                         with m.If(we[a]):

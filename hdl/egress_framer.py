@@ -14,8 +14,8 @@ every constant taken from ``wanreduce.wire``):
 - IPv4: no options, DSCP/ECN 0, total length from ``element_count``, ip_id 0, DF, TTL
   ``wire.DEFAULT_TTL``, UDP, a valid header checksum, ``src_ip``, ``dst_ip``;
 - UDP: ``udp_sport``, ``udp_dport``, length from ``element_count``, checksum 0 (allowed in IPv4);
-- aggregation header: magic/version/reserved from ``wire``; msg_type, flags, group_id, job_id,
-  round_id, chunk, scale_exp, element_count from the message's ``hdr``; sender_id = ``site_id``
+- aggregation header: magic/version from ``wire``; msg_type, flags, group_id, job_id,
+  round_id, chunk, scale_exp, element_count, session from the message's ``hdr``; sender_id = ``site_id``
   (the core speaks as the site, whatever sender the message carried).
 
 IPv4 checksum: the configuration-dependent part (constants + source and destination address
@@ -79,7 +79,6 @@ _CONSTANT_FIELDS = {
     "udp_checksum": 0,
     "magic": wire.MAGIC,
     "version": wire.VERSION,
-    "reserved": 0,
 }
 
 
@@ -228,7 +227,7 @@ class EgressFramer(wiring.Component):
             "sender_id": cfg["site_id"],
         })
         for name in ("msg_type", "flags", "group_id", "job_id", "round_id", "chunk",
-                     "scale_exp", "element_count"):
+                     "scale_exp", "element_count", "session"):
             values[name] = Value.cast(getattr(hdr, name))
         missing = {f.name for f in wire.FRAME_FIELDS} - set(values)
         if missing:  # the wire format grew a field this framer does not know how to fill

@@ -21,7 +21,7 @@ from .params import check_data_width
 
 # Aggregation-header fields a message carries through the core (constant ones are dropped).
 _CARRIED = ("msg_type", "flags", "group_id", "job_id", "round_id", "chunk", "sender_id",
-            "scale_exp", "element_count")
+            "scale_exp", "element_count", "session")
 
 
 def _shape(f: wire.Field) -> Shape:

@@ -103,6 +103,13 @@ class Reducer(wiring.Component):
             "outcome": Out(1),
             "outcome_code": Out(4),
             "result_out": Out(1),
+            # JOBj_PROBE_BITMAP (wanreduce.regs): the contributor bitmap of chunk probe_chunk of
+            # job probe_job while held unreleased, else 0; probe_ok: probe_bitmap answers the
+            # probe_job/probe_chunk of this cycle (a few cycles after they change)
+            "probe_job": In(range(jobs)),
+            "probe_chunk": In(32),
+            "probe_bitmap": Out(32),
+            "probe_ok": Out(1),
         })
         # Observability (not ports): s_msg held back because the slot a contribution would
         # start is still referenced by a queued/emitting result; or the release queue is full.
@@ -129,6 +136,31 @@ class Reducer(wiring.Component):
         wmask = Cat(*[cfg.log2_window > i for i in range(sb)])
         return (cfg.base[:sb] + (chunk[:sb] & wmask))[:sb]
 
+    def _probe(self, m: Module, jc: list, rd, wr, pending: Signal) -> None:
+        """JOBj_PROBE_BITMAP through a tag read port of its own, off the data path: the probed
+        slot registered (c0), its tag read (c1), the answer registered (c2). A read that meets a
+        tag write to its address is not used (no_rw_check: undefined data); the pipeline runs
+        every cycle, so the next read answers. ``probe_ok`` ties the answer to the key it was
+        read for, so the control block never takes an answer for another job or chunk."""
+        jb = self.job_bits
+        cfg = self._job_cfg(m, jc, self.probe_job, "cfg_probe")
+        p_slot, r_slot, r_coll, v_ok = Signal(self.slot_bits), Signal(self.slot_bits), Signal(), Signal()
+        p_job, r_job, v_job = Signal(jb), Signal(jb), Signal(jb)
+        p_chunk, r_chunk, v_chunk = Signal(32), Signal(32), Signal(32)
+        t = rd.data
+        held = ((t.state == _ACTIVE) | ((t.state == _DONE) & pending.bit_select(r_slot, 1))) \
+            & (t.job == r_job) & (t.chunk == r_chunk)
+        m.d.sync += [
+            p_slot.eq(self._slot_of(cfg, self.probe_chunk)), p_job.eq(self.probe_job),
+            p_chunk.eq(self.probe_chunk),
+            r_slot.eq(p_slot), r_job.eq(p_job), r_chunk.eq(p_chunk),
+            r_coll.eq(wr.en & (wr.addr == p_slot)),
+            self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(r_job), v_chunk.eq(r_chunk),
+            v_ok.eq(~r_coll),
+        ]
+        m.d.comb += [rd.addr.eq(p_slot), rd.en.eq(1),
+                     self.probe_ok.eq(v_ok & (v_job == self.probe_job) & (v_chunk == self.probe_chunk))]
+
     # ---- elaboration -----------------------------------------------------------------------
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -139,6 +171,7 @@ class Reducer(wiring.Component):
         tag_layout = data.StructLayout({
             "state": 2, "job": jb, "round": 32, "chunk": 32, "group": 8,
             "scale": AggHeaderLayout["scale_exp"].shape, "count": 16, "bitmap": 32,
+            "session": AggHeaderLayout["session"].shape,
             "nbm1": 17,  # payload beats - 1, so the emitter needs no arithmetic on the tag
         })
         # ``more``: chunks released after ``chunk`` by this entry (a run), so the count is more + 1
@@ -159,6 +192,7 @@ class Reducer(wiring.Component):
         tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
         tag_wr = tag_mem.write_port()
+        tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
         data_rd = data_mem.read_port(transparent_for=())  # read-modify-write
         data_rd_e = data_mem.read_port(transparent_for=())  # emitter
         data_wr = data_mem.write_port()
@@ -579,11 +613,12 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
-        def hdr_checks(job, chunk, round_, group, scale, count, h) -> list:
+        def hdr_checks(job, chunk, round_, group, scale, count, session, h) -> list:
             """job ==, chunk ==, chunk behind, mismatch of a tag's fields against a header."""
             return [job == h.job_id[:jb], chunk == h.chunk, (chunk - h.chunk)[31],
                     ((round_ != h.round_id) | (group != h.group_id)
-                     | (scale != h.scale_exp) | (count != h.element_count))]
+                     | (scale != h.scale_exp) | (count != h.element_count)
+                     | (session != h.session))]
 
         def tag_checks(state, bitmap, hc, bit_, members_) -> list:
             job_eq, chunk_eq, back, mism = hc
@@ -598,7 +633,7 @@ class Reducer(wiring.Component):
             ]
 
         def src_checks(t) -> list:  # a whole tag against the beat at p's output
-            hc = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, h0)
+            hc = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0)
             return tag_checks(t.state, t.bitmap, hc, p.bit, p.members)
 
         # which source is the newest for slot0, compared a cycle ahead against the read address
@@ -619,7 +654,7 @@ class Reducer(wiring.Component):
         # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
         hcw_n = Signal(4)
         m.d.comb += hcw_n.eq(Cat(*hdr_checks(h1.job_id[:jb], h1.chunk, h1.round_id, h1.group_id,
-                                             h1.scale_exp, h1.element_count, h0)))
+                                             h1.scale_exp, h1.element_count, h1.session, h0)))
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         ck_pre, bm_pre, hcw1 = Signal(7), Signal(32), Signal(4)
         ck, bm = Signal(7), Signal(32)
@@ -791,6 +826,7 @@ class Reducer(wiring.Component):
             tag_d.group.eq(h1.group_id),
             tag_d.scale.eq(h1.scale_exp),
             tag_d.count.eq(h1.element_count),
+            tag_d.session.eq(h1.session),
             tag_d.nbm1.eq(nbm1_1),
             tag_d.bitmap.eq(new_bitmap),
         ]
@@ -1074,6 +1110,8 @@ class Reducer(wiring.Component):
             m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent)),
                          rd_ovf.eq(Mux(start_new, ovf_now.bit_select(slot_n, 1), e_ovf))]
 
+        self._probe(m, jc, tag_rd_p, tag_wr, pending)
+
         out_beat = Signal(beat_layout)
         m.d.comb += [
             out_beat.hdr.msg_type.eq(wire.MsgType.RESULT),
@@ -1085,6 +1123,7 @@ class Reducer(wiring.Component):
             out_beat.hdr.sender_id.eq(0),
             out_beat.hdr.scale_exp.eq(te.scale),
             out_beat.hdr.element_count.eq(te.count),
+            out_beat.hdr.session.eq(te.session),
             out_beat.first.eq(rd_beat == 0),
             out_beat.last.eq(rd_beat == te.nbm1),
             out_beat.data.eq(data_rd_e.data),

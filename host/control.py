@@ -188,6 +188,17 @@ class ControlClient:
             raise ValueError(f"job {job} is not enabled on the aggregator")
         return 1 << log2w
 
+    def chunk_contributors(self, job: int, chunk: int, *, timeout: float | None = None) -> int | None:
+        """Contributor bitmap of ``chunk`` of ``job`` while the aggregator holds it unreleased
+        (collecting, or complete awaiting in-order release), through JOBj_PROBE /
+        JOBj_PROBE_BITMAP; None when it holds no contribution to it (none arrived yet, its
+        result was already released, or its slot holds another chunk)."""
+        _, bitmap = self.transact(
+            [(regs.job_probe(job), chunk & 0xFFFFFFFF), (regs.job_probe_bitmap(job), None)],
+            timeout=timeout,
+        )
+        return bitmap or None
+
     def reset_window(self, job: int, head: int = 0) -> None:
         self.write(regs.job_head(job), head)
 

@@ -14,6 +14,7 @@ turn the int32 result payloads (written in place into that same buffer) into flo
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -118,6 +119,27 @@ def redo_exponent(e: int, n: int) -> int:
     return e - math.ceil(math.log2(n)) - 1 if n > 1 else e - 1
 
 
+SESSION_ENV = "WANREDUCE_SESSION"
+
+
+def resolve_session(session: int | None) -> int:
+    """The run's session tag: ``session``, else the ``WANREDUCE_SESSION`` environment variable,
+    else 0; range-checked 0..65535 (docs/protocol.md, "Sessions")."""
+    name = "session"
+    if session is None:
+        text = os.environ.get(SESSION_ENV, "").strip()
+        if not text:
+            return 0
+        name = SESSION_ENV
+        try:
+            session = int(text, 0)
+        except ValueError:
+            raise ValueError(f"{name} must be an integer 0..{wire.SESSION_MAX}, got {text!r}") from None
+    if isinstance(session, bool) or not isinstance(session, int) or not 0 <= session <= wire.SESSION_MAX:
+        raise ValueError(f"{name} must be 0..{wire.SESSION_MAX}, got {session!r}")
+    return session
+
+
 def iter_blocks(x: np.ndarray, block_elements: int) -> Iterator[np.ndarray]:
     """Views of consecutive blocks of a contiguous tensor (for ``allreduce_iter(inplace=True)``)."""
     if not x.flags.c_contiguous:
@@ -171,6 +193,7 @@ class AggregatorClient:
         control_address: Address | None = None,
         use_control: bool = True,
         first_chunk: int | None = None,
+        session: int | None = None,
     ) -> None:
         if not 0 <= sender_id < wire.MAX_SENDERS:
             raise ValueError(f"sender_id must be 0..{wire.MAX_SENDERS - 1}, got {sender_id}")
@@ -190,6 +213,9 @@ class AggregatorClient:
             raise ValueError("max_abs must be a finite non-negative number")
         if first_chunk is not None and not 0 <= first_chunk <= 0xFFFFFFFF:
             raise ValueError(f"first_chunk must be 0..2**32-1, got {first_chunk}")
+        # every member of a run passes the same session; another run on the same job id with
+        # another session is refused by the aggregator (REJECT_MISMATCH), its results ignored
+        self.session = resolve_session(session)
         self.aggregator = resolve(*aggregator)
         self.sender_id = sender_id
         self.elements = elements_per_packet
@@ -502,6 +528,7 @@ class AggregatorClient:
         pk = packetize(
             flat, exp=e, n_contributors=nq, elements_per_packet=self.elements, job_id=job,
             round_id=round_id, first_chunk=first, sender_id=self.sender_id, group_id=group,
+            session=self.session,
         )
         self.next_chunk[job] = (first + len(pk)) & 0xFFFFFFFF
         self.stats.clipped += pk.clipped
@@ -562,6 +589,7 @@ class AggregatorClient:
         frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
         unpack = AGG_HEADER_STRUCT.unpack_from
         magic, version = wire.MAGIC, wire.VERSION
+        session = self.session  # results of another run's session are not ours
         mono = time.monotonic
         base = nxt = 0
         remaining = n
@@ -600,8 +628,8 @@ class AggregatorClient:
                     if k < _HDR:
                         stats.ignored += 1
                         continue
-                    mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, _ = unpack(rbuf, off)
-                    if typ != _RESULT or mg != magic or jb != job:
+                    mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, ses = unpack(rbuf, off)
+                    if typ != _RESULT or mg != magic or jb != job or ses != session:
                         stats.ignored += 1
                         continue
                     self._ever_heard = True
@@ -676,8 +704,11 @@ class AggregatorClient:
                 )
             raise ChunksMissing(base_msg, job=job, chunks=missing)
         probe = self._probe_timeout
-        try:
-            before = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS], timeout=probe)
+        group = int(pk.headers["group_id"][0])
+        try:  # the reject counters, and the group's members (to name the missing ones)
+            *before, members = self.control.read_many(
+                [regs.outcome_counter(o) for o in _REJECTS] + [regs.group(group)], timeout=probe
+            )
         except ControlTimeout:
             raise AggregatorUnreachable(
                 f"aggregator {self._where()} unreachable: {base_msg}, and no reply to a CONTROL "
@@ -697,9 +728,28 @@ class AggregatorClient:
         if any(m in ("REJECT_UNCONFIGURED", "REJECT_NON_MEMBER", "REJECT_MISMATCH") for m in moved):
             raise ConfigMismatch(
                 f"{base_msg}: the aggregator rejects them ({', '.join(moved)}): job/group not "
-                f"configured, sender not a member, or members disagree on round/scale/size"
+                f"configured, sender not a member, or members disagree on round/scale/size/"
+                f"session (another run on this job id?)"
             )
-        hint = f" (aggregator counted {', '.join(moved)})" if moved else (
-            " (aggregator reachable: other members did not contribute?)"
-        )
-        raise ChunksMissing(base_msg + hint, job=job, chunks=missing)
+        hint = f" (aggregator counted {', '.join(moved)})" if moved else ""
+        who = self._contributors(job, group, members, missing[0], probe)
+        raise ChunksMissing(f"{base_msg}: {who}{hint}", job=job, chunks=missing)
+
+    def _contributors(self, job: int, group: int, bitmap: int, chunk: int, timeout: float) -> str:
+        """Whose contribution to ``chunk`` the aggregator lacks (JOBj_PROBE_BITMAP; ``bitmap``:
+        the group's members), in words."""
+        try:
+            have = self.control.chunk_contributors(job, chunk, timeout=timeout)
+        except ControlTimeout:
+            return "aggregator reachable, but no reply to the chunk probe"
+        members = [i for i in range(wire.MAX_SENDERS) if bitmap >> i & 1]
+        if have is None:
+            return (f"the aggregator holds no contribution to chunk {chunk} (none accepted, or "
+                    f"its result was already released)")
+        lacking = [i for i in members if not have >> i & 1]
+        held = ", ".join(str(i) for i in members if have >> i & 1)
+        if not lacking:
+            return (f"chunk {chunk} has every contribution of group {group} and waits for "
+                    f"earlier chunks to be released")
+        return (f"no contribution from member{'s' if len(lacking) > 1 else ''} "
+                f"{', '.join(map(str, lacking))} of group {group} to chunk {chunk} (have {held})")

@@ -206,7 +206,7 @@ class SoftAggregator:
         if n < _HDR:
             self.drops[Drop.TRUNCATED] += 1
             return
-        magic, version, typ, flags, grp, job, rnd, chunk, sender, scale, count, _ = (
+        magic, version, typ, flags, grp, job, rnd, chunk, sender, scale, count, ses = (
             AGG_HEADER_STRUCT.unpack_from(buf)
         )
         if (
@@ -217,11 +217,11 @@ class SoftAggregator:
             and n == _HDR + 4 * count
         ):  # a well-formed contribution (every check below passes)
             if self.fast and self._fast_contribute(
-                buf, grp, job, rnd, chunk, sender, scale, count, addr
+                buf, grp, job, rnd, chunk, sender, scale, count, ses, addr
             ):
                 return
             payload = np.frombuffer(buf, wire.ELEMENT_DTYPE, count, _HDR)
-            msg = Message(typ, flags, grp, job, rnd, chunk, sender, scale, count, payload)
+            msg = Message(typ, flags, grp, job, rnd, chunk, sender, scale, count, payload, ses)
             outcome, results = self.model.contribute(msg)
             if outcome in _ACCEPTED:
                 self._note_member(grp, sender, addr)
@@ -244,7 +244,7 @@ class SoftAggregator:
             self.drops[Drop.LENGTH] += 1
             return
         self._flush()  # queued results go out before the reply, as without batching
-        self._control(buf, count, addr, (flags, grp, job, rnd, chunk, sender, scale))
+        self._control(buf, count, addr, (flags, grp, job, rnd, chunk, sender, scale, ses))
 
     def _note_member(self, grp: int, sender: int, addr: Address) -> None:
         """Results of ``grp`` go to ``addr`` for ``sender`` (after an accepted contribution)."""
@@ -255,7 +255,7 @@ class SoftAggregator:
 
     def _fast_contribute(
         self, buf, grp: int, job: int, rnd: int, chunk: int, sender: int, scale: int, count: int,
-        addr: Address,
+        ses: int, addr: Address,
     ) -> bool:
         """``model.contribute`` for the common AGGREGATED cases, on the model's own state.
 
@@ -290,6 +290,7 @@ class SoftAggregator:
                 or s.group_id != grp
                 or s.scale_exp != scale
                 or s.count != count
+                or s.session != ses
             ):
                 return False
             acc = s.data[:count]
@@ -307,7 +308,7 @@ class SoftAggregator:
             s.state = _ACTIVE
             s.job_id, s.round_id, s.chunk = job, rnd, chunk
             s.group_id, s.scale_exp, s.count = grp, scale, count
-            s.bitmap, s.overflow = bit, False
+            s.session, s.bitmap, s.overflow = ses, bit, False
             d = s.data
             d[:count] = payload
             if count < len(d):
@@ -346,17 +347,17 @@ class SoftAggregator:
         """The result held in slot ``h`` (just released) to the group's destinations."""
         self._queue(
             _OVERFLOW if h.overflow else 0, h.group_id, h.job_id, h.round_id, h.chunk,
-            h.scale_exp, h.data, h.count,
+            h.scale_exp, h.data, h.count, h.session,
         )
 
     def _send_result(self, r) -> None:
         """A result released by ``model.contribute`` to the group's destinations."""
         self._queue(
             r.flags, r.group_id, r.job_id, r.round_id, r.chunk, r.scale_exp, r.payload,
-            len(r.payload),
+            len(r.payload), r.session,
         )
 
-    def _queue(self, flags, group, job, rnd, chunk, scale, data, count) -> None:
+    def _queue(self, flags, group, job, rnd, chunk, scale, data, count, session) -> None:
         """Queue one result (copied: its slot may be reused before the flush) for its group's
         destinations as they are now (the multicast result address, or the members). Outside
         the serve loop (which flushes when its socket is empty) it is sent at once."""
@@ -368,7 +369,7 @@ class SoftAggregator:
         obuf = self._obuf
         AGG_HEADER_STRUCT.pack_into(
             obuf, o, _MAGIC, _VERSION, _RESULT, flags, group, job, rnd, chunk,
-            self.regfile[regs.SITE_ID] & 0xFF, scale, count, 0,
+            self.regfile[regs.SITE_ID] & 0xFF, scale, count, session,
         )
         np.frombuffer(obuf, wire.ELEMENT_DTYPE, count, o + _HDR)[:] = data[:count]
         rip = self.regfile[regs.RESULT_IP]
@@ -418,10 +419,10 @@ class SoftAggregator:
             if word0 & wire.CONTROL_WRITE:
                 self.write_register(a, value)
             words[2 * k + 1] = self.read_register(a)
-        flags, grp, job, rnd, chunk, _sender, scale = hdr
+        flags, grp, job, rnd, chunk, _sender, scale, ses = hdr
         reply = AGG_HEADER_STRUCT.pack(
             wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL_REPLY, flags, grp, job, rnd, chunk,
-            self.regfile[regs.SITE_ID] & 0xFF, scale, count, 0,
+            self.regfile[regs.SITE_ID] & 0xFF, scale, count, ses,
         )
         self.transport.send_to(reply + words.tobytes(), addr)
 
@@ -441,6 +442,8 @@ class SoftAggregator:
                     pass  # a window that does not fit the slot memory: keep the old setting
             elif off == regs.JOB_HEAD_OFFSET:
                 m.reset_window(j, value)
+            elif off == regs.JOB_PROBE_OFFSET:
+                self.regfile[addr] = value
         elif addr == regs.CTRL:
             self.regfile[addr] = value & regs.CTRL_RELEASE_ON_COMPLETION
             m.release = (
@@ -469,7 +472,11 @@ class SoftAggregator:
                 return regs.pack_job_cfg(
                     enabled=job.enabled, log2_window=job.log2_window, base=job.base
                 )
-            return job.head if off == regs.JOB_HEAD_OFFSET else 0
+            if off == regs.JOB_HEAD_OFFSET:
+                return job.head
+            if off == regs.JOB_PROBE_BITMAP_OFFSET:
+                return m.probe_bitmap(j, self.regfile[regs.job_probe(j)])
+            return self.regfile[addr]  # JOBj_PROBE
         if addr == regs.port_frames_in(0):
             return self.frames_in & _U32
         if regs.port_drops(0, Drop(0)) <= addr <= regs.port_drops(0, Drop(len(Drop) - 1)):

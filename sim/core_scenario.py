@@ -76,7 +76,7 @@ def result_frame(r: Result) -> bytes:
     hdr = wire.AggHeader(
         wire.MsgType.RESULT, job_id=r.job_id, round_id=r.round_id, chunk=r.chunk,
         sender_id=SITE_ID, group_id=r.group_id, scale_exp=r.scale_exp,
-        element_count=len(r.payload), flags=int(r.flags),
+        element_count=len(r.payload), flags=int(r.flags), session=r.session,
     )
     addr = wire.L2L3(
         eth_dst=regs.DEFAULT_RESULT_MAC, eth_src=regs.DEFAULT_LOCAL_MAC, ip_src=regs.DEFAULT_LOCAL_IP,
@@ -132,8 +132,10 @@ def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, j
 
     def send(ph: Phase, sender: int, chunk: int, payload, *, job=0, group=0, scale=0, round_id=0,
              port: int | None = None) -> None:
+        # each job's chunks carry a session of their own: the core must keep and return it
         data = frames.contribution(sender=sender, chunk=chunk, payload=payload, job=job, group=group,
-                                   scale=scale, round_id=round_id, multicast=bool(rng.integers(2)) or sender != 0)
+                                   scale=scale, round_id=round_id, multicast=bool(rng.integers(2)) or sender != 0,
+                                   session=0xC500 + job)
         p = port_of(sender, ports) if port is None else port
         ph.frames[p].append(TxFrame(data))
         counters[p]["frames_in"] += 1

@@ -56,6 +56,7 @@ def contribution(
     scale: int = 0,
     flags: int = 0,
     multicast: bool = True,
+    session: int = 0,
 ) -> bytes:
     hdr = wire.AggHeader(
         wire.MsgType.CONTRIBUTION,
@@ -67,6 +68,7 @@ def contribution(
         scale_exp=scale,
         element_count=len(payload),
         flags=flags,
+        session=session,
     )
     return wire.frame(hdr, np.asarray(payload, np.int32), to_core(sender, multicast))
 
@@ -85,7 +87,7 @@ def control_probe(site_id: int) -> tuple[wire.AggHeader, np.ndarray, wire.AggHea
 
     Read ID; write an unmapped address (reads 0, no effect); an odd trailing word that would be
     a SITE_ID write (echoed, not executed). The reply header is the request's with msg_type
-    CONTROL_REPLY and sender_id = SITE_ID; flags, group, job, round, chunk, scale_exp and
+    CONTROL_REPLY and sender_id = SITE_ID; flags, group, job, round, chunk, scale_exp, session and
     element_count are echoed.
     """
     unmapped = 0x7777
@@ -93,7 +95,7 @@ def control_probe(site_id: int) -> tuple[wire.AggHeader, np.ndarray, wire.AggHea
                       wire.CONTROL_WRITE | regs.SITE_ID], np.uint32)
     hdr = wire.AggHeader(wire.MsgType.CONTROL, job_id=7, round_id=9, chunk=0x80000001,
                          sender_id=12, group_id=3, scale_exp=-3, element_count=len(words),
-                         flags=0x5)
+                         flags=0x5, session=0xBEEF)
     reply = words.copy()
     reply[1], reply[3] = regs.CORE_ID, 0
     reply_hdr = dataclasses.replace(hdr, msg_type=wire.MsgType.CONTROL_REPLY, sender_id=site_id)

@@ -16,6 +16,10 @@ the software aggregator gives (tests/test_softagg.py).
 (the host must still reach the core), a 2-element contribution dropped for ELEMENT_COUNT, the
 register restored to E and read back.
 
+``probe_bitmap``: JOB0_PROBE / JOB0_PROBE_BITMAP (issue 13) while chunk 0 collects (two of three
+members in), chunk 1 is complete behind it, chunk 2 was never sent, then after both are
+released; every read equals ``AggregatorModel.probe_bitmap`` fed the same contributions.
+
 Parameters (``tb_params()``): the core's (ports, width, slots, elements, groups, jobs).
 """
 
@@ -29,7 +33,7 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
 
 from wanreduce import regs, wire
 from wanreduce.hdl.layouts import header_beats, payload_beats
-from wanreduce.model import Drop
+from wanreduce.model import AggregatorModel, Drop, Message, PortConfig, parse_frame
 from wanreduce.sim import frames
 from wanreduce.sim.simulator import tb_params
 
@@ -175,3 +179,55 @@ async def reply_echoes_request(dut):
     assert np.array_equal(got_words, want_words), got_words
     _, got = await tb.control([(False, regs.SITE_ID, 0)])
     assert got == [0x2A], "the odd trailing word was executed"
+
+
+@cocotb.test()
+async def probe_bitmap(dut):
+    tb = ControlBench(dut)
+    await tb.start()
+    p = tb.p
+    model = AggregatorModel(slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"])
+    model.set_group(0, 0b111)
+    model.set_job(0, enabled=True, base=0, log2_window=2)
+    await tb.control([(True, regs.group(0), 0b111),
+                      (True, regs.job_cfg(0), regs.pack_job_cfg(enabled=True, log2_window=2, base=0))])
+    port = PortConfig(local_mac=frames.CORE_MAC, local_ip=frames.CORE_IP,
+                      max_elements=p["elements"], elements=p["elements"])
+
+    async def contribute(sender: int, chunk: int, results: int = 0) -> None:
+        """One contribution on the host port (into the model too); waits for its results."""
+        data = frames.contribution(sender=sender, chunk=chunk, payload=[sender, chunk],
+                                   multicast=False, session=0x77)
+        msg = parse_frame(data, port)
+        assert isinstance(msg, Message), msg
+        model.contribute(msg)
+        if results:
+            await tb.send(data, len(tb.sink.frames) + results)
+        else:
+            await tb.host.send(AxiStreamFrame(data))
+            await tb.host.wait()
+        await ClockCycles(dut.clk, 50)  # through the parser and the reducer
+
+    async def probe(chunks: list[int]) -> None:
+        ops = []
+        for c in chunks:
+            ops += [(True, regs.job_probe(0), c), (False, regs.job_probe_bitmap(0), 0)]
+        _, got = await tb.control(ops)
+        want = []
+        for c in chunks:
+            want += [c, model.probe_bitmap(0, c)]
+        assert got == want, f"probe {chunks}: core {got}, model {want}"
+
+    await contribute(0, 0)
+    await contribute(2, 0)
+    for s in range(3):
+        await contribute(s, 1)
+    await probe([0, 1, 2, 0])
+    assert model.probe_bitmap(0, 0) == 0b101 and model.probe_bitmap(0, 1) == 0b111
+    await contribute(1, 0, results=2)  # releases chunks 0 and 1
+    await probe([0, 1])
+    assert model.probe_bitmap(0, 0) == 0 == model.probe_bitmap(0, 1)
+    # another job's probe register is its own (job 1 disabled: nothing held)
+    _, got = await tb.control([(True, regs.job_probe(1), 1), (False, regs.job_probe_bitmap(1), 0),
+                               (False, regs.job_probe(0), 0)])
+    assert got == [1, 0, 1]

@@ -145,3 +145,34 @@ def test_converts_and_validates():
         ControlBlock(64, ports=0, slots=4, elements=8, groups=1, jobs=1)
     with pytest.raises(ValueError, match="data width"):
         ControlBlock(96, ports=1, slots=4, elements=8, groups=1, jobs=1)
+
+
+@pytest.mark.parametrize("w", [64, 256])
+def test_probe_registers_wait_for_the_reducer(w):
+    """JOBj_PROBE is a plain RW register per job driving probe_job/probe_chunk when its
+    PROBE_BITMAP is read; the read waits for probe_ok (a stand-in reducer answers 3 cycles after
+    the key settles) and returns probe_bitmap."""
+    dut = ControlBlock(w, ports=1, slots=16, elements=64, groups=2, jobs=3)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def reducer(ctx):
+        key, age = None, 0
+        while True:  # as the reducer: probe_ok is 0 in the cycle the key changes
+            await ctx.tick()
+            k = (ctx.get(dut.probe_job), ctx.get(dut.probe_chunk))
+            age = age + 1 if k == key else 0
+            key = k
+            ctx.set(dut.probe_bitmap, (k[0] << 8 | k[1]) if age >= 3 else 0xDEAD)
+            ctx.set(dut.probe_ok, age >= 3)
+
+    async def tb(ctx):
+        vals = await transact(ctx, dut, [(1, regs.job_probe(2), 5), (0, regs.job_probe_bitmap(2), 0),
+                                         (1, regs.job_probe(0), 9), (0, regs.job_probe_bitmap(0), 0),
+                                         (0, regs.job_probe(2), 0), (0, regs.job_probe_bitmap(2), 0),
+                                         (1, regs.job_probe_bitmap(1), 3)], w)
+        assert vals == [5, 2 << 8 | 5, 9, 9, 5, 2 << 8 | 5, 1 << 8]  # a PROBE_BITMAP write is ignored
+
+    sim.add_testbench(reducer, background=True)
+    sim.add_testbench(tb)
+    sim.run()

@@ -233,7 +233,7 @@ def test_missing_member_names_chunks_and_job():
             with pytest.raises(ChunksMissing) as ei:
                 c.allreduce(np.ones(600, np.float32), job=3, group=0, round=9, max_abs=1.0)
             elapsed = time.monotonic() - t0
-            assert 0.6 <= elapsed <= 1.5 * 0.6 + SLACK
+            assert 0.6 <= elapsed <= 1.75 * 0.6 + SLACK
             assert ei.value.job == 3 and ei.value.chunks == [0, 1]  # the agreement's chunks
             assert "job 3 round 9" in str(ei.value) and "0, 1" in str(ei.value)
 

@@ -32,7 +32,7 @@ LOCAL_MAC = 0x02_00_00_00_00_01
 LOCAL_IP = 0x0A_00_00_01
 UDP_PORT = wire.DEFAULT_UDP_PORT
 HDR_FIELDS = ("msg_type", "flags", "group_id", "job_id", "round_id", "chunk", "sender_id",
-              "scale_exp", "element_count")
+              "scale_exp", "element_count", "session")
 
 
 # --------------------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def good_frame(rng: random.Random, count: int, msg_type: int = wire.MsgType.CONT
         msg_type=msg_type, job_id=rng.randrange(1 << 16), round_id=rng.randrange(1 << 32),
         chunk=rng.randrange(1 << 32), sender_id=rng.randrange(32), group_id=rng.randrange(256),
         scale_exp=rng.randint(-128, 127), element_count=count, flags=rng.randrange(256),
-        reserved=rng.randrange(1 << 16))
+        session=rng.randrange(1 << 16))
     payload = np.array([rng.randrange(-(1 << 31), 1 << 31) for _ in range(count)], np.int32)
     return wire.frame(agg, payload, addr)
 

@@ -106,10 +106,10 @@ def make_model(cfg: Config) -> AggregatorModel:
     return model
 
 
-def _msg(job, group, rnd, chunk, sender, scale, count, payload) -> Message:
+def _msg(job, group, rnd, chunk, sender, scale, count, payload, session=0) -> Message:
     return Message(msg_type=wire.MsgType.CONTRIBUTION, flags=0, group_id=group, job_id=job,
                    round_id=rnd & M32, chunk=chunk & M32, sender_id=sender, scale_exp=scale,
-                   element_count=count, payload=np.asarray(payload, np.int32))
+                   element_count=count, payload=np.asarray(payload, np.int32), session=session)
 
 
 def traffic(rng: random.Random, cfg: Config, n: int, *, saturate: float = 0.0,
@@ -169,13 +169,19 @@ def traffic(rng: random.Random, cfg: Config, n: int, *, saturate: float = 0.0,
                     count = count % E + 1 if E > 1 else count
                     if count == o["count"]:
                         g = rng.choice(groups)
-                rnd = o["round"] + (kind == 3)
-                out.append(_msg(job, g, rnd, chunk, sender, o["scale"], count, values(count)))
+                # kind 3: another round, or (even chunks) the same round of another session;
+                # sessions take no draws from rng (the traffic is as before sessions existed)
+                other = kind == 3 and c % 2 == 0
+                rnd = o["round"] + (kind == 3 and not other)
+                ses = o["session"] ^ 0x8001 if other else o["session"]
+                out.append(_msg(job, g, rnd, chunk, sender, o["scale"], count, values(count), ses))
                 continue
             elif kind == 4 and s["done"]:  # retransmission after release (lost result)
                 c, o = rng.choice(s["done"][-8:])
+                # a resend of another session (every fourth chunk) is a mismatch, not the held result
+                ses = o["session"] ^ 0x0110 if c % 4 == 3 else o["session"]
                 out.append(_msg(job, o["g"], o["round"], c, rng.choice(o["all"]), o["scale"],
-                                o["count"], values(o["count"])))
+                                o["count"], values(o["count"]), ses))
                 continue
             out.append(_msg(job, g, 7, chunk, sender, 0, count, values(count)))
             continue
@@ -186,6 +192,7 @@ def traffic(rng: random.Random, cfg: Config, n: int, *, saturate: float = 0.0,
             c = s["next"]
             s["next"] += 1
             s["open"][c] = {"g": g, "round": c // 8, "scale": rng.randint(-5, 20),
+                            "session": (c * 0x9E37) & 0xFFFF if c % 3 else 0,
                             "count": rng.choice(counts), "left": rng.sample(members, len(members)),
                             "all": members, "sent": []}
         # oldest chunks more likely: out-of-order but bounded
@@ -197,7 +204,8 @@ def traffic(rng: random.Random, cfg: Config, n: int, *, saturate: float = 0.0,
         else:
             sender = o["left"].pop()
             o["sent"].append(sender)
-        out.append(_msg(j, o["g"], o["round"], c, sender, o["scale"], o["count"], values(o["count"])))
+        out.append(_msg(j, o["g"], o["round"], c, sender, o["scale"], o["count"], values(o["count"]),
+                        o["session"]))
         if not o["left"]:
             del s["open"][c]
             s["done"].append((c, o))
@@ -220,10 +228,13 @@ class RunResult:
     result_cycles: list
     heads: list = field(default_factory=list)
     pinned_stalls: int = 0
+    probes: list = field(default_factory=list)
 
 
 def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, seed: int = 0,
-        drain: int = 200) -> RunResult:
+        drain: int = 200, probes: list | None = None) -> RunResult:
+    """Feed ``ops`` (messages, window resets) into a Reducer; afterwards read the probe port
+    for each ``(job, chunk)`` of ``probes`` into ``rr.probes``."""
     dut = Reducer(cfg.width, slots=cfg.slots, elements=cfg.elements, groups=cfg.groups,
                   jobs=cfg.jobs)
     pk = Packer(cfg.width)
@@ -304,6 +315,20 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
             assert cyc < 50 * len(seq) + 10_000, "bench timed out (deadlock?)"
         rr.cycles = cyc
         rr.heads = [ctx.get(dut.head[j]) for j in range(cfg.jobs)]
+        prev = (ctx.get(dut.probe_job), ctx.get(dut.probe_chunk))
+        for job, chunk in probes or []:
+            ctx.set(dut.probe_job, job)
+            ctx.set(dut.probe_chunk, chunk)
+            if (job, chunk) != prev:
+                assert not ctx.get(dut.probe_ok), "probe_ok for the previous key"
+            prev = (job, chunk)
+            for _ in range(10):
+                await ctx.tick()
+                if ctx.get(dut.probe_ok):
+                    rr.probes.append(ctx.get(dut.probe_bitmap))
+                    break
+            else:
+                raise AssertionError(f"no probe answer for job {job} chunk {chunk}")
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -355,7 +380,7 @@ def check(cfg: Config, ops: list, rr: RunResult):
             "hdr.msg_type": wire.MsgType.RESULT, "hdr.flags": r.flags, "hdr.group_id": r.group_id,
             "hdr.job_id": r.job_id, "hdr.round_id": r.round_id, "hdr.chunk": r.chunk,
             "hdr.sender_id": 0, "hdr.scale_exp": r.scale_exp,
-            "hdr.element_count": len(r.payload),
+            "hdr.element_count": len(r.payload), "hdr.session": r.session,
         }
         assert h == want, f"result {i}: header {h}, model {want}"
         np.testing.assert_array_equal(payload, r.payload, err_msg=f"result {i} payload")
@@ -739,3 +764,48 @@ def test_half_range_ahead_is_late_and_wide_senders_are_non_members():
     outs, _, _ = check(cfg, ops, run(cfg, ops, seed=5))
     assert outs == [Outcome.STALE, Outcome.OUT_OF_WINDOW, Outcome.REJECT_NON_MEMBER,
                     Outcome.REJECT_NON_MEMBER, Outcome.AGGREGATED]
+
+
+def test_session_is_part_of_the_slot_tag():
+    """Sessions (docs/protocol.md): another session's contribution to a held chunk, collecting or
+    released, is REJECT_MISMATCH (never added, never answered with the held result); results
+    carry the slot's session, bit-exact with the model."""
+    cfg = Config(64, 4, 2, groups=1, jobs=1, group_table=[0b011], job_table=[(True, 0, 2)])
+    p = [5, 6]
+    m = lambda c, s, ses: _msg(0, 0, 0, c, s, 0, 2, p, ses)  # noqa: E731
+    ops = [
+        m(0, 0, 0xA1), m(0, 1, 0xB2),  # other session on a collecting chunk: mismatch
+        m(1, 1, 0xB2), m(1, 0, 0xA1),  # chunk 1 started by session B: A is refused
+        m(0, 1, 0xA1),  # chunk 0 completes for A: released with session A
+        m(1, 0, 0xB2),  # chunk 1 completes for B: released with session B
+        m(0, 0, 0xB2),  # B resends chunk 0 (released, session A): mismatch, not resent
+        m(0, 1, 0xA1),  # A resends it: resent, session A
+    ]
+    rr = run(cfg, ops, p_valid=0.6, p_ready=0.6, seed=3)
+    outs, res, _ = check(cfg, ops, rr)
+    A, M, R = Outcome.AGGREGATED, Outcome.REJECT_MISMATCH, Outcome.RESULT_RESENT
+    assert outs == [A, M, A, M, A, A, M, R]
+    assert [(r.chunk, r.session, r.resent) for r in res] == [(0, 0xA1, False), (1, 0xB2, False),
+                                                              (0, 0xA1, True)]
+    assert [h["hdr.session"] for h, _ in rr.results] == [0xA1, 0xB2, 0xA1]
+
+
+@pytest.mark.parametrize("mode", list(ReleaseMode))
+def test_probe_port_equals_model(mode):
+    """JOBj_PROBE_BITMAP's source: after random traffic (chunks collecting, complete behind the
+    head, released, stale, other jobs), the probe of every chunk around each job's window equals
+    AggregatorModel.probe_bitmap."""
+    rng = random.Random(77 + int(mode))
+    cfg = make_config(rng, 64, 16, 3, groups=2, jobs=2, mode=mode, members=(3, 5))
+    ops = traffic(rng, cfg, 150, misc=0.2)
+    model = make_model(cfg)
+    for op in ops:
+        model.contribute(op)
+    heads = [j.head for j in model.job_table]
+    probes = [(j, (heads[j] + d) & M32) for j in range(cfg.jobs) for d in range(-4, 12)]
+    probes += [(j, 2**32 - 1) for j in range(cfg.jobs)]
+    rr = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5, probes=probes)
+    check(cfg, ops, rr)
+    want = [model.probe_bitmap(j, c) for j, c in probes]
+    assert rr.probes == want
+    assert any(want), "no chunk held at the end: the test checks nothing but zeros"

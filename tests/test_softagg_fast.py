@@ -44,6 +44,7 @@ _contrib = st.fixed_dictionaries(
         ),
         "round": st.sampled_from([0] * 12 + [1]),
         "scale": st.sampled_from([0] * 12 + [-3]),
+        "session": st.sampled_from([0] * 10 + [1, 0xFFFF]),
         "count": st.sampled_from([E] * 8 + [3, 1]),
         "flags": st.sampled_from([0, 0, int(wire.Flags.RETRANSMIT)]),
         "values": st.lists(_values, min_size=E, max_size=E),
@@ -88,7 +89,7 @@ def _datagram(op) -> tuple[bytes, Message | None]:
     payload = np.asarray(op["values"][:count], "<i4")
     h = AGG_HEADER_STRUCT.pack(
         wire.MAGIC, wire.VERSION, wire.MsgType.CONTRIBUTION, op["flags"], op["group"], op["job"],
-        op["round"], op["chunk"], op["sender"], op["scale"], count, 0,
+        op["round"], op["chunk"], op["sender"], op["scale"], count, op.get("session", 0),
     )
     d = h + payload.tobytes()
     mut = op["mutate"]
@@ -103,6 +104,7 @@ def _datagram(op) -> tuple[bytes, Message | None]:
     msg = Message(
         int(wire.MsgType.CONTRIBUTION), op["flags"], op["group"], op["job"], op["round"],
         op["chunk"], op["sender"], op["scale"], count, payload.astype(np.int32),
+        op.get("session", 0),
     )
     return d, msg
 
@@ -110,7 +112,8 @@ def _datagram(op) -> tuple[bytes, Message | None]:
 def _state(a: SoftAggregator):
     m = a.model
     slots = [
-        (int(s.state), s.job_id, s.round_id, s.chunk, s.group_id, s.scale_exp, s.count, s.bitmap,
+        (int(s.state), s.job_id, s.round_id, s.chunk, s.group_id, s.scale_exp, s.count, s.session,
+         s.bitmap,
          bool(s.overflow), s.data.tobytes())
         for s in m.slot
     ]

@@ -48,7 +48,7 @@ def test_packet_from_doc_offsets_parses_with_module_and_scapy():
         "ip_src": 0x0A000002, "ip_dst": 0xE0000001, "udp_sport": 1234, "udp_dport": 22354,
         "udp_checksum": 0, "magic": 0x5752, "version": 1, "msg_type": 1, "flags": 2,
         "group_id": 3, "job_id": 0x0102, "round_id": 0xA0B0C0D0, "chunk": 0x01020304,
-        "sender_id": 17, "scale_exp": -5, "element_count": 3, "reserved": 0,
+        "sender_id": 17, "scale_exp": -5, "element_count": 3, "session": 0xBEEF,
     }
     payload = np.array([1, -2, 2**31 - 1], "<i4").tobytes()
     values["ip_total_length"] = 20 + 8 + 22 + len(payload)
@@ -75,7 +75,7 @@ def test_packet_from_doc_offsets_parses_with_module_and_scapy():
     assert Ether(bytes(again))[IP].chksum == pkt[IP].chksum
 
     agg = wire.AggHeader.unpack(frame[42:])
-    assert (agg.chunk, agg.scale_exp, agg.sender_id, agg.job_id) == (0x01020304, -5, 17, 0x0102)
+    assert (agg.chunk, agg.scale_exp, agg.sender_id, agg.job_id, agg.session) == (0x01020304, -5, 17, 0x0102, 0xBEEF)
     # The module's own builder gives the same bytes for the same values.
     rebuilt = wire.frame(
         agg, payload,

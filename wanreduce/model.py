@@ -49,7 +49,7 @@ class Outcome(enum.IntEnum):
     REJECT_UNCONFIGURED = 2  # job disabled/unknown, or group unknown/empty
     REJECT_NON_MEMBER = 3  # sender not in the group's bitmap
     REJECT_BUSY = 4  # slot holds another unfinished (or unreleased) chunk
-    REJECT_MISMATCH = 5  # same chunk but round/group/scale/count differ from the slot's tag
+    REJECT_MISMATCH = 5  # same chunk but round/group/scale/count/session differ from the slot's tag
     OUT_OF_WINDOW = 6  # in-order mode: chunk at or beyond head + window
     STALE = 7  # chunk older than what its slot holds now: its result is gone
     RESULT_RESENT = 8  # chunk already released and still held: its result is sent again
@@ -101,6 +101,7 @@ class Message:
     scale_exp: int
     element_count: int
     payload: np.ndarray  # int32, element_count long
+    session: int = 0  # the run's tag (docs/protocol.md, "Sessions")
 
 
 def parse_frame(
@@ -163,6 +164,7 @@ def parse_frame(
         scale_exp=int(h["scale_exp"]),
         element_count=count,
         payload=np.frombuffer(payload, dtype=wire.ELEMENT_DTYPE).astype(np.int32),
+        session=int(h["session"]),
     )
 
 
@@ -178,6 +180,7 @@ class Result:
     payload: np.ndarray  # int32
     overflow: bool
     resent: bool = False
+    session: int = 0
 
     @property
     def flags(self) -> int:
@@ -207,6 +210,7 @@ class Slot:
     group_id: int = 0
     scale_exp: int = 0
     count: int = 0
+    session: int = 0
     bitmap: int = 0
     overflow: bool = False
     data: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
@@ -271,6 +275,16 @@ class AggregatorModel:
     def slot_index(self, job: Job, chunk: int) -> int:
         return (job.base + (chunk & (job.window - 1))) & (self.slots - 1)
 
+    def probe_bitmap(self, job_id: int, chunk: int) -> int:
+        """What JOBj_PROBE_BITMAP reads for JOBj_PROBE = ``chunk``: the contributor bitmap of the
+        chunk while its slot collects it (ACTIVE) or holds it complete for in-order release
+        (COMPLETE); 0 otherwise (no contribution yet, already released, another chunk)."""
+        if not 0 <= job_id < self.n_jobs:
+            return 0
+        s = self.slot[self.slot_index(self.job_table[job_id], chunk & 0xFFFFFFFF)]
+        held = s.state in (SlotState.ACTIVE, SlotState.COMPLETE)
+        return s.bitmap if held and s.job_id == job_id and s.chunk == chunk & 0xFFFFFFFF else 0
+
     # ---- data path ----
     def contribute(self, m: Message) -> tuple[Outcome, list[Result]]:
         """Process one well-formed contribution; returns its outcome and the results released."""
@@ -299,11 +313,12 @@ class AggregatorModel:
         s = self.slot[self.slot_index(job, m.chunk)]
         same = s.state != SlotState.FREE and s.job_id == m.job_id and s.chunk == m.chunk
         if same:
-            if (s.round_id, s.group_id, s.scale_exp, s.count) != (
+            if (s.round_id, s.group_id, s.scale_exp, s.count, s.session) != (
                 m.round_id,
                 m.group_id,
                 m.scale_exp,
                 m.element_count,
+                m.session,
             ):
                 return Outcome.REJECT_MISMATCH, []
             if s.state == SlotState.RELEASED:
@@ -326,7 +341,7 @@ class AggregatorModel:
         s.state = SlotState.ACTIVE
         s.job_id, s.round_id, s.chunk = m.job_id, m.round_id, m.chunk
         s.group_id, s.scale_exp, s.count = m.group_id, m.scale_exp, m.element_count
-        s.bitmap, s.overflow = bit, False
+        s.session, s.bitmap, s.overflow = m.session, bit, False
         s.data[: m.element_count] = m.payload
         s.data[m.element_count :] = 0
         return Outcome.AGGREGATED, self._maybe_complete(s, job, members)
@@ -359,4 +374,5 @@ class AggregatorModel:
             payload=s.data[: s.count].copy(),
             overflow=s.overflow,
             resent=resent,
+            session=s.session,
         )

@@ -89,8 +89,10 @@ def packetize(
     sender_id: int = 0,
     group_id: int = 0,
     msg_type: int = wire.MsgType.CONTRIBUTION,
+    session: int = 0,
 ) -> Packets:
-    """Quantise ``x`` (any shape, float32/float16/bfloat16) and lay it out as datagrams."""
+    """Quantise ``x`` (any shape, float32/float16/bfloat16) and lay it out as datagrams
+    (``session``: the run's tag, docs/protocol.md "Sessions")."""
     flat = np.asarray(x).reshape(-1)
     if flat.size == 0:
         raise ValueError("cannot all-reduce an empty tensor")
@@ -118,7 +120,7 @@ def packetize(
     h["sender_id"] = sender_id
     h["scale_exp"] = exp
     h["element_count"] = counts
-    h["reserved"] = 0
+    h["session"] = session
     return pk
 
 

@@ -54,6 +54,8 @@ JOB_BASE = 0x0200  # + 4j
 JOB_STRIDE = 4
 JOB_CFG_OFFSET = 0  # bit 0 enable, bits 12..8 log2 window, bits 31..16 base slot
 JOB_HEAD_OFFSET = 1  # read: next chunk to release; write: window reset to this chunk
+JOB_PROBE_OFFSET = 2  # a chunk number to inspect (RW, no side effect)
+JOB_PROBE_BITMAP_OFFSET = 3  # contributors of that chunk while held unreleased, else 0 (RO)
 PORT_COUNTER_BASE = 0x1000  # + 16p + r: r = 0 frames in, r = 1 + Drop reason
 PORT_COUNTER_STRIDE = 16
 OUTCOME_COUNTER_BASE = 0x1800  # + Outcome
@@ -72,6 +74,14 @@ def job_cfg(job: int) -> int:
 
 def job_head(job: int) -> int:
     return JOB_BASE + JOB_STRIDE * job + JOB_HEAD_OFFSET
+
+
+def job_probe(job: int) -> int:
+    return JOB_BASE + JOB_STRIDE * job + JOB_PROBE_OFFSET
+
+
+def job_probe_bitmap(job: int) -> int:
+    return JOB_BASE + JOB_STRIDE * job + JOB_PROBE_BITMAP_OFFSET
 
 
 def group(g: int) -> int:
@@ -138,6 +148,11 @@ def register_map(
     for j in range(jobs):
         regs.append(Reg(f"JOB{j}_CFG", job_cfg(j), Access.RW, 0, "bit 0 enable, 12..8 log2 window, 31..16 base slot"))
         regs.append(Reg(f"JOB{j}_HEAD", job_head(j), Access.RW, 0, "read: next chunk to release; write: window reset"))
+        regs.append(Reg(f"JOB{j}_PROBE", job_probe(j), Access.RW, 0, "a chunk number to inspect (no side effect)"))
+        regs.append(Reg(f"JOB{j}_PROBE_BITMAP", job_probe_bitmap(j), Access.RO, 0,
+                        "contributor bitmap of chunk JOBj_PROBE while its slot collects it or holds it "
+                        "complete for in-order release; 0: not held (no contribution yet, released, "
+                        "or the slot holds another chunk)"))
     for p in range(ports + 1):
         label = "host port" if p == ports else f"network port {p}"
         regs.append(Reg(f"PORT{p}_FRAMES_IN", port_frames_in(p), Access.RO, 0, f"{label}: frames received"))

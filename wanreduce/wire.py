@@ -48,6 +48,7 @@ JUMBO_MTU = 9000
 # Default elements per packet: 1 KiB of payload (SwitchML's large-packet size), a power of two.
 DEFAULT_ELEMENTS = 256
 MAX_SENDERS = 32  # contributor bitmaps are 32 bits wide
+SESSION_MAX = 0xFFFF  # the session field: 16 bits (docs/protocol.md, "Sessions")
 
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
@@ -174,7 +175,7 @@ AGG_FIELDS = _fields(
         ("sender_id", 1, False, "contributor index 0..31 (bit in the group bitmap)"),
         ("scale_exp", 1, True, "fixed-point exponent e: element = value * 2**e"),
         ("element_count", 2, False, "int32 elements in the payload"),
-        ("reserved", 2, False, "0 on transmit, ignored on receive"),
+        ("session", 2, False, "run tag: contributions of a chunk must agree; results carry it"),
     ],
 )
 FRAME_FIELDS: tuple[Field, ...] = ETH_FIELDS + IPV4_FIELDS + UDP_FIELDS + AGG_FIELDS
@@ -320,7 +321,7 @@ class AggHeader:
     flags: int = 0
     magic: int = MAGIC
     version: int = VERSION
-    reserved: int = 0
+    session: int = 0
 
     def pack(self) -> bytes:
         rec = np.zeros((), dtype=AGG_HEADER_DTYPE)

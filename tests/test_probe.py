@@ -1,0 +1,103 @@
+"""JOBj_PROBE / JOBj_PROBE_BITMAP (issue 13): the aggregator tells which members' contributions
+to a chunk it holds, and ``ChunksMissing`` names the members whose contributions are missing.
+
+Model, software aggregator (over CONTROL, ``ControlClient.chunk_contributors``) and driver; the
+RTL core is checked against the model by ``sim/tb_core_control.py::probe_bitmap``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from driver_helpers import FAST
+
+from wanreduce import regs, wire
+from wanreduce.host.control import ControlClient
+from wanreduce.host.driver import AggregatorClient, ChunksMissing
+from wanreduce.host.softagg import SoftAggregator
+from wanreduce.model import AggregatorModel, Message, ReleaseMode
+
+
+def _m(chunk, sender, job=0):
+    return Message(int(wire.MsgType.CONTRIBUTION), 0, 0, job, 0, chunk, sender, 0, 2,
+                   np.array([1, 2], np.int32))
+
+
+@pytest.mark.parametrize("release", list(ReleaseMode))
+def test_model_probe_bitmap_states(release):
+    mdl = AggregatorModel(slots=8, elements=2, groups=1, jobs=2, release=release)
+    mdl.set_group(0, 0b1011)
+    mdl.set_job(0, enabled=True, base=0, log2_window=2)
+    mdl.set_job(1, enabled=True, base=4, log2_window=2)
+    assert mdl.probe_bitmap(0, 1) == 0  # free slot
+    for s in (0, 3):
+        mdl.contribute(_m(1, s))
+    assert mdl.probe_bitmap(0, 1) == 0b1001  # collecting: members 0 and 3 in
+    assert mdl.probe_bitmap(0, 5) == 0  # same slot, another chunk
+    assert mdl.probe_bitmap(1, 1) == 0  # another job
+    assert mdl.probe_bitmap(2, 1) == 0  # outside the job table
+    for s in (0, 1, 3):
+        mdl.contribute(_m(2, s))
+    # complete behind the head (in order): held until chunk 0 and 1 are released
+    assert mdl.probe_bitmap(0, 2) == (0b1011 if release == ReleaseMode.IN_ORDER else 0)
+    mdl.contribute(_m(1, 1))
+    assert mdl.probe_bitmap(0, 1) == (0b1011 if release == ReleaseMode.IN_ORDER else 0)
+    for s in (0, 1, 3):
+        mdl.contribute(_m(0, s))  # releases 0, 1, 2 in order
+    assert [mdl.probe_bitmap(0, c) for c in range(3)] == [0, 0, 0]
+
+
+def test_softagg_probe_registers_over_control():
+    with SoftAggregator(slots=8, elements=64, groups=2, jobs=2) as agg:
+        agg.configure(groups={0: [0, 1, 2]}, jobs=(0, 1))
+        agg.model.contribute(_m(3, 2))
+        agg.model.contribute(_m(3, 0))
+        with ControlClient(agg.address, timeout=10) as c:
+            assert c.chunk_contributors(0, 3) == 0b101
+            assert c.chunk_contributors(0, 4) is None
+            assert c.chunk_contributors(1, 3) is None
+            # the registers themselves: PROBE reads back, PROBE_BITMAP is read-only
+            got = c.transact([(regs.job_probe(0), 3), (regs.job_probe_bitmap(0), 7),
+                              (regs.job_probe(0), None), (regs.job_probe(1), None)])
+            assert got == [3, 0b101, 3, 3]  # job 1's probe register is its own
+
+
+def test_chunks_missing_names_the_missing_members():
+    """Group 0 = members 0..5; 2 and 5 never contribute: each of the others fails with a
+    ChunksMissing that names 2 and 5 and the members the aggregator has."""
+    errors = {}
+    with SoftAggregator(slots=16, elements=64, groups=1, jobs=1) as agg:
+        agg.configure(groups={0: range(6)}, jobs=(0,))
+
+        def site(i):
+            kw = {**FAST, "elements_per_packet": 64, "timeout": 1.0}
+            with AggregatorClient(agg.address, sender_id=i, **kw) as c:
+                try:
+                    c.allreduce(np.ones(100, np.float32), job=0, group=0, round=4, max_abs=1.0)
+                except ChunksMissing as exc:
+                    errors[i] = exc
+
+        threads = [threading.Thread(target=site, args=(i,)) for i in (0, 1, 3, 4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(errors) == [0, 1, 3, 4]
+    for exc in errors.values():
+        assert exc.chunks == [0, 1]
+        assert "no contribution from members 2, 5 of group 0 to chunk 0 (have 0, 1, 3, 4)" in str(exc)
+
+
+def test_chunks_missing_when_nothing_is_held():
+    """A lone member whose chunk's slot is free at diagnosis (its contribution was refused as
+    stale: the job's head is far ahead) gets the "holds no contribution" explanation."""
+    with SoftAggregator(slots=16, elements=64, groups=1, jobs=1) as agg:
+        agg.configure(groups={0: [0, 1]}, jobs=(0,))
+        agg.model.reset_window(0, 1000)
+        with AggregatorClient(agg.address, sender_id=0, **{**FAST, "timeout": 0.6,
+                                                           "elements_per_packet": 64}) as c:
+            with pytest.raises(ChunksMissing, match="holds no contribution to chunk 0") as ei:
+                c.allreduce(np.ones(10, np.float32), job=0, group=0, round=0, max_abs=1.0)
+    assert "STALE" in str(ei.value)
