@@ -86,18 +86,19 @@ def test_chunks_missing_names_the_missing_members():
             t.join()
     assert sorted(errors) == [0, 1, 3, 4]
     for exc in errors.values():
-        assert exc.chunks == [0, 1]
+        assert exc.chunks == list(range(6))  # the agreement's chunks (358 lanes at E = 64)
         assert "no contribution from members 2, 5 of group 0 to chunk 0 (have 0, 1, 3, 4)" in str(exc)
 
 
 def test_chunks_missing_when_nothing_is_held():
     """A lone member whose chunk's slot is free at diagnosis (its contribution was refused as
-    stale: the job's head is far ahead) gets the "holds no contribution" explanation."""
+    stale: the job's head is far ahead, and the client was told to start at chunk 0) gets the "holds no contribution" explanation."""
     with SoftAggregator(slots=16, elements=64, groups=1, jobs=1) as agg:
         agg.configure(groups={0: [0, 1]}, jobs=(0,))
         agg.model.reset_window(0, 1000)
         with AggregatorClient(agg.address, sender_id=0, **{**FAST, "timeout": 0.6,
-                                                           "elements_per_packet": 64}) as c:
+                                                           "elements_per_packet": 64,
+                                                           "first_chunk": 0}) as c:
             with pytest.raises(ChunksMissing, match="holds no contribution to chunk 0") as ei:
                 c.allreduce(np.ones(10, np.float32), job=0, group=0, round=0, max_abs=1.0)
     assert "STALE" in str(ei.value)

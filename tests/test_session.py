@@ -167,14 +167,15 @@ def test_client_session_range_errors(monkeypatch, value, env, match):
 def test_driver_ignores_a_result_of_another_session():
     """A RESULT for the very chunk a client waits for, from the aggregator's own address, but
     with another session (another run's result) is counted and ignored, not taken as the sum."""
-    from wanreduce.host import driver as drv
 
     x = [np.full(8, 0.25, np.float32), np.full(8, 0.5, np.float32)]
-    e = drv.exponent_for(1.0, 2)
+    # The first chunk every member sends is the agreement's (host/agreement.py, at scale 0):
+    # the forged result answers exactly that chunk, in everything but the session.
+    E = 64
     out = {}
-    with SoftAggregator(slots=4, elements=8, groups=1, jobs=1) as agg:
+    with SoftAggregator(slots=4, elements=E, groups=1, jobs=1) as agg:
         agg.configure(groups={0: [0, 1]}, jobs=(0,))
-        kw = {**FAST, "elements_per_packet": 8, "session": 3}
+        kw = {**FAST, "elements_per_packet": E, "session": 3}
         c0 = AggregatorClient(agg.address, sender_id=0, **kw)
         c1 = AggregatorClient(agg.address, sender_id=1, **kw)
         try:
@@ -183,7 +184,7 @@ def test_driver_ignores_a_result_of_another_session():
             t.start()
             assert wait_until(lambda: agg.model.slot[0].bitmap == 0b01)  # c0 contributed
             forged = AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, wire.MsgType.RESULT, 0, 0, 0,
-                                            0, 0, 0, e, 8, 4) + np.full(8, 999, "<i4").tobytes()
+                                            0, 0, 0, 0, E, 4) + np.full(E, 999, "<i4").tobytes()
             agg.transport.send_to(forged, c0.transport.address)
             assert wait_until(lambda: c0.stats.ignored >= 1)
             out[1] = c1.allreduce(x[1], job=0, group=0, round=0, max_abs=1.0)
