@@ -12,7 +12,8 @@ Three jobs:
 2. **Amaranth -> SystemVerilog, cached.** :func:`generate_verilog` writes
    ``build/verilog/<name>-<hash>/<name>.sv``; the hash covers the parameters, the factory and the
    text of every ``.py`` file in ``hdl/`` and ``wanreduce/``, so any RTL or wire-format change
-   gives a new file and an unchanged design is never converted twice. ``-sv`` output: plain
+   gives a new file and an unchanged design is never converted twice. The conversion runs in a
+   fresh interpreter, so the netlist cached under a hash is that of the files hashed. ``-sv`` output: plain
    Verilog from Amaranth 0.5 can stall at X at time 0 on Icarus (amaranth issue #594).
 3. **Build and run a cocotb test module, cached.** :func:`run_cocotb` builds once per
    simulator + sources in ``build/sim/<sim>/<toplevel>-<hash>/``, runs the test module (which
@@ -37,6 +38,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -288,18 +290,57 @@ def generate_verilog(factory: Callable[..., Any], *, name: str, params: Mapping[
     """
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"name must be a Verilog identifier, got {name!r}")
-    digest = source_hash(params, extra=f"verilog:{name}:{_factory_id(factory)}")
+    extra = f"verilog:{name}:{_factory_id(factory)}"
+    digest = source_hash(params, extra=extra)
     out = build_root() / "verilog" / f"{name}-{digest}" / f"{name}.sv"
     if out.is_file():
         return out
-
-    from amaranth.back import rtlil, verilog  # deferred: importing amaranth takes ~0.3 s
-
-    top = factory(**params)
-    text = verilog._convert_rtlil_text(rtlil.convert(top, name=name), write_verilog_opts=("-sv",))
+    text = _convert(factory, name, params)
+    if source_hash(params, extra=extra) != digest:
+        raise SimulatorError(
+            f"the sources in hdl/ or wanreduce/ changed while {name} was converted; "
+            "nothing was cached: run again"
+        )
     _write_atomic(out, text)
     _write_atomic(out.with_name("params.json"), _canonical_json(params) + "\n")
     return out
+
+
+_CONVERT_SCRIPT = """
+import importlib, json, sys
+from amaranth.back import rtlil, verilog
+module, qualname, name, params = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+factory = importlib.import_module(module)
+for part in qualname.split("."):
+    factory = getattr(factory, part)
+top = factory(**params)
+sys.stdout.write(verilog._convert_rtlil_text(rtlil.convert(top, name=name), write_verilog_opts=("-sv",)))
+"""
+
+
+def _convert(factory: Callable[..., Any], name: str, params: Mapping[str, Any]) -> str:
+    """SystemVerilog text of ``factory(**params)``.
+
+    A factory importable by name is converted in a fresh interpreter: this process may have
+    imported hdl/ before its files were edited, and its (old) design must never be cached under
+    the hash of the new files. Other factories (local functions in tests) are converted here.
+    """
+    module = getattr(factory, "__module__", None) or "__main__"
+    qualname = getattr(factory, "__qualname__", "")
+    if not qualname or "<locals>" in qualname or module == "__main__":
+        from amaranth.back import rtlil, verilog  # deferred: importing amaranth takes ~0.3 s
+
+        top = factory(**params)
+        return verilog._convert_rtlil_text(rtlil.convert(top, name=name), write_verilog_opts=("-sv",))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _CONVERT_SCRIPT, module, qualname, name, _canonical_json(params)],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise SimulatorError(f"converting {module}.{qualname} to Verilog failed:\n{tail}")
+    return proc.stdout
 
 
 # --------------------------------------------------------------------------------------------

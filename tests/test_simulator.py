@@ -165,3 +165,24 @@ def test_source_hash_covers_params_and_sources(monkeypatch: pytest.MonkeyPatch, 
     assert simulator.source_hash({"a": 1, "b": 2}) != changed
     with pytest.raises(TypeError, match="JSON-serialisable"):
         simulator.source_hash({"a": object()})
+
+
+def test_generate_verilog_converts_the_files_on_disk(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A design imported before its file was edited is not what gets converted (and cached
+    under the hash of the edited files): conversion runs in a fresh interpreter."""
+    monkeypatch.setenv("WANREDUCE_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = tmp_path / "stale_design.py"
+    body = (
+        "from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice\n"
+        "def make(**params):\n    return AXIStreamRegisterSlice(data_width={w})\n"
+    )
+    mod.write_text(body.format(w=64))
+    import importlib
+
+    stale = importlib.import_module("stale_design")
+    mod.write_text(body.format(w=128))  # edited after the import
+    text = generate_verilog(stale.make, name=TOP, params={}).read_text()
+    assert "[127:0] s_axis__tdata" in text, "the design imported before the edit was converted"
