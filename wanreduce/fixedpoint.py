@@ -99,15 +99,23 @@ def _scale(e: int) -> np.float32:
     return np.float32(2.0**e)  # exact: a normal float32 power of two
 
 
+def _leading_blocks(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(number of leading-axis slices, slices per block) so that a block holds about
+    ``_BLOCK`` elements: conversions work block by block on data that stays in L2."""
+    row = max(1, int(np.prod(shape[1:])))
+    return shape[0], max(1, _BLOCK // row)
+
+
 def quantize(
     x: np.ndarray, exp: int, n_contributors: int, out: np.ndarray | None = None
 ) -> tuple[np.ndarray, int]:
     """Quantise floats to int32 at exponent ``exp``; returns ``(q, n_clipped)``.
 
-    Values whose quantised magnitude would exceed ``qmax(n_contributors)`` are clipped to it and
-    counted (a clipped value means the agreed bound was wrong). NaN raises ValueError.
-    ``out`` (int32, the shape of ``x``, may be a strided view) receives the result, which lets
-    the host quantise straight into a packet buffer without an intermediate copy.
+    ``q = clip(rint(float32(x) * 2**exp), -lim, lim)`` computed in float32, ``lim`` the largest
+    float32 not above ``qmax(n_contributors)``. Values beyond it are clipped and counted (a
+    clipped value means the agreed bound was wrong); NaN raises ValueError. ``out`` (int32, the
+    shape of ``x``, may be a strided view, e.g. the payload rows of a packet buffer) receives
+    the result with no intermediate copy of the tensor: one float32 scratch block is reused.
     """
     x = np.asarray(x)
     check_dtype(x.dtype)
@@ -117,14 +125,13 @@ def quantize(
         raise ValueError(f"out must be an int32 array of shape {x.shape}")
     scale = _scale(exp)
     lim = _float32_at_most(qmax(n_contributors))
-    if x.ndim == 0:
-        return out, _quantize_block(x.reshape(1), scale, lim, out.reshape(1))
-    # Work in blocks of leading-axis slices that fit in L2: few passes over cached data.
-    row = max(1, int(np.prod(x.shape[1:])))
-    step = max(1, _BLOCK // row)
+    xs, os = (x.reshape(1), out.reshape(1)) if x.ndim == 0 else (x, out)
+    rows, step = _leading_blocks(xs.shape)
+    scratch = np.empty((min(step, rows), *xs.shape[1:]), np.float32)
     clipped = 0
-    for start in range(0, x.shape[0], step):
-        clipped += _quantize_block(x[start : start + step], scale, lim, out[start : start + step])
+    for start in range(0, rows, step):
+        xb = xs[start : start + step]
+        clipped += _quantize_block(xb, scale, lim, os[start : start + step], scratch[: len(xb)])
     return out, clipped
 
 
@@ -134,8 +141,11 @@ def _float32_at_most(q: int) -> np.float32:
     return np.nextafter(v, np.float32(0)) if int(v) > q else v
 
 
-def _quantize_block(xb: np.ndarray, scale: np.float32, lim: np.float32, ob: np.ndarray) -> int:
-    t = np.multiply(xb, scale, dtype=np.float32)
+def _quantize_block(
+    xb: np.ndarray, scale: np.float32, lim: np.float32, ob: np.ndarray, t: np.ndarray
+) -> int:
+    """One block: scale into the scratch ``t`` (float32), round, check, store into ``ob``."""
+    np.multiply(xb, scale, out=t, dtype=np.float32)
     np.rint(t, out=t)
     clipped = 0
     # Clip-and-count only when the block can exceed the limit (a cheap min/max test first).
@@ -145,18 +155,41 @@ def _quantize_block(xb: np.ndarray, scale: np.float32, lim: np.float32, ob: np.n
             raise ValueError("cannot quantise NaN")
         clipped = int(np.count_nonzero(np.abs(t) > lim))
         np.clip(t, -lim, lim, out=t)
-    ob[...] = t  # exact: integers of magnitude <= 2**31 / N
+    np.copyto(ob, t, casting="unsafe")  # exact: integers of magnitude <= 2**31 / N
     return clipped
 
 
-def dequantize(q: np.ndarray, exp: int, dtype: np.dtype | type = np.float32) -> np.ndarray:
-    """int32 sums back to floats: ``q * 2**-exp`` rounded once to ``dtype``."""
+def dequantize(
+    q: np.ndarray, exp: int, dtype: np.dtype | type = np.float32, out: np.ndarray | None = None
+) -> np.ndarray:
+    """int32 sums back to floats: ``q * 2**-exp`` rounded once to ``dtype``.
+
+    One pass per block, no temporaries: ``out`` (``dtype``, the shape of ``q``, may be strided)
+    receives it. float32: ``float32(q) * 2**-exp`` in float32, which is the same single rounding
+    (scaling by a power of two is exact: every nonzero result is at least 2**-126, a normal
+    float32, and overflow to inf is the same either way). float16/bfloat16: the product is
+    formed in float64 (exact) and rounded once on the store.
+    """
     dt = check_dtype(dtype)
     q = np.asarray(q)
     if q.dtype != np.int32:
         raise TypeError(f"dequantize expects int32, got {q.dtype}")
     _scale(exp)
-    return (q.astype(np.float64) * (2.0**-exp)).astype(dt)
+    if out is None:
+        out = np.empty(q.shape, dt)
+    elif out.dtype != dt or out.shape != q.shape:
+        raise ValueError(f"out must be a {dt} array of shape {q.shape}")
+    if dt != np.float32:
+        np.multiply(q, 2.0**-exp, out=out, dtype=np.float64, casting="unsafe")
+        return out
+    scale = np.float32(2.0**-exp)
+    qs, os = (q.reshape(1), out.reshape(1)) if q.ndim == 0 else (q, out)
+    rows, step = _leading_blocks(qs.shape)
+    for start in range(0, rows, step):
+        ob = os[start : start + step]
+        np.copyto(ob, qs[start : start + step], casting="unsafe")  # rounds |q| > 2**24 once
+        np.multiply(ob, scale, out=ob)
+    return out
 
 
 def error_bound(y: np.ndarray, exp: int, n_contributors: int, dtype: np.dtype | type) -> np.ndarray:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wanreduce import wire
-from wanreduce.fixedpoint import dequantize, quantize
+from wanreduce.fixedpoint import check_dtype, dequantize, quantize
 
 
 def _struct_code(f: wire.Field) -> str:
@@ -92,36 +92,87 @@ def packetize(
     session: int = 0,
 ) -> Packets:
     """Quantise ``x`` (any shape, float32/float16/bfloat16) and lay it out as datagrams
-    (``session``: the run's tag, docs/protocol.md "Sessions")."""
+    (``session``: the run's tag, docs/protocol.md "Sessions"); a new buffer holds every chunk
+    (:func:`packetize_into` fills caller-given rows with a range of chunks)."""
     flat = np.asarray(x).reshape(-1)
     if flat.size == 0:
         raise ValueError("cannot all-reduce an empty tensor")
     counts = chunk_counts(flat.size, elements_per_packet)
-    n = len(counts)
-    buf = np.empty((n, wire.datagram_bytes(elements_per_packet)), dtype=np.uint8)
-    pk = Packets(buf, counts, elements_per_packet)
-    payload = pk.payload
-    full = (n - 1) * elements_per_packet
-    body = flat[:full].reshape(n - 1, elements_per_packet)
-    _, clipped = quantize(body, exp, n_contributors, out=payload[: n - 1])
-    tail = payload[n - 1]
-    _, c2 = quantize(flat[full:], exp, n_contributors, out=tail[: counts[-1]])
-    tail[counts[-1] :] = 0
-    pk.clipped = clipped + c2
-    h = pk.headers
-    h["magic"] = wire.MAGIC
-    h["version"] = wire.VERSION
-    h["msg_type"] = msg_type
-    h["flags"] = 0
-    h["group_id"] = group_id
-    h["job_id"] = job_id
-    h["round_id"] = round_id
-    h["chunk"] = first_chunk + np.arange(n, dtype=np.uint32)
-    h["sender_id"] = sender_id
-    h["scale_exp"] = exp
-    h["element_count"] = counts
-    h["session"] = session
-    return pk
+    buf = np.empty((len(counts), wire.datagram_bytes(elements_per_packet)), dtype=np.uint8)
+    clipped = packetize_into(
+        buf, flat, exp=exp, n_contributors=n_contributors, job_id=job_id, round_id=round_id,
+        first_chunk=first_chunk, sender_id=sender_id, group_id=group_id, msg_type=msg_type,
+        session=session,
+    )
+    return Packets(buf, counts, elements_per_packet, clipped)
+
+
+def packetize_into(
+    buf: np.ndarray,
+    flat: np.ndarray,
+    chunks: range | None = None,
+    *,
+    exp: int,
+    n_contributors: int,
+    job_id: int = 0,
+    round_id: int = 0,
+    first_chunk: int = 0,
+    sender_id: int = 0,
+    group_id: int = 0,
+    msg_type: int = wire.MsgType.CONTRIBUTION,
+    session: int = 0,
+) -> int:
+    """Quantise chunks ``chunks`` (indices into the tensor, step 1; default all) of the flat
+    tensor ``flat`` into the rows of ``buf``, one datagram per row; returns the clipped count.
+
+    ``buf`` is a caller-owned (k, 22 + 4E) uint8 array (E = elements per packet, from its
+    width; k >= len(chunks); rows may be a slice of a reused ring): row ``i`` receives tensor
+    chunk ``chunks[i]``, numbered ``first_chunk + chunks[i]`` on the wire, its payload quantised
+    straight into the row (:func:`wanreduce.fixedpoint.quantize`, nothing else allocated) and
+    zero-padded past a short last chunk. Rows beyond ``len(chunks)`` are left alone.
+    """
+    if buf.dtype != np.uint8 or buf.ndim != 2 or buf.shape[1] < wire.datagram_bytes(1):
+        raise ValueError("buf must be a (rows, 22 + 4 * elements_per_packet) uint8 array")
+    elements = (buf.shape[1] - wire.AGG_HEADER_BYTES) // 4
+    if buf.shape[1] != wire.datagram_bytes(elements):
+        raise ValueError(f"buf rows of {buf.shape[1]} bytes are not 22 + 4 * elements_per_packet")
+    n_all = -(-flat.size // elements)
+    if chunks is None:
+        chunks = range(n_all)
+    if chunks.step != 1 or not 0 <= chunks.start <= chunks.stop <= n_all:
+        raise ValueError(f"chunks must be a range of step 1 within 0..{n_all}, got {chunks}")
+    k = len(chunks)
+    if k > len(buf):
+        raise ValueError(f"{k} chunks do not fit in {len(buf)} rows of buf")
+    rows = buf[:k]
+    payload = rows[:, wire.AGG_HEADER_BYTES :].view(wire.ELEMENT_DTYPE)
+    lo = chunks.start * elements
+    hi = min(flat.size, chunks.stop * elements)
+    full = min(k, (hi - lo) // elements)  # rows filled completely
+    _, clipped = quantize(
+        flat[lo : lo + full * elements].reshape(full, elements), exp, n_contributors,
+        out=payload[:full],
+    )
+    if full < k:  # the tensor's short last chunk
+        tail = payload[full]
+        c = hi - lo - full * elements
+        clipped += quantize(flat[hi - c : hi], exp, n_contributors, out=tail[:c])[1]
+        tail[c:] = 0
+    h = rows[:, : wire.AGG_HEADER_BYTES].view(wire.AGG_HEADER_DTYPE)[:, 0]
+    h[:] = _header(msg_type, group_id, job_id, round_id, sender_id, exp, elements, session)
+    h["chunk"] = (first_chunk + np.arange(chunks.start, chunks.stop, dtype=np.int64)) & 0xFFFFFFFF
+    if full < k:
+        h["element_count"][full] = hi - lo - full * elements
+    return clipped
+
+
+def _header(msg_type, group_id, job_id, round_id, sender_id, exp, count, session) -> np.ndarray:
+    """One aggregation header (chunk 0) as a record, copied into every row at once."""
+    r = np.zeros((), wire.AGG_HEADER_DTYPE)
+    r["magic"], r["version"], r["msg_type"], r["flags"] = wire.MAGIC, wire.VERSION, msg_type, 0
+    r["group_id"], r["job_id"], r["round_id"], r["sender_id"] = group_id, job_id, round_id, sender_id
+    r["scale_exp"], r["element_count"], r["session"] = exp, count, session
+    return r
 
 
 def reassemble(
@@ -130,17 +181,40 @@ def reassemble(
     exp: int,
     dtype: np.dtype | type = np.float32,
     out: np.ndarray | None = None,
+    *,
+    first: int = 0,
 ) -> np.ndarray:
-    """Result payloads ((n, E) int32, chunk order) back to a flat float tensor."""
+    """Result payloads ((n, E) int32, chunk order) back to a flat float tensor, one pass.
+
+    Without ``out``: a new flat array of ``counts.sum()`` elements. With ``out`` (any shape,
+    C-contiguous, ``dtype``): payload row ``i`` is dequantised straight into the elements of
+    tensor chunk ``first + i`` (``out.reshape(-1)[(first + i) * E :][:counts[i]]``), so a
+    caller can write any range of chunks into the whole tensor; returns ``out``.
+    """
     payloads = np.asarray(payloads)
     counts = np.asarray(counts)
-    length = int(counts.sum())
-    e = payloads.shape[1]
-    if np.any(counts[:-1] != e):
+    n, e = payloads.shape
+    if len(counts) != n or n == 0:
+        raise ValueError(f"counts must give the element count of each of the {n} rows")
+    if np.any(counts[:-1] != e) or not 0 < counts[-1] <= e:
         raise ValueError("only the last chunk may be shorter than elements_per_packet")
-    flat_q = payloads.reshape(-1)[:length]
-    y = dequantize(np.ascontiguousarray(flat_q), exp, dtype)
-    if out is not None:
-        out.reshape(-1)[...] = y
-        return out
-    return y
+    length = int(counts.sum())
+    if out is None:
+        oflat = np.empty(length, check_dtype(dtype))
+        if first:
+            raise ValueError("first needs out (the whole tensor)")
+    else:
+        if not out.flags.c_contiguous:
+            raise ValueError("out must be C-contiguous (a reshaped copy would be lost)")
+        oflat = out.reshape(-1)[first * e :]
+        if len(oflat) < length or first < 0:
+            raise ValueError(
+                f"chunks {first}..{first + n - 1} of {e} elements do not fit in out "
+                f"({out.size} elements)"
+            )
+    full = n - 1 if counts[-1] < e else n
+    dequantize(payloads[:full], exp, dtype, out=oflat[: full * e].reshape(full, e))
+    if full < n:
+        c = int(counts[-1])
+        dequantize(payloads[full, :c], exp, dtype, out=oflat[full * e : full * e + c])
+    return out if out is not None else oflat
