@@ -1,19 +1,27 @@
-"""Driver goodput against the software aggregator vs a plain UDP blaster, on loopback.
+"""Driver goodput against the software aggregator vs raw UDP blasters, on loopback, side by side.
 
-For each payload size (1 KiB = 256 elements, 8 KiB = 2048 elements, jumbo datagrams) and each of
-``--runs`` runs:
+For each payload size (1 KiB = 256 elements, 8 KiB = 2048 elements) ``wanreduce serve --backend
+model`` runs in its own process (1-member group, S slots) and each of ``--runs`` rounds times,
+one after the other (alternating, so load changes hit all three alike):
 
-* driver: ``wanreduce serve --backend model`` in its own process (1-member group, S slots), the
-  host driver in this process all-reduces a float32 tensor with a configured bound (and the
-  agreement exchange every call makes, bench_agreement.py); goodput = tensor bytes / wall time of ``allreduce``;
-* baseline: a minimal Python blaster sends the same number of datagrams of the same size from
-  this process to a receiver process on the same loopback; goodput = payload bytes received /
-  time from first to last datagram received. Two blasters: one ``sendto`` per datagram (the
-  baseline of the target), and one segmented ``sendmsg`` (UDP GSO) per run of up to 64
-  datagrams, as the driver sends (for reference: the receiver then limits).
+* **driver**: the host driver in this process all-reduces a float32 tensor in place with a
+  configured bound (plus the agreement exchange every call makes, bench_agreement.py);
+  goodput = tensor bytes / wall time of ``allreduce``;
+* **blaster**: a minimal Python loop, one ``sendto`` per datagram, to a receiver process taking
+  one datagram per ``recv_into``;
+* **GSO->GRO blaster**: the same datagrams as segmented ``sendmsg`` (UDP GSO, up to 64 per call,
+  ``UdpTransport.send_segments``) to a receiver with ``UDP_GRO`` (``UdpTransport.recv_batch``):
+  a raw UDP path with no per-datagram Python on either side, what a batch-oriented driver could
+  reach.
 
-Prints medians and the ratio driver/baseline (target >= 0.5). ``--json FILE`` writes the numbers.
-Run: ``.venv/bin/python bench/bench_driver.py [--runs 5] [--mib 16]``.
+Blaster goodput = payload bytes received / time from first to last datagram received (same
+datagram size and count as the driver's tensor). Medians of the runs and the ratios
+driver/blaster are printed. Then, per size, the peak memory of one ``allreduce(x, out=x)`` and
+one ``y = allreduce(x)`` in a fresh subprocess: the process's RSS high-water mark (VmHWM, reset
+through /proc/self/clear_refs once ``x`` exists) and tracemalloc's peak of traced allocations
+(NumPy buffers included), each over the tensor's size.
+``--json FILE`` writes every number. Run: ``.venv/bin/python bench/bench_driver.py
+[--runs 5] [--mib 256]``.
 """
 
 from __future__ import annotations
@@ -23,69 +31,67 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 
 import numpy as np
 
 from wanreduce import wire
 from wanreduce.host.driver import AggregatorClient
-from wanreduce.host.softagg import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, SOL_UDP, UDP_SEGMENT
+from wanreduce.host.transport import UdpTransport, gso_batch
 
 
-def _receiver(port_q, done_q, expected: int, payload_bytes: int) -> None:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    s.bind(("127.0.0.1", 0))
-    s.settimeout(1.0)
-    port_q.put(s.getsockname()[1])
-    buf = bytearray(65536)
+def _receiver(port_q, done_q, expected: int, gro: bool) -> None:
+    """Count datagrams until ``expected`` arrived or 1 s of silence; report (count, seconds
+    from the first to the last)."""
+    t = UdpTransport(bind=("127.0.0.1", 0))
+    if gro and not t.enable_gro():
+        gro = False
+    port_q.put(t.address[1])
+    bufs = [bytearray(1 << 16)]
     got = 0
     t0 = t1 = None
-    try:
-        while got < expected:
-            s.recv_into(buf)
-            t1 = time.perf_counter()
-            if t0 is None:
-                t0 = t1
-            got += 1
-    except TimeoutError:
-        pass
+    while got < expected:
+        r = t.recv_batch(bufs) if gro else t.recv_into(bufs[0])
+        if r is None:
+            if not t.wait_readable(1.0):
+                break
+            continue
+        t1 = time.perf_counter()
+        if t0 is None:
+            t0 = t1
+        got += -(-r[0] // r[1]) if gro else 1
     done_q.put((got, (t1 - t0) if got > 1 else float("nan")))
 
 
 def blast(n_datagrams: int, elements: int, gso: bool = False) -> float:
     """Baseline goodput (payload bytes/s received) of a Python UDP blaster: one ``sendto`` per
-    datagram, or (``gso``) runs of up to 64 datagrams per segmented ``sendmsg`` as the driver
-    sends them; the receiver takes one datagram per ``recv_into`` either way."""
+    datagram to a per-datagram receiver, or (``gso``) segmented sends to a ``UDP_GRO`` receiver."""
     size = wire.datagram_bytes(elements)
     port_q, done_q = mp.Queue(), mp.Queue()
-    p = mp.Process(target=_receiver, args=(port_q, done_q, n_datagrams, 4 * elements))
+    p = mp.Process(target=_receiver, args=(port_q, done_q, n_datagrams, gso))
     p.start()
-    port = port_q.get(timeout=10)
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
-    data = bytes(size)
-    dest = ("127.0.0.1", port)
+    dest = ("127.0.0.1", port_q.get(timeout=30))
     time.sleep(0.05)
-    if gso:
-        k = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // size)
-        batch = bytes(size * k)
-        anc = [(SOL_UDP, UDP_SEGMENT, size.to_bytes(2, sys.byteorder))]
-        left = n_datagrams
-        while left:
-            m = min(k, left)
-            s.sendmsg([memoryview(batch)[: m * size]], anc, 0, dest)
-            left -= m
-    else:
-        for _ in range(n_datagrams):
-            s.sendto(data, dest)
-    got, dt = done_q.get(timeout=60)
+    with UdpTransport(bind=("127.0.0.1", 0)) as t:
+        if gso:
+            k = gso_batch(size)
+            batch = memoryview(bytes(size * k))
+            left = n_datagrams
+            while left:
+                m = min(k, left)
+                t.send_segments(batch[: m * size], size, dest)
+                left -= m
+        else:
+            s, data = t.sock, bytes(size)
+            s.setblocking(True)
+            for _ in range(n_datagrams):
+                s.sendto(data, dest)
+        got, dt = done_q.get(timeout=120)
     p.join()
-    s.close()
     return (got - 1) * 4 * elements / dt  # intervals between first and last datagram
 
 
@@ -100,10 +106,37 @@ def start_server(elements: int, slots: int) -> tuple[subprocess.Popen, tuple[str
     return p, (host, int(port))
 
 
-def driver_goodput(addr, x: np.ndarray, elements: int, round_id: int, client: AggregatorClient) -> float:
-    t = time.perf_counter()
-    client.allreduce(x, job=0, group=0, round=round_id, out=x)
-    return x.nbytes / (time.perf_counter() - t)
+def _client(addr, elements: int) -> AggregatorClient:
+    return AggregatorClient(addr, sender_id=0, elements_per_packet=elements, rtt=0.001,
+                            max_abs=1.0, timeout=30)
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+
+def probe_memory(addr, elements: int, mib: float, inplace: bool) -> dict:
+    """One all-reduce of a ``mib`` MiB tensor (after a small warm-up call): peak RSS and peak
+    traced allocation above what was held before the call, over the tensor's size."""
+    with _client(addr, elements) as c:
+        c.allreduce(np.zeros(4 * elements, np.float32), job=0, group=0, round=0)
+        x = np.random.default_rng(0).uniform(-1, 1, int(mib * (1 << 20) // 4)).astype(np.float32)
+        out = {}
+        for rnd, traced in ((1, False), (2, True)):
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # VmHWM := VmRSS
+            before = _status_kib("VmRSS")
+            if traced:
+                tracemalloc.start()
+            y = c.allreduce(x, job=0, group=0, round=rnd, out=x if inplace else None)
+            if traced:
+                out["traced_peak_over_tensor"] = tracemalloc.get_traced_memory()[1] / x.nbytes
+                tracemalloc.stop()
+            else:
+                out["rss_peak_over_tensor"] = (_status_kib("VmHWM") - before) * 1024 / x.nbytes
+            del y
+    return out
 
 
 def main() -> None:
@@ -111,54 +144,83 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mib", type=float, default=16.0, help="tensor size per run (MiB of float32)")
     ap.add_argument("--slots", type=int, default=512)
+    ap.add_argument("--elements", type=int, nargs="+", default=[256, 2048])
+    ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--probe-memory", choices=["inplace", "new"], help=argparse.SUPPRESS)
+    ap.add_argument("--addr", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.probe_memory:  # the subprocess of a memory probe
+        host, port = args.addr.split(":")
+        r = probe_memory((host, int(port)), args.elements[0], args.mib,
+                         args.probe_memory == "inplace")
+        print(json.dumps(r))
+        return
+    print(f"{args.mib} MiB float32, {args.runs} runs, load average "
+          f"{' / '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     rows = []
-    for elements in (256, 2048):
+    for elements in args.elements:
         n_el = int(args.mib * (1 << 20) // 4)
         n_dgrams = -(-n_el // elements)
         srv, addr = start_server(elements, args.slots)
+        drv, base, base_gro = [], [], []
+        mem = {}
         try:
-            with AggregatorClient(addr, sender_id=0, elements_per_packet=elements, rtt=0.001,
-                                  max_abs=1.0, timeout=10) as c:
+            with _client(addr, elements) as c:
                 rng = np.random.default_rng(0)
-                drv = []
+                x = rng.uniform(-1, 1, n_el).astype(np.float32)
                 for r in range(args.runs):
-                    x = rng.uniform(-1, 1, n_el).astype(np.float32)
-                    drv.append(driver_goodput(addr, x, elements, r, c))
+                    x[:] = rng.uniform(-1, 1, n_el)
+                    t = time.perf_counter()
+                    c.allreduce(x, job=0, group=0, round=r, out=x)
+                    drv.append(x.nbytes / (time.perf_counter() - t))
+                    base.append(blast(n_dgrams, elements))
+                    base_gro.append(blast(n_dgrams, elements, gso=True))
                 st = c.stats
                 window = c.effective_window(0)
+            if not args.no_memory:
+                for mode in ("inplace", "new"):
+                    p = subprocess.run(
+                        [sys.executable, __file__, "--probe-memory", mode, "--addr",
+                         f"{addr[0]}:{addr[1]}", "--mib", str(args.mib), "--elements",
+                         str(elements)], capture_output=True, text=True, timeout=600, check=True,
+                    )
+                    mem[mode] = json.loads(p.stdout.strip().splitlines()[-1])
         finally:
             srv.terminate()
             srv.wait(10)
-        base = [blast(n_dgrams, elements) for _ in range(args.runs)]
-        base_gso = [blast(n_dgrams, elements, gso=True) for _ in range(args.runs)]
+        med = {k: statistics.median(v) / 1e6 for k, v in
+               (("driver", drv), ("blaster", base), ("gso_gro_blaster", base_gro))}
         row = {
             "payload_bytes": 4 * elements,
             "datagram_bytes": wire.datagram_bytes(elements),
             "tensor_mib": args.mib,
             "window_chunks": window,
-            "driver_MBps_median": statistics.median(drv) / 1e6,
-            "baseline_MBps_median": statistics.median(base) / 1e6,
-            "driver_runs_MBps": [round(v / 1e6, 1) for v in drv],
-            "baseline_runs_MBps": [round(v / 1e6, 1) for v in base],
-            "baseline_gso_MBps_median": statistics.median(base_gso) / 1e6,
-            "baseline_gso_runs_MBps": [round(v / 1e6, 1) for v in base_gso],
+            "MBps_median": med,
+            "runs_MBps": {k: [round(v / 1e6, 1) for v in vs] for k, vs in
+                          (("driver", drv), ("blaster", base), ("gso_gro_blaster", base_gro))},
+            "ratio_blaster": med["driver"] / med["blaster"],
+            "ratio_gso_gro": med["driver"] / med["gso_gro_blaster"],
             "retransmissions": st.retransmissions,
+            "memory": mem,
         }
-        row["ratio"] = row["driver_MBps_median"] / row["baseline_MBps_median"]
-        row["ratio_gso"] = row["driver_MBps_median"] / row["baseline_gso_MBps_median"]
         rows.append(row)
         print(
-            f"payload {row['payload_bytes']:5d} B: driver {row['driver_MBps_median']:7.1f} MB/s, "
-            f"blaster {row['baseline_MBps_median']:7.1f} MB/s, ratio {row['ratio']:.2f}; "
-            f"GSO blaster {row['baseline_gso_MBps_median']:7.1f} MB/s, ratio "
-            f"{row['ratio_gso']:.2f} "
+            f"payload {row['payload_bytes']:5d} B: driver {med['driver']:7.1f} MB/s; blaster "
+            f"{med['blaster']:7.1f} MB/s, ratio {row['ratio_blaster']:.2f}; GSO->GRO blaster "
+            f"{med['gso_gro_blaster']:7.1f} MB/s, ratio {row['ratio_gso_gro']:.2f} "
             f"(window {window}, retransmissions {st.retransmissions})",
             flush=True,
         )
-    meta = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "runs": args.runs}
+        for mode, m in mem.items():
+            form = "allreduce(x, out=x)" if mode == "inplace" else "y = allreduce(x)"
+            print(f"  peak memory of {form:20s}: RSS +{m['rss_peak_over_tensor']:.2f} x tensor, "
+                  f"traced +{m['traced_peak_over_tensor']:.2f} x tensor (x itself not counted)",
+                  flush=True)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "python": platform.python_version(), "cpus": os.cpu_count(), "runs": args.runs,
+            "load_end": os.getloadavg()}
+    print(f"load average at the end {' / '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=2)
