@@ -30,15 +30,14 @@ import numpy as np
 
 from wanreduce import regs, wire
 from wanreduce.model import (
-    SERIAL_HALF,
     AggregatorModel,
     Drop,
     Message,
     Outcome,
     ReleaseMode,
-    SlotState,
     element_limit,
 )
+from wanreduce.model_fast import contribute_one, contribute_run
 from wanreduce.packetize import AGG_HEADER_STRUCT
 
 from .transport import (  # noqa: F401 - GSO constants re-exported (bench/bench_driver.py)
@@ -60,10 +59,13 @@ _CONTRIBUTION = int(wire.MsgType.CONTRIBUTION)
 _RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
 _MAGIC, _VERSION = wire.MAGIC, wire.VERSION
-_FREE, _ACTIVE, _COMPLETE, _RELEASED = (
-    SlotState.FREE, SlotState.ACTIVE, SlotState.COMPLETE, SlotState.RELEASED
-)
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+# Header byte columns: the chunk number, and those a run of one sender's batch shares (all but
+# the chunk and the flags).
+_CHUNK_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "chunk")
+_FLAGS_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
+_CHUNK_COLUMNS = slice(_CHUNK_AT, _CHUNK_AT + 4)
+_TAG_COLUMNS = np.array([i for i in range(_HDR) if not (_CHUNK_AT <= i < _CHUNK_AT + 4
+                                                        or i == _FLAGS_AT)])
 
 
 class SoftAggregator:
@@ -172,6 +174,7 @@ class SoftAggregator:
         mv = memoryview(buf)
         recv = self.transport.recv_batch
         handle = self.handle_datagram
+        handle_batch = self.handle_batch
         flush = self._flush
         stop = self._stop
         waitset = [sock, self._wake_r]
@@ -191,13 +194,20 @@ class SoftAggregator:
                 n, seg, addr = got
                 if seg >= n:
                     handle(n, addr)
-                    continue
-                for off in range(0, n, seg):
-                    k = min(seg, n - off)
-                    handle(k, addr, mv[off : off + k])
+                else:
+                    handle_batch(n, seg, addr, mv)
         finally:
             self._batching = False
             flush()
+
+    def handle_batch(self, n: int, seg: int, addr: Address, data: memoryview) -> None:
+        """Process a GRO batch: ``n`` bytes of ``data`` in datagrams of ``seg`` bytes (the last
+        may be shorter) from ``addr``. A run of one sender's contributions to consecutive
+        chunks goes through the model at once (``_handle_run``), anything else one by one."""
+        if self.fast and self._handle_run(data, n, seg, addr):
+            return
+        for off in range(0, n, seg):
+            self.handle_datagram(min(seg, n - off), addr, data[off : min(n, off + seg)])
 
     def handle_datagram(self, n: int, addr: Address, data: bytes | bytearray | None = None) -> None:
         """Process one datagram of ``n`` bytes (in the receive buffer, or ``data``) from ``addr``."""
@@ -216,11 +226,13 @@ class SoftAggregator:
             and 0 < count <= self.regfile[regs.MAX_ELEMENTS]
             and n == _HDR + 4 * count
         ):  # a well-formed contribution (every check below passes)
-            if self.fast and self._fast_contribute(
-                buf, grp, job, rnd, chunk, sender, scale, count, ses, addr
-            ):
-                return
             payload = np.frombuffer(buf, wire.ELEMENT_DTYPE, count, _HDR)
+            if self.fast:
+                released = contribute_one(self.model, grp, job, rnd, chunk, sender, scale,
+                                          count, ses, payload, self._sum)
+                if released is not None:
+                    self._accepted(grp, sender, addr, released)
+                    return
             msg = Message(typ, flags, grp, job, rnd, chunk, sender, scale, count, payload, ses)
             outcome, results = self.model.contribute(msg)
             if outcome in _ACCEPTED:
@@ -253,94 +265,48 @@ class SoftAggregator:
             self._members.setdefault(grp, {})[sender] = addr
             self._dests[grp] = list(dict.fromkeys(self._members[grp].values()))
 
-    def _fast_contribute(
-        self, buf, grp: int, job: int, rnd: int, chunk: int, sender: int, scale: int, count: int,
-        ses: int, addr: Address,
-    ) -> bool:
-        """``model.contribute`` for the common AGGREGATED cases, on the model's own state.
-
-        Handles a contribution that starts a chunk in a free (or reusable released) slot or adds
-        into its chunk's active slot, including completion and release, without creating
-        ``Message``/``Result`` objects (results are sent straight from the slot memory). Returns
-        False, having changed nothing, for every other case (rejects, duplicates, stale, resent
-        results), which then go through ``model.contribute``. tests/test_softagg_fast.py checks
-        equivalence with the model on random message sequences.
-        """
-        m = self.model
-        if job >= m.n_jobs or grp >= m.n_groups or sender >= wire.MAX_SENDERS:
-            return False
-        J = m.job_table[job]
-        members = m.group_table[grp]
-        if not J.enabled or not (members >> sender) & 1:
-            return False
-        mask = (1 << J.log2_window) - 1
-        in_order = m.release == ReleaseMode.IN_ORDER
-        # In order: anything behind the head (late) or at/after head + window goes the slow way.
-        if in_order and ((chunk - J.head) & _U32) > mask:
-            return False
-        s = m.slot[(J.base + (chunk & mask)) & (m.slots - 1)]
-        st = s.state
-        bit = 1 << sender
-        payload = np.frombuffer(buf, wire.ELEMENT_DTYPE, count, _HDR)
-        if st is not _FREE and s.job_id == job and s.chunk == chunk:
-            if (
-                st is not _ACTIVE
-                or s.bitmap & bit
-                or s.round_id != rnd
-                or s.group_id != grp
-                or s.scale_exp != scale
-                or s.count != count
-                or s.session != ses
-            ):
-                return False
-            acc = s.data[:count]
-            t = self._sum[:count]
-            np.add(acc, payload, out=t, dtype=np.int64)
-            if t.max() > _INT32_MAX or t.min() < _INT32_MIN:
-                np.clip(t, _INT32_MIN, _INT32_MAX, out=t)
-                s.overflow = True
-            acc[:] = t
-            s.bitmap |= bit
-        elif st is _FREE or (
-            st is _RELEASED
-            and (s.job_id != job or chunk == s.chunk or ((s.chunk - chunk) & _U32) >= SERIAL_HALF)
-        ):  # start the chunk (a released slot of this job is reused unless the chunk is older)
-            s.state = _ACTIVE
-            s.job_id, s.round_id, s.chunk = job, rnd, chunk
-            s.group_id, s.scale_exp, s.count = grp, scale, count
-            s.session, s.bitmap, s.overflow = ses, bit, False
-            d = s.data
-            d[:count] = payload
-            if count < len(d):
-                d[count:] = 0
-        else:
-            return False
-        m.counters[Outcome.AGGREGATED] += 1
-        release = None
-        if s.bitmap == members:
-            if in_order:
-                s.state = _COMPLETE
-                release = []
-                slot, base, smask = m.slot, J.base, m.slots - 1
-                while True:
-                    head = J.head
-                    h = slot[(base + (head & mask)) & smask]
-                    if h.state is not _COMPLETE or h.chunk != head:
-                        break
-                    h.state = _RELEASED
-                    release.append(h)
-                    J.head = (head + 1) & _U32
-                m.results_out += len(release)
-            else:
-                s.state = _RELEASED
-                release = (s,)
-                m.results_out += 1
+    def _accepted(self, grp: int, sender: int, addr: Address, released) -> None:
+        """After a fast-path contribution: note the member, queue the released results."""
         mem = self._members.get(grp)
         if mem is None or mem.get(sender) != addr:
             self._note_member(grp, sender, addr)
-        if release:
-            for h in release:
-                self._send_slot(h)
+        for h in released:
+            self._send_slot(h)
+
+    def _handle_run(self, mv: memoryview, n: int, seg: int, addr: Address) -> bool:
+        """A GRO batch of ``n`` bytes in segments of ``seg``: if its full segments are
+        well-formed contributions of one sender and tag to consecutive chunks, all AGGREGATED,
+        process them at once (``model_fast.contribute_run``) and the short last segment, if
+        any, on its own; returns False, having changed nothing, otherwise."""
+        k = n // seg
+        count = (seg - _HDR) // 4
+        if k < 2 or seg != _HDR + 4 * count:
+            return False
+        magic, version, typ, _fl, grp, job, rnd, chunk, sender, scale, cnt, ses = (
+            AGG_HEADER_STRUCT.unpack_from(mv)
+        )
+        if not (
+            typ == _CONTRIBUTION and magic == _MAGIC and version == _VERSION
+            and cnt == count and 0 < count <= self.regfile[regs.MAX_ELEMENTS]
+        ):
+            return False
+        rows = np.ndarray((k, seg), np.uint8, mv, 0, (seg, 1))
+        hdr = rows[:, :_HDR]
+        # every header byte but the chunk number (and flags: RETRANSMIT does not matter)
+        if not (hdr[:, _TAG_COLUMNS] == hdr[0, _TAG_COLUMNS]).all():
+            return False
+        chunks = hdr[:, _CHUNK_COLUMNS].copy().view(">u4")[:, 0]
+        if not (chunks - np.uint32(chunk) == np.arange(k, dtype=np.uint32)).all():
+            return False
+        payloads = rows[:, _HDR:].view(wire.ELEMENT_DTYPE)
+        released = contribute_run(self.model, grp, job, rnd, chunk, sender, scale, count, ses,
+                                  payloads)
+        if released is None:
+            return False
+        self.frames_in += k
+        self._accepted(grp, sender, addr, released)
+        if n > k * seg:
+            self.handle_datagram(n - k * seg, addr, mv[k * seg : n])
         return True
 
     def _send_slot(self, h) -> None:

@@ -77,8 +77,27 @@ _job = st.fixed_dictionaries(
 )
 _release = st.fixed_dictionaries({"op": st.just("release"), "mode": st.sampled_from(list(ReleaseMode))})
 
+# A GRO batch of one sender: contributions to consecutive chunks from head + offset (the short
+# last segment maybe), one row perhaps spoiled (another tag, a gap, bad magic, a wrong count).
+_run = st.fixed_dictionaries(
+    {
+        "op": st.just("run"),
+        "job": st.sampled_from([0, 0, 0, 1]),
+        "group": st.sampled_from([0] * 6 + [1]),
+        "sender": st.sampled_from([0, 1, 2]),
+        "port": st.sampled_from([0] * 5 + [1]),
+        "offset": st.sampled_from([0, 0, 1, 2, 5, 0xFFFFFFFF]),
+        "k": st.integers(2, 6),
+        "short": st.booleans(),
+        "width": st.sampled_from([E, E, 5]),  # elements of each full segment
+        "spoil": st.sampled_from([None] * 8 + ["round", "gap", "magic", "count"]),
+        "at": st.integers(0, 5),
+        "values": st.lists(_values, min_size=E, max_size=E),
+    }
+)
+
 _ops = st.lists(
-    st.one_of(*[_contrib] * 30, *[_all] * 10, _reset, _group, _job, _release),
+    st.one_of(*[_contrib] * 30, *[_all] * 10, *[_run] * 6, _reset, _group, _job, _release),
     min_size=40,
     max_size=150,
 )
@@ -171,9 +190,36 @@ def test_fast_path_equals_model(slots_log2, release, ops):
             assert sent_f == sent_s
             assert _state(fast) == _state(slow)
 
+        def run(op) -> None:
+            head = fast.model.job_table[op["job"]].head
+            rows, msgs = [], []
+            for i in range(op["k"]):
+                last = i == op["k"] - 1
+                spoil = op["spoil"] if i == op["at"] % op["k"] else None
+                one = {
+                    "job": op["job"], "group": op["group"], "sender": op["sender"],
+                    "chunk": (head + op["offset"] + i + (spoil == "gap")) & 0xFFFFFFFF,
+                    "round": int(spoil == "round"), "scale": 0, "flags": 0,
+                    "count": 3 if last and op["short"] else op["width"],
+                    "values": op["values"][i:] + op["values"][:i],
+                    "mutate": {"magic": "magic", "count": "count0"}.get(spoil),
+                }
+                d, msg = _datagram(one)
+                rows.append(d)
+                msgs.append(msg)
+            batch = b"".join(rows)
+            addr = ("127.0.0.1", 20000 + 100 * op["port"] + op["sender"])
+            for a in (fast, slow):
+                a.handle_batch(len(batch), len(rows[0]), addr, memoryview(batch))
+            for msg in msgs:
+                if msg is not None:
+                    ref.contribute(msg)
+
         for op in ops:
             if op["op"] == "c":
                 contribute(op)
+            elif op["op"] == "run":
+                run(op)
             elif op["op"] == "all":
                 for k, sender in enumerate(op["order"]):
                     if sender != op["skip"]:
@@ -291,3 +337,40 @@ def test_serve_loop_batches_match_model():
         finally:
             for t in sites:
                 t.close()
+
+
+def test_gro_run_goes_through_the_model_at_once():
+    """A batch of consecutive chunks from one sender is one ``contribute_run`` (no per-datagram
+    model call): starts, then saturating adds that complete and release in order, each result
+    equal to a ``fast=False`` aggregator's, and a short last segment on its own."""
+    kw = dict(slots=8, elements=E)
+    fast, slow = SoftAggregator(**kw), SoftAggregator(**kw, fast=False)
+    try:
+        sent_f, sent_s = [], []
+        _capture(fast, sent_f)
+        _capture(slow, sent_s)
+        calls = []
+        orig = fast.model.contribute
+        fast.model.contribute = lambda m: (calls.append(m), orig(m))[1]
+        for a in (fast, slow):
+            a.configure(groups={0: [0, 1]}, jobs=[0])
+        for sender in (0, 1):
+            rows = [
+                _datagram({"job": 0, "group": 0, "sender": sender, "chunk": c, "round": 0,
+                           "scale": 0, "flags": 0, "count": E if c < 4 else 3,
+                           "values": [I32[1] - c] * E, "mutate": None})[0]
+                for c in range(5)
+            ]
+            batch = b"".join(rows)
+            for a in (fast, slow):
+                a.handle_batch(len(batch), len(rows[0]), ("127.0.0.1", 30000 + sender),
+                               memoryview(batch))
+        assert calls == []
+        assert fast.counters() == slow.counters()
+        assert fast.counters()["RESULTS_OUT"] == 5 and sent_f == sent_s
+        assert [AGG_HEADER_STRUCT.unpack_from(d)[3] for _, d in sent_f[::2]] == [
+            int(wire.Flags.OVERFLOW)] * 5
+        assert _state(fast) == _state(slow)
+    finally:
+        fast.close()
+        slow.close()

@@ -245,7 +245,10 @@ class AggregatorModel:
         self.release = ReleaseMode(release)
         self.group_table = [0] * groups
         self.job_table = [Job() for _ in range(jobs)]
-        self.slot = [Slot(data=np.zeros(elements, np.int32)) for _ in range(slots)]
+        # Slot memory: one (S, E) array, each slot's ``data`` a row of it (model_fast.py works
+        # on several slots at once through it).
+        self.data = np.zeros((slots, elements), np.int32)
+        self.slot = [Slot(data=self.data[i]) for i in range(slots)]
         self.counters: Counter[Outcome] = Counter()
         self.results_out = 0
 
