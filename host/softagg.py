@@ -38,7 +38,7 @@ from wanreduce.model import (
     element_limit,
 )
 from wanreduce.model_fast import contribute_one, contribute_run
-from wanreduce.packetize import AGG_HEADER_STRUCT
+from wanreduce.packetize import AGG_HEADER_STRUCT, header_record
 
 from .transport import (  # noqa: F401 - GSO constants re-exported (bench/bench_driver.py)
     GSO_MAX_BYTES,
@@ -63,6 +63,9 @@ _MAGIC, _VERSION = wire.MAGIC, wire.VERSION
 # the chunk and the flags).
 _CHUNK_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "chunk")
 _FLAGS_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
+# Result header fields that may differ between the slots of one released run.
+_RESULT_FIELDS = (("chunk", "chunk"), ("job_id", "job_id"), ("round_id", "round_id"),
+                  ("scale_exp", "scale_exp"), ("session", "session"))
 _CHUNK_COLUMNS = slice(_CHUNK_AT, _CHUNK_AT + 4)
 _TAG_COLUMNS = np.array([i for i in range(_HDR) if not (_CHUNK_AT <= i < _CHUNK_AT + 4
                                                         or i == _FLAGS_AT)])
@@ -118,6 +121,7 @@ class SoftAggregator:
         self.transport.enable_gro()  # a segmented batch arrives in one recvmsg
         # Results go in segmented batches while self.transport.gso (cleared if refused).
         self._sum = np.empty(elements, np.int64)  # saturating-add scratch
+        self._slot_row = {id(s): i for i, s in enumerate(self.model.slot)}  # row of model.data
         self._wake_r, self._wake_w = socket.socketpair()
 
     # ---- life cycle ----
@@ -270,8 +274,10 @@ class SoftAggregator:
         mem = self._members.get(grp)
         if mem is None or mem.get(sender) != addr:
             self._note_member(grp, sender, addr)
-        for h in released:
-            self._send_slot(h)
+        if len(released) > 1:
+            self._queue_slots(released)
+        elif released:
+            self._send_slot(released[0])
 
     def _handle_run(self, mv: memoryview, n: int, seg: int, addr: Address) -> bool:
         """A GRO batch of ``n`` bytes in segments of ``seg``: if its full segments are
@@ -315,6 +321,44 @@ class SoftAggregator:
             _OVERFLOW if h.overflow else 0, h.group_id, h.job_id, h.round_id, h.chunk,
             h.scale_exp, h.data, h.count, h.session,
         )
+
+    def _queue_slots(self, released: list) -> None:
+        """``_send_slot`` for each slot of ``released`` (in order), a run of results of one
+        group and element count written into the batch buffer with one NumPy operation per
+        header field and one gather of the payloads from the model's slot memory."""
+        h0 = released[0]
+        count, group = h0.count, h0.group_id
+        if (
+            not self._batching  # outside the serve loop each result is sent at once
+            or any(h.count != count or h.group_id != group for h in released)
+            or wire.is_multicast(self.regfile[regs.RESULT_IP])
+        ):
+            for h in released:
+                self._send_slot(h)
+            return
+        size = _HDR + 4 * count
+        cap = min(GSO_MAX_SEGMENTS, len(self._obuf) // size)
+        for i in range(0, len(released), cap):
+            part = released[i : i + cap]
+            k = len(part)
+            if len(self._pending) + k > GSO_MAX_SEGMENTS or self._oend + k * size > len(self._obuf):
+                self._flush()
+            o = self._oend
+            rows = np.ndarray((k, size), np.uint8, self._obuf, o)
+            hdr = rows[:, :_HDR].view(wire.AGG_HEADER_DTYPE)[:, 0]
+            hdr[:] = header_record(_RESULT, group, h0.job_id, h0.round_id,
+                                   self.regfile[regs.SITE_ID] & 0xFF, h0.scale_exp, count,
+                                   h0.session)
+            for name, attr in _RESULT_FIELDS:
+                hdr[name] = [getattr(h, attr) for h in part]
+            hdr["flags"] = [_OVERFLOW if h.overflow else 0 for h in part]
+            slot_row = self._slot_row
+            rows[:, _HDR:].view(wire.ELEMENT_DTYPE)[:] = self.model.data[
+                [slot_row[id(h)] for h in part], :count
+            ]
+            dests = self._dests.get(group, [])
+            self._pending.extend((o + j * size, size, dests) for j in range(k))
+            self._oend = o + k * size
 
     def _send_result(self, r) -> None:
         """A result released by ``model.contribute`` to the group's destinations."""

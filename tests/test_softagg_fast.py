@@ -141,8 +141,12 @@ def _state(a: SoftAggregator):
 
 
 def _capture(a: SoftAggregator, sent: list) -> None:
-    def send_parts(parts, dest, **_kw):
-        sent.append((dest, b"".join(bytes(memoryview(p).cast("B")) for p in parts)))
+    """Record every datagram the aggregator sends (a segmented batch split into its datagrams:
+    what goes on the wire, however the sends were grouped)."""
+    def send_parts(parts, dest, anc=(), **_kw):
+        data = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
+        seg = next((int.from_bytes(d, sys.byteorder) for *_, d in anc), len(data)) or len(data)
+        sent.extend((dest, data[o : o + seg]) for o in range(0, len(data), seg))
         return True
 
     a.transport.send_parts = send_parts  # every send of the aggregator goes through it
@@ -209,8 +213,11 @@ def test_fast_path_equals_model(slots_log2, release, ops):
                 msgs.append(msg)
             batch = b"".join(rows)
             addr = ("127.0.0.1", 20000 + 100 * op["port"] + op["sender"])
-            for a in (fast, slow):
+            for a in (fast, slow):  # as in the serve loop: results queued, then flushed
+                a._batching = True
                 a.handle_batch(len(batch), len(rows[0]), addr, memoryview(batch))
+                a._batching = False
+                a._flush()
             for msg in msgs:
                 if msg is not None:
                     ref.contribute(msg)
@@ -362,14 +369,17 @@ def test_gro_run_goes_through_the_model_at_once():
                 for c in range(5)
             ]
             batch = b"".join(rows)
-            for a in (fast, slow):
+            for a in (fast, slow):  # as in the serve loop: results queued, then flushed
+                a._batching = True
                 a.handle_batch(len(batch), len(rows[0]), ("127.0.0.1", 30000 + sender),
                                memoryview(batch))
+                a._batching = False
+                a._flush()
         assert calls == []
         assert fast.counters() == slow.counters()
         assert fast.counters()["RESULTS_OUT"] == 5 and sent_f == sent_s
-        assert [AGG_HEADER_STRUCT.unpack_from(d)[3] for _, d in sent_f[::2]] == [
-            int(wire.Flags.OVERFLOW)] * 5
+        assert [AGG_HEADER_STRUCT.unpack_from(d)[3] for _, d in sent_f] == [
+            int(wire.Flags.OVERFLOW)] * 10
         assert _state(fast) == _state(slow)
     finally:
         fast.close()

@@ -159,15 +159,19 @@ def packetize_into(
         clipped += quantize(flat[hi - c : hi], exp, n_contributors, out=tail[:c])[1]
         tail[c:] = 0
     h = rows[:, : wire.AGG_HEADER_BYTES].view(wire.AGG_HEADER_DTYPE)[:, 0]
-    h[:] = _header(msg_type, group_id, job_id, round_id, sender_id, exp, elements, session)
+    h[:] = header_record(msg_type, group_id, job_id, round_id, sender_id, exp, elements, session)
     h["chunk"] = (first_chunk + np.arange(chunks.start, chunks.stop, dtype=np.int64)) & 0xFFFFFFFF
     if full < k:
         h["element_count"][full] = hi - lo - full * elements
     return clipped
 
 
-def _header(msg_type, group_id, job_id, round_id, sender_id, exp, count, session) -> np.ndarray:
-    """One aggregation header (chunk 0) as a record, copied into every row at once."""
+def header_record(
+    msg_type: int, group_id: int, job_id: int, round_id: int, sender_id: int, exp: int,
+    count: int, session: int,
+) -> np.ndarray:
+    """One aggregation header (chunk 0, flags 0) as a ``wire.AGG_HEADER_DTYPE`` record, to be
+    copied into every row of a run of datagrams at once."""
     r = np.zeros((), wire.AGG_HEADER_DTYPE)
     r["magic"], r["version"], r["msg_type"], r["flags"] = wire.MAGIC, wire.VERSION, msg_type, 0
     r["group_id"], r["job_id"], r["round_id"], r["sender_id"] = group_id, job_id, round_id, sender_id
