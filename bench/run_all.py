@@ -32,10 +32,12 @@ class Bench:
 
 BENCHES = (
     Bench("bench_startup.py", "CLI start-up", lambda out: ["--quick"]),
-    Bench("bench_quantize.py", "Golden model: quantise + packetise",
+    Bench("bench_quantize.py", "Golden model: quantise and dequantise",
           lambda out: ["--mib", "16", "--repeats", "3"]),
     Bench("bench_planner.py", "Planner", lambda out: ["--quick"]),
     Bench("bench_driver.py", "Host driver", lambda out: ["--runs", "2", "--mib", "2"]),
+    Bench("bench_softagg.py", "Software aggregator alone (serve --backend model)",
+          lambda out: ["--runs", "2", "--mib", "4"]),
     Bench("bench_agreement.py", "Agreement exchange (every call, also with max_abs)",
           lambda out: ["--runs", "3"]),
     Bench("bench_core.py", "Aggregator core: throughput and latency (simulated cycles)",

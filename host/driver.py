@@ -42,7 +42,6 @@ _HDR = wire.AGG_HEADER_BYTES
 _FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
 _RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
-_REASSEMBLE_BLOCK = 1 << 18  # elements per reassemble call
 
 # Outcome counters read to diagnose chunks that never complete.
 _REJECTS = (
@@ -483,21 +482,12 @@ class AggregatorClient:
             exps[over] = cur
             over = over[(f2 & _OVERFLOW) != 0]
             redos += 1
-        # packetize.reassemble in blocks of ~2**18 elements: its float64 temporaries stay small
-        # (a whole-tensor call allocates and faults in 2 x 8 bytes per element; same values).
-        oflat = out.reshape(-1)
-        E = self.elements
-        R = max(1, _REASSEMBLE_BLOCK // E)
-        for s in range(0, len(pk), R):
-            t = min(len(pk), s + R)
-            c = pk.counts[s:t]
-            reassemble(pk.payload[s:t], c, e, dt, out=oflat[s * E : s * E + int(c.sum())])
+        # One pass straight into out (no temporaries); redone chunks at their own exponent.
+        reassemble(pk.payload, pk.counts, e, dt, out=out)
         if exps is not None:
-            oflat = out.reshape(-1)
-            E = self.elements
             for i in np.flatnonzero(exps != e):
-                c = int(pk.counts[i])
-                oflat[i * E : i * E + c] = fixedpoint.dequantize(pk.payload[i, :c], int(exps[i]), dt)
+                reassemble(pk.payload[i : i + 1], pk.counts[i : i + 1], int(exps[i]), dt,
+                           out=out, first=int(i))
         self.stats.allreduces += 1
         return out
 
