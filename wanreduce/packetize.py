@@ -83,27 +83,19 @@ def packetize(
     exp: int,
     n_contributors: int,
     elements_per_packet: int = wire.DEFAULT_ELEMENTS,
-    job_id: int = 0,
-    round_id: int = 0,
-    first_chunk: int = 0,
-    sender_id: int = 0,
-    group_id: int = 0,
-    msg_type: int = wire.MsgType.CONTRIBUTION,
-    session: int = 0,
+    **header: int,
 ) -> Packets:
-    """Quantise ``x`` (any shape, float32/float16/bfloat16) and lay it out as datagrams
-    (``session``: the run's tag, docs/protocol.md "Sessions"); a new buffer holds every chunk
-    (:func:`packetize_into` fills caller-given rows with a range of chunks)."""
+    """Quantise ``x`` (any shape, float32/float16/bfloat16) and lay it out as datagrams in a
+    new buffer holding every chunk. ``header``: the header keywords of :func:`packetize_into`
+    (``job_id``, ``round_id``, ``first_chunk``, ``sender_id``, ``group_id``, ``msg_type``,
+    ``session``: the run's tag, docs/protocol.md "Sessions"), which fills caller-given rows with
+    a range of chunks."""
     flat = np.asarray(x).reshape(-1)
     if flat.size == 0:
         raise ValueError("cannot all-reduce an empty tensor")
     counts = chunk_counts(flat.size, elements_per_packet)
     buf = np.empty((len(counts), wire.datagram_bytes(elements_per_packet)), dtype=np.uint8)
-    clipped = packetize_into(
-        buf, flat, exp=exp, n_contributors=n_contributors, job_id=job_id, round_id=round_id,
-        first_chunk=first_chunk, sender_id=sender_id, group_id=group_id, msg_type=msg_type,
-        session=session,
-    )
+    clipped = packetize_into(buf, flat, exp=exp, n_contributors=n_contributors, **header)
     return Packets(buf, counts, elements_per_packet, clipped)
 
 
