@@ -2,8 +2,9 @@
 
 Random message sequences (contributions with colliding chunks, duplicates, stale and far-ahead
 chunks, mismatched tags, saturating payloads, malformed datagrams) interleaved with
-configuration changes (window resets, group and job tables, release mode) go through two
-aggregators: ``fast=True`` (the default, serving path) and ``fast=False`` (every contribution via
+configuration changes (window resets, group and job tables, release mode) and GRO batches (one
+sender's consecutive chunks, maybe spoiled) go through two aggregators: ``fast=True`` (the
+default, serving path: ``wanreduce/model_fast.py``) and ``fast=False`` (every contribution via
 ``model.AggregatorModel.contribute``). After every step the outcome (counter delta), the datagrams
 sent (destination and bytes), every counter and the complete model state (slots, jobs) must be
 identical; each outcome is also checked against a bare ``AggregatorModel``.
