@@ -22,23 +22,22 @@ import numpy as np
 
 from wanreduce import fixedpoint, regs, wire
 from wanreduce.model import Outcome
-from wanreduce.packetize import AGG_HEADER_STRUCT, Packets, packetize, reassemble
+from wanreduce.packetize import Packets, packetize, reassemble
 
 from .control import ControlClient, ControlTimeout
+from .exchange import run_exchange
+from .result_filter import ResultMismatch
 from .rtt import RttEstimator
 from .transport import (
     MAX_DATAGRAM,
     Address,
     MulticastOptions,
     UdpTransport,
-    gso_batch,
     is_multicast_address,
     resolve,
 )
 
 _HDR = wire.AGG_HEADER_BYTES
-_FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
-_RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
 _REASSEMBLE_BLOCK = 1 << 18  # elements per reassemble call
 
@@ -454,133 +453,12 @@ class AggregatorClient:
         return bound_from_bins(counts)
 
     def _run(self, pk: Packets, *, job: int, group: int, round_id: int, exp: int, w: int) -> np.ndarray:
-        """Send every chunk of ``pk`` within the window until each has its result; the result
-        payloads overwrite the contributions in ``pk.buf``. Returns the result flags."""
-        n = len(pk)
-        stats = self.stats
-        stats.chunks += n
-        D = pk.buf.shape[1]
-        flat = memoryview(pk.buf.reshape(-1))
-        counts = pk.counts.tolist()
-        lens = [_HDR + 4 * c for c in counts]
-        first = int(pk.headers["chunk"][0])
-        payload = pk.payload
-        rview = self._rview
-        rflags = np.zeros(n, np.uint8)
-        done = bytearray(n)
-        sent_at = [0.0] * n
-        deadline = [0.0] * n
-        tries = [0] * n
-        transport = self.transport
-        dest = self.aggregator
-        send = transport.send_to
-        send_segments = transport.send_segments
-        recv = transport.recv_batch
-        rbufs = [self._rbuf]
-        rbuf = self._rbuf
-        frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
-        unpack = AGG_HEADER_STRUCT.unpack_from
-        magic, version = wire.MAGIC, wire.VERSION
-        mono = time.monotonic
-        base = nxt = 0
-        remaining = n
-        silence = self.timeout
-        est = self.timer
-        sample = est.sample
-        # A resend waits at most a quarter of the timeout, so a stall is retried before the
-        # call gives up however far the timer backed off.
-        rto_cap = self.timeout / 4
-        backed_off_at = -math.inf
-        last_progress = mono()
-        gso_max = gso_batch(D)
-        while remaining:
-            lim = min(n, base + w)
-            if nxt < lim:
-                now = mono()
-                d = now + min(est.rto, rto_cap)
-                while nxt < lim:
-                    o = nxt * D
-                    k = min(lim - nxt, gso_max) if transport.gso else 1
-                    if k > 1:  # rows are consecutive datagrams; only the last chunk is shorter
-                        send_segments(flat[o : o + (k - 1) * D + lens[nxt + k - 1]], D, dest)
-                    else:
-                        send(flat[o : o + lens[nxt]], dest)
-                    for i in range(nxt, nxt + k):
-                        sent_at[i] = now
-                        deadline[i] = d
-                    nxt += k
-            progressed = False
-            rtt = -1.0  # longest round trip of a chunk answered on its first send, this pass
-            while (got := recv(rbufs)) is not None:
-                ktot, seg, _src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
-                arrived = mono()  # every datagram of a GRO batch arrived together
-                for off in range(0, ktot, seg):
-                    k = min(seg, ktot - off)
-                    if k < _HDR:
-                        stats.ignored += 1
-                        continue
-                    mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, _ = unpack(rbuf, off)
-                    if typ != _RESULT or mg != magic or jb != job:
-                        stats.ignored += 1
-                        continue
-                    self._ever_heard = True
-                    i = (ch - first) & 0xFFFFFFFF
-                    if i >= n or done[i]:
-                        stats.ignored += 1
-                        continue
-                    if ver != version or cnt != counts[i] or sc != exp or rnd != round_id or grp != group or k != _HDR + 4 * cnt:
-                        raise ConfigMismatch(
-                            f"job {job} chunk {ch}: result (round {rnd}, group {grp}, scale {sc}, "
-                            f"{cnt} elements, {k} bytes) does not match the contribution (round "
-                            f"{round_id}, group {group}, scale {exp}, {counts[i]} elements): another "
-                            f"site or the aggregator is configured differently"
-                        )
-                    payload[i, :cnt] = rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR)
-                    rflags[i] = fl
-                    done[i] = 1
-                    remaining -= 1
-                    progressed = True
-                    if tries[i] == 0 and arrived - sent_at[i] > rtt:  # Karn: not if resent
-                        rtt = arrived - sent_at[i]
-            if rtt >= 0:  # one sample per receive pass (RFC 6298 needs >= 1 per RTT), the
-                sample(rtt)  # longest: results of a pass arrived together, the oldest send rules
-            if progressed:
-                last_progress = mono()
-                while base < n and done[base]:
-                    base += 1
-                continue
-            # Idle: retransmit what timed out, then wait for a datagram or the next deadline.
-            # As TCP's timer restarts on every ACK of new data (RFC 6298, 5.3), nothing times
-            # out within an RTO of the last new result: a slow aggregator still working through
-            # the window is not resent to.
-            now = mono()
-            wake = last_progress + silence
-            rto = min(est.rto, rto_cap)
-            quiet = last_progress + rto
-            for i in range(base, nxt):
-                if done[i]:
-                    continue
-                due = deadline[i] if deadline[i] > quiet else quiet
-                if due <= now:
-                    if now - backed_off_at >= rto:  # TCP's one timer: one backoff per RTO,
-                        est.expired()
-                        backed_off_at = now  # however many chunks expire in it
-                        rto = min(est.rto, rto_cap)
-                    tries[i] += 1
-                    if tries[i] > self.max_retries:
-                        self._fail(pk, done, nxt, job, round_id, f"after {self.max_retries} retries")
-                    pk.buf[i, _FLAGS_OFFSET] |= wire.Flags.RETRANSMIT
-                    o = i * D
-                    send(flat[o : o + lens[i]], dest)
-                    stats.retransmissions += 1
-                    due = deadline[i] = now + rto
-                wake = min(wake, due)
-            if now - last_progress >= silence:
-                self._fail(pk, done, nxt, job, round_id, f"within {self.timeout:g} s")
-            self.transport.wait_readable(wake - now)
-        stats.datagrams_sent += n
-        stats.results += n
-        return rflags
+        """Send every chunk of ``pk`` within the window until each has its result (the result
+        payloads overwrite the contributions in ``pk.buf``); returns the result flags."""
+        try:
+            return run_exchange(self, pk, job=job, group=group, round_id=round_id, exp=exp, w=w)
+        except ResultMismatch as exc:
+            raise ConfigMismatch(str(exc)) from None
 
     def _fail(self, pk: Packets, done: bytearray, nxt: int, job: int, round_id: int, why: str):
         first = int(pk.headers["chunk"][0])

@@ -1,0 +1,104 @@
+"""One exchange of the driver: send a packet buffer's chunks, collect their results.
+
+Ties the parts together: :class:`~wanreduce.host.send_window.SendWindow` (what to send and
+resend, when), :class:`~wanreduce.host.result_filter.ResultFilter` (which datagrams are our
+results) and the client's :class:`~wanreduce.host.rtt.RttEstimator`. Used by
+``AggregatorClient._run``; the result payloads overwrite the contributions in ``pk.buf``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from wanreduce import wire
+from wanreduce.packetize import Packets
+
+from .result_filter import IGNORE, ResultFilter
+from .send_window import SendWindow
+
+if TYPE_CHECKING:
+    from .driver import AggregatorClient
+
+_HDR = wire.AGG_HEADER_BYTES
+
+
+def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int, round_id: int,
+                 exp: int, w: int) -> np.ndarray:
+    """Send every chunk of ``pk`` within the window until each has its result; returns the
+    result flags. Fails through ``client._fail`` after ``client.timeout`` s without a new
+    result or a chunk resent more than ``client.max_retries`` times."""
+    n = len(pk)
+    stats = client.stats
+    stats.chunks += n
+    transport = client.transport
+    # A resend waits at most a quarter of the timeout, so a stall is retried before the call
+    # gives up however far the timer backed off.
+    win = SendWindow(pk, w, transport, client.aggregator, client.timer,
+                     rto_cap=client.timeout / 4, max_retries=client.max_retries)
+    filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
+                        first=int(pk.headers["chunk"][0]), counts=pk.counts.tolist(),
+                        done=win.done)
+    payload = pk.payload
+    rflags = np.zeros(n, np.uint8)
+    rbuf = client._rbuf
+    rbufs = [rbuf]
+    rview = client._rview
+    recv = transport.recv_batch
+    frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
+    mono = time.monotonic
+    silence = client.timeout
+    sample = client.timer.sample
+    last_progress = mono()
+
+    def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
+        client._ever_heard |= filt.heard
+        stats.ignored += filt.ignored
+        stats.retransmissions += win.retransmissions
+        filt.ignored = win.retransmissions = 0
+
+    def fail(why: str) -> None:
+        flush()
+        client._fail(pk, win.done, win.nxt, job, round_id, why)
+
+    try:
+        while win.remaining:
+            win.send_new(mono())
+            progressed = False
+            rtt = -1.0  # longest round trip of a chunk answered on its first send, this pass
+            while (got := recv(rbufs)) is not None:
+                ktot, seg, _src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
+                arrived = mono()  # every datagram of a GRO batch arrived together
+                for off in range(0, ktot, seg):
+                    k = min(seg, ktot - off)
+                    i, fl = filt.check(rbuf, off, k)
+                    if i == IGNORE:
+                        continue
+                    cnt = filt.counts[i]
+                    payload[i, :cnt] = rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR)
+                    rflags[i] = fl
+                    progressed = True
+                    r = win.complete(i, arrived)
+                    if r is not None and r > rtt:
+                        rtt = r
+            if rtt >= 0:  # one sample per receive pass (RFC 6298 needs >= 1 per RTT), the
+                sample(rtt)  # longest: results of a pass arrived together, the oldest send rules
+            if progressed:
+                last_progress = mono()
+                win.advance()
+                continue
+            # Idle: retransmit what timed out, then wait for a datagram or the next deadline.
+            now = mono()
+            due, over = win.resend_due(now, last_progress)
+            if over is not None:
+                fail(f"after {client.max_retries} retries")
+            if now - last_progress >= silence:
+                fail(f"within {client.timeout:g} s")
+            transport.wait_readable(min(due, last_progress + silence) - now)
+    finally:
+        flush()
+    stats.datagrams_sent += n
+    stats.results += n
+    return rflags
