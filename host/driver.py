@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -96,12 +96,14 @@ class DriverStats:
     datagrams_sent: int = 0  # including retransmissions
     retransmissions: int = 0
     results: int = 0  # results accepted
-    ignored: int = 0  # datagrams ignored: duplicates, resent results already held, other jobs
+    ignored: int = 0  # datagrams ignored, all kinds: the three below + duplicate results
+    foreign: int = 0  # datagrams not from the aggregator (address and port, docs/host.md)
+    malformed: int = 0  # from the aggregator but not a well-formed RESULT (short, bad header)
+    stray: int = 0  # well-formed results of another job/round/group (not for this call)
     agreements: int = 0  # scale-agreement exchanges
     redo_chunks: int = 0  # chunks redone after an overflow
     clipped: int = 0  # values clipped in quantisation (a configured max_abs was exceeded)
     last_exponent: int | None = None  # scale exponent of the last tensor's first pass
-    rtt_samples: list[float] = field(default_factory=list, repr=False)
 
 
 def _chunk_list(first: int, idx: Iterable[int]) -> list[int]:
@@ -193,6 +195,7 @@ class AggregatorClient:
         result_group: str | None = None,
         control_address: Address | None = None,
         use_control: bool = True,
+        result_source: Address | None = None,
     ) -> None:
         if not 0 <= sender_id < wire.MAX_SENDERS:
             raise ValueError(f"sender_id must be 0..{wire.MAX_SENDERS - 1}, got {sender_id}")
@@ -211,6 +214,7 @@ class AggregatorClient:
         if max_abs is not None and not (math.isfinite(max_abs) and max_abs >= 0):
             raise ValueError("max_abs must be a finite non-negative number")
         self.aggregator = resolve(*aggregator)
+        self.result_source = self._result_source(result_source, control_address)
         self.sender_id = sender_id
         self.elements = elements_per_packet
         self.group_sizes = dict(group_sizes or {})
@@ -317,6 +321,20 @@ class AggregatorClient:
         bdp = math.ceil(self.rate_bps * self.rtt / (8 * wire.datagram_bytes(self.elements)))
         w = self.window if self.window is not None else bdp
         return max(1, min(w, W // 2))
+
+    def _result_source(self, given: Address | None, control: Address | None) -> Address:
+        """The one address results are accepted from (docs/host.md, "Results")."""
+        if given is not None:
+            return resolve(*given)
+        if not is_multicast_address(self.aggregator[0]):
+            host, port = self.aggregator
+            return ("127.0.0.1" if host == "0.0.0.0" else host), port  # 0.0.0.0 reaches lo
+        if control is not None:  # the aggregator's host port: its LOCAL_IP:UDP_PORT
+            return resolve(*control)
+        raise ValueError(
+            "result_source: with a multicast aggregator address give result_source= (the "
+            "aggregator's unicast IP and UDP port, the source of its results) or control_address="
+        )
 
     def _where(self) -> str:
         return f"{self.aggregator[0]}:{self.aggregator[1]}"

@@ -40,7 +40,7 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
                      rto_cap=client.timeout / 4, max_retries=client.max_retries)
     filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
                         first=int(pk.headers["chunk"][0]), counts=pk.counts.tolist(),
-                        done=win.done)
+                        done=win.done, source=client.result_source)
     payload = pk.payload
     rflags = np.zeros(n, np.uint8)
     rbuf = client._rbuf
@@ -56,10 +56,17 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
     def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
         client._ever_heard |= filt.heard
         stats.ignored += filt.ignored
+        stats.foreign += filt.foreign
+        stats.malformed += filt.malformed
+        stats.stray += filt.stray
         stats.retransmissions += win.retransmissions
-        filt.ignored = win.retransmissions = 0
+        filt.foreign = filt.malformed = filt.stray = filt.duplicate = win.retransmissions = 0
 
     def fail(why: str) -> None:
+        dropped = [f"{v} {k}" for k, v in (("foreign", filt.foreign), ("malformed", filt.malformed),
+                                            ("stray", filt.stray)) if v]
+        if dropped:  # what was received and not taken: a clue to a misconfiguration
+            why += f" (ignored datagrams: {', '.join(dropped)})"
         flush()
         client._fail(pk, win.done, win.nxt, job, round_id, why)
 
@@ -69,7 +76,12 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
             progressed = False
             rtt = -1.0  # longest round trip of a chunk answered on its first send, this pass
             while (got := recv(rbufs)) is not None:
-                ktot, seg, _src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
+                ktot, seg, src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
+                if not filt.from_source(ktot, seg, src):
+                    continue
+                if ktot == 0:  # an empty datagram
+                    filt.malformed += 1
+                    continue
                 arrived = mono()  # every datagram of a GRO batch arrived together
                 for off in range(0, ktot, seg):
                     k = min(seg, ktot - off)

@@ -22,38 +22,71 @@ class ResultMismatch(Exception):
 
 
 class ResultFilter:
-    """Accepts the results of chunks ``first .. first + len(counts) - 1`` of one exchange."""
+    """Accepts the results of chunks ``first .. first + len(counts) - 1`` of one exchange that
+    come from ``source`` (the aggregator's address and port); counts everything else.
+
+    Counters: ``foreign`` (not from ``source``), ``malformed`` (from ``source`` but not a
+    well-formed RESULT: short, bad magic/version/type, element count 0, too large or not
+    matching the length), ``stray`` (a well-formed result of another job/round/group: a late
+    result of an earlier call, another group using the same job id), ``duplicate`` (a result of
+    a chunk already received, or outside this exchange).
+    """
 
     def __init__(self, *, job: int, group: int, round_id: int, exp: int, first: int,
-                 counts: list[int], done: bytearray) -> None:
+                 counts: list[int], done: bytearray, source: tuple[str, int]) -> None:
         self.job, self.group, self.round_id, self.exp = job, group, round_id, exp
         self.first, self.counts, self.done = first, counts, done
+        self.source = source
         self.n = len(counts)
-        self.ignored = 0
-        self.heard = False  # a RESULT of our job arrived
+        self.foreign = self.malformed = self.stray = self.duplicate = 0
+        self.heard = False  # something came from the aggregator
         self._unpack = AGG_HEADER_STRUCT.unpack_from
 
+    @property
+    def ignored(self) -> int:
+        return self.foreign + self.malformed + self.stray + self.duplicate
+
+    def from_source(self, ktot: int, seg: int, src: tuple[str, int]) -> bool:
+        """Whether a received batch (``ktot`` bytes in datagrams of ``seg``) came from the
+        aggregator; a batch from elsewhere is counted (per datagram) as foreign."""
+        if src == self.source:
+            self.heard = True
+            return True
+        self.foreign += -(-ktot // seg) if seg > 0 else 1
+        return False
+
     def check(self, buf, off: int, k: int) -> tuple[int, int]:
-        """The datagram of ``k`` bytes at ``buf[off:]``: ``(chunk index, flags)`` of a result to
-        take, or ``(IGNORE, 0)``."""
+        """The datagram of ``k`` bytes at ``buf[off:]`` (from the aggregator): ``(chunk index,
+        flags)`` of a result to take, or ``(IGNORE, 0)``.
+
+        Raises :class:`ResultMismatch` for a result of this call's job, round and group for one
+        of its chunks with another scale or element count: the aggregator completed the chunk
+        with contributions that disagree with ours, which only a misconfiguration explains
+        (members using different scales, tensor lengths or packet sizes).
+        """
         if k < _HDR:
-            self.ignored += 1
+            self.malformed += 1
             return IGNORE, 0
-        mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, _ = self._unpack(buf, off)
-        if typ != _RESULT or mg != wire.MAGIC or jb != self.job:
-            self.ignored += 1
+        mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, _res = self._unpack(buf, off)
+        if (typ != _RESULT or mg != wire.MAGIC or ver != wire.VERSION or cnt == 0
+                or k != _HDR + 4 * cnt):
+            self.malformed += 1
             return IGNORE, 0
-        self.heard = True
+        # ---- the one place where a result's header is compared with this call ----
+        # (a session/epoch field, when the header has one, is compared here too: a result of
+        # another session is stray)
+        if jb != self.job or rnd != self.round_id or grp != self.group:
+            self.stray += 1
+            return IGNORE, 0
         i = (ch - self.first) & 0xFFFFFFFF
         if i >= self.n or self.done[i]:
-            self.ignored += 1
+            self.duplicate += 1
             return IGNORE, 0
-        if (ver != wire.VERSION or cnt != self.counts[i] or sc != self.exp or rnd != self.round_id
-                or grp != self.group or k != _HDR + 4 * cnt):
+        if cnt != self.counts[i] or sc != self.exp:
             raise ResultMismatch(
-                f"job {self.job} chunk {ch}: result (round {rnd}, group {grp}, scale {sc}, "
-                f"{cnt} elements, {k} bytes) does not match the contribution (round "
-                f"{self.round_id}, group {self.group}, scale {self.exp}, {self.counts[i]} "
-                f"elements): another site or the aggregator is configured differently"
+                f"job {self.job} round {rnd} group {grp} chunk {ch}: the aggregator's result "
+                f"(scale {sc}, {cnt} elements) does not match the contribution (scale "
+                f"{self.exp}, {self.counts[i]} elements): members disagree on the scale, the "
+                f"tensor length or the elements per packet"
             )
         return i, fl
