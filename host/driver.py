@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -79,6 +80,10 @@ class ConfigMismatch(DriverError):
     """The aggregator's configuration or a result disagrees with what this site sent."""
 
 
+class WindowWarning(UserWarning):
+    """The aggregator's job window cannot hold the chunks in flight the path needs (once per job)."""
+
+
 class OverflowReported(DriverError):
     """Results carried the OVERFLOW flag and redoing them was disabled or did not help."""
 
@@ -95,6 +100,9 @@ class DriverStats:
     chunks: int = 0  # distinct chunks sent (data, agreement and redo)
     datagrams_sent: int = 0  # including retransmissions
     retransmissions: int = 0
+    fast_resends: int = 0  # of which: lost results seen as gaps below later results
+    timer_resends: int = 0  # the retransmission timer expired (a stall: no new result in an RTO)
+    recovery_resends: int = 0  # the next chunk holding up in-order results, during recovery
     results: int = 0  # results accepted
     ignored: int = 0  # datagrams ignored, all kinds: the three below + duplicate results
     foreign: int = 0  # datagrams not from the aggregator (address and port, docs/host.md)
@@ -227,6 +235,7 @@ class AggregatorClient:
         self.on_overflow, self.max_redo = on_overflow, max_redo
         self.stats = DriverStats()
         self.next_chunk: dict[int, int] = {}
+        self._window_warned: set[int] = set()
         self.timer = RttEstimator(self.initial_rto, min_rto=min_rto, max_rto=max_rto)
         self.transport = UdpTransport(
             bind=bind, multicast=multicast, join=(result_group,) if result_group else ()
@@ -318,8 +327,22 @@ class AggregatorClient:
         W = self.job_window(job)
         if W < 2:
             raise ConfigMismatch(f"job {job} window of {W} slot cannot hold W/2 >= 1 chunks")
-        bdp = math.ceil(self.rate_bps * self.rtt / (8 * wire.datagram_bytes(self.elements)))
+        size = wire.datagram_bytes(self.elements)
+        bdp = math.ceil(self.rate_bps * self.rtt / (8 * size))
         w = self.window if self.window is not None else bdp
+        if w > W // 2 and job not in self._window_warned:
+            self._window_warned.add(job)
+            warnings.warn(
+                f"job {job}: the aggregator's window of {W} slots lets {W // 2} chunks "
+                f"({W // 2 * size / 1e6:.3g} MB) be in flight, less than the "
+                + (f"window={w} asked for" if self.window is not None else
+                   f"{w} chunks ({w * size / 1e6:.3g} MB) of rate x RTT ({self.rate_bps / 1e9:g} "
+                   f"Gb/s x {self.rtt * 1e3:g} ms)")
+                + ": goodput is capped near W/2 chunks per round trip and each loss stalls "
+                "the link. Raise the job's window on the aggregator (wanreduce serve --slots; "
+                "ControlClient.set_job(log2_window=)) or give rate_bps=/rtt= of this path",
+                WindowWarning, stacklevel=3,
+            )
         return max(1, min(w, W // 2))
 
     def _result_source(self, given: Address | None, control: Address | None) -> Address:

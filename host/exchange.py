@@ -36,8 +36,9 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
     transport = client.transport
     # A resend waits at most a quarter of the timeout, so a stall is retried before the call
     # gives up however far the timer backed off.
+    mono = time.monotonic
     win = SendWindow(pk, w, transport, client.aggregator, client.timer,
-                     rto_cap=client.timeout / 4, max_retries=client.max_retries)
+                     rto_cap=client.timeout / 4, max_retries=client.max_retries, now=mono())
     filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
                         first=int(pk.headers["chunk"][0]), counts=pk.counts.tolist(),
                         done=win.done, source=client.result_source)
@@ -48,10 +49,7 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
     rview = client._rview
     recv = transport.recv_batch
     frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
-    mono = time.monotonic
     silence = client.timeout
-    sample = client.timer.sample
-    last_progress = mono()
 
     def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
         client._ever_heard |= filt.heard
@@ -60,7 +58,11 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
         stats.malformed += filt.malformed
         stats.stray += filt.stray
         stats.retransmissions += win.retransmissions
+        stats.fast_resends += win.fast_resends
+        stats.timer_resends += win.timer_resends
+        stats.recovery_resends += win.recovery_resends
         filt.foreign = filt.malformed = filt.stray = filt.duplicate = win.retransmissions = 0
+        win.fast_resends = win.timer_resends = win.recovery_resends = 0
 
     def fail(why: str) -> None:
         dropped = [f"{v} {k}" for k, v in (("foreign", filt.foreign), ("malformed", filt.malformed),
@@ -74,7 +76,6 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
         while win.remaining:
             win.send_new(mono())
             progressed = False
-            rtt = -1.0  # longest round trip of a chunk answered on its first send, this pass
             while (got := recv(rbufs)) is not None:
                 ktot, seg, src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
                 if not filt.from_source(ktot, seg, src):
@@ -92,23 +93,18 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
                     payload[i, :cnt] = rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR)
                     rflags[i] = fl
                     progressed = True
-                    r = win.complete(i, arrived)
-                    if r is not None and r > rtt:
-                        rtt = r
-            if rtt >= 0:  # one sample per receive pass (RFC 6298 needs >= 1 per RTT), the
-                sample(rtt)  # longest: results of a pass arrived together, the oldest send rules
+                    win.complete(i, arrived)
             if progressed:
-                last_progress = mono()
-                win.advance()
+                win.progressed(mono())
                 continue
-            # Idle: retransmit what timed out, then wait for a datagram or the next deadline.
+            # Idle: retransmit what is lost, then wait for a datagram or the next deadline.
             now = mono()
-            due, over = win.resend_due(now, last_progress)
+            due, over = win.resend_due(now)
             if over is not None:
-                fail(f"after {client.max_retries} retries")
-            if now - last_progress >= silence:
+                fail(f"after {client.max_retries} retries without progress")
+            if now - win.last_progress >= silence:
                 fail(f"within {client.timeout:g} s")
-            transport.wait_readable(min(due, last_progress + silence) - now)
+            transport.wait_readable(min(due, win.last_progress + silence) - now)
     finally:
         flush()
     stats.datagrams_sent += n
