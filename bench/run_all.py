@@ -36,6 +36,7 @@ BENCHES = (
           lambda out: ["--mib", "16", "--repeats", "3"]),
     Bench("bench_planner.py", "Planner", lambda out: ["--quick"]),
     Bench("bench_driver.py", "Host driver", lambda out: ["--runs", "2", "--mib", "2"]),
+    Bench("bench_loss.py", "Host driver under loss", lambda out: ["--runs", "2"]),
     Bench("bench_core.py", "Aggregator core: throughput and latency (simulated cycles)",
           lambda out: ["--quick"]),
     Bench("bench_loopback.py", "RTL loopback: end to end through the simulated core",
