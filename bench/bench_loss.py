@@ -60,8 +60,9 @@ def _site(i: int, addr, elements: int, runs: int, barrier, q, client_kw: dict) -
                 times.append(time.perf_counter() - t)
             st = c.stats
             q.put((i, times, st.chunks, st.retransmissions, err,
-                   (st.fast_resends, st.timer_resends, st.recovery_resends, c.timer.rto,
-                    c.timer.srtt, c.timer.min_rtt)))
+                   (getattr(st, "fast_resends", None), getattr(st, "timer_resends", None),
+                    getattr(st, "recovery_resends", None), c.timer.rto, c.timer.srtt,
+                    getattr(c.timer, "min_rtt", None))))  # (None: a driver before these)
     except Exception as exc:  # noqa: BLE001
         q.put((i, [], 0, 0, f"{type(exc).__name__}: {exc}", ()))
 
