@@ -79,7 +79,13 @@ def run_case(addr, loss: float, *, sites: int, mib: float, runs: int, seed: int,
                                                  client_kw)) for i in range(sites)]
         for p in procs:
             p.start()
-        outs = [q.get() for _ in range(sites)]
+        outs = []
+        while len(outs) < sites:  # a site process that died without a report ends the wait
+            try:
+                outs.append(q.get(timeout=5))
+            except Exception:  # queue.Empty
+                if all(p.exitcode is not None for p in procs) and q.empty():
+                    raise RuntimeError("a site process exited without a report") from None
         for p in procs:
             p.join()
         lost = px.counts["up_lost"] + px.counts["down_lost"]
