@@ -139,8 +139,13 @@ class SendWindow:
         if self.resends[i] == 0:  # Karn's rule
             rtt = arrived - self.last_tx[i]
             self.timer.observe(rtt)
-            if i == self._timed and self.last_tx[i] > self._resent_at:
-                self.timer.sample(rtt)  # not held up behind a chunk we had to resend
+            t = self.timer
+            if t.samples == 0 or (self.last_tx[i] > self._resent_at  # not behind our resends
+                                  and (i == self._timed or t.backoffs)):
+                # One sample per flight (the timed chunk); but the first round trip ever, and
+                # while backed off any unambiguous one, so that loss does not pin the timer at
+                # its initial or backed-off value for want of a timed chunk.
+                t.sample(rtt)
         if i == self._timed:
             self._timed = -1
 
