@@ -139,13 +139,12 @@ class SendWindow:
         if self.resends[i] == 0:  # Karn's rule
             rtt = arrived - self.last_tx[i]
             self.timer.observe(rtt)
-            t = self.timer
-            if t.samples == 0 or (self.last_tx[i] > self._resent_at  # not behind our resends
-                                  and (i == self._timed or t.backoffs)):
-                # One sample per flight (the timed chunk); but the first round trip ever, and
-                # while backed off any unambiguous one, so that loss does not pin the timer at
-                # its initial or backed-off value for want of a timed chunk.
-                t.sample(rtt)
+            if (i == self._timed and self.last_tx[i] > self._resent_at
+                    and arrived - self.last_progress < self.rto()):
+                # not held up behind a chunk we resent, nor answered only after a pause longer
+                # than the RTO (another member recovering a loss, not the aggregator's latency;
+                # a slower aggregator still gets sampled once the backoff exceeds its latency)
+                self.timer.sample(rtt)
         if i == self._timed:
             self._timed = -1
 
