@@ -40,6 +40,7 @@ BENCHES = (
           lambda out: ["--runs", "2", "--mib", "4"]),
     Bench("bench_agreement.py", "Agreement exchange (every call, also with max_abs)",
           lambda out: ["--runs", "3"]),
+    Bench("bench_loss.py", "Host driver under loss", lambda out: ["--runs", "2"]),
     Bench("bench_core.py", "Aggregator core: throughput and latency (simulated cycles)",
           lambda out: ["--quick"]),
     Bench("bench_loopback.py", "RTL loopback: end to end through the simulated core",

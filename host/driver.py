@@ -16,31 +16,31 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from wanreduce import fixedpoint, regs, wire
 from wanreduce.model import Outcome
-from wanreduce.packetize import AGG_HEADER_STRUCT, Packets, packetize, reassemble
+from wanreduce.packetize import Packets, packetize, reassemble
 
 from . import agreement
 from .control import ControlClient, ControlTimeout
+from .exchange import run_exchange
+from .result_filter import ResultMismatch
 from .rtt import RttEstimator
 from .transport import (
     MAX_DATAGRAM,
     Address,
     MulticastOptions,
     UdpTransport,
-    gso_batch,
     is_multicast_address,
     resolve,
 )
 
 _HDR = wire.AGG_HEADER_BYTES
-_FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
-_RESULT = int(wire.MsgType.RESULT)
 _OVERFLOW = int(wire.Flags.OVERFLOW)
 
 # Outcome counters read to diagnose chunks that never complete.
@@ -74,6 +74,10 @@ class ConfigMismatch(DriverError):
     """The aggregator's configuration or a result disagrees with what this site sent."""
 
 
+class WindowWarning(UserWarning):
+    """The aggregator's job window cannot hold the chunks in flight the path needs (once per job)."""
+
+
 class OverflowReported(DriverError):
     """Results carried the OVERFLOW flag and redoing them was disabled or did not help."""
 
@@ -90,13 +94,18 @@ class DriverStats:
     chunks: int = 0  # distinct chunks sent (data, agreement and redo)
     datagrams_sent: int = 0  # including retransmissions
     retransmissions: int = 0
+    fast_resends: int = 0  # of which: lost results seen as gaps below later results
+    timer_resends: int = 0  # the retransmission timer expired (a stall: no new result in an RTO)
+    recovery_resends: int = 0  # the next chunk holding up in-order results, during recovery
     results: int = 0  # results accepted
-    ignored: int = 0  # datagrams ignored: duplicates, resent results already held, other jobs
+    ignored: int = 0  # datagrams ignored, all kinds: the three below + duplicate results
+    foreign: int = 0  # datagrams not from the aggregator (address and port, docs/host.md)
+    malformed: int = 0  # from the aggregator but not a well-formed RESULT (short, bad header)
+    stray: int = 0  # well-formed results of another job/round/group (not for this call)
     agreements: int = 0  # scale-agreement exchanges
     redo_chunks: int = 0  # chunks redone after an overflow
     clipped: int = 0  # values clipped in quantisation (a configured max_abs was exceeded)
     last_exponent: int | None = None  # scale exponent of the last tensor's first pass
-    rtt_samples: list[float] = field(default_factory=list, repr=False)
 
 
 def _chunk_list(first: int, idx: Iterable[int]) -> list[int]:
@@ -193,6 +202,7 @@ class AggregatorClient:
         use_control: bool = True,
         first_chunk: int | None = None,
         session: int | None = None,
+        result_source: Address | None = None,
     ) -> None:
         if not 0 <= sender_id < wire.MAX_SENDERS:
             raise ValueError(f"sender_id must be 0..{wire.MAX_SENDERS - 1}, got {sender_id}")
@@ -216,6 +226,7 @@ class AggregatorClient:
         # another session is refused by the aggregator (REJECT_MISMATCH), its results ignored
         self.session = resolve_session(session)
         self.aggregator = resolve(*aggregator)
+        self.result_source = self._result_source(result_source, control_address)
         self.sender_id = sender_id
         self.elements = elements_per_packet
         self.group_sizes = dict(group_sizes or {})
@@ -230,6 +241,7 @@ class AggregatorClient:
         self.next_chunk: dict[int, int] = {}
         self.first_chunk = first_chunk
         self._limit_checked = False  # MAX_ELEMENTS compared with elements_per_packet
+        self._window_warned: set[int] = set()
         self.timer = RttEstimator(self.initial_rto, min_rto=min_rto, max_rto=max_rto)
         self.transport = UdpTransport(
             bind=bind, multicast=multicast, join=(result_group,) if result_group else ()
@@ -402,9 +414,37 @@ class AggregatorClient:
                 f"job {job} window of {W} slot cannot hold W/2 >= 1 chunks: configure the job "
                 f"with a window of at least 2 slots (log2_window >= 1)"
             )
-        bdp = math.ceil(self.rate_bps * self.rtt / (8 * wire.datagram_bytes(self.elements)))
+        size = wire.datagram_bytes(self.elements)
+        bdp = math.ceil(self.rate_bps * self.rtt / (8 * size))
         w = self.window if self.window is not None else bdp
+        if w > W // 2 and job not in self._window_warned:
+            self._window_warned.add(job)
+            warnings.warn(
+                f"job {job}: the aggregator's window of {W} slots lets {W // 2} chunks "
+                f"({W // 2 * size / 1e6:.3g} MB) be in flight, less than the "
+                + (f"window={w} asked for" if self.window is not None else
+                   f"{w} chunks ({w * size / 1e6:.3g} MB) of rate x RTT ({self.rate_bps / 1e9:g} "
+                   f"Gb/s x {self.rtt * 1e3:g} ms)")
+                + ": goodput is capped near W/2 chunks per round trip and each loss stalls "
+                "the link. Raise the job's window on the aggregator (wanreduce serve --slots; "
+                "ControlClient.set_job(log2_window=)) or give rate_bps=/rtt= of this path",
+                WindowWarning, stacklevel=3,
+            )
         return max(1, min(w, W // 2))
+
+    def _result_source(self, given: Address | None, control: Address | None) -> Address:
+        """The one address results are accepted from (docs/host.md, "Results")."""
+        if given is not None:
+            return resolve(*given)
+        if not is_multicast_address(self.aggregator[0]):
+            host, port = self.aggregator
+            return ("127.0.0.1" if host == "0.0.0.0" else host), port  # 0.0.0.0 reaches lo
+        if control is not None:  # the aggregator's host port: its LOCAL_IP:UDP_PORT
+            return resolve(*control)
+        raise ValueError(
+            "result_source: with a multicast aggregator address give result_source= (the "
+            "aggregator's unicast IP and UDP port, the source of its results) or control_address="
+        )
 
     def _where(self) -> str:
         return f"{self.aggregator[0]}:{self.aggregator[1]}"
@@ -552,134 +592,12 @@ class AggregatorClient:
         return fixed_exp if fixed_exp is not None else exponent_for(a.bound, n, self.headroom)
 
     def _run(self, pk: Packets, *, job: int, group: int, round_id: int, exp: int, w: int) -> np.ndarray:
-        """Send every chunk of ``pk`` within the window until each has its result; the result
-        payloads overwrite the contributions in ``pk.buf``. Returns the result flags."""
-        n = len(pk)
-        stats = self.stats
-        stats.chunks += n
-        D = pk.buf.shape[1]
-        flat = memoryview(pk.buf.reshape(-1))
-        counts = pk.counts.tolist()
-        lens = [_HDR + 4 * c for c in counts]
-        first = int(pk.headers["chunk"][0])
-        payload = pk.payload
-        rview = self._rview
-        rflags = np.zeros(n, np.uint8)
-        done = bytearray(n)
-        sent_at = [0.0] * n
-        deadline = [0.0] * n
-        tries = [0] * n
-        transport = self.transport
-        dest = self.aggregator
-        send = transport.send_to
-        send_segments = transport.send_segments
-        recv = transport.recv_batch
-        rbufs = [self._rbuf]
-        rbuf = self._rbuf
-        frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
-        unpack = AGG_HEADER_STRUCT.unpack_from
-        magic, version = wire.MAGIC, wire.VERSION
-        session = self.session  # results of another run's session are not ours
-        mono = time.monotonic
-        base = nxt = 0
-        remaining = n
-        silence = self.timeout
-        est = self.timer
-        sample = est.sample
-        # A resend waits at most a quarter of the timeout, so a stall is retried before the
-        # call gives up however far the timer backed off.
-        rto_cap = self.timeout / 4
-        backed_off_at = -math.inf
-        last_progress = mono()
-        gso_max = gso_batch(D)
-        while remaining:
-            lim = min(n, base + w)
-            if nxt < lim:
-                now = mono()
-                d = now + min(est.rto, rto_cap)
-                while nxt < lim:
-                    o = nxt * D
-                    k = min(lim - nxt, gso_max) if transport.gso else 1
-                    if k > 1:  # rows are consecutive datagrams; only the last chunk is shorter
-                        send_segments(flat[o : o + (k - 1) * D + lens[nxt + k - 1]], D, dest)
-                    else:
-                        send(flat[o : o + lens[nxt]], dest)
-                    for i in range(nxt, nxt + k):
-                        sent_at[i] = now
-                        deadline[i] = d
-                    nxt += k
-            progressed = False
-            rtt = -1.0  # longest round trip of a chunk answered on its first send, this pass
-            while (got := recv(rbufs)) is not None:
-                ktot, seg, _src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
-                arrived = mono()  # every datagram of a GRO batch arrived together
-                for off in range(0, ktot, seg):
-                    k = min(seg, ktot - off)
-                    if k < _HDR:
-                        stats.ignored += 1
-                        continue
-                    mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, ses = unpack(rbuf, off)
-                    if typ != _RESULT or mg != magic or jb != job or ses != session:
-                        stats.ignored += 1
-                        continue
-                    self._ever_heard = True
-                    i = (ch - first) & 0xFFFFFFFF
-                    if i >= n or done[i]:
-                        stats.ignored += 1
-                        continue
-                    if ver != version or cnt != counts[i] or sc != exp or rnd != round_id or grp != group or k != _HDR + 4 * cnt:
-                        raise ConfigMismatch(
-                            f"job {job} chunk {ch}: result (round {rnd}, group {grp}, scale {sc}, "
-                            f"{cnt} elements, {k} bytes) does not match the contribution (round "
-                            f"{round_id}, group {group}, scale {exp}, {counts[i]} elements): another "
-                            f"site or the aggregator is configured differently"
-                        )
-                    payload[i, :cnt] = rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR)
-                    rflags[i] = fl
-                    done[i] = 1
-                    remaining -= 1
-                    progressed = True
-                    if tries[i] == 0 and arrived - sent_at[i] > rtt:  # Karn: not if resent
-                        rtt = arrived - sent_at[i]
-            if rtt >= 0:  # one sample per receive pass (RFC 6298 needs >= 1 per RTT), the
-                sample(rtt)  # longest: results of a pass arrived together, the oldest send rules
-            if progressed:
-                last_progress = mono()
-                while base < n and done[base]:
-                    base += 1
-                continue
-            # Idle: retransmit what timed out, then wait for a datagram or the next deadline.
-            # As TCP's timer restarts on every ACK of new data (RFC 6298, 5.3), nothing times
-            # out within an RTO of the last new result: a slow aggregator still working through
-            # the window is not resent to.
-            now = mono()
-            wake = last_progress + silence
-            rto = min(est.rto, rto_cap)
-            quiet = last_progress + rto
-            for i in range(base, nxt):
-                if done[i]:
-                    continue
-                due = deadline[i] if deadline[i] > quiet else quiet
-                if due <= now:
-                    if now - backed_off_at >= rto:  # TCP's one timer: one backoff per RTO,
-                        est.expired()
-                        backed_off_at = now  # however many chunks expire in it
-                        rto = min(est.rto, rto_cap)
-                    tries[i] += 1
-                    if tries[i] > self.max_retries:
-                        self._fail(pk, done, nxt, job, round_id, f"after {self.max_retries} retries")
-                    pk.buf[i, _FLAGS_OFFSET] |= wire.Flags.RETRANSMIT
-                    o = i * D
-                    send(flat[o : o + lens[i]], dest)
-                    stats.retransmissions += 1
-                    due = deadline[i] = now + rto
-                wake = min(wake, due)
-            if now - last_progress >= silence:
-                self._fail(pk, done, nxt, job, round_id, f"within {self.timeout:g} s")
-            self.transport.wait_readable(wake - now)
-        stats.datagrams_sent += n
-        stats.results += n
-        return rflags
+        """Send every chunk of ``pk`` within the window until each has its result (the result
+        payloads overwrite the contributions in ``pk.buf``); returns the result flags."""
+        try:
+            return run_exchange(self, pk, job=job, group=group, round_id=round_id, exp=exp, w=w)
+        except ResultMismatch as exc:
+            raise ConfigMismatch(str(exc)) from None
 
     def _fail(self, pk: Packets, done: bytearray, nxt: int, job: int, round_id: int, why: str):
         first = int(pk.headers["chunk"][0])

@@ -87,7 +87,8 @@ def _site_main(i: int, addr: tuple[str, int], sites: int, elements: int, rounds:
         xs = site_tensors(sites, elements, rounds, dtype, seed)
         ys = []
         with AggregatorClient(addr, sender_id=i, elements_per_packet=per_packet, group_sizes={0: sites},
-                              job_windows={0: window}, timeout=timeout, **DRIVER_TIMING) as c:
+                              job_windows={0: window}, window=max(1, window // 2),  # all it has
+                              timeout=timeout, **DRIVER_TIMING) as c:
             q.put(("ready", i))
             if not go.wait(timeout):
                 raise TimeoutError("the other sites never became ready")

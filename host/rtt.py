@@ -36,6 +36,7 @@ class RttEstimator:
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.samples = 0
+        self.min_rtt: float | None = None  # smallest valid round trip seen (observe)
         self.backoffs = 0  # expiries since the last valid sample
         self._base = self._clamp(initial_rto)
 
@@ -58,6 +59,12 @@ class RttEstimator:
         self.samples += 1
         self.backoffs = 0
         self._base = min(self.max_rto, self.srtt + max(self.min_rto, K * self.rttvar))
+
+    def observe(self, rtt: float) -> None:
+        """Any valid round trip (Karn's rule), also those not used as a sample: keeps the
+        smallest, the latency of one request to an idle aggregator (loss recovery's pace)."""
+        if self.min_rtt is None or rtt < self.min_rtt:
+            self.min_rtt = max(0.0, rtt)
 
     def expired(self) -> None:
         """The timer of an outstanding request expired: back off (RFC 6298, 5.5)."""

@@ -52,8 +52,9 @@ def _parse_group(text: str) -> tuple[int, list[int]]:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=click.IntRange(0, 65535), default=wire.DEFAULT_UDP_PORT,
               show_default=True, help="UDP port (0: ephemeral, printed at start).")
-@click.option("--slots", type=int, default=64, show_default=True,
-              help="Slots S (power of two).")
+@click.option("--slots", type=int, default=4096, show_default=True,
+              help="Slots S (power of two); S x E x 4 bytes of memory. A job's window W is at most "
+                   "S, and a driver keeps W/2 chunks in flight.")
 @click.option("--elements", type=click.IntRange(1, wire.MAX_ELEMENTS_JUMBO),
               default=wire.DEFAULT_ELEMENTS, show_default=True,
               help="Maximum elements per packet E.")

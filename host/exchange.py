@@ -1,0 +1,113 @@
+"""One exchange of the driver: send a packet buffer's chunks, collect their results.
+
+Ties the parts together: :class:`~wanreduce.host.send_window.SendWindow` (what to send and
+resend, when), :class:`~wanreduce.host.result_filter.ResultFilter` (which datagrams are our
+results) and the client's :class:`~wanreduce.host.rtt.RttEstimator`. Used by
+``AggregatorClient._run``; the result payloads overwrite the contributions in ``pk.buf``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from wanreduce import wire
+from wanreduce.packetize import Packets
+
+from .result_filter import IGNORE, ResultFilter
+from .send_window import SendWindow
+
+if TYPE_CHECKING:
+    from .driver import AggregatorClient
+
+_HDR = wire.AGG_HEADER_BYTES
+
+
+def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int, round_id: int,
+                 exp: int, w: int) -> np.ndarray:
+    """Send every chunk of ``pk`` within the window until each has its result; returns the
+    result flags. Fails through ``client._fail`` after ``client.timeout`` s without a new
+    result or a chunk resent more than ``client.max_retries`` times."""
+    n = len(pk)
+    stats = client.stats
+    stats.chunks += n
+    transport = client.transport
+    # A resend waits at most a quarter of the timeout, so a stall is retried before the call
+    # gives up however far the timer backed off.
+    mono = time.monotonic
+    win = SendWindow(pk, w, transport, client.aggregator, client.timer,
+                     rto_cap=client.timeout / 4, max_retries=client.max_retries, now=mono())
+    filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
+                        first=int(pk.headers["chunk"][0]), counts=pk.counts.tolist(),
+                        done=win.done, source=client.result_source,
+                        session=client.session)
+    payload = pk.payload
+    rflags = np.zeros(n, np.uint8)
+    rbuf = client._rbuf
+    rbufs = [rbuf]
+    rview = client._rview
+    recv = transport.recv_batch
+    frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
+    silence = client.timeout
+
+    def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
+        client._ever_heard |= filt.heard
+        stats.ignored += filt.ignored
+        stats.foreign += filt.foreign
+        stats.malformed += filt.malformed
+        stats.stray += filt.stray
+        stats.retransmissions += win.retransmissions
+        stats.fast_resends += win.fast_resends
+        stats.timer_resends += win.timer_resends
+        stats.recovery_resends += win.recovery_resends
+        filt.foreign = filt.malformed = filt.stray = filt.duplicate = win.retransmissions = 0
+        win.fast_resends = win.timer_resends = win.recovery_resends = 0
+
+    def fail(why: str) -> None:
+        dropped = [f"{v} {k}" for k, v in (("foreign", filt.foreign), ("malformed", filt.malformed),
+                                            ("stray", filt.stray)) if v]
+        if dropped:  # what was received and not taken: a clue to a misconfiguration
+            why += f" (ignored datagrams: {', '.join(dropped)})"
+        flush()
+        client._fail(pk, win.done, win.nxt, job, round_id, why)
+
+    try:
+        while win.remaining:
+            win.send_new(mono())
+            progressed = False
+            while (got := recv(rbufs)) is not None:
+                ktot, seg, src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
+                if not filt.from_source(ktot, seg, src):
+                    continue
+                if ktot == 0:  # an empty datagram
+                    filt.malformed += 1
+                    continue
+                arrived = mono()  # every datagram of a GRO batch arrived together
+                for off in range(0, ktot, seg):
+                    k = min(seg, ktot - off)
+                    i, fl = filt.check(rbuf, off, k)
+                    if i == IGNORE:
+                        continue
+                    cnt = filt.counts[i]
+                    payload[i, :cnt] = rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR)
+                    rflags[i] = fl
+                    progressed = True
+                    win.complete(i, arrived)
+            if progressed:
+                win.progressed(mono())
+                continue
+            # Idle: retransmit what is lost, then wait for a datagram or the next deadline.
+            now = mono()
+            due, over = win.resend_due(now)
+            if over is not None:
+                fail(f"after {client.max_retries} retries without progress")
+            if now - win.last_progress >= silence:
+                fail(f"within {client.timeout:g} s")
+            transport.wait_readable(min(due, win.last_progress + silence) - now)
+    finally:
+        flush()
+    stats.datagrams_sent += n
+    stats.results += n
+    return rflags

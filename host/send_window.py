@@ -1,0 +1,232 @@
+"""The window of chunks in flight of one exchange: what to send, what is due for resend, progress.
+
+An exchange is every chunk of one ``Packets`` buffer (a tensor pass, an agreement, an overflow
+redo). Chunk ``i`` (row ``i`` of the packet buffer) may be sent once ``i < base + w``, ``base``
+the lowest chunk still lacking its result (docs/protocol.md, lost-result recovery needs
+``w <= W/2``). New chunks and resends go out in runs of consecutive datagrams, one segmented
+``sendmsg`` per run (``transport.send_segments``).
+
+Loss detection (docs/host.md, "Timers"), as TCP does it but with what the aggregator tells us:
+the aggregator releases a result only when every member contributed; in in-order release mode
+results leave in chunk order, so ``hi`` (the highest chunk with a result) splits the window:
+
+* below ``hi``, a chunk without a result had its result released and lost on the way (fast
+  retransmit once ``DUPTHRESH`` later chunks have theirs, as TCP on three duplicate ACKs; the
+  aggregator answers with the held result);
+* above ``hi``, the first chunk (the *blocker*) holds up every later result; nothing tells
+  which members' contributions it lacks, so after the retransmission timeout without any new
+  result it alone is resent (not the window; every member resends it, duplicates are
+  harmless). The results it unblocks arrive as one burst; if the burst stops at a chunk sent
+  long before, that chunk is the next blocker and is resent after ``gap`` (a few minimum round
+  trips, NewReno's partial acknowledgement) rather than a whole RTO, until the chunks
+  outstanding at the stall have their results (recovery).
+
+The round-trip estimate is ``host/rtt.py``'s :class:`RttEstimator`, one sample per flight
+(RFC 6298: one chunk timed at a time, Karn's rule). A resend counts against ``max_retries``
+only when no new result arrived since the chunk's previous counted resend: a member that is
+still missing, while the aggregator releases other chunks, never fails the call.
+"""
+
+from __future__ import annotations
+
+import math
+
+from wanreduce import wire
+from wanreduce.packetize import Packets
+
+from .rtt import RttEstimator
+from .transport import Address, UdpTransport, gso_batch
+
+_HDR = wire.AGG_HEADER_BYTES
+_FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
+_RETRANSMIT = int(wire.Flags.RETRANSMIT)
+
+DUPTHRESH = 3  # later results before a chunk without one is taken as a lost result
+MIN_GAP = 0.001  # s: floor of the recovery pace (below this, scheduling noise dominates)
+
+
+class SendWindow:
+    """Send and resend state of the chunks of ``pk`` toward ``dest`` with window ``w``."""
+
+    def __init__(self, pk: Packets, w: int, transport: UdpTransport, dest: Address,
+                 timer: RttEstimator, *, rto_cap: float, max_retries: int, now: float) -> None:
+        self.pk, self.n, self.w = pk, len(pk), w
+        self.transport, self.dest, self.timer = transport, dest, timer
+        self.rto_cap, self.max_retries = rto_cap, max_retries
+        self.D = pk.buf.shape[1]
+        self.flat = memoryview(pk.buf.reshape(-1))
+        self.lens = [_HDR + 4 * c for c in pk.counts.tolist()]
+        n = self.n
+        self.done = bytearray(n)
+        self.fast = bytearray(n)  # fast-retransmitted since its last timer resend
+        self.last_tx = [0.0] * n  # time of the latest transmission
+        self.resends = [0] * n  # Karn: a resent chunk gives no round-trip sample
+        self.strikes = [0] * n  # resends counted against max_retries
+        self.rtries = [0] * n  # resends in recovery (their pace backs off per chunk)
+        self.strike_mark = [-1] * n  # progress count at the chunk's last counted resend
+        self.base = self.nxt = 0
+        self.hi = -1
+        self.remaining = n
+        self.retransmissions = 0
+        self.fast_resends = self.timer_resends = self.recovery_resends = 0  # by cause
+        self.progress = 0  # passes that brought new results
+        self.last_progress = now
+        self.recover = 0  # in recovery while base < recover
+        self._timed = -1  # the chunk whose round trip is being measured (one per flight)
+        self._resent_at = -math.inf  # our latest resend: answers sent before it may wait on it
+        self._scan = 0  # fast retransmit examined the chunks below this
+        self._gso_max = gso_batch(self.D)
+        self._expired_at = -math.inf
+
+    # ---- timers ----
+    def rto(self) -> float:
+        """The current timeout, never more than ``rto_cap`` (a stall is retried before failing)."""
+        return min(self.timer.rto, self.rto_cap)
+
+    def gap(self) -> float:
+        """How long a burst of released results may pause before its next chunk is resent in
+        recovery: two minimum round trips, at least MIN_GAP, at most the RTO."""
+        m = self.timer.min_rtt
+        return self.rto() if m is None else min(self.rto(), max(MIN_GAP, 2 * m))
+
+    # ---- sending ----
+    def _send_rows(self, rows: list[int], now: float, resend: bool) -> None:
+        """Send rows (ascending) as runs of consecutive full-size datagrams, one segmented
+        ``sendmsg`` each (the tensor's last chunk may end a run)."""
+        D, flat, lens, tr, dest = self.D, self.flat, self.lens, self.transport, self.dest
+        buf = self.pk.buf
+        j = 0
+        while j < len(rows):
+            s = rows[j]
+            k = 1
+            while (tr.gso and j + k < len(rows) and k < self._gso_max and rows[j + k] == s + k
+                   and lens[s + k - 1] == D):
+                k += 1
+            if resend:
+                self._resent_at = now
+                for i in range(s, s + k):
+                    buf[i, _FLAGS_OFFSET] |= _RETRANSMIT
+                    self.resends[i] += 1
+                    if i == self._timed:  # Karn: its round trip is ambiguous now
+                        self._timed = -1
+                self.retransmissions += k
+            o = s * D
+            if k > 1:
+                tr.send_segments(flat[o : o + (k - 1) * D + lens[s + k - 1]], D, dest)
+            else:
+                tr.send_to(flat[o : o + lens[s]], dest)
+            for i in range(s, s + k):
+                self.last_tx[i] = now
+            j += k
+
+    def send_new(self, now: float) -> None:
+        """Send every chunk the window allows that was never sent."""
+        lim = min(self.n, self.base + self.w)
+        if self.nxt >= lim:
+            return
+        if self._timed < 0:
+            self._timed = self.nxt  # time the first chunk of this flight
+        self._send_rows(list(range(self.nxt, lim)), now, resend=False)
+        self.nxt = lim
+
+    # ---- results ----
+    def complete(self, i: int, arrived: float) -> None:
+        """Chunk ``i``'s result arrived."""
+        self.done[i] = 1
+        self.remaining -= 1
+        if i > self.hi:
+            self.hi = i
+        if self.resends[i] == 0:  # Karn's rule
+            rtt = arrived - self.last_tx[i]
+            self.timer.observe(rtt)
+            if (i == self._timed and self.last_tx[i] > self._resent_at
+                    and arrived - self.last_progress < self.rto()):
+                # not held up behind a chunk we resent, nor answered only after a pause longer
+                # than the RTO (another member recovering a loss, not the aggregator's latency;
+                # a slower aggregator still gets sampled once the backoff exceeds its latency)
+                self.timer.sample(rtt)
+        if i == self._timed:
+            self._timed = -1
+
+    def progressed(self, now: float) -> None:
+        """After a receive pass that brought new results: move ``base``, fast-retransmit lost
+        results (chunks below ``hi`` without one, ``DUPTHRESH`` results behind)."""
+        self.progress += 1
+        self.last_progress = now
+        done = self.done
+        while self.base < self.n and done[self.base]:
+            self.base += 1
+        top = self.hi - DUPTHRESH + 1
+        lost = [i for i in range(max(self._scan, self.base), top) if not done[i] and not self.fast[i]]
+        self._scan = max(self._scan, top)
+        if lost:
+            for i in lost:
+                self.fast[i] = 1
+                self.rtries[i] = 1
+            self.fast_resends += len(lost)
+            self.recover = max(self.recover, self.nxt)  # loss seen: recover at a round trip's pace
+            self._send_rows(lost, now, resend=True)
+
+    def blocker(self) -> int:
+        """The first chunk above ``hi`` (the one holding up later in-order results), or -1."""
+        b = max(self.hi + 1, self.base)
+        return b if b < self.nxt else -1
+
+    def resend_due(self, now: float) -> tuple[float, int | None]:
+        """Resend what its timer says is lost (the chunks from ``base`` up to the blocker);
+        returns (when to look again, a chunk resent more than ``max_retries`` times without
+        progress, or None)."""
+        rto = self.rto()
+        wake = math.inf
+        done, last_tx = self.done, self.last_tx
+        b = self.blocker()
+        top = b if b >= 0 else min(self.hi, self.nxt - 1)
+        timed_out: list[int] = []
+        rec: list[int] = []
+        if self.base < self.recover:
+            # Recovery: resend at a round trip's pace, backing off per chunk up to the RTO. The
+            # blocker waits for the results it unblocked to stop coming; a lost result below
+            # hi is certain and waits only for the answer to its previous resend.
+            g = self.gap()
+            for i in range(self.base, top + 1):
+                if done[i]:
+                    continue
+                k = self.rtries[i]
+                t0 = max(self.last_progress, last_tx[i]) if i == b else last_tx[i]
+                pace = g * (1 << min(k, 30))
+                due = t0 + min(rto, pace)
+                if due <= now:
+                    # paced resends; once the pace has backed off to the RTO it is the timer
+                    # (backoff, and a resend that counts against max_retries)
+                    (timed_out if pace >= rto else rec).append(i)
+                    self.rtries[i] = k + 1
+                    due = now + min(rto, 2 * pace)
+                wake = min(wake, due)
+            if rec:
+                self.recover = max(self.recover, self.nxt)  # holes keep coming: stay
+        else:
+            quiet = self.last_progress + rto  # no timer expires within an RTO of new results
+            for i in range(self.base, top + 1):
+                if not done[i]:
+                    due = max(quiet, last_tx[i] + rto)
+                    if due <= now:
+                        timed_out.append(i)
+                        due = now + rto
+                    wake = min(wake, due)
+        if timed_out:
+            self.recover = max(self.recover, self.nxt)  # recover until all now in flight is answered
+            if now - self._expired_at >= rto:  # TCP's one timer: one backoff per RTO however
+                self.timer.expired()  # many chunks expire in it
+                self._expired_at = now
+            for i in timed_out:
+                if self.strike_mark[i] != self.progress:
+                    self.strikes[i], self.strike_mark[i] = 0, self.progress
+                self.strikes[i] += 1
+                if self.strikes[i] > self.max_retries:
+                    return wake, i
+            self.timer_resends += len(timed_out)
+        self.recovery_resends += len(rec)
+        rows = sorted(timed_out + rec)
+        if rows:
+            self._send_rows(rows, now, resend=True)
+        return wake, None
