@@ -4,6 +4,8 @@ utilisation"): ``wanreduce report`` for each configuration, one markdown row eac
     .venv/bin/python bench/bench_fpga.py                      # default + largest configurations
     .venv/bin/python bench/bench_fpga.py --config slots=64,elements=512 --seeds 3
     .venv/bin/python bench/bench_fpga.py --quick    # one small core (P=1, S=4, E=32): the flow works
+    .venv/bin/python bench/bench_fpga.py --config ports=2 --first-seed 6 --seeds 5   # seeds 6-10
+    .venv/bin/python bench/bench_fpga.py --netlist OLD/core.json --seeds 5  # place another netlist
 
 Synthesis runs once per configuration, place-and-route once per seed; Fmax is the median over
 the seeds (placement noise is several MHz), with the range.
@@ -33,20 +35,28 @@ def main() -> None:
     ap.add_argument("--config", action="append", default=None,
                     help="comma-separated core parameters, e.g. slots=64,elements=512")
     ap.add_argument("--out", type=Path, default=Path("build/bench_fpga"))
-    ap.add_argument("--seeds", type=int, default=1, help="placement seeds (1..N)")
+    ap.add_argument("--seeds", type=int, default=1, help="number of placement seeds")
+    ap.add_argument("--first-seed", type=int, default=1, help="the first seed (seeds F..F+N-1)")
+    ap.add_argument("--netlist", type=Path, default=None,
+                    help="place this synthesised core.json (e.g. an older commit's) instead of "
+                         "synthesising the configuration")
     ap.add_argument("--placer", choices=PLACERS, default=PLACER, help="nextpnr placer")
     ap.add_argument("--jobs", type=int, default=1, help="place-and-route runs at a time")
     ap.add_argument("--quick", action="store_true", help=f"only the small core {QUICK}")
     args = ap.parse_args()
     configs = [QUICK] if args.quick else CONFIGS if not args.config else [
         {k: int(v) for k, v in (kv.split("=") for kv in c.split(","))} for c in args.config]
-    print("| P | W | S | E | LUT4 | FF | DP16KD | Fmax (MHz), median [range] | synth + P&R |")
+    print("| P | W | S | E | LUT4 | FF | DP16KD | Fmax (MHz), median [range] (per seed) | synth + P&R |")
     print("|---|---|---|---|---|---|---|---|---|")
     for cfg in configs:
         p = dict(CoreParams(**cfg))
         t0 = time.perf_counter()
         tag = "-".join(f"{k[0]}{v}" for k, v in p.items())
-        synthesise(p, args.out / tag)
+        if args.netlist is None:
+            synthesise(p, args.out / tag)
+        else:  # (the row's P/W/S/E are then the --config given, not read from the netlist)
+            (args.out / tag).mkdir(parents=True, exist_ok=True)
+            shutil.copy(args.netlist, args.out / tag / "core.json")
 
         def pnr(seed: int, d: Path = args.out / tag) -> dict:
             sd = d / f"seed{seed}"  # one directory per seed (nextpnr writes its log and report)
@@ -54,13 +64,14 @@ def main() -> None:
             shutil.copy(d / "core.json", sd / "core.json")
             return place_and_route(sd, seed=seed, placer=args.placer)
 
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            runs = list(pool.map(pnr, range(1, args.seeds + 1)))
+            runs = list(pool.map(pnr, seeds))
         r = runs[-1]
         fmaxes = [min(a for a, _ in x["fmax"].values()) for x in runs]
         fm = f"{statistics.median(fmaxes):.1f}"
-        if len(fmaxes) > 1:
-            fm += f" [{min(fmaxes):.1f}-{max(fmaxes):.1f}]"
+        if len(fmaxes) > 1:  # median [range] (seed F / F+1 / ...)
+            fm += f" [{min(fmaxes):.1f}-{max(fmaxes):.1f}] ({' / '.join(f'{f:.1f}' for f in fmaxes)})"
         print(f"| {p['ports']} | {p['width']} | {p['slots']} | {p['elements']} | {r['lut4'][0]} "
               f"| {r['ff'][0]} | {r['dp16kd'][0]} / {r['dp16kd'][1]} | {fm} "
               f"| {time.perf_counter() - t0:.0f} s |", flush=True)

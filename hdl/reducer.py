@@ -361,6 +361,7 @@ class Reducer(wiring.Component):
         ps_v, ps = stage_p.skid_valid, stage_p.skid  # its skid register
         p_rdy = stage_p.s.ready  # == ~ps_v, as its own flip-flop
         take = Signal()  # stage 1 takes p this cycle
+        p_load = ~p_v | take  # stage P's output register loads (its skid register or I's output)
         accept = Signal()  # s_msg transfer
         # reset.valid through a register (cleared on the ready pulse); a window reset stops
         # s_msg at the next message boundary, then waits for everything accepted to drain
@@ -474,7 +475,7 @@ class Reducer(wiring.Component):
             # always one cycle old and the bypass registers cover exactly what it missed
             # the tag is read a cycle ahead: for the beat at p's output next cycle
             # every source is a flip-flop (stage I computed the slot of the beat P may load)
-            tag_rd.addr.eq(Mux(~p_v | take, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
+            tag_rd.addr.eq(Mux(p_load, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
             tag_rd.en.eq(1),
             data_rd.en.eq(1),
         ]
@@ -500,7 +501,8 @@ class Reducer(wiring.Component):
         m.d.comb += [row_rd.eq(Mux(adv, row0, row1)), data_rd.addr.eq(row_rd)]
         m.d.sync += dhit1.eq(dhit0)
         m.d.comb += [
-            dhit0.eq(Mux(data_wr.en, data_wr.addr == row_rd, db_v & (db_addr == row_rd))),
+            # (per row in parallel, adv's choice of the row at the last multiplexer)
+            dhit0.eq(Mux(adv, *[Mux(data_wr.en, data_wr.addr == r, db_v & (db_addr == r)) for r in (row0, row1)])),
         ]
         old1 = Signal(W)
         m.d.comb += old1.eq(Mux(dhit1, db_data, data_rd.data))
@@ -641,8 +643,12 @@ class Reducer(wiring.Component):
         # last write (tb) is the one in progress then, if any (an older write is in the memory
         # by the time of that read)
         thit_w0, thit_b0 = Signal(), Signal()
-        m.d.sync += [thit_w0.eq(tw_en & (tw_addr == tag_rd.addr)),
-                     thit_b0.eq(tw_v & (tw_a == tag_rd.addr))]
+        # (each write address compared with the three read addresses in parallel, the read
+        # address's choice, which depends on ``take``, at the last multiplexer)
+        def rd_hit(a):
+            return Mux(p_load, Mux(ps_v, a == ps.slot, a == i_d.slot), a == p.slot)
+
+        m.d.sync += [thit_w0.eq(tw_en & rd_hit(tw_addr)), thit_b0.eq(tw_v & rd_hit(tw_a))]
         ck0 = Signal(7)
         bm0 = Signal(32)
         m.d.comb += [
@@ -850,19 +856,30 @@ class Reducer(wiring.Component):
         # anything), or a slot the release run would free (slots in clr: COMPLETE, behind the
         # head, in the same region, so no job compare). Else the entry held since the
         # message's first beat.
-        pjob0 = h0.job_id[:jb] == h1.job_id[:jb]  # p's beat vs stage 1's
-        pdc0 = (h0.chunk - h1.chunk)[:sb]
-        held_hit = pjob0 & ((pdc0 & wmask) <= entry_r.more)
-        # "same job and chunk" for p's beat against stage 1's, as a flip-flop compared a cycle
+        # The pair checks below (p's beat against stage 1's) are flip-flops compared a cycle
         # ahead between the beats that will be there (p's next value per its skid buffer, stage
-        # 1's per adv): no 32-bit comparator in front of adv
+        # 1's per adv), with ``take`` only at the last multiplexer: no comparator or subtractor
+        # between the stage-P registers and adv / pin_r.
+        # held entry: same job, and p's chunk - stage 1's (low bits, in stage 1's window) is
+        # inside the run the entry releases
+        pjob_r, pdc_r = Signal(), Signal(sb)
+        job_pn = Mux(ps_v, ps.beat.hdr.job_id[:jb], i_d.beat.hdr.job_id[:jb])
+        cl_pn = Mux(ps_v, ps.beat.hdr.chunk[:sb], i_d.beat.hdr.chunk[:sb])
+        job_1n, cl_1n = Mux(adv, h0.job_id[:jb], h1.job_id[:jb]), Mux(adv, h0.chunk[:sb], h1.chunk[:sb])
+        wm_1n = Mux(adv, wmask0, wmask)
+        m.d.sync += [
+            pjob_r.eq(Mux(p_load, job_pn == job_1n, h0.job_id[:jb] == job_1n)),
+            pdc_r.eq(Mux(p_load, (cl_pn - cl_1n)[:sb] & wm_1n, (h0.chunk[:sb] - cl_1n)[:sb] & wm_1n)),
+        ]
+        held_hit = pjob_r & (pdc_r <= entry_r.more)
+        # "same job and chunk": no 32-bit comparator in front of adv
         same_key = Signal()
 
         def key(h):
             return Cat(h.job_id[:jb], h.chunk)
 
         k_pn = Mux(ps_v, key(ps.beat.hdr), key(i_d.beat.hdr))  # p's next value if it loads
-        m.d.sync += same_key.eq(Mux(~p_v | take,
+        m.d.sync += same_key.eq(Mux(p_load,
                                     k_pn == Mux(adv, key(h0), key(h1)),
                                     Mux(adv, Const(1), key(h0) == key(h1))))
         other_chunk = (slot0 == slot1) & ~same_key
