@@ -308,8 +308,9 @@ class ControlBlock(wiring.Component):
                     m.d.comb += self.reset.valid.eq(1)
                     with m.If(self.reset.ready):
                         m.next = "READ"
-                with m.Elif(probe_rd & ~self.probe_ok):
-                    pass  # the reducer reads the probed chunk's tag (a few cycles)
+                with m.Elif(probe_rd):  # a read: nothing to write (keeps probe_ok, a compare of
+                    with m.If(self.probe_ok):  # the probed key, off the write enables' path)
+                        m.next = "READ"  # else the reducer is still reading the chunk's tag
                 with m.Else():
                     for a, sig in writable.items():
                         with m.If(we[a]):
