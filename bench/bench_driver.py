@@ -221,8 +221,13 @@ def main() -> None:
             "python": platform.python_version(), "cpus": os.cpu_count(), "runs": args.runs,
             "load_end": os.getloadavg()}
     print(f"load average at the end {' / '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    if args.json:
-        with open(args.json, "w") as f:
+    write_json(args.json, meta, rows)
+
+
+def write_json(path: str | None, meta: dict, rows: list) -> None:
+    """The run's figures as JSON (``--json``) for docs/benchmarks.md (also bench_loss.py)."""
+    if path:
+        with open(path, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=2)
 
 

@@ -15,7 +15,6 @@ Run: ``.venv/bin/python bench/bench_loss.py [--runs 5] [--mib 1] [--slots S] [--
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import statistics
@@ -24,6 +23,7 @@ import sys
 import time
 
 import numpy as np
+from bench_driver import write_json  # the same --json report
 
 from wanreduce.host.faults import FaultProxy, FaultSpec
 
@@ -130,9 +130,7 @@ def main() -> None:
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "loadavg": os.getloadavg(), "args": vars(args)}
     print(f"load average {os.getloadavg()}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=2)
+    write_json(args.json, meta, rows)
 
 
 if __name__ == "__main__":
