@@ -28,7 +28,16 @@ from wanreduce.packetize import Packets, packetize, reassemble
 
 from . import agreement
 from .control import ControlClient, ControlTimeout
+from .errors import (  # noqa: F401 - the driver's errors, importable from here as before
+    AggregatorUnreachable,
+    ChunksMissing,
+    ConfigMismatch,
+    DriverError,
+    OverflowReported,
+    WindowWarning,
+)
 from .exchange import run_exchange
+from .job_config import JobConfig
 from .result_filter import ResultMismatch
 from .rtt import RttEstimator
 from .transport import (
@@ -52,38 +61,6 @@ _REJECTS = (
     Outcome.OUT_OF_WINDOW,
     Outcome.STALE,
 )
-
-
-class DriverError(RuntimeError):
-    """Base class of the driver's errors."""
-
-
-class AggregatorUnreachable(DriverError):
-    """Nothing came back from the aggregator within the configured timeout."""
-
-
-class ChunksMissing(DriverError):
-    """Some chunks got no result after the configured retries/timeout."""
-
-    def __init__(self, message: str, *, job: int, chunks: list[int]) -> None:
-        super().__init__(message)
-        self.job, self.chunks = job, chunks
-
-
-class ConfigMismatch(DriverError):
-    """The aggregator's configuration or a result disagrees with what this site sent."""
-
-
-class WindowWarning(UserWarning):
-    """The aggregator's job window cannot hold the chunks in flight the path needs (once per job)."""
-
-
-class OverflowReported(DriverError):
-    """Results carried the OVERFLOW flag and redoing them was disabled or did not help."""
-
-    def __init__(self, message: str, *, job: int, chunks: list[int]) -> None:
-        super().__init__(message)
-        self.job, self.chunks = job, chunks
 
 
 @dataclass
@@ -229,8 +206,6 @@ class AggregatorClient:
         self.result_source = self._result_source(result_source, control_address)
         self.sender_id = sender_id
         self.elements = elements_per_packet
-        self.group_sizes = dict(group_sizes or {})
-        self.job_windows = dict(job_windows or {})
         self.window, self.rate_bps, self.rtt = window, rate_bps, rtt
         self.min_rto, self.max_rto = min_rto, max_rto
         self.initial_rto = initial_rto if initial_rto is not None else max(1.0, 2 * rtt)
@@ -239,8 +214,6 @@ class AggregatorClient:
         self.on_overflow, self.max_redo = on_overflow, max_redo
         self.stats = DriverStats()
         self.next_chunk: dict[int, int] = {}
-        self.first_chunk = first_chunk
-        self._limit_checked = False  # MAX_ELEMENTS compared with elements_per_packet
         self._window_warned: set[int] = set()
         self.timer = RttEstimator(self.initial_rto, min_rto=min_rto, max_rto=max_rto)
         self.transport = UdpTransport(
@@ -256,6 +229,13 @@ class AggregatorClient:
             if use_control and control_address is not None
             else None
         )
+        # What the client knows of the aggregator's configuration (given, or looked up on first use)
+        self.config = JobConfig(
+            self.control, where=self._where(), port=self.aggregator[1], timeout=timeout,
+            sender_id=sender_id, elements=elements_per_packet, group_sizes=group_sizes,
+            job_windows=job_windows, next_chunk=self.next_chunk, first_chunk=first_chunk,
+        )
+        self.group_sizes, self.job_windows = self.config.group_sizes, self.config.job_windows
         self._rbuf = bytearray(MAX_DATAGRAM)
         self._rview = np.frombuffer(self._rbuf, wire.ELEMENT_DTYPE, wire.MAX_ELEMENTS_JUMBO, _HDR)
         self._ever_heard = False
@@ -290,110 +270,9 @@ class AggregatorClient:
         self.next_chunk[job] = chunk & 0xFFFFFFFF
 
     # ---- configuration lookups ----
-    def _lookup(self, what: str, addrs: list[int]) -> list[int]:
-        """Read registers over CONTROL (resent on the timer until answered or ``timeout``)."""
-        assert self.control is not None
-        try:
-            return self.control.read_many(addrs)
-        except ControlTimeout as exc:
-            raise AggregatorUnreachable(
-                f"aggregator {self._where()} unreachable: no reply to a CONTROL read ({what}) "
-                f"within {self.timeout:g} s: is it running and listening there (`wanreduce serve "
-                f"--port {self.aggregator[1]}`)? A client may start first: pass a timeout= that "
-                f"covers the aggregator's start-up"
-            ) from exc
-
-    def _configure(self, *, group: int | None = None, job: int | None = None, head: bool = False) -> None:
-        """Learn, in one CONTROL message, what this client does not know yet: the group's
-        members, the job's window, where the job's chunk numbers start (``head``) and, once per
-        client, the aggregator's element limit. Without CONTROL access, an error naming the
-        argument that supplies the missing value."""
-        want: dict[str, int] = {}
-        if group is not None and group not in self.group_sizes:
-            want["group"] = regs.group(group)
-        if job is not None and job not in self.job_windows:
-            want["cfg"] = regs.job_cfg(job)
-        if head and job is not None and job not in self.next_chunk and self.first_chunk is None:
-            want["head"], want["ctrl"] = regs.job_head(job), regs.CTRL
-        if self.control is None:
-            if "group" in want:
-                raise ConfigMismatch(
-                    f"group {group} size unknown: no CONTROL access to the aggregator; pass "
-                    f"group_sizes={{{group}: N}} (N members) to AggregatorClient"
-                )
-            if "cfg" in want:
-                raise ConfigMismatch(
-                    f"job {job} window unknown: no CONTROL access to the aggregator; pass "
-                    f"job_windows={{{job}: W}} (the job's slots) to AggregatorClient"
-                )
-            if "head" in want:
-                raise ConfigMismatch(
-                    f"job {job}: where its chunk numbers start is unknown without CONTROL access "
-                    f"(JOB{job}_HEAD): pass first_chunk= to AggregatorClient or call "
-                    f"set_next_chunk({job}, chunk), the same on every member (0 after the job's "
-                    f"window was reset, e.g. ControlClient(addr).reset_window({job}))"
-                )
-            return
-        if not self._limit_checked:
-            want["max"] = regs.MAX_ELEMENTS
-        if not want:
-            return
-        what = ", ".join(
-            {"group": f"group {group} members", "cfg": f"job {job} configuration",
-             "head": f"job {job} head", "ctrl": "release mode", "max": "element limit"}[k]
-            for k in want if k != "ctrl"
-        )
-        got = dict(zip(want, self._lookup(what, list(want.values())), strict=True))
-        if "max" in got:
-            limit = got["max"]
-            if self.elements > limit:
-                raise ConfigMismatch(
-                    f"elements_per_packet={self.elements} exceeds the aggregator's limit of "
-                    f"{limit} elements per packet (its MAX_ELEMENTS register): pass "
-                    f"elements_per_packet={limit} (or less, the same on every member) to "
-                    f"AggregatorClient, or raise the limit (`wanreduce serve --elements "
-                    f"{self.elements}`, or write MAX_ELEMENTS up to the core's E)"
-                )
-            self._limit_checked = True
-        if "group" in got:
-            members = [i for i in range(wire.MAX_SENDERS) if got["group"] >> i & 1]
-            if not members:
-                raise ConfigMismatch(
-                    f"group {group} has no members configured on the aggregator: configure it, "
-                    f"e.g. `wanreduce serve --group {group}:0,1,2` (the members' sender ids) or "
-                    f"ControlClient(addr).set_group({group}, [0, 1, 2])"
-                )
-            if self.sender_id not in members:
-                raise ConfigMismatch(
-                    f"sender {self.sender_id} is not a member of group {group} {members}: use "
-                    f"one of those sender_id values, or add {self.sender_id} to the group "
-                    f"(`wanreduce serve --group {group}:"
-                    f"{','.join(map(str, sorted({*members, self.sender_id})))}` or "
-                    f"ControlClient(addr).set_group)"
-                )
-            self.group_sizes[group] = len(members)
-        if "cfg" in got:
-            enabled, log2w, _ = regs.unpack_job_cfg(got["cfg"])
-            if not enabled:
-                raise ConfigMismatch(
-                    f"job {job} is not enabled on the aggregator: enable it, e.g. `wanreduce "
-                    f"serve --job {job}` or ControlClient(addr).set_job({job}, log2_window=L)"
-                )
-            self.job_windows[job] = 1 << log2w
-        if "head" in got:
-            if got["ctrl"] & regs.CTRL_RELEASE_ON_COMPLETION:
-                raise ConfigMismatch(
-                    f"job {job}: the aggregator releases results on completion, where "
-                    f"JOB{job}_HEAD does not follow the chunks, so a new client cannot tell where "
-                    f"an earlier run of job {job} ended: reset the job's window before the run "
-                    f"(ControlClient(addr).reset_window({job})) and pass first_chunk=0 to every "
-                    f"member's AggregatorClient (or call set_next_chunk({job}, 0))"
-                )
-            self.next_chunk[job] = got["head"]
-
     def group_size(self, group: int) -> int:
         """Members N of ``group`` (given, or read over CONTROL on first use)."""
-        self._configure(group=group)
+        self.config.configure(group=group)
         n = self.group_sizes[group]
         if not 1 <= n <= wire.MAX_SENDERS:
             raise ConfigMismatch(
@@ -403,7 +282,7 @@ class AggregatorClient:
 
     def job_window(self, job: int) -> int:
         """Slots W of ``job``'s window (given, or read over CONTROL on first use)."""
-        self._configure(job=job)
+        self.config.configure(job=job)
         return self.job_windows[job]
 
     def effective_window(self, job: int) -> int:
@@ -482,9 +361,9 @@ class AggregatorClient:
         bound = max_abs if max_abs is not None else self.max_abs
         if bound is not None and not (math.isfinite(bound) and bound >= 0):
             raise ValueError(f"max_abs must be a finite non-negative number, got {bound}")
-        self._configure(group=group, job=job, head=True)
-        if job not in self.next_chunk and self.first_chunk is not None:
-            self.next_chunk[job] = self.first_chunk
+        self.config.configure(group=group, job=job, head=True)
+        if job not in self.next_chunk and self.config.first_chunk is not None:
+            self.next_chunk[job] = self.config.first_chunk
         n = self.group_size(group)
         w = self.effective_window(job)
         fixed = None if bound is None else exponent_for(bound, n, self.headroom)
