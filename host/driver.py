@@ -25,7 +25,7 @@ import numpy as np
 
 from wanreduce import fixedpoint, regs, wire
 from wanreduce.model import Outcome
-from wanreduce.packetize import packetize
+from wanreduce.packetize import Packets, packetize
 
 from . import agreement
 from .chunk_ring import ChunkRing, WholeBuffer
@@ -428,7 +428,7 @@ class AggregatorClient:
             )
 
     # ---- internals ----
-    def _packets(self, flat, e, nq, job, group, round_id) -> WholeBuffer:
+    def _packets(self, flat, e, nq, job, group, round_id) -> Packets:
         """``flat`` packetized whole (the agreement vector: its results are read back)."""
         first = self.next_chunk.get(job, 0)
         pk = packetize(
@@ -437,7 +437,7 @@ class AggregatorClient:
             session=self.session,
         )
         self.next_chunk[job] = (first + len(pk)) & 0xFFFFFFFF
-        return WholeBuffer(pk)
+        return pk
 
     def _ring(self, flat, out, e, nq, job, group, round_id, w, target=None) -> ChunkRing:
         """``flat``'s chunks streamed through a ring of ``w`` rows, results into ``out``
@@ -457,7 +457,7 @@ class AggregatorClient:
             self.sender_id, x.size, dt, agreement.max_abs(x), fixed_exp=fixed_exp,
             optimistic=self.headroom == "optimistic",
         )
-        pk = self._packets(vec, 0, n, job, group, round_id)
+        pk = WholeBuffer(self._packets(vec, 0, n, job, group, round_id))
         self._run(pk, job=job, group=group, round_id=round_id, exp=0, w=w)
         self.stats.agreements += 1
         a = agreement.decode(pk.pk.payload.reshape(-1)[: agreement.LANES])
