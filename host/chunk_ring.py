@@ -7,6 +7,11 @@ lives in row ``i % rows`` from when the send window first sends it until its res
 the lowest chunk without its result), so a ring of ``rows >= w`` rows never overwrites a chunk
 that may still be resent.
 
+A result payload is copied into its chunk's row (the contribution there is no longer needed)
+and the rows taken in one receive pass are dequantised into ``out`` together by :meth:`flush`
+(one NumPy call per run of consecutive chunks, before the window refills any row), so the
+per-datagram cost is one copy, not a dequantisation call.
+
 A result with the OVERFLOW flag is not written: the chunk's elements of ``out`` keep what they
 held, which with ``out is x`` is still the chunk's input, so the driver's overflow redo
 re-quantises it from there at a smaller scale (docs/host.md, "Overflow").
@@ -17,8 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from wanreduce import wire
-from wanreduce.fixedpoint import dequantize
-from wanreduce.packetize import Packets, chunk_counts, packetize_into
+from wanreduce.packetize import Packets, chunk_counts, packetize_into, reassemble
 
 _HDR = wire.AGG_HEADER_BYTES
 _OVERFLOW = int(wire.Flags.OVERFLOW)
@@ -38,6 +42,8 @@ class ChunkRing:
         self.nq, self.first, self.group, self.header = n_contributors, first, group, header
         self.target = target
         self.clipped = 0
+        self._payload = self.buf[:, _HDR:].view(wire.ELEMENT_DTYPE)
+        self._taken: list[int] = []  # chunks whose result is in their row, not yet in out
 
     def __len__(self) -> int:
         return len(self.counts)
@@ -59,12 +65,32 @@ class ChunkRing:
         return memoryview(self.buf[i % len(self.buf), : _HDR + 4 * int(self.counts[i])])
 
     def take(self, i: int, payload: np.ndarray, flags: int) -> None:
-        """Chunk ``i``'s result payload (int32, its element count) arrived."""
+        """Chunk ``i``'s result payload (int32, its element count) arrived: into its row."""
         if flags & _OVERFLOW:  # left for the redo (the caller has the flags)
             return
-        E = self.elements
-        t = i if self.target is None else int(self.target[i])
-        dequantize(payload, self.exp, self.out.dtype, out=self.out[t * E : t * E + len(payload)])
+        self._payload[i % len(self.buf), : len(payload)] = payload
+        self._taken.append(i)
+
+    def flush(self) -> None:
+        """Dequantise the results taken since the last flush into ``out``, one call per run of
+        consecutive chunks in consecutive rows (must run before their rows are refilled)."""
+        taken = self._taken
+        if not taken:
+            return
+        taken.sort()
+        R, counts, pay, out, dt = len(self.buf), self.counts, self._payload, self.out, self.out.dtype
+        j = 0
+        while j < len(taken):
+            s = taken[j]
+            k = 1
+            if self.target is None:  # a redo's chunks go to scattered places: one at a time
+                while j + k < len(taken) and taken[j + k] == s + k and (s + k) % R:
+                    k += 1
+            t = s if self.target is None else int(self.target[s])
+            r = s % R
+            reassemble(pay[r : r + k], counts[s : s + k], self.exp, dt, out=out, first=t)
+            j += k
+        taken.clear()
 
 
 class WholeBuffer:
@@ -89,3 +115,6 @@ class WholeBuffer:
 
     def take(self, i: int, payload: np.ndarray, flags: int) -> None:
         self._payload[i, : len(payload)] = payload
+
+    def flush(self) -> None:
+        """Nothing to do: the results stay in ``pk.buf``."""

@@ -100,6 +100,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                     progressed = True
                     win.complete(i, arrived)
             if progressed:
+                pk.flush()  # into out before send_new refills rows
                 win.progressed(mono())
                 continue
             # Idle: retransmit what is lost, then wait for a datagram or the next deadline.
