@@ -1,8 +1,10 @@
-"""The driver's memory: a tensor pass streams through a ring of datagram rows (host/chunk_ring.py)
-and an overflow redo still has the input of the chunks it redoes when ``out is x``."""
+"""The driver's memory: a tensor pass streams through a ring of datagram rows (host/chunk_ring.py),
+an overflow redo still has the input of the chunks it redoes when ``out is x``, and nothing
+writes into ``out`` before the chunk's contribution was sent."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import tracemalloc
 
@@ -10,6 +12,8 @@ import numpy as np
 import pytest
 from driver_helpers import FAST, golden
 
+from wanreduce import wire
+from wanreduce.host import agreement
 from wanreduce.host.driver import AggregatorClient
 from wanreduce.host.reference import agreed_exponent
 from wanreduce.host.softagg import SoftAggregator
@@ -76,3 +80,53 @@ def test_overflow_redo_in_place(n_sites):
     for i in range(n_sites):
         assert res[i] is xs[i]
         np.testing.assert_array_equal(res[i], want)
+
+
+def test_result_for_a_chunk_not_yet_sent_is_ignored():
+    """An aggregator-address "result" for a chunk this site has not sent yet cannot be genuine
+    (a result needs every contribution): it is counted and ignored, so with ``out=x`` it never
+    overwrites an input that is still to be quantised. A one-member echo aggregator answers
+    each contribution; before answering the tensor's first chunk it sends a result for the
+    tensor's last chunk (window 1: not sent yet)."""
+    chunks = 8
+    x = np.random.default_rng(3).uniform(-1, 1, chunks * ELEMENTS).astype(np.float32)
+    want = golden([x], agreed_exponent([x]), 1, np.float32, ELEMENTS)
+    agg = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    agg.bind(("127.0.0.1", 0))
+    agg.settimeout(0.2)
+    stop = threading.Event()
+    off = {k: wire.FIELD[k].agg_offset for k in ("msg_type", "chunk")}
+    first_tensor = -(-agreement.LANES // ELEMENTS)  # chunks 0.. are the agreement's
+
+    def echo():
+        forged = False
+        while not stop.is_set():
+            try:
+                d, src = agg.recvfrom(65536)
+            except TimeoutError:
+                continue
+            r = bytearray(d)
+            r[off["msg_type"]] = int(wire.MsgType.RESULT)
+            ch = int.from_bytes(r[off["chunk"] : off["chunk"] + 4], "big")
+            if ch == first_tensor and not forged:
+                forged = True
+                f = bytearray(r)
+                f[off["chunk"] : off["chunk"] + 4] = (first_tensor + chunks - 1).to_bytes(4, "big")
+                f[wire.AGG_HEADER_BYTES :] = np.full(ELEMENTS, 12345, "<i4").tobytes()
+                agg.sendto(bytes(f), src)
+            agg.sendto(bytes(r), src)
+
+    t = threading.Thread(target=echo)
+    t.start()
+    try:
+        with AggregatorClient(agg.getsockname(), sender_id=0, elements_per_packet=ELEMENTS,
+                              window=1, use_control=False, group_sizes={0: 1},
+                              job_windows={0: 64}, first_chunk=0, **FAST) as c:
+            y = c.allreduce(x, job=0, group=0, round=0, out=x)
+            ignored = c.stats.ignored
+    finally:
+        stop.set()
+        t.join()
+        agg.close()
+    np.testing.assert_array_equal(y, want)
+    assert ignored >= 1  # the forged result (counted as a duplicate)
