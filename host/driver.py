@@ -6,9 +6,10 @@ can be the software aggregator (``host/softagg.py``), a UDP bridge to the simula
 the FPGA's host-facing port. Protocol decisions (chunk numbering, scale agreement, window,
 retransmission, overflow redo) are documented in docs/host.md.
 
-Quantisation, packet layout and reassembly are the golden-model code: ``packetize.packetize``
-quantises straight into the packet buffer, ``packetize.reassemble`` / ``fixedpoint.dequantize``
-turn the int32 result payloads (written in place into that same buffer) into floats.
+Quantisation, packet layout and reassembly are the golden-model code: a tensor pass streams
+through ``host/chunk_ring.py`` (``packetize.packetize_into`` quantises chunks into a ring of
+datagram rows as the window sends them, ``fixedpoint.dequantize`` turns each int32 result
+payload into floats in ``out`` as it arrives; docs/host.md, "Memory").
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import numpy as np
 
 from wanreduce import fixedpoint, regs, wire
 from wanreduce.model import Outcome
-from wanreduce.packetize import Packets, packetize, reassemble
+from wanreduce.packetize import Packets, packetize
 
 from . import agreement
+from .chunk_ring import ChunkRing, WholeBuffer
 from .control import ControlClient, ControlTimeout
 from .errors import (  # noqa: F401 - the driver's errors, importable from here as before
     AggregatorUnreachable,
@@ -370,14 +372,18 @@ class AggregatorClient:
         e = self._agree(x, dt, job=job, group=group, round_id=round, n=n, w=w, fixed_exp=fixed)
         self.stats.last_exponent = e
         flat = x.reshape(-1)
-        pk = self._packets(flat, e, 1 if self.headroom == "optimistic" else n, job, group, round)
-        flags = self._run(pk, job=job, group=group, round_id=round, exp=e, w=w)
-        exps = None
+        oflat = out.reshape(-1)
+        ring = self._ring(flat, oflat, e, 1 if self.headroom == "optimistic" else n, job, group,
+                          round, w)
+        first, counts = ring.first, ring.counts
+        flags = self._run(ring, job=job, group=group, round_id=round, exp=e, w=w)
+        # Overflowed results were not written (host/chunk_ring.py): those chunks of out still
+        # hold what they held before, with out is x their input, which the redo re-quantises.
         over = np.flatnonzero(flags & _OVERFLOW)
         cur = e
         redos = 0
         while over.size:
-            chunks = _chunk_list(int(pk.headers["chunk"][0]), over)
+            chunks = _chunk_list(first, over)
             if self.on_overflow == "raise" or redos >= self.max_redo:
                 raise OverflowReported(
                     f"job {job} round {round}: results of chunks {_fmt_chunks(chunks)} overflowed"
@@ -391,22 +397,12 @@ class AggregatorClient:
                     job=job, chunks=chunks,
                 )
             E = self.elements
-            sub = np.concatenate([flat[i * E : i * E + int(pk.counts[i])] for i in over])
-            pk2 = self._packets(sub, cur, n, job, group, round)
-            self.stats.redo_chunks += len(pk2)
-            f2 = self._run(pk2, job=job, group=group, round_id=round, exp=cur, w=w)
-            pk.payload[over] = pk2.payload
-            if exps is None:
-                exps = np.full(len(pk), e, np.int32)
-            exps[over] = cur
+            sub = np.concatenate([flat[i * E : i * E + int(counts[i])] for i in over])
+            ring2 = self._ring(sub, oflat, cur, n, job, group, round, w, target=over)
+            self.stats.redo_chunks += len(ring2)
+            f2 = self._run(ring2, job=job, group=group, round_id=round, exp=cur, w=w)
             over = over[(f2 & _OVERFLOW) != 0]
             redos += 1
-        # One pass straight into out (no temporaries); redone chunks at their own exponent.
-        reassemble(pk.payload, pk.counts, e, dt, out=out)
-        if exps is not None:
-            for i in np.flatnonzero(exps != e):
-                reassemble(pk.payload[i : i + 1], pk.counts[i : i + 1], int(exps[i]), dt,
-                           out=out, first=int(i))
         self.stats.allreduces += 1
         return out
 
@@ -433,6 +429,7 @@ class AggregatorClient:
 
     # ---- internals ----
     def _packets(self, flat, e, nq, job, group, round_id) -> Packets:
+        """``flat`` packetized whole (the agreement vector: its results are read back)."""
         first = self.next_chunk.get(job, 0)
         pk = packetize(
             flat, exp=e, n_contributors=nq, elements_per_packet=self.elements, job_id=job,
@@ -440,8 +437,17 @@ class AggregatorClient:
             session=self.session,
         )
         self.next_chunk[job] = (first + len(pk)) & 0xFFFFFFFF
-        self.stats.clipped += pk.clipped
         return pk
+
+    def _ring(self, flat, out, e, nq, job, group, round_id, w, target=None) -> ChunkRing:
+        """``flat``'s chunks streamed through a ring of ``w`` rows, results into ``out``
+        (tensor chunk ``target[i]`` for chunk ``i``, default ``i``)."""
+        first = self.next_chunk.get(job, 0)
+        ring = ChunkRing(flat, out, rows=w, elements=self.elements, exp=e, n_contributors=nq,
+                         first=first, group=group, target=target, job_id=job,
+                         round_id=round_id, sender_id=self.sender_id, session=self.session)
+        self.next_chunk[job] = (first + len(ring)) & 0xFFFFFFFF
+        return ring
 
     def _agree(self, x, dt, *, job, group, round_id, n, w, fixed_exp) -> int:
         """All-reduce this member's agreement vector (``host/agreement.py``) and return the
@@ -451,10 +457,10 @@ class AggregatorClient:
             self.sender_id, x.size, dt, agreement.max_abs(x), fixed_exp=fixed_exp,
             optimistic=self.headroom == "optimistic",
         )
-        pk = self._packets(vec, 0, n, job, group, round_id)
+        pk = WholeBuffer(self._packets(vec, 0, n, job, group, round_id))
         self._run(pk, job=job, group=group, round_id=round_id, exp=0, w=w)
         self.stats.agreements += 1
-        a = agreement.decode(pk.payload.reshape(-1)[: agreement.LANES])
+        a = agreement.decode(pk.pk.payload.reshape(-1)[: agreement.LANES])
         where = f"job {job} round {round_id}"
         why = agreement.disagreement(a, n)
         if why is not None:
@@ -470,16 +476,20 @@ class AggregatorClient:
             )
         return fixed_exp if fixed_exp is not None else exponent_for(a.bound, n, self.headroom)
 
-    def _run(self, pk: Packets, *, job: int, group: int, round_id: int, exp: int, w: int) -> np.ndarray:
-        """Send every chunk of ``pk`` within the window until each has its result (the result
-        payloads overwrite the contributions in ``pk.buf``); returns the result flags."""
+    def _run(self, pk: ChunkRing | WholeBuffer, *, job: int, group: int, round_id: int, exp: int,
+             w: int) -> np.ndarray:
+        """Send every chunk of ``pk`` within the window until each has its result (each result
+        payload goes to ``pk.take``); returns the result flags."""
         try:
             return run_exchange(self, pk, job=job, group=group, round_id=round_id, exp=exp, w=w)
         except ResultMismatch as exc:
             raise ConfigMismatch(str(exc)) from None
+        finally:
+            self.stats.clipped += pk.clipped
 
-    def _fail(self, pk: Packets, done: bytearray, nxt: int, job: int, round_id: int, why: str):
-        first = int(pk.headers["chunk"][0])
+    def _fail(self, pk: ChunkRing | WholeBuffer, done: bytearray, nxt: int, job: int, round_id: int,
+              why: str):
+        first = pk.first
         missing = _chunk_list(first, (i for i in range(len(pk)) if not done[i]))
         base_msg = (
             f"job {job} round {round_id}: no result for chunks {_fmt_chunks(missing)} {why}"
@@ -491,7 +501,7 @@ class AggregatorClient:
                 )
             raise ChunksMissing(base_msg, job=job, chunks=missing)
         probe = self._probe_timeout
-        group = int(pk.headers["group_id"][0])
+        group = pk.group
         try:  # the reject counters, and the group's members (to name the missing ones)
             *before, members = self.control.read_many(
                 [regs.outcome_counter(o) for o in _REJECTS] + [regs.group(group)], timeout=probe
@@ -505,7 +515,7 @@ class AggregatorClient:
         # configuration problem, otherwise other members have not contributed (or results were
         # lost beyond recovery).
         i = (missing[0] - first) & 0xFFFFFFFF
-        self.transport.send_to(memoryview(pk.buf[i, : _HDR + 4 * int(pk.counts[i])]), self.aggregator)
+        self.transport.send_to(pk.datagram(i), self.aggregator)
         time.sleep(min(0.05, probe))
         try:
             after = self.control.read_many([regs.outcome_counter(o) for o in _REJECTS], timeout=probe)

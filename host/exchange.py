@@ -1,9 +1,10 @@
-"""One exchange of the driver: send a packet buffer's chunks, collect their results.
+"""One exchange of the driver: send the chunks of a ring (or packet buffer), collect their results.
 
 Ties the parts together: :class:`~wanreduce.host.send_window.SendWindow` (what to send and
 resend, when), :class:`~wanreduce.host.result_filter.ResultFilter` (which datagrams are our
 results) and the client's :class:`~wanreduce.host.rtt.RttEstimator`. Used by
-``AggregatorClient._run``; the result payloads overwrite the contributions in ``pk.buf``.
+``AggregatorClient._run``; each result payload goes to ``pk.take`` as it arrives
+(:class:`~wanreduce.host.chunk_ring.ChunkRing` dequantises it into the output tensor).
 """
 
 from __future__ import annotations
@@ -14,18 +15,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from wanreduce import wire
-from wanreduce.packetize import Packets
 
 from .result_filter import IGNORE, ResultFilter
 from .send_window import SendWindow
 
 if TYPE_CHECKING:
+    from .chunk_ring import ChunkRing, WholeBuffer
     from .driver import AggregatorClient
 
 _HDR = wire.AGG_HEADER_BYTES
 
 
-def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int, round_id: int,
+def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: int, group: int, round_id: int,
                  exp: int, w: int) -> np.ndarray:
     """Send every chunk of ``pk`` within the window until each has its result; returns the
     result flags. Fails through ``client._fail`` after ``client.timeout`` s without a new
@@ -40,10 +41,10 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
     win = SendWindow(pk, w, transport, client.aggregator, client.timer,
                      rto_cap=client.timeout / 4, max_retries=client.max_retries, now=mono())
     filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
-                        first=int(pk.headers["chunk"][0]), counts=pk.counts.tolist(),
+                        first=pk.first, counts=pk.counts.tolist(),
                         done=win.done, source=client.result_source,
                         session=client.session)
-    payload = pk.payload
+    take = pk.take
     rflags = np.zeros(n, np.uint8)
     rbuf = client._rbuf
     rbufs = [rbuf]
@@ -90,12 +91,16 @@ def run_exchange(client: AggregatorClient, pk: Packets, *, job: int, group: int,
                     i, fl = filt.check(rbuf, off, k)
                     if i == IGNORE:
                         continue
+                    if i >= win.nxt:  # no result before its contribution: forged (its row and,
+                        filt.duplicate += 1  # with out is x, its input are not there yet)
+                        continue
                     cnt = filt.counts[i]
-                    payload[i, :cnt] = rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR)
+                    take(i, rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR), fl)
                     rflags[i] = fl
                     progressed = True
                     win.complete(i, arrived)
             if progressed:
+                pk.flush()  # into out before send_new refills rows
                 win.progressed(mono())
                 continue
             # Idle: retransmit what is lost, then wait for a datagram or the next deadline.

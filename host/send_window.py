@@ -1,7 +1,8 @@
 """The window of chunks in flight of one exchange: what to send, what is due for resend, progress.
 
 An exchange is every chunk of one ``Packets`` buffer (a tensor pass, an agreement, an overflow
-redo). Chunk ``i`` (row ``i`` of the packet buffer) may be sent once ``i < base + w``, ``base``
+redo). Chunk ``i`` (row ``i % rows`` of the exchange's buffer: a ring of ``rows >= w`` rows,
+``host/chunk_ring.py``, or the whole packet buffer) may be sent once ``i < base + w``, ``base``
 the lowest chunk still lacking its result (docs/protocol.md, lost-result recovery needs
 ``w <= W/2``). New chunks and resends go out in runs of consecutive datagrams, one segmented
 ``sendmsg`` per run (``transport.send_segments``).
@@ -30,12 +31,17 @@ still missing, while the aggregator releases other chunks, never fails the call.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from wanreduce import wire
-from wanreduce.packetize import Packets
 
 from .rtt import RttEstimator
 from .transport import Address, UdpTransport, gso_batch
+
+if TYPE_CHECKING:
+    from wanreduce.packetize import Packets
+
+    from .chunk_ring import ChunkRing, WholeBuffer
 
 _HDR = wire.AGG_HEADER_BYTES
 _FLAGS_OFFSET = wire.FIELD["flags"].agg_offset
@@ -46,14 +52,20 @@ MIN_GAP = 0.001  # s: floor of the recovery pace (below this, scheduling noise d
 
 
 class SendWindow:
-    """Send and resend state of the chunks of ``pk`` toward ``dest`` with window ``w``."""
+    """Send and resend state of the chunks of ``pk`` toward ``dest`` with window ``w``; a
+    ``pk`` with ``fill(lo, hi)`` (a :class:`ChunkRing`) fills the rows of chunks about to be
+    sent first, a plain :class:`Packets` is sent as it is."""
 
-    def __init__(self, pk: Packets, w: int, transport: UdpTransport, dest: Address,
+    def __init__(self, pk: ChunkRing | WholeBuffer | Packets, w: int, transport: UdpTransport, dest: Address,
                  timer: RttEstimator, *, rto_cap: float, max_retries: int, now: float) -> None:
         self.pk, self.n, self.w = pk, len(pk), w
         self.transport, self.dest, self.timer = transport, dest, timer
         self.rto_cap, self.max_retries = rto_cap, max_retries
         self.D = pk.buf.shape[1]
+        self.R = pk.buf.shape[0]  # chunk i is in row i % R
+        self._fill = getattr(pk, "fill", None)
+        if self.R < min(w, self.n):
+            raise ValueError(f"a ring of {self.R} rows cannot hold a window of {w} chunks")
         self.flat = memoryview(pk.buf.reshape(-1))
         self.lens = [_HDR + 4 * c for c in pk.counts.tolist()]
         n = self.n
@@ -93,24 +105,24 @@ class SendWindow:
     def _send_rows(self, rows: list[int], now: float, resend: bool) -> None:
         """Send rows (ascending) as runs of consecutive full-size datagrams, one segmented
         ``sendmsg`` each (the tensor's last chunk may end a run)."""
-        D, flat, lens, tr, dest = self.D, self.flat, self.lens, self.transport, self.dest
+        D, flat, lens, tr, dest, R = self.D, self.flat, self.lens, self.transport, self.dest, self.R
         buf = self.pk.buf
         j = 0
         while j < len(rows):
             s = rows[j]
             k = 1
             while (tr.gso and j + k < len(rows) and k < self._gso_max and rows[j + k] == s + k
-                   and lens[s + k - 1] == D):
+                   and lens[s + k - 1] == D and (s + k) % R):  # a run never wraps the ring
                 k += 1
             if resend:
                 self._resent_at = now
                 for i in range(s, s + k):
-                    buf[i, _FLAGS_OFFSET] |= _RETRANSMIT
+                    buf[i % R, _FLAGS_OFFSET] |= _RETRANSMIT
                     self.resends[i] += 1
                     if i == self._timed:  # Karn: its round trip is ambiguous now
                         self._timed = -1
                 self.retransmissions += k
-            o = s * D
+            o = (s % R) * D
             if k > 1:
                 tr.send_segments(flat[o : o + (k - 1) * D + lens[s + k - 1]], D, dest)
             else:
@@ -126,6 +138,8 @@ class SendWindow:
             return
         if self._timed < 0:
             self._timed = self.nxt  # time the first chunk of this flight
+        if self._fill is not None:  # their rows are free: every chunk below base has its result
+            self._fill(self.nxt, lim)
         self._send_rows(list(range(self.nxt, lim)), now, resend=False)
         self.nxt = lim
 
