@@ -72,7 +72,9 @@ def test_chunks_missing_names_the_missing_members():
         agg.configure(groups={0: range(6)}, jobs=(0,))
 
         def site(i):
-            kw = {**FAST, "elements_per_packet": 64, "timeout": 1.0}
+            # timeout: covers the four members' start-up on a busy machine, since the message
+            # names the members the aggregator has (0, 1, 3, 4), all of which must have sent
+            kw = {**FAST, "elements_per_packet": 64, "timeout": 4.0}
             with AggregatorClient(agg.address, sender_id=i, **kw) as c:
                 try:
                     c.allreduce(np.ones(100, np.float32), job=0, group=0, round=4, max_abs=1.0)
