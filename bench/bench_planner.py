@@ -13,11 +13,11 @@ import random
 import time
 from pathlib import Path
 
-from wanreduce.host import plan_report as pr
-from wanreduce.host.optimiser import Optimiser, best_plan
-from wanreduce.host.roundmodel import RoundModel
-from wanreduce.host.topology import format_size, load_topology, topology_from_dict
-from wanreduce.sim.wansim import simulate_round
+from wanreduce.planner import plan_report as pr
+from wanreduce.planner.optimiser import Optimiser, best_plan
+from wanreduce.planner.roundmodel import RoundModel
+from wanreduce.planner.topology import format_size, load_topology, topology_from_dict
+from wanreduce.planner.wansim import simulate_round
 
 ROOT = Path(__file__).resolve().parents[1]
 IMG = ROOT / "docs" / "img"

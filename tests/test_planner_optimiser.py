@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from wanreduce.host import schedules as S
-from wanreduce.host.optimiser import Optimiser, factorisations, set_partitions
-from wanreduce.host.plan_report import evaluate
-from wanreduce.host.topology import load_topology, topology_from_dict
+from wanreduce.planner import schedules as S
+from wanreduce.planner.optimiser import Optimiser, factorisations, set_partitions
+from wanreduce.planner.plan_report import evaluate
+from wanreduce.planner.topology import load_topology, topology_from_dict
 
 
 def random_topology(n: int, seed: int, memory: str = "8MiB"):

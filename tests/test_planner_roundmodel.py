@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from wanreduce.host import schedules as S
-from wanreduce.host.roundmodel import RoundModel
-from wanreduce.host.topology import topology_from_dict
+from wanreduce.planner import schedules as S
+from wanreduce.planner.roundmodel import RoundModel
+from wanreduce.planner.topology import topology_from_dict
 
 C = 1000  # chunk bytes
 

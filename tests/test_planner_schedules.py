@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wanreduce.host import schedules as S
-from wanreduce.host.consensus import consensus_error, mixing_matrix, rounds_to_consensus
-from wanreduce.host.optimiser import factorisations
+from wanreduce.planner import schedules as S
+from wanreduce.planner.consensus import consensus_error, mixing_matrix, rounds_to_consensus
+from wanreduce.planner.optimiser import factorisations
 
 
 def _families(n: int) -> list[S.Schedule]:

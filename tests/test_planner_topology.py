@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from wanreduce.cli import cli
-from wanreduce.host.topology import SHIPPED, TopologyError, load_topology, parse_size
+from wanreduce.planner.topology import SHIPPED, TopologyError, load_topology, parse_size
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from wanreduce.host import schedules as S
-from wanreduce.host.optimiser import Optimiser
-from wanreduce.host.roundmodel import RoundModel
-from wanreduce.host.topology import load_topology, topology_from_dict
-from wanreduce.sim.wansim import simulate_round
+from wanreduce.planner import schedules as S
+from wanreduce.planner.optimiser import Optimiser
+from wanreduce.planner.roundmodel import RoundModel
+from wanreduce.planner.topology import load_topology, topology_from_dict
+from wanreduce.planner.wansim import simulate_round
 
 B = 10**7
 CHUNK = B // 100

@@ -5,9 +5,15 @@ from __future__ import annotations
 import click
 
 from wanreduce.errors import WanreduceError
-from wanreduce.host import plan_report as pr
-from wanreduce.host.roundmodel import MEMORY_MODELS
-from wanreduce.host.topology import SHIPPED, TopologyError, format_size, load_topology, parse_size
+from wanreduce.planner import plan_report as pr
+from wanreduce.planner.roundmodel import MEMORY_MODELS
+from wanreduce.planner.topology import (
+    SHIPPED,
+    TopologyError,
+    format_size,
+    load_topology,
+    parse_size,
+)
 
 DEFAULT_MEMORY = "4MiB,64MiB,1GiB,16GiB"
 MAP_BYTES = [10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9]

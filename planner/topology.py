@@ -243,8 +243,8 @@ def load_topology(spec: str | Path) -> Topology:
     label = str(spec)
     if str(spec) in SHIPPED:
         text = (
-            resources.files("wanreduce")
-            .joinpath("data", "topologies", f"{spec}.yaml")
+            resources.files("wanreduce.planner")
+            .joinpath("topologies", f"{spec}.yaml")
             .read_text(encoding="utf-8")
         )
     else:

@@ -1,6 +1,6 @@
 """Analytic round model: how long one synchronisation round takes on a WAN topology.
 
-Protocol modelled (and replayed packet-by-packet by ``wanreduce.sim.wansim``):
+Protocol modelled (and replayed packet-by-packet by ``wanreduce.planner.wansim``):
 
 * every sender cuts its B bytes into N = ceil(B / c) chunks and multicasts each chunk once on a
   shortest-latency tree to all its receivers (each directed link carries one copy per sender);

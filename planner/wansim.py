@@ -1,7 +1,7 @@
 """Discrete-event WAN simulator (simpy) at chunk granularity.
 
 Replays one round of a schedule over a topology, chunk by chunk, with the protocol the analytic
-round model (``wanreduce.host.roundmodel``) assumes, so the two can be checked against each other:
+round model (``wanreduce.planner.roundmodel``) assumes, so the two can be checked against each other:
 
 * each sender's chunk is serialised by its egress port, then store-and-forwarded along its
   multicast tree; every directed link is a FIFO server (``simpy.Resource``) of its bandwidth
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import simpy
 
-from wanreduce.host.schedules import Round
-from wanreduce.host.topology import Topology
+from .schedules import Round
+from .topology import Topology
 
 
 @dataclass
