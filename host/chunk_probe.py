@@ -55,6 +55,7 @@ class ChunkProbe:
         self.latency: float | None = None  # of the latest answer: how long a reply takes now
         self._newest = -1  # the latest-posted message answered (replies come in order)
         self.messages = 0
+        self.unsupported = False  # the aggregator has no JOBj_PROBE (an older core): no answers
 
     def fileno(self) -> int:
         return self.control.transport.fileno()
@@ -87,6 +88,9 @@ class ChunkProbe:
             if got is None or len(vals) != 2 * len(got[0]) + 1:
                 continue  # a late reply of an earlier exchange, or of a blocking transact
             rows, sent = got
+            if vals[0:-1:2] != [(self.first + i) & _U32 for i in rows]:
+                self.unsupported = True  # JOBj_PROBE did not keep the chunk: no such register
+                continue
             if seq in self._live:
                 self._live.discard(seq)
                 self.latency = now - sent

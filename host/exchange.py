@@ -81,6 +81,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
         on a stall post the next round; returns when to look again."""
         for a in probe.poll(now):
             win.probe_answer(a, now)
+        if probe.unsupported:  # an aggregator without the probe registers (an older core):
+            win.sack = False  # recover as without CONTROL
         lat = probe.latency  # an overdue answer: twice the latest answer's latency, a gap at least
         wait = win.rto() if lat is None else min(win.rto(), max(win.gap(), 2 * lat))
         win.probe_unanswered(probe.expire(now, wait))
