@@ -106,6 +106,7 @@ class ChunkProbe:
         about again. Forgets given-up messages after 100 x ``wait``."""
         late = [s for s in self._live if s < self._newest or now - self._pending[s][1] > wait]
         self._live.difference_update(late)
+        rows = [i for s in late for i in self._pending[s][0]]
         for s in [s for s, (_, t) in self._pending.items() if s not in self._live and now - t > 100 * wait]:
             del self._pending[s]
-        return [i for s in late for i in self._pending[s][0]]
+        return rows
