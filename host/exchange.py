@@ -86,7 +86,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
         lat = probe.latency  # an overdue answer: twice the latest answer's latency, a gap at least
         wait = win.rto() if lat is None else min(win.rto(), max(win.gap(), 2 * lat))
         win.probe_unanswered(probe.expire(now, wait))
-        rows, wake = win.probe_due(now)
+        rows, wake = win.probe_due(now, probe.busy)
         if rows is not None:
             probe.post(rows, now)
         return now + wait if probe.busy else wake

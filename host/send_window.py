@@ -264,20 +264,27 @@ class SendWindow:
         return wake, None
 
     # ---- SACK: ask the aggregator what it holds (host/chunk_probe.py) ----
-    def probe_due(self, now: float) -> tuple[list[int] | None, float]:
+    def probe_due(self, now: float, busy: bool = False) -> tuple[list[int] | None, float]:
         """On a stall — no new result, resend or probe for the probe pace (``gap``, doubled per
-        round that found nothing) — the rows to ask the aggregator about: every chunk in flight
-        without a result whose contribution of ours it has not confirmed and that no question
-        still awaiting its answer covers (none left: JOBj_HEAD alone, which shows lost results,
-        and, answered, that earlier questions were lost); else None. Also when to look again."""
+        round that found nothing) — the rows to ask the aggregator about: every chunk sent at
+        least a ``gap`` ago (a younger one cannot be judged yet) without a result, whose
+        contribution of ours it has not confirmed and that no question awaiting its answer
+        covers. None left: JOBj_HEAD alone (it shows lost results), unless ``busy`` (a question
+        is awaiting its answer: the aggregator is asked at the pace it answers). Else None.
+        Also when to look again."""
         if not self.sack or self.base >= self.nxt:
             return None, math.inf
-        pace = min(self.rto(), self.gap() * (1 << min(self._probe_k, 30)))
+        g = self.gap()
+        pace = min(self.rto(), g * (1 << min(self._probe_k, 30)))
         due = max(self.last_progress, self._probe_at, self._resent_at) + pace
         if due > now:
             return None, due
-        done, held, asked = self.done, self.held, self.asked
-        rows = [i for i in range(self.base, self.nxt) if not (done[i] or held[i] or asked[i])]
+        done, held, asked, last_tx = self.done, self.held, self.asked, self.last_tx
+        judge = now - g
+        rows = [i for i in range(self.base, self.nxt)
+                if not (done[i] or held[i] or asked[i]) and last_tx[i] <= judge]
+        if busy and not rows:
+            return None, now + g
         for i in rows:
             asked[i] = 1
         self._probe_at = now

@@ -249,3 +249,23 @@ def test_a_question_awaiting_its_answer_is_not_repeated_until_given_up():
     assert win.probe_due(t + 2 * gap)[0] == []  # every row awaits an answer: JOBj_HEAD alone
     win.probe_unanswered([7, 8])  # their message was lost
     assert win.probe_due(t + 6 * gap)[0] == [7, 8]
+
+
+def test_only_contributions_old_enough_to_judge_are_asked_about_and_head_reads_wait_for_answers():
+    """Chunk 19 sent half a gap before the round is left for a later one (a question about it
+    could not be judged); with every other row confirmed and a question still unanswered, no
+    JOBj_HEAD read is added (the aggregator is asked at the pace it answers)."""
+    win, tr, _ = _window(w=N - 1, sender=0)
+    win.send_new(0.0)
+    _answer(win, [0], 0.002)
+    gap = win.gap()
+    t = 0.002 + 2 * gap
+    win.send_new(t - gap / 2)  # chunk 19
+    rows, wake = win.probe_due(t)
+    assert rows == list(range(1, N - 1)) and wake > t
+    win.probe_answer(ProbeAnswer(rows, [ME] * len(rows), head=1, sent_at=t), t + 0.001)
+    t2 = t + 2 * gap
+    assert win.probe_due(t2)[0] == [19]
+    t3 = t2 + 8 * gap
+    assert win.probe_due(t3, busy=True)[0] is None
+    assert win.probe_due(t3)[0] == []
