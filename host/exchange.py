@@ -89,7 +89,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
         rows, wake = win.probe_due(now, probe.busy)
         if rows is not None:
             probe.post(rows, now)
-        return now + wait if probe.busy else wake
+        return min(wake, now + wait) if probe.busy else wake
 
     def fail(why: str) -> None:
         dropped = [f"{v} {k}" for k, v in (("foreign", filt.foreign), ("malformed", filt.malformed),
