@@ -14,12 +14,16 @@ results leave in chunk order, so ``hi`` (the highest chunk with a result) splits
 * below ``hi``, a chunk without a result had its result released and lost on the way (fast
   retransmit once ``DUPTHRESH`` later chunks have theirs, as TCP on three duplicate ACKs; the
   aggregator answers with the held result);
-* above ``hi``, the first chunk (the *blocker*) holds up every later result; nothing tells
-  which members' contributions it lacks, so after the retransmission timeout without any new
-  result it alone is resent (not the window; every member resends it, duplicates are
-  harmless). The results it unblocks arrive as one burst; if the burst stops at a chunk sent
-  long before, that chunk is the next blocker and is resent after ``gap`` (a few minimum round
-  trips, NewReno's partial acknowledgement) rather than a whole RTO, until the chunks
+* above ``hi``, the first chunk (the *blocker*) holds up every later result, and the results
+  do not tell whose contribution is missing. With a sender id (CONTROL available: SACK) a
+  stall of one ``gap`` starts a probe round (``probe_due``; the questions are posted by
+  ``host/chunk_probe.py``): the aggregator's contributor bitmaps of every chunk in flight, and
+  ``probe_answer`` resends at once exactly our contributions it lacks and the released chunks
+  whose results we lack. Without (or as the safety net, after a retransmission timeout
+  without any new result) the blocker alone is resent (not the window; every member resends
+  it, duplicates are harmless); without SACK the burst it unblocks, if it stops at a chunk
+  sent long before, makes that chunk the next blocker, resent after ``gap`` (a few minimum
+  round trips, NewReno's partial acknowledgement) rather than a whole RTO, until the chunks
   outstanding at the stall have their results (recovery).
 
 The round-trip estimate is ``host/rtt.py``'s :class:`RttEstimator`, one sample per flight
