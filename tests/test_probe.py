@@ -18,7 +18,9 @@ from wanreduce.host.chunk_probe import ChunkProbe, rows_per_message
 from wanreduce.host.control import ControlClient
 from wanreduce.host.driver import AggregatorClient, ChunksMissing
 from wanreduce.host.softagg import SoftAggregator
+from wanreduce.host.transport import UdpTransport
 from wanreduce.model import AggregatorModel, Message, ReleaseMode
+from wanreduce.packetize import AGG_HEADER_STRUCT
 
 
 def _m(chunk, sender, job=0):
@@ -100,6 +102,32 @@ def test_chunk_probe_asks_without_waiting_and_splits_the_window_into_messages():
             assert not probe.unsupported
             probe.post([1], 41.0)
             assert wait_until(lambda: probe.poll(42.0) == [] and probe.unsupported)
+
+
+
+def test_chunk_probe_ignores_a_reply_with_its_number_to_another_question():
+    """Another client's CONTROL_REPLY carrying our sequence number (each process counts from 1;
+    seen in the RTL loopback as a KeyError) is not taken as our answer, nor as a core without
+    probe registers; our own reply is still taken when it comes."""
+    with UdpTransport(bind=("127.0.0.1", 0)) as silent, ControlClient(silent.address, timeout=1) as c:
+        probe = ChunkProbe(c, 0, 10, per_message=4)
+        probe.post([1], 0.0)
+        (seq,) = probe._live
+        me = ("127.0.0.1", c.transport.address[1])
+
+        def reply(echo: int, bitmap: int) -> None:
+            words = wire.control_words([(True, regs.job_probe(0), echo), (False, regs.job_probe_bitmap(0), bitmap),
+                                        (False, regs.job_head(0), 10)])
+            silent.send_to(AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL_REPLY, 0, 0, 0,
+                                                  0, seq, 0, 0, 6, 0) + words.astype("<i4").tobytes(), me)
+
+        reply(99, 0b11)  # someone else's question about chunk 99
+        assert wait_until(lambda: c.transport.wait_readable(0.01)) and probe.poll(0.1) == []
+        assert probe.busy and not probe.unsupported and probe.expire(0.2, 1.0) == []
+        reply(11, 0b01)  # ours: chunk 10 + row 1
+        got = []
+        assert wait_until(lambda: got.extend(probe.poll(0.3)) or got)
+        assert got[0].rows == [1] and got[0].bitmaps == [1] and got[0].head == 0 and not probe.busy
 
 
 def test_chunks_missing_names_the_missing_members():
