@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import time
 from collections.abc import Iterable, Sequence
 
@@ -23,7 +24,9 @@ from .rtt import RttEstimator
 from .transport import MAX_DATAGRAM, Address, UdpTransport, resolve
 
 _HDR = wire.AGG_HEADER_BYTES
-_seq = itertools.count(1)
+# A random start: where every reply reaches every client (the RTL loopback's bridge), another
+# process's reply is unlikely to carry one of our numbers (replies are matched by number).
+_seq = itertools.count(random.randrange(1, 1 << 31))
 
 
 class ControlTimeout(TimeoutError):
