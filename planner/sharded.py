@@ -10,10 +10,11 @@ its port ingests (g - 1) B. A sharded round splits the vector instead (flat, one
 Each site's port ingests 2 (g - 1)/g B (as a ring all-reduce) but every byte crosses the WAN
 once per phase instead of 2(n - 1) hops one after the other, and each FPGA aggregates only B/g.
 
-**Hierarchical** (``clusters``: m equal clusters of k, e.g. regions): reduce-scatter inside each
-cluster (B/k per shard), then the j-th members of all clusters (the *counterparts*) all-reduce
-their shard, sharded again (reduce-scatter and all-gather of B/(k m)), then all-gather inside the
-cluster. Ports still ingest 2 (n - 1)/n B, but only B/k per site crosses between clusters.
+**Hierarchical** (radices k_0 x k_1 x ..., e.g. m clusters of k): reduce-scatter inside each
+cluster (B/k per shard), then the j-th members of all clusters (the *counterparts*) reduce-scatter
+their shard again (B/(k m)), ... ; then all-gather level by level back down. Ports still ingest
+2 (n - 1)/n B, but only B/k per site crosses between clusters (a multi-level reduce-scatter, as
+hierarchical all-reduce in collective libraries, with the FPGAs doing every reduction).
 
 Phases are separated by barriers (a phase starts when the previous one has finished at every
 site); the hardware does not need to forward an aggregated result (hosts send the all-gather).
@@ -32,14 +33,29 @@ from .schedules import Round, Schedule, clique
 
 @dataclass(frozen=True)
 class ShardedRound(Round):
-    """A sharded all-reduce over ``clusters`` (m clusters of k sites; flat when m = 1)."""
+    """A sharded all-reduce: sites placed by ``order`` on a mixed-radix grid ``radices``.
 
-    clusters: tuple[tuple[int, ...], ...] = ()
+    Position p has digits d_0 (fastest) ... d_{L-1}; the level-j groups are the positions that
+    differ only in digit j, so level-0 groups are consecutive positions (the tight clusters).
+    Flat sharding is one level (radices = (n,)); two levels are clusters and counterparts.
+    """
 
-    @property
-    def counterparts(self) -> list[tuple[int, ...]]:
-        """The j-th site of every cluster: the groups that all-reduce across clusters."""
-        return [tuple(c[j] for c in self.clusters) for j in range(len(self.clusters[0]))]
+    order: tuple[int, ...] = ()
+    radices: tuple[int, ...] = ()
+
+    def levels(self) -> list[list[tuple[int, ...]]]:
+        """Per level, the groups of sites that reduce-scatter (and all-gather) together."""
+        out = []
+        stride = 1
+        for k in self.radices:
+            span = stride * k
+            groups = []
+            for base in range(len(self.order)):
+                if (base // stride) % k == 0:  # digit j of ``base`` is 0: one group per such base
+                    groups.append(tuple(self.order[base + i * stride] for i in range(k)))
+            out.append(groups)
+            stride = span
+        return out
 
 
 def _reduce_scatter(name: str, blocks: Sequence[Sequence[int]], nbytes: int) -> Phase:
@@ -49,56 +65,55 @@ def _reduce_scatter(name: str, blocks: Sequence[Sequence[int]], nbytes: int) -> 
     for blk in blocks:
         for j in blk:
             for s in blk:  # s's shard j: to j over the WAN, or j's own contribution locally
-                flows.append(Flow((name, s, j), s, () if s == j else (j,), name, local=s == j))
-    merge = frozenset((name, j) for blk in blocks for j in blk)
+                flows.append(Flow(("rs", s, j), s, () if s == j else (j,), "rs", local=s == j))
+    merge = frozenset(("rs", j) for blk in blocks for j in blk)
     return Phase(name, math.ceil(nbytes / g), tuple(flows), merge)
 
 
 def _all_gather(name: str, blocks: Sequence[Sequence[int]], shard: int) -> Phase:
     """Each site multicasts its ``shard`` bytes to the other sites of its block."""
-    flows = tuple(Flow((name, j), j, tuple(r for r in blk if r != j), None)
+    flows = tuple(Flow(("ag", j), j, tuple(r for r in blk if r != j), None)
                   for blk in blocks for j in blk)
     return Phase(name, shard, flows, frozenset())
 
 
 def phases(rnd: ShardedRound, nbytes: int) -> list[Phase]:
-    """The round's phases in order (the single description the model and simulator share)."""
-    clusters = [list(c) for c in rnd.clusters]
-    k, m = len(clusters[0]), len(clusters)
-    out: list[Phase] = []
-    held = nbytes  # bytes of the (partial) sum each site holds entering the cross phases
-    if k > 1:
-        out.append(_reduce_scatter("reduce-scatter", clusters, nbytes))
-        held = out[-1].nbytes
-    if m > 1:
-        across = rnd.counterparts
-        out.append(_reduce_scatter("reduce-scatter across", across, held))
-        out.append(_all_gather("all-gather across", across, out[-1].nbytes))
-    if k > 1:
-        out.append(_all_gather("all-gather", clusters, held))
-    return out
+    """Reduce-scatter level 0, 1, ..., then all-gather back down (the description the model and
+    simulator share). Level j moves B / (k_0 ... k_j) bytes per flow."""
+    levels = [lv for lv in rnd.levels() if len(lv[0]) > 1]
+    down: list[Phase] = []
+    held = nbytes  # bytes of the partial sum each site holds entering a level
+    for j, groups in enumerate(levels):
+        down.append(_reduce_scatter(f"reduce-scatter L{j}", groups, held))
+        held = down[-1].nbytes
+    up = [_all_gather(f"all-gather L{j}", groups, ph.nbytes)
+          for j, (groups, ph) in enumerate(zip(levels, down, strict=True))]
+    return down + up[::-1]
 
 
 def _everyone(n: int) -> tuple:
     return (clique(range(n)),)
 
 
-def sharded(n: int) -> Schedule:
-    """Flat sharded all-reduce of all n sites (exact in one round)."""
-    rnd = ShardedRound(_everyone(n), None, (tuple(range(n)),))
-    return Schedule("sharded", f"sharded all-reduce ({n} shards)", (rnd,), n)
+def sharded(n: int, order: Sequence[int] | None = None,
+            radices: Sequence[int] | None = None) -> Schedule:
+    """Sharded all-reduce of all n sites, exact in one round.
 
-
-def hierarchical(n: int, clusters: Sequence[Sequence[int]]) -> Schedule:
-    """Hierarchical sharded all-reduce over m equal clusters of k (exact in one round)."""
-    clusters = tuple(tuple(int(s) for s in c) for c in clusters)
-    if len({len(c) for c in clusters}) != 1 or len(clusters) < 2 or len(clusters[0]) < 2:
-        raise ValueError(f"clusters must be >= 2 equal clusters of >= 2 sites, got {clusters}")
-    if sorted(s for c in clusters for s in c) != list(range(n)):
-        raise ValueError("clusters must partition the sites")
-    k, m = len(clusters[0]), len(clusters)
-    rnd = ShardedRound(_everyone(n), None, clusters)
-    return Schedule("hierarchical", f"hierarchical sharded ({m} clusters of {k})", (rnd,), n)
+    ``radices`` (product n) gives the hierarchy: one level is flat sharding (family
+    ``sharded``), more levels are hierarchical (family ``hierarchical``, clusters first).
+    """
+    order = tuple(range(n)) if order is None else tuple(int(s) for s in order)
+    radices = (n,) if radices is None else tuple(radices)
+    if sorted(order) != list(range(n)):
+        raise ValueError("order must be a permutation of the sites")
+    if math.prod(radices) != n or any(k < 2 for k in radices) and n > 1:
+        raise ValueError(f"radices {radices} must be >= 2 and multiply to {n}")
+    rnd = ShardedRound(_everyone(n), None, order, radices)
+    if len(radices) == 1:
+        return Schedule("sharded", f"sharded all-reduce ({n} shards)", (rnd,), n)
+    label = "x".join(map(str, radices))
+    return Schedule("hierarchical", f"hierarchical sharded {label} (clusters of {radices[0]})",
+                    (rnd,), n)
 
 
 def hardware_rounds(rnd: ShardedRound, nbytes: int, names: Sequence[str]) -> list[dict[str, object]]:

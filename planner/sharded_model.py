@@ -15,6 +15,7 @@ round time is the sum of the phase times.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -94,11 +95,20 @@ def phase_time(model: RoundModel, phase: Phase) -> tuple[RoundResult, dict[Hasha
     return RoundResult(worst, out), rates
 
 
+#: per model, phase (bytes, flows, merging sinks) -> result: the optimiser's searches revisit
+#: the same cluster phases many times
+_CACHE: weakref.WeakKeyDictionary[RoundModel, dict] = weakref.WeakKeyDictionary()
+
+
 def sharded_round_time(model: RoundModel, rnd: ShardedRound) -> ShardedResult:
     """Sum of the phase times (each phase starts when the previous one has finished)."""
+    cache = _CACHE.setdefault(model, {})
     results, rates = [], []
     for ph in phases(rnd, model.nbytes):
-        res, r = phase_time(model, ph)
+        key = (ph.nbytes, frozenset(ph.flows), ph.merge)
+        if key not in cache:
+            cache[key] = phase_time(model, ph)
+        res, r = cache[key]
         results.append(res)
         rates.append(r)
     comps = [c for res in results for c in res.components]

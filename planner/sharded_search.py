@@ -1,18 +1,21 @@
-"""Optimiser search for the sharded families (``sharded``): flat, and the hierarchical clusters.
+"""Optimiser search for the sharded families (``sharded``): flat, and the hierarchical levels.
 
-Flat sharding has no free choice (every site owns one shard). Hierarchical sharding chooses the
-cluster size k (every factorisation n = k * m, k, m >= 2), which sites share a cluster and which
-sites are counterparts across clusters:
+Flat sharding has no free choice (every site owns one shard; the order does not matter).
+Hierarchical sharding chooses the radices (every ordering of every factorisation of n: level 0,
+the clusters, carries the most bytes) and the site order (which sites share a cluster, which are
+counterparts at the next level):
 
-* clusters: for n <= ``exhaustive_limit`` every partition into blocks of k, ranked by the sum of
-  the clusters' largest round-trip time (the inner phases' slot cycle); beyond, blocks of k
-  consecutive sites along the optimiser's latency tour (every rotation). The best few are kept;
-* counterparts: swap local search inside each cluster on the round model, within the budget.
+* starting orders: the optimiser's latency tour cut into consecutive clusters (every rotation);
+  for two levels and n <= ``exhaustive_limit`` also every partition into clusters, ranked by the
+  sum of the clusters' largest one-way latency (the best ``KEEP``);
+* swap local search on the round model from each start (first improvement), capped at
+  ``MAX_EVALS`` model evaluations shared by the radices: deterministic, whatever the load.
+  Beyond 16 sites only two-level radices are tried.
 """
 
 from __future__ import annotations
 
-import time
+import itertools
 from typing import TYPE_CHECKING
 
 from . import sharded as SH
@@ -20,58 +23,66 @@ from . import sharded as SH
 if TYPE_CHECKING:
     from .optimiser import Optimiser, Plan
 
-#: cluster partitions per cluster size refined by the counterpart search
+#: cluster partitions (n <= exhaustive_limit) kept as starting orders
 KEEP = 2
+#: round-model evaluations of the hierarchical search (all radices together)
+MAX_EVALS = 240
 
 
-def _candidates(opt: Optimiser, k: int) -> list[list[list[int]]]:
-    """Cluster partitions into blocks of k, best (tightest clusters) first."""
+def _radices(n: int) -> list[tuple[int, ...]]:
+    """Every ordering of every factorisation of n into >= 2 factors >= 2 (two only beyond 16)."""
+    from .optimiser import factorisations
+
+    facts = [f for f in factorisations(n) if n <= 16 or len(f) == 2]
+    return sorted({p for f in facts for p in itertools.permutations(f)})
+
+
+def _starts(opt: Optimiser, radices: tuple[int, ...]) -> list[list[int]]:
+    """Starting site orders: tour rotations, and the tightest cluster partitions when small."""
     from .optimiser import set_partitions
 
-    n, d = opt.n, opt.topo.delay
-    if n <= opt.exhaustive_limit:
-        parts = [[list(b) for b in p] for p in set_partitions(list(range(n)), k)]
-    else:
-        tour = opt.tour()
-        parts = [[[tour[(r + i * k + j) % n] for j in range(k)] for i in range(n // k)]
-                 for r in range(k)]
-
-    def spread(p: list[list[int]]) -> float:
-        return sum(max(d[a, b] for a in blk for b in blk) for blk in p)
-
-    return sorted(parts, key=spread)[:KEEP]
+    n, k, d = opt.n, radices[0], opt.topo.delay
+    tour = opt.tour()
+    starts = [tour[r:] + tour[:r] for r in range(min(k, 2))]
+    if len(radices) == 2 and n <= opt.exhaustive_limit:
+        parts = sorted(set_partitions(list(range(n)), k),
+                       key=lambda p: sum(max(d[a, b] for a in blk for b in blk) for blk in p))
+        starts += [[s for blk in p for s in blk] for p in parts[:KEEP]]
+    return starts
 
 
-def _align(opt: Optimiser, clusters: list[list[int]], deadline: float) -> Plan:
-    """Swap sites inside clusters (changing the counterpart groups) while the plan improves."""
+def _local_search(opt: Optimiser, radices: tuple[int, ...], order: list[int],
+                  evals: int) -> Plan:
+    """Swap two sites' positions while the plan improves (first improvement), ``evals`` at most."""
     n = opt.n
-    best = opt.score(SH.hierarchical(n, clusters))
+    best = opt.score(SH.sharded(n, order, radices))
     improved = True
-    while improved and time.perf_counter() < deadline:
+    while improved and evals > 0:
         improved = False
-        for c in range(1, len(clusters)):  # cluster 0 fixes the positions
-            for i in range(len(clusters[c])):
-                for j in range(i + 1, len(clusters[c])):
-                    cand = [list(b) for b in clusters]
-                    cand[c][i], cand[c][j] = cand[c][j], cand[c][i]
-                    p = opt.score(SH.hierarchical(n, cand))
-                    if p.time < best.time - 1e-12:
-                        best, clusters, improved = p, cand, True
-                if time.perf_counter() >= deadline:
-                    return best
+        for i, j in itertools.combinations(range(n), 2):
+            if evals <= 0:
+                break
+            evals -= 1
+            cand = list(order)
+            cand[i], cand[j] = cand[j], cand[i]
+            p = opt.score(SH.sharded(n, cand, radices))
+            if p.time < best.time - 1e-12:
+                best, order, improved = p, cand, True
     return best
 
 
 def sharded_plans(opt: Optimiser) -> dict[str, Plan]:
-    """Best flat and best hierarchical sharded plan (the latter only when n has a factor pair)."""
+    """Best flat and best hierarchical sharded plan (the latter when n is not prime)."""
     n = opt.n
-    plans = {"sharded": opt.score(SH.sharded(n))} if n >= 2 else {}
-    sizes = [k for k in range(2, n // 2 + 1) if n % k == 0]
+    if n < 2:
+        return {}
+    plans = {"sharded": opt.score(SH.sharded(n))}
+    options = _radices(n)
     best: Plan | None = None
-    for k in sizes:  # an eighth of the optimiser's budget, shared by the cluster sizes
-        deadline = time.perf_counter() + opt.time_budget / (8 * len(sizes))
-        for clusters in _candidates(opt, k):
-            p = _align(opt, clusters, deadline)
+    for radices in options:
+        starts = _starts(opt, radices)
+        for order in starts:
+            p = _local_search(opt, radices, order, MAX_EVALS // (len(options) * len(starts)))
             if best is None or p.time < best.time:
                 best = p
     if best is not None:
