@@ -116,21 +116,33 @@ def sharded(n: int, order: Sequence[int] | None = None,
                     (rnd,), n)
 
 
-def hardware_rounds(rnd: ShardedRound, nbytes: int, names: Sequence[str]) -> list[dict[str, object]]:
-    """Per phase: the group table (merging sites) and multicast groups the edge FPGAs need.
+#: the families built here (the paper's comparison, cliques vs all-to-all, excludes them)
+FAMILIES = ("sharded", "hierarchical")
 
-    Each entry: ``phase``, ``shard_bytes``, ``table`` [(site, contributor bitmap, expected,
-    shard)], ``multicast`` [(sender, receivers)].
+
+def hardware_phases(rnd: ShardedRound, names: Sequence[str], base: int = 0) -> list[tuple[str, list, list]]:
+    """Per phase: (label, group table, multicast groups) in ``plan_report.HardwarePlan``'s form.
+
+    Reduce-scatter: every site's FPGA merges its own shard (a fraction of the vector: its byte
+    range is the shard's offset, so chunk ids are per shard) from the contributors in the bitmap;
+    the result goes to its local hosts. All-gather: the hosts multicast the reduced shard; FPGAs
+    pass it through (no slots). ``base`` numbers the multicast addresses after earlier rounds.
     """
-    out: list[dict[str, object]] = []
-    for ph in phases(rnd, nbytes):
-        table = []
-        for site_sink in sorted(ph.merge, key=lambda k: k[1]):
-            j = site_sink[1]
-            contrib = [f.site for f in ph.flows if f.tag == site_sink[0] and (j in f.dests or
-                                                                              (f.local and f.site == j))]
-            table.append((names[j], sum(1 << s for s in contrib), len(contrib), f"shard of {names[j]}"))
-        mcast = [(names[f.site], [names[r] for r in f.dests]) for f in ph.flows
-                 if f.tag is None and f.dests]
-        out.append({"phase": ph.name, "shard_bytes": ph.nbytes, "table": table, "multicast": mcast})
+    out = []
+    frac = 1
+    levels = [lv for lv in rnd.levels() if len(lv[0]) > 1]
+    for j, groups in enumerate(levels):
+        frac *= len(groups[0])
+        table = [{"site": names[r], "bitmap": sum(1 << s for s in g), "expected": len(g),
+                  "group": f"shard of {names[r]} (1/{frac} of B)"} for g in groups for r in g]
+        sends = [(f"unicast x{len(g) - 1}", names[s], [names[r] for r in g if r != s])
+                 for g in groups for s in g]
+        out.append((f"reduce-scatter level {j}", table, sends))
+    for j in range(len(levels) - 1, -1, -1):
+        share = math.prod(len(lv[0]) for lv in levels[: j + 1])
+        table = [{"site": names[r], "bitmap": 0, "expected": 0, "group": "all-gather (pass-through)"}
+                 for g in levels[j] for r in g]
+        mcast = [(f"239.{(base + len(out)) % 256}.{s // 256}.{s % 256}", names[s],
+                  [names[r] for r in g if r != s]) for g in levels[j] for s in g]
+        out.append((f"all-gather level {j} (1/{share} of B per site)", table, mcast))
     return out
