@@ -9,8 +9,9 @@ counterparts at the next level):
   for two levels and n <= ``exhaustive_limit`` also every partition into clusters, ranked by the
   sum of the clusters' largest one-way latency (the best ``KEEP``);
 * swap local search on the round model from each start (first improvement), capped at
-  ``MAX_EVALS`` model evaluations shared by the radices: deterministic, whatever the load.
-  Beyond 16 sites only two-level radices are tried.
+  ``MAX_EVALS`` model evaluations shared by the radices (scaled by 16/n beyond 16 sites, where
+  an evaluation costs more): deterministic, whatever the load. Beyond 16 sites only two-level
+  radices are tried (64 sites: ~60 evaluations, a few seconds).
 """
 
 from __future__ import annotations
@@ -37,12 +38,11 @@ def _radices(n: int) -> list[tuple[int, ...]]:
     return sorted({p for f in facts for p in itertools.permutations(f)})
 
 
-def _starts(opt: Optimiser, radices: tuple[int, ...]) -> list[list[int]]:
+def _starts(opt: Optimiser, radices: tuple[int, ...], tour: list[int]) -> list[list[int]]:
     """Starting site orders: tour rotations, and the tightest cluster partitions when small."""
     from .optimiser import set_partitions
 
     n, k, d = opt.n, radices[0], opt.topo.delay
-    tour = opt.tour()
     starts = [tour[r:] + tour[:r] for r in range(min(k, 2))]
     if len(radices) == 2 and n <= opt.exhaustive_limit:
         parts = sorted(set_partitions(list(range(n)), k),
@@ -79,10 +79,12 @@ def sharded_plans(opt: Optimiser) -> dict[str, Plan]:
     plans = {"sharded": opt.score(SH.sharded(n))}
     options = _radices(n)
     best: Plan | None = None
+    budget = MAX_EVALS * min(1.0, 16 / n)
+    tour = opt.tour()
     for radices in options:
-        starts = _starts(opt, radices)
+        starts = _starts(opt, radices, tour)
         for order in starts:
-            p = _local_search(opt, radices, order, MAX_EVALS // (len(options) * len(starts)))
+            p = _local_search(opt, radices, order, int(budget // (len(options) * len(starts))))
             if best is None or p.time < best.time:
                 best = p
     if best is not None:
