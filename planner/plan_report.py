@@ -201,7 +201,8 @@ def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str
             lines.append(f"    {e['site']:>6}  {bits}  expect {e['expected']}  {e['group']}"
                          if isinstance(e["group"], str) and e["group"].startswith("shard") else
                          f"    {e['site']:>6}  {bits}  expect {e['expected']}")
-        lines.append(f"  {label}: multicast groups (sender -> receivers)")
+        kind = "unicast shard streams" if "reduce-scatter" in label else "multicast groups"
+        lines.append(f"  {label}: {kind} (sender -> receivers)")
         for addr, s, rs in groups:
             lines.append(f"    {addr:<16} {s} -> {','.join(rs)}")
     return "\n".join(lines)
