@@ -12,7 +12,8 @@ analytic round model (``roundmodel``) and the consensus metric (``consensus``):
   latency-sorted site order;
 * ring all-reduce and one-peer exponential graphs: the site order (nearest-neighbour tour + 2-opt
   on the round model);
-* tree: the number of clusters (k-medoids on latency; medoids lead).
+* tree: the number of clusters (k-medoids on latency; medoids lead);
+* sharded all-reduce (flat) and hierarchical sharding: ``sharded_search``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from . import schedules as S
 from .consensus import rounds_to_consensus
 from .roundmodel import RoundModel
 from .schedules import Schedule
+from .sharded_search import sharded_plans
 from .topology import Topology
 
 
@@ -290,6 +292,7 @@ class Optimiser:
         plans["exponential"] = self.best_order(lambda o: S.exponential(n, o), list(tour))
         if n >= 4:
             plans["tree"] = self.tree_plan()
+        plans.update(sharded_plans(self))
         if families is not None:
             plans = {k: v for k, v in plans.items() if k in families}
         return plans
