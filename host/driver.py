@@ -239,7 +239,6 @@ class AggregatorClient:
         )
         self.group_sizes, self.job_windows = self.config.group_sizes, self.config.job_windows
         self._rbuf = bytearray(MAX_DATAGRAM)
-        self._rview = np.frombuffer(self._rbuf, wire.ELEMENT_DTYPE, wire.MAX_ELEMENTS_JUMBO, _HDR)
         self._ever_heard = False
         # Segmentation offload (several equal-size datagrams per sendmsg) for unicast only;
         # cleared if the kernel refuses it. The datagrams on the wire are the same.

@@ -1,17 +1,26 @@
 """Which received datagrams are results of the current exchange: the driver's receive filter.
 
-One place decides, per datagram, whether it is the result of one of the exchange's chunks (its
-payload is then taken) or something to ignore; nothing a sender puts on the wire can abort the
-exchange except a result that proves a misconfiguration (see :meth:`ResultFilter.check`).
+One place decides whether a received datagram is the result of one of the exchange's chunks
+(its payload is then taken) or something to ignore; nothing a sender puts on the wire can abort
+the exchange except a result that proves a misconfiguration (see :meth:`ResultFilter.accept`).
+
+A whole ``UDP_GRO`` batch (up to 64 KiB of equal-size datagrams, the last possibly shorter) is
+filtered at once: its headers are viewed in place as a ``wire.AGG_HEADER_DTYPE`` array (the wire
+format's one definition) with the batch's segment size as stride, and every check is a NumPy
+mask over the batch; no Python runs per datagram.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
+
 from wanreduce import wire
-from wanreduce.packetize import AGG_HEADER_STRUCT
 
 _HDR = wire.AGG_HEADER_BYTES
 _RESULT = int(wire.MsgType.RESULT)
+_EDT = wire.ELEMENT_DTYPE
 
 IGNORE = -1  # check(): not a result of this exchange (counted)
 
@@ -19,6 +28,30 @@ IGNORE = -1  # check(): not a result of this exchange (counted)
 class ResultMismatch(Exception):
     """A result for one of our chunks that does not fit the contribution (the caller turns it
     into the driver's ``ConfigMismatch``)."""
+
+
+class Accepted(NamedTuple):
+    """The results taken from one block of equal-size datagrams (in arrival order, each chunk
+    once): ``index[j]`` (chunk of the exchange) with ``flags[j]`` and payload ``payload[j]``
+    (int32, ``count`` elements, a view into the receive buffer: use it before the next
+    receive)."""
+
+    index: np.ndarray
+    flags: np.ndarray
+    payload: np.ndarray
+    count: int
+
+
+def blocks(ktot: int, seg: int) -> list[tuple[int, int, int]]:
+    """A received batch of ``ktot`` bytes in datagrams of ``seg`` bytes as blocks of equal-size
+    datagrams ``(byte offset, datagrams, bytes each)``: the full ones, then a shorter last one."""
+    if seg <= 0 or ktot <= 0:
+        return [(0, 1, 0)]  # an empty datagram
+    full, rest = divmod(ktot, seg)
+    out = [(0, full, seg)] if full else []
+    if rest:
+        out.append((full * seg, 1, rest))
+    return out
 
 
 class ResultFilter:
@@ -29,20 +62,23 @@ class ResultFilter:
     well-formed RESULT: short, bad magic/version/type, element count 0, too large or not
     matching the length), ``stray`` (a well-formed result of another job/round/group/session: a late
     result of an earlier call, another group using the same job id), ``duplicate`` (a result of
-    a chunk already received, or outside this exchange).
+    a chunk already received, outside this exchange, or not sent yet: a result cannot precede
+    its contribution, so it is forged, and with ``out is x`` taking it would overwrite input
+    not yet quantised).
     """
 
     def __init__(self, *, job: int, group: int, round_id: int, exp: int, first: int,
-                 counts: list[int], done: bytearray, source: tuple[str, int],
+                 counts: list[int] | np.ndarray, done: bytearray, source: tuple[str, int],
                  session: int = 0) -> None:
         self.job, self.group, self.round_id, self.exp = job, group, round_id, exp
         self.session = session
-        self.first, self.counts, self.done = first, counts, done
+        self.first, self.done = first, done
+        self.counts = np.asarray(counts, np.int64)
+        self._done = np.frombuffer(done, np.uint8)  # the same bytes, for vectorised look-ups
         self.source = source
-        self.n = len(counts)
+        self.n = len(self.counts)
         self.foreign = self.malformed = self.stray = self.duplicate = 0
         self.heard = False  # something came from the aggregator
-        self._unpack = AGG_HEADER_STRUCT.unpack_from
 
     @property
     def ignored(self) -> int:
@@ -57,37 +93,66 @@ class ResultFilter:
         self.foreign += -(-ktot // seg) if seg > 0 else 1
         return False
 
-    def check(self, buf, off: int, k: int) -> tuple[int, int]:
-        """The datagram of ``k`` bytes at ``buf[off:]`` (from the aggregator): ``(chunk index,
-        flags)`` of a result to take, or ``(IGNORE, 0)``.
+    def accept(self, buf, off: int, count: int, size: int, sent: int | None = None) -> Accepted:
+        """Filter ``count`` datagrams of ``size`` bytes each at ``buf[off:]`` (from the
+        aggregator; one block of :func:`blocks`), of which chunks ``>= sent`` (default: all
+        chunks sent) were not sent yet; counts what is ignored and returns what to take.
 
         Raises :class:`ResultMismatch` for a result of this call's job, round and group for one
-        of its chunks with another scale or element count: the aggregator completed the chunk
-        with contributions that disagree with ours, which only a misconfiguration explains
+        of its sent chunks with another scale or element count: the aggregator completed the
+        chunk with contributions that disagree with ours, which only a misconfiguration explains
         (members using different scales, tensor lengths or packet sizes).
         """
-        if k < _HDR:
-            self.malformed += 1
-            return IGNORE, 0
-        mg, ver, typ, fl, grp, jb, rnd, ch, _snd, sc, cnt, ses = self._unpack(buf, off)
-        if (typ != _RESULT or mg != wire.MAGIC or ver != wire.VERSION or cnt == 0
-                or k != _HDR + 4 * cnt):
-            self.malformed += 1
-            return IGNORE, 0
+        cnt_e, odd = divmod(size - _HDR, 4)
+        if cnt_e < 1 or odd:  # no header and whole elements: no result, whatever it says
+            self.malformed += count
+            return _NONE
+        h = np.ndarray((count,), wire.AGG_HEADER_DTYPE, buf, off, (size,))
+        cnt = h["element_count"]
+        ok = ((h["msg_type"] == _RESULT) & (h["magic"] == wire.MAGIC)
+              & (h["version"] == wire.VERSION) & (cnt == cnt_e))
         # ---- the one place where a result's header is compared with this call ----
         # (a result of another session is another run's: stray, docs/protocol.md "Sessions")
-        if jb != self.job or rnd != self.round_id or grp != self.group or ses != self.session:
-            self.stray += 1
-            return IGNORE, 0
-        i = (ch - self.first) & 0xFFFFFFFF
-        if i >= self.n or self.done[i]:
-            self.duplicate += 1
-            return IGNORE, 0
-        if cnt != self.counts[i] or sc != self.exp:
+        ours = ((h["job_id"] == self.job) & (h["round_id"] == self.round_id)
+                & (h["group_id"] == self.group) & (h["session"] == self.session))
+        good = ok & ours
+        self.malformed += count - int(np.count_nonzero(ok))
+        self.stray += int(np.count_nonzero(ok & ~ours))
+        rows = np.flatnonzero(good)
+        i = (h["chunk"][rows].astype(np.int64) - self.first) & 0xFFFFFFFF
+        inside = i < min(self.n, self.n if sent is None else sent)
+        inside[inside] = self._done[i[inside]] == 0
+        if len(rows) > 1 and not (i[1:] > i[:-1]).all():
+            # a chunk twice in one batch (a resent result): the first one counts
+            _, firsts = np.unique(i, return_index=True)
+            once = np.zeros(len(rows), bool)
+            once[firsts] = True
+            inside &= once
+        rows, i = rows[inside], i[inside]
+        self.duplicate += len(inside) - len(rows)
+        if len(rows) == 0:
+            return _NONE
+        sc = h["scale_exp"][rows]
+        bad = (self.counts[i] != cnt_e) | (sc != self.exp)
+        if bad.any():
+            j = int(np.argmax(bad))
             raise ResultMismatch(
-                f"job {self.job} round {rnd} group {grp} chunk {ch}: the aggregator's result "
-                f"(scale {sc}, {cnt} elements) does not match the contribution (scale "
-                f"{self.exp}, {self.counts[i]} elements): members disagree on the scale, the "
-                f"tensor length or the elements per packet"
+                f"job {self.job} round {self.round_id} group {self.group} chunk "
+                f"{int(h['chunk'][rows[j]])}: the aggregator's result (scale {int(sc[j])}, {cnt_e} "
+                f"elements) does not match the contribution (scale {self.exp}, "
+                f"{int(self.counts[i[j]])} elements): members disagree on the scale, the tensor "
+                f"length or the elements per packet"
             )
-        return i, fl
+        pay = np.ndarray((count, cnt_e), _EDT, buf, off + _HDR, (size, 4))
+        if len(rows) < count:
+            pay = pay[rows]  # a copy of the accepted ones only (ignored datagrams in the batch)
+        return Accepted(i, h["flags"][rows].astype(np.uint8), pay, cnt_e)
+
+    def check(self, buf, off: int, k: int) -> tuple[int, int]:
+        """One datagram of ``k`` bytes at ``buf[off:]`` (from the aggregator): ``(chunk index,
+        flags)`` of a result to take, or ``(IGNORE, 0)``; :meth:`accept` for one datagram."""
+        a = self.accept(buf, off, 1, k)
+        return (int(a.index[0]), int(a.flags[0])) if len(a.index) else (IGNORE, 0)
+
+
+_NONE = Accepted(np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros((0, 0), _EDT), 0)

@@ -33,6 +33,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from wanreduce import wire
 
 from .rtt import RttEstimator
@@ -70,9 +72,10 @@ class SendWindow:
         self.lens = [_HDR + 4 * c for c in pk.counts.tolist()]
         n = self.n
         self.done = bytearray(n)
+        self._done = np.frombuffer(self.done, np.uint8)  # the same bytes, for complete_many
         self.fast = bytearray(n)  # fast-retransmitted since its last timer resend
-        self.last_tx = [0.0] * n  # time of the latest transmission
-        self.resends = [0] * n  # Karn: a resent chunk gives no round-trip sample
+        self.last_tx = np.zeros(n)  # time of the latest transmission
+        self.resends = np.zeros(n, np.int32)  # Karn: a resent chunk gives no round-trip sample
         self.strikes = [0] * n  # resends counted against max_retries
         self.rtries = [0] * n  # resends in recovery (their pace backs off per chunk)
         self.strike_mark = [-1] * n  # progress count at the chunk's last counted resend
@@ -127,8 +130,7 @@ class SendWindow:
                 tr.send_segments(flat[o : o + (k - 1) * D + lens[s + k - 1]], D, dest)
             else:
                 tr.send_to(flat[o : o + lens[s]], dest)
-            for i in range(s, s + k):
-                self.last_tx[i] = now
+            self.last_tx[s : s + k] = now
             j += k
 
     def send_new(self, now: float) -> None:
@@ -146,21 +148,29 @@ class SendWindow:
     # ---- results ----
     def complete(self, i: int, arrived: float) -> None:
         """Chunk ``i``'s result arrived."""
-        self.done[i] = 1
-        self.remaining -= 1
-        if i > self.hi:
-            self.hi = i
-        if self.resends[i] == 0:  # Karn's rule
-            rtt = arrived - self.last_tx[i]
-            self.timer.observe(rtt)
-            if (i == self._timed and self.last_tx[i] > self._resent_at
+        self.complete_many(np.array([i]), arrived)
+
+    def complete_many(self, idx: np.ndarray, arrived: float) -> None:
+        """The results of chunks ``idx`` (distinct, not done yet) arrived together at ``arrived``
+        (one receive batch): one vectorised update, the same as :meth:`complete` on each."""
+        if len(idx) == 0:
+            return
+        self._done[idx] = 1
+        self.remaining -= len(idx)
+        self.hi = max(self.hi, int(idx.max()))
+        first_tx = self.resends[idx] == 0  # Karn's rule: only chunks sent once give a round trip
+        if first_tx.any():  # the smallest round trip of the batch: its latest transmission
+            self.timer.observe(arrived - float(self.last_tx[idx[first_tx]].max()))
+        t = self._timed
+        if t >= 0 and self._done[t]:  # the timed chunk is among them
+            self._timed = -1
+            rtt = arrived - float(self.last_tx[t])
+            if (self.resends[t] == 0 and self.last_tx[t] > self._resent_at
                     and arrived - self.last_progress < self.rto()):
                 # not held up behind a chunk we resent, nor answered only after a pause longer
                 # than the RTO (another member recovering a loss, not the aggregator's latency;
                 # a slower aggregator still gets sampled once the backoff exceeds its latency)
                 self.timer.sample(rtt)
-        if i == self._timed:
-            self._timed = -1
 
     def progressed(self, now: float) -> None:
         """After a receive pass that brought new results: move ``base``, fast-retransmit lost
