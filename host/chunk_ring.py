@@ -63,18 +63,25 @@ class ChunkRing:
         """Chunk ``i``'s datagram as sent (it must still be in the ring)."""
         return memoryview(self.buf[i % len(self.buf), : _HDR + 4 * int(self.counts[i])])
 
-    def take_many(self, index: np.ndarray, flags: np.ndarray, payload: np.ndarray) -> None:
+    def take_many(self, index: np.ndarray, flags: np.ndarray, payload: np.ndarray,
+                  run: int = -1) -> None:
         """The results of chunks ``index`` arrived (flags, payloads: (k, count) int32, one count
-        for all): dequantised into their elements of ``out``; OVERFLOW results are left for the
-        redo (the caller has the flags)."""
+        for all; ``run``: the first chunk when they are consecutive, in order, none overflowed):
+        dequantised into their elements of ``out``; OVERFLOW results are left for the redo (the
+        caller has the flags)."""
+        k, c = payload.shape
+        if run >= 0 and self.target is None:  # the usual batch: one fused pass into a slice
+            s = run * self.elements
+            dequantize(payload, self.exp, self.out.dtype, out=self.out[s : s + k * c].reshape(k, c))
+            return
         keep = (flags & _OVERFLOW) == 0
         if not keep.all():
             index, payload = index[keep], payload[keep]
         if len(index) == 0:
             return
         t = index if self.target is None else self.target[index]
-        E, c, oflat, dt = self.elements, payload.shape[1], self.out, self.out.dtype
-        # runs of consecutive tensor chunks: one dequantise each (in order, one run)
+        E, oflat, dt = self.elements, self.out, self.out.dtype
+        # runs of consecutive tensor chunks: one dequantise each
         cuts = np.flatnonzero(np.diff(t) != 1) + 1 if len(t) > 1 else ()
         lo = 0
         for hi in (*cuts, len(t)):
@@ -104,6 +111,7 @@ class WholeBuffer:
     def datagram(self, i: int) -> memoryview:
         return self.pk.datagram(i)
 
-    def take_many(self, index: np.ndarray, flags: np.ndarray, payload: np.ndarray) -> None:
+    def take_many(self, index: np.ndarray, flags: np.ndarray, payload: np.ndarray,
+                  run: int = -1) -> None:
         """The results of chunks ``index`` overwrite their contributions' payloads."""
         self._payload[index, : payload.shape[1]] = payload

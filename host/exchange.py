@@ -82,9 +82,9 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                 for off, count, size in blocks(ktot, seg):  # the full ones, a shorter last one
                     a = filt.accept(rbuf, off, count, size, sent=win.nxt)
                     if len(a.index):
-                        take(a.index, a.flags, a.payload)  # before the next recv reuses rbuf
+                        take(a.index, a.flags, a.payload, a.run)  # before the next recv
                         rflags[a.index] = a.flags
-                        win.complete_many(a.index, arrived)
+                        win.complete_many(a.index, arrived, a.run)
                         progressed = True
             if progressed:
                 win.progressed(mono())

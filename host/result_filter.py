@@ -21,6 +21,7 @@ from wanreduce import wire
 _HDR = wire.AGG_HEADER_BYTES
 _RESULT = int(wire.MsgType.RESULT)
 _EDT = wire.ELEMENT_DTYPE
+_PADDED = -(-_HDR // 8) * 8  # a header's bytes as whole 64-bit words
 
 IGNORE = -1  # check(): not a result of this exchange (counted)
 
@@ -33,13 +34,22 @@ class ResultMismatch(Exception):
 class Accepted(NamedTuple):
     """The results taken from one block of equal-size datagrams (in arrival order, each chunk
     once): ``index[j]`` (chunk of the exchange) with ``flags[j]`` and payload ``payload[j]``
-    (int32, ``count`` elements, a view into the receive buffer: use it before the next
-    receive)."""
+    (int32, ``count`` elements); ``flags`` and ``payload`` may be views into the receive buffer
+    (use them before the next receive). ``run``: the first chunk when the results are chunks
+    ``run, run + 1, ...`` in order with no OVERFLOW flag (the usual case: lets the caller use
+    slices), else -1."""
 
     index: np.ndarray
     flags: np.ndarray
     payload: np.ndarray
     count: int
+    run: int = -1
+
+
+# The header fields every result of one call carries unchanged (flags and chunk vary; the
+# element count is the block's): compared for a whole batch at once as header bytes.
+_CALL_FIELDS = ("magic", "version", "msg_type", "group_id", "job_id", "round_id", "scale_exp",
+                "element_count", "session")
 
 
 def blocks(ktot: int, seg: int) -> list[tuple[int, int, int]]:
@@ -79,6 +89,32 @@ class ResultFilter:
         self.n = len(self.counts)
         self.foreign = self.malformed = self.stray = self.duplicate = 0
         self.heard = False  # something came from the aggregator
+        self._templates: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._masked = np.zeros((64, _PADDED), np.uint8)  # scratch: a batch's masked headers
+        self._counts = self.counts.tolist()
+        # chunks 0 .. uniform-1 all have counts[0] elements (all but a tensor's short last one)
+        self._uniform = int(np.argmax(self.counts != self.counts[0])) or self.n
+
+    def _template(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(words, mask) of the header of a result of this call with ``count`` elements and no
+        OVERFLOW flag, derived from ``wire.AGG_HEADER_DTYPE``: the header's bytes zero-padded to
+        three 64-bit words, so a batch of headers is compared in a few NumPy calls."""
+        t = self._templates.get(count)
+        if t is None:
+            rec, mask = np.zeros((), wire.AGG_HEADER_DTYPE), np.zeros((), wire.AGG_HEADER_DTYPE)
+            for name, v in (("magic", wire.MAGIC), ("version", wire.VERSION), ("msg_type", _RESULT),
+                            ("group_id", self.group), ("job_id", self.job),
+                            ("round_id", self.round_id), ("scale_exp", self.exp),
+                            ("element_count", count), ("session", self.session)):
+                rec[name] = v
+            for name in _CALL_FIELDS:
+                mask[name] = -1 if wire.FIELD[name].signed else np.iinfo(mask[name].dtype).max
+            mask["flags"] = int(wire.Flags.OVERFLOW)
+            words = np.zeros((2, _PADDED), np.uint8)
+            words[0, :_HDR] = rec.reshape(1).view(np.uint8)
+            words[1, :_HDR] = mask.reshape(1).view(np.uint8)
+            t = self._templates[count] = (words[0].view(np.uint64), words[1, :_HDR])
+        return t
 
     @property
     def ignored(self) -> int:
@@ -108,19 +144,39 @@ class ResultFilter:
             self.malformed += count
             return _NONE
         h = np.ndarray((count,), wire.AGG_HEADER_DTYPE, buf, off, (size,))
-        cnt = h["element_count"]
-        ok = ((h["msg_type"] == _RESULT) & (h["magic"] == wire.MAGIC)
-              & (h["version"] == wire.VERSION) & (cnt == cnt_e))
-        # ---- the one place where a result's header is compared with this call ----
-        # (a result of another session is another run's: stray, docs/protocol.md "Sessions")
-        ours = ((h["job_id"] == self.job) & (h["round_id"] == self.round_id)
-                & (h["group_id"] == self.group) & (h["session"] == self.session))
-        good = ok & ours
-        self.malformed += count - int(np.count_nonzero(ok))
-        self.stray += int(np.count_nonzero(ok & ~ours))
-        rows = np.flatnonzero(good)
-        i = (h["chunk"][rows].astype(np.int64) - self.first) & 0xFFFFFFFF
-        inside = i < min(self.n, self.n if sent is None else sent)
+        pay = np.ndarray((count, cnt_e), _EDT, buf, off + _HDR, (size, 4))
+        want, mask = self._template(cnt_e)
+        if len(self._masked) < count:
+            self._masked = np.zeros((count, _PADDED), np.uint8)
+        m = self._masked[:count]
+        np.bitwise_and(np.ndarray((count, _HDR), np.uint8, buf, off, (size, 1)), mask, out=m[:, :_HDR])
+        if not np.count_nonzero(m.view(np.uint64) != want):
+            # the usual batch: every one a result of this call; in order without a gap?
+            ch = h["chunk"]
+            c0 = int(ch[0])
+            lo = (c0 - self.first) & 0xFFFFFFFF
+            hi = lo + count
+            lim = self.n if sent is None else min(self.n, sent)
+            if (hi <= lim and self.done.find(1, lo, hi) < 0
+                    and ((cnt_e == self._counts[0] and hi <= self._uniform)
+                         or (count == 1 and cnt_e == self._counts[lo]))
+                    and (count == 1 or not np.count_nonzero(ch[1:] - ch[:-1] != 1))):
+                return Accepted(np.arange(lo, hi), h["flags"], pay, cnt_e, lo)
+            i = (ch.astype(np.int64) - self.first) & 0xFFFFFFFF
+            rows = np.arange(count)
+        else:
+            cnt = h["element_count"]
+            ok = ((h["msg_type"] == _RESULT) & (h["magic"] == wire.MAGIC)
+                  & (h["version"] == wire.VERSION) & (cnt == cnt_e))
+            # ---- the one place where a result's header is compared with this call ----
+            # (a result of another session is another run's: stray, docs/protocol.md "Sessions")
+            ours = ((h["job_id"] == self.job) & (h["round_id"] == self.round_id)
+                    & (h["group_id"] == self.group) & (h["session"] == self.session))
+            self.malformed += count - int(np.count_nonzero(ok))
+            self.stray += int(np.count_nonzero(ok & ~ours))
+            rows = np.flatnonzero(ok & ours)
+            i = (h["chunk"][rows].astype(np.int64) - self.first) & 0xFFFFFFFF
+        inside = i < (self.n if sent is None else min(self.n, sent))
         inside[inside] = self._done[i[inside]] == 0
         if len(rows) > 1 and not (i[1:] > i[:-1]).all():
             # a chunk twice in one batch (a resent result): the first one counts
@@ -143,10 +199,9 @@ class ResultFilter:
                 f"{int(self.counts[i[j]])} elements): members disagree on the scale, the tensor "
                 f"length or the elements per packet"
             )
-        pay = np.ndarray((count, cnt_e), _EDT, buf, off + _HDR, (size, 4))
         if len(rows) < count:
             pay = pay[rows]  # a copy of the accepted ones only (ignored datagrams in the batch)
-        return Accepted(i, h["flags"][rows].astype(np.uint8), pay, cnt_e)
+        return Accepted(i, h["flags"][rows], pay, cnt_e)
 
     def check(self, buf, off: int, k: int) -> tuple[int, int]:
         """One datagram of ``k`` bytes at ``buf[off:]`` (from the aggregator): ``(chunk index,

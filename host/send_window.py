@@ -88,6 +88,7 @@ class SendWindow:
         self.last_progress = now
         self.recover = 0  # in recovery while base < recover
         self._timed = -1  # the chunk whose round trip is being measured (one per flight)
+        self._resent = False  # some chunk was resent (complete_many then checks Karn's rule)
         self._resent_at = -math.inf  # our latest resend: answers sent before it may wait on it
         self._scan = 0  # fast retransmit examined the chunks below this
         self._gso_max = gso_batch(self.D)
@@ -119,6 +120,7 @@ class SendWindow:
                 k += 1
             if resend:
                 self._resent_at = now
+                self._resent = True
                 for i in range(s, s + k):
                     buf[i % R, _FLAGS_OFFSET] |= _RETRANSMIT
                     self.resends[i] += 1
@@ -150,19 +152,28 @@ class SendWindow:
         """Chunk ``i``'s result arrived."""
         self.complete_many(np.array([i]), arrived)
 
-    def complete_many(self, idx: np.ndarray, arrived: float) -> None:
-        """The results of chunks ``idx`` (distinct, not done yet) arrived together at ``arrived``
-        (one receive batch): one vectorised update, the same as :meth:`complete` on each."""
-        if len(idx) == 0:
+    def complete_many(self, idx: np.ndarray, arrived: float, run: int = -1) -> None:
+        """The results of chunks ``idx`` (distinct, not done yet; ``run``: the first when they
+        are ``run, run + 1, ...``) arrived together at ``arrived`` (one receive batch): one
+        vectorised update, the same as :meth:`complete` on each."""
+        k = len(idx)
+        if k == 0:
             return
-        self._done[idx] = 1
-        self.remaining -= len(idx)
-        self.hi = max(self.hi, int(idx.max()))
-        first_tx = self.resends[idx] == 0  # Karn's rule: only chunks sent once give a round trip
-        if first_tx.any():  # the smallest round trip of the batch: its latest transmission
-            self.timer.observe(arrived - float(self.last_tx[idx[first_tx]].max()))
+        at = slice(run, run + k) if run >= 0 else idx  # slices where they are consecutive
+        self._done[at] = 1
+        self.remaining -= k
+        self.hi = max(self.hi, run + k - 1 if run >= 0 else int(idx.max()))
+        # the smallest round trip of the batch: its latest first transmission (Karn's rule: a
+        # resent chunk gives none; without resends a run's last chunk was sent last)
+        if self._resent or run < 0:
+            last_tx = self.last_tx[at][self.resends[at] == 0]
+            latest = float(last_tx.max()) if len(last_tx) else None
+        else:
+            latest = float(self.last_tx[run + k - 1])
+        if latest is not None:
+            self.timer.observe(arrived - latest)
         t = self._timed
-        if t >= 0 and self._done[t]:  # the timed chunk is among them
+        if t >= 0 and self.done[t]:  # the timed chunk is among them
             self._timed = -1
             rtt = arrived - float(self.last_tx[t])
             if (self.resends[t] == 0 and self.last_tx[t] > self._resent_at
