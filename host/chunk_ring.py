@@ -43,16 +43,12 @@ class ChunkRing:
         self.nq, self.first, self.group, self.header = n_contributors, first, group, header
         self.target = target
         self.clipped = 0
-        self._filled = 0  # chunks 0 .. _filled - 1 are quantised into their rows
 
     def __len__(self) -> int:
         return len(self.counts)
 
     def fill(self, lo: int, hi: int) -> None:
-        """Quantise chunks ``lo .. hi - 1`` into their rows (split where the ring wraps), but
-        those already quantised ahead (chunks are quantised in order, each once)."""
-        lo = max(lo, self._filled)
-        self._filled = max(self._filled, hi)
+        """Quantise chunks ``lo .. hi - 1`` into their rows (split where the ring wraps)."""
         R = len(self.buf)
         while lo < hi:
             r = lo % R
@@ -62,18 +58,6 @@ class ChunkRing:
                 n_contributors=self.nq, first_chunk=self.first, group_id=self.group,
                 **self.header)
             lo += k
-
-    def fill_ahead(self, base: int, most: int) -> bool:
-        """While waiting for results: quantise up to ``most`` more chunks into rows already
-        free (chunk ``j``'s row is free once every chunk below ``j - rows`` has its result,
-        i.e. ``j < base + rows``), so the window sends them without quantising first; returns
-        whether anything was done. A chunk is quantised before it is sent, so before any result
-        of it may overwrite its input (``out is x``)."""
-        hi = min(len(self.counts), base + len(self.buf), self._filled + most)
-        if hi <= self._filled:
-            return False
-        self.fill(self._filled, hi)
-        return True
 
     def datagram(self, i: int) -> memoryview:
         """Chunk ``i``'s datagram as sent (it must still be in the ring)."""
@@ -123,10 +107,6 @@ class WholeBuffer:
 
     def fill(self, lo: int, hi: int) -> None:
         """Nothing to do: every row was filled by ``packetize``."""
-
-    def fill_ahead(self, base: int, most: int) -> bool:
-        """Nothing to do (every row is filled)."""
-        return False
 
     def datagram(self, i: int) -> memoryview:
         return self.pk.datagram(i)

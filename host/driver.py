@@ -439,11 +439,10 @@ class AggregatorClient:
         return pk
 
     def _ring(self, flat, out, e, nq, job, group, round_id, w, target=None) -> ChunkRing:
-        """``flat``'s chunks streamed through a ring of ``2 w`` rows, results into ``out``
+        """``flat``'s chunks streamed through a ring of ``w`` rows, results into ``out``
         (tensor chunk ``target[i]`` for chunk ``i``, default ``i``)."""
         first = self.next_chunk.get(job, 0)
-        # 2w rows: the window's w chunks in flight and up to w quantised ahead while waiting
-        ring = ChunkRing(flat, out, rows=2 * w, elements=self.elements, exp=e, n_contributors=nq,
+        ring = ChunkRing(flat, out, rows=w, elements=self.elements, exp=e, n_contributors=nq,
                          first=first, group=group, target=target, job_id=job,
                          round_id=round_id, sender_id=self.sender_id, session=self.session)
         self.next_chunk[job] = (first + len(ring)) & 0xFFFFFFFF

@@ -24,9 +24,6 @@ if TYPE_CHECKING:
     from .driver import AggregatorClient
 
 
-AHEAD_STEP = 32  # chunks quantised ahead per idle pass (then the socket is looked at again)
-
-
 def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: int, group: int, round_id: int,
                  exp: int, w: int) -> np.ndarray:
     """Send every chunk of ``pk`` within the window until each has its result; returns the
@@ -45,7 +42,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                         first=pk.first, counts=pk.counts,
                         done=win.done, source=client.result_source,
                         session=client.session)
-    take, fill_ahead = pk.take_many, pk.fill_ahead
+    take = pk.take_many
     rflags = np.zeros(n, np.uint8)
     rbuf = client._rbuf
     rbufs = [rbuf]
@@ -99,8 +96,6 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                 fail(f"after {client.max_retries} retries without progress")
             if now - win.last_progress >= silence:
                 fail(f"within {client.timeout:g} s")
-            if fill_ahead(win.base, AHEAD_STEP):  # nothing to read: quantise the next chunks,
-                continue  # then look again (their sends then wait for no conversion)
             transport.wait_readable(min(due, win.last_progress + silence) - now)
     finally:
         flush()

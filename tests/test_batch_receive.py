@@ -235,23 +235,3 @@ def test_complete_many_equals_complete_on_each(seed):
         assert (a.done, a.hi, a.remaining, a.base, a._timed) == (b.done, b.hi, b.remaining, b.base, b._timed)
         assert (ta.srtt, ta.rttvar, ta.samples, ta.min_rtt) == (tb.srtt, tb.rttvar, tb.samples, tb.min_rtt)
     assert a.remaining == 0
-
-
-def test_fill_ahead_quantises_only_into_free_rows_and_each_chunk_once():
-    """While waiting, the ring quantises the next chunks into rows whose chunks have their
-    results (j < base + rows), bit-exact with packetize; the window's fill then skips them."""
-    n, rows = 10, 4
-    x = np.random.default_rng(3).uniform(-1, 1, n * E - 5).astype(np.float32)
-    hdr = dict(job_id=1, round_id=2, sender_id=0, session=0)
-    want = packetize(x, exp=3, n_contributors=2, elements_per_packet=E, first_chunk=50,
-                     group_id=0, **hdr)
-    r = ChunkRing(x.copy(), np.empty_like(x), rows=rows, elements=E, exp=3, n_contributors=2,
-                  first=50, group=0, **hdr)
-    r.fill(0, 2)  # the window sent chunks 0, 1
-    assert r.fill_ahead(0, 100) and r._filled == rows  # rows of 2, 3 were free: no further
-    assert not r.fill_ahead(0, 100)
-    assert [bytes(r.datagram(i)) for i in range(rows)] == [bytes(want.datagram(i)) for i in range(rows)]
-    assert r.fill_ahead(3, 2) and r._filled == 6  # base 3: rows of 4..6 free, at most 2 more
-    r.src[4 * E : 5 * E] = 7.0  # (out is x: a result could overwrite the input once sent)
-    r.fill(4, 7)  # the window sends 4..6: 4, 5 were quantised ahead, only 6 now
-    assert [bytes(r.datagram(i)) for i in range(4, 7)] == [bytes(want.datagram(i)) for i in range(4, 7)]
