@@ -477,8 +477,8 @@ class AggregatorClient:
 
     def _run(self, pk: ChunkRing | WholeBuffer, *, job: int, group: int, round_id: int, exp: int,
              w: int) -> np.ndarray:
-        """Send every chunk of ``pk`` within the window until each has its result (each result
-        batch of result payloads goes to ``pk.take_many``); returns the result flags."""
+        """Send every chunk of ``pk`` within the window until each has its result (each
+        received batch of result payloads goes to ``pk.take_many``); returns the result flags."""
         try:
             return run_exchange(self, pk, job=job, group=group, round_id=round_id, exp=exp, w=w)
         except ResultMismatch as exc:
