@@ -46,12 +46,6 @@ class Accepted(NamedTuple):
     run: int = -1
 
 
-# The header fields every result of one call carries unchanged (flags and chunk vary; the
-# element count is the block's): compared for a whole batch at once as header bytes.
-_CALL_FIELDS = ("magic", "version", "msg_type", "group_id", "job_id", "round_id", "scale_exp",
-                "element_count", "session")
-
-
 def blocks(ktot: int, seg: int) -> list[tuple[int, int, int]]:
     """A received batch of ``ktot`` bytes in datagrams of ``seg`` bytes as blocks of equal-size
     datagrams ``(byte offset, datagrams, bytes each)``: the full ones, then a shorter last one."""
@@ -102,14 +96,14 @@ class ResultFilter:
         t = self._templates.get(count)
         if t is None:
             rec, mask = np.zeros((), wire.AGG_HEADER_DTYPE), np.zeros((), wire.AGG_HEADER_DTYPE)
+            # every field a result of this call carries unchanged (flags and chunk vary)
             for name, v in (("magic", wire.MAGIC), ("version", wire.VERSION), ("msg_type", _RESULT),
                             ("group_id", self.group), ("job_id", self.job),
                             ("round_id", self.round_id), ("scale_exp", self.exp),
                             ("element_count", count), ("session", self.session)):
                 rec[name] = v
-            for name in _CALL_FIELDS:
                 mask[name] = -1 if wire.FIELD[name].signed else np.iinfo(mask[name].dtype).max
-            mask["flags"] = int(wire.Flags.OVERFLOW)
+            mask["flags"] = int(wire.Flags.OVERFLOW)  # no OVERFLOW (those go the full way)
             words = np.zeros((2, _PADDED), np.uint8)
             words[0, :_HDR] = rec.reshape(1).view(np.uint8)
             words[1, :_HDR] = mask.reshape(1).view(np.uint8)
