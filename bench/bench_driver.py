@@ -16,7 +16,9 @@ one after the other (alternating, so load changes hit all three alike):
 
 Blaster goodput = payload bytes received / time from first to last datagram received (same
 datagram size and count as the driver's tensor). Medians of the runs and the ratios
-driver/blaster are printed. Then, per size, the peak memory of one ``allreduce(x, out=x)`` and
+driver/blaster are printed, with the CPU seconds per GB of tensor that the driver process and
+the ``serve`` process spent during the calls (medians; on a loaded machine these vary less than
+wall-clock goodput: the busier of the two bounds the goodput). Then, per size, the peak memory of one ``allreduce(x, out=x)`` and
 one ``y = allreduce(x)`` in a fresh subprocess: the process's RSS high-water mark (VmHWM, reset
 through /proc/self/clear_refs once ``x`` exists) and tracemalloc's peak of traced allocations
 (NumPy buffers included), each over the tensor's size.
@@ -111,6 +113,13 @@ def _client(addr, elements: int) -> AggregatorClient:
                             max_abs=1.0, timeout=30)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (from /proc; Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _status_kib(field: str) -> int:
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
@@ -163,7 +172,7 @@ def main() -> None:
         n_el = int(args.mib * (1 << 20) // 4)
         n_dgrams = -(-n_el // elements)
         srv, addr = start_server(elements, args.slots)
-        drv, base, base_gro = [], [], []
+        drv, base, base_gro, cpu_drv, cpu_srv = [], [], [], [], []
         mem = {}
         try:
             with _client(addr, elements) as c:
@@ -171,9 +180,11 @@ def main() -> None:
                 x = rng.uniform(-1, 1, n_el).astype(np.float32)
                 for r in range(args.runs):
                     x[:] = rng.uniform(-1, 1, n_el)
-                    t = time.perf_counter()
+                    t, cd, cs = time.perf_counter(), time.process_time(), cpu_seconds(srv.pid)
                     c.allreduce(x, job=0, group=0, round=r, out=x)
                     drv.append(x.nbytes / (time.perf_counter() - t))
+                    cpu_drv.append((time.process_time() - cd) / (x.nbytes / 1e9))
+                    cpu_srv.append((cpu_seconds(srv.pid) - cs) / (x.nbytes / 1e9))
                     base.append(blast(n_dgrams, elements))
                     base_gro.append(blast(n_dgrams, elements, gso=True))
                 st = c.stats
@@ -201,6 +212,8 @@ def main() -> None:
                           (("driver", drv), ("blaster", base), ("gso_gro_blaster", base_gro))},
             "ratio_blaster": med["driver"] / med["blaster"],
             "ratio_gso_gro": med["driver"] / med["gso_gro_blaster"],
+            "cpu_s_per_GB_median": {"driver": statistics.median(cpu_drv),
+                                     "serve": statistics.median(cpu_srv)},
             "retransmissions": st.retransmissions,
             "memory": mem,
         }
@@ -209,7 +222,9 @@ def main() -> None:
             f"payload {row['payload_bytes']:5d} B: driver {med['driver']:7.1f} MB/s; blaster "
             f"{med['blaster']:7.1f} MB/s, ratio {row['ratio_blaster']:.2f}; GSO->GRO blaster "
             f"{med['gso_gro_blaster']:7.1f} MB/s, ratio {row['ratio_gso_gro']:.2f} "
-            f"(window {window}, retransmissions {st.retransmissions})",
+            f"(window {window}, retransmissions {st.retransmissions}); CPU per GB: driver "
+            f"{row['cpu_s_per_GB_median']['driver']:.2f} s, serve "
+            f"{row['cpu_s_per_GB_median']['serve']:.2f} s",
             flush=True,
         )
         for mode, m in mem.items():

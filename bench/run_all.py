@@ -36,6 +36,7 @@ BENCHES = (
           lambda out: ["--mib", "16", "--repeats", "3"]),
     Bench("bench_planner.py", "Planner", lambda out: ["--quick"]),
     Bench("bench_driver.py", "Host driver", lambda out: ["--runs", "2", "--mib", "2"]),
+    Bench("bench_receive.py", "Host driver", lambda out: ["--chunks", "1024", "--reps", "3"]),
     Bench("bench_softagg.py", "Software aggregator alone (serve --backend model)",
           lambda out: ["--runs", "2", "--mib", "4"]),
     Bench("bench_agreement.py", "Agreement exchange (every call, also with max_abs)",

@@ -7,10 +7,10 @@ lives in row ``i % rows`` from when the send window first sends it until its res
 the lowest chunk without its result), so a ring of ``rows >= w`` rows never overwrites a chunk
 that may still be resent.
 
-A result payload is copied into its chunk's row (the contribution there is no longer needed)
-and the rows taken in one receive pass are dequantised into ``out`` together by :meth:`flush`
-(one NumPy call per run of consecutive chunks, before the window refills any row), so the
-per-datagram cost is one copy, not a dequantisation call.
+The results of one receive batch (a ``UDP_GRO`` batch of up to 64 KiB, filtered at once by
+:class:`~wanreduce.host.result_filter.ResultFilter`) are dequantised by :meth:`take_many`
+straight from the receive buffer into ``out``: one fused NumPy pass (int32 -> float, times
+``2**-exp``) per run of consecutive chunks, no copy into the ring and no Python per datagram.
 
 A result with the OVERFLOW flag is not written: the chunk's elements of ``out`` keep what they
 held, which with ``out is x`` is still the chunk's input, so the driver's overflow redo
@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from wanreduce import wire
-from wanreduce.packetize import Packets, chunk_counts, packetize_into, reassemble
+from wanreduce.fixedpoint import dequantize
+from wanreduce.packetize import Packets, chunk_counts, packetize_into
 
 _HDR = wire.AGG_HEADER_BYTES
 _OVERFLOW = int(wire.Flags.OVERFLOW)
@@ -42,8 +43,6 @@ class ChunkRing:
         self.nq, self.first, self.group, self.header = n_contributors, first, group, header
         self.target = target
         self.clipped = 0
-        self._payload = self.buf[:, _HDR:].view(wire.ELEMENT_DTYPE)
-        self._taken: list[int] = []  # chunks whose result is in their row, not yet in out
 
     def __len__(self) -> int:
         return len(self.counts)
@@ -64,33 +63,32 @@ class ChunkRing:
         """Chunk ``i``'s datagram as sent (it must still be in the ring)."""
         return memoryview(self.buf[i % len(self.buf), : _HDR + 4 * int(self.counts[i])])
 
-    def take(self, i: int, payload: np.ndarray, flags: int) -> None:
-        """Chunk ``i``'s result payload (int32, its element count) arrived: into its row."""
-        if flags & _OVERFLOW:  # left for the redo (the caller has the flags)
+    def take_many(self, index: np.ndarray, flags: np.ndarray, payload: np.ndarray,
+                  run: int = -1) -> None:
+        """The results of chunks ``index`` arrived (flags, payloads: (k, count) int32, one count
+        for all; ``run``: the first chunk when they are consecutive, in order, none overflowed):
+        dequantised into their elements of ``out``; OVERFLOW results are left for the redo (the
+        caller has the flags)."""
+        k, c = payload.shape
+        if run >= 0 and self.target is None:  # the usual batch: one fused pass into a slice
+            s = run * self.elements
+            dequantize(payload, self.exp, self.out.dtype, out=self.out[s : s + k * c].reshape(k, c))
             return
-        self._payload[i % len(self.buf), : len(payload)] = payload
-        self._taken.append(i)
-
-    def flush(self) -> None:
-        """Dequantise the results taken since the last flush into ``out``, one call per run of
-        consecutive chunks in consecutive rows (must run before their rows are refilled)."""
-        taken = self._taken
-        if not taken:
+        keep = (flags & _OVERFLOW) == 0
+        if not keep.all():
+            index, payload = index[keep], payload[keep]
+        if len(index) == 0:
             return
-        taken.sort()
-        R, counts, pay, out, dt = len(self.buf), self.counts, self._payload, self.out, self.out.dtype
-        j = 0
-        while j < len(taken):
-            s = taken[j]
-            k = 1
-            if self.target is None:  # a redo's chunks go to scattered places: one at a time
-                while j + k < len(taken) and taken[j + k] == s + k and (s + k) % R:
-                    k += 1
-            t = s if self.target is None else int(self.target[s])
-            r = s % R
-            reassemble(pay[r : r + k], counts[s : s + k], self.exp, dt, out=out, first=t)
-            j += k
-        taken.clear()
+        t = index if self.target is None else self.target[index]
+        E, oflat, dt = self.elements, self.out, self.out.dtype
+        # runs of consecutive tensor chunks: one dequantise each
+        cuts = np.flatnonzero(np.diff(t) != 1) + 1 if len(t) > 1 else ()
+        lo = 0
+        for hi in (*cuts, len(t)):
+            s = int(t[lo]) * E
+            k = int(hi) - lo  # several chunks in a run are full ones (only the last is short)
+            dequantize(payload[lo:hi], self.exp, dt, out=oflat[s : s + k * c].reshape(k, c))
+            lo = int(hi)
 
 
 class WholeBuffer:
@@ -113,8 +111,7 @@ class WholeBuffer:
     def datagram(self, i: int) -> memoryview:
         return self.pk.datagram(i)
 
-    def take(self, i: int, payload: np.ndarray, flags: int) -> None:
-        self._payload[i, : len(payload)] = payload
-
-    def flush(self) -> None:
-        """Nothing to do: the results stay in ``pk.buf``."""
+    def take_many(self, index: np.ndarray, flags: np.ndarray, payload: np.ndarray,
+                  run: int = -1) -> None:
+        """The results of chunks ``index`` overwrite their contributions' payloads."""
+        self._payload[index, : payload.shape[1]] = payload

@@ -241,7 +241,6 @@ class AggregatorClient:
         )
         self.group_sizes, self.job_windows = self.config.group_sizes, self.config.job_windows
         self._rbuf = bytearray(MAX_DATAGRAM)
-        self._rview = np.frombuffer(self._rbuf, wire.ELEMENT_DTYPE, wire.MAX_ELEMENTS_JUMBO, _HDR)
         self._ever_heard = False
         # Segmentation offload (several equal-size datagrams per sendmsg) for unicast only;
         # cleared if the kernel refuses it. The datagrams on the wire are the same.
@@ -480,8 +479,8 @@ class AggregatorClient:
 
     def _run(self, pk: ChunkRing | WholeBuffer, *, job: int, group: int, round_id: int, exp: int,
              w: int) -> np.ndarray:
-        """Send every chunk of ``pk`` within the window until each has its result (each result
-        payload goes to ``pk.take``); returns the result flags."""
+        """Send every chunk of ``pk`` within the window until each has its result (each
+        received batch of result payloads goes to ``pk.take_many``); returns the result flags."""
         try:
             return run_exchange(self, pk, job=job, group=group, round_id=round_id, exp=exp, w=w)
         except ResultMismatch as exc:

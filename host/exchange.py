@@ -3,8 +3,10 @@
 Ties the parts together: :class:`~wanreduce.host.send_window.SendWindow` (what to send and
 resend, when), :class:`~wanreduce.host.result_filter.ResultFilter` (which datagrams are our
 results) and the client's :class:`~wanreduce.host.rtt.RttEstimator`. Used by
-``AggregatorClient._run``; each result payload goes to ``pk.take`` as it arrives
-(:class:`~wanreduce.host.chunk_ring.ChunkRing` dequantises it into the output tensor).
+``AggregatorClient._run``. Receiving is per batch, not per datagram: each ``UDP_GRO`` batch is
+filtered at once (``ResultFilter.accept``), its accepted payloads go to ``pk.take_many``
+(:class:`~wanreduce.host.chunk_ring.ChunkRing` dequantises them straight into the output
+tensor) and the window completes them in one call (``SendWindow.complete_many``).
 """
 
 from __future__ import annotations
@@ -16,17 +18,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wanreduce import wire
-
 from .chunk_probe import ChunkProbe, rows_per_message
-from .result_filter import IGNORE, ResultFilter
+from .result_filter import ResultFilter, blocks
 from .send_window import SendWindow
 
 if TYPE_CHECKING:
     from .chunk_ring import ChunkRing, WholeBuffer
     from .driver import AggregatorClient
-
-_HDR = wire.AGG_HEADER_BYTES
 
 
 def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: int, group: int, round_id: int,
@@ -49,16 +47,14 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     probe = None if ctl is None else ChunkProbe(ctl, job, pk.first, rows_per_message(client.elements))
     socks = [transport] if probe is None else [transport, probe]
     filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
-                        first=pk.first, counts=pk.counts.tolist(),
+                        first=pk.first, counts=pk.counts,
                         done=win.done, source=client.result_source,
                         session=client.session)
-    take = pk.take
+    take = pk.take_many
     rflags = np.zeros(n, np.uint8)
     rbuf = client._rbuf
     rbufs = [rbuf]
-    rview = client._rview
     recv = transport.recv_batch
-    frombuffer, edt = np.frombuffer, wire.ELEMENT_DTYPE
     silence = client.timeout
 
     def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
@@ -107,25 +103,15 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                 ktot, seg, src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
                 if not filt.from_source(ktot, seg, src):
                     continue
-                if ktot == 0:  # an empty datagram
-                    filt.malformed += 1
-                    continue
                 arrived = mono()  # every datagram of a GRO batch arrived together
-                for off in range(0, ktot, seg):
-                    k = min(seg, ktot - off)
-                    i, fl = filt.check(rbuf, off, k)
-                    if i == IGNORE:
-                        continue
-                    if i >= win.nxt:  # no result before its contribution: forged (its row and,
-                        filt.duplicate += 1  # with out is x, its input are not there yet)
-                        continue
-                    cnt = filt.counts[i]
-                    take(i, rview[:cnt] if off == 0 else frombuffer(rbuf, edt, cnt, off + _HDR), fl)
-                    rflags[i] = fl
-                    progressed = True
-                    win.complete(i, arrived)
+                for off, count, size in blocks(ktot, seg):  # the full ones, a shorter last one
+                    a = filt.accept(rbuf, off, count, size, sent=win.nxt)
+                    if len(a.index):
+                        take(a.index, a.flags, a.payload, a.run)  # before the next recv
+                        rflags[a.index] = a.flags
+                        win.complete_many(a.index, arrived, a.run)
+                        progressed = True
             if progressed:
-                pk.flush()  # into out before send_new refills rows
                 win.progressed(mono())
                 if probe is not None and probe.busy:
                     sack(mono())

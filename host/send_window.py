@@ -37,6 +37,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from wanreduce import wire
 
 from .rtt import RttEstimator
@@ -80,9 +82,10 @@ class SendWindow:
         self.lens = [_HDR + 4 * c for c in pk.counts.tolist()]
         n = self.n
         self.done = bytearray(n)
+        self._done = np.frombuffer(self.done, np.uint8)  # the same bytes, for complete_many
         self.fast = bytearray(n)  # fast-retransmitted since its last timer resend
-        self.last_tx = [0.0] * n  # time of the latest transmission
-        self.resends = [0] * n  # Karn: a resent chunk gives no round-trip sample
+        self.last_tx = np.zeros(n)  # time of the latest transmission
+        self.resends = np.zeros(n, np.int32)  # Karn: a resent chunk gives no round-trip sample
         self.strikes = [0] * n  # resends counted against max_retries
         self.rtries = [0] * n  # resends in recovery (their pace backs off per chunk)
         self.strike_mark = [-1] * n  # progress count at the chunk's last counted resend
@@ -95,6 +98,7 @@ class SendWindow:
         self.last_progress = now
         self.recover = 0  # in recovery while base < recover
         self._timed = -1  # the chunk whose round trip is being measured (one per flight)
+        self._resent = False  # some chunk was resent (complete_many then checks Karn's rule)
         self._resent_at = -math.inf  # our latest resend: answers sent before it may wait on it
         self._scan = 0  # fast retransmit examined the chunks below this
         self._gso_max = gso_batch(self.D)
@@ -135,6 +139,7 @@ class SendWindow:
                 k += 1
             if resend:
                 self._resent_at = now
+                self._resent = True
                 for i in range(s, s + k):
                     buf[i % R, _FLAGS_OFFSET] |= _RETRANSMIT
                     self.resends[i] += 1
@@ -146,8 +151,7 @@ class SendWindow:
                 tr.send_segments(flat[o : o + (k - 1) * D + lens[s + k - 1]], D, dest)
             else:
                 tr.send_to(flat[o : o + lens[s]], dest)
-            for i in range(s, s + k):
-                self.last_tx[i] = now
+            self.last_tx[s : s + k] = now
             j += k
 
     def send_new(self, now: float) -> None:
@@ -165,21 +169,38 @@ class SendWindow:
     # ---- results ----
     def complete(self, i: int, arrived: float) -> None:
         """Chunk ``i``'s result arrived."""
-        self.done[i] = 1
-        self.remaining -= 1
-        if i > self.hi:
-            self.hi = i
-        if self.resends[i] == 0:  # Karn's rule
-            rtt = arrived - self.last_tx[i]
-            self.timer.observe(rtt)
-            if (i == self._timed and self.last_tx[i] > self._resent_at
+        self.complete_many(np.array([i]), arrived)
+
+    def complete_many(self, idx: np.ndarray, arrived: float, run: int = -1) -> None:
+        """The results of chunks ``idx`` (distinct, not done yet; ``run``: the first when they
+        are ``run, run + 1, ...``) arrived together at ``arrived`` (one receive batch): one
+        vectorised update, the same as :meth:`complete` on each."""
+        k = len(idx)
+        if k == 0:
+            return
+        at = slice(run, run + k) if run >= 0 else idx  # slices where they are consecutive
+        self._done[at] = 1
+        self.remaining -= k
+        self.hi = max(self.hi, run + k - 1 if run >= 0 else int(idx.max()))
+        # the smallest round trip of the batch: its latest first transmission (Karn's rule: a
+        # resent chunk gives none; without resends a run's last chunk was sent last)
+        if self._resent or run < 0:
+            last_tx = self.last_tx[at][self.resends[at] == 0]
+            latest = float(last_tx.max()) if len(last_tx) else None
+        else:
+            latest = float(self.last_tx[run + k - 1])
+        if latest is not None:
+            self.timer.observe(arrived - latest)
+        t = self._timed
+        if t >= 0 and self.done[t]:  # the timed chunk is among them
+            self._timed = -1
+            rtt = arrived - float(self.last_tx[t])
+            if (self.resends[t] == 0 and self.last_tx[t] > self._resent_at
                     and arrived - self.last_progress < self.rto()):
                 # not held up behind a chunk we resent, nor answered only after a pause longer
                 # than the RTO (another member recovering a loss, not the aggregator's latency;
                 # a slower aggregator still gets sampled once the backoff exceeds its latency)
                 self.timer.sample(rtt)
-        if i == self._timed:
-            self._timed = -1
 
     def progressed(self, now: float) -> None:
         """After a receive pass that brought new results: move ``base``, fast-retransmit lost

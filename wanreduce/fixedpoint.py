@@ -102,7 +102,7 @@ def _scale(e: int) -> np.float32:
 def _leading_blocks(shape: tuple[int, ...]) -> tuple[int, int]:
     """(number of leading-axis slices, slices per block) so that a block holds about
     ``_BLOCK`` elements: conversions work block by block on data that stays in L2."""
-    row = max(1, int(np.prod(shape[1:])))
+    row = max(1, math.prod(shape[1:]))  # (not np.prod: 10x the cost on a small tuple)
     return shape[0], max(1, _BLOCK // row)
 
 
