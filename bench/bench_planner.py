@@ -45,11 +45,11 @@ def synthetic(n_regions: int = 8, per_region: int = 8, seed: int = 7):
     for r in range(n_regions):  # each region to its 3 nearest regions, via different sites
         near = sorted((km(centres[r], centres[q]), q) for q in range(n_regions) if q != r)[:3]
         for k, (dist, q) in enumerate(near):
-            a, b = f"r{r}s{k}", f"r{q}s{(k + 4) % per_region}"
+            a, b = f"r{r}s{k % per_region}", f"r{q}s{(k + 4) % per_region}"
             if not any({lk["a"], lk["b"]} == {a, b} for lk in links):
                 links.append({"a": a, "b": b, "latency_ms": round(dist * 1.5 * 0.005, 3),
                               "bandwidth_gbps": 10})
-    return topology_from_dict({"name": "synthetic-64", "sites": sites, "links": links,
+    return topology_from_dict({"name": f"synthetic-{len(sites)}", "sites": sites, "links": links,
                                "defaults": {"fpga_memory": "64MiB", "line_rate_gbps": 10}})
 
 

@@ -7,12 +7,18 @@ analytic round model (``roundmodel``) and the consensus metric (``consensus``):
   include rotating k-cliques when all k are equal, AG(2,3) for nine sites): the *assignment* of
   sites to grid positions. Two-level grids with n <= ``exhaustive_limit`` are solved exactly by
   enumerating every pair of orthogonal partitions (each round's time is computed once per
-  partition); larger ones by multi-start local search (swap two sites, keep improvements);
-* rotating cliques whose size does not give an exact design: the greedy covering schedule on a
-  latency-sorted site order;
-* ring all-reduce and one-peer exponential graphs: the site order (nearest-neighbour tour + 2-opt
-  on the round model);
+  partition); larger ones by the deterministic placement search (``placement``);
+* rotating cliques whose size k gives no exact design for n: the exact mixed-size
+  constructions of ``cliques`` (blocks of at most k, and of about k) and the inexact greedy
+  covering schedule, all placed by the same search and compared by time to epsilon-consensus;
+* ring all-reduce: a latency tour (nearest neighbour + 2-opt); one-peer exponential graphs: the
+  placement search;
 * tree: the number of clusters (k-medoids on latency; medoids lead).
+
+The search is deterministic: a latency surrogate with a fixed number of swap evaluations
+(``swaps``) and a seed, then the round model picks among the surrogate's local optima; on up to
+``refine_limit`` sites a fixed number (``refine_evals``) of round-model swap evaluations refines
+them. No wall-clock limit decides a result.
 """
 
 from __future__ import annotations
@@ -20,16 +26,17 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import cliques as C
+from . import placement
 from . import schedules as S
 from .consensus import rounds_to_consensus
 from .roundmodel import RoundModel
-from .schedules import Schedule
+from .schedules import Round, Schedule
 from .topology import Topology
 
 
@@ -86,18 +93,22 @@ class Optimiser:
         chunk_bytes: int = 1996,
         memory_model: str = "shared",
         exhaustive_limit: int = 9,
-        time_budget: float = 30.0,
         seed: int = 0,
+        swaps: int = 4000,
+        refine_limit: int = 12,
+        refine_evals: int = 300,
     ) -> None:
         self.topo = topo
         self.n = topo.n
         self.eps = eps
         self.model = RoundModel(topo, nbytes, chunk_bytes, memory_model)
         self.exhaustive_limit = exhaustive_limit
-        self.time_budget = time_budget
-        self.rng = random.Random(seed)
+        self.seed = seed
+        self.swaps = swaps
+        self.refine_limit = refine_limit
+        self.refine_evals = refine_evals
         self._cache: dict[tuple[tuple[int, ...], ...], float] = {}
-        self._grid_budget = time_budget / 4
+        self._round_cache: dict[tuple[object, ...], float] = {}
 
     # -- scoring -------------------------------------------------------------------------
     def partition_time(self, blocks: Sequence[Sequence[int]]) -> float:
@@ -106,6 +117,13 @@ class Optimiser:
         if key not in self._cache:
             self._cache[key] = self.model.round_time(S.clique_round(key)).time
         return self._cache[key]
+
+    def round_cost(self, rnd: Round) -> float:
+        """Round time under the model (memoised on the round)."""
+        key = (frozenset(rnd.groups), rnd.ring)
+        if key not in self._round_cache:
+            self._round_cache[key] = self.model.round_time(rnd).time
+        return self._round_cache[key]
 
     def score(self, schedule: Schedule) -> Plan:
         """Time to epsilon-consensus of a schedule under the round model."""
@@ -118,36 +136,17 @@ class Optimiser:
     # -- families ------------------------------------------------------------------------
     def tour(self) -> list[int]:
         """A short ring through all sites: nearest neighbour on latency, then 2-opt."""
-        d = self.topo.delay
-        n = self.n
-        best: list[int] = []
-        best_len = math.inf
-        for start in range(n):
-            order, left = [start], set(range(n)) - {start}
-            while left:
-                nxt = min(left, key=lambda j: d[order[-1], j])
-                order.append(nxt)
-                left.remove(nxt)
-            improved = True
-            while improved:
-                improved = False
-                for i in range(1, n - 1):
-                    for j in range(i + 1, n):
-                        a, b, c, e = order[i - 1], order[i], order[j], order[(j + 1) % n]
-                        if d[a, c] + d[b, e] < d[a, b] + d[c, e] - 1e-12:
-                            order[i : j + 1] = reversed(order[i : j + 1])
-                            improved = True
-            length = sum(d[order[i], order[(i + 1) % n]] for i in range(n))
-            if length < best_len:
-                best, best_len = order, length
-        return best
+        return placement.tour(self.topo.delay)
 
     def best_grid(self, radices: Sequence[int]) -> tuple[Schedule, bool]:
         """Best site assignment for a grid; exact enumeration when small, else local search."""
         n = self.n
         if len(radices) == 2 and n <= self.exhaustive_limit:
             return self._grid_exhaustive(radices), True
-        return self._grid_local_search(radices), False
+        blocks = [[(b, b) for b in part] for part in S.grid_partitions(radices)]
+        plan = self.placed(("grid", tuple(radices)), blocks,
+                           lambda o: self._grid_schedule(radices, o))
+        return plan.schedule, False
 
     def _grid_exhaustive(self, radices: Sequence[int]) -> Schedule:
         k1, k2 = radices
@@ -185,54 +184,97 @@ class Optimiser:
             return S.rotating_cliques(self.n, radices[0], order)
         return S.grid(self.n, radices, order)
 
-    def _grid_cost(self, radices: Sequence[int], order: Sequence[int]) -> float:
-        parts = S.grid_partitions(radices)
-        return sum(self.partition_time([[order[p] for p in b] for b in part]) for part in parts)
+    def placed(
+        self,
+        key: object,
+        groups: placement.PositionGroups,
+        build: Callable[[Sequence[int]], Schedule],
+    ) -> Plan:
+        """Best placement of a position-space construction (deterministic, see module doc).
 
-    def _grid_local_search(self, radices: Sequence[int]) -> Schedule:
+        ``groups`` are the construction's (receivers, senders) positions per round and
+        ``build(order)`` its schedule with position p on site order[p].
+        """
         n = self.n
-        deadline = time.perf_counter() + self._grid_budget
-        starts = [self.tour(), sorted(range(n), key=lambda s: tuple(self.topo.delay[s]))]
-        starts += [self.rng.sample(range(n), n) for _ in range(2)]
-        best_order, best_cost = starts[0], math.inf
-        for order in starts:
-            order = list(order)
-            cost = self._grid_cost(radices, order)
-            improved = True
-            while improved and time.perf_counter() < deadline:
-                improved = False
-                pairs = list(itertools.combinations(range(n), 2))
-                self.rng.shuffle(pairs)
-                for i, j in pairs:
-                    if time.perf_counter() >= deadline:
-                        break
-                    order[i], order[j] = order[j], order[i]
-                    c = self._grid_cost(radices, order)
-                    if c < cost - 1e-12:
-                        cost, improved = c, True
-                    else:
-                        order[i], order[j] = order[j], order[i]
-            if cost < best_cost:
-                best_order, best_cost = list(order), cost
-        return self._grid_schedule(radices, best_order)
+        rounds = rounds_to_consensus(build(list(range(n))), self.eps)  # placement-invariant
+        if rounds is None:
+            return self.score(build(list(range(n))))
+        period = len(groups)
+        mult = [sum(1 for t in range(rounds) if t % period == i) for i in range(period)]
+        d = self.topo.delay
+        starts = [self.tour(), sorted(range(n), key=lambda s: tuple(d[s])), list(range(n))]
+        starts.append(random.Random(f"{self.seed}:start").sample(range(n), n))
+        rtt = d + d.T
+        cands = placement.search(rtt, groups, mult, starts, self.seed, self.swaps, key=(key, n))
 
-    def best_order(self, build: callable, order: list[int]) -> Plan:  # type: ignore[valid-type]
-        """2-opt over a site order for order-dependent families (ring, exponential)."""
+        def cost(order: Sequence[int]) -> float:
+            sched = build(order)
+            return sum(m * self.round_cost(r) for m, r in zip(mult, sched.rounds, strict=True) if m)
+
+        if n <= self.refine_limit:
+            cands = [self._refine(c, cost) for c in cands[:2]] + cands[2:]
+        best = min(cands, key=cost)
+        return self.score(build(best))
+
+    def _refine(self, order: list[int], cost: Callable[[Sequence[int]], float]) -> list[int]:
+        """Swap local search on the round model, ``refine_evals`` evaluations, seeded order."""
         n = self.n
-        best = self.score(build(order))
-        deadline = time.perf_counter() + self.time_budget / 8
-        improved = True
-        while improved and time.perf_counter() < deadline and n > 3:
+        rng = random.Random(f"{self.seed}:refine")
+        order = list(order)
+        best = cost(order)
+        pairs = list(itertools.combinations(range(n), 2))
+        used, improved = 0, True
+        while improved and used < self.refine_evals:
             improved = False
-            for i in range(1, n - 1):
-                for j in range(i + 1, n):
-                    cand = order[:i] + order[i : j + 1][::-1] + order[j + 1 :]
-                    p = self.score(build(cand))
-                    if p.time < best.time - 1e-12:
-                        best, order, improved = p, cand, True
-                if time.perf_counter() >= deadline:
+            rng.shuffle(pairs)
+            for i, j in pairs:
+                if used >= self.refine_evals:
                     break
+                used += 1
+                order[i], order[j] = order[j], order[i]
+                c = cost(order)
+                if c < best - 1e-12:
+                    best, improved = c, True
+                else:
+                    order[i], order[j] = order[j], order[i]
+        return order
+
+    def ring_plan(self) -> Plan:
+        """Ring all-reduce on the latency tour; 2-opt on the round model on small topologies."""
+        n = self.n
+        order = self.tour()
+        best = self.score(S.ring_allreduce(n, order))
+        used, improved = 0, n <= self.refine_limit and n > 3
+        while improved and used < self.refine_evals:
+            improved = False
+            for i, j in itertools.combinations(range(1, n), 2):
+                if used >= self.refine_evals:
+                    break
+                used += 1
+                cand = order[:i] + order[i : j + 1][::-1] + order[j + 1 :]
+                p = self.score(S.ring_allreduce(n, cand))
+                if p.time < best.time - 1e-12:
+                    best, order, improved = p, cand, True
         return best
+
+    def exponential_plan(self) -> Plan:
+        """One-peer exponential graph, placed by the search."""
+        n = self.n
+        groups = [[((p,), (p,) if (p - h) % n == p else (p, (p - h) % n)) for p in range(n)]
+                  for h in (2**t % n for t in range(max(1, math.ceil(math.log2(n)))))]
+        return self.placed("exponential", groups, lambda o: S.exponential(n, o))
+
+    def cliques_plan(self, k: int) -> Plan:
+        """Cliques of about k when n is no power of k: exact mixed sizes vs the covering heuristic."""
+        n = self.n
+        plans = []
+        for cons in C.constructions(n, k):
+            groups = [[(r, s) for r, s, _ in rnd] for rnd in cons.rounds]
+            plans.append(self.placed(("mixed", cons.name), groups,
+                                     lambda o, c=cons: c.schedule(f"cliques-{k}", o)))
+        cover = [[(b, b) for b in part] for part in S.covering_partitions(n, k)]
+        plans.append(self.placed(("covering", k), cover, lambda o: S.rotating_cliques(n, k, o)))
+        return min(plans, key=lambda p: (p.time, p.rounds or 0))
 
     def tree_plan(self) -> Plan:
         """Best two-level tree over k = 2..sqrt(2n)+1 clusters (k-medoids on latency)."""
@@ -270,12 +312,8 @@ class Optimiser:
         n = self.n
         plans: dict[str, Plan] = {}
         plans["all-to-all"] = self.score(S.all_to_all(n))
-        tour = self.tour()
-        facts = factorisations(n)
-        # local searches share half the budget; ring and exponential 2-opt an eighth each
-        self._grid_budget = self.time_budget / (2 * max(1, len(facts)))
         exact_k: set[int] = set()
-        for radices in facts:
+        for radices in factorisations(n):
             sched, exact = self.best_grid(radices)
             p = self.score(sched)
             p.exact_search = exact
@@ -284,10 +322,9 @@ class Optimiser:
                 exact_k.add(radices[0])
         for k in (2, 3, 4):
             if k < n and k not in exact_k:
-                p = self.score(S.rotating_cliques(n, k, tour))
-                plans[f"cliques-{k}"] = p
-        plans["ring"] = self.best_order(lambda o: S.ring_allreduce(n, o), list(tour))
-        plans["exponential"] = self.best_order(lambda o: S.exponential(n, o), list(tour))
+                plans[f"cliques-{k}"] = self.cliques_plan(k)
+        plans["ring"] = self.ring_plan()
+        plans["exponential"] = self.exponential_plan()
         if n >= 4:
             plans["tree"] = self.tree_plan()
         if families is not None:
