@@ -35,7 +35,7 @@ from . import cliques as C
 from . import placement
 from . import schedules as S
 from .consensus import rounds_to_consensus
-from .roundmodel import RoundModel
+from .roundmodel import RoundModel, RoundResult
 from .schedules import Round, Schedule
 from .topology import Topology
 
@@ -94,7 +94,7 @@ class Optimiser:
         memory_model: str = "shared",
         exhaustive_limit: int = 9,
         seed: int = 0,
-        swaps: int = 4000,
+        swaps: int = 3000,
         refine_limit: int = 12,
         refine_evals: int = 300,
     ) -> None:
@@ -108,7 +108,7 @@ class Optimiser:
         self.refine_limit = refine_limit
         self.refine_evals = refine_evals
         self._cache: dict[tuple[tuple[int, ...], ...], float] = {}
-        self._round_cache: dict[tuple[object, ...], float] = {}
+        self._round_cache: dict[tuple[object, ...], RoundResult] = {}
 
     # -- scoring -------------------------------------------------------------------------
     def partition_time(self, blocks: Sequence[Sequence[int]]) -> float:
@@ -118,16 +118,20 @@ class Optimiser:
             self._cache[key] = self.model.round_time(S.clique_round(key)).time
         return self._cache[key]
 
-    def round_cost(self, rnd: Round) -> float:
-        """Round time under the model (memoised on the round)."""
+    def _round_result(self, rnd: Round) -> RoundResult:
+        """The round model's result (memoised on the round's groups)."""
         key = (frozenset(rnd.groups), rnd.ring)
         if key not in self._round_cache:
-            self._round_cache[key] = self.model.round_time(rnd).time
+            self._round_cache[key] = self.model.round_time(rnd)
         return self._round_cache[key]
+
+    def round_cost(self, rnd: Round) -> float:
+        """Round time under the model (memoised on the round)."""
+        return self._round_result(rnd).time
 
     def score(self, schedule: Schedule) -> Plan:
         """Time to epsilon-consensus of a schedule under the round model."""
-        results = [self.model.round_time(r) for r in schedule.rounds]
+        results = [self._round_result(r) for r in schedule.rounds]
         times = [r.time for r in results]
         rounds = rounds_to_consensus(schedule, self.eps)
         total = math.inf if rounds is None else sum(times[t % len(times)] for t in range(rounds))
@@ -202,8 +206,8 @@ class Optimiser:
         period = len(groups)
         mult = [sum(1 for t in range(rounds) if t % period == i) for i in range(period)]
         d = self.topo.delay
-        starts = [self.tour(), sorted(range(n), key=lambda s: tuple(d[s])), list(range(n))]
-        starts.append(random.Random(f"{self.seed}:start").sample(range(n), n))
+        starts = [self.tour(), sorted(range(n), key=lambda s: tuple(d[s])),
+                  random.Random(f"{self.seed}:start").sample(range(n), n)]
         rtt = d + d.T
         cands = placement.search(rtt, groups, mult, starts, self.seed, self.swaps, key=(key, n))
 
@@ -213,7 +217,7 @@ class Optimiser:
 
         if n <= self.refine_limit:
             cands = [self._refine(c, cost) for c in cands[:2]] + cands[2:]
-        best = min(cands, key=cost)
+        best = min(cands[:2], key=cost)
         return self.score(build(best))
 
     def _refine(self, order: list[int], cost: Callable[[Sequence[int]], float]) -> list[int]:

@@ -77,8 +77,12 @@ class _Surrogate:
     def __init__(self, rtt: np.ndarray, groups: PositionGroups, mult: Sequence[float]) -> None:
         self.rtt = rtt
         self.mult = [float(m) for m in mult]
+        self.rows = rtt.tolist()
         self.groups = [[(np.asarray(r, dtype=int), np.asarray(s, dtype=int)) for r, s in rnd]
                        for rnd in groups]
+        # small groups are evaluated in plain Python (faster than a NumPy call)
+        self.pairs = [[[(a, b) for a in s for b in r if a != b] if len(r) * len(s) <= 16 else None
+                       for r, s in rnd] for rnd in groups]
         n = rtt.shape[0]
         touch: list[set[tuple[int, int]]] = [set() for _ in range(n)]
         for t, rnd in enumerate(groups):
@@ -90,12 +94,18 @@ class _Surrogate:
                         touch[p].add((t, gi))
         self.touch = [sorted(x) for x in touch]
 
-    def group_p(self, order: np.ndarray, t: int, gi: int) -> float:
+    def group_p(self, order: np.ndarray, listed: list[int], t: int, gi: int) -> float:
+        """P of group gi of round t; ``listed`` is ``order`` as a list (same contents)."""
+        pairs = self.pairs[t][gi]
+        if pairs is not None:
+            rows = self.rows
+            return max((rows[listed[a]][listed[b]] for a, b in pairs), default=0.0)
         r, s = self.groups[t][gi]
-        return float(self.rtt[np.ix_(order[s], order[r])].max())
+        return float(self.rtt[order[s]][:, order[r]].max())
 
     def full(self, order: np.ndarray) -> tuple[list[list[float]], float]:
-        p = [[self.group_p(order, t, gi) for gi in range(len(rnd))] if self.mult[t] else []
+        listed = order.tolist()
+        p = [[self.group_p(order, listed, t, gi) for gi in range(len(rnd))] if self.mult[t] else []
              for t, rnd in enumerate(self.groups)]
         return p, self.total(p)
 
@@ -138,6 +148,7 @@ def search(
 def _descend(sur: _Surrogate, order: np.ndarray, rng: random.Random, swaps: int) -> tuple[np.ndarray, float]:
     n = len(order)
     p, cost = sur.full(order)
+    listed = order.tolist()
     pairs = [(i, j) for i, j in itertools.combinations(range(n), 2) if sur.touch[i] or sur.touch[j]]
     used = 0
     improved = True
@@ -149,10 +160,11 @@ def _descend(sur: _Surrogate, order: np.ndarray, rng: random.Random, swaps: int)
                 break
             used += 1
             order[i], order[j] = order[j], order[i]
+            listed[i], listed[j] = listed[j], listed[i]
             affected = sorted(set(sur.touch[i]) | set(sur.touch[j]))
             old = {(t, gi): p[t][gi] for t, gi in affected}
             for t, gi in affected:
-                p[t][gi] = sur.group_p(order, t, gi)
+                p[t][gi] = sur.group_p(order, listed, t, gi)
             rounds = {t for t, _ in affected}
             new_cost = cost + sum(
                 sur.mult[t] * (sur.round_cost(p[t]) - _round_cost_with(sur, p[t], old, t))
@@ -162,6 +174,7 @@ def _descend(sur: _Surrogate, order: np.ndarray, rng: random.Random, swaps: int)
                 cost, improved = new_cost, True
             else:
                 order[i], order[j] = order[j], order[i]
+                listed[i], listed[j] = listed[j], listed[i]
                 for (t, gi), v in old.items():
                     p[t][gi] = v
     return order, sur.total(p)
