@@ -16,9 +16,9 @@ analytic round model (``roundmodel``) and the consensus metric (``consensus``):
 * tree: the number of clusters (k-medoids on latency; medoids lead).
 
 The search is deterministic: a latency surrogate with a fixed number of swap evaluations
-(``swaps``) and a seed, then the round model picks among the surrogate's local optima; on up to
-``refine_limit`` sites a fixed number (``refine_evals``) of round-model swap evaluations refines
-them. No wall-clock limit decides a result.
+(``swaps``) and a seed, then the round model picks among the surrogate's best local optima; on
+up to ``refine_limit`` sites (and for the ring at any size) a fixed number (``refine_evals``) of
+round-model evaluations refines the best one. No wall-clock limit decides a result.
 """
 
 from __future__ import annotations
@@ -95,8 +95,8 @@ class Optimiser:
         exhaustive_limit: int = 9,
         seed: int = 0,
         swaps: int = 3000,
-        refine_limit: int = 12,
-        refine_evals: int = 300,
+        refine_limit: int = 8,
+        refine_evals: int = 120,
     ) -> None:
         self.topo = topo
         self.n = topo.n
@@ -216,7 +216,7 @@ class Optimiser:
             return sum(m * self.round_cost(r) for m, r in zip(mult, sched.rounds, strict=True) if m)
 
         if n <= self.refine_limit:
-            cands = [self._refine(c, cost) for c in cands[:2]] + cands[2:]
+            cands = [self._refine(cands[0], cost)] + cands[1:]
         best = min(cands[:2], key=cost)
         return self.score(build(best))
 
@@ -244,11 +244,11 @@ class Optimiser:
         return order
 
     def ring_plan(self) -> Plan:
-        """Ring all-reduce on the latency tour; 2-opt on the round model on small topologies."""
+        """Ring all-reduce on the latency tour, then 2-opt on the round model (``refine_evals``)."""
         n = self.n
         order = self.tour()
         best = self.score(S.ring_allreduce(n, order))
-        used, improved = 0, n <= self.refine_limit and n > 3
+        used, improved = 0, n > 3
         while improved and used < self.refine_evals:
             improved = False
             for i, j in itertools.combinations(range(1, n), 2):

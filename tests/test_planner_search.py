@@ -60,3 +60,30 @@ def test_placement_search_improves_its_start_and_is_reproducible() -> None:
     assert found == again
     assert sorted(found[0]) == start
     assert sur.full(np.array(found[0]))[1] < sur.full(np.array(start))[1]
+
+
+def test_plan_command_prints_the_same_plan_in_every_process(tmp_path) -> None:
+    """Two `wanreduce plan` processes (different string-hash seeds) print identical output."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    topo = random_topology(16, seed=4)
+    doc = {"name": "random-16", "sites": topo.names,
+           "defaults": {"fpga_memory": "64MiB", "line_rate_gbps": 10},
+           "links": [{"a": lk.a, "b": lk.b, "latency_ms": lk.latency_s * 1e3,
+                      "bandwidth_gbps": lk.bandwidth_bps / 1e9} for lk in topo.links]}
+    path = tmp_path / "random-16.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    outputs = []
+    for hash_seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        run = subprocess.run(
+            [sys.executable, "-m", "wanreduce.cli", "plan", "--topology", str(path),
+             "--memory", "4MiB,64MiB,1GiB", "--no-crossover", "--no-hardware"],
+            capture_output=True, text=True, env=env, check=True)
+        outputs.append(run.stdout)
+    assert "best in-network" in outputs[0]
+    assert outputs[0] == outputs[1] == outputs[2]
