@@ -79,3 +79,29 @@ def test_equal_blocks_are_the_grid() -> None:
 def test_levels_reject_bad_arguments() -> None:
     with pytest.raises(ValueError, match="k >= 2"):
         C.levels(10, 1)
+
+
+@pytest.mark.parametrize("memory, model", [(4 * 2**20, "shared"), (4 * 2**20, "per-sender"),
+                                           (2**30, "shared")])
+def test_mixed_rounds_simulate_as_the_round_model_says(memory: int, model: str) -> None:
+    """Borrowed senders (one stream to several lanes) in the packet simulator: within 10 %."""
+    from wanreduce.planner.optimiser import Optimiser
+    from wanreduce.planner.roundmodel import RoundModel
+    from wanreduce.planner.topology import load_topology
+    from wanreduce.planner.wansim import simulate_round
+
+    nbytes = 10**7
+    topo = load_topology("nine-city").with_memory(memory)
+    chunk = min(nbytes // 100, memory // 16)
+    opt = Optimiser(topo, nbytes, chunk_bytes=chunk, memory_model=model)
+    m = RoundModel(topo, nbytes, chunk, model)
+    borrowed = 0
+    for k in (2, 4):
+        plan = opt.cliques_plan(k)
+        assert "mixed" in plan.schedule.label
+        for rnd in plan.schedule.rounds:
+            borrowed += sum(len(set(g.senders) - set(g.receivers)) for g in rnd.groups)
+            analytic = m.round_time(rnd)
+            sim = simulate_round(topo, rnd, nbytes, chunk, model, pacing=analytic.pacing())
+            assert sim.time == pytest.approx(analytic.time, rel=0.10), (k, analytic.bound)
+    assert borrowed > 0  # the rounds exercised senders that feed lanes they do not receive in
