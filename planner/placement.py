@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -32,7 +32,8 @@ _CACHE: dict[tuple[object, ...], list[list[int]]] = {}
 _CACHE_MAX = 512
 
 
-def _memo(key: tuple[object, ...], compute) -> list[list[int]]:  # type: ignore[no-untyped-def]
+def memo(key: tuple[object, ...], compute: Callable[[], list[list[int]]]) -> list[list[int]]:
+    """Orders computed once per key (a pure function of the key); copies are returned."""
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.pop(next(iter(_CACHE)))
@@ -43,7 +44,7 @@ def _memo(key: tuple[object, ...], compute) -> list[list[int]]:  # type: ignore[
 def tour(delay: np.ndarray) -> list[int]:
     """A short ring through all sites: nearest neighbour from every start, then 2-opt on latency."""
     d = np.asarray(delay)
-    return _memo(("tour", d.tobytes(), d.shape), lambda: [_tour(d)])[0]
+    return memo(("tour", d.tobytes(), d.shape), lambda: [_tour(d)])[0]
 
 
 def _tour(d: np.ndarray) -> list[int]:
@@ -142,7 +143,7 @@ def search(
     if key is None:
         return compute()
     ident = (rtt.tobytes(), rtt.shape, key, tuple(mult), tuple(map(tuple, starts)), seed, swaps)
-    return _memo(ident, compute)
+    return memo(ident, compute)
 
 
 def _descend(sur: _Surrogate, order: np.ndarray, rng: random.Random, swaps: int) -> tuple[np.ndarray, float]:
