@@ -147,9 +147,7 @@ class Optimiser:
         n = self.n
         if len(radices) == 2 and n <= self.exhaustive_limit:
             return self._grid_exhaustive(radices), True
-        blocks = [[(b, b) for b in part] for part in S.grid_partitions(radices)]
-        plan = self.placed(("grid", tuple(radices)), blocks,
-                           lambda o: self._grid_schedule(radices, o))
+        plan = self.placed(("grid", tuple(radices)), lambda o: self._grid_schedule(radices, o))
         return plan.schedule, False
 
     def _grid_exhaustive(self, radices: Sequence[int]) -> Schedule:
@@ -188,21 +186,18 @@ class Optimiser:
             return S.rotating_cliques(self.n, radices[0], order)
         return S.grid(self.n, radices, order)
 
-    def placed(
-        self,
-        key: object,
-        groups: placement.PositionGroups,
-        build: Callable[[Sequence[int]], Schedule],
-    ) -> Plan:
-        """Best placement of a position-space construction (deterministic, see module doc).
+    def placed(self, key: object, build: Callable[[Sequence[int]], Schedule]) -> Plan:
+        """Best placement of a construction (deterministic, see the module docstring).
 
-        ``groups`` are the construction's (receivers, senders) positions per round and
-        ``build(order)`` its schedule with position p on site order[p].
+        ``build(order)`` is the construction's schedule with position p on site order[p];
+        ``key`` names it for the placement memo.
         """
         n = self.n
-        rounds = rounds_to_consensus(build(list(range(n))), self.eps)  # placement-invariant
+        ident = build(list(range(n)))  # site p = position p: the groups in position space
+        rounds = rounds_to_consensus(ident, self.eps)  # placement-invariant
         if rounds is None:
-            return self.score(build(list(range(n))))
+            return self.score(ident)
+        groups = [[(g.receivers, g.senders) for g in r.groups] for r in ident.rounds]
         period = len(groups)
         mult = [sum(1 for t in range(rounds) if t % period == i) for i in range(period)]
         d = self.topo.delay
@@ -272,21 +267,16 @@ class Optimiser:
 
     def exponential_plan(self) -> Plan:
         """One-peer exponential graph, placed by the search."""
-        n = self.n
-        groups = [[((p,), (p,) if (p - h) % n == p else (p, (p - h) % n)) for p in range(n)]
-                  for h in (2**t % n for t in range(max(1, math.ceil(math.log2(n)))))]
-        return self.placed("exponential", groups, lambda o: S.exponential(n, o))
+        return self.placed("exponential", lambda o: S.exponential(self.n, o))
 
     def cliques_plan(self, k: int) -> Plan:
         """Cliques of about k when n is no power of k: exact mixed sizes vs the covering heuristic."""
         n = self.n
         plans = []
         for cons in C.constructions(n, k):
-            groups = [[(r, s) for r, s, _ in rnd] for rnd in cons.rounds]
-            plans.append(self.placed(("mixed", cons.name), groups,
+            plans.append(self.placed(("mixed", cons.name),
                                      lambda o, c=cons: c.schedule(f"cliques-{k}", o)))
-        cover = [[(b, b) for b in part] for part in S.covering_partitions(n, k)]
-        plans.append(self.placed(("covering", k), cover, lambda o: S.rotating_cliques(n, k, o)))
+        plans.append(self.placed(("covering", k), lambda o: S.rotating_cliques(n, k, o)))
         return min(plans, key=lambda p: (p.time, p.rounds or 0))
 
     def tree_plan(self) -> Plan:
