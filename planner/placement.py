@@ -105,15 +105,18 @@ class _Surrogate:
         return float(self.rtt[order[s]][:, order[r]].max())
 
     def full(self, order: np.ndarray) -> tuple[list[list[float]], float]:
+        """Every group's P under ``order`` and the surrogate cost."""
         listed = order.tolist()
         p = [[self.group_p(order, listed, t, gi) for gi in range(len(rnd))] if self.mult[t] else []
              for t, rnd in enumerate(self.groups)]
         return p, self.total(p)
 
     def round_cost(self, ps: list[float]) -> float:
+        """One round's cost from its groups' P values."""
         return max(ps) + ALPHA * sum(ps) / len(ps) if ps else 0.0
 
     def total(self, p: list[list[float]]) -> float:
+        """Surrogate cost: rounds weighted by how often they run before epsilon."""
         return sum(m * self.round_cost(ps) for m, ps in zip(self.mult, p, strict=True))
 
 
@@ -147,6 +150,7 @@ def search(
 
 
 def _descend(sur: _Surrogate, order: np.ndarray, rng: random.Random, swaps: int) -> tuple[np.ndarray, float]:
+    """First-improvement swap descent from ``order`` (modified in place), at most ``swaps`` tries."""
     n = len(order)
     p, cost = sur.full(order)
     listed = order.tolist()
