@@ -61,7 +61,8 @@ def _site(i: int, addr, elements: int, runs: int, barrier, q, client_kw: dict) -
             st = c.stats
             q.put((i, times, st.chunks, st.retransmissions, err,
                    (getattr(st, "fast_resends", None), getattr(st, "timer_resends", None),
-                    getattr(st, "recovery_resends", None), c.timer.rto, c.timer.srtt,
+                    getattr(st, "recovery_resends", None), getattr(st, "sack_resends", None),
+                    getattr(st, "probes", None), c.timer.rto, c.timer.srtt,
                     getattr(c.timer, "min_rtt", None))))  # (None: a driver before these)
     except Exception as exc:  # noqa: BLE001
         q.put((i, [], 0, 0, f"{type(exc).__name__}: {exc}", ()))
@@ -97,7 +98,7 @@ def run_case(addr, loss: float, *, sites: int, mib: float, runs: int, seed: int,
             "median_s": statistics.median(per_call) if per_call else float("nan"),
             "chunks": chunks, "retransmissions": retx, "resent": retx / max(1, chunks),
             "lost": lost, "errors": errs,
-            "fast_timer_recovery_rto_srtt_minrtt": [o[5] for o in outs]}
+            "fast_timer_recovery_sack_probes_rto_srtt_minrtt": [o[5] for o in outs]}
 
 
 def main() -> None:
@@ -125,8 +126,9 @@ def main() -> None:
               f"({row['retransmissions']} of {row['chunks']}), lost {row['lost']}, "
               f"calls {[round(t * 1e3) for t in row['calls_s']]} ms"
               + (f", FAILED: {row['errors']}" if row["errors"] else ""), flush=True)
-        print("  per site (fast, timer, recovery resends, final RTO, SRTT, min RTT):",
-              row["fast_timer_recovery_rto_srtt_minrtt"], flush=True)
+        print("  per site (fast, timer, recovery, sack resends, probe rounds, final RTO, SRTT, min RTT):",
+              [tuple(round(v, 4) if isinstance(v, float) else v for v in o)
+               for o in row["fast_timer_recovery_sack_probes_rto_srtt_minrtt"]], flush=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
             "loadavg": os.getloadavg(), "args": vars(args)}
     print(f"load average {os.getloadavg()}")

@@ -1,7 +1,9 @@
 """Planner benchmark: optimiser time (9 and 64 sites), simulator vs analytic, crossovers, plots,
-cliques for 10/16/32/64 sites.
+cliques for 10/16/32/64 sites, and the sharded families against the ring all-reduce over
+bytes x memory.
 
-Run: .venv/bin/python bench/bench_planner.py [--quick] [--only SECTION ...]
+Run: .venv/bin/python bench/bench_planner.py [--quick]
+         [--section all|optimiser|cliques|sim|findings|sharded]
      .venv/bin/python bench/bench_planner.py --write-synthetic 8x8 FILE   (topology YAML for
      ``wanreduce plan --topology FILE``)
 Writes docs/img/plan_*.png and prints the markdown tables recorded in docs/benchmarks.md.
@@ -20,6 +22,7 @@ from pathlib import Path
 from wanreduce.planner import placement
 from wanreduce.planner import plan_report as pr
 from wanreduce.planner import schedules as S
+from wanreduce.planner import sharded as SH
 from wanreduce.planner.optimiser import Optimiser, best_plan
 from wanreduce.planner.roundmodel import RoundModel
 from wanreduce.planner.topology import format_size, load_topology, topology_from_dict
@@ -172,27 +175,102 @@ def bench_findings(quick: bool = False) -> list[str]:
     return rows
 
 
-SECTIONS = {"optimiser": bench_optimiser, "cliques": bench_cliques,
-            "sim": bench_sim, "findings": bench_findings}
+SWEEP_TOPOLOGIES = ("nine-city", "aws-ten-region-rtt", "geant-2012")
+SWEEP_BYTES = [10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9]
+SWEEP_MEMORY = [4 * 2**20, 16 * 2**20, 64 * 2**20, 256 * 2**20, 2**30, 4 * 2**30, 16 * 2**30]
+ABBR = {"sharded": "S", "hierarchical": "H", "all-to-all": "A", "tree": "T", "exponential": "E"}
+
+
+def _abbr(family: str) -> str:
+    return ABBR.get(family, family.replace("cliques-", "c").replace("grid-", "g"))
+
+
+def bench_sharded(quick: bool) -> list[str]:
+    """Best in-network plan / ring all-reduce at every bytes x memory point (shared slots).
+
+    Cell: ratio with the sharded families (letter = winning in-network family), then in
+    parentheses the ratio without them (the families before issue 14); > 1 means the ring wins.
+    """
+    byte_sizes = [10**6, 10**8, 10**9] if quick else SWEEP_BYTES
+    memories = [4 * 2**20, 2**30, 16 * 2**30] if quick else SWEEP_MEMORY
+    rows: list[str] = []
+    losses: list[str] = []
+    for name in SWEEP_TOPOLOGIES:
+        topo = load_topology(name)
+        t0 = time.perf_counter()
+        rows += [f"\n**{name}** ({topo.n} sites, {len(topo.links)} links)\n",
+                 "| bytes | " + " | ".join(format_size(m) for m in memories) + " |",
+                 "|---|" + "---|" * len(memories)]
+        for b in byte_sizes:
+            cells = []
+            for m in memories:
+                res = pr.evaluate(topo, b, m, colocated=False)
+                ring = res.plans["ring"].time
+                best = res.best_in_network
+                old = min(p.time for f, p in res.plans.items()
+                          if pr.is_in_network(f) and f not in SH.FAMILIES)
+                mark = "**" if best.time > ring else ""
+                cells.append(f"{mark}{best.time / ring:.2f} {_abbr(best.family)}{mark} ({old / ring:.2f})")
+                if best.time > ring:
+                    losses.append(f"| {name} | {format_size(b)} | {format_size(m)} | {best.family} "
+                                  f"{best.time:.3f} s ({'/'.join(sorted(set(best.bounds)))}) | "
+                                  f"{ring:.3f} s | {best.time / ring:.2f} |")
+            rows.append(f"| {format_size(b)} | " + " | ".join(cells) + " |")
+        rows.append(f"\n({time.perf_counter() - t0:.0f} s for {name})")
+    rows += ["\nPoints where the ring all-reduce is faster than every in-network plan:\n",
+             "| topology | bytes | memory | best in-network (bound) | ring | ratio |",
+             "|---|---|---|---|---|---|"] + (losses or ["| none | | | | | |"])
+    rows += ["\nSimulator (simpy, 100 chunks per sender) against the model, sharded families:\n",
+             "| topology | bytes | memory | family | model | paced | error | unpaced | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    worst = 0.0
+    for name in SWEEP_TOPOLOGIES:
+        base = load_topology(name)
+        for b in ((10**7,) if quick else (10**7, 10**8)):
+            for mem in (4 * 2**20, 2**30):
+                topo = base.with_memory(mem)
+                chunk = min(b // 100, mem // 16)
+                plans = Optimiser(topo, b, chunk_bytes=chunk).run()
+                m = RoundModel(topo, b, chunk)
+                for fam in SH.FAMILIES:
+                    rnd = plans[fam].schedule.rounds[0]
+                    a = m.round_time(rnd)
+                    paced = simulate_round(topo, rnd, b, chunk, pacing=a.pacing()).time
+                    free = simulate_round(topo, rnd, b, chunk).time
+                    worst = max(worst, abs(paced / a.time - 1))
+                    rows.append(f"| {name} | {format_size(b)} | {format_size(mem)} | {plans[fam].schedule.label} "
+                                f"| {a.time:.4f} s ({a.bound}) | {paced:.4f} s | {paced / a.time - 1:+.1%} "
+                                f"| {free:.4f} s | {free / a.time - 1:+.1%} |")
+    rows.append(f"\nworst |paced error|: {worst:.1%}")
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                    help="sections to run (default: all)")
+    ap.add_argument("--section", choices=("all", "optimiser", "cliques", "sim", "findings", "sharded"),
+                    default="all")
     ap.add_argument("--write-synthetic", nargs=2, metavar=("RxP", "FILE"),
                     help="write the synthetic WAN of R regions x P sites as YAML and exit")
     args = ap.parse_args()
     if args.write_synthetic:
         write_synthetic(*args.write_synthetic)
         return
-    print(f"# planner bench, {time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, "
-          f"python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}\n")
-    for title in args.only:
-        print(f"## {title}\n")
-        print("\n".join(SECTIONS[title](args.quick)))
-        print()
+    print(f"# planner bench, {time.strftime('%Y-%m-%d %H:%M')}, "
+          f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
+          f"load average at start {os.getloadavg()[0]:.2f}\n")
+    for key, title, fn in (("optimiser", "optimiser", bench_optimiser),
+                           ("cliques", "cliques for any number of sites", bench_cliques),
+                           ("sim", "simulator vs analytic", bench_sim),
+                           ("sharded", "sharded families vs ring all-reduce", bench_sharded)):
+        if args.section in ("all", key):
+            print(f"## {title}\n")
+            print("\n".join(fn(args.quick)))
+            print()
+    if args.section in ("all", "findings"):
+        print("## findings\n")
+        print("\n".join(bench_findings()))
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import time
 from collections.abc import Iterable, Sequence
 
@@ -23,7 +24,9 @@ from .rtt import RttEstimator
 from .transport import MAX_DATAGRAM, Address, UdpTransport, resolve
 
 _HDR = wire.AGG_HEADER_BYTES
-_seq = itertools.count(1)
+# A random start: where every reply reaches every client (the RTL loopback's bridge), another
+# process's reply is unlikely to carry one of our numbers (replies are matched by number).
+_seq = itertools.count(random.randrange(1, 1 << 31))
 
 
 class ControlTimeout(TimeoutError):
@@ -85,12 +88,42 @@ class ControlClient:
             out += self._message(ops[k : k + self.max_ops], self.timeout if timeout is None else timeout)
         return out
 
-    def _message(self, ops: Sequence[tuple[int, int | None]], timeout: float) -> list[int]:
+    def _request(self, ops: Sequence[tuple[int, int | None]]) -> tuple[int, bytes]:
+        """A CONTROL datagram running ``ops``, with a fresh sequence number: (seq, datagram)."""
         words = wire.control_words([(value is not None, addr, value or 0) for addr, value in ops])
         seq = next(_seq) & 0xFFFFFFFF
-        msg = AGG_HEADER_STRUCT.pack(
+        return seq, AGG_HEADER_STRUCT.pack(
             wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL, 0, 0, 0, 0, seq, 0, 0, 2 * len(ops), 0
         ) + words.astype("<i4").tobytes()
+
+    def _reply(self, n: int) -> tuple[int, list[int]] | None:
+        """The (seq, values) of a CONTROL_REPLY of ``n`` bytes in the receive buffer, or None
+        for anything else (a stray or truncated datagram is ignored, as a late reply is)."""
+        if n < _HDR:
+            return None
+        h = AGG_HEADER_STRUCT.unpack_from(self._buf)
+        if h[0] != wire.MAGIC or h[2] != wire.MsgType.CONTROL_REPLY or n != _HDR + 4 * h[10] or h[10] % 2:
+            return None
+        return h[7], wire.reply_values(self._buf[_HDR:n])
+
+    def post(self, ops: Sequence[tuple[int, int | None]]) -> int:
+        """Send one CONTROL message without waiting for its reply (see ``replies``); returns its
+        sequence number. Not resent: the caller decides what a missing reply means."""
+        seq, msg = self._request(ops)
+        self.transport.send_to(msg, self.aggregator)
+        return seq
+
+    def replies(self) -> list[tuple[int, list[int]]]:
+        """Every CONTROL_REPLY waiting on the socket, as (sequence number, values); never waits."""
+        out = []
+        while (got := self.transport.recv_into(self._buf)) is not None:
+            r = self._reply(got[0])
+            if r is not None:
+                out.append(r)
+        return out
+
+    def _message(self, ops: Sequence[tuple[int, int | None]], timeout: float) -> list[int]:
+        seq, msg = self._request(ops)
         rtt = self.timer
         start = time.monotonic()
         end = start + timeout
@@ -107,17 +140,14 @@ class ControlClient:
                     if left <= 0 or not self.transport.wait_readable(left):
                         break
                     continue
-                n, _ = got
-                if n < _HDR:
+                r = self._reply(got[0])
+                if r is None or r[0] != seq:  # stray, or a late reply of an earlier message
                     continue
-                h = AGG_HEADER_STRUCT.unpack_from(self._buf)
-                if h[0] != wire.MAGIC or h[2] != wire.MsgType.CONTROL_REPLY or h[7] != seq:
-                    continue
-                if h[10] != 2 * len(ops) or n != _HDR + 8 * len(ops):
-                    raise ValueError(f"malformed CONTROL_REPLY: {h[10]} words, {n} bytes")
+                if len(r[1]) != len(ops):
+                    raise ValueError(f"malformed CONTROL_REPLY: {len(r[1])} operations, sent {len(ops)}")
                 if attempts == 1:  # Karn's rule: a reply to a resent message is no sample
                     rtt.sample(time.monotonic() - sent)
-                return wire.reply_values(self._buf[_HDR:n])
+                return r[1]
             if time.monotonic() >= end or (self.retries is not None and attempts > self.retries):
                 break
             rtt.expired()

@@ -76,6 +76,8 @@ class DriverStats:
     fast_resends: int = 0  # of which: lost results seen as gaps below later results
     timer_resends: int = 0  # the retransmission timer expired (a stall: no new result in an RTO)
     recovery_resends: int = 0  # the next chunk holding up in-order results, during recovery
+    sack_resends: int = 0  # contributions (or released results) a probe found missing
+    probes: int = 0  # probe rounds: stalls that asked the aggregator what it holds (CONTROL)
     results: int = 0  # results accepted
     ignored: int = 0  # datagrams ignored, all kinds: the three below + duplicate results
     foreign: int = 0  # datagrams not from the aggregator (address and port, docs/host.md)

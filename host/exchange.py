@@ -9,6 +9,8 @@ results) and the client's :class:`~wanreduce.host.rtt.RttEstimator`. Used by
 
 from __future__ import annotations
 
+import math
+import select
 import time
 from typing import TYPE_CHECKING
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from wanreduce import wire
 
+from .chunk_probe import ChunkProbe, rows_per_message
 from .result_filter import IGNORE, ResultFilter
 from .send_window import SendWindow
 
@@ -38,8 +41,13 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     # A resend waits at most a quarter of the timeout, so a stall is retried before the call
     # gives up however far the timer backed off.
     mono = time.monotonic
+    ctl = client.control  # with it, loss recovery asks the aggregator what it lacks (SACK)
     win = SendWindow(pk, w, transport, client.aggregator, client.timer,
-                     rto_cap=client.timeout / 4, max_retries=client.max_retries, now=mono())
+                     rto_cap=client.timeout / 4, max_retries=client.max_retries, now=mono(),
+                     sender=None if ctl is None else client.sender_id,
+                     rtt_hint=None if ctl is None else ctl.timer.srtt or ctl.timer.rto / 2)
+    probe = None if ctl is None else ChunkProbe(ctl, job, pk.first, rows_per_message(client.elements))
+    socks = [transport] if probe is None else [transport, probe]
     filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
                         first=pk.first, counts=pk.counts.tolist(),
                         done=win.done, source=client.result_source,
@@ -63,8 +71,25 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
         stats.fast_resends += win.fast_resends
         stats.timer_resends += win.timer_resends
         stats.recovery_resends += win.recovery_resends
+        stats.sack_resends += win.sack_resends
+        stats.probes += win.probes
         filt.foreign = filt.malformed = filt.stray = filt.duplicate = win.retransmissions = 0
-        win.fast_resends = win.timer_resends = win.recovery_resends = 0
+        win.fast_resends = win.timer_resends = win.recovery_resends = win.sack_resends = win.probes = 0
+
+    def sack(now: float) -> float:
+        """Take the probes' answers (resending what they show lost), give up overdue ones, and
+        on a stall post the next round; returns when to look again."""
+        for a in probe.poll(now):
+            win.probe_answer(a, now)
+        if probe.unsupported:  # an aggregator without the probe registers (an older core):
+            win.sack = False  # recover as without CONTROL
+        lat = probe.latency  # an overdue answer: twice the latest answer's latency, a gap at least
+        wait = win.rto() if lat is None else min(win.rto(), max(win.gap(), 2 * lat))
+        win.probe_unanswered(probe.expire(now, wait))
+        rows, wake = win.probe_due(now, probe.busy)
+        if rows is not None:
+            probe.post(rows, now)
+        return min(wake, now + wait) if probe.busy else wake
 
     def fail(why: str) -> None:
         dropped = [f"{v} {k}" for k, v in (("foreign", filt.foreign), ("malformed", filt.malformed),
@@ -102,15 +127,18 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
             if progressed:
                 pk.flush()  # into out before send_new refills rows
                 win.progressed(mono())
+                if probe is not None and probe.busy:
+                    sack(mono())
                 continue
             # Idle: retransmit what is lost, then wait for a datagram or the next deadline.
             now = mono()
+            probe_due = math.inf if probe is None else sack(now)
             due, over = win.resend_due(now)
             if over is not None:
                 fail(f"after {client.max_retries} retries without progress")
             if now - win.last_progress >= silence:
                 fail(f"within {client.timeout:g} s")
-            transport.wait_readable(min(due, win.last_progress + silence) - now)
+            select.select(socks, [], [], max(0.0, min(due, probe_due, win.last_progress + silence) - now))
     finally:
         flush()
     stats.datagrams_sent += n

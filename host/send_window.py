@@ -14,12 +14,16 @@ results leave in chunk order, so ``hi`` (the highest chunk with a result) splits
 * below ``hi``, a chunk without a result had its result released and lost on the way (fast
   retransmit once ``DUPTHRESH`` later chunks have theirs, as TCP on three duplicate ACKs; the
   aggregator answers with the held result);
-* above ``hi``, the first chunk (the *blocker*) holds up every later result; nothing tells
-  which members' contributions it lacks, so after the retransmission timeout without any new
-  result it alone is resent (not the window; every member resends it, duplicates are
-  harmless). The results it unblocks arrive as one burst; if the burst stops at a chunk sent
-  long before, that chunk is the next blocker and is resent after ``gap`` (a few minimum round
-  trips, NewReno's partial acknowledgement) rather than a whole RTO, until the chunks
+* above ``hi``, the first chunk (the *blocker*) holds up every later result, and the results
+  do not tell whose contribution is missing. With a sender id (CONTROL available: SACK) a
+  stall of one ``gap`` starts a probe round (``probe_due``; the questions are posted by
+  ``host/chunk_probe.py``): the aggregator's contributor bitmaps of every chunk in flight, and
+  ``probe_answer`` resends at once exactly our contributions it lacks and the released chunks
+  whose results we lack. Without (or as the safety net, after a retransmission timeout
+  without any new result) the blocker alone is resent (not the window; every member resends
+  it, duplicates are harmless); without SACK the burst it unblocks, if it stops at a chunk
+  sent long before, makes that chunk the next blocker, resent after ``gap`` (a few minimum
+  round trips, NewReno's partial acknowledgement) rather than a whole RTO, until the chunks
   outstanding at the stall have their results (recovery).
 
 The round-trip estimate is ``host/rtt.py``'s :class:`RttEstimator`, one sample per flight
@@ -41,6 +45,7 @@ from .transport import Address, UdpTransport, gso_batch
 if TYPE_CHECKING:
     from wanreduce.packetize import Packets
 
+    from .chunk_probe import ProbeAnswer
     from .chunk_ring import ChunkRing, WholeBuffer
 
 _HDR = wire.AGG_HEADER_BYTES
@@ -57,7 +62,12 @@ class SendWindow:
     sent first, a plain :class:`Packets` is sent as it is."""
 
     def __init__(self, pk: ChunkRing | WholeBuffer | Packets, w: int, transport: UdpTransport, dest: Address,
-                 timer: RttEstimator, *, rto_cap: float, max_retries: int, now: float) -> None:
+                 timer: RttEstimator, *, rto_cap: float, max_retries: int, now: float,
+                 sender: int | None = None, rtt_hint: float | None = None) -> None:
+        """``sender``: our sender id, when the aggregator can be asked which contributions it
+        holds (``probe_due``/``probe_answer``: SACK); None: a stall resends the blocker.
+        ``rtt_hint``: a round trip to the aggregator (the CONTROL look-up's), the recovery
+        pace until a result's round trip is measured."""
         self.pk, self.n, self.w = pk, len(pk), w
         self.transport, self.dest, self.timer = transport, dest, timer
         self.rto_cap, self.max_retries = rto_cap, max_retries
@@ -89,6 +99,15 @@ class SendWindow:
         self._scan = 0  # fast retransmit examined the chunks below this
         self._gso_max = gso_batch(self.D)
         self._expired_at = -math.inf
+        self.sack = sender is not None
+        self._bit = 1 << sender if sender is not None else 0
+        self.rtt_hint = rtt_hint
+        self.held = bytearray(n)  # the aggregator said it holds our contribution
+        self.released_seen = [math.inf] * n  # when an answer first showed it released
+        self.asked = bytearray(n)  # in a question whose answer is awaited
+        self.sack_resends = self.probes = 0  # resends a probe found missing; probe rounds
+        self._probe_at = -math.inf  # the latest probe round
+        self._probe_k = 0  # probe rounds since one found something to resend, or progress
 
     # ---- timers ----
     def rto(self) -> float:
@@ -98,7 +117,7 @@ class SendWindow:
     def gap(self) -> float:
         """How long a burst of released results may pause before its next chunk is resent in
         recovery: two minimum round trips, at least MIN_GAP, at most the RTO."""
-        m = self.timer.min_rtt
+        m = self.timer.min_rtt if self.timer.min_rtt is not None else self.rtt_hint
         return self.rto() if m is None else min(self.rto(), max(MIN_GAP, 2 * m))
 
     # ---- sending ----
@@ -167,6 +186,7 @@ class SendWindow:
         results (chunks below ``hi`` without one, ``DUPTHRESH`` results behind)."""
         self.progress += 1
         self.last_progress = now
+        self._probe_k = 0
         done = self.done
         while self.base < self.n and done[self.base]:
             self.base += 1
@@ -207,7 +227,9 @@ class SendWindow:
                     continue
                 k = self.rtries[i]
                 t0 = max(self.last_progress, last_tx[i]) if i == b else last_tx[i]
-                pace = g * (1 << min(k, 30))
+                # with SACK the probes find what is lost, at the pace the aggregator answers
+                # them: a blind resend is the timer's
+                pace = rto if self.sack else g * (1 << min(k, 30))
                 due = t0 + min(rto, pace)
                 if due <= now:
                     # paced resends; once the pace has backed off to the RTO it is the timer
@@ -244,3 +266,66 @@ class SendWindow:
         if rows:
             self._send_rows(rows, now, resend=True)
         return wake, None
+
+    # ---- SACK: ask the aggregator what it holds (host/chunk_probe.py) ----
+    def probe_due(self, now: float, busy: bool = False) -> tuple[list[int] | None, float]:
+        """On a stall — no new result, resend or probe for the probe pace (``gap``, doubled per
+        round that found nothing) — the rows to ask the aggregator about: every chunk sent at
+        least a ``gap`` ago (a younger one cannot be judged yet) without a result, whose
+        contribution of ours it has not confirmed and that no question awaiting its answer
+        covers. None left: JOBj_HEAD alone (it shows lost results), unless ``busy`` (a question
+        is awaiting its answer: the aggregator is asked at the pace it answers). Else None.
+        Also when to look again."""
+        if not self.sack or self.base >= self.nxt:
+            return None, math.inf
+        g = self.gap()
+        pace = min(self.rto(), g * (1 << min(self._probe_k, 30)))
+        due = max(self.last_progress, self._probe_at, self._resent_at) + pace
+        if due > now:
+            return None, due
+        done, held, asked, last_tx = self.done, self.held, self.asked, self.last_tx
+        judge = now - g
+        rows = [i for i in range(self.base, self.nxt)
+                if not (done[i] or held[i] or asked[i]) and last_tx[i] <= judge]
+        if busy and not rows:
+            return None, now + g
+        for i in rows:
+            asked[i] = 1
+        self._probe_at = now
+        self.probes += 1
+        self._probe_k += 1
+        return rows, now + pace
+
+    def probe_unanswered(self, rows: list[int]) -> None:
+        """Questions about ``rows`` were given up (lost): the next round asks again."""
+        for i in rows:
+            self.asked[i] = 0
+
+    def probe_answer(self, a: ProbeAnswer, now: float) -> None:
+        """Resend at once, in one segmented burst, what the aggregator's answer shows lost: our
+        contribution to a chunk it lacks, if sent a ``gap`` before the question (a younger one
+        may still be on its way: it is asked about again); a chunk it released (below
+        ``a.head``) whose result we lack, if an earlier answer already showed it released a
+        ``gap`` before this question (its result may still be on its way after the answer)."""
+        self.timer.observe(now - a.sent_at)  # a round trip to the aggregator: the pace's gauge
+        bit, done, held, last_tx, seen = self._bit, self.done, self.held, self.last_tx, self.released_seen
+        old = a.sent_at - self.gap()
+        lost = []
+        for i, bm in zip(a.rows, a.bitmaps, strict=True):
+            self.asked[i] = 0
+            if done[i]:
+                continue
+            if bm & bit:
+                held[i] = 1
+            elif i >= a.head and last_tx[i] <= old:
+                lost.append(i)
+        for i in range(self.base, min(a.head, self.nxt)):  # released, and no result here
+            if not done[i]:
+                if seen[i] <= old and last_tx[i] <= old:
+                    lost.append(i)  # lost on the way back: the resend gets it again
+                seen[i] = min(seen[i], now)
+        if lost:
+            self._probe_k = 0
+            self.sack_resends += len(lost)
+            self.recover = max(self.recover, self.nxt)
+            self._send_rows(sorted(set(lost)), now, resend=True)

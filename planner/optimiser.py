@@ -13,7 +13,8 @@ analytic round model (``roundmodel``) and the consensus metric (``consensus``):
   covering schedule, all placed by the same search and compared by time to epsilon-consensus;
 * ring all-reduce: a latency tour (nearest neighbour + 2-opt); one-peer exponential graphs: the
   placement search;
-* tree: the number of clusters (k-medoids on latency; medoids lead).
+* tree: the number of clusters (k-medoids on latency; medoids lead);
+* sharded all-reduce (flat) and hierarchical sharding: ``sharded_search``.
 
 The search is deterministic: a latency surrogate with a fixed number of swap evaluations
 (``swaps``) and a seed, then the round model picks among the surrogate's best local optima; on
@@ -37,6 +38,7 @@ from . import schedules as S
 from .consensus import rounds_to_consensus
 from .roundmodel import RoundModel, RoundResult
 from .schedules import Round, Schedule
+from .sharded_search import sharded_plans
 from .topology import Topology
 
 
@@ -330,6 +332,7 @@ class Optimiser:
         plans["exponential"] = self.exponential_plan()
         if n >= 4:
             plans["tree"] = self.tree_plan()
+        plans.update(sharded_plans(self))
         if families is not None:
             plans = {k: v for k, v in plans.items() if k in families}
         return plans

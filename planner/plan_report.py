@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .optimiser import Optimiser, Plan
 from .roundmodel import RoundModel
 from .schedules import Schedule
+from .sharded import ShardedRound, hardware_phases
 from .topology import Topology, format_size
 
 try:  # the wire-format module is the source of truth for the packet payload
@@ -118,6 +119,7 @@ class HardwarePlan:
     rounds: list[list[dict[str, object]]]  # per round, per site: bitmap, expected, group
     multicast: list[list[tuple[str, str, list[str]]]]  # per round: (group address, sender, receivers)
     max_senders: int
+    labels: list[str] = field(default_factory=list)  # per entry of ``rounds``: "round t [phase]"
 
 
 def hardware_plan(
@@ -133,9 +135,18 @@ def hardware_plan(
     rounds: list[list[dict[str, object]]] = []
     mcast: list[list[tuple[str, str, list[str]]]] = []
     max_src = 1
+    labels: list[str] = []
     for t, rnd in enumerate(schedule.rounds):
         table: list[dict[str, object]] = []
         groups: list[tuple[str, str, list[str]]] = []
+        if isinstance(rnd, ShardedRound):  # one entry per phase; each FPGA merges one shard
+            for label, tab, sends in hardware_phases(rnd, names, len(rounds)):
+                rounds.append(sorted(tab, key=lambda e: names.index(str(e["site"]))))
+                mcast.append(sends)
+                labels.append(f"round {t + 1} {label}")
+                max_src = max([max_src] + [int(e["expected"]) for e in tab])
+            continue
+        labels.append(f"round {t + 1}")
         if rnd.ring is not None:
             order = [names[i] for i in rnd.ring]
             for i, s in enumerate(order):
@@ -160,7 +171,7 @@ def hardware_plan(
         mcast.append(groups)
     per = max_src if memory_model == "per-sender" else 1
     slots = int(memory // (slot_bytes * per))
-    return HardwarePlan(slots, elements_per_packet, rounds, mcast, max_src)
+    return HardwarePlan(slots, elements_per_packet, rounds, mcast, max_src, labels)
 
 
 def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str:
@@ -177,12 +188,21 @@ def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str
         + (f"  [beyond the core's S <= {MAX_CORE_SLOTS}: needs off-chip slot memory]"
            if core_slots > MAX_CORE_SLOTS else "")
     ]
+    if any(isinstance(r, ShardedRound) for r in schedule.rounds):
+        lines.append("  sharded: in each reduce-scatter level every FPGA merges only its own shard, "
+                     "so all S slots serve that shard (chunk ids count from the shard's offset); "
+                     "the result goes to the local hosts, which multicast it in the all-gather "
+                     "(FPGAs pass it through, no slots); one group table per level")
     for t, (table, groups) in enumerate(zip(hw.rounds, hw.multicast, strict=True)):
-        lines.append(f"  round {t + 1}: group table (contributor bitmap, bit i = site i)")
+        label = hw.labels[t] if t < len(hw.labels) else f"round {t + 1}"
+        lines.append(f"  {label}: group table (contributor bitmap, bit i = site i)")
         for e in table:
             bits = format(int(e["bitmap"]), f"0{n}b")[::-1] if e["expected"] else "-" * n
-            lines.append(f"    {e['site']:>6}  {bits}  expect {e['expected']}")
-        lines.append(f"  round {t + 1}: multicast groups (sender -> receivers)")
+            lines.append(f"    {e['site']:>6}  {bits}  expect {e['expected']}  {e['group']}"
+                         if isinstance(e["group"], str) and e["group"].startswith("shard") else
+                         f"    {e['site']:>6}  {bits}  expect {e['expected']}")
+        kind = "unicast shard streams" if "reduce-scatter" in label else "multicast groups"
+        lines.append(f"  {label}: {kind} (sender -> receivers)")
         for addr, s, rs in groups:
             lines.append(f"    {addr:<16} {s} -> {','.join(rs)}")
     return "\n".join(lines)

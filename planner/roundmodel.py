@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .schedules import Round, Schedule
+from .sharded import ShardedRound
 from .topology import Topology
 
 MEMORY_MODELS = ("shared", "per-sender")
@@ -121,12 +122,36 @@ class RoundModel:
         self._lat = topo.delay + link_ser + c / rate[None, :]  # last byte at r after leaving s
         self._cycle = self._lat + c / rate[:, None] + topo.delay.T  # chunk out, ack back
 
+    def slot_count(self, r: int, streams: int) -> int:
+        """Slots S at receiver r merging ``streams`` inbound streams, per the memory model."""
+        per = streams if self.memory_model == "per-sender" else 1
+        return math.floor(self.topo.memory[r] / (self.chunk * per))
+
+    def window_time(self, nbytes: int, slots: float, period: float, burst: float,
+                    latency: float) -> float:
+        """Time to send ``nbytes`` per sender at ``burst`` bytes/s in windows of S slots.
+
+        W = ceil(N / S) windows, one per max(P, S c / burst); the last window's bytes at
+        ``burst``; plus the last chunk's flight ``latency`` (docs/planner.md, round model 6).
+        """
+        c = self.chunk
+        big_n = max(1, math.ceil(nbytes / c))
+        s_ = min(slots, big_n)
+        windows = math.ceil(big_n / s_)
+        cyc = max(period, s_ * c / burst)
+        last = nbytes - (windows - 1) * s_ * c
+        return (windows - 1) * cyc + last / burst + latency
+
     def round_time(self, rnd: Round) -> RoundResult:
         """Time of one round."""
         if rnd.ring is not None:
             return self._ring_time(rnd.ring)
+        if isinstance(rnd, ShardedRound):
+            from .sharded_model import sharded_round_time  # it builds on this model
+
+            return sharded_round_time(self, rnd)
         topo, n = self.topo, self.topo.n
-        rate, mem, c = topo.line_rate, topo.memory, self.chunk
+        rate, c = topo.line_rate, self.chunk
         groups = rnd.groups
         # components: union-find over groups that share a sender
         parent = list(range(len(groups)))
@@ -184,8 +209,7 @@ class RoundModel:
                         upper_bw[ci], ubound[ci] = ing, "ingress"
                     latency[ci] = max(latency[ci], max(self._lat[s, r] for s in src))
                     if g.aggregating:
-                        per = len(src) if self.memory_model == "per-sender" else 1
-                        slots[ci] = min(slots[ci], math.floor(mem[r] / (c * per)))
+                        slots[ci] = min(slots[ci], self.slot_count(r, len(src)))
                         period[ci] = max(period[ci], max(self._cycle[s, r] for s in src))
             if np.isfinite(slots[ci]):
                 mem_cap[ci] = slots[ci] * c / period[ci] if period[ci] > 0 else np.inf
@@ -205,12 +229,7 @@ class RoundModel:
             bound = "memory" if mem_bound else ("link" if link_mem[ci] else ubound[ci])
             # senders are paced at ``burst`` (their max-min fair share); with S slots, chunks
             # leave in windows of S, one window per max(slot cycle P, S c / burst)
-            big_n = self.n_chunks
-            s_ = min(slots[ci], big_n)
-            windows = math.ceil(big_n / s_)
-            cyc = max(period[ci], s_ * c / burst)
-            last = self.nbytes - (windows - 1) * s_ * c
-            t = (windows - 1) * cyc + last / burst + latency[ci]
+            t = self.window_time(self.nbytes, slots[ci], period[ci], burst, latency[ci])
             senders = sorted({s for gi in comps[key] for s in groups[gi].senders if feeds[s].any()})
             out.append(ComponentResult(comps[key], x_mem[ci], burst, slots[ci], period[ci],
                                        latency[ci], bound, t, senders))

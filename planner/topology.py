@@ -18,7 +18,7 @@ import networkx as nx
 import numpy as np
 import yaml
 
-SHIPPED = ("nine-city", "nine-city-public-rtt")
+SHIPPED = ("nine-city", "nine-city-public-rtt", "geant-2012", "aws-ten-region-rtt")
 
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([KMGTP]?)(i?)B?\s*$", re.I)
 

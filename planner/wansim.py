@@ -11,18 +11,23 @@ round model (``wanreduce.planner.roundmodel``) assumes, so the two can be checke
   freed and an ack travels back to every remote contributor (acks are tiny: delay only);
 * a sender may send chunk i once every aggregating receiver r it feeds has acked chunk i - S_r.
 
-Ring all-reduce rounds (no in-network aggregation) are not simulated here.
+Ring all-reduce rounds (no in-network aggregation) are not simulated here. The engine runs the
+flows of one phase (``flows.Phase``): a plain round is one phase with one flow per sender, a
+sharded round (``sharded.ShardedRound``) its reduce-scatter and all-gather phases in turn.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import simpy
 
+from .flows import Flow, Phase
 from .schedules import Round
+from .sharded import ShardedRound, phases
 from .topology import Topology
 
 
@@ -41,18 +46,60 @@ def simulate_round(
     nbytes: int,
     chunk_bytes: int,
     memory_model: str = "shared",
-    pacing: dict[int, float] | None = None,
+    pacing: dict | None = None,
 ) -> SimResult:
     """Simulate one round; returns when the last receiver holds its last aggregated chunk.
 
     ``pacing`` maps sender -> bytes/s: the sender spaces its chunks at that rate (the planner's
     max-min fair share, ``RoundResult.pacing()``). Without it senders send at line rate and
-    bottleneck queues (FIFO, unbounded) absorb the excess.
+    bottleneck queues (FIFO, unbounded) absorb the excess. A sharded round runs its phases one
+    after the other (``sharded.phases``); its pacing is keyed by (phase index, flow key).
     """
     if rnd.ring is not None:
         raise NotImplementedError("ring all-reduce rounds are analytic only")
+    if isinstance(rnd, ShardedRound):
+        total, completion, events = 0.0, {}, 0
+        for p, ph in enumerate(phases(rnd, nbytes)):
+            pace = None if pacing is None else {k: r for (q, k), r in pacing.items() if q == p}
+            res = simulate_phase(topo, ph, chunk_bytes, memory_model, pace)
+            total += res.time
+            events += res.events
+            completion.update({r: total for r in res.completion})
+            if not math.isfinite(res.time):
+                break
+        return SimResult(total, completion, events)
+    return simulate_phase(topo, round_phase(rnd, nbytes), chunk_bytes, memory_model, pacing)
+
+
+def round_phase(rnd: Round, nbytes: int) -> Phase:
+    """A plain round as one phase: one flow per sender, one sink per receiver (its group)."""
+    feeds: dict[int, set[int]] = defaultdict(set)
+    local: dict[int, bool] = {}
+    merge = set()
+    for g in rnd.groups:
+        for r in g.receivers:
+            src = [s for s in g.senders if s != r]
+            local[r] = r in g.senders
+            if g.aggregating and src:
+                merge.add(("round", r))
+            for s in src:
+                feeds[s].add(r)
+    active = sorted({s for g in rnd.groups for s in g.senders})
+    flows = tuple(Flow(s, s, tuple(sorted(feeds[s])), "round", local.get(s, False)) for s in active)
+    return Phase("round", nbytes, flows, frozenset(merge))
+
+
+def simulate_phase(
+    topo: Topology,
+    phase: Phase,
+    chunk_bytes: int,
+    memory_model: str = "shared",
+    pacing: dict | None = None,
+) -> SimResult:
+    """Simulate one phase's flows (``flows.Flow``); ``pacing`` maps flow key -> bytes/s."""
     env = simpy.Environment()
     n = topo.n
+    nbytes = phase.nbytes
     c = int(min(chunk_bytes, max(nbytes, 1)))
     n_chunks = max(1, math.ceil(nbytes / c))
     last_bytes = nbytes - (n_chunks - 1) * c
@@ -72,46 +119,47 @@ def simulate_round(
     ingress = [simpy.Resource(env, capacity=1) for _ in range(n)]
     eidx = {e: k for k, e in enumerate(topo.directed)}
 
-    # who feeds whom, expected contributions, slots
-    feeds: dict[int, set[int]] = defaultdict(set)
-    expected: dict[int, int] = {}
-    local: dict[int, bool] = {}
-    aggregating: dict[int, bool] = {}
-    sources: dict[int, list[int]] = {}
-    for g in rnd.groups:
-        for r in g.receivers:
-            src = [s for s in g.senders if s != r]
-            sources[r] = src
-            local[r] = r in g.senders
-            expected[r] = len(src) + (1 if local[r] else 0)
-            aggregating[r] = g.aggregating and bool(src)
-            for s in src:
-                feeds[s].add(r)
-    slots: dict[int, int] = {}
-    for r, agg in aggregating.items():
-        if agg:
-            per = len(sources[r]) if memory_model == "per-sender" else 1
-            slots[r] = int(topo.memory[r] // (c * per))
-            if slots[r] < 1:
+    # sinks: expected contributions, remote sources, slots
+    expected: dict[Hashable, int] = defaultdict(int)
+    sources: dict[Hashable, list[Flow]] = defaultdict(list)
+    locals_: dict[Hashable, list[Flow]] = defaultdict(list)
+    site_of: dict[Hashable, int] = {}
+    for f in phase.flows:
+        for d in f.dests:
+            k = f.sink(d)
+            expected[k] += 1
+            sources[k].append(f)
+            site_of[k] = d
+        if f.local:
+            k = f.sink(f.site)
+            expected[k] += 1
+            locals_[k].append(f)
+            site_of[k] = f.site
+    slots: dict[Hashable, int] = {}
+    for k in expected:
+        if k in phase.merge and sources[k]:
+            per = len(sources[k]) if memory_model == "per-sender" else 1
+            slots[k] = int(topo.memory[site_of[k]] // (c * per))
+            if slots[k] < 1:
                 return SimResult(math.inf, {}, 0)
-    # multicast tree children per sender
-    children: dict[int, dict[int, list[tuple[int, int]]]] = {}
-    for s, dests in feeds.items():
+    # multicast tree children per flow
+    children: dict[Hashable, dict[int, list[tuple[int, int]]]] = {}
+    for f in phase.flows:
         ch: dict[int, set[tuple[int, int]]] = defaultdict(set)
-        for r in dests:
-            path = topo.paths[s][r]
+        for r in f.dests:
+            path = topo.paths[f.site][r]
             for u, v in zip(path, path[1:], strict=False):
                 ch[u].add((eidx[(u, v)], v))
-        children[s] = {u: sorted(x) for u, x in ch.items()}
+        children[f.key] = {u: sorted(x) for u, x in ch.items()}
 
     pace = dict(pacing or {})
-    counts: dict[tuple[int, int], int] = defaultdict(int)
-    done_at: dict[int, float] = {}
-    acks: dict[tuple[int, int, int], simpy.Event] = {}
+    counts: dict[tuple[Hashable, int], int] = defaultdict(int)
+    done_at: dict[Hashable, float] = {}
+    acks: dict[tuple[Hashable, Hashable, int], simpy.Event] = {}
     stats = {"events": 0}
 
-    def ack_event(r: int, s: int, i: int) -> simpy.Event:
-        key = (r, s, i)
+    def ack_event(sink: Hashable, flow: Hashable, i: int) -> simpy.Event:
+        key = (sink, flow, i)
         if key not in acks:
             acks[key] = env.event()
         return acks[key]
@@ -119,70 +167,69 @@ def simulate_round(
     def size(i: int) -> int:
         return last_bytes if i == n_chunks - 1 else c
 
-    def send_ack(r: int, s: int, i: int, delay: float):
+    def send_ack(sink: Hashable, flow: Hashable, i: int, delay: float):
         yield env.timeout(delay)
-        ack_event(r, s, i).succeed()
+        ack_event(sink, flow, i).succeed()
 
-    def contribute(r: int, i: int) -> None:
-        counts[(r, i)] += 1
-        if counts[(r, i)] == expected[r]:
-            del counts[(r, i)]
+    def contribute(sink: Hashable, i: int) -> None:
+        counts[(sink, i)] += 1
+        if counts[(sink, i)] == expected[sink]:
+            del counts[(sink, i)]
             if i == n_chunks - 1:
-                done_at[r] = env.now
-            if aggregating.get(r):
-                for s in sources[r]:
-                    env.process(send_ack(r, s, i, topo.delay[r, s]))
-                if local[r]:
-                    ack_event(r, r, i).succeed()
+                done_at[sink] = env.now
+            if sink in slots:
+                for f in sources[sink]:
+                    env.process(send_ack(sink, f.key, i, topo.delay[site_of[sink], f.site]))
+                for f in locals_[sink]:
+                    ack_event(sink, f.key, i).succeed()
 
-    def deliver(r: int, i: int):
-        with ingress[r].request() as req:
+    def deliver(sink: Hashable, v: int, i: int):
+        with ingress[v].request() as req:
             yield req
-            yield env.timeout(size(i) / rate[r])
-        contribute(r, i)
+            yield env.timeout(size(i) / rate[v])
+        contribute(sink, i)
 
-    def hop(s: int, i: int, k: int, v: int):
+    def hop(f: Flow, i: int, k: int, v: int):
         stats["events"] += 1
         with links[k].request() as req:
             yield req
             yield env.timeout(size(i) / bw[k])
         yield env.timeout(link_lat[k])
-        arrive(s, i, v)
+        arrive(f, i, v)
 
-    def arrive(s: int, i: int, v: int) -> None:
-        if v in feeds[s]:
-            env.process(deliver(v, i))
-        for k, w in children[s].get(v, ()):
-            env.process(hop(s, i, k, w))
+    def arrive(f: Flow, i: int, v: int) -> None:
+        if v in f.dests:
+            env.process(deliver(f.sink(v), v, i))
+        for k, w in children[f.key].get(v, ()):
+            env.process(hop(f, i, k, w))
 
-    def sender(s: int):
-        agg_targets = [r for r in feeds.get(s, ()) if aggregating.get(r)]
-        own = aggregating.get(s) and local.get(s)
+    def sender(f: Flow):
+        s = f.site
+        targets = [f.sink(d) for d in f.dests] + ([f.sink(s)] if f.local else [])
+        targets = [k for k in targets if k in slots]
         for i in range(n_chunks):
-            waits = [ack_event(r, s, i - slots[r]) for r in agg_targets if i >= slots[r]]
-            if own and i >= slots[s]:
-                waits.append(ack_event(s, s, i - slots[s]))
+            waits = [ack_event(k, f.key, i - slots[k]) for k in targets if i >= slots[k]]
             if waits:
                 yield simpy.AllOf(env, waits)
-            if local.get(s) and expected.get(s, 0) > 0:
-                contribute(s, i)
-            if s in feeds:
+            if f.local:
+                contribute(f.sink(s), i)
+            if f.dests:
                 with egress[s].request() as req:
                     yield req
                     yield env.timeout(size(i) / rate[s])
-                arrive(s, i, s)
-                if pace.get(s, rate[s]) < rate[s]:
-                    yield env.timeout(size(i) / pace[s] - size(i) / rate[s])
+                arrive(f, i, s)
+                if pace.get(f.key, rate[s]) < rate[s]:
+                    yield env.timeout(size(i) / pace[f.key] - size(i) / rate[s])
 
-    active = set()
-    for g in rnd.groups:
-        for s in g.senders:
-            active.add(s)
-    for s in sorted(active):
-        env.process(sender(s))
+    for f in phase.flows:
+        env.process(sender(f))
     env.run()
-    waiting = [r for r in expected if expected[r] > 0 and r not in done_at and sources[r]]
+    waiting = [k for k in expected if sources[k] and k not in done_at]
     if waiting:
-        raise RuntimeError(f"simulation deadlocked; receivers {waiting} incomplete")
-    finish = max((t for r, t in done_at.items() if sources.get(r)), default=0.0)
-    return SimResult(finish, done_at, stats["events"])
+        raise RuntimeError(f"simulation deadlocked; sinks {waiting} incomplete")
+    completion: dict[int, float] = {}
+    for k, t in done_at.items():
+        if sources[k]:
+            completion[site_of[k]] = max(completion.get(site_of[k], 0.0), t)
+    finish = max(completion.values(), default=0.0)
+    return SimResult(finish, completion, stats["events"])

@@ -13,7 +13,11 @@ from wanreduce.planner.topology import SHIPPED, TopologyError, load_topology, pa
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_topologies_load_and_route(name: str) -> None:
     t = load_topology(name)
-    assert sorted(t.names) == ["AMS", "BAR", "FRA", "LAX", "LON", "NYC", "SEO", "SIN", "TYO"]
+    sites = {"geant-2012": 12, "aws-ten-region-rtt": 10}
+    if name.startswith("nine-city"):
+        assert sorted(t.names) == ["AMS", "BAR", "FRA", "LAX", "LON", "NYC", "SEO", "SIN", "TYO"]
+    else:
+        assert t.n == sites[name]
     assert t.provenance
     # shortest-path delays are a metric: symmetric, zero diagonal, triangle inequality
     d = t.delay

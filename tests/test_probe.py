@@ -11,13 +11,16 @@ import threading
 
 import numpy as np
 import pytest
-from driver_helpers import FAST
+from driver_helpers import FAST, wait_until
 
 from wanreduce import regs, wire
+from wanreduce.host.chunk_probe import ChunkProbe, rows_per_message
 from wanreduce.host.control import ControlClient
 from wanreduce.host.driver import AggregatorClient, ChunksMissing
 from wanreduce.host.softagg import SoftAggregator
+from wanreduce.host.transport import UdpTransport
 from wanreduce.model import AggregatorModel, Message, ReleaseMode
+from wanreduce.packetize import AGG_HEADER_STRUCT
 
 
 def _m(chunk, sender, job=0):
@@ -62,6 +65,69 @@ def test_softagg_probe_registers_over_control():
             got = c.transact([(regs.job_probe(0), 3), (regs.job_probe_bitmap(0), 7),
                               (regs.job_probe(0), None), (regs.job_probe(1), None)])
             assert got == [3, 0b101, 3, 3]  # job 1's probe register is its own
+
+
+
+def test_chunk_probe_asks_without_waiting_and_splits_the_window_into_messages():
+    """The loss recovery's question (host/chunk_probe.py): rows 0..5 of an exchange starting at
+    chunk 10, in messages of 2 rows (plus the JOBj_HEAD read) posted at once; the answers
+    carry each row's bitmap and the head relative to the exchange. A message given up (here
+    after 0.1 s) hands back its rows to be asked again."""
+    with SoftAggregator(slots=16, elements=64, groups=1, jobs=1) as agg:
+        agg.configure(groups={0: [0, 1]}, jobs=(0,))
+        agg.write_register(regs.job_head(0), 10)
+        for c in (10, 11, 13):
+            agg.model.contribute(_m(c, 0))
+        agg.model.contribute(_m(10, 1))  # 10 complete and released: head 11
+        agg.model.contribute(_m(12, 1))
+        with ControlClient(agg.address, timeout=10) as c:
+            assert rows_per_message(64) == 15 and rows_per_message(5) == 1
+            probe = ChunkProbe(c, 0, 10, per_message=2)
+            probe.post(range(6), 0.0)
+            assert probe.messages == 3 and probe.busy
+            answers = []
+            assert wait_until(lambda: answers.extend(probe.poll(1.0)) or len(answers) == 3)
+            assert not probe.busy and probe.expire(2.0, 0.5) == []
+            got = sorted((r, b) for a in answers for r, b in zip(a.rows, a.bitmaps, strict=True))
+            assert got == [(0, 0), (1, 0b01), (2, 0b10), (3, 0b01), (4, 0), (5, 0)]
+            assert {a.head for a in answers} == {1}
+            probe.post([4, 5], 3.0)
+            assert probe.expire(3.5, 0.1) == [4, 5] and not probe.busy
+            probe.post([2, 3], 4.0)  # given up long after (more than 100 waits): its rows still
+            assert probe.expire(40.0, 0.1) == [2, 3]  # come back (this raised KeyError)
+            # an older core without JOBj_PROBE (reads 0): its answers are not taken as "nothing
+            # held" (which would resend the whole window) but mark the probe unsupported
+            agg.read_register = lambda addr, read=agg.read_register: (
+                0 if addr in (regs.job_probe(0), regs.job_probe_bitmap(0)) else read(addr))
+            assert not probe.unsupported
+            probe.post([1], 41.0)
+            assert wait_until(lambda: probe.poll(42.0) == [] and probe.unsupported)
+
+
+
+def test_chunk_probe_ignores_a_reply_with_its_number_to_another_question():
+    """Another client's CONTROL_REPLY carrying our sequence number (each process counts from 1;
+    seen in the RTL loopback as a KeyError) is not taken as our answer, nor as a core without
+    probe registers; our own reply is still taken when it comes."""
+    with UdpTransport(bind=("127.0.0.1", 0)) as silent, ControlClient(silent.address, timeout=1) as c:
+        probe = ChunkProbe(c, 0, 10, per_message=4)
+        probe.post([1], 0.0)
+        (seq,) = probe._live
+        me = ("127.0.0.1", c.transport.address[1])
+
+        def reply(echo: int, bitmap: int) -> None:
+            words = wire.control_words([(True, regs.job_probe(0), echo), (False, regs.job_probe_bitmap(0), bitmap),
+                                        (False, regs.job_head(0), 10)])
+            silent.send_to(AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL_REPLY, 0, 0, 0,
+                                                  0, seq, 0, 0, 6, 0) + words.astype("<i4").tobytes(), me)
+
+        reply(99, 0b11)  # someone else's question about chunk 99
+        assert wait_until(lambda: c.transport.wait_readable(0.01)) and probe.poll(0.1) == []
+        assert probe.busy and not probe.unsupported and probe.expire(0.2, 1.0) == []
+        reply(11, 0b01)  # ours: chunk 10 + row 1
+        got = []
+        assert wait_until(lambda: got.extend(probe.poll(0.3)) or got)
+        assert got[0].rows == [1] and got[0].bitmaps == [1] and got[0].head == 0 and not probe.busy
 
 
 def test_chunks_missing_names_the_missing_members():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from wanreduce import wire
+from wanreduce.host.chunk_probe import ProbeAnswer
 from wanreduce.host.rtt import RttEstimator
 from wanreduce.host.send_window import DUPTHRESH, SendWindow
 from wanreduce.packetize import AGG_HEADER_STRUCT, packetize
@@ -40,12 +41,12 @@ class Recorder:
         return out
 
 
-def _window(w=N, max_retries=3):
+def _window(w=N, max_retries=3, sender=None):
     pk = packetize(np.zeros(E * N, np.float32), exp=0, n_contributors=2, elements_per_packet=E)
     timer = RttEstimator(RTO, min_rto=RTO, max_rto=10 * RTO)
     tr = Recorder()
     win = SendWindow(pk, w, tr, ("127.0.0.1", 9), timer, rto_cap=10.0, max_retries=max_retries,
-                     now=0.0)
+                     now=0.0, sender=sender)
     return win, tr, timer
 
 
@@ -150,3 +151,121 @@ def test_recovery_resends_share_segmented_sends():
     _answer(win, [0, 4, 5, 6, 7, 8, 9, 10], 0.002)  # results 1, 2, 3 lost
     assert tr.take() == [1, 2, 3] and tr.calls == 1
     assert all(win.pk.buf[i, wire.FIELD["flags"].agg_offset] & wire.Flags.RETRANSMIT for i in (1, 2, 3))
+
+
+# ---- SACK: the aggregator's contributor bitmaps (host/chunk_probe.py answers) ----
+ME, OTHER = 1 << 0, 1 << 1  # sender 0 (us) and sender 1
+
+
+def _stalled(sender=0):
+    """Chunks 0..19 sent at t=0, results 0..4 in at 2 ms (min RTT 2 ms, gap 4 ms), then nothing."""
+    win, tr, timer = _window(sender=sender)
+    win.send_new(0.0)
+    tr.take()
+    _answer(win, range(5), 0.002)
+    return win, tr, timer
+
+
+def test_a_stall_asks_about_every_chunk_in_flight_and_resends_exactly_our_missing_ones_at_once():
+    """Instead of the blocker alone after an RTO and each later hole one round trip later, one
+    probe round after a gap of silence covers the whole window: our contributions the
+    aggregator lacks (5, 9, 14) go out together at once; those it holds (or lacks only from
+    another member: 7) are not resent and not asked about again."""
+    win, tr, _ = _stalled()
+    gap = win.gap()
+    rows, wake = win.probe_due(0.002 + gap / 2)
+    assert rows is None and wake == 0.002 + gap  # results just stopped: wait a gap
+    rows, _ = win.probe_due(0.002 + gap)
+    assert rows == list(range(5, N)) and win.probes == 1
+    bitmaps = [OTHER if i in (5, 9, 14) else (ME if i == 7 else ME | OTHER) for i in rows]
+    win.probe_answer(ProbeAnswer(rows, bitmaps, head=5, sent_at=0.002 + gap), 0.003 + gap)
+    assert tr.take() == [5, 9, 14] and win.sack_resends == 3 and win.retransmissions == 3
+    assert win.probe_due(0.004 + gap)[0] is None  # a gap after our resends: not yet
+    rows, _ = win.probe_due(0.003 + 3 * gap)
+    assert rows == [5, 9, 14]  # only what is not confirmed held
+    # no blind resend of the blocker at the recovery pace: that is the timer's (RTO) job now
+    win.resend_due(0.003 + 3 * gap)
+    assert tr.take() == []
+
+
+def test_released_chunks_without_a_result_are_resent_once_the_head_passed_them():
+    """JOBj_HEAD 9 (read in the same message): 5..8 were released; 5, 7 and 8 have no result
+    here: their results may still be on the way (the answer can overtake them). When the next
+    answer, asked a gap later, still shows them released and they still have no result, they
+    were lost on the way back (too few later results for fast retransmit): resent, only those."""
+    win, tr, _ = _stalled()
+    _answer(win, [6], 0.003)
+    t = 0.003 + win.gap()
+    rows, _ = win.probe_due(t)
+    assert rows == [5, 7, 8] + list(range(9, N))
+    win.probe_answer(ProbeAnswer(rows, [0, 0, 0] + [ME] * (N - 9), head=9, sent_at=t), t + 0.001)
+    assert tr.take() == []
+    _answer(win, [7], t + 0.0015)  # 7's result was on its way
+    t2 = t + 0.001 + 2 * win.gap()
+    rows, _ = win.probe_due(t2)
+    assert rows == [5, 8]
+    win.probe_answer(ProbeAnswer(rows, [0, 0], head=9, sent_at=t2), t2 + 0.001)
+    assert tr.take() == [5, 8] and win.sack_resends == 2
+
+
+def test_a_contribution_sent_just_before_the_question_is_not_taken_as_lost():
+    """Chunk 19 sent 1 ms before the probe (less than a gap): the aggregator lacking it says
+    nothing yet (it may be on its way); it is asked about again, not resent."""
+    win, tr, _ = _window(w=N - 1, sender=0)
+    win.send_new(0.0)
+    _answer(win, [0], 0.002)
+    win.send_new(0.0025)  # chunk 19
+    tr.take()
+    t = 0.0025 + 0.001
+    win.probe_answer(ProbeAnswer([18, 19], [0, 0], head=1, sent_at=t), t + 0.001)
+    assert tr.take() == [18]
+
+
+def test_probe_rounds_back_off_while_they_find_nothing_and_not_without_a_sack():
+    """A stall caused by another member (every answer: ours held) is asked about at a gap,
+    then 2, 4, 8 gaps (up to the RTO); progress starts over at a gap. Without a sender id
+    (no CONTROL) there are no probes."""
+    win, tr, _ = _stalled()
+    gap, t, spacing = win.gap(), 0.002, []
+    for _ in range(4):
+        rows, wake = win.probe_due(t)
+        if rows is None:
+            t = wake
+            rows, _ = win.probe_due(t)
+        win.probe_answer(ProbeAnswer(rows, [ME] * len(rows), head=5, sent_at=t), t + 0.002)
+        spacing.append(t)
+    assert tr.take() == [] and win.sack_resends == 0
+    assert [round((b - a) / gap) for a, b in zip(spacing, spacing[1:], strict=False)] == [2, 4, 8]
+    _answer(win, [5], t + 0.001)
+    assert win.probe_due(t + 0.001 + gap)[0] == []  # all held: JOBj_HEAD alone
+    assert _stalled(sender=None)[0].probe_due(1.0) == (None, float("inf"))
+
+
+def test_a_question_awaiting_its_answer_is_not_repeated_until_given_up():
+    win, tr, _ = _stalled()
+    gap = win.gap()
+    t = 0.002 + gap
+    assert win.probe_due(t)[0] == list(range(5, N))
+    assert win.probe_due(t + 2 * gap)[0] == []  # every row awaits an answer: JOBj_HEAD alone
+    win.probe_unanswered([7, 8])  # their message was lost
+    assert win.probe_due(t + 6 * gap)[0] == [7, 8]
+
+
+def test_only_contributions_old_enough_to_judge_are_asked_about_and_head_reads_wait_for_answers():
+    """Chunk 19 sent half a gap before the round is left for a later one (a question about it
+    could not be judged); with every other row confirmed and a question still unanswered, no
+    JOBj_HEAD read is added (the aggregator is asked at the pace it answers)."""
+    win, tr, _ = _window(w=N - 1, sender=0)
+    win.send_new(0.0)
+    _answer(win, [0], 0.002)
+    gap = win.gap()
+    t = 0.002 + 2 * gap
+    win.send_new(t - gap / 2)  # chunk 19
+    rows, wake = win.probe_due(t)
+    assert rows == list(range(1, N - 1)) and wake > t
+    win.probe_answer(ProbeAnswer(rows, [ME] * len(rows), head=1, sent_at=t), t + 0.001)
+    t2 = t + 2 * gap
+    assert win.probe_due(t2)[0] == [19]
+    t3 = t2 + 8 * gap
+    assert win.probe_due(t3, busy=True)[0] is None
+    assert win.probe_due(t3)[0] == []
