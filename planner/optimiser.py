@@ -110,7 +110,7 @@ class Optimiser:
         self.refine_limit = refine_limit
         self.refine_evals = refine_evals
         self._cache: dict[tuple[tuple[int, ...], ...], float] = {}
-        self._round_cache: dict[tuple[object, ...], RoundResult] = {}
+        self._round_cache: dict[Round, RoundResult] = {}
 
     # -- scoring -------------------------------------------------------------------------
     def partition_time(self, blocks: Sequence[Sequence[int]]) -> float:
@@ -121,11 +121,10 @@ class Optimiser:
         return self._cache[key]
 
     def _round_result(self, rnd: Round) -> RoundResult:
-        """The round model's result (memoised on the round's groups)."""
-        key = (frozenset(rnd.groups), rnd.ring)
-        if key not in self._round_cache:
-            self._round_cache[key] = self.model.round_time(rnd)
-        return self._round_cache[key]
+        """The round model's result (memoised on the round: every field, subclasses included)."""
+        if rnd not in self._round_cache:
+            self._round_cache[rnd] = self.model.round_time(rnd)
+        return self._round_cache[rnd]
 
     def round_cost(self, rnd: Round) -> float:
         """Round time under the model (memoised on the round)."""

@@ -87,3 +87,16 @@ def test_plan_command_prints_the_same_plan_in_every_process(tmp_path) -> None:
         outputs.append(run.stdout)
     assert "best in-network" in outputs[0]
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_round_memo_tells_apart_sharded_rounds_with_the_same_groups() -> None:
+    """Sharded rounds share their group list and differ in order/radices: never one memo entry."""
+    from wanreduce.planner import sharded as SH
+    from wanreduce.planner.topology import load_topology
+
+    opt = Optimiser(load_topology("nine-city"), 10**8)
+    scheds = [SH.sharded(9, order, radices) for order, radices in
+              ((list(range(9)), (3, 3)), (list(range(9))[::-1], (3, 3)), (list(range(9)), (9,)))]
+    times = [opt.score(s).round_times for s in scheds]
+    assert times == [[opt.model.round_time(r).time for r in s.rounds] for s in scheds]
+    assert len({t[0] for t in times}) > 1  # the rounds really differ
