@@ -1,7 +1,11 @@
 """Planner benchmark: optimiser time (9 and 64 sites), simulator vs analytic, crossovers, plots,
-and the sharded families against the ring all-reduce over bytes x memory.
+cliques for 10/16/32/64 sites, and the sharded families against the ring all-reduce over
+bytes x memory.
 
-Run: .venv/bin/python bench/bench_planner.py [--quick] [--section all|optimiser|sim|findings|sharded]
+Run: .venv/bin/python bench/bench_planner.py [--quick]
+         [--section all|optimiser|cliques|sim|findings|sharded]
+     .venv/bin/python bench/bench_planner.py --write-synthetic 8x8 FILE   (topology YAML for
+     ``wanreduce plan --topology FILE``)
 Writes docs/img/plan_*.png and prints the markdown tables recorded in docs/benchmarks.md.
 """
 
@@ -15,7 +19,9 @@ import random
 import time
 from pathlib import Path
 
+from wanreduce.planner import placement
 from wanreduce.planner import plan_report as pr
+from wanreduce.planner import schedules as S
 from wanreduce.planner import sharded as SH
 from wanreduce.planner.optimiser import Optimiser, best_plan
 from wanreduce.planner.roundmodel import RoundModel
@@ -26,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 IMG = ROOT / "docs" / "img"
 
 
-def synthetic(n_regions: int = 8, per_region: int = 8, seed: int = 7):
-    """64-site WAN: 8 metro regions of 8 sites (3 ms apart), regions joined by long-haul links."""
+def synthetic_doc(n_regions: int = 8, per_region: int = 8, seed: int = 7) -> dict:
+    """Synthetic WAN as a topology document: metro regions of sites (0.5-3 ms links, 100 Gb/s),
+    each region linked to its 3 nearest regions (great-circle km x 1.5 at 5 us/km, 10 Gb/s)."""
     rng = random.Random(seed)
     centres = [(rng.uniform(-60, 60), rng.uniform(-180, 180)) for _ in range(n_regions)]
 
@@ -48,12 +55,17 @@ def synthetic(n_regions: int = 8, per_region: int = 8, seed: int = 7):
     for r in range(n_regions):  # each region to its 3 nearest regions, via different sites
         near = sorted((km(centres[r], centres[q]), q) for q in range(n_regions) if q != r)[:3]
         for k, (dist, q) in enumerate(near):
-            a, b = f"r{r}s{k}", f"r{q}s{(k + 4) % per_region}"
+            a, b = f"r{r}s{k % per_region}", f"r{q}s{(k + 4) % per_region}"
             if not any({lk["a"], lk["b"]} == {a, b} for lk in links):
                 links.append({"a": a, "b": b, "latency_ms": round(dist * 1.5 * 0.005, 3),
                               "bandwidth_gbps": 10})
-    return topology_from_dict({"name": "synthetic-64", "sites": sites, "links": links,
-                               "defaults": {"fpga_memory": "64MiB", "line_rate_gbps": 10}})
+    return {"name": f"synthetic-{len(sites)}", "sites": sites, "links": links,
+            "defaults": {"fpga_memory": "64MiB", "line_rate_gbps": 10}}
+
+
+def synthetic(n_regions: int = 8, per_region: int = 8, seed: int = 7):
+    """Synthetic WAN topology (default 64 sites: 8 regions x 8), see :func:`synthetic_doc`."""
+    return topology_from_dict(synthetic_doc(n_regions, per_region, seed))
 
 
 def bench_optimiser(quick: bool) -> list[str]:
@@ -68,13 +80,45 @@ def bench_optimiser(quick: bool) -> list[str]:
             b = best_plan(plans)
             rows.append(f"| 9 | 10 MB | {format_size(mem)} | {model} | {el:.2f} s | {b.family} | {b.time:.3f} s |")
     big = synthetic()
-    for mem in ((64 * 2**20,) if quick else (4 * 2**20, 2**30)):
+    placement._CACHE.clear()  # the first size pays the placement search, later ones reuse it
+    for mem in ((64 * 2**20,) if quick else (4 * 2**20, 64 * 2**20, 2**30)):
         t0 = time.perf_counter()
-        plans = Optimiser(big.with_memory(mem), 10**7, time_budget=30 if quick else 45).run()
+        plans = Optimiser(big.with_memory(mem), 10**7).run()
         el = time.perf_counter() - t0
         b = best_plan(plans)
         rows.append(f"| 64 | 10 MB | {format_size(mem)} | shared | {el:.1f} s | {b.family} ({b.schedule.label}) | {b.time:.3f} s |")
     return rows
+
+
+#: synthetic WANs for the cliques table: (regions, sites per region)
+CLIQUE_WANS = ((5, 2), (4, 4), (8, 4), (8, 8))
+
+
+def bench_cliques(quick: bool) -> list[str]:
+    """Cliques of ~k: the old covering heuristic against the optimiser's choice (exact mixed
+    sizes or the heuristic, whichever reaches epsilon first), rounds and time to epsilon."""
+    rows = ["| sites | k | memory | covering heuristic: rounds, time to eps | optimiser's cliques-k: rounds, time to eps | schedule |",
+            "|---|---|---|---|---|---|"]
+    for regions, per in CLIQUE_WANS[:2] if quick else CLIQUE_WANS:
+        topo = synthetic(regions, per)
+        n = topo.n
+        for mem in (4 * 2**20, 64 * 2**20):
+            opt = Optimiser(topo.with_memory(mem), 10**7)
+            for k in (2, 3, 4):
+                if S.rotating_cliques(n, k).label.endswith("(covering heuristic)"):
+                    old = opt.score(S.rotating_cliques(n, k, opt.tour()))  # what the planner did
+                    new = opt.cliques_plan(k)
+                    rows.append(f"| {n} | {k} | {format_size(mem)} | {old.rounds}, {old.time:.3f} s | "
+                                f"{new.rounds}, {new.time:.3f} s | {new.schedule.label} |")
+    return rows
+
+
+def write_synthetic(spec: str, path: str) -> None:
+    """Write the synthetic WAN ``RxP`` (regions x sites per region) as a topology YAML file."""
+    import yaml
+
+    regions, per = (int(x) for x in spec.lower().split("x"))
+    Path(path).write_text(yaml.safe_dump(synthetic_doc(regions, per), sort_keys=False), encoding="utf-8")
 
 
 def bench_sim(quick: bool) -> list[str]:
@@ -103,7 +147,7 @@ def bench_sim(quick: bool) -> list[str]:
     return rows
 
 
-def bench_findings() -> list[str]:
+def bench_findings(quick: bool = False) -> list[str]:
     nine = load_topology("nine-city")
     mems = [2**k for k in range(20, 35)]
     rows = ["| topology | bytes | model | best in-network at 4MiB | at 16GiB | crossover |",
@@ -204,13 +248,19 @@ def bench_sharded(quick: bool) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--section", choices=("all", "optimiser", "sim", "findings", "sharded"),
+    ap.add_argument("--section", choices=("all", "optimiser", "cliques", "sim", "findings", "sharded"),
                     default="all")
+    ap.add_argument("--write-synthetic", nargs=2, metavar=("RxP", "FILE"),
+                    help="write the synthetic WAN of R regions x P sites as YAML and exit")
     args = ap.parse_args()
+    if args.write_synthetic:
+        write_synthetic(*args.write_synthetic)
+        return
     print(f"# planner bench, {time.strftime('%Y-%m-%d %H:%M')}, "
           f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
           f"load average at start {os.getloadavg()[0]:.2f}\n")
     for key, title, fn in (("optimiser", "optimiser", bench_optimiser),
+                           ("cliques", "cliques for any number of sites", bench_cliques),
                            ("sim", "simulator vs analytic", bench_sim),
                            ("sharded", "sharded families vs ring all-reduce", bench_sharded)):
         if args.section in ("all", key):

@@ -7,13 +7,19 @@ analytic round model (``roundmodel``) and the consensus metric (``consensus``):
   include rotating k-cliques when all k are equal, AG(2,3) for nine sites): the *assignment* of
   sites to grid positions. Two-level grids with n <= ``exhaustive_limit`` are solved exactly by
   enumerating every pair of orthogonal partitions (each round's time is computed once per
-  partition); larger ones by multi-start local search (swap two sites, keep improvements);
-* rotating cliques whose size does not give an exact design: the greedy covering schedule on a
-  latency-sorted site order;
-* ring all-reduce and one-peer exponential graphs: the site order (nearest-neighbour tour + 2-opt
-  on the round model);
+  partition); larger ones by the deterministic placement search (``placement``);
+* rotating cliques whose size k gives no exact design for n: the exact mixed-size
+  constructions of ``cliques`` (blocks of at most k, and of about k) and the inexact greedy
+  covering schedule, all placed by the same search and compared by time to epsilon-consensus;
+* ring all-reduce: a latency tour (nearest neighbour + 2-opt); one-peer exponential graphs: the
+  placement search;
 * tree: the number of clusters (k-medoids on latency; medoids lead);
 * sharded all-reduce (flat) and hierarchical sharding: ``sharded_search``.
+
+The search is deterministic: a latency surrogate with a fixed number of swap evaluations
+(``swaps``) and a seed, then the round model picks among the surrogate's best local optima; on
+up to ``refine_limit`` sites (and for the ring at any size) a fixed number (``refine_evals``) of
+round-model evaluations refines the best one. No wall-clock limit decides a result.
 """
 
 from __future__ import annotations
@@ -21,16 +27,17 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import cliques as C
+from . import placement
 from . import schedules as S
 from .consensus import rounds_to_consensus
-from .roundmodel import RoundModel
-from .schedules import Schedule
+from .roundmodel import RoundModel, RoundResult
+from .schedules import Round, Schedule
 from .sharded_search import sharded_plans
 from .topology import Topology
 
@@ -88,18 +95,22 @@ class Optimiser:
         chunk_bytes: int = 1996,
         memory_model: str = "shared",
         exhaustive_limit: int = 9,
-        time_budget: float = 30.0,
         seed: int = 0,
+        swaps: int = 2000,
+        refine_limit: int = 8,
+        refine_evals: int = 120,
     ) -> None:
         self.topo = topo
         self.n = topo.n
         self.eps = eps
         self.model = RoundModel(topo, nbytes, chunk_bytes, memory_model)
         self.exhaustive_limit = exhaustive_limit
-        self.time_budget = time_budget
-        self.rng = random.Random(seed)
+        self.seed = seed
+        self.swaps = swaps
+        self.refine_limit = refine_limit
+        self.refine_evals = refine_evals
         self._cache: dict[tuple[tuple[int, ...], ...], float] = {}
-        self._grid_budget = time_budget / 4
+        self._round_cache: dict[Round, RoundResult] = {}
 
     # -- scoring -------------------------------------------------------------------------
     def partition_time(self, blocks: Sequence[Sequence[int]]) -> float:
@@ -109,9 +120,19 @@ class Optimiser:
             self._cache[key] = self.model.round_time(S.clique_round(key)).time
         return self._cache[key]
 
+    def _round_result(self, rnd: Round) -> RoundResult:
+        """The round model's result (memoised on the round: every field, subclasses included)."""
+        if rnd not in self._round_cache:
+            self._round_cache[rnd] = self.model.round_time(rnd)
+        return self._round_cache[rnd]
+
+    def round_cost(self, rnd: Round) -> float:
+        """Round time under the model (memoised on the round)."""
+        return self._round_result(rnd).time
+
     def score(self, schedule: Schedule) -> Plan:
         """Time to epsilon-consensus of a schedule under the round model."""
-        results = [self.model.round_time(r) for r in schedule.rounds]
+        results = [self._round_result(r) for r in schedule.rounds]
         times = [r.time for r in results]
         rounds = rounds_to_consensus(schedule, self.eps)
         total = math.inf if rounds is None else sum(times[t % len(times)] for t in range(rounds))
@@ -120,36 +141,15 @@ class Optimiser:
     # -- families ------------------------------------------------------------------------
     def tour(self) -> list[int]:
         """A short ring through all sites: nearest neighbour on latency, then 2-opt."""
-        d = self.topo.delay
-        n = self.n
-        best: list[int] = []
-        best_len = math.inf
-        for start in range(n):
-            order, left = [start], set(range(n)) - {start}
-            while left:
-                nxt = min(left, key=lambda j: d[order[-1], j])
-                order.append(nxt)
-                left.remove(nxt)
-            improved = True
-            while improved:
-                improved = False
-                for i in range(1, n - 1):
-                    for j in range(i + 1, n):
-                        a, b, c, e = order[i - 1], order[i], order[j], order[(j + 1) % n]
-                        if d[a, c] + d[b, e] < d[a, b] + d[c, e] - 1e-12:
-                            order[i : j + 1] = reversed(order[i : j + 1])
-                            improved = True
-            length = sum(d[order[i], order[(i + 1) % n]] for i in range(n))
-            if length < best_len:
-                best, best_len = order, length
-        return best
+        return placement.tour(self.topo.delay)
 
     def best_grid(self, radices: Sequence[int]) -> tuple[Schedule, bool]:
         """Best site assignment for a grid; exact enumeration when small, else local search."""
         n = self.n
         if len(radices) == 2 and n <= self.exhaustive_limit:
             return self._grid_exhaustive(radices), True
-        return self._grid_local_search(radices), False
+        plan = self.placed(("grid", tuple(radices)), lambda o: self._grid_schedule(radices, o))
+        return plan.schedule, False
 
     def _grid_exhaustive(self, radices: Sequence[int]) -> Schedule:
         k1, k2 = radices
@@ -187,54 +187,98 @@ class Optimiser:
             return S.rotating_cliques(self.n, radices[0], order)
         return S.grid(self.n, radices, order)
 
-    def _grid_cost(self, radices: Sequence[int], order: Sequence[int]) -> float:
-        parts = S.grid_partitions(radices)
-        return sum(self.partition_time([[order[p] for p in b] for b in part]) for part in parts)
+    def placed(self, key: object, build: Callable[[Sequence[int]], Schedule]) -> Plan:
+        """Best placement of a construction (deterministic, see the module docstring).
 
-    def _grid_local_search(self, radices: Sequence[int]) -> Schedule:
+        ``build(order)`` is the construction's schedule with position p on site order[p];
+        ``key`` names it for the placement memo.
+        """
         n = self.n
-        deadline = time.perf_counter() + self._grid_budget
-        starts = [self.tour(), sorted(range(n), key=lambda s: tuple(self.topo.delay[s]))]
-        starts += [self.rng.sample(range(n), n) for _ in range(2)]
-        best_order, best_cost = starts[0], math.inf
-        for order in starts:
-            order = list(order)
-            cost = self._grid_cost(radices, order)
-            improved = True
-            while improved and time.perf_counter() < deadline:
-                improved = False
-                pairs = list(itertools.combinations(range(n), 2))
-                self.rng.shuffle(pairs)
-                for i, j in pairs:
-                    if time.perf_counter() >= deadline:
-                        break
-                    order[i], order[j] = order[j], order[i]
-                    c = self._grid_cost(radices, order)
-                    if c < cost - 1e-12:
-                        cost, improved = c, True
-                    else:
-                        order[i], order[j] = order[j], order[i]
-            if cost < best_cost:
-                best_order, best_cost = list(order), cost
-        return self._grid_schedule(radices, best_order)
+        ident = build(list(range(n)))  # site p = position p: the groups in position space
+        rounds = rounds_to_consensus(ident, self.eps)  # placement-invariant
+        if rounds is None:
+            return self.score(ident)
+        groups = [[(g.receivers, g.senders) for g in r.groups] for r in ident.rounds]
+        period = len(groups)
+        mult = [sum(1 for t in range(rounds) if t % period == i) for i in range(period)]
+        d = self.topo.delay
+        starts = [self.tour(), sorted(range(n), key=lambda s: tuple(d[s])),
+                  random.Random(f"{self.seed}:start").sample(range(n), n)]
+        rtt = d + d.T
+        cands = placement.search(rtt, groups, mult, starts, self.seed, self.swaps, key=(key, n))
 
-    def best_order(self, build: callable, order: list[int]) -> Plan:  # type: ignore[valid-type]
-        """2-opt over a site order for order-dependent families (ring, exponential)."""
+        def cost(order: Sequence[int]) -> float:
+            sched = build(order)
+            return sum(m * self.round_cost(r) for m, r in zip(mult, sched.rounds, strict=True) if m)
+
+        if n <= self.refine_limit:
+            cands = [self._refine(cands[0], cost)] + cands[1:]
+        best = min(cands[:2], key=cost)
+        return self.score(build(best))
+
+    def _refine(self, order: list[int], cost: Callable[[Sequence[int]], float]) -> list[int]:
+        """Swap local search on the round model, ``refine_evals`` evaluations, seeded order."""
         n = self.n
-        best = self.score(build(order))
-        deadline = time.perf_counter() + self.time_budget / 8
-        improved = True
-        while improved and time.perf_counter() < deadline and n > 3:
+        rng = random.Random(f"{self.seed}:refine")
+        order = list(order)
+        best = cost(order)
+        pairs = list(itertools.combinations(range(n), 2))
+        used, improved = 0, True
+        while improved and used < self.refine_evals:
             improved = False
-            for i in range(1, n - 1):
-                for j in range(i + 1, n):
-                    cand = order[:i] + order[i : j + 1][::-1] + order[j + 1 :]
-                    p = self.score(build(cand))
-                    if p.time < best.time - 1e-12:
-                        best, order, improved = p, cand, True
-                if time.perf_counter() >= deadline:
+            rng.shuffle(pairs)
+            for i, j in pairs:
+                if used >= self.refine_evals:
                     break
-        return best
+                used += 1
+                order[i], order[j] = order[j], order[i]
+                c = cost(order)
+                if c < best - 1e-12:
+                    best, improved = c, True
+                else:
+                    order[i], order[j] = order[j], order[i]
+        return order
+
+    def ring_plan(self) -> Plan:
+        """Ring all-reduce on the latency tour, then 2-opt on the round model (``refine_evals``).
+
+        The ring uses no FPGA memory, so the order is memoised across memory sizes.
+        """
+        n, topo, model = self.n, self.topo, self.model
+        key = ("ring", topo.delay.tobytes(), topo.dir_bw.tobytes(), topo.line_rate.tobytes(),
+               model.nbytes, model.chunk, self.refine_evals)
+        (order,) = placement.memo(key, lambda: [self._ring_2opt(self.tour())])
+        return self.score(S.ring_allreduce(n, order))
+
+    def _ring_2opt(self, order: list[int]) -> list[int]:
+        n = self.n
+        best = self.round_cost(S.ring_allreduce(n, order).rounds[0])
+        used, improved = 0, n > 3
+        while improved and used < self.refine_evals:
+            improved = False
+            for i, j in itertools.combinations(range(1, n), 2):
+                if used >= self.refine_evals:
+                    break
+                used += 1
+                cand = order[:i] + order[i : j + 1][::-1] + order[j + 1 :]
+                t = self.round_cost(S.ring_allreduce(n, cand).rounds[0])
+                if t < best - 1e-12:
+                    best, order, improved = t, cand, True
+        return order
+
+    def exponential_plan(self) -> Plan:
+        """One-peer exponential graph, placed by the search."""
+        return self.placed("exponential", lambda o: S.exponential(self.n, o))
+
+    def cliques_plan(self, k: int) -> Plan:
+        """Cliques of about k when n is no power of k: exact mixed sizes vs the covering heuristic."""
+        n = self.n
+        plans = []
+        for cons in C.constructions(n, k):
+            plans.append(self.placed(("mixed", cons.name),
+                                     lambda o, c=cons: c.schedule(f"cliques-{k}", o)))
+        plans.append(self.placed(("covering", k), lambda o: S.rotating_cliques(n, k, o)))
+        return min(plans, key=lambda p: (p.time, p.rounds or 0))
 
     def tree_plan(self) -> Plan:
         """Best two-level tree over k = 2..sqrt(2n)+1 clusters (k-medoids on latency)."""
@@ -272,12 +316,8 @@ class Optimiser:
         n = self.n
         plans: dict[str, Plan] = {}
         plans["all-to-all"] = self.score(S.all_to_all(n))
-        tour = self.tour()
-        facts = factorisations(n)
-        # local searches share half the budget; ring and exponential 2-opt an eighth each
-        self._grid_budget = self.time_budget / (2 * max(1, len(facts)))
         exact_k: set[int] = set()
-        for radices in facts:
+        for radices in factorisations(n):
             sched, exact = self.best_grid(radices)
             p = self.score(sched)
             p.exact_search = exact
@@ -286,10 +326,9 @@ class Optimiser:
                 exact_k.add(radices[0])
         for k in (2, 3, 4):
             if k < n and k not in exact_k:
-                p = self.score(S.rotating_cliques(n, k, tour))
-                plans[f"cliques-{k}"] = p
-        plans["ring"] = self.best_order(lambda o: S.ring_allreduce(n, o), list(tour))
-        plans["exponential"] = self.best_order(lambda o: S.exponential(n, o), list(tour))
+                plans[f"cliques-{k}"] = self.cliques_plan(k)
+        plans["ring"] = self.ring_plan()
+        plans["exponential"] = self.exponential_plan()
         if n >= 4:
             plans["tree"] = self.tree_plan()
         plans.update(sharded_plans(self))

@@ -223,7 +223,7 @@ def format_result(res: MemoryResult, topo: Topology, eps: float, elements: int =
         co = res.colocated.get(fam, math.nan)
         gap = p.time / co if co and np.isfinite(co) and co > 0 else math.nan
         rounds = "-" if p.rounds is None else str(p.rounds)
-        bound = max(set(p.bounds), key=p.bounds.count) if p.bounds else "-"
+        bound = max(dict.fromkeys(p.bounds), key=p.bounds.count) if p.bounds else "-"  # ties: first round
         out.append(f"  {fam:<14}{rounds:>7}{p.time:>12.3f}s{co:>11.3f}s{gap:>6.1f}x  "
                    f"{bound:<10} {p.schedule.label}")
     return "\n".join(out)

@@ -69,7 +69,13 @@ def test_nine_site_grid_beats_random_assignments() -> None:
 
 
 def test_paper_finding_with_per_sender_buffers() -> None:
-    """Per-sender FPGA buffers, 10 MB updates: cliques of 3 at 4 MiB, all-to-all at 16 GiB."""
+    """Per-sender FPGA buffers, 10 MB updates: small cliques at 4 MiB, big groups at 16 GiB.
+
+    The small-memory winner is a clique schedule of at most 3 senders per group (the mixed
+    2+2+2+3 pairs/triples of ``cliques`` now beat the paper's AG(2,3) triples) and beats
+    all-to-all there; at 16 GiB all-to-all beats it, and the winner has larger groups (the
+    mixed 4+5 cliques, ahead of all-to-all itself).
+    """
     topo = load_topology("nine-city")
     small = evaluate(topo, 10**7, 4 * 2**20, memory_model="per-sender", colocated=False)
     large = evaluate(topo, 10**7, 16 * 2**30, memory_model="per-sender", colocated=False)
@@ -78,8 +84,14 @@ def test_paper_finding_with_per_sender_buffers() -> None:
         return min((p for f, p in res.plans.items() if f not in SHARDED and f != "ring"),
                    key=lambda p: p.time)
 
-    assert best_of_papers_families(small).family == "cliques-3"
-    assert best_of_papers_families(large).family == "all-to-all"
+    def widest(plan) -> int:
+        return max(len(g.senders) for r in plan.schedule.rounds for g in r.groups)
+
+    win = best_of_papers_families(small)
+    assert win.family in ("cliques-2", "cliques-3") and widest(win) <= 3
+    assert win.time <= small.plans["cliques-3"].time < small.plans["all-to-all"].time
+    assert large.plans["all-to-all"].time < large.plans[win.family].time
+    assert widest(best_of_papers_families(large)) > widest(win)
     assert large.plans["all-to-all"].time < small.plans["all-to-all"].time
 
 
