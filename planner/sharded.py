@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .flows import Flow, Phase
 from .schedules import Round, Schedule, clique
@@ -80,6 +81,13 @@ def _all_gather(name: str, blocks: Sequence[Sequence[int]], shard: int) -> Phase
 def phases(rnd: ShardedRound, nbytes: int) -> list[Phase]:
     """Reduce-scatter level 0, 1, ..., then all-gather back down (the description the model and
     simulator share). Level j moves B / (k_0 ... k_j) bytes per flow."""
+    return list(_phases(rnd, nbytes))
+
+
+@lru_cache(maxsize=64)
+def _phases(rnd: ShardedRound, nbytes: int) -> tuple[Phase, ...]:
+    """``phases``, memoised: the optimiser scores the same rounds at every memory size (a
+    64-site round has thousands of flows; 64 rounds of them are a few tens of MB at most)."""
     levels = [lv for lv in rnd.levels() if len(lv[0]) > 1]
     down: list[Phase] = []
     held = nbytes  # bytes of the partial sum each site holds entering a level
@@ -88,7 +96,7 @@ def phases(rnd: ShardedRound, nbytes: int) -> list[Phase]:
         held = down[-1].nbytes
     up = [_all_gather(f"all-gather L{j}", groups, ph.nbytes)
           for j, (groups, ph) in enumerate(zip(levels, down, strict=True))]
-    return down + up[::-1]
+    return (*down, *up[::-1])
 
 
 def _everyone(n: int) -> tuple:
