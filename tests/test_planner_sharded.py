@@ -186,3 +186,69 @@ def test_hardware_tables_per_level() -> None:
     assert mc["AMS"] == ["FRA", "LON"] and all(e["expected"] == 0 for e in hw.rounds[3])
     text = pr.format_hardware(hw, sched, t)
     assert "round 1 all-gather level 0" in text and "shard of AMS (1/3 of B)" in text
+
+
+def _metros(m: int, p: int) -> object:
+    """m metros of p sites (1 ms, 100 Gb/s rings) joined in a ring by 30 ms, 10 Gb/s long-hauls;
+    sites listed in a shuffled order so that the site index says nothing about the metro."""
+    import random
+
+    links = [{"a": f"m{a}s{i}", "b": f"m{a}s{(i + 1) % p}", "latency_ms": 1, "bandwidth_gbps": 100}
+             for a in range(m) for i in range(p)]
+    links += [{"a": f"m{a}s0", "b": f"m{(a + 1) % m}s2", "latency_ms": 30, "bandwidth_gbps": 10}
+              for a in range(m)]
+    names = [f"m{a}s{i}" for a in range(m) for i in range(p)]
+    random.Random(1).shuffle(names)
+    return topology_from_dict({"defaults": {"fpga_memory": "4MiB", "line_rate_gbps": 10},
+                               "sites": names, "links": links})
+
+
+def test_large_hierarchical_search_runs_once_for_all_memory_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Beyond SEARCH_LIMIT sites the site order is searched once per radices on a latency
+    # surrogate (no memory in it); every further memory size scores only CANDIDATES orders per
+    # radices on the round model (the search used to run again, ~70 evaluations at 64 sites).
+    from wanreduce.planner import placement
+    from wanreduce.planner import sharded_search as SS
+
+    t = _metros(5, 4)
+    n = t.n
+    assert n > SS.SEARCH_LIMIT
+    placement._CACHE.clear()
+    sharded_plans(Optimiser(t.with_memory(4 * 2**20), 10**8))
+    searched: list[int] = []
+    scored: list[SH.ShardedRound] = []
+    descend, round_time = placement._descend, RoundModel.round_time
+
+    def counting_descend(*args):  # noqa: ANN002, ANN202
+        searched.append(1)
+        return descend(*args)
+
+    def counting_round_time(self, rnd):  # noqa: ANN001, ANN202
+        if isinstance(rnd, SH.ShardedRound):
+            scored.append(rnd)
+        return round_time(self, rnd)
+
+    monkeypatch.setattr(placement, "_descend", counting_descend)
+    monkeypatch.setattr(RoundModel, "round_time", counting_round_time)
+    warm = sharded_plans(Optimiser(t.with_memory(2**30), 10**8))
+    assert not searched
+    assert 0 < len(scored) <= 1 + SS.CANDIDATES * len(SS._radices(n))
+    # the memo changes no result: searching afresh at this memory finds the same plans
+    placement._CACHE.clear()
+    cold = sharded_plans(Optimiser(t.with_memory(2**30), 10**8))
+    assert searched
+    assert {f: (p.schedule, p.time) for f, p in warm.items()} == \
+        {f: (p.schedule, p.time) for f, p in cold.items()}
+
+
+@pytest.mark.parametrize("nbytes", [10**7, 10**9])
+def test_large_hierarchical_search_keeps_clusters_inside_metros(nbytes: int) -> None:
+    # 5 metros of 4 sites: the level-0 clusters (which carry the most bytes) must each lie in
+    # one metro, whichever radices win (4 x 5: the metros; 2 x 10: pairs inside them).
+    t = _metros(5, 4)
+    for memory in (4 * 2**20, 2**30):
+        p = sharded_plans(Optimiser(t.with_memory(memory), nbytes))["hierarchical"]
+        rnd = p.schedule.rounds[0]
+        assert rnd.radices[0] in (2, 4), p.schedule.label
+        for cluster in rnd.levels()[0]:
+            assert len({t.names[s][:2] for s in cluster}) == 1, (p.schedule.label, cluster)
