@@ -12,9 +12,19 @@ Protocol modelled (and replayed packet-by-packet by ``wanreduce.planner.wansim``
 * links, sender egress ports and receiver FPGA ingress ports are shared max-min fairly between
   the streams that cross them (progressive filling); a group's senders run at one common rate.
 
-Memory accounting (``memory_model``): ``"shared"`` — one slot holds the running sum of all of a
-group's senders (SwitchML/ATP, the faithful model of the wanreduce core), S = M // c; or
-``"per-sender"`` — the FPGA buffers each inbound stream separately, S = M // (c * senders).
+Memory models (``memory_model``, docs/planner.md "FPGA memory"): how many slots a receiver has
+(S_r) and how long one chunk holds a slot (H_r); a component's senders run at most at
+min_r S_r c / H_r, the most constrained receiver limiting the group.
+
+* ``"shared"`` — one slot holds the running sum of all of a group's senders (the wanreduce
+  core), S_r = M_r // c; the slot is held for a round trip (senders wait for acks):
+  H_r = max over r's senders of RTT + serialisation;
+* ``"per-sender"`` — the FPGA buffers each inbound stream separately, S_r = M_r // (c * m_r),
+  same round-trip H_r;
+* ``"skew-only"`` — shared slots held only from the first to the last arrival of a chunk:
+  senders are paced open-loop at the planned rate from a common start (no acks), and the local
+  hosts inject the site's own contribution when the last remote one is due, so
+  H_r = max - min over r's remote senders of the one-way arrival time + one ingress chunk time.
 """
 
 from __future__ import annotations
@@ -27,7 +37,9 @@ import numpy as np
 from .schedules import Round, Schedule
 from .topology import Topology
 
-MEMORY_MODELS = ("shared", "per-sender")
+MEMORY_MODELS = ("shared", "per-sender", "skew-only")
+#: Models whose slot is held for a round trip (senders wait for acks, chunks leave in windows).
+ROUND_TRIP_MODELS = ("shared", "per-sender")
 
 
 @dataclass
@@ -37,8 +49,8 @@ class ComponentResult:
     groups: list[int]
     rate: float  # long-run bytes/s per sender stream
     burst_rate: float  # bytes/s while a window is in flight
-    slots: float  # S (inf if no aggregation)
-    period: float  # P, slot cycle (s)
+    slots: float  # S of the most constrained receiver (inf if no aggregation)
+    period: float  # its slot hold time H (s): round trip, or arrival skew (skew-only)
     latency: float  # L, last chunk's path delay (s)
     bound: str  # what limits the rate: memory, link, egress, ingress
     time: float
@@ -108,7 +120,8 @@ class RoundModel:
         memory_model: str = "shared",
     ) -> None:
         if memory_model not in MEMORY_MODELS:
-            raise ValueError(f"memory_model must be one of {MEMORY_MODELS}")
+            raise ValueError(f"memory_model: must be one of {', '.join(MEMORY_MODELS)}, "
+                             f"got {memory_model!r}")
         self.topo = topo
         self.nbytes = int(nbytes)
         self.chunk = int(min(chunk_bytes, max(nbytes, 1)))
@@ -121,12 +134,21 @@ class RoundModel:
         self._lat = topo.delay + link_ser + c / rate[None, :]  # last byte at r after leaving s
         self._cycle = self._lat + c / rate[:, None] + topo.delay.T  # chunk out, ack back
 
+    def slot_use(self, r: int, src: list[int]) -> tuple[int, float]:
+        """(slots S_r, hold time H_r) of aggregating receiver r fed by remote senders ``src``."""
+        c, mem = self.chunk, self.topo.memory[r]
+        if self.memory_model == "skew-only":
+            arrive = [self._lat[s, r] for s in src]
+            return math.floor(mem / c), max(arrive) - min(arrive) + c / self.topo.line_rate[r]
+        per = len(src) if self.memory_model == "per-sender" else 1
+        return math.floor(mem / (c * per)), max(self._cycle[s, r] for s in src)
+
     def round_time(self, rnd: Round) -> RoundResult:
         """Time of one round."""
         if rnd.ring is not None:
             return self._ring_time(rnd.ring)
         topo, n = self.topo, self.topo.n
-        rate, mem, c = topo.line_rate, topo.memory, self.chunk
+        rate, c = topo.line_rate, self.chunk
         groups = rnd.groups
         # components: union-find over groups that share a sender
         parent = list(range(len(groups)))
@@ -183,12 +205,11 @@ class RoundModel:
                     if ing < upper_bw[ci]:
                         upper_bw[ci], ubound[ci] = ing, "ingress"
                     latency[ci] = max(latency[ci], max(self._lat[s, r] for s in src))
-                    if g.aggregating:
-                        per = len(src) if self.memory_model == "per-sender" else 1
-                        slots[ci] = min(slots[ci], math.floor(mem[r] / (c * per)))
-                        period[ci] = max(period[ci], max(self._cycle[s, r] for s in src))
-            if np.isfinite(slots[ci]):
-                mem_cap[ci] = slots[ci] * c / period[ci] if period[ci] > 0 else np.inf
+                    if g.aggregating:  # the receiver allowing the lowest rate limits K
+                        s_r, hold = self.slot_use(r, src)
+                        cap = s_r * c / hold
+                        if cap < mem_cap[ci]:
+                            mem_cap[ci], slots[ci], period[ci] = cap, s_r, hold
         capacity = topo.dir_bw / 8
         x_mem, link_mem = _fill(np.minimum(upper_bw, mem_cap), usage, capacity)
         x_bw, _ = _fill(upper_bw, usage, capacity)
@@ -201,16 +222,21 @@ class RoundModel:
                 worst = math.inf
                 continue
             mem_bound = (not link_mem[ci]) and mem_cap[ci] <= upper_bw[ci] and np.isfinite(mem_cap[ci])
-            burst = max(x_bw[ci], x_mem[ci]) if mem_bound else x_mem[ci]
             bound = "memory" if mem_bound else ("link" if link_mem[ci] else ubound[ci])
-            # senders are paced at ``burst`` (their max-min fair share); with S slots, chunks
-            # leave in windows of S, one window per max(slot cycle P, S c / burst)
-            big_n = self.n_chunks
-            s_ = min(slots[ci], big_n)
-            windows = math.ceil(big_n / s_)
-            cyc = max(period[ci], s_ * c / burst)
-            last = self.nbytes - (windows - 1) * s_ * c
-            t = (windows - 1) * cyc + last / burst + latency[ci]
+            if self.memory_model not in ROUND_TRIP_MODELS:
+                # open loop: paced at the memory-capped fair share, no windows, no acks
+                burst = x_mem[ci]
+                t = self.nbytes / burst + latency[ci]
+            else:
+                # senders are paced at ``burst`` (their max-min fair share); with S slots, chunks
+                # leave in windows of S, one window per max(slot cycle P, S c / burst)
+                burst = max(x_bw[ci], x_mem[ci]) if mem_bound else x_mem[ci]
+                big_n = self.n_chunks
+                s_ = min(slots[ci], big_n)
+                windows = math.ceil(big_n / s_)
+                cyc = max(period[ci], s_ * c / burst)
+                last = self.nbytes - (windows - 1) * s_ * c
+                t = (windows - 1) * cyc + last / burst + latency[ci]
             senders = sorted({s for gi in comps[key] for s in groups[gi].senders if feeds[s].any()})
             out.append(ComponentResult(comps[key], x_mem[ci], burst, slots[ci], period[ci],
                                        latency[ci], bound, t, senders))

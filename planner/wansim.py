@@ -9,7 +9,12 @@ round model (``wanreduce.planner.roundmodel``) assumes, so the two can be checke
 * at a receiver the chunk is serialised through the FPGA ingress port, then added into slot
   (chunk mod S); when all contributions (remote ones and the site's own) are in, the slot is
   freed and an ack travels back to every remote contributor (acks are tiny: delay only);
-* a sender may send chunk i once every aggregating receiver r it feeds has acked chunk i - S_r.
+* a sender may send chunk i once every aggregating receiver r it feeds has acked chunk i - S_r;
+* ``memory_model="skew-only"``: no acks; senders are paced open loop from a common start, the
+  site's own contribution is injected by its hosts when the last remote one has arrived, and a
+  slot is held from the start of a chunk's first remote arrival to its last. The simulator
+  counts the slots held at once (``SimResult.peak_slots``) and the arrivals that found all S_r
+  slots busy (``SimResult.overflows``, which a real FPGA would have to drop).
 
 Ring all-reduce rounds (no in-network aggregation) are not simulated here.
 """
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
@@ -33,6 +38,8 @@ class SimResult:
     time: float
     completion: dict[int, float]
     events: int
+    peak_slots: dict[int, int] = field(default_factory=dict)  # receiver -> most slots held at once
+    overflows: int = 0  # chunk starts that found every slot busy (skew-only: paced too fast)
 
 
 def simulate_round(
@@ -51,6 +58,10 @@ def simulate_round(
     """
     if rnd.ring is not None:
         raise NotImplementedError("ring all-reduce rounds are analytic only")
+    open_loop = memory_model == "skew-only"
+    if open_loop and pacing is None:
+        raise ValueError("memory_model: skew-only senders are paced open loop; pass pacing "
+                         "(RoundResult.pacing())")
     env = simpy.Environment()
     n = topo.n
     c = int(min(chunk_bytes, max(nbytes, 1)))
@@ -83,7 +94,8 @@ def simulate_round(
             src = [s for s in g.senders if s != r]
             sources[r] = src
             local[r] = r in g.senders
-            expected[r] = len(src) + (1 if local[r] else 0)
+            # open loop: the hosts add the site's own contribution as the last remote one lands
+            expected[r] = len(src) + (1 if local[r] and not open_loop else 0)
             aggregating[r] = g.aggregating and bool(src)
             for s in src:
                 feeds[s].add(r)
@@ -108,7 +120,10 @@ def simulate_round(
     counts: dict[tuple[int, int], int] = defaultdict(int)
     done_at: dict[int, float] = {}
     acks: dict[tuple[int, int, int], simpy.Event] = {}
-    stats = {"events": 0}
+    stats = {"events": 0, "overflows": 0}
+    held: dict[int, int] = defaultdict(int)  # receiver -> slots held now
+    peak: dict[int, int] = defaultdict(int)
+    started: set[tuple[int, int]] = set()  # (receiver, chunk) whose slot is held
 
     def ack_event(r: int, s: int, i: int) -> simpy.Event:
         key = (r, s, i)
@@ -123,10 +138,22 @@ def simulate_round(
         yield env.timeout(delay)
         ack_event(r, s, i).succeed()
 
+    def hold(r: int, i: int) -> None:
+        if aggregating.get(r) and (r, i) not in started:
+            started.add((r, i))
+            held[r] += 1
+            peak[r] = max(peak[r], held[r])
+            if held[r] > slots[r]:
+                stats["overflows"] += 1
+
     def contribute(r: int, i: int) -> None:
+        hold(r, i)
         counts[(r, i)] += 1
         if counts[(r, i)] == expected[r]:
             del counts[(r, i)]
+            if (r, i) in started:
+                started.discard((r, i))
+                held[r] -= 1
             if i == n_chunks - 1:
                 done_at[r] = env.now
             if aggregating.get(r):
@@ -138,6 +165,7 @@ def simulate_round(
     def deliver(r: int, i: int):
         with ingress[r].request() as req:
             yield req
+            hold(r, i)  # the slot is written from the chunk's first byte
             yield env.timeout(size(i) / rate[r])
         contribute(r, i)
 
@@ -159,12 +187,13 @@ def simulate_round(
         agg_targets = [r for r in feeds.get(s, ()) if aggregating.get(r)]
         own = aggregating.get(s) and local.get(s)
         for i in range(n_chunks):
-            waits = [ack_event(r, s, i - slots[r]) for r in agg_targets if i >= slots[r]]
-            if own and i >= slots[s]:
+            waits = [] if open_loop else [
+                ack_event(r, s, i - slots[r]) for r in agg_targets if i >= slots[r]]
+            if own and i >= slots[s] and not open_loop:
                 waits.append(ack_event(s, s, i - slots[s]))
             if waits:
                 yield simpy.AllOf(env, waits)
-            if local.get(s) and expected.get(s, 0) > 0:
+            if local.get(s) and expected.get(s, 0) > 0 and not open_loop:
                 contribute(s, i)
             if s in feeds:
                 with egress[s].request() as req:
@@ -185,4 +214,4 @@ def simulate_round(
     if waiting:
         raise RuntimeError(f"simulation deadlocked; receivers {waiting} incomplete")
     finish = max((t for r, t in done_at.items() if sources.get(r)), default=0.0)
-    return SimResult(finish, done_at, stats["events"])
+    return SimResult(finish, done_at, stats["events"], dict(peak), stats["overflows"])
