@@ -24,7 +24,9 @@ min_r S_r c / H_r, the most constrained receiver limiting the group.
 * ``"skew-only"`` — shared slots held only from the first to the last arrival of a chunk:
   senders are paced open-loop at the planned rate from a common start (no acks), and the local
   hosts inject the site's own contribution when the last remote one is due, so
-  H_r = max - min over r's remote senders of the one-way arrival time + one ingress chunk time.
+  H_r = max - min over r's m_r remote senders of the one-way arrival time + m_r ingress chunk
+  times (a chunk may queue behind one chunk of every other stream at the FPGA port), with one
+  of the M_r // c slots kept spare for jitter from queues on shared links: S_r = M_r // c - 1.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class ComponentResult:
     groups: list[int]
     rate: float  # long-run bytes/s per sender stream
     burst_rate: float  # bytes/s while a window is in flight
-    slots: float  # S of the most constrained receiver (inf if no aggregation)
+    slots: float  # usable S of the most constrained receiver (inf if no aggregation)
     period: float  # its slot hold time H (s): round trip, or arrival skew (skew-only)
     latency: float  # L, last chunk's path delay (s)
     bound: str  # what limits the rate: memory, link, egress, ingress
@@ -138,8 +140,11 @@ class RoundModel:
         """(slots S_r, hold time H_r) of aggregating receiver r fed by remote senders ``src``."""
         c, mem = self.chunk, self.topo.memory[r]
         if self.memory_model == "skew-only":
+            # held from first to last arrival, + each stream's chunk queued at the ingress port;
+            # one slot is kept spare for arrival jitter from queues on shared links
             arrive = [self._lat[s, r] for s in src]
-            return math.floor(mem / c), max(arrive) - min(arrive) + c / self.topo.line_rate[r]
+            hold = max(arrive) - min(arrive) + len(src) * c / self.topo.line_rate[r]
+            return math.floor(mem / c) - 1, hold
         per = len(src) if self.memory_model == "per-sender" else 1
         return math.floor(mem / (c * per)), max(self._cycle[s, r] for s in src)
 

@@ -49,7 +49,7 @@ FIELDS: dict[str, Bounds] = {
     "latency_ms": Bounds(0.0, 10_000.0, "ms"),  # one-way; 10 s covers any terrestrial/GEO path
     "bandwidth_gbps": Bounds(1e-3, 1e5, "Gb/s"),  # 1 Mb/s .. 100 Tb/s
     "line_rate_gbps": Bounds(1e-3, 1e5, "Gb/s"),
-    "fpga_memory": Bounds(1024, 2**40, "bytes"),  # 1 KiB .. 1 TiB per site
+    "fpga_memory": Bounds(1, 2**40, "bytes"),  # per site; >= one slot is checked with E
     "bytes": Bounds(1, 2**40, "bytes"),  # per site per synchronisation
     "eps": Bounds(1e-9, 1.0, ""),  # consensus target ||W_T..W_1 - J/n||_2 <= eps
 }
@@ -102,7 +102,7 @@ def parse_size(text: str | int | float) -> int:
 
 def format_size(n: float) -> str:
     """Human-readable binary size (``64MiB``) for tables."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             v = n / scale
             return f"{v:.0f}{unit}" if abs(v - round(v)) < 1e-9 else f"{v:.3g}{unit}"
