@@ -165,13 +165,12 @@ def paper_verdict(intervals: Sequence[Interval]) -> bool:
 
 
 def format_intervals(intervals: Sequence[Interval], bdp: float) -> str:
-    """``cliques-3 [4MiB, 75MiB) | all-to-all [75MiB, 16GiB]`` with each change as x BDP."""
-    parts = []
-    for k, iv in enumerate(intervals):
-        close = "]" if k == len(intervals) - 1 else ")"
-        change = f" (from {iv.lo / bdp:.2g} x BDP)" if k else ""
-        parts.append(f"{iv.family} [{format_size(iv.lo)}, {format_size(iv.hi)}{close}{change}")
-    return " | ".join(parts)
+    """``cliques-3 [4MiB, 75MiB) | all-to-all [75MiB, 16GiB]; changes at 75MiB (0.2 x BDP)``."""
+    last = len(intervals) - 1
+    text = " | ".join(f"{iv.family} [{format_size(iv.lo)}, {format_size(iv.hi)}{']' if k == last else ')'}"
+                      for k, iv in enumerate(intervals))
+    changes = ", ".join(f"{format_size(iv.lo)} ({iv.lo / bdp:.2g} x BDP)" for iv in intervals[1:])
+    return text + (f"; changes at {changes}" if changes else "; no change")
 
 
 # -- plan -> hardware ----------------------------------------------------------------------
