@@ -74,72 +74,101 @@ def bench_optimiser(quick: bool) -> list[str]:
     return rows
 
 
+MODELS = ("shared", "per-sender", "skew-only")
+SIM_FAMILIES = ("all-to-all", "cliques-3", "tree", "exponential", "cliques-2", "cliques-4")
+
+
 def bench_sim(quick: bool) -> list[str]:
-    rows = ["| topology | bytes | memory | model | family | round | analytic | simulated | error | sim wall |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    worst = 0.0
+    """Analytic round time against the simulator, paced at the planner's rates and unpaced.
+
+    Unpaced (line-rate senders, unbounded FIFO queues) is run for the round-trip models only:
+    skew-only senders are open loop and must be paced. Per family the range of errors.
+    """
+    rows = ["| topology | bytes | memory | model | family | round | analytic | paced sim | error "
+            "| unpaced sim | error | peak queue |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    errs: dict[tuple[str, str, str], list[float]] = {}
     for name in ("nine-city", "nine-city-public-rtt"):
         for nbytes in ((10**7,) if quick else (10**7, 10**8)):
-            for mem in (4 * 2**20, 64 * 2**20, 2**30):
-                for model in ("shared", "per-sender"):
+            for mem in ((4 * 2**20, 2**30) if quick else (4 * 2**20, 64 * 2**20, 2**30)):
+                for model in MODELS:
                     topo = load_topology(name).with_memory(mem)
                     chunk = min(nbytes // 150, mem // 16)
-                    plans = Optimiser(topo, nbytes, chunk_bytes=chunk, memory_model=model).run()
+                    plans = Optimiser(topo, nbytes, chunk_bytes=chunk, memory_model=model).run(SIM_FAMILIES)
                     m = RoundModel(topo, nbytes, chunk, model)
-                    for fam in ("all-to-all", "cliques-3", "tree", "exponential", "cliques-2", "cliques-4"):
+                    for fam in SIM_FAMILIES:
                         for i, rnd in enumerate(plans[fam].schedule.rounds[:2]):
                             a = m.round_time(rnd)
-                            t0 = time.perf_counter()
                             s = simulate_round(topo, rnd, nbytes, chunk, model, pacing=a.pacing())
                             err = s.time / a.time - 1
-                            worst = max(worst, abs(err))
+                            errs.setdefault((fam, model, "paced"), []).append(err)
+                            un, uerr, queue = "-", "-", "-"
+                            if model != "skew-only":
+                                u = simulate_round(topo, rnd, nbytes, chunk, model)
+                                e = u.time / a.time - 1
+                                errs.setdefault((fam, model, "unpaced"), []).append(e)
+                                un, uerr, queue = f"{u.time:.4f} s", f"{e:+.1%}", format_size(u.peak_queue)
                             if fam in ("all-to-all", "cliques-3"):
-                                rows.append(f"| {name} | {format_size(nbytes)} | {format_size(mem)} | {model} | {fam} | {i + 1} | "
-                                            f"{a.time:.4f} s ({a.bound}) | {s.time:.4f} s | {err:+.1%} | {time.perf_counter() - t0:.2f} s |")
-    rows.append(f"\nworst |error| over all families/rounds simulated: {worst:.1%}")
+                                rows.append(f"| {name} | {format_size(nbytes)} | {format_size(mem)} | {model} | "
+                                            f"{fam} | {i + 1} | {a.time:.4f} s ({a.bound}) | {s.time:.4f} s | "
+                                            f"{err:+.1%} | {un} | {uerr} | {queue} |")
+    rows += ["", "| family | model | paced sim vs analytic (min .. max) | unpaced sim vs analytic "
+             "(min .. max) | rounds |", "|---|---|---|---|---|"]
+    for fam in SIM_FAMILIES:
+        for model in MODELS:
+            p = errs.get((fam, model, "paced"), [])
+            u = errs.get((fam, model, "unpaced"), [])
+            us = f"{min(u):+.1%} .. {max(u):+.1%}" if u else "- (open loop needs pacing)"
+            if p:
+                rows.append(f"| {fam} | {model} | {min(p):+.1%} .. {max(p):+.1%} | {us} | {len(p)} |")
+    worst = max(abs(e) for k, v in errs.items() if k[2] == "paced" for e in v)
+    rows.append(f"\nworst |error| of the paced simulator over all families/rounds: {worst:.1%}")
     return rows
 
 
-def bench_findings() -> list[str]:
+def bench_findings(quick: bool) -> list[str]:
+    """Winner intervals over 4 MiB..16 GiB per topology, size and memory model; sweep plots."""
     nine = load_topology("nine-city")
     mems = [2**k for k in range(20, 35)]
-    rows = ["| topology | bytes | model | best in-network at 4MiB | at 16GiB | crossover |",
-            "|---|---|---|---|---|---|"]
-    for name in ("nine-city", "nine-city-public-rtt"):
+    rows = ["| topology | bytes | model | best in-network family over memory (intervals) | paper's finding |",
+            "|---|---|---|---|---|"]
+    for name in ("nine-city",) if quick else ("nine-city", "nine-city-public-rtt"):
         topo = load_topology(name)
-        for nbytes in (10**6, 10**7, 10**8, 10**9):
-            for model in ("shared", "per-sender"):
-                lo = pr.evaluate(topo, nbytes, 4 * 2**20, memory_model=model, colocated=False)
-                hi = pr.evaluate(topo, nbytes, 16 * 2**30, memory_model=model, colocated=False)
-                cx = pr.crossover(topo, nbytes, 4 * 2**20, 16 * 2**30, memory_model=model)
-                cxs = "none" if cx is None else f"{cx[1]} -> {cx[2]} at {format_size(cx[0])} ({cx[0] / topo.long_haul_bdp():.2f} BDP)"
-                rows.append(f"| {name} | {format_size(nbytes)} | {model} | {lo.best_in_network.family} "
-                            f"({lo.best_in_network.time:.3f} s) | {hi.best_in_network.family} "
-                            f"({hi.best_in_network.time:.3f} s) | {cxs} |")
+        for nbytes in (10**7,) if quick else (10**6, 10**7, 10**8, 10**9):
+            for model in MODELS:
+                ivs = pr.winner_intervals(topo, nbytes, 4 * 2**20, 16 * 2**30, memory_model=model)
+                verdict = "reproduced" if pr.paper_verdict(ivs) else "not reproduced"
+                rows.append(f"| {name} | {format_size(nbytes)} | {model} | "
+                            f"{pr.format_intervals(ivs, topo.long_haul_bdp())} | {verdict} |")
+    if quick:
+        return rows
     IMG.mkdir(parents=True, exist_ok=True)
-    for model in ("shared", "per-sender"):
+    map_bytes = [10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9]
+    for model in MODELS:
         results = [pr.evaluate(nine, 10**7, m, memory_model=model) for m in mems]
         pr.plot_memory_sweep(results, str(IMG / f"plan_sweep_{model}.png"),
                              f"nine-city, 10 MB/sync, {model} slots", nine.long_haul_bdp())
-        fams, ring = pr.winner_map(nine, [10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9],
-                                   mems, memory_model=model)
-        pr.plot_map([10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9], mems, fams, ring,
-                    str(IMG / f"plan_map_{model}.png"), f"nine-city, {model} slots")
+        fams, ring = pr.winner_map(nine, map_bytes, mems, memory_model=model)
+        pr.plot_map(map_bytes, mems, fams, ring, str(IMG / f"plan_map_{model}.png"),
+                    f"nine-city, {model} slots")
     return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--part", choices=("all", "optimiser", "sim", "findings"), default="all",
+                    help="run one part only")
     args = ap.parse_args()
     print(f"# planner bench, {time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, "
           f"python {platform.python_version()}\n")
-    for title, fn in (("optimiser", bench_optimiser), ("simulator vs analytic", bench_sim)):
-        print(f"## {title}\n")
-        print("\n".join(fn(args.quick)))
-        print()
-    print("## findings\n")
-    print("\n".join(bench_findings()))
+    parts = (("optimiser", bench_optimiser), ("sim", bench_sim), ("findings", bench_findings))
+    for title, fn in parts:
+        if args.part in ("all", title):
+            t0 = time.perf_counter()
+            print(f"## {title}\n")
+            print("\n".join(fn(args.quick)))
+            print(f"\n({title}: {time.perf_counter() - t0:.0f} s)\n", flush=True)
 
 
 if __name__ == "__main__":

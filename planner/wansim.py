@@ -40,6 +40,7 @@ class SimResult:
     events: int
     peak_slots: dict[int, int] = field(default_factory=dict)  # receiver -> most slots held at once
     overflows: int = 0  # chunk starts that found every slot busy (skew-only: paced too fast)
+    peak_queue: int = 0  # largest backlog (bytes) waiting at any one link or FPGA ingress port
 
 
 def simulate_round(
@@ -120,7 +121,7 @@ def simulate_round(
     counts: dict[tuple[int, int], int] = defaultdict(int)
     done_at: dict[int, float] = {}
     acks: dict[tuple[int, int, int], simpy.Event] = {}
-    stats = {"events": 0, "overflows": 0}
+    stats = {"events": 0, "overflows": 0, "queue": 0}
     held: dict[int, int] = defaultdict(int)  # receiver -> slots held now
     peak: dict[int, int] = defaultdict(int)
     started: set[tuple[int, int]] = set()  # (receiver, chunk) whose slot is held
@@ -162,8 +163,12 @@ def simulate_round(
                 if local[r]:
                     ack_event(r, r, i).succeed()
 
+    def queued(res: simpy.Resource, i: int) -> None:
+        stats["queue"] = max(stats["queue"], len(res.queue) * size(i))
+
     def deliver(r: int, i: int):
         with ingress[r].request() as req:
+            queued(ingress[r], i)
             yield req
             hold(r, i)  # the slot is written from the chunk's first byte
             yield env.timeout(size(i) / rate[r])
@@ -172,6 +177,7 @@ def simulate_round(
     def hop(s: int, i: int, k: int, v: int):
         stats["events"] += 1
         with links[k].request() as req:
+            queued(links[k], i)
             yield req
             yield env.timeout(size(i) / bw[k])
         yield env.timeout(link_lat[k])
@@ -214,4 +220,5 @@ def simulate_round(
     if waiting:
         raise RuntimeError(f"simulation deadlocked; receivers {waiting} incomplete")
     finish = max((t for r, t in done_at.items() if sources.get(r)), default=0.0)
-    return SimResult(finish, done_at, stats["events"], dict(peak), stats["overflows"])
+    return SimResult(finish, done_at, stats["events"], dict(peak), stats["overflows"],
+                     stats["queue"])
