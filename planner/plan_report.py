@@ -165,9 +165,9 @@ def paper_verdict(intervals: Sequence[Interval]) -> bool:
 
 
 def format_intervals(intervals: Sequence[Interval], bdp: float) -> str:
-    """``cliques-3 [4MiB, 75MiB) | all-to-all [75MiB, 16GiB]; changes at 75MiB (0.2 x BDP)``."""
+    """``cliques-3 [4MiB, 75MiB) then all-to-all [75MiB, 16GiB]; changes at 75MiB (0.2 x BDP)``."""
     last = len(intervals) - 1
-    text = " | ".join(f"{iv.family} [{format_size(iv.lo)}, {format_size(iv.hi)}{']' if k == last else ')'}"
+    text = " then ".join(f"{iv.family} [{format_size(iv.lo)}, {format_size(iv.hi)}{']' if k == last else ')'}"
                       for k, iv in enumerate(intervals))
     changes = ", ".join(f"{format_size(iv.lo)} ({iv.lo / bdp:.2g} x BDP)" for iv in intervals[1:])
     return text + (f"; changes at {changes}" if changes else "; no change")

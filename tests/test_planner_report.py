@@ -45,7 +45,7 @@ def test_intervals_find_a_winner_that_changes_twice() -> None:
             assert _winner(topo, nbytes, int(iv.lo / 1.01), model) == prev.family
     assert not pr.paper_verdict(ivs)
     text = pr.format_intervals(ivs, topo.long_haul_bdp())
-    assert text.startswith("cliques-3 [1MiB, ") and " | tree [" in text and "16GiB]; changes at " in text
+    assert text.startswith("cliques-3 [1MiB, ") and " then tree [" in text and "16GiB]; changes at " in text
 
 
 HETERO = """
