@@ -123,9 +123,13 @@ def plan(topology: str, nbytes: list[int], memory: list[int] | None, eps: float,
         raise WanreduceError("--plot: needs a memory sweep; give --memory (the topology file's "
                              "per-site memory is one point)")
     bdp = topo.long_haul_bdp()
-    source = ("each site's fpga_memory from the topology file" if memories == [None] else
-              "--memory at every site" + (" (overrides the file's fpga_memory)"
-                                          if topo.memory_from_file else ""))
+    if memories == [None]:
+        source = "each site's fpga_memory from the topology file"
+    elif memory is None:
+        source = f"the default sweep {DEFAULT_MEMORY} at every site (the file sets none)"
+    else:
+        source = "--memory at every site" + (" (overrides the file's fpga_memory)"
+                                             if topo.memory_from_file else "")
     click.echo(f"topology {topo.name}: {topo.n} sites, {len(topo.links)} links; "
                f"long-haul BDP (line rate x max RTT) = {format_size(bdp)}; "
                f"memory model: {memory_model}; memory: {source}; eps = {eps:g}")
