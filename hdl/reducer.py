@@ -28,7 +28,7 @@ a pinned slot, or a window reset. Requires disjoint job regions (``base .. base 
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -634,9 +634,25 @@ class Reducer(wiring.Component):
                 job_eq & ~chunk_eq & ~back,
             ]
 
-        def src_checks(t) -> list:  # a whole tag against the beat at p's output
-            hc = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0)
-            return tag_checks(t.state, t.bitmap, hc, p.bit, p.members)
+        def hdr_checks_of(t, h) -> Value:
+            """hdr_checks of a whole tag ``t`` against a header ``h``, as 4 bits."""
+            return Cat(*hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h))
+
+        def src_checks(t, hc) -> list:  # a tag against the beat at p's output (hc: hdr_checks)
+            return tag_checks(t.state, t.bitmap, [hc[i] for i in range(4)], p.bit, p.members)
+
+        # The header checks of the two write sources (the tag written now, tw_d, and the last
+        # one written, tb_data) are flip-flops compared a cycle ahead against the header p will
+        # hold then: its three candidates (skid register, stage I's output, p itself) in
+        # parallel, p_load / ps_v at the last multiplexer. tw_d is tw_data of the last cycle;
+        # tb_data (used only after tw_v) is tw_d of the last cycle, and if p did not load,
+        # p's header is unchanged, so its checks are those of tw_d held in hc_w. Only the tag
+        # read from memory is compared with p's header (its fields and the session) in stage 0.
+        def hdr_next(t, hold) -> Value:
+            return Mux(p_load, Mux(ps_v, hdr_checks_of(t, ps.beat.hdr), hdr_checks_of(t, i_d.beat.hdr)), hold)
+
+        hc_w, hc_b = Signal(4), Signal(4)
+        m.d.sync += [hc_w.eq(hdr_next(tw_data, hdr_checks_of(tw_data, h0))), hc_b.eq(hdr_next(tw_d, hc_w))]
 
         # which source is the newest for slot0, compared a cycle ahead against the read address
         # (that is slot0 now): the write in progress now was requested then (tw_en/tw_addr); the
@@ -652,8 +668,9 @@ class Reducer(wiring.Component):
         ck0 = Signal(7)
         bm0 = Signal(32)
         m.d.comb += [
-            ck0.eq(Mux(thit_w0, Cat(*src_checks(tw_d)),
-                       Mux(thit_b0, Cat(*src_checks(tb_data)), Cat(*src_checks(tag_rd.data))))),
+            ck0.eq(Mux(thit_w0, Cat(*src_checks(tw_d, hc_w)),
+                       Mux(thit_b0, Cat(*src_checks(tb_data, hc_b)),
+                           Cat(*src_checks(tag_rd.data, hdr_checks_of(tag_rd.data, h0)))))),
             bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, tag_rd.data.bitmap))),
         ]
         # header comparisons against the tag stage 1 may write this cycle (its header fields are
