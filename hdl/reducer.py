@@ -693,19 +693,21 @@ class Reducer(wiring.Component):
         # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
         # tag memory's write port)
         thit_l = Signal()
-        l_done, l_active, l_nfree = Signal(), Signal(), Signal()
+        # the checks against that tag (ck_l) are flip-flops too, worked out a cycle ahead from
+        # the next values of hcw1 / bmck1 / sel_a1: the decision starts from flip-flops only
+        ck_l = Signal(7)
+        hcw1_n, bmck1_n = Mux(adv, hcw_n, hcw1), Mux(adv, bmck_n, bmck1)
+        sel_n = Mux(adv, first1 & ck[2], sel_a1)
+        st_w = tw_data.state
         # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
         m.d.sync += [thit_l.eq(tw_en & (tw_addr == slot0)),
-                     l_done.eq(tw_data.state == _DONE), l_active.eq(tw_data.state == _ACTIVE),
-                     l_nfree.eq(tw_data.state != _FREE)]
-        dup_l = Mux(sel_a1, bmck1[0], bmck1[2])
-        cadd_l = Mux(sel_a1, bmck1[1], bmck1[3])
-        ck_l = Cat(l_done, l_active, l_nfree & hcw1[0] & hcw1[1], hcw1[3],
-                   dup_l, cadd_l, hcw1[0] & ~hcw1[1] & ~hcw1[2])
+                     ck_l.eq(Cat(st_w == _DONE, st_w == _ACTIVE, (st_w != _FREE) & hcw1_n[0] & hcw1_n[1],
+                                 hcw1_n[3], Mux(sel_n, bmck1_n[0], bmck1_n[2]),
+                                 Mux(sel_n, bmck1_n[1], bmck1_n[3]), hcw1_n[0] & ~hcw1_n[1] & ~hcw1_n[2]))]
         m.d.comb += [ck.eq(Mux(thit_l, ck_l, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
+        m.d.sync += [hcw1.eq(hcw1_n), bmck1.eq(bmck1_n), sel_a1.eq(sel_n)]
         with m.If(adv):
-            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
-                         bmck1.eq(bmck_n), sel_a1.eq(first1 & ck[2])]
+            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0)]
         with m.Else():
             m.d.sync += [ck_pre.eq(ck), bm_pre.eq(bm)]
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (ck[i] for i in range(7))
@@ -924,7 +926,8 @@ class Reducer(wiring.Component):
         # priority branches that write the tag (ADD with ``same``, WRITE without).
         fwd_job1 = fx_job == h1.job_id[:jb]
 
-        def loop_next(c: int, s_: int) -> tuple:
+        def loop_next(c: int, s_: int, ckv) -> tuple:
+            st_done_, st_active_, same_, mismatch_, dup_, cadd_, older_hdr_ = (ckv[i] for i in range(7))
             fh = fwd_job1 if c else Const(0)
             late_v = Mux(fh, late_f, hc_r[0])
             oow_v = ~late_v & ~Mux(fh, wneg_f, hc_r[1])
@@ -934,14 +937,20 @@ class Reducer(wiring.Component):
                 p1 = pre_p & ~cclr_p
             if s_:
                 p1 = pre_p | sset_p
-            add_ok = ~mismatch & ~(st_done & ~p1) & ~dup & cadd
-            write_ok = ~(in_order & late_v) & ~st_active & ~(st_done & p1) & ~(st_done & ~p1 & older_hdr) & cwrite1
-            comp = ~unconf1 & ~nonmem1 & ~(in_order & oow_v) & Mux(same, add_ok, write_ok)
+            add_ok = ~mismatch_ & ~(st_done_ & ~p1) & ~dup_ & cadd_
+            write_ok = (~(in_order & late_v) & ~st_active_ & ~(st_done_ & p1) & ~(st_done_ & ~p1 & older_hdr_)
+                        & cwrite1)
+            comp = ~unconf1 & ~nonmem1 & ~(in_order & oow_v) & Mux(same_, add_ok, write_ok)
             return comp & at_head_v, comp & ~at_head_v
 
-        nx = {k: loop_next(*k) for k in ((0, 0), (1, 0), (0, 1))}
-        fxc_n = Mux(fx_c, nx[1, 0][0], Mux(fx_s, nx[0, 1][0], nx[0, 0][0]))
-        fxs_n = Mux(fx_c, nx[1, 0][1], Mux(fx_s, nx[0, 1][1], nx[0, 0][1]))
+        # ... and on thit_l: both versions of ck (the tag stage 1 requested last cycle, or the
+        # registered stage-0 checks) are flip-flops, thit_l selects at the last multiplexer
+        def fx_next(ckv) -> tuple:
+            nx = {k: loop_next(*k, ckv) for k in ((0, 0), (1, 0), (0, 1))}
+            return tuple(Mux(fx_c, nx[1, 0][i], Mux(fx_s, nx[0, 1][i], nx[0, 0][i])) for i in range(2))
+
+        (fxc_l, fxs_l), (fxc_p, fxs_p) = fx_next(ck_l), fx_next(ck_pre)
+        fxc_n, fxs_n = Mux(thit_l, fxc_l, fxc_p), Mux(thit_l, fxs_l, fxs_p)
         m.d.sync += [
             fx_c.eq(decide & in_order & fxc_n),
             fx_s.eq(decide & in_order & fxs_n),
