@@ -213,16 +213,11 @@ class ControlBlock(wiring.Component):
 
         value = Signal(32)
         addr_r = Signal(16)  # the loaded operation's register address
-        # ... and its upper byte, decoded when it is loaded: one flag per upper byte in use
-        # (the index decode in EXEC then sees the low byte and one flag, not 16 address bits)
-        pages = sorted({a >> 8 for a in readable})
-        page_r = Signal(len(pages))
         ridx = Signal(range(len(read_list) + 1))  # its read index (len(read_list): none)
         ridx_of_addr = Signal.like(ridx)
-        with m.Switch(Cat(addr_r[:8], page_r)):
+        with m.Switch(addr_r):
             for i, a in enumerate(readable):
-                flag = "".join("1" if pg == a >> 8 else "-" for pg in reversed(pages))
-                with m.Case(flag + format(a & 0xFF, "08b")):
+                with m.Case(a):
                     m.d.comb += ridx_of_addr.eq(i)
             with m.Default():
                 m.d.comb += ridx_of_addr.eq(len(read_list))
@@ -237,7 +232,6 @@ class ControlBlock(wiring.Component):
             m.d.sync += [
                 value.eq(next_words[32:64]),
                 addr_r.eq(next_addr),
-                page_r.eq(Cat(*[next_addr[8:] == pg for pg in pages])),
                 we_max_el.eq(next_write & (next_addr == regs.MAX_ELEMENTS)),
                 clamp.eq(next_words[32:64] > self.elements),
                 head_write.eq(0),

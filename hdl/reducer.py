@@ -28,9 +28,7 @@ a pinned slot, or a window reset. Requires disjoint job regions (``base .. base 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -617,18 +615,12 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
-        def hdr_parts(t, h) -> Value:
-            """A tag's header fields ``t`` against a header ``h``, in pieces of at most 32 bits
-            (three LUT levels each): job ==, chunk[:16] ==, chunk[16:] ==, chunk behind,
-            round !=, group/scale/count !=, session != (hdr_checks merges them)."""
-            return Cat(t.job == h.job_id[:jb], t.chunk[:16] == h.chunk[:16], t.chunk[16:] == h.chunk[16:],
-                       (t.chunk - h.chunk)[31], t.round != h.round_id,
-                       (t.group != h.group_id) | (t.scale != h.scale_exp) | (t.count != h.element_count),
-                       t.session != h.session)
-
-        def hdr_checks(hp) -> list:
-            """job ==, chunk ==, chunk behind, mismatch of a tag against a header, from hdr_parts."""
-            return [hp[0], hp[1] & hp[2], hp[3], hp[4] | hp[5] | hp[6]]
+        def hdr_checks(job, chunk, round_, group, scale, count, session, h) -> list:
+            """job ==, chunk ==, chunk behind, mismatch of a tag's fields against a header."""
+            return [job == h.job_id[:jb], chunk == h.chunk, (chunk - h.chunk)[31],
+                    ((round_ != h.round_id) | (group != h.group_id)
+                     | (scale != h.scale_exp) | (count != h.element_count)
+                     | (session != h.session))]
 
         def tag_checks(state, bitmap, hc, bit_, members_) -> list:
             job_eq, chunk_eq, back, mism = hc
@@ -642,38 +634,9 @@ class Reducer(wiring.Component):
                 job_eq & ~chunk_eq & ~back,
             ]
 
-        def src_checks(t, hp) -> list:  # a tag against the beat at p's output (hp: hdr_parts)
-            return tag_checks(t.state, t.bitmap, hdr_checks(hp), p.bit, p.members)
-
-        def hdr_of(h) -> dict:
-            """A beat header's fields under the tag's names."""
-            return {"job": h.job_id[:jb], "chunk": h.chunk, "round": h.round_id, "group": h.group_id,
-                    "scale": h.scale_exp, "count": h.element_count, "session": h.session}
-
-        # The header checks of the two write sources (the tag written now, tw_d, and the last
-        # one written, tb_data) are flip-flops compared a cycle ahead against the header p will
-        # hold then: its three candidates (skid register, stage I's output, p itself) in
-        # parallel, p_load / ps_v at the last multiplexer. tw_d is tw_data of the last cycle,
-        # whose header fields (tag_c's: stage 1's header on a first beat, else tag_r's) are
-        # kept in a register of their own, tw_hdr, so no first1 multiplexer sits in front of
-        # the compares; tb_data (used only after tw_v) is tw_d of the last cycle, and if p did
-        # not load, p's header is unchanged, so its checks are those of tw_d held in hc_w.
-        # Only the tag read from memory is compared with p's header in stage 0.
-        tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
-        tw_hdr = Signal(tag_layout)  # == tag_c's header fields (the other fields are unused)
-        hdr_fields = list(hdr_of(h0))
-        # first1 ? h1 : tag_r next cycle: p's header on a first beat, else tag_r's after this
-        # cycle's decision (h1 if it decides: then tw_hdr already holds h1, unless stage 1 is empty)
-        hdr_n = Mux(f.first, Cat(*hdr_of(h0).values()),
-                    Mux(first1 & ~v1, Cat(*[tag_r[k] for k in hdr_fields]), Cat(*[tw_hdr[k] for k in hdr_fields])))
-        with m.If(adv):
-            m.d.sync += Cat(*[tw_hdr[k] for k in hdr_fields]).eq(hdr_n)
-
-        def hdr_next(t, hold) -> Value:
-            return Mux(p_load, Mux(ps_v, hdr_parts(t, ps.beat.hdr), hdr_parts(t, i_d.beat.hdr)), hold)
-
-        hc_w, hc_b = Signal(7), Signal(7)
-        m.d.sync += [hc_w.eq(hdr_next(tw_hdr, hdr_parts(tw_hdr, h0))), hc_b.eq(hdr_next(tw_d, hc_w))]
+        def src_checks(t) -> list:  # a whole tag against the beat at p's output
+            hc = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0)
+            return tag_checks(t.state, t.bitmap, hc, p.bit, p.members)
 
         # which source is the newest for slot0, compared a cycle ahead against the read address
         # (that is slot0 now): the write in progress now was requested then (tw_en/tw_addr); the
@@ -689,15 +652,16 @@ class Reducer(wiring.Component):
         ck0 = Signal(7)
         bm0 = Signal(32)
         m.d.comb += [
-            ck0.eq(Mux(thit_w0, Cat(*src_checks(tw_d, hc_w)),
-                       Mux(thit_b0, Cat(*src_checks(tb_data, hc_b)),
-                           Cat(*src_checks(tag_rd.data, hdr_parts(tag_rd.data, h0)))))),
+            ck0.eq(Mux(thit_w0, Cat(*src_checks(tw_d)),
+                       Mux(thit_b0, Cat(*src_checks(tb_data)), Cat(*src_checks(tag_rd.data))))),
             bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, tag_rd.data.bitmap))),
         ]
         # header comparisons against the tag stage 1 may write this cycle (its header fields are
         # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
         hcw_n = Signal(4)
-        m.d.comb += hcw_n.eq(Cat(*hdr_checks(hdr_parts(SimpleNamespace(**hdr_of(h1)), h0))))
+        m.d.comb += hcw_n.eq(Cat(*hdr_checks(h1.job_id[:jb], h1.chunk, h1.round_id, h1.group_id,
+                                             h1.scale_exp, h1.element_count, h1.session, h0)))
+        tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         ck_pre, bm_pre, hcw1 = Signal(7), Signal(32), Signal(4)
         ck, bm = Signal(7), Signal(32)
         # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
@@ -712,21 +676,19 @@ class Reducer(wiring.Component):
         # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
         # tag memory's write port)
         thit_l = Signal()
-        # the checks against that tag (ck_l) are flip-flops too, worked out a cycle ahead from
-        # the next values of hcw1 / bmck1 / sel_a1: the decision starts from flip-flops only
-        ck_l = Signal(7)
-        hcw1_n, bmck1_n = Mux(adv, hcw_n, hcw1), Mux(adv, bmck_n, bmck1)
-        sel_n = Mux(adv, first1 & ck[2], sel_a1)
-        st_w = tw_data.state
+        l_done, l_active, l_nfree = Signal(), Signal(), Signal()
         # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
         m.d.sync += [thit_l.eq(tw_en & (tw_addr == slot0)),
-                     ck_l.eq(Cat(st_w == _DONE, st_w == _ACTIVE, (st_w != _FREE) & hcw1_n[0] & hcw1_n[1],
-                                 hcw1_n[3], Mux(sel_n, bmck1_n[0], bmck1_n[2]),
-                                 Mux(sel_n, bmck1_n[1], bmck1_n[3]), hcw1_n[0] & ~hcw1_n[1] & ~hcw1_n[2]))]
+                     l_done.eq(tw_data.state == _DONE), l_active.eq(tw_data.state == _ACTIVE),
+                     l_nfree.eq(tw_data.state != _FREE)]
+        dup_l = Mux(sel_a1, bmck1[0], bmck1[2])
+        cadd_l = Mux(sel_a1, bmck1[1], bmck1[3])
+        ck_l = Cat(l_done, l_active, l_nfree & hcw1[0] & hcw1[1], hcw1[3],
+                   dup_l, cadd_l, hcw1[0] & ~hcw1[1] & ~hcw1[2])
         m.d.comb += [ck.eq(Mux(thit_l, ck_l, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
-        m.d.sync += [hcw1.eq(hcw1_n), bmck1.eq(bmck1_n), sel_a1.eq(sel_n)]
         with m.If(adv):
-            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0)]
+            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
+                         bmck1.eq(bmck_n), sel_a1.eq(first1 & ck[2])]
         with m.Else():
             m.d.sync += [ck_pre.eq(ck), bm_pre.eq(bm)]
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (ck[i] for i in range(7))
@@ -945,8 +907,7 @@ class Reducer(wiring.Component):
         # priority branches that write the tag (ADD with ``same``, WRITE without).
         fwd_job1 = fx_job == h1.job_id[:jb]
 
-        def loop_next(c: int, s_: int, ckv) -> tuple:
-            st_done_, st_active_, same_, mismatch_, dup_, cadd_, older_hdr_ = (ckv[i] for i in range(7))
+        def loop_next(c: int, s_: int) -> tuple:
             fh = fwd_job1 if c else Const(0)
             late_v = Mux(fh, late_f, hc_r[0])
             oow_v = ~late_v & ~Mux(fh, wneg_f, hc_r[1])
@@ -956,20 +917,14 @@ class Reducer(wiring.Component):
                 p1 = pre_p & ~cclr_p
             if s_:
                 p1 = pre_p | sset_p
-            add_ok = ~mismatch_ & ~(st_done_ & ~p1) & ~dup_ & cadd_
-            write_ok = (~(in_order & late_v) & ~st_active_ & ~(st_done_ & p1) & ~(st_done_ & ~p1 & older_hdr_)
-                        & cwrite1)
-            comp = ~unconf1 & ~nonmem1 & ~(in_order & oow_v) & Mux(same_, add_ok, write_ok)
+            add_ok = ~mismatch & ~(st_done & ~p1) & ~dup & cadd
+            write_ok = ~(in_order & late_v) & ~st_active & ~(st_done & p1) & ~(st_done & ~p1 & older_hdr) & cwrite1
+            comp = ~unconf1 & ~nonmem1 & ~(in_order & oow_v) & Mux(same, add_ok, write_ok)
             return comp & at_head_v, comp & ~at_head_v
 
-        # ... and on thit_l: both versions of ck (the tag stage 1 requested last cycle, or the
-        # registered stage-0 checks) are flip-flops, thit_l selects at the last multiplexer
-        def fx_next(ckv) -> tuple:
-            nx = {k: loop_next(*k, ckv) for k in ((0, 0), (1, 0), (0, 1))}
-            return tuple(Mux(fx_c, nx[1, 0][i], Mux(fx_s, nx[0, 1][i], nx[0, 0][i])) for i in range(2))
-
-        (fxc_l, fxs_l), (fxc_p, fxs_p) = fx_next(ck_l), fx_next(ck_pre)
-        fxc_n, fxs_n = Mux(thit_l, fxc_l, fxc_p), Mux(thit_l, fxs_l, fxs_p)
+        nx = {k: loop_next(*k) for k in ((0, 0), (1, 0), (0, 1))}
+        fxc_n = Mux(fx_c, nx[1, 0][0], Mux(fx_s, nx[0, 1][0], nx[0, 0][0]))
+        fxs_n = Mux(fx_c, nx[1, 0][1], Mux(fx_s, nx[0, 1][1], nx[0, 0][1]))
         m.d.sync += [
             fx_c.eq(decide & in_order & fxc_n),
             fx_s.eq(decide & in_order & fxs_n),
@@ -1016,17 +971,13 @@ class Reducer(wiring.Component):
                 old2.eq(old1), fwd2.eq(data_wr.en & (data_wr.addr == row1)), lane_ok2.eq(lane_ok),
             ]
 
-        # two adders, on the forwarded last write and on the row read, fwd2 selecting their
-        # results at the last multiplexer (fwd2 is not in front of a 64-bit carry chain)
-        m.submodules.adder_f = adder_f = SaturatingAdder(W)
-        m.submodules.adder_o = adder_o = SaturatingAdder(W)
-        m.d.comb += [adder_f.a.eq(db_data), adder_f.b.eq(d2), adder_o.a.eq(old2), adder_o.b.eq(d2)]
-        sum2 = Mux(fwd2, adder_f.sum, adder_o.sum)
-        beat_ovf = (op2 == _OP_ADD) & (Mux(fwd2, adder_f.overflow, adder_o.overflow) & lane_ok2).any()
+        m.submodules.adder = adder = SaturatingAdder(W)
+        m.d.comb += [adder.a.eq(Mux(fwd2, db_data, old2)), adder.b.eq(d2)]
+        beat_ovf = (op2 == _OP_ADD) & (adder.overflow & lane_ok2).any()
         m.d.comb += [
             data_wr.en.eq(v2 & (op2 != _OP_NONE)),
             data_wr.addr.eq(row2),
-            data_wr.data.eq(Mux(op2 == _OP_ADD, sum2, d2)),
+            data_wr.data.eq(Mux(op2 == _OP_ADD, adder.sum, d2)),
         ]
         # sticky overflow per slot (flip-flops): cleared by a chunk's first write, set by any
         # saturating lane of an add; read by the emitter once the result is queued
