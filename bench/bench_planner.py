@@ -121,57 +121,83 @@ def write_synthetic(spec: str, path: str) -> None:
     Path(path).write_text(yaml.safe_dump(synthetic_doc(regions, per), sort_keys=False), encoding="utf-8")
 
 
+MODELS = ("shared", "per-sender", "skew-only")
+SIM_FAMILIES = ("all-to-all", "cliques-3", "tree", "exponential", "cliques-2", "cliques-4")
+
+
 def bench_sim(quick: bool) -> list[str]:
-    rows = ["| topology | bytes | memory | model | family | round | analytic | simulated | error | sim wall |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    worst = 0.0
+    """Analytic round time against the simulator, paced at the planner's rates and unpaced.
+
+    Unpaced (line-rate senders, unbounded FIFO queues) is run for the round-trip models only:
+    skew-only senders are open loop and must be paced. Per family the range of errors.
+    """
+    rows = ["| topology | bytes | memory | model | family | round | analytic | paced sim | error "
+            "| unpaced sim | error | peak queue |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    errs: dict[tuple[str, str, str], list[float]] = {}
     for name in ("nine-city", "nine-city-public-rtt"):
         for nbytes in ((10**7,) if quick else (10**7, 10**8)):
-            for mem in (4 * 2**20, 64 * 2**20, 2**30):
-                for model in ("shared", "per-sender"):
+            for mem in ((4 * 2**20, 2**30) if quick else (4 * 2**20, 64 * 2**20, 2**30)):
+                for model in MODELS:
                     topo = load_topology(name).with_memory(mem)
                     chunk = min(nbytes // 150, mem // 16)
-                    plans = Optimiser(topo, nbytes, chunk_bytes=chunk, memory_model=model).run()
+                    plans = Optimiser(topo, nbytes, chunk_bytes=chunk, memory_model=model).run(SIM_FAMILIES)
                     m = RoundModel(topo, nbytes, chunk, model)
-                    for fam in ("all-to-all", "cliques-3", "tree", "exponential", "cliques-2", "cliques-4"):
+                    for fam in SIM_FAMILIES:
                         for i, rnd in enumerate(plans[fam].schedule.rounds[:2]):
                             a = m.round_time(rnd)
-                            t0 = time.perf_counter()
                             s = simulate_round(topo, rnd, nbytes, chunk, model, pacing=a.pacing())
                             err = s.time / a.time - 1
-                            worst = max(worst, abs(err))
+                            errs.setdefault((fam, model, "paced"), []).append(err)
+                            un, uerr, queue = "-", "-", "-"
+                            if model != "skew-only":
+                                u = simulate_round(topo, rnd, nbytes, chunk, model)
+                                e = u.time / a.time - 1
+                                errs.setdefault((fam, model, "unpaced"), []).append(e)
+                                un, uerr, queue = f"{u.time:.4f} s", f"{e:+.1%}", format_size(u.peak_queue)
                             if fam in ("all-to-all", "cliques-3"):
-                                rows.append(f"| {name} | {format_size(nbytes)} | {format_size(mem)} | {model} | {fam} | {i + 1} | "
-                                            f"{a.time:.4f} s ({a.bound}) | {s.time:.4f} s | {err:+.1%} | {time.perf_counter() - t0:.2f} s |")
-    rows.append(f"\nworst |error| over all families/rounds simulated: {worst:.1%}")
+                                rows.append(f"| {name} | {format_size(nbytes)} | {format_size(mem)} | {model} | "
+                                            f"{fam} | {i + 1} | {a.time:.4f} s ({a.bound}) | {s.time:.4f} s | "
+                                            f"{err:+.1%} | {un} | {uerr} | {queue} |")
+    rows += ["", "| family | model | paced sim vs analytic (min .. max) | unpaced sim vs analytic "
+             "(min .. max) | rounds |", "|---|---|---|---|---|"]
+    for fam in SIM_FAMILIES:
+        for model in MODELS:
+            p = errs.get((fam, model, "paced"), [])
+            u = errs.get((fam, model, "unpaced"), [])
+            us = f"{min(u):+.1%} .. {max(u):+.1%}" if u else "- (open loop needs pacing)"
+            if p:
+                rows.append(f"| {fam} | {model} | {min(p):+.1%} .. {max(p):+.1%} | {us} | {len(p)} |")
+    worst = max(abs(e) for k, v in errs.items() if k[2] == "paced" for e in v)
+    rows.append(f"\nworst |error| of the paced simulator over all families/rounds: {worst:.1%}")
     return rows
 
 
-def bench_findings(quick: bool = False) -> list[str]:
+def bench_findings(quick: bool) -> list[str]:
+    """Winner intervals over 4 MiB..16 GiB per topology, size and memory model; sweep plots."""
     nine = load_topology("nine-city")
     mems = [2**k for k in range(20, 35)]
-    rows = ["| topology | bytes | model | best in-network at 4MiB | at 16GiB | crossover |",
-            "|---|---|---|---|---|---|"]
-    for name in ("nine-city", "nine-city-public-rtt"):
+    rows = ["| topology | bytes | model | best in-network family over memory (intervals) | paper's finding |",
+            "|---|---|---|---|---|"]
+    for name in ("nine-city",) if quick else ("nine-city", "nine-city-public-rtt"):
         topo = load_topology(name)
-        for nbytes in (10**6, 10**7, 10**8, 10**9):
-            for model in ("shared", "per-sender"):
-                lo = pr.evaluate(topo, nbytes, 4 * 2**20, memory_model=model, colocated=False)
-                hi = pr.evaluate(topo, nbytes, 16 * 2**30, memory_model=model, colocated=False)
-                cx = pr.crossover(topo, nbytes, 4 * 2**20, 16 * 2**30, memory_model=model)
-                cxs = "none" if cx is None else f"{cx[1]} -> {cx[2]} at {format_size(cx[0])} ({cx[0] / topo.long_haul_bdp():.2f} BDP)"
-                rows.append(f"| {name} | {format_size(nbytes)} | {model} | {lo.best_in_network.family} "
-                            f"({lo.best_in_network.time:.3f} s) | {hi.best_in_network.family} "
-                            f"({hi.best_in_network.time:.3f} s) | {cxs} |")
+        for nbytes in (10**7,) if quick else (10**6, 10**7, 10**8, 10**9):
+            for model in MODELS:
+                ivs = pr.winner_intervals(topo, nbytes, 4 * 2**20, 16 * 2**30, memory_model=model)
+                verdict = "reproduced" if pr.paper_verdict(ivs) else "not reproduced"
+                rows.append(f"| {name} | {format_size(nbytes)} | {model} | "
+                            f"{pr.format_intervals(ivs, topo.long_haul_bdp())} | {verdict} |")
+    if quick:
+        return rows
     IMG.mkdir(parents=True, exist_ok=True)
-    for model in ("shared", "per-sender"):
+    map_bytes = [10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9]
+    for model in MODELS:
         results = [pr.evaluate(nine, 10**7, m, memory_model=model) for m in mems]
         pr.plot_memory_sweep(results, str(IMG / f"plan_sweep_{model}.png"),
                              f"nine-city, 10 MB/sync, {model} slots", nine.long_haul_bdp())
-        fams, ring = pr.winner_map(nine, [10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9],
-                                   mems, memory_model=model)
-        pr.plot_map([10**6, 3 * 10**6, 10**7, 3 * 10**7, 10**8, 3 * 10**8, 10**9], mems, fams, ring,
-                    str(IMG / f"plan_map_{model}.png"), f"nine-city, {model} slots")
+        fams, ring = pr.winner_map(nine, map_bytes, mems, memory_model=model)
+        pr.plot_map(map_bytes, mems, fams, ring, str(IMG / f"plan_map_{model}.png"),
+                    f"nine-city, {model} slots")
     return rows
 
 
@@ -248,8 +274,9 @@ def bench_sharded(quick: bool) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--section", choices=("all", "optimiser", "cliques", "sim", "findings", "sharded"),
-                    default="all")
+    ap.add_argument("--section", "--part", dest="section",
+                    choices=("all", "optimiser", "cliques", "sim", "findings", "sharded"),
+                    default="all", help="run one section only")
     ap.add_argument("--write-synthetic", nargs=2, metavar=("RxP", "FILE"),
                     help="write the synthetic WAN of R regions x P sites as YAML and exit")
     args = ap.parse_args()
@@ -262,14 +289,13 @@ def main() -> None:
     for key, title, fn in (("optimiser", "optimiser", bench_optimiser),
                            ("cliques", "cliques for any number of sites", bench_cliques),
                            ("sim", "simulator vs analytic", bench_sim),
-                           ("sharded", "sharded families vs ring all-reduce", bench_sharded)):
+                           ("sharded", "sharded families vs ring all-reduce", bench_sharded),
+                           ("findings", "findings", bench_findings)):
         if args.section in ("all", key):
+            t0 = time.perf_counter()
             print(f"## {title}\n")
             print("\n".join(fn(args.quick)))
-            print()
-    if args.section in ("all", "findings"):
-        print("## findings\n")
-        print("\n".join(bench_findings()))
+            print(f"\n({key}: {time.perf_counter() - t0:.0f} s)\n", flush=True)
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 

@@ -1,4 +1,4 @@
-"""Planner results: family tables per memory size, crossovers, hardware parameters, plots.
+"""Planner results: family tables per memory size, winner intervals, hardware parameters, plots.
 
 Everything the ``wanreduce plan`` command prints or draws is computed here so that tests and
 benchmarks use the same code path.
@@ -33,11 +33,26 @@ def is_in_network(family: str) -> bool:
     return family != "ring"
 
 
+#: What the edge hardware needs for each memory model (printed with the plan; docs/planner.md).
+HARDWARE_NEEDS = {
+    "shared": "slots freed on completion and an ack to every remote contributor (the core "
+              "releases on completion but sends results only to its local hosts); the host "
+              "driver keeps w <= W/2 chunks in flight (lost-result recovery), so give the job "
+              "2S slots for this rate",
+    "per-sender": "one slot per inbound stream (S x m_r slot buffers at a site merging m_r "
+                  "streams), acks as for shared",
+    "skew-only": "senders paced open loop at the planned rate from a common start (clock "
+                 "sync well under the arrival skew), the local contribution delayed to the last "
+                 "remote arrival, release on completion without acks, and an eviction + "
+                 "end-to-end resend path for slots a lost packet keeps open (not in the core today)",
+}
+
+
 @dataclass
 class MemoryResult:
-    """All families' best plans at one FPGA memory size."""
+    """All families' best plans at one FPGA memory size (None: each site's own memory)."""
 
-    memory: int
+    memory: int | None
     plans: dict[str, Plan]
     colocated: dict[str, float]  # family -> time to consensus on the zero-latency cluster
 
@@ -53,16 +68,25 @@ class MemoryResult:
         return min(cands, key=lambda p: (p.time, p.rounds or 0))
 
 
+def memory_label(topo: Topology, memory: int | None) -> str:
+    """``64MiB``, or the per-site range when the sites' own (file) memory is used."""
+    if memory is not None:
+        return format_size(memory)
+    lo, hi = topo.memory.min(), topo.memory.max()
+    span = format_size(lo) if lo == hi else f"{format_size(lo)}..{format_size(hi)}"
+    return f"per site {span}"
+
+
 def evaluate(
     topo: Topology,
     nbytes: int,
-    memory: int,
+    memory: int | None,
     eps: float = 1e-3,
     elements_per_packet: int = _MAX_ELEMENTS,
     memory_model: str = "shared",
     colocated: bool = True,
 ) -> MemoryResult:
-    """Optimise every family at one memory size (and score it on the co-located ideal)."""
+    """Optimise every family at one memory size, None: each site's own (and on the co-located ideal)."""
     t = topo.with_memory(memory)
     chunk = elements_per_packet * ELEMENT_BYTES
     plans = Optimiser(t, nbytes, eps, chunk, memory_model).run()
@@ -76,7 +100,16 @@ def evaluate(
     return MemoryResult(memory, plans, co)
 
 
-def crossover(
+@dataclass(frozen=True)
+class Interval:
+    """A stretch of the memory axis [lo, hi) on which one in-network family is the fastest."""
+
+    lo: int
+    hi: int
+    family: str
+
+
+def winner_intervals(
     topo: Topology,
     nbytes: int,
     lo: int,
@@ -84,29 +117,61 @@ def crossover(
     eps: float = 1e-3,
     memory_model: str = "shared",
     elements_per_packet: int = _MAX_ELEMENTS,
-    steps: int = 12,
-) -> tuple[int, str, str] | None:
-    """Memory (bytes) where the best in-network family changes between ``lo`` and ``hi``.
+    steps: int = 8,
+) -> list[Interval]:
+    """The best in-network family over uniform memory [lo, hi], as intervals.
 
-    Bisection on log(memory); returns (memory at which the upper family first wins, family
-    below, family above) or None if the same family wins at both ends.
+    The axis is sampled at every factor of 2 from ``lo`` (and at ``hi``); every change between
+    neighbours is bisected ``steps`` times in log memory (to ~2^(1/2^steps)), and a third family
+    found inside a step is split out recursively. A family winning only inside one factor-2
+    step at no sample or bisection point is not seen.
     """
+    seen: dict[int, str] = {}
 
-    def winner(m: float) -> str:
-        return evaluate(topo, nbytes, int(m), eps, elements_per_packet, memory_model,
-                        colocated=False).best_in_network.family
+    def winner(m: int) -> str:
+        if m not in seen:
+            seen[m] = evaluate(topo, nbytes, m, eps, elements_per_packet, memory_model,
+                               colocated=False).best_in_network.family
+        return seen[m]
 
-    w_lo, w_hi = winner(lo), winner(hi)
-    if w_lo == w_hi:
-        return None
-    a, b = math.log(lo), math.log(hi)
-    for _ in range(steps):
-        mid = (a + b) / 2
-        if winner(math.exp(mid)) == w_lo:
-            a = mid
-        else:
-            b = mid
-    return int(math.exp(b)), w_lo, w_hi
+    def split(a: int, b: int, depth: int) -> list[tuple[int, str]]:
+        """(memory where a new winner starts, family) for the changes between a and b."""
+        if winner(a) == winner(b):
+            return []
+        mid = int(round(math.sqrt(a * b)))
+        if depth == 0 or mid in (a, b):
+            return [(b, winner(b))]
+        return split(a, mid, depth - 1) + split(mid, b, depth - 1)
+
+    k = max(1, math.ceil(math.log2(hi / lo) - 1e-9)) if hi > lo else 0
+    grid = sorted({lo, hi, *(min(hi, lo << i) for i in range(1, k))})
+    starts = [(lo, winner(lo))]
+    for a, b in zip(grid, grid[1:], strict=False):
+        starts += split(a, b, steps)
+    merged: list[tuple[int, str]] = []
+    for m, fam in starts:
+        if not merged or merged[-1][1] != fam:
+            merged.append((m, fam))
+    ends = [m for m, _ in merged[1:]] + [hi]
+    return [Interval(m, e, f) for (m, f), e in zip(merged, ends, strict=True)]
+
+
+PAPER_FINDING = ("cliques-3", "all-to-all")  # cliques of 3 at small memory, all-to-all at large
+
+
+def paper_verdict(intervals: Sequence[Interval]) -> bool:
+    """The paper's finding holds over the whole sweep: cliques of 3 win from the smallest memory
+    up to one crossover, all-to-all from there to the largest, and nothing else wins between."""
+    return tuple(iv.family for iv in intervals) == PAPER_FINDING
+
+
+def format_intervals(intervals: Sequence[Interval], bdp: float) -> str:
+    """``cliques-3 [4MiB, 75MiB) then all-to-all [75MiB, 16GiB]; changes at 75MiB (0.2 x BDP)``."""
+    last = len(intervals) - 1
+    text = " then ".join(f"{iv.family} [{format_size(iv.lo)}, {format_size(iv.hi)}{']' if k == last else ')'}"
+                      for k, iv in enumerate(intervals))
+    changes = ", ".join(f"{format_size(iv.lo)} ({iv.lo / bdp:.2g} x BDP)" for iv in intervals[1:])
+    return text + (f"; changes at {changes}" if changes else "; no change")
 
 
 # -- plan -> hardware ----------------------------------------------------------------------
@@ -114,22 +179,27 @@ def crossover(
 class HardwarePlan:
     """What the edge FPGAs need for one plan."""
 
-    slots: int  # S: slots per site (each E elements)
+    slots: int  # S: slots per site (each E elements); the smallest site's when they differ
     elements: int  # E: elements per packet / slot
     rounds: list[list[dict[str, object]]]  # per round, per site: bitmap, expected, group
     multicast: list[list[tuple[str, str, list[str]]]]  # per round: (group address, sender, receivers)
     max_senders: int
     labels: list[str] = field(default_factory=list)  # per entry of ``rounds``: "round t [phase]"
+    site_slots: dict[str, int] = field(default_factory=dict)  # per site, from its own memory
+    memory_model: str = "shared"
 
 
 def hardware_plan(
     schedule: Schedule,
     topo: Topology,
-    memory: int,
+    memory: int | None,
     elements_per_packet: int = _MAX_ELEMENTS,
     memory_model: str = "shared",
 ) -> HardwarePlan:
-    """Core parameters S and E, per-round group tables (contributor bitmaps), multicast groups."""
+    """Core parameters S and E, per-round group tables (contributor bitmaps), multicast groups.
+
+    ``memory`` None: each site's own memory from the topology (S then differs per site).
+    """
     names = topo.names
     slot_bytes = elements_per_packet * ELEMENT_BYTES
     rounds: list[list[dict[str, object]]] = []
@@ -170,8 +240,10 @@ def hardware_plan(
         rounds.append(sorted(table, key=lambda e: names.index(str(e["site"]))))
         mcast.append(groups)
     per = max_src if memory_model == "per-sender" else 1
-    slots = int(memory // (slot_bytes * per))
-    return HardwarePlan(slots, elements_per_packet, rounds, mcast, max_src, labels)
+    site_slots = {s.name: int(m // (slot_bytes * per))
+                  for s, m in zip(topo.sites, topo.with_memory(memory).memory, strict=True)}
+    return HardwarePlan(min(site_slots.values()), elements_per_packet, rounds, mcast, max_src,
+                        labels, site_slots, memory_model)
 
 
 def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str:
@@ -193,6 +265,10 @@ def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str
                      "so all S slots serve that shard (chunk ids count from the shard's offset); "
                      "the result goes to the local hosts, which multicast it in the all-gather "
                      "(FPGAs pass it through, no slots); one group table per level")
+    if len(set(hw.site_slots.values())) > 1:
+        lines.append("  slots per site (own memory): "
+                     + ", ".join(f"{k} {v}" for k, v in hw.site_slots.items()))
+    lines.append(f"  needs ({hw.memory_model} memory model): {HARDWARE_NEEDS[hw.memory_model]}")
     for t, (table, groups) in enumerate(zip(hw.rounds, hw.multicast, strict=True)):
         label = hw.labels[t] if t < len(hw.labels) else f"round {t + 1}"
         lines.append(f"  {label}: group table (contributor bitmap, bit i = site i)")
@@ -211,9 +287,11 @@ def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str
 # -- text table ----------------------------------------------------------------------------
 def format_result(res: MemoryResult, topo: Topology, eps: float, elements: int = _MAX_ELEMENTS) -> str:
     """Text table of every family at one memory size."""
-    s_slots = res.memory // (elements * ELEMENT_BYTES)
+    mem = topo.with_memory(res.memory).memory
+    lo, hi = (int(x // (elements * ELEMENT_BYTES)) for x in (mem.min(), mem.max()))
+    s_slots = str(lo) if lo == hi else f"{lo}..{hi}"
     out = [
-        f"FPGA memory {format_size(res.memory)} (S = {s_slots} slots of {elements} elements): "
+        f"FPGA memory {memory_label(topo, res.memory)} (S = {s_slots} slots of {elements} elements): "
         f"best {res.best.schedule.label} {res.best.time:.3f} s; best in-network "
         f"{res.best_in_network.schedule.label} {res.best_in_network.time:.3f} s"
     ]

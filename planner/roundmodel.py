@@ -12,9 +12,21 @@ Protocol modelled (and replayed packet-by-packet by ``wanreduce.planner.wansim``
 * links, sender egress ports and receiver FPGA ingress ports are shared max-min fairly between
   the streams that cross them (progressive filling); a group's senders run at one common rate.
 
-Memory accounting (``memory_model``): ``"shared"`` — one slot holds the running sum of all of a
-group's senders (SwitchML/ATP, the faithful model of the wanreduce core), S = M // c; or
-``"per-sender"`` — the FPGA buffers each inbound stream separately, S = M // (c * senders).
+Memory models (``memory_model``, docs/planner.md "FPGA memory"): how many slots a receiver has
+(S_r) and how long one chunk holds a slot (H_r); a component's senders run at most at
+min_r S_r c / H_r, the most constrained receiver limiting the group.
+
+* ``"shared"`` — one slot holds the running sum of all of a group's senders (the wanreduce
+  core), S_r = M_r // c; the slot is held for a round trip (senders wait for acks):
+  H_r = max over r's senders of RTT + serialisation;
+* ``"per-sender"`` — the FPGA buffers each inbound stream separately, S_r = M_r // (c * m_r),
+  same round-trip H_r;
+* ``"skew-only"`` — shared slots held only from the first to the last arrival of a chunk:
+  senders are paced open-loop at the planned rate from a common start (no acks), and the local
+  hosts inject the site's own contribution when the last remote one is due, so
+  H_r = max - min over r's m_r remote senders of the one-way arrival time + m_r ingress chunk
+  times (a chunk may queue behind one chunk of every other stream at the FPGA port), with one
+  of the M_r // c slots kept spare for jitter from queues on shared links: S_r = M_r // c - 1.
 """
 
 from __future__ import annotations
@@ -28,7 +40,9 @@ from .schedules import Round, Schedule
 from .sharded import ShardedRound
 from .topology import Topology
 
-MEMORY_MODELS = ("shared", "per-sender")
+MEMORY_MODELS = ("shared", "per-sender", "skew-only")
+#: Models whose slot is held for a round trip (senders wait for acks, chunks leave in windows).
+ROUND_TRIP_MODELS = ("shared", "per-sender")
 
 
 @dataclass
@@ -38,8 +52,8 @@ class ComponentResult:
     groups: list[int]
     rate: float  # long-run bytes/s per sender stream
     burst_rate: float  # bytes/s while a window is in flight
-    slots: float  # S (inf if no aggregation)
-    period: float  # P, slot cycle (s)
+    slots: float  # usable S of the most constrained receiver (inf if no aggregation)
+    period: float  # its slot hold time H (s): round trip, or arrival skew (skew-only)
     latency: float  # L, last chunk's path delay (s)
     bound: str  # what limits the rate: memory, link, egress, ingress
     time: float
@@ -109,7 +123,8 @@ class RoundModel:
         memory_model: str = "shared",
     ) -> None:
         if memory_model not in MEMORY_MODELS:
-            raise ValueError(f"memory_model must be one of {MEMORY_MODELS}")
+            raise ValueError(f"memory_model: must be one of {', '.join(MEMORY_MODELS)}, "
+                             f"got {memory_model!r}")
         self.topo = topo
         self.nbytes = int(nbytes)
         self.chunk = int(min(chunk_bytes, max(nbytes, 1)))
@@ -122,10 +137,29 @@ class RoundModel:
         self._lat = topo.delay + link_ser + c / rate[None, :]  # last byte at r after leaving s
         self._cycle = self._lat + c / rate[:, None] + topo.delay.T  # chunk out, ack back
 
-    def slot_count(self, r: int, streams: int) -> int:
-        """Slots S at receiver r merging ``streams`` inbound streams, per the memory model."""
-        per = streams if self.memory_model == "per-sender" else 1
-        return math.floor(self.topo.memory[r] / (self.chunk * per))
+    def slot_use(self, r: int, src: list[int]) -> tuple[int, float]:
+        """(slots S_r, hold time H_r) of aggregating receiver r fed by remote senders ``src``."""
+        c, mem = self.chunk, self.topo.memory[r]
+        if self.memory_model == "skew-only":
+            # held from first to last arrival, + each stream's chunk queued at the ingress port;
+            # one slot is kept spare for arrival jitter from queues on shared links
+            arrive = [self._lat[s, r] for s in src]
+            hold = max(arrive) - min(arrive) + len(src) * c / self.topo.line_rate[r]
+            return math.floor(mem / c) - 1, hold
+        per = len(src) if self.memory_model == "per-sender" else 1
+        return math.floor(mem / (c * per)), max(self._cycle[s, r] for s in src)
+
+    def transfer_time(self, nbytes: int, slots: float, period: float, x_bw: float, x_mem: float,
+                      mem_bound: bool, latency: float) -> tuple[float, float]:
+        """(burst rate, time) for ``nbytes`` per sender of a component, per the memory model.
+
+        Round-trip models: senders paced at their max-min fair share, in windows of S slots
+        (``window_time``); skew-only: paced open loop at the memory-capped share, no windows.
+        """
+        if self.memory_model not in ROUND_TRIP_MODELS:
+            return x_mem, nbytes / x_mem + latency
+        burst = max(x_bw, x_mem) if mem_bound else x_mem
+        return burst, self.window_time(nbytes, slots, period, burst, latency)
 
     def window_time(self, nbytes: int, slots: float, period: float, burst: float,
                     latency: float) -> float:
@@ -208,11 +242,11 @@ class RoundModel:
                     if ing < upper_bw[ci]:
                         upper_bw[ci], ubound[ci] = ing, "ingress"
                     latency[ci] = max(latency[ci], max(self._lat[s, r] for s in src))
-                    if g.aggregating:
-                        slots[ci] = min(slots[ci], self.slot_count(r, len(src)))
-                        period[ci] = max(period[ci], max(self._cycle[s, r] for s in src))
-            if np.isfinite(slots[ci]):
-                mem_cap[ci] = slots[ci] * c / period[ci] if period[ci] > 0 else np.inf
+                    if g.aggregating:  # the receiver allowing the lowest rate limits K
+                        s_r, hold = self.slot_use(r, src)
+                        cap = s_r * c / hold
+                        if cap < mem_cap[ci]:
+                            mem_cap[ci], slots[ci], period[ci] = cap, s_r, hold
         capacity = topo.dir_bw / 8
         x_mem, link_mem = _fill(np.minimum(upper_bw, mem_cap), usage, capacity)
         x_bw, _ = _fill(upper_bw, usage, capacity)
@@ -225,11 +259,9 @@ class RoundModel:
                 worst = math.inf
                 continue
             mem_bound = (not link_mem[ci]) and mem_cap[ci] <= upper_bw[ci] and np.isfinite(mem_cap[ci])
-            burst = max(x_bw[ci], x_mem[ci]) if mem_bound else x_mem[ci]
             bound = "memory" if mem_bound else ("link" if link_mem[ci] else ubound[ci])
-            # senders are paced at ``burst`` (their max-min fair share); with S slots, chunks
-            # leave in windows of S, one window per max(slot cycle P, S c / burst)
-            t = self.window_time(self.nbytes, slots[ci], period[ci], burst, latency[ci])
+            burst, t = self.transfer_time(self.nbytes, slots[ci], period[ci], x_bw[ci], x_mem[ci],
+                                          mem_bound, latency[ci])
             senders = sorted({s for gi in comps[key] for s in groups[gi].senders if feeds[s].any()})
             out.append(ComponentResult(comps[key], x_mem[ci], burst, slots[ci], period[ci],
                                        latency[ci], bound, t, senders))

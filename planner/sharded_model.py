@@ -8,7 +8,7 @@ ports are shared resources here: the max-min fair filling (``roundmodel._fill``)
 directed links (one copy per flow whose multicast tree uses the link), every site's egress port
 (one stream per flow it sends) and every site's FPGA ingress port (one per flow it receives).
 Slots, slot cycle P, windows and the last chunk's flight are the round model's own
-(``RoundModel.slot_count``, ``_cycle``, ``_lat``, ``window_time``). Phases are barriers, so the
+(``RoundModel.slot_use``, ``_lat``, ``transfer_time``). Phases are barriers, so the
 round time is the sum of the phase times.
 """
 
@@ -62,11 +62,11 @@ def phase_time(model: RoundModel, phase: Phase) -> tuple[RoundResult, dict[Hasha
                 latency[ci] = max(latency[ci], model._lat[f.site, r])
                 if f.sink(r) in phase.merge:
                     merging.setdefault(r, []).append(f.site)
-        for r, src in merging.items():
-            slots[ci] = min(slots[ci], model.slot_count(r, len(src)))
-            period[ci] = max(period[ci], max(model._cycle[s, r] for s in src))
-        if np.isfinite(slots[ci]) and slots[ci] >= 1:
-            mem_cap[ci] = slots[ci] * c / period[ci]
+        for r, src in merging.items():  # the receiver allowing the lowest rate limits K
+            s_r, hold = model.slot_use(r, src)
+            cap = s_r * c / hold if s_r >= 1 else 0.0
+            if cap < mem_cap[ci]:
+                mem_cap[ci], slots[ci], period[ci] = cap, s_r, hold
     rate = topo.line_rate
     capacity = np.concatenate([topo.dir_bw / 8, rate, rate])
     x_mem, by_resource = _fill(mem_cap, usage, capacity)
@@ -83,11 +83,11 @@ def phase_time(model: RoundModel, phase: Phase) -> tuple[RoundResult, dict[Hasha
             worst = math.inf
             continue
         mem_bound = not by_resource[ci] and np.isfinite(mem_cap[ci])
-        burst = max(x_bw[ci], x_mem[ci]) if mem_bound else x_mem[ci]
         used = saturated & (usage[:, ci] > 0)
         bound = ("memory" if mem_bound else "link" if used[:n_links].any()
                  else "egress" if used[n_links:n_links + n].any() else "ingress")
-        t = model.window_time(phase.nbytes, slots[ci], period[ci], burst, latency[ci])
+        burst, t = model.transfer_time(phase.nbytes, slots[ci], period[ci], x_bw[ci], x_mem[ci],
+                                       mem_bound, latency[ci])
         out.append(ComponentResult([ci], x_mem[ci], burst, slots[ci], period[ci], latency[ci],
                                    bound, t, senders))
         rates.update({f.key: burst for f in comps[key]})

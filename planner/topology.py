@@ -8,6 +8,7 @@ raise :class:`TopologyError` with one line naming the offending field.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -27,11 +28,69 @@ class TopologyError(ValueError):
     """A topology file or argument is malformed; the message names the field."""
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """Allowed closed range of one numeric input, and how to show it in an error."""
+
+    lo: float
+    hi: float
+    unit: str
+
+    def text(self) -> str:
+        """The range as the error message shows it (sizes in binary units)."""
+        if self.unit == "bytes":
+            return f"[{format_size(self.lo)}, {format_size(self.hi)}]"
+        return f"[{self.lo:g}, {self.hi:g}]" + (f" {self.unit}" if self.unit else "")
+
+
+#: The one table of allowed ranges: topology-file fields and the ``wanreduce plan`` options that
+#: set the same quantity (``--memory`` is ``fpga_memory``). Every input is checked here only.
+FIELDS: dict[str, Bounds] = {
+    "latency_ms": Bounds(0.0, 10_000.0, "ms"),  # one-way; 10 s covers any terrestrial/GEO path
+    "bandwidth_gbps": Bounds(1e-3, 1e5, "Gb/s"),  # 1 Mb/s .. 100 Tb/s
+    "line_rate_gbps": Bounds(1e-3, 1e5, "Gb/s"),
+    "fpga_memory": Bounds(1, 2**40, "bytes"),  # per site; >= one slot is checked with E
+    "bytes": Bounds(1, 2**40, "bytes"),  # per site per synchronisation
+    "eps": Bounds(1e-9, 1.0, ""),  # consensus target ||W_T..W_1 - J/n||_2 <= eps
+}
+
+#: Keys a topology file may use at each level (anything else is a typo and is refused).
+KEYS: dict[str, tuple[str, ...]] = {
+    "top level": ("name", "provenance", "defaults", "sites", "links"),
+    "defaults": ("fpga_memory", "line_rate_gbps"),
+    "site": ("name", "fpga_memory", "line_rate_gbps"),
+    "link": ("a", "b", "latency_ms", "bandwidth_gbps"),
+}
+
+
+def check_number(name: str, value: Any, where: str | None = None) -> float:
+    """``value`` as a finite float inside ``FIELDS[name]``, else a one-line TopologyError."""
+    b = FIELDS[name]
+    label = where or name
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and math.isfinite(value) and b.lo <= value <= b.hi:
+        return float(value)
+    raise TopologyError(f"{label}: must be a number in {b.text()}, got {value!r}")
+
+
+def check_size(name: str, value: Any, where: str | None = None) -> int:
+    """A byte size (``64MiB``, ``1e9``, ``4096``) inside ``FIELDS[name]``, else TopologyError."""
+    b = FIELDS[name]
+    label = where or name
+    try:
+        n = parse_size(value)
+    except TopologyError as exc:
+        raise TopologyError(f"{label}: {exc}; allowed {b.text()}") from None
+    if not b.lo <= n <= b.hi:
+        raise TopologyError(f"{label}: must be a size in {b.text()}, got {value!r}")
+    return n
+
+
 def parse_size(text: str | int | float) -> int:
     """Parse a byte size such as ``64MiB``, ``1GB``, ``4096`` into bytes (KiB = 1024, KB = 1000)."""
     if isinstance(text, int | float) and not isinstance(text, bool):
-        if text < 0:
-            raise TopologyError(f"size must be non-negative, got {text}")
+        if not math.isfinite(text) or text < 0:
+            raise TopologyError(f"not a byte size: {text!r}")
         return int(text)
     m = _SIZE_RE.match(str(text))
     if not m:
@@ -43,7 +102,7 @@ def parse_size(text: str | int | float) -> int:
 
 def format_size(n: float) -> str:
     """Human-readable binary size (``64MiB``) for tables."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             v = n / scale
             return f"{v:.0f}{unit}" if abs(v - round(v)) < 1e-9 else f"{v:.3g}{unit}"
@@ -81,6 +140,7 @@ class Topology:
     sites: list[Site]
     links: list[Link]
     provenance: str = ""
+    memory_from_file: bool = False  # the file set fpga_memory (defaults or a site)
     index: dict[str, int] = field(init=False)
     directed: list[tuple[int, int]] = field(init=False)
     dir_bw: np.ndarray = field(init=False)
@@ -138,60 +198,61 @@ class Topology:
         """Per-site FPGA line rate (bytes/s)."""
         return np.array([s.line_rate_bps / 8 for s in self.sites], dtype=float)
 
-    def with_memory(self, memory: int) -> Topology:
-        """The same topology with every site's FPGA memory set to ``memory`` bytes."""
-        t = Topology(
-            self.name,
-            [replace(s, fpga_memory=int(memory)) for s in self.sites],
-            self.links,
-            self.provenance,
-        )
-        return t
+    def with_memory(self, memory: int | None) -> Topology:
+        """The same topology with every site's FPGA memory set to ``memory`` bytes (None: as is)."""
+        if memory is None:
+            return self
+        return replace(self, sites=[replace(s, fpga_memory=int(memory)) for s in self.sites],
+                       memory_from_file=False)
 
     def colocated(self) -> Topology:
         """The ideal co-located cluster: same sites, links and bandwidths, zero latency."""
-        return Topology(
-            self.name + "-colocated",
-            self.sites,
-            [replace(lk, latency_s=0.0) for lk in self.links],
-            self.provenance,
-        )
+        return replace(self, name=self.name + "-colocated",
+                       links=[replace(lk, latency_s=0.0) for lk in self.links])
 
     def long_haul_bdp(self) -> float:
         """Bytes in flight to fill the worst route: max line rate x max round-trip time."""
         return float(self.line_rate.max() * 2 * self.delay.max())
 
 
-def _field(obj: dict[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
-    if not isinstance(obj, dict) or key not in obj:
-        raise TopologyError(f"{where}.{key}: missing")
+def _keys(obj: Any, level: str, where: str) -> dict[str, Any]:
+    """``obj`` as a mapping whose keys are all in ``KEYS[level]`` (a typo names the key)."""
+    if not isinstance(obj, dict):
+        raise TopologyError(f"{where}: expected a mapping with keys {', '.join(KEYS[level])}, "
+                            f"got {obj!r}")
+    for key in obj:
+        if key not in KEYS[level]:
+            raise TopologyError(f"{where}.{key}: unknown key (allowed: {', '.join(KEYS[level])})")
+    return obj
+
+
+def _name(obj: dict[str, Any], key: str, where: str) -> str:
+    """A required site-name field: text (quote names YAML reads as numbers or booleans)."""
+    if key not in obj:
+        raise TopologyError(f"{where}.{key}: missing (a site name)")
     value = obj[key]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise TopologyError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
+    if not isinstance(value, str) or not value:
+        raise TopologyError(f"{where}.{key}: expected a site name (text; quote names YAML reads "
+                            f"as numbers or booleans), got {value!r}")
     return value
 
 
-def _number(obj: dict[str, Any], key: str, where: str, positive: bool = True) -> float:
-    value = _field(obj, key, where, (int, float))
-    if value < 0 or (positive and value == 0):
-        raise TopologyError(f"{where}.{key}: must be {'> 0' if positive else '>= 0'}, got {value}")
-    return float(value)
+def _required(obj: dict[str, Any], key: str, where: str) -> float:
+    if key not in obj:
+        raise TopologyError(f"{where}.{key}: missing (a number in {FIELDS[key].text()})")
+    return check_number(key, obj[key], f"{where}.{key}")
 
 
 def topology_from_dict(doc: Any, default_name: str = "topology") -> Topology:
     """Build a :class:`Topology` from a parsed document, validating every field."""
     if not isinstance(doc, dict):
         raise TopologyError("top level: expected a mapping with 'sites' and 'links'")
-    defaults = doc.get("defaults", {}) or {}
-    if not isinstance(defaults, dict):
-        raise TopologyError("defaults: expected a mapping")
-    try:
-        def_mem = parse_size(defaults.get("fpga_memory", "64MiB"))
-    except TopologyError as exc:
-        raise TopologyError(f"defaults.fpga_memory: {exc}") from None
-    def_rate = defaults.get("line_rate_gbps", 10)
-    if not isinstance(def_rate, int | float) or def_rate <= 0:
-        raise TopologyError(f"defaults.line_rate_gbps: must be a positive number, got {def_rate!r}")
+    _keys(doc, "top level", "top level")
+    defaults = _keys(doc.get("defaults") or {}, "defaults", "defaults")
+    from_file = "fpga_memory" in defaults
+    def_mem = check_size("fpga_memory", defaults.get("fpga_memory", "64MiB"), "defaults.fpga_memory")
+    def_rate = check_number("line_rate_gbps", defaults.get("line_rate_gbps", 10),
+                            "defaults.line_rate_gbps")
     raw_sites = doc.get("sites")
     if not isinstance(raw_sites, list) or not raw_sites:
         raise TopologyError("sites: missing or not a non-empty list")
@@ -201,13 +262,17 @@ def topology_from_dict(doc: Any, default_name: str = "topology") -> Topology:
         if isinstance(entry, str):
             sites.append(Site(entry, def_mem, def_rate * 1e9))
             continue
-        name = _field(entry, "name", where, str)
-        mem = entry.get("fpga_memory", def_mem)
-        try:
-            mem = parse_size(mem)
-        except TopologyError as exc:
-            raise TopologyError(f"{where}.fpga_memory: {exc}") from None
-        rate = _number(entry, "line_rate_gbps", where) if "line_rate_gbps" in entry else def_rate
+        if not isinstance(entry, dict):
+            raise TopologyError(f"{where}: expected a site name (text) or a mapping with 'name', "
+                                f"got {entry!r}")
+        _keys(entry, "site", where)
+        name = _name(entry, "name", where)
+        mem = def_mem
+        if "fpga_memory" in entry:
+            mem, from_file = check_size("fpga_memory", entry["fpga_memory"], f"{where}.fpga_memory"), True
+        rate = def_rate
+        if "line_rate_gbps" in entry:
+            rate = check_number("line_rate_gbps", entry["line_rate_gbps"], f"{where}.line_rate_gbps")
         sites.append(Site(name, mem, rate * 1e9))
     names = [s.name for s in sites]
     dup = {x for x in names if names.count(x) > 1}
@@ -220,8 +285,9 @@ def topology_from_dict(doc: Any, default_name: str = "topology") -> Topology:
     seen: set[frozenset[str]] = set()
     for i, entry in enumerate(raw_links):
         where = f"links[{i}]"
-        a = _field(entry, "a", where, str)
-        b = _field(entry, "b", where, str)
+        _keys(entry, "link", where)
+        a = _name(entry, "a", where)
+        b = _name(entry, "b", where)
         for end, key in ((a, "a"), (b, "b")):
             if end not in names:
                 raise TopologyError(f"{where}.{key}: unknown site {end!r}")
@@ -230,11 +296,22 @@ def topology_from_dict(doc: Any, default_name: str = "topology") -> Topology:
         if frozenset((a, b)) in seen:
             raise TopologyError(f"{where}: duplicate link {a}-{b}")
         seen.add(frozenset((a, b)))
-        lat = _number(entry, "latency_ms", where, positive=False)
-        bw = _number(entry, "bandwidth_gbps", where)
+        lat = _required(entry, "latency_ms", where)
+        bw = _required(entry, "bandwidth_gbps", where)
         links.append(Link(a, b, lat / 1e3, bw * 1e9))
     name = doc.get("name", default_name)
-    return Topology(str(name), sites, links, str(doc.get("provenance", "")).strip())
+    return Topology(str(name), sites, links, str(doc.get("provenance", "")).strip(), from_file)
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML loader that reads ``1e3`` as a number (YAML 1.2; PyYAML's 1.1 rules need a dot)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def load_topology(spec: str | Path) -> Topology:
@@ -254,7 +331,7 @@ def load_topology(spec: str | Path) -> Topology:
         text = path.read_text(encoding="utf-8")
         label = path.stem
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         pos = f" at line {mark.line + 1}" if mark is not None else ""

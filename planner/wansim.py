@@ -9,7 +9,12 @@ round model (``wanreduce.planner.roundmodel``) assumes, so the two can be checke
 * at a receiver the chunk is serialised through the FPGA ingress port, then added into slot
   (chunk mod S); when all contributions (remote ones and the site's own) are in, the slot is
   freed and an ack travels back to every remote contributor (acks are tiny: delay only);
-* a sender may send chunk i once every aggregating receiver r it feeds has acked chunk i - S_r.
+* a sender may send chunk i once every aggregating receiver r it feeds has acked chunk i - S_r;
+* ``memory_model="skew-only"``: no acks; senders are paced open loop from a common start, the
+  site's own contribution is injected by its hosts when the last remote one has arrived, and a
+  slot is held from the start of a chunk's first remote arrival to its last. The simulator
+  counts the slots held at once (``SimResult.peak_slots``) and the arrivals that found all S_r
+  slots busy (``SimResult.overflows``, which a real FPGA would have to drop).
 
 Ring all-reduce rounds (no in-network aggregation) are not simulated here. The engine runs the
 flows of one phase (``flows.Phase``): a plain round is one phase with one flow per sender, a
@@ -21,7 +26,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
@@ -38,6 +43,9 @@ class SimResult:
     time: float
     completion: dict[int, float]
     events: int
+    peak_slots: dict[int, int] = field(default_factory=dict)  # receiver -> most slots held at once
+    overflows: int = 0  # chunk starts that found every slot busy (skew-only: paced too fast)
+    peak_queue: int = 0  # largest backlog (bytes) waiting at any one link or FPGA ingress port
 
 
 def simulate_round(
@@ -59,15 +67,21 @@ def simulate_round(
         raise NotImplementedError("ring all-reduce rounds are analytic only")
     if isinstance(rnd, ShardedRound):
         total, completion, events = 0.0, {}, 0
+        peak: dict[int, int] = {}
+        overflows = queue = 0
         for p, ph in enumerate(phases(rnd, nbytes)):
             pace = None if pacing is None else {k: r for (q, k), r in pacing.items() if q == p}
             res = simulate_phase(topo, ph, chunk_bytes, memory_model, pace)
             total += res.time
             events += res.events
+            overflows += res.overflows
+            queue = max(queue, res.peak_queue)
+            for r, k in res.peak_slots.items():
+                peak[r] = max(peak.get(r, 0), k)
             completion.update({r: total for r in res.completion})
             if not math.isfinite(res.time):
                 break
-        return SimResult(total, completion, events)
+        return SimResult(total, completion, events, peak, overflows, queue)
     return simulate_phase(topo, round_phase(rnd, nbytes), chunk_bytes, memory_model, pacing)
 
 
@@ -97,6 +111,10 @@ def simulate_phase(
     pacing: dict | None = None,
 ) -> SimResult:
     """Simulate one phase's flows (``flows.Flow``); ``pacing`` maps flow key -> bytes/s."""
+    open_loop = memory_model == "skew-only"
+    if open_loop and pacing is None:
+        raise ValueError("memory_model: skew-only senders are paced open loop; pass pacing "
+                         "(RoundResult.pacing())")
     env = simpy.Environment()
     n = topo.n
     nbytes = phase.nbytes
@@ -130,7 +148,7 @@ def simulate_phase(
             expected[k] += 1
             sources[k].append(f)
             site_of[k] = d
-        if f.local:
+        if f.local and not open_loop:  # open loop: the hosts add it as the last remote one lands
             k = f.sink(f.site)
             expected[k] += 1
             locals_[k].append(f)
@@ -156,7 +174,10 @@ def simulate_phase(
     counts: dict[tuple[Hashable, int], int] = defaultdict(int)
     done_at: dict[Hashable, float] = {}
     acks: dict[tuple[Hashable, Hashable, int], simpy.Event] = {}
-    stats = {"events": 0}
+    stats = {"events": 0, "overflows": 0, "queue": 0}
+    held: dict[Hashable, int] = defaultdict(int)  # sink -> slots held now
+    peak: dict[Hashable, int] = defaultdict(int)
+    started: set[tuple[Hashable, int]] = set()  # (sink, chunk) whose slot is held
 
     def ack_event(sink: Hashable, flow: Hashable, i: int) -> simpy.Event:
         key = (sink, flow, i)
@@ -171,10 +192,22 @@ def simulate_phase(
         yield env.timeout(delay)
         ack_event(sink, flow, i).succeed()
 
+    def hold(sink: Hashable, i: int) -> None:
+        if sink in slots and (sink, i) not in started:
+            started.add((sink, i))
+            held[sink] += 1
+            peak[sink] = max(peak[sink], held[sink])
+            if held[sink] > slots[sink]:
+                stats["overflows"] += 1
+
     def contribute(sink: Hashable, i: int) -> None:
+        hold(sink, i)
         counts[(sink, i)] += 1
         if counts[(sink, i)] == expected[sink]:
             del counts[(sink, i)]
+            if (sink, i) in started:
+                started.discard((sink, i))
+                held[sink] -= 1
             if i == n_chunks - 1:
                 done_at[sink] = env.now
             if sink in slots:
@@ -183,15 +216,21 @@ def simulate_phase(
                 for f in locals_[sink]:
                     ack_event(sink, f.key, i).succeed()
 
+    def queued(res: simpy.Resource, i: int) -> None:
+        stats["queue"] = max(stats["queue"], len(res.queue) * size(i))
+
     def deliver(sink: Hashable, v: int, i: int):
         with ingress[v].request() as req:
+            queued(ingress[v], i)
             yield req
+            hold(sink, i)  # the slot is written from the chunk's first byte
             yield env.timeout(size(i) / rate[v])
         contribute(sink, i)
 
     def hop(f: Flow, i: int, k: int, v: int):
         stats["events"] += 1
         with links[k].request() as req:
+            queued(links[k], i)
             yield req
             yield env.timeout(size(i) / bw[k])
         yield env.timeout(link_lat[k])
@@ -208,10 +247,11 @@ def simulate_phase(
         targets = [f.sink(d) for d in f.dests] + ([f.sink(s)] if f.local else [])
         targets = [k for k in targets if k in slots]
         for i in range(n_chunks):
-            waits = [ack_event(k, f.key, i - slots[k]) for k in targets if i >= slots[k]]
+            waits = [] if open_loop else [
+                ack_event(k, f.key, i - slots[k]) for k in targets if i >= slots[k]]
             if waits:
                 yield simpy.AllOf(env, waits)
-            if f.local:
+            if f.local and not open_loop:
                 contribute(f.sink(s), i)
             if f.dests:
                 with egress[s].request() as req:
@@ -232,4 +272,8 @@ def simulate_phase(
         if sources[k]:
             completion[site_of[k]] = max(completion.get(site_of[k], 0.0), t)
     finish = max(completion.values(), default=0.0)
-    return SimResult(finish, completion, stats["events"])
+    site_peak: dict[int, int] = {}  # per site: the most slots one of its sinks held at once
+    for k, m in peak.items():
+        site_peak[site_of[k]] = max(site_peak.get(site_of[k], 0), m)
+    return SimResult(finish, completion, stats["events"], site_peak, stats["overflows"],
+                     stats["queue"])

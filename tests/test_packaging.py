@@ -68,7 +68,7 @@ def test_plan_help_and_run_import_no_hdl_simulator_or_plotting():
     heavy, out = imported_after("plan", "--topology", "nine-city", "--memory", "4MiB,1GiB",
                                 "--no-hardware")
     assert heavy <= {"numpy", "networkx", "yaml"}, heavy
-    assert "best in-network all-to-all" in out
+    assert re.search(r"best in-network [a-z]", out), out  # whichever family wins
     # With them too: the RTL's slot limit comes from the Amaranth-free hdl/params.py.
     heavy, out = imported_after("plan", "--topology", "nine-city", "--memory", "64MiB",
                                 "--no-crossover")

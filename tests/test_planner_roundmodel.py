@@ -109,3 +109,57 @@ def test_colocated_is_never_slower() -> None:
         wan = RoundModel(t, 10**7, C).schedule_round_times(sched)
         co = RoundModel(t.colocated(), 10**7, C).schedule_round_times(sched)
         assert all(c <= w + 1e-12 for c, w in zip(co, wan, strict=True))
+
+
+def test_most_constrained_receiver_limits_the_group() -> None:
+    # S0 -10ms- S1 -10ms- S2, all-to-all. S1 (4 slots) waits one 20 ms round trip for either
+    # neighbour; S0 and S2 (16 slots) a 40 ms one. Caps: S1 4c/P1, S0 and S2 16c/P0, so S1
+    # limits the group with its own (S, P), not the smallest S with the largest P.
+    t = topology_from_dict({
+        "defaults": {"line_rate_gbps": 10},
+        "sites": [{"name": "S0", "fpga_memory": 16 * C}, {"name": "S1", "fpga_memory": 4 * C},
+                  {"name": "S2", "fpga_memory": 16 * C}],
+        "links": [{"a": f"S{i}", "b": f"S{i + 1}", "latency_ms": 10, "bandwidth_gbps": 10}
+                  for i in range(2)],
+    })
+    r = RoundModel(t, 100 * C, C).round_time(S.all_to_all(3).rounds[0])
+    rate, bw = 10e9 / 8, 10e9 / 8
+    p1 = 0.020 + C / bw + C / rate + C / rate  # S0 -> S1: RTT + egress, one link, ingress
+    (comp,) = r.components
+    assert (comp.slots, comp.period) == (4, pytest.approx(p1, rel=1e-12))
+    assert comp.rate == pytest.approx(4 * C / p1) and r.bound == "memory"
+
+
+def test_skew_only_holds_a_slot_from_first_to_last_arrival() -> None:
+    # Same line, 4 slots everywhere, skew-only: S0 hears S1 after 10 ms and S2 after 20 ms (one
+    # more link), so a slot is held 10 ms + one link chunk time + two ingress chunk times (its
+    # two streams may queue at the port); S1 hears both after 10 ms and holds a slot two
+    # ingress chunk times. One of the 5 slots is kept spare for jitter: S0 and S2 limit the rate
+    # to 4c/H.
+    t = line(3, 10, 100, 10, 5 * C)
+    b = 100 * C
+    r = RoundModel(t, b, C, "skew-only").round_time(S.all_to_all(3).rounds[0])
+    rate, bw = 10e9 / 8, 100e9 / 8
+    hold = 0.010 + C / bw + 2 * C / rate
+    latency = 0.020 + 2 * C / bw + C / rate  # S2's last chunk reaches S0
+    (comp,) = r.components
+    assert comp.period == pytest.approx(hold, rel=1e-12) and comp.slots == 4
+    assert comp.rate == pytest.approx(4 * C / hold) and r.bound == "memory"
+    assert r.time == pytest.approx(b / (4 * C / hold) + latency, rel=1e-9)
+    # A round trip is 20 ms or more: the round-trip models need at least twice the time.
+    assert RoundModel(t, b, C, "shared").round_time(S.all_to_all(3).rounds[0]).time > 2 * r.time
+
+
+def test_skew_only_group_of_equidistant_senders_needs_two_slots() -> None:
+    # S1 hears S0 and S2 at the same time: zero skew, two slots (one chunk of each stream at the
+    # port) + one spare run at twice the ingress limit.
+    t = line(3, 10, 100, 10, 3 * C)
+    rnd = S.Round((S.Group((1,), (0, 1, 2), (1 / 3,) * 3), S.Group((0,), (0,), (1.0,)),
+                   S.Group((2,), (2,), (1.0,))))
+    r = RoundModel(t, 100 * C, C, "skew-only").round_time(rnd)
+    assert r.components[0].rate == pytest.approx(10e9 / 8 / 2) and r.bound == "ingress"
+
+
+def test_unknown_memory_model_names_the_choices() -> None:
+    with pytest.raises(ValueError, match="memory_model: must be one of shared, per-sender, skew-only"):
+        RoundModel(line(2, 1, 1, 1, 10**6), 10, C, "skew")

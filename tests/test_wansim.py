@@ -50,3 +50,60 @@ def test_unpaced_senders_are_not_faster_than_line_rate_physics() -> None:
     sim = simulate_round(topo, rnd, B, CHUNK)
     ingress = 8 * B / (10e9 / 8)  # every FPGA ingests 8 streams through one 10 Gb/s port
     assert sim.time >= ingress
+
+
+@pytest.mark.parametrize("name", ["nine-city", "nine-city-public-rtt"])
+def test_skew_only_sim_matches_analytic_and_never_overflows(name: str) -> None:
+    # Open-loop senders paced at the planned rate: the simulator's own slot count (from first
+    # remote byte to last remote contribution, with queueing) stays within S at every receiver.
+    memory = 4 * 2**20
+    topo = load_topology(name).with_memory(memory)
+    chunk = min(CHUNK, memory // 64)
+    plans = Optimiser(topo, B, chunk_bytes=chunk, memory_model="skew-only").run(
+        ["all-to-all", "cliques-3", "tree"])
+    m = RoundModel(topo, B, chunk, "skew-only")
+    bounds = set()
+    for fam, p in plans.items():
+        for rnd in p.schedule.rounds[:2]:
+            analytic = m.round_time(rnd)
+            bounds.add(analytic.bound)
+            sim = simulate_round(topo, rnd, B, chunk, "skew-only", pacing=analytic.pacing())
+            assert sim.time == pytest.approx(analytic.time, rel=0.10), (fam, analytic.bound)
+            assert sim.overflows == 0 and max(sim.peak_slots.values()) <= memory // chunk, fam
+    assert "memory" in bounds  # the memory cap was exercised, not only bandwidth
+
+
+def test_skew_only_sim_counts_overflow_when_paced_too_fast() -> None:
+    memory = 4 * 2**20
+    topo = load_topology("nine-city").with_memory(memory)
+    chunk = memory // 64
+    rnd = S.all_to_all(9).rounds[0]
+    analytic = RoundModel(topo, B, chunk, "skew-only").round_time(rnd)
+    assert analytic.bound == "memory"
+    fast = {s: 2 * x for s, x in analytic.pacing().items()}
+    sim = simulate_round(topo, rnd, B, chunk, "skew-only", pacing=fast)
+    assert sim.overflows > 0 and max(sim.peak_slots.values()) > 64
+    with pytest.raises(ValueError, match="skew-only"):
+        simulate_round(topo, rnd, B, chunk, "skew-only")
+
+
+def test_sites_with_different_memory_sim_matches_analytic() -> None:
+    # Per-site memory from the file: one small site limits its groups; the simulator (slots per
+    # receiver) and the model (most constrained receiver's S and round trip) agree.
+    doc_sites = [{"name": s.name, "fpga_memory": (2 if s.name in ("SIN", "LON") else 64) * 2**20}
+                 for s in load_topology("nine-city").sites]
+    base = load_topology("nine-city")
+    topo = topology_from_dict({
+        "sites": doc_sites,
+        "links": [{"a": lk.a, "b": lk.b, "latency_ms": lk.latency_s * 1e3,
+                   "bandwidth_gbps": lk.bandwidth_bps / 1e9} for lk in base.links],
+    })
+    assert topo.memory_from_file
+    chunk = 2**20 // 32
+    for model in ("shared", "per-sender", "skew-only"):
+        m = RoundModel(topo, B, chunk, model)
+        for rnd in (S.all_to_all(9).rounds[0], *S.rotating_cliques(9, 3).rounds):
+            analytic = m.round_time(rnd)
+            sim = simulate_round(topo, rnd, B, chunk, model, pacing=analytic.pacing())
+            assert sim.time == pytest.approx(analytic.time, rel=0.10), (model, analytic.bound)
+            assert sim.overflows == 0
