@@ -21,6 +21,7 @@ Its single UDP port is "host port 0" for the port counters. Accounting invariant
 
 from __future__ import annotations
 
+import operator
 import select
 import socket
 import threading
@@ -63,9 +64,10 @@ _MAGIC, _VERSION = wire.MAGIC, wire.VERSION
 # the chunk and the flags).
 _CHUNK_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "chunk")
 _FLAGS_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
-# Result header fields that may differ between the slots of one released run.
-_RESULT_FIELDS = (("chunk", "chunk"), ("job_id", "job_id"), ("round_id", "round_id"),
-                  ("scale_exp", "scale_exp"), ("session", "session"))
+# Result header fields that may differ between the slots of one released run (the first five
+# attributes _RESULT_ATTRS fetches, in this order).
+_RESULT_FIELDS = ("chunk", "job_id", "round_id", "scale_exp", "session")
+_RESULT_ATTRS = operator.attrgetter(*_RESULT_FIELDS, "overflow", "count", "group_id")
 _CHUNK_COLUMNS = slice(_CHUNK_AT, _CHUNK_AT + 4)
 _TAG_COLUMNS = np.array([i for i in range(_HDR) if not (_CHUNK_AT <= i < _CHUNK_AT + 4
                                                         or i == _FLAGS_AT)])
@@ -328,9 +330,12 @@ class SoftAggregator:
         header field and one gather of the payloads from the model's slot memory."""
         h0 = released[0]
         count, group = h0.count, h0.group_id
+        # one C-level attribute fetch per slot: (chunk, job, round, scale, session, overflow,
+        # count, group)
+        fields = np.array(list(map(_RESULT_ATTRS, released)), np.int64)
         if (
             not self._batching  # outside the serve loop each result is sent at once
-            or any(h.count != count or h.group_id != group for h in released)
+            or (fields[:, 6] != count).any() or (fields[:, 7] != group).any()
             or wire.is_multicast(self.regfile[regs.RESULT_IP])
         ):
             for h in released:
@@ -338,25 +343,26 @@ class SoftAggregator:
             return
         size = _HDR + 4 * count
         cap = min(GSO_MAX_SEGMENTS, len(self._obuf) // size)
+        slot_rows = np.fromiter(map(self._slot_row.__getitem__, map(id, released)), np.intp,
+                                len(released))
+        template = header_record(_RESULT, group, h0.job_id, h0.round_id,
+                                 self.regfile[regs.SITE_ID] & 0xFF, h0.scale_exp, count,
+                                 h0.session)
+        dests = self._dests.get(group, [])
         for i in range(0, len(released), cap):
-            part = released[i : i + cap]
-            k = len(part)
+            k = min(cap, len(released) - i)
             if len(self._pending) + k > GSO_MAX_SEGMENTS or self._oend + k * size > len(self._obuf):
                 self._flush()
             o = self._oend
             rows = np.ndarray((k, size), np.uint8, self._obuf, o)
             hdr = rows[:, :_HDR].view(wire.AGG_HEADER_DTYPE)[:, 0]
-            hdr[:] = header_record(_RESULT, group, h0.job_id, h0.round_id,
-                                   self.regfile[regs.SITE_ID] & 0xFF, h0.scale_exp, count,
-                                   h0.session)
-            for name, attr in _RESULT_FIELDS:
-                hdr[name] = [getattr(h, attr) for h in part]
-            hdr["flags"] = [_OVERFLOW if h.overflow else 0 for h in part]
-            slot_row = self._slot_row
-            rows[:, _HDR:].view(wire.ELEMENT_DTYPE)[:] = self.model.data[
-                [slot_row[id(h)] for h in part], :count
-            ]
-            dests = self._dests.get(group, [])
+            hdr[:] = template
+            f = fields[i : i + k]
+            for col, name in enumerate(_RESULT_FIELDS):
+                hdr[name] = f[:, col]
+            hdr["flags"] = f[:, 5] * _OVERFLOW
+            np.take(self.model.data[:, :count], slot_rows[i : i + k], axis=0,
+                    out=rows[:, _HDR:].view(wire.ELEMENT_DTYPE))
             self._pending.extend((o + j * size, size, dests) for j in range(k))
             self._oend = o + k * size
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -382,6 +383,58 @@ def test_gro_run_goes_through_the_model_at_once():
         assert [AGG_HEADER_STRUCT.unpack_from(d)[3] for _, d in sent_f] == [
             int(wire.Flags.OVERFLOW)] * 10
         assert _state(fast) == _state(slow)
+    finally:
+        fast.close()
+        slow.close()
+
+
+@pytest.mark.parametrize("release", list(ReleaseMode))
+def test_gro_run_mixed_adds_starts_and_overflow(release):
+    """One run that both adds into active slots and starts new ones, where only some adds
+    saturate: every slot's overflow flag, the release order (in order: one walk of the head;
+    on completion: slot by slot) and every result datagram equal a ``fast=False`` aggregator's,
+    and the whole run goes through ``contribute_run`` (no ``model.contribute`` call)."""
+    kw = dict(slots=16, elements=E, release=release)
+    fast, slow = SoftAggregator(**kw), SoftAggregator(**kw, fast=False)
+    try:
+        sent_f, sent_s = [], []
+        _capture(fast, sent_f)
+        _capture(slow, sent_s)
+        calls = []
+        orig = fast.model.contribute
+        fast.model.contribute = lambda m: (calls.append(m), orig(m))[1]
+        for a in (fast, slow):
+            a.configure(groups={0: [0, 1]}, jobs=[0])
+
+        def batch(sender: int, chunks: range) -> None:
+            rows = [
+                _datagram({"job": 0, "group": 0, "sender": sender, "chunk": c, "round": 0,
+                           "scale": 0, "flags": 0, "count": E,
+                           "values": [I32[1] if c % 3 == 0 else c - 4] * E, "mutate": None})[0]
+                for c in chunks
+            ]
+            b = b"".join(rows)
+            for a in (fast, slow):  # as in the serve loop: results queued, then flushed
+                a._batching = True
+                a.handle_batch(len(b), len(rows[0]), ("127.0.0.1", 30000 + sender),
+                               memoryview(b))
+                a._batching = False
+                a._flush()
+            assert fast.counters() == slow.counters() and sent_f == sent_s
+            assert _state(fast) == _state(slow)
+
+        batch(0, range(1, 4))  # sender 0: chunks 1..3 (chunk 0 missing: in order holds them)
+        batch(1, range(0, 7))  # sender 1: starts 0, 4..6; adds 1..3 (1 of them overflows)
+        batch(0, range(4, 7))  # sender 0: adds 4..6 (chunk 6 overflows)
+        batch(0, range(0, 1))  # a single datagram: chunk 0 completes
+        assert calls == []
+        assert fast.counters()["RESULTS_OUT"] == 7
+        for dest in {d for d, _ in sent_f}:  # every result at each member (in order: in order)
+            chunks = [AGG_HEADER_STRUCT.unpack_from(d)[7] for t, d in sent_f if t == dest]
+            assert (chunks if release == ReleaseMode.IN_ORDER else sorted(chunks)) == list(range(7))
+        flags = {AGG_HEADER_STRUCT.unpack_from(d)[7]: AGG_HEADER_STRUCT.unpack_from(d)[3]
+                 for _, d in sent_f}
+        assert {c for c, f in flags.items() if f} == {0, 3, 6}
     finally:
         fast.close()
         slow.close()

@@ -91,6 +91,11 @@ def _release(m: AggregatorModel, J, s: Slot, members: int, out: list) -> None:
         m.results_out += 1
         return
     s.state = _COMPLETE
+    _walk_head(m, J, out)
+
+
+def _walk_head(m: AggregatorModel, J, out: list) -> None:
+    """In-order release: every complete chunk from the job's head on, in order."""
     slot, base, mask, smask = m.slot, J.base, (1 << J.log2_window) - 1, m.slots - 1
     while True:
         head = J.head
@@ -169,41 +174,61 @@ def contribute_run(
     bit = 1 << sender
     mask, base, smask, slot = J.window - 1, J.base, m.slots - 1, m.slot
     idx = [(base + ((chunk + i) & mask)) & smask for i in range(k)]
+    run = [slot[j] for j in idx]
     kinds = []  # True: add, False: start
-    for i, j in enumerate(idx):
-        c = (chunk + i) & _U32
-        s = slot[j]
+    c = chunk
+    for s in run:
         add = _adds(s, job, rnd, c, grp, scale, count, ses, bit)
         if add is None or (add is False and not _starts(s, job, c)):
             return None
         kinds.append(add)
+        c = (c + 1) & _U32
     data = m.data
-    kinds_a = np.array(kinds)
+    n_add = sum(kinds)
     rows = np.array(idx)
-    if not kinds_a.all():  # starts: the payload, zeros past a short count
-        st_rows = rows[~kinds_a]
-        data[st_rows, :count] = payloads[~kinds_a]
+    if n_add < k:  # starts: the payload, zeros past a short count
+        st = ~np.array(kinds) if n_add else slice(None)
+        st_rows = rows[st]
+        data[st_rows, :count] = payloads[st]
         if count < m.elements:
             data[st_rows, count:] = 0
-    over = None
-    if kinds_a.any():  # adds: int64 sums, saturated, overflow per slot
-        ad_rows = rows[kinds_a]
+    over = ()
+    if n_add:  # adds: int64 sums, saturated, overflow per slot
+        ad = np.array(kinds) if n_add < k else slice(None)
+        ad_rows = rows[ad]
         t = data[ad_rows, :count].astype(np.int64)
-        t += payloads[kinds_a]
-        over = ((t > _INT32_MAX) | (t < _INT32_MIN)).any(axis=1)
-        if over.any():
+        t += payloads[ad]
+        ov = ((t > _INT32_MAX) | (t < _INT32_MIN)).any(axis=1)
+        if ov.any():
             np.clip(t, _INT32_MIN, _INT32_MAX, out=t)
+            over = set(np.flatnonzero(ov).tolist())  # positions among the adds
         data[ad_rows, :count] = t
-        over = iter(over.tolist())
+    # Slot state, then release. In-order: mark the completed slots, then walk the head once
+    # (the k slots are distinct, so this releases what k single steps release, in order).
     out: list[Slot] = []
-    for i, j in enumerate(idx):
-        s = slot[j]
-        if kinds[i]:
-            if next(over):
+    in_order = m.release == ReleaseMode.IN_ORDER
+    c = chunk
+    a = 0
+    complete = False
+    for s, add in zip(run, kinds, strict=True):
+        if add:
+            if a in over:
                 s.overflow = True
+            a += 1
             s.bitmap |= bit
         else:
-            _start(s, job, rnd, (chunk + i) & _U32, grp, scale, count, ses, bit)
-        _release(m, J, s, members, out)
+            _start(s, job, rnd, c, grp, scale, count, ses, bit)
+        c = (c + 1) & _U32
+        if s.bitmap == members:
+            if in_order:
+                s.state = _COMPLETE
+                complete = True
+            else:
+                s.state = _RELEASED
+                out.append(s)
+    if complete:
+        _walk_head(m, J, out)
+    if not in_order:
+        m.results_out += len(out)
     m.counters[Outcome.AGGREGATED] += k
     return out
