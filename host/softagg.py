@@ -26,6 +26,7 @@ import select
 import socket
 import threading
 from collections.abc import Iterable
+from itertools import chain
 
 import numpy as np
 
@@ -69,8 +70,8 @@ _FLAGS_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
 _RESULT_FIELDS = ("chunk", "job_id", "round_id", "scale_exp", "session")
 _RESULT_ATTRS = operator.attrgetter(*_RESULT_FIELDS, "overflow", "count", "group_id")
 _CHUNK_COLUMNS = slice(_CHUNK_AT, _CHUNK_AT + 4)
-_TAG_COLUMNS = np.array([i for i in range(_HDR) if not (_CHUNK_AT <= i < _CHUNK_AT + 4
-                                                        or i == _FLAGS_AT)])
+_TAG_MASK = np.array([0 if _CHUNK_AT <= i < _CHUNK_AT + 4 or i == _FLAGS_AT else 0xFF
+                      for i in range(_HDR)], np.uint8)
 
 
 class SoftAggregator:
@@ -301,7 +302,7 @@ class SoftAggregator:
         rows = np.ndarray((k, seg), np.uint8, mv, 0, (seg, 1))
         hdr = rows[:, :_HDR]
         # every header byte but the chunk number (and flags: RETRANSMIT does not matter)
-        if not (hdr[:, _TAG_COLUMNS] == hdr[0, _TAG_COLUMNS]).all():
+        if ((hdr ^ hdr[0]) & _TAG_MASK).any():
             return False
         chunks = hdr[:, _CHUNK_COLUMNS].copy().view(">u4")[:, 0]
         if not (chunks - np.uint32(chunk) == np.arange(k, dtype=np.uint32)).all():
@@ -332,7 +333,8 @@ class SoftAggregator:
         count, group = h0.count, h0.group_id
         # one C-level attribute fetch per slot: (chunk, job, round, scale, session, overflow,
         # count, group)
-        fields = np.array(list(map(_RESULT_ATTRS, released)), np.int64)
+        fields = np.fromiter(chain.from_iterable(map(_RESULT_ATTRS, released)), np.int64,
+                             8 * len(released)).reshape(-1, 8)
         if (
             not self._batching  # outside the serve loop each result is sent at once
             or (fields[:, 6] != count).any() or (fields[:, 7] != group).any()
