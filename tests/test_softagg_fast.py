@@ -154,6 +154,31 @@ def _capture(a: SoftAggregator, sent: list) -> None:
     a.transport.send_parts = send_parts  # every send of the aggregator goes through it
 
 
+def _feed_batch(aggs, rows: list[bytes], addr) -> None:
+    """Hand one GRO batch of ``rows`` to each aggregator as the serve loop does: results
+    queued, then flushed."""
+    batch = b"".join(rows)
+    for a in aggs:
+        a._batching = True
+        a.handle_batch(len(batch), len(rows[0]), addr, memoryview(batch))
+        a._batching = False
+        a._flush()
+
+
+def _fast_and_slow(**kw):
+    """A ``fast=True`` and a ``fast=False`` aggregator (group 0 = {0, 1}, job 0), what each
+    sends, and the ``model.contribute`` calls the fast one makes."""
+    fast, slow = SoftAggregator(**kw), SoftAggregator(**kw, fast=False)
+    sent_f, sent_s, calls = [], [], []
+    _capture(fast, sent_f)
+    _capture(slow, sent_s)
+    orig = fast.model.contribute
+    fast.model.contribute = lambda m: (calls.append(m), orig(m))[1]
+    for a in (fast, slow):
+        a.configure(groups={0: [0, 1]}, jobs=[0])
+    return fast, slow, sent_f, sent_s, calls
+
+
 # No shrink phase: shrinking 150-step sequences takes minutes; the step that diverges is where
 # the assertion fails, which is what one needs to debug.
 @settings(
@@ -213,13 +238,7 @@ def test_fast_path_equals_model(slots_log2, release, ops):
                 d, msg = _datagram(one)
                 rows.append(d)
                 msgs.append(msg)
-            batch = b"".join(rows)
-            addr = ("127.0.0.1", 20000 + 100 * op["port"] + op["sender"])
-            for a in (fast, slow):  # as in the serve loop: results queued, then flushed
-                a._batching = True
-                a.handle_batch(len(batch), len(rows[0]), addr, memoryview(batch))
-                a._batching = False
-                a._flush()
+            _feed_batch((fast, slow), rows, ("127.0.0.1", 20000 + 100 * op["port"] + op["sender"]))
             for msg in msgs:
                 if msg is not None:
                     ref.contribute(msg)
@@ -352,17 +371,8 @@ def test_gro_run_goes_through_the_model_at_once():
     """A batch of consecutive chunks from one sender is one ``contribute_run`` (no per-datagram
     model call): starts, then saturating adds that complete and release in order, each result
     equal to a ``fast=False`` aggregator's, and a short last segment on its own."""
-    kw = dict(slots=8, elements=E)
-    fast, slow = SoftAggregator(**kw), SoftAggregator(**kw, fast=False)
+    fast, slow, sent_f, sent_s, calls = _fast_and_slow(slots=8, elements=E)
     try:
-        sent_f, sent_s = [], []
-        _capture(fast, sent_f)
-        _capture(slow, sent_s)
-        calls = []
-        orig = fast.model.contribute
-        fast.model.contribute = lambda m: (calls.append(m), orig(m))[1]
-        for a in (fast, slow):
-            a.configure(groups={0: [0, 1]}, jobs=[0])
         for sender in (0, 1):
             rows = [
                 _datagram({"job": 0, "group": 0, "sender": sender, "chunk": c, "round": 0,
@@ -370,13 +380,7 @@ def test_gro_run_goes_through_the_model_at_once():
                            "values": [I32[1] - c] * E, "mutate": None})[0]
                 for c in range(5)
             ]
-            batch = b"".join(rows)
-            for a in (fast, slow):  # as in the serve loop: results queued, then flushed
-                a._batching = True
-                a.handle_batch(len(batch), len(rows[0]), ("127.0.0.1", 30000 + sender),
-                               memoryview(batch))
-                a._batching = False
-                a._flush()
+            _feed_batch((fast, slow), rows, ("127.0.0.1", 30000 + sender))
         assert calls == []
         assert fast.counters() == slow.counters()
         assert fast.counters()["RESULTS_OUT"] == 5 and sent_f == sent_s
@@ -394,18 +398,8 @@ def test_gro_run_mixed_adds_starts_and_overflow(release):
     saturate: every slot's overflow flag, the release order (in order: one walk of the head;
     on completion: slot by slot) and every result datagram equal a ``fast=False`` aggregator's,
     and the whole run goes through ``contribute_run`` (no ``model.contribute`` call)."""
-    kw = dict(slots=16, elements=E, release=release)
-    fast, slow = SoftAggregator(**kw), SoftAggregator(**kw, fast=False)
+    fast, slow, sent_f, sent_s, calls = _fast_and_slow(slots=16, elements=E, release=release)
     try:
-        sent_f, sent_s = [], []
-        _capture(fast, sent_f)
-        _capture(slow, sent_s)
-        calls = []
-        orig = fast.model.contribute
-        fast.model.contribute = lambda m: (calls.append(m), orig(m))[1]
-        for a in (fast, slow):
-            a.configure(groups={0: [0, 1]}, jobs=[0])
-
         def batch(sender: int, chunks: range) -> None:
             rows = [
                 _datagram({"job": 0, "group": 0, "sender": sender, "chunk": c, "round": 0,
@@ -413,13 +407,7 @@ def test_gro_run_mixed_adds_starts_and_overflow(release):
                            "values": [I32[1] if c % 3 == 0 else c - 4] * E, "mutate": None})[0]
                 for c in chunks
             ]
-            b = b"".join(rows)
-            for a in (fast, slow):  # as in the serve loop: results queued, then flushed
-                a._batching = True
-                a.handle_batch(len(b), len(rows[0]), ("127.0.0.1", 30000 + sender),
-                               memoryview(b))
-                a._batching = False
-                a._flush()
+            _feed_batch((fast, slow), rows, ("127.0.0.1", 30000 + sender))
             assert fast.counters() == slow.counters() and sent_f == sent_s
             assert _state(fast) == _state(slow)
 
