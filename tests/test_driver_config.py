@@ -50,15 +50,18 @@ def test_job_rerun_by_fresh_clients_gets_its_own_sums(size):
     returns run 2's sums. Before the fix run 2 restarted at chunk 0 and got run 1's held
     results (RESULT_RESENT; small tensor) or STALE rejections (large tensor)."""
     n = 3
+    resent = 0  # contributions the clients themselves resent (a loaded machine's timer resends)
     with _agg(n) as a:
         for run in range(3):
             xs = _xs(100 + run, n, size)
             res, stats, errs = run_sites(a.address, [xs], n_sites=n, rounds=[0])
             assert errs == [None] * n
+            resent += sum(s.retransmissions for s in stats)
             want = golden(xs, agreed_exponent(xs), n, np.float32, 256)
             for r in res:
                 np.testing.assert_array_equal(r[0], want)
-        assert a.counters()["OUTCOME_RESULT_RESENT"] == 0
+        # every held result sent again answers one of the clients' own resends, never a restart
+        assert a.counters()["OUTCOME_RESULT_RESENT"] <= resent
         assert a.counters()["OUTCOME_STALE"] == 0
 
 
