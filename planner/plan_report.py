@@ -64,7 +64,12 @@ class MemoryResult:
     @property
     def best_in_network(self) -> Plan:
         """Fastest plan that uses the edge FPGAs."""
-        cands = [p for f, p in self.plans.items() if is_in_network(f)]
+        return self.best_among()
+
+    def best_among(self, families: Sequence[str] | None = None) -> Plan:
+        """Fastest in-network plan of ``families`` (all of them by default)."""
+        cands = [p for f, p in self.plans.items()
+                 if is_in_network(f) and (families is None or f in families)]
         return min(cands, key=lambda p: (p.time, p.rounds or 0))
 
 
@@ -118,8 +123,13 @@ def winner_intervals(
     memory_model: str = "shared",
     elements_per_packet: int = _MAX_ELEMENTS,
     steps: int = 8,
+    families: Sequence[str] | None = None,
+    cache: dict[int, MemoryResult] | None = None,
 ) -> list[Interval]:
     """The best in-network family over uniform memory [lo, hi], as intervals.
+
+    ``families``: compare only these (e.g. the paper's ``PAPER_FINDING``); ``cache``: evaluations
+    by memory, shared between calls over the same topology, bytes and model.
 
     The axis is sampled at every factor of 2 from ``lo`` (and at ``hi``); every change between
     neighbours is bisected ``steps`` times in log memory (to ~2^(1/2^steps)), and a third family
@@ -127,11 +137,14 @@ def winner_intervals(
     step at no sample or bisection point is not seen.
     """
     seen: dict[int, str] = {}
+    done: dict[int, MemoryResult] = {} if cache is None else cache
 
     def winner(m: int) -> str:
         if m not in seen:
-            seen[m] = evaluate(topo, nbytes, m, eps, elements_per_packet, memory_model,
-                               colocated=False).best_in_network.family
+            if m not in done:
+                done[m] = evaluate(topo, nbytes, m, eps, elements_per_packet, memory_model,
+                                   colocated=False)
+            seen[m] = done[m].best_among(families).family
         return seen[m]
 
     def split(a: int, b: int, depth: int) -> list[tuple[int, str]]:
@@ -161,7 +174,9 @@ PAPER_FINDING = ("cliques-3", "all-to-all")  # cliques of 3 at small memory, all
 
 def paper_verdict(intervals: Sequence[Interval]) -> bool:
     """The paper's finding holds over the whole sweep: cliques of 3 win from the smallest memory
-    up to one crossover, all-to-all from there to the largest, and nothing else wins between."""
+    up to one crossover, all-to-all from there to the largest, and nothing else wins between.
+    Pass the intervals of all families (does the paper's pair still win?) or of
+    ``PAPER_FINDING`` alone (does its crossover between its own two families hold?)."""
     return tuple(iv.family for iv in intervals) == PAPER_FINDING
 
 

@@ -91,3 +91,26 @@ def test_hardware_block_says_what_the_model_needs(model: str) -> None:
                                    "--no-crossover"])
     assert res.exit_code == 0, res.output
     assert f"  needs ({model} memory model): {pr.HARDWARE_NEEDS[model]}" in res.output
+
+
+def test_paper_families_only_share_evaluations_and_find_the_crossover() -> None:
+    # Nine cities, 10 MB, skew-only: new families (sharded, mixed cliques) win overall, but
+    # between the paper's own two families cliques-3 win small memory and all-to-all large.
+    topo = load_topology("nine-city")
+    lo, hi, nbytes, model = 4 * MIB, 16 * 2**30, 10**7, "skew-only"
+    cache: dict = {}
+    every = pr.winner_intervals(topo, nbytes, lo, hi, memory_model=model, cache=cache)
+    evaluated = len(cache)
+    own = pr.winner_intervals(topo, nbytes, lo, hi, memory_model=model,
+                              families=pr.PAPER_FINDING, cache=cache)
+    assert {iv.family for iv in own} <= set(pr.PAPER_FINDING)
+    assert not pr.paper_verdict(every) and pr.paper_verdict(own)
+    assert len(cache) >= evaluated  # the second pass reuses the first's evaluations
+    for iv in own:
+        mid = int(math.sqrt(iv.lo * iv.hi))
+        res = pr.evaluate(topo, nbytes, mid, memory_model=model, colocated=False)
+        assert res.best_among(pr.PAPER_FINDING).family == iv.family
+    out = CliRunner().invoke(cli, ["plan", "--topology", "nine-city", "--bytes", "10MB",
+                                   "--memory-model", model, "--no-hardware"]).output
+    assert ("between the paper's two families only: reproduced ("
+            + pr.format_intervals(own, topo.long_haul_bdp()) + ")") in out
