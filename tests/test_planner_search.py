@@ -78,7 +78,7 @@ def test_plan_command_prints_the_same_plan_in_every_process(tmp_path) -> None:
     path = tmp_path / "random-16.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     outputs = []
-    for hash_seed in ("1", "2", "3"):
+    for hash_seed in ("1", "2"):  # two string-hash seeds: set/dict orders differ between them
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
         run = subprocess.run(
             [sys.executable, "-m", "wanreduce.cli", "plan", "--topology", str(path),
@@ -86,7 +86,7 @@ def test_plan_command_prints_the_same_plan_in_every_process(tmp_path) -> None:
             capture_output=True, text=True, env=env, check=True)
         outputs.append(run.stdout)
     assert "best in-network" in outputs[0]
-    assert outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0] == outputs[1]
 
 
 def test_round_memo_tells_apart_sharded_rounds_with_the_same_groups() -> None:
