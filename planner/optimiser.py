@@ -278,7 +278,7 @@ class Optimiser:
             plans.append(self.placed(("mixed", cons.name),
                                      lambda o, c=cons: c.schedule(f"cliques-{k}", o)))
         plans.append(self.placed(("covering", k), lambda o: S.rotating_cliques(n, k, o)))
-        return min(plans, key=lambda p: (p.time, p.rounds or 0))
+        return min(plans, key=plan_rank)
 
     def tree_plan(self) -> Plan:
         """Best two-level tree over k = 2..sqrt(2n)+1 clusters (k-medoids on latency)."""
@@ -337,6 +337,11 @@ class Optimiser:
         return plans
 
 
+def plan_rank(p: Plan) -> tuple[float, int]:
+    """How plans are ranked everywhere: time to consensus, ties broken by fewer rounds."""
+    return (p.time, p.rounds or 0)
+
+
 def best_plan(plans: dict[str, Plan]) -> Plan:
     """The fastest plan (ties: fewer rounds)."""
-    return min(plans.values(), key=lambda p: (p.time, p.rounds or 0))
+    return min(plans.values(), key=plan_rank)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .optimiser import Optimiser, Plan
+from .optimiser import Optimiser, Plan, best_plan, plan_rank
 from .roundmodel import RoundModel
 from .schedules import Schedule
 from .sharded import ShardedRound, hardware_phases
@@ -59,7 +59,7 @@ class MemoryResult:
     @property
     def best(self) -> Plan:
         """Fastest plan overall (may be the ring baseline)."""
-        return min(self.plans.values(), key=lambda p: (p.time, p.rounds or 0))
+        return best_plan(self.plans)
 
     @property
     def best_in_network(self) -> Plan:
@@ -70,7 +70,7 @@ class MemoryResult:
         """Fastest in-network plan of ``families`` (all of them by default)."""
         cands = [p for f, p in self.plans.items()
                  if is_in_network(f) and (families is None or f in families)]
-        return min(cands, key=lambda p: (p.time, p.rounds or 0))
+        return min(cands, key=plan_rank)
 
 
 def memory_label(topo: Topology, memory: int | None) -> str:
