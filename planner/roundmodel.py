@@ -129,7 +129,6 @@ class RoundModel:
         self.nbytes = int(nbytes)
         self.chunk = int(min(chunk_bytes, max(nbytes, 1)))
         self.memory_model = memory_model
-        self.n_chunks = max(1, math.ceil(self.nbytes / self.chunk))
         c = self.chunk
         rate = topo.line_rate
         # one chunk's store-and-forward serialisation after the egress port, per (s, r)
