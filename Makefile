@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: all demo test test-icarus test-under-load lint bench clean distclean venv
+.PHONY: all demo test test-slow test-icarus test-under-load lint bench clean distclean venv
 
 all: test
 
@@ -27,12 +27,17 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/wanreduce demo
 
+# The suite without the long flows (marked `slow`: full place-and-route, wheel build), which
+# `make test-slow` runs; CI (.ci/run) runs both.
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m slow $(PYTEST_ARGS)
 
 # The cocotb benches again on Icarus Verilog (apt-get install iverilog).
 test-icarus: $(STAMP)
-	SIM=icarus $(PY) -m pytest -n $(JOBS) -m cocotb $(PYTEST_ARGS)
+	SIM=icarus $(PY) -m pytest -n $(JOBS) -m "cocotb and not slow" $(PYTEST_ARGS)
 
 # The whole suite REPEAT times while LOAD busy-loop processes load the cores (bench/load_suite.py).
 LOAD   ?= 4
