@@ -1,0 +1,103 @@
+"""Start one training process per site, collect their results, stop them all on a failure.
+
+The network object stays here; each spawned process gets ``network.client_kwargs(site)`` and
+the port of this process's rendezvous store (torch's TCPStore). Every process's lifetime is
+bounded: a site ends on its own (driver and gloo timeouts), and once one site has failed or
+died, the others are given ``4 x timeout + 10 s`` to stop with their own errors, then killed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue as queue_mod
+import time
+from datetime import timedelta
+from typing import Any
+
+from wanreduce.errors import WanreduceError
+
+from . import require_torch
+from .site_network import SiteNetwork
+from .site_worker import RunSpec, SiteConfig, run_site
+
+
+class TrainingFailed(WanreduceError):
+    """A site failed or died; the message names it (and what the other sites said)."""
+
+
+def _exit_reason(code: int | None) -> str:
+    return f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+
+
+def run_sites(spec: RunSpec, network: SiteNetwork) -> list[dict[str, Any]]:
+    """Run ``spec`` at every site of ``network``; each site's payload, in site order."""
+    require_torch()
+    from torch.distributed import TCPStore
+
+    n = network.n_sites
+    store = TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,
+                     timeout=timedelta(seconds=spec.start_timeout))
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=run_site, name=f"wanreduce-site{s}", daemon=True,
+                         args=(SiteConfig(s, n, store.port, spec, network.client_kwargs(s)), q))
+             for s in range(n)]
+    done: dict[int, Any] = {}
+    errors: dict[int, str] = {}
+    dead: dict[int, str] = {}
+    try:
+        for p in procs:
+            p.start()
+        _wait_ready(store, procs, q, spec.start_timeout)
+        store.set("go", repr(time.time()))
+        failed_at = None
+        while len(done) + len(errors) + len(dead) < n:
+            try:
+                kind, site, payload = q.get(timeout=0.2)
+                (done if kind == "done" else errors)[site] = payload
+            except queue_mod.Empty:
+                pass
+            for s, p in enumerate(procs):
+                if s not in done and s not in errors and s not in dead and p.exitcode not in (None, 0):
+                    dead[s] = _exit_reason(p.exitcode)
+            if (errors or dead) and failed_at is None:
+                failed_at = time.monotonic()
+            if failed_at is not None and time.monotonic() > failed_at + 4 * spec.timeout + 10:
+                for s in range(n):
+                    if s not in done and s not in errors and s not in dead:
+                        dead[s] = "did not stop after the failure: killed by the launcher"
+                break
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            p.join(10)
+        q.close()
+    if errors or dead:
+        raise TrainingFailed(_failure_message(errors, dead))
+    return [done[s] for s in range(n)]
+
+
+def _wait_ready(store: Any, procs: list, q: Any, limit: float) -> None:
+    """Until every site has connected; a site that exits first, or the limit, is an error."""
+    n = len(procs)
+    deadline = time.monotonic() + limit
+    while store.add("ready", 0) < n:
+        gone = [s for s, p in enumerate(procs) if p.exitcode is not None]
+        if gone:
+            try:
+                _, site, why = q.get(timeout=1)
+            except queue_mod.Empty:
+                site, why = gone[0], _exit_reason(procs[gone[0]].exitcode)
+            raise TrainingFailed(f"site {site} ended before training started: {why}")
+        if time.monotonic() > deadline:
+            raise TrainingFailed(f"only {store.add('ready', 0)} of {n} sites started within "
+                                 f"{limit:g} s (a very busy machine? raise start_timeout)")
+        time.sleep(0.05)
+
+
+def _failure_message(errors: dict[int, str], dead: dict[int, str]) -> str:
+    parts = [f"site {s}'s process died ({why})" for s, why in sorted(dead.items())]
+    parts += [f"site {s} stopped: {msg}" for s, msg in sorted(errors.items())]
+    return "training failed: " + "; ".join(parts)
