@@ -35,8 +35,11 @@ class HookState:
     step: int = 0
 
 
-def aggregator_hook(state: HookState, bucket: Any) -> Any:
-    """Sum the bucket over all ranks through the aggregator, divide by the world size."""
+def aggregator_hook(state: HookState, bucket):  # noqa: ANN001, ANN201 - see below
+    """Sum the bucket (a ``dist.GradBucket``) over all ranks through the aggregator, divide by
+    the world size; returns a completed ``torch.futures.Future[torch.Tensor]``. (Unannotated:
+    DDP refuses a hook whose annotations are not exactly GradBucket / Future[Tensor], and torch
+    is not imported here at module level.)"""
     import torch
 
     t = bucket.buffer()

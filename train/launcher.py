@@ -17,6 +17,7 @@ from typing import Any
 from wanreduce.errors import WanreduceError
 
 from . import require_torch
+from .digits import Digits
 from .site_network import SiteNetwork
 from .site_worker import RunSpec, SiteConfig, run_site
 
@@ -29,8 +30,9 @@ def _exit_reason(code: int | None) -> str:
     return f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
 
 
-def run_sites(spec: RunSpec, network: SiteNetwork) -> list[dict[str, Any]]:
-    """Run ``spec`` at every site of ``network``; each site's payload, in site order."""
+def run_sites(spec: RunSpec, network: SiteNetwork, data: Digits) -> list[dict[str, Any]]:
+    """Run ``spec`` at every site of ``network`` (site s trains on ``data.shard(s, n)``); each
+    site's payload, in site order. The data set is loaded once, here, not in every process."""
     require_torch()
     from torch.distributed import TCPStore
 
@@ -40,7 +42,8 @@ def run_sites(spec: RunSpec, network: SiteNetwork) -> list[dict[str, Any]]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=run_site, name=f"wanreduce-site{s}", daemon=True,
-                         args=(SiteConfig(s, n, store.port, spec, network.client_kwargs(s)), q))
+                         args=(SiteConfig(s, n, store.port, spec, data.shard(s, n),
+                                          network.client_kwargs(s)), q))
              for s in range(n)]
     done: dict[int, Any] = {}
     errors: dict[int, str] = {}
@@ -49,7 +52,7 @@ def run_sites(spec: RunSpec, network: SiteNetwork) -> list[dict[str, Any]]:
         for p in procs:
             p.start()
         _wait_ready(store, procs, q, spec.start_timeout)
-        store.set("go", repr(time.time()))
+        store.set("go", "1")
         failed_at = None
         while len(done) + len(errors) + len(dead) < n:
             try:

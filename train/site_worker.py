@@ -25,7 +25,7 @@ from wanreduce.planner.group_table import GroupTable
 from . import require_torch
 from .averager import ScheduleAverager
 from .ddp_hook import HookState, aggregator_hook, session_from_store
-from .digits import load_digits_split, make_mlp
+from .digits import make_mlp
 
 MODES = ("average", "ddp", "ddp-gloo")
 # Client defaults for loopback; a network's client_kwargs (e.g. a WAN's rtt) override them.
@@ -57,6 +57,7 @@ class SiteConfig:
     n_sites: int
     store_port: int
     spec: RunSpec
+    shard: tuple[np.ndarray, np.ndarray]  # this site's training data (x, y), from the launcher
     client_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -69,7 +70,7 @@ def run_site(cfg: SiteConfig, queue: Any) -> None:
         queue.put(("error", cfg.site, f"{type(exc).__name__}: {text[0] if text else ''}"))
 
 
-def _rendezvous(cfg: SiteConfig) -> tuple[Any, float]:
+def _rendezvous(cfg: SiteConfig) -> Any:
     """Connect to the launcher's store, wait for every site, join the gloo group."""
     require_torch()
     import torch.distributed as dist
@@ -79,10 +80,9 @@ def _rendezvous(cfg: SiteConfig) -> tuple[Any, float]:
                           timeout=timedelta(seconds=spec.start_timeout))
     store.add("ready", 1)
     store.wait(["go"])
-    t0 = float(store.get("go"))
     dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=cfg.site,
                             world_size=cfg.n_sites, timeout=timedelta(seconds=spec.timeout))
-    return store, t0
+    return store
 
 
 def _train(cfg: SiteConfig) -> dict[str, Any]:
@@ -94,10 +94,9 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     spec, site, n = cfg.spec, cfg.site, cfg.n_sites
-    store, t0 = _rendezvous(cfg)
+    store = _rendezvous(cfg)
     session = session_from_store(dist.PrefixStore("wanreduce", store), site)
-    data = load_digits_split(spec.seed)
-    xs, ys = (torch.from_numpy(a) for a in data.shard(site, n))
+    xs, ys = (torch.from_numpy(a) for a in cfg.shard)
     rng = np.random.default_rng((spec.seed, site))
     model = make_mlp(spec.seed)
     client = None
@@ -126,6 +125,9 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
                                     client=client,
                                     exact_average=exact_average if spec.table is None else None)
     h = spec.local_steps if spec.mode == "average" else 1
+    # the clock starts when every site is set up (sites leave a barrier within milliseconds)
+    dist.barrier()
+    t0 = time.time()
     snapshots = [(0, 0.0, flat())]
     for k in range(spec.steps // h):
         for _ in range(h):

@@ -1,0 +1,61 @@
+"""One ``wanreduce train`` run: pick the schedule, set up the site network, train at every site,
+and gather what the run reports (progress rows, bytes per link, the planner's prediction)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from wanreduce.planner.topology import Topology
+
+from .averager import AVERAGER_JOB
+from .ddp_hook import DDP_JOB
+from .digits import load_digits_split, make_mlp
+from .launcher import run_sites
+from .local_network import LocalNetwork
+from .metrics import progress_rows
+from .schedule_choice import choose
+from .site_network import SiteNetwork
+from .site_worker import RunSpec
+
+MAX_SNAPSHOTS = 200  # parameter snapshots per site and run (evaluated afterwards)
+
+
+def model_bytes(seed: int = 0) -> int:
+    """Bytes of the model's float32 parameters: what each site contributes per average."""
+    return 4 * sum(p.numel() for p in make_mlp(seed).parameters())
+
+
+def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
+              network: Callable[[int], SiteNetwork] = LocalNetwork) -> dict[str, Any]:
+    """Train ``spec`` over ``topo``'s sites following the plan of ``schedule``; the report."""
+    choice = choose(schedule, topo, memory, model_bytes(spec.seed))
+    outer = spec.steps // spec.local_steps
+    spec = replace(spec, mode="average", table=choice.table,
+                   snapshot_every=max(1, -(-outer // MAX_SNAPSHOTS)))
+    data = load_digits_split(spec.seed)
+    net = network(topo.n)
+    try:
+        if choice.table is not None:
+            net.configure(choice.table, jobs=[DDP_JOB, AVERAGER_JOB])
+        start = time.monotonic()
+        payloads = run_sites(spec, net, data)
+        wall = time.monotonic() - start
+        links = net.link_bytes()
+    finally:
+        net.close()
+    plan = choice.plan
+    return {
+        "schedule": schedule, "family": plan.family, "label": plan.schedule.label,
+        "note": choice.note, "topology": topo.name, "sites": topo.n, "memory_bytes": memory,
+        "steps": spec.steps, "local_steps": spec.local_steps, "outer_steps": outer,
+        "seed": spec.seed, "lr": spec.lr, "batch": spec.batch, "wall_s": wall,
+        "planner": {"rounds_to_consensus": plan.rounds, "round_times_s": plan.round_times,
+                    "time_to_consensus_s": plan.time},
+        "rows": progress_rows(payloads, data, spec.seed, spec.local_steps),
+        "link_bytes": {f"{a}->{b}": v for (a, b), v in sorted(links.items())},
+        "exchanges_per_site": [p["exchanges"] for p in payloads],
+        "retransmissions": sum(p["driver"].get("retransmissions", 0) for p in payloads),
+    }

@@ -1,0 +1,119 @@
+"""``wanreduce train``: one training process per site of a topology, averaging as a plan says."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from wanreduce import wire
+from wanreduce.commands.plan import _png_path
+from wanreduce.errors import WanreduceError
+
+SCHEDULE_NAMES = ("best", "all-to-all", "cliques-3", "sharded", "ring")
+
+
+def _schedules(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in names if v not in SCHEDULE_NAMES]
+    if not names or bad:
+        raise WanreduceError(f"--schedule: {', '.join(bad) or repr(value)} is not one of "
+                             f"{', '.join(SCHEDULE_NAMES)} (a comma-separated list runs each)")
+    return names
+
+
+def _memory(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    from wanreduce.planner.topology import TopologyError, check_size
+
+    try:
+        return check_size("fpga_memory", value, "--memory")
+    except TopologyError as exc:
+        raise WanreduceError(str(exc)) from None
+
+
+@click.command("train")
+@click.option("--topology", default="nine-city", show_default=True,
+              help="Topology YAML file, or a shipped name (nine-city, ...): one site each.")
+@click.option("--schedule", "schedules", default="best", show_default=True, callback=_schedules,
+              help="best|all-to-all|cliques-3|sharded|ring, or a comma-separated list (one run "
+                   "each, on one --plot chart). best: the planner's best in-network plan.")
+@click.option("--memory", default="64MiB", show_default=True, callback=_memory,
+              help="Edge-FPGA memory per site, for the planner's choice of plan.")
+@click.option("--steps", type=click.IntRange(1, 100_000), default=200, show_default=True,
+              help="Local optimiser steps per site.")
+@click.option("--local-steps", type=click.IntRange(1, 10_000), default=1, show_default=True,
+              help="H: average every H local steps (1: synchronous parameter averaging).")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
+              help="Seed of the data split, the initial model and the minibatches.")
+@click.option("--lr", type=click.FloatRange(0, 10, min_open=True), default=0.1, show_default=True,
+              help="Local SGD learning rate (momentum 0.9).")
+@click.option("--batch", type=click.IntRange(1, 1024), default=32, show_default=True,
+              help="Minibatch size per site.")
+@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True,
+              help="Seconds without progress before an all-reduce (and the run) fails.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, callback=_png_path,
+              help="Write every run's report (rows, bytes per link, plan) as JSON here.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              callback=_png_path, help="Write loss vs wall-clock time of every run to this PNG.")
+def train(topology: str, schedules: list[str], memory: int, steps: int, local_steps: int,
+          seed: int, lr: float, batch: int, timeout: float, out: str | None,
+          plot_path: str | None) -> None:
+    """Train a small MLP on scikit-learn's digits, one process per site, averaging parameters
+    with the groups of the planner's schedule every H steps (docs/training.md)."""
+    from wanreduce.planner.topology import TopologyError, load_topology
+
+    if local_steps > steps:
+        raise WanreduceError(f"--local-steps: {local_steps} is more than --steps {steps}; "
+                             f"allowed 1..{steps}")
+    try:
+        topo = load_topology(topology)
+    except TopologyError as exc:
+        raise WanreduceError(str(exc)) from None
+    if not 2 <= topo.n <= wire.MAX_SENDERS:
+        raise WanreduceError(f"--topology: {topo.n} sites; allowed 2..{wire.MAX_SENDERS} "
+                             f"(one sender id per site)")
+    from wanreduce.train import require_torch
+
+    require_torch()
+    from wanreduce.train.site_worker import RunSpec
+    from wanreduce.train.training_run import train_run
+
+    spec = RunSpec(steps=steps, local_steps=local_steps, lr=lr, batch=batch, seed=seed,
+                   timeout=timeout)
+    runs = []
+    for name in schedules:
+        try:
+            run = train_run(topo, name, memory, spec)
+        except ValueError as exc:
+            raise WanreduceError(str(exc)) from None
+        runs.append(run)
+        _echo_run(run)
+    if out:
+        with open(out, "w") as f:
+            json.dump(runs, f, indent=1)
+        click.echo(f"report written to {out}")
+    if plot_path:
+        from wanreduce.train.plot import plot_loss_vs_time
+
+        plot_loss_vs_time(runs, plot_path)
+        click.echo(f"plot written to {plot_path}")
+
+
+def _echo_run(run: dict) -> None:
+    rows = run["rows"]
+    click.echo(f"\n== {run['schedule']}: {run['label']} on {run['topology']} ({run['sites']} "
+               f"sites), {run['outer_steps']} rounds of H = {run['local_steps']}, "
+               f"{run['wall_s']:.1f} s ==")
+    if run["note"]:
+        click.echo(f"note: {run['note']}")
+    p = run["planner"]
+    click.echo(f"planner: {p['rounds_to_consensus']} rounds to consensus, predicted "
+               f"{p['time_to_consensus_s']:.3g} s on the real WAN")
+    click.echo(f"{'round':>6} {'time s':>8} {'loss':>8} {'acc':>6} {'avg acc':>8} {'consensus':>10}")
+    shown = rows if len(rows) <= 8 else [rows[int(i * (len(rows) - 1) / 7)] for i in range(8)]
+    for r in shown:
+        click.echo(f"{r['outer_step']:>6} {r['time_s']:>8.2f} {r['loss']:>8.4f} "
+                   f"{r['accuracy']:>6.3f} {r['mean_model_accuracy']:>8.3f} {r['consensus']:>10.3g}")
+    links = run["link_bytes"]
+    click.echo("bytes per link: " + (", ".join(f"{k} {v}" for k, v in links.items())
+                                      if links else "none (LocalNetwork: no WAN links)"))
