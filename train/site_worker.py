@@ -95,6 +95,8 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
     torch.set_num_threads(1)
     spec, site, n = cfg.spec, cfg.site, cfg.n_sites
     store = _rendezvous(cfg)
+    # every site is up before anything with the (short) run timeout: DDP's broadcast, averaging
+    dist.monitored_barrier(timeout=timedelta(seconds=spec.start_timeout))
     session = session_from_store(dist.PrefixStore("wanreduce", store), site)
     xs, ys = (torch.from_numpy(a) for a in cfg.shard)
     rng = np.random.default_rng((spec.seed, site))
