@@ -42,6 +42,8 @@ BENCHES = (
     Bench("bench_agreement.py", "Agreement exchange (every call, also with max_abs)",
           lambda out: ["--runs", "3"]),
     Bench("bench_loss.py", "Host driver under loss", lambda out: ["--runs", "2"]),
+    Bench("bench_train_fixedpoint.py", "Training: fixed point vs float all-reduce (DDP hook)",
+          lambda out: ["--seeds", "0", "--steps", "30"]),
     Bench("bench_core.py", "Aggregator core: throughput and latency (simulated cycles)",
           lambda out: ["--quick"]),
     Bench("bench_loopback.py", "RTL loopback: end to end through the simulated core",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -61,8 +62,16 @@ class SiteConfig:
     client_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+def _exit_with(parent: int) -> None:
+    """End this process once the launcher is gone (its lifetime bounds every site's)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(3)
+
+
 def run_site(cfg: SiteConfig, queue: Any) -> None:
     """Process entry point: ("done", site, payload) or ("error", site, one line) on ``queue``."""
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
     try:
         queue.put(("done", cfg.site, _train(cfg)))
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher, then exit
