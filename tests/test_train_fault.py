@@ -38,3 +38,59 @@ def test_killed_site_stops_the_others_with_an_error_naming_it():
     assert "killed by the launcher" not in msg  # the survivors stopped on their own
     assert multiprocessing.active_children() == []
     print(f"{elapsed:.1f} s: {msg}")
+
+
+LAUNCHER = """
+import os, signal, sys, threading, time
+import multiprocessing as mp
+from wanreduce.planner import schedules as S
+from wanreduce.planner.group_table import group_table
+from wanreduce.train.digits import load_digits_split
+from wanreduce.train.launcher import run_sites
+from wanreduce.train.local_network import LocalNetwork
+from wanreduce.train.site_worker import RunSpec
+
+def die_once_training():
+    while len(mp.active_children()) < 2:
+        time.sleep(0.1)
+    time.sleep(1)
+    print(" ".join(str(p.pid) for p in mp.active_children()), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if __name__ == "__main__":
+    table = group_table(S.all_to_all(2))
+    with LocalNetwork(2) as net:
+        net.configure(table, jobs=[0, 1])
+        threading.Thread(target=die_once_training, daemon=True).start()
+        run_sites(RunSpec(table=table, steps=10**6, timeout=60), net, load_digits_split(0))
+"""
+
+
+def test_sites_end_when_their_launcher_dies(tmp_path):
+    """The launcher SIGKILLed (no clean-up runs): its site processes end by themselves."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHER)
+    out = tmp_path / "pids.txt"
+    with open(out, "w") as f:  # a file, not a pipe: orphans holding a pipe would block the test
+        code = subprocess.run([sys.executable, str(script)], stdout=f).returncode
+    assert code == -9
+    pids = [int(p) for p in out.read_text().split()]
+    assert pids
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as f:  # a zombie has ended
+            return f.read().split(")")[1].split()[0] != "Z"
+
+    # a site notices within 0.5 s; the bound waited for is generous for a loaded machine
+    deadline = time.monotonic() + 60
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(p) for p in pids)
