@@ -13,8 +13,9 @@ from .digits import Digits, evaluate, make_mlp
 
 def consensus_distance(vectors: np.ndarray) -> float:
     """RMS over sites of ||x_s - mean x||_2: 0 when every site holds the same parameters."""
-    dev = vectors - vectors.mean(axis=0)
-    return float(np.sqrt((dev.astype(np.float64) ** 2).sum(axis=1).mean()))
+    v = vectors.astype(np.float64)  # a float32 mean of equal values is not always that value
+    dev = v - v.mean(axis=0)
+    return float(np.sqrt((dev**2).sum(axis=1).mean()))
 
 
 def progress_rows(payloads: list[dict[str, Any]], data: Digits, seed: int,

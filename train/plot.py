@@ -12,6 +12,8 @@ def plot_loss_vs_time(runs: list[dict[str, Any]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from wanreduce.planner.topology import format_size
+
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in runs:
         t = [r["time_s"] for r in run["rows"]]
@@ -22,7 +24,7 @@ def plot_loss_vs_time(runs: list[dict[str, Any]], path: str) -> None:
     ax.set_ylabel("training loss (mean over sites)")
     ax.set_yscale("log")
     ax.set_title(f"{first['topology']}: {first['sites']} sites, H = {first['local_steps']}, "
-                 f"memory {first['memory_bytes']} B")
+                 f"FPGA memory {format_size(first['memory_bytes'])}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
