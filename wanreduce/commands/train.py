@@ -7,28 +7,26 @@ import json
 import click
 
 from wanreduce import wire
-from wanreduce.commands.plan import _png_path
+from wanreduce.commands.plan import _png_path, _sizes
 from wanreduce.errors import WanreduceError
-
-SCHEDULE_NAMES = ("best", "all-to-all", "cliques-3", "sharded", "ring")
 
 
 def _schedules(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    from wanreduce.train.schedule_choice import SCHEDULES
+
     names = [v.strip() for v in value.split(",") if v.strip()]
-    bad = [v for v in names if v not in SCHEDULE_NAMES]
+    bad = [v for v in names if v not in SCHEDULES]
     if not names or bad:
         raise WanreduceError(f"--schedule: {', '.join(bad) or repr(value)} is not one of "
-                             f"{', '.join(SCHEDULE_NAMES)} (a comma-separated list runs each)")
+                             f"{', '.join(SCHEDULES)} (a comma-separated list runs each)")
     return names
 
 
 def _memory(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    from wanreduce.planner.topology import TopologyError, check_size
-
-    try:
-        return check_size("fpga_memory", value, "--memory")
-    except TopologyError as exc:
-        raise WanreduceError(str(exc)) from None
+    sizes = _sizes("fpga_memory")(ctx, param, value)
+    if sizes is None or len(sizes) != 1:
+        raise WanreduceError(f"--memory: one size, got {value!r}")
+    return sizes[0]
 
 
 @click.command("train")
