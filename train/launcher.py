@@ -1,6 +1,6 @@
 """Start one training process per site, collect their results, stop them all on a failure.
 
-The network object stays here; each spawned process gets ``network.client_kwargs(site)`` and
+The network object stays here; each process (from the fork server, torch preloaded) gets ``network.client_kwargs(site)`` and
 the port of this process's rendezvous store (torch's TCPStore). Every process's lifetime is
 bounded: a site ends on its own (driver and gloo timeouts), and once one site has failed or
 died, the others are given ``4 x timeout + 10 s`` to stop with their own errors, then killed.
@@ -39,7 +39,8 @@ def run_sites(spec: RunSpec, network: SiteNetwork, data: Digits) -> list[dict[st
     n = network.n_sites
     store = TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,
                      timeout=timedelta(seconds=spec.start_timeout))
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")  # a clean server process with torch imported once
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "wanreduce.train.site_worker"])
     q = ctx.Queue()
     procs = [ctx.Process(target=run_site, name=f"wanreduce-site{s}", daemon=True,
                          args=(SiteConfig(s, n, store.port, spec, data.shard(s, n),

@@ -60,18 +60,31 @@ class SiteConfig:
     spec: RunSpec
     shard: tuple[np.ndarray, np.ndarray]  # this site's training data (x, y), from the launcher
     client_kwargs: dict[str, Any] = field(default_factory=dict)
+    launcher_pid: int = field(default_factory=os.getpid)  # made in the launcher
 
 
-def _exit_with(parent: int) -> None:
-    """End this process once the launcher is gone (its lifetime bounds every site's)."""
-    while os.getppid() == parent:
+def _exit_with(launcher: int) -> None:
+    """End this process once the launcher is gone (its lifetime bounds every site's). Its pid
+    is watched, not our parent's: the parent is multiprocessing's fork server."""
+    while True:
+        try:
+            with open(f"/proc/{launcher}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] in ("Z", "X"):
+                    break
+        except FileNotFoundError:
+            break
+        except OSError:  # no /proc: ask the kernel whether the pid exists
+            try:
+                os.kill(launcher, 0)
+            except ProcessLookupError:
+                break
         time.sleep(0.5)
     os._exit(3)
 
 
 def run_site(cfg: SiteConfig, queue: Any) -> None:
     """Process entry point: ("done", site, payload) or ("error", site, one line) on ``queue``."""
-    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_exit_with, args=(cfg.launcher_pid,), daemon=True).start()
     try:
         queue.put(("done", cfg.site, _train(cfg)))
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher, then exit
