@@ -145,6 +145,7 @@ class Topology:
     index: dict[str, int] = field(init=False)
     directed: list[tuple[int, int]] = field(init=False)
     dir_bw: np.ndarray = field(init=False)
+    dir_latency: np.ndarray = field(init=False)
     delay: np.ndarray = field(init=False)
     hops: np.ndarray = field(init=False)
     path_links: np.ndarray = field(init=False)
@@ -163,6 +164,7 @@ class Topology:
             self.directed += [(a, b), (b, a)]
             bws += [link.bandwidth_bps, link.bandwidth_bps]
         self.dir_bw = np.array(bws, dtype=float)
+        self.dir_latency = np.repeat([lk.latency_s for lk in self.links], 2).astype(float)
         if n > 1 and not nx.is_connected(g):
             parts = [sorted(self.sites[i].name for i in c) for c in nx.connected_components(g)]
             raise TopologyError(f"links: graph is not connected, components {parts}")

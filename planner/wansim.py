@@ -123,15 +123,7 @@ def simulate_phase(
     last_bytes = nbytes - (n_chunks - 1) * c
     rate = topo.line_rate
     bw = topo.dir_bw / 8
-    link_lat = {}
-    for k, (u, v) in enumerate(topo.directed):
-        link_lat[k] = topo.delay[u, v] if topo.hops[u, v] == 1 else None
-    # per-link latency from the link list (delay[u, v] may be a shorter multi-hop route)
-    for lk in topo.links:
-        a, b = topo.index[lk.a], topo.index[lk.b]
-        for k, e in enumerate(topo.directed):
-            if e in ((a, b), (b, a)):
-                link_lat[k] = lk.latency_s
+    link_lat = topo.dir_latency  # the link's own latency (a route may be shorter)
     links = [simpy.Resource(env, capacity=1) for _ in topo.directed]
     egress = [simpy.Resource(env, capacity=1) for _ in range(n)]
     ingress = [simpy.Resource(env, capacity=1) for _ in range(n)]
