@@ -7,12 +7,18 @@ level of a sharded round); the prediction of what runs is the planner's round mo
 (``RoundModel.round_time``) of each step as a round of disjoint cliques, summed over the round's
 steps. For clique families this is exactly the planner's round time; for a sharded plan it
 differs from the planner's reduce-scatter/all-gather phases (also reported: ``plan_round_times``).
+
+The driver also exchanges an agreement vector (``host/agreement.py``, 358 int32 lanes) before
+every tensor: one more all-reduce of that size in the same group, which the planner's round does
+not contain. ``agreement_times`` is the same round model's time for it (about one group latency);
+``round_time(r, agreement=True)`` adds it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wanreduce.host import agreement
 from wanreduce.planner import plan_report as pr
 from wanreduce.planner.group_table import GroupTable, group_table
 from wanreduce.planner.optimiser import Plan
@@ -32,14 +38,16 @@ class Prediction:
     plan: Plan
     table: GroupTable
     step_times: list[list[float]]  # per round of the schedule, per step (s)
+    agreement_times: list[list[float]]  # the driver's agreement exchange of each step (s)
 
-    def round_time(self, r: int) -> float:
-        """Predicted time of round ``r`` (rounds repeat cyclically)."""
-        return sum(self.step_times[r % len(self.step_times)])
+    def round_time(self, r: int, agreement: bool = False) -> float:
+        """Predicted time of round ``r`` (rounds repeat cyclically), with the agreements."""
+        k = r % len(self.step_times)
+        return sum(self.step_times[k]) + (sum(self.agreement_times[k]) if agreement else 0.0)
 
-    def mean_round_time(self, rounds: int) -> float:
+    def mean_round_time(self, rounds: int, agreement: bool = False) -> float:
         """Mean predicted round time over rounds 0..rounds-1."""
-        return sum(self.round_time(r) for r in range(rounds)) / rounds
+        return sum(self.round_time(r, agreement) for r in range(rounds)) / rounds
 
     @property
     def plan_round_times(self) -> list[float]:
@@ -65,12 +73,13 @@ def choose_plan(topo: Topology, schedule: str, nbytes: int, memory: int, element
 def predict(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int) -> Prediction:
     """Round model time of each GroupTable step of ``plan`` at ``memory`` (module docstring)."""
     table = group_table(plan.schedule)
-    model = RoundModel(topo.with_memory(memory), nbytes, elements * pr.ELEMENT_BYTES)
-    times = []
+    t = topo.with_memory(memory)
+    model = RoundModel(t, nbytes, elements * pr.ELEMENT_BYTES)
+    agree = RoundModel(t, agreement.LANES * 4, elements * pr.ELEMENT_BYTES)
+    times, agreements = [], []
     for r in range(len(table.rounds)):
-        steps = []
-        for step in table.steps(r):
-            blocks = sorted({table.groups[g] for g in step.values()})
-            steps.append(float(model.round_time(clique_round(blocks)).time))
-        times.append(steps)
-    return Prediction(plan, table, times)
+        rounds = [clique_round(sorted({table.groups[g] for g in step.values()}))
+                  for step in table.steps(r)]
+        times.append([float(model.round_time(x).time) for x in rounds])
+        agreements.append([float(agree.round_time(x).time) for x in rounds])
+    return Prediction(plan, table, times, agreements)
