@@ -4,11 +4,14 @@ The emulator runs the WAN at ``rate_scale`` x every link and port rate and ``tim
 propagation delay; the planner is asked about the *same* scaled topology (``scale_topology``), so
 measurement and prediction describe one network.
 
-Memory to slots: the planner gives a site S = floor(M / c) slots of c = 4E bytes and models S
-chunks in flight per sender (docs/planner.md, round model 5). The host driver keeps at most W/2
-chunks of a job in flight (lost-result recovery, docs/host.md), so, as ``wanreduce plan`` prints
-for the shared model, the job needs a window of W = 2S slots for the planned rate. The software
-aggregator's slot count (and a job's window) must be a power of two: S is rounded down to one.
+Memory to slots: each aggregator gets S = floor(M / c) slots of c = 4E bytes, as the planner
+counts them (rounded down to a power of two: the software aggregator's slot count and a job's
+window must be one). The host driver keeps W/2 chunks of a job in flight (lost-result recovery,
+docs/host.md), so a sender has S/2 chunks in flight. The planner's shared model has S in flight,
+each slot held for the round trip; here a sender's window advances on its *own* site's
+aggregator's results, which come one farthest-member one-way delay after the chunk left, so in
+steady state S/2 chunks advance per one-way delay: S chunks per round trip, the planner's
+memory-bound rate (docs/emulator.md, "Memory"). The planner is asked about S x c bytes.
 """
 
 from __future__ import annotations
@@ -37,29 +40,28 @@ def scale_topology(topo: Topology, rate_scale: float, time_scale: float) -> Topo
 
 @dataclass(frozen=True)
 class SlotPlan:
-    """What one memory size gives: S in flight (a power of two), the aggregator's slots."""
+    """What one memory size gives: the aggregator's S slots (a power of two) and their memory."""
 
     memory: int  # bytes asked for
     elements: int  # E per slot
-    in_flight: int  # S: floor(M / 4E) rounded down to a power of two
-    slots_per_job: int  # W = 2S (the driver keeps W/2 in flight)
+    slots: int  # S: floor(M / 4E) rounded down to a power of two; a job's window W = S
 
     @property
     def planner_memory(self) -> int:
         """The memory the planner is asked about: S slots of 4E bytes (what runs)."""
-        return self.in_flight * self.elements * ELEMENT_BYTES
+        return self.slots * self.elements * ELEMENT_BYTES
 
     def describe(self) -> str:
-        return (f"--memory {format_size(self.memory)}: S = {self.in_flight} slots of "
-                f"{self.elements * ELEMENT_BYTES} B in flight per sender (planner memory "
-                f"{format_size(self.planner_memory)}), job window W = {self.slots_per_job}")
+        return (f"--memory {format_size(self.memory)}: S = {self.slots} slots of "
+                f"{self.elements * ELEMENT_BYTES} B per aggregator (planner memory "
+                f"{format_size(self.planner_memory)}), {self.slots // 2} chunks in flight per "
+                "sender (W/2)")
 
 
 def slot_plan(memory: int, elements: int) -> SlotPlan:
     """Slots for ``memory`` bytes of FPGA memory at ``elements`` per slot (module docstring)."""
     s = memory // (elements * ELEMENT_BYTES)
-    if s < 1:
-        raise ValueError(f"--memory: {format_size(memory)} is smaller than one slot "
-                         f"({elements * ELEMENT_BYTES} B); allowed >= {elements * ELEMENT_BYTES} B")
-    s = 1 << (s.bit_length() - 1)
-    return SlotPlan(memory, elements, s, 2 * s)
+    if s < 2:
+        raise ValueError(f"--memory: {format_size(memory)} holds fewer than two slots of "
+                         f"{elements * ELEMENT_BYTES} B; allowed >= {2 * elements * ELEMENT_BYTES} B")
+    return SlotPlan(memory, elements, 1 << (s.bit_length() - 1))

@@ -36,8 +36,8 @@ class WanEmulator:
     """Per-site SoftAggregators behind the emulated WAN of ``topo`` (a :class:`SiteNetwork`).
 
     ``topo`` is the topology as it runs (already scaled, ``scaling.scale_topology``). Each
-    aggregator has 2S slots for ``memory`` bytes (``scaling.slot_plan``), split equally between
-    the configured jobs. ``queue_bytes`` bounds every link's and port's FIFO (drops counted);
+    aggregator has S slots for ``memory`` bytes (``scaling.slot_plan``), split equally between
+    the configured jobs (power-of-two regions). ``queue_bytes`` bounds every link's and port's FIFO (drops counted);
     ``loss`` drops each WAN link copy with that probability (seeded by ``seed``).
     ``in_thread`` runs the forwarder as a thread of this process instead of a process.
     """
@@ -63,9 +63,9 @@ class WanEmulator:
         self.n_sites = topo.n
         self.slots: SlotPlan = slot_plan(memory, elements)
         self.elements = elements
-        self.window = self.slots.slots_per_job // 2
+        self.window = self.slots.slots // 2
         self.aggregators = [
-            SoftAggregator(slots=self.slots.slots_per_job, elements=elements, groups=groups,
+            SoftAggregator(slots=self.slots.slots, elements=elements, groups=groups,
                            jobs=4).start()
             for _ in range(topo.n)
         ]
@@ -118,7 +118,7 @@ class WanEmulator:
             raise ValueError(f"table: {table.n} sites, the network has {self.n_sites}")
         jobs = sorted(set(jobs))
         regions = 1 << max(0, (len(jobs) - 1).bit_length())
-        window = self.slots.slots_per_job // regions
+        window = self.slots.slots // regions
         if window < 2:
             raise ValueError(f"jobs: {len(jobs)} jobs leave {window} slot per job window; "
                              "give more --memory or fewer jobs")

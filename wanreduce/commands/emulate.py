@@ -40,7 +40,7 @@ def _json_path(ctx: click.Context, param: click.Parameter, value: str | None) ->
               default="best", show_default=True,
               help="Plan to run: a family, the best sharded plan, or the planner's best in-network plan.")
 @click.option("--memory", default="256KiB", show_default=True, callback=_size("fpga_memory", "--memory"),
-              help="Edge-FPGA memory per site: S = M / 4E slots in flight (power of two), 2S per job.")
+              help="Edge-FPGA memory per site: S = M / 4E slots (power of two); W/2 = S/2 in flight.")
 @click.option("--bytes", "nbytes", default="1MB", show_default=True, callback=_size("bytes", "--bytes"),
               help="Bytes per site per synchronisation (float32 tensors).")
 @click.option("--rounds", type=click.IntRange(1, 10000), default=2, show_default=True,
@@ -92,7 +92,7 @@ def emulate(topology: str, schedule: str, memory: int, nbytes: int, rounds: int,
         stats = net.stats()
     out = _summary(topo, res, pred, stats, rounds)
     out.update(topology=topo.name, schedule=schedule, plan=plan.schedule.label,
-               memory=memory, planner_memory=slots.planner_memory, slots_in_flight=slots.in_flight,
+               memory=memory, planner_memory=slots.planner_memory, slots=slots.slots,
                bytes=nbytes, rate_scale=rate_scale, time_scale=time_scale, loss=loss, seed=seed)
     if json_path:
         Path(json_path).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
