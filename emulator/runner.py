@@ -78,7 +78,8 @@ class RunResult:
 
 
 def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: int, rounds: int,
-               seed: int, timeout: float, lifetime: float, barrier: Any, out: Any) -> None:
+               seed: int, timeout: float, lifetime: float, barrier: Any, out: Any,
+               die_at: int | None) -> None:
     """One site's process (module docstring)."""
     timer = threading.Timer(lifetime, os._exit, (3,))  # bounded even if everything else hangs
     timer.daemon = True
@@ -100,6 +101,8 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
                 start = None
                 for st in table.steps(r):
                     barrier.wait(wait)
+                    if r == die_at:  # fault injection: the process is killed mid-run
+                        os._exit(9)
                     start = time.monotonic() if start is None else start
                     if site in st:
                         y = c.allreduce(site_tensor(seed, site, r, elements), job=JOB,
@@ -124,8 +127,12 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
 
 
 def run_rounds(net: SiteNetwork, table: GroupTable, *, nbytes: int, rounds: int, seed: int = 0,
-               timeout: float = 10.0, lifetime: float = 600.0) -> RunResult:
-    """Run ``rounds`` rounds of ``table`` over ``net`` with ``nbytes`` per site (module docstring)."""
+               timeout: float = 10.0, lifetime: float = 600.0,
+               kill: tuple[int, int] | None = None) -> RunResult:
+    """Run ``rounds`` rounds of ``table`` over ``net`` with ``nbytes`` per site (module docstring).
+
+    ``kill = (site, round)``: that site's process exits abruptly (code 9) when the round starts
+    (fault injection for tests)."""
     if rounds < 1:
         raise ValueError(f"--rounds: must be >= 1, got {rounds}")
     n = net.n_sites
@@ -135,7 +142,7 @@ def run_rounds(net: SiteNetwork, table: GroupTable, *, nbytes: int, rounds: int,
     out = ctx.Queue()
     procs = [ctx.Process(target=_site_main, name=f"site-{s}", daemon=True,
                          args=(s, net.client_kwargs(s), table, elements, rounds, seed, timeout,
-                               lifetime, barrier, out))
+                               lifetime, barrier, out, kill[1] if kill and kill[0] == s else None))
              for s in range(n)]
     deadline = time.monotonic() + lifetime + 10
     reports: dict[int, SiteReport] = {}
