@@ -92,6 +92,7 @@ def emulate(topology: str, schedule: str, memory: int, nbytes: int, rounds: int,
         stats = net.stats()
     out = _summary(topo, res, pred, stats, rounds)
     out.update(topology=topo.name, schedule=schedule, plan=plan.schedule.label,
+               plan_time=float(plan.time), plan_rounds=plan.rounds,
                memory=memory, planner_memory=slots.planner_memory, slots=slots.slots,
                bytes=nbytes, rate_scale=rate_scale, time_scale=time_scale, loss=loss, seed=seed)
     if json_path:
