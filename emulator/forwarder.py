@@ -131,12 +131,14 @@ class Forwarder:
         self.late_sum = 0.0
 
     # ---- routing of one contribution ----
-    def inject(self, t: float, s: int, pkt: bytes) -> None:
-        """A datagram from a host of site s at time t."""
+    def inject(self, t: float, s: int, addr: Address, pkt: bytes) -> None:
+        """A datagram from host ``addr`` of site s at time t (a well-formed contribution makes
+        ``addr`` one of the site's hosts, which get its aggregator's results)."""
         self.up[s].sendto(pkt, self.aggs[s])
         if not _well_formed_contribution(pkt):
             self.counters["local_only"] += 1
             return
+        self.hosts[s].setdefault(addr, None)
         self.counters["contributions"] += 1
         g = pkt[_GROUP]
         if (g, s) not in self.routes.trees:  # unknown group, not a member, or alone
@@ -189,8 +191,7 @@ class Forwarder:
                 if len(pkt) > _TYPE and pkt[_TYPE] == _CONTROL:
                     self.control(s, addr, pkt)
                     continue
-                self.hosts[s].setdefault(addr, None)
-                self.inject(clock(), s, pkt)
+                self.inject(clock(), s, addr, pkt)
             elif addr != self.aggs[s]:
                 self.counters["foreign"] += 1
             elif kind == "up":

@@ -213,6 +213,12 @@ def test_garbage_goes_to_the_own_aggregator_only():
         assert _wait_for(lambda: len(net.got[0]) == 2)
         time.sleep(0.5)
         assert [len(g) for g in net.got] == [2, 0, 0, 0]
+        # a sender of garbage is not one of the site's hosts: it gets no results
+        net.aggs[0].sendto(_datagram(wire.MsgType.RESULT, 5, 0), net.got[0][0][2])
+        assert _wait_for(lambda: net.stats()["counters"]["results"] == 1)
+        host.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            host.recvfrom(65536)
         assert net.close()["counters"]["local_only"] == 2
     finally:
         host.close()
