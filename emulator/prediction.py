@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from wanreduce.host import agreement
 from wanreduce.planner import plan_report as pr
 from wanreduce.planner.group_table import GroupTable, group_table
-from wanreduce.planner.optimiser import Plan
+from wanreduce.planner.optimiser import Plan, plan_rank
 from wanreduce.planner.roundmodel import RoundModel
 from wanreduce.planner.schedules import clique_round
 from wanreduce.planner.sharded import FAMILIES as SHARDED_FAMILIES
 from wanreduce.planner.topology import Topology
 
-#: ``--schedule`` choices: a family, the best sharded family, or the planner's best in-network plan.
+#: ``--schedule`` choices: a family, the best sharded family, or the planner's best in-network
+#: plan among those made of cliques (tree and one-peer rounds are weighted, not cliques: the
+#: driver cannot run them).
 SCHEDULES = ("all-to-all", "cliques-3", "sharded", "best")
 
 
@@ -60,8 +62,14 @@ def choose_plan(topo: Topology, schedule: str, nbytes: int, memory: int, element
     if schedule not in SCHEDULES:
         raise ValueError(f"--schedule: must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     res = pr.evaluate(topo, nbytes, memory, elements_per_packet=elements, colocated=False)
-    if schedule == "best":
-        return res.best_in_network
+    if schedule == "best":  # the fastest in-network plan the driver can run (cliques only)
+        for p in sorted((p for f, p in res.plans.items() if pr.is_in_network(f)), key=plan_rank):
+            try:
+                group_table(p.schedule)
+            except ValueError:
+                continue
+            return p
+        raise ValueError("--schedule best: no in-network plan is made of cliques")
     if schedule == "sharded":
         return res.best_among(SHARDED_FAMILIES)
     if schedule not in res.plans:

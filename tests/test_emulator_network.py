@@ -133,5 +133,7 @@ def test_prediction_of_clique_plans_is_the_planners_round_time():
     assert all(0 < a < t for a, t in zip(sum(pred.agreement_times, []), sum(pred.step_times, []), strict=True))
     sharded = choose_plan(topo, "sharded", 500_000, 32 * 1996, 499)
     assert sharded.schedule.family in ("sharded", "hierarchical")
+    best = choose_plan(topo, "best", 500_000, 32 * 1996, 499)
+    assert group_table(best.schedule).groups  # the driver can run it (cliques)
     with pytest.raises(ValueError, match="--schedule"):
         choose_plan(topo, "ring", 500_000, 32 * 1996, 499)

@@ -79,8 +79,11 @@ def emulate(topology: str, schedule: str, memory: int, nbytes: int, rounds: int,
         slots = slot_plan(memory, DEFAULT_ELEMENTS)
     except (TopologyError, ValueError) as exc:
         raise WanreduceError(str(exc)) from None
-    plan = choose_plan(topo, schedule, nbytes, slots.planner_memory, DEFAULT_ELEMENTS)
-    pred = predict(topo, plan, nbytes, slots.planner_memory, DEFAULT_ELEMENTS)
+    try:
+        plan = choose_plan(topo, schedule, nbytes, slots.planner_memory, DEFAULT_ELEMENTS)
+        pred = predict(topo, plan, nbytes, slots.planner_memory, DEFAULT_ELEMENTS)
+    except ValueError as exc:
+        raise WanreduceError(str(exc)) from None
     click.echo(f"topology {topo.name}: {topo.n} sites, {len(topo.links)} links; {slots.describe()}")
     click.echo(f"plan ({schedule}): {plan.schedule.label}; {format_size(nbytes)} per site, "
                f"{rounds} round(s), loss {loss:g}, seed {seed}")
