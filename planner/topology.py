@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -144,6 +145,7 @@ class Topology:
     index: dict[str, int] = field(init=False)
     directed: list[tuple[int, int]] = field(init=False)
     dir_bw: np.ndarray = field(init=False)
+    dir_latency: np.ndarray = field(init=False)
     delay: np.ndarray = field(init=False)
     hops: np.ndarray = field(init=False)
     path_links: np.ndarray = field(init=False)
@@ -162,6 +164,7 @@ class Topology:
             self.directed += [(a, b), (b, a)]
             bws += [link.bandwidth_bps, link.bandwidth_bps]
         self.dir_bw = np.array(bws, dtype=float)
+        self.dir_latency = np.repeat([lk.latency_s for lk in self.links], 2).astype(float)
         if n > 1 and not nx.is_connected(g):
             parts = [sorted(self.sites[i].name for i in c) for c in nx.connected_components(g)]
             raise TopologyError(f"links: graph is not connected, components {parts}")
@@ -197,6 +200,18 @@ class Topology:
     def line_rate(self) -> np.ndarray:
         """Per-site FPGA line rate (bytes/s)."""
         return np.array([s.line_rate_bps / 8 for s in self.sites], dtype=float)
+
+    def multicast_tree(self, src: int, dests: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+        """``src``'s shortest-latency multicast tree to ``dests``: node -> sorted (directed-link
+        index, child) pairs, the union of the routes (one copy per directed link). The simulator
+        and the WAN emulator replicate along it."""
+        eidx = {e: k for k, e in enumerate(self.directed)}
+        children: dict[int, set[tuple[int, int]]] = {}
+        for r in dests:
+            path = self.paths[src][r]
+            for u, v in zip(path, path[1:], strict=False):
+                children.setdefault(u, set()).add((eidx[(u, v)], v))
+        return {u: sorted(x) for u, x in children.items()}
 
     def with_memory(self, memory: int | None) -> Topology:
         """The same topology with every site's FPGA memory set to ``memory`` bytes (None: as is)."""

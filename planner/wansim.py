@@ -123,19 +123,10 @@ def simulate_phase(
     last_bytes = nbytes - (n_chunks - 1) * c
     rate = topo.line_rate
     bw = topo.dir_bw / 8
-    link_lat = {}
-    for k, (u, v) in enumerate(topo.directed):
-        link_lat[k] = topo.delay[u, v] if topo.hops[u, v] == 1 else None
-    # per-link latency from the link list (delay[u, v] may be a shorter multi-hop route)
-    for lk in topo.links:
-        a, b = topo.index[lk.a], topo.index[lk.b]
-        for k, e in enumerate(topo.directed):
-            if e in ((a, b), (b, a)):
-                link_lat[k] = lk.latency_s
+    link_lat = topo.dir_latency  # the link's own latency (a route may be shorter)
     links = [simpy.Resource(env, capacity=1) for _ in topo.directed]
     egress = [simpy.Resource(env, capacity=1) for _ in range(n)]
     ingress = [simpy.Resource(env, capacity=1) for _ in range(n)]
-    eidx = {e: k for k, e in enumerate(topo.directed)}
 
     # sinks: expected contributions, remote sources, slots
     expected: dict[Hashable, int] = defaultdict(int)
@@ -161,14 +152,7 @@ def simulate_phase(
             if slots[k] < 1:
                 return SimResult(math.inf, {}, 0)
     # multicast tree children per flow
-    children: dict[Hashable, dict[int, list[tuple[int, int]]]] = {}
-    for f in phase.flows:
-        ch: dict[int, set[tuple[int, int]]] = defaultdict(set)
-        for r in f.dests:
-            path = topo.paths[f.site][r]
-            for u, v in zip(path, path[1:], strict=False):
-                ch[u].add((eidx[(u, v)], v))
-        children[f.key] = {u: sorted(x) for u, x in ch.items()}
+    children = {f.key: topo.multicast_tree(f.site, f.dests) for f in phase.flows}
 
     pace = dict(pacing or {})
     counts: dict[tuple[Hashable, int], int] = defaultdict(int)

@@ -81,6 +81,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "loopback": ("wanreduce.commands.loopback", "Host drivers all-reduce through the simulated core."),
     "build": ("wanreduce.commands.build", "Board sources and constraints; optionally the bitstream."),
     "report": ("wanreduce.commands.report", "LUTs, flip-flops, block RAMs and Fmax of the core."),
+    "emulate": ("wanreduce.commands.emulate", "Run a plan over the emulated WAN; vs the planner."),
     "train": ("wanreduce.commands.train", "Train a model across sites, averaging as a plan says."),
 }
 

@@ -1,0 +1,283 @@
+"""The emulator's data plane: one event loop that carries every site's datagrams over the WAN.
+
+Per site s it holds three kinds of UDP sockets on loopback:
+
+* ``edge[s]``: where site s's hosts send (contributions and CONTROL) and where their results
+  and CONTROL replies come from (the client's aggregator, control address and result source);
+* ``up[s]``: the one socket from which every contribution reaches aggregator s (the site's own
+  and the other members' copies), so the aggregator sends each result once, back to it; results
+  arriving there are passed to every host seen at ``edge[s]`` (the FPGA's result stream to its
+  local hosts), never to another site;
+* one CONTROL socket per host address at ``edge[s]`` (NAT), so each ControlClient gets its own
+  replies.
+
+A contribution from a host at site s goes to aggregator s at once (host and edge FPGA share the
+site) and, when its group (``group_id`` in the header, members from the GroupTable) has other
+members, once through s's egress port, then along s's shortest-latency multicast tree for that
+group (``Topology.multicast_tree``), copied where the tree branches; at each member r it passes
+r's FPGA ingress port and reaches aggregator r. Every port and link is a
+:class:`~wanreduce.emulator.link.LinkQueue` (rate, propagation delay, bounded FIFO, seeded
+loss on WAN links). Events are processed in time order and only once the wall clock has reached
+them, so a datagram that arrives later can never be queued ahead of an earlier one; how late
+deliveries leave against their scheduled time is recorded (``late_max``/``late_mean``), the
+measure of whether the loop keeps up. Anything that is not a well-formed contribution goes to the
+site's own aggregator only (which counts and drops it); datagrams from unexpected sources are
+counted and ignored.
+
+``serve`` runs until its ``lifetime`` has passed or it is told to stop over its pipe; it runs in
+a process (``WanEmulator``) or a thread (``LocalNetwork``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import select
+import socket
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from wanreduce import wire
+
+from .link import LinkQueue
+
+Address = tuple[str, int]
+_HDR = wire.AGG_HEADER_BYTES
+_MAGIC = wire.MAGIC.to_bytes(2, "big")
+_CONTRIBUTION = int(wire.MsgType.CONTRIBUTION)
+_RESULT = int(wire.MsgType.RESULT)
+_CONTROL = int(wire.MsgType.CONTROL)
+_CONTROL_REPLY = int(wire.MsgType.CONTROL_REPLY)
+_OFF = {f.name: f.agg_offset for f in wire.AGG_FIELDS}
+_TYPE, _GROUP, _COUNT = _OFF["msg_type"], _OFF["group_id"], _OFF["element_count"]
+_BUF = 8 << 20  # socket buffers (as far as the kernel allows)
+_MAX_NAT = 64  # CONTROL sockets per site (one per host address)
+_BURST = 256  # datagrams read from one socket before looking at the clock again
+
+
+@dataclass
+class ForwarderConfig:
+    """Everything the data plane needs (picklable: it is sent to a spawned process)."""
+
+    aggregators: list[Address]  # aggregator of site s
+    links: list[tuple[int, int, float, float]]  # directed WAN links: (u, v, bytes/s, delay s)
+    ports: list[float]  # per site: egress and FPGA-ingress port rate, bytes/s
+    queue_bytes: float = float("inf")  # per link and port
+    loss: float = 0.0  # per WAN link copy
+    seed: int = 0
+    lifetime: float = 600.0  # seconds; the loop ends by itself after this
+    host: str = "127.0.0.1"
+
+
+@dataclass
+class Routes:
+    """Group members and, per (group, sender), the multicast tree: node -> [(link, child)]."""
+
+    members: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    trees: dict[tuple[int, int], dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
+
+
+def _socket(host: str) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        try:
+            s.setsockopt(socket.SOL_SOCKET, opt, _BUF)
+        except OSError:
+            pass
+    s.bind((host, 0))
+    s.setblocking(False)
+    return s
+
+
+def _well_formed_contribution(pkt: bytes) -> bool:
+    n = len(pkt)
+    return (n > _HDR and pkt[_TYPE] == _CONTRIBUTION and pkt[:2] == _MAGIC
+            and pkt[2] == wire.VERSION
+            and n == _HDR + 4 * int.from_bytes(pkt[_COUNT:_COUNT + 2], "big"))
+
+
+class Forwarder:
+    """The event loop's state (see the module docstring)."""
+
+    def __init__(self, cfg: ForwarderConfig) -> None:
+        self.cfg = cfg
+        n = len(cfg.aggregators)
+        self.n = n
+        rng = random.Random(cfg.seed)
+        self.links = [LinkQueue(rate, delay, cfg.queue_bytes, cfg.loss, rng)
+                      for _u, _v, rate, delay in cfg.links]
+        self.egress = [LinkQueue(r, 0.0, cfg.queue_bytes) for r in cfg.ports]
+        self.ingress = [LinkQueue(r, 0.0, cfg.queue_bytes) for r in cfg.ports]
+        self.edge = [_socket(cfg.host) for _ in range(n)]
+        self.up = [_socket(cfg.host) for _ in range(n)]
+        self.aggs = [tuple(a) for a in cfg.aggregators]
+        self.hosts: list[dict[Address, None]] = [{} for _ in range(n)]
+        self.nat: dict[tuple[int, Address], socket.socket] = {}
+        self.role: dict[int, tuple[str, int, Address | None]] = {}
+        for s in range(n):
+            self.role[self.edge[s].fileno()] = ("edge", s, None)
+            self.role[self.up[s].fileno()] = ("up", s, None)
+        self.socks = {s.fileno(): s for s in self.edge + self.up}
+        self.routes = Routes()
+        self.heap: list[tuple[float, int, int, int, int, bytes]] = []
+        self.seq = itertools.count()
+        self.counters = dict.fromkeys(
+            ("contributions", "copies_delivered", "local_only", "results", "control",
+             "foreign", "stray", "nat_full"), 0)
+        self.late_max = 0.0
+        self.late_sum = 0.0
+
+    # ---- routing of one contribution ----
+    def inject(self, t: float, s: int, addr: Address, pkt: bytes) -> None:
+        """A datagram from host ``addr`` of site s at time t (a well-formed contribution makes
+        ``addr`` one of the site's hosts, which get its aggregator's results)."""
+        self.up[s].sendto(pkt, self.aggs[s])
+        if not _well_formed_contribution(pkt):
+            self.counters["local_only"] += 1
+            return
+        self.hosts[s].setdefault(addr, None)
+        self.counters["contributions"] += 1
+        g = pkt[_GROUP]
+        if (g, s) not in self.routes.trees:  # unknown group, not a member, or alone
+            self.counters["local_only"] += 1
+            return
+        ta = self.egress[s].offer(t, len(pkt))
+        if ta is not None:
+            heapq.heappush(self.heap, (ta, next(self.seq), g, s, s, pkt))
+
+    def at_node(self, t: float, g: int, s: int, node: int, pkt: bytes) -> None:
+        """The copy of sender s's datagram for group g is at ``node`` at time t."""
+        for k, v in self.routes.trees[(g, s)].get(node, ()):
+            ta = self.links[k].offer(t, len(pkt))
+            if ta is not None:
+                heapq.heappush(self.heap, (ta, next(self.seq), g, s, v, pkt))
+        if node != s and node in self.routes.members[g]:
+            ti = self.ingress[node].offer(t, len(pkt))
+            if ti is not None:
+                heapq.heappush(self.heap, (ti, next(self.seq), g, s, -1 - node, pkt))
+
+    def run_due(self, now: float) -> None:
+        """Process every event whose time has come (in time order)."""
+        heap = self.heap
+        while heap and heap[0][0] <= now:
+            t, _, g, s, node, pkt = heapq.heappop(heap)
+            if node >= 0:
+                self.at_node(t, g, s, node, pkt)
+                continue
+            r = -1 - node
+            self.up[r].sendto(pkt, self.aggs[r])
+            self.counters["copies_delivered"] += 1
+            late = time.monotonic() - t
+            self.late_sum += late
+            self.late_max = max(self.late_max, late)
+
+    # ---- sockets ----
+    def receive(self, fd: int) -> None:
+        """Read what ``fd`` holds (at most a burst) and route it."""
+        sock = self.socks[fd]
+        kind, s, host = self.role[fd]
+        clock = time.monotonic
+        for _ in range(_BURST):
+            try:
+                pkt, addr = sock.recvfrom(65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. ICMP port unreachable from a host that went away
+                continue
+            if kind == "edge":
+                if len(pkt) > _TYPE and pkt[_TYPE] == _CONTROL:
+                    self.control(s, addr, pkt)
+                    continue
+                self.inject(clock(), s, addr, pkt)
+            elif addr != self.aggs[s]:
+                self.counters["foreign"] += 1
+            elif kind == "up":
+                if len(pkt) > _TYPE and pkt[_TYPE] == _RESULT:
+                    self.counters["results"] += 1
+                    for h in self.hosts[s]:
+                        self.edge[s].sendto(pkt, h)
+                else:
+                    self.counters["stray"] += 1
+            else:  # a CONTROL reply for one host
+                self.edge[s].sendto(pkt, host)
+
+    def control(self, s: int, addr: Address, pkt: bytes) -> None:
+        """A CONTROL message from host ``addr`` at site s, through its own NAT socket."""
+        self.counters["control"] += 1
+        sock = self.nat.get((s, addr))
+        if sock is None:
+            if sum(1 for (site, _a) in self.nat if site == s) >= _MAX_NAT:
+                self.counters["nat_full"] += 1
+                return
+            sock = _socket(self.cfg.host)
+            self.nat[(s, addr)] = sock
+            self.socks[sock.fileno()] = sock
+            self.role[sock.fileno()] = ("nat", s, addr)
+        sock.sendto(pkt, self.aggs[s])
+
+    def stats(self) -> dict[str, Any]:
+        """Per directed link and port: bytes, datagrams, drops, losses, peak backlog."""
+
+        def row(q: LinkQueue) -> dict[str, float]:
+            return {"bytes": q.carried, "packets": q.packets, "dropped": q.dropped,
+                    "lost": q.lost, "peak_backlog": q.peak_backlog}
+
+        delivered = max(self.counters["copies_delivered"], 1)
+        return {
+            "links": {(u, v): row(q) for (u, v, _r, _d), q in zip(self.cfg.links, self.links,
+                                                               strict=True)},
+            "egress": [row(q) for q in self.egress],
+            "ingress": [row(q) for q in self.ingress],
+            "counters": dict(self.counters),
+            "late_max": self.late_max,
+            "late_mean": self.late_sum / delivered,
+            "pending": len(self.heap),
+        }
+
+    def close(self) -> None:
+        for sock in self.socks.values():
+            sock.close()
+
+
+def serve(cfg: ForwarderConfig, conn: Connection) -> None:
+    """Run the data plane until ``cfg.lifetime`` has passed or ``("stop",)`` arrives on ``conn``.
+
+    Pipe protocol: it first sends ``("ready", edge addresses)``; then answers ``("routes",
+    Routes)`` with ``("ok",)`` and ``("stats",)`` with ``("stats", dict)``.
+    """
+    fwd = Forwarder(cfg)
+    deadline = time.monotonic() + cfg.lifetime
+    try:
+        conn.send(("ready", [s.getsockname() for s in fwd.edge]))
+        pipe = conn.fileno()
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            fwd.run_due(now)
+            wait = min(0.2, deadline - now)
+            if fwd.heap:
+                wait = min(wait, max(0.0, fwd.heap[0][0] - time.monotonic()))
+            ready, _, _ = select.select([pipe, *fwd.socks], [], [], wait)
+            for fd in ready:
+                if fd != pipe:
+                    fwd.receive(fd)
+                    continue
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):  # the owner is gone
+                    return
+                if msg[0] == "stop":
+                    conn.send(("stats", fwd.stats()))
+                    return
+                if msg[0] == "routes":
+                    fwd.routes = msg[1]
+                    conn.send(("ok",))
+                elif msg[0] == "stats":
+                    conn.send(("stats", fwd.stats()))
+    finally:
+        fwd.close()
+        conn.close()

@@ -1,0 +1,93 @@
+"""What the planner predicts for an emulated run: the plan it picks, and the time of what runs.
+
+The plan comes from the planner itself (``plan_report.evaluate``: the same optimiser as
+``wanreduce plan``) on the scaled topology at the memory the slots represent. The host driver
+all-reduces cliques, so a round runs as the GroupTable's steps (one per round of cliques, one per
+level of a sharded round); the prediction of what runs is the planner's round model
+(``RoundModel.round_time``) of each step as a round of disjoint cliques, summed over the round's
+steps. For clique families this is exactly the planner's round time; for a sharded plan it
+differs from the planner's reduce-scatter/all-gather phases (also reported: ``plan_round_times``).
+
+The driver also exchanges an agreement vector (``host/agreement.py``, 358 int32 lanes) before
+every tensor: one more all-reduce of that size in the same group, which the planner's round does
+not contain. ``agreement_times`` is the same round model's time for it (about one group latency);
+``round_time(r, agreement=True)`` adds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wanreduce.host import agreement
+from wanreduce.planner import plan_report as pr
+from wanreduce.planner.group_table import GroupTable, group_table
+from wanreduce.planner.optimiser import Plan, plan_rank
+from wanreduce.planner.roundmodel import RoundModel
+from wanreduce.planner.schedules import clique_round
+from wanreduce.planner.sharded import FAMILIES as SHARDED_FAMILIES
+from wanreduce.planner.topology import Topology
+
+#: ``--schedule`` choices: a family, the best sharded family, or the planner's best in-network
+#: plan among those made of cliques (tree and one-peer rounds are weighted, not cliques: the
+#: driver cannot run them).
+SCHEDULES = ("all-to-all", "cliques-3", "sharded", "best")
+
+
+@dataclass
+class Prediction:
+    """The plan and the planner's round times of what runs."""
+
+    plan: Plan
+    table: GroupTable
+    step_times: list[list[float]]  # per round of the schedule, per step (s)
+    agreement_times: list[list[float]]  # the driver's agreement exchange of each step (s)
+
+    def round_time(self, r: int, agreement: bool = False) -> float:
+        """Predicted time of round ``r`` (rounds repeat cyclically), with the agreements."""
+        k = r % len(self.step_times)
+        return sum(self.step_times[k]) + (sum(self.agreement_times[k]) if agreement else 0.0)
+
+    def mean_round_time(self, rounds: int, agreement: bool = False) -> float:
+        """Mean predicted round time over rounds 0..rounds-1."""
+        return sum(self.round_time(r, agreement) for r in range(rounds)) / rounds
+
+    @property
+    def plan_round_times(self) -> list[float]:
+        """The planner's own round times of the plan (sharded: its phases)."""
+        return [float(t) for t in self.plan.round_times]
+
+
+def choose_plan(topo: Topology, schedule: str, nbytes: int, memory: int, elements: int) -> Plan:
+    """The planner's plan for ``schedule`` (one of :data:`SCHEDULES`) on ``topo`` at ``memory``."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"--schedule: must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    res = pr.evaluate(topo, nbytes, memory, elements_per_packet=elements, colocated=False)
+    if schedule == "best":  # the fastest in-network plan the driver can run (cliques only)
+        for p in sorted((p for f, p in res.plans.items() if pr.is_in_network(f)), key=plan_rank):
+            try:
+                group_table(p.schedule)
+            except ValueError:
+                continue
+            return p
+        raise ValueError("--schedule best: no in-network plan is made of cliques")
+    if schedule == "sharded":
+        return res.best_among(SHARDED_FAMILIES)
+    if schedule not in res.plans:
+        raise ValueError(f"--schedule {schedule}: the planner has no such plan for "
+                         f"{topo.n} sites (has {', '.join(sorted(res.plans))})")
+    return res.plans[schedule]
+
+
+def predict(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int) -> Prediction:
+    """Round model time of each GroupTable step of ``plan`` at ``memory`` (module docstring)."""
+    table = group_table(plan.schedule)
+    t = topo.with_memory(memory)
+    model = RoundModel(t, nbytes, elements * pr.ELEMENT_BYTES)
+    agree = RoundModel(t, agreement.LANES * 4, elements * pr.ELEMENT_BYTES)
+    times, agreements = [], []
+    for r in range(len(table.rounds)):
+        rounds = [clique_round(sorted({table.groups[g] for g in step.values()}))
+                  for step in table.steps(r)]
+        times.append([float(model.round_time(x).time) for x in rounds])
+        agreements.append([float(agree.round_time(x).time) for x in rounds])
+    return Prediction(plan, table, times, agreements)

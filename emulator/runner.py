@@ -1,0 +1,179 @@
+"""Run rounds of a plan over a site network: one spawned process per site, results checked.
+
+Each site's process builds its synthetic tensor (float32, seeded by site and round), and for every
+step of every round (``GroupTable.steps``) waits at a barrier of all sites, then all-reduces
+through its ``AggregatorClient(**network.client_kwargs(site), sender_id=site)``. Rounds are
+barriers, as the planner models them, and they must be: the groups change between steps, and a
+site that ran ahead would send next-step contributions to aggregators still collecting the
+previous step (rejected, and no member could resend them). A round's time is from the first
+barrier release of its first step to the last site's end of its last step. After the round
+every site checks each result bit for bit against the fixed-point reference
+(``host/reference.expected_allreduce``, NumPy, from the members' regenerated tensors) and
+records its largest error against the float64 sum; a mismatch is an error, never a number.
+
+A process that dies makes the others stop: the launcher aborts the barrier (they fail the
+next wait) and a process blocked in an all-reduce fails within the driver's ``timeout``
+(ChunksMissing naming the missing member). Every process has a ``lifetime`` and exits by itself.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queue_mod
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wanreduce.planner.group_table import GroupTable
+
+from .site_network import SiteNetwork
+
+WARMUP_ROUND = 0xFFFFFFFF  # round id of the warm-up step (configuration look-ups, first RTT)
+JOB = 0
+
+
+def site_tensor(seed: int, site: int, rnd: int, elements: int) -> np.ndarray:
+    """The synthetic contribution of ``site`` in round ``rnd``."""
+    rng = np.random.default_rng([seed, site, rnd])
+    return rng.standard_normal(elements).astype(np.float32)
+
+
+@dataclass
+class SiteReport:
+    """What one site's process measured and checked."""
+
+    site: int
+    spans: list[tuple[float, float]] = field(default_factory=list)  # per round (monotonic s)
+    checked: int = 0  # results compared bit for bit
+    max_abs_err: float = 0.0  # largest |result - float64 sum| (quantisation)
+    stats: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class RunResult:
+    """All sites' reports and the round times derived from them."""
+
+    reports: list[SiteReport]
+    rounds: int
+
+    @property
+    def errors(self) -> list[str]:
+        return [r.error for r in self.reports if r.error]
+
+    def round_times(self) -> list[float]:
+        """Per round: last site's end minus first site's start."""
+        if self.errors:
+            raise RuntimeError("; ".join(self.errors))
+        return [max(r.spans[i][1] for r in self.reports) - min(r.spans[i][0] for r in self.reports)
+                for i in range(self.rounds)]
+
+    def mean_round_time(self) -> float:
+        t = self.round_times()
+        return sum(t) / len(t)
+
+
+def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: int, rounds: int,
+               seed: int, timeout: float, lifetime: float, barrier: Any, out: Any,
+               die_at: int | None) -> None:
+    """One site's process (module docstring)."""
+    timer = threading.Timer(lifetime, os._exit, (3,))  # bounded even if everything else hangs
+    timer.daemon = True
+    timer.start()
+    from wanreduce.host.driver import AggregatorClient
+    from wanreduce.host.reference import expected_allreduce
+
+    rep = SiteReport(site)
+    wait = lifetime  # a barrier waits at most this long (the launcher aborts it on a death)
+    try:
+        with AggregatorClient(**kwargs, sender_id=site, timeout=timeout) as c:
+            e = c.elements
+            for st in table.steps(0):
+                barrier.wait(wait)
+                if site in st:
+                    c.allreduce(np.ones(1, np.float32), job=JOB, group=st[site], round=WARMUP_ROUND)
+            for r in range(rounds):
+                got = []
+                start = None
+                for st in table.steps(r):
+                    barrier.wait(wait)
+                    if r == die_at:  # fault injection: the process is killed mid-run
+                        os._exit(9)
+                    start = time.monotonic() if start is None else start
+                    if site in st:
+                        y = c.allreduce(site_tensor(seed, site, r, elements), job=JOB,
+                                        group=st[site], round=r)
+                        got.append((st[site], y))
+                rep.spans.append((start, time.monotonic()))
+                for gid, y in got:
+                    xs = [site_tensor(seed, m, r, elements) for m in table.groups[gid]]
+                    want = expected_allreduce(xs, elements=e)
+                    bad = int(np.count_nonzero(y.view(np.uint32) != want.view(np.uint32)))
+                    if bad:
+                        raise RuntimeError(f"round {r} group {gid}: {bad} of {y.size} elements "
+                                           "differ from the fixed-point reference")
+                    exact = np.sum(np.asarray(xs, np.float64), axis=0)
+                    rep.max_abs_err = max(rep.max_abs_err, float(np.abs(y - exact).max()))
+                    rep.checked += 1
+            rep.stats = {k: v for k, v in vars(c.stats).items() if isinstance(v, int)}
+    except BaseException as exc:  # reported to the launcher, which names the site
+        rep.error = f"site {site}: {type(exc).__name__}: {exc}"
+        barrier.abort()
+    out.put(rep)  # flushed by the queue's feeder thread before the process exits
+
+
+def run_rounds(net: SiteNetwork, table: GroupTable, *, nbytes: int, rounds: int, seed: int = 0,
+               timeout: float = 10.0, lifetime: float = 600.0,
+               kill: tuple[int, int] | None = None) -> RunResult:
+    """Run ``rounds`` rounds of ``table`` over ``net`` with ``nbytes`` per site (module docstring).
+
+    ``kill = (site, round)``: that site's process exits abruptly (code 9) when the round starts
+    (fault injection for tests)."""
+    if rounds < 1:
+        raise ValueError(f"--rounds: must be >= 1, got {rounds}")
+    n = net.n_sites
+    elements = max(1, nbytes // 4)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(n)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_site_main, name=f"site-{s}", daemon=True,
+                         args=(s, net.client_kwargs(s), table, elements, rounds, seed, timeout,
+                               lifetime, barrier, out, kill[1] if kill and kill[0] == s else None))
+             for s in range(n)]
+    deadline = time.monotonic() + lifetime + 10
+    reports: dict[int, SiteReport] = {}
+    gone: dict[int, float] = {}
+    try:
+        for p in procs:
+            p.start()
+        while len(reports) < n and time.monotonic() < deadline:
+            try:
+                rep = out.get(timeout=0.2)
+                reports[rep.site] = rep
+                continue
+            except queue_mod.Empty:
+                pass
+            now = time.monotonic()
+            for s, p in enumerate(procs):
+                if s not in reports and p.exitcode is not None:
+                    gone.setdefault(s, now)
+                    if now - gone[s] > 2.0:  # exited and its report never came: it died
+                        reports[s] = SiteReport(s, error=f"site {s}: process exited with code "
+                                                         f"{p.exitcode} without a report")
+                        barrier.abort()
+        for s in range(n):
+            if s not in reports:
+                reports[s] = SiteReport(s, error=f"site {s}: no report within the lifetime "
+                                                 f"({lifetime:g} s)")
+    finally:
+        for p in procs:
+            p.join(max(0.1, min(10.0, deadline - time.monotonic())))
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        out.close()
+    return RunResult([reports[s] for s in range(n)], rounds)
