@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 
+from wanreduce.emulator.local_network import LocalNetwork
 from wanreduce.planner import schedules as S
 from wanreduce.planner.group_table import group_table
 from wanreduce.train.digits import load_digits_split
 from wanreduce.train.launcher import run_sites
-from wanreduce.train.local_network import LocalNetwork
 from wanreduce.train.metrics import progress_rows
 from wanreduce.train.site_worker import RunSpec
 

@@ -8,35 +8,42 @@ import threading
 import numpy as np
 import pytest
 
+from wanreduce.emulator.local_network import LocalNetwork
+from wanreduce.host.control import ControlClient
 from wanreduce.host.driver import AggregatorClient
 from wanreduce.planner import schedules as S
 from wanreduce.planner import sharded
 from wanreduce.planner.consensus import consensus_error, mixing_matrix, rounds_to_consensus
 from wanreduce.planner.group_table import group_table
 from wanreduce.train.averager import AVERAGER_JOB, ScheduleAverager
-from wanreduce.train.local_network import LocalNetwork
 
 ELEMENTS = 300
 
 
 def _average_in_threads(schedule, rounds: int, x0: np.ndarray) -> np.ndarray:
-    """Every site in its own thread, ``rounds`` outer steps; the sites' vectors afterwards."""
+    """Every site in its own thread with its own aggregator, ``rounds`` outer steps; the sites'
+    vectors afterwards."""
     n = schedule.n
     table = group_table(schedule)
     x = x0.astype(np.float32).copy()
     errors: list[BaseException] = []
+    barrier = threading.Barrier(n, timeout=60)
     with LocalNetwork(n) as net:
         net.configure(table, jobs=[0, AVERAGER_JOB])
 
         def site(s: int) -> None:
+            kw = net.client_kwargs(s)
             try:
-                with AggregatorClient(**net.client_kwargs(s), sender_id=s, first_chunk=0,
-                                      rtt=0.01, rate_bps=1e9, on_overflow="raise") as c:
-                    avg = ScheduleAverager(s, ELEMENTS, table=table, client=c)
+                with AggregatorClient(**kw, sender_id=s, rtt=0.01, rate_bps=1e9,
+                                      on_overflow="raise") as c, \
+                        ControlClient(kw["aggregator"]) as control:
+                    avg = ScheduleAverager(s, ELEMENTS, table=table, client=c, control=control,
+                                           barrier=barrier.wait)
                     for k in range(rounds):
                         avg.average(x[s], k)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
                 errors.append(exc)
+                barrier.abort()
 
         threads = [threading.Thread(target=site, args=(s,)) for s in range(n)]
         for t in threads:
@@ -83,14 +90,15 @@ def test_cliques_3_over_9_sites_reach_consensus_in_the_planners_rounds():
         assert bool(dev <= eps + 1e-6) is close, (rounds, dev)
 
 
-def test_a_site_alone_in_a_step_skips_it():
-    """Sharded over 5 sites has levels with a site alone: it keeps its value in that step."""
-    schedule = sharded.sharded(5)
-    table = group_table(schedule)
-    lonely = [s for s in range(5) if not table.site_steps(0, s)]
-    x0 = np.random.default_rng(3).normal(size=(5, ELEMENTS))
-    x = _average_in_threads(schedule, 1, x0)
-    expect = mixing_matrix(schedule.rounds[0], 5) @ x0
+def test_a_site_alone_in_a_step_skips_it_and_stays_in_step():
+    """Sites 2 and 3 are alone in round 0, 0 and 1 in round 2: they keep their values there, and
+    their chunk counters and aggregators still agree with the others' in the rounds after."""
+    blocks = [[[0, 1], [2], [3]], [[0, 2], [1, 3]], [[2, 3], [0], [1]], [[0, 3], [1, 2]]]
+    schedule = S.Schedule("uneven", "uneven pairs", tuple(S.clique_round(b) for b in blocks), 4)
+    x0 = np.random.default_rng(3).normal(size=(4, ELEMENTS))
+    rounds = 2 * len(blocks) + 1
+    x = _average_in_threads(schedule, rounds, x0)
+    expect = x0.copy()
+    for k in range(rounds):
+        expect = mixing_matrix(schedule.rounds[k % len(blocks)], 4) @ expect
     np.testing.assert_allclose(x, expect, atol=1e-6)
-    for s in lonely:
-        np.testing.assert_array_equal(x[s], x0[s].astype(np.float32))

@@ -7,11 +7,11 @@ import pytest
 
 pytest.importorskip("torch", reason="the torch extra (make test installs it)")
 
+from wanreduce.emulator.local_network import LocalNetwork  # noqa: E402
 from wanreduce.planner import schedules as S  # noqa: E402
 from wanreduce.planner.group_table import group_table  # noqa: E402
 from wanreduce.train.digits import load_digits_split  # noqa: E402
 from wanreduce.train.launcher import run_sites  # noqa: E402
-from wanreduce.train.local_network import LocalNetwork  # noqa: E402
 from wanreduce.train.site_worker import RunSpec  # noqa: E402
 
 STEPS = 3

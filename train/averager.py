@@ -2,16 +2,20 @@
 
 Every outer step ``k`` a site replaces its parameter vector by the average over the members of
 its group in each step of round ``k`` of the plan (``GroupTable.site_steps``): x <- W_k x, the
-planner's mixing matrices, so consensus follows ``planner/consensus.py``. Sites alone in a step
-skip it. The ring all-reduce uses no aggregator: ``exact_average`` (gloo) averages over all sites.
+planner's mixing matrices, so consensus follows ``planner/consensus.py``. The ring all-reduce
+uses no aggregator: ``exact_average`` (gloo) averages over all sites.
 
-Chunk numbers are explicit, a function of (outer step, step, group id) that every site computes
-alike: disjoint groups of one round never share a chunk (one shared aggregator serves them
-all), and a site that skips a step cannot fall out of step with the others. Each exchange gets
-``stride`` chunks: the agreement's ceil(LANES / E) plus the tensor's ceil(L / E); the site's
-client refuses redo passes (``on_overflow="raise"``: safe headroom cannot overflow, so a redo
-would be a bug, and its chunks would run into the next group's). The aggregators must release
-on completion (a gap would stall an in-order head).
+Each site talks to its own aggregator (emulator/: one per site, in-order release), so chunk
+numbers are the driver's per-job counter, which moves by ``stride`` chunks per exchange (the
+agreement's ceil(LANES / E) and the tensor's ceil(L / E); the client refuses overflow redo,
+``on_overflow="raise"``: safe headroom cannot overflow). Two rules keep every member's counter
+and every aggregator's head in step (docs/emulator.md, "Rounds are barriers"):
+
+* every step starts with a barrier of all sites, so no site contributes to a step while an
+  aggregator is still collecting the previous one;
+* a site alone in a step skips the exchange but still moves its counter by ``stride`` and
+  resets its own aggregator's job head to it (JOBj_HEAD; nothing reaches that aggregator during
+  the step: the site is in none of its groups), as if it had exchanged with itself.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from wanreduce import regs
 from wanreduce.host import agreement
+from wanreduce.host.control import ControlClient
 from wanreduce.host.driver import AggregatorClient
 from wanreduce.planner.group_table import GroupTable
 
@@ -33,27 +39,24 @@ class ScheduleAverager:
     """Averages one site's flat float32 vector with its groups, round after round."""
 
     def __init__(self, site: int, n_elements: int, *, table: GroupTable | None = None,
-                 client: AggregatorClient | None = None,
+                 client: AggregatorClient | None = None, control: ControlClient | None = None,
+                 barrier: Callable[[], None] | None = None,
                  exact_average: Callable[[np.ndarray], None] | None = None,
                  job: int = AVERAGER_JOB) -> None:
         if (table is None) == (exact_average is None):
             raise ValueError("give either table= (cliques through the aggregator) or "
                              "exact_average= (ring all-reduce), not both or neither")
-        if table is not None and client is None:
-            raise ValueError("table= needs client= (the site's AggregatorClient)")
+        if table is not None and (client is None or control is None or barrier is None):
+            raise ValueError("table= needs client= (the site's AggregatorClient), control= (a "
+                             "ControlClient of its aggregator) and barrier= (of all sites)")
         self.site, self.table, self.client, self.job = site, table, client, job
-        self.exact_average = exact_average
-        if table is not None and client is not None:
+        self.control, self.barrier, self.exact_average = control, barrier, exact_average
+        self.stride = 0
+        if client is not None:
             e = client.elements
             self.stride = math.ceil(agreement.LANES / e) + math.ceil(n_elements / e)
-            self.steps_per_round = max(len(steps) for steps in table.rounds)
-            self.n_groups = max(len(table.groups), 1)
         self.exchanges = 0  # exchanges this site took part in (steps not skipped)
-
-    def chunk_of(self, outer_step: int, step: int, gid: int) -> int:
-        """First chunk of group ``gid``'s exchange in ``step`` of outer step ``outer_step``."""
-        slot = (outer_step * self.steps_per_round + step) * self.n_groups + gid
-        return slot * self.stride & _U32
+        self.skipped = 0  # steps in which it was alone
 
     def average(self, x: np.ndarray, outer_step: int) -> np.ndarray:
         """Average ``x`` (float32, C-contiguous, in place) with round ``outer_step``'s groups."""
@@ -61,15 +64,30 @@ class ScheduleAverager:
             self.exact_average(x)
             self.exchanges += 1
             return x
-        assert self.table is not None and self.client is not None
-        steps = self.table.steps(outer_step)
-        for i, st in enumerate(steps):
-            gid = st.get(self.site)
+        assert self.table is not None and self.client is not None and self.barrier is not None
+        for step in self.table.steps(outer_step):
+            self.barrier()
+            gid = step.get(self.site)
             if gid is None:
-                continue  # alone in this step
-            members = self.table.groups[gid]
-            self.client.set_next_chunk(self.job, self.chunk_of(outer_step, i, gid))
+                self._skip()
+                continue
+            before = self.client.next_chunk.get(self.job)
             self.client.allreduce(x, job=self.job, group=gid, round=outer_step & _U32, out=x)
-            x /= np.float32(len(members))
+            x /= np.float32(len(self.table.groups[gid]))
+            used = (self.client.next_chunk[self.job] - before) & _U32 if before is not None else None
+            if used is not None and used != self.stride:
+                raise RuntimeError(f"job {self.job}: an exchange used {used} chunks, expected "
+                                   f"{self.stride}; the sites' chunk counters may now disagree")
             self.exchanges += 1
         return x
+
+    def _skip(self) -> None:
+        """Alone in this step: move the counter and this site's aggregator's head by ``stride``."""
+        assert self.client is not None and self.control is not None
+        head = self.client.next_chunk.get(self.job)
+        if head is None:  # no exchange yet: the aggregator's head is where the job starts
+            head = self.control.read(regs.job_head(self.job))
+        new = (head + self.stride) & _U32
+        self.control.reset_window(self.job, new)
+        self.client.set_next_chunk(self.job, new)
+        self.skipped += 1

@@ -14,11 +14,11 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from wanreduce.emulator.site_network import SiteNetwork
 from wanreduce.errors import WanreduceError
 
 from . import require_torch
 from .digits import Digits
-from .site_network import SiteNetwork
 from .site_worker import RunSpec, SiteConfig, run_site
 
 

@@ -112,6 +112,7 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+    from wanreduce.host.control import ControlClient
     from wanreduce.host.driver import AggregatorClient
 
     torch.set_num_threads(1)
@@ -126,8 +127,7 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
     client = None
     if spec.mode != "ddp-gloo" and not (spec.mode == "average" and spec.table is None):
         client = AggregatorClient(**{**CLIENT_DEFAULTS, **cfg.client_kwargs}, sender_id=site,
-                                  first_chunk=0, session=session, timeout=spec.timeout,
-                                  on_overflow="raise")
+                                  session=session, timeout=spec.timeout, on_overflow="raise")
     net = model
     if spec.mode in ("ddp", "ddp-gloo"):
         net = torch.nn.parallel.DistributedDataParallel(model)
@@ -143,10 +143,17 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
         dist.all_reduce(torch.from_numpy(x))
         x /= np.float32(n)
 
-    averager = None
+    def barrier() -> None:  # names a site that does not arrive (e.g. its process died)
+        dist.monitored_barrier(timeout=timedelta(seconds=spec.timeout))
+
+    averager = control = None
     if spec.mode == "average":
+        if client is not None:
+            kw = cfg.client_kwargs
+            control = ControlClient(kw.get("control_address") or kw["aggregator"],
+                                    timeout=spec.timeout)
         averager = ScheduleAverager(site, sum(p.numel() for p in params), table=spec.table,
-                                    client=client,
+                                    client=client, control=control, barrier=barrier,
                                     exact_average=exact_average if spec.table is None else None)
     h = spec.local_steps if spec.mode == "average" else 1
     # the clock starts when every site is set up (sites leave a barrier within milliseconds)
@@ -168,8 +175,9 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
         if (k + 1) % spec.snapshot_every == 0:
             snapshots.append((k + 1, time.time() - t0, flat()))
     stats = dataclasses.asdict(client.stats) if client is not None else {}
-    if client is not None:
-        client.close()
+    for c in (client, control):
+        if c is not None:
+            c.close()
     dist.destroy_process_group()
     return {"snapshots": snapshots, "exchanges": averager.exchanges if averager else spec.steps,
-            "driver": stats}
+            "skipped": averager.skipped if averager else 0, "driver": stats}

@@ -8,16 +8,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from wanreduce.emulator.local_network import LocalNetwork
+from wanreduce.emulator.site_network import SiteNetwork
 from wanreduce.planner.topology import Topology
 
 from .averager import AVERAGER_JOB
 from .ddp_hook import DDP_JOB
 from .digits import load_digits_split, make_mlp
 from .launcher import run_sites
-from .local_network import LocalNetwork
 from .metrics import progress_rows
 from .schedule_choice import choose
-from .site_network import SiteNetwork
 from .site_worker import RunSpec
 
 MAX_SNAPSHOTS = 200  # parameter snapshots per site and run (evaluated afterwards)
