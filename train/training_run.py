@@ -49,7 +49,7 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
     plan = choice.plan
     return {
         "schedule": schedule, "family": plan.family, "label": plan.schedule.label,
-        "note": choice.note, "topology": topo.name, "sites": topo.n, "memory_bytes": memory,
+        "topology": topo.name, "sites": topo.n, "memory_bytes": memory,
         "steps": spec.steps, "local_steps": spec.local_steps, "outer_steps": outer,
         "seed": spec.seed, "lr": spec.lr, "batch": spec.batch, "wall_s": wall,
         "planner": {"rounds_to_consensus": plan.rounds, "round_times_s": plan.round_times,

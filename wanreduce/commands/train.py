@@ -102,8 +102,6 @@ def _echo_run(run: dict) -> None:
     click.echo(f"\n== {run['schedule']}: {run['label']} on {run['topology']} ({run['sites']} "
                f"sites), {run['outer_steps']} rounds of H = {run['local_steps']}, "
                f"{run['wall_s']:.1f} s ==")
-    if run["note"]:
-        click.echo(f"note: {run['note']}")
     p = run["planner"]
     click.echo(f"planner: {p['rounds_to_consensus']} rounds to consensus, predicted "
                f"{p['time_to_consensus_s']:.3g} s on the real WAN")
