@@ -64,7 +64,7 @@ def test_short_run_reports_progress_and_writes_report_and_plot(tmp_path):
     topo = tmp_path / "three.yaml"
     topo.write_text(THREE_SITES)
     out, png = tmp_path / "r.json", tmp_path / "loss.png"
-    res = _run(["--topology", str(topo), "--schedule", "all-to-all,ring", "--steps", "8",
+    res = _run(["--topology", str(topo), "--schedule", "all-to-all,ring", "--steps", "8", "--memory", "1MiB",
                 "--local-steps", "2", "--out", str(out), "--plot", str(png)])
     assert res.exit_code == 0, res.output
     a2a, ring = json.loads(out.read_text())

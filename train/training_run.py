@@ -30,7 +30,8 @@ def model_bytes(seed: int = 0) -> int:
 
 def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
               network: Callable[[int], SiteNetwork] = LocalNetwork) -> dict[str, Any]:
-    """Train ``spec`` over ``topo``'s sites following the plan of ``schedule``; the report."""
+    """Train ``spec`` over ``topo``'s sites following the plan of ``schedule`` for ``memory``
+    (bytes per FPGA as the planner sees it); ``network(n_sites)`` makes the site network."""
     choice = choose(schedule, topo, memory, model_bytes(spec.seed))
     outer = spec.steps // spec.local_steps
     spec = replace(spec, mode="average", table=choice.table,
@@ -47,6 +48,7 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
     finally:
         net.close()
     plan = choice.plan
+    rows = progress_rows(payloads, data, spec.seed, spec.local_steps)
     return {
         "schedule": schedule, "family": plan.family, "label": plan.schedule.label,
         "topology": topo.name, "sites": topo.n, "memory_bytes": memory,
@@ -54,8 +56,9 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
         "seed": spec.seed, "lr": spec.lr, "batch": spec.batch, "wall_s": wall,
         "planner": {"rounds_to_consensus": plan.rounds, "round_times_s": plan.round_times,
                     "time_to_consensus_s": plan.time},
-        "rows": progress_rows(payloads, data, spec.seed, spec.local_steps),
-        "link_bytes": {f"{a}->{b}": v for (a, b), v in sorted(links.items())},
+        "rows": rows,
+        "mean_round_s": (rows[-1]["time_s"] - rows[0]["time_s"]) / max(rows[-1]["outer_step"], 1),
+        "link_bytes": {f"{topo.names[a]}->{topo.names[b]}": v for (a, b), v in sorted(links.items())},
         "exchanges_per_site": [p["exchanges"] for p in payloads],
         "retransmissions": sum(p["driver"].get("retransmissions", 0) for p in payloads),
     }
