@@ -33,6 +33,14 @@ def _json_path(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return value
 
 
+# The emulated WAN's scaling, shared with every command that runs over it (wanreduce train).
+RATE_SCALE = click.option(
+    "--rate-scale", type=click.FloatRange(1e-9, 1e3), default=1e-3, show_default=True,
+    help="Every link and port rate x this (the planner sees the same scaled network).")
+TIME_SCALE = click.option("--time-scale", type=click.FloatRange(1e-9, 1e3), default=1.0,
+                          show_default=True, help="Every link latency x this.")
+
+
 @click.command("emulate")
 @click.option("--topology", default="nine-city", show_default=True,
               help="Topology YAML file or shipped name (wanreduce plan --help).")
@@ -45,10 +53,8 @@ def _json_path(ctx: click.Context, param: click.Parameter, value: str | None) ->
               help="Bytes per site per synchronisation (float32 tensors).")
 @click.option("--rounds", type=click.IntRange(1, 10000), default=2, show_default=True,
               help="Rounds to run (the plan's rounds repeat cyclically).")
-@click.option("--rate-scale", type=click.FloatRange(1e-9, 1e3), default=1e-3, show_default=True,
-              help="Every link and port rate x this (the planner sees the same scaled network).")
-@click.option("--time-scale", type=click.FloatRange(1e-9, 1e3), default=1.0, show_default=True,
-              help="Every link latency x this.")
+@RATE_SCALE
+@TIME_SCALE
 @click.option("--loss", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="Random loss per WAN link copy (seeded; see docs/emulator.md: not recovered).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of tensors and loss.")

@@ -7,6 +7,7 @@ import json
 import click
 
 from wanreduce import wire
+from wanreduce.commands.emulate import RATE_SCALE, TIME_SCALE
 from wanreduce.commands.plan import _png_path, _sizes
 from wanreduce.errors import WanreduceError
 
@@ -52,10 +53,8 @@ def _memory(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @click.option("--network", type=click.Choice(["local", "wan"]), default="local", show_default=True,
               help="local: one aggregator per site on loopback, no delay; wan: the emulated WAN "
                    "of the topology (scaled by --rate-scale/--time-scale, as wanreduce emulate).")
-@click.option("--rate-scale", type=click.FloatRange(1e-9, 1e3), default=1e-3, show_default=True,
-              help="--network wan: every link and port rate x this (the planner sees the same).")
-@click.option("--time-scale", type=click.FloatRange(1e-9, 1e3), default=1.0, show_default=True,
-              help="--network wan: every link latency x this.")
+@RATE_SCALE
+@TIME_SCALE
 @click.option("--lifetime", type=click.FloatRange(1, 86400), default=900.0, show_default=True,
               help="The network's threads and processes end by themselves after this many s.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, callback=_png_path,
