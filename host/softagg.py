@@ -21,12 +21,10 @@ Its single UDP port is "host port 0" for the port counters. Accounting invariant
 
 from __future__ import annotations
 
-import operator
 import select
 import socket
 import threading
 from collections.abc import Iterable
-from itertools import chain
 
 import numpy as np
 
@@ -37,9 +35,10 @@ from wanreduce.model import (
     Message,
     Outcome,
     ReleaseMode,
+    Tag,
     element_limit,
 )
-from wanreduce.model_fast import contribute_one, contribute_run
+from wanreduce.model_fast import contribute_run
 from wanreduce.packetize import AGG_HEADER_STRUCT, header_record
 
 from .transport import (  # noqa: F401 - GSO constants re-exported (bench/bench_driver.py)
@@ -65,10 +64,10 @@ _MAGIC, _VERSION = wire.MAGIC, wire.VERSION
 # the chunk and the flags).
 _CHUNK_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "chunk")
 _FLAGS_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
-# Result header fields that may differ between the slots of one released run (the first five
-# attributes _RESULT_ATTRS fetches, in this order).
-_RESULT_FIELDS = ("chunk", "job_id", "round_id", "scale_exp", "session")
-_RESULT_ATTRS = operator.attrgetter(*_RESULT_FIELDS, "overflow", "count", "group_id")
+# Result header fields that may differ between the slots of one released run, and the
+# model's slot-state columns they come from.
+_RESULT_FIELDS = (("chunk", Tag.CHUNK), ("job_id", Tag.JOB), ("round_id", Tag.ROUND),
+                  ("scale_exp", Tag.SCALE), ("session", Tag.SESSION))
 _CHUNK_COLUMNS = slice(_CHUNK_AT, _CHUNK_AT + 4)
 _TAG_MASK = np.array([0 if _CHUNK_AT <= i < _CHUNK_AT + 4 or i == _FLAGS_AT else 0xFF
                       for i in range(_HDR)], np.uint8)
@@ -123,8 +122,6 @@ class SoftAggregator:
         self._omv = memoryview(self._obuf)
         self.transport.enable_gro()  # a segmented batch arrives in one recvmsg
         # Results go in segmented batches while self.transport.gso (cleared if refused).
-        self._sum = np.empty(elements, np.int64)  # saturating-add scratch
-        self._slot_row = {id(s): i for i, s in enumerate(self.model.slot)}  # row of model.data
         self._wake_r, self._wake_w = socket.socketpair()
 
     # ---- life cycle ----
@@ -235,8 +232,8 @@ class SoftAggregator:
         ):  # a well-formed contribution (every check below passes)
             payload = np.frombuffer(buf, wire.ELEMENT_DTYPE, count, _HDR)
             if self.fast:
-                released = contribute_one(self.model, grp, job, rnd, chunk, sender, scale,
-                                          count, ses, payload, self._sum)
+                released = contribute_run(self.model, grp, job, rnd, chunk, sender, scale,
+                                          count, ses, payload.reshape(1, count))
                 if released is not None:
                     self._accepted(grp, sender, addr, released)
                     return
@@ -272,15 +269,14 @@ class SoftAggregator:
             self._members.setdefault(grp, {})[sender] = addr
             self._dests[grp] = list(dict.fromkeys(self._members[grp].values()))
 
-    def _accepted(self, grp: int, sender: int, addr: Address, released) -> None:
-        """After a fast-path contribution: note the member, queue the released results."""
+    def _accepted(self, grp: int, sender: int, addr: Address, released: np.ndarray) -> None:
+        """After a fast-path contribution: note the member, queue the released results (slot
+        rows of the model, in order)."""
         mem = self._members.get(grp)
         if mem is None or mem.get(sender) != addr:
             self._note_member(grp, sender, addr)
-        if len(released) > 1:
+        if len(released):
             self._queue_slots(released)
-        elif released:
-            self._send_slot(released[0])
 
     def _handle_run(self, mv: memoryview, n: int, seg: int, addr: Address) -> bool:
         """A GRO batch of ``n`` bytes in segments of ``seg``: if its full segments are
@@ -318,38 +314,32 @@ class SoftAggregator:
             self.handle_datagram(n - k * seg, addr, mv[k * seg : n])
         return True
 
-    def _send_slot(self, h) -> None:
-        """The result held in slot ``h`` (just released) to the group's destinations."""
-        self._queue(
-            _OVERFLOW if h.overflow else 0, h.group_id, h.job_id, h.round_id, h.chunk,
-            h.scale_exp, h.data, h.count, h.session,
-        )
-
-    def _queue_slots(self, released: list) -> None:
-        """``_send_slot`` for each slot of ``released`` (in order), a run of results of one
-        group and element count written into the batch buffer with one NumPy operation per
-        header field and one gather of the payloads from the model's slot memory."""
-        h0 = released[0]
-        count, group = h0.count, h0.group_id
-        # one C-level attribute fetch per slot: (chunk, job, round, scale, session, overflow,
-        # count, group)
-        fields = np.fromiter(chain.from_iterable(map(_RESULT_ATTRS, released)), np.int64,
-                             8 * len(released)).reshape(-1, 8)
+    def _queue_slots(self, released: np.ndarray) -> None:
+        """Queue the results held in the model's slot rows ``released`` (just released, in
+        order): a run of results of one group and element count is written into the batch
+        buffer with one NumPy operation per header field and one gather of the payloads from
+        the model's slot memory; otherwise (or outside the serve loop) one by one."""
+        t = self.model.tags[released]
+        count, group = int(t[0, Tag.COUNT]), int(t[0, Tag.GROUP])
         if (
             not self._batching  # outside the serve loop each result is sent at once
-            or (fields[:, 6] != count).any() or (fields[:, 7] != group).any()
+            or len(released) == 1
+            or (t[:, Tag.COUNT] != count).any() or (t[:, Tag.GROUP] != group).any()
             or wire.is_multicast(self.regfile[regs.RESULT_IP])
         ):
-            for h in released:
-                self._send_slot(h)
+            data = self.model.data
+            for row, f in zip(released.tolist(), t.tolist(), strict=True):
+                self._queue(
+                    _OVERFLOW if f[Tag.OVERFLOW] else 0, f[Tag.GROUP], f[Tag.JOB],
+                    f[Tag.ROUND], f[Tag.CHUNK], f[Tag.SCALE], data[row], f[Tag.COUNT],
+                    f[Tag.SESSION],
+                )
             return
         size = _HDR + 4 * count
         cap = min(GSO_MAX_SEGMENTS, len(self._obuf) // size)
-        slot_rows = np.fromiter(map(self._slot_row.__getitem__, map(id, released)), np.intp,
-                                len(released))
-        template = header_record(_RESULT, group, h0.job_id, h0.round_id,
-                                 self.regfile[regs.SITE_ID] & 0xFF, h0.scale_exp, count,
-                                 h0.session)
+        template = header_record(_RESULT, group, int(t[0, Tag.JOB]), int(t[0, Tag.ROUND]),
+                                 self.regfile[regs.SITE_ID] & 0xFF, int(t[0, Tag.SCALE]), count,
+                                 int(t[0, Tag.SESSION]))
         dests = self._dests.get(group, [])
         for i in range(0, len(released), cap):
             k = min(cap, len(released) - i)
@@ -359,11 +349,11 @@ class SoftAggregator:
             rows = np.ndarray((k, size), np.uint8, self._obuf, o)
             hdr = rows[:, :_HDR].view(wire.AGG_HEADER_DTYPE)[:, 0]
             hdr[:] = template
-            f = fields[i : i + k]
-            for col, name in enumerate(_RESULT_FIELDS):
+            f = t[i : i + k]
+            for name, col in _RESULT_FIELDS:
                 hdr[name] = f[:, col]
-            hdr["flags"] = f[:, 5] * _OVERFLOW
-            np.take(self.model.data[:, :count], slot_rows[i : i + k], axis=0,
+            hdr["flags"] = f[:, Tag.OVERFLOW] * _OVERFLOW
+            np.take(self.model.data[:, :count], released[i : i + k], axis=0,
                     out=rows[:, _HDR:].view(wire.ELEMENT_DTYPE))
             self._pending.extend((o + j * size, size, dests) for j in range(k))
             self._oend = o + k * size

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from wanreduce import wire
@@ -426,3 +426,128 @@ def test_gro_run_mixed_adds_starts_and_overflow(release):
     finally:
         fast.close()
         slow.close()
+
+
+# Model level: runs of one sender's consecutive chunks through ``model_fast.contribute_run``
+# against the same contributions one by one through ``model.AggregatorModel.contribute``, with
+# windows up to 64 slots (vectorised head walks over several blocks, runs that wrap in the
+# window and in the slot memory, chunk numbers around 2**32), three members completing chunks
+# out of order, duplicates, late/stale and out-of-window runs, tag mismatches, saturating adds,
+# several jobs and groups, window resets and release-mode changes in between.
+_mrun = st.fixed_dictionaries(
+    {
+        "op": st.just("run"),
+        "job": st.sampled_from([0, 0, 0, 1, 2]),
+        "group": st.sampled_from([0] * 6 + [1, 2]),
+        "senders": st.permutations([0, 1, 2, 3]),  # each sends the run in turn
+        "n_senders": st.sampled_from([1, 2, 3, 3, 4]),
+        "offset": st.one_of(st.integers(-3, 40), st.sampled_from([-70, 63, 64, 100])),
+        "k": st.one_of(st.integers(1, 8), st.integers(9, 64)),
+        "count": st.sampled_from([E] * 4 + [5]),
+        "tag": st.sampled_from([None] * 10 + ["round", "scale", "session"]),
+        "values": st.lists(_values, min_size=E, max_size=E),
+    }
+)
+_mops = st.lists(
+    st.one_of(*[_mrun] * 25,
+              st.fixed_dictionaries({"op": st.just("reset"), "job": st.integers(0, 2),
+                                     "head": st.sampled_from([0, 5, 0xFFFFFFF0])}),
+              st.fixed_dictionaries({"op": st.just("release"),
+                                     "mode": st.sampled_from(list(ReleaseMode))})),
+    min_size=10, max_size=60,
+)
+
+
+def _model_state(m: AggregatorModel):
+    return (m.tags.tobytes(), m.data.tobytes(), [j.head for j in m.job_table],
+            dict(m.counters), m.results_out)
+
+
+def _run_both(fast: AggregatorModel, ref: AggregatorModel, group: int, job: int, first: int,
+              senders, vals: np.ndarray, tag: str | None = None, record=None) -> None:
+    """Each of ``senders`` in turn contributes the run of ``len(vals)`` chunks from ``first``
+    (payload: ``vals`` + chunk offset + sender, saturated to int32): through
+    ``contribute_run`` on ``fast`` (one by one via ``contribute`` when it declines) and one by
+    one on ``ref`` (``record``: hypothesis's ``event``, to see which cases ran). It must decline exactly when some outcome is not AGGREGATED; its results
+    (every header field and payload byte) and the models' complete states must be equal."""
+    from wanreduce.model_fast import contribute_run
+
+    k, count = vals.shape
+    rnd, scale, ses = int(tag == "round"), -int(tag == "scale"), int(tag == "session")
+    for sender in senders:
+        payloads = (vals + np.arange(k)[:, None] + sender).clip(*I32).astype(np.int32)
+        msgs = [Message(int(wire.MsgType.CONTRIBUTION), 0, group, job, rnd,
+                        (first + i) & 0xFFFFFFFF, sender, scale, count, payloads[i], ses)
+                for i in range(k)]
+        want, outcomes = [], []
+        for msg in msgs:
+            o, rs = ref.contribute(msg)
+            outcomes.append(o)
+            want += rs
+        before = _model_state(fast)
+        got = contribute_run(fast, group, job, rnd, first, sender, scale, count, ses, payloads)
+        all_aggregated = all(o == Outcome.AGGREGATED for o in outcomes)
+        assert (got is not None) == (all_aggregated and k <= fast.job_table[job].window)
+        if got is None:  # nothing changed: the serve loop goes one by one (the model itself)
+            assert _model_state(fast) == before
+            for msg in msgs:
+                fast.contribute(msg)
+        else:
+            if record:
+                record(f"fast path: {'no' if not len(got) else 'some' if len(got) < 9 else '9+'}"
+                       f" results, k {'> 8' if k > 8 else '<= 8'}")
+            results = [fast._result(fast.slot[int(r)]) for r in got]
+            assert [(r.job_id, r.round_id, r.chunk, r.group_id, r.scale_exp, r.overflow,
+                     r.resent, r.session, r.payload.tobytes()) for r in results] == [
+                (r.job_id, r.round_id, r.chunk, r.group_id, r.scale_exp, r.overflow,
+                 r.resent, r.session, r.payload.tobytes()) for r in want]
+        assert _model_state(fast) == _model_state(ref)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@given(slots_log2=st.integers(2, 7), release=st.sampled_from(list(ReleaseMode)),
+       small_window=st.booleans(), ops=_mops)
+def test_contribute_run_equals_model_steps(slots_log2, release, small_window, ops):
+    kw = dict(slots=1 << slots_log2, elements=E, groups=3, jobs=3, release=release)
+    fast, ref = AggregatorModel(**kw), AggregatorModel(**kw)
+    for m in (fast, ref):
+        m.set_group(0, 0b111)
+        m.set_group(1, 0b10)
+        m.set_group(2, 0b1001)
+        m.set_job(0, enabled=True)  # the whole slot memory
+        m.set_job(1, enabled=True, base=1 % m.slots, log2_window=max(0, slots_log2 - 2))
+        m.set_job(2, enabled=True, base=m.slots // 2,
+                  log2_window=1 if small_window else slots_log2 - 1)
+    for op in ops:
+        if op["op"] != "run":
+            for m in (fast, ref):
+                if op["op"] == "reset":
+                    m.reset_window(op["job"], op["head"])
+                else:
+                    m.release = op["mode"]
+            continue
+        first = (ref.job_table[op["job"]].head + op["offset"]) & 0xFFFFFFFF
+        vals = np.resize(np.asarray(op["values"], np.int64), (op["k"], op["count"]))
+        _run_both(fast, ref, op["group"], op["job"], first, op["senders"][: op["n_senders"]],
+                  vals, op["tag"], event)
+
+
+@pytest.mark.parametrize("head", [0, 0xFFFFFFF8])  # the second: chunk numbers wrap past 2**32
+def test_contribute_run_long_walk_and_wrap(head):
+    """Chunks head+1 .. head+40 complete out of order (three members, runs of 8 and 24 that
+    wrap in the 64-slot window), then chunk ``head`` completes: one run releases all 41 (the
+    head walk over several blocks), equal to the model step by step."""
+    fast, ref = AggregatorModel(slots=64, elements=E), AggregatorModel(slots=64, elements=E)
+    for m in (fast, ref):
+        m.set_group(0, 0b111)
+        m.set_job(0, enabled=True)
+        m.reset_window(0, head - 30)  # a run from head - 30 moves the head to ``head``
+    vals = np.full((30, E), I32[1] - 40, np.int64)  # saturates from the second member on
+    _run_both(fast, ref, 0, 0, (head - 30) & 0xFFFFFFFF, [0, 1, 2], vals)
+    assert fast.job_table[0].head == head & 0xFFFFFFFF
+    for first, k in ((head + 1, 8), (head + 9, 24), (head + 33, 8)):
+        _run_both(fast, ref, 0, 0, first & 0xFFFFFFFF, [2, 0, 1], vals[:k])
+    assert fast.results_out == 30
+    _run_both(fast, ref, 0, 0, head & 0xFFFFFFFF, [1, 2, 0], vals[:1])
+    assert fast.results_out == 71 and fast.job_table[0].head == (head + 41) & 0xFFFFFFFF
