@@ -62,6 +62,7 @@ _OVERFLOW = int(wire.Flags.OVERFLOW)
 _MAGIC, _VERSION = wire.MAGIC, wire.VERSION
 # Header byte columns: the chunk number, and those a run of one sender's batch shares (all but
 # the chunk and the flags).
+RX_BATCHES = 4  # GRO batches of one sender's run taken through the model at once (serve loop)
 _CHUNK_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "chunk")
 _FLAGS_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
 # Result header fields that may differ between the slots of one released run, and the
@@ -114,6 +115,7 @@ class SoftAggregator:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._buf = bytearray(MAX_DATAGRAM)  # whole datagrams: n is the true length
+        self._rx = bytearray(RX_BATCHES * MAX_DATAGRAM)  # the serve loop's receive buffer
         # Results queued while the serve loop drains its socket (sent in batches, in order).
         self._batching = False
         self._pending: list[tuple[int, int, list[Address]]] = []  # (offset, size, destinations)
@@ -169,40 +171,67 @@ class SoftAggregator:
 
     # ---- receive loop ----
     def serve_forever(self) -> None:
-        """Receive until stopped: drain the socket (GRO batches are split into their datagrams),
-        queueing results, and send the queued results whenever the socket is empty (or 64 are
-        queued) — in batches of one ``sendmsg`` per destination when segmentation offload works."""
+        """Receive until stopped: drain the socket, queueing results, and send the queued
+        results whenever the socket is empty (or 64 are queued) — in batches of one
+        ``sendmsg`` per destination when segmentation offload works. Consecutive GRO batches
+        that continue one sender's run (same source, segment size and tag, next chunk) are
+        received back to back into one buffer, up to ``RX_BATCHES``, and go through the model
+        as one run (``handle_batch``)."""
         sock = self.transport.sock
-        buf = self._buf
-        bufs = [buf]
-        mv = memoryview(buf)
+        mv = memoryview(self._rx)
+        cap = len(self._rx) - MAX_DATAGRAM  # room for one more batch below this
         recv = self.transport.recv_batch
-        handle = self.handle_datagram
         handle_batch = self.handle_batch
         flush = self._flush
         stop = self._stop
         waitset = [sock, self._wake_r]
         self._batching = True
+        off = seg0 = 0  # bytes of one sender's run received so far, in segments of seg0
+        addr0 = None
         try:
             while not stop.is_set():
                 try:
-                    got = recv(bufs)
+                    got = recv([mv[off:]])
                 except OSError:
                     if stop.is_set():
                         break
                     raise
                 if got is None:
+                    if off:
+                        handle_batch(off, seg0, addr0, mv)
+                        off = 0
                     flush()
                     select.select(waitset, [], [], 0.5)
                     continue
                 n, seg, addr = got
-                if seg >= n:
-                    handle(n, addr)
-                else:
-                    handle_batch(n, seg, addr, mv)
+                if off and not (seg == seg0 and addr == addr0 and self._continues(mv, off, seg)):
+                    handle_batch(off, seg0, addr0, mv)  # the run so far, then this batch alone
+                    handle_batch(n, seg, addr, mv[off : off + n])
+                    off = 0
+                    continue
+                if n > seg and n % seg == 0 and off + n <= cap:  # full segments: may go on
+                    off += n
+                    seg0, addr0 = seg, addr
+                    continue
+                handle_batch(off + n, seg, addr, mv)
+                off = 0
         finally:
             self._batching = False
+            if off:
+                handle_batch(off, seg0, addr0, mv)
             flush()
+
+    def _continues(self, mv: memoryview, off: int, seg: int) -> bool:
+        """The datagram at ``off`` has the tag of the run from 0 (every header byte but the
+        chunk number and flags) and the chunk after the run's last one (at ``off - seg``)."""
+        at = slice(off + _CHUNK_AT, off + _CHUNK_AT + 4)
+        last = slice(off - seg + _CHUNK_AT, off - seg + _CHUNK_AT + 4)
+        return (
+            int.from_bytes(mv[at], "big") == (int.from_bytes(mv[last], "big") + 1) & _U32
+            and mv[:_FLAGS_AT] == mv[off : off + _FLAGS_AT]
+            and mv[_FLAGS_AT + 1 : _CHUNK_AT] == mv[off + _FLAGS_AT + 1 : off + _CHUNK_AT]
+            and mv[_CHUNK_AT + 4 : _HDR] == mv[off + _CHUNK_AT + 4 : off + _HDR]
+        )
 
     def handle_batch(self, n: int, seg: int, addr: Address, data: memoryview) -> None:
         """Process a GRO batch: ``n`` bytes of ``data`` in datagrams of ``seg`` bytes (the last
@@ -279,10 +308,12 @@ class SoftAggregator:
             self._queue_slots(released)
 
     def _handle_run(self, mv: memoryview, n: int, seg: int, addr: Address) -> bool:
-        """A GRO batch of ``n`` bytes in segments of ``seg``: if its full segments are
-        well-formed contributions of one sender and tag to consecutive chunks, all AGGREGATED,
-        process them at once (``model_fast.contribute_run``) and the short last segment, if
-        any, on its own; returns False, having changed nothing, otherwise."""
+        """A GRO batch (or several received back to back) of ``n`` bytes in segments of
+        ``seg``: if its full segments are well-formed contributions of one sender and tag to
+        consecutive chunks, process them through ``model_fast.contribute_run`` in pieces of at
+        most the job's window, then one by one whatever a piece declined (from there on) and
+        the short last segment, if any; returns False, having changed nothing, when the first
+        piece is declined or the batch is not such a run."""
         k = n // seg
         count = (seg - _HDR) // 4
         if k < 2 or seg != _HDR + 4 * count:
@@ -304,14 +335,22 @@ class SoftAggregator:
         if not (chunks - np.uint32(chunk) == np.arange(k, dtype=np.uint32)).all():
             return False
         payloads = rows[:, _HDR:].view(wire.ELEMENT_DTYPE)
-        released = contribute_run(self.model, grp, job, rnd, chunk, sender, scale, count, ses,
-                                  payloads)
-        if released is None:
+        m = self.model
+        piece = m.job_table[job].window if job < m.n_jobs else k
+        done = 0
+        while done < k:
+            p = min(piece, k - done)
+            released = contribute_run(m, grp, job, rnd, (chunk + done) & _U32, sender, scale,
+                                      count, ses, payloads[done : done + p])
+            if released is None:
+                break
+            self.frames_in += p
+            self._accepted(grp, sender, addr, released)
+            done += p
+        if not done:
             return False
-        self.frames_in += k
-        self._accepted(grp, sender, addr, released)
-        if n > k * seg:
-            self.handle_datagram(n - k * seg, addr, mv[k * seg : n])
+        for o in range(done * seg, n, seg):  # what was declined, one by one; a short last one
+            self.handle_datagram(min(seg, n - o), addr, mv[o : min(n, o + seg)])
         return True
 
     def _queue_slots(self, released: np.ndarray) -> None:

@@ -551,3 +551,58 @@ def test_contribute_run_long_walk_and_wrap(head):
     assert fast.results_out == 30
     _run_both(fast, ref, 0, 0, head & 0xFFFFFFFF, [1, 2, 0], vals[:1])
     assert fast.results_out == 71 and fast.job_table[0].head == (head + 41) & 0xFFFFFFFF
+
+
+def test_serve_loop_takes_back_to_back_batches_as_one_run(monkeypatch):
+    """GRO batches waiting back to back that continue one sender's run (same source, tag,
+    next chunk) go through the model as one ``contribute_run`` of all their chunks; a batch of
+    another sender, or one that does not continue the run, is taken on its own. Every result
+    datagram, in order, equals the model's."""
+    from driver_helpers import wait_until
+
+    import wanreduce.host.softagg as softagg
+    from wanreduce.host.transport import SOL_UDP, UDP_SEGMENT, UdpTransport
+
+    runs: list[int] = []
+    orig = softagg.contribute_run
+    monkeypatch.setattr(softagg, "contribute_run",
+                        lambda m, *a: (runs.append(len(a[-1])), orig(m, *a))[1])
+    rng = np.random.default_rng(3)
+    ref = AggregatorModel(slots=256, elements=E)
+    ref.set_group(0, 0b11)
+    ref.set_job(0, enabled=True)
+    want = []
+    batches = []  # (sender, datagrams of chunks lo..lo+63), in the order they are sent
+    for sender, los in ((0, (0, 64, 128)), (1, (0, 128, 64))):
+        for lo in los:
+            rows = []
+            for c in range(lo, lo + 64):
+                p = rng.integers(-(2**31), 2**31 - 1, E, dtype=np.int64).astype(np.int32)
+                want += ref.contribute(Message(1, 0, 0, 0, 0, c, sender, 0, E, p))[1]
+                rows.append(AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, 1, 0, 0, 0, 0, c,
+                                                   sender, 0, E, 0) + p.astype("<i4").tobytes())
+            batches.append((sender, b"".join(rows)))
+    a = SoftAggregator(slots=256, elements=E)
+    sent: list = []
+    _capture(a, sent)
+    a.configure(groups={0: [0, 1]}, jobs=[0])
+    sites = [UdpTransport(bind=("127.0.0.1", 0)) for _ in range(2)]
+    try:
+        for sender, b in batches:  # all queued at the aggregator's socket before it starts
+            sites[sender].sock.sendmsg(
+                [b], [(SOL_UDP, UDP_SEGMENT, (22 + 4 * E).to_bytes(2, sys.byteorder))], 0,
+                a.address)
+        a.start()
+        wait_until(lambda: a.counters()["OUTCOME_AGGREGATED"] >= 384 and len(sent) >= 384)
+        assert a.counters()["OUTCOME_AGGREGATED"] == 384 and a.counters()["RESULTS_OUT"] == 192
+        assert runs[0] == 192  # sender 0's three batches: one run
+        assert sorted(runs[1:]) == [64, 64, 64]  # another sender; a batch not continuing a run
+        to0 = [d for dest, d in sent if dest == sites[0].address]
+        assert [AGG_HEADER_STRUCT.unpack_from(d)[7] for d in to0] == [r.chunk for r in want]
+        for d, r in zip(to0, want, strict=True):
+            assert np.array_equal(np.frombuffer(d, "<i4", E, 22), r.payload)
+            assert AGG_HEADER_STRUCT.unpack_from(d)[3] == r.flags
+    finally:
+        a.close()
+        for t in sites:
+            t.close()
