@@ -118,7 +118,9 @@ class SoftAggregator:
         self._rx = bytearray(RX_BATCHES * MAX_DATAGRAM)  # the serve loop's receive buffer
         # Results queued while the serve loop drains its socket (sent in batches, in order).
         self._batching = False
-        self._pending: list[tuple[int, int, list[Address]]] = []  # (offset, size, destinations)
+        # runs of k results of one size, back to back in _obuf: (offset, size, k, destinations)
+        self._pending: list[tuple[int, int, int, list[Address]]] = []
+        self._npend = 0  # results queued
         self._oend = 0
         self._obuf = bytearray(GSO_MAX_SEGMENTS * wire.datagram_bytes(max(elements, 2 * 64)))
         self._omv = memoryview(self._obuf)
@@ -382,7 +384,7 @@ class SoftAggregator:
         dests = self._dests.get(group, [])
         for i in range(0, len(released), cap):
             k = min(cap, len(released) - i)
-            if len(self._pending) + k > GSO_MAX_SEGMENTS or self._oend + k * size > len(self._obuf):
+            if self._npend + k > GSO_MAX_SEGMENTS or self._oend + k * size > len(self._obuf):
                 self._flush()
             o = self._oend
             rows = np.ndarray((k, size), np.uint8, self._obuf, o)
@@ -394,7 +396,8 @@ class SoftAggregator:
             hdr["flags"] = f[:, Tag.OVERFLOW] * _OVERFLOW
             np.take(self.model.data[:, :count], released[i : i + k], axis=0,
                     out=rows[:, _HDR:].view(wire.ELEMENT_DTYPE))
-            self._pending.extend((o + j * size, size, dests) for j in range(k))
+            self._pending.append((o, size, k, dests))
+            self._npend += k
             self._oend = o + k * size
 
     def _send_result(self, r) -> None:
@@ -410,7 +413,7 @@ class SoftAggregator:
         the serve loop (which flushes when its socket is empty) it is sent at once."""
         size = _HDR + 4 * count
         o = self._oend
-        if len(self._pending) >= GSO_MAX_SEGMENTS or o + size > len(self._obuf):
+        if self._npend >= GSO_MAX_SEGMENTS or o + size > len(self._obuf):
             self._flush()
             o = 0
         obuf = self._obuf
@@ -424,7 +427,8 @@ class SoftAggregator:
             dests = [(wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT])]
         else:
             dests = self._dests.get(group, [])  # replaced, never mutated, when members change
-        self._pending.append((o, size, dests))
+        self._pending.append((o, size, 1, dests))
+        self._npend += 1
         self._oend = o + size
         if not self._batching:
             self._flush()
@@ -439,18 +443,29 @@ class SoftAggregator:
         n = len(pend)
         i = 0
         while i < n:
-            o, size, dests = pend[i]
-            j = i + 1
+            o, size, k, dests = pend[i]
+            i += 1
             limit = gso_batch(size) if self.transport.gso else 1
-            while j < n and j - i < limit and pend[j][2] is dests and pend[j][1] == size:
-                j += 1
-            if j < n and j - i < limit and pend[j][2] is dests and pend[j][1] < size:
-                j += 1  # a shorter last segment
-            end = pend[j - 1][0] + pend[j - 1][1]
+            while k > limit:  # whole batches of this run first
+                for dest in dests:
+                    self.transport.send_segments(mv[o : o + limit * size], size, dest)
+                o += limit * size
+                k -= limit
+            end = o + k * size
+            while i < n and pend[i][3] is dests and pend[i][0] == end and (
+                (pend[i][1] == size and k + pend[i][2] <= limit)
+                or (pend[i][1] < size and pend[i][2] == 1 and k < limit)  # a shorter last one
+            ):
+                short = pend[i][1] < size
+                end += pend[i][1] * pend[i][2]
+                k += pend[i][2]
+                i += 1
+                if short:
+                    break
             for dest in dests:
                 self.transport.send_segments(mv[o:end], size, dest)
-            i = j
         pend.clear()
+        self._npend = 0
         self._oend = 0
 
     # ---- control ----

@@ -606,3 +606,34 @@ def test_serve_loop_takes_back_to_back_batches_as_one_run(monkeypatch):
         a.close()
         for t in sites:
             t.close()
+
+
+def test_released_run_goes_out_in_gso_batches_of_its_size():
+    """A run of 20 released 8 KiB results (more than one segmented send may carry) leaves in
+    sends of at most ``gso_batch(size)`` segments, in order, each result equal to a
+    ``fast=False`` aggregator's."""
+    from wanreduce.host.transport import gso_batch
+
+    big = 2048
+    fast, slow = SoftAggregator(slots=64, elements=big), SoftAggregator(slots=64, elements=big, fast=False)
+    try:
+        sent_f, sent_s, segs = [], [], []
+        _capture(fast, sent_f)
+        _capture(slow, sent_s)
+        rec = fast.transport.send_parts
+        fast.transport.send_parts = lambda parts, dest, anc=(), **kw: (
+            segs.append(sum(len(memoryview(p).cast("B")) for p in parts)), rec(parts, dest, anc))[1]
+        for a in (fast, slow):
+            a.configure(groups={0: [0]}, jobs=[0])
+        rng = np.random.default_rng(5)
+        rows = [AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, 1, 0, 0, 0, 0, c, 0, 0, big, 0)
+                + rng.integers(-1000, 1000, big, dtype=np.int32).astype("<i4").tobytes()
+                for c in range(20)]
+        _feed_batch((fast, slow), rows, ("127.0.0.1", 30000))
+        size = wire.datagram_bytes(big)
+        assert len(sent_f) == 20 and sent_f == sent_s
+        assert [AGG_HEADER_STRUCT.unpack_from(d)[7] for _, d in sent_f] == list(range(20))
+        assert max(segs) <= gso_batch(size) * size and sum(segs) == 20 * size
+    finally:
+        fast.close()
+        slow.close()
