@@ -475,7 +475,7 @@ class SoftAggregator:
         register's value after it, an odd trailing word echoed but not executed."""
         words = np.frombuffer(buf, "<u4", count, _HDR).copy()
         self.control_in += 1
-        for k in range(count // 2):
+        for k in range(self._probe_pairs(words, count // 2), count // 2):
             word0, value = int(words[2 * k]), int(words[2 * k + 1])
             a = word0 & wire.CONTROL_ADDR_MASK
             if word0 & wire.CONTROL_WRITE:
@@ -487,6 +487,27 @@ class SoftAggregator:
             self.regfile[regs.SITE_ID] & 0xFF, scale, count, ses,
         )
         self.transport.send_to(reply + words.tobytes(), addr)
+
+    def _probe_pairs(self, words: np.ndarray, n_ops: int) -> int:
+        """Execute the message's leading probe pairs at once — (write JOBj_PROBE = chunk, read
+        JOBj_PROBE_BITMAP), as a driver's loss-recovery question asks about every chunk in
+        flight — with the same effect and reply words as one by one; returns how many
+        operations that was (0: the message does not start with one)."""
+        w0 = int(words[0]) if n_ops >= 2 else 0
+        a = w0 & wire.CONTROL_ADDR_MASK
+        j, off = divmod(a - regs.JOB_BASE, regs.JOB_STRIDE)
+        if not (w0 & wire.CONTROL_WRITE and 0 <= j < self.model.n_jobs
+                and off == regs.JOB_PROBE_OFFSET):
+            return 0
+        pairs = n_ops // 2
+        w = words[: 4 * pairs].reshape(pairs, 4)  # word0, value of the write; of the read
+        ok = (w[:, 0] == w0) & (w[:, 2] == a - regs.JOB_PROBE_OFFSET + regs.JOB_PROBE_BITMAP_OFFSET)
+        p = pairs if ok.all() else int(ok.argmin())
+        if p:
+            chunks = w[:p, 1].astype(np.int64)
+            self.regfile[a] = int(chunks[-1])
+            w[:p, 3] = self.model.probe_bitmaps(j, chunks)  # the write's word1 stays: the value
+        return 2 * p
 
     def write_register(self, addr: int, value: int) -> None:
         """A CONTROL write: configuration registers take effect at once; RO writes are ignored."""

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from wanreduce import wire
+from wanreduce import regs, wire
 from wanreduce.host.softagg import SoftAggregator
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 from wanreduce.packetize import AGG_HEADER_STRUCT
@@ -637,3 +637,48 @@ def test_released_run_goes_out_in_gso_batches_of_its_size():
     finally:
         fast.close()
         slow.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    contributions=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 9), st.integers(0, 1)),
+                           max_size=25),
+    ops=st.lists(st.one_of(
+        st.tuples(st.just("pair"), st.integers(0, 2), st.integers(0, 12)),  # job 2: none
+        st.tuples(st.just("head"), st.integers(0, 1), st.just(0)),
+        st.tuples(st.just("bitmap"), st.integers(0, 1), st.just(0)),  # read without a write
+    ), min_size=1, max_size=12),
+)
+def test_control_probe_pairs_equal_one_by_one(contributions, ops):
+    """A CONTROL message whose leading operations are probe pairs (write JOBj_PROBE, read
+    JOBj_PROBE_BITMAP), executed at once (``SoftAggregator._probe_pairs``), gives the same reply
+    and registers as every operation one by one: chunks held, complete, released or of another
+    job, then a pair of another job, a bitmap read or a head read that ends the prefix."""
+    aggs = [SoftAggregator(slots=8, elements=64, jobs=2) for _ in range(2)]  # 32 operations
+    aggs[1]._probe_pairs = lambda words, n_ops: 0
+    replies: list[list[bytes]] = [[], []]
+    try:
+        for a, out in zip(aggs, replies, strict=True):
+            a.configure(groups={0: [0, 1]}, jobs=[0, 1])
+            a.transport.send_to = lambda data, addr, out=out: out.append(bytes(data))
+            for job, chunk, sender in contributions:
+                d, _ = _datagram({"job": job, "group": 0, "sender": sender, "chunk": chunk,
+                                  "round": 0, "scale": 0, "count": E, "flags": 0,
+                                  "values": [1] * E, "mutate": None})  # 8 of 64 elements
+                a.handle_datagram(len(d), ("127.0.0.1", 30000 + sender), d)
+            words = []
+            for kind, job, chunk in ops:
+                if kind == "pair":
+                    words += [wire.CONTROL_WRITE | regs.job_probe(job), chunk,
+                              regs.job_probe_bitmap(job), 0]
+                else:
+                    words += [regs.job_head(job) if kind == "head" else regs.job_probe_bitmap(job), 0]
+            w = np.asarray(words, "<u4")
+            msg = AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL, 0, 0, 0,
+                                         0, 7, 0, 0, len(w), 0) + w.tobytes()
+            a.handle_datagram(len(msg), ("127.0.0.1", 40000), msg)
+        assert replies[0] == replies[1] and len(replies[0]) == 1
+        assert aggs[0].regfile == aggs[1].regfile
+    finally:
+        for a in aggs:
+            a.close()

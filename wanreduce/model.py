@@ -326,11 +326,18 @@ class AggregatorModel:
         """What JOBj_PROBE_BITMAP reads for JOBj_PROBE = ``chunk``: the contributor bitmap of the
         chunk while its slot collects it (ACTIVE) or holds it complete for in-order release
         (COMPLETE); 0 otherwise (no contribution yet, already released, another chunk)."""
+        return int(self.probe_bitmaps(job_id, np.array([chunk], np.int64))[0])
+
+    def probe_bitmaps(self, job_id: int, chunks: np.ndarray) -> np.ndarray:
+        """:meth:`probe_bitmap` of each of ``chunks`` (int64, taken mod 2**32), at once."""
+        c = np.asarray(chunks, np.int64) & 0xFFFFFFFF
         if not 0 <= job_id < self.n_jobs:
-            return 0
-        s = self.slot[self.slot_index(self.job_table[job_id], chunk & 0xFFFFFFFF)]
-        held = s.state in (SlotState.ACTIVE, SlotState.COMPLETE)
-        return s.bitmap if held and s.job_id == job_id and s.chunk == chunk & 0xFFFFFFFF else 0
+            return np.zeros(len(c), np.int64)
+        j = self.job_table[job_id]
+        t = self.tags[(j.base + (c & (j.window - 1))) & (self.slots - 1)]
+        st = t[:, Tag.STATE]
+        held = ((st == SlotState.ACTIVE) | (st == SlotState.COMPLETE)) & (t[:, Tag.JOB] == job_id)
+        return np.where(held & (t[:, Tag.CHUNK] == c), t[:, Tag.BITMAP], 0)
 
     # ---- data path ----
     def contribute(self, m: Message) -> tuple[Outcome, list[Result]]:
