@@ -45,6 +45,7 @@ from .transport import (  # noqa: F401 - GSO constants re-exported (bench/bench_
     GSO_MAX_BYTES,
     GSO_MAX_SEGMENTS,
     MAX_DATAGRAM,
+    RX_BATCHES,
     SOL_UDP,
     UDP_SEGMENT,
     Address,
@@ -62,7 +63,6 @@ _OVERFLOW = int(wire.Flags.OVERFLOW)
 _MAGIC, _VERSION = wire.MAGIC, wire.VERSION
 # Header byte columns: the chunk number, and those a run of one sender's batch shares (all but
 # the chunk and the flags).
-RX_BATCHES = 4  # GRO batches of one sender's run taken through the model at once (serve loop)
 _CHUNK_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "chunk")
 _FLAGS_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
 # Result header fields that may differ between the slots of one released run, and the
