@@ -7,7 +7,9 @@ the software aggregator (``wanreduce serve --backend model``):
   or dropped for exactly one :class:`Drop` reason (the first failing check in enum order).
 * :class:`AggregatorModel` — S slots of E int32 elements, contributor bitmaps, group and job
   tables, in-order or on-completion release, lost-result recovery, and an :class:`Outcome` for
-  every contribution, so every input is accounted for.
+  every contribution, so every input is accounted for. Its slot state is two NumPy arrays
+  (``tags``: one row of :class:`Tag` columns per slot; ``data``), read and written through
+  :class:`Slot` views here and many slots at once by ``model_fast.contribute_run``.
 
 Semantics are documented in docs/protocol.md ("Aggregation semantics").
 """
