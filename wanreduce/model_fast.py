@@ -100,41 +100,50 @@ def contribute_run(
     here = held == chunks
     add = None
     if here.any():
-        same = here & (state != _FREE) & (t[:, _JOB] == job)
         add = (
-            same & (state == _ACTIVE) & ((t[:, _BITMAP] & bit) == 0)
+            (state == _ACTIVE) & ((t[:, _BITMAP] & bit) == 0)
             & (t[:, _KEY] == (job, rnd, grp, scale, count, ses)).all(axis=1)
         )
-        if (same != add).any():
+        if here.all() and add.all():  # every one adds (the usual second member on)
+            n_add = k
+        else:
+            same = here & (state != _FREE) & (t[:, _JOB] == job)
+            add &= same
+            if (same != add).any():
+                return None
+            n_add = int(np.count_nonzero(add))
+    if add is None or n_add < k:
+        # Every other slot must take a start: free, or released holding another job's chunk
+        # or an older one of this job.
+        start = (state == _FREE) | (
+            (state == _RELEASED)
+            & ((t[:, _JOB] != job) | (((held - chunks) & _U32) >= SERIAL_HALF))
+        )
+        if add is None:
+            if not start.all():
+                return None
+            n_add = 0
+        elif not (start | add).all():
             return None
-        if not add.any():
-            add = None
-    # Every other slot must take a start: free, or released holding another job's chunk or
-    # an older one of this job.
-    start = (state == _FREE) | (
-        (state == _RELEASED) & ((t[:, _JOB] != job) | (((held - chunks) & _U32) >= SERIAL_HALF))
-    )
-    if not (start.all() if add is None else (start | add).all()):
-        return None
-    n_add = 0 if add is None else int(np.count_nonzero(add))
-    if isinstance(rows, slice) and n_add:
+    mixed = 0 < n_add < k
+    if mixed and isinstance(rows, slice):
         rows = np.arange(rows.start, rows.stop)
     if n_add < k:  # starts: the payload, zeros past a short count; the new chunk's tag
-        st = ~add if n_add else slice(None)
-        st_rows = rows[st] if n_add else rows
+        st = ~add if mixed else slice(None)
+        st_rows = rows[st] if mixed else rows
         data[st_rows, :count] = payloads[st]
         if count < m.elements:
             data[st_rows, count:] = 0
         tags[st_rows] = (_ACTIVE, 0, bit, 0, job, rnd, grp, scale, count, ses)
         tags[st_rows, _CHUNK] = chunks[st]
     if n_add:  # adds: int64 sums, saturated, overflow per slot
-        ad_rows = rows[add]
-        s = data[ad_rows, :count].astype(np.int64)
-        s += payloads[add]
-        ov = ((s > _INT32_MAX) | (s < _INT32_MIN)).any(axis=1)
-        if ov.any():
+        ad = add if mixed else slice(None)
+        ad_rows = rows[ad] if mixed else rows
+        s = np.add(data[ad_rows, :count], payloads[ad], dtype=np.int64)
+        if s.max() > _INT32_MAX or s.min() < _INT32_MIN:
+            ov = ((s > _INT32_MAX) | (s < _INT32_MIN)).any(axis=1)
             np.clip(s, _INT32_MIN, _INT32_MAX, out=s)
-            tags[ad_rows[ov], _OVERFLOW] = 1
+            tags[ad_rows, _OVERFLOW] |= ov
         data[ad_rows, :count] = s
         tags[ad_rows, _BITMAP] |= bit
     m.counters[Outcome.AGGREGATED] += k
