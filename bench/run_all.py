@@ -39,6 +39,8 @@ BENCHES = (
     Bench("bench_receive.py", "Host driver", lambda out: ["--chunks", "1024", "--reps", "3"]),
     Bench("bench_softagg.py", "Software aggregator alone (serve --backend model)",
           lambda out: ["--runs", "2", "--mib", "4"]),
+    Bench("bench_model_fast.py", "Software aggregator alone (serve --backend model)",
+          lambda out: ["--runs", "200", "--reps", "2"]),
     Bench("bench_agreement.py", "Agreement exchange (every call, also with max_abs)",
           lambda out: ["--runs", "3"]),
     Bench("bench_loss.py", "Host driver under loss", lambda out: ["--runs", "2"]),

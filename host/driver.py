@@ -44,6 +44,7 @@ from .result_filter import ResultMismatch
 from .rtt import RttEstimator
 from .transport import (
     MAX_DATAGRAM,
+    RX_BATCHES,
     Address,
     MulticastOptions,
     UdpTransport,
@@ -240,7 +241,7 @@ class AggregatorClient:
             job_windows=job_windows, next_chunk=self.next_chunk, first_chunk=first_chunk,
         )
         self.group_sizes, self.job_windows = self.config.group_sizes, self.config.job_windows
-        self._rbuf = bytearray(MAX_DATAGRAM)
+        self._rbuf = bytearray(RX_BATCHES * MAX_DATAGRAM)  # GRO batches back to back (exchange.py)
         self._ever_heard = False
         # Segmentation offload (several equal-size datagrams per sendmsg) for unicast only;
         # cleared if the kernel refuses it. The datagrams on the wire are the same.

@@ -21,6 +21,7 @@ import numpy as np
 from .chunk_probe import ChunkProbe, rows_per_message
 from .result_filter import ResultFilter, blocks
 from .send_window import SendWindow
+from .transport import MAX_DATAGRAM
 
 if TYPE_CHECKING:
     from .chunk_ring import ChunkRing, WholeBuffer
@@ -53,7 +54,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     take = pk.take_many
     rflags = np.zeros(n, np.uint8)
     rbuf = client._rbuf
-    rbufs = [rbuf]
+    rmv = memoryview(rbuf)
+    cap = len(rbuf) - MAX_DATAGRAM  # room for one more batch below this
     recv = transport.recv_batch
     silence = client.timeout
 
@@ -99,18 +101,39 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
         while win.remaining:
             win.send_new(mono())
             progressed = False
-            while (got := recv(rbufs)) is not None:
-                ktot, seg, src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
-                if not filt.from_source(ktot, seg, src):
-                    continue
+
+            def receive(nbytes: int, seg: int, at: int = 0) -> None:
+                """Take the results in ``nbytes`` of ``rbuf[at:]``, in datagrams of ``seg``."""
+                nonlocal progressed
                 arrived = mono()  # every datagram of a GRO batch arrived together
-                for off, count, size in blocks(ktot, seg):  # the full ones, a shorter last one
-                    a = filt.accept(rbuf, off, count, size, sent=win.nxt)
+                for off, count, size in blocks(nbytes, seg):  # the full ones, a shorter last one
+                    a = filt.accept(rbuf, at + off, count, size, sent=win.nxt)
                     if len(a.index):
                         take(a.index, a.flags, a.payload, a.run)  # before the next recv
                         rflags[a.index] = a.flags
                         win.complete_many(a.index, arrived, a.run)
                         progressed = True
+
+            # GRO batches waiting back to back (datagrams of one size from the aggregator) are
+            # received one after the other into rbuf and taken as one block: a few NumPy calls
+            # per RX_BATCHES batches, not per batch
+            held = seg0 = 0
+            while (got := recv([rmv[held:]])) is not None:
+                ktot, seg, src = got  # a GRO batch: datagrams of seg bytes (seg == ktot: one)
+                if not filt.from_source(ktot, seg, src):
+                    continue
+                if held and seg != seg0:
+                    receive(held, seg0)
+                    receive(ktot, seg, held)
+                    held = 0
+                elif seg > 0 and ktot % seg == 0 and held + ktot <= cap:
+                    held += ktot
+                    seg0 = seg
+                else:
+                    receive(held + ktot, seg)
+                    held = 0
+            if held:
+                receive(held, seg0)
             if progressed:
                 win.progressed(mono())
                 if probe is not None and probe.busy:

@@ -84,6 +84,7 @@ class SendWindow:
         self.done = bytearray(n)
         self._done = np.frombuffer(self.done, np.uint8)  # the same bytes, for complete_many
         self.fast = bytearray(n)  # fast-retransmitted since its last timer resend
+        self._fast = np.frombuffer(self.fast, np.uint8)
         self.last_tx = np.zeros(n)  # time of the latest transmission
         self.resends = np.zeros(n, np.int32)  # Karn: a resent chunk gives no round-trip sample
         self.strikes = [0] * n  # resends counted against max_retries
@@ -125,45 +126,58 @@ class SendWindow:
         return self.rto() if m is None else min(self.rto(), max(MIN_GAP, 2 * m))
 
     # ---- sending ----
-    def _send_rows(self, rows: list[int], now: float, resend: bool) -> None:
-        """Send rows (ascending) as runs of consecutive full-size datagrams, one segmented
-        ``sendmsg`` each (the tensor's last chunk may end a run)."""
-        D, flat, lens, tr, dest, R = self.D, self.flat, self.lens, self.transport, self.dest, self.R
-        buf = self.pk.buf
+    def _send_run(self, s: int, k: int, now: float) -> None:
+        """Send chunks ``s .. s + k - 1`` (consecutive rows of the ring, all full-size but maybe
+        the last) as one segmented ``sendmsg`` (one plain send for k = 1)."""
+        D, R = self.D, self.R
+        o = (s % R) * D
+        if k > 1:
+            self.transport.send_segments(self.flat[o : o + (k - 1) * D + self.lens[s + k - 1]],
+                                         D, self.dest)
+        else:
+            self.transport.send_to(self.flat[o : o + self.lens[s]], self.dest)
+        self.last_tx[s : s + k] = now
+
+    def _send_rows(self, rows: list[int], now: float) -> None:
+        """Resend rows (ascending) with the RETRANSMIT flag, as runs of consecutive full-size
+        datagrams, one segmented ``sendmsg`` each (the tensor's last chunk may end a run)."""
+        D, lens, R, buf = self.D, self.lens, self.R, self.pk.buf
+        gso = self._gso_max if self.transport.gso else 1
+        self._resent_at = now
+        self._resent = True
+        self.retransmissions += len(rows)
         j = 0
         while j < len(rows):
             s = rows[j]
             k = 1
-            while (tr.gso and j + k < len(rows) and k < self._gso_max and rows[j + k] == s + k
+            while (j + k < len(rows) and k < gso and rows[j + k] == s + k
                    and lens[s + k - 1] == D and (s + k) % R):  # a run never wraps the ring
                 k += 1
-            if resend:
-                self._resent_at = now
-                self._resent = True
-                for i in range(s, s + k):
-                    buf[i % R, _FLAGS_OFFSET] |= _RETRANSMIT
-                    self.resends[i] += 1
-                    if i == self._timed:  # Karn: its round trip is ambiguous now
-                        self._timed = -1
-                self.retransmissions += k
-            o = (s % R) * D
-            if k > 1:
-                tr.send_segments(flat[o : o + (k - 1) * D + lens[s + k - 1]], D, dest)
-            else:
-                tr.send_to(flat[o : o + lens[s]], dest)
-            self.last_tx[s : s + k] = now
+            for i in range(s, s + k):
+                buf[i % R, _FLAGS_OFFSET] |= _RETRANSMIT
+                self.resends[i] += 1
+                if i == self._timed:  # Karn: its round trip is ambiguous now
+                    self._timed = -1
+            self._send_run(s, k, now)
             j += k
 
     def send_new(self, now: float) -> None:
-        """Send every chunk the window allows that was never sent."""
+        """Send every chunk the window allows that was never sent: runs of up to a GSO batch
+        that never wrap the ring (only the tensor's last chunk, the last sent, may be short),
+        no Python per chunk."""
         lim = min(self.n, self.base + self.w)
-        if self.nxt >= lim:
+        s = self.nxt
+        if s >= lim:
             return
         if self._timed < 0:
-            self._timed = self.nxt  # time the first chunk of this flight
+            self._timed = s  # time the first chunk of this flight
         if self._fill is not None:  # their rows are free: every chunk below base has its result
-            self._fill(self.nxt, lim)
-        self._send_rows(list(range(self.nxt, lim)), now, resend=False)
+            self._fill(s, lim)
+        gso = self._gso_max if self.transport.gso else 1
+        while s < lim:
+            k = min(gso, lim - s, self.R - s % self.R)
+            self._send_run(s, k, now)
+            s += k
         self.nxt = lim
 
     # ---- results ----
@@ -208,11 +222,15 @@ class SendWindow:
         self.progress += 1
         self.last_progress = now
         self._probe_k = 0
-        done = self.done
-        while self.base < self.n and done[self.base]:
-            self.base += 1
+        d = self._done[self.base : self.nxt]  # chunks below nxt: base moves to the first not done
+        self.base += len(d) if d.all() else int(d.argmin())
         top = self.hi - DUPTHRESH + 1
-        lost = [i for i in range(max(self._scan, self.base), top) if not done[i] and not self.fast[i]]
+        lo = max(self._scan, self.base)
+        lost = []
+        if lo < top:
+            gap = (self._done[lo:top] | self._fast[lo:top]) == 0
+            if gap.any():
+                lost = (np.flatnonzero(gap) + lo).tolist()
         self._scan = max(self._scan, top)
         if lost:
             for i in lost:
@@ -220,7 +238,7 @@ class SendWindow:
                 self.rtries[i] = 1
             self.fast_resends += len(lost)
             self.recover = max(self.recover, self.nxt)  # loss seen: recover at a round trip's pace
-            self._send_rows(lost, now, resend=True)
+            self._send_rows(lost, now)
 
     def blocker(self) -> int:
         """The first chunk above ``hi`` (the one holding up later in-order results), or -1."""
@@ -285,7 +303,7 @@ class SendWindow:
         self.recovery_resends += len(rec)
         rows = sorted(timed_out + rec)
         if rows:
-            self._send_rows(rows, now, resend=True)
+            self._send_rows(rows, now)
         return wake, None
 
     # ---- SACK: ask the aggregator what it holds (host/chunk_probe.py) ----
@@ -349,4 +367,4 @@ class SendWindow:
             self._probe_k = 0
             self.sack_resends += len(lost)
             self.recover = max(self.recover, self.nxt)
-            self._send_rows(sorted(set(lost)), now, resend=True)
+            self._send_rows(sorted(set(lost)), now)

@@ -21,12 +21,10 @@ Its single UDP port is "host port 0" for the port counters. Accounting invariant
 
 from __future__ import annotations
 
-import operator
 import select
 import socket
 import threading
 from collections.abc import Iterable
-from itertools import chain
 
 import numpy as np
 
@@ -37,15 +35,17 @@ from wanreduce.model import (
     Message,
     Outcome,
     ReleaseMode,
+    Tag,
     element_limit,
 )
-from wanreduce.model_fast import contribute_one, contribute_run
+from wanreduce.model_fast import contribute_run
 from wanreduce.packetize import AGG_HEADER_STRUCT, header_record
 
 from .transport import (  # noqa: F401 - GSO constants re-exported (bench/bench_driver.py)
     GSO_MAX_BYTES,
     GSO_MAX_SEGMENTS,
     MAX_DATAGRAM,
+    RX_BATCHES,
     SOL_UDP,
     UDP_SEGMENT,
     Address,
@@ -65,10 +65,10 @@ _MAGIC, _VERSION = wire.MAGIC, wire.VERSION
 # the chunk and the flags).
 _CHUNK_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "chunk")
 _FLAGS_AT = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
-# Result header fields that may differ between the slots of one released run (the first five
-# attributes _RESULT_ATTRS fetches, in this order).
-_RESULT_FIELDS = ("chunk", "job_id", "round_id", "scale_exp", "session")
-_RESULT_ATTRS = operator.attrgetter(*_RESULT_FIELDS, "overflow", "count", "group_id")
+# Result header fields that may differ between the slots of one released run, and the
+# model's slot-state columns they come from.
+_RESULT_FIELDS = (("chunk", Tag.CHUNK), ("job_id", Tag.JOB), ("round_id", Tag.ROUND),
+                  ("scale_exp", Tag.SCALE), ("session", Tag.SESSION))
 _CHUNK_COLUMNS = slice(_CHUNK_AT, _CHUNK_AT + 4)
 _TAG_MASK = np.array([0 if _CHUNK_AT <= i < _CHUNK_AT + 4 or i == _FLAGS_AT else 0xFF
                       for i in range(_HDR)], np.uint8)
@@ -115,16 +115,17 @@ class SoftAggregator:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._buf = bytearray(MAX_DATAGRAM)  # whole datagrams: n is the true length
+        self._rx = bytearray(RX_BATCHES * MAX_DATAGRAM)  # the serve loop's receive buffer
         # Results queued while the serve loop drains its socket (sent in batches, in order).
         self._batching = False
-        self._pending: list[tuple[int, int, list[Address]]] = []  # (offset, size, destinations)
+        # runs of k results of one size, back to back in _obuf: (offset, size, k, destinations)
+        self._pending: list[tuple[int, int, int, list[Address]]] = []
+        self._npend = 0  # results queued
         self._oend = 0
         self._obuf = bytearray(GSO_MAX_SEGMENTS * wire.datagram_bytes(max(elements, 2 * 64)))
         self._omv = memoryview(self._obuf)
         self.transport.enable_gro()  # a segmented batch arrives in one recvmsg
         # Results go in segmented batches while self.transport.gso (cleared if refused).
-        self._sum = np.empty(elements, np.int64)  # saturating-add scratch
-        self._slot_row = {id(s): i for i, s in enumerate(self.model.slot)}  # row of model.data
         self._wake_r, self._wake_w = socket.socketpair()
 
     # ---- life cycle ----
@@ -172,40 +173,67 @@ class SoftAggregator:
 
     # ---- receive loop ----
     def serve_forever(self) -> None:
-        """Receive until stopped: drain the socket (GRO batches are split into their datagrams),
-        queueing results, and send the queued results whenever the socket is empty (or 64 are
-        queued) — in batches of one ``sendmsg`` per destination when segmentation offload works."""
+        """Receive until stopped: drain the socket, queueing results, and send the queued
+        results whenever the socket is empty (or 64 are queued) — in batches of one
+        ``sendmsg`` per destination when segmentation offload works. Consecutive GRO batches
+        that continue one sender's run (same source, segment size and tag, next chunk) are
+        received back to back into one buffer, up to ``RX_BATCHES``, and go through the model
+        as one run (``handle_batch``)."""
         sock = self.transport.sock
-        buf = self._buf
-        bufs = [buf]
-        mv = memoryview(buf)
+        mv = memoryview(self._rx)
+        cap = len(self._rx) - MAX_DATAGRAM  # room for one more batch below this
         recv = self.transport.recv_batch
-        handle = self.handle_datagram
         handle_batch = self.handle_batch
         flush = self._flush
         stop = self._stop
         waitset = [sock, self._wake_r]
         self._batching = True
+        off = seg0 = 0  # bytes of one sender's run received so far, in segments of seg0
+        addr0 = None
         try:
             while not stop.is_set():
                 try:
-                    got = recv(bufs)
+                    got = recv([mv[off:]])
                 except OSError:
                     if stop.is_set():
                         break
                     raise
                 if got is None:
+                    if off:
+                        handle_batch(off, seg0, addr0, mv)
+                        off = 0
                     flush()
                     select.select(waitset, [], [], 0.5)
                     continue
                 n, seg, addr = got
-                if seg >= n:
-                    handle(n, addr)
-                else:
-                    handle_batch(n, seg, addr, mv)
+                if off and not (seg == seg0 and addr == addr0 and self._continues(mv, off, seg)):
+                    handle_batch(off, seg0, addr0, mv)  # the run so far, then this batch alone
+                    handle_batch(n, seg, addr, mv[off : off + n])
+                    off = 0
+                    continue
+                if n > seg and n % seg == 0 and off + n <= cap:  # full segments: may go on
+                    off += n
+                    seg0, addr0 = seg, addr
+                    continue
+                handle_batch(off + n, seg, addr, mv)
+                off = 0
         finally:
             self._batching = False
+            if off:
+                handle_batch(off, seg0, addr0, mv)
             flush()
+
+    def _continues(self, mv: memoryview, off: int, seg: int) -> bool:
+        """The datagram at ``off`` has the tag of the run from 0 (every header byte but the
+        chunk number and flags) and the chunk after the run's last one (at ``off - seg``)."""
+        at = slice(off + _CHUNK_AT, off + _CHUNK_AT + 4)
+        last = slice(off - seg + _CHUNK_AT, off - seg + _CHUNK_AT + 4)
+        return (
+            int.from_bytes(mv[at], "big") == (int.from_bytes(mv[last], "big") + 1) & _U32
+            and mv[:_FLAGS_AT] == mv[off : off + _FLAGS_AT]
+            and mv[_FLAGS_AT + 1 : _CHUNK_AT] == mv[off + _FLAGS_AT + 1 : off + _CHUNK_AT]
+            and mv[_CHUNK_AT + 4 : _HDR] == mv[off + _CHUNK_AT + 4 : off + _HDR]
+        )
 
     def handle_batch(self, n: int, seg: int, addr: Address, data: memoryview) -> None:
         """Process a GRO batch: ``n`` bytes of ``data`` in datagrams of ``seg`` bytes (the last
@@ -235,8 +263,8 @@ class SoftAggregator:
         ):  # a well-formed contribution (every check below passes)
             payload = np.frombuffer(buf, wire.ELEMENT_DTYPE, count, _HDR)
             if self.fast:
-                released = contribute_one(self.model, grp, job, rnd, chunk, sender, scale,
-                                          count, ses, payload, self._sum)
+                released = contribute_run(self.model, grp, job, rnd, chunk, sender, scale,
+                                          count, ses, payload.reshape(1, count))
                 if released is not None:
                     self._accepted(grp, sender, addr, released)
                     return
@@ -272,21 +300,22 @@ class SoftAggregator:
             self._members.setdefault(grp, {})[sender] = addr
             self._dests[grp] = list(dict.fromkeys(self._members[grp].values()))
 
-    def _accepted(self, grp: int, sender: int, addr: Address, released) -> None:
-        """After a fast-path contribution: note the member, queue the released results."""
+    def _accepted(self, grp: int, sender: int, addr: Address, released: np.ndarray) -> None:
+        """After a fast-path contribution: note the member, queue the released results (slot
+        rows of the model, in order)."""
         mem = self._members.get(grp)
         if mem is None or mem.get(sender) != addr:
             self._note_member(grp, sender, addr)
-        if len(released) > 1:
+        if len(released):
             self._queue_slots(released)
-        elif released:
-            self._send_slot(released[0])
 
     def _handle_run(self, mv: memoryview, n: int, seg: int, addr: Address) -> bool:
-        """A GRO batch of ``n`` bytes in segments of ``seg``: if its full segments are
-        well-formed contributions of one sender and tag to consecutive chunks, all AGGREGATED,
-        process them at once (``model_fast.contribute_run``) and the short last segment, if
-        any, on its own; returns False, having changed nothing, otherwise."""
+        """A GRO batch (or several received back to back) of ``n`` bytes in segments of
+        ``seg``: if its full segments are well-formed contributions of one sender and tag to
+        consecutive chunks, process them through ``model_fast.contribute_run`` in pieces of at
+        most the job's window, then one by one whatever a piece declined (from there on) and
+        the short last segment, if any; returns False, having changed nothing, when the first
+        piece is declined or the batch is not such a run."""
         k = n // seg
         count = (seg - _HDR) // 4
         if k < 2 or seg != _HDR + 4 * count:
@@ -308,64 +337,67 @@ class SoftAggregator:
         if not (chunks - np.uint32(chunk) == np.arange(k, dtype=np.uint32)).all():
             return False
         payloads = rows[:, _HDR:].view(wire.ELEMENT_DTYPE)
-        released = contribute_run(self.model, grp, job, rnd, chunk, sender, scale, count, ses,
-                                  payloads)
-        if released is None:
+        m = self.model
+        piece = m.job_table[job].window if job < m.n_jobs else k
+        done = 0
+        while done < k:
+            p = min(piece, k - done)
+            released = contribute_run(m, grp, job, rnd, (chunk + done) & _U32, sender, scale,
+                                      count, ses, payloads[done : done + p])
+            if released is None:
+                break
+            self.frames_in += p
+            self._accepted(grp, sender, addr, released)
+            done += p
+        if not done:
             return False
-        self.frames_in += k
-        self._accepted(grp, sender, addr, released)
-        if n > k * seg:
-            self.handle_datagram(n - k * seg, addr, mv[k * seg : n])
+        for o in range(done * seg, n, seg):  # what was declined, one by one; a short last one
+            self.handle_datagram(min(seg, n - o), addr, mv[o : min(n, o + seg)])
         return True
 
-    def _send_slot(self, h) -> None:
-        """The result held in slot ``h`` (just released) to the group's destinations."""
-        self._queue(
-            _OVERFLOW if h.overflow else 0, h.group_id, h.job_id, h.round_id, h.chunk,
-            h.scale_exp, h.data, h.count, h.session,
-        )
-
-    def _queue_slots(self, released: list) -> None:
-        """``_send_slot`` for each slot of ``released`` (in order), a run of results of one
-        group and element count written into the batch buffer with one NumPy operation per
-        header field and one gather of the payloads from the model's slot memory."""
-        h0 = released[0]
-        count, group = h0.count, h0.group_id
-        # one C-level attribute fetch per slot: (chunk, job, round, scale, session, overflow,
-        # count, group)
-        fields = np.fromiter(chain.from_iterable(map(_RESULT_ATTRS, released)), np.int64,
-                             8 * len(released)).reshape(-1, 8)
+    def _queue_slots(self, released: np.ndarray) -> None:
+        """Queue the results held in the model's slot rows ``released`` (just released, in
+        order): a run of results of one group and element count is written into the batch
+        buffer with one NumPy operation per header field and one gather of the payloads from
+        the model's slot memory; otherwise (or outside the serve loop) one by one."""
+        t = self.model.tags[released]
+        count, group = int(t[0, Tag.COUNT]), int(t[0, Tag.GROUP])
         if (
             not self._batching  # outside the serve loop each result is sent at once
-            or (fields[:, 6] != count).any() or (fields[:, 7] != group).any()
+            or len(released) == 1
+            or (t[:, Tag.COUNT] != count).any() or (t[:, Tag.GROUP] != group).any()
             or wire.is_multicast(self.regfile[regs.RESULT_IP])
         ):
-            for h in released:
-                self._send_slot(h)
+            data = self.model.data
+            for row, f in zip(released.tolist(), t.tolist(), strict=True):
+                self._queue(
+                    _OVERFLOW if f[Tag.OVERFLOW] else 0, f[Tag.GROUP], f[Tag.JOB],
+                    f[Tag.ROUND], f[Tag.CHUNK], f[Tag.SCALE], data[row], f[Tag.COUNT],
+                    f[Tag.SESSION],
+                )
             return
         size = _HDR + 4 * count
         cap = min(GSO_MAX_SEGMENTS, len(self._obuf) // size)
-        slot_rows = np.fromiter(map(self._slot_row.__getitem__, map(id, released)), np.intp,
-                                len(released))
-        template = header_record(_RESULT, group, h0.job_id, h0.round_id,
-                                 self.regfile[regs.SITE_ID] & 0xFF, h0.scale_exp, count,
-                                 h0.session)
+        template = header_record(_RESULT, group, int(t[0, Tag.JOB]), int(t[0, Tag.ROUND]),
+                                 self.regfile[regs.SITE_ID] & 0xFF, int(t[0, Tag.SCALE]), count,
+                                 int(t[0, Tag.SESSION]))
         dests = self._dests.get(group, [])
         for i in range(0, len(released), cap):
             k = min(cap, len(released) - i)
-            if len(self._pending) + k > GSO_MAX_SEGMENTS or self._oend + k * size > len(self._obuf):
+            if self._npend + k > GSO_MAX_SEGMENTS or self._oend + k * size > len(self._obuf):
                 self._flush()
             o = self._oend
             rows = np.ndarray((k, size), np.uint8, self._obuf, o)
             hdr = rows[:, :_HDR].view(wire.AGG_HEADER_DTYPE)[:, 0]
             hdr[:] = template
-            f = fields[i : i + k]
-            for col, name in enumerate(_RESULT_FIELDS):
+            f = t[i : i + k]
+            for name, col in _RESULT_FIELDS:
                 hdr[name] = f[:, col]
-            hdr["flags"] = f[:, 5] * _OVERFLOW
-            np.take(self.model.data[:, :count], slot_rows[i : i + k], axis=0,
+            hdr["flags"] = f[:, Tag.OVERFLOW] * _OVERFLOW
+            np.take(self.model.data[:, :count], released[i : i + k], axis=0,
                     out=rows[:, _HDR:].view(wire.ELEMENT_DTYPE))
-            self._pending.extend((o + j * size, size, dests) for j in range(k))
+            self._pending.append((o, size, k, dests))
+            self._npend += k
             self._oend = o + k * size
 
     def _send_result(self, r) -> None:
@@ -381,7 +413,7 @@ class SoftAggregator:
         the serve loop (which flushes when its socket is empty) it is sent at once."""
         size = _HDR + 4 * count
         o = self._oend
-        if len(self._pending) >= GSO_MAX_SEGMENTS or o + size > len(self._obuf):
+        if self._npend >= GSO_MAX_SEGMENTS or o + size > len(self._obuf):
             self._flush()
             o = 0
         obuf = self._obuf
@@ -395,7 +427,8 @@ class SoftAggregator:
             dests = [(wire.int_to_ip(rip), self.regfile[regs.RESULT_UDP_PORT])]
         else:
             dests = self._dests.get(group, [])  # replaced, never mutated, when members change
-        self._pending.append((o, size, dests))
+        self._pending.append((o, size, 1, dests))
+        self._npend += 1
         self._oend = o + size
         if not self._batching:
             self._flush()
@@ -410,18 +443,29 @@ class SoftAggregator:
         n = len(pend)
         i = 0
         while i < n:
-            o, size, dests = pend[i]
-            j = i + 1
+            o, size, k, dests = pend[i]
+            i += 1
             limit = gso_batch(size) if self.transport.gso else 1
-            while j < n and j - i < limit and pend[j][2] is dests and pend[j][1] == size:
-                j += 1
-            if j < n and j - i < limit and pend[j][2] is dests and pend[j][1] < size:
-                j += 1  # a shorter last segment
-            end = pend[j - 1][0] + pend[j - 1][1]
+            while k > limit:  # whole batches of this run first
+                for dest in dests:
+                    self.transport.send_segments(mv[o : o + limit * size], size, dest)
+                o += limit * size
+                k -= limit
+            end = o + k * size
+            while i < n and pend[i][3] is dests and pend[i][0] == end and (
+                (pend[i][1] == size and k + pend[i][2] <= limit)
+                or (pend[i][1] < size and pend[i][2] == 1 and k < limit)  # a shorter last one
+            ):
+                short = pend[i][1] < size
+                end += pend[i][1] * pend[i][2]
+                k += pend[i][2]
+                i += 1
+                if short:
+                    break
             for dest in dests:
                 self.transport.send_segments(mv[o:end], size, dest)
-            i = j
         pend.clear()
+        self._npend = 0
         self._oend = 0
 
     # ---- control ----
@@ -431,7 +475,7 @@ class SoftAggregator:
         register's value after it, an odd trailing word echoed but not executed."""
         words = np.frombuffer(buf, "<u4", count, _HDR).copy()
         self.control_in += 1
-        for k in range(count // 2):
+        for k in range(self._probe_pairs(words, count // 2), count // 2):
             word0, value = int(words[2 * k]), int(words[2 * k + 1])
             a = word0 & wire.CONTROL_ADDR_MASK
             if word0 & wire.CONTROL_WRITE:
@@ -443,6 +487,27 @@ class SoftAggregator:
             self.regfile[regs.SITE_ID] & 0xFF, scale, count, ses,
         )
         self.transport.send_to(reply + words.tobytes(), addr)
+
+    def _probe_pairs(self, words: np.ndarray, n_ops: int) -> int:
+        """Execute the message's leading probe pairs at once — (write JOBj_PROBE = chunk, read
+        JOBj_PROBE_BITMAP), as a driver's loss-recovery question asks about every chunk in
+        flight — with the same effect and reply words as one by one; returns how many
+        operations that was (0: the message does not start with one)."""
+        w0 = int(words[0]) if n_ops >= 2 else 0
+        a = w0 & wire.CONTROL_ADDR_MASK
+        j, off = divmod(a - regs.JOB_BASE, regs.JOB_STRIDE)
+        if not (w0 & wire.CONTROL_WRITE and 0 <= j < self.model.n_jobs
+                and off == regs.JOB_PROBE_OFFSET):
+            return 0
+        pairs = n_ops // 2
+        w = words[: 4 * pairs].reshape(pairs, 4)  # word0, value of the write; of the read
+        ok = (w[:, 0] == w0) & (w[:, 2] == a - regs.JOB_PROBE_OFFSET + regs.JOB_PROBE_BITMAP_OFFSET)
+        p = pairs if ok.all() else int(ok.argmin())
+        if p:
+            chunks = w[:p, 1].astype(np.int64)
+            self.regfile[a] = int(chunks[-1])
+            w[:p, 3] = self.model.probe_bitmaps(j, chunks)  # the write's word1 stays: the value
+        return 2 * p
 
     def write_register(self, addr: int, value: int) -> None:
         """A CONTROL write: configuration registers take effect at once; RO writes are ignored."""

@@ -32,6 +32,7 @@ Address = tuple[str, int]
 # net.core.rmem_max / wmem_max; we ask and live with what we get).
 DEFAULT_BUFFER_BYTES = 8 << 20
 MAX_DATAGRAM = 65535
+RX_BATCHES = 4  # GRO batches a receive loop takes back to back as one block (serve, driver)
 
 # Segmentation offload (Linux; the numbers are the kernel's where Python lacks the names).
 SOL_UDP = getattr(socket, "SOL_UDP", 17)

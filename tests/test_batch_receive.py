@@ -238,3 +238,54 @@ def test_complete_many_equals_complete_on_each(seed):
         assert (a.done, a.hi, a.remaining, a.base, a._timed) == (b.done, b.hi, b.remaining, b.base, b._timed)
         assert (ta.srtt, ta.rttvar, ta.samples, ta.min_rtt) == (tb.srtt, tb.rttvar, tb.samples, tb.min_rtt)
     assert a.remaining == 0
+
+
+def test_exchange_takes_back_to_back_gro_batches_as_one_block(monkeypatch):
+    """Results waiting at the driver's socket in several GRO batches (a window of 256 results
+    of 16 elements: 4 segmented sends of at most 64) are received back to back and taken by one
+    ``ResultFilter.accept`` of more than one batch; the all-reduce is exact."""
+    import select as select_mod
+    import types
+
+    from driver_helpers import FAST, wait_until
+
+    from wanreduce.host import exchange
+    from wanreduce.host.driver import AggregatorClient
+    from wanreduce.host.softagg import SoftAggregator
+
+    counts: list[int] = []
+    accept = ResultFilter.accept
+    monkeypatch.setattr(ResultFilter, "accept",
+                        lambda self, buf, off, count, *a, **kw: (
+                            counts.append(count), accept(self, buf, off, count, *a, **kw))[1])
+    sent = {"contributions": 0, "results": 0}
+
+    def counting(transport, key):
+        seg_send, one_send = transport.send_segments, transport.send_to
+
+        def send_segments(view, seg, addr):
+            sent[key] += -(-len(view) // seg)
+            return seg_send(view, seg, addr)
+
+        def send_to(data, addr):
+            sent[key] += 1
+            return one_send(data, addr)
+        transport.send_segments, transport.send_to = send_segments, send_to
+
+    def select_after_results(r, w, x, timeout):
+        """Wait (on the events, not a fixed time) until every contribution sent so far has had
+        its result sent, so that they all wait at the socket, then select."""
+        wait_until(lambda: sent["results"] >= sent["contributions"])
+        return select_mod.select(r, w, x, timeout)
+
+    monkeypatch.setattr(exchange, "select", types.SimpleNamespace(select=select_after_results))
+    x = (np.arange(256 * 16, dtype=np.float32) % 2048 - 1024) / 1024  # exact at any scale used
+    with SoftAggregator(slots=1024, elements=16) as agg:
+        agg.configure(groups={0: [0]}, jobs=[0])
+        counting(agg.transport, "results")
+        with AggregatorClient(agg.address, sender_id=0, elements_per_packet=16,
+                              **{**FAST, "rtt": 1.0}) as c:
+            counting(c.transport, "contributions")
+            y = c.allreduce(x, job=0, group=0, round=0, max_abs=1.0)
+    assert np.array_equal(y, x)
+    assert max(counts) > 64  # more than one GRO batch taken at once

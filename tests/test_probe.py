@@ -99,6 +99,7 @@ def test_chunk_probe_asks_without_waiting_and_splits_the_window_into_messages():
             # held" (which would resend the whole window) but mark the probe unsupported
             agg.read_register = lambda addr, read=agg.read_register: (
                 0 if addr in (regs.job_probe(0), regs.job_probe_bitmap(0)) else read(addr))
+            agg._probe_pairs = lambda words, n_ops: 0  # every operation through read_register
             assert not probe.unsupported
             probe.post([1], 41.0)
             assert wait_until(lambda: probe.poll(42.0) == [] and probe.unsupported)

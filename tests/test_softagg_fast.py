@@ -16,10 +16,10 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from wanreduce import wire
+from wanreduce import regs, wire
 from wanreduce.host.softagg import SoftAggregator
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 from wanreduce.packetize import AGG_HEADER_STRUCT
@@ -426,3 +426,259 @@ def test_gro_run_mixed_adds_starts_and_overflow(release):
     finally:
         fast.close()
         slow.close()
+
+
+# Model level: runs of one sender's consecutive chunks through ``model_fast.contribute_run``
+# against the same contributions one by one through ``model.AggregatorModel.contribute``, with
+# windows up to 64 slots (vectorised head walks over several blocks, runs that wrap in the
+# window and in the slot memory, chunk numbers around 2**32), three members completing chunks
+# out of order, duplicates, late/stale and out-of-window runs, tag mismatches, saturating adds,
+# several jobs and groups, window resets and release-mode changes in between.
+_mrun = st.fixed_dictionaries(
+    {
+        "op": st.just("run"),
+        "job": st.sampled_from([0, 0, 0, 1, 2]),
+        "group": st.sampled_from([0] * 6 + [1, 2]),
+        "senders": st.permutations([0, 1, 2, 3]),  # each sends the run in turn
+        "n_senders": st.sampled_from([1, 2, 3, 3, 4]),
+        "offset": st.one_of(st.integers(-3, 40), st.sampled_from([-70, 63, 64, 100])),
+        "k": st.one_of(st.integers(1, 8), st.integers(9, 64)),
+        "count": st.sampled_from([E] * 4 + [5]),
+        "tag": st.sampled_from([None] * 10 + ["round", "scale", "session"]),
+        "values": st.lists(_values, min_size=E, max_size=E),
+    }
+)
+_mops = st.lists(
+    st.one_of(*[_mrun] * 25,
+              st.fixed_dictionaries({"op": st.just("reset"), "job": st.integers(0, 2),
+                                     "head": st.sampled_from([0, 5, 0xFFFFFFF0])}),
+              st.fixed_dictionaries({"op": st.just("release"),
+                                     "mode": st.sampled_from(list(ReleaseMode))})),
+    min_size=10, max_size=60,
+)
+
+
+def _model_state(m: AggregatorModel):
+    return (m.tags.tobytes(), m.data.tobytes(), [j.head for j in m.job_table],
+            dict(m.counters), m.results_out)
+
+
+def _run_both(fast: AggregatorModel, ref: AggregatorModel, group: int, job: int, first: int,
+              senders, vals: np.ndarray, tag: str | None = None, record=None) -> None:
+    """Each of ``senders`` in turn contributes the run of ``len(vals)`` chunks from ``first``
+    (payload: ``vals`` + chunk offset + sender, saturated to int32): through
+    ``contribute_run`` on ``fast`` (one by one via ``contribute`` when it declines) and one by
+    one on ``ref`` (``record``: hypothesis's ``event``, to see which cases ran). It must decline exactly when some outcome is not AGGREGATED; its results
+    (every header field and payload byte) and the models' complete states must be equal."""
+    from wanreduce.model_fast import contribute_run
+
+    k, count = vals.shape
+    rnd, scale, ses = int(tag == "round"), -int(tag == "scale"), int(tag == "session")
+    for sender in senders:
+        payloads = (vals + np.arange(k)[:, None] + sender).clip(*I32).astype(np.int32)
+        msgs = [Message(int(wire.MsgType.CONTRIBUTION), 0, group, job, rnd,
+                        (first + i) & 0xFFFFFFFF, sender, scale, count, payloads[i], ses)
+                for i in range(k)]
+        want, outcomes = [], []
+        for msg in msgs:
+            o, rs = ref.contribute(msg)
+            outcomes.append(o)
+            want += rs
+        before = _model_state(fast)
+        got = contribute_run(fast, group, job, rnd, first, sender, scale, count, ses, payloads)
+        all_aggregated = all(o == Outcome.AGGREGATED for o in outcomes)
+        assert (got is not None) == (all_aggregated and k <= fast.job_table[job].window)
+        if got is None:  # nothing changed: the serve loop goes one by one (the model itself)
+            assert _model_state(fast) == before
+            for msg in msgs:
+                fast.contribute(msg)
+        else:
+            if record:
+                record(f"fast path: {'no' if not len(got) else 'some' if len(got) < 9 else '9+'}"
+                       f" results, k {'> 8' if k > 8 else '<= 8'}")
+            results = [fast._result(fast.slot[int(r)]) for r in got]
+            assert [(r.job_id, r.round_id, r.chunk, r.group_id, r.scale_exp, r.overflow,
+                     r.resent, r.session, r.payload.tobytes()) for r in results] == [
+                (r.job_id, r.round_id, r.chunk, r.group_id, r.scale_exp, r.overflow,
+                 r.resent, r.session, r.payload.tobytes()) for r in want]
+        assert _model_state(fast) == _model_state(ref)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@given(slots_log2=st.integers(2, 7), release=st.sampled_from(list(ReleaseMode)),
+       small_window=st.booleans(), ops=_mops)
+def test_contribute_run_equals_model_steps(slots_log2, release, small_window, ops):
+    kw = dict(slots=1 << slots_log2, elements=E, groups=3, jobs=3, release=release)
+    fast, ref = AggregatorModel(**kw), AggregatorModel(**kw)
+    for m in (fast, ref):
+        m.set_group(0, 0b111)
+        m.set_group(1, 0b10)
+        m.set_group(2, 0b1001)
+        m.set_job(0, enabled=True)  # the whole slot memory
+        m.set_job(1, enabled=True, base=1 % m.slots, log2_window=max(0, slots_log2 - 2))
+        m.set_job(2, enabled=True, base=m.slots // 2,
+                  log2_window=1 if small_window else slots_log2 - 1)
+    for op in ops:
+        if op["op"] != "run":
+            for m in (fast, ref):
+                if op["op"] == "reset":
+                    m.reset_window(op["job"], op["head"])
+                else:
+                    m.release = op["mode"]
+            continue
+        first = (ref.job_table[op["job"]].head + op["offset"]) & 0xFFFFFFFF
+        vals = np.resize(np.asarray(op["values"], np.int64), (op["k"], op["count"]))
+        _run_both(fast, ref, op["group"], op["job"], first, op["senders"][: op["n_senders"]],
+                  vals, op["tag"], event)
+
+
+@pytest.mark.parametrize("head", [0, 0xFFFFFFF8])  # the second: chunk numbers wrap past 2**32
+def test_contribute_run_long_walk_and_wrap(head):
+    """Chunks head+1 .. head+40 complete out of order (three members, runs of 8 and 24 that
+    wrap in the 64-slot window), then chunk ``head`` completes: one run releases all 41 (the
+    head walk over several blocks), equal to the model step by step."""
+    fast, ref = AggregatorModel(slots=64, elements=E), AggregatorModel(slots=64, elements=E)
+    for m in (fast, ref):
+        m.set_group(0, 0b111)
+        m.set_job(0, enabled=True)
+        m.reset_window(0, head - 30)  # a run from head - 30 moves the head to ``head``
+    vals = np.full((30, E), I32[1] - 40, np.int64)  # saturates from the second member on
+    _run_both(fast, ref, 0, 0, (head - 30) & 0xFFFFFFFF, [0, 1, 2], vals)
+    assert fast.job_table[0].head == head & 0xFFFFFFFF
+    for first, k in ((head + 1, 8), (head + 9, 24), (head + 33, 8)):
+        _run_both(fast, ref, 0, 0, first & 0xFFFFFFFF, [2, 0, 1], vals[:k])
+    assert fast.results_out == 30
+    _run_both(fast, ref, 0, 0, head & 0xFFFFFFFF, [1, 2, 0], vals[:1])
+    assert fast.results_out == 71 and fast.job_table[0].head == (head + 41) & 0xFFFFFFFF
+
+
+def test_serve_loop_takes_back_to_back_batches_as_one_run(monkeypatch):
+    """GRO batches waiting back to back that continue one sender's run (same source, tag,
+    next chunk) go through the model as one ``contribute_run`` of all their chunks; a batch of
+    another sender, or one that does not continue the run, is taken on its own. Every result
+    datagram, in order, equals the model's."""
+    from driver_helpers import wait_until
+
+    import wanreduce.host.softagg as softagg
+    from wanreduce.host.transport import SOL_UDP, UDP_SEGMENT, UdpTransport
+
+    runs: list[int] = []
+    orig = softagg.contribute_run
+    monkeypatch.setattr(softagg, "contribute_run",
+                        lambda m, *a: (runs.append(len(a[-1])), orig(m, *a))[1])
+    rng = np.random.default_rng(3)
+    ref = AggregatorModel(slots=256, elements=E)
+    ref.set_group(0, 0b11)
+    ref.set_job(0, enabled=True)
+    want = []
+    batches = []  # (sender, datagrams of chunks lo..lo+63), in the order they are sent
+    for sender, los in ((0, (0, 64, 128)), (1, (0, 128, 64))):
+        for lo in los:
+            rows = []
+            for c in range(lo, lo + 64):
+                p = rng.integers(-(2**31), 2**31 - 1, E, dtype=np.int64).astype(np.int32)
+                want += ref.contribute(Message(1, 0, 0, 0, 0, c, sender, 0, E, p))[1]
+                rows.append(AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, 1, 0, 0, 0, 0, c,
+                                                   sender, 0, E, 0) + p.astype("<i4").tobytes())
+            batches.append((sender, b"".join(rows)))
+    a = SoftAggregator(slots=256, elements=E)
+    sent: list = []
+    _capture(a, sent)
+    a.configure(groups={0: [0, 1]}, jobs=[0])
+    sites = [UdpTransport(bind=("127.0.0.1", 0)) for _ in range(2)]
+    try:
+        for sender, b in batches:  # all queued at the aggregator's socket before it starts
+            sites[sender].sock.sendmsg(
+                [b], [(SOL_UDP, UDP_SEGMENT, (22 + 4 * E).to_bytes(2, sys.byteorder))], 0,
+                a.address)
+        a.start()
+        wait_until(lambda: a.counters()["OUTCOME_AGGREGATED"] >= 384 and len(sent) >= 384)
+        assert a.counters()["OUTCOME_AGGREGATED"] == 384 and a.counters()["RESULTS_OUT"] == 192
+        assert runs[0] == 192  # sender 0's three batches: one run
+        assert sorted(runs[1:]) == [64, 64, 64]  # another sender; a batch not continuing a run
+        to0 = [d for dest, d in sent if dest == sites[0].address]
+        assert [AGG_HEADER_STRUCT.unpack_from(d)[7] for d in to0] == [r.chunk for r in want]
+        for d, r in zip(to0, want, strict=True):
+            assert np.array_equal(np.frombuffer(d, "<i4", E, 22), r.payload)
+            assert AGG_HEADER_STRUCT.unpack_from(d)[3] == r.flags
+    finally:
+        a.close()
+        for t in sites:
+            t.close()
+
+
+def test_released_run_goes_out_in_gso_batches_of_its_size():
+    """A run of 20 released 8 KiB results (more than one segmented send may carry) leaves in
+    sends of at most ``gso_batch(size)`` segments, in order, each result equal to a
+    ``fast=False`` aggregator's."""
+    from wanreduce.host.transport import gso_batch
+
+    big = 2048
+    fast, slow = SoftAggregator(slots=64, elements=big), SoftAggregator(slots=64, elements=big, fast=False)
+    try:
+        sent_f, sent_s, segs = [], [], []
+        _capture(fast, sent_f)
+        _capture(slow, sent_s)
+        rec = fast.transport.send_parts
+        fast.transport.send_parts = lambda parts, dest, anc=(), **kw: (
+            segs.append(sum(len(memoryview(p).cast("B")) for p in parts)), rec(parts, dest, anc))[1]
+        for a in (fast, slow):
+            a.configure(groups={0: [0]}, jobs=[0])
+        rng = np.random.default_rng(5)
+        rows = [AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, 1, 0, 0, 0, 0, c, 0, 0, big, 0)
+                + rng.integers(-1000, 1000, big, dtype=np.int32).astype("<i4").tobytes()
+                for c in range(20)]
+        _feed_batch((fast, slow), rows, ("127.0.0.1", 30000))
+        size = wire.datagram_bytes(big)
+        assert len(sent_f) == 20 and sent_f == sent_s
+        assert [AGG_HEADER_STRUCT.unpack_from(d)[7] for _, d in sent_f] == list(range(20))
+        assert max(segs) <= gso_batch(size) * size and sum(segs) == 20 * size
+    finally:
+        fast.close()
+        slow.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    contributions=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 9), st.integers(0, 1)),
+                           max_size=25),
+    ops=st.lists(st.one_of(
+        st.tuples(st.just("pair"), st.integers(0, 2), st.integers(0, 12)),  # job 2: none
+        st.tuples(st.just("head"), st.integers(0, 1), st.just(0)),
+        st.tuples(st.just("bitmap"), st.integers(0, 1), st.just(0)),  # read without a write
+    ), min_size=1, max_size=12),
+)
+def test_control_probe_pairs_equal_one_by_one(contributions, ops):
+    """A CONTROL message whose leading operations are probe pairs (write JOBj_PROBE, read
+    JOBj_PROBE_BITMAP), executed at once (``SoftAggregator._probe_pairs``), gives the same reply
+    and registers as every operation one by one: chunks held, complete, released or of another
+    job, then a pair of another job, a bitmap read or a head read that ends the prefix."""
+    aggs = [SoftAggregator(slots=8, elements=64, jobs=2) for _ in range(2)]  # 32 operations
+    aggs[1]._probe_pairs = lambda words, n_ops: 0
+    replies: list[list[bytes]] = [[], []]
+    try:
+        for a, out in zip(aggs, replies, strict=True):
+            a.configure(groups={0: [0, 1]}, jobs=[0, 1])
+            a.transport.send_to = lambda data, addr, out=out: out.append(bytes(data))
+            for job, chunk, sender in contributions:
+                d, _ = _datagram({"job": job, "group": 0, "sender": sender, "chunk": chunk,
+                                  "round": 0, "scale": 0, "count": E, "flags": 0,
+                                  "values": [1] * E, "mutate": None})  # 8 of 64 elements
+                a.handle_datagram(len(d), ("127.0.0.1", 30000 + sender), d)
+            words = []
+            for kind, job, chunk in ops:
+                if kind == "pair":
+                    words += [wire.CONTROL_WRITE | regs.job_probe(job), chunk,
+                              regs.job_probe_bitmap(job), 0]
+                else:
+                    words += [regs.job_head(job) if kind == "head" else regs.job_probe_bitmap(job), 0]
+            w = np.asarray(words, "<u4")
+            msg = AGG_HEADER_STRUCT.pack(wire.MAGIC, wire.VERSION, wire.MsgType.CONTROL, 0, 0, 0,
+                                         0, 7, 0, 0, len(w), 0) + w.tobytes()
+            a.handle_datagram(len(msg), ("127.0.0.1", 40000), msg)
+        assert replies[0] == replies[1] and len(replies[0]) == 1
+        assert aggs[0].regfile == aggs[1].regfile
+    finally:
+        for a in aggs:
+            a.close()

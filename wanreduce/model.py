@@ -7,7 +7,9 @@ the software aggregator (``wanreduce serve --backend model``):
   or dropped for exactly one :class:`Drop` reason (the first failing check in enum order).
 * :class:`AggregatorModel` — S slots of E int32 elements, contributor bitmaps, group and job
   tables, in-order or on-completion release, lost-result recovery, and an :class:`Outcome` for
-  every contribution, so every input is accounted for.
+  every contribution, so every input is accounted for. Its slot state is two NumPy arrays
+  (``tags``: one row of :class:`Tag` columns per slot; ``data``), read and written through
+  :class:`Slot` views here and many slots at once by ``model_fast.contribute_run``.
 
 Semantics are documented in docs/protocol.md ("Aggregation semantics").
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -201,19 +203,63 @@ class Job:
         return 1 << self.log2_window
 
 
-@dataclass
+class Tag(enum.IntEnum):
+    """Columns of the model's slot-state array ``AggregatorModel.tags`` (one row per slot).
+    The chunk's tag (what every contribution to it must match) is the last six, contiguous."""
+
+    STATE = 0  # SlotState
+    CHUNK = 1
+    BITMAP = 2  # contributors so far
+    OVERFLOW = 3  # 1 once an add saturated
+    JOB = 4
+    ROUND = 5
+    GROUP = 6
+    SCALE = 7
+    COUNT = 8
+    SESSION = 9
+
+
 class Slot:
-    state: SlotState = SlotState.FREE
-    job_id: int = 0
-    round_id: int = 0
-    chunk: int = 0
-    group_id: int = 0
-    scale_exp: int = 0
-    count: int = 0
-    session: int = 0
-    bitmap: int = 0
-    overflow: bool = False
-    data: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    """One slot: a view of its row of the model's state arrays (``tags``, ``data``).
+
+    The state lives in NumPy arrays so that ``model_fast`` can work on many slots with one
+    operation; this view gives the golden model (and tests) the slot's fields by name, as
+    Python ints (``state`` a :class:`SlotState`, ``overflow`` a bool).
+    """
+
+    __slots__ = ("_t", "data")
+
+    def __init__(self, tags_row: np.ndarray, data_row: np.ndarray) -> None:
+        self._t = tags_row
+        self.data = data_row
+
+    def __repr__(self) -> str:
+        return "Slot(" + ", ".join(f"{t.name.lower()}={int(self._t[t])}" for t in Tag) + ")"
+
+
+def _tag_property(col: int, conv):
+    def get(self: Slot):
+        return conv(self._t[col])
+
+    def set_(self: Slot, value) -> None:
+        self._t[col] = value
+
+    return property(get, set_)
+
+
+for _name, _col, _conv in (
+    ("state", Tag.STATE, lambda v: SlotState(int(v))),
+    ("job_id", Tag.JOB, int),
+    ("round_id", Tag.ROUND, int),
+    ("chunk", Tag.CHUNK, int),
+    ("group_id", Tag.GROUP, int),
+    ("scale_exp", Tag.SCALE, int),
+    ("count", Tag.COUNT, int),
+    ("session", Tag.SESSION, int),
+    ("bitmap", Tag.BITMAP, int),
+    ("overflow", Tag.OVERFLOW, bool),
+):
+    setattr(Slot, _name, _tag_property(int(_col), _conv))
 
 
 def serial_lt(a: int, b: int) -> bool:
@@ -245,10 +291,11 @@ class AggregatorModel:
         self.release = ReleaseMode(release)
         self.group_table = [0] * groups
         self.job_table = [Job() for _ in range(jobs)]
-        # Slot memory: one (S, E) array, each slot's ``data`` a row of it (model_fast.py works
-        # on several slots at once through it).
+        # Slot state: one (S, len(Tag)) int64 array of tags and one (S, E) array of payloads;
+        # ``slot[i]`` views row i of both (model_fast.py works on many slots at once).
+        self.tags = np.zeros((slots, len(Tag)), np.int64)
         self.data = np.zeros((slots, elements), np.int32)
-        self.slot = [Slot(data=self.data[i]) for i in range(slots)]
+        self.slot = [Slot(self.tags[i], self.data[i]) for i in range(slots)]
         self.counters: Counter[Outcome] = Counter()
         self.results_out = 0
 
@@ -272,8 +319,7 @@ class AggregatorModel:
         """Set the job's next chunk to release and free the slots of its region."""
         j = self.job_table[job_id]
         j.head = head & 0xFFFFFFFF
-        for k in range(j.window):
-            self.slot[(j.base + k) % self.slots].state = SlotState.FREE
+        self.tags[(j.base + np.arange(j.window)) % self.slots, Tag.STATE] = SlotState.FREE
 
     def slot_index(self, job: Job, chunk: int) -> int:
         return (job.base + (chunk & (job.window - 1))) & (self.slots - 1)
@@ -282,11 +328,18 @@ class AggregatorModel:
         """What JOBj_PROBE_BITMAP reads for JOBj_PROBE = ``chunk``: the contributor bitmap of the
         chunk while its slot collects it (ACTIVE) or holds it complete for in-order release
         (COMPLETE); 0 otherwise (no contribution yet, already released, another chunk)."""
+        return int(self.probe_bitmaps(job_id, np.array([chunk], np.int64))[0])
+
+    def probe_bitmaps(self, job_id: int, chunks: np.ndarray) -> np.ndarray:
+        """:meth:`probe_bitmap` of each of ``chunks`` (int64, taken mod 2**32), at once."""
+        c = np.asarray(chunks, np.int64) & 0xFFFFFFFF
         if not 0 <= job_id < self.n_jobs:
-            return 0
-        s = self.slot[self.slot_index(self.job_table[job_id], chunk & 0xFFFFFFFF)]
-        held = s.state in (SlotState.ACTIVE, SlotState.COMPLETE)
-        return s.bitmap if held and s.job_id == job_id and s.chunk == chunk & 0xFFFFFFFF else 0
+            return np.zeros(len(c), np.int64)
+        j = self.job_table[job_id]
+        t = self.tags[(j.base + (c & (j.window - 1))) & (self.slots - 1)]
+        st = t[:, Tag.STATE]
+        held = ((st == SlotState.ACTIVE) | (st == SlotState.COMPLETE)) & (t[:, Tag.JOB] == job_id)
+        return np.where(held & (t[:, Tag.CHUNK] == c), t[:, Tag.BITMAP], 0)
 
     # ---- data path ----
     def contribute(self, m: Message) -> tuple[Outcome, list[Result]]:
