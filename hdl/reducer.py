@@ -1137,8 +1137,11 @@ class Reducer(wiring.Component):
         m.d.sync += [rd_v.eq(issue), occ.eq(occ + issue - (fifo.r_rdy & fifo.r_en))]
         # A row read in the cycle the data memory writes it (a 1-beat result started the cycle
         # after its last write was requested) comes from db, which holds that write next cycle.
+        # (both possible read addresses compared in parallel, start_new's choice last: the
+        # compare is not behind the read address's multiplexer)
         e_byp = Signal()
-        m.d.sync += e_byp.eq(data_wr.en & (data_rd_e.addr == data_wr.addr))
+        rd_new, rd_cur = (Cat(b[:rb], s) if rb else s for b, s in ((Const(0, rb), slot_n), (e_beat, e_slot)))
+        m.d.sync += e_byp.eq(data_wr.en & Mux(start_new, data_wr.addr == rd_new, data_wr.addr == rd_cur))
         m.d.comb += self.rw_hazard.eq(start_new & tag_wr.en & (tag_rd_e.addr == tag_wr.addr))
         with m.If(issue):
             m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent)),
