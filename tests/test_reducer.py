@@ -641,10 +641,10 @@ def test_back_to_back_same_chunk_single_beat():
 @pytest.mark.parametrize("width", [64, 128, 256, 512])
 def test_back_to_back_same_slot_every_width(width, beats):
     """Every sender of a chunk back to back, messages of 1, 2 or 3 beats, at every width: each
-    beat's row was written 1, 2 or 3 cycles earlier (the stage-2 forward, and the two writes the
-    stage-0 read misses: the one requested in stage 2 and the registered one reaching memory),
-    and a 1-beat result is read by the emitter the cycle its last write reaches memory. Sums
-    near the int32 limits, so a stale operand changes the result and saturation is exercised."""
+    beat's row was written 1, 2 or 3 cycles earlier, so every read-after-write forward of the
+    data path is used (and, were the data write registered, the emitter would read a 1-beat
+    result's row in the cycle its last write reaches memory). Sums near the int32 limits, so a
+    stale operand changes the result and saturation is exercised."""
     lanes = width // 32
     count = beats * lanes - (lanes > 1)  # a partial last beat where the width allows
     n_send, chunks = 4, 12
