@@ -637,6 +637,29 @@ def test_back_to_back_same_chunk_single_beat():
     assert rr.accepted_beats == rr.last_accept - rr.first_accept + 1  # one beat every cycle
 
 
+@pytest.mark.parametrize("beats", [1, 2, 3])
+@pytest.mark.parametrize("width", [64, 128, 256, 512])
+def test_back_to_back_same_slot_every_width(width, beats):
+    """Every sender of a chunk back to back, messages of 1, 2 or 3 beats, at every width: each
+    beat's row was written 1, 2 or 3 cycles earlier, so every read-after-write forward of the
+    data path is used (and, were the data write registered, the emitter would read a 1-beat
+    result's row in the cycle its last write reaches memory). Sums near the int32 limits, so a
+    stale operand changes the result and saturation is exercised."""
+    lanes = width // 32
+    count = beats * lanes - (lanes > 1)  # a partial last beat where the width allows
+    n_send, chunks = 4, 12
+    cfg = Config(width, 4, count, groups=1, jobs=1, group_table=[(1 << n_send) - 1],
+                 job_table=[(True, 0, 2)])
+    rng = random.Random(width * 10 + beats)
+    ops = [_msg(0, 0, 0, c, s, 0, count, [rng.randint(-(2**30), 2**30) for _ in range(count)])
+           for c in range(chunks) for s in rng.sample(range(n_send), n_send)]
+    for p_valid in (1.0, 0.6):  # no gaps (each forward distance), then random gaps
+        rr = run(cfg, ops, p_valid=p_valid, seed=width + beats, drain=60)
+        _, res, _ = check(cfg, ops, rr)
+        assert len(res) == chunks
+    assert any(r.overflow for r in res)
+
+
 def test_jobs_are_isolated():
     """Job 0's results are the same whether or not job 1 shares the core."""
     rng = random.Random(21)
