@@ -600,6 +600,41 @@ def test_back_to_back_small_and_bad_frames_no_stall(width: int) -> None:
     assert len(run.messages) >= 10
 
 
+@pytest.mark.parametrize("width", [64, 128, 256, 512])
+@pytest.mark.parametrize("limit_lanes", [0, 2])
+def test_payload_length_check_back_to_back(width: int, limit_lanes: int) -> None:
+    """The payload-length check (beats and last tkeep against element_count, registered at the
+    last payload beat from the header's last beat as it arrives) on back-to-back frames whose
+    payload is 0, 1 or 3 bytes off, one element off or one beat off, with tuser on some last
+    beats, among good ones: one-beat payloads right after their header included, header-only
+    frames, and a parser built for one element (a zero-width beat index)."""
+    rng = random.Random(60 + width + limit_lanes)
+    L = lanes(width)
+    limit = 1 if limit_lanes == 0 else limit_lanes * L + 1
+    counts = sorted({c for c in (1, 2, L - 1, L, L + 1, 2 * L, 2 * L + 1) if 1 <= c <= limit})
+    frames = []
+    for count in counts:
+        for delta in (0, -4 * L, -4, -1, 0, 1, 3, 4, 4 * L, 0):
+            if 4 * count + delta < 0:
+                continue
+            buf = good_frame(rng, count)
+            frame = buf[:64] + rng.randbytes(4 * count + delta)
+            err = None
+            if rng.random() < 0.15:  # tuser on the last beat
+                err = -(-len(frame) // (width // 8)) - 1
+            frames.append((frame, err))
+    rng.shuffle(frames)
+    if L <= limit:  # a header-only frame after one whose single payload beat is full: the
+        # last-beat index (0) and tkeep (all ones) still match, but it has no payload
+        for _ in range(3):
+            frames += [(good_frame(rng, L), None), (good_frame(rng, L)[:64], None)]
+    run = Run(IngressParser(width, max_elements=limit), frames, p_valid=1.0, p_ready=1.0,
+              seed=61).run()
+    run.check()
+    assert run.verdicts.count(int(Drop.LENGTH)) >= len(counts) * 4
+    assert run.verdicts.count("accept") >= len(counts)
+
+
 # --------------------------------------------------------------------------------------------
 # Construction and conversion
 
