@@ -34,8 +34,8 @@ and the compare is part of the verdict (no carry chain in the verdict cycle eith
 
 Verdict (**resolve**): in the first cycle where E is valid and, if the frame had a complete
 header, H1 holds that header: the reason is the first failing check in ``Drop`` order. Accept:
-the descriptor (header + beat count) is pushed into a small descriptor FIFO the next cycle, from
-registers (stage **V**); the payload stays.
+the descriptor (header + index of the last payload beat) is pushed into a small descriptor
+FIFO the next cycle, from registers (stage **V**); the payload stays.
 Drop: ``wr_ptr`` rolls back to the frame's start. For any frame with a payload the verdict comes
 the cycle after ``tlast`` (the header was complete at least one beat before), so the next frame's
 first payload beat, at least ``1 + header_beats`` cycles after ``tlast``, never waits for it:
