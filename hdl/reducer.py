@@ -116,9 +116,8 @@ class Reducer(wiring.Component):
         self.stall_pinned = Signal()
         self.stall_queue = Signal()
         self.advance = Signal()  # == ~stall_pinned (a register; the benches check they agree)
-        # an emitter tag read meets a tag write to the same address in the same cycle (never:
-        # the memories are built with no_rw_check on that basis; the benches check it; the
-        # emitter's data reads bypass the data write instead)
+        # an emitter read whose data is used meets a write to the same address in the same cycle
+        # (never: the memories are built with no_rw_check on that basis; the benches check it)
         self.rw_hazard = Signal()
 
     # ---- helpers -------------------------------------------------------------------------
@@ -182,11 +181,10 @@ class Reducer(wiring.Component):
         # block RAM's ~4 ns clock-to-output) gained nothing measurable (55.0 vs 53.7 MHz at
         # S=64, within placement noise) and left nextpnr's router congested on the Versa build.
         # ``no_rw_check``: no read port's result is used when it reads the address written in
-        # the same cycle (the decision's ports bypass the write in progress: thit_w0, dhb0; the
-        # emitter reads a queued result's slot, which is pinned: not written while queued; its
-        # tag is written the cycle before the emitter can start it, its last data row may be
-        # written in that cycle, which the emitter bypasses: e_byp; a window reset waits for
-        # the emitter to drain). Without it yosys adds read/write address comparators and
+        # the same cycle (the decision's ports bypass the write in progress: thit_w0, dhit0; the
+        # emitter reads a queued result's slot, which is pinned: not written while queued, and
+        # its last write is the cycle before the emitter can start it; a window reset waits
+        # for the emitter to drain). Without it yosys adds read/write address comparators and
         # an output multiplexer to every block RAM port to emulate read-old-data on collision.
         no_rw = {"no_rw_check": 1}
         m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[], attrs=no_rw)
@@ -391,7 +389,7 @@ class Reducer(wiring.Component):
         idx0 = p.idx
         slot0, start0, wmask0, region0 = p.slot, p.start, p.wmask, p.region
         cw0 = p.cw
-        dhw0, dhb0 = Signal(), Signal()
+        dhit0 = Signal()
         oh0 = p.oh  # slot0, one-hot
         lm0 = p.lm  # slots below start0 (thermometer)
 
@@ -422,8 +420,7 @@ class Reducer(wiring.Component):
         delta_n = (h0.chunk - chunk_p1)[:32]  # delta1 / deltaw1 for p's beat
         deltaw_n = (cw0 - chunk_p1)[:32]
         nbm1_1 = Signal(17)
-        dhw1 = Signal()  # the data row read for stage 1 misses the write requested in stage 2
-        dhb1 = Signal()  # ... or the write to memory (dwr) in the cycle it was read
+        dhit1 = Signal()  # same for the data row
         v2 = Signal()  # stage 2 (add + data write) holds a beat
         last2 = Signal()  # ... the last of its message (its release entry, if any, is pushed now)
         push_now = Signal()  # the release entry (entry_r, still the message's) is pushed now
@@ -486,7 +483,7 @@ class Reducer(wiring.Component):
 
         # ---- last-write bypass (the only read-after-write distance is one cycle) ----
         tb_data = Signal(tag_layout)  # the last tag written
-        db_v, db_addr, db_data = Signal(), Signal(len(data_wr.addr)), Signal(W)  # last data written
+        db_v, db_addr, db_data = Signal(), Signal(len(data_wr.addr)), Signal(W)
         with m.If(tag_wr.en):
             m.d.sync += tb_data.eq(tag_wr.data)
         # Tag writes go through a register (tw): the decision ends in flip-flops, not in the tag
@@ -495,30 +492,20 @@ class Reducer(wiring.Component):
         tw_v, tw_a, tw_d = Signal(), Signal(sb), Signal(tag_layout)  # being written now
         m.d.sync += [tw_v.eq(tw_en), tw_a.eq(tw_addr), tw_d.eq(tw_data)]
         m.d.comb += [tag_wr.en.eq(tw_v), tag_wr.addr.eq(tw_a), tag_wr.data.eq(tw_d)]
-        # Data writes go through a register as well (dwr): stage 2's add and saturation end in
-        # flip-flops, not in the block RAMs' write ports (their setup and the route to them made
-        # it a critical path); the data memory is written one cycle after stage 2.
-        aw = len(data_wr.addr)
-        dreq_en, dreq_addr, dreq_data = Signal(), Signal(aw), Signal(W)  # requested by stage 2
-        dwr_v, dwr_a, dwr_d = Signal(), Signal(aw), Signal(W)  # being written now
-        m.d.sync += [dwr_v.eq(dreq_en), dwr_a.eq(dreq_addr), dwr_d.eq(dreq_data)]
-        m.d.comb += [data_wr.en.eq(dwr_v), data_wr.addr.eq(dwr_a), data_wr.data.eq(dwr_d)]
         with m.If(data_wr.en):
             m.d.sync += [db_v.eq(1), db_addr.eq(data_wr.addr), db_data.eq(data_wr.data)]
-        # The row read in stage 0 misses two writes: the one to memory this cycle (in db next
-        # cycle: dhb) and the one stage 2 requests this cycle (in dwr next cycle: dhw, newer).
-        # Both hits are computed at stage 0 and registered, so stage 1 only selects.
+        # hit = the row read in stage 0 is written this cycle (the read misses it) or was the
+        # last one written: computed at stage 0, registered, so stage 1 only selects
         row0 = Cat(idx0[:rb], slot0) if rb else slot0
-        row_rd = Signal(aw)
+        row_rd = Signal(len(data_wr.addr))
         m.d.comb += [row_rd.eq(Mux(adv, row0, row1)), data_rd.addr.eq(row_rd)]
-        m.d.sync += [dhw1.eq(dhw0), dhb1.eq(dhb0)]
+        m.d.sync += dhit1.eq(dhit0)
         m.d.comb += [
             # (per row in parallel, adv's choice of the row at the last multiplexer)
-            dhw0.eq(Mux(adv, *[dreq_en & (dreq_addr == r) for r in (row0, row1)])),
-            dhb0.eq(Mux(adv, *[dwr_v & (dwr_a == r) for r in (row0, row1)])),
+            dhit0.eq(Mux(adv, *[Mux(data_wr.en, data_wr.addr == r, db_v & (db_addr == r)) for r in (row0, row1)])),
         ]
         old1 = Signal(W)
-        m.d.comb += old1.eq(Mux(dhw1, dwr_d, Mux(dhb1, db_data, data_rd.data)))
+        m.d.comb += old1.eq(Mux(dhit1, db_data, data_rd.data))
 
         # ================= stage 1: decision (first beat) =================
         bit = bit1
@@ -955,16 +942,15 @@ class Reducer(wiring.Component):
 
         # ================= stage 1 -> stage 2: data =================
         # The add and the data write happen one stage later (stage 2), off the decision path.
-        # Read-after-write: stage 1 forwards the two writes its read missed (dhw1/dhb1, kept
-        # current while stage 1 holds), stage 2 forwards the write requested in the cycle the
-        # beat left stage 1 (fwd2; it is in dwr now).
+        # Read-after-write: stage 1 forwards the last write (dhit1, kept current while stage 1
+        # holds), stage 2 forwards the write made in the cycle the beat left stage 1 (fwd2).
         op_c = Mux(first1, op, op_r)
         rem = Signal(17)
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
         op2 = Signal(2)
         first2 = Signal()
-        row2 = Signal(aw)
+        row2 = Signal(len(data_wr.addr))
         oh2 = Signal(S)  # slot2, one-hot
         d2 = Signal(W, reset_less=True)
         old2 = Signal(W, reset_less=True)
@@ -982,16 +968,16 @@ class Reducer(wiring.Component):
         with m.If(v1 & adv):
             m.d.sync += [
                 op2.eq(op_c), first2.eq(first1), row2.eq(row1), oh2.eq(oh1), d2.eq(d1),
-                old2.eq(old1), fwd2.eq(dreq_en & (dreq_addr == row1)), lane_ok2.eq(lane_ok),
+                old2.eq(old1), fwd2.eq(data_wr.en & (data_wr.addr == row1)), lane_ok2.eq(lane_ok),
             ]
 
         m.submodules.adder = adder = SaturatingAdder(W)
-        m.d.comb += [adder.a.eq(Mux(fwd2, dwr_d, old2)), adder.b.eq(d2)]
+        m.d.comb += [adder.a.eq(Mux(fwd2, db_data, old2)), adder.b.eq(d2)]
         beat_ovf = (op2 == _OP_ADD) & (adder.overflow & lane_ok2).any()
         m.d.comb += [
-            dreq_en.eq(v2 & (op2 != _OP_NONE)),
-            dreq_addr.eq(row2),
-            dreq_data.eq(Mux(op2 == _OP_ADD, adder.sum, d2)),
+            data_wr.en.eq(v2 & (op2 != _OP_NONE)),
+            data_wr.addr.eq(row2),
+            data_wr.data.eq(Mux(op2 == _OP_ADD, adder.sum, d2)),
         ]
         # sticky overflow per slot (flip-flops): cleared by a chunk's first write, set by any
         # saturating lane of an add; read by the emitter once the result is queued
@@ -1004,7 +990,7 @@ class Reducer(wiring.Component):
         ovf_now = Signal(S)
         m.d.comb += ovf_now.eq(ovf | Mux(ovf_set, ovf_oh, 0))
         m.d.sync += [ovf_set.eq(v2 & beat_ovf), ovf_oh.eq(oh2),
-                     ovf.eq(ovf_now & ~Mux(dreq_en & first2 & (op2 == _OP_WRITE), oh2, 0))]
+                     ovf.eq(ovf_now & ~Mux(data_wr.en & first2 & (op2 == _OP_WRITE), oh2, 0))]
         tag_c = Signal(tag_layout)
         m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
         # the release entry is queued with the last data write, so the emitter reads it written
@@ -1135,11 +1121,8 @@ class Reducer(wiring.Component):
             data_rd_e.en.eq(1),
         ]
         m.d.sync += [rd_v.eq(issue), occ.eq(occ + issue - (fifo.r_rdy & fifo.r_en))]
-        # A row read in the cycle the data memory writes it (a 1-beat result started the cycle
-        # after its last write was requested) comes from db, which holds that write next cycle.
-        e_byp = Signal()
-        m.d.sync += e_byp.eq(data_wr.en & (data_rd_e.addr == data_wr.addr))
-        m.d.comb += self.rw_hazard.eq(start_new & tag_wr.en & (tag_rd_e.addr == tag_wr.addr))
+        m.d.comb += self.rw_hazard.eq((issue & data_wr.en & (data_rd_e.addr == data_wr.addr))
+                                      | (start_new & tag_wr.en & (tag_rd_e.addr == tag_wr.addr)))
         with m.If(issue):
             m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent)),
                          rd_ovf.eq(Mux(start_new, ovf_now.bit_select(slot_n, 1), e_ovf))]
@@ -1160,7 +1143,7 @@ class Reducer(wiring.Component):
             out_beat.hdr.session.eq(te.session),
             out_beat.first.eq(rd_beat == 0),
             out_beat.last.eq(rd_beat == te.nbm1),
-            out_beat.data.eq(Mux(e_byp, db_data, data_rd_e.data)),
+            out_beat.data.eq(data_rd_e.data),
             fifo.w_en.eq(rd_v),
             fifo.w_data.eq(out_beat),
             self.m_msg.valid.eq(fifo.r_rdy),
