@@ -14,28 +14,26 @@ from wanreduce.planner.topology import Topology
 
 from .averager import AVERAGER_JOB
 from .ddp_hook import DDP_JOB
-from .digits import load_digits_split, make_mlp
+from .digits import load_digits_split, mlp_bytes
 from .launcher import run_sites
 from .metrics import progress_rows
 from .schedule_choice import choose
 from .site_worker import RunSpec
 
 MAX_SNAPSHOTS = 200  # parameter snapshots per site and run (evaluated afterwards)
-
-
-def model_bytes(seed: int = 0) -> int:
-    """Bytes of the model's float32 parameters: what each site contributes per average."""
-    return 4 * sum(p.numel() for p in make_mlp(seed).parameters())
+MAX_SNAPSHOT_BYTES = 32 << 20  # ... and their bytes per site (a wide --hidden has fewer)
 
 
 def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
               network: Callable[[int], SiteNetwork] = LocalNetwork) -> dict[str, Any]:
     """Train ``spec`` over ``topo``'s sites following the plan of ``schedule`` for ``memory``
     (bytes per FPGA as the planner sees it); ``network(n_sites)`` makes the site network."""
-    choice = choose(schedule, topo, memory, model_bytes(spec.seed))
+    nbytes = mlp_bytes(spec.hidden)
+    choice = choose(schedule, topo, memory, nbytes)
     outer = spec.steps // spec.local_steps
+    snapshots = max(2, min(MAX_SNAPSHOTS, MAX_SNAPSHOT_BYTES // nbytes))
     spec = replace(spec, mode="average", table=choice.table,
-                   snapshot_every=max(1, -(-outer // MAX_SNAPSHOTS)))
+                   snapshot_every=max(1, -(-outer // snapshots)))
     data = load_digits_split(spec.seed)
     net = network(topo.n)
     try:
@@ -48,12 +46,13 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
     finally:
         net.close()
     plan = choice.plan
-    rows = progress_rows(payloads, data, spec.seed, spec.local_steps)
+    rows = progress_rows(payloads, data, spec.seed, spec.local_steps, spec.hidden)
     return {
         "schedule": schedule, "family": plan.family, "label": plan.schedule.label,
         "topology": topo.name, "sites": topo.n, "memory_bytes": memory,
         "steps": spec.steps, "local_steps": spec.local_steps, "outer_steps": outer,
-        "seed": spec.seed, "lr": spec.lr, "batch": spec.batch, "wall_s": wall,
+        "hidden": spec.hidden, "model_bytes": nbytes, "seed": spec.seed, "lr": spec.lr,
+        "batch": spec.batch, "wall_s": wall,
         "planner": {"rounds_to_consensus": plan.rounds, "round_times_s": plan.round_times,
                     "time_to_consensus_s": plan.time},
         "rows": rows,
