@@ -79,6 +79,9 @@ def test_short_run_reports_progress_and_writes_report_and_plot(tmp_path):
     nbytes = 4 * (64 * 40 + 40 + 40 * 10 + 10)
     memory = slot_plan(1 << 20, MAX_ELEMENTS_DEFAULT).planner_memory
     assert a2a["model_bytes"] == ring["model_bytes"] == nbytes
+    # the averager's job holds every slot of the memory the planner is asked about (it had
+    # half, a DDP job sharing the slots: memory-bound rounds took twice the prediction)
+    assert a2a["driver_window"] == slot_plan(1 << 20, MAX_ELEMENTS_DEFAULT).slots // 2
     planned = choose("all-to-all", load_topology(str(topo)), memory, nbytes).plan
     assert a2a["planner"]["time_to_consensus_s"] == pytest.approx(planned.time)
     assert planned.time != pytest.approx(

@@ -13,7 +13,6 @@ from wanreduce.emulator.site_network import SiteNetwork
 from wanreduce.planner.topology import Topology
 
 from .averager import AVERAGER_JOB
-from .ddp_hook import DDP_JOB
 from .digits import load_digits_split, mlp_bytes
 from .launcher import run_sites
 from .metrics import progress_rows
@@ -38,8 +37,11 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
     net = network(topo.n)
     try:
         if choice.table is not None:
-            net.configure(choice.table, jobs=[DDP_JOB, AVERAGER_JOB])
+            # the averager's job only: it gets every slot, the memory the planner was asked
+            # about (with the DDP job enabled too it had half, and memory-bound rounds took 2x)
+            net.configure(choice.table, jobs=[AVERAGER_JOB])
         start = time.monotonic()
+        window = net.client_kwargs(0).get("window") if choice.table is not None else None
         payloads = run_sites(spec, net, data)
         wall = time.monotonic() - start
         links = net.link_bytes()
@@ -59,5 +61,6 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
         "mean_round_s": (rows[-1]["time_s"] - rows[0]["time_s"]) / max(rows[-1]["outer_step"], 1),
         "link_bytes": {f"{topo.names[a]}->{topo.names[b]}": v for (a, b), v in sorted(links.items())},
         "exchanges_per_site": [p["exchanges"] for p in payloads],
+        "driver_window": window,  # chunks in flight per site (W/2 of the averager's slots)
         "retransmissions": sum(p["driver"].get("retransmissions", 0) for p in payloads),
     }
