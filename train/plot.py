@@ -23,9 +23,10 @@ def plot_loss_vs_time(runs: list[dict[str, Any]], path: str,
     for run in runs:
         t = [r["time_s"] for r in run["rows"]]
         label = f"{run['schedule']} ({run['label']})"
-        loss_ax.plot(t, [r["loss"] for r in run["rows"]], marker=".", label=label)
+        style = {"marker": ".", "label": label, "linestyle": run.get("linestyle", "-")}
+        loss_ax.plot(t, [r["loss"] for r in run["rows"]], **style)
         if accuracy_target is not None:
-            axes[0][1].plot(t, [r["accuracy"] for r in run["rows"]], marker=".", label=label)
+            axes[0][1].plot(t, [r["accuracy"] for r in run["rows"]], **style)
     first = runs[0]
     loss_ax.set_ylabel("training loss (mean over sites)")
     loss_ax.set_yscale("log")
