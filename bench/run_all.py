@@ -50,7 +50,7 @@ BENCHES = (
     Bench("bench_train_schedules.py", "Training: schedules change time to accuracy",
           lambda out: ["--memory", "64KiB", "--schedules", "ring,cliques-3", "--hidden", "200",
                        "--steps", "4", "--local-steps", "2", "--time-scale", "1",
-                       "--target", "0.3", "--out", str(out / "train_schedules"),
+                       "--target", "0.1", "--out", str(out / "train_schedules"),
                        "--plot-prefix", str(out / "train_schedules")]),
     Bench("bench_core.py", "Aggregator core: throughput and latency (simulated cycles)",
           lambda out: ["--quick"]),
