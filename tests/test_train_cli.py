@@ -95,3 +95,12 @@ def test_short_run_reports_progress_and_writes_report_and_plot(tmp_path):
     for ra, rr in zip(a2a["rows"], ring["rows"], strict=True):
         assert ra["loss"] == pytest.approx(rr["loss"], rel=1e-5)
     assert png.stat().st_size > 0
+
+
+@pytest.mark.parametrize("hidden", [1, 32, 1700])
+def test_bytes_per_sync_are_the_models_parameter_bytes(hidden):
+    """What the planner is asked about (mlp_bytes) is what the sites exchange."""
+    pytest.importorskip("torch", reason="the torch extra (make test installs it)")
+    from wanreduce.train.digits import make_mlp, mlp_bytes
+
+    assert mlp_bytes(hidden) == 4 * sum(p.numel() for p in make_mlp(0, hidden).parameters())

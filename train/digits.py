@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+FEATURES, CLASSES = 64, 10  # 8x8 pixels in, ten digits out
 HIDDEN = 32  # the default width: 2410 parameters, 9640 B per synchronisation
 TEST_FRACTION = 0.2
 
@@ -39,7 +40,7 @@ def load_digits_split(seed: int) -> Digits:
 def mlp_bytes(hidden: int = HIDDEN) -> int:
     """Bytes of the float32 parameters of the 64 -> hidden -> 10 MLP: what a site contributes
     per average (``--hidden``: e.g. 3333 makes one synchronisation move 1.0 MB)."""
-    return 4 * (64 * hidden + hidden + hidden * 10 + 10)
+    return 4 * ((FEATURES + 1) * hidden + (hidden + 1) * CLASSES)
 
 
 def make_mlp(seed: int, hidden: int = HIDDEN) -> Any:
@@ -47,8 +48,8 @@ def make_mlp(seed: int, hidden: int = HIDDEN) -> Any:
     import torch
 
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(64, hidden), torch.nn.ReLU(),
-                               torch.nn.Linear(hidden, 10))
+    return torch.nn.Sequential(torch.nn.Linear(FEATURES, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, CLASSES))
 
 
 def evaluate(model: Any, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
