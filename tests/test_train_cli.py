@@ -11,6 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from wanreduce.cli import cli
+from wanreduce.emulator.scaling import slot_plan
+from wanreduce.planner.topology import load_topology
+from wanreduce.train.schedule_choice import choose
+from wanreduce.wire import MAX_ELEMENTS_DEFAULT
 
 THREE_SITES = """name: three
 sites: [A, B, C]
@@ -35,6 +39,8 @@ def _run(args: list[str]):
     (["--local-steps", "0"], "--local-steps"),
     (["--steps", "5", "--local-steps", "6"], "--local-steps"),
     (["--lr", "0"], "--lr"),
+    (["--hidden", "0"], "--hidden"),
+    (["--hidden", "16385"], "--hidden"),
     (["--topology", "/nonexistent/topo.yaml"], "nonexistent"),
     (["--out", "/nonexistent/dir/r.json"], "--out"),
 ])
@@ -59,16 +65,27 @@ def test_without_torch_the_extra_is_named_and_the_package_still_imports():
 
 def test_short_run_reports_progress_and_writes_report_and_plot(tmp_path):
     """All-to-all through the aggregator and the ring through gloo average everyone every
-    round: the same training up to fixed-point error, no consensus distance."""
+    round: the same training up to fixed-point error, no consensus distance. ``--hidden 40``
+    sets the model's width, hence the bytes per sync the planner is asked about."""
     pytest.importorskip("torch", reason="the torch extra (make test installs it)")
     topo = tmp_path / "three.yaml"
     topo.write_text(THREE_SITES)
     out, png = tmp_path / "r.json", tmp_path / "loss.png"
-    res = _run(["--topology", str(topo), "--schedule", "all-to-all,ring", "--steps", "8", "--memory", "1MiB",
-                "--local-steps", "2", "--out", str(out), "--plot", str(png)])
+    res = _run(["--topology", str(topo), "--schedule", "all-to-all,ring", "--steps", "8",
+                "--memory", "1MiB", "--local-steps", "2", "--hidden", "40", "--out", str(out), "--plot", str(png)])
     assert res.exit_code == 0, res.output
     a2a, ring = json.loads(out.read_text())
     assert (a2a["family"], ring["family"]) == ("all-to-all", "ring")
+    nbytes = 4 * (64 * 40 + 40 + 40 * 10 + 10)
+    memory = slot_plan(1 << 20, MAX_ELEMENTS_DEFAULT).planner_memory
+    assert a2a["model_bytes"] == ring["model_bytes"] == nbytes
+    # the averager's job holds every slot of the memory the planner is asked about (it had
+    # half, a DDP job sharing the slots: memory-bound rounds took twice the prediction)
+    assert a2a["driver_window"] == slot_plan(1 << 20, MAX_ELEMENTS_DEFAULT).slots // 2
+    planned = choose("all-to-all", load_topology(str(topo)), memory, nbytes).plan
+    assert a2a["planner"]["time_to_consensus_s"] == pytest.approx(planned.time)
+    assert planned.time != pytest.approx(
+        choose("all-to-all", load_topology(str(topo)), memory, 9640).plan.time)
     for run in (a2a, ring):
         assert run["outer_steps"] == 4 and run["exchanges_per_site"] == [4, 4, 4]
         rows = run["rows"]
@@ -78,3 +95,12 @@ def test_short_run_reports_progress_and_writes_report_and_plot(tmp_path):
     for ra, rr in zip(a2a["rows"], ring["rows"], strict=True):
         assert ra["loss"] == pytest.approx(rr["loss"], rel=1e-5)
     assert png.stat().st_size > 0
+
+
+@pytest.mark.parametrize("hidden", [1, 32, 1700])
+def test_bytes_per_sync_are_the_models_parameter_bytes(hidden):
+    """What the planner is asked about (mlp_bytes) is what the sites exchange."""
+    pytest.importorskip("torch", reason="the torch extra (make test installs it)")
+    from wanreduce.train.digits import make_mlp, mlp_bytes
+
+    assert mlp_bytes(hidden) == 4 * sum(p.numel() for p in make_mlp(0, hidden).parameters())

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .digits import Digits, evaluate, make_mlp
+from .digits import HIDDEN, Digits, evaluate, make_mlp
 
 
 def consensus_distance(vectors: np.ndarray) -> float:
@@ -19,12 +19,12 @@ def consensus_distance(vectors: np.ndarray) -> float:
 
 
 def progress_rows(payloads: list[dict[str, Any]], data: Digits, seed: int,
-                  local_steps: int) -> list[dict[str, float]]:
+                  local_steps: int, hidden: int = HIDDEN) -> list[dict[str, float]]:
     """One row per snapshot (all sites snapshot at the same outer steps)."""
     from torch import from_numpy
     from torch.nn.utils import vector_to_parameters
 
-    model = make_mlp(seed)
+    model = make_mlp(seed, hidden)
 
     def score(vec: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         vector_to_parameters(from_numpy(vec.copy()), model.parameters())

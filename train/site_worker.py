@@ -26,7 +26,7 @@ from wanreduce.planner.group_table import GroupTable
 from . import require_torch
 from .averager import ScheduleAverager
 from .ddp_hook import HookState, aggregator_hook, session_from_store
-from .digits import make_mlp
+from .digits import HIDDEN, make_mlp
 
 MODES = ("average", "ddp", "ddp-gloo")
 # Client defaults for loopback; a network's client_kwargs (e.g. a WAN's rtt) override them.
@@ -42,6 +42,7 @@ class RunSpec:
     ddp_group: int = 0  # ddp mode: the aggregator group of all sites
     steps: int = 60  # local optimiser steps per site
     local_steps: int = 1  # H: average every H steps (outer step)
+    hidden: int = HIDDEN  # the MLP's width (bytes per synchronisation: digits.mlp_bytes)
     lr: float = 0.1
     momentum: float = 0.9
     batch: int = 32
@@ -123,7 +124,7 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
     session = session_from_store(dist.PrefixStore("wanreduce", store), site)
     xs, ys = (torch.from_numpy(a) for a in cfg.shard)
     rng = np.random.default_rng((spec.seed, site))
-    model = make_mlp(spec.seed)
+    model = make_mlp(spec.seed, spec.hidden)
     client = None
     if spec.mode != "ddp-gloo" and not (spec.mode == "average" and spec.table is None):
         client = AggregatorClient(**{**CLIENT_DEFAULTS, **cfg.client_kwargs}, sender_id=site,

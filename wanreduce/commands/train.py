@@ -42,6 +42,9 @@ def _memory(ctx: click.Context, param: click.Parameter, value: str) -> int:
               help="Local optimiser steps per site.")
 @click.option("--local-steps", type=click.IntRange(1, 10_000), default=1, show_default=True,
               help="H: average every H local steps (1: synchronous parameter averaging).")
+@click.option("--hidden", type=click.IntRange(1, 16384), default=32, show_default=True,
+              help="Width of the MLP (64 -> hidden -> 10): bytes per synchronisation "
+                   "4 x (75 x hidden + 10); 32: 9640 B, 3333: 1.0 MB.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
               help="Seed of the data split, the initial model and the minibatches.")
 @click.option("--lr", type=click.FloatRange(0, 10, min_open=True), default=0.1, show_default=True,
@@ -62,9 +65,9 @@ def _memory(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               callback=_png_path, help="Write loss vs wall-clock time of every run to this PNG.")
 def train(topology: str, schedules: list[str], memory: int, steps: int, local_steps: int,
-          seed: int, lr: float, batch: int, timeout: float, network: str, rate_scale: float,
-          time_scale: float, lifetime: float, out: str | None, plot_path: str | None) -> None:
-    """Train a small MLP on scikit-learn's digits, one process per site, averaging parameters
+          hidden: int, seed: int, lr: float, batch: int, timeout: float, network: str,
+          rate_scale: float, time_scale: float, lifetime: float, out: str | None, plot_path: str | None) -> None:
+    """Train an MLP on scikit-learn's digits, one process per site, averaging parameters
     with the groups of the planner's schedule every H steps (docs/training.md)."""
     from wanreduce.planner.topology import TopologyError, load_topology
 
@@ -101,7 +104,7 @@ def train(topology: str, schedules: list[str], memory: int, steps: int, local_st
     from wanreduce.train.site_worker import RunSpec
     from wanreduce.train.training_run import train_run
 
-    spec = RunSpec(steps=steps, local_steps=local_steps, lr=lr, batch=batch, seed=seed,
+    spec = RunSpec(steps=steps, local_steps=local_steps, hidden=hidden, lr=lr, batch=batch, seed=seed,
                    timeout=timeout)
     runs = []
     for name in schedules:
@@ -125,7 +128,8 @@ def train(topology: str, schedules: list[str], memory: int, steps: int, local_st
 def _echo_run(run: dict) -> None:
     rows = run["rows"]
     click.echo(f"\n== {run['schedule']}: {run['label']} on {run['topology']} ({run['sites']} "
-               f"sites), {run['outer_steps']} rounds of H = {run['local_steps']}, "
+               f"sites), {run['model_bytes']} B per sync, {run['outer_steps']} rounds of H = "
+               f"{run['local_steps']}, "
                f"{run['wall_s']:.1f} s ==")
     p = run["planner"]
     plan_round = sum(p["round_times_s"]) / len(p["round_times_s"])
