@@ -21,15 +21,17 @@ from dataclasses import dataclass
 from wanreduce.host import agreement
 from wanreduce.planner import plan_report as pr
 from wanreduce.planner.group_table import GroupTable, group_table
-from wanreduce.planner.optimiser import Plan, plan_rank
+from wanreduce.planner.optimiser import Plan
 from wanreduce.planner.roundmodel import RoundModel
 from wanreduce.planner.schedules import clique_round
 from wanreduce.planner.sharded import FAMILIES as SHARDED_FAMILIES
+from wanreduce.planner.sharded import ShardedRound
 from wanreduce.planner.topology import Topology
 
-#: ``--schedule`` choices: a family, the best sharded family, or the planner's best in-network
-#: plan among those made of cliques (tree and one-peer rounds are weighted, not cliques: the
-#: driver cannot run them).
+#: ``--schedule`` choices: a family, the best sharded family, or ``best``: the in-network plan
+#: made of cliques (tree and one-peer rounds are weighted, not cliques: the driver cannot run
+#: them) whose runnable form is fastest (``running_time``: a sharded plan is priced as the clique
+#: steps it runs as, not as its reduce-scatter/all-gather phases).
 SCHEDULES = ("all-to-all", "cliques-3", "sharded", "best")
 
 
@@ -62,20 +64,33 @@ def choose_plan(topo: Topology, schedule: str, nbytes: int, memory: int, element
     if schedule not in SCHEDULES:
         raise ValueError(f"--schedule: must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     res = pr.evaluate(topo, nbytes, memory, elements_per_packet=elements, colocated=False)
-    if schedule == "best":  # the fastest in-network plan the driver can run (cliques only)
-        for p in sorted((p for f, p in res.plans.items() if pr.is_in_network(f)), key=plan_rank):
+    if schedule == "best":  # the in-network plan whose runnable form (cliques) is fastest
+        runnable = []
+        for p in (p for f, p in res.plans.items() if pr.is_in_network(f)):
             try:
                 group_table(p.schedule)
             except ValueError:
                 continue
-            return p
-        raise ValueError("--schedule best: no in-network plan is made of cliques")
+            runnable.append((running_time(topo, p, nbytes, memory, elements), p.rounds or 0, p))
+        if not runnable:
+            raise ValueError("--schedule best: no in-network plan is made of cliques")
+        return min(runnable, key=lambda c: c[:2])[2]
     if schedule == "sharded":
         return res.best_among(SHARDED_FAMILIES)
     if schedule not in res.plans:
         raise ValueError(f"--schedule {schedule}: the planner has no such plan for "
                          f"{topo.n} sites (has {', '.join(sorted(res.plans))})")
     return res.plans[schedule]
+
+
+def running_time(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int) -> float:
+    """Predicted time to the plan's consensus of what the driver runs: the planner's own time for
+    rounds of cliques (they run as modelled); for sharded rounds, which run as per-level clique
+    steps, the round model of those steps over the plan's rounds (``predict``)."""
+    if not any(isinstance(r, ShardedRound) for r in plan.schedule.rounds):
+        return plan.time
+    pred = predict(topo, plan, nbytes, memory, elements)
+    return sum(pred.round_time(r) for r in range(plan.rounds or len(plan.schedule.rounds)))
 
 
 def predict(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int) -> Prediction:
