@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import click
 
+from wanreduce import wire
+from wanreduce.commands.plan import _out_path, _size
 from wanreduce.errors import WanreduceError
 
-DEFAULT_ELEMENTS = 499  # wire.MAX_ELEMENTS_DEFAULT: the planner's chunk (checked in the tests)
-
-
-def _size(field: str, option: str):
-    def parse(ctx: click.Context, param: click.Parameter, value: str) -> int:
-        from wanreduce.planner.topology import TopologyError, check_size
-
-        try:
-            return check_size(field, value, option)
-        except TopologyError as exc:
-            raise WanreduceError(str(exc)) from None
-
-    return parse
-
-
-def _json_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not os.access(Path(value).parent or Path("."), os.W_OK):
-        raise WanreduceError(f"--json: directory {str(Path(value).parent)!r} is missing or not "
-                             "writable")
-    return value
+DEFAULT_ELEMENTS = wire.MAX_ELEMENTS_DEFAULT  # the planner's chunk
 
 
 # The emulated WAN's scaling, shared with every command that runs over it (wanreduce train).
@@ -47,9 +29,9 @@ TIME_SCALE = click.option("--time-scale", type=click.FloatRange(1e-9, 1e3), defa
 @click.option("--schedule", type=click.Choice(["all-to-all", "cliques-3", "sharded", "best"]),
               default="best", show_default=True,
               help="Plan to run: a family, the best sharded plan, or the planner's best in-network plan.")
-@click.option("--memory", default="256KiB", show_default=True, callback=_size("fpga_memory", "--memory"),
+@click.option("--memory", default="256KiB", show_default=True, callback=_size("fpga_memory"),
               help="Edge-FPGA memory per site: S = M / 4E slots (power of two); W/2 = S/2 in flight.")
-@click.option("--bytes", "nbytes", default="1MB", show_default=True, callback=_size("bytes", "--bytes"),
+@click.option("--bytes", "nbytes", default="1MB", show_default=True, callback=_size("bytes"),
               help="Bytes per site per synchronisation (float32 tensors).")
 @click.option("--rounds", type=click.IntRange(1, 10000), default=2, show_default=True,
               help="Rounds to run (the plan's rounds repeat cyclically).")
@@ -59,12 +41,12 @@ TIME_SCALE = click.option("--time-scale", type=click.FloatRange(1e-9, 1e3), defa
               help="Random loss per WAN link copy (seeded; see docs/emulator.md: not recovered).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of tensors and loss.")
 @click.option("--queue", "queue", default="64MiB", show_default=True,
-              callback=_size("bytes", "--queue"), help="FIFO bound of every link and port.")
+              callback=_size("bytes"), help="FIFO bound of every link and port.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=20.0, show_default=True,
               help="Driver timeout: an all-reduce fails after this long without progress.")
 @click.option("--lifetime", type=click.FloatRange(1, 86400), default=900.0, show_default=True,
               help="Every process and thread started ends by itself after this many seconds.")
-@click.option("--json", "json_path", default=None, callback=_json_path,
+@click.option("--json", "json_path", default=None, callback=_out_path,
               help="Write the measurement, prediction and link bytes to this JSON file.")
 def emulate(topology: str, schedule: str, memory: int, nbytes: int, rounds: int,
             rate_scale: float, time_scale: float, loss: float, seed: int, queue: int,

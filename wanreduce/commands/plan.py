@@ -46,6 +46,18 @@ def _sizes(field: str) -> Callable[[click.Context, click.Parameter, str | None],
     return parse
 
 
+def _size(field: str) -> Callable[[click.Context, click.Parameter, str], int]:
+    """Option callback: one size, checked as topology field ``field``."""
+
+    def parse(ctx: click.Context, param: click.Parameter, value: str) -> int:
+        try:
+            return check_size(field, value, param.opts[0])
+        except TopologyError as exc:
+            raise WanreduceError(str(exc)) from None
+
+    return parse
+
+
 def _eps(ctx: click.Context, param: click.Parameter, value: float) -> float:
     try:
         return check_number("eps", value, "--eps")
@@ -53,7 +65,7 @@ def _eps(ctx: click.Context, param: click.Parameter, value: float) -> float:
         raise WanreduceError(str(exc)) from None
 
 
-def _png_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def _out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """An output path whose directory exists and is writable: checked before any computation."""
     if value is None:
         return None
@@ -85,9 +97,9 @@ def _png_path(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--elements-per-packet", default=pr._MAX_ELEMENTS, show_default=True,
               type=click.IntRange(1), help="E: int32 elements per packet/slot (wire format).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              callback=_png_path,
+              callback=_out_path,
               help="Write time-to-consensus vs memory (one line per family) to this PNG.")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), default=None, callback=_png_path,
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), default=None, callback=_out_path,
               help="Write the (bytes x memory) plane coloured by the winning family to this PNG.")
 @click.option("--hardware/--no-hardware", default=True, show_default=True,
               help="Print S, E, group tables and multicast groups for each best plan.")

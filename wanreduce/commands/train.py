@@ -8,7 +8,7 @@ import click
 
 from wanreduce import wire
 from wanreduce.commands.emulate import RATE_SCALE, TIME_SCALE
-from wanreduce.commands.plan import _png_path, _sizes
+from wanreduce.commands.plan import _out_path, _size
 from wanreduce.errors import WanreduceError
 
 
@@ -23,20 +23,13 @@ def _schedules(ctx: click.Context, param: click.Parameter, value: str) -> list[s
     return names
 
 
-def _memory(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    sizes = _sizes("fpga_memory")(ctx, param, value)
-    if sizes is None or len(sizes) != 1:
-        raise WanreduceError(f"--memory: one size, got {value!r}")
-    return sizes[0]
-
-
 @click.command("train")
 @click.option("--topology", default="nine-city", show_default=True,
               help="Topology YAML file, or a shipped name (nine-city, ...): one site each.")
 @click.option("--schedule", "schedules", default="best", show_default=True, callback=_schedules,
               help="best|all-to-all|cliques-3|sharded|ring, or a comma-separated list (one run "
                    "each, on one --plot chart). best: the planner's best in-network plan.")
-@click.option("--memory", default="64MiB", show_default=True, callback=_memory,
+@click.option("--memory", default="64MiB", show_default=True, callback=_size("fpga_memory"),
               help="Edge-FPGA memory per site, for the planner's choice of plan.")
 @click.option("--steps", type=click.IntRange(1, 100_000), default=200, show_default=True,
               help="Local optimiser steps per site.")
@@ -60,10 +53,10 @@ def _memory(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @TIME_SCALE
 @click.option("--lifetime", type=click.FloatRange(1, 86400), default=900.0, show_default=True,
               help="The network's threads and processes end by themselves after this many s.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, callback=_png_path,
+@click.option("--out", type=click.Path(dir_okay=False), default=None, callback=_out_path,
               help="Write every run's report (rows, bytes per link, plan) as JSON here.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              callback=_png_path, help="Write loss vs wall-clock time of every run to this PNG.")
+              callback=_out_path, help="Write loss vs wall-clock time of every run to this PNG.")
 def train(topology: str, schedules: list[str], memory: int, steps: int, local_steps: int,
           hidden: int, seed: int, lr: float, batch: int, timeout: float, network: str,
           rate_scale: float, time_scale: float, lifetime: float, out: str | None, plot_path: str | None) -> None:
