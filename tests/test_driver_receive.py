@@ -24,6 +24,7 @@ from wanreduce.host.softagg import SoftAggregator
 from wanreduce.packetize import AGG_HEADER_STRUCT
 
 N_SITES, E, MAX_ABS = 3, 256, 4.0
+PRIME = 8  # datagrams per source and port sent before the calls start
 
 
 def _result(job=0, group=0, round_id=0, chunk=0, scale=0, count=E, fill=0x7FFF) -> bytes:
@@ -79,6 +80,16 @@ def _run(a: SoftAggregator, xs, *, sources, make, rounds=(0,), client_kw=None):
                         sent[0] += 1
                     except OSError:
                         pass
+
+    # A first burst before any call starts, so every counter the tests assert on sees traffic
+    # however the threads are scheduled on a loaded machine (it waits in the sockets' buffers
+    # and is read during the first call).
+    rng0 = random.Random(3)
+    for _ in range(PRIME):
+        for s in sources:
+            for p in ports:
+                s.sendto(make(rng0, e), p)
+                sent[0] += 1
 
     out = [[None] * len(rounds) for _ in range(N_SITES)]
     errs = [None] * N_SITES
