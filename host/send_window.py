@@ -125,6 +125,15 @@ class SendWindow:
         m = self.timer.min_rtt if self.timer.min_rtt is not None else self.rtt_hint
         return self.rto() if m is None else min(self.rto(), max(MIN_GAP, 2 * m))
 
+    def stall(self) -> float:
+        """How long results may pause before a probe round asks the aggregator what is lost: a
+        ``gap``, and at least the measured round trip plus its variation (``SRTT + 4 RTTVAR``,
+        :attr:`RttEstimator.variation_bound`), at most the RTO. A pause within the jitter the
+        round trips show is a busy machine, not a loss: probing then only costs the aggregator
+        (issue 13: probes were a third of serve's busy time with no loss at all)."""
+        g, v = self.gap(), self.timer.variation_bound
+        return g if v is None else min(self.rto(), max(g, v))
+
     # ---- sending ----
     def _send_run(self, s: int, k: int, now: float) -> None:
         """Send chunks ``s .. s + k - 1`` (consecutive rows of the ring, all full-size but maybe
@@ -308,7 +317,7 @@ class SendWindow:
 
     # ---- SACK: ask the aggregator what it holds (host/chunk_probe.py) ----
     def probe_due(self, now: float, busy: bool = False) -> tuple[list[int] | None, float]:
-        """On a stall — no new result, resend or probe for the probe pace (``gap``, doubled per
+        """On a stall — no new result, resend or probe for the probe pace (``stall``, doubled per
         round that found nothing) — the rows to ask the aggregator about: every chunk sent at
         least a ``gap`` ago (a younger one cannot be judged yet) without a result, whose
         contribution of ours it has not confirmed and that no question awaiting its answer
@@ -318,7 +327,7 @@ class SendWindow:
         if not self.sack or self.base >= self.nxt:
             return None, math.inf
         g = self.gap()
-        pace = min(self.rto(), g * (1 << min(self._probe_k, 30)))
+        pace = min(self.rto(), self.stall() * (1 << min(self._probe_k, 30)))
         due = max(self.last_progress, self._probe_at, self._resent_at) + pace
         if due > now:
             return None, due

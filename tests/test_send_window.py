@@ -158,11 +158,15 @@ ME, OTHER = 1 << 0, 1 << 1  # sender 0 (us) and sender 1
 
 
 def _stalled(sender=0):
-    """Chunks 0..19 sent at t=0, results 0..4 in at 2 ms (min RTT 2 ms, gap 4 ms), then nothing."""
+    """Chunks 0..19 sent at t=0, results 0..4 in at 2 ms (min RTT 2 ms, gap 4 ms), then nothing;
+    steady 2 ms round trips before (SRTT + 4 RTTVAR below a gap: the probe pace is a gap)."""
     win, tr, timer = _window(sender=sender)
+    for _ in range(20):
+        timer.sample(0.002)
     win.send_new(0.0)
     tr.take()
     _answer(win, range(5), 0.002)
+    assert win.stall() == win.gap()
     return win, tr, timer
 
 
@@ -255,7 +259,9 @@ def test_only_contributions_old_enough_to_judge_are_asked_about_and_head_reads_w
     """Chunk 19 sent half a gap before the round is left for a later one (a question about it
     could not be judged); with every other row confirmed and a question still unanswered, no
     JOBj_HEAD read is added (the aggregator is asked at the pace it answers)."""
-    win, tr, _ = _window(w=N - 1, sender=0)
+    win, tr, timer = _window(w=N - 1, sender=0)
+    for _ in range(20):  # steady round trips: the probe pace is a gap
+        timer.sample(0.002)
     win.send_new(0.0)
     _answer(win, [0], 0.002)
     gap = win.gap()
@@ -269,3 +275,22 @@ def test_only_contributions_old_enough_to_judge_are_asked_about_and_head_reads_w
     t3 = t2 + 8 * gap
     assert win.probe_due(t3, busy=True)[0] is None
     assert win.probe_due(t3)[0] == []
+
+
+def test_a_pause_within_the_measured_round_trip_jitter_is_not_probed():
+    """No loss on a busy machine: results pause for longer than two minimum round trips
+    (scheduling), but the sampled round trips (2 to 8 ms: SRTT + 4 RTTVAR = 12.6 ms) show such
+    pauses are normal. No probe round before the pause exceeds that bound (issue 13: probes were
+    a third of serve's busy time with no loss); past it, the stall is asked about as before."""
+    win, tr, timer = _stalled()  # results 0..4 at 2 ms, then none
+    for rtt in (0.008, 0.002, 0.008):  # the round trips of the flights before (one per flight)
+        timer.sample(rtt)
+    t = 0.002
+    assert timer.min_rtt == 0.002 and win.gap() == 0.004
+    bound = timer.srtt + 4 * timer.rttvar
+    assert 0.012 < bound < 0.013 and win.stall() == bound
+    assert win.probe_due(t + 0.006)[0] is None  # a 6 ms pause: jitter, not a loss
+    rows, wake = win.probe_due(t + 0.012)
+    assert rows is None and abs(wake - (t + bound)) < 1e-9
+    rows, _ = win.probe_due(t + bound)
+    assert rows == list(range(5, N)) and win.probes == 1
