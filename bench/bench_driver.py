@@ -14,6 +14,17 @@ one after the other (alternating, so load changes hit all three alike):
   a raw UDP path with no per-datagram Python on either side, what a batch-oriented driver could
   reach.
 
+**Window.** The driver's window is given (``window=``, not derived from ``rtt=``): the largest
+that caps nothing here, ``min(S / 2, rmem_max / datagram bytes)`` chunks (``--window`` to
+override). S / 2 because lost-result recovery needs ``w <= W/2`` (docs/protocol.md; ``serve
+--slots 2048`` gives W = S = 2048, so 1024 chunks); ``rmem_max`` (``net.core.rmem_max``, 4 MiB
+on the machines measured) because the kernel caps every socket's receive buffer there, and a
+window of more bytes than the receiving socket (serve's, then the driver's) can hold turns
+each scheduling pause of the receiver into loss (1024 chunks of 8 KiB lost 1254-2835
+datagrams per three 128 MiB calls). So 510 chunks (4.2 MB) at 8 KiB and 1024 at 1 KiB. The
+earlier ``rtt=0.001`` with S = 512 capped the window at 153 chunks (rate x RTT) at 8 KiB and at
+256 (S / 2) at 1 KiB, below what the loopback's round trip under load needs.
+
 Blaster goodput = payload bytes received / time from first to last datagram received (same
 datagram size and count as the driver's tensor). Medians of the runs and the ratios
 driver/blaster are printed, with the CPU seconds per GB of tensor that the driver process and
@@ -108,8 +119,22 @@ def start_server(elements: int, slots: int) -> tuple[subprocess.Popen, tuple[str
     return p, (host, int(port))
 
 
-def _client(addr, elements: int) -> AggregatorClient:
-    return AggregatorClient(addr, sender_id=0, elements_per_packet=elements, rtt=0.001,
+def rmem_max() -> int:
+    """The kernel's cap on a socket's receive buffer (bytes; 4 MiB if it cannot be read)."""
+    try:
+        with open("/proc/sys/net/core/rmem_max") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 4 << 20
+
+
+def bench_window(elements: int, slots: int) -> int:
+    """The benchmark's window: min(S / 2, rmem_max / datagram bytes) chunks (module docstring)."""
+    return max(1, min(slots // 2, rmem_max() // wire.datagram_bytes(elements)))
+
+
+def _client(addr, elements: int, window: int) -> AggregatorClient:
+    return AggregatorClient(addr, sender_id=0, elements_per_packet=elements, window=window,
                             max_abs=1.0, timeout=30)
 
 
@@ -125,10 +150,10 @@ def _status_kib(field: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
-def probe_memory(addr, elements: int, mib: float, inplace: bool) -> dict:
+def probe_memory(addr, elements: int, mib: float, inplace: bool, window: int) -> dict:
     """One all-reduce of a ``mib`` MiB tensor (after a small warm-up call): peak RSS and peak
     traced allocation above what was held before the call, over the tensor's size."""
-    with _client(addr, elements) as c:
+    with _client(addr, elements, window) as c:
         c.allreduce(np.zeros(4 * elements, np.float32), job=0, group=0, round=0)
         x = np.random.default_rng(0).uniform(-1, 1, int(mib * (1 << 20) // 4)).astype(np.float32)
         out = {}
@@ -152,7 +177,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mib", type=float, default=16.0, help="tensor size per run (MiB of float32)")
-    ap.add_argument("--slots", type=int, default=512)
+    ap.add_argument("--slots", type=int, default=2048, help="serve's slots S (job window W = S)")
+    ap.add_argument("--window", type=int, default=None,
+                    help="driver window in chunks (default min(S / 2, rmem_max / datagram bytes))")
     ap.add_argument("--elements", type=int, nargs="+", default=[256, 2048])
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes")
     ap.add_argument("--json", default=None)
@@ -162,7 +189,7 @@ def main() -> None:
     if args.probe_memory:  # the subprocess of a memory probe
         host, port = args.addr.split(":")
         r = probe_memory((host, int(port)), args.elements[0], args.mib,
-                         args.probe_memory == "inplace")
+                         args.probe_memory == "inplace", args.window)
         print(json.dumps(r))
         return
     print(f"{args.mib} MiB float32, {args.runs} runs, load average "
@@ -171,11 +198,12 @@ def main() -> None:
     for elements in args.elements:
         n_el = int(args.mib * (1 << 20) // 4)
         n_dgrams = -(-n_el // elements)
+        w = args.window or bench_window(elements, args.slots)
         srv, addr = start_server(elements, args.slots)
         drv, base, base_gro, cpu_drv, cpu_srv = [], [], [], [], []
         mem = {}
         try:
-            with _client(addr, elements) as c:
+            with _client(addr, elements, w) as c:
                 rng = np.random.default_rng(0)
                 x = rng.uniform(-1, 1, n_el).astype(np.float32)
                 for r in range(args.runs):
@@ -194,7 +222,7 @@ def main() -> None:
                     p = subprocess.run(
                         [sys.executable, __file__, "--probe-memory", mode, "--addr",
                          f"{addr[0]}:{addr[1]}", "--mib", str(args.mib), "--elements",
-                         str(elements)], capture_output=True, text=True, timeout=600, check=True,
+                         str(elements), "--window", str(w)], capture_output=True, text=True, timeout=600, check=True,
                     )
                     mem[mode] = json.loads(p.stdout.strip().splitlines()[-1])
         finally:
