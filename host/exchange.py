@@ -58,6 +58,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     cap = len(rbuf) - MAX_DATAGRAM  # room for one more batch below this
     recv = transport.recv_batch
     silence = client.timeout
+    refill = max(1, w // 4)  # results that free enough room to send before receiving more
 
     def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
         client._ever_heard |= filt.heard
@@ -100,7 +101,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     try:
         while win.remaining:
             win.send_new(mono())
-            progressed = False
+            progressed = 0  # results taken in this pass
 
             def receive(nbytes: int, seg: int, at: int = 0) -> None:
                 """Take the results in ``nbytes`` of ``rbuf[at:]``, in datagrams of ``seg``."""
@@ -112,7 +113,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                         take(a.index, a.flags, a.payload, a.run)  # before the next recv
                         rflags[a.index] = a.flags
                         win.complete_many(a.index, arrived, a.run)
-                        progressed = True
+                        progressed += len(a.index)
 
             # GRO batches waiting back to back (datagrams of one size from the aggregator) are
             # received one after the other into rbuf and taken as one block: a few NumPy calls
@@ -132,6 +133,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                 else:
                     receive(held + ktot, seg)
                     held = 0
+                if progressed >= refill:  # a quarter of the window is free: send before
+                    break  # draining more, so the aggregator works while we take the rest
             if held:
                 receive(held, seg0)
             if progressed:
