@@ -44,7 +44,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     win = SendWindow(pk, w, transport, client.aggregator, client.timer,
                      rto_cap=client.timeout / 4, max_retries=client.max_retries, now=mono(),
                      sender=None if ctl is None else client.sender_id,
-                     rtt_hint=None if ctl is None else ctl.timer.srtt or ctl.timer.rto / 2)
+                     rtt_hint=None if ctl is None else ctl.timer.srtt or ctl.timer.rto / 2,
+                     probe_floor=client.probe_floor)
     probe = None if ctl is None else ChunkProbe(ctl, job, pk.first, rows_per_message(client.elements))
     socks = [transport] if probe is None else [transport, probe]
     filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
@@ -62,6 +63,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
 
     def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
         client._ever_heard |= filt.heard
+        client.probe_floor = win.probe_floor
         stats.ignored += filt.ignored
         stats.foreign += filt.foreign
         stats.malformed += filt.malformed

@@ -48,14 +48,6 @@ class RttEstimator:
         """Timeout for a request sent now: the estimate, doubled per expiry since the last sample."""
         return min(self.max_rto, self._base * (1 << min(self.backoffs, 30)))
 
-    @property
-    def variation_bound(self) -> float | None:
-        """``SRTT + K * RTTVAR``: how long an answer may take given the measured round trips and
-        their variation (the RTO without the ``min_rto`` floor and without backoff); None before
-        the first sample. On a loaded host scheduling pauses show in the samples, so a pause
-        within this bound is jitter, not a loss (the send window's probe pace)."""
-        return None if self.srtt is None else self.srtt + K * self.rttvar
-
     def sample(self, rtt: float) -> None:
         """A round trip of a request answered on its first transmission (Karn's rule)."""
         rtt = max(0.0, rtt)

@@ -65,11 +65,13 @@ class SendWindow:
 
     def __init__(self, pk: ChunkRing | WholeBuffer | Packets, w: int, transport: UdpTransport, dest: Address,
                  timer: RttEstimator, *, rto_cap: float, max_retries: int, now: float,
-                 sender: int | None = None, rtt_hint: float | None = None) -> None:
+                 sender: int | None = None, rtt_hint: float | None = None,
+                 probe_floor: float = 0.0) -> None:
         """``sender``: our sender id, when the aggregator can be asked which contributions it
         holds (``probe_due``/``probe_answer``: SACK); None: a stall resends the blocker.
         ``rtt_hint``: a round trip to the aggregator (the CONTROL look-up's), the recovery
-        pace until a result's round trip is measured."""
+        pace until a result's round trip is measured. ``probe_floor``: the probe pace's floor
+        measured by earlier exchanges (:meth:`stall`; the caller keeps ``probe_floor``)."""
         self.pk, self.n, self.w = pk, len(pk), w
         self.transport, self.dest, self.timer = transport, dest, timer
         self.rto_cap, self.max_retries = rto_cap, max_retries
@@ -113,6 +115,9 @@ class SendWindow:
         self.sack_resends = self.probes = 0  # resends a probe found missing; probe rounds
         self._probe_at = -math.inf  # the latest probe round
         self._probe_k = 0  # probe rounds since one found something to resend, or progress
+        self.probe_floor = probe_floor  # s: pauses shorter than this are not probed (stall)
+        self._suspect_at = -math.inf  # an answer showed a contribution missing (anyone's)
+        self._seen_head = 0  # the highest head an answer showed (rows below it were released)
 
     # ---- timers ----
     def rto(self) -> float:
@@ -127,12 +132,16 @@ class SendWindow:
 
     def stall(self) -> float:
         """How long results may pause before a probe round asks the aggregator what is lost: a
-        ``gap``, and at least the measured round trip plus its variation (``SRTT + 4 RTTVAR``,
-        :attr:`RttEstimator.variation_bound`), at most the RTO. A pause within the jitter the
-        round trips show is a busy machine, not a loss: probing then only costs the aggregator
-        (issue 13: probes were a third of serve's busy time with no loss at all)."""
-        g, v = self.gap(), self.timer.variation_bound
-        return g if v is None else min(self.rto(), max(g, v))
+        ``gap``, and at least ``probe_floor``, at most the RTO. The floor is measured: twice the
+        longest pause that was probed and then ended with no resend at all (the aggregator held
+        everything: a scheduling pause of a busy machine, not a loss); a probe that finds our loss
+        sets it back to 0, and a pause during which an answer showed someone's contribution
+        missing (another member's loss) or released chunks still lacked their results leaves it
+        alone. Without it every pause longer than a gap (2 minimum round trips, ~1 ms
+        on loopback) started a probe round: with no loss at all, a third of serve's busy time on a
+        loaded machine (issue 13). Not the RTT estimate: with in-order release, another member's
+        losses delay our results too and inflate SRTT/RTTVAR far above the jitter."""
+        return min(self.rto(), max(self.gap(), self.probe_floor))
 
     # ---- sending ----
     def _send_run(self, s: int, k: int, now: float) -> None:
@@ -229,10 +238,15 @@ class SendWindow:
         """After a receive pass that brought new results: move ``base``, fast-retransmit lost
         results (chunks below ``hi`` without one, ``DUPTHRESH`` results behind)."""
         self.progress += 1
-        self.last_progress = now
-        self._probe_k = 0
         d = self._done[self.base : self.nxt]  # chunks below nxt: base moves to the first not done
         self.base += len(d) if d.all() else int(d.argmin())
+        if self._probe_at > self.last_progress > max(self._resent_at, self._suspect_at) and (
+                self.base >= self._seen_head):
+            # a probed pause that ended with nothing resent, no contribution found missing and
+            # every chunk the aggregator said it released answered: jitter, not a loss
+            self.probe_floor = max(self.probe_floor, 2 * (now - self.last_progress))
+        self.last_progress = now
+        self._probe_k = 0
         top = self.hi - DUPTHRESH + 1
         lo = max(self._scan, self.base)
         lost = []
@@ -359,10 +373,13 @@ class SendWindow:
         bit, done, held, last_tx, seen = self._bit, self.done, self.held, self.last_tx, self.released_seen
         old = a.sent_at - self.gap()
         lost = []
+        self._seen_head = max(self._seen_head, a.head)
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             self.asked[i] = 0
             if done[i]:
                 continue
+            if i >= a.head and last_tx[i] <= old:  # not released: someone's contribution is missing
+                self._suspect_at = now
             if bm & bit:
                 held[i] = 1
             elif i >= a.head and last_tx[i] <= old:
@@ -374,6 +391,7 @@ class SendWindow:
                 seen[i] = min(seen[i], now)
         if lost:
             self._probe_k = 0
+            self.probe_floor = 0.0  # a real loss: probe at the gap's pace again
             self.sack_resends += len(lost)
             self.recover = max(self.recover, self.nxt)
             self._send_rows(sorted(set(lost)), now)
