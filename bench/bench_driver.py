@@ -59,7 +59,7 @@ from wanreduce.host.transport import UdpTransport, gso_batch
 
 def _receiver(port_q, done_q, expected: int, gro: bool) -> None:
     """Count datagrams until ``expected`` arrived or 1 s of silence; report (count, seconds
-    from the first to the last)."""
+    from the first to the last, CPU seconds of this process from the first on)."""
     t = UdpTransport(bind=("127.0.0.1", 0))
     if gro and not t.enable_gro():
         gro = False
@@ -75,20 +75,24 @@ def _receiver(port_q, done_q, expected: int, gro: bool) -> None:
             continue
         t1 = time.perf_counter()
         if t0 is None:
-            t0 = t1
+            t0, c0 = t1, time.process_time()
         got += -(-r[0] // r[1]) if gro else 1
-    done_q.put((got, (t1 - t0) if got > 1 else float("nan")))
+    done_q.put((got, (t1 - t0) if got > 1 else float("nan"), time.process_time() - c0 if got else 0.0))
 
 
-def blast(n_datagrams: int, elements: int, gso: bool = False) -> float:
+def blast(n_datagrams: int, elements: int, gso: bool = False) -> tuple[float, float, float]:
     """Baseline goodput (payload bytes/s received) of a Python UDP blaster: one ``sendto`` per
-    datagram to a per-datagram receiver, or (``gso``) segmented sends to a ``UDP_GRO`` receiver."""
+    datagram to a per-datagram receiver, or (``gso``) segmented sends to a ``UDP_GRO`` receiver;
+    with the CPU seconds per GB of payload of the sender and of the receiver (what the system
+    calls alone cost: the floor under the driver's and serve's CPU per GB, each of which sends
+    and receives the same bytes once)."""
     size = wire.datagram_bytes(elements)
     port_q, done_q = mp.Queue(), mp.Queue()
     p = mp.Process(target=_receiver, args=(port_q, done_q, n_datagrams, gso))
     p.start()
     dest = ("127.0.0.1", port_q.get(timeout=30))
     time.sleep(0.05)
+    c0 = time.process_time()
     with UdpTransport(bind=("127.0.0.1", 0)) as t:
         if gso:
             k = gso_batch(size)
@@ -103,9 +107,11 @@ def blast(n_datagrams: int, elements: int, gso: bool = False) -> float:
             s.setblocking(True)
             for _ in range(n_datagrams):
                 s.sendto(data, dest)
-        got, dt = done_q.get(timeout=120)
+        send_cpu = time.process_time() - c0
+        got, dt, recv_cpu = done_q.get(timeout=120)
     p.join()
-    return (got - 1) * 4 * elements / dt  # intervals between first and last datagram
+    gb = n_datagrams * 4 * elements / 1e9
+    return (got - 1) * 4 * elements / dt, send_cpu / gb, recv_cpu / gb  # first to last datagram
 
 
 def start_server(elements: int, slots: int) -> tuple[subprocess.Popen, tuple[str, int]]:
@@ -200,7 +206,7 @@ def main() -> None:
         n_dgrams = -(-n_el // elements)
         w = args.window or bench_window(elements, args.slots)
         srv, addr = start_server(elements, args.slots)
-        drv, base, base_gro, cpu_drv, cpu_srv = [], [], [], [], []
+        drv, base, base_gro, cpu_drv, cpu_srv, cpu_blast = [], [], [], [], [], []
         mem = {}
         try:
             with _client(addr, elements, w) as c:
@@ -213,8 +219,10 @@ def main() -> None:
                     drv.append(x.nbytes / (time.perf_counter() - t))
                     cpu_drv.append((time.process_time() - cd) / (x.nbytes / 1e9))
                     cpu_srv.append((cpu_seconds(srv.pid) - cs) / (x.nbytes / 1e9))
-                    base.append(blast(n_dgrams, elements))
-                    base_gro.append(blast(n_dgrams, elements, gso=True))
+                    base.append(blast(n_dgrams, elements)[0])
+                    g, cs, cr = blast(n_dgrams, elements, gso=True)
+                    base_gro.append(g)
+                    cpu_blast.append((cs, cr))
                 st = c.stats
                 window = c.effective_window(0)
             if not args.no_memory:
@@ -241,7 +249,9 @@ def main() -> None:
             "ratio_blaster": med["driver"] / med["blaster"],
             "ratio_gso_gro": med["driver"] / med["gso_gro_blaster"],
             "cpu_s_per_GB_median": {"driver": statistics.median(cpu_drv),
-                                     "serve": statistics.median(cpu_srv)},
+                                     "serve": statistics.median(cpu_srv),
+                                     "gso_gro_sender": statistics.median(c[0] for c in cpu_blast),
+                                     "gro_receiver": statistics.median(c[1] for c in cpu_blast)},
             "retransmissions": st.retransmissions,
             "memory": mem,
         }
@@ -252,7 +262,9 @@ def main() -> None:
             f"{med['gso_gro_blaster']:7.1f} MB/s, ratio {row['ratio_gso_gro']:.2f} "
             f"(window {window}, retransmissions {st.retransmissions}); CPU per GB: driver "
             f"{row['cpu_s_per_GB_median']['driver']:.2f} s, serve "
-            f"{row['cpu_s_per_GB_median']['serve']:.2f} s",
+            f"{row['cpu_s_per_GB_median']['serve']:.2f} s (GSO->GRO blaster: sender "
+            f"{row['cpu_s_per_GB_median']['gso_gro_sender']:.2f} s, receiver "
+            f"{row['cpu_s_per_GB_median']['gro_receiver']:.2f} s)",
             flush=True,
         )
         for mode, m in mem.items():
