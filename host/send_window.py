@@ -19,12 +19,13 @@ results leave in chunk order, so ``hi`` (the highest chunk with a result) splits
   stall longer than ``stall()`` (a ``gap``, or the measured jitter) starts a probe round
   (``probe_due``; the questions are posted by ``host/chunk_probe.py``): the aggregator's
   contributor bitmaps of every chunk in flight, and ``probe_answer`` resends at once exactly
-  our contributions it lacks and the released chunks whose results we lack. Without (or as
-  the safety net, after a retransmission timeout without any new result) the blocker alone is resent (not the window; every member resends
-  it, duplicates are harmless); without SACK the burst it unblocks, if it stops at a chunk
-  sent long before, makes that chunk the next blocker, resent after ``gap`` (a few minimum
-  round trips, NewReno's partial acknowledgement) rather than a whole RTO, until the chunks
-  outstanding at the stall have their results (recovery).
+  our contributions it lacks and the released chunks whose results we lack. Without (or as the
+  safety net, after a retransmission timeout without any new result) the blocker alone is
+  resent (not the window; every member resends it, duplicates are harmless); without SACK the
+  burst it unblocks, if it stops at a chunk sent long before, makes that chunk the next
+  blocker, resent after ``gap`` (a few minimum round trips, NewReno's partial acknowledgement)
+  rather than a whole RTO, until the chunks outstanding at the stall have their results
+  (recovery).
 
 The round-trip estimate is ``host/rtt.py``'s :class:`RttEstimator`, one sample per flight
 (RFC 6298: one chunk timed at a time, Karn's rule). A resend counts against ``max_retries``
