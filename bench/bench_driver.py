@@ -14,6 +14,17 @@ one after the other (alternating, so load changes hit all three alike):
   a raw UDP path with no per-datagram Python on either side, what a batch-oriented driver could
   reach.
 
+**Window.** The driver's window is given (``window=``, not derived from ``rtt=``): the largest
+that caps nothing here, ``min(S / 2, rmem_max / datagram bytes)`` chunks (``--window`` to
+override). S / 2 because lost-result recovery needs ``w <= W/2`` (docs/protocol.md; ``serve
+--slots 2048`` gives W = S = 2048, so 1024 chunks); ``rmem_max`` (``net.core.rmem_max``, 4 MiB
+on the machines measured) because the kernel caps every socket's receive buffer there, and a
+window of more bytes than the receiving socket (serve's, then the driver's) can hold turns
+each scheduling pause of the receiver into loss (1024 chunks of 8 KiB lost 1254-2835
+datagrams per three 128 MiB calls). So 510 chunks (4.2 MB) at 8 KiB and 1024 at 1 KiB. The
+earlier ``rtt=0.001`` with S = 512 capped the window at 153 chunks (rate x RTT) at 8 KiB and at
+256 (S / 2) at 1 KiB, below what the loopback's round trip under load needs.
+
 Blaster goodput = payload bytes received / time from first to last datagram received (same
 datagram size and count as the driver's tensor). Medians of the runs and the ratios
 driver/blaster are printed, with the CPU seconds per GB of tensor that the driver process and
@@ -48,7 +59,7 @@ from wanreduce.host.transport import UdpTransport, gso_batch
 
 def _receiver(port_q, done_q, expected: int, gro: bool) -> None:
     """Count datagrams until ``expected`` arrived or 1 s of silence; report (count, seconds
-    from the first to the last)."""
+    from the first to the last, CPU seconds of this process from the first on)."""
     t = UdpTransport(bind=("127.0.0.1", 0))
     if gro and not t.enable_gro():
         gro = False
@@ -64,20 +75,24 @@ def _receiver(port_q, done_q, expected: int, gro: bool) -> None:
             continue
         t1 = time.perf_counter()
         if t0 is None:
-            t0 = t1
+            t0, c0 = t1, time.process_time()
         got += -(-r[0] // r[1]) if gro else 1
-    done_q.put((got, (t1 - t0) if got > 1 else float("nan")))
+    done_q.put((got, (t1 - t0) if got > 1 else float("nan"), time.process_time() - c0 if got else 0.0))
 
 
-def blast(n_datagrams: int, elements: int, gso: bool = False) -> float:
+def blast(n_datagrams: int, elements: int, gso: bool = False) -> tuple[float, float, float]:
     """Baseline goodput (payload bytes/s received) of a Python UDP blaster: one ``sendto`` per
-    datagram to a per-datagram receiver, or (``gso``) segmented sends to a ``UDP_GRO`` receiver."""
+    datagram to a per-datagram receiver, or (``gso``) segmented sends to a ``UDP_GRO`` receiver;
+    with the CPU seconds per GB of payload of the sender and of the receiver (what the system
+    calls alone cost: the floor under the driver's and serve's CPU per GB, each of which sends
+    and receives the same bytes once)."""
     size = wire.datagram_bytes(elements)
     port_q, done_q = mp.Queue(), mp.Queue()
     p = mp.Process(target=_receiver, args=(port_q, done_q, n_datagrams, gso))
     p.start()
     dest = ("127.0.0.1", port_q.get(timeout=30))
     time.sleep(0.05)
+    c0 = time.process_time()
     with UdpTransport(bind=("127.0.0.1", 0)) as t:
         if gso:
             k = gso_batch(size)
@@ -92,9 +107,11 @@ def blast(n_datagrams: int, elements: int, gso: bool = False) -> float:
             s.setblocking(True)
             for _ in range(n_datagrams):
                 s.sendto(data, dest)
-        got, dt = done_q.get(timeout=120)
+        send_cpu = time.process_time() - c0
+        got, dt, recv_cpu = done_q.get(timeout=120)
     p.join()
-    return (got - 1) * 4 * elements / dt  # intervals between first and last datagram
+    gb = n_datagrams * 4 * elements / 1e9
+    return (got - 1) * 4 * elements / dt, send_cpu / gb, recv_cpu / gb  # first to last datagram
 
 
 def start_server(elements: int, slots: int) -> tuple[subprocess.Popen, tuple[str, int]]:
@@ -108,8 +125,22 @@ def start_server(elements: int, slots: int) -> tuple[subprocess.Popen, tuple[str
     return p, (host, int(port))
 
 
-def _client(addr, elements: int) -> AggregatorClient:
-    return AggregatorClient(addr, sender_id=0, elements_per_packet=elements, rtt=0.001,
+def rmem_max() -> int:
+    """The kernel's cap on a socket's receive buffer (bytes; 4 MiB if it cannot be read)."""
+    try:
+        with open("/proc/sys/net/core/rmem_max") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 4 << 20
+
+
+def bench_window(elements: int, slots: int) -> int:
+    """The benchmark's window: min(S / 2, rmem_max / datagram bytes) chunks (module docstring)."""
+    return max(1, min(slots // 2, rmem_max() // wire.datagram_bytes(elements)))
+
+
+def _client(addr, elements: int, window: int) -> AggregatorClient:
+    return AggregatorClient(addr, sender_id=0, elements_per_packet=elements, window=window,
                             max_abs=1.0, timeout=30)
 
 
@@ -125,10 +156,10 @@ def _status_kib(field: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
-def probe_memory(addr, elements: int, mib: float, inplace: bool) -> dict:
+def probe_memory(addr, elements: int, mib: float, inplace: bool, window: int) -> dict:
     """One all-reduce of a ``mib`` MiB tensor (after a small warm-up call): peak RSS and peak
     traced allocation above what was held before the call, over the tensor's size."""
-    with _client(addr, elements) as c:
+    with _client(addr, elements, window) as c:
         c.allreduce(np.zeros(4 * elements, np.float32), job=0, group=0, round=0)
         x = np.random.default_rng(0).uniform(-1, 1, int(mib * (1 << 20) // 4)).astype(np.float32)
         out = {}
@@ -152,7 +183,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mib", type=float, default=16.0, help="tensor size per run (MiB of float32)")
-    ap.add_argument("--slots", type=int, default=512)
+    ap.add_argument("--slots", type=int, default=2048, help="serve's slots S (job window W = S)")
+    ap.add_argument("--window", type=int, default=None,
+                    help="driver window in chunks (default min(S / 2, rmem_max / datagram bytes))")
     ap.add_argument("--elements", type=int, nargs="+", default=[256, 2048])
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes")
     ap.add_argument("--json", default=None)
@@ -162,7 +195,7 @@ def main() -> None:
     if args.probe_memory:  # the subprocess of a memory probe
         host, port = args.addr.split(":")
         r = probe_memory((host, int(port)), args.elements[0], args.mib,
-                         args.probe_memory == "inplace")
+                         args.probe_memory == "inplace", args.window)
         print(json.dumps(r))
         return
     print(f"{args.mib} MiB float32, {args.runs} runs, load average "
@@ -171,11 +204,12 @@ def main() -> None:
     for elements in args.elements:
         n_el = int(args.mib * (1 << 20) // 4)
         n_dgrams = -(-n_el // elements)
+        w = args.window or bench_window(elements, args.slots)
         srv, addr = start_server(elements, args.slots)
-        drv, base, base_gro, cpu_drv, cpu_srv = [], [], [], [], []
+        drv, base, base_gro, cpu_drv, cpu_srv, cpu_blast = [], [], [], [], [], []
         mem = {}
         try:
-            with _client(addr, elements) as c:
+            with _client(addr, elements, w) as c:
                 rng = np.random.default_rng(0)
                 x = rng.uniform(-1, 1, n_el).astype(np.float32)
                 for r in range(args.runs):
@@ -185,8 +219,10 @@ def main() -> None:
                     drv.append(x.nbytes / (time.perf_counter() - t))
                     cpu_drv.append((time.process_time() - cd) / (x.nbytes / 1e9))
                     cpu_srv.append((cpu_seconds(srv.pid) - cs) / (x.nbytes / 1e9))
-                    base.append(blast(n_dgrams, elements))
-                    base_gro.append(blast(n_dgrams, elements, gso=True))
+                    base.append(blast(n_dgrams, elements)[0])
+                    g, cs, cr = blast(n_dgrams, elements, gso=True)
+                    base_gro.append(g)
+                    cpu_blast.append((cs, cr))
                 st = c.stats
                 window = c.effective_window(0)
             if not args.no_memory:
@@ -194,7 +230,7 @@ def main() -> None:
                     p = subprocess.run(
                         [sys.executable, __file__, "--probe-memory", mode, "--addr",
                          f"{addr[0]}:{addr[1]}", "--mib", str(args.mib), "--elements",
-                         str(elements)], capture_output=True, text=True, timeout=600, check=True,
+                         str(elements), "--window", str(w)], capture_output=True, text=True, timeout=600, check=True,
                     )
                     mem[mode] = json.loads(p.stdout.strip().splitlines()[-1])
         finally:
@@ -213,7 +249,9 @@ def main() -> None:
             "ratio_blaster": med["driver"] / med["blaster"],
             "ratio_gso_gro": med["driver"] / med["gso_gro_blaster"],
             "cpu_s_per_GB_median": {"driver": statistics.median(cpu_drv),
-                                     "serve": statistics.median(cpu_srv)},
+                                     "serve": statistics.median(cpu_srv),
+                                     "gso_gro_sender": statistics.median(c[0] for c in cpu_blast),
+                                     "gro_receiver": statistics.median(c[1] for c in cpu_blast)},
             "retransmissions": st.retransmissions,
             "memory": mem,
         }
@@ -224,7 +262,9 @@ def main() -> None:
             f"{med['gso_gro_blaster']:7.1f} MB/s, ratio {row['ratio_gso_gro']:.2f} "
             f"(window {window}, retransmissions {st.retransmissions}); CPU per GB: driver "
             f"{row['cpu_s_per_GB_median']['driver']:.2f} s, serve "
-            f"{row['cpu_s_per_GB_median']['serve']:.2f} s",
+            f"{row['cpu_s_per_GB_median']['serve']:.2f} s (GSO->GRO blaster: sender "
+            f"{row['cpu_s_per_GB_median']['gso_gro_sender']:.2f} s, receiver "
+            f"{row['cpu_s_per_GB_median']['gro_receiver']:.2f} s)",
             flush=True,
         )
         for mode, m in mem.items():

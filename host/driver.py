@@ -221,6 +221,7 @@ class AggregatorClient:
         self.next_chunk: dict[int, int] = {}
         self._window_warned: set[int] = set()
         self.timer = RttEstimator(self.initial_rto, min_rto=min_rto, max_rto=max_rto)
+        self.probe_floor = 0.0  # s: the loss-recovery probe pace's floor, kept across calls (SendWindow.stall)
         self.transport = UdpTransport(
             bind=bind, multicast=multicast, join=(result_group,) if result_group else ()
         )

@@ -44,7 +44,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     win = SendWindow(pk, w, transport, client.aggregator, client.timer,
                      rto_cap=client.timeout / 4, max_retries=client.max_retries, now=mono(),
                      sender=None if ctl is None else client.sender_id,
-                     rtt_hint=None if ctl is None else ctl.timer.srtt or ctl.timer.rto / 2)
+                     rtt_hint=None if ctl is None else ctl.timer.srtt or ctl.timer.rto / 2,
+                     probe_floor=client.probe_floor)
     probe = None if ctl is None else ChunkProbe(ctl, job, pk.first, rows_per_message(client.elements))
     socks = [transport] if probe is None else [transport, probe]
     filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
@@ -58,9 +59,11 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     cap = len(rbuf) - MAX_DATAGRAM  # room for one more batch below this
     recv = transport.recv_batch
     silence = client.timeout
+    refill = max(1, w // 4)  # results that free enough room to send before receiving more
 
     def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
         client._ever_heard |= filt.heard
+        client.probe_floor = win.probe_floor
         stats.ignored += filt.ignored
         stats.foreign += filt.foreign
         stats.malformed += filt.malformed
@@ -100,7 +103,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     try:
         while win.remaining:
             win.send_new(mono())
-            progressed = False
+            progressed = 0  # results taken in this pass
 
             def receive(nbytes: int, seg: int, at: int = 0) -> None:
                 """Take the results in ``nbytes`` of ``rbuf[at:]``, in datagrams of ``seg``."""
@@ -112,7 +115,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                         take(a.index, a.flags, a.payload, a.run)  # before the next recv
                         rflags[a.index] = a.flags
                         win.complete_many(a.index, arrived, a.run)
-                        progressed = True
+                        progressed += len(a.index)
 
             # GRO batches waiting back to back (datagrams of one size from the aggregator) are
             # received one after the other into rbuf and taken as one block: a few NumPy calls
@@ -132,6 +135,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                 else:
                     receive(held + ktot, seg)
                     held = 0
+                if progressed >= refill:  # a quarter of the window is free: send before
+                    break  # draining more, so the aggregator works while we take the rest
             if held:
                 receive(held, seg0)
             if progressed:

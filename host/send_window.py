@@ -16,15 +16,16 @@ results leave in chunk order, so ``hi`` (the highest chunk with a result) splits
   aggregator answers with the held result);
 * above ``hi``, the first chunk (the *blocker*) holds up every later result, and the results
   do not tell whose contribution is missing. With a sender id (CONTROL available: SACK) a
-  stall of one ``gap`` starts a probe round (``probe_due``; the questions are posted by
-  ``host/chunk_probe.py``): the aggregator's contributor bitmaps of every chunk in flight, and
-  ``probe_answer`` resends at once exactly our contributions it lacks and the released chunks
-  whose results we lack. Without (or as the safety net, after a retransmission timeout
-  without any new result) the blocker alone is resent (not the window; every member resends
-  it, duplicates are harmless); without SACK the burst it unblocks, if it stops at a chunk
-  sent long before, makes that chunk the next blocker, resent after ``gap`` (a few minimum
-  round trips, NewReno's partial acknowledgement) rather than a whole RTO, until the chunks
-  outstanding at the stall have their results (recovery).
+  stall longer than ``stall()`` (a ``gap``, or the measured jitter) starts a probe round
+  (``probe_due``; the questions are posted by ``host/chunk_probe.py``): the aggregator's
+  contributor bitmaps of every chunk in flight, and ``probe_answer`` resends at once exactly
+  our contributions it lacks and the released chunks whose results we lack. Without (or as the
+  safety net, after a retransmission timeout without any new result) the blocker alone is
+  resent (not the window; every member resends it, duplicates are harmless); without SACK the
+  burst it unblocks, if it stops at a chunk sent long before, makes that chunk the next
+  blocker, resent after ``gap`` (a few minimum round trips, NewReno's partial acknowledgement)
+  rather than a whole RTO, until the chunks outstanding at the stall have their results
+  (recovery).
 
 The round-trip estimate is ``host/rtt.py``'s :class:`RttEstimator`, one sample per flight
 (RFC 6298: one chunk timed at a time, Karn's rule). A resend counts against ``max_retries``
@@ -65,11 +66,13 @@ class SendWindow:
 
     def __init__(self, pk: ChunkRing | WholeBuffer | Packets, w: int, transport: UdpTransport, dest: Address,
                  timer: RttEstimator, *, rto_cap: float, max_retries: int, now: float,
-                 sender: int | None = None, rtt_hint: float | None = None) -> None:
+                 sender: int | None = None, rtt_hint: float | None = None,
+                 probe_floor: float = 0.0) -> None:
         """``sender``: our sender id, when the aggregator can be asked which contributions it
         holds (``probe_due``/``probe_answer``: SACK); None: a stall resends the blocker.
         ``rtt_hint``: a round trip to the aggregator (the CONTROL look-up's), the recovery
-        pace until a result's round trip is measured."""
+        pace until a result's round trip is measured. ``probe_floor``: the probe pace's floor
+        measured by earlier exchanges (:meth:`stall`; the caller keeps ``probe_floor``)."""
         self.pk, self.n, self.w = pk, len(pk), w
         self.transport, self.dest, self.timer = transport, dest, timer
         self.rto_cap, self.max_retries = rto_cap, max_retries
@@ -113,6 +116,9 @@ class SendWindow:
         self.sack_resends = self.probes = 0  # resends a probe found missing; probe rounds
         self._probe_at = -math.inf  # the latest probe round
         self._probe_k = 0  # probe rounds since one found something to resend, or progress
+        self.probe_floor = probe_floor  # s: pauses shorter than this are not probed (stall)
+        self._suspect_at = -math.inf  # an answer showed a contribution missing (anyone's)
+        self._seen_head = 0  # the highest head an answer showed (rows below it were released)
 
     # ---- timers ----
     def rto(self) -> float:
@@ -124,6 +130,19 @@ class SendWindow:
         recovery: two minimum round trips, at least MIN_GAP, at most the RTO."""
         m = self.timer.min_rtt if self.timer.min_rtt is not None else self.rtt_hint
         return self.rto() if m is None else min(self.rto(), max(MIN_GAP, 2 * m))
+
+    def stall(self) -> float:
+        """How long results may pause before a probe round asks the aggregator what is lost: a
+        ``gap``, and at least ``probe_floor``, at most the RTO. The floor is measured: twice the
+        longest pause that was probed and then ended with no resend at all (the aggregator held
+        everything: a scheduling pause of a busy machine, not a loss); a probe that finds our loss
+        sets it back to 0, and a pause during which an answer showed someone's contribution
+        missing (another member's loss) or released chunks still lacked their results leaves it
+        alone. Without it every pause longer than a gap (2 minimum round trips, ~1 ms
+        on loopback) started a probe round: with no loss at all, a third of serve's busy time on a
+        loaded machine (issue 13). Not the RTT estimate: with in-order release, another member's
+        losses delay our results too and inflate SRTT/RTTVAR far above the jitter."""
+        return min(self.rto(), max(self.gap(), self.probe_floor))
 
     # ---- sending ----
     def _send_run(self, s: int, k: int, now: float) -> None:
@@ -220,10 +239,15 @@ class SendWindow:
         """After a receive pass that brought new results: move ``base``, fast-retransmit lost
         results (chunks below ``hi`` without one, ``DUPTHRESH`` results behind)."""
         self.progress += 1
-        self.last_progress = now
-        self._probe_k = 0
         d = self._done[self.base : self.nxt]  # chunks below nxt: base moves to the first not done
         self.base += len(d) if d.all() else int(d.argmin())
+        if self._probe_at > self.last_progress > max(self._resent_at, self._suspect_at) and (
+                self.base >= self._seen_head):
+            # a probed pause that ended with nothing resent, no contribution found missing and
+            # every chunk the aggregator said it released answered: jitter, not a loss
+            self.probe_floor = max(self.probe_floor, 2 * (now - self.last_progress))
+        self.last_progress = now
+        self._probe_k = 0
         top = self.hi - DUPTHRESH + 1
         lo = max(self._scan, self.base)
         lost = []
@@ -308,7 +332,7 @@ class SendWindow:
 
     # ---- SACK: ask the aggregator what it holds (host/chunk_probe.py) ----
     def probe_due(self, now: float, busy: bool = False) -> tuple[list[int] | None, float]:
-        """On a stall — no new result, resend or probe for the probe pace (``gap``, doubled per
+        """On a stall — no new result, resend or probe for the probe pace (``stall``, doubled per
         round that found nothing) — the rows to ask the aggregator about: every chunk sent at
         least a ``gap`` ago (a younger one cannot be judged yet) without a result, whose
         contribution of ours it has not confirmed and that no question awaiting its answer
@@ -318,7 +342,7 @@ class SendWindow:
         if not self.sack or self.base >= self.nxt:
             return None, math.inf
         g = self.gap()
-        pace = min(self.rto(), g * (1 << min(self._probe_k, 30)))
+        pace = min(self.rto(), self.stall() * (1 << min(self._probe_k, 30)))
         due = max(self.last_progress, self._probe_at, self._resent_at) + pace
         if due > now:
             return None, due
@@ -350,10 +374,13 @@ class SendWindow:
         bit, done, held, last_tx, seen = self._bit, self.done, self.held, self.last_tx, self.released_seen
         old = a.sent_at - self.gap()
         lost = []
+        self._seen_head = max(self._seen_head, a.head)
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             self.asked[i] = 0
             if done[i]:
                 continue
+            if i >= a.head and last_tx[i] <= old:  # not released: someone's contribution is missing
+                self._suspect_at = now
             if bm & bit:
                 held[i] = 1
             elif i >= a.head and last_tx[i] <= old:
@@ -365,6 +392,7 @@ class SendWindow:
                 seen[i] = min(seen[i], now)
         if lost:
             self._probe_k = 0
+            self.probe_floor = 0.0  # a real loss: probe at the gap's pace again
             self.sack_resends += len(lost)
             self.recover = max(self.recover, self.nxt)
             self._send_rows(sorted(set(lost)), now)

@@ -32,7 +32,8 @@ Address = tuple[str, int]
 # net.core.rmem_max / wmem_max; we ask and live with what we get).
 DEFAULT_BUFFER_BYTES = 8 << 20
 MAX_DATAGRAM = 65535
-RX_BATCHES = 4  # GRO batches a receive loop takes back to back as one block (serve, driver)
+RX_BATCHES = 16  # GRO batches a receive loop takes back to back as one block (serve, driver;
+# 16: 112 results of 8 KiB per NumPy pass, 0.8x the CPU per GB of 4 in bench_driver)
 
 # Segmentation offload (Linux; the numbers are the kernel's where Python lacks the names).
 SOL_UDP = getattr(socket, "SOL_UDP", 17)

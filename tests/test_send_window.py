@@ -163,6 +163,7 @@ def _stalled(sender=0):
     win.send_new(0.0)
     tr.take()
     _answer(win, range(5), 0.002)
+    assert win.stall() == win.gap()
     return win, tr, timer
 
 
@@ -269,3 +270,45 @@ def test_only_contributions_old_enough_to_judge_are_asked_about_and_head_reads_w
     t3 = t2 + 8 * gap
     assert win.probe_due(t3, busy=True)[0] is None
     assert win.probe_due(t3)[0] == []
+
+
+def test_a_pause_that_ends_with_nothing_lost_raises_the_probe_floor():
+    """No loss on a busy machine: a scheduling pause of 6 ms (longer than the 4 ms gap) is probed
+    once, the aggregator had released everything asked about, and the results come: the pause
+    was jitter. The probe floor becomes twice it (12 ms), so the next pauses of that size are
+    not probed (issue 13: probes were a third of serve's busy time with no loss), and the next
+    exchange starts from it; a probe that finds our contribution lost sets it back to 0."""
+    win, tr, _ = _window(w=10, sender=0)
+    win.send_new(0.0)
+    _answer(win, range(5), 0.002)
+    tr.take()
+    t = 0.002 + win.gap()
+    rows, _ = win.probe_due(t)
+    assert rows == list(range(5, 10))
+    win.probe_answer(ProbeAnswer(rows, [0] * 5, head=10, sent_at=t), t + 0.001)  # all released
+    assert tr.take() == []
+    _answer(win, range(5, 10), 0.008)  # the pause ended on its own after 6 ms
+    assert abs(win.probe_floor - 0.012) < 1e-9 and abs(win.stall() - 0.012) < 1e-9
+    win.send_new(0.008)
+    tr.take()
+    _answer(win, range(10, 15), 0.010)
+    assert win.probe_due(0.010 + 0.011)[0] is None  # an 11 ms pause: within the floor
+    rows, _ = win.probe_due(0.010 + 0.012)
+    assert rows == list(range(15, N))
+    later = SendWindow(win.pk, N, tr, ("127.0.0.1", 9), win.timer, rto_cap=10.0, max_retries=3,
+                       now=0.0, sender=0, probe_floor=win.probe_floor)
+    assert later.stall() == win.stall()  # kept across exchanges (the client passes it on)
+    t = 0.010 + 0.012
+    win.probe_answer(ProbeAnswer(rows, [OTHER] + [ME | OTHER] * 4, head=15, sent_at=t), t + 0.001)
+    assert tr.take() == [15] and win.probe_floor == 0 and win.stall() == win.gap()
+
+
+def test_a_pause_caused_by_another_members_loss_leaves_the_probe_floor_alone():
+    """The answer shows chunks we contributed to still unreleased (another member's contribution
+    missing): the pause that follows is a loss elsewhere, not jitter."""
+    win, tr, _ = _stalled()
+    t = 0.002 + win.gap()
+    rows, _ = win.probe_due(t)
+    win.probe_answer(ProbeAnswer(rows, [ME] * len(rows), head=5, sent_at=t), t + 0.001)
+    _answer(win, range(5, N), 0.030)
+    assert win.probe_floor == 0
