@@ -121,6 +121,8 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
                     rep.max_abs_err = max(rep.max_abs_err, float(np.abs(y - exact).max()))
                     rep.checked += 1
             rep.stats = {k: v for k, v in vars(c.stats).items() if isinstance(v, int)}
+            if c.wan is not None:  # WAN-link loss recovery: NACKs sent, answered, ignored
+                rep.stats.update(vars(c.wan.stats))
     except BaseException as exc:  # reported to the launcher, which names the site
         rep.error = f"site {site}: {type(exc).__name__}: {exc}"
         barrier.abort()
