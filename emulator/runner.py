@@ -10,6 +10,8 @@ barrier release of its first step to the last site's end of its last step. After
 every site checks each result bit for bit against the fixed-point reference
 (``host/reference.expected_allreduce``, NumPy, from the members' regenerated tensors) and
 records its largest error against the float64 sum; a mismatch is an error, never a number.
+After the last round the sites meet at a final barrier before closing their clients, so a
+contribution lost on a WAN link can still be asked for (NACK, ``host/wan_recovery.py``).
 
 Processes are started and watched by ``site_processes.SiteProcesses`` (shared with
 ``train/launcher.py``). A process that dies makes the others stop: the barrier is aborted (they
@@ -120,6 +122,9 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
                     exact = np.sum(np.asarray(xs, np.float64), axis=0)
                     rep.max_abs_err = max(rep.max_abs_err, float(np.abs(y - exact).max()))
                     rep.checked += 1
+            # the client stays open until every site is done: another site's aggregator may
+            # still lack one of our contributions and ask for it (WAN-link loss recovery)
+            barrier.wait(wait)
             rep.stats = {k: v for k, v in vars(c.stats).items() if isinstance(v, int)}
             if c.wan is not None:  # WAN-link loss recovery: NACKs sent, answered, ignored
                 rep.stats.update(vars(c.wan.stats))

@@ -60,6 +60,7 @@ class NackStats:
 
     nacks_sent: int = 0  # NACK datagrams sent (requester)
     nacked_chunks: int = 0  # (chunk, member) pairs asked for
+    nacked_by_gap: int = 0  # of which: a later chunk of the member's had arrived
     nacks_received: int = 0  # well-formed NACKs naming us (responder)
     nack_resends: int = 0  # contributions re-sent for them
     nack_unknown: int = 0  # chunks named that are not in the log (too old, never sent, forged)
@@ -90,7 +91,6 @@ class WanRecovery:
         self._nacked: dict[tuple[int, int, int], float] = {}  # (job, chunk, member) -> when
         self._exchange: tuple[int, int] | None = None  # (job, first chunk) of the rows below
         self._latest: dict[int, int] = {}  # member -> highest row held (this exchange)
-        self._lacking: dict[tuple[int, int], float] = {}  # (row, member) -> first seen lacking
         self._lock = threading.Lock()
         self._closed = threading.Event()
         host = client.aggregator[0] if client.aggregator[0] in ("127.0.0.1", "localhost") else ""
@@ -179,16 +179,16 @@ class WanRecovery:
         """Our aggregator's answer ``a`` about rows of an exchange (chunk = first + row): NACK the
         members whose contributions it lacks where it holds ours (module docstring). A member's
         copy of a chunk is taken as lost when a later chunk of its own has arrived (a member
-        sends in order and a path is FIFO: a sequence gap), or, for the member's first row past
-        the latest it was seen in, when it has been missing for an ``interval`` (the tail:
-        nothing later shows the gap; a stalled member has sent nothing later)."""
+        sends in order and a path is FIFO: a sequence gap), or, for the chunk holding up every
+        release (the head), when no result came for an RTO (the tail: nothing later shows the
+        gap; a member merely slow or queued behind a busy link would not stall us that long)."""
         c = self.client
         bit = 1 << c.sender_id
         members = self._group_members(group)
         if not members:
             return
         if self._exchange != (job, first):  # a new exchange: forget the previous one's rows
-            self._exchange, self._latest, self._lacking = (job, first), {}, {}
+            self._exchange, self._latest = (job, first), {}
         now, gap = time.monotonic(), self.interval()
         latest = self._latest  # member -> the highest row of it the aggregator was seen to hold
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
@@ -196,7 +196,7 @@ class WanRecovery:
                 if bm >> m & 1 and latest.get(m, -1) < i:
                     latest[m] = i
         ask: dict[int, list[int]] = {}
-        tail: set[int] = set()  # members whose first row past their latest was judged here
+        stalled = now - win.last_progress >= win.rto()  # no result for an RTO
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             if win.done[i] or i < a.head or not bm & bit:
                 continue
@@ -208,14 +208,13 @@ class WanRecovery:
             for m in range(wire.MAX_SENDERS):
                 if not lacking >> m & 1:
                     continue
-                since = self._lacking.setdefault((i, m), now)
-                lost = latest.get(m, -1) > i
-                if not lost and m not in tail:  # only m's first row past the gap evidence
-                    tail.add(m)
-                    lost = now - since >= gap
+                lost = latest.get(m, -1) > i or (stalled and i == a.head)
                 if lost and now - self._nacked.get((job, chunk, m), -math.inf) >= gap:
                     self._nacked[(job, chunk, m)] = now
+                    self.stats.nacked_by_gap += latest.get(m, -1) > i
                     ask.setdefault(m, []).append(chunk)
+        if ask:  # found something lost: probe again at the fast pace (as SendWindow does
+            win._probe_k = 0  # when an answer shows a contribution of ours lost)
         for m, chunks in ask.items():
             for k in range(0, len(chunks), wire.NACK_MAX_CHUNKS):
                 part = tuple(chunks[k : k + wire.NACK_MAX_CHUNKS])

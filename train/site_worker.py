@@ -176,6 +176,8 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
             vector_to_parameters(torch.from_numpy(x), params)
         if (k + 1) % spec.snapshot_every == 0:
             snapshots.append((k + 1, time.time() - t0, flat()))
+    if client is not None:  # open until every site is done: a lost contribution of ours
+        barrier()  # may still be asked for (WAN-link loss recovery, host/wan_recovery.py)
     stats = dataclasses.asdict(client.stats) if client is not None else {}
     for c in (client, control):
         if c is not None:
