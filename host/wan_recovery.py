@@ -9,11 +9,13 @@ NACKs), the receiver asks:
 * **Requester** (``missing``, called with each probe answer of a stalled exchange): for a chunk
   our aggregator holds our contribution to but not yet released, a member whose bit its
   contributor bitmap lacks is missing once a later chunk of that member's has arrived (members
-  send in order over FIFO paths: a sequence gap) or it has lacked it for ``interval`` (a lost
-  last chunk); each such member is sent a NACK naming the chunks
-  (``wire.nack_datagram``, to the aggregator address: the network carries it to that member's
-  site). The chunk is left to be probed again (``SendWindow.held`` cleared), and re-NACKed at
-  most once per ``interval`` (twice the smoothed round trip) while it stays incomplete.
+  send in order over FIFO paths: a sequence gap) or, for the chunk holding up every release,
+  once no result came for an RTO (a lost last chunk, which no later one exposes); each such
+  member is sent a NACK naming the chunks (``wire.nack_datagram``, to the aggregator address:
+  the network carries it to that member's site). The chunk is left to be probed again
+  (``SendWindow.held`` cleared, the probe pace reset), and re-NACKed at most once per
+  ``interval`` (the smoothed round trip, at most an eighth of the timeout: a NACK or its resend
+  may be lost too, and several tries must fit in the timeout) while it stays incomplete.
 * **Responder** (a thread): every contribution this client sends is copied into a log of the
   job's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
   chunks ahead of a chunk another aggregator still lacks, docs/protocol.md "NACK"), kept at most
@@ -22,8 +24,8 @@ NACKs), the receiver asks:
   duplicate (or resend a result the hosts ignore), the one missing it completes the chunk.
 
 Forged or stray NACKs (another source than the aggregator address, malformed, another target or
-session, chunks not in the log or of another group, a chunk resent less than ``interval`` ago)
-are counted and ignored: a NACK can only make us resend what we really sent, at a bounded rate.
+session, chunks not in the log or of another group, a chunk resent less than ``dedupe`` ago:
+one multicast resend serves every member that lacked it) are counted and ignored: a NACK can only make us resend what we really sent, at a bounded rate.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class NackStats:
     nacks_received: int = 0  # well-formed NACKs naming us (responder)
     nack_resends: int = 0  # contributions re-sent for them
     nack_unknown: int = 0  # chunks named that are not in the log (too old, never sent, forged)
-    nack_repeats: int = 0  # chunks named again within ``interval`` of their resend (not resent)
+    nack_repeats: int = 0  # chunks named again within ``dedupe`` of their resend (not resent)
     nack_ignored: int = 0  # NACK datagrams ignored: foreign source, malformed, not for us
 
 
@@ -103,9 +105,15 @@ class WanRecovery:
         self._thread.start()
 
     def interval(self) -> float:
-        """Least time between two NACKs of one chunk, or two resends of it: two round trips."""
-        t = self.client.timer
-        return max(self.client.min_rto, 2 * t.srtt if t.srtt is not None else t.rto)
+        """Least time between two NACKs of one chunk: a round trip, at most timeout / 8."""
+        c = self.client
+        rtt = c.timer.srtt if c.timer.srtt is not None else c.timer.rto
+        return max(c.min_rto, min(rtt, c.timeout / 8))
+
+    def dedupe(self) -> float:
+        """Least time between two resends of one chunk: NACKs of several members for one loss
+        come within the spread of their delays; a later one is a new request."""
+        return max(self.client.min_rto, self.interval() / 4)
 
     # ---- responder: the log of what we sent ----
     def record(self, job: int, pk: ChunkRing | WholeBuffer, lo: int, hi: int) -> None:
@@ -152,7 +160,7 @@ class WanRecovery:
             st.nack_ignored += 1
             return 0
         st.nacks_received += 1
-        now, gap = time.monotonic(), self.interval()
+        now, gap = time.monotonic(), self.dedupe()
         out = []
         with self._lock:
             log = self._logs.get(nack.job)
