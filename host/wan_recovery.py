@@ -14,7 +14,7 @@ NACKs), the receiver asks:
   member is sent a NACK naming the chunks (``wire.nack_datagram``, to the aggregator address:
   the network carries it to that member's site). The chunk is left to be probed again
   (``SendWindow.held`` cleared, the probe pace reset), and re-NACKed at most once per
-  ``interval`` (the smoothed round trip, at most an eighth of the timeout: a NACK or its resend
+  ``interval`` (two smoothed round trips, at most an eighth of the timeout: a NACK or its resend
   may be lost too, and several tries must fit in the timeout) while it stays incomplete.
 * **Responder** (a thread): every contribution this client sends is copied into a log of the
   job's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
@@ -105,15 +105,15 @@ class WanRecovery:
         self._thread.start()
 
     def interval(self) -> float:
-        """Least time between two NACKs of one chunk: a round trip, at most timeout / 8."""
+        """Least time between two NACKs of one chunk: two round trips, at most timeout / 8."""
         c = self.client
         rtt = c.timer.srtt if c.timer.srtt is not None else c.timer.rto
-        return max(c.min_rto, min(rtt, c.timeout / 8))
+        return max(c.min_rto, min(2 * rtt, c.timeout / 8))
 
     def dedupe(self) -> float:
         """Least time between two resends of one chunk: NACKs of several members for one loss
         come within the spread of their delays; a later one is a new request."""
-        return max(self.client.min_rto, self.interval() / 4)
+        return max(self.client.min_rto, self.interval() / 2)
 
     # ---- responder: the log of what we sent ----
     def record(self, job: int, pk: ChunkRing | WholeBuffer, lo: int, hi: int) -> None:
