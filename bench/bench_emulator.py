@@ -88,8 +88,9 @@ def emulate_json(a: argparse.Namespace, sched: str, mem: str, *extra: str) -> di
              str(a.rounds), "--rate-scale", str(a.rate_scale), "--time-scale",
              str(a.time_scale), "--json", out, *extra], capture_output=True, text=True,
             check=False)
-        if res.returncode != 0 or not os.path.exists(out):
-            return res.stderr.strip()[:200]
+        if res.returncode != 0 or not os.path.exists(out):  # the errors that are not echoes
+            why = [e for e in res.stderr.strip().split("; ") if "BrokenBarrierError" not in e]
+            return "; ".join(why)[:400]
         return json.load(open(out))
 
 

@@ -63,12 +63,15 @@ class SiteProcesses:
         exited: dict[int, float] = {}
         failed_at: float | None = None
         while len(out.reports) + len(out.died) < n:
-            try:
-                site, rep = self.queue.get(timeout=0.2)
-                out.reports[site] = rep
-                failed = is_failure(rep)
+            failed = False
+            try:  # every report waiting, before any exit is judged (a busy launcher may
+                site, rep = self.queue.get(timeout=0.2)  # look only every few seconds)
+                while True:
+                    out.reports[site] = rep
+                    failed |= is_failure(rep)
+                    site, rep = self.queue.get_nowait()
             except queue_mod.Empty:
-                failed = False
+                pass
             now = time.monotonic()
             for s, p in enumerate(self.procs):
                 if s in out.reports or s in out.died or p.exitcode is None:

@@ -19,7 +19,8 @@ NACKs), the receiver asks:
 * **Responder** (a thread): every contribution this client sends is copied into a log of the
   job's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
   chunks ahead of a chunk another aggregator still lacks, docs/protocol.md "NACK"), kept at most
-  ``linger`` s. A NACK naming us is answered by re-sending the logged datagrams (RETRANSMIT flag)
+  ``linger`` s (10 x the driver's timeout: a call may last many timeouts as long as it
+  progresses). A NACK naming us is answered by re-sending the logged datagrams (RETRANSMIT flag)
   to the aggregator address, i.e. multicast to the group again: aggregators that hold it count a
   duplicate (or resend a result the hosts ignore), the one missing it completes the chunk.
 
@@ -86,7 +87,9 @@ class WanRecovery:
 
     def __init__(self, client: AggregatorClient, *, linger: float | None = None) -> None:
         self.client = client
-        self.linger = client.timeout if linger is None else linger
+        # a contribution may be asked for as long as a call lasts, and a call only has to make
+        # progress once per timeout: the time bound is loose, the ring of W chunks the real one
+        self.linger = 10 * client.timeout if linger is None else linger
         self.stats = NackStats()
         self._logs: dict[int, _Log] = {}
         self._members: dict[int, int] = {}

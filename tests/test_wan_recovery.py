@@ -3,6 +3,7 @@ is defined once and dropped by the core and the golden model; a driver answers o
 an emulated run with WAN loss completes exactly, with the NACKs and resends counted."""
 
 import random
+import time
 
 import numpy as np
 from test_ingress_parser import LOCAL_IP, LOCAL_MAC, UDP_PORT, Run, good_frame
@@ -149,3 +150,18 @@ def test_no_nack_without_loss_when_contributions_queue_behind_a_busy_link():
     # per site and round here (the first version NACKed 195 chunks in this run)
     assert sum(s["nacked_chunks"] for s in st) <= 6
     assert sum(s["nack_resends"] for s in st) <= 6
+
+
+def test_a_contribution_older_than_the_timeout_is_still_answered():
+    """A call may last many timeouts while it progresses: a NACK arriving more than ``timeout``
+    after the contribution was sent is still answered (a 1 x timeout linger made 5 % loss runs
+    with 20 s rounds fail)."""
+    with SoftAggregator(slots=64, elements=16, groups=2, jobs=1) as agg:
+        agg.configure(groups={0: (0,)}, jobs=[0])
+        with AggregatorClient(agg.address, sender_id=0, elements_per_packet=16, window=4,
+                              rtt=0.002, timeout=0.5, wan_recovery=True) as c:
+            c.allreduce(np.ones(16, dtype=np.float32), job=0, group=0, round=0)
+            last = (c.next_chunk[0] - 1) & 0xFFFFFFFF
+            time.sleep(0.8)
+            nack = wire.Nack(0, (last,), 0, 0, 0, 1, c.session)
+            assert c.wan.answer(wire.nack_datagram(nack), c.result_source) == 1
