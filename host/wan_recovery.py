@@ -207,6 +207,7 @@ class WanRecovery:
                 if bm >> m & 1 and latest.get(m, -1) < i:
                     latest[m] = i
         ask: dict[int, list[int]] = {}
+        waiting = False  # some member's contribution is still lacking here
         stalled = now - win.last_progress >= win.rto()  # no result for an RTO
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             if win.done[i] or i < a.head or not bm & bit:
@@ -215,6 +216,7 @@ class WanRecovery:
             if not lacking:
                 continue
             win.held[i] = 0  # probe it again: the next answer says whether the resend came
+            waiting = True
             chunk = (first + i) & _U32
             for m in range(wire.MAX_SENDERS):
                 if not lacking >> m & 1:
@@ -226,6 +228,10 @@ class WanRecovery:
                     ask.setdefault(m, []).append(chunk)
         if ask:  # found something lost: probe again at the fast pace (as SendWindow does
             win._probe_k = 0  # when an answer shows a contribution of ours lost)
+        elif waiting:  # a NACK may go unanswered (lost, or its resend): probe at least once per
+            # interval, so a re-NACK is never held back by the probes' backoff (up to the RTO)
+            k = int(math.log2(max(1.0, gap / max(win.gap(), 1e-6))))
+            win._probe_k = min(win._probe_k, k)
         for m, chunks in ask.items():
             for k in range(0, len(chunks), wire.NACK_MAX_CHUNKS):
                 part = tuple(chunks[k : k + wire.NACK_MAX_CHUNKS])
