@@ -92,6 +92,7 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
 
     rep = SiteReport(site)
     wait = lifetime  # a barrier waits at most this long (the launcher aborts it on a death)
+    c = None
     try:
         with AggregatorClient(**kwargs, sender_id=site, timeout=timeout) as c:
             e = c.elements
@@ -125,12 +126,13 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
             # the client stays open until every site is done: another site's aggregator may
             # still lack one of our contributions and ask for it (WAN-link loss recovery)
             barrier.wait(wait)
-            rep.stats = {k: v for k, v in vars(c.stats).items() if isinstance(v, int)}
-            if c.wan is not None:  # WAN-link loss recovery: NACKs sent, answered, ignored
-                rep.stats.update(vars(c.wan.stats))
     except BaseException as exc:  # reported to the launcher, which names the site
         rep.error = f"site {site}: {type(exc).__name__}: {exc}"
         barrier.abort()
+    if c is not None:  # the counters, also of a site that failed (what it tried)
+        rep.stats = {k: v for k, v in vars(c.stats).items() if isinstance(v, int)}
+        if c.wan is not None:  # WAN-link loss recovery: NACKs sent, answered, ignored
+            rep.stats.update(vars(c.wan.stats))
     out.put((site, rep))  # flushed by the queue's feeder thread before the process exits
 
 
