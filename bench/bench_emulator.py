@@ -6,11 +6,14 @@ round time, the planner's prediction of what runs (and with the driver's agreeme
 their ratio, measured and predicted time to consensus (the plan's rounds), and the ranking of the
 schedules by each. ``--part capacity`` measures how many datagram copies per second the forwarder
 alone delivers (9-site all-to-all tree on nine-city, links too fast to limit, zero delay): one
-host socket blasts contributions, plain sockets stand in for the aggregators.
+host socket blasts contributions, plain sockets stand in for the aggregators. ``--part loss``
+measures the cost of WAN-link loss recovered by NACKs: the mean round time at each of
+``--losses`` for each ``--loss-configs`` schedule@memory, ``--runs`` times (medians, ratios).
 
 Run: ``.venv/bin/python bench/bench_emulator.py [--part predict|capacity|both]
 [--memory 64KiB,4MiB] [--schedules all-to-all,cliques-3,sharded] [--bytes 1MB] [--rounds 2]
-[--rate-scale 1e-3] [--time-scale 4]``.
+[--rate-scale 1e-3] [--time-scale 4] [--losses 0,0.01,0.05 --loss-configs cliques-3@4MiB,...
+--runs 3]``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import multiprocessing
 import os
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -47,19 +51,11 @@ def predict_part(a: argparse.Namespace) -> None:
     for mem in a.memory.split(","):
         rows = []
         for sched in a.schedules.split(","):
-            with tempfile.TemporaryDirectory() as tmp:
-                out = os.path.join(tmp, "run.json")
-                before = load()
-                res = subprocess.run(
-                    [sys.executable, "-m", "wanreduce.cli", "emulate", "--topology", a.topology,
-                     "--schedule", sched, "--memory", mem, "--bytes", a.bytes, "--rounds",
-                     str(a.rounds), "--rate-scale", str(a.rate_scale), "--time-scale",
-                     str(a.time_scale), "--json", out], capture_output=True, text=True,
-                    check=False)
-                if res.returncode != 0 or not os.path.exists(out):
-                    print(f"| {mem} | {sched} | FAILED: {res.stderr.strip()[:200]} |")
-                    continue
-                d = json.load(open(out))
+            before = load()
+            d = emulate_json(a, sched, mem)
+            if isinstance(d, str):
+                print(f"| {mem} | {sched} | FAILED: {d} |")
+                continue
             k = d["plan_rounds"]
             measured_eps = sum(d["round_times"][:k]) if k <= len(d["round_times"]) else None
             runs_eps = sum(d["predicted_with_agreement"][:k])
@@ -80,6 +76,56 @@ def predict_part(a: argparse.Namespace) -> None:
               f"(its plans) {' < '.join(by_plan)} ({'holds' if by_meas == by_plan else 'DIFFERS'});"
               f" planner's model of what runs {' < '.join(by_runs)} "
               f"({'holds' if by_meas == by_runs else 'DIFFERS'})\n", flush=True)
+
+
+def emulate_json(a: argparse.Namespace, sched: str, mem: str, *extra: str) -> dict | str:
+    """One ``wanreduce emulate --json`` run in a fresh process: its JSON, or its error text."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "run.json")
+        res = subprocess.run(
+            [sys.executable, "-m", "wanreduce.cli", "emulate", "--topology", a.topology,
+             "--schedule", sched, "--memory", mem, "--bytes", a.bytes, "--rounds",
+             str(a.rounds), "--rate-scale", str(a.rate_scale), "--time-scale",
+             str(a.time_scale), "--json", out, *extra], capture_output=True, text=True,
+            check=False)
+        if res.returncode != 0 or not os.path.exists(out):  # the errors that are not echoes
+            why = [e for e in res.stderr.strip().split("; ") if "BrokenBarrierError" not in e]
+            return "; ".join(why)[:400]
+        return json.load(open(out))
+
+
+def loss_part(a: argparse.Namespace) -> None:
+    """Cost of WAN-link loss recovered by NACKs: mean round time at each ``--losses`` rate,
+    ``--runs`` times, the rates interleaved within each repetition (so load drifts hit all)."""
+    losses = [float(x) for x in a.losses.split(",")]
+    for spec in a.loss_configs.split(","):
+        sched, mem = spec.split("@")
+        print(f"\n{sched} at {mem}, {a.bytes} per site, {a.rounds} rounds, rate x{a.rate_scale:g}, "
+              f"time x{a.time_scale:g}; load at start {load()}")
+        print("| run | loss | mean round | lost copies | NACKs sent | contributions resent | "
+              "checked | load |")
+        print("|---|---|---|---|---|---|---|---|")
+        got: dict[float, list[float]] = {x: [] for x in losses}
+        for k in range(a.runs):
+            for x in losses:
+                before = load()
+                d = emulate_json(a, sched, mem, "--loss", str(x), "--seed", str(k))
+                if isinstance(d, str):
+                    print(f"| {k} | {x:g} | FAILED: {d} | | | | | {before} |", flush=True)
+                    continue
+                st = d["site_stats"]
+                got[x].append(d["mean_round_time"])
+                print(f"| {k} | {x:g} | {d['mean_round_time']:.3f} s | {d['lost']} | "
+                      f"{sum(s.get('nacks_sent', 0) for s in st)} | "
+                      f"{sum(s.get('nack_resends', 0) for s in st)} | {d['checked']} | {before} |",
+                      flush=True)
+        base = statistics.median(got[losses[0]]) if got[losses[0]] else None
+        for x in losses:
+            if got[x]:
+                m = statistics.median(got[x])
+                print(f"{sched} {mem} loss {x:g}: median {m:.3f} s (min {min(got[x]):.3f}, max "
+                      f"{max(got[x]):.3f}, {len(got[x])} runs)"
+                      + (f", {m / base:.2f}x loss {losses[0]:g}" if base else ""), flush=True)
 
 
 def capacity_part(a: argparse.Namespace, datagrams: int = 20000) -> None:
@@ -144,7 +190,7 @@ def capacity_part(a: argparse.Namespace, datagrams: int = 20000) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["predict", "capacity", "both"], default="both")
+    ap.add_argument("--part", choices=["predict", "capacity", "both", "loss"], default="both")
     ap.add_argument("--topology", default="nine-city")
     ap.add_argument("--memory", default="64KiB,4MiB")
     ap.add_argument("--schedules", default="all-to-all,cliques-3,sharded")
@@ -152,11 +198,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rate-scale", type=float, default=1e-3)
     ap.add_argument("--time-scale", type=float, default=4.0)
+    ap.add_argument("--losses", default="0,0.01,0.05", help="--part loss: WAN loss rates")
+    ap.add_argument("--loss-configs", default="cliques-3@4MiB,all-to-all@64KiB",
+                    help="--part loss: schedule@memory, comma-separated")
+    ap.add_argument("--runs", type=int, default=3, help="--part loss: repetitions")
     a = ap.parse_args()
     if a.part in ("capacity", "both"):
         capacity_part(a)
     if a.part in ("predict", "both"):
         predict_part(a)
+    if a.part == "loss":
+        loss_part(a)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ them, so a datagram that arrives later can never be queued ahead of an earlier o
 deliveries leave against their scheduled time is recorded (``late_max``/``late_mean``), the
 measure of whether the loop keeps up. Anything that is not a well-formed contribution goes to the
 site's own aggregator only (which counts and drops it); datagrams from unexpected sources are
-counted and ignored.
+counted and ignored. NACKs (WAN-link loss recovery, ``host/wan_recovery.py``) from a host at
+site s travel to the named member's site over the WAN links and reach the hosts that listen for
+NACKs there (``nack``).
 
 ``serve`` runs until its ``lifetime`` has passed or it is told to stop over its pipe; it runs in
 a process (``WanEmulator``) or a thread (``LocalNetwork``).
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random
 import select
 import socket
@@ -51,6 +54,7 @@ _CONTRIBUTION = int(wire.MsgType.CONTRIBUTION)
 _RESULT = int(wire.MsgType.RESULT)
 _CONTROL = int(wire.MsgType.CONTROL)
 _CONTROL_REPLY = int(wire.MsgType.CONTROL_REPLY)
+_NACK = int(wire.MsgType.NACK)
 _OFF = {f.name: f.agg_offset for f in wire.AGG_FIELDS}
 _TYPE, _GROUP, _COUNT = _OFF["msg_type"], _OFF["group_id"], _OFF["element_count"]
 _BUF = 8 << 20  # socket buffers (as far as the kernel allows)
@@ -99,6 +103,28 @@ def _well_formed_contribution(pkt: bytes) -> bool:
             and n == _HDR + 4 * int.from_bytes(pkt[_COUNT:_COUNT + 2], "big"))
 
 
+def _next_hops(n: int, links: list[tuple[int, int, float, float]]) -> dict[tuple[int, int], int]:
+    """(node, destination) -> index of the first link of a shortest-latency path (Dijkstra)."""
+    into: dict[int, list[tuple[int, int]]] = {}
+    for k, (u, v, _rate, _delay) in enumerate(links):
+        into.setdefault(v, []).append((k, u))
+    hops: dict[tuple[int, int], int] = {}
+    for dst in range(n):
+        dist = {dst: 0.0}
+        heap = [(0.0, dst)]
+        while heap:
+            d, v = heapq.heappop(heap)
+            if d > dist.get(v, math.inf):
+                continue
+            for k, u in into.get(v, ()):
+                nd = d + links[k][3]
+                if nd < dist.get(u, math.inf):
+                    dist[u] = nd
+                    hops[(u, dst)] = k
+                    heapq.heappush(heap, (nd, u))
+    return hops
+
+
 class Forwarder:
     """The event loop's state (see the module docstring)."""
 
@@ -126,7 +152,9 @@ class Forwarder:
         self.seq = itertools.count()
         self.counters = dict.fromkeys(
             ("contributions", "copies_delivered", "local_only", "results", "control",
-             "foreign", "stray", "nat_full"), 0)
+             "foreign", "stray", "nat_full", "nacks", "nacks_delivered", "nacks_stray"), 0)
+        self.nack_hosts: list[dict[Address, None]] = [{} for _ in range(n)]
+        self.next_hop = _next_hops(n, cfg.links)
         self.late_max = 0.0
         self.late_sum = 0.0
 
@@ -159,11 +187,44 @@ class Forwarder:
             if ti is not None:
                 heapq.heappush(self.heap, (ti, next(self.seq), g, s, -1 - node, pkt))
 
+    def nack(self, t: float, s: int, addr: Address, pkt: bytes) -> None:
+        """A NACK from host ``addr`` of site s (``wire.parse_nack``): ``addr`` listens for NACKs
+        at s; one naming chunks travels to its target member's site (sender id = site index)
+        along the shortest-latency path, hop by hop through the WAN links (rate, delay, loss),
+        and is handed to every NACK listener there (``at_nack``)."""
+        self.counters["nacks"] += 1
+        self.nack_hosts[s].setdefault(addr, None)
+        nack = wire.parse_nack(pkt)
+        if nack is None or not nack.chunks:
+            return  # a hello (or malformed: counted by nobody else, it goes nowhere)
+        if not 0 <= nack.target < self.n or nack.target == s:
+            self.counters["nacks_stray"] += 1
+            return
+        self.at_nack(t, nack.target, s, pkt)
+
+    def at_nack(self, t: float, target: int, node: int, pkt: bytes) -> None:
+        """A NACK for site ``target`` is at ``node`` at time t."""
+        if node == target:
+            self.counters["nacks_delivered"] += 1
+            for h in self.nack_hosts[target]:
+                self.edge[target].sendto(pkt, h)
+            return
+        k = self.next_hop.get((node, target))
+        if k is None:
+            self.counters["nacks_stray"] += 1
+            return
+        ta = self.links[k].offer(t, len(pkt))
+        if ta is not None:
+            heapq.heappush(self.heap, (ta, next(self.seq), -1, target, self.cfg.links[k][1], pkt))
+
     def run_due(self, now: float) -> None:
         """Process every event whose time has come (in time order)."""
         heap = self.heap
         while heap and heap[0][0] <= now:
             t, _, g, s, node, pkt = heapq.heappop(heap)
+            if g < 0:  # a NACK (s: its target site)
+                self.at_nack(t, s, node, pkt)
+                continue
             if node >= 0:
                 self.at_node(t, g, s, node, pkt)
                 continue
@@ -190,6 +251,9 @@ class Forwarder:
             if kind == "edge":
                 if len(pkt) > _TYPE and pkt[_TYPE] == _CONTROL:
                     self.control(s, addr, pkt)
+                    continue
+                if len(pkt) > _TYPE and pkt[_TYPE] == _NACK:
+                    self.nack(clock(), s, addr, pkt)
                     continue
                 self.inject(clock(), s, addr, pkt)
             elif addr != self.aggs[s]:

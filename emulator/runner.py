@@ -10,9 +10,12 @@ barrier release of its first step to the last site's end of its last step. After
 every site checks each result bit for bit against the fixed-point reference
 (``host/reference.expected_allreduce``, NumPy, from the members' regenerated tensors) and
 records its largest error against the float64 sum; a mismatch is an error, never a number.
+After the last round the sites meet at a final barrier before closing their clients, so a
+contribution lost on a WAN link can still be asked for (NACK, ``host/wan_recovery.py``).
 
-A process that dies makes the others stop: the launcher aborts the barrier (they fail the
-next wait) and a process blocked in an all-reduce fails within the driver's ``timeout``
+Processes are started and watched by ``site_processes.SiteProcesses`` (shared with
+``train/launcher.py``). A process that dies makes the others stop: the barrier is aborted (they
+fail the next wait) and a process blocked in an all-reduce fails within the driver's ``timeout``
 (ChunksMissing naming the missing member). Every process has a ``lifetime`` and exits by itself.
 """
 
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import queue as queue_mod
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ import numpy as np
 from wanreduce.planner.group_table import GroupTable
 
 from .site_network import SiteNetwork
+from .site_processes import SiteProcesses
 
 WARMUP_ROUND = 0xFFFFFFFF  # round id of the warm-up step (configuration look-ups, first RTT)
 JOB = 0
@@ -78,8 +81,8 @@ class RunResult:
 
 
 def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: int, rounds: int,
-               seed: int, timeout: float, lifetime: float, barrier: Any, out: Any,
-               die_at: int | None) -> None:
+               seed: int, timeout: float, lifetime: float, barrier: Any, die_at: int | None,
+               out: Any) -> None:
     """One site's process (module docstring)."""
     timer = threading.Timer(lifetime, os._exit, (3,))  # bounded even if everything else hangs
     timer.daemon = True
@@ -89,6 +92,7 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
 
     rep = SiteReport(site)
     wait = lifetime  # a barrier waits at most this long (the launcher aborts it on a death)
+    c = None
     try:
         with AggregatorClient(**kwargs, sender_id=site, timeout=timeout) as c:
             e = c.elements
@@ -119,11 +123,17 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
                     exact = np.sum(np.asarray(xs, np.float64), axis=0)
                     rep.max_abs_err = max(rep.max_abs_err, float(np.abs(y - exact).max()))
                     rep.checked += 1
-            rep.stats = {k: v for k, v in vars(c.stats).items() if isinstance(v, int)}
+            # the client stays open until every site is done: another site's aggregator may
+            # still lack one of our contributions and ask for it (WAN-link loss recovery)
+            barrier.wait(wait)
     except BaseException as exc:  # reported to the launcher, which names the site
         rep.error = f"site {site}: {type(exc).__name__}: {exc}"
         barrier.abort()
-    out.put(rep)  # flushed by the queue's feeder thread before the process exits
+    if c is not None:  # the counters, also of a site that failed (what it tried)
+        rep.stats = {k: v for k, v in vars(c.stats).items() if isinstance(v, int)}
+        if c.wan is not None:  # WAN-link loss recovery: NACKs sent, answered, ignored
+            rep.stats.update(vars(c.wan.stats))
+    out.put((site, rep))  # flushed by the queue's feeder thread before the process exits
 
 
 def run_rounds(net: SiteNetwork, table: GroupTable, *, nbytes: int, rounds: int, seed: int = 0,
@@ -139,41 +149,18 @@ def run_rounds(net: SiteNetwork, table: GroupTable, *, nbytes: int, rounds: int,
     elements = max(1, nbytes // 4)
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(n)
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_site_main, name=f"site-{s}", daemon=True,
-                         args=(s, net.client_kwargs(s), table, elements, rounds, seed, timeout,
-                               lifetime, barrier, out, kill[1] if kill and kill[0] == s else None))
-             for s in range(n)]
-    deadline = time.monotonic() + lifetime + 10
-    reports: dict[int, SiteReport] = {}
-    gone: dict[int, float] = {}
-    try:
-        for p in procs:
-            p.start()
-        while len(reports) < n and time.monotonic() < deadline:
-            try:
-                rep = out.get(timeout=0.2)
-                reports[rep.site] = rep
-                continue
-            except queue_mod.Empty:
-                pass
-            now = time.monotonic()
-            for s, p in enumerate(procs):
-                if s not in reports and p.exitcode is not None:
-                    gone.setdefault(s, now)
-                    if now - gone[s] > 2.0:  # exited and its report never came: it died
-                        reports[s] = SiteReport(s, error=f"site {s}: process exited with code "
-                                                         f"{p.exitcode} without a report")
-                        barrier.abort()
-        for s in range(n):
-            if s not in reports:
-                reports[s] = SiteReport(s, error=f"site {s}: no report within the lifetime "
-                                                 f"({lifetime:g} s)")
-    finally:
-        for p in procs:
-            p.join(max(0.1, min(10.0, deadline - time.monotonic())))
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-        out.close()
+    sites = SiteProcesses(ctx, n, _site_main, lambda s: (
+        s, net.client_kwargs(s), table, elements, rounds, seed, timeout, lifetime, barrier,
+        kill[1] if kill and kill[0] == s else None))
+    with sites:
+        sites.start()
+        got = sites.collect(lifetime=lifetime + 10, is_failure=lambda rep: rep.error is not None,
+                            on_failure=barrier.abort)
+    reports = dict(got.reports)
+    for s, code in got.died.items():
+        reports[s] = SiteReport(s, error=f"site {s}: process exited with code {code} without a "
+                                         "report")
+    for s in got.given_up:
+        reports[s] = SiteReport(s, error=f"site {s}: no report within the lifetime "
+                                         f"({lifetime:g} s)")
     return RunResult([reports[s] for s in range(n)], rounds)

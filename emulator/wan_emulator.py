@@ -138,11 +138,12 @@ class WanEmulator:
 
     def client_kwargs(self, site: int) -> dict[str, Any]:
         """``aggregator`` (the site's edge; CONTROL and results use it too), ``window`` (W/2 of
-        the job's window) and ``elements_per_packet`` (E of the slots)."""
+        the job's window), ``elements_per_packet`` (E of the slots) and ``wan_recovery`` (NACKs
+        recover contributions lost on WAN links, docs/emulator.md)."""
         if not 0 <= site < self.n_sites:
             raise ValueError(f"site: must be 0..{self.n_sites - 1}, got {site}")
         return {"aggregator": self.edges[site], "window": self.window,
-                "elements_per_packet": self.elements}
+                "elements_per_packet": self.elements, "wan_recovery": True}
 
     def stats(self) -> dict[str, Any]:
         """The forwarder's counters: per link and port bytes, drops, losses; lateness."""

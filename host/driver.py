@@ -51,6 +51,7 @@ from .transport import (
     is_multicast_address,
     resolve,
 )
+from .wan_recovery import WanRecovery
 
 _HDR = wire.AGG_HEADER_BYTES
 _OVERFLOW = int(wire.Flags.OVERFLOW)
@@ -154,7 +155,9 @@ class AggregatorClient:
     or are read from the aggregator's registers (CONTROL messages, each allowed ``timeout``).
     Chunk numbers of a job start, on the job's first use, at the aggregator's ``JOBj_HEAD`` (where
     an earlier run of the job ended), or at ``first_chunk`` when given (needed without CONTROL
-    access and in release-on-completion mode; the same on every member).
+    access and in release-on-completion mode; the same on every member). ``wan_recovery``:
+    recover contributions lost on WAN links to other members' aggregators by NACKs
+    (``host/wan_recovery.py``; needs CONTROL and a network that carries NACKs, e.g. the emulator).
     """
 
     def __init__(
@@ -185,6 +188,7 @@ class AggregatorClient:
         first_chunk: int | None = None,
         session: int | None = None,
         result_source: Address | None = None,
+        wan_recovery: bool = False,
     ) -> None:
         if not 0 <= sender_id < wire.MAX_SENDERS:
             raise ValueError(f"sender_id must be 0..{wire.MAX_SENDERS - 1}, got {sender_id}")
@@ -248,6 +252,8 @@ class AggregatorClient:
         # cleared if the kernel refuses it. The datagrams on the wire are the same.
         self.transport.gso = not is_multicast_address(self.aggregator[0])
         self.transport.enable_gro()  # a batch of results arrives in one recvmsg
+        # contributions lost on WAN links on their way to other members' aggregators: NACKs
+        self.wan = WanRecovery(self) if wan_recovery else None
 
     @property
     def gso(self) -> bool:
@@ -260,6 +266,8 @@ class AggregatorClient:
 
     # ---- life cycle ----
     def close(self) -> None:
+        if self.wan is not None:
+            self.wan.close()
         self.transport.close()
         if self.control is not None:
             self.control.close()

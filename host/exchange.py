@@ -60,6 +60,7 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
     recv = transport.recv_batch
     silence = client.timeout
     refill = max(1, w // 4)  # results that free enough room to send before receiving more
+    wan = client.wan  # WAN-link loss recovery (host/wan_recovery.py), if enabled
 
     def flush() -> None:  # counters into the client's stats (before a failure is raised, too)
         client._ever_heard |= filt.heard
@@ -82,6 +83,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
         on a stall post the next round; returns when to look again."""
         for a in probe.poll(now):
             win.probe_answer(a, now)
+            if wan is not None:  # other members' contributions it lacks: NACK them
+                wan.missing(a, win, job=job, group=group, round_id=round_id, first=pk.first)
         if probe.unsupported:  # an aggregator without the probe registers (an older core):
             win.sack = False  # recover as without CONTROL
         lat = probe.latency  # an overdue answer: twice the latest answer's latency, a gap at least
@@ -102,7 +105,10 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
 
     try:
         while win.remaining:
+            sent = win.nxt
             win.send_new(mono())
+            if wan is not None and win.nxt > sent:  # kept for other members' NACKs
+                wan.record(job, pk, sent, win.nxt)
             progressed = 0  # results taken in this pass
 
             def receive(nbytes: int, seg: int, at: int = 0) -> None:

@@ -331,6 +331,16 @@ class SendWindow:
         return wake, None
 
     # ---- SACK: ask the aggregator what it holds (host/chunk_probe.py) ----
+    def probe_fast(self) -> None:
+        """Probe again at the stall pace (no backoff): something was found lost."""
+        self._probe_k = 0
+
+    def probe_at_least_every(self, interval: float) -> None:
+        """Cap the probes' backoff so a probe comes at least once per ``interval`` seconds (an
+        unanswered NACK must be re-sent: host/wan_recovery.py)."""
+        k = int(math.log2(max(1.0, interval / max(self.stall(), 1e-6))))
+        self._probe_k = min(self._probe_k, k)
+
     def probe_due(self, now: float, busy: bool = False) -> tuple[list[int] | None, float]:
         """On a stall — no new result, resend or probe for the probe pace (``stall``, doubled per
         round that found nothing) — the rows to ask the aggregator about: every chunk sent at

@@ -1,9 +1,11 @@
 """Start one training process per site, collect their results, stop them all on a failure.
 
-The network object stays here; each process (from the fork server, torch preloaded) gets ``network.client_kwargs(site)`` and
-the port of this process's rendezvous store (torch's TCPStore). Every process's lifetime is
-bounded: a site ends on its own (driver and gloo timeouts), and once one site has failed or
-died, the others are given ``4 x timeout + 10 s`` to stop with their own errors, then killed.
+The network object stays here; each process (from the fork server, torch preloaded) gets
+``network.client_kwargs(site)`` and the port of this process's rendezvous store (torch's
+TCPStore). Starting, death detection and the bounded wait are ``emulator/site_processes.py``'s
+(shared with the emulator's rounds). Every process's lifetime is bounded: a site ends on its own
+(driver and gloo timeouts), and once one site has failed or died, the others are given
+``4 x timeout + 10 s`` to stop with their own errors, then killed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from wanreduce.emulator.site_network import SiteNetwork
+from wanreduce.emulator.site_processes import SiteProcesses, exit_reason
 from wanreduce.errors import WanreduceError
 
 from . import require_torch
@@ -24,10 +27,6 @@ from .site_worker import RunSpec, SiteConfig, run_site
 
 class TrainingFailed(WanreduceError):
     """A site failed or died; the message names it (and what the other sites said)."""
-
-
-def _exit_reason(code: int | None) -> str:
-    return f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
 
 
 def run_sites(spec: RunSpec, network: SiteNetwork, data: Digits) -> list[dict[str, Any]]:
@@ -41,59 +40,35 @@ def run_sites(spec: RunSpec, network: SiteNetwork, data: Digits) -> list[dict[st
                      timeout=timedelta(seconds=spec.start_timeout))
     ctx = mp.get_context("forkserver")  # a clean server process with torch imported once
     ctx.set_forkserver_preload(["torch", "torch.distributed", "wanreduce.train.site_worker"])
-    q = ctx.Queue()
-    procs = [ctx.Process(target=run_site, name=f"wanreduce-site{s}", daemon=True,
-                         args=(SiteConfig(s, n, store.port, spec, data.shard(s, n),
-                                          network.client_kwargs(s)), q))
-             for s in range(n)]
-    done: dict[int, Any] = {}
-    errors: dict[int, str] = {}
-    dead: dict[int, str] = {}
-    try:
-        for p in procs:
-            p.start()
-        _wait_ready(store, procs, q, spec.start_timeout)
+    sites = SiteProcesses(ctx, n, run_site, lambda s: (
+        SiteConfig(s, n, store.port, spec, data.shard(s, n), network.client_kwargs(s)),),
+        name="wanreduce-site")
+    with sites:
+        sites.start()
+        _wait_ready(store, sites, spec.start_timeout)
         store.set("go", "1")
-        failed_at = None
-        while len(done) + len(errors) + len(dead) < n:
-            try:
-                kind, site, payload = q.get(timeout=0.2)
-                (done if kind == "done" else errors)[site] = payload
-            except queue_mod.Empty:
-                pass
-            for s, p in enumerate(procs):
-                if s not in done and s not in errors and s not in dead and p.exitcode not in (None, 0):
-                    dead[s] = _exit_reason(p.exitcode)
-            if (errors or dead) and failed_at is None:
-                failed_at = time.monotonic()
-            if failed_at is not None and time.monotonic() > failed_at + 4 * spec.timeout + 10:
-                for s in range(n):
-                    if s not in done and s not in errors and s not in dead:
-                        dead[s] = "did not stop after the failure: killed by the launcher"
-                break
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        for p in procs:
-            p.join(10)
-        q.close()
+        got = sites.collect(after_failure=4 * spec.timeout + 10,
+                            is_failure=lambda rep: rep[0] != "done")
+    errors = {s: msg for s, (kind, msg) in got.reports.items() if kind != "done"}
+    dead = {s: exit_reason(code) for s, code in got.died.items()}
+    dead |= dict.fromkeys(got.given_up, "did not stop after the failure: killed by the launcher")
     if errors or dead:
         raise TrainingFailed(_failure_message(errors, dead))
-    return [done[s] for s in range(n)]
+    return [got.reports[s][1] for s in range(n)]
 
 
-def _wait_ready(store: Any, procs: list, q: Any, limit: float) -> None:
+def _wait_ready(store: Any, sites: SiteProcesses, limit: float) -> None:
     """Until every site has connected; a site that exits first, or the limit, is an error."""
+    procs = sites.procs
     n = len(procs)
     deadline = time.monotonic() + limit
     while store.add("ready", 0) < n:
         gone = [s for s, p in enumerate(procs) if p.exitcode is not None]
         if gone:
             try:
-                _, site, why = q.get(timeout=1)
+                site, (_, why) = sites.queue.get(timeout=1)
             except queue_mod.Empty:
-                site, why = gone[0], _exit_reason(procs[gone[0]].exitcode)
+                site, why = gone[0], exit_reason(procs[gone[0]].exitcode)
             raise TrainingFailed(f"site {site} ended before training started: {why}")
         if time.monotonic() > deadline:
             raise TrainingFailed(f"only {store.add('ready', 0)} of {n} sites started within "

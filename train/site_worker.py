@@ -84,13 +84,14 @@ def _exit_with(launcher: int) -> None:
 
 
 def run_site(cfg: SiteConfig, queue: Any) -> None:
-    """Process entry point: ("done", site, payload) or ("error", site, one line) on ``queue``."""
+    """Process entry point: (site, ("done", payload)) or (site, ("error", one line)) on
+    ``queue`` (the report ``emulator/site_processes.py`` collects)."""
     threading.Thread(target=_exit_with, args=(cfg.launcher_pid,), daemon=True).start()
     try:
-        queue.put(("done", cfg.site, _train(cfg)))
+        queue.put((cfg.site, ("done", _train(cfg))))
     except BaseException as exc:  # noqa: BLE001 - reported to the launcher, then exit
         text = str(exc).strip().splitlines()
-        queue.put(("error", cfg.site, f"{type(exc).__name__}: {text[0] if text else ''}"))
+        queue.put((cfg.site, ("error", f"{type(exc).__name__}: {text[0] if text else ''}")))
 
 
 def _rendezvous(cfg: SiteConfig) -> Any:
@@ -175,6 +176,8 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
             vector_to_parameters(torch.from_numpy(x), params)
         if (k + 1) % spec.snapshot_every == 0:
             snapshots.append((k + 1, time.time() - t0, flat()))
+    if client is not None:  # open until every site is done: a lost contribution of ours
+        barrier()  # may still be asked for (WAN-link loss recovery, host/wan_recovery.py)
     stats = dataclasses.asdict(client.stats) if client is not None else {}
     for c in (client, control):
         if c is not None:

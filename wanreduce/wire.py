@@ -75,6 +75,7 @@ class MsgType(enum.IntEnum):
     RESULT = 2  # the aggregated vector of a completed chunk
     CONTROL = 3  # host -> core register operations (host-facing port only)
     CONTROL_REPLY = 4  # core -> host: the same operations with read values filled in
+    NACK = 5  # host -> the hosts of one member site: resend these contributions (never aggregated)
 
 
 class Flags(enum.IntFlag):
@@ -251,6 +252,64 @@ def reply_values(payload: np.ndarray | bytes) -> list[int]:
     words = np.frombuffer(bytes(payload), dtype="<u4") if isinstance(payload, bytes | bytearray) \
         else np.asarray(payload).view(np.uint32)
     return [int(v) for v in words[1::CONTROL_OP_WORDS]]
+
+# --------------------------------------------------------------------------------------------
+# NACK (WAN-link loss recovery, docs/protocol.md "NACK"): a host whose aggregator lacks another
+# member's contribution asks that member's hosts to resend it. The network carries it (the
+# emulator's forwarder, a site router); the core never aggregates it (its parser drops every
+# msg_type but CONTRIBUTION and CONTROL: Drop.AGG_HEADER, counted). Header: group_id, job_id,
+# round_id (the requester's call), chunk = the first chunk named, sender_id = the requester,
+# session; scale_exp 0. Payload (element_count little-endian uint32 words): word 0 = the member
+# whose contributions are missing, then the chunk numbers. A NACK naming no chunk (one word, its
+# own sender id) is a hello: it tells the network where that host listens for NACKs.
+# --------------------------------------------------------------------------------------------
+
+NACK_MAX_CHUNKS = 128  # chunks named by one NACK datagram (546 bytes)
+
+
+@dataclass(frozen=True)
+class Nack:
+    """A parsed NACK: ``target``'s contributions to ``chunks`` of job/group are wanted."""
+
+    target: int
+    chunks: tuple[int, ...]
+    job: int
+    group: int
+    round_id: int
+    requester: int
+    session: int
+
+
+def nack_datagram(nack: Nack) -> bytes:
+    """The NACK datagram (header + words) for ``nack`` (at most NACK_MAX_CHUNKS chunks)."""
+    if len(nack.chunks) > NACK_MAX_CHUNKS:
+        raise ValueError(f"chunks: at most {NACK_MAX_CHUNKS} per NACK, got {len(nack.chunks)}")
+    if not 0 <= nack.target < MAX_SENDERS:
+        raise ValueError(f"target: must be 0..{MAX_SENDERS - 1}, got {nack.target}")
+    words = np.array([nack.target, *nack.chunks], dtype="<u4")
+    hdr = AggHeader(MsgType.NACK, job_id=nack.job, round_id=nack.round_id,
+                    chunk=nack.chunks[0] if nack.chunks else 0, sender_id=nack.requester,
+                    group_id=nack.group, element_count=len(words), session=nack.session)
+    return hdr.pack() + words.tobytes()
+
+
+def parse_nack(data: bytes | memoryview) -> Nack | None:
+    """The NACK in ``data``, or None when it is not a well-formed one (magic, version, type,
+    length = header + element_count words, a target below MAX_SENDERS)."""
+    data = bytes(data)
+    if len(data) < AGG_HEADER_BYTES + 4:
+        return None
+    h = AggHeader.unpack(data)
+    if (h.magic != MAGIC or h.version != VERSION or h.msg_type != MsgType.NACK
+            or not 1 <= h.element_count <= NACK_MAX_CHUNKS + 1
+            or len(data) != AGG_HEADER_BYTES + 4 * h.element_count):
+        return None
+    words = np.frombuffer(data, dtype="<u4", offset=AGG_HEADER_BYTES)
+    if words[0] >= MAX_SENDERS:
+        return None
+    return Nack(int(words[0]), tuple(int(c) for c in words[1:]), h.job_id, h.group_id,
+                h.round_id, h.sender_id, h.session)
+
 
 # --------------------------------------------------------------------------------------------
 # Helpers: IPv4 checksum, address conversion, (un)packing

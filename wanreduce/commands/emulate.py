@@ -38,7 +38,7 @@ TIME_SCALE = click.option("--time-scale", type=click.FloatRange(1e-9, 1e3), defa
 @RATE_SCALE
 @TIME_SCALE
 @click.option("--loss", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
-              help="Random loss per WAN link copy (seeded; see docs/emulator.md: not recovered).")
+              help="Random loss per WAN link copy (seeded; recovered by NACKs, docs/emulator.md).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of tensors and loss.")
 @click.option("--queue", "queue", default="64MiB", show_default=True,
               callback=_size("bytes"), help="FIFO bound of every link and port.")
@@ -129,6 +129,12 @@ def _summary(topo, res, pred, stats: dict[str, Any], rounds: int) -> dict[str, A
     click.echo(f"forwarder: {stats['counters']['copies_delivered']} copies delivered, "
                f"{drops} dropped (queue full), {lost} lost (random); delivery late by "
                f"{stats['late_mean'] * 1e3:.2f} ms mean, {stats['late_max'] * 1e3:.1f} ms max")
+    nacks = {k: sum(r.stats.get(k, 0) for r in res.reports)
+             for k in ("nacks_sent", "nacked_chunks", "nack_resends", "nack_ignored")}
+    if lost or nacks["nacks_sent"]:
+        click.echo(f"WAN-link loss recovery: {nacks['nacks_sent']} NACKs sent for "
+                   f"{nacks['nacked_chunks']} missing contributions, {nacks['nack_resends']} "
+                   f"contributions resent, {nacks['nack_ignored']} NACK datagrams ignored")
     out.update(link_bytes={k: row["bytes"] for k, row in links.items()}, dropped=drops, lost=lost,
                late_mean=stats["late_mean"], late_max=stats["late_max"],
                forwarder=stats["counters"], site_stats=[r.stats for r in res.reports])

@@ -1,0 +1,256 @@
+"""WAN-link loss recovery: a receiver-driven NACK between the hosts of a group's member sites.
+
+The driver's own recovery (probes and resends, docs/host.md "Loss recovery") covers the path
+between a host and its own site's aggregator. A copy of a contribution lost on the WAN on its
+way to *another* member's aggregator is not covered: the sender's own aggregator completes the
+chunk, so the sender is done and never resends. Here, as in reliable multicast (receiver-driven
+NACKs), the receiver asks:
+
+* **Requester** (``missing``, called with each probe answer of a stalled exchange): for a chunk
+  our aggregator holds our contribution to but not yet released, a member whose bit its
+  contributor bitmap lacks is missing once a later chunk of that member's has arrived (members
+  send in order over FIFO paths: a sequence gap) or, for the chunk holding up every release,
+  once no result came for an RTO (a lost last chunk, which no later one exposes); each such
+  member is sent a NACK naming the chunks (``wire.nack_datagram``, to the aggregator address:
+  the network carries it to that member's site). The chunk is left to be probed again
+  (``SendWindow.held`` cleared, the probe pace reset), and re-NACKed at most once per
+  ``interval`` (two smoothed round trips, at most an eighth of the timeout: a NACK or its resend
+  may be lost too, and several tries must fit in the timeout) while it stays incomplete.
+* **Responder** (a thread): every contribution this client sends is copied into a log of the
+  job's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
+  chunks ahead of a chunk another aggregator still lacks, docs/protocol.md "NACK"), kept at most
+  ``linger`` s (10 x the driver's timeout: a call may last many timeouts as long as it
+  progresses). A NACK naming us is answered by re-sending the logged datagrams (RETRANSMIT flag)
+  to the aggregator address, i.e. multicast to the group again: aggregators that hold it count a
+  duplicate (or resend a result the hosts ignore), the one missing it completes the chunk.
+
+Forged or stray NACKs (another source than the aggregator address, malformed, another target or
+session, chunks not in the log or of another group, a chunk resent less than ``dedupe`` ago:
+one multicast resend serves every member that lacked it) are counted and ignored: a NACK can only make us resend what we really sent, at a bounded rate.
+"""
+
+from __future__ import annotations
+
+import math
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from wanreduce import regs, wire
+
+from .control import ControlTimeout
+
+if TYPE_CHECKING:
+    from .chunk_probe import ProbeAnswer
+    from .chunk_ring import ChunkRing, WholeBuffer
+    from .driver import AggregatorClient
+    from .send_window import SendWindow
+
+_FLAGS = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
+_GROUP = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "group_id")
+_RETRANSMIT = int(wire.Flags.RETRANSMIT)
+_U32 = 0xFFFFFFFF
+
+
+@dataclass
+class NackStats:
+    """Counters of one client's WAN recovery (cumulative)."""
+
+    nacks_sent: int = 0  # NACK datagrams sent (requester)
+    nacked_chunks: int = 0  # (chunk, member) pairs asked for
+    nacked_by_gap: int = 0  # of which: a later chunk of the member's had arrived
+    nacks_received: int = 0  # well-formed NACKs naming us (responder)
+    nack_resends: int = 0  # contributions re-sent for them
+    nack_unknown: int = 0  # chunks named that are not in the log (too old, never sent, forged)
+    nack_repeats: int = 0  # chunks named again within ``dedupe`` of their resend (not resent)
+    nack_ignored: int = 0  # NACK datagrams ignored: foreign source, malformed, not for us
+
+
+class _Log:
+    """The last ``cap`` contribution datagrams of one job, by chunk number."""
+
+    def __init__(self, cap: int, width: int) -> None:
+        self.buf = np.zeros((cap, width), np.uint8)
+        self.chunk = np.full(cap, -1, np.int64)
+        self.size = np.zeros(cap, np.int32)
+        self.sent = np.zeros(cap)
+        self.resent = np.full(cap, -math.inf)
+
+
+class WanRecovery:
+    """NACK requester and responder of one :class:`AggregatorClient` (module docstring)."""
+
+    def __init__(self, client: AggregatorClient, *, linger: float | None = None) -> None:
+        self.client = client
+        # a contribution may be asked for as long as a call lasts, and a call only has to make
+        # progress once per timeout: the time bound is loose, the ring of W chunks the real one
+        self.linger = 10 * client.timeout if linger is None else linger
+        self.stats = NackStats()
+        self._logs: dict[int, _Log] = {}
+        self._members: dict[int, int] = {}
+        self._nacked: dict[tuple[int, int, int], float] = {}  # (job, chunk, member) -> when
+        self._exchange: tuple[int, int] | None = None  # (job, first chunk) of the rows below
+        self._latest: dict[int, int] = {}  # member -> highest row held (this exchange)
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        host = client.aggregator[0] if client.aggregator[0] in ("127.0.0.1", "localhost") else ""
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((host, 0))
+        self.sock.settimeout(0)
+        hello = wire.Nack(client.sender_id, (), 0, 0, 0, client.sender_id, client.session)
+        self.sock.sendto(wire.nack_datagram(hello), client.aggregator)  # where we listen
+        self._thread = threading.Thread(target=self._serve, name="wan-recovery", daemon=True)
+        self._thread.start()
+
+    def interval(self) -> float:
+        """Least time between two NACKs of one chunk: two round trips, at most timeout / 8."""
+        c = self.client
+        rtt = c.timer.srtt if c.timer.srtt is not None else c.timer.rto
+        return max(c.min_rto, min(2 * rtt, c.timeout / 8))
+
+    def dedupe(self) -> float:
+        """Least time between two resends of one chunk: NACKs of several members for one loss
+        come within the spread of their delays; a later one is a new request."""
+        return max(self.client.min_rto, self.interval() / 2)
+
+    # ---- responder: the log of what we sent ----
+    def record(self, job: int, pk: ChunkRing | WholeBuffer, lo: int, hi: int) -> None:
+        """Chunks ``lo .. hi - 1`` of ``pk`` were just sent for the first time: log them."""
+        src = pk.buf
+        self._group_members(pk.group)  # read now, before any probe of the exchange is posted
+        with self._lock:
+            log = self._logs.get(job)
+            if log is None or log.buf.shape[1] != src.shape[1]:
+                log = self._logs[job] = _Log(self.client.job_window(job), src.shape[1])
+            idx = np.arange(lo, hi)
+            chunks = (pk.first + idx) & _U32
+            slot = chunks % len(log.chunk)
+            log.buf[slot] = src[idx % len(src)]
+            log.chunk[slot] = chunks
+            log.size[slot] = wire.AGG_HEADER_BYTES + 4 * np.asarray(pk.counts)[idx]
+            log.sent[slot] = time.monotonic()
+            log.resent[slot] = -math.inf
+
+    def _serve(self) -> None:
+        """Answer NACKs until closed."""
+        while not self._closed.is_set():
+            try:
+                ready, _, _ = select.select([self.sock], [], [], 0.2)
+            except (OSError, ValueError):
+                return
+            if not ready:
+                continue
+            try:
+                data, src = self.sock.recvfrom(65536)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                if self._closed.is_set():
+                    return
+                continue
+            self.answer(data, src)
+
+    def answer(self, data: bytes, src: tuple[str, int]) -> int:
+        """Handle one datagram from ``src``; returns how many contributions it made us resend."""
+        c, st = self.client, self.stats
+        nack = wire.parse_nack(data) if src == c.result_source else None
+        if nack is None or nack.target != c.sender_id or nack.session != c.session:
+            st.nack_ignored += 1
+            return 0
+        st.nacks_received += 1
+        now, gap = time.monotonic(), self.dedupe()
+        out = []
+        with self._lock:
+            log = self._logs.get(nack.job)
+            for ch in nack.chunks:
+                k = ch % len(log.chunk) if log is not None else 0
+                if (log is None or log.chunk[k] != ch or now - log.sent[k] > self.linger
+                        or log.buf[k, _GROUP] != nack.group):
+                    st.nack_unknown += 1
+                elif now - log.resent[k] < gap:
+                    st.nack_repeats += 1
+                else:
+                    log.resent[k] = now
+                    row = bytearray(log.buf[k, : log.size[k]].tobytes())
+                    row[_FLAGS] |= _RETRANSMIT
+                    out.append(bytes(row))
+        for d in out:
+            c.transport.send_to(d, c.aggregator)
+        st.nack_resends += len(out)
+        return len(out)
+
+    # ---- requester ----
+    def missing(self, a: ProbeAnswer, win: SendWindow, *, job: int, group: int, round_id: int,
+                first: int) -> None:
+        """Our aggregator's answer ``a`` about rows of an exchange (chunk = first + row): NACK the
+        members whose contributions it lacks where it holds ours (module docstring). A member's
+        copy of a chunk is taken as lost when a later chunk of its own has arrived (a member
+        sends in order and a path is FIFO: a sequence gap), or, for the chunk holding up every
+        release (the head), when no result came for an RTO (the tail: nothing later shows the
+        gap; a member merely slow or queued behind a busy link would not stall us that long)."""
+        c = self.client
+        bit = 1 << c.sender_id
+        members = self._group_members(group)
+        if not members:
+            return
+        if self._exchange != (job, first):  # a new exchange: forget the previous one's rows
+            self._exchange, self._latest = (job, first), {}
+        now, gap = time.monotonic(), self.interval()
+        latest = self._latest  # member -> the highest row of it the aggregator was seen to hold
+        for i, bm in zip(a.rows, a.bitmaps, strict=True):
+            for m in range(wire.MAX_SENDERS):
+                if bm >> m & 1 and latest.get(m, -1) < i:
+                    latest[m] = i
+        ask: dict[int, list[int]] = {}
+        waiting = False  # some member's contribution is still lacking here
+        stalled = now - win.last_progress >= win.rto()  # no result for an RTO
+        for i, bm in zip(a.rows, a.bitmaps, strict=True):
+            if win.done[i] or i < a.head or not bm & bit:
+                continue
+            lacking = members & ~bm
+            if not lacking:
+                continue
+            win.held[i] = 0  # probe it again: the next answer says whether the resend came
+            waiting = True
+            chunk = (first + i) & _U32
+            for m in range(wire.MAX_SENDERS):
+                if not lacking >> m & 1:
+                    continue
+                lost = latest.get(m, -1) > i or (stalled and i == a.head)
+                if lost and now - self._nacked.get((job, chunk, m), -math.inf) >= gap:
+                    self._nacked[(job, chunk, m)] = now
+                    self.stats.nacked_by_gap += latest.get(m, -1) > i
+                    ask.setdefault(m, []).append(chunk)
+        if ask:  # found something lost: probe again at the fast pace (as SendWindow does
+            win.probe_fast()  # when an answer shows a contribution of ours lost)
+        elif waiting:  # a NACK may go unanswered (lost, or its resend): probe at least once per
+            # interval, so a re-NACK is never held back by the probes' backoff (up to the RTO)
+            win.probe_at_least_every(gap)
+        for m, chunks in ask.items():
+            for k in range(0, len(chunks), wire.NACK_MAX_CHUNKS):
+                part = tuple(chunks[k : k + wire.NACK_MAX_CHUNKS])
+                self.sock.sendto(wire.nack_datagram(wire.Nack(
+                    m, part, job, group, round_id, c.sender_id, c.session)), c.aggregator)
+                self.stats.nacks_sent += 1
+            self.stats.nacked_chunks += len(chunks)
+        if len(self._nacked) > 4096:  # forget what is older than the linger
+            self._nacked = {k: t for k, t in self._nacked.items() if now - t <= self.linger}
+
+    def _group_members(self, group: int) -> int:
+        """The group's member bitmap (read once over CONTROL; 0 if it cannot be read)."""
+        if group not in self._members:
+            try:
+                self._members[group] = self.client.control.read(regs.group(group))
+            except (ControlTimeout, AttributeError):
+                return 0
+        return self._members[group]
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(2)
+        self.sock.close()
