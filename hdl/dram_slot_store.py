@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
 from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
 from .burst_coalescer import BurstCoalescer

@@ -196,7 +196,7 @@ def _random_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
     rng, lanes = b.rng, b.width // 32
     big = [0x7FFFFFF0, -0x7FFFFFF0, 0x40000000, -0x40000000]
     hot = [rng.randrange(b.rows) for _ in range(6)]
-    hot.append((PAGE // b.row_bytes) - 3)  # a run across a 4 KiB page boundary
+    hot.append((PAGE // b.row_bytes - 3) % b.rows)  # a run across a 4 KiB page boundary
     cmds, row, run = [], 0, 0
     for _ in range(n):
         if run == 0:  # a new run of consecutive rows, from one of a few hot rows: runs overlap

@@ -152,7 +152,7 @@ def test_stream_delay_holds_each_beat_latency_cycles() -> None:
 
 
 def _harness(width: int, **store: int):
-    params = {"data_width": width, "slots": 16, "row_bits": 4, "outstanding": 64, "burst_beats": 16,
+    params = {"data_width": width, "slots": 16, "row_bits": 6, "outstanding": 64, "burst_beats": 16,
               "base_address": 0x3000, **store}
     top = f"dram_store_w{width}"
     return params, generate_verilog(DramSlotStoreHarness, name=top, params=params), top
