@@ -3,8 +3,10 @@ bandwidth (docs/benchmarks.md, "DRAM slot store").
 
 The store (``hdl/dram_slot_store.py``) in ``DramSlotStoreHarness`` (delay lines of ``latency``
 cycles on the AXI R and B channels) on cocotbext-axi's ``AxiRam``, Verilator, driven by
-``sim/tb_slot_store.py::throughput``: the reducer's traffic (chunks of 32 consecutive rows, three
-contributions each: a WRITE then two ADDs), ``cmd`` always valid, ``rsp`` always ready.
+``sim/tb_slot_store.py::throughput``: the reducer's traffic (messages of 32 consecutive rows,
+three contributions per chunk: a WRITE then two ADDs), ``cmd`` always valid, ``rsp`` always
+ready. ``--pattern spread`` (default): a chunk's contributions a whole region apart, so every
+ADD reads DRAM (the worst case); ``back-to-back``: they follow each other and ADDs forward.
 Bandwidth: the RAM's R and W channels move on that fraction of cycles (a fixed pattern); an ADD
 needs one read and one write beat, a WRITE one write beat. Figure: steady-state commands per
 cycle (the middle half of the responses), median over ``--seeds``.
@@ -12,6 +14,7 @@ cycle (the middle half of the responses), median over ``--seeds``.
     .venv/bin/python bench/bench_dram_store.py                       # latency and bandwidth sweeps
     .venv/bin/python bench/bench_dram_store.py --outstanding 64,256 --latency 20,200
     .venv/bin/python bench/bench_dram_store.py --synth                # + yosys/nextpnr on the ECP5
+    .venv/bin/python bench/bench_dram_store.py --synth --no-sweep --outstanding 64,256
 """
 
 from __future__ import annotations
@@ -39,28 +42,28 @@ def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x]
 
 
-def rate(params: dict, latency: int, bandwidth: float, seed: int, commands: int) -> dict:
+def rate(params: dict, traffic: dict, latency: int, bandwidth: float, seed: int, commands: int) -> dict:
     top = f"dram_store_bench_w{params['data_width']}_n{params['outstanding']}"
     path = generate_verilog(DramSlotStoreHarness, name=top, params=params)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
         run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_slot_store",
                    testcase="throughput", timeout_s=None,
-                   params={**params, "latency": latency, "bandwidth": bandwidth, "seed": seed,
+                   params={**params, **traffic, "latency": latency, "bandwidth": bandwidth, "seed": seed,
                            "commands": commands, "out": str(out)})
         return json.loads(out.read_text())
 
 
-def sweep(params: dict, points: list[tuple[int, float]], seeds: int, commands: int) -> None:
+def sweep(params: dict, traffic: dict, points: list[tuple[int, float]], seeds: int, commands: int) -> None:
     print(f"\n## W {params['data_width']}, outstanding {params['outstanding']}, "
-          f"burst_beats {params['burst_beats']}")
-    print("| latency (cycles) | bandwidth | commands/cycle (median) | per seed | mean write burst |")
-    print("|---|---|---|---|---|")
+          f"burst_beats {params['burst_beats']}, traffic {traffic}")
+    print("| latency (cycles) | bandwidth | commands/cycle (median) | per seed | ADD share | mean write burst |")
+    print("|---|---|---|---|---|---|")
     for latency, bw in points:
-        rs = [rate(params, latency, bw, s, commands) for s in range(1, seeds + 1)]
+        rs = [rate(params, traffic, latency, bw, s, commands) for s in range(1, seeds + 1)]
         rates = [r["rate"] for r in rs]
         print(f"| {latency} | {bw:g} | {statistics.median(rates):.3f} | "
-              f"{', '.join(f'{x:.3f}' for x in rates)} | {rs[0]['mean_write_burst']:.1f} |", flush=True)
+              f"{', '.join(f'{x:.3f}' for x in rates)} | {rs[0]['adds']:.2f} | {rs[0]['mean_write_burst']:.1f} |", flush=True)
 
 
 def main() -> None:
@@ -72,17 +75,21 @@ def main() -> None:
     ap.add_argument("--bandwidth", type=_floats, default=[1.0, 0.75, 0.5, 0.25],
                     help="R/W channel duty cycles, swept at --bandwidth-latency")
     ap.add_argument("--bandwidth-latency", type=int, default=50)
+    ap.add_argument("--pattern", choices=["spread", "back-to-back"], default="spread")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--commands", type=int, default=3000)
+    ap.add_argument("--commands", type=int, default=8000)
     ap.add_argument("--synth", action="store_true", help="also place and route on the ECP5-45F")
+    ap.add_argument("--no-sweep", action="store_true", help="no simulation (with --synth: only that)")
     args = ap.parse_args()
     for w in args.width:
         for n in args.outstanding:
             params = {"data_width": w, "slots": 64, "row_bits": 5, "outstanding": n,
                       "burst_beats": args.burst_beats, "delay_depth": 1024}
+            traffic = {"spread": args.pattern == "spread"}
             points = [(lat, 1.0) for lat in args.latency]
             points += [(args.bandwidth_latency, bw) for bw in args.bandwidth if bw != 1.0]
-            sweep(params, points, args.seeds, args.commands)
+            if not args.no_sweep:
+                sweep(params, traffic, points, args.seeds, args.commands)
             if args.synth:
                 store = {k: v for k, v in params.items() if k not in ("data_width", "delay_depth")}
                 r = run_module(f"dram_slot_store_w{w}_n{n}", DramSlotStore(w, **store),

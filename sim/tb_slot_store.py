@@ -16,11 +16,11 @@ Tests:
   response must equal the reference's, in order; ``mem_error`` must stay 0.
 - ``throughput``: messages of ``message_beats`` consecutive rows, the first contribution of a
   chunk WRITE then ADDs, ``cmd`` always valid and ``rsp`` always ready, fixed ``latency``,
-  ``bandwidth`` (fraction of cycles R and W may move: a fixed pause pattern). Writes beats per
+  ``bandwidth`` (share of cycles R and W may move: random pauses). Writes beats per
   cycle (steady state: the middle half of the responses) to ``params["out"]`` if given and
   checks it is at least ``min_rate``.
 Parameters (tb_params): data_width, slots, row_bits, burst_beats, base_address, seed, commands,
-p_cmd, p_rsp, p_axi, latency_range / latency, bandwidth, message_beats, contributors, out.
+p_cmd, p_rsp, p_axi, latency_range / latency, bandwidth, message_beats, contributors, spread, out.
 """
 
 from __future__ import annotations
@@ -59,18 +59,6 @@ def _pauses(rng: random.Random, busy: float):
     """Endless random pause pattern: True (pause) with probability ``busy``, in bursts of 1..8."""
     while True:
         yield from itertools.repeat(rng.random() < busy, rng.randint(1, 8))
-
-
-def _throttle(bandwidth: float):
-    """Fixed pattern letting ``bandwidth`` of the cycles through (no pause at 1.0)."""
-    acc = 0.0
-    while True:
-        acc += bandwidth
-        if acc >= 1.0:
-            acc -= 1.0
-            yield False
-        else:
-            yield True
 
 
 class Bench:
@@ -123,9 +111,10 @@ class Bench:
             ch.set_pause_generator(_pauses(random.Random(self.rng.random()), busy))
 
     def throttle_data(self, bandwidth: float) -> None:
+        """R and W move on a random ``bandwidth`` share of the cycles (pauses in runs of 1..8)."""
         if bandwidth < 1.0:
-            self.ram.write_if.w_channel.set_pause_generator(_throttle(bandwidth))
-            self.ram.read_if.r_channel.set_pause_generator(_throttle(bandwidth))
+            self.ram.write_if.w_channel.set_pause_generator(_pauses(random.Random(self.rng.random()), 1 - bandwidth))
+            self.ram.read_if.r_channel.set_pause_generator(_pauses(random.Random(self.rng.random()), 1 - bandwidth))
 
     async def _watch_bursts(self) -> None:
         dut = self.dut
@@ -212,18 +201,22 @@ def _random_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
 
 
 def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
-    """The reducer's pattern: chunks of ``message_beats`` rows; per chunk ``contributors``
-    messages, the first WRITE, the others ADD; chunks on consecutive slots (rows wrap)."""
+    """The reducer's pattern: messages of ``message_beats`` consecutive rows (one chunk each),
+    ``contributors`` per chunk, the first WRITE and the others ADD. ``spread`` (default): the
+    messages go round-robin over all the chunks the rows hold, so two messages to one chunk are
+    a whole region apart and every ADD reads DRAM (contributions spread over a WAN delay: the
+    worst case); otherwise a chunk's contributions are back to back and ADDs forward."""
     beats, contributors = b.p.get("message_beats", 32), b.p.get("contributors", 3)
+    chunks = b.rows // beats
     lanes, all_lanes = b.width // 32, (1 << (b.width // 32)) - 1
-    cmds, chunk = [], 0
+    cmds, m = [], 0
     while len(cmds) < n:
-        first = (chunk * beats) % b.rows
-        for c in range(contributors):
-            for k in range(beats):
-                data = sum((b.rng.randrange(-2**16, 2**16) & 0xFFFFFFFF) << (32 * j) for j in range(lanes))
-                cmds.append((int(Op.WRITE if c == 0 else Op.ADD), (first + k) % b.rows, data, all_lanes))
-        chunk += 1
+        chunk, nth = (m % chunks, m // chunks % contributors) if b.p.get("spread", True) \
+            else (m // contributors % chunks, m % contributors)
+        for k in range(beats):
+            data = sum((b.rng.randrange(-2**16, 2**16) & 0xFFFFFFFF) << (32 * j) for j in range(lanes))
+            cmds.append((int(Op.WRITE if nth == 0 else Op.ADD), chunk * beats + k, data, all_lanes))
+        m += 1
     return cmds[:n]
 
 
@@ -266,7 +259,7 @@ async def throughput(dut):
     rate = (len(stamps) - 2 * q - 1) / (stamps[-q - 1] - stamps[q])
     reads = sum(beats for ch, _, beats in b.bursts if ch == "ar")
     writes = [beats for ch, _, beats in b.bursts if ch == "aw"]
-    result = {"rate": rate, "cycles": stamps[-1], "commands": len(cmds), "read_beats": reads,
+    result = {"rate": rate, "adds": sum(op == Op.ADD for op, *_ in cmds[q:-q]) / (len(cmds) - 2 * q), "cycles": stamps[-1], "commands": len(cmds), "read_beats": reads,
               "write_beats": sum(writes), "mean_write_burst": sum(writes) / max(1, len(writes))}
     if p.get("out"):
         with open(p["out"], "w") as f:
