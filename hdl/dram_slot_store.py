@@ -86,7 +86,7 @@ class DramSlotStore(wiring.Component):
         axi = axi4_port(self, AXI_PREFIX)
         page_beats = AXI4_PAGE // (w // 8)
         entry_layout = data.StructLayout({
-            "op": 2, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
+            "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
             "fwd": 1, "src": ib, "mem": 1})
 
         # ---- accept -------------------------------------------------------------------------
@@ -115,7 +115,7 @@ class DramSlotStore(wiring.Component):
 
         m.submodules.cmds = cmds = fifo.SyncFIFOBuffered(width=entry_layout.size, depth=n)
         entry = Signal(entry_layout)
-        m.d.comb += [entry.op.eq(c.op), entry.data.eq(c.data), entry.lanes.eq(c.lanes),
+        m.d.comb += [entry.op.eq(c.op), entry.row.eq(c.row), entry.data.eq(c.data), entry.lanes.eq(c.lanes),
                      entry.tag.eq(c.tag), entry.fwd.eq(hit & (c.op != Op.WRITE)),
                      entry.src.eq(hit_idx), entry.mem.eq(needs_read),
                      cmds.w_data.eq(entry), cmds.w_en.eq(accept)]
@@ -181,12 +181,10 @@ class DramSlotStore(wiring.Component):
 
         # ---- memory writes ------------------------------------------------------------------
         c1_writes = c1_valid & (c1.op != Op.READ)
-        c1_row = Signal(ab)
-        m.d.comb += c1_row.eq(Cat(*rows).word_select(done[:ib], ab))
         m.submodules.aw_bursts = aw_bursts = BurstCoalescer(
             ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
         m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
-        m.d.comb += [aw_bursts.row.eq(c1_row), aw_bursts.push.eq(c1_writes),
+        m.d.comb += [aw_bursts.row.eq(c1.row), aw_bursts.push.eq(c1_writes),
                      wdata.w_data.eq(new), wdata.w_en.eq(c1_writes)]
 
         m.submodules.wlen = wlen = fifo.SyncFIFOBuffered(width=8, depth=n)  # bursts AW sent, W not
