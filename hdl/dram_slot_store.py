@@ -102,11 +102,12 @@ class DramSlotStore(wiring.Component):
 
         match = Signal(n)
         m.d.comb += match.eq(Cat(*(live[k] & (rows[k] == c.row) for k in range(n))))
-        hit_idx = Signal(ib)
-        idx = 0
-        for k in range(1, n):
-            idx = idx | Mux(match[k], k, 0)
-        m.d.comb += hit_idx.eq(idx)
+        hit_idx = Signal(ib)  # match is one-hot or zero: OR the indices, as a balanced tree
+        terms = [Mux(match[k], k, 0) for k in range(1, n)]
+        while len(terms) > 1:
+            terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        m.d.comb += hit_idx.eq(terms[0])
         hit = match.any()
 
         accept = Signal()
