@@ -16,17 +16,22 @@ cycle (the middle half of the responses), median over ``--seeds`` where the band
     .venv/bin/python bench/bench_dram_store.py --outstanding 64,256 --latency 20,200
     .venv/bin/python bench/bench_dram_store.py --synth                # + yosys/nextpnr on the ECP5
     .venv/bin/python bench/bench_dram_store.py --synth --no-sweep --outstanding 64,256
+    .venv/bin/python bench/bench_dram_store.py --synth --no-sweep --no-pnr --outstanding 64,256,512
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+from amaranth.back import verilog
+
+from wanreduce.commands.report import synth_ecp5
 from wanreduce.hdl.dram_slot_store import DramSlotStore
 from wanreduce.hdl.dram_slot_store_harness import DramSlotStoreHarness
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
@@ -68,6 +73,16 @@ def sweep(params: dict, traffic: dict, points: list[tuple[int, float]], seeds: i
               f"{', '.join(f'{x:.3f}' for x in rates)} | {rs[0]['adds']:.2f} | {rs[0]['mean_write_burst']:.1f} |", flush=True)
 
 
+def synth_cells(dut, out: Path) -> str:
+    """yosys ``synth_ecp5`` of the bare module; LUT4, flip-flops, block and LUT RAM from its stat."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "store.v").write_text(verilog.convert(dut, name="store", emit_src=False))
+    synth_ecp5(out / "store.v", "store", "store.json")
+    stat = (out / "yosys_stat.txt").read_text()
+    cells = {name: int(v) for v, name in re.findall(r"^\s+(\d+)\s+(\S+)\s*$", stat, re.M)}
+    return ", ".join(f"{k} {cells.get(k, 0)}" for k in ("LUT4", "TRELLIS_FF", "DP16KD", "TRELLIS_DPR16X4", "CCU2C"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--width", type=_ints, default=[64])
@@ -82,6 +97,7 @@ def main() -> None:
     ap.add_argument("--commands", type=int, default=6144)
     ap.add_argument("--synth", action="store_true", help="also place and route on the ECP5-45F")
     ap.add_argument("--no-sweep", action="store_true", help="no simulation (with --synth: only that)")
+    ap.add_argument("--no-pnr", action="store_true", help="with --synth: yosys only (cells, no Fmax)")
     args = ap.parse_args()
     for w in args.width:
         for n in args.outstanding:
@@ -94,6 +110,11 @@ def main() -> None:
                 sweep(params, traffic, points, args.seeds, args.commands)
             if args.synth:
                 store = {k: v for k, v in params.items() if k not in ("data_width", "delay_depth")}
+                if args.no_pnr:
+                    print(f"\nECP5 synthesis (yosys synth_ecp5, bare module): "
+                          f"{synth_cells(DramSlotStore(w, **store), Path('build/bench_dram_store') / f'w{w}_n{n}_synth')}",
+                          flush=True)
+                    continue
                 r = run_module(f"dram_slot_store_w{w}_n{n}", DramSlotStore(w, **store),
                                Path("build/bench_dram_store") / f"w{w}_n{n}", wrap=True,
                                freq=125.0, seed=1, board="versa-ecp5")
