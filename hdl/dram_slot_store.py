@@ -13,10 +13,12 @@ Pipeline (one command per cycle):
   **forwards**: it reads nothing from memory and takes the live entry's result (the row value
   after that command) when it completes. On a miss ADD/READ queue a memory read; WRITE never
   reads. Rows to read go through a :class:`BurstCoalescer` to AR.
-- **Complete** (in command order, two stages): C0 takes the oldest command once its data is
-  there (read data FIFO, or forwarded), reading the forwarded entry's result; C1 computes the new
-  row (``SaturatingAdder``: WRITE data, ADD saturating sum, READ the row), stores it in the
-  entry's result buffer, queues the response and, for WRITE/ADD, the write (a second
+- **Complete** (in command order, three stages): C0 takes the oldest command once its data is
+  there (read data FIFO, or forwarded), reading the forwarded entry's result; C1 registers the
+  row before the command (read data, or the forwarded result: from the result buffer, or
+  bypassed from C2 for the command right before); C2 computes the new row
+  (``SaturatingAdder``: WRITE data, ADD saturating sum, READ the row), stores it in the entry's
+  result buffer, queues the response and, for WRITE/ADD, the write (a second
   :class:`BurstCoalescer` to AW; the data to W).
 - **Free** (in order): an entry leaves the table when completed and, if it wrote, once its burst's
   B has arrived; so a row is read from memory only when every write to it has been acknowledged.
@@ -45,7 +47,7 @@ from .slot_store_signature import TAG_BITS, Op, cmd_layout, row_address_bits, sl
 __all__ = ["AXI_PREFIX", "DramSlotStore"]
 
 AXI_PREFIX = "m_axi_mem"
-RSP_DEPTH = 4  # response FIFO: C0 fires only with room for what C1 will push
+RSP_DEPTH = 6  # response FIFO: C0 fires only with room for what C1 and C2 will push
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 
 
@@ -144,10 +146,10 @@ class DramSlotStore(wiring.Component):
         res_r = results.read_port(transparent_for=(res_w,))
         m.submodules.rsp_out = rsp_out = fifo.SyncFIFOBuffered(
             width=len(self.rsp.payload.as_value()), depth=RSP_DEPTH)
-        c1_valid = Signal()
+        c1_valid, c2_valid = Signal(), Signal()
         fire = Signal()
         m.d.comb += [
-            fire.eq(cmds.r_rdy & (~head.mem | rdata.r_rdy) & (rsp_out.level + c1_valid < RSP_DEPTH)),
+            fire.eq(cmds.r_rdy & (~head.mem | rdata.r_rdy) & (rsp_out.level + c1_valid + c2_valid < RSP_DEPTH)),
             cmds.r_en.eq(fire), rdata.r_en.eq(fire & head.mem), res_r.addr.eq(head.src),
         ]
         c1 = Signal(entry_layout)
@@ -156,37 +158,46 @@ class DramSlotStore(wiring.Component):
         with m.If(fire):
             m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data)]
 
-        # ---- complete, stage C1 -------------------------------------------------------------
-        m.submodules.adder = adder = SaturatingAdder(w)
-        base = Mux(c1.fwd, res_r.data, c1_rdata)
+        # ---- complete, stage C1: the row before this command ----------------------------------
+        # The result buffer's output goes straight into a register (no adder behind a block-RAM
+        # output). Its read saw every result written up to the cycle C0 fired; the one C2 writes
+        # now (the command right before) is bypassed.
+        c2 = Signal(entry_layout)
+        c2_base = Signal(w)
         new = Signal(w)
-        m.d.comb += [adder.a.eq(base), adder.b.eq(c1.data)]
-        with m.Switch(c1.op):
+        from_c2 = c2_valid & (c1.src == done[:ib])
+        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1),
+                     c2_base.eq(Mux(c1.fwd, Mux(from_c2, new, res_r.data), c1_rdata))]
+
+        # ---- complete, stage C2: the new row ------------------------------------------------
+        m.submodules.adder = adder = SaturatingAdder(w)
+        m.d.comb += [adder.a.eq(c2_base), adder.b.eq(c2.data)]
+        with m.Switch(c2.op):
             with m.Case(Op.WRITE):
-                m.d.comb += new.eq(c1.data)
+                m.d.comb += new.eq(c2.data)
             with m.Case(Op.ADD):
                 m.d.comb += new.eq(adder.sum)
             with m.Default():
-                m.d.comb += new.eq(base)
+                m.d.comb += new.eq(c2_base)
         rsp = Signal(self.rsp.payload.shape())
         m.d.comb += [
-            rsp.data.eq(new), rsp.tag.eq(c1.tag),
-            rsp.overflow.eq((c1.op == Op.ADD) & (adder.overflow & c1.lanes).any()),
-            rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c1_valid),
+            rsp.data.eq(new), rsp.tag.eq(c2.tag),
+            rsp.overflow.eq((c2.op == Op.ADD) & (adder.overflow & c2.lanes).any()),
+            rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c2_valid),
             self.rsp.payload.eq(rsp_out.r_data), self.rsp.valid.eq(rsp_out.r_rdy),
             rsp_out.r_en.eq(self.rsp.ready),
-            res_w.addr.eq(done[:ib]), res_w.data.eq(new), res_w.en.eq(c1_valid),
+            res_w.addr.eq(done[:ib]), res_w.data.eq(new), res_w.en.eq(c2_valid),
         ]
-        with m.If(c1_valid):
+        with m.If(c2_valid):
             m.d.sync += done.eq(done + 1)
 
         # ---- memory writes ------------------------------------------------------------------
-        c1_writes = c1_valid & (c1.op != Op.READ)
+        c2_writes = c2_valid & (c2.op != Op.READ)
         m.submodules.aw_bursts = aw_bursts = BurstCoalescer(
             ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
         m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
-        m.d.comb += [aw_bursts.row.eq(c1.row), aw_bursts.push.eq(c1_writes),
-                     wdata.w_data.eq(new), wdata.w_en.eq(c1_writes)]
+        m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes),
+                     wdata.w_data.eq(new), wdata.w_en.eq(c2_writes)]
 
         m.submodules.wlen = wlen = fifo.SyncFIFOBuffered(width=8, depth=n)  # bursts AW sent, W not
         m.submodules.blen = blen = fifo.SyncFIFOBuffered(width=8, depth=n)  # bursts AW sent, B not
