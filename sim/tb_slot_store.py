@@ -11,7 +11,7 @@ within 4 KiB, at most ``burst_beats`` beats, inside the store's region.
 
 Tests:
 - ``random_commands``: random ops on clustered rows (runs of consecutive rows, many repeats so
-  commands hit rows in flight), saturating data, random lane masks; random ``cmd`` valid and
+  commands hit rows in flight, 15 % the previous command's row again), saturating data, random lane masks; random ``cmd`` valid and
   ``rsp`` ready; ``latency`` re-drawn from ``latency_range`` every few hundred cycles. Every
   response must equal the reference's, in order; ``mem_error`` must stay 0.
 - ``throughput``: messages of ``message_beats`` consecutive rows, the first contribution of a
@@ -188,11 +188,12 @@ def _random_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
     hot.append((PAGE // b.row_bytes - 3) % b.rows)  # a run across a 4 KiB page boundary
     cmds, row, run = [], 0, 0
     for _ in range(n):
-        if run == 0:  # a new run of consecutive rows, from one of a few hot rows: runs overlap
-            row, run = rng.choice(hot), rng.randint(1, 24)
+        if cmds and rng.random() < 0.15:
+            pass  # the same row again, right behind (one-beat messages to one slot)
+        elif run == 0:  # a new run of consecutive rows, from one of a few hot rows: runs overlap
+            row, run = rng.choice(hot), rng.randint(1, 24) - 1
         else:
-            row = (row + 1) % b.rows
-        run -= 1
+            row, run = (row + 1) % b.rows, run - 1
         op = rng.choices([Op.WRITE, Op.ADD, Op.READ], [2, 6, 2])[0]
         vals = [rng.choice(big) if rng.random() < 0.3 else rng.randrange(-2**20, 2**20) for _ in range(lanes)]
         data = sum((v & 0xFFFFFFFF) << (32 * k) for k, v in enumerate(vals))
