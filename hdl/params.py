@@ -1,13 +1,17 @@
 """Core parameters — ports P, width W, slots S, elements E, groups G, jobs J — their defaults and
 allowed ranges, checked here and nowhere else (the core, the reducer and the control block all
 call :func:`check_core_params`). Each error is one line naming the field and its range.
+The slot stores' parameters (``row_bits``; the DRAM store's AXI4 ``address_width``,
+``base_address``, ``outstanding``, ``burst_beats``) are checked here too
+(:func:`check_dram_store_params` adds the checks that involve two of them).
 Pure Python (no Amaranth), so the planner can read the limits without the HDL stack."""
 
 from __future__ import annotations
 
 from wanreduce import wire
 
-__all__ = ["DEFAULTS", "MAX_SLOTS", "CoreParams", "check_core_params", "check_data_width"]
+__all__ = ["DEFAULTS", "MAX_SLOTS", "CoreParams", "check_core_params", "check_data_width",
+           "check_dram_store_params"]
 
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
 
@@ -19,6 +23,10 @@ def check_data_width(width: int) -> int:
     if not isinstance(width, int) or width % 32 or not 64 <= width <= 512 or width & (width - 1):
         raise ValueError(f"data width must be a power of two from 64 to 512 bits, got {width!r}")
     return width
+
+
+AXI4_PAGE = 4096  # an AXI4 burst never crosses a 4 KiB boundary
+AXI4_MAX_BEATS = 256  # AXI4 INCR burst: awlen/arlen 0..255
 
 
 def _range(name: str, lo: int, hi: int, note: str = ""):
@@ -33,6 +41,18 @@ def _slots(v: int) -> None:
         raise ValueError(f"slots must be a power of two from 2 to {MAX_SLOTS}, got {v}")
 
 
+def _power_of_two(name: str, lo: int, hi: int):
+    def check(v: int) -> None:
+        if not lo <= v <= hi or v & (v - 1):
+            raise ValueError(f"{name} must be a power of two from {lo} to {hi}, got {v}")
+    return check
+
+
+def _base_address(v: int) -> None:
+    if v < 0 or v % AXI4_PAGE:
+        raise ValueError(f"base_address must be a non-negative multiple of {AXI4_PAGE} (4 KiB), got {v:#x}")
+
+
 _CHECKS = {
     "ports": _range("ports", 1, 8),
     "width": check_data_width,
@@ -40,6 +60,12 @@ _CHECKS = {
     "elements": _range("elements", 1, wire.MAX_ELEMENTS_JUMBO, " (jumbo-frame limit)"),
     "groups": _range("groups", 1, 32),
     "jobs": _range("jobs", 1, 16),
+    # slot stores: rows = slots << row_bits (up to 2**12 rows per slot: E = 2237 needs 2**11 at W 64)
+    "row_bits": _range("row_bits", 0, 12),
+    "address_width": _range("address_width", 12, 64),
+    "base_address": _base_address,
+    "outstanding": _power_of_two("outstanding", 4, 1024),
+    "burst_beats": _power_of_two("burst_beats", 1, AXI4_MAX_BEATS),
 }
 
 
@@ -47,7 +73,7 @@ def check_core_params(**params: int) -> dict[str, int]:
     """Check the given core parameters (any subset of :data:`DEFAULTS`); returns them."""
     for name, v in params.items():
         if name not in _CHECKS:
-            raise ValueError(f"unknown core parameter: {name} (one of {', '.join(DEFAULTS)})")
+            raise ValueError(f"unknown core parameter: {name} (one of {', '.join(_CHECKS)})")
         if not isinstance(v, int) or isinstance(v, bool):
             raise ValueError(f"{name} must be an integer, got {v!r}")
         _CHECKS[name](v)
@@ -62,3 +88,19 @@ class CoreParams(dict):
         if unknown:
             raise ValueError(f"unknown core parameter(s): {', '.join(sorted(unknown))}")
         super().__init__(check_core_params(**{**DEFAULTS, **kw}))
+
+
+def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_width: int,
+                            base_address: int, outstanding: int, burst_beats: int) -> None:
+    """The DRAM slot store's parameters, each on its own and together: its rows fit the AXI
+    address space from ``base_address`` on, and a burst of ``burst_beats`` fits in 4 KiB."""
+    check_core_params(width=width, slots=slots, row_bits=row_bits, address_width=address_width,
+                      base_address=base_address, outstanding=outstanding, burst_beats=burst_beats)
+    end = base_address + (slots << row_bits) * (width // 8)
+    if end > 1 << address_width:
+        raise ValueError(f"base_address + rows * {width // 8} bytes must be <= 2**address_width "
+                         f"= {1 << address_width:#x}, got {end:#x}")
+    page_beats = AXI4_PAGE // (width // 8)
+    if burst_beats > page_beats:
+        raise ValueError(f"burst_beats must be 1..{page_beats} at width {width} (a burst stays "
+                         f"within 4 KiB), got {burst_beats}")

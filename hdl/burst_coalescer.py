@@ -1,0 +1,68 @@
+"""Burst coalescer: a sequence of row addresses, one per cycle at most, into AXI4 INCR bursts.
+
+Each cycle ``push`` may append one row. A row that follows the open burst's last row, while the
+burst has fewer than ``max_beats`` beats and the row does not start a new 4 KiB page
+(``page_beats`` rows, a power of two; rows are 4 KiB-aligned because the store's base address
+is), extends the burst; otherwise the open burst is closed and the row opens a new one. A cycle
+without a push closes the open burst, so a burst never waits for rows that may not come (no
+timer, no deadlock): back-to-back rows of one message coalesce, gaps cut bursts short.
+
+Closed bursts ``{start, len_m1}`` (``len_m1`` = beats − 1, as ``axlen``) queue in a FIFO of
+``depth`` entries read on ``m``. The owner guarantees room: each burst holds at least one row
+the owner still tracks, so ``depth`` = the owner's outstanding rows never overflows.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["BurstCoalescer", "burst_layout"]
+
+
+def burst_layout(address_bits: int) -> data.StructLayout:
+    """One burst: first row and beats − 1."""
+    return data.StructLayout({"start": address_bits, "len_m1": 8})
+
+
+class BurstCoalescer(wiring.Component):
+    """Rows in (``row``/``push``), bursts out (``m``); see the module docstring."""
+
+    def __init__(self, address_bits: int, *, max_beats: int, page_beats: int, depth: int) -> None:
+        if not 1 <= max_beats <= min(256, page_beats) or page_beats & (page_beats - 1):
+            raise ValueError(f"max_beats must be 1..min(256, page_beats={page_beats}), got {max_beats}")
+        self.address_bits, self.max_beats, self.page_beats, self.depth = (
+            address_bits, max_beats, page_beats, depth)
+        super().__init__({
+            "row": In(address_bits),
+            "push": In(1),
+            "m": Out(stream.Signature(burst_layout(address_bits))),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        layout = burst_layout(self.address_bits)
+        m.submodules.queue = q = fifo.SyncFIFOBuffered(width=layout.size, depth=self.depth)
+        m.d.comb += [self.m.payload.eq(q.r_data), self.m.valid.eq(q.r_rdy), q.r_en.eq(self.m.ready)]
+
+        is_open = Signal()
+        start = Signal(self.address_bits)
+        beats = Signal(range(self.max_beats + 1))
+        page_bits = self.page_beats.bit_length() - 1
+        new_page = self.row[:page_bits] == 0 if page_bits else 1
+        extend = is_open & (self.row == (start + beats)[:self.address_bits]) \
+            & (beats < self.max_beats) & ~new_page
+
+        closed = Signal(layout)
+        m.d.comb += [closed.start.eq(start), closed.len_m1.eq(beats - 1), q.w_data.eq(closed)]
+        with m.If(self.push):
+            with m.If(extend):
+                m.d.sync += beats.eq(beats + 1)
+            with m.Else():
+                m.d.comb += q.w_en.eq(is_open)
+                m.d.sync += [is_open.eq(1), start.eq(self.row), beats.eq(1)]
+        with m.Elif(is_open):
+            m.d.comb += q.w_en.eq(1)
+            m.d.sync += is_open.eq(0)
+        return m

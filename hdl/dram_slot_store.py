@@ -1,0 +1,254 @@
+"""External slot store: the rows of partial sums in DRAM behind an AXI4 burst master
+(issue 16, "external backend"; interface in ``hdl/slot_store_signature.py``; docs/slot_store.md).
+
+Row ``r`` lives at ``base_address + r * W/8`` on ``m_axi_mem`` (data width = W: width conversion
+is the interconnect's job). One AXI ID (0): reads return, and writes are acknowledged, in order.
+
+Pipeline (one command per cycle):
+
+- **Accept** (from the ``cmd`` skid buffer's output register): the command takes the next entry
+  of the *in-flight table*, a ring of ``outstanding`` entries that holds each command from
+  acceptance until its write is acknowledged (B). The table's row CAM says whether an entry on the
+  same row is in flight; each row has at most one *live* entry, the newest. On a hit the command
+  **forwards**: it reads nothing from memory and takes the live entry's result (the row value
+  after that command) when it completes. On a miss ADD/READ queue a memory read; WRITE never
+  reads. Rows to read go through a :class:`BurstCoalescer` to AR.
+- **Complete** (in command order, three stages): C0 takes the oldest command once its data is
+  there (read data FIFO, or forwarded), reading the forwarded entry's result; C1 registers the
+  row before the command (read data, or the forwarded result: from the result buffer, or
+  bypassed from C2 for the command right before); C2 computes the new row
+  (``SaturatingAdder``: WRITE data, ADD saturating sum, READ the row), stores it in the entry's
+  result buffer, queues the response and, for WRITE/ADD, the write (a second
+  :class:`BurstCoalescer` to AW; the data to W).
+- **Free** (in order): an entry leaves the table when completed and, if it wrote, once its burst's
+  B has arrived; so a row is read from memory only when every write to it has been acknowledged.
+
+Capacity: the table holds a command from acceptance to its write's B, so full rate needs
+``outstanding`` >= (read latency + write-response latency + a burst on each side + ~8) cycles of
+commands. Every internal queue holds at most ``outstanding`` entries (each entry is in it at most
+once), so none of them can overflow. ``mem_error`` (sticky) is set by any RRESP/BRESP other than
+OKAY: the data of such a row is not to be trusted, the owner must report it.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, memory, wiring
+from amaranth.lib.wiring import Out
+
+from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
+from .burst_coalescer import BurstCoalescer
+from .layouts import lanes
+from .params import AXI4_PAGE, check_dram_store_params
+from .saturating_adder import SaturatingAdder
+from .skid_buffer import SkidBuffer
+from .slot_store_signature import TAG_BITS, Op, cmd_layout, row_address_bits, slot_store_signature
+
+__all__ = ["AXI_PREFIX", "DramSlotStore"]
+
+AXI_PREFIX = "m_axi_mem"
+RSP_DEPTH = 6  # response FIFO: C0 fires only with room for what C1 and C2 will push
+AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
+
+
+class DramSlotStore(wiring.Component):
+    """Slot store on an AXI4 master (``m_axi_mem_*``); see the module docstring.
+
+    Parameters: ``data_width`` W (64..512), ``slots`` S and ``row_bits`` (rows = S << row_bits),
+    ``base_address`` (4 KiB-aligned), ``address_width`` (AXI), ``outstanding`` (in-flight table
+    entries), ``burst_beats`` (longest burst), ``tag_bits``.
+    Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``.
+    """
+
+    def __init__(self, data_width: int, *, slots: int, row_bits: int, base_address: int = 0,
+                 address_width: int = 32, outstanding: int = 256, burst_beats: int = 16,
+                 tag_bits: int = TAG_BITS) -> None:
+        check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
+                                address_width=address_width, base_address=base_address,
+                                outstanding=outstanding, burst_beats=burst_beats)
+        self.data_width, self.base_address, self.address_width = data_width, base_address, address_width
+        self.outstanding, self.burst_beats, self.tag_bits = outstanding, burst_beats, tag_bits
+        self.address_bits = row_address_bits(slots, row_bits)
+        self.rows = slots << row_bits
+        super().__init__({
+            **slot_store_signature(data_width, self.address_bits, tag_bits),
+            **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
+            "mem_error": Out(1),
+        })
+
+    def _address(self, row) -> Signal:
+        """Byte address of ``row`` (rows are W/8 bytes, the region starts at base_address)."""
+        shift = (self.data_width // 8).bit_length() - 1
+        return (Const(self.base_address, self.address_width) + Cat(Const(0, shift), row))[:self.address_width]
+
+    def elaborate(self, platform: object) -> Module:  # noqa: PLR0915 - one pipeline, read top-down
+        m = Module()
+        w, n, ab = self.data_width, self.outstanding, self.address_bits
+        ib = n.bit_length() - 1
+        axi = axi4_port(self, AXI_PREFIX)
+        page_beats = AXI4_PAGE // (w // 8)
+        entry_layout = data.StructLayout({
+            "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
+            "fwd": 1, "src": ib, "mem": 1})
+
+        # ---- accept -------------------------------------------------------------------------
+        m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_layout(w, ab, self.tag_bits))
+        wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
+        c = cmd_in.m.payload
+
+        tail, free, done = Signal(ib + 1), Signal(ib + 1), Signal(ib + 1)
+        rows = [Signal(ab, name=f"row{k}") for k in range(n)]
+        live = Signal(n)  # entry k is the newest in flight on rows[k]
+        writes = Signal(n)  # entry k writes (WRITE/ADD): freed only after its B
+        full = (tail[ib] != free[ib]) & (tail[:ib] == free[:ib])
+
+        match = Signal(n)
+        m.d.comb += match.eq(Cat(*(live[k] & (rows[k] == c.row) for k in range(n))))
+        hit_idx = Signal(ib)  # match is one-hot or zero: OR the indices, as a balanced tree
+        terms = [Mux(match[k], k, 0) for k in range(1, n)]
+        while len(terms) > 1:
+            terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        m.d.comb += hit_idx.eq(terms[0])
+        hit = match.any()
+
+        accept = Signal()
+        m.d.comb += [accept.eq(cmd_in.m.valid & ~full), cmd_in.m.ready.eq(accept)]
+        needs_read = (c.op != Op.WRITE) & ~hit
+
+        m.submodules.cmds = cmds = fifo.SyncFIFOBuffered(width=entry_layout.size, depth=n)
+        entry = Signal(entry_layout)
+        m.d.comb += [entry.op.eq(c.op), entry.row.eq(c.row), entry.data.eq(c.data), entry.lanes.eq(c.lanes),
+                     entry.tag.eq(c.tag), entry.fwd.eq(hit & (c.op != Op.WRITE)),
+                     entry.src.eq(hit_idx), entry.mem.eq(needs_read),
+                     cmds.w_data.eq(entry), cmds.w_en.eq(accept)]
+
+        m.submodules.ar_bursts = ar_bursts = BurstCoalescer(
+            ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
+        m.d.comb += [ar_bursts.row.eq(c.row), ar_bursts.push.eq(accept & needs_read)]
+
+        # ---- memory reads -------------------------------------------------------------------
+        rb = ar_bursts.m.payload
+        m.d.comb += [
+            axi.arvalid.eq(ar_bursts.m.valid), ar_bursts.m.ready.eq(axi.arready),
+            axi.araddr.eq(self._address(rb.start)), axi.arlen.eq(rb.len_m1),
+            axi.arsize.eq((w // 8).bit_length() - 1), axi.arburst.eq(AxiBurst.INCR),
+            axi.arcache.eq(AXCACHE), axi.arid.eq(0), axi.arlock.eq(0), axi.arprot.eq(0), axi.arqos.eq(0),
+        ]
+        m.submodules.rdata = rdata = fifo.SyncFIFOBuffered(width=w, depth=n)
+        m.d.comb += [rdata.w_data.eq(axi.rdata), rdata.w_en.eq(axi.rvalid), axi.rready.eq(rdata.w_rdy)]
+
+        # ---- complete, stage C0 -------------------------------------------------------------
+        head = Signal(entry_layout)
+        m.d.comb += head.eq(cmds.r_data)
+        m.submodules.results = results = memory.Memory(shape=w, depth=n, init=[])
+        res_w = results.write_port()
+        res_r = results.read_port(transparent_for=(res_w,))
+        m.submodules.rsp_out = rsp_out = fifo.SyncFIFOBuffered(
+            width=len(self.rsp.payload.as_value()), depth=RSP_DEPTH)
+        c1_valid, c2_valid = Signal(), Signal()
+        fire = Signal()
+        m.d.comb += [
+            fire.eq(cmds.r_rdy & (~head.mem | rdata.r_rdy) & (rsp_out.level + c1_valid + c2_valid < RSP_DEPTH)),
+            cmds.r_en.eq(fire), rdata.r_en.eq(fire & head.mem), res_r.addr.eq(head.src),
+        ]
+        c1 = Signal(entry_layout)
+        c1_rdata = Signal(w)
+        m.d.sync += c1_valid.eq(fire)
+        with m.If(fire):
+            m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data)]
+
+        # ---- complete, stage C1: the row before this command ----------------------------------
+        # The result buffer's output goes straight into a register (no adder behind a block-RAM
+        # output). Its read saw every result written up to the cycle C0 fired; the one C2 writes
+        # now (the command right before) is bypassed.
+        c2 = Signal(entry_layout)
+        c2_base = Signal(w)
+        new = Signal(w)
+        from_c2 = c2_valid & (c1.src == done[:ib])
+        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1),
+                     c2_base.eq(Mux(c1.fwd, Mux(from_c2, new, res_r.data), c1_rdata))]
+
+        # ---- complete, stage C2: the new row ------------------------------------------------
+        m.submodules.adder = adder = SaturatingAdder(w)
+        m.d.comb += [adder.a.eq(c2_base), adder.b.eq(c2.data)]
+        with m.Switch(c2.op):
+            with m.Case(Op.WRITE):
+                m.d.comb += new.eq(c2.data)
+            with m.Case(Op.ADD):
+                m.d.comb += new.eq(adder.sum)
+            with m.Default():
+                m.d.comb += new.eq(c2_base)
+        rsp = Signal(self.rsp.payload.shape())
+        m.d.comb += [
+            rsp.data.eq(new), rsp.tag.eq(c2.tag),
+            rsp.overflow.eq((c2.op == Op.ADD) & (adder.overflow & c2.lanes).any()),
+            rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c2_valid),
+            self.rsp.payload.eq(rsp_out.r_data), self.rsp.valid.eq(rsp_out.r_rdy),
+            rsp_out.r_en.eq(self.rsp.ready),
+            res_w.addr.eq(done[:ib]), res_w.data.eq(new), res_w.en.eq(c2_valid),
+        ]
+        with m.If(c2_valid):
+            m.d.sync += done.eq(done + 1)
+
+        # ---- memory writes ------------------------------------------------------------------
+        c2_writes = c2_valid & (c2.op != Op.READ)
+        m.submodules.aw_bursts = aw_bursts = BurstCoalescer(
+            ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
+        m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
+        m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes),
+                     wdata.w_data.eq(new), wdata.w_en.eq(c2_writes)]
+
+        m.submodules.wlen = wlen = fifo.SyncFIFOBuffered(width=8, depth=n)  # bursts AW sent, W not
+        m.submodules.blen = blen = fifo.SyncFIFOBuffered(width=8, depth=n)  # bursts AW sent, B not
+        wb = aw_bursts.m.payload
+        aw_go = aw_bursts.m.valid & axi.awready
+        m.d.comb += [
+            axi.awvalid.eq(aw_bursts.m.valid), aw_bursts.m.ready.eq(axi.awready),
+            axi.awaddr.eq(self._address(wb.start)), axi.awlen.eq(wb.len_m1),
+            axi.awsize.eq((w // 8).bit_length() - 1), axi.awburst.eq(AxiBurst.INCR),
+            axi.awcache.eq(AXCACHE), axi.awid.eq(0), axi.awlock.eq(0), axi.awprot.eq(0), axi.awqos.eq(0),
+            wlen.w_data.eq(wb.len_m1), wlen.w_en.eq(aw_go),
+            blen.w_data.eq(wb.len_m1), blen.w_en.eq(aw_go),
+        ]
+        beat = Signal(8)
+        last = beat == wlen.r_data
+        w_go = axi.wvalid & axi.wready
+        m.d.comb += [
+            axi.wvalid.eq(wlen.r_rdy & wdata.r_rdy), axi.wdata.eq(wdata.r_data),
+            axi.wstrb.eq((1 << (w // 8)) - 1), axi.wlast.eq(last),
+            wdata.r_en.eq(w_go), wlen.r_en.eq(w_go & last),
+        ]
+        with m.If(w_go):
+            m.d.sync += beat.eq(Mux(last, 0, beat + 1))
+
+        # ---- free ---------------------------------------------------------------------------
+        acked = Signal(ib + 2)  # acknowledged writes not yet freed
+        b_go = axi.bvalid & blen.r_rdy
+        m.d.comb += [axi.bready.eq(blen.r_rdy), blen.r_en.eq(b_go)]
+        free_writes = writes.bit_select(free[:ib], 1)
+        can_free = (free != done) & (~free_writes | (acked != 0))
+        m.d.sync += acked.eq(acked + Mux(b_go, blen.r_data + 1, 0) - (can_free & free_writes))
+        with m.If(can_free):
+            m.d.sync += free.eq(free + 1)
+
+        # ---- table update -------------------------------------------------------------------
+        onehot_tail = Signal(n)
+        onehot_free = Signal(n)
+        m.d.comb += [onehot_tail.eq(Mux(accept, Const(1, n) << tail[:ib], 0)),
+                     onehot_free.eq(Mux(can_free, Const(1, n) << free[:ib], 0))]
+        # A hit retires the old live entry (match is one-hot: one live entry per row).
+        m.d.sync += live.eq((live & ~Mux(accept, match, 0) & ~onehot_free) | onehot_tail)
+        with m.If(accept):
+            m.d.sync += tail.eq(tail + 1)
+            m.d.sync += writes.eq((writes & ~onehot_tail) | Mux(c.op != Op.READ, onehot_tail, 0))
+            with m.Switch(tail[:ib]):
+                for k in range(n):
+                    with m.Case(k):
+                        m.d.sync += rows[k].eq(c.row)
+
+        # ---- errors -------------------------------------------------------------------------
+        with m.If((axi.rvalid & axi.rready & (axi.rresp != AxiResp.OKAY))
+                  | (b_go & (axi.bresp != AxiResp.OKAY))):
+            m.d.sync += self.mem_error.eq(1)
+        return m

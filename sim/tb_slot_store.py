@@ -1,0 +1,272 @@
+"""cocotb bench of a slot store (``hdl/slot_store_signature.py``) against its Python reference
+(``sim/slot_store_model.py``: the golden model's saturating int32 add), run by
+tests/test_dram_slot_store.py and bench/bench_dram_store.py through sim.simulator.run_cocotb.
+
+Any backend: the bench drives ``cmd`` and takes ``rsp`` itself, every cycle. A DUT with an
+``m_axi_mem_*`` port (the DRAM backend, in ``DramSlotStoreHarness``: delay lines on R and B,
+``latency`` input) gets cocotbext-axi's ``AxiRam`` on it, filled with random rows (the
+reference reads the same bytes for a row never written), with pause generators on every
+channel (ready on AW/W/AR, valid on B/R). Every AR/AW burst is recorded and checked: INCR,
+within 4 KiB, at most ``burst_beats`` beats, inside the store's region.
+
+Tests:
+- ``random_commands``: random ops on clustered rows (runs of consecutive rows, many repeats so
+  commands hit rows in flight, 15 % the previous command's row again), saturating data, random lane masks; random ``cmd`` valid and
+  ``rsp`` ready; ``latency`` re-drawn from ``latency_range`` every few hundred cycles. Every
+  response must equal the reference's, in order; ``mem_error`` must stay 0.
+- ``throughput``: messages of ``message_beats`` consecutive rows, the first contribution of a
+  chunk WRITE then ADDs, ``cmd`` always valid and ``rsp`` always ready, fixed ``latency``,
+  ``bandwidth`` (share of cycles R and W may move: random pauses). Writes beats per
+  cycle (steady state: the middle half of the responses) to ``params["out"]`` if given and
+  checks it is at least ``min_rate``; with ``spread`` traffic, that exactly the ADDs read a row
+  (a WRITE never reads).
+Parameters (tb_params): data_width, slots, row_bits, burst_beats, base_address, seed, commands,
+p_cmd, p_rsp, p_axi, latency_range / latency, bandwidth, message_beats, contributors, spread, out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import random
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotbext.axi import AxiBus, AxiRam
+
+from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, cmd_layout, rsp_layout
+from wanreduce.sim.simulator import tb_params
+from wanreduce.sim.slot_store_model import SlotStoreModel
+
+CLOCK_NS = 4
+PAGE = 4096
+
+
+def _pack(layout, **fields: int) -> int:
+    """Fields -> the bits of a flattened struct port."""
+    word = 0
+    for name, f in layout:
+        word |= (fields[name] & ((1 << f.width) - 1)) << f.offset
+    return word
+
+
+def _unpack(layout, word: int) -> dict[str, int]:
+    return {name: (word >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
+
+
+def _pauses(rng: random.Random, busy: float):
+    """Endless random pause pattern: True (pause) with probability ``busy``, in bursts of 1..8."""
+    while True:
+        yield from itertools.repeat(rng.random() < busy, rng.randint(1, 8))
+
+
+class Bench:
+    """Clock, reset, the memory (if the DUT has an AXI port) and the reference."""
+
+    def __init__(self, dut, p: dict) -> None:
+        self.dut, self.p = dut, p
+        self.width = p["data_width"]
+        self.rows = p["slots"] << p["row_bits"]
+        self.address_bits = self.rows.bit_length() - 1
+        self.cmd_layout = cmd_layout(self.width, self.address_bits, TAG_BITS)
+        self.rsp_layout = rsp_layout(self.width, TAG_BITS)
+        self.rng = random.Random(p.get("seed", 1))
+        self.base = p.get("base_address", 0)
+        self.row_bytes = self.width // 8
+        self.ram = None
+        self.bursts: list[tuple[str, int, int]] = []  # (channel, address, beats)
+
+    async def start(self) -> SlotStoreModel:
+        dut = self.dut
+        cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+        dut.rst.value = 1
+        dut.cmd__valid.value = 0
+        dut.rsp__ready.value = 0
+        if hasattr(dut, "m_axi_mem_awaddr"):
+            size = self.base + self.rows * self.row_bytes
+            self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi_mem"), dut.clk, dut.rst, size=size)
+            for iface in (self.ram.write_if, self.ram.read_if):
+                iface.log.setLevel(logging.WARNING)
+            content = self.rng.randbytes(self.rows * self.row_bytes)
+            self.ram.write(self.base, content)
+
+            def initial(row: int) -> int:
+                return int.from_bytes(content[row * self.row_bytes:(row + 1) * self.row_bytes], "little")
+
+            dut.latency.value = self.p.get("latency", 20)
+            cocotb.start_soon(self._watch_bursts())
+        else:
+            def initial(row: int) -> int:  # on-chip backends: block RAM starts at zero
+                return 0
+        await ClockCycles(dut.clk, 4)
+        dut.rst.value = 0
+        await RisingEdge(dut.clk)
+        return SlotStoreModel(self.width, initial)
+
+    def random_axi_pauses(self, busy: float) -> None:
+        w, r = self.ram.write_if, self.ram.read_if
+        for ch in (w.aw_channel, w.w_channel, w.b_channel, r.ar_channel, r.r_channel):
+            ch.set_pause_generator(_pauses(random.Random(self.rng.random()), busy))
+
+    def throttle_data(self, bandwidth: float) -> None:
+        """R and W move on a random ``bandwidth`` share of the cycles (pauses in runs of 1..8)."""
+        if bandwidth < 1.0:
+            self.ram.write_if.w_channel.set_pause_generator(_pauses(random.Random(self.rng.random()), 1 - bandwidth))
+            self.ram.read_if.r_channel.set_pause_generator(_pauses(random.Random(self.rng.random()), 1 - bandwidth))
+
+    async def _watch_bursts(self) -> None:
+        dut = self.dut
+        while True:
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+            for ch in ("aw", "ar"):
+                if int(getattr(dut, f"m_axi_mem_{ch}valid").value) and \
+                        int(getattr(dut, f"m_axi_mem_{ch}ready").value):
+                    self.bursts.append((ch, int(getattr(dut, f"m_axi_mem_{ch}addr").value),
+                                       int(getattr(dut, f"m_axi_mem_{ch}len").value) + 1))
+                    assert int(getattr(dut, f"m_axi_mem_{ch}burst").value) == 1, "not INCR"
+
+    def check_bursts(self) -> None:
+        limit = self.p.get("burst_beats", 16)
+        for ch, addr, beats in self.bursts:
+            end = addr + beats * self.row_bytes
+            assert addr // PAGE == (end - 1) // PAGE, f"{ch} burst at {addr:#x} x{beats} crosses 4 KiB"
+            assert beats <= limit, f"{ch} burst of {beats} beats > burst_beats {limit}"
+            assert self.base <= addr and end <= self.base + self.rows * self.row_bytes, \
+                f"{ch} burst at {addr:#x} outside the store's region"
+
+    async def run(self, commands: list[tuple[int, int, int, int]], model: SlotStoreModel, *,
+                  p_cmd: float, p_rsp: float, on_cycle=None) -> list[int]:
+        """Drive ``commands`` (op, row, data, lanes; tag = index), check each response against
+        ``model`` in order; returns the cycle of each response."""
+        dut, rng = self.dut, self.rng
+        expected = [(*model.apply(op, row, data, lanes), i & ((1 << TAG_BITS) - 1))
+                    for i, (op, row, data, lanes) in enumerate(commands)]
+        sent, got, cycle, stamps = 0, 0, 0, []
+        offered = False
+        idle_limit = 20000  # cycles without any response: the store is stuck
+        last_progress = 0
+        while got < len(commands):
+            await RisingEdge(dut.clk)
+            cycle += 1
+            if on_cycle:
+                on_cycle(cycle)
+            if not offered:
+                offered = sent < len(commands) and rng.random() < p_cmd
+                if offered:
+                    op, row, data, lanes = commands[sent]
+                    dut.cmd__payload.value = _pack(self.cmd_layout, op=op, row=row, data=data,
+                                                   lanes=lanes, tag=sent)
+                dut.cmd__valid.value = int(offered)
+            ready = rng.random() < p_rsp
+            dut.rsp__ready.value = int(ready)
+            await ReadOnly()
+            if offered and int(dut.cmd__ready.value):
+                sent += 1
+                offered = False
+            if ready and int(dut.rsp__valid.value):
+                r = _unpack(self.rsp_layout, int(dut.rsp__payload.value))
+                want = expected[got]
+                assert (r["data"], r["overflow"], r["tag"]) == want, (
+                    f"response {got} (op {commands[got][0]}, row {commands[got][1]}): got data "
+                    f"{r['data']:#x} overflow {r['overflow']} tag {r['tag']}, want data {want[0]:#x} "
+                    f"overflow {want[1]} tag {want[2]}")
+                got += 1
+                stamps.append(cycle)
+                last_progress = cycle
+            assert cycle - last_progress < idle_limit, \
+                f"no response for {idle_limit} cycles ({got} of {len(commands)} received)"
+        return stamps
+
+
+def _random_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
+    rng, lanes = b.rng, b.width // 32
+    big = [0x7FFFFFF0, -0x7FFFFFF0, 0x40000000, -0x40000000]
+    hot = [rng.randrange(b.rows) for _ in range(6)]
+    hot.append((PAGE // b.row_bytes - 3) % b.rows)  # a run across a 4 KiB page boundary
+    cmds, row, run = [], 0, 0
+    for _ in range(n):
+        if cmds and rng.random() < 0.15:
+            pass  # the same row again, right behind (one-beat messages to one slot)
+        elif run == 0:  # a new run of consecutive rows, from one of a few hot rows: runs overlap
+            row, run = rng.choice(hot), rng.randint(1, 24) - 1
+        else:
+            row, run = (row + 1) % b.rows, run - 1
+        op = rng.choices([Op.WRITE, Op.ADD, Op.READ], [2, 6, 2])[0]
+        vals = [rng.choice(big) if rng.random() < 0.3 else rng.randrange(-2**20, 2**20) for _ in range(lanes)]
+        data = sum((v & 0xFFFFFFFF) << (32 * k) for k, v in enumerate(vals))
+        cmds.append((int(op), row, data, rng.getrandbits(lanes)))
+    return cmds
+
+
+def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
+    """The reducer's pattern: messages of ``message_beats`` consecutive rows (one chunk each),
+    ``contributors`` per chunk, the first WRITE and the others ADD. ``spread`` (default): the
+    messages go round-robin over all the chunks the rows hold, so two messages to one chunk are
+    a whole region apart and every ADD reads DRAM (contributions spread over a WAN delay: the
+    worst case); otherwise a chunk's contributions are back to back and ADDs forward."""
+    beats, contributors = b.p.get("message_beats", 32), b.p.get("contributors", 3)
+    chunks = b.rows // beats
+    lanes, all_lanes = b.width // 32, (1 << (b.width // 32)) - 1
+    cmds, m = [], 0
+    while len(cmds) < n:
+        chunk, nth = (m % chunks, m // chunks % contributors) if b.p.get("spread", True) \
+            else (m // contributors % chunks, m % contributors)
+        for k in range(beats):
+            data = sum((b.rng.randrange(-2**16, 2**16) & 0xFFFFFFFF) << (32 * j) for j in range(lanes))
+            cmds.append((int(Op.WRITE if nth == 0 else Op.ADD), chunk * beats + k, data, all_lanes))
+        m += 1
+    return cmds[:n]
+
+
+@cocotb.test()
+async def random_commands(dut):
+    """Random commands under random backpressure and latency: every response as the reference."""
+    p = tb_params()
+    b = Bench(dut, p)
+    model = await b.start()
+    lo, hi = p.get("latency_range", (20, 200))
+    on_cycle = None
+    if b.ram is not None:
+        b.random_axi_pauses(p.get("p_axi", 0.3))
+        dut.latency.value = b.rng.randint(lo, hi)
+
+        def on_cycle(cycle: int) -> None:
+            if cycle % 300 == 0:
+                dut.latency.value = b.rng.randint(lo, hi)
+
+    cmds = _random_commands(b, p.get("commands", 500))
+    await b.run(cmds, model, p_cmd=p.get("p_cmd", 0.7), p_rsp=p.get("p_rsp", 0.7), on_cycle=on_cycle)
+    if b.ram is not None:
+        await ClockCycles(dut.clk, 2)
+        b.check_bursts()
+        assert any(beats > 1 for _, _, beats in b.bursts), "no burst of more than one beat"
+        assert not int(dut.mem_error.value), "mem_error set"
+
+
+@cocotb.test()
+async def throughput(dut):
+    """Back-to-back reducer traffic: steady-state commands per cycle (to params["out"])."""
+    p = tb_params()
+    b = Bench(dut, p)
+    model = await b.start()
+    if b.ram is not None:
+        b.throttle_data(p.get("bandwidth", 1.0))
+    cmds = _message_commands(b, p.get("commands", 2000))
+    stamps = await b.run(cmds, model, p_cmd=1.0, p_rsp=1.0)
+    q = len(stamps) // 4
+    rate = (len(stamps) - 2 * q - 1) / (stamps[-q - 1] - stamps[q])
+    reads = sum(beats for ch, _, beats in b.bursts if ch == "ar")
+    writes = [beats for ch, _, beats in b.bursts if ch == "aw"]
+    result = {"rate": rate, "adds": sum(op == Op.ADD for op, *_ in cmds[q:-q]) / (len(cmds) - 2 * q), "cycles": stamps[-1], "commands": len(cmds), "read_beats": reads,
+              "write_beats": sum(writes), "mean_write_burst": sum(writes) / max(1, len(writes))}
+    if b.ram is not None and p.get("spread", True) and b.rows > 2 * p["outstanding"]:
+        # Same-row commands a region apart never meet in the table: each ADD reads its row once,
+        # a WRITE never reads.
+        assert reads == sum(op == Op.ADD for op, *_ in cmds), f"{reads} rows read"
+    if p.get("out"):
+        with open(p["out"], "w") as f:
+            json.dump(result, f)
+    assert rate >= p.get("min_rate", 0.0), f"{rate:.3f} commands/cycle < {p.get('min_rate')}"

@@ -1,0 +1,189 @@
+"""DRAM slot store (hdl/dram_slot_store.py) and its parts: burst coalescer, stream delay line,
+parameter checks, AXI4 port names; cocotb benches (sim/tb_slot_store.py) of the store on
+cocotbext-axi's AxiRam with random latency and backpressure, W 64 and 256, against the
+reference of the slot-store interface (sim/slot_store_model.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.back import verilog
+from amaranth.sim import Simulator
+
+from wanreduce.hdl.burst_coalescer import BurstCoalescer
+from wanreduce.hdl.dram_slot_store import DramSlotStore
+from wanreduce.hdl.dram_slot_store_harness import DramSlotStoreHarness
+from wanreduce.hdl.params import check_core_params
+from wanreduce.hdl.stream_delay import StreamDelay
+from wanreduce.sim.simulator import generate_verilog, run_cocotb
+from wanreduce.sim.slot_store_model import SlotStoreModel, lanes_of, row_of
+
+TB = "wanreduce.sim.tb_slot_store"
+
+
+# --------------------------------------------------------------------------------------------
+# parameters, ports
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"row_bits": 13}, r"row_bits must be 0\.\.12, got 13"),
+    ({"base_address": 0x800}, r"base_address must be a non-negative multiple of 4096 \(4 KiB\), got 0x800"),
+    ({"outstanding": 48}, r"outstanding must be a power of two from 4 to 1024, got 48"),
+    ({"burst_beats": 512}, r"burst_beats must be a power of two from 1 to 256, got 512"),
+    ({"width": 512, "burst_beats": 128}, r"burst_beats must be 1\.\.64 at width 512"),
+    ({"address_width": 18, "slots": 4096, "row_bits": 4},
+     r"base_address \+ rows \* 8 bytes must be <= 2\*\*address_width = 0x40000, got 0x80000"),
+])
+def test_rejects_bad_parameters(kw, msg) -> None:
+    args = {"width": 64, "slots": 16, "row_bits": 2, **kw}
+    with pytest.raises(ValueError, match=msg):
+        DramSlotStore(args.pop("width"), **args)
+
+
+def test_params_checked_in_one_place() -> None:
+    assert check_core_params(row_bits=3, outstanding=64) == {"row_bits": 3, "outstanding": 64}
+    with pytest.raises(ValueError, match=r"unknown core parameter: rows \(one of .*row_bits"):
+        check_core_params(rows=3)
+
+
+def test_verilog_has_standard_axi4_names() -> None:
+    text = verilog.convert(DramSlotStore(64, slots=4, row_bits=1, outstanding=8), name="dram_store")
+    for ch, sigs in {"aw": "id addr len size burst valid ready", "w": "data strb last valid ready",
+                     "b": "id resp valid ready", "ar": "id addr len size burst valid ready",
+                     "r": "id data resp last valid ready"}.items():
+        for s in sigs.split():
+            assert f" m_axi_mem_{ch}{s}" in text, f"m_axi_mem_{ch}{s} missing"
+    assert "m_axi_mem__" not in text
+
+
+# --------------------------------------------------------------------------------------------
+# reference
+
+
+def test_reference_uses_the_golden_saturating_add() -> None:
+    m = SlotStoreModel(64, lambda row: row_of([0x7FFFFFFF, -5]))
+    assert m.apply(1, 3, row_of([1, 1]), 0b01) == (row_of([0x7FFFFFFF, -4]), 1)
+    assert m.apply(1, 3, row_of([1, 1]), 0b10) == (row_of([0x7FFFFFFF, -3]), 0)  # lane 0 masked
+    assert m.apply(2, 3, 0, 0) == (row_of([0x7FFFFFFF, -3]), 0)
+    assert list(lanes_of(m.apply(0, 3, row_of([-1, 2]), 3)[0], 2)) == [-1, 2]
+
+
+# --------------------------------------------------------------------------------------------
+# burst coalescer and delay line (Amaranth simulator)
+
+
+def _coalesce(rows_per_cycle: list[int | None], max_beats: int, page_beats: int) -> list[tuple[int, int]]:
+    dut = BurstCoalescer(16, max_beats=max_beats, page_beats=page_beats, depth=64)
+    out: list[tuple[int, int]] = []
+
+    async def bench(ctx):
+        ctx.set(dut.m.ready, 1)
+        for row in [*rows_per_cycle, None, None, None]:
+            ctx.set(dut.push, row is not None)
+            ctx.set(dut.row, row or 0)
+            if ctx.get(dut.m.valid):
+                out.append((ctx.get(dut.m.payload.start), ctx.get(dut.m.payload.len_m1) + 1))
+            await ctx.tick()
+        for _ in range(4):
+            if ctx.get(dut.m.valid):
+                out.append((ctx.get(dut.m.payload.start), ctx.get(dut.m.payload.len_m1) + 1))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+def test_coalescer_runs_pages_and_gaps() -> None:
+    rows = [*range(10, 30), None, 40, 41, *range(60, 70), 5]
+    got = _coalesce(rows, max_beats=8, page_beats=64)
+    # 10..29 in bursts of <= 8 that do not cross row 64 (none here), the gap closes 40..41,
+    # 60..69 is cut at the page boundary (64 rows), a lone 5
+    assert got == [(10, 8), (18, 8), (26, 4), (40, 2), (60, 4), (64, 6), (5, 1)]
+
+
+def test_coalescer_random_rows_are_covered_in_order() -> None:
+    rng = random.Random(3)
+    rows: list[int | None] = []
+    for _ in range(60):
+        start = rng.randrange(200)
+        rows += [*range(start, start + rng.randint(1, 20))] + ([None] if rng.random() < 0.3 else [])
+    got = _coalesce(rows, max_beats=16, page_beats=32)
+    flat = [s + k for s, n in got for k in range(n)]
+    assert flat == [r for r in rows if r is not None]
+    assert all(n <= 16 and s // 32 == (s + n - 1) // 32 for s, n in got)
+
+
+def test_stream_delay_holds_each_beat_latency_cycles() -> None:
+    dut = StreamDelay(8, depth=32)
+    entered, left = {}, {}
+
+    async def bench(ctx):
+        ctx.set(dut.latency, 7)
+        cycle, sent = 0, 0
+        rng = random.Random(1)
+        while len(left) < 20:
+            valid = sent < 20 and rng.random() < 0.6
+            ready = rng.random() < 0.7
+            ctx.set(dut.s.valid, valid)
+            ctx.set(dut.s.payload, sent)
+            ctx.set(dut.m.ready, ready)
+            if valid and ctx.get(dut.s.ready):
+                entered[sent] = cycle
+                sent += 1
+            if ready and ctx.get(dut.m.valid):
+                left[ctx.get(dut.m.payload)] = cycle
+            await ctx.tick()
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert list(left) == list(range(20))
+    assert all(left[k] - entered[k] >= 7 for k in range(20))
+
+
+# --------------------------------------------------------------------------------------------
+# cocotb: the store on AxiRam
+
+
+# W 64 with a 128-entry table (full rate at latency 20 needs about 2 x 20 + 2 x 16 + ~15 entries),
+# W 256 with 64 entries (the table fills more often). Either fills under latency 200.
+OUTSTANDING = {64: 128, 256: 64}
+
+
+def _harness(width: int):
+    params = {"data_width": width, "slots": 16, "row_bits": 6, "outstanding": OUTSTANDING[width],
+              "burst_beats": 16, "base_address": 0x3000}
+    top = f"dram_store_w{width}"
+    return params, generate_verilog(DramSlotStoreHarness, name=top, params=params), top
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize(("width", "seed"), [(64, 1), (256, 2)])
+def test_cocotb_random_commands(width: int, seed: int) -> None:
+    params, path, top = _harness(width)
+    run_cocotb(verilog=path, toplevel=top, test_module=TB, testcase="random_commands",
+               params={**params, "seed": seed, "commands": 600})
+
+
+@pytest.mark.cocotb
+def test_cocotb_one_command_per_cycle_at_latency_20() -> None:
+    params, path, top = _harness(64)
+    run_cocotb(verilog=path, toplevel=top, test_module=TB, testcase="throughput",
+               params={**params, "latency": 20, "commands": 2400, "min_rate": 0.95})
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("width", [64, 256])
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_cocotb_random_commands_long(width: int, seed: int) -> None:
+    params, path, top = _harness(width)
+    run_cocotb(verilog=path, toplevel=top, test_module=TB, testcase="random_commands",
+               params={**params, "seed": seed, "commands": 4000, "p_axi": 0.5})
+
