@@ -29,7 +29,7 @@ a pinned slot, or a window reset. Requires disjoint job regions (``base .. base 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -65,7 +65,7 @@ from .reducer_layouts import (
 )
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
 from .result_emitter import ResultEmitter
-from .saturating_adder import SaturatingAdder
+from .row_accumulator import RowAccumulator
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
 
@@ -144,14 +144,12 @@ class Reducer(wiring.Component):
         # an output multiplexer to every block RAM port to emulate read-old-data on collision.
         no_rw = {"no_rw_check": 1}
         m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[], attrs=no_rw)
-        m.submodules.data_mem = data_mem = Memory(shape=unsigned(W), depth=S << rb, init=[], attrs=no_rw)
         tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
         tag_wr = tag_mem.write_port()
         tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
-        data_rd = data_mem.read_port(transparent_for=())  # read-modify-write
-        data_rd_e = data_mem.read_port(transparent_for=())  # emitter
-        data_wr = data_mem.write_port()
+        # the slot data memory, its read-modify-write (stage 2) and the sticky overflow flags
+        m.submodules.sums = sums = RowAccumulator(W, slots=S, row_bits=rb)
 
         head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
         for j in range(self.jobs):
@@ -199,7 +197,6 @@ class Reducer(wiring.Component):
         idx0 = p.idx
         slot0, start0, wmask0, region0 = p.slot, p.start, p.wmask, p.region
         cw0 = p.cw
-        dhit0 = Signal()
         oh0 = p.oh  # slot0, one-hot
         lm0 = p.lm  # slots below start0 (thermometer)
 
@@ -230,7 +227,6 @@ class Reducer(wiring.Component):
         delta_n = (h0.chunk - chunk_p1)[:32]  # delta1 / deltaw1 for p's beat
         deltaw_n = (cw0 - chunk_p1)[:32]
         nbm1_1 = Signal(17)
-        dhit1 = Signal()  # same for the data row
         v2 = Signal()  # stage 2 (add + data write) holds a beat
         last2 = Signal()  # ... the last of its message (its release entry, if any, is pushed now)
         push_now = Signal()  # the release entry (entry_r, still the message's) is pushed now
@@ -287,13 +283,11 @@ class Reducer(wiring.Component):
             # every source is a flip-flop (stage I computed the slot of the beat P may load)
             tag_rd.addr.eq(Mux(p_load, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
             tag_rd.en.eq(1),
-            data_rd.en.eq(1),
         ]
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
 
         # ---- last-write bypass (the only read-after-write distance is one cycle) ----
         tb_data = Signal(tag_layout)  # the last tag written
-        db_v, db_addr, db_data = Signal(), Signal(len(data_wr.addr)), Signal(W)
         with m.If(tag_wr.en):
             m.d.sync += tb_data.eq(tag_wr.data)
         # Tag writes go through a register (tw): the decision ends in flip-flops, not in the tag
@@ -302,20 +296,8 @@ class Reducer(wiring.Component):
         tw_v, tw_a, tw_d = Signal(), Signal(sb), Signal(tag_layout)  # being written now
         m.d.sync += [tw_v.eq(tw_en), tw_a.eq(tw_addr), tw_d.eq(tw_data)]
         m.d.comb += [tag_wr.en.eq(tw_v), tag_wr.addr.eq(tw_a), tag_wr.data.eq(tw_d)]
-        with m.If(data_wr.en):
-            m.d.sync += [db_v.eq(1), db_addr.eq(data_wr.addr), db_data.eq(data_wr.data)]
-        # hit = the row read in stage 0 is written this cycle (the read misses it) or was the
-        # last one written: computed at stage 0, registered, so stage 1 only selects
         row0 = Cat(idx0[:rb], slot0) if rb else slot0
-        row_rd = Signal(len(data_wr.addr))
-        m.d.comb += [row_rd.eq(Mux(adv, row0, row1)), data_rd.addr.eq(row_rd)]
-        m.d.sync += dhit1.eq(dhit0)
-        m.d.comb += [
-            # (per row in parallel, adv's choice of the row at the last multiplexer)
-            dhit0.eq(Mux(adv, *[Mux(data_wr.en, data_wr.addr == r, db_v & (db_addr == r)) for r in (row0, row1)])),
-        ]
-        old1 = Signal(W)
-        m.d.comb += old1.eq(Mux(dhit1, db_data, data_rd.data))
+        m.d.comb += [sums.adv.eq(adv), sums.row0.eq(row0), sums.row1.eq(row1)]
 
         # ================= stage 1: decision (first beat) =================
         bit = bit1
@@ -742,21 +724,12 @@ class Reducer(wiring.Component):
                     m.d.sync += head[j].eq(fx_hn)
 
         # ================= stage 1 -> stage 2: data =================
-        # The add and the data write happen one stage later (stage 2), off the decision path.
-        # Read-after-write: stage 1 forwards the last write (dhit1, kept current while stage 1
-        # holds), stage 2 forwards the write made in the cycle the beat left stage 1 (fwd2).
+        # The add and the data write happen one stage later (stage 2, hdl/row_accumulator.py),
+        # off the decision path, with the data memory's read-after-write forwarding.
         op_c = Mux(first1, op, op_r)
         rem = Signal(17)
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
-        op2 = Signal(2)
-        first2 = Signal()
-        row2 = Signal(len(data_wr.addr))
-        oh2 = Signal(S)  # slot2, one-hot
-        d2 = Signal(W, reset_less=True)
-        old2 = Signal(W, reset_less=True)
-        fwd2 = Signal()
-        lane_ok2 = Signal(L)
         m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1)]
         # Stage 2 pushes the entry of its message's decision from entry_r/push_r: they are not
         # overwritten before, as the next message's first beat is decided one cycle later at
@@ -766,32 +739,9 @@ class Reducer(wiring.Component):
             m.d.sync += runs_r.eq(fx_c)
         runs_now = Mux(decide_r, fx_c, runs_r)
         m.d.comb += push_now.eq(v2 & last2 & push_r)
-        with m.If(v1 & adv):
-            m.d.sync += [
-                op2.eq(op_c), first2.eq(first1), row2.eq(row1), oh2.eq(oh1), d2.eq(d1),
-                old2.eq(old1), fwd2.eq(data_wr.en & (data_wr.addr == row1)), lane_ok2.eq(lane_ok),
-            ]
-
-        m.submodules.adder = adder = SaturatingAdder(W)
-        m.d.comb += [adder.a.eq(Mux(fwd2, db_data, old2)), adder.b.eq(d2)]
-        beat_ovf = (op2 == OP_ADD) & (adder.overflow & lane_ok2).any()
-        m.d.comb += [
-            data_wr.en.eq(v2 & (op2 != OP_NONE)),
-            data_wr.addr.eq(row2),
-            data_wr.data.eq(Mux(op2 == OP_ADD, adder.sum, d2)),
-        ]
-        # sticky overflow per slot (flip-flops): cleared by a chunk's first write, set by any
-        # saturating lane of an add; read by the emitter once the result is queued
-        # The set from an add's overflow (the end of the adder's carry chain) is applied one
-        # cycle later, from flip-flops (ovf_set / ovf_oh); ovf_now is the flag with it applied,
-        # which is what the emitter reads (it may start the chunk the cycle after its last add).
-        ovf = Signal(S)
-        ovf_set = Signal()
-        ovf_oh = Signal(S)
-        ovf_now = Signal(S)
-        m.d.comb += ovf_now.eq(ovf | Mux(ovf_set, ovf_oh, 0))
-        m.d.sync += [ovf_set.eq(v2 & beat_ovf), ovf_oh.eq(oh2),
-                     ovf.eq(ovf_now & ~Mux(data_wr.en & first2 & (op2 == OP_WRITE), oh2, 0))]
+        m.d.comb += [sums.load.eq(v1 & adv), sums.op.eq(op_c), sums.first.eq(first1), sums.data.eq(d1),
+                     sums.lanes.eq(lane_ok), sums.slot_oh.eq(oh1), sums.valid2.eq(v2)]
+        ovf_now = sums.overflow
         tag_c = Signal(tag_layout)
         m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
         # the release entry is queued with the last data write, so the emitter reads it written
@@ -826,13 +776,10 @@ class Reducer(wiring.Component):
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
             q_pop.eq(emit.q_pop),
             tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en), emit.tag_data.eq(tag_rd_e.data),
-            data_rd_e.addr.eq(emit.row_addr), emit.row_data.eq(data_rd_e.data),
-            # always enabled: the data is used only the cycle after an issue, so no hold
-            # multiplexer behind the block RAM on the issue path
-            data_rd_e.en.eq(1),
+            sums.e_row.eq(emit.row_addr), emit.row_data.eq(sums.e_data),
             emit.overflow.eq(ovf_now),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
-            self.rw_hazard.eq((emit.issue & data_wr.en & (data_rd_e.addr == data_wr.addr))
+            self.rw_hazard.eq((emit.issue & sums.e_collision)
                               | (emit.tag_read & tag_wr.en & (tag_rd_e.addr == tag_wr.addr))),
         ]
 
