@@ -1,0 +1,63 @@
+"""The slot-store interface (issue 16): where the reducer's partial sums live, behind one
+signature served by two backends (on-chip block RAM, external DRAM over AXI4).
+
+A slot store holds ``rows = S << row_bits`` rows of W bits (W/32 little-endian int32 lanes).
+
+- ``cmd`` (in): ``op`` (:class:`Op`), ``row``, ``data`` (W), ``lanes`` (W/32: the lanes whose
+  overflow counts), ``tag`` (:data:`TAG_BITS`, carried to the response untouched).
+  WRITE stores ``data``; ADD stores the per-lane saturating sum of the stored row and ``data``
+  (``hdl/saturating_adder.py``); READ returns the stored row.
+- ``rsp`` (out): exactly one per command, **in command order**: ``data`` is the row's new value
+  (WRITE/ADD) or the stored row (READ); ``overflow`` = any masked lane saturated in this ADD;
+  ``tag`` as given.
+
+Commands take effect in order and each sees every earlier command's effect, whatever the
+backend's latency. Both streams are full valid/ready handshakes; a backend sustains one command
+per cycle whenever its memory delivers the bandwidth.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import lanes
+from .params import check_core_params
+
+__all__ = ["TAG_BITS", "Op", "cmd_layout", "row_address_bits", "rsp_layout", "slot_store_signature"]
+
+TAG_BITS = 16  # reducer's use: slot number (<= 12 bits) + emit/first/last flags
+
+
+class Op(enum.IntEnum):
+    """``cmd.op`` values (2 bits)."""
+
+    WRITE = 0
+    ADD = 1
+    READ = 2
+
+
+def row_address_bits(slots: int, row_bits: int) -> int:
+    """Bits of a row address: ``log2(S << row_bits)`` (S a power of two, checked)."""
+    check_core_params(slots=slots, row_bits=row_bits)
+    return (slots << row_bits).bit_length() - 1
+
+
+def cmd_layout(data_width: int, address_bits: int, tag_bits: int = TAG_BITS) -> data.StructLayout:
+    """Payload of ``cmd``."""
+    return data.StructLayout({"op": 2, "row": address_bits, "data": data_width,
+                              "lanes": lanes(data_width), "tag": tag_bits})
+
+
+def rsp_layout(data_width: int, tag_bits: int = TAG_BITS) -> data.StructLayout:
+    """Payload of ``rsp``."""
+    return data.StructLayout({"data": data_width, "overflow": 1, "tag": tag_bits})
+
+
+def slot_store_signature(data_width: int, address_bits: int,
+                         tag_bits: int = TAG_BITS) -> dict[str, wiring.Member]:
+    """The members ``cmd`` and ``rsp`` every slot store has (a backend adds its memory port)."""
+    return {"cmd": In(stream.Signature(cmd_layout(data_width, address_bits, tag_bits))),
+            "rsp": Out(stream.Signature(rsp_layout(data_width, tag_bits)))}
