@@ -160,7 +160,7 @@ class Reducer(wiring.Component):
         m.submodules.config = cfg = ReducerConfig(slots=S, groups=self.groups, jobs=self.jobs)
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
-        jc = cfg.job_cfg
+        jc = cfg.cfg.job_cfg
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table)
         q_push, q_pop, q_in, q_count = queue.push, queue.pop, queue.entry, queue.count
         entry_layout = queue.entry_layout
@@ -172,10 +172,9 @@ class Reducer(wiring.Component):
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
                                                 jobs=self.jobs)
         m.d.comb += [
-            inp.job_cfg.eq(jc), inp.log2_window.eq(cfg.log2_window), inp.window_mask.eq(cfg.window_mask),
-            inp.members.eq(cfg.members), inp.single.eq(cfg.single), inp.configured.eq(cfg.configured),
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
         ]
+        wiring.connect(m, cfg.cfg, inp.cfg)
         wiring.connect(m, wiring.flipped(self.s_msg), inp.s_msg)
         wiring.connect(m, wiring.flipped(self.reset), rst.reset)
         wiring.connect(m, emit.m_msg, wiring.flipped(self.m_msg))
@@ -301,7 +300,7 @@ class Reducer(wiring.Component):
 
         # ================= stage 1: decision (first beat) =================
         bit = bit1
-        in_order = cfg.in_order  # registered like the job and group tables
+        in_order = cfg.cfg.in_order  # registered like the job and group tables
         # The previous decision's effect on ``pending`` and its job's head is applied one cycle
         # late, from registers (fx_*), so the decision ends in a few flip-flops rather than in
         # S pending bits and J heads; this decision sees that effect through forwarding.

@@ -16,7 +16,23 @@ from amaranth.lib.wiring import In, Out
 
 from .layouts import JobCfgLayout
 
-__all__ = ["ReducerConfig", "select_job_cfg", "slot_of"]
+__all__ = ["ReducerConfig", "config_signature", "select_job_cfg", "slot_of"]
+
+
+def config_signature(*, slots: int, groups: int, jobs: int) -> wiring.Signature:
+    """The registered configuration as the reducer's parts read it: ``job_cfg``,
+    ``log2_window`` (clamped to log2 S), ``window_mask`` per job; ``members``, ``single`` (one
+    member), ``configured`` (members != 0) per group; ``in_order``."""
+    sb = (slots - 1).bit_length()
+    return wiring.Signature({
+        "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
+        "log2_window": Out(data.ArrayLayout(range(sb + 1), jobs)),
+        "window_mask": Out(data.ArrayLayout(sb, jobs)),
+        "members": Out(data.ArrayLayout(32, groups)),
+        "single": Out(groups),
+        "configured": Out(groups),
+        "in_order": Out(1, init=1),
+    })
 
 
 def select_job_cfg(m: Module, table: Value, jobs: int, idx: Value, name: str) -> Value:
@@ -38,9 +54,8 @@ def slot_of(cfg: Value, chunk: Value, slot_bits: int) -> Value:
 class ReducerConfig(wiring.Component):
     """Configuration registers of the reducer (see the module docstring).
 
-    In: ``job_cfg_in``, ``group_bitmap_in``, ``release_on_completion``. Out (flip-flops):
-    ``job_cfg``, ``log2_window`` (clamped to log2 S), ``window_mask`` per job; ``members``,
-    ``single`` (one member), ``configured`` (members != 0) per group; ``in_order``.
+    In: ``job_cfg_in``, ``group_bitmap_in``, ``release_on_completion``. Out: ``cfg``
+    (:func:`config_signature`, all flip-flops).
     """
 
     def __init__(self, *, slots: int, groups: int, jobs: int) -> None:
@@ -51,27 +66,21 @@ class ReducerConfig(wiring.Component):
             "job_cfg_in": In(data.ArrayLayout(JobCfgLayout, jobs)),
             "group_bitmap_in": In(data.ArrayLayout(32, groups)),
             "release_on_completion": In(1),
-            "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
-            "log2_window": Out(data.ArrayLayout(range(sb + 1), jobs)),
-            "window_mask": Out(data.ArrayLayout(sb, jobs)),
-            "members": Out(data.ArrayLayout(32, groups)),
-            "single": Out(groups),
-            "configured": Out(groups),
-            "in_order": Out(1, init=1),
+            "cfg": Out(config_signature(slots=slots, groups=groups, jobs=jobs)),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        sb = self.slot_bits
+        sb, c = self.slot_bits, self.cfg
         for j in range(self.jobs):
             lw_in = self.job_cfg_in[j].log2_window
-            m.d.sync += [self.job_cfg[j].eq(self.job_cfg_in[j]),
-                         self.log2_window[j].eq(Mux(lw_in > sb, sb, lw_in)),
-                         self.window_mask[j].eq(Cat(*[lw_in > i for i in range(sb)]))]
+            m.d.sync += [c.job_cfg[j].eq(self.job_cfg_in[j]),
+                         c.log2_window[j].eq(Mux(lw_in > sb, sb, lw_in)),
+                         c.window_mask[j].eq(Cat(*[lw_in > i for i in range(sb)]))]
         for g in range(self.groups):
             gin = self.group_bitmap_in[g]
-            m.d.sync += [self.members[g].eq(gin),
-                         self.single[g].eq((gin != 0) & ((gin & (gin - 1)) == 0)),
-                         self.configured[g].eq(gin != 0)]
-        m.d.sync += self.in_order.eq(~self.release_on_completion)
+            m.d.sync += [c.members[g].eq(gin),
+                         c.single[g].eq((gin != 0) & ((gin & (gin - 1)) == 0)),
+                         c.configured[g].eq(gin != 0)]
+        m.d.sync += c.in_order.eq(~self.release_on_completion)
         return m

@@ -17,8 +17,8 @@ from amaranth.lib.wiring import In, Out
 
 from wanreduce import wire
 
-from .layouts import JobCfgLayout, lanes, message_beat_layout, message_stream, payload_beats
-from .reducer_config import select_job_cfg
+from .layouts import lanes, message_beat_layout, message_stream, payload_beats
+from .reducer_config import config_signature, select_job_cfg
 from .reducer_layouts import bits_for
 from .skid_buffer import SkidBuffer
 
@@ -56,19 +56,13 @@ class InputStages(wiring.Component):
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs = groups, jobs
-        sb = (slots - 1).bit_length()
         self.in_layout = input_beat_layout(data_width, slots, elements)
         self.dec_layout = decoded_beat_layout(data_width, slots, elements)
         super().__init__({
             "s_msg": In(message_stream(data_width)),
             "open": In(1),
             "take": In(1),
-            "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
-            "log2_window": In(data.ArrayLayout(range(sb + 1), jobs)),
-            "window_mask": In(data.ArrayLayout(sb, jobs)),
-            "members": In(data.ArrayLayout(32, groups)),
-            "single": In(groups),
-            "configured": In(groups),
+            "cfg": In(config_signature(slots=slots, groups=groups, jobs=jobs)),
             "i_out": Out(self.in_layout),
             "i_valid": Out(1),
             "p": Out(self.dec_layout),
@@ -83,7 +77,8 @@ class InputStages(wiring.Component):
         m = Module()
         S, sb, jb, gb = self.slots, (self.slots - 1).bit_length(), bits_for(self.jobs), bits_for(self.groups)
         L = lanes(self.data_width)
-        jc, wm_j = self.job_cfg, self.window_mask
+        cf = self.cfg
+        jc, wm_j = cf.job_cfg, cf.window_mask
         s = self.s_msg
         beat_cnt = Signal(_beat_bits(self.elements, self.data_width))
         # stage I (its output i_d feeds P's decode)
@@ -106,7 +101,7 @@ class InputStages(wiring.Component):
         with m.Switch(hi.job_id[:jb]):
             for j in range(self.jobs):
                 with m.Case(j):
-                    m.d.comb += [lw_i.eq(self.log2_window[j]), wm_i.eq(wm_j[j])]
+                    m.d.comb += [lw_i.eq(cf.log2_window[j]), wm_i.eq(wm_j[j])]
         members_i = Signal(32)
         mem_i = Signal()  # the sender is a member
         single_i = Signal()
@@ -115,9 +110,9 @@ class InputStages(wiring.Component):
         with m.Switch(hi.group_id[:gb]):
             for g in range(self.groups):
                 with m.Case(g):
-                    gm = self.members[g]
+                    gm = cf.members[g]
                     m.d.comb += [members_i.eq(gm), mem_i.eq(gm.bit_select(hi.sender_id[:5], 1)),
-                                 single_i.eq(self.single[g]), nz_i.eq(self.configured[g])]
+                                 single_i.eq(cf.single[g]), nz_i.eq(cf.configured[g])]
         bit_i = Signal(32)
         m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
         dec_in = Signal(self.dec_layout)

@@ -11,9 +11,7 @@ from collections import deque
 
 import numpy as np
 import pytest
-from amaranth.hdl import ClockDomain, Module
-from amaranth.sim import Simulator
-from stream_helpers import Port, drive_random, pack, unpack
+from stream_helpers import Port, drive_random, pack, run_testbench, unpack
 
 from wanreduce import wire
 from wanreduce.fixedpoint import saturating_add
@@ -26,16 +24,6 @@ from wanreduce.hdl.row_accumulator import RowAccumulator
 from wanreduce.hdl.window_reset import WindowReset
 
 M32 = 0xFFFFFFFF
-
-
-def _run(dut, tb) -> None:
-    top = Module()
-    top.domains.sync = ClockDomain()
-    top.submodules.dut = dut
-    sim = Simulator(top)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
 
 
 def _set_config(ctx, dut, jobs: list[tuple[int, int, int]], groups: list[int]) -> None:
@@ -56,15 +44,15 @@ def test_config_registers_derive_per_job_and_group() -> None:
     async def tb(ctx):
         _set_config(ctx, dut, [(1, 3, 2), (0, 9, 7)], [0, 0b100, 0b1011])
         ctx.set(dut.release_on_completion, 1)
-        assert ctx.get(dut.in_order) == 1 and ctx.get(dut.log2_window[0]) == 0  # not yet
+        assert ctx.get(dut.cfg.in_order) == 1 and ctx.get(dut.cfg.log2_window[0]) == 0  # not yet
         await ctx.tick()
-        assert [ctx.get(dut.log2_window[j]) for j in range(2)] == [2, 4]  # 7 clamped to log2 16
-        assert [ctx.get(dut.window_mask[j]) for j in range(2)] == [0b11, 0b1111]
-        assert ctx.get(dut.job_cfg[1].base) == 9 and ctx.get(dut.job_cfg[0].enable) == 1
-        assert ctx.get(dut.single) == 0b010 and ctx.get(dut.configured) == 0b110
-        assert ctx.get(dut.members[2]) == 0b1011 and ctx.get(dut.in_order) == 0
+        assert [ctx.get(dut.cfg.log2_window[j]) for j in range(2)] == [2, 4]  # 7 clamped to log2 16
+        assert [ctx.get(dut.cfg.window_mask[j]) for j in range(2)] == [0b11, 0b1111]
+        assert ctx.get(dut.cfg.job_cfg[1].base) == 9 and ctx.get(dut.cfg.job_cfg[0].enable) == 1
+        assert ctx.get(dut.cfg.single) == 0b010 and ctx.get(dut.cfg.configured) == 0b110
+        assert ctx.get(dut.cfg.members[2]) == 0b1011 and ctx.get(dut.cfg.in_order) == 0
 
-    _run(dut, tb)
+    run_testbench(dut, tb)
 
 
 @pytest.mark.parametrize(("width", "slots", "elements", "seed"), [(64, 16, 5, 1), (256, 4, 20, 2)])
@@ -88,15 +76,15 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed) -> None:
         if cycle == 0:  # configuration (registered in the parent; constant inputs here)
             for j, (en, base, lw) in enumerate(jobs_cfg):
                 lwc = min(lw, sb)
-                ctx.set(dut.job_cfg[j].enable, en)
-                ctx.set(dut.job_cfg[j].base, base)
-                ctx.set(dut.job_cfg[j].log2_window, lw)
-                ctx.set(dut.log2_window[j], lwc)
-                ctx.set(dut.window_mask[j], (1 << lwc) - 1)
+                ctx.set(dut.cfg.job_cfg[j].enable, en)
+                ctx.set(dut.cfg.job_cfg[j].base, base)
+                ctx.set(dut.cfg.job_cfg[j].log2_window, lw)
+                ctx.set(dut.cfg.log2_window[j], lwc)
+                ctx.set(dut.cfg.window_mask[j], (1 << lwc) - 1)
             for g, bm in enumerate(groups):
-                ctx.set(dut.members[g], bm)
-            ctx.set(dut.single, sum(1 << g for g, bm in enumerate(groups) if bin(bm).count("1") == 1))
-            ctx.set(dut.configured, sum(1 << g for g, bm in enumerate(groups) if bm))
+                ctx.set(dut.cfg.members[g], bm)
+            ctx.set(dut.cfg.single, sum(1 << g for g, bm in enumerate(groups) if bin(bm).count("1") == 1))
+            ctx.set(dut.cfg.configured, sum(1 << g for g, bm in enumerate(groups) if bm))
             ctx.set(dut.open, 1)
 
     run = drive_random(dut, Port.of(dut.s_msg), [Port(dut.p_valid, dut.take, dut.p.as_value()[:])],
@@ -167,7 +155,7 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
             if push:
                 model.append((entry, mask))
 
-    _run(dut, tb)
+    run_testbench(dut, tb)
 
 
 @pytest.mark.parametrize(("base", "lw", "slots"), [(5, 3, 16), (14, 2, 16), (3, 9, 8)])
@@ -205,7 +193,7 @@ def test_window_reset_waits_then_clears_the_region(base, lw, slots) -> None:
             assert not ctx.get(dut.reset.ready) and not ctx.get(dut.stop) and not ctx.get(dut.clear)
             await ctx.tick()
 
-    _run(dut, tb)
+    run_testbench(dut, tb)
 
 
 def _lanes(v: int, n: int) -> np.ndarray:
@@ -287,4 +275,4 @@ def test_row_accumulator_equals_saturating_add(width, seed) -> None:
             await ctx.tick()
             assert ctx.get(dut.e_data) == _row(mem[r]), f"row {r}"
 
-    _run(dut, tb)
+    run_testbench(dut, tb)
