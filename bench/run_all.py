@@ -66,6 +66,8 @@ BENCHES = (
                        "--period", "8", "--paths", "3"]),
     Bench("bench_fpga_modules.py", "Per-module Fmax (everything but the reducer)",
           lambda out: ["demux", "--quiet-paths", "--out", str(out / "fpga_modules")]),
+    Bench("bench_slot_store.py", "Reducer split and on-chip slot store (issue 16, branch split16)",
+          lambda out: ["--config", "16,256", "--out", str(out / "slot_store")]),
 )
 
 

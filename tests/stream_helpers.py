@@ -98,14 +98,20 @@ def drive_random(dut: Any, source: Port, sinks: Sequence[Port], beats: Sequence[
                 result.cycles = cycle + 1
                 break
 
-    top = Module()  # the sync domain here: also for a DUT with no register (pass-through)
+    run_testbench(dut, tb)
+    return result
+
+
+def run_testbench(dut: Any, tb: Callable) -> None:
+    """Simulate ``dut`` in a ``sync`` domain of its own (also for a DUT with no register,
+    e.g. a pass-through) with the async testbench ``tb(ctx)``."""
+    top = Module()
     top.domains.sync = ClockDomain()
     top.submodules.dut = dut
     sim = Simulator(top)
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
-    return result
 
 
 def pack(layout: data.Layout, fields: dict) -> int:

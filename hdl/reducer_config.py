@@ -1,0 +1,86 @@
+"""The reducer's copy of its configuration, registered (the control block sits across the chip):
+the job and group tables, the release mode, and what is derived from them per job (the log2
+window clamped to the slot memory, the window mask) and per group ("configured", "one member").
+Configuration therefore takes effect one cycle after it is written (it may only change while
+the job is idle anyway).
+
+Also the two job-table helpers every part of the reducer uses: :func:`select_job_cfg` (an
+explicit multiplexer of the registered table) and :func:`slot_of` (a chunk's slot).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import JobCfgLayout
+
+__all__ = ["ReducerConfig", "config_signature", "select_job_cfg", "slot_of"]
+
+
+def config_signature(*, slots: int, groups: int, jobs: int) -> wiring.Signature:
+    """The registered configuration as the reducer's parts read it: ``job_cfg``,
+    ``log2_window`` (clamped to log2 S), ``window_mask`` per job; ``members``, ``single`` (one
+    member), ``configured`` (members != 0) per group; ``in_order``."""
+    sb = (slots - 1).bit_length()
+    return wiring.Signature({
+        "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
+        "log2_window": Out(data.ArrayLayout(range(sb + 1), jobs)),
+        "window_mask": Out(data.ArrayLayout(sb, jobs)),
+        "members": Out(data.ArrayLayout(32, groups)),
+        "single": Out(groups),
+        "configured": Out(groups),
+        "in_order": Out(1, init=1),
+    })
+
+
+def select_job_cfg(m: Module, table: Value, jobs: int, idx: Value, name: str) -> Value:
+    """Explicit mux of the (registered) job table (zero for an index outside it)."""
+    cfg = Signal(JobCfgLayout, name=name)
+    with m.Switch(idx):
+        for j in range(jobs):
+            with m.Case(j):
+                m.d.comb += cfg.eq(table[j])
+    return cfg
+
+
+def slot_of(cfg: Value, chunk: Value, slot_bits: int) -> Value:
+    """``(base + (chunk & (window - 1))) & (S - 1)``."""
+    wmask = Cat(*[cfg.log2_window > i for i in range(slot_bits)])
+    return (cfg.base[:slot_bits] + (chunk[:slot_bits] & wmask))[:slot_bits]
+
+
+class ReducerConfig(wiring.Component):
+    """Configuration registers of the reducer (see the module docstring).
+
+    In: ``job_cfg_in``, ``group_bitmap_in``, ``release_on_completion``. Out: ``cfg``
+    (:func:`config_signature`, all flip-flops).
+    """
+
+    def __init__(self, *, slots: int, groups: int, jobs: int) -> None:
+        self.slots, self.groups, self.jobs = slots, groups, jobs
+        sb = (slots - 1).bit_length()
+        self.slot_bits = sb
+        super().__init__({
+            "job_cfg_in": In(data.ArrayLayout(JobCfgLayout, jobs)),
+            "group_bitmap_in": In(data.ArrayLayout(32, groups)),
+            "release_on_completion": In(1),
+            "cfg": Out(config_signature(slots=slots, groups=groups, jobs=jobs)),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        sb, c = self.slot_bits, self.cfg
+        for j in range(self.jobs):
+            lw_in = self.job_cfg_in[j].log2_window
+            m.d.sync += [c.job_cfg[j].eq(self.job_cfg_in[j]),
+                         c.log2_window[j].eq(Mux(lw_in > sb, sb, lw_in)),
+                         c.window_mask[j].eq(Cat(*[lw_in > i for i in range(sb)]))]
+        for g in range(self.groups):
+            gin = self.group_bitmap_in[g]
+            m.d.sync += [c.members[g].eq(gin),
+                         c.single[g].eq((gin != 0) & ((gin & (gin - 1)) == 0)),
+                         c.configured[g].eq(gin != 0)]
+        m.d.sync += c.in_order.eq(~self.release_on_completion)
+        return m

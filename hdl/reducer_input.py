@@ -1,0 +1,168 @@
+"""The reducer's input stages I and P (docs/reducer.md, "Input stages I and P").
+
+Stage I: a skid buffer (``hdl/skid_buffer.py``: registered ready, registered output) taking
+``s_msg`` and computing each beat's slot (for every job in parallel, then selected by the job),
+so that the tag read the decision issues for the beat P loads has a flip-flop as its address.
+Stage P: the same kind of skid buffer holding each beat with everything that depends only on its
+header and the configuration, decoded on the way in, so the decision's stage 0 starts from
+flip-flops. The decision reads the registers directly (``p``/``p_valid``, the skid register
+``p_skid``/``p_skid_valid``, I's output ``i_out``/``i_valid``): only flip-flops drive them.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from wanreduce import wire
+
+from .layouts import lanes, message_beat_layout, message_stream, payload_beats
+from .reducer_config import config_signature, select_job_cfg
+from .reducer_layouts import bits_for
+from .skid_buffer import SkidBuffer
+
+__all__ = ["InputStages", "decoded_beat_layout", "input_beat_layout"]
+
+
+def _beat_bits(elements: int, width: int) -> int:
+    return max(1, (payload_beats(elements, width) - 1).bit_length())
+
+
+def input_beat_layout(width: int, slots: int, elements: int) -> data.StructLayout:
+    """A beat in stage I: the beat, its index in the message, its slot."""
+    return data.StructLayout({"beat": message_beat_layout(width), "idx": _beat_bits(elements, width),
+                              "slot": (slots - 1).bit_length()})
+
+
+def decoded_beat_layout(width: int, slots: int, elements: int) -> data.StructLayout:
+    """A beat in stage P with its decode (see the field comments in ``InputStages``)."""
+    S, sb = slots, (slots - 1).bit_length()
+    return data.StructLayout({
+        "beat": message_beat_layout(width), "idx": _beat_bits(elements, width), "slot": sb,
+        "start": sb, "wmask": sb, "region": S, "oh": S, "lm": S, "members": 32, "bit": 32,
+        "unconf": 1, "nonmem": 1, "cwrite": 1, "chunk_p1": 32, "cw": 32, "nbm1": 17,
+    })
+
+
+class InputStages(wiring.Component):
+    """Stages I and P (see the module docstring).
+
+    ``s_msg`` moves only while ``open`` (a window reset closes it); P's beat leaves when
+    ``take``. ``in_msg``: a non-last beat of a message has been accepted (a window reset waits
+    for the message's end); ``empty``: no beat in I or P.
+    """
+
+    def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
+        self.data_width, self.slots, self.elements = data_width, slots, elements
+        self.groups, self.jobs = groups, jobs
+        self.in_layout = input_beat_layout(data_width, slots, elements)
+        self.dec_layout = decoded_beat_layout(data_width, slots, elements)
+        super().__init__({
+            "s_msg": In(message_stream(data_width)),
+            "open": In(1),
+            "take": In(1),
+            "cfg": In(config_signature(slots=slots, groups=groups, jobs=jobs)),
+            "i_out": Out(self.in_layout),
+            "i_valid": Out(1),
+            "p": Out(self.dec_layout),
+            "p_valid": Out(1),
+            "p_skid": Out(self.dec_layout),
+            "p_skid_valid": Out(1),
+            "in_msg": Out(1),
+            "empty": Out(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        S, sb, jb, gb = self.slots, (self.slots - 1).bit_length(), bits_for(self.jobs), bits_for(self.groups)
+        L = lanes(self.data_width)
+        cf = self.cfg
+        jc, wm_j = cf.job_cfg, cf.window_mask
+        s = self.s_msg
+        beat_cnt = Signal(_beat_bits(self.elements, self.data_width))
+        # stage I (its output i_d feeds P's decode)
+        m.submodules.stage_i = stage_i = SkidBuffer(self.in_layout)
+        i_v, i_d = stage_i.m.valid, stage_i.m.payload  # its output register
+        i_rdy = stage_i.s.ready  # == ~skid_valid, as its own flip-flop
+        i_in = Signal(self.in_layout)
+        hs = s.payload.hdr
+        slot_s = Signal(sb)  # the slot, for every job in parallel, then selected by the job
+        with m.Switch(hs.job_id[:jb]):
+            for j in range(self.jobs):
+                with m.Case(j):
+                    m.d.comb += slot_s.eq((jc[j].base[:sb] + (hs.chunk[:sb] & wm_j[j]))[:sb])
+        m.d.comb += [i_in.beat.eq(s.payload), i_in.idx.eq(Mux(s.payload.first, 0, beat_cnt)),
+                     i_in.slot.eq(slot_s)]
+        hi = i_d.beat.hdr
+        cfg_i = select_job_cfg(m, jc, self.jobs, hi.job_id[:jb], "cfg_i")
+        lw_i = Signal(range(sb + 1))
+        wm_i = Signal(sb)
+        with m.Switch(hi.job_id[:jb]):
+            for j in range(self.jobs):
+                with m.Case(j):
+                    m.d.comb += [lw_i.eq(cf.log2_window[j]), wm_i.eq(wm_j[j])]
+        members_i = Signal(32)
+        mem_i = Signal()  # the sender is a member
+        single_i = Signal()
+        nz_i = Signal()
+        sender_ok = hi.sender_id < wire.MAX_SENDERS
+        with m.Switch(hi.group_id[:gb]):
+            for g in range(self.groups):
+                with m.Case(g):
+                    gm = cf.members[g]
+                    m.d.comb += [members_i.eq(gm), mem_i.eq(gm.bit_select(hi.sender_id[:5], 1)),
+                                 single_i.eq(cf.single[g]), nz_i.eq(cf.configured[g])]
+        bit_i = Signal(32)
+        m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
+        dec_in = Signal(self.dec_layout)
+        start_i = Signal(sb)
+        m.d.comb += start_i.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb])
+        m.d.comb += [
+            dec_in.beat.eq(i_d.beat),
+            dec_in.idx.eq(i_d.idx),
+            dec_in.slot.eq(i_d.slot),
+            # for the in-order release scan: the slot of chunk + 1 and the job's region
+            dec_in.start.eq(start_i),
+            # the slot one-hot and the slots below the start (thermometer), decoded here so the
+            # release scan in stage 0 starts from flip-flops
+            dec_in.oh.eq(Const(1, S) << i_d.slot),
+            dec_in.lm.eq(Cat(*[start_i > i for i in range(S)])),
+            dec_in.wmask.eq(wm_i),
+            dec_in.region.eq(Cat(*[  # slot i is in the job's region: (i - base) mod S < 2**lw
+                (((Const(i, sb + 1) - cfg_i.base[:sb])[:sb] >> lw_i) == 0) if sb else Const(1)
+                for i in range(S)
+            ])),
+            dec_in.members.eq(members_i),
+            dec_in.bit.eq(bit_i),
+            dec_in.unconf.eq(~((hi.job_id < self.jobs) & cfg_i.enable & (hi.group_id < self.groups)
+                               & nz_i)),
+            # (members & bit) == 0 and bit == members, without 32-bit reductions (cwrite only
+            # matters for a configured group, members != 0)
+            dec_in.nonmem.eq(~(sender_ok & mem_i)),
+            dec_in.cwrite.eq(sender_ok & mem_i & single_i),  # a first contribution completes the chunk
+            dec_in.chunk_p1.eq(hi.chunk + 1),
+            # window check without a shifter: chunk - head >= 2**lw <=> (chunk - 2**lw) - head >= 0
+            dec_in.cw.eq(hi.chunk - (Const(1, sb + 1) << lw_i)),
+            dec_in.nbm1.eq(((hi.element_count + L - 1) >> (L.bit_length() - 1)) - 1),
+        ]
+        m.submodules.stage_p = stage_p = SkidBuffer(self.dec_layout)
+        accept = Signal()  # s_msg transfer
+        m.d.comb += [
+            s.ready.eq(i_rdy & self.open),
+            accept.eq(s.valid & s.ready),
+            stage_i.s.valid.eq(s.valid & self.open),
+            stage_i.s.payload.eq(i_in),
+            # I -> P (P's input: I's output register decoded), P -> stage 1 when it takes p
+            stage_p.s.valid.eq(i_v),
+            stage_p.s.payload.eq(dec_in),
+            stage_i.m.ready.eq(stage_p.s.ready),
+            stage_p.m.ready.eq(self.take),
+            self.i_out.eq(i_d), self.i_valid.eq(i_v),
+            self.p.eq(stage_p.m.payload), self.p_valid.eq(stage_p.m.valid),
+            self.p_skid.eq(stage_p.skid), self.p_skid_valid.eq(stage_p.skid_valid),
+            self.empty.eq(~i_v & ~stage_i.skid_valid & ~stage_p.m.valid & ~stage_p.skid_valid),
+        ]
+        with m.If(accept):
+            m.d.sync += [beat_cnt.eq(i_in.idx + 1), self.in_msg.eq(~s.payload.last)]
+        return m

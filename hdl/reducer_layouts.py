@@ -1,0 +1,89 @@
+"""Layouts shared by the reducer's parts (docs/reducer.md, "Parts"): the slot tag, the release
+queue entry, and the named check flags the decision registers between its stages (each was a
+bit vector read by position before the split).
+
+Defined once here; ``hdl/reducer.py`` (decision), ``hdl/release_queue.py``,
+``hdl/result_emitter.py`` and ``hdl/tag_probe.py`` all use them.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Value
+from amaranth.lib import data
+
+from .layouts import AggHeaderLayout
+
+__all__ = [
+    "FREE", "ACTIVE", "DONE", "OP_NONE", "OP_WRITE", "OP_ADD",
+    "HeadChecks", "HdrChecks", "BitmapChecks", "PriorityInputs", "TagChecks",
+    "bits_for", "pack_flags", "release_entry_layout", "slot_tag_layout",
+]
+
+# Stored slot state. COMPLETE and RELEASED share DONE; the per-slot ``pending`` bit (COMPLETE,
+# waiting for in-order release) tells them apart, so a release never writes the tag memory.
+FREE, ACTIVE, DONE = 0, 1, 2
+# Data operation of a message (decided on its first beat).
+OP_NONE, OP_WRITE, OP_ADD = 0, 1, 2
+
+
+def bits_for(n: int) -> int:
+    """Bits to hold 0..n-1 (at least 1)."""
+    return max(1, (n - 1).bit_length())
+
+
+def slot_tag_layout(jobs: int) -> data.StructLayout:
+    """A slot's tag: state, the chunk's header fields, the contributor bitmap, beats - 1."""
+    return data.StructLayout({
+        "state": 2, "job": bits_for(jobs), "round": 32, "chunk": 32, "group": 8,
+        "scale": AggHeaderLayout["scale_exp"].shape, "count": 16, "bitmap": 32,
+        "session": AggHeaderLayout["session"].shape,
+        "nbm1": 17,  # payload beats - 1, so the emitter needs no arithmetic on the tag
+    })
+
+
+def release_entry_layout(jobs: int, slots: int) -> data.StructLayout:
+    """A release-queue entry; ``more``: chunks released after ``chunk`` (a run), so the count is
+    more + 1."""
+    sb = (slots - 1).bit_length()
+    return data.StructLayout({"job": bits_for(jobs), "chunk": 32, "slot": sb, "more": sb, "resent": 1})
+
+
+# A tag (memory or a pending write) checked against a beat's header and sender bit (stage 0).
+TagChecks = data.StructLayout({
+    "done": 1,  # state DONE (COMPLETE or RELEASED, told apart by ``pending``)
+    "active": 1,  # state ACTIVE
+    "same": 1,  # not FREE, same job and chunk
+    "mismatch": 1,  # round, group, scale, count or session differ
+    "dup": 1,  # the sender's bit is already in the bitmap
+    "cadd": 1,  # bitmap | bit == members: this contribution completes the chunk
+    "older": 1,  # same job, the tag's chunk is ahead of the beat's
+})
+
+# A tag's header fields against a beat's header (part of TagChecks, also for the tag stage 1
+# may write while the next beat is in stage 0).
+HdrChecks = data.StructLayout({"job_eq": 1, "chunk_eq": 1, "back": 1, "mismatch": 1})
+
+# The bitmap checks against the tag stage 1 requests, for both bitmaps it may carry: ``a`` the
+# bitmap decided with ``same`` (bm | bit), ``bc`` the other (bit, or the held tag's).
+BitmapChecks = data.StructLayout({"dup_a": 1, "cadd_a": 1, "dup_bc": 1, "cadd_bc": 1})
+
+# A beat's chunk against its job's head (computed a cycle ahead, registered).
+HeadChecks = data.StructLayout({
+    "late": 1,  # chunk - head < 0
+    "below_end": 1,  # (chunk - 2**lw) - head < 0: inside the window unless late
+    "at_head": 1,  # chunk == head
+})
+
+# The decision's inputs in the model's order of checks (the priority chain of stage 1).
+PriorityInputs = data.StructLayout({
+    "unconf": 1, "nonmem": 1, "oow": 1, "same": 1, "mismatch": 1, "released": 1, "dup": 1,
+    "late": 1, "busy": 1, "older": 1,
+})
+
+
+def pack_flags(layout: data.StructLayout, **flags: Value) -> Value:
+    """The one-bit ``flags`` as a value of ``layout`` (every field given, by name)."""
+    names = [name for name, _ in layout]
+    if set(names) != set(flags):
+        raise ValueError(f"flags of {names} needed, got {sorted(flags)}")
+    return Cat(*[flags[name] for name in names])

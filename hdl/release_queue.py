@@ -1,0 +1,81 @@
+"""The reducer's release queue (docs/reducer.md, "Result emission and pinned slots"): a few
+entries (job, first chunk, slot, run length ``more``, resent), each a chunk or an in-order run to
+emit, kept in registers because the decision compares every entry for pinning.
+
+Each entry may carry an S-bit mask of the slots it holds (its slot and its run, used for pinning
+up to ``Reducer.RUN_TABLE_MAX_SLOTS``). The head entry is a register of its own worked out a
+cycle ahead (the entry after it on a pop, or the entry pushed into that position), so the
+emitter's next read address is a multiplexer of flip-flops. The producer must not push into a
+full queue (the decision holds stage 1 while fewer than two entries are free).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .reducer_layouts import release_entry_layout
+
+__all__ = ["QUEUE_DEPTH", "ReleaseQueue"]
+
+QUEUE_DEPTH = 4  # release-queue entries (each entry may cover a whole run of chunks)
+
+
+class ReleaseQueue(wiring.Component):
+    """Release-queue registers (see the module docstring).
+
+    In: ``push`` with ``entry`` (and its slot ``mask`` if ``masks``), ``pop``. Out: ``head`` (the
+    oldest entry, a register), ``head_mask``, ``count``, every entry (``entries``) with
+    ``occupied`` (one bit per position), and ``held_mask``: the union of the occupied entries'
+    masks.
+    """
+
+    def __init__(self, *, slots: int, jobs: int, masks: bool, depth: int = QUEUE_DEPTH) -> None:
+        self.slots, self.jobs, self.masks, self.depth = slots, jobs, masks, depth
+        self.entry_layout = release_entry_layout(jobs, slots)
+        super().__init__({
+            "push": In(1),
+            "entry": In(self.entry_layout),
+            "mask": In(slots),
+            "pop": In(1),
+            "head": Out(self.entry_layout),
+            "head_mask": Out(slots),
+            "count": Out(range(depth + 1)),
+            "entries": Out(data.ArrayLayout(self.entry_layout, depth)),
+            "occupied": Out(depth),
+            "held_mask": Out(slots),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        D = self.depth
+        q = [Signal(self.entry_layout, name=f"q{i}") for i in range(D)]
+        q_mask = [Signal(self.slots, name=f"q_mask{i}") for i in range(D)] if self.masks else []
+        q_rptr = Signal(range(D))
+        q_wptr = Signal(range(D))
+        q_count = self.count
+        push, pop, q_in = self.push, self.pop, self.entry
+        q_arr = Array([e.as_value() for e in q])
+        q_rptr1 = (q_rptr + 1)[: len(q_rptr)]
+        m.d.sync += self.head.eq(Mux(pop, Mux(push & (q_wptr == q_rptr1), q_in, q_arr[q_rptr1]),
+                                     Mux(push & (q_wptr == q_rptr), q_in, self.head)))
+        with m.If(push):
+            for i in range(D):
+                with m.If(q_wptr == i):
+                    m.d.sync += q[i].eq(q_in)
+                    if q_mask:
+                        m.d.sync += q_mask[i].eq(self.mask)
+            m.d.sync += q_wptr.eq(q_wptr + 1)
+        with m.If(pop):
+            m.d.sync += q_rptr.eq(q_rptr + 1)
+        m.d.sync += q_count.eq(q_count + push - pop)
+        union = Const(0, self.slots)
+        for i in range(D):
+            occupied = (Const(i, q_rptr.shape()) - q_rptr)[: len(q_rptr)] < q_count
+            m.d.comb += [self.entries[i].eq(q[i]), self.occupied[i].eq(occupied)]
+            if q_mask:
+                union = union | Mux(self.occupied[i], q_mask[i], 0)
+        if q_mask:
+            m.d.comb += [self.head_mask.eq(Array(q_mask)[q_rptr]), self.held_mask.eq(union)]
+        return m

@@ -1,0 +1,195 @@
+"""The reducer's result emitter (docs/reducer.md, "Result emission and pinned slots"): expands
+release-queue entries (a chunk or an in-order run) into RESULT messages through a small output
+FIFO.
+
+It issues one row read per cycle while the FIFO has room. Beat 0 of a chunk reads the slot's tag
+together with its first row (both arrive next cycle); later beats hold the tag read port, so the
+header is assembled when the data returns and a result of n beats takes exactly n cycles, back
+to back with the next one. Whether a result has more than one beat comes from a per-slot
+flip-flop written with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``), not from the tag
+memory (a block RAM from S = 64 on, ~4 ns clock-to-output). The emitter reads the slot's sticky
+overflow flag (``overflow``) when it starts a result. What it holds (the chunk being emitted, the
+rest of its entry) is exported for pinning and the window reset's drain check.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from wanreduce import wire
+
+from .layouts import JobCfgLayout, message_beat_layout, message_stream, payload_beats
+from .reducer_config import select_job_cfg, slot_of
+from .reducer_layouts import bits_for, release_entry_layout, slot_tag_layout
+from .release_queue import QUEUE_DEPTH
+
+__all__ = ["FIFO_DEPTH", "ResultEmitter"]
+
+FIFO_DEPTH = 4  # result beats buffered toward m_msg
+
+
+class ResultEmitter(wiring.Component):
+    """Queue entries -> RESULT messages on ``m_msg`` (see the module docstring).
+
+    Queue side: ``q_head``, ``q_head_mask``, ``q_count`` in, ``q_pop`` out. Memories: ``tag_addr``/
+    ``tag_en`` -> ``tag_data`` (next cycle), ``row_addr`` -> ``row_data`` (next cycle, the read
+    always enabled). ``issue``/``tag_read``: a row / tag read whose data is used is issued now.
+    """
+
+    def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool) -> None:
+        self.data_width, self.slots, self.jobs, self.masks = data_width, slots, jobs, masks
+        self.row_bits = (payload_beats(elements, data_width) - 1).bit_length()
+        sb = (slots - 1).bit_length()
+        self.slot_bits = sb
+        entry = release_entry_layout(jobs, slots)
+        super().__init__({
+            "q_head": In(entry),
+            "q_head_mask": In(slots),
+            "q_count": In(range(QUEUE_DEPTH + 1)),
+            "q_pop": Out(1),
+            "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
+            "tag_addr": Out(sb),
+            "tag_en": Out(1),
+            "tag_data": In(slot_tag_layout(jobs)),
+            "row_addr": Out(sb + self.row_bits),
+            "row_data": In(data_width),
+            "overflow": In(slots),
+            "tag_we": In(1),
+            "tag_wslot": In(sb),
+            "tag_wmulti": In(1),
+            "issue": Out(1),
+            "tag_read": Out(1),
+            # held: the chunk being emitted (busy/job/chunk, its slot one-hot cur_mask), the rest
+            # of its entry (rest_job/rest_chunk/rest_left chunks, rest_nz, their slots rest_mask)
+            "busy": Out(1),
+            "job": Out(bits_for(jobs)),
+            "chunk": Out(32),
+            "cur_mask": Out(slots),
+            "rest_job": Out(bits_for(jobs)),
+            "rest_chunk": Out(32),
+            "rest_left": Out(sb + 1),
+            "rest_nz": Out(1),
+            "rest_mask": Out(slots),
+            "m_msg": Out(message_stream(data_width)),
+            "result_out": Out(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        S, sb, rb, jb = self.slots, self.slot_bits, self.row_bits, bits_for(self.jobs)
+        beat_bits = max(1, rb)
+        beat_layout = message_beat_layout(self.data_width)
+        m.submodules.fifo = fifo = SyncFIFO(width=beat_layout.size, depth=FIFO_DEPTH)
+        q_head, jc = self.q_head, self.job_cfg
+        te = self.tag_data
+        e_busy, e_job, e_chunk = self.busy, self.job, self.chunk
+        rest_job, rest_chunk, rest_left, rest_nz = self.rest_job, self.rest_chunk, self.rest_left, self.rest_nz
+        rest_mask, e_oh = self.rest_mask, self.cur_mask
+        e_resent = Signal()
+        e_beat = Signal(beat_bits + 1)  # next beat to issue
+        rest_resent = Signal()
+        rest_slot = Signal(sb)  # slot of rest_chunk (registered, off the read-address path)
+        e_slot = Signal(sb)
+        rd_v = Signal()
+        rd_beat = Signal(beat_bits + 1)
+        rd_resent = Signal()
+        rd_ovf = Signal()
+        e_ovf = Signal()
+        occ = Signal(range(FIFO_DEPTH + 2))  # == fifo.level + rd_v, as a register
+        credit = occ < FIFO_DEPTH
+
+        n_job = Signal(jb)  # the chunk a new beat 0 is issued for
+        n_chunk = Signal(32)
+        n_resent = Signal()
+        cfg_r = select_job_cfg(m, jc, self.jobs, rest_job, "cfg_r")
+        cfg_q = select_job_cfg(m, jc, self.jobs, q_head.job, "cfg_q")
+        slot_n = Signal(sb)
+        m.d.comb += slot_n.eq(Mux(rest_nz, rest_slot, q_head.slot))
+        issue = self.issue
+        start_new = self.tag_read
+        # the current chunk has beats left: right after its start from the tag just read (a zero
+        # test), afterwards from a flip-flop worked out a cycle ahead (no comparator on the path
+        # to the read address)
+        more = Signal()
+        more_r = Signal()
+        just_started = Signal()
+        # "more than one beat" per slot in flip-flops, written with the tag, so the test right
+        # after a start does not wait for the tag memory (a block RAM from S = 64 on)
+        multi = Signal(S)
+        with m.If(self.tag_we):
+            m.d.sync += multi.bit_select(self.tag_wslot, 1).eq(self.tag_wmulti)
+        multi_r = Signal()
+        with m.If(start_new):
+            m.d.sync += multi_r.eq(multi.bit_select(slot_n, 1))
+        m.d.comb += more.eq(e_busy & Mux(just_started, multi_r, more_r))
+        m.d.sync += [just_started.eq(start_new),
+                     more_r.eq(Mux(credit & more, (e_beat + 1) <= te.nbm1, more))]
+        m.d.comb += self.q_pop.eq(0)
+        with m.If(credit):
+            with m.If(more):
+                m.d.comb += issue.eq(1)
+                m.d.sync += e_beat.eq(e_beat + 1)
+            with m.Elif(rest_nz):
+                m.d.comb += [start_new.eq(1), n_job.eq(rest_job), n_chunk.eq(rest_chunk),
+                             n_resent.eq(rest_resent)]
+                m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
+                             rest_nz.eq(rest_left != 1),
+                             rest_slot.eq(slot_of(cfg_r, rest_chunk + 1, sb))]
+                if self.masks:
+                    m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
+            with m.Elif(self.q_count != 0):
+                m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
+                             n_resent.eq(q_head.resent), self.q_pop.eq(1)]
+                m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
+                             rest_left.eq(q_head.more), rest_nz.eq(q_head.more != 0),
+                             rest_resent.eq(q_head.resent),
+                             rest_slot.eq(slot_of(cfg_q, q_head.chunk + 1, sb))]
+                if self.masks:
+                    m.d.sync += rest_mask.eq(self.q_head_mask & ~(Const(1, S) << q_head.slot))
+        with m.If(start_new):
+            m.d.comb += issue.eq(1)
+            m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
+                         e_resent.eq(n_resent), e_slot.eq(slot_n),
+                         e_ovf.eq(self.overflow.bit_select(slot_n, 1))]
+            if self.masks:
+                m.d.sync += e_oh.eq(Const(1, S) << slot_n)
+        with m.Elif(~more):
+            m.d.sync += e_busy.eq(0)
+        addr_slot = Mux(start_new, slot_n, e_slot)
+        addr_beat = Mux(start_new, 0, e_beat)
+        m.d.comb += [
+            self.tag_addr.eq(slot_n),
+            self.tag_en.eq(start_new),
+            self.row_addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
+        ]
+        m.d.sync += [rd_v.eq(issue), occ.eq(occ + issue - (fifo.r_rdy & fifo.r_en))]
+        with m.If(issue):
+            m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent)),
+                         rd_ovf.eq(Mux(start_new, self.overflow.bit_select(slot_n, 1), e_ovf))]
+
+        out_beat = Signal(beat_layout)
+        m.d.comb += [
+            out_beat.hdr.msg_type.eq(wire.MsgType.RESULT),
+            out_beat.hdr.flags.eq(Cat(rd_ovf, Const(0, 1), rd_resent)),  # OVERFLOW, RESENT
+            out_beat.hdr.group_id.eq(te.group),
+            out_beat.hdr.job_id.eq(te.job),
+            out_beat.hdr.round_id.eq(te.round),
+            out_beat.hdr.chunk.eq(te.chunk),
+            out_beat.hdr.sender_id.eq(0),
+            out_beat.hdr.scale_exp.eq(te.scale),
+            out_beat.hdr.element_count.eq(te.count),
+            out_beat.hdr.session.eq(te.session),
+            out_beat.first.eq(rd_beat == 0),
+            out_beat.last.eq(rd_beat == te.nbm1),
+            out_beat.data.eq(self.row_data),
+            fifo.w_en.eq(rd_v),
+            fifo.w_data.eq(out_beat),
+            self.m_msg.valid.eq(fifo.r_rdy),
+            self.m_msg.payload.eq(fifo.r_data),
+            fifo.r_en.eq(self.m_msg.ready),
+            self.result_out.eq(self.m_msg.valid & self.m_msg.ready & self.m_msg.payload.first),
+        ]
+        return m

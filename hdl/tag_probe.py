@@ -1,0 +1,66 @@
+"""JOBj_PROBE_BITMAP (``wanreduce.regs``) through a tag read port of its own, off the data path
+(docs/reducer.md, "Storage", Probe).
+
+Three registered steps every cycle: the probed slot from the job table and ``probe_chunk``, its
+tag read (``rd_addr`` -> ``rd_data``), the answer (state, job and chunk compared; ``pending`` for
+COMPLETE). A read that meets a tag write to its address is not used (the tag memory is built with
+``no_rw_check``: undefined data); the pipeline runs every cycle, so the next read answers.
+``probe_ok`` ties the answer to the key it was read for, so the control block never takes an
+answer for another job or chunk.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import JobCfgLayout
+from .reducer_config import select_job_cfg, slot_of
+from .reducer_layouts import ACTIVE, DONE, bits_for, slot_tag_layout
+
+__all__ = ["TagProbe"]
+
+
+class TagProbe(wiring.Component):
+    """The contributor bitmap of chunk ``probe_chunk`` of job ``probe_job`` while held
+    unreleased (ACTIVE, or DONE with ``pending``), else 0; see the module docstring."""
+
+    def __init__(self, *, slots: int, jobs: int) -> None:
+        self.slots, self.jobs = slots, jobs
+        sb = (slots - 1).bit_length()
+        self.slot_bits = sb
+        super().__init__({
+            "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
+            "probe_job": In(range(jobs)),
+            "probe_chunk": In(32),
+            "rd_addr": Out(sb),
+            "rd_data": In(slot_tag_layout(jobs)),
+            "wr_en": In(1),
+            "wr_addr": In(sb),
+            "pending": In(slots),
+            "probe_bitmap": Out(32),
+            "probe_ok": Out(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        sb, jb = self.slot_bits, bits_for(self.jobs)
+        cfg = select_job_cfg(m, self.job_cfg, self.jobs, self.probe_job, "cfg_probe")
+        p_slot, r_slot, r_coll, v_ok = Signal(sb), Signal(sb), Signal(), Signal()
+        p_job, r_job, v_job = Signal(jb), Signal(jb), Signal(jb)
+        p_chunk, r_chunk, v_chunk = Signal(32), Signal(32), Signal(32)
+        t = self.rd_data
+        held = ((t.state == ACTIVE) | ((t.state == DONE) & self.pending.bit_select(r_slot, 1))) \
+            & (t.job == r_job) & (t.chunk == r_chunk)
+        m.d.sync += [
+            p_slot.eq(slot_of(cfg, self.probe_chunk, sb)), p_job.eq(self.probe_job),
+            p_chunk.eq(self.probe_chunk),
+            r_slot.eq(p_slot), r_job.eq(p_job), r_chunk.eq(p_chunk),
+            r_coll.eq(self.wr_en & (self.wr_addr == p_slot)),
+            self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(r_job), v_chunk.eq(r_chunk),
+            v_ok.eq(~r_coll),
+        ]
+        m.d.comb += [self.rd_addr.eq(p_slot),
+                     self.probe_ok.eq(v_ok & (v_job == self.probe_job) & (v_chunk == self.probe_chunk))]
+        return m

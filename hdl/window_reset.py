@@ -1,0 +1,71 @@
+"""The reducer's window-reset engine (docs/reducer.md, "Window reset").
+
+A ``reset`` transfer (job, new head) closes the input at the end of the current message
+(``in_msg``: it never splits one), waits until the pipeline has drained (``drained``: input
+stages, stages 1 and 2, the release queue and the emitter empty), registers the job's base and
+region size, then writes FREE into the region's 2**log2_window tags, one per cycle (``clear``
+with ``slot``; the reducer writes them through its tag-write register and clears their
+``pending`` bits), and finally raises ``reset.ready`` for one cycle, in which the reducer sets
+the job's head to ``reset.payload.head``.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import JobCfgLayout, ResetLayout
+from .reducer_config import select_job_cfg
+
+__all__ = ["WindowReset"]
+
+
+class WindowReset(wiring.Component):
+    """Window-reset engine (see the module docstring). ``stop``: ``s_msg`` must not move."""
+
+    def __init__(self, *, slots: int, jobs: int) -> None:
+        self.slots, self.jobs = slots, jobs
+        sb = (slots - 1).bit_length()
+        self.slot_bits = sb
+        super().__init__({
+            "reset": In(stream.Signature(ResetLayout(jobs))),
+            "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
+            "in_msg": In(1),
+            "drained": In(1),
+            "stop": Out(1),
+            "clear": Out(1),
+            "slot": Out(sb),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        sb = self.slot_bits
+        busy = Signal()  # clearing the region
+        idx = Signal(sb + 1)
+        # reset.valid through a register (cleared on the ready pulse); a window reset stops
+        # s_msg at the next message boundary, then waits for everything accepted to drain
+        req = Signal()
+        m.d.sync += req.eq(self.reset.valid & ~self.reset.ready)
+        block = req & ~self.in_msg
+        m.d.comb += self.stop.eq(block | busy)
+        # The job's base and region size are registered when the engine starts; ``clear`` (a
+        # flip-flop) marks the cycles that write FREE into one slot of the region each.
+        cfg = select_job_cfg(m, self.job_cfg, self.jobs, self.reset.payload.job, "cfg_rst")
+        base = Signal(sb)
+        last = Signal(sb + 1)  # region size - 1
+        m.d.comb += self.slot.eq((base + idx[:sb])[:sb])
+        m.d.comb += self.reset.ready.eq(0)
+        with m.If(~busy):
+            with m.If(block & self.drained):
+                lw = Mux(cfg.log2_window > sb, sb, cfg.log2_window)
+                m.d.sync += [busy.eq(1), self.clear.eq(1), idx.eq(0), base.eq(cfg.base[:sb]),
+                             last.eq((Const(1, sb + 1) << lw) - 1)]
+        with m.Elif(self.clear):
+            m.d.sync += idx.eq(idx + 1)
+            with m.If(idx == last):
+                m.d.sync += self.clear.eq(0)
+        with m.Else():
+            m.d.comb += self.reset.ready.eq(1)
+            m.d.sync += busy.eq(0)
+        return m
