@@ -157,8 +157,9 @@ def _core_config(cfg: DramConfig) -> dict:
         "sdram_phy": getattr(phy, cfg.phy),
         "input_clk_freq": cfg.input_clk_hz, "sys_clk_freq": cfg.sys_clk_hz,
         "init_clk_freq": 25e6,
-        # controller: LiteDRAM's defaults for these PHYs (litedram/examples)
-        "cmd_buffer_depth": 16, "user_ports": {},
+        # controller: LiteDRAM's default command buffer depth, buffered (a register after each
+        # bank machine's command buffer: its row-hit logic was the 100 MHz critical path)
+        "cmd_buffer_depth": 8, "cmd_buffer_buffered": True, "user_ports": {},
     }
     if cfg.phy == "ECP5DDRPHY":
         c.update(rtt_nom="60ohm", rtt_wr="60ohm", ron="34ohm")
@@ -171,7 +172,9 @@ def _core_config(cfg: DramConfig) -> dict:
 def _add_axi_port(soc, platform) -> None:
     """One AXI4 slave in clock domain ``axi`` (own clock and reset pins), through LiteDRAM's
     native-port CDC; AW/AR held off until the controller is initialised."""
+    from litedram.common import LiteDRAMNativePort, cmd_description
     from litedram.frontend.axi import LiteDRAMAXI2Native, LiteDRAMAXIPort
+    from litex.soc.interconnect import stream
     from litedram.gen import get_axi_user_port_ios
     from litex.build.generic_platform import Pins
     from migen import ClockDomain, ClockDomainsRenamer, Signal
@@ -185,11 +188,33 @@ def _add_axi_port(soc, platform) -> None:
     soc.specials += AsyncResetSynchronizer(soc.cd_axi, platform.request("axi_rst"))
 
     user_port = soc.sdram.crossbar.get_port(clock_domain="axi")
-    axi = LiteDRAMAXIPort(
-        data_width=user_port.data_width,
-        address_width=user_port.address_width + log2_int(user_port.data_width // 8),
-        id_width=AXI_ID_WIDTH, clock_domain="axi")
-    soc.submodules.axi2native = ClockDomainsRenamer("axi")(LiteDRAMAXI2Native(axi, user_port))
+    widths = dict(data_width=user_port.data_width,
+                  address_width=user_port.address_width + log2_int(user_port.data_width // 8),
+                  id_width=AXI_ID_WIDTH, clock_domain="axi")
+    # The port's pins (``axi``) and the frontend's port (``inner``), a register slice between
+    # them on every channel (valid/payload and ready registered): the frontend's ready signals
+    # are combinational through its read/write arbiter (118 MHz at the 125 MHz core clock with
+    # the self-test's FSM behind them), and a manager behind these pins sees flip-flops.
+    axi, inner = LiteDRAMAXIPort(**widths), LiteDRAMAXIPort(**widths)
+    for ch in ("aw", "w", "ar", "b", "r"):
+        src, dst = (getattr(axi, ch), getattr(inner, ch))
+        if ch in ("b", "r"):
+            src, dst = dst, src
+        buf = ClockDomainsRenamer("axi")(stream.Buffer(src.description, pipe_valid=True,
+                                                       pipe_ready=True))
+        setattr(soc.submodules, f"axi_slice_{ch}", buf)
+        soc.comb += [src.connect(buf.sink), buf.source.connect(dst)]
+    # The AXI frontend's native port, and a register stage (valid/payload and ready) on its
+    # commands before the CDC: without it, AXI2Native's read/write arbiter ran on into the CDC's
+    # write pointer, 118.5 MHz at the 125 MHz core clock (docs/benchmarks.md).
+    native = LiteDRAMNativePort("both", user_port.address_width, user_port.data_width,
+                                clock_domain="axi")
+    soc.submodules.axi2native = ClockDomainsRenamer("axi")(LiteDRAMAXI2Native(inner, native))
+    cut = ClockDomainsRenamer("axi")(stream.Buffer(cmd_description(user_port.address_width),
+                                                   pipe_valid=True, pipe_ready=True))
+    soc.submodules.axi_cmd_cut = cut
+    soc.comb += [native.cmd.connect(cut.sink), cut.source.connect(user_port.cmd),
+                 native.wdata.connect(user_port.wdata), user_port.rdata.connect(native.rdata)]
     ready_sys = Signal()
     soc.sync += ready_sys.eq(soc.ddrctrl.init_done.storage & ~soc.ddrctrl.init_error.storage)
     ready = Signal()
