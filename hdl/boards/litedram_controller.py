@@ -174,9 +174,9 @@ def _add_axi_port(soc, platform) -> None:
     native-port CDC; AW/AR held off until the controller is initialised."""
     from litedram.common import LiteDRAMNativePort, cmd_description
     from litedram.frontend.axi import LiteDRAMAXI2Native, LiteDRAMAXIPort
-    from litex.soc.interconnect import stream
     from litedram.gen import get_axi_user_port_ios
     from litex.build.generic_platform import Pins
+    from litex.soc.interconnect import stream
     from migen import ClockDomain, ClockDomainsRenamer, Signal
     from migen.fhdl.bitcontainer import log2_int
     from migen.genlib.cdc import MultiReg
