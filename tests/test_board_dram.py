@@ -138,19 +138,25 @@ def _axi_ram(dut, mem: dict, corrupt_beat: int | None):
         rng = random.Random(2)
         nbytes = len(a["wdata"]) // 8
         reads = 0
+
+        async def accept(ch: str) -> tuple[int, int]:
+            """Take the address-channel request ``ch`` (aw/ar): (beat index, burst length)."""
+            addr, n = ctx.get(a[f"{ch}addr"]), ctx.get(a[f"{ch}len"]) + 1
+            ctx.set(a[f"{ch}ready"], 1)
+            await ctx.tick()
+            ctx.set(a[f"{ch}ready"], 0)
+            return addr // nbytes, n
+
         while True:
             if ctx.get(a["awvalid"]) and rng.random() < 0.7:
-                addr, n = ctx.get(a["awaddr"]), ctx.get(a["awlen"]) + 1
-                ctx.set(a["awready"], 1)
-                await ctx.tick()
-                ctx.set(a["awready"], 0)
+                base, n = await accept("aw")
                 k = 0
                 while k < n:
                     ready = rng.random() < 0.8
                     ctx.set(a["wready"], ready)
                     if ready and ctx.get(a["wvalid"]):
                         assert ctx.get(a["wlast"]) == (k == n - 1)
-                        mem[addr // nbytes + k] = ctx.get(a["wdata"])
+                        mem[base + k] = ctx.get(a["wdata"])
                         k += 1
                     await ctx.tick()
                 ctx.set(a["wready"], 0)
@@ -160,14 +166,11 @@ def _axi_ram(dut, mem: dict, corrupt_beat: int | None):
                 await ctx.tick()
                 ctx.set(a["bvalid"], 0)
             elif ctx.get(a["arvalid"]) and rng.random() < 0.7:
-                addr, n = ctx.get(a["araddr"]), ctx.get(a["arlen"]) + 1
-                ctx.set(a["arready"], 1)
-                await ctx.tick()
-                ctx.set(a["arready"], 0)
+                base, n = await accept("ar")
                 k = 0
                 while k < n:
                     valid = rng.random() < 0.8
-                    data = mem[addr // nbytes + k] ^ ((1 << 5) if reads == corrupt_beat else 0)
+                    data = mem[base + k] ^ ((1 << 5) if reads == corrupt_beat else 0)
                     ctx.set(a["rvalid"], valid)
                     ctx.set(a["rdata"], data)
                     ctx.set(a["rlast"], k == n - 1)

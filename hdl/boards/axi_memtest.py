@@ -12,7 +12,7 @@ between passes, so stale data from the previous pass is caught. ``error`` is sti
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Elaboratable, Module, Signal
+from amaranth.hdl import Cat, Elaboratable, Module, Mux, Signal
 
 __all__ = ["AXIMemTest", "axi_manager_signals"]
 
@@ -79,47 +79,48 @@ class AXIMemTest(Elaboratable):
             a["wstrb"].eq((1 << beat_bytes) - 1), a["wdata"].eq(pattern),
             a["wlast"].eq(inburst == self.burst_len - 1),
         ]
+        last_beat = inburst == self.burst_len - 1
+        last_burst = burst == self.bursts - 1
+
+        def address(valid: str, ready: str, data_state: str) -> None:
+            m.d.comb += a[valid].eq(1)
+            with m.If(a[ready]):
+                m.next = data_state
+
+        def next_burst(again: str, then: str, *at_end) -> None:
+            with m.If(last_burst):
+                m.d.sync += [burst.eq(0), beat.eq(0), *at_end]
+                m.next = then
+            with m.Else():
+                m.d.sync += burst.eq(burst + 1)
+                m.next = again
+
+        def data_beat(ours: str, theirs: str):
+            """Drive our side of a data channel; a beat taken advances the beat counters."""
+            m.d.comb += a[ours].eq(1)
+            with m.If(a[theirs]):
+                m.d.sync += [beat.eq(beat + 1), inburst.eq(Mux(last_beat, 0, inburst + 1))]
+            return a[theirs]
+
         with m.FSM():
             with m.State("AW"):
-                m.d.comb += a["awvalid"].eq(1)
-                with m.If(a["awready"]):
-                    m.next = "W"
+                address("awvalid", "awready", "W")
             with m.State("W"):
-                m.d.comb += a["wvalid"].eq(1)
-                with m.If(a["wready"]):
-                    m.d.sync += [beat.eq(beat + 1), inburst.eq(inburst + 1)]
-                    with m.If(inburst == self.burst_len - 1):
-                        m.d.sync += inburst.eq(0)
-                        m.next = "B"
+                with m.If(data_beat("wvalid", "wready") & last_beat):
+                    m.next = "B"
             with m.State("B"):
                 m.d.comb += a["bready"].eq(1)
                 with m.If(a["bvalid"]):
                     with m.If(a["bresp"] != 0):
                         m.d.sync += self.error.eq(1)
-                    with m.If(burst == self.bursts - 1):
-                        m.d.sync += [burst.eq(0), beat.eq(0)]
-                        m.next = "AR"
-                    with m.Else():
-                        m.d.sync += burst.eq(burst + 1)
-                        m.next = "AW"
+                    next_burst("AW", "AR")
             with m.State("AR"):
-                m.d.comb += a["arvalid"].eq(1)
-                with m.If(a["arready"]):
-                    m.next = "R"
+                address("arvalid", "arready", "R")
             with m.State("R"):
-                m.d.comb += a["rready"].eq(1)
-                with m.If(a["rvalid"]):
-                    m.d.sync += beat.eq(beat + 1)
-                    with m.If((a["rdata"] != pattern) | (a["rresp"] != 0)
-                              | (a["rlast"] != (inburst == self.burst_len - 1))):
-                        m.d.sync += self.error.eq(1)
-                    m.d.sync += inburst.eq(inburst + 1)
-                    with m.If(inburst == self.burst_len - 1):
-                        m.d.sync += inburst.eq(0)
-                        with m.If(burst == self.bursts - 1):
-                            m.d.sync += [burst.eq(0), beat.eq(0), self.passes.eq(self.passes + 1)]
-                            m.next = "AW"
-                        with m.Else():
-                            m.d.sync += burst.eq(burst + 1)
-                            m.next = "AR"
+                taken = data_beat("rready", "rvalid")
+                with m.If(taken & ((a["rdata"] != pattern) | (a["rresp"] != 0)
+                                   | (a["rlast"] != last_beat))):
+                    m.d.sync += self.error.eq(1)
+                with m.If(taken & last_beat):
+                    next_burst("AR", "AW", self.passes.eq(self.passes + 1))
         return m
