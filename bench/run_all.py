@@ -66,6 +66,7 @@ BENCHES = (
                        "--period", "8", "--paths", "3"]),
     Bench("bench_fpga_modules.py", "Per-module Fmax (everything but the reducer)",
           lambda out: ["demux", "--quiet-paths", "--out", str(out / "fpga_modules")]),
+    Bench("bench_dram.py", "DRAM controller on the boards (LiteDRAM)", lambda out: ["--slots", "2"]),
 )
 
 
