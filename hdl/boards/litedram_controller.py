@@ -4,10 +4,10 @@ LiteDRAM (``litedram`` 2024.12) is LiteX's DRAM controller. Its standalone gener
 (``litedram.gen.LiteDRAMCore``, what ``litedram_gen config.yml`` runs) builds the PHY, the
 controller, a clock/reset generator (PLL) and a Wishbone control bus from a configuration; this
 script runs it with the board's configuration (:data:`DRAM_CONFIGS`, the one source of truth
-for the DRAM's part, size, clock and port widths) and no CPU, and adds one **AXI4 user port in
-its own clock domain** (``axi_clk``): LiteDRAM's native-port clock-domain crossing
-(``crossbar.get_port(clock_domain="axi")``, gray-coded async FIFOs) sits between it and the
-controller, so the core's ``m_axi_mem`` attaches in the core clock, whatever the DRAM's.
+for the DRAM's part, size, clock and port widths) and no CPU, and adds one **AXI4 user port in its own clock domain** (``axi_clk``): LiteDRAM's
+AXI frontend (``LiteDRAMAXI2Native``) runs in the controller clock, and an async FIFO on each
+of the five AXI channels (LiteX's ``stream.ClockDomainCrossing``) crosses to ``axi_clk``, so
+the core's ``m_axi_mem`` attaches in the core clock, whatever the DRAM's.
 (The generator's own ``type: axi`` user port is in the controller's clock only.)
 
 Module ``<name>`` ports (``dw`` = :attr:`DramConfig.data_width`, ``aw`` =
@@ -52,6 +52,8 @@ __all__ = ["AXI_ID_WIDTH", "DRAM_CONFIGS", "DramConfig", "cached", "generate", "
            "module_name"]
 
 AXI_ID_WIDTH = 4
+# entries of each AXI channel's clock-domain-crossing FIFO: a 16-beat burst of data
+AXI_CDC_DEPTH = {"aw": 4, "ar": 4, "b": 4, "w": 16, "r": 16}
 LITEDRAM_VERSION = "2024.12"
 # LiteDRAM's DFII register fields (litedram/dfii.py: DFIInjector control, PhaseInjector command)
 DFII = {"DFII_CONTROL_SEL": 1, "DFII_CONTROL_CKE": 2, "DFII_CONTROL_ODT": 4,
@@ -172,12 +174,11 @@ def _core_config(cfg: DramConfig) -> dict:
 def _add_axi_port(soc, platform) -> None:
     """One AXI4 slave in clock domain ``axi`` (own clock and reset pins), through LiteDRAM's
     native-port CDC; AW/AR held off until the controller is initialised."""
-    from litedram.common import LiteDRAMNativePort, cmd_description
     from litedram.frontend.axi import LiteDRAMAXI2Native, LiteDRAMAXIPort
     from litedram.gen import get_axi_user_port_ios
     from litex.build.generic_platform import Pins
     from litex.soc.interconnect import stream
-    from migen import ClockDomain, ClockDomainsRenamer, Signal
+    from migen import ClockDomain, Signal
     from migen.fhdl.bitcontainer import log2_int
     from migen.genlib.cdc import MultiReg
     from migen.genlib.resetsync import AsyncResetSynchronizer
@@ -187,34 +188,26 @@ def _add_axi_port(soc, platform) -> None:
     soc.comb += soc.cd_axi.clk.eq(platform.request("axi_clk"))
     soc.specials += AsyncResetSynchronizer(soc.cd_axi, platform.request("axi_rst"))
 
-    user_port = soc.sdram.crossbar.get_port(clock_domain="axi")
+    # The AXI frontend runs in the controller clock and the crossing is at the AXI channels:
+    # one async FIFO each (LiteX's stream.ClockDomainCrossing, gray-coded, output registered),
+    # so the core-clock side holds only FIFO logic. (A native-port CDC after the frontend,
+    # with register slices on its channels, left LiteDRAM's AXI2Native read/write arbiter in
+    # the 125 MHz core clock: 124.2 MHz at best, docs/benchmarks.md.)
+    user_port = soc.sdram.crossbar.get_port()
     widths = dict(data_width=user_port.data_width,
                   address_width=user_port.address_width + log2_int(user_port.data_width // 8),
-                  id_width=AXI_ID_WIDTH, clock_domain="axi")
-    # The port's pins (``axi``) and the frontend's port (``inner``), a register slice between
-    # them on every channel (valid/payload and ready registered): the frontend's ready signals
-    # are combinational through its read/write arbiter (118 MHz at the 125 MHz core clock with
-    # the self-test's FSM behind them), and a manager behind these pins sees flip-flops.
-    axi, inner = LiteDRAMAXIPort(**widths), LiteDRAMAXIPort(**widths)
+                  id_width=AXI_ID_WIDTH)
+    axi = LiteDRAMAXIPort(**widths, clock_domain="axi")  # the module's AXI pins
+    inner = LiteDRAMAXIPort(**widths)  # the frontend's, in the controller clock
     for ch in ("aw", "w", "ar", "b", "r"):
-        src, dst = (getattr(axi, ch), getattr(inner, ch))
+        src, dst, cd = getattr(axi, ch), getattr(inner, ch), ("axi", "sys")
         if ch in ("b", "r"):
-            src, dst = dst, src
-        buf = ClockDomainsRenamer("axi")(stream.Buffer(src.description, pipe_valid=True,
-                                                       pipe_ready=True))
-        setattr(soc.submodules, f"axi_slice_{ch}", buf)
-        soc.comb += [src.connect(buf.sink), buf.source.connect(dst)]
-    # The AXI frontend's native port, and a register stage (valid/payload and ready) on its
-    # commands before the CDC: without it, AXI2Native's read/write arbiter ran on into the CDC's
-    # write pointer, 118.5 MHz at the 125 MHz core clock (docs/benchmarks.md).
-    native = LiteDRAMNativePort("both", user_port.address_width, user_port.data_width,
-                                clock_domain="axi")
-    soc.submodules.axi2native = ClockDomainsRenamer("axi")(LiteDRAMAXI2Native(inner, native))
-    cut = ClockDomainsRenamer("axi")(stream.Buffer(cmd_description(user_port.address_width),
-                                                   pipe_valid=True, pipe_ready=True))
-    soc.submodules.axi_cmd_cut = cut
-    soc.comb += [native.cmd.connect(cut.sink), cut.source.connect(user_port.cmd),
-                 native.wdata.connect(user_port.wdata), user_port.rdata.connect(native.rdata)]
+            src, dst, cd = dst, src, ("sys", "axi")
+        cdc = stream.ClockDomainCrossing(src.description, cd_from=cd[0], cd_to=cd[1],
+                                         depth=AXI_CDC_DEPTH[ch], buffered=True)
+        setattr(soc.submodules, f"axi_cdc_{ch}", cdc)
+        soc.comb += [src.connect(cdc.sink), cdc.source.connect(dst)]
+    soc.submodules.axi2native = LiteDRAMAXI2Native(inner, user_port)
     ready_sys = Signal()
     soc.sync += ready_sys.eq(soc.ddrctrl.init_done.storage & ~soc.ddrctrl.init_error.storage)
     ready = Signal()
