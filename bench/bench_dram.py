@@ -39,7 +39,7 @@ class _Pads:
             setattr(self, name, Signal(w, name=name))
 
 
-def measure(board: str, slots: int, elements: int = 499) -> dict:
+def measure(board: str, slots: int, elements: int = 499, max_cycles: int = 100_000) -> dict:
     from litedram import modules
     from litedram.core import LiteDRAMCore
     from litedram.phy import ECP5DDRPHY
@@ -76,13 +76,15 @@ def measure(board: str, slots: int, elements: int = 499) -> dict:
         if k:
             order += [(1, (k - 1) * beats + i) for i in range(beats)]
     reads = sum(1 for we, _ in order if not we)
-    t = {"start": None, "end_cmd": None, "end_read": None, "cycle": 0}
+    t = {"start": None, "end_cmd": None, "end_read": None, "cycle": 0, "cmds": 0, "w": 0, "r": 0}
 
     @passive
     def clock():  # counts cycles for as long as the others run
         while True:
             yield
             t["cycle"] += 1
+            if t["cycle"] > max_cycles:
+                raise RuntimeError(f"no end after {max_cycles} cycles: {t}")
 
     def cmds():
         yield port.cmd.valid.eq(1)
@@ -92,6 +94,7 @@ def measure(board: str, slots: int, elements: int = 499) -> dict:
             yield
             while not (yield port.cmd.ready):
                 yield
+            t["cmds"] += 1
             if t["start"] is None:
                 t["start"] = t["cycle"]
         t["end_cmd"] = t["cycle"]
@@ -106,6 +109,7 @@ def measure(board: str, slots: int, elements: int = 499) -> dict:
             yield
             if (yield port.wdata.ready):
                 n += 1
+                t["w"] = n
         yield port.wdata.valid.eq(0)
 
     def rdata():
@@ -115,6 +119,7 @@ def measure(board: str, slots: int, elements: int = 499) -> dict:
             yield
             if (yield port.rdata.valid):
                 n += 1
+                t["r"] = n
         t["end_read"] = t["cycle"]
 
     t0 = time.perf_counter()
@@ -136,10 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--board", default="versa-ecp5", choices=["versa-ecp5"])
     ap.add_argument("--slots", type=int, default=24, help="slots read-modify-written (default 24)")
+    ap.add_argument("--max-cycles", type=int, default=100_000,
+                    help="stop with what was done if the traffic has not ended by then")
     args = ap.parse_args(argv)
     if args.slots < 1:
         ap.error("--slots: must be >= 1")
-    r = measure(args.board, args.slots)
+    r = measure(args.board, args.slots, max_cycles=args.max_cycles)
     cfg = DRAM_CONFIGS[args.board]
     print(f"{args.board}: {cfg.part}, {cfg.dq_bits}-bit DDR3 at {cfg.dram_clk_hz / 1e6:g} MHz, "
           f"controller {cfg.sys_clk_hz / 1e6:g} MHz, peak {cfg.peak_bytes_per_s / 1e6:.0f} MB/s")
