@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from wanreduce.commands.slot_memory import slot_memory_option
 from wanreduce.commands.verilog import core_options, core_params
 from wanreduce.errors import WanreduceError
 
@@ -20,16 +21,6 @@ def board_params(board, ctx: click.Context, kw: dict) -> dict:
         if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None):
             kw[name] = value
     return core_params(**kw)
-
-
-def slot_memory_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """``--slot-memory``: one of ``hdl.params.SLOT_MEMORIES``; anything else a one-line error."""
-    from wanreduce.hdl.params import SLOT_MEMORIES
-
-    if value is not None and value not in SLOT_MEMORIES:
-        raise WanreduceError(f"{param.opts[0]}: must be one of {', '.join(SLOT_MEMORIES)}, "
-                             f"got {value!r}")
-    return value
 
 
 def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: float | None = None,

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from wanreduce.commands.build import slot_memory_option
+from wanreduce.commands.slot_memory import slot_memory_option
 from wanreduce.errors import WanreduceError
 from wanreduce.planner import plan_report as pr
 from wanreduce.planner.roundmodel import MEMORY_MODELS
