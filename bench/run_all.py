@@ -68,6 +68,7 @@ BENCHES = (
           lambda out: ["demux", "--quiet-paths", "--out", str(out / "fpga_modules")]),
     Bench("bench_slot_store.py", "Reducer split and on-chip slot store (issue 16, branch split16)",
           lambda out: ["--config", "16,256", "--out", str(out / "slot_store")]),
+    Bench("bench_dram.py", "DRAM controller on the boards (LiteDRAM)", lambda out: ["--slots", "2"]),
 )
 
 

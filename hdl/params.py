@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from wanreduce import wire
 
-__all__ = ["DEFAULTS", "MAX_SLOTS", "CoreParams", "check_core_params", "check_data_width",
-           "check_dram_store_params"]
+__all__ = ["DEFAULTS", "MAX_SLOTS", "MAX_SLOTS_DRAM", "SLOT_MEMORIES", "CoreParams",
+           "check_core_params", "check_data_width", "check_dram_store_params", "check_slot_memory"]
 
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
 
 MAX_SLOTS = 4096  # the reducer's in-order release search grows with S; see docs/reducer.md
+# Where the slots' sums live: block RAM in the core, or DRAM behind the core's AXI4 port.
+SLOT_MEMORIES = ("onchip", "dram")
+# DRAM slots: 2**20 slot indices (2 GiB of 2 KiB slots, the AX7325B's DDR3); the per-slot state
+# is then DRAM-resident with an on-chip cache (docs/boards.md, "Slot capacity").
+MAX_SLOTS_DRAM = 1 << 20
 
 
 def check_data_width(width: int) -> int:
@@ -36,9 +41,24 @@ def _range(name: str, lo: int, hi: int, note: str = ""):
     return check
 
 
-def _slots(v: int) -> None:
-    if not 2 <= v <= MAX_SLOTS or v & (v - 1):
-        raise ValueError(f"slots must be a power of two from 2 to {MAX_SLOTS}, got {v}")
+def _slots(v: int, hi: int = MAX_SLOTS, note: str = "") -> None:
+    if not 2 <= v <= hi or v & (v - 1):
+        raise ValueError(f"slots must be a power of two from 2 to {hi}{note}, got {v}")
+
+
+def check_slot_memory(slot_memory: str, **params: int) -> dict[str, int]:
+    """Core parameters for slots in ``slot_memory`` (one of :data:`SLOT_MEMORIES`): as
+    :func:`check_core_params`, except that ``dram`` allows S up to :data:`MAX_SLOTS_DRAM`."""
+    if slot_memory not in SLOT_MEMORIES:
+        raise ValueError(f"slot memory must be one of {', '.join(SLOT_MEMORIES)}, got {slot_memory!r}")
+    if slot_memory == "dram" and "slots" in params:
+        rest = {k: v for k, v in params.items() if k != "slots"}
+        check_core_params(**rest)
+        if not isinstance(params["slots"], int) or isinstance(params["slots"], bool):
+            raise ValueError(f"slots must be an integer, got {params['slots']!r}")
+        _slots(params["slots"], MAX_SLOTS_DRAM, " (DRAM slot memory)")
+        return params
+    return check_core_params(**params)
 
 
 def _power_of_two(name: str, lo: int, hi: int):

@@ -261,20 +261,44 @@ def hardware_plan(
                         labels, site_slots, memory_model)
 
 
-def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology) -> str:
-    """Text block: S, E, per-round group table, multicast groups."""
+def board_core_params(hw: HardwarePlan, board: str, slot_memory: str) -> dict[str, int]:
+    """Core parameters for ``board`` running this plan, checked by the core's parameter check
+    (``hdl/params.py``): the board's ports and width, S (power of two) and E from the plan, a
+    group-table entry per round (or phase), the default job count. ValueError if rejected."""
+    from wanreduce.hdl.boards import BOARDS  # pure Python: no Amaranth
+    from wanreduce.hdl.params import DEFAULTS, check_slot_memory
+
+    params = {**DEFAULTS, **BOARDS[board].defaults,
+              "slots": 1 << (max(hw.slots, 1).bit_length() - 1), "elements": hw.elements,
+              "groups": max(1, len(hw.rounds))}
+    return check_slot_memory(slot_memory, **params)
+
+
+def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology, board=None) -> str:
+    """Text block: S, E, per-round group table, multicast groups; with ``board`` (a
+    ``hdl.boards.capacity.SlotCapacity``) the core parameters that board accepts."""
     n = topo.n
-    from wanreduce.hdl.params import MAX_SLOTS as MAX_CORE_SLOTS  # the RTL's limit (no Amaranth)
+    from wanreduce.hdl.params import MAX_SLOTS, MAX_SLOTS_DRAM  # the RTL's limits (no Amaranth)
 
     core_slots = 1 << (max(hw.slots, 1).bit_length() - 1)  # the RTL's S is a power of two
+    limit = MAX_SLOTS_DRAM if board is not None and board.slot_memory == "dram" else MAX_SLOTS
     lines = [
         f"  core parameters: S = {core_slots} slots (power of two; memory holds {hw.slots}) x "
         f"E = {hw.elements} elements ({hw.elements * ELEMENT_BYTES} B/slot), contributors per slot "
         f"<= {hw.max_senders}"
         + ("  [exceeds the 32-bit contributor bitmap]" if hw.max_senders > 32 else "")
-        + (f"  [beyond the core's S <= {MAX_CORE_SLOTS}: needs off-chip slot memory]"
-           if core_slots > MAX_CORE_SLOTS else "")
+        + (f"  [beyond the core's S <= {MAX_SLOTS}: needs off-chip slot memory]"
+           if core_slots > limit else "")
     ]
+    if board is not None:
+        try:
+            params = board_core_params(hw, board.board, board.slot_memory)
+            lines.append(f"  {board.board} ({board.slot_memory} slot memory) core parameters: "
+                         + " ".join(f"--{k} {v}" for k, v in params.items())
+                         + (" --slot-memory dram" if board.slot_memory == "dram" else ""))
+        except ValueError as exc:
+            lines.append(f"  {board.board} ({board.slot_memory} slot memory): this plan does "
+                         f"not fit the core: {exc}")
     if any(isinstance(r, ShardedRound) for r in schedule.rounds):
         lines.append("  sharded: in each reduce-scatter level every FPGA merges only its own shard, "
                      "so all S slots serve that shard (chunk ids count from the shard's offset); "

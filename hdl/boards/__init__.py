@@ -45,15 +45,23 @@ class Board:
         from amaranth_boards.alinx_ax7325b import AX7325BPlatform
         return AX7325BPlatform(toolchain="Vivado")
 
-    def top(self, params: dict, core_mhz: float | None = None) -> Any:
+    def top(self, params: dict, core_mhz: float | None = None, *, slot_memory: str = "onchip",
+            dram_selftest: bool = False) -> Any:
+        """The board's top level: the core with its slots in ``slot_memory``, or (Versa only)
+        the DRAM bring-up design without the core (``dram_selftest``)."""
         if self.name == "versa-ecp5":
+            if dram_selftest:
+                from wanreduce.hdl.boards.versa_dram_selftest import VersaDramSelfTest
+                return VersaDramSelfTest(core_mhz=core_mhz or self.core_mhz)
             from wanreduce.hdl.boards.versa_ecp5 import VersaTop
-            return VersaTop(core_mhz=core_mhz or self.core_mhz, **params)
+            return VersaTop(core_mhz=core_mhz or self.core_mhz, slot_memory=slot_memory, **params)
+        if dram_selftest:
+            raise ValueError(f"{self.name}: --dram-selftest is for the open-flow board versa-ecp5")
         if core_mhz not in (None, self.core_mhz):
             raise ValueError(f"{self.name}: the core clock is fixed at {self.core_mhz:g} MHz "
                              f"(the 10G MAC's coreclk)")
         from wanreduce.hdl.boards.alinx_ax7325b import AX7325BTop
-        return AX7325BTop(**params)
+        return AX7325BTop(slot_memory=slot_memory, **params)
 
     def constraint_path(self) -> Traversable:
         return constraints_dir() / self.constraint_file
@@ -85,19 +93,21 @@ def yowasp_env() -> dict[str, str]:
 
 
 def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
-            nextpnr_opts: tuple[str, ...] = ()) -> Any:
+            nextpnr_opts: tuple[str, ...] = (), slot_memory: str = "onchip",
+            dram_selftest: bool = False) -> Any:
     """Amaranth build plan for ``board`` (sources, constraints, build script); no tool runs."""
     platform = board.platform()
-    top = board.top(params, core_mhz)
+    top = board.top(params, core_mhz, slot_memory=slot_memory, dram_selftest=dram_selftest)
     constraints = board.constraint_path().read_text()
     kwargs: dict[str, Any] = {}
     if board.name == "versa-ecp5":
         import tempfile
 
         from wanreduce.hdl.boards.liteeth_mac import MAC_NAME, generate
-        with tempfile.TemporaryDirectory() as tmp:
-            mac = generate(Path(tmp))
-            platform.add_file(f"{MAC_NAME}.v", mac.read_text())
+        if not dram_selftest:
+            with tempfile.TemporaryDirectory() as tmp:
+                mac = generate(Path(tmp))
+                platform.add_file(f"{MAC_NAME}.v", mac.read_text())
         kwargs["add_preferences"] = constraints
         # nextpnr's static placer, as `wanreduce report` uses for the core alone: on the board
         # design at a 125 MHz core clock it placed the core at 134.8 MHz and the whole flow took

@@ -39,6 +39,7 @@ from amaranth.hdl import (
 )
 from amaranth.lib.cdc import ResetSynchronizer
 
+from wanreduce.hdl.boards.dram_controller import DramController, attach_memory, check_board_memory
 from wanreduce.hdl.core import WanreduceCore, net_port
 
 __all__ = ["CORE_FREQ_HZ", "IP_MODULES", "AX7325BTop", "ip_tcl"]
@@ -80,8 +81,9 @@ def _request_sfp(platform, cage: int):
 class AX7325BTop(Elaboratable):
     """Board top: P+1 10G Ethernet Subsystem black boxes, the core at 156.25 MHz, LEDs."""
 
-    def __init__(self, **core_params: int) -> None:
+    def __init__(self, *, slot_memory: str = "onchip", **core_params: int) -> None:
         self.core = WanreduceCore(**core_params)
+        self.slot_memory = check_board_memory("alinx-ax7325b", slot_memory, self.core)
         p = self.core.params
         if p["width"] != WIDTH:
             raise ValueError(f"alinx-ax7325b runs the core at width {WIDTH} (10G MAC AXI4-Stream "
@@ -94,6 +96,11 @@ class AX7325BTop(Elaboratable):
         m = Module()
         p = self.core.params
         m.submodules.core = core = self.core
+        if self.slot_memory == "dram":  # LiteDRAM on the core board's DDR3, 200 MHz oscillator
+            m.submodules.dram = dram = DramController(
+                "alinx-ax7325b", platform.request("ddr3", 0, dir="-"),
+                platform.request("clk", 0).i, Const(0), platform=platform)
+            attach_memory(m, core, dram)
         refclk = platform.request("clk_sfp", 0, dir="-")
         m.domains.sync = ClockDomain("sync")
         coreclk = Signal()

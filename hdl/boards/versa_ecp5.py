@@ -48,10 +48,11 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
+from wanreduce.hdl.boards.dram_controller import DramController, attach_memory, check_board_memory
 from wanreduce.hdl.boards.liteeth_mac import MAC_NAME
 from wanreduce.hdl.core import WanreduceCore, net_port
 
-__all__ = ["CORE_FREQ_HZ", "VersaTop", "pll_params"]
+__all__ = ["CORE_FREQ_HZ", "VersaTop", "core_clock", "pll_params"]
 
 CORE_FREQ_HZ = 125e6
 MAC_WIDTH = 64
@@ -73,6 +74,33 @@ def pll_params(core_mhz: float = 125.0) -> dict:
     )
 
 
+def check_core_mhz(core_mhz: float) -> None:
+    if float(core_mhz) not in PLL_TABLE:
+        raise ValueError(f"versa-ecp5 core clock must be one of "
+                         f"{', '.join(f'{f:g}' for f in PLL_TABLE)} MHz, got {core_mhz:g}")
+
+
+def core_clock(m: Module, platform, core_mhz: float) -> tuple[Signal, Signal, Signal]:
+    """Domain ``sync`` at ``core_mhz`` from the 100 MHz oscillator through an EHXPLLL, reset
+    by PLL lock and the reset button; returns (oscillator, button pressed, PLL locked)."""
+    clk100_buf = platform.request("clk100", 0).i
+    rst_n = platform.request("rst", 0)
+    m.domains.sync = ClockDomain("sync")
+    core_clk, locked = Signal(name="core_clk"), Signal(name="pll_locked")
+    m.submodules.pll = Instance(
+        "EHXPLLL", **pll_params(core_mhz),
+        i_CLKI=clk100_buf, o_CLKOP=core_clk, i_CLKFB=core_clk, o_LOCK=locked,
+        i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1,
+        i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0,
+        a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP=f"{core_mhz:g}",
+    )
+    m.d.comb += ClockSignal("sync").eq(core_clk)
+    m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")
+    # No constraint on core_clk itself (synthesis renames the net): nextpnr derives the core
+    # clock for the PLL output from the 100 MHz input constraint in constraints/versa_ecp5.lpf.
+    return clk100_buf, rst_n.i, locked
+
+
 def _pulse_stretch(m: Module, event, bits: int = 22) -> Signal:
     """LED driver: on for 2**bits cycles (~34 ms at 125 MHz) after each ``event``."""
     count = Signal(bits)
@@ -86,12 +114,12 @@ def _pulse_stretch(m: Module, event, bits: int = 22) -> Signal:
 class VersaTop(Elaboratable):
     """Board top: two LiteEth MACs, the core, LEDs; core parameters as ``WanreduceCore``."""
 
-    def __init__(self, *, core_mhz: float = 125.0, **core_params: int) -> None:
-        if float(core_mhz) not in PLL_TABLE:
-            raise ValueError(f"versa-ecp5 core clock must be one of "
-                             f"{', '.join(f'{f:g}' for f in PLL_TABLE)} MHz, got {core_mhz:g}")
+    def __init__(self, *, core_mhz: float = 125.0, slot_memory: str = "onchip",
+                 **core_params: int) -> None:
+        check_core_mhz(core_mhz)
         self.core_mhz = float(core_mhz)
         self.core = WanreduceCore(**core_params)
+        self.slot_memory = check_board_memory("versa-ecp5", slot_memory, self.core)
         if self.core.params["width"] != MAC_WIDTH:
             raise ValueError(f"versa-ecp5 runs the core at width {MAC_WIDTH} (LiteEth MAC width), "
                              f"got width={self.core.params['width']}")
@@ -164,25 +192,13 @@ class VersaTop(Elaboratable):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-
-        # core clock: 100 MHz -> PLL -> 125 MHz
-        clk100_buf = platform.request("clk100", 0).i
-        rst_n = platform.request("rst", 0)
-        m.domains.sync = ClockDomain("sync")
-        core_clk, locked = Signal(name="core_clk"), Signal(name="pll_locked")
-        m.submodules.pll = Instance(
-            "EHXPLLL", **pll_params(self.core_mhz),
-            i_CLKI=clk100_buf, o_CLKOP=core_clk, i_CLKFB=core_clk, o_LOCK=locked,
-            i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1,
-            i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0,
-            a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP=f"{self.core_mhz:g}",
-        )
-        m.d.comb += ClockSignal("sync").eq(core_clk)
-        m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")
-        # No constraint on core_clk itself (synthesis renames the net): nextpnr derives 125 MHz
-        # for the PLL output from the 100 MHz input constraint in constraints/versa_ecp5.lpf.
-
+        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz)
         m.submodules.core = core = self.core
+        if self.slot_memory == "dram":
+            m.submodules.dram = dram = DramController(
+                "versa-ecp5", platform.request("ddr3", 0, dir="-"), clk100_buf, button,
+                platform=platform)
+            attach_memory(m, core, dram)
         net = self._mac(m, platform, 0)
         host = self._mac(m, platform, 1)
         slices = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from wanreduce.commands.slot_memory import slot_memory_option
 from wanreduce.commands.verilog import core_options, core_params
 from wanreduce.errors import WanreduceError
 
@@ -23,12 +24,13 @@ def board_params(board, ctx: click.Context, kw: dict) -> dict:
 
 
 def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: float | None = None,
-              nextpnr_opts=()) -> Path:
+              nextpnr_opts=(), slot_memory: str = "onchip", dram_selftest: bool = False) -> Path:
     """Write the build tree into ``out``; with ``bitstream`` run the open flow. Returns ``out``."""
     from wanreduce.hdl.boards import prepare, yowasp_env
 
     try:
-        plan = prepare(board, params, core_mhz=core_mhz, nextpnr_opts=nextpnr_opts)
+        plan = prepare(board, params, core_mhz=core_mhz, nextpnr_opts=nextpnr_opts,
+                       slot_memory=slot_memory, dram_selftest=dram_selftest)
     except ValueError as exc:
         raise WanreduceError(str(exc)) from None
     try:
@@ -60,10 +62,16 @@ def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: floa
 @click.option("--core-mhz", type=float, default=None,
               help="core clock in MHz: versa-ecp5 125, 100, 62.5, 50 or 40 (default, see docs/boards.md); "
                    "alinx-ax7325b fixed at 156.25")
+@click.option("--slot-memory", default="onchip", show_default=True, callback=slot_memory_option,
+              help="where the core's slots live: onchip (block RAM) or dram (the board's DDR3 "
+                   "through LiteDRAM; needs the core's m_axi_mem port)")
+@click.option("--dram-selftest", is_flag=True,
+              help="versa-ecp5: build the DRAM bring-up design instead of the core (LiteDRAM "
+                   "controller + AXI self-test, LEDs; docs/boards.md)")
 @core_options
 @click.pass_context
 def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
-          core_mhz: float | None, **kw: int) -> None:
+          core_mhz: float | None, slot_memory: str, dram_selftest: bool, **kw: int) -> None:
     """Board top level (core + Ethernet MACs + LEDs), constraints and build script; optionally
     the bitstream. Board defaults: versa-ecp5 ports=1 width=64; alinx-ax7325b ports=2 width=64."""
     from wanreduce.hdl.boards import BOARDS
@@ -72,8 +80,10 @@ def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
     params = board_params(b, ctx, kw)
     out = out_dir or Path("build") / "boards" / board
     t0 = time.perf_counter()
-    run_build(b, params, out, bitstream=bitstream, core_mhz=core_mhz)
-    desc = ", ".join(f"{k}={v}" for k, v in params.items())
+    run_build(b, params, out, bitstream=bitstream, core_mhz=core_mhz, slot_memory=slot_memory,
+              dram_selftest=dram_selftest)
+    desc = ("DRAM self-test, no core" if dram_selftest else
+            ", ".join(f"{k}={v}" for k, v in params.items()) + f", {slot_memory} slot memory")
     desc += f", core clock {core_mhz or b.core_mhz:g} MHz"
     what = f"bitstream {out / (b.top_name + '.bit')}" if bitstream else f"sources in {out}"
     click.echo(f"{board}: {what} ({desc}) in {time.perf_counter() - t0:.1f} s")

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from wanreduce.commands.slot_memory import slot_memory_option
 from wanreduce.errors import WanreduceError
 from wanreduce.planner import plan_report as pr
 from wanreduce.planner.roundmodel import MEMORY_MODELS
@@ -78,6 +79,36 @@ def _out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value
 
 
+def _board(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--board``: a board of ``wanreduce build``; anything else a one-line error."""
+    from wanreduce.hdl.boards import BOARDS
+
+    if value is not None and value not in BOARDS:
+        raise WanreduceError(f"--board: must be one of {', '.join(BOARDS)}, got {value!r}")
+    return value
+
+
+def _board_capacity(board: str | None, slot_memory: str | None, memory: list[int] | None,
+                    elements: int) -> Any:
+    """The board's slot capacity for E = ``elements`` (None without ``--board``)."""
+    if board is None:
+        if slot_memory is not None:
+            raise WanreduceError("--slot-memory: needs --board (the board whose slot memory "
+                                 "it is)")
+        return None
+    if memory is not None:
+        raise WanreduceError("--memory: not with --board (the board's slot capacity is the "
+                             "memory axis)")
+    from wanreduce.hdl.boards import BOARDS
+    from wanreduce.hdl.boards.capacity import board_capacity
+
+    try:
+        return board_capacity(board, slot_memory or "onchip", elements,
+                              BOARDS[board].defaults["width"])
+    except ValueError as exc:
+        raise WanreduceError(f"--elements-per-packet: {exc}") from None
+
+
 @click.command("plan")
 @click.option("--topology", "topology", default="nine-city", show_default=True,
               help=f"Topology YAML file, or a shipped name: {', '.join(SHIPPED)}.")
@@ -101,6 +132,12 @@ def _out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> 
               help="Write time-to-consensus vs memory (one line per family) to this PNG.")
 @click.option("--map", "map_path", type=click.Path(dir_okay=False), default=None, callback=_out_path,
               help="Write the (bytes x memory) plane coloured by the winning family to this PNG.")
+@click.option("--board", default=None, callback=_board,
+              help="Take the memory axis from this board's real slot capacity (versa-ecp5, "
+                   "alinx-ax7325b) and print core parameters it accepts; replaces --memory.")
+@click.option("--slot-memory", default=None, callback=slot_memory_option,
+              help="With --board: where the slots live, onchip (block RAM, default) or dram "
+                   "(the board's DDR3).")
 @click.option("--hardware/--no-hardware", default=True, show_default=True,
               help="Print S, E, group tables and multicast groups for each best plan.")
 @click.option("--crossover/--no-crossover", default=True, show_default=True,
@@ -108,7 +145,8 @@ def _out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> 
                    "between the swept sizes) and judge the paper's finding over them.")
 def plan(topology: str, nbytes: list[int], memory: list[int] | None, eps: float,
          memory_model: str, elements_per_packet: int, plot_path: str | None,
-         map_path: str | None, hardware: bool, crossover: bool) -> None:
+         map_path: str | None, board: str | None, slot_memory: str | None, hardware: bool,
+         crossover: bool) -> None:
     """Best schedule per FPGA memory size, a table of every family, winner intervals, hardware.
 
     Time to consensus = rounds to reach eps x round time, from the analytic round model
@@ -119,7 +157,10 @@ def plan(topology: str, nbytes: list[int], memory: list[int] | None, eps: float,
     except TopologyError as exc:
         raise WanreduceError(str(exc)) from None
     memories: list[Any]
-    if memory is not None:
+    cap = _board_capacity(board, slot_memory, memory, elements_per_packet)
+    if cap is not None:
+        memories = [cap.memory_bytes]
+    elif memory is not None:
         memories = sorted(memory)
     elif topo.memory_from_file:
         memories = [None]  # each site's own fpga_memory
@@ -135,7 +176,10 @@ def plan(topology: str, nbytes: list[int], memory: list[int] | None, eps: float,
         raise WanreduceError("--plot: needs a memory sweep; give --memory (the topology file's "
                              "per-site memory is one point)")
     bdp = topo.long_haul_bdp()
-    if memories == [None]:
+    if cap is not None:
+        source = (f"board {cap.board}, {cap.slot_memory} slots: S = {cap.slots} x E = "
+                  f"{cap.elements} ({format_size(cap.memory_bytes)} of sums) at every site")
+    elif memories == [None]:
         source = "each site's fpga_memory from the topology file"
     elif memory is None:
         source = f"the default sweep {DEFAULT_MEMORY} at every site (the file sets none)"
@@ -156,7 +200,7 @@ def plan(topology: str, nbytes: list[int], memory: list[int] | None, eps: float,
                 best = res.best_in_network
                 hw = pr.hardware_plan(best.schedule, topo, m, elements_per_packet, memory_model)
                 click.echo(f"  edge FPGAs for {best.schedule.label}:")
-                click.echo(pr.format_hardware(hw, best.schedule, topo))
+                click.echo(pr.format_hardware(hw, best.schedule, topo, board=cap))
         if crossover and len(memories) >= 2:
             lo, hi = memories[0], memories[-1]
             cache: dict = {}

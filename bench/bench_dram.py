@@ -1,0 +1,163 @@
+"""DRAM bandwidth for the reducer's traffic: LiteDRAM's controller on its DDR3 model.
+
+The Versa's controller as generated (LiteDRAM 2024.12, the ECP5DDRPHY's settings at the
+configured clock, MT41K64M16 timings, refresh on) on LiteDRAM's ``SDRAMPHYModel``, simulated
+in Migen cycle by cycle. A native port (the AXI frontend's, minus the AXI) runs the slot
+read-modify-write pattern: read a slot's beats, write the previous slot's beats, slot after
+slot (2 KiB slots, consecutive: consecutive banks under LiteDRAM's ROW_BANK_COL mapping), with
+command, write data and read data always ready. Efficiency = bytes moved / (cycles x the DQ
+bus's peak bytes per cycle): the ``efficiency`` of ``hdl.boards.capacity.dram_budget``.
+
+    .venv/bin/python bench/bench_dram.py [--slots 24] [--board versa-ecp5]
+
+Figures: docs/benchmarks.md, "DRAM bandwidth (LiteDRAM model)".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+from wanreduce.hdl.boards.capacity import dram_budget, dram_slot_stride
+from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
+
+
+class _Pads:
+    """Stand-in DDR3 pads: the PHY is built only for its settings (timings, latencies)."""
+
+    def __init__(self, cfg) -> None:
+        from migen import Signal
+
+        lanes = 2 * cfg.chips
+        for name, w in (("a", (cfg.rows - 1).bit_length()), ("ba", 3), ("ras_n", 1),
+                        ("cas_n", 1), ("we_n", 1), ("cs_n", 1), ("cke", 1), ("odt", 1),
+                        ("reset_n", 1), ("dm", lanes), ("dq", 8 * lanes), ("dqs_p", lanes),
+                        ("clk_p", 1)):
+            setattr(self, name, Signal(w, name=name))
+
+
+def measure(board: str, slots: int, elements: int = 499, max_cycles: int = 100_000) -> dict:
+    from litedram import modules
+    from litedram.core import LiteDRAMCore
+    from litedram.phy import ECP5DDRPHY
+    from litedram.phy.model import SDRAMPHYModel
+    from migen import Module, run_simulation
+    from migen.sim import passive
+
+    cfg = DRAM_CONFIGS[board]
+    if cfg.phy != "ECP5DDRPHY":
+        raise SystemExit(f"{board}: only the ECP5 PHY's settings are modelled here")
+    part = getattr(modules, cfg.part)
+
+    class Small(part):  # the same timings and row size, fewer rows: a small simulation memory
+        nrows = 2048  # >= 11 address bits (A10 is the precharge-all bit)
+
+    module = Small(cfg.sys_clk_hz, cfg.rate)
+    settings = ECP5DDRPHY(_Pads(cfg), sys_clk_freq=cfg.sys_clk_hz).settings
+
+    class Top(Module):
+        def __init__(self) -> None:
+            self.submodules.phy = SDRAMPHYModel(module, settings, clk_freq=cfg.sys_clk_hz)
+            self.submodules.core = LiteDRAMCore(self.phy, module.geom_settings,
+                                                module.timing_settings, cfg.sys_clk_hz)
+            self.port = self.core.crossbar.get_port()
+
+    top = Top()
+    port = top.port
+    beat_bytes = port.data_width // 8
+    beats = dram_slot_stride(elements) // beat_bytes
+    order = []  # (we, addr): reads of slot k, then writes of slot k - 1
+    for k in range(slots + 1):
+        if k < slots:
+            order += [(0, k * beats + i) for i in range(beats)]
+        if k:
+            order += [(1, (k - 1) * beats + i) for i in range(beats)]
+    reads = sum(1 for we, _ in order if not we)
+    t = {"start": None, "end_cmd": None, "end_read": None, "cycle": 0, "cmds": 0, "w": 0, "r": 0}
+
+    @passive
+    def clock():  # counts cycles for as long as the others run
+        while True:
+            yield
+            t["cycle"] += 1
+            if t["cycle"] > max_cycles:
+                raise RuntimeError(f"no end after {max_cycles} cycles: {t}")
+
+    def cmds():
+        yield port.cmd.valid.eq(1)
+        for we, addr in order:
+            yield port.cmd.we.eq(we)
+            yield port.cmd.addr.eq(addr)
+            yield
+            while not (yield port.cmd.ready):
+                yield
+            t["cmds"] += 1
+            if t["start"] is None:
+                t["start"] = t["cycle"]
+        t["end_cmd"] = t["cycle"]
+        yield port.cmd.valid.eq(0)
+
+    def wdata():
+        yield port.wdata.valid.eq(1)
+        yield port.wdata.we.eq(2 ** (port.data_width // 8) - 1)
+        n = 0
+        while n < len(order) - reads:
+            yield port.wdata.data.eq(n)
+            yield
+            if (yield port.wdata.ready):
+                n += 1
+                t["w"] = n
+        yield port.wdata.valid.eq(0)
+
+    def rdata():
+        yield port.rdata.ready.eq(1)
+        n = 0
+        while n < reads:
+            yield
+            if (yield port.rdata.valid):
+                n += 1
+                t["r"] = n
+        t["end_read"] = t["cycle"]
+
+    t0 = time.perf_counter()
+    run_simulation(top, [clock(), cmds(), wdata(), rdata()])
+    wall = time.perf_counter() - t0
+    cycles = max(t["end_cmd"], t["end_read"]) - t["start"]
+    moved = len(order) * beat_bytes
+    peak_per_cycle = cfg.peak_bytes_per_s / cfg.sys_clk_hz
+    eff = moved / (cycles * peak_per_cycle)
+    budget = dram_budget(board, elements, eff)
+    return {"board": board, "slots": slots, "beats_per_slot": beats, "beat_bytes": beat_bytes,
+            "cycles": cycles, "bytes": moved, "efficiency": eff,
+            "usable_MBps": budget.usable_bytes_per_s / 1e6,
+            "needed_MBps": budget.needed_bytes_per_s / 1e6, "margin": budget.margin,
+            "sim_s": wall}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--board", default="versa-ecp5", choices=["versa-ecp5"])
+    ap.add_argument("--slots", type=int, default=24, help="slots read-modify-written (default 24)")
+    ap.add_argument("--max-cycles", type=int, default=100_000,
+                    help="stop with what was done if the traffic has not ended by then")
+    args = ap.parse_args(argv)
+    if args.slots < 1:
+        ap.error("--slots: must be >= 1")
+    r = measure(args.board, args.slots, max_cycles=args.max_cycles)
+    cfg = DRAM_CONFIGS[args.board]
+    print(f"{args.board}: {cfg.part}, {cfg.dq_bits}-bit DDR3 at {cfg.dram_clk_hz / 1e6:g} MHz, "
+          f"controller {cfg.sys_clk_hz / 1e6:g} MHz, peak {cfg.peak_bytes_per_s / 1e6:.0f} MB/s")
+    print(f"slot read-modify-write, {r['slots']} slots x {r['beats_per_slot']} beats of "
+          f"{r['beat_bytes']} B: {r['cycles']} cycles for {r['bytes']} B -> efficiency "
+          f"{r['efficiency']:.3f}; usable {r['usable_MBps']:.0f} MB/s vs needed "
+          f"{r['needed_MBps']:.0f} MB/s (two 1 GbE ports, read + write): margin {r['margin']:.2f}x")
+    print(f"(simulated in {r['sim_s']:.1f} s; load average {os.getloadavg()[0]:.1f}; "
+          f"{platform.machine()}, Python {sys.version.split()[0]})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

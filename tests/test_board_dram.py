@@ -1,0 +1,271 @@
+"""Board DDR3 (issue 16 item 3 groundwork): the generated LiteDRAM controllers against their
+recorded widths, the CPU-less init sequencer, the AXI self-test, the board builds with
+``--slot-memory dram`` / ``--dram-selftest``, slot capacity and the DRAM bandwidth budget."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+from amaranth.sim import Simulator
+from click.testing import CliRunner
+
+from wanreduce.cli import cli
+from wanreduce.commands.build import run_build
+from wanreduce.hdl.boards import BOARDS
+from wanreduce.hdl.boards.axi_memtest import AXIMemTest
+from wanreduce.hdl.boards.capacity import board_capacity, dram_budget, dram_slot_stride
+from wanreduce.hdl.boards.dram_init import DramInit
+from wanreduce.hdl.boards.litedram_controller import (
+    AXI_ID_WIDTH,
+    DRAM_CONFIGS,
+    cached,
+    module_name,
+    read_csr_map,
+)
+from wanreduce.hdl.params import MAX_SLOTS_DRAM, check_slot_memory
+
+MiB = 1 << 20
+
+
+def module_ports(verilog: str, name: str) -> dict[str, int]:
+    """Port name -> width of module ``name`` in ``verilog``."""
+    head = re.search(rf"module {name} \((.*?)\);", verilog, re.S).group(1)
+    ports = {}
+    for m in re.finditer(r"(input|output|inout)\s+wire\s+(?:\[(\d+):0\]\s+)?(\w+)", head):
+        ports[m.group(3)] = int(m.group(2) or 0) + 1
+    return ports
+
+
+@pytest.fixture(scope="module", params=sorted(DRAM_CONFIGS))
+def generated(request, tmp_path_factory, monkeypatch_module):
+    monkeypatch_module.setenv("WANREDUCE_CACHE", str(tmp_path_factory.mktemp("cache")))
+    board = request.param
+    return DRAM_CONFIGS[board], cached(board)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_generated_controller_has_the_recorded_widths(generated):
+    """The AXI port and the DDR3 pins of the generated module are what DramConfig records (and
+    what the plan's capacity and the bandwidth budget are computed from)."""
+    cfg, path = generated
+    ports = module_ports(path.read_text(), module_name(cfg.board))
+    assert ports["user_port_axi_wdata"] == ports["user_port_axi_rdata"] == cfg.data_width
+    assert ports["user_port_axi_awaddr"] == ports["user_port_axi_araddr"] == cfg.addr_width
+    assert 1 << cfg.addr_width == cfg.size_bytes
+    assert ports["user_port_axi_awid"] == AXI_ID_WIDTH
+    assert ports["ddram_dq"] == cfg.dq_bits and 1 << ports["ddram_a"] == cfg.rows
+    assert 1 << ports["ddram_ba"] == cfg.banks
+    assert {"axi_clk", "axi_rst", "init_done", "wb_ctrl_ack", "user_clk"} <= set(ports)
+
+
+def test_init_program_brings_the_controller_up(generated):
+    """The init program writes only registers of the generated map and ends with the DDR3 mode
+    registers loaded, hardware control and init_done."""
+    cfg, path = generated
+    name = module_name(cfg.board)
+    csr = read_csr_map(path.with_name(f"{name}_csr.csv"))
+    prog = json.loads(path.with_name(f"{name}_init.json").read_text())
+    by_addr = {a >> 2: n for n, a in csr.items()}
+    names = [by_addr[adr] for adr, _, _ in prog]
+    assert names[0] == "sdram_dfii_control" and prog[0][1] == 0  # software control, in reset
+    assert names[-2:] == ["sdram_dfii_control", "ddrctrl_init_done"]
+    assert prog[-2][1] == 0b1111 and prog[-1][1] == 1
+    issued = [prog[k - 1][1] for k, n in enumerate(names) if n == "sdram_dfii_pi0_command_issue"]
+    assert issued.count(0b1111) == 4  # MR2, MR3, MR1, MR0 (RAS|CAS|WE|CS)
+    assert sum(w for _, _, w in prog) >= 500e-6 * cfg.sys_clk_hz  # DDR3: >= 500 us after reset
+
+
+def test_dram_init_replays_the_program_with_its_waits():
+    """Every write reaches the Wishbone bus in order, one at a time, held until ack (random
+    ack delays), and the next starts only after the entry's wait; done at the end."""
+    prog = [(0x400, 0, 0), (0x400, 12, 7), (0x403, 0x320, 0), (0x401, 0xF, 3), (0, 1, 0)]
+    dut = DramInit(prog)
+    seen = []
+
+    gaps = []  # cycles from each ack to the next request
+
+    async def bench(ctx):
+        rng = random.Random(1)
+        wait = 0  # cycles left until this request's ack (0: none in progress)
+        idle = None
+        for _ in range(300):
+            req = ctx.get(dut.cyc) and ctx.get(dut.stb)
+            assert req or not wait  # a request is held until its ack
+            acked = False
+            if req:
+                assert ctx.get(dut.we) and ctx.get(dut.sel) == 0xF
+                if idle is not None:
+                    gaps.append(idle)
+                    idle = None
+                wait = wait or rng.randrange(1, 4)
+                wait -= 1
+                if not wait:
+                    ctx.set(dut.ack, 1)
+                    seen.append((ctx.get(dut.adr), ctx.get(dut.dat_w), ctx.get(dut.done)))
+                    acked = True
+            await ctx.tick()
+            ctx.set(dut.ack, 0)
+            if acked:
+                idle = 0
+            elif idle is not None:
+                idle += 1
+        assert ctx.get(dut.done)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [(a, d) for a, d, _ in seen] == [(a, d) for a, d, _ in prog]
+    assert not any(done for _, _, done in seen)
+    assert [g >= w for g, (_, _, w) in zip(gaps, prog, strict=False)] == [True] * (len(prog) - 1)
+
+
+def _axi_ram(dut, mem: dict, corrupt_beat: int | None):
+    """An AXI4 slave for the self-test: INCR bursts, random ready/valid gaps. A transfer is
+    sampled before the clock edge that takes it (valid and ready both high)."""
+
+    async def ram(ctx):
+        a = dut.axi
+        rng = random.Random(2)
+        nbytes = len(a["wdata"]) // 8
+        reads = 0
+
+        async def accept(ch: str) -> tuple[int, int]:
+            """Take the address-channel request ``ch`` (aw/ar): (beat index, burst length)."""
+            addr, n = ctx.get(a[f"{ch}addr"]), ctx.get(a[f"{ch}len"]) + 1
+            ctx.set(a[f"{ch}ready"], 1)
+            await ctx.tick()
+            ctx.set(a[f"{ch}ready"], 0)
+            return addr // nbytes, n
+
+        while True:
+            if ctx.get(a["awvalid"]) and rng.random() < 0.7:
+                base, n = await accept("aw")
+                k = 0
+                while k < n:
+                    ready = rng.random() < 0.8
+                    ctx.set(a["wready"], ready)
+                    if ready and ctx.get(a["wvalid"]):
+                        assert ctx.get(a["wlast"]) == (k == n - 1)
+                        mem[base + k] = ctx.get(a["wdata"])
+                        k += 1
+                    await ctx.tick()
+                ctx.set(a["wready"], 0)
+                ctx.set(a["bvalid"], 1)
+                while not ctx.get(a["bready"]):
+                    await ctx.tick()
+                await ctx.tick()
+                ctx.set(a["bvalid"], 0)
+            elif ctx.get(a["arvalid"]) and rng.random() < 0.7:
+                base, n = await accept("ar")
+                k = 0
+                while k < n:
+                    valid = rng.random() < 0.8
+                    data = mem[base + k] ^ ((1 << 5) if reads == corrupt_beat else 0)
+                    ctx.set(a["rvalid"], valid)
+                    ctx.set(a["rdata"], data)
+                    ctx.set(a["rlast"], k == n - 1)
+                    if valid and ctx.get(a["rready"]):
+                        k += 1
+                        reads += 1
+                    await ctx.tick()
+                ctx.set(a["rvalid"], 0)
+            else:
+                await ctx.tick()
+
+    return ram
+
+
+@pytest.mark.parametrize("corrupt", [None, 5])
+def test_axi_memtest_passes_on_good_memory_and_flags_a_bad_beat(corrupt):
+    dut = AXIMemTest(64, 12, 4, bursts=3, burst_len=4)
+    mem: dict[int, int] = {}
+
+    async def bench(ctx):
+        for _ in range(3000):
+            await ctx.tick()
+            if ctx.get(dut.passes) >= 2:
+                break
+        assert ctx.get(dut.passes) >= 2
+        assert ctx.get(dut.error) == (corrupt is not None)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(_axi_ram(dut, mem, corrupt), background=True)
+    sim.add_testbench(bench)
+    sim.run_until(1e-8 * 4000)
+    assert len(mem) == 12 and len(set(mem.values())) == 12  # every beat distinct
+
+
+def test_dram_selftest_builds_sources_with_the_controller(tmp_path):
+    """versa-ecp5 --dram-selftest: the controller's Verilog is in the build, every port the
+    top's instance names exists in it, and the DDR3 pins are constrained."""
+    board = BOARDS["versa-ecp5"]
+    run_build(board, {}, tmp_path, bitstream=False, dram_selftest=True, core_mhz=125.0)
+    name = module_name("versa-ecp5")
+    ports = module_ports((tmp_path / f"{name}.v").read_text(), name)
+    top = (tmp_path / f"{board.top_name}.il").read_text()  # RTLIL: the instance is a cell
+    cell = re.search(rf"cell \\{name} \S+\n(.*?)\n\s*end\n", top, re.S).group(1)
+    used = set(re.findall(r"connect \\(\w+) ", cell))
+    assert used and used <= set(ports), used - set(ports)
+    assert {"clk", "axi_clk", "wb_ctrl_stb", "ddram_dq", "user_port_axi_wdata"} <= used
+    lpf = (tmp_path / f"{board.top_name}.lpf").read_text()
+    assert re.search(r'LOCATE COMP "ddr3_0__dq__io\[15\]"', lpf)
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--board", "versa-ecp5", "--slot-memory", "dram"], "the core has no m_axi_mem port"),
+    (["--board", "alinx-ax7325b", "--slot-memory", "dram"], "the core has no m_axi_mem port"),
+    (["--board", "versa-ecp5", "--slot-memory", "sram"], "--slot-memory: must be one of onchip, dram"),
+    (["--board", "alinx-ax7325b", "--dram-selftest"], "--dram-selftest is for the open-flow"),
+])
+def test_build_dram_errors_are_one_line(tmp_path, args, msg):
+    res = CliRunner().invoke(cli, ["build", "--out", str(tmp_path / "o"), "--elements", "16", *args])
+    assert res.exit_code != 0
+    assert msg in res.output, res.output
+    assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("board, at_least", [("versa-ecp5", 64 * MiB), ("alinx-ax7325b", 512 * MiB)])
+def test_dram_capacity(board, at_least):
+    """The issue's usable slot memory (>= 64 MiB Versa, >= 512 MiB AX7325B), slots and their
+    state within the DDR3, and the largest power of two that fits (twice as many would not)."""
+    cap = board_capacity(board, "dram", 499)
+    assert cap.slots * dram_slot_stride(499) >= at_least
+    assert cap.used_bytes <= cap.total_bytes < 2 * cap.used_bytes
+    check_slot_memory("dram", slots=cap.slots, elements=499)
+
+
+@pytest.mark.parametrize("elements, slots", [(256, 64), (499, 32), (512, 32), (1024, 16)])
+def test_onchip_capacity_is_the_measured_largest(elements, slots):
+    """Versa on-chip: the configurations docs/benchmarks.md found to fit (64 x 256, 32 x 499,
+    16 x 1024; 128 x 256 does not)."""
+    assert board_capacity("versa-ecp5", "onchip", elements).slots == slots
+
+
+def test_slot_memory_check():
+    check_slot_memory("dram", slots=32768, elements=499, width=64)
+    check_slot_memory("dram", slots=MAX_SLOTS_DRAM)
+    for mem, slots, msg in [("onchip", 8192, "from 2 to 4096"), ("dram", 3, "power of two"),
+                            ("dram", 2 * MAX_SLOTS_DRAM, f"to {MAX_SLOTS_DRAM} (DRAM")]:
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            check_slot_memory(mem, slots=slots)
+    with pytest.raises(ValueError, match="slot memory must be one of onchip, dram"):
+        check_slot_memory("flash", slots=2)
+
+
+def test_versa_dram_bandwidth_covers_two_gigabit_ports():
+    """Read + write of every payload beat of two 1 GbE ports at line rate fits the Versa's
+    DDR3 with margin even at a pessimistic controller efficiency (docs/boards.md)."""
+    b = dram_budget("versa-ecp5", 499, efficiency=0.7)
+    assert 470e6 < b.needed_bytes_per_s < 500e6 and b.peak_bytes_per_s == 800e6
+    assert b.margin > 1.15
