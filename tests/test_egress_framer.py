@@ -225,14 +225,18 @@ def test_zero_dst_mac_with_unicast_ip_kept_zero() -> None:
     assert run.frames[0][:6] == bytes(6)
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, 128, 256, 512])
 def test_zero_element_message_gives_header_only_frame(width) -> None:
+    """Header-only frames between, before and after payload frames, at every width (the
+    message's beat is taken on the last header beat: at W < 512 through the registered
+    ``take``), with a random source and sink."""
     rng = random.Random(10)
     cfg = random_config(rng)
-    msgs = [random_message(rng, width, c) for c in (2, 0, 0, 3)]
+    counts = (2, 0, 0, 3, 0, 1, 0, 0, 5)
+    msgs = [random_message(rng, width, c) for c in counts]
     run = Run(width, msgs, cfg, 0.7, 0.7, 10).run()
     run.check()
-    assert [len(f) for f in run.frames] == [wire.frame_bytes(c) for c in (2, 0, 0, 3)]
+    assert [len(f) for f in run.frames] == [wire.frame_bytes(c) for c in counts]
 
 
 def test_checksum_extremes() -> None:
