@@ -68,6 +68,8 @@ BENCHES = (
           lambda out: ["demux", "--quiet-paths", "--out", str(out / "fpga_modules")]),
     Bench("bench_slot_store.py", "Reducer split and on-chip slot store (issue 16, branch split16)",
           lambda out: ["--config", "16,256", "--out", str(out / "slot_store")]),
+    Bench("bench_dram_store.py", "DRAM slot store: commands per cycle vs memory latency and bandwidth (issue 16, branch dram16)",
+          lambda out: ["--latency", "20,200", "--bandwidth", "0.5", "--seeds", "1"]),
     Bench("bench_dram.py", "DRAM controller on the boards (LiteDRAM)", lambda out: ["--slots", "2"]),
 )
 
