@@ -205,22 +205,30 @@ class ControlBlock(wiring.Component):
         # the operation being loaded (comb) and its decoded form (registers). LOAD decodes the
         # beat's first 64 bits, READBACK its second: two decoders, so the FSM state only
         # selects their results. The 70-way read index is decoded from the registered address
-        # during EXEC (it is first used in READ).
+        # (low byte + upper-byte flag) in the cycle after (it is first used in READ).
         def decode(words, tag: str) -> tuple:
             addr = Signal(16, name=f"next_addr_{tag}")
             m.d.comb += addr.eq(words[:32] & wire.CONTROL_ADDR_MASK)
             return words, addr, words[31]
 
         value = Signal(32)
-        addr_r = Signal(16)  # the loaded operation's register address
+        addr_r = Signal(8)  # the loaded operation's register address, low byte
+        # ... and its upper byte, decoded when it is loaded: one flag per upper byte in use, so
+        # the read-index decode sees the low byte and one flag, not 16 address bits
+        pages = sorted({a >> 8 for a in readable})
+        page_r = Signal(len(pages))
         ridx = Signal(range(len(read_list) + 1))  # its read index (len(read_list): none)
         ridx_of_addr = Signal.like(ridx)
-        with m.Switch(addr_r):
+        with m.Switch(Cat(addr_r, page_r)):
             for i, a in enumerate(readable):
-                with m.Case(a):
+                flag = "".join("1" if pg == a >> 8 else "-" for pg in reversed(pages))
+                with m.Case(flag + format(a & 0xFF, "08b")):
                     m.d.comb += ridx_of_addr.eq(i)
             with m.Default():
                 m.d.comb += ridx_of_addr.eq(len(read_list))
+        # loaded every cycle (no FSM state in its enable): addr_r/page_r change only in LOAD and
+        # READBACK, so in READ and READBACK ridx holds the index of the operation being executed
+        m.d.sync += ridx.eq(ridx_of_addr)
         we = {a: Signal(name=f"we_{a:04x}") for a in writable}
         we_max_el = Signal()
         clamp = Signal()  # a MAX_ELEMENTS value above the core's E
@@ -231,7 +239,8 @@ class ControlBlock(wiring.Component):
             next_words, next_addr, next_write = dec
             m.d.sync += [
                 value.eq(next_words[32:64]),
-                addr_r.eq(next_addr),
+                addr_r.eq(next_addr[:8]),
+                page_r.eq(Cat(*[next_addr[8:] == pg for pg in pages])),
                 we_max_el.eq(next_write & (next_addr == regs.MAX_ELEMENTS)),
                 clamp.eq(next_words[32:64] > self.elements),
                 head_write.eq(0),
@@ -301,7 +310,6 @@ class ControlBlock(wiring.Component):
                 load_op(decode(beat.data[:64], "first"))
                 m.next = "EXEC"
             with m.State("EXEC"):
-                m.d.sync += ridx.eq(ridx_of_addr)
                 with m.If(ops_done):
                     m.next = "REPLY"
                 with m.Elif(head_write):

@@ -269,6 +269,11 @@ class EgressFramer(wiring.Component):
         discard = Signal()  # consuming the beats of an element_count 0 message
         hbeat = Signal(range(n_hdr))  # header beat being sent
         hdr_beat = Signal(w)
+        # in_payload and last_hbeat are loaded from their next values (``*_n``, combinational,
+        # set by the sequencing below), so that ``take`` can be a flip-flop of its own
+        in_payload_n = Signal()
+        m.d.comb += in_payload_n.eq(in_payload)
+        m.d.sync += in_payload.eq(in_payload_n)
         if n_hdr == 1:
             m.d.comb += hdr_beat.eq(header)
             last_hbeat = Const(1)
@@ -278,18 +283,32 @@ class EgressFramer(wiring.Component):
                     with m.Case(k):
                         m.d.comb += hdr_beat.eq(header[k * w : (k + 1) * w])
             last_hbeat = Signal()  # == (hbeat == n_hdr - 1), as a flip-flop (s_msg.ready path)
+            last_hbeat_n = Signal()
+            m.d.comb += last_hbeat_n.eq(last_hbeat)
+            m.d.sync += last_hbeat.eq(last_hbeat_n)
         # a message's header is waiting or being sent (a waiting beat stays valid until taken)
         m.d.comb += frame_hold.eq(~in_payload & ~discard & (s.valid | (hbeat != 0)))
+
+        # s_msg.ready = discard | (advance & take): ``take`` = the waiting beat goes when the
+        # output register advances (a payload beat, or the beat of an element_count 0 message on
+        # its last header beat). It may be 1 while s_msg.valid is 0 (no transfer then; the egress
+        # merger, whose output register is empty then, advances anyway). At W < 512 ``take`` is a
+        # flip-flop (count_zero is one a cycle behind ``count``), so the merger's output-register
+        # enable (~valid | ready, 200+ flip-flops) sees five flip-flops and ``tready``.
+        if n_hdr == 1:
+            take = in_payload | count_zero
+        else:
+            take = Signal()
+            m.d.sync += take.eq(in_payload_n | (last_hbeat_n & (count == 0)))
+        m.d.comb += s.ready.eq(discard | (advance & take))
 
         with m.If(advance):
             m.d.sync += o_valid.eq(0)  # unless a beat is loaded below
         with m.If(discard):
-            m.d.comb += s.ready.eq(1)
             with m.If(s.valid & s.payload.last):
                 m.d.sync += discard.eq(0)
         with m.Elif(advance):
             with m.If(in_payload):
-                m.d.comb += s.ready.eq(1)
                 with m.If(s.valid):
                     m.d.sync += [
                         o_valid.eq(1),
@@ -298,7 +317,7 @@ class EgressFramer(wiring.Component):
                         o_last.eq(s.payload.last),
                     ]
                     with m.If(s.payload.last):
-                        m.d.sync += in_payload.eq(0)
+                        m.d.comb += in_payload_n.eq(0)
             with m.Elif(s.valid):
                 m.d.sync += [
                     o_valid.eq(1),
@@ -308,15 +327,16 @@ class EgressFramer(wiring.Component):
                 ]
                 with m.If(last_hbeat):
                     if n_hdr > 1:
-                        m.d.sync += [hbeat.eq(0), last_hbeat.eq(0)]
+                        m.d.sync += hbeat.eq(0)
+                        m.d.comb += last_hbeat_n.eq(0)
                     with m.If(count_zero):
                         # Header-only frame: end it here and drop the message's beat(s).
                         m.d.sync += o_last.eq(1)
-                        m.d.comb += s.ready.eq(1)
                         m.d.sync += discard.eq(~s.payload.last)
                     with m.Else():
-                        m.d.sync += in_payload.eq(1)
+                        m.d.comb += in_payload_n.eq(1)
                 if n_hdr > 1:
                     with m.Else():
-                        m.d.sync += [hbeat.eq(hbeat + 1), last_hbeat.eq(hbeat == n_hdr - 2)]
+                        m.d.sync += hbeat.eq(hbeat + 1)
+                        m.d.comb += last_hbeat_n.eq(hbeat == n_hdr - 2)
         return m

@@ -18,11 +18,15 @@ Write side (one beat per cycle):
   ``fifo_depth``) at ``wr_ptr``; at most ``payload_beats(max_elements, W)`` beats per frame
   are written (a longer frame is certainly dropped; the rest of it is consumed, not stored);
 - at the ``tlast`` transfer the frame's facts are registered (stage **E**): tuser seen, truncated
-  (ended inside the header), payload beats (saturating), last ``tkeep``, start pointer.
+  (ended inside the header), whether a payload was written, start pointer, and ``e_ok``: the
+  frame ended in its payload, without tuser, at the beat index and with the ``tkeep`` that
+  ``element_count`` asks for (the payload-length check as one flip-flop, so no compare sits
+  between the verdict and ``wr_ptr``). The index of the last payload beat and its ``tkeep`` are
+  registered from the header's last beat as it arrives (``element_count`` is in that beat at
+  every W), so they are ready for a payload that ends in the very next cycle.
 
 Header pipeline: stage **H1** (the cycle after ``hdr_done``) evaluates the field checks from the
-header register and registers them with the aggregation-header fields, the expected payload beats
-and last-beat ``tkeep`` for ``element_count``. The IPv4 checksum is good when the 20-bit sum of
+header register and registers them with the aggregation-header fields. The IPv4 checksum is good when the 20-bit sum of
 the ten header words folds to 0xFFFF, i.e. is one of 0xFFFF * k, k = 1..10: at W <= 128 the
 IPv4 words arrive before the header's last beat, so their sum is computed early (an adder tree in
 two register stages at W = 64) and H1 registers the "good" bit; at W >= 256 H1 registers the sum
@@ -57,7 +61,6 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -75,6 +78,7 @@ from .layouts import (
     payload_beats,
 )
 from .params import check_data_width
+from .unguarded_fifo import UnguardedFIFO
 
 __all__ = ["IngressParser", "DESC_DEPTH"]
 
@@ -159,7 +163,8 @@ class IngressParser(wiring.Component):
         AW = DEPTH.bit_length() - 1
         s = self.s_axis
 
-        desc_layout = data.StructLayout({"hdr": AggHeaderLayout, "beats": range(PMAX + 1)})
+        # ``last``: index of the message's last payload beat (beats - 1)
+        desc_layout = data.StructLayout({"hdr": AggHeaderLayout, "last": range(PMAX)})
 
         # ``no_rw_check``: a row is read for output only after its frame's descriptor was pushed
         # (at least two cycles after the row's last write) and is not rewritten before it is read
@@ -170,7 +175,8 @@ class IngressParser(wiring.Component):
                                                 attrs={"no_rw_check": 1})
         wp = mem.write_port()
         rp = mem.read_port(transparent_for=())
-        m.submodules.desc_fifo = desc = SyncFIFO(width=desc_layout.size, depth=DESC_DEPTH)
+        # (no full check in its write enable: desc_room below guarantees room for every push)
+        m.submodules.desc_fifo = desc = UnguardedFIFO(desc_layout.size, DESC_DEPTH)
         desc_w = data.View(desc_layout, desc.w_data)
         desc_r = data.View(desc_layout, desc.r_data)
 
@@ -191,8 +197,7 @@ class IngressParser(wiring.Component):
         e_trunc = Signal()
         e_wrote = Signal()
         e_start = Signal(AW + 1)
-        e_pay = Signal(range(PMAX + 2))
-        e_keep = Signal(KB)
+        e_ok = Signal()  # ended in the payload, no tuser, last beat index and tkeep as expected
 
         # Stage H1: header checks of the last complete header.
         h1_valid = Signal()
@@ -204,7 +209,8 @@ class IngressParser(wiring.Component):
         h_agg_ok = Signal()
         h_count_ok = Signal()
         h_len_ok = Signal()  # IPv4 and UDP lengths agree with element_count
-        h_beats = Signal(range(PMAX + 1))  # payload beats for element_count (if count_ok)
+        # from the header's last beat as it arrives (exact when count_ok):
+        h_last = Signal(range(PMAX))  # index of the last payload beat for element_count
         h_keep = Signal(KB)  # tkeep of the last payload beat for element_count
         h_hdr = Signal(AggHeaderLayout)
 
@@ -224,14 +230,14 @@ class IngressParser(wiring.Component):
         m.d.comb += resolve.eq(e_valid & (e_trunc | h1_valid))
 
         # Room in the descriptor FIFO for this frame, the pending push and the pending verdict
-        # (w_level + v_push + e_valid < DESC_DEPTH - 1), registered: that sum grows by at most one per
+        # (level + v_push + e_valid < DESC_DEPTH - 1), registered: that sum grows by at most one per
         # cycle, so "sum < DESC_DEPTH - 2" in the previous cycle implies it (one entry of margin;
         # keeps the level adder and compare out of the tready cycle).
         v_push = Signal()  # stage V: a descriptor to push (the verdict of the cycle before)
         v_hdr = Signal(AggHeaderLayout, reset_less=True)
-        v_beats = Signal(range(PMAX + 1), reset_less=True)
+        v_last = Signal(range(PMAX), reset_less=True)
         desc_room = Signal(init=1)
-        m.d.sync += desc_room.eq(desc.w_level + v_push + e_valid < DESC_DEPTH - 2)
+        m.d.sync += desc_room.eq(desc.level + v_push + e_valid < DESC_DEPTH - 2)
         ready = Signal()
         m.d.comb += ready.eq(
             ~(e_valid & ~resolve)  # E is waiting for H1 (a frame that ended at byte 64)
@@ -272,8 +278,8 @@ class IngressParser(wiring.Component):
                     e_trunc.eq(~in_payload & ~header_complete),
                     e_wrote.eq(pay_next != 0),
                     e_start.eq(Mux(pay_cnt == 0, wr_ptr, cur_start)),
-                    e_pay.eq(pay_next),
-                    e_keep.eq(s.tkeep),
+                    e_ok.eq(in_payload & (pay_cnt == h_last) & (s.tkeep == h_keep)
+                            & ~err & ~s.tuser),
                 ]
 
         # ---------------------------------------------------------------- header checks (H1)
@@ -308,8 +314,13 @@ class IngressParser(wiring.Component):
         type_ok = 0
         for t in self.accepted_types:
             type_ok = type_ok | (msg_type == int(t))
-        last_lane = (count - 1)[:log2_l] if log2_l else Const(0, 1)
-        keep_bits = Cat(*[(last_lane >= j).replicate(4) for j in range(L)])
+        # last payload beat's index and tkeep, from the header's last beat as it arrives (slot
+        # HB - 1 and these take tdata every cycle until that beat transfers)
+        count_m1 = (frame_field(Cat(hdr[:(HB - 1) * W], s.tdata), "element_count") - 1)[:16]
+        last_lane = count_m1[:log2_l] if log2_l else Const(0, 1)
+        with m.If(beat == HB - 1):
+            m.d.sync += [h_last.eq(count_m1 >> log2_l),
+                         h_keep.eq(Cat(*[(last_lane >= j).replicate(4) for j in range(L)]))]
         # IPv4 checksum: good when the 20-bit sum of the ten words folds to 0xFFFF, i.e. is
         # 0xFFFF * k, k = 1..10. When the IPv4 header's last byte is in a header beat before the
         # last (W <= 128), its sum is registered every cycle (``csum_early``, through two
@@ -372,15 +383,12 @@ class IngressParser(wiring.Component):
                 *[reg.eq(cond) for reg, cond in h_checks],
                 h_all_ok[0].eq(all_ok[0]), h_all_ok[1].eq(all_ok[1]),
                 h_csum.eq(add_tree(words)),
-                h_beats.eq((count + (L - 1)) >> log2_l),
-                h_keep.eq(keep_bits),
             ]
             for name in AggHeaderLayout.members:
                 m.d.sync += getattr(h_hdr, name).eq(f(name))
 
         # ---------------------------------------------------------------- verdict
-        pay_ok = (e_pay == h_beats) & (e_keep == h_keep)
-        len_ok = h_len_ok & pay_ok
+        len_ok = h_len_ok & e_ok  # (e_ok is 0 on FRAME_ERROR and TRUNCATED, checked first)
         checks = [
             (e_err, Drop.FRAME_ERROR),
             (e_trunc, Drop.TRUNCATED),
@@ -396,8 +404,7 @@ class IngressParser(wiring.Component):
         assert [c[1] for c in checks] == list(Drop), "checks must follow the Drop enum order"
         reason = Signal(4)
         ok = Signal()
-        m.d.comb += ok.eq(~e_err & ~e_trunc & h_all_ok[0] & h_all_ok[1] & pay_ok
-                          & (1 if early_csum else csum_ok))
+        m.d.comb += ok.eq(e_ok & h_all_ok[0] & h_all_ok[1] & (1 if early_csum else csum_ok))
         for cond, code in reversed(checks):  # the first failing check wins (assigned last)
             with m.If(cond):
                 m.d.comb += reason.eq(int(code))
@@ -405,10 +412,10 @@ class IngressParser(wiring.Component):
         # Stage V: an accepted frame's descriptor is pushed the cycle after its verdict, from
         # registers (the verdict logic does not drive the descriptor FIFO's write enable, which
         # fans out to the whole LUT-RAM word and the level counter).
-        # (v_hdr/v_beats copy H1 every cycle: no verdict in their enable either.)
+        # (v_hdr/v_last copy H1 every cycle: no verdict in their enable either.)
         m.d.sync += [self.accept.eq(0), self.drop.eq(0), v_push.eq(0),
-                     v_hdr.eq(h_hdr), v_beats.eq(h_beats)]
-        m.d.comb += [desc_w.hdr.eq(v_hdr), desc_w.beats.eq(v_beats), desc.w_en.eq(v_push)]
+                     v_hdr.eq(h_hdr), v_last.eq(h_last)]
+        m.d.comb += [desc_w.hdr.eq(v_hdr), desc_w.last.eq(v_last), desc.w_en.eq(v_push)]
         rollback = resolve & ~ok & e_wrote
         with m.If(resolve):
             m.d.sync += e_valid.eq(0)
@@ -450,8 +457,8 @@ class IngressParser(wiring.Component):
             with m.Elif(desc.r_rdy):
                 m.d.comb += desc.r_en.eq(1)
                 m.d.sync += [
-                    rd_ptr.eq(rd_ptr + 1), rd_left.eq(desc_r.beats - 1),
-                    out_valid.eq(1), out_first.eq(1), out_last.eq(desc_r.beats == 1),
+                    rd_ptr.eq(rd_ptr + 1), rd_left.eq(desc_r.last),
+                    out_valid.eq(1), out_first.eq(1), out_last.eq(desc_r.last == 0),
                     out_hdr.eq(desc_r.hdr),
                 ]
             with m.Else():

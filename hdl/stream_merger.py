@@ -122,13 +122,11 @@ class StreamMerger(wiring.Component):
         for i in range(n):
             m.d.comb += self.s_msg[i].ready.eq(advance & (sel == i))
 
+        # The payload and grant registers load whenever the output register advances, valid
+        # or not (they are looked at only with m_msg.valid): their wide enable is ``advance``
+        # alone, without the arbiter's ``sel_valid``.
         with m.If(advance):
-            m.d.sync += out_valid.eq(sel_valid)
+            m.d.sync += [out_valid.eq(sel_valid), out_payload.eq(sel_payload), out_grant.eq(sel)]
             with m.If(sel_valid):
-                m.d.sync += [
-                    out_payload.eq(sel_payload),
-                    out_grant.eq(sel),
-                    ptr.eq(sel),
-                    locked.eq(~sel_payload.last),
-                ]
+                m.d.sync += [ptr.eq(sel), locked.eq(~sel_payload.last)]
         return m

@@ -1,0 +1,66 @@
+# amaranth: UnusedElaboratable=no
+"""UnguardedFIFO against Amaranth's SyncFIFO, cycle for cycle, while no write meets a full FIFO.
+
+The ingress parser's descriptor FIFO is an UnguardedFIFO (no full check in its write enable, no
+level counter shared by both enables); its writer keeps count of room itself. Both FIFOs get the
+same random writes (only when there is room) and reads (only when ready): ``r_rdy``, ``level``
+and, when ready, ``r_data`` must agree in every cycle, through empty and full.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.sim import Simulator
+
+from wanreduce.hdl.unguarded_fifo import UnguardedFIFO
+
+
+@pytest.mark.parametrize("depth,p_write,p_read", [(2, 0.5, 0.5), (16, 0.8, 0.3), (16, 0.5, 0.5)])
+def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: float) -> None:
+    """Phases of 150 cycles alternate (p_write, p_read) with (p_read, p_write): fills and
+    drains."""
+    width = 12
+    m = Module()
+    m.submodules.dut = dut = UnguardedFIFO(width, depth)
+    m.submodules.ref = ref = SyncFIFO(width=width, depth=depth)
+    rng = random.Random(depth * 100 + int(10 * p_write))
+    seen = {"full": 0, "empty": 0, "reads": 0}
+
+    async def tb(ctx) -> None:
+        for cycle in range(1500):
+            pw, pr = (p_write, p_read) if cycle // 150 % 2 == 0 else (p_read, p_write)
+            level = ctx.get(ref.level)
+            assert ctx.get(dut.level) == level
+            assert ctx.get(dut.r_rdy) == ctx.get(ref.r_rdy)
+            seen["full"] += level == depth
+            seen["empty"] += level == 0
+            write = level < depth and rng.random() < pw
+            read = bool(ctx.get(ref.r_rdy)) and rng.random() < pr
+            if read:
+                assert ctx.get(dut.r_data) == ctx.get(ref.r_data)
+                seen["reads"] += 1
+            data = rng.randrange(1 << width)
+            for f in (dut, ref):
+                ctx.set(f.w_data, data)
+                ctx.set(f.w_en, write)
+                ctx.set(f.r_en, read)
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert seen["full"] and seen["empty"] and seen["reads"] > 300
+
+
+def test_construction_validation() -> None:
+    for bad_depth in (0, 1, 3, 12, True, 4.0):
+        with pytest.raises(ValueError, match="depth"):
+            UnguardedFIFO(8, bad_depth)
+    for bad_width in (0, -1, "8"):
+        with pytest.raises(ValueError, match="width"):
+            UnguardedFIFO(bad_width, 4)
