@@ -25,6 +25,7 @@ import time
 import numpy as np
 from bench_driver import write_json  # the same --json report
 
+from wanreduce.emulator.site_processes import SiteProcesses, exit_reason
 from wanreduce.host.faults import FaultProxy, FaultSpec
 
 
@@ -40,7 +41,8 @@ def start_server(sites: int, slots: int | None) -> tuple[subprocess.Popen, tuple
     return p, (host, int(port))
 
 
-def _site(i: int, addr, elements: int, runs: int, barrier, q, client_kw: dict) -> None:
+def _site(i: int, addr, elements: int, runs: int, barrier, client_kw: dict, q) -> None:
+    """One site process (``SiteProcesses`` target): ``runs`` timed calls, then one report."""
     from wanreduce.host.driver import AggregatorClient
 
     try:
@@ -49,7 +51,6 @@ def _site(i: int, addr, elements: int, runs: int, barrier, q, client_kw: dict) -
         with AggregatorClient(addr, sender_id=i, **client_kw) as c:
             for r in range(runs):
                 x = rng.standard_normal(elements).astype(np.float32)
-                t = time.perf_counter()
                 try:
                     barrier.wait(timeout=600)  # broken if another site failed
                     t = time.perf_counter()
@@ -59,46 +60,46 @@ def _site(i: int, addr, elements: int, runs: int, barrier, q, client_kw: dict) -
                     break
                 times.append(time.perf_counter() - t)
             st = c.stats
-            q.put((i, times, st.chunks, st.retransmissions, err,
-                   (getattr(st, "fast_resends", None), getattr(st, "timer_resends", None),
-                    getattr(st, "recovery_resends", None), getattr(st, "sack_resends", None),
-                    getattr(st, "probes", None), c.timer.rto, c.timer.srtt,
-                    getattr(c.timer, "min_rtt", None))))  # (None: a driver before these)
+            q.put((i, (times, st.chunks, st.retransmissions, err,
+                       (getattr(st, "fast_resends", None), getattr(st, "timer_resends", None),
+                        getattr(st, "recovery_resends", None), getattr(st, "sack_resends", None),
+                        getattr(st, "probes", None), c.timer.rto, c.timer.srtt,
+                        getattr(c.timer, "min_rtt", None)))))  # (None: a driver before these)
     except Exception as exc:  # noqa: BLE001
-        q.put((i, [], 0, 0, f"{type(exc).__name__}: {exc}", ()))
+        q.put((i, ([], 0, 0, f"{type(exc).__name__}: {exc}", ())))
 
 
 def run_case(addr, loss: float, *, sites: int, mib: float, runs: int, seed: int,
              client_kw: dict) -> dict:
-    """One loss rate: ``runs`` calls of every site through a fresh proxy; medians and counts."""
+    """One loss rate: ``runs`` calls of every site through a fresh proxy; medians and counts.
+    The site processes are started and watched by the emulator's one launcher
+    (``emulator/site_processes.py``): a site that fails or dies aborts the barrier."""
     spec = FaultSpec(loss=loss)
     elements = int(mib * (1 << 20)) // 4
     ctx = mp.get_context("spawn")
     with FaultProxy(addr, to_aggregator=spec, to_client=spec, seed=seed) as px:
-        q, barrier = ctx.Queue(), ctx.Barrier(sites)
-        procs = [ctx.Process(target=_site, args=(i, px.address, elements, runs, barrier, q,
-                                                 client_kw)) for i in range(sites)]
-        for p in procs:
-            p.start()
-        outs = []
-        while len(outs) < sites:  # a site process that died without a report ends the wait
-            try:
-                outs.append(q.get(timeout=5))
-            except Exception:  # queue.Empty
-                if all(p.exitcode is not None for p in procs) and q.empty():
-                    raise RuntimeError("a site process exited without a report") from None
-        for p in procs:
-            p.join()
+        barrier = ctx.Barrier(sites)
+        with SiteProcesses(ctx, sites, _site, lambda i: (
+                i, px.address, elements, runs, barrier, client_kw), name="loss-site") as procs:
+            procs.start()
+            got = procs.collect(lifetime=600 + runs * 2 * client_kw["timeout"],
+                                after_failure=4 * client_kw["timeout"] + 10,
+                                is_failure=lambda rep: rep[3] is not None,
+                                on_failure=barrier.abort)
         lost = px.counts["up_lost"] + px.counts["down_lost"]
-    errs = [o[4] for o in outs if o[4]]
-    per_call = [max(o[1][k] for o in outs) for k in range(min(len(o[1]) for o in outs))]
-    chunks = sum(o[2] for o in outs)
-    retx = sum(o[3] for o in outs)
+    outs = [got.reports[i] for i in sorted(got.reports)]
+    errs = [o[3] for o in outs if o[3]]
+    errs += [f"site {i}: died ({exit_reason(c)})" for i, c in got.died.items()]
+    errs += [f"site {i}: no report ({why})" for i, why in got.given_up.items()]
+    per_call = ([max(o[0][k] for o in outs) for k in range(min(len(o[0]) for o in outs))]
+                if outs and len(outs) == sites else [])
+    chunks = sum(o[1] for o in outs)
+    retx = sum(o[2] for o in outs)
     return {"loss": loss, "calls_s": per_call,
             "median_s": statistics.median(per_call) if per_call else float("nan"),
             "chunks": chunks, "retransmissions": retx, "resent": retx / max(1, chunks),
             "lost": lost, "errors": errs,
-            "fast_timer_recovery_sack_probes_rto_srtt_minrtt": [o[5] for o in outs]}
+            "fast_timer_recovery_sack_probes_rto_srtt_minrtt": [o[4] for o in outs]}
 
 
 def main() -> None:

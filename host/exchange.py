@@ -100,6 +100,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                                             ("stray", filt.stray)) if v]
         if dropped:  # what was received and not taken: a clue to a misconfiguration
             why += f" (ignored datagrams: {', '.join(dropped)})"
+        if wan is not None and win.base < n:  # what the WAN-link recovery asked for
+            why += wan.describe(job, (pk.first + win.base) & 0xFFFFFFFF)
         flush()
         client._fail(pk, win.done, win.nxt, job, round_id, why)
 

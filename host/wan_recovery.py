@@ -9,13 +9,15 @@ NACKs), the receiver asks:
 * **Requester** (``missing``, called with each probe answer of a stalled exchange): for a chunk
   our aggregator holds our contribution to but not yet released, a member whose bit its
   contributor bitmap lacks is missing once a later chunk of that member's has arrived (members
-  send in order over FIFO paths: a sequence gap) or, for the chunk holding up every release,
-  once no result came for an RTO (a lost last chunk, which no later one exposes); each such
+  send in order over FIFO paths: a sequence gap) or, once no result came for the RTO estimate
+  (SRTT + 4 RTTVAR, not the backed-off timer), at that member's first missing chunk (its lost
+  last chunk, which no later one exposes: the tail); each such
   member is sent a NACK naming the chunks (``wire.nack_datagram``, to the aggregator address:
   the network carries it to that member's site). The chunk is left to be probed again
-  (``SendWindow.held`` cleared, the probe pace reset), and re-NACKed at most once per
-  ``interval`` (two smoothed round trips, at most an eighth of the timeout: a NACK or its resend
-  may be lost too, and several tries must fit in the timeout) while it stays incomplete.
+  (``SendWindow.held`` cleared, probes at least every half ``interval``), and re-NACKed at most
+  once per ``interval`` (two smoothed round trips, at most a sixteenth of the timeout: a NACK or
+  its resend may be lost too, and many tries must fit in the timeout) while it stays
+  incomplete. A call that fails anyway says in its ChunksMissing what was asked (``describe``).
 * **Responder** (a thread): every contribution this client sends is copied into a log of the
   job's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
   chunks ahead of a chunk another aggregator still lacks, docs/protocol.md "NACK"), kept at most
@@ -94,6 +96,7 @@ class WanRecovery:
         self._logs: dict[int, _Log] = {}
         self._members: dict[int, int] = {}
         self._nacked: dict[tuple[int, int, int], float] = {}  # (job, chunk, member) -> when
+        self._tries: dict[tuple[int, int, int], int] = {}  # (job, chunk, member) -> NACKs sent
         self._exchange: tuple[int, int] | None = None  # (job, first chunk) of the rows below
         self._latest: dict[int, int] = {}  # member -> highest row held (this exchange)
         self._lock = threading.Lock()
@@ -108,10 +111,12 @@ class WanRecovery:
         self._thread.start()
 
     def interval(self) -> float:
-        """Least time between two NACKs of one chunk: two round trips, at most timeout / 8."""
+        """Least time between two NACKs of one chunk: two round trips, at most timeout / 16 (a
+        NACK and its resend cross a path twice: at 5 % loss per link on a 4-hop path a third of
+        the tries fail, so many must fit in the timeout)."""
         c = self.client
         rtt = c.timer.srtt if c.timer.srtt is not None else c.timer.rto
-        return max(c.min_rto, min(2 * rtt, c.timeout / 8))
+        return max(c.min_rto, min(2 * rtt, c.timeout / 16))
 
     def dedupe(self) -> float:
         """Least time between two resends of one chunk: NACKs of several members for one loss
@@ -190,9 +195,9 @@ class WanRecovery:
         """Our aggregator's answer ``a`` about rows of an exchange (chunk = first + row): NACK the
         members whose contributions it lacks where it holds ours (module docstring). A member's
         copy of a chunk is taken as lost when a later chunk of its own has arrived (a member
-        sends in order and a path is FIFO: a sequence gap), or, for the chunk holding up every
-        release (the head), when no result came for an RTO (the tail: nothing later shows the
-        gap; a member merely slow or queued behind a busy link would not stall us that long)."""
+        sends in order and a path is FIFO: a sequence gap), or, at the member's first missing
+        chunk, when no result came for the RTO estimate (the tail: nothing later shows the gap;
+        a member merely slow or queued behind a busy link would not stall us that long)."""
         c = self.client
         bit = 1 << c.sender_id
         members = self._group_members(group)
@@ -208,7 +213,10 @@ class WanRecovery:
                     latest[m] = i
         ask: dict[int, list[int]] = {}
         waiting = False  # some member's contribution is still lacking here
-        stalled = now - win.last_progress >= win.rto()  # no result for an RTO
+        # no result for the RTO estimate (not the timer's backed-off RTO: under loss the
+        # blocker's timer resends back it off to timeout / 4, and every tail loss waited that long)
+        stalled = now - win.last_progress >= min(c.timer.base_rto, win.rto_cap)
+        asked = dict(zip(a.rows, a.bitmaps, strict=True))
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             if win.done[i] or i < a.head or not bm & bit:
                 continue
@@ -221,16 +229,21 @@ class WanRecovery:
             for m in range(wire.MAX_SENDERS):
                 if not lacking >> m & 1:
                     continue
-                lost = latest.get(m, -1) > i or (stalled and i == a.head)
+                # the tail: on a stall, each member's first missing chunk (the row before it
+                # holds its copy, is released, or was not asked: confirmed complete before)
+                lost = latest.get(m, -1) > i or (stalled and (
+                    i == a.head or asked.get(i - 1, 1 << m) >> m & 1))
                 if lost and now - self._nacked.get((job, chunk, m), -math.inf) >= gap:
                     self._nacked[(job, chunk, m)] = now
+                    self._tries[(job, chunk, m)] = self._tries.get((job, chunk, m), 0) + 1
                     self.stats.nacked_by_gap += latest.get(m, -1) > i
                     ask.setdefault(m, []).append(chunk)
         if ask:  # found something lost: probe again at the fast pace (as SendWindow does
             win.probe_fast()  # when an answer shows a contribution of ours lost)
         elif waiting:  # a NACK may go unanswered (lost, or its resend): probe at least once per
-            # interval, so a re-NACK is never held back by the probes' backoff (up to the RTO)
-            win.probe_at_least_every(gap)
+            # half interval, so a re-NACK is due at the next probe, never held back by the
+            # probes' backoff (up to the RTO) or a probe that came just before it was due
+            win.probe_at_least_every(gap / 2)
         for m, chunks in ask.items():
             for k in range(0, len(chunks), wire.NACK_MAX_CHUNKS):
                 part = tuple(chunks[k : k + wire.NACK_MAX_CHUNKS])
@@ -240,6 +253,18 @@ class WanRecovery:
             self.stats.nacked_chunks += len(chunks)
         if len(self._nacked) > 4096:  # forget what is older than the linger
             self._nacked = {k: t for k, t in self._nacked.items() if now - t <= self.linger}
+            self._tries = {k: n for k, n in self._tries.items() if k in self._nacked}
+
+    def describe(self, job: int, chunk: int) -> str:
+        """What was asked for ``chunk`` (for a ChunksMissing message: whether the WAN recovery
+        tried, how often, and how long ago)."""
+        now = time.monotonic()
+        asked = [f"member {m} {n} time(s), last {now - self._nacked[(j, ch, m)]:.1f} s ago"
+                 for (j, ch, m), n in sorted(self._tries.items()) if (j, ch) == (job, chunk)]
+        if not asked:
+            return f" (WAN recovery: no NACK sent for chunk {chunk})"
+        return (f" (WAN recovery: chunk {chunk} NACKed to {'; '.join(asked)}; each NACK names "
+                "the chunk to its sender, whose host re-sends it if still logged)")
 
     def _group_members(self, group: int) -> int:
         """The group's member bitmap (read once over CONTROL; 0 if it cannot be read)."""

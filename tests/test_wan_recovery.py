@@ -165,3 +165,70 @@ def test_a_contribution_older_than_the_timeout_is_still_answered():
             time.sleep(0.8)
             nack = wire.Nack(0, (last,), 0, 0, 0, 1, c.session)
             assert c.wan.answer(wire.nack_datagram(nack), c.result_source) == 1
+
+
+class _Window:
+    """What ``WanRecovery.missing`` reads of a SendWindow: 8 rows in flight, none done."""
+
+    def __init__(self, last_progress: float, rto_cap: float) -> None:
+        self.done = bytearray(8)
+        self.held = bytearray(b"\1" * 8)
+        self.last_progress, self.rto_cap = last_progress, rto_cap
+        self.fast = self.capped = 0
+
+    def rto(self) -> float:
+        return self.rto_cap
+
+    def probe_fast(self) -> None:
+        self.fast += 1
+
+    def probe_at_least_every(self, interval: float) -> None:
+        self.capped += 1
+
+
+def _nacked_after(stall: float, bitmaps: list[int], *, head: int = 0) -> set[tuple[int, int]]:
+    """(row, member) pairs one probe answer makes us NACK (we are member 0 of group {0, 1, 2}),
+    ``stall`` s after the last result, with a timer whose RTO estimate is ~0.2 s but which the
+    blocker's resends have backed off to its cap (timeout / 4 = 2.5 s)."""
+    from wanreduce.host.chunk_probe import ProbeAnswer
+
+    with SoftAggregator(slots=64, elements=16, groups=2, jobs=1) as agg:
+        agg.configure(groups={0: (0, 1, 2)}, jobs=[0])
+        with AggregatorClient(agg.address, sender_id=0, elements_per_packet=16, window=4,
+                              rtt=0.002, timeout=10, wan_recovery=True) as c:
+            for _ in range(8):
+                c.timer.sample(0.2)
+            for _ in range(6):
+                c.timer.expired()
+            assert c.timer.base_rto < 0.5 and c.timer.rto > 2.5
+            win = _Window(time.monotonic() - stall, rto_cap=2.5)
+            first = 100
+            rows = list(range(len(bitmaps)))
+            c.wan.missing(ProbeAnswer(rows, bitmaps, head, time.monotonic()), win, job=0,
+                          group=0, round_id=0, first=first)
+            said = c.wan.describe(0, first)  # what a ChunksMissing about row 0 would add
+            assert ("NACKed to member" in said) == any(ch == first for _j, ch, _m in c.wan._nacked)
+            return {(ch - first, m) for (_job, ch, m) in c.wan._nacked}
+
+
+def test_a_tail_loss_is_nacked_after_the_rto_estimate_not_the_backed_off_timer():
+    """Memory-bound all-to-all at 5 % loss failed (ChunksMissing after 20 s): a copy lost at the
+    tail of its sender's burst (no later chunk shows the gap) was NACKed only once it was the
+    head and no result had come for the timer's RTO, which the blocker's resends back off to
+    timeout / 4; a site behind a chain of such losses outlasted the timeout. Now, on a stall of
+    the RTO estimate, each member's first missing chunk is NACKed, head or not."""
+    us, m1, m2 = 1, 2, 4
+    # row 0 (the head) lacks member 2, rows 2-3 lack member 1 (its copy of 2 lost, 3 not yet
+    # arrived behind it), row 1 is complete
+    bitmaps = [us | m1, us | m1 | m2, us | m2, us | m2]
+    assert _nacked_after(1.0, bitmaps) == {(0, 2), (2, 1)}
+    # a member's later chunks missing behind its first missing one are not NACKed
+    assert _nacked_after(1.0, [us | m2, us, us, us]) == {(0, 1), (1, 2)}
+
+
+def test_no_tail_nack_while_results_still_come():
+    """Copies late behind a busy link, with results still arriving: nothing is NACKed."""
+    us, m1 = 1, 2
+    assert _nacked_after(0.05, [us | m1, us | m1, us, us]) == set()
+    # the same answer once no result came for the RTO estimate: each member's first missing
+    assert _nacked_after(1.0, [us | m1, us | m1, us, us]) == {(0, 2), (2, 1)}
