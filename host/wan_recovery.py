@@ -215,7 +215,7 @@ class WanRecovery:
         waiting = False  # some member's contribution is still lacking here
         # no result for the RTO estimate (not the timer's backed-off RTO: under loss the
         # blocker's timer resends back it off to timeout / 4, and every tail loss waited that long)
-        stalled = now - win.last_progress >= min(c.timer.base_rto, win.rto_cap)
+        stalled = now - win.last_progress >= win.rto()
         asked = dict(zip(a.rows, a.bitmaps, strict=True))
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             if win.done[i] or i < a.head or not bm & bit:
