@@ -99,6 +99,8 @@ class WanRecovery:
         self._tries: dict[tuple[int, int, int], int] = {}  # (job, chunk, member) -> NACKs sent
         self._exchange: tuple[int, int] | None = None  # (job, first chunk) of the rows below
         self._latest: dict[int, int] = {}  # member -> highest row held (this exchange)
+        self._moved: dict[int, float] = {}  # member -> when its highest row last rose
+        self._since = 0.0  # when this exchange's first answer came
         self._lock = threading.Lock()
         self._closed = threading.Event()
         host = client.aggregator[0] if client.aggregator[0] in ("127.0.0.1", "localhost") else ""
@@ -203,20 +205,18 @@ class WanRecovery:
         members = self._group_members(group)
         if not members:
             return
-        if self._exchange != (job, first):  # a new exchange: forget the previous one's rows
-            self._exchange, self._latest = (job, first), {}
         now, gap = time.monotonic(), self.interval()
+        if self._exchange != (job, first):  # a new exchange: forget the previous one's rows
+            self._exchange, self._latest, self._moved, self._since = (job, first), {}, {}, now
         latest = self._latest  # member -> the highest row of it the aggregator was seen to hold
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             for m in range(wire.MAX_SENDERS):
                 if bm >> m & 1 and latest.get(m, -1) < i:
-                    latest[m] = i
+                    latest[m], self._moved[m] = i, now
         ask: dict[int, list[int]] = {}
         waiting = False  # some member's contribution is still lacking here
-        # no result for the RTO estimate (not the timer's backed-off RTO: under loss the
-        # blocker's timer resends back it off to timeout / 4, and every tail loss waited that long)
-        stalled = now - win.last_progress >= win.rto()
-        asked = dict(zip(a.rows, a.bitmaps, strict=True))
+        rto = win.rto()
+        stalled = now - win.last_progress >= rto  # no result for an RTO
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             if win.done[i] or i < a.head or not bm & bit:
                 continue
@@ -229,10 +229,12 @@ class WanRecovery:
             for m in range(wire.MAX_SENDERS):
                 if not lacking >> m & 1:
                     continue
-                # the tail: on a stall, each member's first missing chunk (the row before it
-                # holds its copy, is released, or was not asked: confirmed complete before)
-                lost = latest.get(m, -1) > i or (stalled and (
-                    i == a.head or asked.get(i - 1, 1 << m) >> m & 1))
+                # the tail: on a stall, the first missing chunk (just above the highest row
+                # seen holding its copy, or the head) of each member nothing new came from for
+                # an RTO (one still streaming is late behind a busy link, not lost)
+                lost = latest.get(m, -1) > i or (
+                    stalled and i == max(latest.get(m, -1) + 1, a.head)
+                    and now - self._moved.get(m, self._since) >= rto)
                 if lost and now - self._nacked.get((job, chunk, m), -math.inf) >= gap:
                     self._nacked[(job, chunk, m)] = now
                     self._tries[(job, chunk, m)] = self._tries.get((job, chunk, m), 0) + 1

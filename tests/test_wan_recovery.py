@@ -190,19 +190,22 @@ class _Window:
 
 
 def _nacked_after(stall: float, bitmaps: list[int], *, head: int = 0) -> set[tuple[int, int]]:
-    """(row, member) pairs one probe answer makes us NACK (we are member 0 of group {0, 1, 2}),
-    ``stall`` s after the last result, the window's RTO being 2.5 s."""
+    """(row, member) pairs two probe answers 0.35 s apart make us NACK (we are member 0 of
+    group {0, 1, 2}), the second ``stall`` s after the last result, the window's RTO 0.3 s."""
     from wanreduce.host.chunk_probe import ProbeAnswer
 
     with SoftAggregator(slots=64, elements=16, groups=2, jobs=1) as agg:
         agg.configure(groups={0: (0, 1, 2)}, jobs=[0])
         with AggregatorClient(agg.address, sender_id=0, elements_per_packet=16, window=4,
                               rtt=0.002, timeout=10, wan_recovery=True) as c:
-            win = _Window(time.monotonic() - stall, rto_cap=2.5)
+            win = _Window(time.monotonic(), rto_cap=0.3)
             first = 100
             rows = list(range(len(bitmaps)))
-            c.wan.missing(ProbeAnswer(rows, bitmaps, head, time.monotonic()), win, job=0,
-                          group=0, round_id=0, first=first)
+            for _ in range(2):  # the same rows: nothing new from anyone in between
+                win.last_progress = time.monotonic() - stall
+                c.wan.missing(ProbeAnswer(rows, bitmaps, head, time.monotonic()), win, job=0,
+                              group=0, round_id=0, first=first)
+                time.sleep(0.35)
             said = c.wan.describe(0, first)  # what a ChunksMissing about row 0 would add
             assert ("NACKed to member" in said) == any(ch == first for _j, ch, _m in c.wan._nacked)
             return {(ch - first, m) for (_job, ch, m) in c.wan._nacked}
@@ -217,9 +220,9 @@ def test_on_a_stall_each_members_first_missing_chunk_is_nacked_not_only_the_head
     # row 0 (the head) lacks member 2, rows 2-3 lack member 1 (its copy of 2 lost, 3 not yet
     # arrived behind it), row 1 is complete
     bitmaps = [us | m1, us | m1 | m2, us | m2, us | m2]
-    assert _nacked_after(3.0, bitmaps) == {(0, 2), (2, 1)}
+    assert _nacked_after(1.0, bitmaps) == {(0, 2), (2, 1)}
     # a member's later chunks missing behind its first missing one are not NACKed
-    assert _nacked_after(3.0, [us | m2, us, us, us]) == {(0, 1), (1, 2)}
+    assert _nacked_after(1.0, [us | m2, us, us, us]) == {(0, 1), (1, 2)}
 
 
 def test_no_tail_nack_while_results_still_come():
@@ -227,7 +230,7 @@ def test_no_tail_nack_while_results_still_come():
     us, m1 = 1, 2
     assert _nacked_after(0.05, [us | m1, us | m1, us, us]) == set()
     # the same answer once no result came for the RTO: each member's first missing
-    assert _nacked_after(3.0, [us | m1, us | m1, us, us]) == {(0, 2), (2, 1)}
+    assert _nacked_after(1.0, [us | m1, us | m1, us, us]) == {(0, 2), (2, 1)}
 
 
 def test_many_nack_tries_fit_in_the_timeout():
