@@ -48,12 +48,6 @@ class RttEstimator:
         """Timeout for a request sent now: the estimate, doubled per expiry since the last sample."""
         return min(self.max_rto, self._base * (1 << min(self.backoffs, 30)))
 
-    @property
-    def base_rto(self) -> float:
-        """The estimate without the backoff (SRTT + max(min_rto, 4 RTTVAR)): how late an answer
-        may be before it is overdue, whatever the timer's resends did to ``rto``."""
-        return self._base
-
     def sample(self, rtt: float) -> None:
         """A round trip of a request answered on its first transmission (Karn's rule)."""
         rtt = max(0.0, rtt)
