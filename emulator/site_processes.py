@@ -1,7 +1,7 @@
 """One process per site: start them, collect one report from each, notice deaths, bound the wait.
 
-The one launcher of the emulator's rounds (``emulator/runner.py``) and of training
-(``train/launcher.py``). Each site process is ``target(*args(site), queue)`` and puts exactly one
+The one launcher of the emulator's rounds (``emulator/runner.py``), of training
+(``train/launcher.py``) and of ``bench/bench_loss.py``'s sites. Each site process is ``target(*args(site), queue)`` and puts exactly one
 ``(site, report)`` on ``queue`` before it ends. :meth:`SiteProcesses.collect` waits for the
 reports; a process that has exited and whose report has not arrived ``report_grace`` s later
 (the queue's feeder thread flushes a report just before exit) died. Once a report says the site
