@@ -22,7 +22,10 @@ them, so a datagram that arrives later can never be queued ahead of an earlier o
 deliveries leave against their scheduled time is recorded (``late_max``/``late_mean``), the
 measure of whether the loop keeps up. Anything that is not a well-formed contribution goes to the
 site's own aggregator only (which counts and drops it); datagrams from unexpected sources are
-counted and ignored. NACKs (WAN-link loss recovery, ``host/wan_recovery.py``) from a host at
+counted and ignored. The sharded plan's groups (``Routes``: ``deliver``, ``passthrough``,
+``acks``) reach only their owner's aggregator, pass all-gather copies to the hosts, and send the
+owner's results back to the contributors as acknowledgements. NACKs (WAN-link loss recovery,
+``host/wan_recovery.py``) from a host at
 site s travel to the named member's site over the WAN links and reach the hosts that listen for
 NACKs there (``nack``).
 
