@@ -161,6 +161,7 @@ class _Cast:
         while self.next < n and self.t0 + self.sent_bytes / self.rate <= now:
             d = self.pk.datagram(self.next)
             self.client.transport.send_to(d, self.client.aggregator)
+            self.client.stats.datagrams_sent += 1
             self.sent_bytes += len(d)
             self.next += 1
         return math.inf if self.next >= n else self.t0 + self.sent_bytes / self.rate
@@ -182,20 +183,25 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                 if s.win is not None:
                     s.win.send_new(now)
             if cast is not None:
+                sent = cast.next
                 cast_due = cast.pump(now)
+                if cast.next > sent:  # sending our shard is progress too (a long paced cast)
+                    last = now
             progressed: set[int] = set()
             while (got := transport.recv_batch([rmv])) is not None:
                 ktot, seg, src = got
                 if src != client.result_source:
                     stats.foreign += 1
+                    stats.ignored += 1
                     continue
                 arrived = mono()
                 for off, count, size in blocks(ktot, seg):
                     for j in range(count):
                         at = off + j * size
                         s = by_group.get(rbuf[at + _GROUP]) if size > _GROUP else None
-                        if s is None:
+                        if s is None:  # another phase's (a late duplicate) or garbage
                             stats.stray += 1
+                            stats.ignored += 1
                         elif s.take(rbuf, at, size, arrived):
                             progressed.add(s.group)
             now = mono()
@@ -224,7 +230,9 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
             stats.malformed += f.malformed
             stats.stray += f.stray
             stats.ignored += f.ignored
+            stats.results += len(s.done) - s.remaining
             if s.win is not None:
+                stats.datagrams_sent += s.win.nxt + s.win.retransmissions
                 stats.retransmissions += s.win.retransmissions
                 stats.timer_resends += s.win.timer_resends
                 stats.fast_resends += s.win.fast_resends
