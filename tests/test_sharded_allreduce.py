@@ -7,8 +7,10 @@ import time
 
 import numpy as np
 import pytest
+from test_emulator_forwarder import DELAYS, Net, _datagram, _sock, _wait_for
 from test_emulator_network import SQUARE, _ended
 
+from wanreduce import wire
 from wanreduce.emulator.forwarder import Routes
 from wanreduce.emulator.runner import run_rounds, site_tensor
 from wanreduce.emulator.wan_emulator import WanEmulator, sharded_routes
@@ -57,6 +59,49 @@ def test_routes_send_shards_to_their_owner_and_pass_the_all_gather_through():
         assert gat in r.passthrough and r.deliver[gat] == set(range(4)) - {owner}
         assert not r.delivers(red, (owner + 1) % 4) and r.delivers(gat, (owner + 1) % 4)
     assert Routes(members={0: (0, 1)}).delivers(0, 1)  # cliques: every member (as before)
+
+
+def test_forwarder_reduce_goes_to_the_owner_its_results_ack_and_gather_passes_through():
+    """Line A - B - C - D; reduce group 6 = {A, C, D} owned by D, gather group 7 sent by D. A's
+    contribution reaches D's aggregator only (not A's, not C's); D's result reaches D's host and,
+    as an ack one path delay later and without taking link capacity, A's and C's hosts; D's
+    gather copy reaches A's and C's hosts, and no aggregator."""
+    net = Net()
+    topo = net.topo
+    routes = Routes({6: (0, 2, 3), 7: (0, 2, 3)},
+                    {(6, 0): topo.multicast_tree(0, [3]), (6, 2): topo.multicast_tree(2, [3]),
+                     (7, 3): topo.multicast_tree(3, [0, 2])},
+                    deliver={6: frozenset({3}), 7: frozenset({0, 2})},
+                    passthrough=frozenset({7}), acks={6: (0, 2)})
+    net.conn.send(("routes", routes))
+    assert net.conn.recv() == ("ok",)
+    hosts = [_sock(10) for _ in range(4)]
+    try:
+        for s in (0, 2, 3):  # hosts register at their edge by contributing (C: group 6 too)
+            hosts[s].sendto(_datagram(wire.MsgType.CONTRIBUTION, 6, 0, s), net.edges[s])
+        assert _wait_for(lambda: len(net.got[3]) == 3)
+        time.sleep(0.3)
+        assert [len(g) for g in net.got] == [0, 0, 0, 3]  # the owner's aggregator only
+        before = sum(r["bytes"] for r in net.stats()["links"].values())
+        t0 = time.monotonic()
+        net.aggs[3].sendto(_datagram(wire.MsgType.RESULT, 6, 0), net.got[3][0][2])
+        for s, delay in ((3, 0.0), (2, DELAYS[("C", "D")]),
+                         (0, sum(DELAYS.values()))):
+            pkt, frm = hosts[s].recvfrom(65536)
+            assert frm == net.edges[s] and pkt[3] == wire.MsgType.RESULT
+            assert time.monotonic() - t0 >= delay
+        assert sum(r["bytes"] for r in net.stats()["links"].values()) == before  # acks: free
+        hosts[3].sendto(_datagram(wire.MsgType.CONTRIBUTION, 7, 0, 3), net.edges[3])
+        for s in (0, 2):
+            pkt, frm = hosts[s].recvfrom(65536)
+            assert frm == net.edges[s] and pkt[3] == wire.MsgType.CONTRIBUTION and pkt[5] == 7
+        time.sleep(0.3)
+        assert [len(g) for g in net.got] == [0, 0, 0, 3]  # passed through: no aggregator
+        assert net.stats()["counters"]["acks"] == 2
+    finally:
+        for h in hosts:
+            h.close()
+        net.close()
 
 
 def test_sharded_rounds_over_a_wan_are_exact_and_reach_only_the_owners():
