@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import select
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,6 +58,22 @@ _U32 = 0xFFFFFFFF
 _OVERFLOW = int(wire.Flags.OVERFLOW)
 _CONTRIBUTION = int(wire.MsgType.CONTRIBUTION)
 _GROUP = wire.FIELD["group_id"].agg_offset
+#: per client, one RTT estimator per shard owner it contributes to (kept across calls: a new
+#: estimator's first timeout is a guess, and a far owner's acks take longer than 1 s here)
+_OWNER_TIMERS: weakref.WeakKeyDictionary[AggregatorClient, dict[int, RttEstimator]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _owner_timer(client: AggregatorClient, owner: int, agree_s: float) -> RttEstimator:
+    """The estimator of the round trip to ``owner``'s aggregator and back (its acks). A new one
+    starts at 2.5 x the agreement's duration (at least ``initial_rto``): the agreement completed
+    when the farthest member's contribution had arrived, so it bounds a one-way delay, and no
+    ack comes later than two of those plus queueing."""
+    timers = _OWNER_TIMERS.setdefault(client, {})
+    if owner not in timers:
+        timers[owner] = RttEstimator(max(client.initial_rto, 2.5 * agree_s),
+                                     min_rto=client.min_rto, max_rto=client.max_rto)
+    return timers[owner]
 
 
 class Block(Protocol):
@@ -106,15 +123,14 @@ class _Stream:
     """One flow of a phase at this site (see the module docstring)."""
 
     def __init__(self, client: AggregatorClient, pk: Packets, *, what: str, window: int | None,
-                 msg_type: int, job: int, round_id: int, exp: int, now: float) -> None:
+                 msg_type: int, job: int, round_id: int, exp: int, now: float,
+                 timer: RttEstimator | None = None) -> None:
         self.what = what  # in error messages
         self.pk = WholeBuffer(pk)
         self.group = self.pk.group
         self.flags = np.zeros(len(pk), np.uint8)
         self.win = None
         if window is not None:  # we send: contributions whose results (or acks) we await
-            timer = RttEstimator(client.initial_rto, min_rto=client.min_rto,
-                                 max_rto=client.max_rto)
             self.win = SendWindow(self.pk, window, client.transport, client.aggregator, timer,
                                   rto_cap=client.timeout / 4, max_retries=client.max_retries,
                                   now=now)
@@ -280,7 +296,9 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
                          "(it moves the job's head after each reduce-scatter)")
     site, E, rid = client.sender_id, client.elements, round & _U32
     blocks_ = steps.site_blocks(site)
+    t0 = time.monotonic()
     e, n, w = client.agree(x, job=job, group=steps.everyone, round=round, max_abs=max_abs)
+    agree_s = time.monotonic() - t0
     W = client.job_window(job)
     q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
     client.stats.clipped += clipped
@@ -298,9 +316,11 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
             pk = fixed_packets(held[b[k]:b[k + 1]], group=blk.reduce[k], first=base, **head)
             what = (f"own shard {k} of reduce-scatter level {lv}" if k == k_me else
                     f"reduce-scatter level {lv}: shard {k} to site {blk.sites[k]}")
+            timer = (client.timer if k == k_me  # our own aggregator: the client's estimator
+                     else _owner_timer(client, blk.sites[k], agree_s))
             streams.append(_Stream(client, pk, what=what, window=w if k == k_me else W,
                                    msg_type=int(wire.MsgType.RESULT), job=job, round_id=rid,
-                                   exp=e, now=now))
+                                   exp=e, now=now, timer=timer))
         _run_phase(client, streams, None)
         mine = streams[k_me]
         over = np.flatnonzero(mine.flags & _OVERFLOW)
