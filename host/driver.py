@@ -298,8 +298,9 @@ class AggregatorClient:
         self.config.configure(job=job)
         return self.job_windows[job]
 
-    def effective_window(self, job: int) -> int:
-        """Chunks in flight for ``job``: min(bandwidth-delay product, W/2)."""
+    def effective_window(self, job: int, *, stacklevel: int = 3) -> int:
+        """Chunks in flight for ``job``: min(bandwidth-delay product, W/2) (``stacklevel``: of
+        the WindowWarning, counted from here)."""
         W = self.job_window(job)
         if W < 2:
             raise ConfigMismatch(
@@ -320,7 +321,7 @@ class AggregatorClient:
                 + ": goodput is capped near W/2 chunks per round trip and each loss stalls "
                 "the link. Raise the job's window on the aggregator (wanreduce serve --slots; "
                 "ControlClient.set_job(log2_window=)) or give rate_bps=/rtt= of this path",
-                WindowWarning, stacklevel=3,
+                WindowWarning, stacklevel=stacklevel,
             )
         return max(1, min(w, W // 2))
 
@@ -421,7 +422,7 @@ class AggregatorClient:
         if job not in self.next_chunk and self.config.first_chunk is not None:
             self.next_chunk[job] = self.config.first_chunk
         n = self.group_size(group)
-        w = self.effective_window(job)
+        w = self.effective_window(job, stacklevel=4)  # the warning names allreduce's caller
         fixed = None if bound is None else exponent_for(bound, n, self.headroom)
         e = self._agree(x, dt, job=job, group=group, round_id=round, n=n, w=w, fixed_exp=fixed)
         self.stats.last_exponent = e
