@@ -174,13 +174,13 @@ def main() -> None:
 def _same_plan_run(args: argparse.Namespace, memory: str, nbytes: int,
                    runs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """The run already made whose exchanges are those of the plan ``best`` picks at ``memory``
-    (e.g. flat sharding runs as all-to-all's one 9-clique step), with best's plan; or None."""
+    (the same clique steps), with best's plan; or None."""
     from wanreduce.planner.group_table import group_table
 
     def exchanges(plan: Any) -> tuple:
-        table = group_table(plan.schedule)
-        return tuple(tuple(sorted({table.groups[g] for g in step.values()}) for step in rnd)
-                     for rnd in table.rounds)
+        table = group_table(plan.schedule)  # a sharded round runs as its phases: its own run
+        return (tuple(tuple(sorted({table.groups[g] for g in step.values()}) for step in rnd)
+                      for rnd in table.rounds), table.sharded)
 
     best = planner_plan(args, "best", memory, nbytes)
     for name, run in runs.items():

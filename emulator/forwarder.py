@@ -22,7 +22,10 @@ them, so a datagram that arrives later can never be queued ahead of an earlier o
 deliveries leave against their scheduled time is recorded (``late_max``/``late_mean``), the
 measure of whether the loop keeps up. Anything that is not a well-formed contribution goes to the
 site's own aggregator only (which counts and drops it); datagrams from unexpected sources are
-counted and ignored. NACKs (WAN-link loss recovery, ``host/wan_recovery.py``) from a host at
+counted and ignored. The sharded plan's groups (``Routes``: ``deliver``, ``passthrough``,
+``acks``) reach only their owner's aggregator, pass all-gather copies to the hosts, and send the
+owner's results back to the contributors as acknowledgements. NACKs (WAN-link loss recovery,
+``host/wan_recovery.py``) from a host at
 site s travel to the named member's site over the WAN links and reach the hosts that listen for
 NACKs there (``nack``).
 
@@ -60,6 +63,7 @@ _TYPE, _GROUP, _COUNT = _OFF["msg_type"], _OFF["group_id"], _OFF["element_count"
 _BUF = 8 << 20  # socket buffers (as far as the kernel allows)
 _MAX_NAT = 64  # CONTROL sockets per site (one per host address)
 _BURST = 256  # datagrams read from one socket before looking at the clock again
+_ACK = -2  # heap entry: a result delivered to the hosts of a contributing site (Routes.acks)
 
 
 @dataclass
@@ -78,10 +82,27 @@ class ForwarderConfig:
 
 @dataclass
 class Routes:
-    """Group members and, per (group, sender), the multicast tree: node -> [(link, child)]."""
+    """Group members and, per (group, sender), the multicast tree: node -> [(link, child)].
+
+    The sharded data path (docs/emulator.md, "The sharded plan") adds, per group: ``deliver``,
+    the sites whose aggregator takes its contributions (default: every member; a reduce group's
+    owner only, so a contribution reaches the sender's own aggregator only if it is listed);
+    ``passthrough``, groups whose copies pass the receiving FPGA to its hosts (an all-gather:
+    no aggregator, no slots); ``acks``, the sites whose hosts get the group's results as
+    acknowledgements (a reduce group's contributors): one copy after the path's one-way delay,
+    no link capacity taken (the FPGA's ack of a remote contribution is a header)."""
 
     members: dict[int, tuple[int, ...]] = field(default_factory=dict)
     trees: dict[tuple[int, int], dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
+    deliver: dict[int, frozenset[int]] = field(default_factory=dict)
+    passthrough: frozenset[int] = frozenset()
+    acks: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def delivers(self, g: int, site: int) -> bool:
+        """Whether a contribution of group ``g`` is delivered at ``site`` (to its aggregator, or
+        to its hosts when ``g`` passes through)."""
+        d = self.deliver.get(g)
+        return site in self.members.get(g, ()) if d is None else site in d
 
 
 def _socket(host: str) -> socket.socket:
@@ -152,9 +173,11 @@ class Forwarder:
         self.seq = itertools.count()
         self.counters = dict.fromkeys(
             ("contributions", "copies_delivered", "local_only", "results", "control",
-             "foreign", "stray", "nat_full", "nacks", "nacks_delivered", "nacks_stray"), 0)
+             "foreign", "stray", "nat_full", "nacks", "nacks_delivered", "nacks_stray",
+             "acks"), 0)
         self.nack_hosts: list[dict[Address, None]] = [{} for _ in range(n)]
         self.next_hop = _next_hops(n, cfg.links)
+        self._delay: dict[tuple[int, int], float] = {}
         self.late_max = 0.0
         self.late_sum = 0.0
 
@@ -162,13 +185,15 @@ class Forwarder:
     def inject(self, t: float, s: int, addr: Address, pkt: bytes) -> None:
         """A datagram from host ``addr`` of site s at time t (a well-formed contribution makes
         ``addr`` one of the site's hosts, which get its aggregator's results)."""
-        self.up[s].sendto(pkt, self.aggs[s])
         if not _well_formed_contribution(pkt):
+            self.up[s].sendto(pkt, self.aggs[s])
             self.counters["local_only"] += 1
             return
         self.hosts[s].setdefault(addr, None)
         self.counters["contributions"] += 1
         g = pkt[_GROUP]
+        if g not in self.routes.deliver or s in self.routes.deliver[g]:
+            self.up[s].sendto(pkt, self.aggs[s])
         if (g, s) not in self.routes.trees:  # unknown group, not a member, or alone
             self.counters["local_only"] += 1
             return
@@ -182,7 +207,7 @@ class Forwarder:
             ta = self.links[k].offer(t, len(pkt))
             if ta is not None:
                 heapq.heappush(self.heap, (ta, next(self.seq), g, s, v, pkt))
-        if node != s and node in self.routes.members[g]:
+        if node != s and self.routes.delivers(g, node):
             ti = self.ingress[node].offer(t, len(pkt))
             if ti is not None:
                 heapq.heappush(self.heap, (ti, next(self.seq), g, s, -1 - node, pkt))
@@ -222,6 +247,9 @@ class Forwarder:
         heap = self.heap
         while heap and heap[0][0] <= now:
             t, _, g, s, node, pkt = heapq.heappop(heap)
+            if g == _ACK:  # a result acknowledging site s's contributions
+                self.to_hosts(s, pkt)
+                continue
             if g < 0:  # a NACK (s: its target site)
                 self.at_nack(t, s, node, pkt)
                 continue
@@ -229,11 +257,41 @@ class Forwarder:
                 self.at_node(t, g, s, node, pkt)
                 continue
             r = -1 - node
-            self.up[r].sendto(pkt, self.aggs[r])
+            if g in self.routes.passthrough:  # an all-gather copy: through the FPGA to the hosts
+                self.to_hosts(r, pkt)
+            else:
+                self.up[r].sendto(pkt, self.aggs[r])
             self.counters["copies_delivered"] += 1
             late = time.monotonic() - t
             self.late_sum += late
             self.late_max = max(self.late_max, late)
+
+    def to_hosts(self, s: int, pkt: bytes) -> None:
+        """``pkt`` to every host of site s (from ``edge[s]``, the address its hosts expect)."""
+        for h in self.hosts[s]:
+            self.edge[s].sendto(pkt, h)
+
+    def delay(self, a: int, b: int) -> float:
+        """One-way propagation delay of the shortest-latency path a -> b (s)."""
+        d = self._delay.get((a, b))
+        if d is None:
+            d, node = 0.0, a
+            while node != b:
+                k = self.next_hop[(node, b)]
+                d += self.cfg.links[k][3]
+                node = self.cfg.links[k][1]
+            self._delay[(a, b)] = d
+        return d
+
+    def acknowledge(self, r: int, pkt: bytes) -> None:
+        """A result of aggregator r: to the contributing sites its group acknowledges."""
+        if len(pkt) <= _GROUP:
+            return
+        now = time.monotonic()
+        for m in self.routes.acks.get(pkt[_GROUP], ()):
+            if m != r and (r, m) in self.next_hop:
+                self.counters["acks"] += 1
+                heapq.heappush(self.heap, (now + self.delay(r, m), next(self.seq), _ACK, m, 0, pkt))
 
     # ---- sockets ----
     def receive(self, fd: int) -> None:
@@ -261,8 +319,9 @@ class Forwarder:
             elif kind == "up":
                 if len(pkt) > _TYPE and pkt[_TYPE] == _RESULT:
                     self.counters["results"] += 1
-                    for h in self.hosts[s]:
-                        self.edge[s].sendto(pkt, h)
+                    self.to_hosts(s, pkt)
+                    if self.routes.acks:
+                        self.acknowledge(s, pkt)
                 else:
                     self.counters["stray"] += 1
             else:  # a CONTROL reply for one host

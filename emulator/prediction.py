@@ -1,16 +1,15 @@
 """What the planner predicts for an emulated run: the plan it picks, and the time of what runs.
 
 The plan comes from the planner itself (``plan_report.evaluate``: the same optimiser as
-``wanreduce plan``) on the scaled topology at the memory the slots represent. The host driver
-all-reduces cliques, so a round runs as the GroupTable's steps (one per round of cliques, one per
-level of a sharded round); the prediction of what runs is the planner's round model
-(``RoundModel.round_time``) of each step as a round of disjoint cliques, summed over the round's
-steps. For clique families this is exactly the planner's round time; for a sharded plan it
-differs from the planner's reduce-scatter/all-gather phases (also reported: ``plan_round_times``).
+``wanreduce plan``) on the scaled topology at the memory the slots represent. A round of cliques
+runs as the GroupTable's step(s); a sharded round runs as its reduce-scatter/all-gather phases
+(``host/sharded_allreduce.py``). The prediction of what runs is the planner's round model
+(``RoundModel.round_time``) of each step as a round of disjoint cliques, and of the sharded round
+itself: for every family exactly the planner's round time (``plan_round_times``).
 
 The driver also exchanges an agreement vector (``host/agreement.py``, 358 int32 lanes) before
-every tensor: one more all-reduce of that size in the same group, which the planner's round does
-not contain. ``agreement_times`` is the same round model's time for it (about one group latency);
+every tensor: one more all-reduce of that size in the same group (a sharded round: the group of
+all sites), which the planner's round does not contain. ``agreement_times`` is the same round model's time for it (about one group latency);
 ``round_time(r, agreement=True)`` adds it.
 """
 
@@ -25,13 +24,11 @@ from wanreduce.planner.optimiser import Plan
 from wanreduce.planner.roundmodel import RoundModel
 from wanreduce.planner.schedules import clique_round
 from wanreduce.planner.sharded import FAMILIES as SHARDED_FAMILIES
-from wanreduce.planner.sharded import ShardedRound
 from wanreduce.planner.topology import Topology
 
 #: ``--schedule`` choices: a family, the best sharded family, or ``best``: the in-network plan
-#: made of cliques (tree and one-peer rounds are weighted, not cliques: the driver cannot run
-#: them) whose runnable form is fastest (``running_time``: a sharded plan is priced as the clique
-#: steps it runs as, not as its reduce-scatter/all-gather phases).
+#: made of cliques or sharded rounds (tree and one-peer rounds are weighted, not cliques: the
+#: driver cannot run them) that is fastest (each runs as the planner models it).
 SCHEDULES = ("all-to-all", "cliques-3", "sharded", "best")
 
 
@@ -71,7 +68,7 @@ def choose_plan(topo: Topology, schedule: str, nbytes: int, memory: int, element
                 group_table(p.schedule)
             except ValueError:
                 continue
-            runnable.append((running_time(topo, p, nbytes, memory, elements), p.rounds or 0, p))
+            runnable.append((p.time, p.rounds or 0, p))
         if not runnable:
             raise ValueError("--schedule best: no in-network plan is made of cliques")
         return min(runnable, key=lambda c: c[:2])[2]
@@ -81,16 +78,6 @@ def choose_plan(topo: Topology, schedule: str, nbytes: int, memory: int, element
         raise ValueError(f"--schedule {schedule}: the planner has no such plan for "
                          f"{topo.n} sites (has {', '.join(sorted(res.plans))})")
     return res.plans[schedule]
-
-
-def running_time(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int) -> float:
-    """Predicted time to the plan's consensus of what the driver runs: the planner's own time for
-    rounds of cliques (they run as modelled); for sharded rounds, which run as per-level clique
-    steps, the round model of those steps over the plan's rounds (``predict``)."""
-    if not any(isinstance(r, ShardedRound) for r in plan.schedule.rounds):
-        return plan.time
-    pred = predict(topo, plan, nbytes, memory, elements)
-    return sum(pred.round_time(r) for r in range(plan.rounds or len(plan.schedule.rounds)))
 
 
 def predict(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int) -> Prediction:
@@ -103,6 +90,9 @@ def predict(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int)
     for r in range(len(table.rounds)):
         rounds = [clique_round(sorted({table.groups[g] for g in step.values()}))
                   for step in table.steps(r)]
-        times.append([float(model.round_time(x).time) for x in rounds])
+        if table.sharded_steps(r) is not None:  # its phases, as the planner times them
+            times.append([float(model.round_time(plan.schedule.rounds[r]).time)])
+        else:
+            times.append([float(model.round_time(x).time) for x in rounds])
         agreements.append([float(agree.round_time(x).time) for x in rounds])
     return Prediction(plan, table, times, agreements)

@@ -2,7 +2,9 @@
 
 Each site's process builds its synthetic tensor (float32, seeded by site and round), and for every
 step of every round (``GroupTable.steps``) waits at a barrier of all sites, then all-reduces
-through its ``AggregatorClient(**network.client_kwargs(site), sender_id=site)``. Rounds are
+through its ``AggregatorClient(**network.client_kwargs(site), sender_id=site)``; a sharded round
+runs as its reduce-scatter/all-gather phases (``host/sharded_allreduce.py``, a barrier between
+phases) and its result is checked against the all-sites reference. Rounds are
 barriers, as the planner models them, and they must be: the groups change between steps, and a
 site that ran ahead would send next-step contributions to aggregators still collecting the
 previous step (rejected, and no member could resend them). A round's time is from the first
@@ -82,13 +84,14 @@ class RunResult:
 
 def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: int, rounds: int,
                seed: int, timeout: float, lifetime: float, barrier: Any, die_at: int | None,
-               out: Any) -> None:
+               die_after: float, out: Any) -> None:
     """One site's process (module docstring)."""
     timer = threading.Timer(lifetime, os._exit, (3,))  # bounded even if everything else hangs
     timer.daemon = True
     timer.start()
     from wanreduce.host.driver import AggregatorClient
     from wanreduce.host.reference import expected_allreduce
+    from wanreduce.host.sharded_allreduce import sharded_allreduce
 
     rep = SiteReport(site)
     wait = lifetime  # a barrier waits at most this long (the launcher aborts it on a death)
@@ -103,12 +106,19 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
             for r in range(rounds):
                 got = []
                 start = None
+                sh = table.sharded_steps(r)
                 for st in table.steps(r):
                     barrier.wait(wait)
                     if r == die_at:  # fault injection: the process is killed mid-run
-                        os._exit(9)
+                        if not die_after:
+                            os._exit(9)
+                        threading.Timer(die_after, os._exit, (9,)).start()  # mid-phase
                     start = time.monotonic() if start is None else start
-                    if site in st:
+                    if sh is not None:
+                        y = sharded_allreduce(c, site_tensor(seed, site, r, elements), sh,
+                                              job=JOB, round=r, barrier=lambda: barrier.wait(wait))
+                        got.append((sh.everyone, y))
+                    elif site in st:
                         y = c.allreduce(site_tensor(seed, site, r, elements), job=JOB,
                                         group=st[site], round=r)
                         got.append((st[site], y))
@@ -138,11 +148,11 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
 
 def run_rounds(net: SiteNetwork, table: GroupTable, *, nbytes: int, rounds: int, seed: int = 0,
                timeout: float = 10.0, lifetime: float = 600.0,
-               kill: tuple[int, int] | None = None) -> RunResult:
+               kill: tuple[int, int] | None = None, kill_after: float = 0.0) -> RunResult:
     """Run ``rounds`` rounds of ``table`` over ``net`` with ``nbytes`` per site (module docstring).
 
-    ``kill = (site, round)``: that site's process exits abruptly (code 9) when the round starts
-    (fault injection for tests)."""
+    ``kill = (site, round)``: that site's process exits abruptly (code 9) when the round starts,
+    or ``kill_after`` s later (mid-phase; fault injection for tests)."""
     if rounds < 1:
         raise ValueError(f"--rounds: must be >= 1, got {rounds}")
     n = net.n_sites
@@ -151,7 +161,7 @@ def run_rounds(net: SiteNetwork, table: GroupTable, *, nbytes: int, rounds: int,
     barrier = ctx.Barrier(n)
     sites = SiteProcesses(ctx, n, _site_main, lambda s: (
         s, net.client_kwargs(s), table, elements, rounds, seed, timeout, lifetime, barrier,
-        kill[1] if kill and kill[0] == s else None))
+        kill[1] if kill and kill[0] == s else None, kill_after))
     with sites:
         sites.start()
         got = sites.collect(lifetime=lifetime + 10, is_failure=lambda rep: rep.error is not None,

@@ -32,6 +32,37 @@ class EmulatorError(RuntimeError):
     """The emulator could not start or answer (the message says which part and why)."""
 
 
+def sharded_routes(topo: Topology, table: GroupTable) -> Routes:
+    """The forwarder's routes for ``table``: every clique member's multicast tree to the other
+    members; a reduce group's contributions to its owner only (``deliver``: the owner's
+    aggregator; its results acknowledge the other members); a gather group's copies from its
+    owner to the other members' hosts (``passthrough``)."""
+    routes = Routes()
+    deliver: dict[int, frozenset[int]] = {}
+    acks: dict[int, tuple[int, ...]] = {}
+    for gid, members in table.groups.items():
+        routes.members[gid] = tuple(members)
+        owner = table.reduce_owner.get(gid)
+        sender = table.gather_owner.get(gid)
+        for s in members:
+            if owner is not None:  # reduce-scatter: s's shard to the owner's aggregator
+                dests = [] if s == owner else [owner]
+            elif sender is not None:  # all-gather: only the owner sends
+                dests = [m for m in members if m != s] if s == sender else []
+            else:
+                dests = [m for m in members if m != s]
+            if dests:
+                routes.trees[(gid, s)] = topo.multicast_tree(s, dests)
+        if owner is not None:
+            deliver[gid] = frozenset((owner,))
+            acks[gid] = tuple(m for m in members if m != owner)
+        elif sender is not None:
+            deliver[gid] = frozenset(m for m in members if m != sender)
+    routes.deliver, routes.acks = deliver, acks
+    routes.passthrough = frozenset(table.gather_owner)
+    return routes
+
+
 class WanEmulator:
     """Per-site SoftAggregators behind the emulated WAN of ``topo`` (a :class:`SiteNetwork`).
 
@@ -122,12 +153,7 @@ class WanEmulator:
         if window < 2:
             raise ValueError(f"jobs: {len(jobs)} jobs leave {window} slot per job window; "
                              "give more --memory or fewer jobs")
-        routes = Routes()
-        for gid, members in table.groups.items():
-            routes.members[gid] = tuple(members)
-            for s in members:
-                others = [m for m in members if m != s]
-                routes.trees[(gid, s)] = self.topo.multicast_tree(s, others)
+        routes = sharded_routes(self.topo, table)
         for agg in self.aggregators:
             agg.configure(groups=table.groups)
             for i, j in enumerate(jobs):
@@ -138,12 +164,14 @@ class WanEmulator:
 
     def client_kwargs(self, site: int) -> dict[str, Any]:
         """``aggregator`` (the site's edge; CONTROL and results use it too), ``window`` (W/2 of
-        the job's window), ``elements_per_packet`` (E of the slots) and ``wan_recovery`` (NACKs
-        recover contributions lost on WAN links, docs/emulator.md)."""
+        the job's window), ``elements_per_packet`` (E of the slots), ``wan_recovery`` (NACKs
+        recover contributions lost on WAN links, docs/emulator.md) and ``rate_bps`` (the site's
+        line rate: the pace of a sharded all-gather's multicast)."""
         if not 0 <= site < self.n_sites:
             raise ValueError(f"site: must be 0..{self.n_sites - 1}, got {site}")
         return {"aggregator": self.edges[site], "window": self.window,
-                "elements_per_packet": self.elements, "wan_recovery": True}
+                "elements_per_packet": self.elements, "wan_recovery": True,
+                "rate_bps": float(self.topo.line_rate[site]) * 8}
 
     def stats(self) -> dict[str, Any]:
         """The forwarder's counters: per link and port bytes, drops, losses; lateness."""

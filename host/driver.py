@@ -298,8 +298,9 @@ class AggregatorClient:
         self.config.configure(job=job)
         return self.job_windows[job]
 
-    def effective_window(self, job: int) -> int:
-        """Chunks in flight for ``job``: min(bandwidth-delay product, W/2)."""
+    def effective_window(self, job: int, *, stacklevel: int = 3) -> int:
+        """Chunks in flight for ``job``: min(bandwidth-delay product, W/2) (``stacklevel``: of
+        the WindowWarning, counted from here)."""
         W = self.job_window(job)
         if W < 2:
             raise ConfigMismatch(
@@ -320,7 +321,7 @@ class AggregatorClient:
                 + ": goodput is capped near W/2 chunks per round trip and each loss stalls "
                 "the link. Raise the job's window on the aggregator (wanreduce serve --slots; "
                 "ControlClient.set_job(log2_window=)) or give rate_bps=/rtt= of this path",
-                WindowWarning, stacklevel=3,
+                WindowWarning, stacklevel=stacklevel,
             )
         return max(1, min(w, W // 2))
 
@@ -371,17 +372,7 @@ class AggregatorClient:
                 raise ValueError("out must be a writeable C-contiguous array")
         if not 0 <= job <= 0xFFFF or not 0 <= group <= 0xFF or not 0 <= round <= 0xFFFFFFFF:
             raise ValueError("job must be 0..65535, group 0..255, round 0..2**32-1")
-        bound = max_abs if max_abs is not None else self.max_abs
-        if bound is not None and not (math.isfinite(bound) and bound >= 0):
-            raise ValueError(f"max_abs must be a finite non-negative number, got {bound}")
-        self.config.configure(group=group, job=job, head=True)
-        if job not in self.next_chunk and self.config.first_chunk is not None:
-            self.next_chunk[job] = self.config.first_chunk
-        n = self.group_size(group)
-        w = self.effective_window(job)
-        fixed = None if bound is None else exponent_for(bound, n, self.headroom)
-        e = self._agree(x, dt, job=job, group=group, round_id=round, n=n, w=w, fixed_exp=fixed)
-        self.stats.last_exponent = e
+        e, n, w = self.agree(x, job=job, group=group, round=round, max_abs=max_abs)
         flat = x.reshape(-1)
         oflat = out.reshape(-1)
         ring = self._ring(flat, oflat, e, 1 if self.headroom == "optimistic" else n, job, group,
@@ -416,6 +407,26 @@ class AggregatorClient:
             redos += 1
         self.stats.allreduces += 1
         return out
+
+    def agree(self, x: np.ndarray, *, job: int, group: int, round: int,  # noqa: A002
+              max_abs: float | None = None) -> tuple[int, int, int]:
+        """The agreement exchange alone (``allreduce`` starts with it): every member of ``group``
+        calls it with its tensor and gets the same ``(scale exponent, members N, window w)``, or
+        the same error. ``host/sharded_allreduce.py`` quantises a whole tensor at it once."""
+        x = np.asarray(x)
+        dt = fixedpoint.check_dtype(x.dtype)
+        bound = max_abs if max_abs is not None else self.max_abs
+        if bound is not None and not (math.isfinite(bound) and bound >= 0):
+            raise ValueError(f"max_abs must be a finite non-negative number, got {bound}")
+        self.config.configure(group=group, job=job, head=True)
+        if job not in self.next_chunk and self.config.first_chunk is not None:
+            self.next_chunk[job] = self.config.first_chunk
+        n = self.group_size(group)
+        w = self.effective_window(job, stacklevel=4)  # the warning names allreduce's caller
+        fixed = None if bound is None else exponent_for(bound, n, self.headroom)
+        e = self._agree(x, dt, job=job, group=group, round_id=round, n=n, w=w, fixed_exp=fixed)
+        self.stats.last_exponent = e
+        return e, n, w
 
     def allreduce_iter(
         self,

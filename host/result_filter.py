@@ -61,6 +61,8 @@ def blocks(ktot: int, seg: int) -> list[tuple[int, int, int]]:
 class ResultFilter:
     """Accepts the results of chunks ``first .. first + len(counts) - 1`` of one exchange that
     come from ``source`` (the aggregator's address and port); counts everything else.
+    ``msg_type``: RESULT, or CONTRIBUTION for the copies a sharded all-gather passes through
+    the FPGA to the hosts (``host/sharded_allreduce.py``).
 
     Counters: ``foreign`` (not from ``source``), ``malformed`` (from ``source`` but not a
     well-formed RESULT: short, bad magic/version/type, element count 0, too large or not
@@ -73,9 +75,10 @@ class ResultFilter:
 
     def __init__(self, *, job: int, group: int, round_id: int, exp: int, first: int,
                  counts: list[int] | np.ndarray, done: bytearray, source: tuple[str, int],
-                 session: int = 0) -> None:
+                 session: int = 0, msg_type: int = _RESULT) -> None:
         self.job, self.group, self.round_id, self.exp = job, group, round_id, exp
         self.session = session
+        self.msg_type = msg_type  # RESULT; CONTRIBUTION for a passed-through all-gather copy
         self.first, self.done = first, done
         self.counts = np.asarray(counts, np.int64)
         self._done = np.frombuffer(done, np.uint8)  # the same bytes, for vectorised look-ups
@@ -97,7 +100,7 @@ class ResultFilter:
         if t is None:
             rec, mask = np.zeros((), wire.AGG_HEADER_DTYPE), np.zeros((), wire.AGG_HEADER_DTYPE)
             # every field a result of this call carries unchanged (flags and chunk vary)
-            for name, v in (("magic", wire.MAGIC), ("version", wire.VERSION), ("msg_type", _RESULT),
+            for name, v in (("magic", wire.MAGIC), ("version", wire.VERSION), ("msg_type", self.msg_type),
                             ("group_id", self.group), ("job_id", self.job),
                             ("round_id", self.round_id), ("scale_exp", self.exp),
                             ("element_count", count), ("session", self.session)):
@@ -160,7 +163,7 @@ class ResultFilter:
             rows = np.arange(count)
         else:
             cnt = h["element_count"]
-            ok = ((h["msg_type"] == _RESULT) & (h["magic"] == wire.MAGIC)
+            ok = ((h["msg_type"] == self.msg_type) & (h["magic"] == wire.MAGIC)
                   & (h["version"] == wire.VERSION) & (cnt == cnt_e))
             # ---- the one place where a result's header is compared with this call ----
             # (a result of another session is another run's: stray, docs/protocol.md "Sessions")

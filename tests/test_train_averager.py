@@ -34,8 +34,7 @@ def _average_in_threads(schedule, rounds: int, x0: np.ndarray) -> np.ndarray:
         def site(s: int) -> None:
             kw = net.client_kwargs(s)
             try:
-                with AggregatorClient(**kw, sender_id=s, rtt=0.01, rate_bps=1e9,
-                                      on_overflow="raise") as c, \
+                with AggregatorClient(**{"rtt": 0.01, **kw}, sender_id=s, on_overflow="raise") as c, \
                         ControlClient(kw["aggregator"]) as control:
                     avg = ScheduleAverager(s, ELEMENTS, table=table, client=c, control=control,
                                            barrier=barrier.wait)

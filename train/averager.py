@@ -2,8 +2,10 @@
 
 Every outer step ``k`` a site replaces its parameter vector by the average over the members of
 its group in each step of round ``k`` of the plan (``GroupTable.site_steps``): x <- W_k x, the
-planner's mixing matrices, so consensus follows ``planner/consensus.py``. The ring all-reduce
-uses no aggregator: ``exact_average`` (gloo) averages over all sites.
+planner's mixing matrices, so consensus follows ``planner/consensus.py``. A sharded round
+averages over all sites by its reduce-scatter/all-gather phases (``host/sharded_allreduce.py``,
+the same barrier between phases). The ring all-reduce uses no aggregator: ``exact_average``
+(gloo) averages over all sites.
 
 Each site talks to its own aggregator (emulator/: one per site, in-order release), so chunk
 numbers are the driver's per-job counter, which moves by ``stride`` chunks per exchange (the
@@ -29,6 +31,7 @@ from wanreduce import regs
 from wanreduce.host import agreement
 from wanreduce.host.control import ControlClient
 from wanreduce.host.driver import AggregatorClient
+from wanreduce.host.sharded_allreduce import sharded_allreduce
 from wanreduce.planner.group_table import GroupTable
 
 AVERAGER_JOB = 1  # the DDP hook uses job 0
@@ -65,6 +68,14 @@ class ScheduleAverager:
             self.exchanges += 1
             return x
         assert self.table is not None and self.client is not None and self.barrier is not None
+        sh = self.table.sharded_steps(outer_step)
+        if sh is not None:  # every site, phase by phase (its chunk counter moves per phase)
+            self.barrier()
+            sharded_allreduce(self.client, x, sh, job=self.job, round=outer_step & _U32, out=x,
+                              barrier=self.barrier)
+            x /= np.float32(self.table.n)
+            self.exchanges += 1
+            return x
         for step in self.table.steps(outer_step):
             self.barrier()
             gid = step.get(self.site)

@@ -1,0 +1,361 @@
+"""Sharded all-reduce through per-site aggregators: reduce-scatter, then all-gather, phase by phase.
+
+What a site runs for a sharded round of the planner (``planner/sharded.py``; its groups from
+``planner/group_table.ShardedSteps``), with only the driver's own pieces:
+
+1. **Scale agreement** in the group of all sites (``AggregatorClient.agree``): one exponent e for
+   the whole tensor with N = all sites, so every partial sum below is at the same scale. The
+   tensor is quantised once at e; from here on the data are int32 and the scale is carried
+   through every phase (never re-quantised), so the result is bit for bit the fixed-point
+   all-reduce of all sites (``host/reference.expected_allreduce``).
+2. **Reduce-scatter, level by level.** A level's block of g sites splits what each holds into g
+   shards (``shard_bounds``: sizes differ by at most one element). Shard k goes to the
+   aggregator of the block's k-th site (its *reduce* group; the network routes it there only):
+   the owner contributes its own shard and awaits the sums (results of its own aggregator); every
+   other site *contributes only*: its window is clocked by the owner aggregator's results, which
+   reach it as acknowledgements (the FPGA acks remote contributors, as the planner's slot model
+   assumes), so it may keep the owner's W slots busy (a window of W chunks; the owner's own
+   stream keeps the driver's W/2). All g streams of a site run at once in one event loop. The
+   chunks of every shard are numbered from the job's common counter; afterwards each site moves
+   its own aggregator's head and its counter past the longest shard (``ControlClient.
+   reset_window``), so every aggregator's head agrees again.
+3. **All-gather, back down.** The owner multicasts its summed shard (int32 at e, open loop paced
+   at ``client.rate_bps``) in its *gather* group; the other sites' FPGAs pass the copies through
+   to their hosts (no slots), whose *receive-only* streams take them (CONTRIBUTION datagrams of
+   that group, from the site's aggregator address).
+
+Phases are separated by ``barrier`` (as the planner models them). The first failure raises the
+driver's errors: ``ChunksMissing`` naming the member whose contribution the own aggregator lacks,
+or the site whose acknowledgements or all-gather copies never came. Loss is recovered for
+contributions (timer resends; acks are never lost in the emulator); a lost all-gather copy is
+not (no NACK path yet), so a lossy network ends in ``ChunksMissing`` naming the sending site.
+"""
+
+from __future__ import annotations
+
+import math
+import select
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from wanreduce import fixedpoint, regs, wire
+from wanreduce.packetize import Packets, chunk_counts, header_record
+
+from .chunk_ring import WholeBuffer
+from .errors import ChunksMissing, ConfigMismatch, OverflowReported
+from .result_filter import ResultFilter, ResultMismatch, blocks
+from .rtt import RttEstimator
+from .send_window import SendWindow
+
+if TYPE_CHECKING:
+    from .driver import AggregatorClient
+
+_U32 = 0xFFFFFFFF
+_OVERFLOW = int(wire.Flags.OVERFLOW)
+_CONTRIBUTION = int(wire.MsgType.CONTRIBUTION)
+_GROUP = wire.FIELD["group_id"].agg_offset
+#: per client, one RTT estimator per shard owner it contributes to (kept across calls: a new
+#: estimator's first timeout is a guess, and a far owner's acks take longer than 1 s here)
+_OWNER_TIMERS: weakref.WeakKeyDictionary[AggregatorClient, dict[int, RttEstimator]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _owner_timer(client: AggregatorClient, owner: int, agree_s: float) -> RttEstimator:
+    """The estimator of the round trip to ``owner``'s aggregator and back (its acks). A new one
+    starts at 2.5 x the agreement's duration (at least ``initial_rto``): the agreement completed
+    when the farthest member's contribution had arrived, so it bounds a one-way delay, and no
+    ack comes later than two of those plus queueing."""
+    timers = _OWNER_TIMERS.setdefault(client, {})
+    if owner not in timers:
+        timers[owner] = RttEstimator(max(client.initial_rto, 2.5 * agree_s),
+                                     min_rto=client.min_rto, max_rto=client.max_rto)
+    return timers[owner]
+
+
+class Block(Protocol):
+    """Sites of one level's block in shard order and the group ids of each shard."""
+
+    sites: tuple[int, ...]
+    reduce: tuple[int, ...]
+    gather: tuple[int, ...]
+
+
+class Steps(Protocol):
+    """A sharded round's groups (``planner.group_table.ShardedSteps``)."""
+
+    everyone: int
+
+    def site_blocks(self, site: int) -> list[Block]: ...
+
+
+def shard_bounds(length: int, g: int) -> list[int]:
+    """Boundaries of ``g`` shards of ``length`` elements (the first ``length % g`` one longer)."""
+    if length < g:
+        raise ValueError(f"tensor of {length} elements cannot be split into {g} shards: "
+                         f"a sharded round needs at least {g} elements")
+    base, extra = divmod(length, g)
+    return [k * base + min(k, extra) for k in range(g + 1)]
+
+
+def fixed_packets(q: np.ndarray, *, elements: int, group: int, job: int, round_id: int,
+                  sender: int, exp: int, first: int, session: int) -> Packets:
+    """Contributions carrying the int32 values ``q`` as they are (already at scale ``exp``)."""
+    counts = chunk_counts(q.size, elements)
+    pk = Packets(np.zeros((len(counts), wire.datagram_bytes(elements)), np.uint8), counts,
+                 elements)
+    h = pk.headers
+    h[:] = header_record(_CONTRIBUTION, group, job, round_id, sender, exp, elements, session)
+    h["chunk"] = (first + np.arange(len(counts), dtype=np.int64)) & _U32
+    h["element_count"][-1] = counts[-1]
+    full = q.size // elements
+    pay = pk.payload
+    pay[:full] = q[: full * elements].reshape(full, elements)
+    if full < len(counts):
+        pay[full, : q.size - full * elements] = q[full * elements :]
+    return pk
+
+
+class _Stream:
+    """One flow of a phase at this site (see the module docstring)."""
+
+    def __init__(self, client: AggregatorClient, pk: Packets, *, what: str, window: int | None,
+                 msg_type: int, job: int, round_id: int, exp: int, now: float,
+                 timer: RttEstimator | None = None) -> None:
+        self.what = what  # in error messages
+        self.pk = WholeBuffer(pk)
+        self.group = self.pk.group
+        self.flags = np.zeros(len(pk), np.uint8)
+        self.win = None
+        if window is not None:  # we send: contributions whose results (or acks) we await
+            self.win = SendWindow(self.pk, window, client.transport, client.aggregator, timer,
+                                  rto_cap=client.timeout / 4, max_retries=client.max_retries,
+                                  now=now)
+            done = self.win.done
+        else:  # receive-only: copies passed through the FPGA
+            done = bytearray(len(pk))
+        self.done = done
+        self.remaining = len(pk)
+        self.filt = ResultFilter(job=job, group=self.group, round_id=round_id, exp=exp,
+                                 first=self.pk.first, counts=pk.counts, done=done,
+                                 source=client.result_source, session=client.session,
+                                 msg_type=msg_type)
+
+    def take(self, buf, off: int, size: int, arrived: float) -> bool:
+        """One datagram of our group: take it if it is ours and new."""
+        a = self.filt.accept(buf, off, 1, size, sent=None if self.win is None else self.win.nxt)
+        if not len(a.index):
+            return False
+        self.pk.take_many(a.index, a.flags, a.payload, a.run)
+        self.flags[a.index] = a.flags
+        if self.win is not None:
+            self.win.complete_many(a.index, arrived, a.run)
+        else:
+            self.done[int(a.index[0])] = 1
+        self.remaining -= len(a.index)
+        return True
+
+    def missing(self) -> list[int]:
+        return [(self.pk.first + i) & _U32 for i in range(len(self.done)) if not self.done[i]]
+
+
+class _Cast:
+    """The owner's all-gather multicast: every chunk once, paced at ``rate`` bytes/s."""
+
+    def __init__(self, client: AggregatorClient, pk: Packets, now: float) -> None:
+        self.client, self.pk, self.next = client, pk, 0
+        self.rate = client.rate_bps / 8
+        self.t0 = now
+        self.sent_bytes = 0
+
+    def pump(self, now: float) -> float:
+        """Send what the pace allows by ``now``; returns when the next one is due (inf: done)."""
+        n = len(self.pk)
+        while self.next < n and self.t0 + self.sent_bytes / self.rate <= now:
+            d = self.pk.datagram(self.next)
+            self.client.transport.send_to(d, self.client.aggregator)
+            self.client.stats.datagrams_sent += 1
+            self.sent_bytes += len(d)
+            self.next += 1
+        return math.inf if self.next >= n else self.t0 + self.sent_bytes / self.rate
+
+
+def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | None) -> None:
+    """Run ``streams`` (and ``cast``) together until every stream has all its chunks."""
+    by_group = {s.group: s for s in streams}
+    transport, stats = client.transport, client.stats
+    rbuf = client._rbuf
+    rmv = memoryview(rbuf)
+    mono = time.monotonic
+    last = mono()
+    cast_due = math.inf
+    try:
+        while any(s.remaining for s in streams) or (cast is not None and cast_due < math.inf):
+            now = mono()
+            for s in streams:
+                if s.win is not None:
+                    s.win.send_new(now)
+            if cast is not None:
+                sent = cast.next
+                cast_due = cast.pump(now)
+                if cast.next > sent:  # sending our shard is progress too (a long paced cast)
+                    last = now
+            progressed: set[int] = set()
+            while (got := transport.recv_batch([rmv])) is not None:
+                ktot, seg, src = got
+                if src != client.result_source:
+                    stats.foreign += 1
+                    stats.ignored += 1
+                    continue
+                arrived = mono()
+                for off, count, size in blocks(ktot, seg):
+                    for j in range(count):
+                        at = off + j * size
+                        s = by_group.get(rbuf[at + _GROUP]) if size > _GROUP else None
+                        if s is None:  # another phase's (a late duplicate) or garbage
+                            stats.stray += 1
+                            stats.ignored += 1
+                        elif s.take(rbuf, at, size, arrived):
+                            progressed.add(s.group)
+            now = mono()
+            if progressed:
+                last = now
+                for g in progressed:
+                    if by_group[g].win is not None:
+                        by_group[g].win.progressed(now)
+                continue
+            due = cast_due
+            for s in streams:
+                if s.win is not None and s.remaining:
+                    d, over = s.win.resend_due(now)
+                    if over is not None:
+                        _fail(client, streams, f"after {client.max_retries} retries")
+                    due = min(due, d)
+            if now - last >= client.timeout:
+                _fail(client, streams, f"within {client.timeout:g} s")
+            select.select([transport], [], [], max(0.0, min(due, last + client.timeout) - now))
+    except ResultMismatch as exc:
+        raise ConfigMismatch(str(exc)) from None
+    finally:
+        for s in streams:
+            f = s.filt
+            stats.foreign += f.foreign
+            stats.malformed += f.malformed
+            stats.stray += f.stray
+            stats.ignored += f.ignored
+            stats.results += len(s.done) - s.remaining
+            if s.win is not None:
+                stats.datagrams_sent += s.win.nxt + s.win.retransmissions
+                stats.retransmissions += s.win.retransmissions
+                stats.timer_resends += s.win.timer_resends
+                stats.fast_resends += s.win.fast_resends
+            stats.chunks += len(s.done)
+
+
+def _fail(client: AggregatorClient, streams: list[_Stream], why: str) -> None:
+    """The first incomplete stream, diagnosed: the owner's own sums name the member its
+    aggregator lacks; otherwise the site whose acks or copies never came."""
+    stuck = [s for s in streams if s.remaining]
+    stuck.sort(key=lambda s: 0 if s.what.startswith("own") else 1)
+    s = stuck[0]
+    missing = s.missing()
+    head = (f"{s.what}: no {'copy' if s.win is None else 'result'} for chunks "
+            f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''} {why}")
+    job = int(s.pk.pk.headers["job_id"][0])
+    if s.what.startswith("own") and client.control is not None:
+        try:
+            members = client.control.read_many([regs.group(s.group)],
+                                               timeout=client.timeout / 4)[0]
+            head += ": " + client._contributors(job, s.group, members, missing[0],
+                                                client.timeout / 4)
+        except Exception:  # noqa: BLE001 - the diagnosis is best effort; the failure stands
+            pass
+    raise ChunksMissing(head, job=job, chunks=missing)
+
+
+def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, job: int,
+                      round: int, out: np.ndarray | None = None,  # noqa: A002
+                      barrier: Callable[[], None] | None = None,
+                      max_abs: float | None = None) -> np.ndarray:
+    """Sum ``x`` over all sites by the reduce-scatter/all-gather phases of ``steps`` (module
+    docstring); the result (bit for bit the fixed-point all-reduce) goes into ``out``.
+
+    Every site calls it with the same shape, ``job``, ``round``, ``steps`` and scale setting.
+    ``barrier``: waits for every site (between phases, as the planner models them)."""
+    x = np.asarray(x)
+    dt = fixedpoint.check_dtype(x.dtype)
+    if out is None:
+        out = np.empty(x.shape, dt)
+    elif out.shape != x.shape or not out.flags.c_contiguous:
+        raise ValueError(f"out must be C-contiguous with shape {x.shape}")
+    if client.control is None:
+        raise ValueError("sharded_allreduce needs CONTROL access to the site's aggregator "
+                         "(it moves the job's head after each reduce-scatter)")
+    site, E, rid = client.sender_id, client.elements, round & _U32
+    blocks_ = steps.site_blocks(site)
+    t0 = time.monotonic()
+    e, n, w = client.agree(x, job=job, group=steps.everyone, round=round, max_abs=max_abs)
+    agree_s = time.monotonic() - t0
+    W = client.job_window(job)
+    q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
+    client.stats.clipped += clipped
+    head = dict(elements=E, job=job, round_id=rid, sender=site, exp=e, session=client.session)
+    held = q  # the int32 partial sums this site holds
+    spans = []  # per level: (bounds of the shards, my index)
+    for lv, blk in enumerate(blocks_):
+        g = len(blk.sites)
+        k_me = blk.sites.index(site)
+        b = shard_bounds(held.size, g)
+        base = client.next_chunk[job]
+        now = time.monotonic()
+        streams = []
+        for k in range(g):
+            pk = fixed_packets(held[b[k]:b[k + 1]], group=blk.reduce[k], first=base, **head)
+            what = (f"own shard {k} of reduce-scatter level {lv}" if k == k_me else
+                    f"reduce-scatter level {lv}: shard {k} to site {blk.sites[k]}")
+            timer = (client.timer if k == k_me  # our own aggregator: the client's estimator
+                     else _owner_timer(client, blk.sites[k], agree_s))
+            streams.append(_Stream(client, pk, what=what, window=w if k == k_me else W,
+                                   msg_type=int(wire.MsgType.RESULT), job=job, round_id=rid,
+                                   exp=e, now=now, timer=timer))
+        _run_phase(client, streams, None)
+        mine = streams[k_me]
+        over = np.flatnonzero(mine.flags & _OVERFLOW)
+        if over.size:
+            raise OverflowReported(f"job {job} round {round}: reduce-scatter level {lv} sums "
+                                   f"overflowed (scale exponent {e})", job=job,
+                                   chunks=[(base + int(i)) & _U32 for i in over])
+        longest = max(len(chunk_counts(b[k + 1] - b[k], E)) for k in range(g))
+        nxt = (base + longest) & _U32
+        client.control.reset_window(job, nxt)  # our aggregator saw shard k_me only
+        client.set_next_chunk(job, nxt)
+        spans.append((b, k_me))
+        held = mine.pk.pk.payload.reshape(-1)[: b[k_me + 1] - b[k_me]].copy()
+        if barrier is not None:
+            barrier()
+    for lv in range(len(blocks_) - 1, -1, -1):
+        blk, (b, k_me) = blocks_[lv], spans[lv]
+        whole = np.empty(b[-1], np.int32)
+        whole[b[k_me]:b[k_me + 1]] = held
+        now = time.monotonic()
+        first = client.next_chunk[job]
+        streams = [_Stream(client, fixed_packets(np.zeros(b[k + 1] - b[k], np.int32),
+                                                 group=blk.gather[k], first=first,
+                                                 **{**head, "sender": blk.sites[k]}),
+                           what=f"all-gather level {lv}: shard {k} from site {blk.sites[k]}",
+                           window=None, msg_type=_CONTRIBUTION, job=job, round_id=rid, exp=e,
+                           now=now)
+                   for k in range(len(blk.sites)) if k != k_me]
+        cast = _Cast(client, fixed_packets(held, group=blk.gather[k_me], first=first, **head), now)
+        _run_phase(client, streams, cast)
+        for k, s in zip((k for k in range(len(blk.sites)) if k != k_me), streams, strict=True):
+            whole[b[k]:b[k + 1]] = s.pk.pk.payload.reshape(-1)[: b[k + 1] - b[k]]
+        held = whole
+        if barrier is not None and lv:
+            barrier()
+    fixedpoint.dequantize(held.reshape(x.shape), e, dt, out=out)
+    client.stats.allreduces += 1
+    return out
