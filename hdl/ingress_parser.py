@@ -101,8 +101,8 @@ class IngressParser(wiring.Component):
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
       - ``m_msg``: ``Out(message_stream(W))`` — accepted messages (registered outputs);
       - ``local_mac`` (48), ``local_ip`` (32), ``udp_port`` (16), ``max_elements`` (16): ``In``,
-        configuration, stable between frames (registered: a change takes effect one cycle
-        later); the element limit used is
+        configuration, stable between frames (registered: a change made up to the cycle a
+        frame's first beat is presented applies to that frame); the element limit used is
         ``min(max_elements port, max_elements parameter)`` for contributions and the
         ``max_elements`` parameter for CONTROL messages (:func:`wanreduce.model.element_limit`);
       - ``frame_in``, ``accept``, ``drop`` (1) and ``drop_reason`` (4, a ``Drop`` code): ``Out``,
