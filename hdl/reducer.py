@@ -241,19 +241,11 @@ class Reducer(wiring.Component):
         # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
         # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
         room = Signal()
-        # (adv and the emitter's pop enter at the last multiplexers: adv drives hundreds of
-        # loads, the pop is the latest of the inputs)
-        q_sum = q_count + q_push
-        room_n = Signal()
-        m.d.comb += room_n.eq(Mux(v1 & last1 & adv,
-                                  Mux(q_pop, q_sum < QUEUE_DEPTH - 1, q_sum < QUEUE_DEPTH - 2),
-                                  Mux(q_pop, q_sum < QUEUE_DEPTH, q_sum < QUEUE_DEPTH - 1)))
-        m.d.sync += room.eq(room_n)
-        # adv & room as one flip-flop of its own (set below with adv), so ``take`` (the enable
-        # of P's output register and stage 1's registers) is one LUT on two flip-flops
-        go = Signal()  # (== adv & room: adv starts at 1, room at 0)
+        # (the emitter's pop enters at the last multiplexer: it is the latest of the inputs)
+        q_sum = q_count + q_push + (v1 & last1 & adv)
+        m.d.sync += room.eq(Mux(q_pop, q_sum < QUEUE_DEPTH, q_sum < QUEUE_DEPTH - 1))
         m.d.comb += [
-            take.eq(p_v & go),
+            take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
         ]
         with m.If(adv):
@@ -466,20 +458,16 @@ class Reducer(wiring.Component):
         # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
         # tag memory's write port)
         thit_l = Signal()
-        l_done, l_active, l_same, l_older = Signal(), Signal(), Signal(), Signal()
+        l_done, l_active, l_nfree = Signal(), Signal(), Signal()
         # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
         m.d.sync += [thit_l.eq(tw_en & (tw_addr == slot0)),
-                     l_done.eq(tw_data.state == DONE), l_active.eq(tw_data.state == ACTIVE)]
-        # ``same`` and ``older`` against that tag, as flip-flops (the header compares hcw_n are
-        # registered with them): a tag written by a decision is ACTIVE or DONE (op_r is
-        # OP_NONE until a decision sets tag_r with it), a window reset's is FREE, so "not
-        # FREE" is ~rst.clear, without the decision's state in front of it
-        jc_n, older_n = hcw_n.job_eq & hcw_n.chunk_eq, hcw_n.job_eq & ~hcw_n.chunk_eq & ~hcw_n.back
-        jc_1, older_1 = hcw1.job_eq & hcw1.chunk_eq, hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back
-        m.d.sync += [l_same.eq(~rst.clear & Mux(adv, jc_n, jc_1)), l_older.eq(Mux(adv, older_n, older_1))]
-        ck_l = pack_flags(TagChecks, done=l_done, active=l_active, same=l_same, mismatch=hcw1.mismatch,
+                     l_done.eq(tw_data.state == DONE), l_active.eq(tw_data.state == ACTIVE),
+                     l_nfree.eq(tw_data.state != FREE)]
+        ck_l = pack_flags(TagChecks, done=l_done, active=l_active,
+                          same=l_nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch=hcw1.mismatch,
                           dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
-                          cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc), older=l_older)
+                          cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
+                          older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
         m.d.comb += [ck.eq(Mux(thit_l, ck_l, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
         with m.If(adv):
             m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
@@ -594,9 +582,9 @@ class Reducer(wiring.Component):
             pinvec_r = Signal(S)
             m.d.sync += pinvec_r.eq(queue.held_mask | Mux(push_now, mask_r, 0) | Mux(emit.busy, emit.cur_mask, 0)
                                     | Mux(emit.rest_nz, emit.rest_mask, 0))
-            # (push_now, a LUT on two flip-flops, enters after the slot multiplexers)
-            pin_hold = pinvec_r.bit_select(slot1, 1) | (push_now & mask_r.bit_select(slot1, 1))
-            pin_load = pinvec_r.bit_select(slot0, 1) | (push_now & mask_r.bit_select(slot0, 1))
+            pins_now = pinvec_r | Mux(push_now, mask_r, 0)
+            pin_hold = pins_now.bit_select(slot1, 1)
+            pin_load = pins_now.bit_select(slot0, 1)
         else:
             pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask)).any()
             pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0)).any()
@@ -659,12 +647,11 @@ class Reducer(wiring.Component):
         pjob_r, pdc_r = Signal(), Signal(sb)
         job_pn = Mux(ps_v, ps.beat.hdr.job_id[:jb], i_d.beat.hdr.job_id[:jb])
         cl_pn = Mux(ps_v, ps.beat.hdr.chunk[:sb], i_d.beat.hdr.chunk[:sb])
-        # (adv, which drives hundreds of loads, and p_load select at the last multiplexers)
-        j0, j1, c0, c1 = h0.job_id[:jb], h1.job_id[:jb], h0.chunk[:sb], h1.chunk[:sb]
+        job_1n, cl_1n = Mux(adv, h0.job_id[:jb], h1.job_id[:jb]), Mux(adv, h0.chunk[:sb], h1.chunk[:sb])
+        wm_1n = Mux(adv, wmask0, wmask)
         m.d.sync += [
-            pjob_r.eq(Mux(p_load, Mux(adv, job_pn == j0, job_pn == j1), Mux(adv, 1, j0 == j1))),
-            pdc_r.eq(Mux(p_load, Mux(adv, (cl_pn - c0)[:sb] & wmask0, (cl_pn - c1)[:sb] & wmask),
-                         Mux(adv, 0, (c0 - c1)[:sb] & wmask))),
+            pjob_r.eq(Mux(p_load, job_pn == job_1n, h0.job_id[:jb] == job_1n)),
+            pdc_r.eq(Mux(p_load, (cl_pn - cl_1n)[:sb] & wm_1n, (h0.chunk[:sb] - cl_1n)[:sb] & wm_1n)),
         ]
         held_hit = pjob_r & (pdc_r <= entry_r.more)
         # "same job and chunk": no 32-bit comparator in front of adv
@@ -675,16 +662,14 @@ class Reducer(wiring.Component):
 
         k_pn = Mux(ps_v, key(ps.beat.hdr), key(i_d.beat.hdr))  # p's next value if it loads
         m.d.sync += same_key.eq(Mux(p_load,
-                                    Mux(adv, k_pn == key(h0), k_pn == key(h1)),
+                                    k_pn == Mux(adv, key(h0), key(h1)),
                                     Mux(adv, Const(1), key(h0) == key(h1))))
         other_chunk = (slot0 == slot1) & ~same_key
         live_n = v1 & last1 & Mux(first1, other_chunk | (clr & oh0).any(), push_r & held_hit)
         m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
         # ~(v1 & first1 & pin_r) next cycle: stalled, v1 and first1 stay set and pin_r becomes
         # pin_hold; moving, v1 becomes take (= p_v & room), first1 p's first, pin_r the load
-        adv_n = Signal()
-        m.d.comb += adv_n.eq(Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold))
-        m.d.sync += [adv.eq(adv_n), go.eq(adv_n & room_n)]
+        m.d.sync += adv.eq(Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold))
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
@@ -752,7 +737,7 @@ class Reducer(wiring.Component):
         with m.If(decide_r):
             m.d.sync += runs_r.eq(fx_c)
         runs_now = Mux(decide_r, fx_c, runs_r)
-        m.d.comb += push_now.eq(last2 & push_r)  # (last2 implies v2)
+        m.d.comb += push_now.eq(v2 & last2 & push_r)
         m.d.comb += [sums.load.eq(v1 & adv), sums.op.eq(op_c), sums.first.eq(first1), sums.data.eq(d1),
                      sums.lanes.eq(lane_ok), sums.slot_oh.eq(oh1), sums.valid2.eq(v2)]
         ovf_now = sums.overflow

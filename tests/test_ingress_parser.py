@@ -653,12 +653,12 @@ def test_descriptor_fifo_fills_and_drains(width: int) -> None:
 
 @pytest.mark.parametrize("width", [64, 512])
 def test_address_change_applies_to_the_next_frame(width: int) -> None:
-    """``local_mac``/``local_ip``/``udp_port`` are registered in the parser (timing): a change
-    made as late as the cycle a frame's first beat is presented still applies to that frame,
-    back to back with the previous one (at W = 512 the header is one beat; with one more
-    register stage it would not). Frames alternate between two unicast addresses (MAC and IP
-    both compared) and the configuration with them: a frame for the configured address is
-    accepted, one for the other address dropped (DESTINATION)."""
+    """A change of ``local_mac``/``local_ip``/``udp_port`` made as late as the cycle a frame's
+    first beat is presented applies to that frame, back to back with the previous one: the
+    slack a register on those inputs may take (issue 12's Fmax work; one register stage
+    passes, two fail at W = 512, where the header is one beat). Frames alternate between two
+    unicast addresses (MAC and IP both compared) and the configuration with them: a frame for
+    the configured address is accepted, one for the other address dropped (DESTINATION)."""
     rng = random.Random(80 + width)
     addrs = [(LOCAL_MAC, LOCAL_IP, UDP_PORT), (0x02_AB_CD_EF_01_23, 0xC0_A8_07_09, 4791)]
 
