@@ -652,7 +652,7 @@ def test_descriptor_fifo_fills_and_drains(width: int) -> None:
 
 
 @pytest.mark.parametrize("width", [64, 512])
-def test_address_change_applies_to_the_next_frame(width: int) -> None:
+def test_address_change_applies_from_a_frames_first_beat(width: int) -> None:
     """A change of ``local_mac``/``local_ip``/``udp_port`` made as late as the cycle a frame's
     first beat is presented applies to that frame, back to back with the previous one: the
     slack a register on those inputs may take (issue 12's Fmax work; one register stage
