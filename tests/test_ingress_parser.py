@@ -651,6 +651,77 @@ def test_descriptor_fifo_fills_and_drains(width: int) -> None:
     assert run.not_ready_cycles > 0
 
 
+@pytest.mark.parametrize("width", [64, 512])
+def test_address_change_applies_from_a_frames_first_beat(width: int) -> None:
+    """A change of ``local_mac``/``local_ip``/``udp_port`` made as late as the cycle a frame's
+    first beat is presented applies to that frame, back to back with the previous one: the
+    slack a register on those inputs may take (issue 12's Fmax work; one register stage
+    passes, two fail at W = 512, where the header is one beat). Frames alternate between two
+    unicast addresses (MAC and IP both compared) and the configuration with them: a frame for
+    the configured address is accepted, one for the other address dropped (DESTINATION)."""
+    rng = random.Random(80 + width)
+    addrs = [(LOCAL_MAC, LOCAL_IP, UDP_PORT), (0x02_AB_CD_EF_01_23, 0xC0_A8_07_09, 4791)]
+
+    def frame_for(k: int) -> bytes:
+        mac, ip, port = addrs[k]
+        buf = bytearray(good_frame(rng, rng.randint(1, 6)))
+        _set(buf, "eth_dst", mac)
+        _set(buf, "ip_dst", ip)
+        _set(buf, "udp_dport", port)
+        _fix_checksum(buf)
+        return bytes(buf)
+
+    # (address the frame is sent to, configured address while it arrives)
+    plan = [(0, 0), (1, 1), (0, 0), (0, 0), (1, 1), (1, 0), (0, 1), (1, 1), (0, 0)]
+    frames = [frame_for(to) for to, _ in plan]
+    dut = IngressParser(width, max_elements=8)
+    verdicts: list[int | str] = []
+
+    async def tb(ctx) -> None:
+        def configure(k: int) -> None:
+            mac, ip, port = addrs[k]
+            ctx.set(dut.local_mac, mac)
+            ctx.set(dut.local_ip, ip)
+            ctx.set(dut.udp_port, port)
+
+        configure(plan[0][1])
+        ctx.set(dut.max_elements, 8)
+        ctx.set(dut.m_msg.ready, 1)
+        await ctx.tick().repeat(2)
+        for n, f in enumerate(frames):
+            beats = to_beats(rng, f, width, None)
+            for i, (tdata, tkeep, tlast, tuser) in enumerate(beats):
+                ctx.set(dut.s_axis.tdata, tdata)
+                ctx.set(dut.s_axis.tkeep, tkeep)
+                ctx.set(dut.s_axis.tlast, tlast)
+                ctx.set(dut.s_axis.tuser, tuser)
+                ctx.set(dut.s_axis.tvalid, 1)
+                if i == 0:
+                    configure(plan[n][1])  # with the frame's first beat
+                while True:
+                    taken = ctx.get(dut.s_axis.tready)
+                    if ctx.get(dut.accept):
+                        verdicts.append("accept")
+                    if ctx.get(dut.drop):
+                        verdicts.append(ctx.get(dut.drop_reason))
+                    await ctx.tick()
+                    if taken:
+                        break
+        ctx.set(dut.s_axis.tvalid, 0)
+        for _ in range(40):
+            if ctx.get(dut.accept):
+                verdicts.append("accept")
+            if ctx.get(dut.drop):
+                verdicts.append(ctx.get(dut.drop_reason))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert verdicts == ["accept" if to == cf else int(Drop.DESTINATION) for to, cf in plan]
+
+
 # --------------------------------------------------------------------------------------------
 # Construction and conversion
 
