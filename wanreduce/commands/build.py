@@ -68,10 +68,13 @@ def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: floa
 @click.option("--dram-selftest", is_flag=True,
               help="versa-ecp5: build the DRAM bring-up design instead of the core (LiteDRAM "
                    "controller + AXI self-test, LEDs; docs/boards.md)")
+@click.option("--seed", type=click.IntRange(min=1), default=None,
+              help="nextpnr placement seed (open flow; default: nextpnr's own)")
 @core_options
 @click.pass_context
 def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
-          core_mhz: float | None, slot_memory: str, dram_selftest: bool, **kw: int) -> None:
+          core_mhz: float | None, slot_memory: str, dram_selftest: bool, seed: int | None,
+          **kw: int) -> None:
     """Board top level (core + Ethernet MACs + LEDs), constraints and build script; optionally
     the bitstream. Board defaults: versa-ecp5 ports=1 width=64; alinx-ax7325b ports=2 width=64."""
     from wanreduce.hdl.boards import BOARDS
@@ -81,7 +84,8 @@ def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
     out = out_dir or Path("build") / "boards" / board
     t0 = time.perf_counter()
     run_build(b, params, out, bitstream=bitstream, core_mhz=core_mhz, slot_memory=slot_memory,
-              dram_selftest=dram_selftest)
+              dram_selftest=dram_selftest,
+              nextpnr_opts=() if seed is None else ("--seed", str(seed)))
     desc = ("DRAM self-test, no core" if dram_selftest else
             ", ".join(f"{k}={v}" for k, v in params.items()) + f", {slot_memory} slot memory")
     desc += f", core clock {core_mhz or b.core_mhz:g} MHz"
