@@ -48,8 +48,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["AXI_ID_WIDTH", "DRAM_CONFIGS", "DramConfig", "cached", "generate", "init_program",
-           "module_name"]
+__all__ = ["AXI_ID_WIDTH", "DRAM_CONFIGS", "DramConfig", "cached", "controller_settings",
+           "generate", "init_program", "module_name"]
 
 AXI_ID_WIDTH = 4
 # entries of each AXI channel's clock-domain-crossing FIFO: a 16-beat burst of data
@@ -169,6 +169,18 @@ def _core_config(cfg: DramConfig) -> dict:
         c.update(iodelay_clk_freq=200e6, cmd_latency=0, speedgrade=-2,
                  rtt_nom="60ohm", rtt_wr="60ohm", ron="34ohm")
     return c
+
+
+def controller_settings(cfg: DramConfig):
+    """LiteDRAM's ``ControllerSettings`` as the generator builds them from :func:`_core_config`
+    (what ``bench/bench_dram.py`` simulates: the same controller as the generated Verilog)."""
+    import inspect
+
+    from litedram.core.controller import ControllerSettings
+
+    c = _core_config(cfg)
+    names = inspect.getfullargspec(ControllerSettings.__init__).args
+    return ControllerSettings(**{n: c[n] for n in names if n in c})
 
 
 def _add_axi_port(soc, platform) -> None:
