@@ -227,6 +227,7 @@ def test_dram_selftest_builds_sources_with_the_controller(tmp_path):
     (["--board", "alinx-ax7325b", "--slot-memory", "dram"], "the core has no m_axi_mem port"),
     (["--board", "versa-ecp5", "--slot-memory", "sram"], "--slot-memory: must be one of onchip, dram"),
     (["--board", "alinx-ax7325b", "--dram-selftest"], "--dram-selftest is for the open-flow"),
+    (["--board", "alinx-ax7325b", "--dram-store-test"], "--dram-store-test is for the open-flow"),
 ])
 def test_build_dram_errors_are_one_line(tmp_path, args, msg):
     res = CliRunner().invoke(cli, ["build", "--out", str(tmp_path / "o"), "--elements", "16", *args])

@@ -62,8 +62,8 @@ class Board:
             from wanreduce.hdl.boards.versa_ecp5 import VersaTop
             return VersaTop(core_mhz=core_mhz or self.core_mhz, slot_memory=slot_memory, **params)
         if dram_selftest or dram_store_test:
-            raise ValueError(f"{self.name}: --dram-selftest and --dram-store-test are for the "
-                             f"open-flow board versa-ecp5")
+            flag = "--dram-selftest" if dram_selftest else "--dram-store-test"
+            raise ValueError(f"{self.name}: {flag} is for the open-flow board versa-ecp5")
         if core_mhz not in (None, self.core_mhz):
             raise ValueError(f"{self.name}: the core clock is fixed at {self.core_mhz:g} MHz "
                              f"(the 10G MAC's coreclk)")

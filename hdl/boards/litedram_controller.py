@@ -131,16 +131,19 @@ DRAM_CONFIGS: dict[str, DramConfig] = {
         rate="1:2", speedgrade="800",
         source="LiteX-Boards lattice_versa_ecp5 target (MT41K64M16) and the 13-address-pin, "
                "16-DQ ddr3 resource of amaranth-boards' VersaECP5Platform: 128 MiB"),
-    # AX7325B core board: 64-bit DDR3 (8 DQS groups) with 15 address pins (A0..A14) in
-    # amaranth-boards' DDR3Resource 0: four x16 parts of 32768 rows x 1024 cols x 8 banks
-    # (4 Gb each, MT41J256M16 class) = 2 GiB. K7DDRPHY at 1:4, 125 MHz (DDR3-1000).
+    # AX7325B core board: 64-bit DDR3 (8 DQS groups), four MT41K256M16 (4 Gb x16: 32768 rows x
+    # 1024 cols x 8 banks) = 2 GiB, K7DDRPHY at 1:4, 125 MHz (DDR3-1000). Verified: the pins
+    # (amaranth-boards' DDR3Resource 0: 64 DQ, 15 address = 32768 rows, 3 bank). Second hand:
+    # the parts and size (a third-party AX7325B port's constraints, transcribing ALINX's
+    # "AX7325B User Manual" rev 1.1: "4x MT41K256M16 (2 GiB, 64-bit)"); ALINX's own manual and
+    # schematic were not reachable from here (docs/boards.md).
     "alinx-ax7325b": DramConfig(
-        board="alinx-ax7325b", part="MT41J256M16", chips=4, rows=32768, cols=1024, banks=8,
+        board="alinx-ax7325b", part="MT41K256M16", chips=4, rows=32768, cols=1024, banks=8,
         phy="K7DDRPHY", device="xc7k325t-ffg900-2", input_clk_hz=200e6, sys_clk_hz=125e6,
         rate="1:4", speedgrade="1066",
-        source="amaranth-boards AX7325BPlatform DDR3Resource 0 (core-board DDR3: 64 DQ, "
-               "15 address pins, 3 bank pins): 4 x 4 Gb x16 = 2 GiB; to be checked against "
-               "ALINX's AX7325B schematic"),
+        source="pins: amaranth-boards AX7325BPlatform DDR3Resource 0 (64 DQ, 15 address, 3 bank "
+               "pins: 4 x 4 Gb x16 = 2 GiB); parts: 4 x MT41K256M16 per ALINX's AX7325B User "
+               "Manual rev 1.1 as transcribed by a third-party port (second hand)"),
 }
 
 

@@ -21,11 +21,12 @@ from wanreduce.hdl.boards.dram_controller import DramController
 from wanreduce.hdl.boards.litedram_controller import AXI_ID_WIDTH
 from wanreduce.hdl.boards.versa_ecp5 import check_core_mhz, core_clock
 
-__all__ = ["VersaDramSelfTest", "dram_bringup"]
+__all__ = ["VersaDramBringup", "VersaDramSelfTest", "dram_bringup"]
 
 
-class VersaDramSelfTest(Elaboratable):
-    """DRAM controller + AXI self-test on the Versa ECP5; AXI port at ``core_mhz``."""
+class VersaDramBringup(Elaboratable):
+    """A Versa DRAM bring-up top: :func:`dram_bringup`, then the subclass's :meth:`traffic` on
+    the controller's AXI port (LEDs 4-7 are the subclass's); AXI port at ``core_mhz``."""
 
     def __init__(self, *, core_mhz: float = 125.0) -> None:
         check_core_mhz(core_mhz)
@@ -34,13 +35,23 @@ class VersaDramSelfTest(Elaboratable):
     def elaborate(self, platform) -> Module:
         m = Module()
         dram, leds = dram_bringup(m, platform, self.core_mhz)
+        self.traffic(m, dram, leds)
+        return m
+
+    def traffic(self, m: Module, dram: DramController, leds: list) -> None:
+        raise NotImplementedError
+
+
+class VersaDramSelfTest(VersaDramBringup):
+    """DRAM controller + AXI self-test on the Versa ECP5."""
+
+    def traffic(self, m: Module, dram: DramController, leds: list) -> None:
         cfg = dram.cfg
         m.submodules.test = test = AXIMemTest(cfg.data_width, cfg.addr_width, AXI_ID_WIDTH)
         for field, _w, direction in AXI_FIELDS:
             src, dst = (test.axi, dram.axi) if direction == "o" else (dram.axi, test.axi)
             m.d.comb += dst[field].eq(src[field])
         m.d.comb += [leds[4].o.eq(test.error), leds[5].o.eq(test.passes[0])]
-        return m
 
 
 def dram_bringup(m: Module, platform, core_mhz: float) -> tuple[DramController, list]:

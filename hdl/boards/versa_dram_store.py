@@ -16,13 +16,13 @@ error response), 7 the converter's ``error`` (a burst it does not support).
 
 from __future__ import annotations
 
-from amaranth.hdl import Elaboratable, Module
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 
-from wanreduce.hdl.boards.dram_controller import attach_memory
+from wanreduce.hdl.boards.dram_controller import DramController, attach_memory
 from wanreduce.hdl.boards.slot_store_exerciser import SlotStoreExerciser
-from wanreduce.hdl.boards.versa_dram_selftest import dram_bringup
-from wanreduce.hdl.boards.versa_ecp5 import MAC_WIDTH, check_core_mhz
+from wanreduce.hdl.boards.versa_dram_selftest import VersaDramBringup
+from wanreduce.hdl.boards.versa_ecp5 import MAC_WIDTH
 from wanreduce.hdl.dram_slot_store import DramSlotStore
 
 __all__ = ["STORE_PARAMS", "VersaDramStoreTest"]
@@ -32,16 +32,10 @@ __all__ = ["STORE_PARAMS", "VersaDramStoreTest"]
 STORE_PARAMS = {"slots": 64, "row_bits": 8, "outstanding": 256, "burst_beats": 16}
 
 
-class VersaDramStoreTest(Elaboratable):
-    """DramSlotStore + exerciser on the Versa's DDR3 through the upsizer; core clock ``core_mhz``."""
+class VersaDramStoreTest(VersaDramBringup):
+    """DramSlotStore + exerciser on the Versa's DDR3 through the upsizer."""
 
-    def __init__(self, *, core_mhz: float = 125.0) -> None:
-        check_core_mhz(core_mhz)
-        self.core_mhz = float(core_mhz)
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        dram, leds = dram_bringup(m, platform, self.core_mhz)
+    def traffic(self, m: Module, dram: DramController, leds: list) -> None:
         m.submodules.store = store = DramSlotStore(MAC_WIDTH, address_width=dram.cfg.addr_width,
                                                    **STORE_PARAMS)
         m.submodules.exerciser = ex = SlotStoreExerciser(MAC_WIDTH, store.address_bits)
@@ -50,4 +44,3 @@ class VersaDramStoreTest(Elaboratable):
         up = attach_memory(m, store, dram)
         m.d.comb += [leds[4].o.eq(ex.error), leds[5].o.eq(ex.passes[0]),
                      leds[6].o.eq(store.mem_error), leds[7].o.eq(up.error)]
-        return m
