@@ -16,7 +16,12 @@ from wanreduce.cli import cli
 from wanreduce.commands.build import run_build
 from wanreduce.hdl.boards import BOARDS
 from wanreduce.hdl.boards.axi_memtest import AXIMemTest
-from wanreduce.hdl.boards.capacity import board_capacity, dram_budget, dram_slot_stride
+from wanreduce.hdl.boards.capacity import (
+    DRAM_EFFICIENCY,
+    board_capacity,
+    dram_budget,
+    dram_slot_stride,
+)
 from wanreduce.hdl.boards.dram_init import DramInit
 from wanreduce.hdl.boards.litedram_controller import (
     AXI_ID_WIDTH,
@@ -266,7 +271,14 @@ def test_slot_memory_check():
 
 def test_versa_dram_bandwidth_covers_two_gigabit_ports():
     """Read + write of every payload beat of two 1 GbE ports at line rate fits the Versa's
-    DDR3 with margin even at a pessimistic controller efficiency (docs/boards.md)."""
-    b = dram_budget("versa-ecp5", 499, efficiency=0.7)
+    DDR3 at the efficiency measured for the slot store's bursts (docs/boards.md)."""
+    b = dram_budget("versa-ecp5", 499)
     assert 470e6 < b.needed_bytes_per_s < 500e6 and b.peak_bytes_per_s == 800e6
-    assert b.margin > 1.15
+    assert b.efficiency == DRAM_EFFICIENCY["versa-ecp5"][128]
+    assert b.margin > 1.1
+    assert dram_budget("versa-ecp5", 499, burst_bytes=4096).efficiency == \
+        DRAM_EFFICIENCY["versa-ecp5"][max(DRAM_EFFICIENCY["versa-ecp5"])]
+    with pytest.raises(ValueError, match="not measured for bursts of 64 B"):
+        dram_budget("versa-ecp5", 499, burst_bytes=64)
+    with pytest.raises(ValueError, match="alinx-ax7325b: DRAM efficiency not measured"):
+        dram_budget("alinx-ax7325b", 499)
