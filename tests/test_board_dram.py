@@ -269,15 +269,16 @@ def test_slot_memory_check():
         check_slot_memory("flash", slots=2)
 
 
-def test_versa_dram_bandwidth_covers_two_gigabit_ports():
+def test_versa_dram_bandwidth_covers_two_gigabit_ports_with_long_bursts():
     """Read + write of every payload beat of two 1 GbE ports at line rate fits the Versa's
-    DDR3 at the efficiency measured for the slot store's bursts (docs/boards.md)."""
-    b = dram_budget("versa-ecp5", 499)
+    DDR3 at the efficiency measured for 512-B bursts (the slot store's burst_beats=64 at W=64),
+    and does not with the store's default 128-B bursts (docs/boards.md)."""
+    b = dram_budget("versa-ecp5", 499, burst_bytes=512)
     assert 470e6 < b.needed_bytes_per_s < 500e6 and b.peak_bytes_per_s == 800e6
-    assert b.efficiency == DRAM_EFFICIENCY["versa-ecp5"][128]
-    assert b.margin > 1.1
-    assert dram_budget("versa-ecp5", 499, burst_bytes=4096).efficiency == \
-        DRAM_EFFICIENCY["versa-ecp5"][max(DRAM_EFFICIENCY["versa-ecp5"])]
+    assert b.efficiency == DRAM_EFFICIENCY["versa-ecp5"][512]
+    assert b.margin > 1.25
+    assert dram_budget("versa-ecp5", 499).margin < 1  # 128 B: not covered (documented)
+    assert dram_budget("versa-ecp5", 499, burst_bytes=4096).efficiency == b.efficiency
     with pytest.raises(ValueError, match="not measured for bursts of 64 B"):
         dram_budget("versa-ecp5", 499, burst_bytes=64)
     with pytest.raises(ValueError, match="alinx-ax7325b: DRAM efficiency not measured"):
