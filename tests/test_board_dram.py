@@ -16,7 +16,12 @@ from wanreduce.cli import cli
 from wanreduce.commands.build import run_build
 from wanreduce.hdl.boards import BOARDS
 from wanreduce.hdl.boards.axi_memtest import AXIMemTest
-from wanreduce.hdl.boards.capacity import board_capacity, dram_budget, dram_slot_stride
+from wanreduce.hdl.boards.capacity import (
+    DRAM_EFFICIENCY,
+    board_capacity,
+    dram_budget,
+    dram_slot_stride,
+)
 from wanreduce.hdl.boards.dram_init import DramInit
 from wanreduce.hdl.boards.litedram_controller import (
     AXI_ID_WIDTH,
@@ -227,6 +232,7 @@ def test_dram_selftest_builds_sources_with_the_controller(tmp_path):
     (["--board", "alinx-ax7325b", "--slot-memory", "dram"], "the core has no m_axi_mem port"),
     (["--board", "versa-ecp5", "--slot-memory", "sram"], "--slot-memory: must be one of onchip, dram"),
     (["--board", "alinx-ax7325b", "--dram-selftest"], "--dram-selftest is for the open-flow"),
+    (["--board", "alinx-ax7325b", "--dram-store-test"], "--dram-store-test is for the open-flow"),
 ])
 def test_build_dram_errors_are_one_line(tmp_path, args, msg):
     res = CliRunner().invoke(cli, ["build", "--out", str(tmp_path / "o"), "--elements", "16", *args])
@@ -263,9 +269,17 @@ def test_slot_memory_check():
         check_slot_memory("flash", slots=2)
 
 
-def test_versa_dram_bandwidth_covers_two_gigabit_ports():
+def test_versa_dram_bandwidth_covers_two_gigabit_ports_with_long_bursts():
     """Read + write of every payload beat of two 1 GbE ports at line rate fits the Versa's
-    DDR3 with margin even at a pessimistic controller efficiency (docs/boards.md)."""
-    b = dram_budget("versa-ecp5", 499, efficiency=0.7)
+    DDR3 at the efficiency measured for 512-B bursts (the slot store's burst_beats=64 at W=64),
+    and does not with the store's default 128-B bursts (docs/boards.md)."""
+    b = dram_budget("versa-ecp5", 499, burst_bytes=512)
     assert 470e6 < b.needed_bytes_per_s < 500e6 and b.peak_bytes_per_s == 800e6
-    assert b.margin > 1.15
+    assert b.efficiency == DRAM_EFFICIENCY["versa-ecp5"][512]
+    assert b.margin > 1.25
+    assert dram_budget("versa-ecp5", 499).margin < 1  # 128 B: not covered (documented)
+    assert dram_budget("versa-ecp5", 499, burst_bytes=4096).efficiency == b.efficiency
+    with pytest.raises(ValueError, match="not measured for bursts of 64 B"):
+        dram_budget("versa-ecp5", 499, burst_bytes=64)
+    with pytest.raises(ValueError, match="alinx-ax7325b: DRAM efficiency not measured"):
+        dram_budget("alinx-ax7325b", 499)

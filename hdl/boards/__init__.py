@@ -46,17 +46,24 @@ class Board:
         return AX7325BPlatform(toolchain="Vivado")
 
     def top(self, params: dict, core_mhz: float | None = None, *, slot_memory: str = "onchip",
-            dram_selftest: bool = False) -> Any:
+            dram_selftest: bool = False, dram_store_test: bool = False) -> Any:
         """The board's top level: the core with its slots in ``slot_memory``, or (Versa only)
-        the DRAM bring-up design without the core (``dram_selftest``)."""
+        a DRAM bring-up design without the core: the controller and an AXI self-test
+        (``dram_selftest``), or the DRAM slot store as the core's stand-in (``dram_store_test``)."""
+        if dram_selftest and dram_store_test:
+            raise ValueError("--dram-selftest and --dram-store-test: choose one")
         if self.name == "versa-ecp5":
             if dram_selftest:
                 from wanreduce.hdl.boards.versa_dram_selftest import VersaDramSelfTest
                 return VersaDramSelfTest(core_mhz=core_mhz or self.core_mhz)
+            if dram_store_test:
+                from wanreduce.hdl.boards.versa_dram_store import VersaDramStoreTest
+                return VersaDramStoreTest(core_mhz=core_mhz or self.core_mhz)
             from wanreduce.hdl.boards.versa_ecp5 import VersaTop
             return VersaTop(core_mhz=core_mhz or self.core_mhz, slot_memory=slot_memory, **params)
-        if dram_selftest:
-            raise ValueError(f"{self.name}: --dram-selftest is for the open-flow board versa-ecp5")
+        if dram_selftest or dram_store_test:
+            flag = "--dram-selftest" if dram_selftest else "--dram-store-test"
+            raise ValueError(f"{self.name}: {flag} is for the open-flow board versa-ecp5")
         if core_mhz not in (None, self.core_mhz):
             raise ValueError(f"{self.name}: the core clock is fixed at {self.core_mhz:g} MHz "
                              f"(the 10G MAC's coreclk)")
@@ -94,17 +101,18 @@ def yowasp_env() -> dict[str, str]:
 
 def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
             nextpnr_opts: tuple[str, ...] = (), slot_memory: str = "onchip",
-            dram_selftest: bool = False) -> Any:
+            dram_selftest: bool = False, dram_store_test: bool = False) -> Any:
     """Amaranth build plan for ``board`` (sources, constraints, build script); no tool runs."""
     platform = board.platform()
-    top = board.top(params, core_mhz, slot_memory=slot_memory, dram_selftest=dram_selftest)
+    top = board.top(params, core_mhz, slot_memory=slot_memory, dram_selftest=dram_selftest,
+                    dram_store_test=dram_store_test)
     constraints = board.constraint_path().read_text()
     kwargs: dict[str, Any] = {}
     if board.name == "versa-ecp5":
         import tempfile
 
         from wanreduce.hdl.boards.liteeth_mac import MAC_NAME, generate
-        if not dram_selftest:
+        if not (dram_selftest or dram_store_test):
             with tempfile.TemporaryDirectory() as tmp:
                 mac = generate(Path(tmp))
                 platform.add_file(f"{MAC_NAME}.v", mac.read_text())

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
 from wanreduce.hdl.params import MAX_SLOTS, MAX_SLOTS_DRAM, check_slot_memory
 
-__all__ = ["BOARD_PORTS", "ONCHIP_MAX_ELEMENTS", "STATE_BYTES_PER_SLOT", "SlotCapacity",
-           "board_capacity", "dram_budget", "dram_slot_stride", "onchip_footprint"]
+__all__ = ["BOARD_PORTS", "DRAM_EFFICIENCY", "ONCHIP_MAX_ELEMENTS", "STATE_BYTES_PER_SLOT", "SlotCapacity",
+           "board_capacity", "dram_budget", "dram_slot_stride", "measured_efficiency",
+           "onchip_footprint"]
 
 ELEMENT_BYTES = 4
 # Largest S x E' of sums in block RAM. versa-ecp5: measured (docs/benchmarks.md, "Largest slots
@@ -35,6 +36,13 @@ STATE_BYTES_PER_SLOT = 32
 # (line rate in bytes/s, data ports whose payload reaches the reducer): versa-ecp5 ETH0 (network)
 # and ETH1 (host contributions); alinx-ax7325b two 10 GbE network cages and one host cage.
 BOARD_PORTS = {"versa-ecp5": (125e6, 2), "alinx-ax7325b": (1.25e9, 3)}
+# DRAM efficiency (fraction of the DQ bus's peak) of the slot read-modify-write, measured on the
+# board's LiteDRAM controller with its DDR3 model (bench/bench_dram.py; docs/benchmarks.md "DRAM
+# bandwidth"), by the bytes of one AXI burst: reads and writes alternate burst by burst (LiteDRAM's
+# AXI frontend arbitrates per burst), steady state. 128 B = DramSlotStore's default 16 beats of
+# 64 bits: 416 MB/s, short of the Versa's 479 MB/s; 512 B (64 beats): 624 MB/s, margin 1.30.
+DRAM_EFFICIENCY = {"versa-ecp5": {128: 0.52, 512: 0.78}}
+DEFAULT_BURST_BYTES = 128
 # Bytes on the wire per packet besides the payload: preamble 8, IFG 12, Ethernet 14, FCS 4,
 # IPv4 20, UDP 8, aggregation header 22 (wanreduce.wire).
 WIRE_OVERHEAD_BYTES = 88
@@ -118,9 +126,24 @@ class DramBudget:
         return self.usable_bytes_per_s / self.needed_bytes_per_s
 
 
-def dram_budget(board: str, elements: int, efficiency: float) -> DramBudget:
+def measured_efficiency(board: str, burst_bytes: int = DEFAULT_BURST_BYTES) -> float:
+    """:data:`DRAM_EFFICIENCY` for bursts of ``burst_bytes``: the figure of the longest measured
+    burst not longer (longer bursts only amortise turnarounds better); an error if none is."""
+    table = DRAM_EFFICIENCY.get(board, {})
+    fits = [b for b in table if b <= burst_bytes]
+    if not fits:
+        raise ValueError(f"{board}: DRAM efficiency not measured for bursts of {burst_bytes} B "
+                         f"(measured: {sorted(table) or 'none'}); pass efficiency=")
+    return table[max(fits)]
+
+
+def dram_budget(board: str, elements: int, efficiency: float | None = None, *,
+                burst_bytes: int = DEFAULT_BURST_BYTES) -> DramBudget:
     """Every data port at line rate with full packets of ``elements``; each payload beat read
-    and written once (an ADD; a first contribution is a plain write, so this is the worst case)."""
+    and written once (an ADD; a first contribution is a plain write, so this is the worst case).
+    ``efficiency``: the controller's, by default the measured one for ``burst_bytes``."""
+    if efficiency is None:
+        efficiency = measured_efficiency(board, burst_bytes)
     rate, ports = BOARD_PORTS[board]
     payload = elements * ELEMENT_BYTES
     per_port = rate * payload / (payload + WIRE_OVERHEAD_BYTES)

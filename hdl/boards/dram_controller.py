@@ -32,11 +32,13 @@ from amaranth.hdl import (
     Signal,
 )
 
+from wanreduce.hdl.axi4 import axi4_payload, axi4_port
+from wanreduce.hdl.axi_upsizer import AxiUpsizer
 from wanreduce.hdl.boards.axi_memtest import AXI_FIELDS, axi_manager_signals
 from wanreduce.hdl.boards.dram_init import DramInit
 from wanreduce.hdl.boards.litedram_controller import AXI_ID_WIDTH, DRAM_CONFIGS, cached, module_name
 
-__all__ = ["DramController"]
+__all__ = ["MEM_PREFIX", "DramController", "attach_memory", "check_board_memory"]
 
 
 class DramController(Elaboratable):
@@ -94,26 +96,53 @@ class DramController(Elaboratable):
         return m
 
 
+MEM_PREFIX = "m_axi_mem"  # the core's (and DramSlotStore's) AXI4 manager port, flat AMBA names
+
+
 def check_board_memory(board: str, slot_memory: str, core) -> str:
     """``slot_memory`` for a board top: ``onchip``, or ``dram`` once the core has the AXI4
-    manager port the DRAM attaches to (``m_axi_mem``); a one-line error otherwise."""
+    manager port the DRAM attaches to (``m_axi_mem_*``); a one-line error otherwise."""
     from wanreduce.hdl.params import check_slot_memory
 
     check_slot_memory(slot_memory)
-    if slot_memory == "dram" and "m_axi_mem" not in core.signature.members:
+    if slot_memory == "dram" and f"{MEM_PREFIX}_awaddr" not in core.signature.members:
         raise ValueError(
             f"{board} --slot-memory dram: the core has no m_axi_mem port yet (the external slot "
-            f"store of issue 16 item 1); the board's LiteDRAM controller, its init and its AXI4 "
-            f"port are in place (build --dram-selftest places them without the core)")
+            f"store of issue 16 item 1); the board's LiteDRAM controller, its init, its AXI4 "
+            f"port and the width converter are in place (build --dram-selftest places the "
+            f"controller alone, --dram-store-test the DRAM slot store through them)")
     return slot_memory
 
 
-def attach_memory(m: Module, core, dram: DramController) -> None:
-    """The core's ``m_axi_mem`` to the controller's AXI port, field by field (same widths)."""
-    port = core.m_axi_mem
-    for field, _w, direction in AXI_FIELDS:
-        ours, theirs = dram.axi[field], getattr(port, field)
-        if len(ours) != len(theirs):
-            raise ValueError(f"m_axi_mem.{field} is {len(theirs)} bits, the {dram.cfg.board} "
-                             f"DRAM port's is {len(ours)}")
-        m.d.comb += ours.eq(theirs) if direction == "o" else theirs.eq(ours)
+def attach_memory(m: Module, manager, dram: DramController, *, prefix: str = MEM_PREFIX) -> AxiUpsizer:
+    """``manager``'s AXI4 port ``<prefix>_*`` (the core's ``m_axi_mem``, or a ``DramSlotStore``'s:
+    data width W, one ID) onto the controller's AXI port through an :class:`AxiUpsizer` (W to
+    the controller's width; wires if equal). The manager's address must not be wider than the
+    DRAM's (its region is then inside the DRAM); IDs and AXI sizes are zero-extended to
+    LiteDRAM's widths, lock/cache/prot/qos dropped (LiteDRAM has none). Returns the converter
+    (its ``error`` flags a burst it does not support)."""
+    port = axi4_port(manager, prefix)
+    width, addr_width, id_width = len(port.wdata), len(port.awaddr), len(port.awid)
+    cfg = dram.cfg
+    if width > cfg.data_width:
+        raise ValueError(f"{prefix} is {width} bits wide, more than the {cfg.board} DRAM port's "
+                         f"{cfg.data_width}: no downsizer here")
+    if addr_width > cfg.addr_width:
+        raise ValueError(f"{prefix} has {addr_width} address bits, the {cfg.board} DRAM "
+                         f"{cfg.addr_width} ({cfg.size_bytes >> 20} MiB): build the store with "
+                         f"address_width={cfg.addr_width}")
+    if id_width > AXI_ID_WIDTH:
+        raise ValueError(f"{prefix} has {id_width} ID bits, the DRAM port {AXI_ID_WIDTH}")
+    m.submodules.mem_upsizer = up = AxiUpsizer(width, cfg.data_width, addr_width=cfg.addr_width,
+                                               id_width=id_width)
+    s_side, m_side = axi4_port(up, "s_axi"), axi4_port(up, "m_axi")
+    for ch, sigs in axi4_payload(addr_width, width, id_width).items():
+        for name in (*sigs, f"{ch}valid"):
+            src, dst = (port, s_side) if ch in ("aw", "w", "ar") else (s_side, port)
+            m.d.comb += getattr(dst, name).eq(getattr(src, name))
+        src, dst = (s_side, port) if ch in ("aw", "w", "ar") else (port, s_side)
+        m.d.comb += getattr(dst, f"{ch}ready").eq(getattr(src, f"{ch}ready"))
+    for field, _w, direction in AXI_FIELDS:  # converter (manager) <-> controller, same names
+        ours = getattr(m_side, field)
+        m.d.comb += dram.axi[field].eq(ours) if direction == "o" else ours.eq(dram.axi[field])
+    return up

@@ -48,8 +48,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["AXI_ID_WIDTH", "DRAM_CONFIGS", "DramConfig", "cached", "generate", "init_program",
-           "module_name"]
+__all__ = ["AXI_ID_WIDTH", "DRAM_CONFIGS", "DramConfig", "cached", "controller_settings",
+           "generate", "init_program", "module_name"]
 
 AXI_ID_WIDTH = 4
 # entries of each AXI channel's clock-domain-crossing FIFO: a 16-beat burst of data
@@ -131,16 +131,19 @@ DRAM_CONFIGS: dict[str, DramConfig] = {
         rate="1:2", speedgrade="800",
         source="LiteX-Boards lattice_versa_ecp5 target (MT41K64M16) and the 13-address-pin, "
                "16-DQ ddr3 resource of amaranth-boards' VersaECP5Platform: 128 MiB"),
-    # AX7325B core board: 64-bit DDR3 (8 DQS groups) with 15 address pins (A0..A14) in
-    # amaranth-boards' DDR3Resource 0: four x16 parts of 32768 rows x 1024 cols x 8 banks
-    # (4 Gb each, MT41J256M16 class) = 2 GiB. K7DDRPHY at 1:4, 125 MHz (DDR3-1000).
+    # AX7325B core board: 64-bit DDR3 (8 DQS groups), four MT41K256M16 (4 Gb x16: 32768 rows x
+    # 1024 cols x 8 banks) = 2 GiB, K7DDRPHY at 1:4, 125 MHz (DDR3-1000). Verified: the pins
+    # (amaranth-boards' DDR3Resource 0: 64 DQ, 15 address = 32768 rows, 3 bank). Second hand:
+    # the parts and size (a third-party AX7325B port's constraints, transcribing ALINX's
+    # "AX7325B User Manual" rev 1.1: "4x MT41K256M16 (2 GiB, 64-bit)"); ALINX's own manual and
+    # schematic were not reachable from here (docs/boards.md).
     "alinx-ax7325b": DramConfig(
-        board="alinx-ax7325b", part="MT41J256M16", chips=4, rows=32768, cols=1024, banks=8,
+        board="alinx-ax7325b", part="MT41K256M16", chips=4, rows=32768, cols=1024, banks=8,
         phy="K7DDRPHY", device="xc7k325t-ffg900-2", input_clk_hz=200e6, sys_clk_hz=125e6,
         rate="1:4", speedgrade="1066",
-        source="amaranth-boards AX7325BPlatform DDR3Resource 0 (core-board DDR3: 64 DQ, "
-               "15 address pins, 3 bank pins): 4 x 4 Gb x16 = 2 GiB; to be checked against "
-               "ALINX's AX7325B schematic"),
+        source="pins: amaranth-boards AX7325BPlatform DDR3Resource 0 (64 DQ, 15 address, 3 bank "
+               "pins: 4 x 4 Gb x16 = 2 GiB); parts: 4 x MT41K256M16 per ALINX's AX7325B User "
+               "Manual rev 1.1 as transcribed by a third-party port (second hand)"),
 }
 
 
@@ -171,9 +174,22 @@ def _core_config(cfg: DramConfig) -> dict:
     return c
 
 
+def controller_settings(cfg: DramConfig):
+    """LiteDRAM's ``ControllerSettings`` as the generator builds them from :func:`_core_config`
+    (what ``bench/bench_dram.py`` simulates: the same controller as the generated Verilog)."""
+    import inspect
+
+    from litedram.core.controller import ControllerSettings
+
+    c = _core_config(cfg)
+    names = inspect.getfullargspec(ControllerSettings.__init__).args
+    return ControllerSettings(**{n: c[n] for n in names if n in c})
+
+
 def _add_axi_port(soc, platform) -> None:
     """One AXI4 slave in clock domain ``axi`` (own clock and reset pins), through LiteDRAM's
     native-port CDC; AW/AR held off until the controller is initialised."""
+    from litedram.common import LiteDRAMNativePort
     from litedram.frontend.axi import LiteDRAMAXI2Native, LiteDRAMAXIPort
     from litedram.gen import get_axi_user_port_ios
     from litex.build.generic_platform import Pins
@@ -199,6 +215,12 @@ def _add_axi_port(soc, platform) -> None:
                   id_width=AXI_ID_WIDTH)
     axi = LiteDRAMAXIPort(**widths, clock_domain="axi")  # the module's AXI pins
     inner = LiteDRAMAXIPort(**widths)  # the frontend's, in the controller clock
+    # Register slices in the controller clock, valid and ready both registered (LiteX's
+    # stream.Buffer with pipe_ready): on AW, AR and W between the FIFOs and the frontend, and on
+    # the native command between the frontend and the crossbar. Without them the frontend's
+    # read/write arbiter (its write-buffer level compare -> grant -> the crossbar's ready ->
+    # aw.ready -> the AW FIFO's read pointer and storage) was one combinational path, the
+    # controller clock's critical path: 96.8-110.9 MHz at 100 MHz over six placements.
     for ch in ("aw", "w", "ar", "b", "r"):
         src, dst, cd = getattr(axi, ch), getattr(inner, ch), ("axi", "sys")
         if ch in ("b", "r"):
@@ -206,8 +228,19 @@ def _add_axi_port(soc, platform) -> None:
         cdc = stream.ClockDomainCrossing(src.description, cd_from=cd[0], cd_to=cd[1],
                                          depth=AXI_CDC_DEPTH[ch], buffered=True)
         setattr(soc.submodules, f"axi_cdc_{ch}", cdc)
-        soc.comb += [src.connect(cdc.sink), cdc.source.connect(dst)]
-    soc.submodules.axi2native = LiteDRAMAXI2Native(inner, user_port)
+        soc.comb += src.connect(cdc.sink)
+        if ch in ("aw", "w", "ar"):
+            cut = stream.Buffer(dst.description, pipe_valid=True, pipe_ready=True)
+            setattr(soc.submodules, f"axi_slice_{ch}", cut)
+            soc.comb += [cdc.source.connect(cut.sink), cut.source.connect(dst)]
+        else:
+            soc.comb += cdc.source.connect(dst)
+    native = LiteDRAMNativePort("both", user_port.address_width, user_port.data_width)
+    cmd_cut = stream.Buffer(native.cmd.description, pipe_valid=True, pipe_ready=True)
+    soc.submodules.native_cmd_slice = cmd_cut
+    soc.comb += [native.cmd.connect(cmd_cut.sink), cmd_cut.source.connect(user_port.cmd),
+                 native.wdata.connect(user_port.wdata), user_port.rdata.connect(native.rdata)]
+    soc.submodules.axi2native = LiteDRAMAXI2Native(inner, native)
     ready_sys = Signal()
     soc.sync += ready_sys.eq(soc.ddrctrl.init_done.storage & ~soc.ddrctrl.init_error.storage)
     ready = Signal()

@@ -24,13 +24,15 @@ def board_params(board, ctx: click.Context, kw: dict) -> dict:
 
 
 def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: float | None = None,
-              nextpnr_opts=(), slot_memory: str = "onchip", dram_selftest: bool = False) -> Path:
+              nextpnr_opts=(), slot_memory: str = "onchip", dram_selftest: bool = False,
+              dram_store_test: bool = False) -> Path:
     """Write the build tree into ``out``; with ``bitstream`` run the open flow. Returns ``out``."""
     from wanreduce.hdl.boards import prepare, yowasp_env
 
     try:
         plan = prepare(board, params, core_mhz=core_mhz, nextpnr_opts=nextpnr_opts,
-                       slot_memory=slot_memory, dram_selftest=dram_selftest)
+                       slot_memory=slot_memory, dram_selftest=dram_selftest,
+                       dram_store_test=dram_store_test)
     except ValueError as exc:
         raise WanreduceError(str(exc)) from None
     try:
@@ -68,10 +70,17 @@ def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: floa
 @click.option("--dram-selftest", is_flag=True,
               help="versa-ecp5: build the DRAM bring-up design instead of the core (LiteDRAM "
                    "controller + AXI self-test, LEDs; docs/boards.md)")
+@click.option("--dram-store-test", is_flag=True,
+              help="versa-ecp5: build the core's DRAM path with a stand-in for the core (the "
+                   "DRAM slot store and an exerciser, through the width converter onto LiteDRAM; "
+                   "docs/boards.md)")
+@click.option("--seed", type=click.IntRange(min=1), default=None,
+              help="nextpnr placement seed (open flow; default: nextpnr's own)")
 @core_options
 @click.pass_context
 def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
-          core_mhz: float | None, slot_memory: str, dram_selftest: bool, **kw: int) -> None:
+          core_mhz: float | None, slot_memory: str, dram_selftest: bool, dram_store_test: bool,
+          seed: int | None, **kw: int) -> None:
     """Board top level (core + Ethernet MACs + LEDs), constraints and build script; optionally
     the bitstream. Board defaults: versa-ecp5 ports=1 width=64; alinx-ax7325b ports=2 width=64."""
     from wanreduce.hdl.boards import BOARDS
@@ -81,8 +90,10 @@ def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
     out = out_dir or Path("build") / "boards" / board
     t0 = time.perf_counter()
     run_build(b, params, out, bitstream=bitstream, core_mhz=core_mhz, slot_memory=slot_memory,
-              dram_selftest=dram_selftest)
+              dram_selftest=dram_selftest, dram_store_test=dram_store_test,
+              nextpnr_opts=() if seed is None else ("--seed", str(seed)))
     desc = ("DRAM self-test, no core" if dram_selftest else
+            "DRAM slot store and exerciser, no core" if dram_store_test else
             ", ".join(f"{k}={v}" for k, v in params.items()) + f", {slot_memory} slot memory")
     desc += f", core clock {core_mhz or b.core_mhz:g} MHz"
     what = f"bitstream {out / (b.top_name + '.bit')}" if bitstream else f"sources in {out}"
