@@ -43,7 +43,7 @@ OKAY: the data of such a row is not to be trusted, the owner must report it.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, memory, wiring
+from amaranth.lib import data, enum, fifo, memory, wiring
 from amaranth.lib.wiring import Out
 
 from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
@@ -58,6 +58,15 @@ from .slot_store_signature import TAG_BITS, Op, cmd_layout, row_address_bits, sl
 __all__ = ["AXI_PREFIX", "DramSlotStore"]
 
 AXI_PREFIX = "m_axi_mem"
+
+
+class Base(enum.Enum, shape=2):
+    """Where C2 takes the row before its command from."""
+
+    READ_DATA = 0  # the row read from memory
+    RESULT = 1  # the forwarded entry's result, from the result buffer
+    ONE_BACK = 2  # ... produced by C2 in the cycle before (the command right before)
+    TWO_BACK = 3  # ... produced by C2 two cycles before (written while C0 read the buffer)
 RSP_DEPTH = 6  # response FIFO: C0 fires only with room for what C1 and C2 will push
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 
@@ -167,7 +176,7 @@ class DramSlotStore(wiring.Component):
         head = cmds.m.payload
         m.submodules.results = results = memory.Memory(shape=w, depth=n, init=[])
         res_w = results.write_port()
-        res_r = results.read_port(transparent_for=(res_w,))
+        res_r = results.read_port()  # not transparent: the C2 results it misses are bypassed
         m.submodules.rsp_out = rsp_out = fifo.SyncFIFOBuffered(
             width=len(self.rsp.payload.as_value()), depth=RSP_DEPTH)
         owed = Signal(range(RSP_DEPTH + 1))  # fired, response not yet taken: C1 + C2 + rsp_out
@@ -180,22 +189,35 @@ class DramSlotStore(wiring.Component):
         m.d.sync += owed.eq(owed + fire - (self.rsp.valid & self.rsp.ready))
         c1 = Signal(entry_layout)
         c1_rdata = Signal(w)
+        c1_two_back = Signal()  # the forwarded result is being written now (C2): read misses it
         m.d.sync += c1_valid.eq(fire)
         with m.If(fire):
-            m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data)]
+            m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data),
+                         c1_two_back.eq(c2_valid & (head.src == done[:ib]))]
 
-        # ---- complete, stage C1: the row before this command ----------------------------------
-        # The result buffer's output goes straight into a register (no adder behind a block-RAM
-        # output). Its read saw every result written up to the cycle C0 fired; the one C2 writes
-        # now (the command right before) is bypassed.
+        # ---- complete, stage C1: register the candidates for the row before this command -------
+        # Both block-RAM outputs (read data, result buffer) go straight into registers; C2 picks
+        # one with a select computed here. The result buffer's read (at C0) saw every result
+        # written before C0's cycle; the two it cannot see are bypassed from C2's output
+        # registers: the one written in C0's cycle (two commands back: `new_rr`) and the one
+        # written in C1's cycle (the command right before: `new_r`).
         c2 = Signal(entry_layout)
+        c2_rdata, c2_res = Signal(w), Signal(w)
         c2_base = Signal(w)
-        new = Signal(w)
-        from_c2 = c2_valid & (c1.src == done[:ib])
-        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1),
-                     c2_base.eq(Mux(c1.fwd, Mux(from_c2, new, res_r.data), c1_rdata))]
+        base_sel = Signal(Base)
+        new, new_r, new_rr = Signal(w), Signal(w), Signal(w)
+        one_back = c2_valid & (c1.src == done[:ib])
+        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1), c2_rdata.eq(c1_rdata), c2_res.eq(res_r.data),
+                     base_sel.eq(Mux(~c1.fwd, Base.READ_DATA, Mux(one_back, Base.ONE_BACK,
+                                 Mux(c1_two_back, Base.TWO_BACK, Base.RESULT)))),
+                     new_r.eq(new), new_rr.eq(new_r)]
 
         # ---- complete, stage C2: the new row ------------------------------------------------
+        with m.Switch(base_sel):
+            for sel, value in ((Base.READ_DATA, c2_rdata), (Base.RESULT, c2_res),
+                               (Base.ONE_BACK, new_r), (Base.TWO_BACK, new_rr)):
+                with m.Case(sel):
+                    m.d.comb += c2_base.eq(value)
         m.submodules.adder = adder = SaturatingAdder(w)
         m.d.comb += [adder.a.eq(c2_base), adder.b.eq(c2.data)]
         with m.Switch(c2.op):
