@@ -279,19 +279,28 @@ class DramSlotStore(wiring.Component):
         acked = Signal(ib + 2)  # acknowledged writes not yet freed
         b_go = axi.bvalid & blen.m.valid
         m.d.comb += [axi.bready.eq(blen.m.valid), blen.m.ready.eq(b_go)]
+        acked_any = Signal()  # == (acked != 0), a flip-flop
         free_writes = free_head.m.payload
-        can_free = free_head.m.valid & (~free_writes | (acked != 0))
+        can_free = free_head.m.valid & (~free_writes | acked_any)
+        acked_next = acked + Mux(b_go, blen.m.payload + 1, 0) - (can_free & free_writes)
         m.d.comb += free_head.m.ready.eq(can_free)
-        m.d.sync += acked.eq(acked + Mux(b_go, blen.m.payload + 1, 0) - (can_free & free_writes))
+        m.d.sync += [acked.eq(acked_next), acked_any.eq(acked_next != 0)]
         with m.If(can_free):
             m.d.sync += free.eq(free + 1)
 
         # ---- table update -------------------------------------------------------------------
         onehot_tail = Signal(n)
         onehot_free = Signal(n)
+        # A freed entry's live bit clears one cycle late, from registers (`can_free` reaches no
+        # N-wide fanout). Meanwhile a command may still forward from it: its result stays in the
+        # result buffer until the entry is re-taken and that later command completes, and a row
+        # only ever forwards from its newest entry, so the value is the row's.
+        freed, freed_idx = Signal(), Signal(ib)
+        m.d.sync += [freed.eq(can_free), freed_idx.eq(free[:ib])]
         m.d.comb += [onehot_tail.eq(Mux(accept, Const(1, n) << tail[:ib], 0)),
-                     onehot_free.eq(Mux(can_free, Const(1, n) << free[:ib], 0))]
-        # A hit retires the old live entry (match is one-hot: one live entry per row).
+                     onehot_free.eq(Mux(freed, Const(1, n) << freed_idx, 0))]
+        # A hit retires the old live entry (match is one-hot: one live entry per row). A new entry
+        # wins over a late clear of the entry that last had its index.
         m.d.sync += live.eq((live & ~Mux(accept, match, 0) & ~onehot_free) | onehot_tail)
         m.d.sync += [used.eq(used + accept - can_free),
                      full.eq(Mux(accept, used + 1, used) - can_free == n)]
