@@ -67,7 +67,7 @@ class Base(enum.Enum, shape=2):
     RESULT = 1  # the forwarded entry's result, from the result buffer
     ONE_BACK = 2  # ... produced by C2 in the cycle before (the command right before)
     TWO_BACK = 3  # ... produced by C2 two cycles before (written while C0 read the buffer)
-RSP_DEPTH = 6  # response FIFO: C0 fires only with room for what C1 and C2 will push
+RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 
 
@@ -179,7 +179,7 @@ class DramSlotStore(wiring.Component):
         res_r = results.read_port()  # not transparent: the C2 results it misses are bypassed
         m.submodules.rsp_out = rsp_out = fifo.SyncFIFOBuffered(
             width=len(self.rsp.payload.as_value()), depth=RSP_DEPTH)
-        owed = Signal(range(RSP_DEPTH + 1))  # fired, response not yet taken: C1 + C2 + rsp_out
+        owed = Signal(range(RSP_DEPTH + 1))  # fired, response not yet taken: C1..C3 + rsp_out
         c1_valid, c2_valid = Signal(), Signal()
         fire = Signal()
         m.d.comb += [
@@ -227,25 +227,30 @@ class DramSlotStore(wiring.Component):
                 m.d.comb += new.eq(adder.sum)
             with m.Default():
                 m.d.comb += new.eq(c2_base)
-        rsp = Signal(self.rsp.payload.shape())
-        m.d.comb += [
-            rsp.data.eq(new), rsp.tag.eq(c2.tag),
-            rsp.overflow.eq((c2.op == Op.ADD) & (adder.overflow & c2.lanes).any()),
-            rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c2_valid),
-            self.rsp.payload.eq(rsp_out.r_data), self.rsp.valid.eq(rsp_out.r_rdy),
-            rsp_out.r_en.eq(self.rsp.ready),
-            res_w.addr.eq(done[:ib]), res_w.data.eq(new), res_w.en.eq(c2_valid),
-        ]
+        m.d.comb += [res_w.addr.eq(done[:ib]), res_w.data.eq(new), res_w.en.eq(c2_valid)]
         with m.If(c2_valid):
             m.d.sync += done.eq(done + 1)
 
-        # ---- memory writes ------------------------------------------------------------------
+        # ---- C3: the new row (`new_r`) leaves as the response and the write data ------------
+        # Only C2's own loop (new_r -> base -> adder -> new_r) and the result buffer take `new`
+        # combinationally; the FIFOs' write data come from registers.
+        c3_valid, c3_writes, c3_overflow, c3_tag = Signal(), Signal(), Signal(), Signal(self.tag_bits)
+        rsp = Signal(self.rsp.payload.shape())
         c2_writes = c2_valid & (c2.op != Op.READ)
+        m.d.sync += [c3_valid.eq(c2_valid), c3_writes.eq(c2_writes), c3_tag.eq(c2.tag),
+                     c3_overflow.eq((c2.op == Op.ADD) & (adder.overflow & c2.lanes).any())]
+        m.d.comb += [
+            rsp.data.eq(new_r), rsp.tag.eq(c3_tag), rsp.overflow.eq(c3_overflow), rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c3_valid),
+            self.rsp.payload.eq(rsp_out.r_data), self.rsp.valid.eq(rsp_out.r_rdy),
+            rsp_out.r_en.eq(self.rsp.ready),
+        ]
+
+        # ---- memory writes ------------------------------------------------------------------
         m.submodules.aw_bursts = aw_bursts = BurstCoalescer(
             ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
         m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
         m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes),
-                     wdata.w_data.eq(new), wdata.w_en.eq(c2_writes)]
+                     wdata.w_data.eq(new_r), wdata.w_en.eq(c3_writes)]
 
         m.submodules.wlen = wlen = RegisteredFIFO(8, n)  # bursts AW sent, W not
         m.submodules.blen = blen = RegisteredFIFO(8, n)  # bursts AW sent, B not
