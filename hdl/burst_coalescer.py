@@ -8,15 +8,20 @@ without a push closes the open burst, so a burst never waits for rows that may n
 timer, no deadlock): back-to-back rows of one message coalesce, gaps cut bursts short.
 
 Closed bursts ``{start, len_m1}`` (``len_m1`` = beats − 1, as ``axlen``) queue in a FIFO of
-``depth`` entries read on ``m``. The owner guarantees room: each burst holds at least one row
-the owner still tracks, so ``depth`` = the owner's outstanding rows never overflows.
+``depth`` entries read on ``m`` (a :class:`RegisteredFIFO`: ``m.valid``/``m.payload`` come from
+flip-flops, not from the FIFO's block-RAM output). The owner guarantees room: each burst holds
+at least one row the owner still tracks, so ``depth`` = the owner's outstanding rows never
+overflows. Timing: the row that extends the burst is kept in a register (``start + beats``),
+so the decision is one compare of ``row`` with a flip-flop, no adder.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from .registered_fifo import RegisteredFIFO
 
 __all__ = ["BurstCoalescer", "burst_layout"]
 
@@ -43,25 +48,25 @@ class BurstCoalescer(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         layout = burst_layout(self.address_bits)
-        m.submodules.queue = q = fifo.SyncFIFOBuffered(width=layout.size, depth=self.depth)
-        m.d.comb += [self.m.payload.eq(q.r_data), self.m.valid.eq(q.r_rdy), q.r_en.eq(self.m.ready)]
+        m.submodules.queue = q = RegisteredFIFO(layout, self.depth)
+        wiring.connect(m, q.m, wiring.flipped(self.m))
 
         is_open = Signal()
         start = Signal(self.address_bits)
+        following = Signal(self.address_bits)  # == start + beats (mod rows): the row that extends
         beats = Signal(range(self.max_beats + 1))
         page_bits = self.page_beats.bit_length() - 1
         new_page = self.row[:page_bits] == 0 if page_bits else 1
-        extend = is_open & (self.row == (start + beats)[:self.address_bits]) \
-            & (beats < self.max_beats) & ~new_page
+        extend = is_open & (self.row == following) & (beats < self.max_beats) & ~new_page
 
         closed = Signal(layout)
         m.d.comb += [closed.start.eq(start), closed.len_m1.eq(beats - 1), q.w_data.eq(closed)]
         with m.If(self.push):
             with m.If(extend):
-                m.d.sync += beats.eq(beats + 1)
+                m.d.sync += [beats.eq(beats + 1), following.eq(following + 1)]
             with m.Else():
                 m.d.comb += q.w_en.eq(is_open)
-                m.d.sync += [is_open.eq(1), start.eq(self.row), beats.eq(1)]
+                m.d.sync += [is_open.eq(1), start.eq(self.row), beats.eq(1), following.eq(self.row + 1)]
         with m.Elif(is_open):
             m.d.comb += q.w_en.eq(1)
             m.d.sync += is_open.eq(0)

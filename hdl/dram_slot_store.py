@@ -6,22 +6,32 @@ is the interconnect's job). One AXI ID (0): reads return, and writes are acknowl
 
 Pipeline (one command per cycle):
 
-- **Accept** (from the ``cmd`` skid buffer's output register): the command takes the next entry
-  of the *in-flight table*, a ring of ``outstanding`` entries that holds each command from
-  acceptance until its write is acknowledged (B). The table's row CAM says whether an entry on the
-  same row is in flight; each row has at most one *live* entry, the newest. On a hit the command
-  **forwards**: it reads nothing from memory and takes the live entry's result (the row value
-  after that command) when it completes. On a miss ADD/READ queue a memory read; WRITE never
-  reads. Rows to read go through a :class:`BurstCoalescer` to AR.
-- **Complete** (in command order, three stages): C0 takes the oldest command once its data is
-  there (read data FIFO, or forwarded), reading the forwarded entry's result; C1 registers the
-  row before the command (read data, or the forwarded result: from the result buffer, or
-  bypassed from C2 for the command right before); C2 computes the new row
-  (``SaturatingAdder``: WRITE data, ADD saturating sum, READ the row), stores it in the entry's
-  result buffer, queues the response and, for WRITE/ADD, the write (a second
-  :class:`BurstCoalescer` to AW; the data to W).
-- **Free** (in order): an entry leaves the table when completed and, if it wrote, once its burst's
-  B has arrived; so a row is read from memory only when every write to it has been acknowledged.
+- **Accept** (A, from the ``cmd`` skid buffer's output register): the command takes the next
+  entry of the *in-flight table*, a ring of ``outstanding`` entries that holds each command from
+  acceptance until its write is acknowledged (B). The table's row CAM compares the row with every
+  entry; each row has at most one *live* entry, the newest. The table (rows, live bits) is
+  written at acceptance, so the compare sees every earlier command, the one accepted in the
+  cycle before included: no bypass is needed. Only the per-entry compare happens here (its
+  vector is registered); the cycle after (P) reduces it to hit and hit index, registered into Q.
+- **Queue** (Q): on a hit the command **forwards**: it reads nothing from memory and takes the
+  live entry's result (the row value after that command) when it completes. On a miss ADD/READ
+  queue a memory read; WRITE never reads. Rows to read go through a :class:`BurstCoalescer` to
+  AR; the command goes to the command queue.
+- **Complete** (in command order, three stages): C0 takes the oldest command (the command
+  queue's registered head) once its data is there (read data FIFO, or forwarded), reading the
+  forwarded entry's result; C1 registers the row before the command (read data, or the
+  forwarded result: from the result buffer, or bypassed from C2 for the command right before);
+  C2 computes the new row (``SaturatingAdder``: WRITE data, ADD saturating sum, READ the row),
+  stores it in the entry's result buffer, queues the response and, for WRITE/ADD, the write (a
+  second :class:`BurstCoalescer` to AW; the data to W).
+- **Free** (in order): completed entries queue with whether they wrote; an entry leaves the
+  table at once if it only read, else with the next acknowledged write (B); so a row is read
+  from memory only when every write to it has been acknowledged.
+
+Timing (ECP5, docs/benchmarks.md): every per-cycle decision is taken from flip-flops: queue
+heads are :class:`RegisteredFIFO` outputs (no block-RAM clock-to-output in front of logic),
+``full`` and the response credit are registers, the CAM's N-wide reduction has a cycle of its
+own (P), and the burst coalescers compare with a registered next row.
 
 Capacity: the table holds a command from acceptance to its write's B, so full rate needs
 ``outstanding`` >= (read latency + write-response latency + a burst on each side + ~8) cycles of
@@ -33,13 +43,14 @@ OKAY: the data of such a row is not to be trusted, the owner must report it.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, memory, wiring
+from amaranth.lib import data, enum, fifo, memory, wiring
 from amaranth.lib.wiring import Out
 
 from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
 from .burst_coalescer import BurstCoalescer
 from .layouts import lanes
 from .params import AXI4_PAGE, check_dram_store_params
+from .registered_fifo import RegisteredFIFO
 from .saturating_adder import SaturatingAdder
 from .skid_buffer import SkidBuffer
 from .slot_store_signature import TAG_BITS, Op, cmd_layout, row_address_bits, slot_store_signature
@@ -47,7 +58,16 @@ from .slot_store_signature import TAG_BITS, Op, cmd_layout, row_address_bits, sl
 __all__ = ["AXI_PREFIX", "DramSlotStore"]
 
 AXI_PREFIX = "m_axi_mem"
-RSP_DEPTH = 6  # response FIFO: C0 fires only with room for what C1 and C2 will push
+
+
+class Base(enum.Enum, shape=2):
+    """Where C2 takes the row before its command from."""
+
+    READ_DATA = 0  # the row read from memory
+    RESULT = 1  # the forwarded entry's result, from the result buffer
+    ONE_BACK = 2  # ... produced by C2 in the cycle before (the command right before)
+    TWO_BACK = 3  # ... produced by C2 two cycles before (written while C0 read the buffer)
+RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 
 
@@ -91,7 +111,7 @@ class DramSlotStore(wiring.Component):
             "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
             "fwd": 1, "src": ib, "mem": 1})
 
-        # ---- accept -------------------------------------------------------------------------
+        # ---- accept (A): compare with the table, claim an entry ----------------------------
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_layout(w, ab, self.tag_bits))
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
         c = cmd_in.m.payload
@@ -99,33 +119,44 @@ class DramSlotStore(wiring.Component):
         tail, free, done = Signal(ib + 1), Signal(ib + 1), Signal(ib + 1)
         rows = [Signal(ab, name=f"row{k}") for k in range(n)]
         live = Signal(n)  # entry k is the newest in flight on rows[k]
-        writes = Signal(n)  # entry k writes (WRITE/ADD): freed only after its B
-        full = (tail[ib] != free[ib]) & (tail[:ib] == free[:ib])
+        used = Signal(ib + 1)  # entries in the table (tail - free), counted to register `full`
+        full = Signal()  # == (used == n), a flip-flop: accept is one gate from registers
 
+        # The compare is per entry and registered (match_p); nothing reduces it in this cycle.
+        # The table is written at acceptance, so the compare sees every earlier command: the
+        # entry accepted last cycle included (its row and live bit are flip-flops by now).
         match = Signal(n)
         m.d.comb += match.eq(Cat(*(live[k] & (rows[k] == c.row) for k in range(n))))
+
+        accept = Signal()
+        m.d.comb += [accept.eq(cmd_in.m.valid & ~full), cmd_in.m.ready.eq(accept)]
+
+        # ---- P: the match vector reduced to hit and hit index (registered into Q) -------------
+        cmd_shape = cmd_layout(w, ab, self.tag_bits)
+        p_valid, p_cmd, match_p = Signal(), Signal(cmd_shape), Signal(n)
+        m.d.sync += [p_valid.eq(accept), p_cmd.eq(c), match_p.eq(match)]
         hit_idx = Signal(ib)  # match is one-hot or zero: OR the indices, as a balanced tree
-        terms = [Mux(match[k], k, 0) for k in range(1, n)]
+        terms = [Mux(match_p[k], k, 0) for k in range(1, n)]
         while len(terms) > 1:
             terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
                      for i in range(0, len(terms), 2)]
         m.d.comb += hit_idx.eq(terms[0])
-        hit = match.any()
 
-        accept = Signal()
-        m.d.comb += [accept.eq(cmd_in.m.valid & ~full), cmd_in.m.ready.eq(accept)]
-        needs_read = (c.op != Op.WRITE) & ~hit
+        # ---- Q: queue the command (to completion) and its read (to AR) ------------------------
+        q_valid, q_cmd, q_hit, q_idx = Signal(), Signal(cmd_shape), Signal(), Signal(ib)
+        m.d.sync += [q_valid.eq(p_valid), q_cmd.eq(p_cmd), q_hit.eq(match_p.any()), q_idx.eq(hit_idx)]
+        needs_read = q_valid & (q_cmd.op != Op.WRITE) & ~q_hit
 
-        m.submodules.cmds = cmds = fifo.SyncFIFOBuffered(width=entry_layout.size, depth=n)
+        m.submodules.cmds = cmds = RegisteredFIFO(entry_layout, n)
         entry = Signal(entry_layout)
-        m.d.comb += [entry.op.eq(c.op), entry.row.eq(c.row), entry.data.eq(c.data), entry.lanes.eq(c.lanes),
-                     entry.tag.eq(c.tag), entry.fwd.eq(hit & (c.op != Op.WRITE)),
-                     entry.src.eq(hit_idx), entry.mem.eq(needs_read),
-                     cmds.w_data.eq(entry), cmds.w_en.eq(accept)]
+        m.d.comb += [entry.op.eq(q_cmd.op), entry.row.eq(q_cmd.row), entry.data.eq(q_cmd.data),
+                     entry.lanes.eq(q_cmd.lanes), entry.tag.eq(q_cmd.tag),
+                     entry.fwd.eq(q_hit & (q_cmd.op != Op.WRITE)), entry.src.eq(q_idx),
+                     entry.mem.eq(needs_read), cmds.w_data.eq(entry), cmds.w_en.eq(q_valid)]
 
         m.submodules.ar_bursts = ar_bursts = BurstCoalescer(
             ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
-        m.d.comb += [ar_bursts.row.eq(c.row), ar_bursts.push.eq(accept & needs_read)]
+        m.d.comb += [ar_bursts.row.eq(q_cmd.row), ar_bursts.push.eq(needs_read)]
 
         # ---- memory reads -------------------------------------------------------------------
         rb = ar_bursts.m.payload
@@ -139,37 +170,54 @@ class DramSlotStore(wiring.Component):
         m.d.comb += [rdata.w_data.eq(axi.rdata), rdata.w_en.eq(axi.rvalid), axi.rready.eq(rdata.w_rdy)]
 
         # ---- complete, stage C0 -------------------------------------------------------------
-        head = Signal(entry_layout)
-        m.d.comb += head.eq(cmds.r_data)
+        # The oldest command is the command queue's registered head, so `fire` is decided from
+        # flip-flops (head flags, the read-data FIFO's r_rdy, the response credit), not from a
+        # block-RAM output.
+        head = cmds.m.payload
         m.submodules.results = results = memory.Memory(shape=w, depth=n, init=[])
         res_w = results.write_port()
-        res_r = results.read_port(transparent_for=(res_w,))
+        res_r = results.read_port()  # not transparent: the C2 results it misses are bypassed
         m.submodules.rsp_out = rsp_out = fifo.SyncFIFOBuffered(
             width=len(self.rsp.payload.as_value()), depth=RSP_DEPTH)
+        owed = Signal(range(RSP_DEPTH + 1))  # fired, response not yet taken: C1..C3 + rsp_out
         c1_valid, c2_valid = Signal(), Signal()
         fire = Signal()
         m.d.comb += [
-            fire.eq(cmds.r_rdy & (~head.mem | rdata.r_rdy) & (rsp_out.level + c1_valid + c2_valid < RSP_DEPTH)),
-            cmds.r_en.eq(fire), rdata.r_en.eq(fire & head.mem), res_r.addr.eq(head.src),
+            fire.eq(cmds.m.valid & (~head.mem | rdata.r_rdy) & (owed != RSP_DEPTH)),
+            cmds.m.ready.eq(fire), rdata.r_en.eq(fire & head.mem), res_r.addr.eq(head.src),
         ]
+        m.d.sync += owed.eq(owed + fire - (self.rsp.valid & self.rsp.ready))
         c1 = Signal(entry_layout)
         c1_rdata = Signal(w)
+        c1_two_back = Signal()  # the forwarded result is being written now (C2): read misses it
         m.d.sync += c1_valid.eq(fire)
         with m.If(fire):
-            m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data)]
+            m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data),
+                         c1_two_back.eq(c2_valid & (head.src == done[:ib]))]
 
-        # ---- complete, stage C1: the row before this command ----------------------------------
-        # The result buffer's output goes straight into a register (no adder behind a block-RAM
-        # output). Its read saw every result written up to the cycle C0 fired; the one C2 writes
-        # now (the command right before) is bypassed.
+        # ---- complete, stage C1: register the candidates for the row before this command -------
+        # Both block-RAM outputs (read data, result buffer) go straight into registers; C2 picks
+        # one with a select computed here. The result buffer's read (at C0) saw every result
+        # written before C0's cycle; the two it cannot see are bypassed from C2's output
+        # registers: the one written in C0's cycle (two commands back: `new_rr`) and the one
+        # written in C1's cycle (the command right before: `new_r`).
         c2 = Signal(entry_layout)
+        c2_rdata, c2_res = Signal(w), Signal(w)
         c2_base = Signal(w)
-        new = Signal(w)
-        from_c2 = c2_valid & (c1.src == done[:ib])
-        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1),
-                     c2_base.eq(Mux(c1.fwd, Mux(from_c2, new, res_r.data), c1_rdata))]
+        base_sel = Signal(Base)
+        new, new_r, new_rr = Signal(w), Signal(w), Signal(w)
+        one_back = c2_valid & (c1.src == done[:ib])
+        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1), c2_rdata.eq(c1_rdata), c2_res.eq(res_r.data),
+                     base_sel.eq(Mux(~c1.fwd, Base.READ_DATA, Mux(one_back, Base.ONE_BACK,
+                                 Mux(c1_two_back, Base.TWO_BACK, Base.RESULT)))),
+                     new_r.eq(new), new_rr.eq(new_r)]
 
         # ---- complete, stage C2: the new row ------------------------------------------------
+        with m.Switch(base_sel):
+            for sel, value in ((Base.READ_DATA, c2_rdata), (Base.RESULT, c2_res),
+                               (Base.ONE_BACK, new_r), (Base.TWO_BACK, new_rr)):
+                with m.Case(sel):
+                    m.d.comb += c2_base.eq(value)
         m.submodules.adder = adder = SaturatingAdder(w)
         m.d.comb += [adder.a.eq(c2_base), adder.b.eq(c2.data)]
         with m.Switch(c2.op):
@@ -179,28 +227,33 @@ class DramSlotStore(wiring.Component):
                 m.d.comb += new.eq(adder.sum)
             with m.Default():
                 m.d.comb += new.eq(c2_base)
-        rsp = Signal(self.rsp.payload.shape())
-        m.d.comb += [
-            rsp.data.eq(new), rsp.tag.eq(c2.tag),
-            rsp.overflow.eq((c2.op == Op.ADD) & (adder.overflow & c2.lanes).any()),
-            rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c2_valid),
-            self.rsp.payload.eq(rsp_out.r_data), self.rsp.valid.eq(rsp_out.r_rdy),
-            rsp_out.r_en.eq(self.rsp.ready),
-            res_w.addr.eq(done[:ib]), res_w.data.eq(new), res_w.en.eq(c2_valid),
-        ]
+        m.d.comb += [res_w.addr.eq(done[:ib]), res_w.data.eq(new), res_w.en.eq(c2_valid)]
         with m.If(c2_valid):
             m.d.sync += done.eq(done + 1)
 
-        # ---- memory writes ------------------------------------------------------------------
+        # ---- C3: the new row (`new_r`) leaves as the response and the write data ------------
+        # Only C2's own loop (new_r -> base -> adder -> new_r) and the result buffer take `new`
+        # combinationally; the FIFOs' write data come from registers.
+        c3_valid, c3_writes, c3_overflow, c3_tag = Signal(), Signal(), Signal(), Signal(self.tag_bits)
+        rsp = Signal(self.rsp.payload.shape())
         c2_writes = c2_valid & (c2.op != Op.READ)
+        m.d.sync += [c3_valid.eq(c2_valid), c3_writes.eq(c2_writes), c3_tag.eq(c2.tag),
+                     c3_overflow.eq((c2.op == Op.ADD) & (adder.overflow & c2.lanes).any())]
+        m.d.comb += [
+            rsp.data.eq(new_r), rsp.tag.eq(c3_tag), rsp.overflow.eq(c3_overflow), rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c3_valid),
+            self.rsp.payload.eq(rsp_out.r_data), self.rsp.valid.eq(rsp_out.r_rdy),
+            rsp_out.r_en.eq(self.rsp.ready),
+        ]
+
+        # ---- memory writes ------------------------------------------------------------------
         m.submodules.aw_bursts = aw_bursts = BurstCoalescer(
             ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
         m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
         m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes),
-                     wdata.w_data.eq(new), wdata.w_en.eq(c2_writes)]
+                     wdata.w_data.eq(new_r), wdata.w_en.eq(c3_writes)]
 
-        m.submodules.wlen = wlen = fifo.SyncFIFOBuffered(width=8, depth=n)  # bursts AW sent, W not
-        m.submodules.blen = blen = fifo.SyncFIFOBuffered(width=8, depth=n)  # bursts AW sent, B not
+        m.submodules.wlen = wlen = RegisteredFIFO(8, n)  # bursts AW sent, W not
+        m.submodules.blen = blen = RegisteredFIFO(8, n)  # bursts AW sent, B not
         wb = aw_bursts.m.payload
         aw_go = aw_bursts.m.valid & axi.awready
         m.d.comb += [
@@ -212,36 +265,52 @@ class DramSlotStore(wiring.Component):
             blen.w_data.eq(wb.len_m1), blen.w_en.eq(aw_go),
         ]
         beat = Signal(8)
-        last = beat == wlen.r_data
+        last = beat == wlen.m.payload
         w_go = axi.wvalid & axi.wready
         m.d.comb += [
-            axi.wvalid.eq(wlen.r_rdy & wdata.r_rdy), axi.wdata.eq(wdata.r_data),
+            axi.wvalid.eq(wlen.m.valid & wdata.r_rdy), axi.wdata.eq(wdata.r_data),
             axi.wstrb.eq((1 << (w // 8)) - 1), axi.wlast.eq(last),
-            wdata.r_en.eq(w_go), wlen.r_en.eq(w_go & last),
+            wdata.r_en.eq(w_go), wlen.m.ready.eq(w_go & last),
         ]
         with m.If(w_go):
             m.d.sync += beat.eq(Mux(last, 0, beat + 1))
 
         # ---- free ---------------------------------------------------------------------------
+        # Completed entries queue in order with whether they wrote; the oldest leaves the table
+        # at once if it only read, or with the next acknowledged write. The queue's head sits in
+        # flip-flops, so `can_free` is two gates from flip-flops.
+        m.submodules.freeq = free_head = RegisteredFIFO(1, n)
+        m.d.comb += [free_head.w_data.eq(c2.op != Op.READ), free_head.w_en.eq(c2_valid)]
         acked = Signal(ib + 2)  # acknowledged writes not yet freed
-        b_go = axi.bvalid & blen.r_rdy
-        m.d.comb += [axi.bready.eq(blen.r_rdy), blen.r_en.eq(b_go)]
-        free_writes = writes.bit_select(free[:ib], 1)
-        can_free = (free != done) & (~free_writes | (acked != 0))
-        m.d.sync += acked.eq(acked + Mux(b_go, blen.r_data + 1, 0) - (can_free & free_writes))
+        b_go = axi.bvalid & blen.m.valid
+        m.d.comb += [axi.bready.eq(blen.m.valid), blen.m.ready.eq(b_go)]
+        acked_any = Signal()  # == (acked != 0), a flip-flop
+        free_writes = free_head.m.payload
+        can_free = free_head.m.valid & (~free_writes | acked_any)
+        acked_next = acked + Mux(b_go, blen.m.payload + 1, 0) - (can_free & free_writes)
+        m.d.comb += free_head.m.ready.eq(can_free)
+        m.d.sync += [acked.eq(acked_next), acked_any.eq(acked_next != 0)]
         with m.If(can_free):
             m.d.sync += free.eq(free + 1)
 
         # ---- table update -------------------------------------------------------------------
         onehot_tail = Signal(n)
         onehot_free = Signal(n)
+        # A freed entry's live bit clears one cycle late, from registers (`can_free` reaches no
+        # N-wide fanout). Meanwhile a command may still forward from it: its result stays in the
+        # result buffer until the entry is re-taken and that later command completes, and a row
+        # only ever forwards from its newest entry, so the value is the row's.
+        freed, freed_idx = Signal(), Signal(ib)
+        m.d.sync += [freed.eq(can_free), freed_idx.eq(free[:ib])]
         m.d.comb += [onehot_tail.eq(Mux(accept, Const(1, n) << tail[:ib], 0)),
-                     onehot_free.eq(Mux(can_free, Const(1, n) << free[:ib], 0))]
-        # A hit retires the old live entry (match is one-hot: one live entry per row).
+                     onehot_free.eq(Mux(freed, Const(1, n) << freed_idx, 0))]
+        # A hit retires the old live entry (match is one-hot: one live entry per row). A new entry
+        # wins over a late clear of the entry that last had its index.
         m.d.sync += live.eq((live & ~Mux(accept, match, 0) & ~onehot_free) | onehot_tail)
+        m.d.sync += [used.eq(used + accept - can_free),
+                     full.eq(Mux(accept, used + 1, used) - can_free == n)]
         with m.If(accept):
             m.d.sync += tail.eq(tail + 1)
-            m.d.sync += writes.eq((writes & ~onehot_tail) | Mux(c.op != Op.READ, onehot_tail, 0))
             with m.Switch(tail[:ib]):
                 for k in range(n):
                     with m.Case(k):
