@@ -28,7 +28,7 @@ min_r S_r c / H_r, the most constrained receiver limiting the group.
   times (a chunk may queue behind one chunk of every other stream at the FPGA port), with one
   of the M_r // c slots kept spare for jitter from queues on shared links: S_r = M_r // c - 1.
 
-**Scale agreement** (``agreement_time``, docs/planner.md "Scale agreement"): the host driver starts
+**Scale agreement** (``agreement_time``, docs/planner.md, round model item 9): the host driver starts
 every all-reduce call (``Driver.allreduce``, the sharded call too) with an all-reduce of the
 agreement vector (``host/agreement.py``: ``LANES`` int32 lanes, 1432 B) among the same members,
 before the first data chunk leaves. A round's time is therefore that exchange (this model at
