@@ -3,7 +3,7 @@ cliques for 10/16/32/64 sites, and the sharded families against the ring all-red
 bytes x memory.
 
 Run: .venv/bin/python bench/bench_planner.py [--quick]
-         [--section all|optimiser|cliques|sim|findings|sharded]
+         [--section all|optimiser|cliques|sim|findings|sharded|agreement]
      .venv/bin/python bench/bench_planner.py --write-synthetic 8x8 FILE   (topology YAML for
      ``wanreduce plan --topology FILE``)
 Writes docs/img/plan_*.png and prints the markdown tables recorded in docs/benchmarks.md.
@@ -147,17 +147,17 @@ def bench_sim(quick: bool) -> list[str]:
                         for i, rnd in enumerate(plans[fam].schedule.rounds[:2]):
                             a = m.round_time(rnd)
                             s = simulate_round(topo, rnd, nbytes, chunk, model, pacing=a.pacing())
-                            err = s.time / a.time - 1
+                            err = s.time / a.transfer - 1  # the simulator replays the data
                             errs.setdefault((fam, model, "paced"), []).append(err)
                             un, uerr, queue = "-", "-", "-"
                             if model != "skew-only":
                                 u = simulate_round(topo, rnd, nbytes, chunk, model)
-                                e = u.time / a.time - 1
+                                e = u.time / a.transfer - 1
                                 errs.setdefault((fam, model, "unpaced"), []).append(e)
                                 un, uerr, queue = f"{u.time:.4f} s", f"{e:+.1%}", format_size(u.peak_queue)
                             if fam in ("all-to-all", "cliques-3"):
                                 rows.append(f"| {name} | {format_size(nbytes)} | {format_size(mem)} | {model} | "
-                                            f"{fam} | {i + 1} | {a.time:.4f} s ({a.bound}) | {s.time:.4f} s | "
+                                            f"{fam} | {i + 1} | {a.transfer:.4f} s ({a.bound}) | {s.time:.4f} s | "
                                             f"{err:+.1%} | {un} | {uerr} | {queue} |")
     rows += ["", "| family | model | paced sim vs analytic (min .. max) | unpaced sim vs analytic "
              "(min .. max) | rounds |", "|---|---|---|---|---|"]
@@ -271,11 +271,47 @@ def bench_sharded(quick: bool) -> list[str]:
                     a = m.round_time(rnd)
                     paced = simulate_round(topo, rnd, b, chunk, pacing=a.pacing()).time
                     free = simulate_round(topo, rnd, b, chunk).time
-                    worst = max(worst, abs(paced / a.time - 1))
+                    a_t = a.transfer  # the simulator replays the phases, not the agreement
+                    worst = max(worst, abs(paced / a_t - 1))
                     rows.append(f"| {name} | {format_size(b)} | {format_size(mem)} | {plans[fam].schedule.label} "
-                                f"| {a.time:.4f} s ({a.bound}) | {paced:.4f} s | {paced / a.time - 1:+.1%} "
-                                f"| {free:.4f} s | {free / a.time - 1:+.1%} |")
+                                f"| {a_t:.4f} s ({a.bound}) | {paced:.4f} s | {paced / a_t - 1:+.1%} "
+                                f"| {free:.4f} s | {free / a_t - 1:+.1%} |")
     rows.append(f"\nworst |paced error|: {worst:.1%}")
+    return rows
+
+
+def bench_agreement(quick: bool) -> list[str]:
+    """Where the scale agreement in the round time changes the planner's choice: best plan and
+    best in-network plan with it (the planner) and without it (``agreement_time`` patched to 0,
+    the planner before issue 15's fix), nine-city at ``wanreduce plan``'s default memories, and
+    the scaled nine-city that ``bench_emulator.py`` measures."""
+    from wanreduce.emulator.scaling import scale_topology
+
+    def plans(topo, b: int, m: int, chunk_elements: int = pr._MAX_ELEMENTS):
+        res = pr.evaluate(topo, b, m, elements_per_packet=chunk_elements, colocated=False)
+        return res.best, res.best_in_network
+
+    real = RoundModel.agreement_time
+    cases = [("nine-city", load_topology("nine-city"), b, m)
+             for b in ((10**6, 10**8) if quick else (10**6, 10**7, 10**8, 10**9))
+             for m in (4 * 2**20, 64 * 2**20, 2**30, 16 * 2**30)]
+    scaled = scale_topology(load_topology("nine-city"), 1e-3, 4.0)
+    cases += [("nine-city x1e-3 rate, x4 latency", scaled, 10**6, m) for m in (32 * 1996, 2048 * 1996)]
+    rows = ["| topology | bytes | memory | best (in-network) with agreement | without | changed |",
+            "|---|---|---|---|---|---|"]
+    for name, topo, b, m in cases:
+        with_ = plans(topo, b, m)
+        RoundModel.agreement_time = lambda self, rnd: 0.0  # type: ignore[method-assign]
+        try:
+            without = plans(topo, b, m)
+        finally:
+            RoundModel.agreement_time = real  # type: ignore[method-assign]
+        cell = ["; ".join(f"{p.schedule.label} {p.time:.3f} s" for p in (x if x[0] is not x[1] else x[:1]))
+                for x in (with_, without)]
+        changed = [w.schedule.label != o.schedule.label for w, o in zip(with_, without, strict=True)]
+        rows.append(f"| {name} | {format_size(b)} | {format_size(m)} | {cell[0]} | {cell[1]} | "
+                    f"{'best' if changed[0] else ''}{' in-network' if changed[1] else ''}"
+                    f"{'-' if not any(changed) else ''} |")
     return rows
 
 
@@ -283,7 +319,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--section", "--part", dest="section",
-                    choices=("all", "optimiser", "cliques", "sim", "findings", "sharded"),
+                    choices=("all", "optimiser", "cliques", "sim", "findings", "sharded", "agreement"),
                     default="all", help="run one section only")
     ap.add_argument("--write-synthetic", nargs=2, metavar=("RxP", "FILE"),
                     help="write the synthetic WAN of R regions x P sites as YAML and exit")
@@ -298,7 +334,8 @@ def main() -> None:
                            ("cliques", "cliques for any number of sites", bench_cliques),
                            ("sim", "simulator vs analytic", bench_sim),
                            ("sharded", "sharded families vs ring all-reduce", bench_sharded),
-                           ("findings", "findings", bench_findings)):
+                           ("findings", "findings", bench_findings),
+                           ("agreement", "the scale agreement and the planner's choice", bench_agreement)):
         if args.section in ("all", key):
             t0 = time.perf_counter()
             print(f"## {title}\n")

@@ -5,19 +5,15 @@ The plan comes from the planner itself (``plan_report.evaluate``: the same optim
 runs as the GroupTable's step(s); a sharded round runs as its reduce-scatter/all-gather phases
 (``host/sharded_allreduce.py``). The prediction of what runs is the planner's round model
 (``RoundModel.round_time``) of each step as a round of disjoint cliques, and of the sharded round
-itself: for every family exactly the planner's round time (``plan_round_times``).
-
-The driver also exchanges an agreement vector (``host/agreement.py``, 358 int32 lanes) before
-every tensor: one more all-reduce of that size in the same group (a sharded round: the group of
-all sites), which the planner's round does not contain. ``agreement_times`` is the same round model's time for it (about one group latency);
-``round_time(r, agreement=True)`` adds it.
+itself: for every family exactly the planner's round time (``plan_round_times``). That round time
+includes the driver's scale agreement (each step is one ``allreduce`` call, which starts with
+it): ``agreement_times`` is only its part, for display; nothing is added here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wanreduce.host import agreement
 from wanreduce.planner import plan_report as pr
 from wanreduce.planner.group_table import GroupTable, group_table
 from wanreduce.planner.optimiser import Plan
@@ -38,17 +34,20 @@ class Prediction:
 
     plan: Plan
     table: GroupTable
-    step_times: list[list[float]]  # per round of the schedule, per step (s)
-    agreement_times: list[list[float]]  # the driver's agreement exchange of each step (s)
+    step_times: list[list[float]]  # per round of the schedule, per step (s), agreement included
+    agreement_times: list[list[float]]  # the agreement's part of each step time (s)
 
-    def round_time(self, r: int, agreement: bool = False) -> float:
-        """Predicted time of round ``r`` (rounds repeat cyclically), with the agreements."""
-        k = r % len(self.step_times)
-        return sum(self.step_times[k]) + (sum(self.agreement_times[k]) if agreement else 0.0)
+    def round_time(self, r: int) -> float:
+        """Predicted time of round ``r`` (rounds repeat cyclically), agreements included."""
+        return sum(self.step_times[r % len(self.step_times)])
 
-    def mean_round_time(self, rounds: int, agreement: bool = False) -> float:
+    def agreement_time(self, r: int) -> float:
+        """The scale agreements' part of ``round_time(r)``."""
+        return sum(self.agreement_times[r % len(self.agreement_times)])
+
+    def mean_round_time(self, rounds: int) -> float:
         """Mean predicted round time over rounds 0..rounds-1."""
-        return sum(self.round_time(r, agreement) for r in range(rounds)) / rounds
+        return sum(self.round_time(r) for r in range(rounds)) / rounds
 
     @property
     def plan_round_times(self) -> list[float]:
@@ -83,16 +82,14 @@ def choose_plan(topo: Topology, schedule: str, nbytes: int, memory: int, element
 def predict(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int) -> Prediction:
     """Round model time of each GroupTable step of ``plan`` at ``memory`` (module docstring)."""
     table = group_table(plan.schedule)
-    t = topo.with_memory(memory)
-    model = RoundModel(t, nbytes, elements * pr.ELEMENT_BYTES)
-    agree = RoundModel(t, agreement.LANES * 4, elements * pr.ELEMENT_BYTES)
+    model = RoundModel(topo.with_memory(memory), nbytes, elements * pr.ELEMENT_BYTES)
     times, agreements = [], []
     for r in range(len(table.rounds)):
-        rounds = [clique_round(sorted({table.groups[g] for g in step.values()}))
-                  for step in table.steps(r)]
         if table.sharded_steps(r) is not None:  # its phases, as the planner times them
-            times.append([float(model.round_time(plan.schedule.rounds[r]).time)])
+            results = [model.round_time(plan.schedule.rounds[r])]
         else:
-            times.append([float(model.round_time(x).time) for x in rounds])
-        agreements.append([float(agree.round_time(x).time) for x in rounds])
+            results = [model.round_time(clique_round(sorted({table.groups[g] for g in step.values()})))
+                       for step in table.steps(r)]
+        times.append([float(x.time) for x in results])
+        agreements.append([float(x.agreement) for x in results])
     return Prediction(plan, table, times, agreements)

@@ -50,9 +50,18 @@ class Plan:
     schedule: Schedule
     time: float  # seconds to epsilon-consensus
     rounds: int | None
-    round_times: list[float]
+    round_times: list[float]  # each includes the round's scale agreement
     bounds: list[str] = field(default_factory=list)
     exact_search: bool = False
+    agreements: list[float] = field(default_factory=list)  # the agreement part of each round
+
+    @property
+    def agreement_time(self) -> float:
+        """The scale agreements' part of ``time`` (rounds repeat cyclically)."""
+        if not self.rounds or not self.agreements:
+            return 0.0 if self.rounds is not None else math.inf
+        k = len(self.agreements)
+        return sum(self.agreements[t % k] for t in range(self.rounds))
 
 
 def factorisations(n: int, min_factor: int = 2) -> list[tuple[int, ...]]:
@@ -136,7 +145,8 @@ class Optimiser:
         times = [r.time for r in results]
         rounds = rounds_to_consensus(schedule, self.eps)
         total = math.inf if rounds is None else sum(times[t % len(times)] for t in range(rounds))
-        return Plan(schedule.family, schedule, total, rounds, times, [r.bound for r in results])
+        return Plan(schedule.family, schedule, total, rounds, times, [r.bound for r in results],
+                    agreements=[r.agreement for r in results])
 
     # -- families ------------------------------------------------------------------------
     def tour(self) -> list[int]:

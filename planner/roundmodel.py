@@ -27,6 +27,14 @@ min_r S_r c / H_r, the most constrained receiver limiting the group.
   H_r = max - min over r's m_r remote senders of the one-way arrival time + m_r ingress chunk
   times (a chunk may queue behind one chunk of every other stream at the FPGA port), with one
   of the M_r // c slots kept spare for jitter from queues on shared links: S_r = M_r // c - 1.
+
+**Scale agreement** (``agreement_time``, docs/planner.md, round model item 9): the host driver starts
+every all-reduce call (``Driver.allreduce``, the sharded call too) with an all-reduce of the
+agreement vector (``host/agreement.py``: ``LANES`` int32 lanes, 1432 B) among the same members,
+before the first data chunk leaves. A round's time is therefore that exchange (this model at
+``AGREEMENT_BYTES`` on the round's aggregating groups; a sharded round: the clique of all its
+sites) followed by the data transfer: ``RoundResult.time = agreement + transfer``. One call per
+round, as the driver runs a round; the ring (hosts reduce, exact floats) has none.
 """
 
 from __future__ import annotations
@@ -36,10 +44,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .schedules import Round, Schedule
+from wanreduce.host.agreement import LANES as _AGREEMENT_LANES
+
+from .schedules import Round, Schedule, clique
 from .sharded import ShardedRound
 from .topology import Topology
 
+#: Bytes of the driver's agreement vector on the wire (int32 lanes, like every payload element).
+AGREEMENT_BYTES = _AGREEMENT_LANES * 4
 MEMORY_MODELS = ("shared", "per-sender", "skew-only")
 #: Models whose slot is held for a round trip (senders wait for acks, chunks leave in windows).
 ROUND_TRIP_MODELS = ("shared", "per-sender")
@@ -62,10 +74,20 @@ class ComponentResult:
 
 @dataclass
 class RoundResult:
-    """Time of one round (= slowest component) with per-component detail."""
+    """Time of one round (= slowest component) with per-component detail.
+
+    ``time`` includes ``agreement``, the driver's scale agreement before the data (0 for the
+    ring and for a phase); ``transfer`` is the data part alone (what ``wansim`` replays).
+    """
 
     time: float
     components: list[ComponentResult] = field(default_factory=list)
+    agreement: float = 0.0
+
+    @property
+    def transfer(self) -> float:
+        """The data transfer alone (the round time without the agreement)."""
+        return self.time - self.agreement
 
     def pacing(self) -> dict[int, float]:
         """Sender -> paced rate (bytes/s): what the planner tells each sender to send at."""
@@ -127,8 +149,11 @@ class RoundModel:
                              f"got {memory_model!r}")
         self.topo = topo
         self.nbytes = int(nbytes)
+        self.chunk_bytes = int(chunk_bytes)
         self.chunk = int(min(chunk_bytes, max(nbytes, 1)))
         self.memory_model = memory_model
+        self._agreement_model: RoundModel | None = None
+        self._agreements: dict[tuple, float] = {}
         c = self.chunk
         rate = topo.line_rate
         # one chunk's store-and-forward serialisation after the egress port, per (s, r)
@@ -176,7 +201,32 @@ class RoundModel:
         return (windows - 1) * cyc + last / burst + latency
 
     def round_time(self, rnd: Round) -> RoundResult:
-        """Time of one round."""
+        """Time of one round as the driver runs it: the scale agreement, then the data."""
+        res = self.transfer_time_of(rnd)
+        res.agreement = self.agreement_time(rnd)
+        res.time += res.agreement
+        return res
+
+    def agreement_time(self, rnd: Round) -> float:
+        """The driver's scale agreement of a round (module docstring): an all-reduce of
+        ``AGREEMENT_BYTES`` in every aggregating group of the round (groups that merge one
+        stream need no common scale), in the clique of all sites of a sharded round (its
+        agreement spans every shard owner), none for the ring (no aggregator)."""
+        if rnd.ring is not None:
+            return 0.0
+        if isinstance(rnd, ShardedRound):
+            groups = (clique(sorted({s for g in rnd.groups for s in g.receivers + g.senders})),)
+        else:
+            groups = tuple(g for g in rnd.groups if g.aggregating)
+        if groups not in self._agreements:
+            if self._agreement_model is None:
+                self._agreement_model = RoundModel(self.topo, AGREEMENT_BYTES, self.chunk_bytes,
+                                                   self.memory_model)
+            self._agreements[groups] = self._agreement_model.transfer_time_of(Round(groups)).time
+        return self._agreements[groups]
+
+    def transfer_time_of(self, rnd: Round) -> RoundResult:
+        """The data transfer of one round alone (no agreement)."""
         if rnd.ring is not None:
             return self._ring_time(rnd.ring)
         if isinstance(rnd, ShardedRound):

@@ -112,4 +112,4 @@ def sharded_round_time(model: RoundModel, rnd: ShardedRound) -> ShardedResult:
         results.append(res)
         rates.append(r)
     comps = [c for res in results for c in res.components]
-    return ShardedResult(sum(res.time for res in results), comps, results, rates)
+    return ShardedResult(sum(res.time for res in results), comps, phases=results, rates=rates)

@@ -44,7 +44,10 @@ def test_emulate_runs_rounds_checks_results_and_reports_prediction_and_links(tmp
     assert len(doc["round_times"]) == 2 and all(t > 0 for t in doc["round_times"])
     # the measured round cannot beat the one-way latency of the farthest pair (45 ms)
     assert min(doc["round_times"]) > 0.045
-    assert doc["predicted_mean"] > 0.045
+    # the prediction is the planner's round: the scale agreement (its result needs the farthest
+    # member's contribution: >= 45 ms) and then the data (again >= 45 ms)
+    assert len(doc["predicted_agreement"]) == 2 and min(doc["predicted_agreement"]) > 0.045
+    assert doc["predicted_mean"] > 2 * 0.045
     # all-to-all over a triangle: every directed link carries every round's traffic
     assert len(doc["link_bytes"]) == 6 and all(b > 0 for b in doc["link_bytes"].values())
     assert doc["dropped"] == 0 and doc["lost"] == 0

@@ -18,7 +18,9 @@ from wanreduce.planner.topology import format_size, load_topology
 E = 256  # --elements-per-packet given explicitly, so the API call needs no CLI default
 HEADER = re.compile(r"^FPGA memory (\S+) \(S = (\d+) slots of (\d+) elements\): best (.+) ([\d.]+) s; "
                     r"best in-network (.+) ([\d.]+) s$")
-ROW = re.compile(r"^  (\S+)\s+(\d+|-)\s+([\d.]+)s\s+([\d.]+|nan)s\s+([\d.]+|nan)x\s+(\S+)\s+(.+)$")
+ROW = re.compile(r"^  (\S+)\s+(\d+|-)\s+([\d.]+)s\s+([\d.]+|inf)s\s+([\d.]+|nan)s\s+([\d.]+|nan)x\s+(\S+)"
+                 r"\s+(.+)$")
+AGREEMENT = "  (every round's time includes the driver's scale agreement, a 1432 B all-reduce in each group"
 CORE = re.compile(r"^  core parameters: S = (\d+) slots \(power of two; memory holds (\d+)\) x E = (\d+) ")
 
 
@@ -51,7 +53,8 @@ def _sections(out: str) -> list[tuple[re.Match, list[re.Match], list[str]]]:
     found = []
     for k, ln in enumerate(lines):
         if m := HEADER.match(ln):
-            rows, j = [], k + 2
+            assert lines[k + 1].startswith(AGREEMENT)  # says the times include it
+            rows, j = [], k + 3
             while j < len(lines) and (r := ROW.match(lines[j])):
                 rows.append(r)
                 j += 1
@@ -79,7 +82,10 @@ def test_plan_output_equals_the_planner_api(tmp_path, figures) -> None:
         for x in rows:
             p = r.plans[x.group(1)]
             assert x.group(2) == ("-" if p.rounds is None else str(p.rounds))
-            assert float(x.group(3)) == round(p.time, 3) and x.group(7) == p.schedule.label
+            assert float(x.group(3)) == round(p.time, 3) and x.group(8) == p.schedule.label
+            # the scale agreement is part of every in-network round (none for the ring)
+            assert float(x.group(4)) == round(p.agreement_time, 3)
+            assert (p.agreement_time > 0) == pr.is_in_network(x.group(1))
         # The hardware block: S, E and the first round's group table of the best plan.
         hw = pr.hardware_plan(r.best_in_network.schedule, topo, m, E, "per-sender")
         core = next(CORE.match(ln) for ln in rest if CORE.match(ln))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from wanreduce.host import agreement
 from wanreduce.planner import schedules as S
-from wanreduce.planner.roundmodel import RoundModel
+from wanreduce.planner.roundmodel import AGREEMENT_BYTES, RoundModel
 from wanreduce.planner.topology import topology_from_dict
 
 C = 1000  # chunk bytes
@@ -28,8 +29,29 @@ def test_two_sites_bandwidth_bound() -> None:
     r = RoundModel(t, b, C).round_time(S.clique_round([[0, 1]]))
     x = 1e9 / 8
     latency = 0.010 + C / x + C / (10e9 / 8)  # propagation + last chunk on the link + ingress
-    assert r.time == pytest.approx(b / x + latency, rel=1e-9)
+    # The driver's scale agreement first: 1432 B (2 chunks of <= C) at the same link rate, one
+    # window (plenty of slots), the same last-chunk latency; then the data.
+    agree = AGREEMENT_BYTES / x + latency
+    assert r.transfer == pytest.approx(b / x + latency, rel=1e-9)
+    assert r.agreement == pytest.approx(agree, rel=1e-9)
+    assert r.time == pytest.approx(agree + b / x + latency, rel=1e-9)
     assert r.bound == "link"
+
+
+def test_agreement_is_the_drivers_vector_once_per_round() -> None:
+    """The agreement is what the driver exchanges (``host/agreement.py``'s LANES int32 lanes, in
+    the round's aggregating groups): 358 lanes at E = 499 are one 1432 B chunk, which on a
+    10 ms line at 1 Gb/s costs one one-way delay; a bigger tensor does not change it; a ring
+    round (hosts reduce, no aggregator) has none."""
+    assert AGREEMENT_BYTES == agreement.LANES * 4 == 1432
+    t = line(3, 10, 1, 10, 10**9)
+    x, c = 1e9 / 8, 1996
+    small, big = (RoundModel(t, b, c).round_time(S.clique_round([[0, 1], [2]]))
+                  for b in (10**5, 10**7))
+    one_way = 0.010 + 1432 / x + 1432 / (10e9 / 8)  # one chunk: propagation, link, ingress
+    assert small.agreement == big.agreement == pytest.approx(1432 / x + one_way, rel=1e-9)
+    assert big.time - small.time == pytest.approx(big.transfer - small.transfer, rel=1e-12)
+    assert RoundModel(t, 10**5, c).round_time(S.ring_allreduce(3).rounds[0]).agreement == 0.0
 
 
 def test_two_sites_memory_bound() -> None:
@@ -41,7 +63,8 @@ def test_two_sites_memory_bound() -> None:
     one_way = 0.010 + C / rate + C / rate  # last byte at the receiver after leaving the port
     cycle = one_way + C / rate + 0.010  # + egress serialisation + ack back
     expected = (25 - 1) * cycle + 4 * C / rate + one_way
-    assert r.time == pytest.approx(expected, rel=1e-9)
+    # the agreement's 2 chunks fit one window of 4 slots: its bytes at line rate + one_way
+    assert r.time == pytest.approx(AGREEMENT_BYTES / rate + one_way + expected, rel=1e-9)
     assert r.bound == "memory"
     assert r.components[0].slots == 4
 
@@ -101,6 +124,7 @@ def test_ring_allreduce_alpha_beta() -> None:
     l1 = 0.001 + C / x + C / x
     l3 = 0.003 + 3 * C / x + C / x
     assert r.time == pytest.approx(2 * 3 / 4 * b / x + 4 * l1 + 2 * l3, rel=1e-9)
+    assert r.agreement == 0.0  # hosts reduce exact floats: no scale agreement
 
 
 def test_colocated_is_never_slower() -> None:
@@ -145,9 +169,9 @@ def test_skew_only_holds_a_slot_from_first_to_last_arrival() -> None:
     (comp,) = r.components
     assert comp.period == pytest.approx(hold, rel=1e-12) and comp.slots == 4
     assert comp.rate == pytest.approx(4 * C / hold) and r.bound == "memory"
-    assert r.time == pytest.approx(b / (4 * C / hold) + latency, rel=1e-9)
+    assert r.transfer == pytest.approx(b / (4 * C / hold) + latency, rel=1e-9)
     # A round trip is 20 ms or more: the round-trip models need at least twice the time.
-    assert RoundModel(t, b, C, "shared").round_time(S.all_to_all(3).rounds[0]).time > 2 * r.time
+    assert RoundModel(t, b, C, "shared").round_time(S.all_to_all(3).rounds[0]).transfer > 2 * r.transfer
 
 
 def test_skew_only_group_of_equidistant_senders_needs_two_slots() -> None:

@@ -102,26 +102,22 @@ def _summary(topo, res, pred, stats: dict[str, Any], rounds: int) -> dict[str, A
     out: dict[str, Any] = {"errors": res.errors}
     if not res.errors:
         times = res.round_times()
-        click.echo(f"{'round':>5}  {'measured':>9}  {'predicted':>9}  ratio  "
-                   f"{'+agreement':>10}  ratio")
+        click.echo(f"{'round':>5}  {'measured':>9}  {'predicted':>9}  ratio  {'agreement':>9}")
         for r, t in enumerate(times):
-            p, pa = pred.round_time(r), pred.round_time(r, agreement=True)
-            click.echo(f"{r:>5}  {t:8.3f}s  {p:8.3f}s  {t / p:5.3f}  {pa:9.3f}s  {t / pa:5.3f}")
+            p = pred.round_time(r)
+            click.echo(f"{r:>5}  {t:8.3f}s  {p:8.3f}s  {t / p:5.3f}  {pred.agreement_time(r):8.3f}s")
         mean, pmean = sum(times) / len(times), pred.mean_round_time(rounds)
-        pamean = pred.mean_round_time(rounds, agreement=True)
-        click.echo(f"{'mean':>5}  {mean:8.3f}s  {pmean:8.3f}s  {mean / pmean:5.3f}  "
-                   f"{pamean:9.3f}s  {mean / pamean:5.3f}")
-        click.echo("(predicted: the planner's round model of the steps that run; +agreement: "
-                   "with the driver's agreement exchange per step; the planner's own round "
-                   f"times of the plan: {', '.join(f'{t:.3f}s' for t in pred.plan_round_times)})")
+        click.echo(f"{'mean':>5}  {mean:8.3f}s  {pmean:8.3f}s  {mean / pmean:5.3f}")
+        click.echo("(predicted: the planner's round time of the steps that run, the driver's scale "
+                   "agreement included; agreement: its part; the planner's own round times of "
+                   f"the plan: {', '.join(f'{t:.3f}s' for t in pred.plan_round_times)})")
         checked = sum(r.checked for r in res.reports)
         err = max(r.max_abs_err for r in res.reports)
         click.echo(f"results: {checked} checked bit for bit against the fixed-point reference; "
                    f"max |result - float64 sum| = {err:.3g}")
         out.update(round_times=times, mean_round_time=mean, predicted_round_times=[
             pred.round_time(r) for r in range(rounds)], predicted_mean=pmean,
-            predicted_with_agreement=[pred.round_time(r, True) for r in range(rounds)],
-            predicted_mean_with_agreement=pamean,
+            predicted_agreement=[pred.agreement_time(r) for r in range(rounds)],
             plan_round_times=pred.plan_round_times, checked=checked, max_abs_err=err)
     links = {f"{names[u]}->{names[v]}": row for (u, v), row in stats["links"].items()}
     busy = {k: row for k, row in links.items() if row["bytes"]}
