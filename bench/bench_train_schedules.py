@@ -35,12 +35,16 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from wanreduce.cli import cli
 from wanreduce.planner.topology import format_size, parse_size
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from medians import spread  # noqa: E402 - the tables' median (min–max)
 
 SCHEDULES = ("ring", "all-to-all", "cliques-3", "sharded", "best")
 RING_WAN = "ring (+planner ring time)"
@@ -103,15 +107,6 @@ def target_time(run: dict[str, Any], target: float) -> float:
     """Seconds to ``target`` (infinity: never reached)."""
     hit = to_target(run, target)
     return hit["time_s"] if hit else float("inf")
-
-
-def spread(values: list[float], fmt: str = "{:.1f}") -> str:
-    """``median (min-max)`` of ``values`` (one value: just it)."""
-    if any(v == float("inf") for v in values):
-        return "not reached" if all(v == float("inf") for v in values) else \
-            "reached in " + f"{sum(v < float('inf') for v in values)}/{len(values)} runs"
-    med = fmt.format(statistics.median(values))
-    return med if len(values) == 1 else f"{med} ({fmt.format(min(values))}–{fmt.format(max(values))})"
 
 
 def median_run(runs: list[dict[str, Any]], target: float) -> dict[str, Any]:
