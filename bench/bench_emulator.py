@@ -92,7 +92,7 @@ def predict_medians(got: dict[tuple[str, str], list[tuple[dict, float]]],
                     held: dict[str, list[bool]]) -> None:
     """Median (min-max) over the runs of each schedule x memory, and how often the ranking held."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from medians import spread  # the tables' median (min–max)
+    from bench_train_schedules import spread  # the same median (min–max) as the training tables
 
     print("| memory | schedule | plan | runs | measured mean round | predicted | ratio | "
           "measured to consensus | planner's time to consensus | late max ms | load after |")

@@ -33,18 +33,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from wanreduce.cli import cli
 from wanreduce.planner.topology import format_size, parse_size
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from medians import spread  # noqa: E402 - the tables' median (min–max)
 
 SCHEDULES = ("ring", "all-to-all", "cliques-3", "sharded", "best")
 RING_WAN = "ring (+planner ring time)"
@@ -107,6 +104,18 @@ def target_time(run: dict[str, Any], target: float) -> float:
     """Seconds to ``target`` (infinity: never reached)."""
     hit = to_target(run, target)
     return hit["time_s"] if hit else float("inf")
+
+
+def spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    """``median (min–max)`` of ``values`` formatted by ``fmt`` (one value: just it); infinite
+    values (never reached) are said as such instead of entering the median."""
+    reached = [v for v in values if math.isfinite(v)]
+    if not reached:
+        return "not reached"
+    if len(reached) < len(values):
+        return f"reached in {len(reached)}/{len(values)} runs"
+    med = fmt.format(statistics.median(values))
+    return med if len(values) == 1 else f"{med} ({fmt.format(min(values))}–{fmt.format(max(values))})"
 
 
 def median_run(runs: list[dict[str, Any]], target: float) -> dict[str, Any]:
