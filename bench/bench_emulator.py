@@ -1,10 +1,11 @@
 """The planner predicts reality: ``wanreduce emulate`` rounds vs ``wanreduce plan``; forwarder capacity.
 
 ``--part predict`` runs ``wanreduce emulate --json`` for every schedule x memory (each a fresh
-set of processes) on the scaled topology and prints one Markdown row per run: measured mean
+set of processes), ``--runs`` times, on the scaled topology and prints one Markdown row per run: measured mean
 round time, the planner's prediction of what runs (its round time, the driver's scale agreement
 included; the agreement's part shown), their ratio, measured and predicted time to consensus (the plan's rounds), and the ranking of the
-schedules by each. ``--part capacity`` measures how many datagram copies per second the forwarder
+schedules by each; then the medians (min-max) over the runs and how often the ranking held.
+``--part capacity`` measures how many datagram copies per second the forwarder
 alone delivers (9-site all-to-all tree on nine-city, links too fast to limit, zero delay): one
 host socket blasts contributions, plain sockets stand in for the aggregators. ``--part loss``
 measures the cost of WAN-link loss recovered by NACKs: the mean round time at each of
@@ -12,8 +13,7 @@ measures the cost of WAN-link loss recovered by NACKs: the mean round time at ea
 
 Run: ``.venv/bin/python bench/bench_emulator.py [--part predict|capacity|both]
 [--memory 64KiB,4MiB] [--schedules all-to-all,cliques-3,sharded] [--bytes 1MB] [--rounds 2]
-[--rate-scale 1e-3] [--time-scale 4] [--losses 0,0.01,0.05 --loss-configs cliques-3@4MiB,...
---runs 3]``.
+[--rate-scale 1e-3] [--time-scale 4] [--runs 3] [--losses 0,0.01,0.05 --loss-configs cliques-3@4MiB,...]``.
 """
 
 from __future__ import annotations
@@ -43,38 +43,74 @@ def load() -> str:
 
 
 def predict_part(a: argparse.Namespace) -> None:
+    """Every schedule x memory, ``--runs`` times (the runs interleaved, so load drift hits every
+    row alike): one row per run and the ranking per run and memory; then medians (min-max)."""
     print(f"topology {a.topology}, rate x{a.rate_scale:g}, time x{a.time_scale:g}, "
-          f"{a.bytes} per site, {a.rounds} rounds; load at start {load()}")
-    print("| memory | schedule | plan | measured mean | predicted | ratio | of which agreement | "
+          f"{a.bytes} per site, {a.rounds} rounds, {a.runs} runs; load at start {load()}")
+    print("| run | memory | schedule | plan | measured mean | predicted | ratio | of which agreement | "
           "measured to consensus | planner's time to consensus | late mean/max ms | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for mem in a.memory.split(","):
-        rows = []
-        for sched in a.schedules.split(","):
-            before = load()
-            d = emulate_json(a, sched, mem)
-            if isinstance(d, str):
-                print(f"| {mem} | {sched} | FAILED: {d} |")
-                continue
-            k = d["plan_rounds"]
-            measured_eps = sum(d["round_times"][:k]) if k <= len(d["round_times"]) else None
-            runs_eps = sum(d["predicted_round_times"][:k])
-            rows.append((sched, measured_eps, d["plan_time"], runs_eps))
-            print(f"| {mem} | {sched} | {d['plan']} | {d['mean_round_time']:.3f} s | "
-                  f"{d['predicted_mean']:.3f} s | {d['mean_round_time'] / d['predicted_mean']:.3f} | "
-                  f"{sum(d['predicted_agreement']) / len(d['predicted_agreement']):.3f} s | "
-                  f"{measured_eps:.3f} s ({k} rounds) | {d['plan_time']:.3f} s | "
-                  f"{d['late_mean'] * 1e3:.1f}/{d['late_max'] * 1e3:.0f} | {before} |"
-                  if measured_eps is not None else f"| {mem} | {sched} | rounds < {k} |",
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    got: dict[tuple[str, str], list[tuple[dict, float]]] = {}
+    held: dict[str, list[bool]] = {}
+    for k in range(a.runs):
+        for mem in a.memory.split(","):
+            rows = []
+            for sched in a.schedules.split(","):
+                before = load()
+                d = emulate_json(a, sched, mem)
+                if isinstance(d, str):
+                    print(f"| {k} | {mem} | {sched} | FAILED: {d} |")
+                    continue
+                got.setdefault((mem, sched), []).append((d, os.getloadavg()[0]))
+                k_eps = d["plan_rounds"]
+                measured_eps = (sum(d["round_times"][:k_eps]) if k_eps <= len(d["round_times"])
+                                else None)
+                rows.append((sched, measured_eps, d["plan_time"],
+                             sum(d["predicted_round_times"][:k_eps])))
+                print(f"| {k} | {mem} | {sched} | {d['plan']} | {d['mean_round_time']:.3f} s | "
+                      f"{d['predicted_mean']:.3f} s | {d['mean_round_time'] / d['predicted_mean']:.3f} | "
+                      f"{sum(d['predicted_agreement']) / len(d['predicted_agreement']):.3f} s | "
+                      f"{measured_eps:.3f} s ({k_eps} rounds) | {d['plan_time']:.3f} s | "
+                      f"{d['late_mean'] * 1e3:.1f}/{d['late_max'] * 1e3:.0f} | {before} |"
+                      if measured_eps is not None else f"| {k} | {mem} | {sched} | rounds < {k_eps} |",
+                      flush=True)
+            done = [r for r in rows if r[1] is not None]
+            by_meas = [r[0] for r in sorted(done, key=lambda r: r[1])]
+            by_plan = [r[0] for r in sorted(done, key=lambda r: r[2])]
+            by_runs = [r[0] for r in sorted(done, key=lambda r: r[3])]
+            held.setdefault(mem, []).append(by_meas == by_plan)
+            print(f"\nrun {k}, {mem}: ranking by time to consensus: measured {' < '.join(by_meas)}; "
+                  f"planner (its plans) {' < '.join(by_plan)} "
+                  f"({'holds' if by_meas == by_plan else 'DIFFERS'}); planner's model of what runs "
+                  f"{' < '.join(by_runs)} ({'holds' if by_meas == by_runs else 'DIFFERS'})\n",
                   flush=True)
-        done = [r for r in rows if r[1] is not None]
-        by_meas = [r[0] for r in sorted(done, key=lambda r: r[1])]
-        by_plan = [r[0] for r in sorted(done, key=lambda r: r[2])]
-        by_runs = [r[0] for r in sorted(done, key=lambda r: r[3])]
-        print(f"\n{mem}: ranking by time to consensus: measured {' < '.join(by_meas)}; planner "
-              f"(its plans) {' < '.join(by_plan)} ({'holds' if by_meas == by_plan else 'DIFFERS'});"
-              f" planner's model of what runs {' < '.join(by_runs)} "
-              f"({'holds' if by_meas == by_runs else 'DIFFERS'})\n", flush=True)
+    if a.runs > 1:
+        predict_medians(got, held)
+
+
+def predict_medians(got: dict[tuple[str, str], list[tuple[dict, float]]],
+                    held: dict[str, list[bool]]) -> None:
+    """Median (min-max) over the runs of each schedule x memory, and how often the ranking held."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_train_schedules import spread  # the same median (min–max) as the training tables
+
+    print("| memory | schedule | plan | runs | measured mean round | predicted | ratio | "
+          "measured to consensus | planner's time to consensus | late max ms | load after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for (mem, sched), runs in got.items():
+        ds = [d for d, _ in runs]
+        eps = [sum(d["round_times"][:d["plan_rounds"]]) for d in ds
+               if d["plan_rounds"] <= len(d["round_times"])]
+        d0 = ds[0]
+        print(f"| {mem} | {sched} | {d0['plan']} | {len(ds)} | "
+              f"{spread([d['mean_round_time'] for d in ds], '{:.2f}')} s | "
+              f"{d0['predicted_mean']:.3f} s | "
+              f"**{spread([d['mean_round_time'] / d['predicted_mean'] for d in ds], '{:.3f}')}** | "
+              f"{spread(eps, '{:.2f}') + ' s' if eps else '-'} | {d0['plan_time']:.2f} s | "
+              f"{min(d['late_max'] for d in ds) * 1e3:.0f}–{max(d['late_max'] for d in ds) * 1e3:.0f} | "
+              f"{min(x for _, x in runs):.1f}–{max(x for _, x in runs):.1f} |")
+    for mem, ok in held.items():
+        print(f"{mem}: the planner's ranking held in {sum(ok)}/{len(ok)} runs")
 
 
 def emulate_json(a: argparse.Namespace, sched: str, mem: str, *extra: str) -> dict | str:
@@ -200,7 +236,8 @@ def main() -> None:
     ap.add_argument("--losses", default="0,0.01,0.05", help="--part loss: WAN loss rates")
     ap.add_argument("--loss-configs", default="cliques-3@4MiB,all-to-all@64KiB",
                     help="--part loss: schedule@memory, comma-separated")
-    ap.add_argument("--runs", type=int, default=3, help="--part loss: repetitions")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="--part predict and loss: repetitions (medians)")
     a = ap.parse_args()
     if a.part in ("capacity", "both"):
         capacity_part(a)

@@ -46,7 +46,7 @@ BENCHES = (
     Bench("bench_loss.py", "Host driver under loss", lambda out: ["--runs", "2"]),
     Bench("bench_emulator.py", "WAN emulator: the planner predicts reality",
           lambda out: ["--memory", "256KiB", "--schedules", "all-to-all", "--bytes", "200KB",
-                       "--rounds", "1", "--time-scale", "1"]),
+                       "--rounds", "1", "--time-scale", "1", "--runs", "1"]),
     Bench("bench_train_fixedpoint.py", "Training: fixed point vs float all-reduce (DDP hook)",
           lambda out: ["--seeds", "0", "--steps", "30"]),
     Bench("bench_train_schedules.py", "Training: schedules change time to accuracy",

@@ -94,6 +94,10 @@ def test_short_run_reports_progress_and_writes_report_and_plot(tmp_path):
         assert all(r["consensus"] < 1e-5 for r in rows)
     for ra, rr in zip(a2a["rows"], ring["rows"], strict=True):
         assert ra["loss"] == pytest.approx(rr["loss"], rel=1e-5)
+    # the forwarder's lateness (its timing error, held against the scaled delays in
+    # bench_train_schedules) is reported; the all-to-all run's copies passed it
+    late = a2a["forwarder_late_s"]
+    assert 0 <= late["mean"] <= late["max"] and late["max"] > 0
     assert png.stat().st_size > 0
 
 

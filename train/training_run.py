@@ -45,6 +45,7 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
         payloads = run_sites(spec, net, data)
         wall = time.monotonic() - start
         links = net.link_bytes()
+        lateness = _lateness(net)
     finally:
         net.close()
     plan = choice.plan
@@ -63,4 +64,16 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
         "exchanges_per_site": [p["exchanges"] for p in payloads],
         "driver_window": window,  # chunks in flight per site (W/2 of the averager's slots)
         "retransmissions": sum(p["driver"].get("retransmissions", 0) for p in payloads),
+        "forwarder_late_s": lateness,
     }
+
+
+def _lateness(net: SiteNetwork) -> dict[str, float] | None:
+    """How late the emulated WAN delivered against its schedule (mean, max seconds): the
+    emulator's own timing error, to hold against the scaled delays; None for a network
+    without a forwarder."""
+    stats = getattr(net, "stats", None)
+    if stats is None:
+        return None
+    st = stats()
+    return {"mean": float(st["late_mean"]), "max": float(st["late_max"])}
