@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .chunk_probe import ProbeAnswer
     from .chunk_ring import ChunkRing, WholeBuffer
     from .driver import AggregatorClient
+    from .rtt import RttEstimator
     from .send_window import SendWindow
 
 _FLAGS = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
@@ -66,6 +67,7 @@ class NackStats:
     nacks_sent: int = 0  # NACK datagrams sent (requester)
     nacked_chunks: int = 0  # (chunk, member) pairs asked for
     nacked_by_gap: int = 0  # of which: a later chunk of the member's had arrived
+    nacked_copies: int = 0  # of which: sharded all-gather copies asked of their owner
     nacks_received: int = 0  # well-formed NACKs naming us (responder)
     nack_resends: int = 0  # contributions re-sent for them
     nack_unknown: int = 0  # chunks named that are not in the log (too old, never sent, forged)
@@ -82,6 +84,15 @@ class _Log:
         self.size = np.zeros(cap, np.int32)
         self.sent = np.zeros(cap)
         self.resent = np.full(cap, -math.inf)
+
+    def grown(self, cap: int) -> _Log:
+        """A log of ``cap`` entries holding this one's (each in its slot for the new size)."""
+        new = _Log(cap, self.buf.shape[1])
+        old = np.flatnonzero(self.chunk >= 0)
+        slot = self.chunk[old] % cap
+        for name in ("buf", "chunk", "size", "sent", "resent"):
+            getattr(new, name)[slot] = getattr(self, name)[old]
+        return new
 
 
 class WanRecovery:
@@ -112,12 +123,14 @@ class WanRecovery:
         self._thread = threading.Thread(target=self._serve, name="wan-recovery", daemon=True)
         self._thread.start()
 
-    def interval(self) -> float:
-        """Least time between two NACKs of one chunk: two round trips, at most timeout / 16 (a
-        NACK and its resend cross a path twice: at 5 % loss per link on a 4-hop path a third of
-        the tries fail, so many must fit in the timeout)."""
+    def interval(self, timer: RttEstimator | None = None) -> float:
+        """Least time between two NACKs of one chunk: two round trips (``timer``: the path's
+        estimator, default the client's), at most timeout / 16 (a NACK and its resend cross a
+        path twice: at 5 % loss per link on a 4-hop path a third of the tries fail, so many
+        must fit in the timeout)."""
         c = self.client
-        rtt = c.timer.srtt if c.timer.srtt is not None else c.timer.rto
+        t = c.timer if timer is None else timer
+        rtt = t.srtt if t.srtt is not None else t.rto
         return max(c.min_rto, min(2 * rtt, c.timeout / 16))
 
     def dedupe(self) -> float:
@@ -126,14 +139,21 @@ class WanRecovery:
         return max(self.client.min_rto, self.interval() / 2)
 
     # ---- responder: the log of what we sent ----
-    def record(self, job: int, pk: ChunkRing | WholeBuffer, lo: int, hi: int) -> None:
-        """Chunks ``lo .. hi - 1`` of ``pk`` were just sent for the first time: log them."""
+    def record(self, job: int, pk: ChunkRing | WholeBuffer, lo: int, hi: int, *,
+               keep: int = 0) -> None:
+        """Chunks ``lo .. hi - 1`` of ``pk`` were just sent for the first time: log them.
+        ``keep``: log at least this many chunks of the job (an open-loop all-gather cast sends
+        a whole shard, not a window: host/sharded_allreduce.py); the log grows, keeping what
+        it holds."""
         src = pk.buf
         self._group_members(pk.group)  # read now, before any probe of the exchange is posted
         with self._lock:
             log = self._logs.get(job)
             if log is None or log.buf.shape[1] != src.shape[1]:
-                log = self._logs[job] = _Log(self.client.job_window(job), src.shape[1])
+                log = self._logs[job] = _Log(max(keep, self.client.job_window(job)),
+                                             src.shape[1])
+            elif keep > len(log.chunk):
+                log = self._logs[job] = log.grown(keep)
             idx = np.arange(lo, hi)
             chunks = (pk.first + idx) & _U32
             slot = chunks % len(log.chunk)
@@ -214,6 +234,7 @@ class WanRecovery:
                 if bm >> m & 1 and latest.get(m, -1) < i:
                     latest[m], self._moved[m] = i, now
         ask: dict[int, list[int]] = {}
+        gapped: set[tuple[int, int]] = set()  # (member, chunk): a later one of its arrived
         waiting = False  # some member's contribution is still lacking here
         rto = win.rto()
         stalled = now - win.last_progress >= rto  # no result for an RTO
@@ -235,27 +256,67 @@ class WanRecovery:
                 lost = latest.get(m, -1) > i or (
                     stalled and i == max(latest.get(m, -1) + 1, a.head)
                     and now - self._moved.get(m, self._since) >= rto)
-                if lost and now - self._nacked.get((job, chunk, m), -math.inf) >= gap:
-                    self._nacked[(job, chunk, m)] = now
-                    self._tries[(job, chunk, m)] = self._tries.get((job, chunk, m), 0) + 1
-                    self.stats.nacked_by_gap += latest.get(m, -1) > i
+                if lost:
                     ask.setdefault(m, []).append(chunk)
-        if ask:  # found something lost: probe again at the fast pace (as SendWindow does
+                    if latest.get(m, -1) > i:
+                        gapped.add((m, chunk))
+        asked = [(m, ch) for m, chunks in ask.items() for ch in self._ask(
+            m, chunks, job=job, group=group, round_id=round_id, now=now, gap=gap)]
+        if asked:  # found something lost: probe again at the fast pace (as SendWindow does
+            self.stats.nacked_by_gap += len(gapped.intersection(asked))
             win.probe_fast()  # when an answer shows a contribution of ours lost)
         elif waiting:  # a NACK may go unanswered (lost, or its resend): probe at least once per
             # half interval, so a re-NACK is due at the next probe, never held back by the
             # probes' backoff (up to the RTO) or a probe that came just before it was due
             win.probe_at_least_every(gap / 2)
-        for m, chunks in ask.items():
-            for k in range(0, len(chunks), wire.NACK_MAX_CHUNKS):
-                part = tuple(chunks[k : k + wire.NACK_MAX_CHUNKS])
-                self.sock.sendto(wire.nack_datagram(wire.Nack(
-                    m, part, job, group, round_id, c.sender_id, c.session)), c.aggregator)
-                self.stats.nacks_sent += 1
-            self.stats.nacked_chunks += len(chunks)
+
+    def missing_copies(self, owner: int, done: bytearray, hi: int, quiet: float, *, job: int,
+                       group: int, round_id: int, first: int, timer: RttEstimator,
+                       now: float) -> tuple[list[int], float]:
+        """A receive-only stream lacks rows of ``owner``'s open-loop cast (a sharded
+        all-gather: chunk = first + row; ``done``: the rows arrived, ``hi`` the highest,
+        ``quiet``: when the latest new one came or the stream began): NACK the rows below
+        ``hi`` (the owner sends in order, a path is FIFO: a gap) and, once nothing new came for
+        the path's RTO estimate (``timer``: the round trip to the owner; without backoff), every
+        missing row (a lost tail, or a cast whose every copy so far was lost). The owner's
+        responder re-sends from its log (the cast is recorded whole, ``record(keep=)``).
+        Returns the rows NACKed now and when to look again."""
+        gap = self.interval(timer)
+        rto = min(timer.estimate, self.client.timeout / 4)
+        silent = now - quiet >= rto
+        lacking = np.flatnonzero(np.frombuffer(done, np.uint8) == 0)
+        rows = lacking if silent else lacking[lacking < hi]
+        chunks = [(first + int(i)) & _U32 for i in rows]
+        asked = self._ask(owner, chunks, job=job, group=group, round_id=round_id, now=now,
+                          gap=gap)
+        self.stats.nacked_copies += len(asked)
+        if not len(lacking):
+            return [], math.inf
+        wake = now + gap / 2 if len(rows) else quiet + rto
+        return [(ch - first) & _U32 for ch in asked], wake
+
+    def _ask(self, member: int, chunks: list[int], *, job: int, group: int, round_id: int,
+             now: float, gap: float) -> list[int]:
+        """NACK ``member`` for those of ``chunks`` not asked for within ``gap`` (in datagrams of
+        at most NACK_MAX_CHUNKS); returns them. The one place NACKs are paced, sent, counted."""
+        c = self.client
+        out = []
+        for chunk in chunks:
+            key = (job, chunk, member)
+            if now - self._nacked.get(key, -math.inf) >= gap:
+                self._nacked[key] = now
+                self._tries[key] = self._tries.get(key, 0) + 1
+                out.append(chunk)
+        for k in range(0, len(out), wire.NACK_MAX_CHUNKS):
+            part = tuple(out[k : k + wire.NACK_MAX_CHUNKS])
+            self.sock.sendto(wire.nack_datagram(wire.Nack(
+                member, part, job, group, round_id, c.sender_id, c.session)), c.aggregator)
+            self.stats.nacks_sent += 1
+        self.stats.nacked_chunks += len(out)
         if len(self._nacked) > 4096:  # forget what is older than the linger
             self._nacked = {k: t for k, t in self._nacked.items() if now - t <= self.linger}
             self._tries = {k: n for k, n in self._tries.items() if k in self._nacked}
+        return out
 
     def describe(self, job: int, chunk: int) -> str:
         """What was asked for ``chunk`` (for a ChunksMissing message: whether the WAN recovery

@@ -72,10 +72,6 @@ def emulate(topology: str, schedule: str, memory: int, nbytes: int, rounds: int,
         pred = predict(topo, plan, nbytes, slots.planner_memory, DEFAULT_ELEMENTS)
     except ValueError as exc:
         raise WanreduceError(str(exc)) from None
-    if loss > 0 and pred.table.sharded:
-        raise WanreduceError("--loss: the sharded plan's all-gather cannot recover lost copies yet "
-                             "(no NACK path for receive-only streams, docs/host.md); use --loss 0 "
-                             "or another --schedule")
     click.echo(f"topology {topo.name}: {topo.n} sites, {len(topo.links)} links; {slots.describe()}")
     click.echo(f"plan ({schedule}): {plan.schedule.label}; {format_size(nbytes)} per site, "
                f"{rounds} round(s), loss {loss:g}, seed {seed}")
