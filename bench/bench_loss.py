@@ -10,6 +10,14 @@ contributions sent for the first time), the proxy's lost datagrams and any failu
 
 Run: ``.venv/bin/python bench/bench_loss.py [--runs 5] [--mib 1] [--slots S] [--json FILE]``
 (``--slots``: the server's ``--slots``; default: serve's own default).
+
+``--wan SCHEDULE@MEMORY,...``: instead, WAN-link loss recovered by NACKs over the emulator
+(``wanreduce emulate --json`` on ``--topology``, rate x ``--rate-scale``, latency x
+``--time-scale``, ``--bytes`` per site, ``--rounds``; loss per WAN link copy, seed = run
+index): per loss rate and run the mean round time, the NACK names the forwarder carried per
+(member, chunk) asked for (mean and most for one: the start-up bursts of issue 15), NACKs sent,
+chunks named that their member had not sent (``nack_unknown``) and resends; medians of
+``--runs``.
 """
 
 from __future__ import annotations
@@ -102,6 +110,49 @@ def run_case(addr, loss: float, *, sites: int, mib: float, runs: int, seed: int,
             "fast_timer_recovery_sack_probes_rto_srtt_minrtt": [o[4] for o in outs]}
 
 
+def wan_part(args: argparse.Namespace) -> list[dict]:
+    """NACKs per recovered chunk over the emulated WAN (module docstring, ``--wan``)."""
+    from bench_emulator import emulate_json, load
+
+    rows = []
+    for spec in args.wan.split(","):
+        sched, mem = spec.split("@")
+        print(f"\n{sched} at {mem} on {args.topology}, {args.bytes} per site, {args.rounds} "
+              f"rounds, rate x{args.rate_scale:g}, time x{args.time_scale:g}")
+        print("| loss | run | mean round | NACK names per chunk asked (mean / max) | NACKs sent | "
+              "named before sent (unknown) | resends | checked | load |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for loss in args.loss:
+            got = []
+            for k in range(args.runs):
+                before = load()
+                d = emulate_json(args, sched, mem, "--loss", str(loss), "--seed", str(k))
+                if isinstance(d, str):
+                    print(f"| {loss:g} | {k} | FAILED: {d} | | | | | | {before} |", flush=True)
+                    continue
+                fw, st = d["forwarder"], d["site_stats"]
+                r = {"schedule": sched, "memory": mem, "loss": loss, "run": k,
+                     "round_s": d["mean_round_time"], "pairs": fw["nacked_pairs"],
+                     "per_chunk": fw["nack_names"] / max(1, fw["nacked_pairs"]),
+                     "per_chunk_max": fw["nack_names_max"],
+                     **{x: sum(s.get(x, 0) for s in st) for x in (
+                         "nacks_sent", "nack_unknown", "nack_resends", "retransmissions")},
+                     "checked": d["checked"], "load": before}
+                got.append(r)
+                print(f"| {loss:g} | {k} | {r['round_s']:.2f} s | {r['per_chunk']:.2f} / "
+                      f"{r['per_chunk_max']} | {r['nacks_sent']} | {r['nack_unknown']} | "
+                      f"{r['nack_resends']} | {r['checked']} | {before} |", flush=True)
+            if got:
+                med = {x: statistics.median(r[x] for r in got) for x in (
+                    "round_s", "per_chunk", "per_chunk_max", "nacks_sent", "nack_unknown")}
+                print(f"{sched}@{mem} loss {loss:g}, median of {len(got)}: round "
+                      f"{med['round_s']:.2f} s, NACK names per chunk asked {med['per_chunk']:.2f}"
+                      f" (max {med['per_chunk_max']:g}), NACKs sent {med['nacks_sent']:g}, "
+                      f"unknown {med['nack_unknown']:g}", flush=True)
+            rows += got
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -110,7 +161,19 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=None, help="serve --slots (default: serve's)")
     ap.add_argument("--loss", type=float, nargs="+", default=[0.0, 0.01, 0.10])
     ap.add_argument("--json", default=None)
+    ap.add_argument("--wan", default=None, help="SCHEDULE@MEMORY,...: NACKs over the emulator")
+    ap.add_argument("--topology", default="nine-city")
+    ap.add_argument("--bytes", default="1MB")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rate-scale", type=float, default=1e-3)
+    ap.add_argument("--time-scale", type=float, default=4.0)
     args = ap.parse_args()
+    if args.wan:
+        rows = wan_part(args)
+        print(f"load average {os.getloadavg()}")
+        write_json(args.json, {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                               "loadavg": os.getloadavg(), "args": vars(args)}, rows)
+        return
     rows = []
     for k, loss in enumerate(args.loss):
         srv, addr = start_server(args.sites, args.slots)  # fresh: every site's chunks start at 0

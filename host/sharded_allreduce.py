@@ -26,9 +26,20 @@ What a site runs for a sharded round of the planner (``planner/sharded.py``; its
 
 Phases are separated by ``barrier`` (as the planner models them). The first failure raises the
 driver's errors: ``ChunksMissing`` naming the member whose contribution the own aggregator lacks,
-or the site whose acknowledgements or all-gather copies never came. Loss is recovered for
-contributions (timer resends; acks are never lost in the emulator); a lost all-gather copy is
-not (no NACK path yet), so a lossy network ends in ``ChunksMissing`` naming the sending site.
+or the site whose acknowledgements or all-gather copies never came.
+
+**WAN loss.** A reduce-scatter contribution lost on its way to the owner is resent by its
+sender: no ack comes, its window's timer (the per-owner RTT estimator) resends it, as TCP
+would. A lost all-gather copy is asked for, with ``wan_recovery`` on (``host/wan_recovery.py``,
+``WanRecovery.missing_copies``: the same NACK pacing, datagram and responder as for the other
+schedules): a receiver NACKs the shard's owner for a missing row below the highest one arrived
+(the owner casts in order over a FIFO path) at once, and for every missing row once nothing
+new came for the owner path's RTO estimate (a lost tail); each row at most once per re-NACK
+interval (two owner round trips, at most ``timeout`` / 16). The owner logs its whole cast
+(``record(keep=)``: a shard, not a window) and its responder thread re-multicasts the rows
+named, also after its own phase has ended. A row NACKed more than ``max_retries`` times without
+any new copy in between, or ``timeout`` without progress, fails the call with ``ChunksMissing``
+naming the owner site, the chunks and what was NACKed: never a partial result.
 """
 
 from __future__ import annotations

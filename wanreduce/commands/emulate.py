@@ -129,8 +129,9 @@ def _summary(topo, res, pred, stats: dict[str, Any], rounds: int) -> dict[str, A
              for k in ("nacks_sent", "nacked_chunks", "nack_resends", "nack_ignored")}
     if lost or nacks["nacks_sent"]:
         click.echo(f"WAN-link loss recovery: {nacks['nacks_sent']} NACKs sent for "
-                   f"{nacks['nacked_chunks']} missing contributions, {nacks['nack_resends']} "
-                   f"contributions resent, {nacks['nack_ignored']} NACK datagrams ignored")
+                   f"{nacks['nacked_chunks']} missing contributions (or all-gather copies), "
+                   f"{nacks['nack_resends']} resent, {nacks['nack_ignored']} NACK datagrams "
+                   "ignored")
     out.update(link_bytes={k: row["bytes"] for k, row in links.items()}, dropped=drops, lost=lost,
                late_mean=stats["late_mean"], late_max=stats["late_max"],
                forwarder=stats["counters"], site_stats=[r.stats for r in res.reports])
