@@ -46,12 +46,12 @@ import numpy as np
 from wanreduce import regs, wire
 
 from .control import ControlTimeout
+from .rtt import RttEstimator
 
 if TYPE_CHECKING:
     from .chunk_probe import ProbeAnswer
     from .chunk_ring import ChunkRing, WholeBuffer
     from .driver import AggregatorClient
-    from .rtt import RttEstimator
     from .send_window import SendWindow
 
 _FLAGS = next(f.agg_offset for f in wire.AGG_FIELDS if f.name == "flags")
@@ -108,6 +108,8 @@ class WanRecovery:
         self._members: dict[int, int] = {}
         self._nacked: dict[tuple[int, int, int], float] = {}  # (job, chunk, member) -> when
         self._tries: dict[tuple[int, int, int], int] = {}  # (job, chunk, member) -> NACKs sent
+        self._timing: dict[tuple[int, int, int], float] = {}  # asked once: when (Karn's rule)
+        self._paths: dict[int, RttEstimator] = {}  # member -> NACK-to-copy round trips
         self._exchange: tuple[int, int] | None = None  # (job, first chunk) of the rows below
         self._latest: dict[int, int] = {}  # member -> highest row held (this exchange)
         self._moved: dict[int, float] = {}  # member -> when its highest row last rose
@@ -132,6 +134,20 @@ class WanRecovery:
         t = c.timer if timer is None else timer
         rtt = t.srtt if t.srtt is not None else t.rto
         return max(c.min_rto, min(2 * rtt, c.timeout / 16))
+
+    def member_interval(self, member: int) -> float:
+        """The re-NACK interval toward ``member``: its measured NACK round trip (a NACK's first
+        try until our aggregator was seen holding the copy: the NACK's and the resend's
+        crossings of the path and a probe, RFC 6298's estimate of those samples, at most
+        timeout / 16); before the first sample, :meth:`interval`. Not the client's own SRTT
+        alone: that is the round trip of *results*, which for a site that contributes last is
+        a loopback's (milliseconds) and has nothing to do with the path to a member (issue 15:
+        80 NACKs of one chunk in 1.5 s, one every 20 ms, before its first resend could come)."""
+        path = self._paths.get(member)
+        if path is None or path.srtt is None:
+            return self.interval()
+        c = self.client
+        return max(c.min_rto, min(path.estimate, c.timeout / 16))
 
     def dedupe(self) -> float:
         """Least time between two resends of one chunk: NACKs of several members for one loss
@@ -229,10 +245,16 @@ class WanRecovery:
         if self._exchange != (job, first):  # a new exchange: forget the previous one's rows
             self._exchange, self._latest, self._moved, self._since = (job, first), {}, {}, now
         latest = self._latest  # member -> the highest row of it the aggregator was seen to hold
+        timing = self._timing
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             for m in range(wire.MAX_SENDERS):
-                if bm >> m & 1 and latest.get(m, -1) < i:
-                    latest[m], self._moved[m] = i, now
+                if bm >> m & 1:
+                    if latest.get(m, -1) < i:
+                        latest[m], self._moved[m] = i, now
+                    if timing:  # a copy NACKed once is here: a sample of the NACK round trip
+                        t = timing.pop((job, (first + i) & _U32, m), None)
+                        if t is not None:
+                            self._path(m).sample(now - t)
         ask: dict[int, list[int]] = {}
         gapped: set[tuple[int, int]] = set()  # (member, chunk): a later one of its arrived
         waiting = False  # some member's contribution is still lacking here
@@ -261,7 +283,8 @@ class WanRecovery:
                     if latest.get(m, -1) > i:
                         gapped.add((m, chunk))
         asked = [(m, ch) for m, chunks in ask.items() for ch in self._ask(
-            m, chunks, job=job, group=group, round_id=round_id, now=now, gap=gap)]
+            m, chunks, job=job, group=group, round_id=round_id, now=now,
+            gap=self.member_interval(m))]
         if asked:  # found something lost: probe again at the fast pace (as SendWindow does
             self.stats.nacked_by_gap += len(gapped.intersection(asked))
             win.probe_fast()  # when an answer shows a contribution of ours lost)
@@ -297,15 +320,25 @@ class WanRecovery:
 
     def _ask(self, member: int, chunks: list[int], *, job: int, group: int, round_id: int,
              now: float, gap: float) -> list[int]:
-        """NACK ``member`` for those of ``chunks`` not asked for within ``gap`` (in datagrams of
-        at most NACK_MAX_CHUNKS); returns them. The one place NACKs are paced, sent, counted."""
+        """NACK ``member`` for those of ``chunks`` whose previous NACK is old enough (in
+        datagrams of at most NACK_MAX_CHUNKS); returns them. The one place NACKs are paced,
+        sent, counted. Pace per (chunk, member): the k-th re-NACK waits ``gap`` x 2^(k-1)
+        after the previous one, at most ``max(gap, timeout / 16)`` (exponential backoff, as a
+        retransmission timer's: a burst is bounded by log2 of its length over ``gap`` however
+        small ``gap`` is, while many tries still fit in the timeout)."""
         c = self.client
+        cap = max(gap, c.timeout / 16)
         out = []
         for chunk in chunks:
             key = (job, chunk, member)
-            if now - self._nacked.get(key, -math.inf) >= gap:
+            k = self._tries.get(key, 0)
+            if not k or now - self._nacked[key] >= min(cap, gap * (1 << min(k - 1, 30))):
                 self._nacked[key] = now
-                self._tries[key] = self._tries.get(key, 0) + 1
+                self._tries[key] = k + 1
+                if k:  # asked again: its copy's arrival times no single try (Karn's rule)
+                    self._timing.pop(key, None)
+                else:
+                    self._timing[key] = now
                 out.append(chunk)
         for k in range(0, len(out), wire.NACK_MAX_CHUNKS):
             part = tuple(out[k : k + wire.NACK_MAX_CHUNKS])
@@ -316,7 +349,17 @@ class WanRecovery:
         if len(self._nacked) > 4096:  # forget what is older than the linger
             self._nacked = {k: t for k, t in self._nacked.items() if now - t <= self.linger}
             self._tries = {k: n for k, n in self._tries.items() if k in self._nacked}
+            self._timing = {k: t for k, t in self._timing.items() if k in self._nacked}
         return out
+
+    def _path(self, member: int) -> RttEstimator:
+        """The estimator of NACK round trips to ``member`` (host/rtt.py, the one estimator)."""
+        path = self._paths.get(member)
+        if path is None:
+            c = self.client
+            path = self._paths[member] = RttEstimator(c.timeout / 16, min_rto=c.min_rto,
+                                                      max_rto=c.max_rto)
+        return path
 
     def describe(self, job: int, chunk: int) -> str:
         """What was asked for ``chunk`` (for a ChunksMissing message: whether the WAN recovery
