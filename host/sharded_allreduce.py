@@ -56,8 +56,10 @@ import numpy as np
 from wanreduce import fixedpoint, regs, wire
 from wanreduce.packetize import Packets, chunk_counts, packetize
 
+from .chunk_probe import ChunkProbe, rows_per_message
 from .chunk_ring import WholeBuffer
 from .errors import ChunksMissing, ConfigMismatch, OverflowReported
+from .exchange import sack_step
 from .result_filter import ResultFilter, ResultMismatch, blocks
 from .rtt import RttEstimator
 from .send_window import SendWindow
@@ -117,8 +119,13 @@ class _Stream:
 
     def __init__(self, client: AggregatorClient, pk: Packets, *, what: str, window: int | None,
                  msg_type: int, job: int, round_id: int, exp: int, now: float,
-                 timer: RttEstimator | None = None, owner: int | None = None) -> None:
+                 timer: RttEstimator | None = None, owner: int | None = None,
+                 probe: bool = False, log: bool = False) -> None:
+        """``probe``: the owner's own reduce stream asks its aggregator what it lacks (SACK,
+        ``host/chunk_probe.py``) and, with WAN recovery, NACKs the contributors whose shard
+        chunks it lacks; ``log``: a contribute stream logs what it sends for those NACKs."""
         self.what = what  # in error messages
+        self.log = log and client.wan is not None
         self.job, self.round_id, self.timer, self.owner = job, round_id, timer, owner
         self.hi = -1  # receive-only: the highest row arrived
         self.quiet = now  # receive-only: when the latest new copy came (or the stream began)
@@ -127,10 +134,16 @@ class _Stream:
         self.group = self.pk.group
         self.flags = np.zeros(len(pk), np.uint8)
         self.win = None
+        ctl = client.control if probe else None
+        self.probe = None if ctl is None else ChunkProbe(ctl, job, self.pk.first,
+                                                         rows_per_message(client.elements))
         if window is not None:  # we send: contributions whose results (or acks) we await
             self.win = SendWindow(self.pk, window, client.transport, client.aggregator, timer,
                                   rto_cap=client.timeout / 4, max_retries=client.max_retries,
-                                  now=now)
+                                  now=now, sender=None if ctl is None else client.sender_id,
+                                  rtt_hint=None if ctl is None else (ctl.timer.srtt
+                                                                     or ctl.timer.rto / 2),
+                                  probe_floor=client.probe_floor)
             done = self.win.done
         else:  # receive-only: copies passed through the FPGA
             done = bytearray(len(pk))
@@ -157,6 +170,12 @@ class _Stream:
             self.strikes.clear()
         self.remaining -= len(a.index)
         return True
+
+    def sack(self, client: AggregatorClient, now: float) -> float:
+        """The owner's own stream: one pass of probes (``exchange.sack_step``); when to look
+        again."""
+        return sack_step(self.probe, self.win, client.wan, now, job=self.job, group=self.group,
+                         round_id=self.round_id, first=self.pk.first)
 
     def ask(self, client: AggregatorClient, now: float) -> float:
         """Receive-only, WAN recovery on: NACK the owner for the copies lost on the way
@@ -204,6 +223,8 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
     """Run ``streams`` (and ``cast``) together until every stream has all its chunks."""
     by_group = {s.group: s for s in streams}
     transport, stats = client.transport, client.stats
+    probing = [s for s in streams if s.probe is not None]
+    socks = [transport, *(s.probe for s in probing)]
     rbuf = client._rbuf
     rmv = memoryview(rbuf)
     mono = time.monotonic
@@ -214,7 +235,11 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
             now = mono()
             for s in streams:
                 if s.win is not None:
+                    sent = s.win.nxt
                     s.win.send_new(now)
+                    if s.log and s.win.nxt > sent:  # kept for the owner's NACKs
+                        client.wan.record(s.job, s.pk, sent, s.win.nxt,
+                                          keep=min(s.win.w, len(s.done)))
             if cast is not None:
                 sent = cast.next
                 cast_due = cast.pump(now)
@@ -243,8 +268,14 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                 for g in progressed:
                     if by_group[g].win is not None:
                         by_group[g].win.progressed(now)
+                for s in probing:
+                    if s.probe.busy:
+                        s.sack(client, now)
                 continue
             due = cast_due
+            for s in probing:
+                if s.remaining:
+                    due = min(due, s.sack(client, now))
             for s in streams:
                 if s.win is not None and s.remaining:
                     d, over = s.win.resend_due(now)
@@ -259,7 +290,7 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                     due = min(due, d)
             if now - last >= client.timeout:
                 _fail(client, streams, f"within {client.timeout:g} s")
-            select.select([transport], [], [], max(0.0, min(due, last + client.timeout) - now))
+            select.select(socks, [], [], max(0.0, min(due, last + client.timeout) - now))
     except ResultMismatch as exc:
         raise ConfigMismatch(str(exc)) from None
     finally:
@@ -275,6 +306,11 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                 stats.retransmissions += s.win.retransmissions
                 stats.timer_resends += s.win.timer_resends
                 stats.fast_resends += s.win.fast_resends
+                stats.recovery_resends += s.win.recovery_resends
+                stats.sack_resends += s.win.sack_resends
+                stats.probes += s.win.probes
+            if s.probe is not None:
+                client.probe_floor = s.win.probe_floor
             stats.chunks += len(s.done)
 
 
@@ -346,7 +382,8 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
                      else _owner_timer(client, blk.sites[k], agree_s))
             streams.append(_Stream(client, pk, what=what, window=w if k == k_me else W,
                                    msg_type=int(wire.MsgType.RESULT), job=job, round_id=rid,
-                                   exp=e, now=now, timer=timer))
+                                   exp=e, now=now, timer=timer, probe=k == k_me,
+                                   log=k != k_me))
         _run_phase(client, streams, None)
         mine = streams[k_me]
         over = np.flatnonzero(mine.flags & _OVERFLOW)

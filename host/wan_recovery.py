@@ -14,12 +14,15 @@ NACKs), the receiver asks:
   last chunk, which no later one exposes: the tail); each such
   member is sent a NACK naming the chunks (``wire.nack_datagram``, to the aggregator address:
   the network carries it to that member's site). The chunk is left to be probed again
-  (``SendWindow.held`` cleared, probes at least every half ``interval``), and re-NACKed at most
-  once per ``interval`` (two smoothed round trips, at most a sixteenth of the timeout: a NACK or
-  its resend may be lost too, and many tries must fit in the timeout) while it stays
-  incomplete. A call that fails anyway says in its ChunksMissing what was asked (``describe``).
+  (``SendWindow.held`` cleared, probes at least every half ``interval``), and re-NACKed while it
+  stays incomplete after ``member_interval`` (the member's measured NACK round trip; two smoothed
+  round trips of ours before one is measured), backed off per try, at most a sixteenth of the
+  timeout apart (a NACK or its resend may be lost too, and many tries must fit in the timeout;
+  ``_ask``). A call that fails anyway says in its ChunksMissing what was asked (``describe``).
+  The sharded all-gather's receive-only streams NACK lost copies the same way
+  (``missing_copies``).
 * **Responder** (a thread): every contribution this client sends is copied into a log of the
-  job's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
+  job's and group's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
   chunks ahead of a chunk another aggregator still lacks, docs/protocol.md "NACK"), kept at most
   ``linger`` s (10 x the driver's timeout: a call may last many timeouts as long as it
   progresses). A NACK naming us is answered by re-sending the logged datagrams (RETRANSMIT flag)
@@ -104,7 +107,7 @@ class WanRecovery:
         # progress once per timeout: the time bound is loose, the ring of W chunks the real one
         self.linger = 10 * client.timeout if linger is None else linger
         self.stats = NackStats()
-        self._logs: dict[int, _Log] = {}
+        self._logs: dict[tuple[int, int], _Log] = {}  # (job, group) -> what we sent
         self._members: dict[int, int] = {}
         self._nacked: dict[tuple[int, int, int], float] = {}  # (job, chunk, member) -> when
         self._tries: dict[tuple[int, int, int], int] = {}  # (job, chunk, member) -> NACKs sent
@@ -156,20 +159,21 @@ class WanRecovery:
 
     # ---- responder: the log of what we sent ----
     def record(self, job: int, pk: ChunkRing | WholeBuffer, lo: int, hi: int, *,
-               keep: int = 0) -> None:
-        """Chunks ``lo .. hi - 1`` of ``pk`` were just sent for the first time: log them.
-        ``keep``: log at least this many chunks of the job (an open-loop all-gather cast sends
-        a whole shard, not a window: host/sharded_allreduce.py); the log grows, keeping what
-        it holds."""
+               keep: int | None = None) -> None:
+        """Chunks ``lo .. hi - 1`` of ``pk`` were just sent for the first time: log them, one
+        log per job and group (a sharded site sends the same chunk numbers in several groups at
+        once). ``keep``: the chunks of the group's log (default: the job's window W; an
+        open-loop all-gather cast keeps its whole shard, a shard shorter than W needs no more:
+        host/sharded_allreduce.py); a log grows when asked for more, keeping what it holds."""
         src = pk.buf
         self._group_members(pk.group)  # read now, before any probe of the exchange is posted
+        cap = self.client.job_window(job) if keep is None else max(1, keep)
         with self._lock:
-            log = self._logs.get(job)
+            log = self._logs.get((job, pk.group))
             if log is None or log.buf.shape[1] != src.shape[1]:
-                log = self._logs[job] = _Log(max(keep, self.client.job_window(job)),
-                                             src.shape[1])
-            elif keep > len(log.chunk):
-                log = self._logs[job] = log.grown(keep)
+                log = self._logs[(job, pk.group)] = _Log(cap, src.shape[1])
+            elif cap > len(log.chunk):
+                log = self._logs[(job, pk.group)] = log.grown(cap)
             idx = np.arange(lo, hi)
             chunks = (pk.first + idx) & _U32
             slot = chunks % len(log.chunk)
@@ -209,7 +213,7 @@ class WanRecovery:
         now, gap = time.monotonic(), self.dedupe()
         out = []
         with self._lock:
-            log = self._logs.get(nack.job)
+            log = self._logs.get((nack.job, nack.group))
             for ch in nack.chunks:
                 k = ch % len(log.chunk) if log is not None else 0
                 if (log is None or log.chunk[k] != ch or now - log.sent[k] > self.linger
