@@ -28,9 +28,11 @@ Phases are separated by ``barrier`` (as the planner models them). The first fail
 driver's errors: ``ChunksMissing`` naming the member whose contribution the own aggregator lacks,
 or the site whose acknowledgements or all-gather copies never came.
 
-**WAN loss.** A reduce-scatter contribution lost on its way to the owner is resent by its
-sender: no ack comes, its window's timer (the per-owner RTT estimator) resends it, as TCP
-would. A lost all-gather copy is asked for, with ``wan_recovery`` on (``host/wan_recovery.py``,
+**WAN loss.** A reduce-scatter contribution lost on its way to the owner is NACKed by the
+owner: its own stream probes its aggregator on a stall (SACK, ``exchange.sack_step``) and
+``WanRecovery.missing`` NACKs the contributors lacking; a contribute stream logs what it sends
+(``record``, per group), and its window's timer (no ack came) stays the safety net. A lost
+all-gather copy is asked for, with ``wan_recovery`` on (``host/wan_recovery.py``,
 ``WanRecovery.missing_copies``: the same NACK pacing, datagram and responder as for the other
 schedules): a receiver NACKs the shard's owner for a missing row below the highest one arrived
 (the owner casts in order over a FIFO path) at once, and for every missing row once nothing

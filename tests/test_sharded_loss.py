@@ -1,7 +1,8 @@
-"""WAN-link loss in the sharded plan (host/sharded_allreduce.py with host/wan_recovery.py): the
-reduce-scatter's contributions are resent on their acks' timer, a lost all-gather copy is NACKed
-to the shard's owner, whose responder re-multicasts it from the logged cast; a shard that cannot
-be recovered fails the call naming the owner site and the chunks."""
+"""WAN-link loss in the sharded plan (host/sharded_allreduce.py with host/wan_recovery.py): a lost
+reduce-scatter contribution is NACKed by the shard's owner (its own stream probes its aggregator),
+a lost all-gather copy by its receiver to the shard's owner, whose responder re-multicasts it
+from the logged cast; a shard that cannot be recovered fails the call naming the owner site and
+the chunks."""
 
 import time
 
@@ -39,9 +40,8 @@ def _cast_packets(chunks: int, *, group: int, sender: int, first: int = 0) -> ob
 def test_sharded_rounds_with_5_percent_wan_loss_are_exact():
     """Flat sharding of 4 sites over a WAN with two-hop routes, 5 % loss per WAN link copy:
     every result is still bit for bit the fixed-point sum of all four (run_rounds checks it);
-    lost reduce-scatter contributions were resent and lost all-gather copies NACKed to their
-    owner and re-multicast. Before the all-gather recovery this failed with ChunksMissing
-    naming the owner whose copies never came."""
+    lost contributions and lost all-gather copies were NACKed and re-sent. Before the all-gather
+    recovery this failed with ChunksMissing naming the owner whose copies never came."""
     topo = topology_from_dict(SQUARE)
     table = group_table(sharded.sharded(4))
     with WanEmulator(topo, memory=64 << 10, loss=0.05, seed=1, lifetime=150) as net:
@@ -52,9 +52,9 @@ def test_sharded_rounds_with_5_percent_wan_loss_are_exact():
     assert [r.checked for r in res.reports] == [2] * 4
     assert sum(row["lost"] for row in stats["links"].values()) > 0
     total = {k: sum(r.stats[k] for r in res.reports)
-             for k in ("nacked_copies", "nack_resends", "retransmissions", "nack_ignored")}
+             for k in ("nacked_chunks", "nacked_copies", "nack_resends", "nack_ignored")}
     assert total["nacked_copies"] > 0 and total["nack_resends"] > 0  # all-gather recovered
-    assert total["retransmissions"] > 0  # reduce-scatter: contributions resent on their timer
+    assert total["nacked_chunks"] > total["nacked_copies"]  # and contributions NACKed
     assert total["nack_ignored"] == 0
     assert _ended(net, 1)
     print(f"recovery {total}")
