@@ -111,46 +111,13 @@ def run_case(addr, loss: float, *, sites: int, mib: float, runs: int, seed: int,
 
 
 def wan_part(args: argparse.Namespace) -> list[dict]:
-    """NACKs per recovered chunk over the emulated WAN (module docstring, ``--wan``)."""
-    from bench_emulator import emulate_json, load
+    """NACKs per recovered chunk over the emulated WAN (module docstring, ``--wan``): the
+    emulator benchmark's loss part (``bench_emulator.loss_part``) for these configurations."""
+    from bench_emulator import loss_part
 
-    rows = []
-    for spec in args.wan.split(","):
-        sched, mem = spec.split("@")
-        print(f"\n{sched} at {mem} on {args.topology}, {args.bytes} per site, {args.rounds} "
-              f"rounds, rate x{args.rate_scale:g}, time x{args.time_scale:g}")
-        print("| loss | run | mean round | NACK names per chunk asked (mean / max) | NACKs sent | "
-              "named before sent (unknown) | resends | checked | load |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for loss in args.loss:
-            got = []
-            for k in range(args.runs):
-                before = load()
-                d = emulate_json(args, sched, mem, "--loss", str(loss), "--seed", str(k))
-                if isinstance(d, str):
-                    print(f"| {loss:g} | {k} | FAILED: {d} | | | | | | {before} |", flush=True)
-                    continue
-                fw, st = d["forwarder"], d["site_stats"]
-                r = {"schedule": sched, "memory": mem, "loss": loss, "run": k,
-                     "round_s": d["mean_round_time"], "pairs": fw["nacked_pairs"],
-                     "per_chunk": fw["nack_names"] / max(1, fw["nacked_pairs"]),
-                     "per_chunk_max": fw["nack_names_max"],
-                     **{x: sum(s.get(x, 0) for s in st) for x in (
-                         "nacks_sent", "nack_unknown", "nack_resends", "retransmissions")},
-                     "checked": d["checked"], "load": before}
-                got.append(r)
-                print(f"| {loss:g} | {k} | {r['round_s']:.2f} s | {r['per_chunk']:.2f} / "
-                      f"{r['per_chunk_max']} | {r['nacks_sent']} | {r['nack_unknown']} | "
-                      f"{r['nack_resends']} | {r['checked']} | {before} |", flush=True)
-            if got:
-                med = {x: statistics.median(r[x] for r in got) for x in (
-                    "round_s", "per_chunk", "per_chunk_max", "nacks_sent", "nack_unknown")}
-                print(f"{sched}@{mem} loss {loss:g}, median of {len(got)}: round "
-                      f"{med['round_s']:.2f} s, NACK names per chunk asked {med['per_chunk']:.2f}"
-                      f" (max {med['per_chunk_max']:g}), NACKs sent {med['nacks_sent']:g}, "
-                      f"unknown {med['nack_unknown']:g}", flush=True)
-            rows += got
-    return rows
+    args.loss_configs = args.wan
+    args.losses = ",".join(f"{x:g}" for x in args.loss)
+    return loss_part(args)
 
 
 def main() -> None:
