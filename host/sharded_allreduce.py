@@ -326,7 +326,7 @@ def _fail(client: AggregatorClient, streams: list[_Stream], why: str) -> None:
     head = (f"{s.what}: no {'copy' if s.win is None else 'result'} for chunks "
             f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''} {why}")
     job = int(s.pk.pk.headers["job_id"][0])
-    if s.win is None and client.wan is not None:  # what the receiver asked its owner for
+    if client.wan is not None and (s.win is None or s.probe is not None):  # what was NACKed
         head += client.wan.describe(job, missing[0])
     if s.what.startswith("own") and client.control is not None:
         try:
