@@ -129,38 +129,53 @@ def emulate_json(a: argparse.Namespace, sched: str, mem: str, *extra: str) -> di
         return json.load(open(out))
 
 
-def loss_part(a: argparse.Namespace) -> None:
+def loss_part(a: argparse.Namespace) -> list[dict]:
     """Cost of WAN-link loss recovered by NACKs: mean round time at each ``--losses`` rate,
-    ``--runs`` times, the rates interleaved within each repetition (so load drifts hit all)."""
+    ``--runs`` times, the rates interleaved within each repetition (so load drifts hit all);
+    also how many NACKs one lost contribution cost (``bench_loss.py --wan``). Returns the rows."""
     losses = [float(x) for x in a.losses.split(",")]
+    rows: list[dict] = []
     for spec in a.loss_configs.split(","):
         sched, mem = spec.split("@")
         print(f"\n{sched} at {mem}, {a.bytes} per site, {a.rounds} rounds, rate x{a.rate_scale:g}, "
               f"time x{a.time_scale:g}; load at start {load()}")
         print("| run | loss | mean round | lost copies | NACKs sent | contributions resent | "
-              "checked | load |")
-        print("|---|---|---|---|---|---|---|---|")
-        got: dict[float, list[float]] = {x: [] for x in losses}
+              "NACK names per chunk asked (mean / max) | named before sent | checked | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        got: dict[float, list[dict]] = {x: [] for x in losses}
         for k in range(a.runs):
             for x in losses:
                 before = load()
                 d = emulate_json(a, sched, mem, "--loss", str(x), "--seed", str(k))
                 if isinstance(d, str):
-                    print(f"| {k} | {x:g} | FAILED: {d} | | | | | {before} |", flush=True)
+                    print(f"| {k} | {x:g} | FAILED: {d} | | | | | | | {before} |", flush=True)
                     continue
-                st = d["site_stats"]
-                got[x].append(d["mean_round_time"])
-                print(f"| {k} | {x:g} | {d['mean_round_time']:.3f} s | {d['lost']} | "
-                      f"{sum(s.get('nacks_sent', 0) for s in st)} | "
-                      f"{sum(s.get('nack_resends', 0) for s in st)} | {d['checked']} | {before} |",
-                      flush=True)
-        base = statistics.median(got[losses[0]]) if got[losses[0]] else None
+                fw, st = d["forwarder"], d["site_stats"]
+                r = {"schedule": sched, "memory": mem, "loss": x, "run": k,
+                     "round_s": d["mean_round_time"], "lost": d["lost"],
+                     # NACK bursts (issue 15): names the forwarder carried per (member, chunk)
+                     "per_chunk": fw.get("nack_names", 0) / max(1, fw.get("nacked_pairs", 0)),
+                     "per_chunk_max": fw.get("nack_names_max", 0),
+                     **{y: sum(s.get(y, 0) for s in st)
+                        for y in ("nacks_sent", "nack_resends", "nack_unknown")},
+                     "checked": d["checked"], "load": before}
+                got[x].append(r)
+                print(f"| {k} | {x:g} | {r['round_s']:.3f} s | {r['lost']} | {r['nacks_sent']} | "
+                      f"{r['nack_resends']} | {r['per_chunk']:.2f} / {r['per_chunk_max']} | "
+                      f"{r['nack_unknown']} | {r['checked']} | {before} |", flush=True)
+        base = statistics.median(r["round_s"] for r in got[losses[0]]) if got[losses[0]] else None
         for x in losses:
             if got[x]:
-                m = statistics.median(got[x])
-                print(f"{sched} {mem} loss {x:g}: median {m:.3f} s (min {min(got[x]):.3f}, max "
-                      f"{max(got[x]):.3f}, {len(got[x])} runs)"
-                      + (f", {m / base:.2f}x loss {losses[0]:g}" if base else ""), flush=True)
+                t = [r["round_s"] for r in got[x]]
+                m = statistics.median(t)
+                print(f"{sched} {mem} loss {x:g}: median {m:.3f} s (min {min(t):.3f}, max "
+                      f"{max(t):.3f}, {len(t)} runs)"
+                      + (f", {m / base:.2f}x loss {losses[0]:g}" if base else "")
+                      + f"; NACK names per chunk asked: median "
+                      f"{statistics.median(r['per_chunk'] for r in got[x]):.2f}, most for one "
+                      f"{statistics.median(r['per_chunk_max'] for r in got[x]):g}", flush=True)
+            rows += got[x]
+    return rows
 
 
 def capacity_part(a: argparse.Namespace, datagrams: int = 20000) -> None:

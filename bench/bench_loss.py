@@ -10,6 +10,14 @@ contributions sent for the first time), the proxy's lost datagrams and any failu
 
 Run: ``.venv/bin/python bench/bench_loss.py [--runs 5] [--mib 1] [--slots S] [--json FILE]``
 (``--slots``: the server's ``--slots``; default: serve's own default).
+
+``--wan SCHEDULE@MEMORY,...``: instead, WAN-link loss recovered by NACKs over the emulator
+(``wanreduce emulate --json`` on ``--topology``, rate x ``--rate-scale``, latency x
+``--time-scale``, ``--bytes`` per site, ``--rounds``; loss per WAN link copy, seed = run
+index): per loss rate and run the mean round time, the NACK names the forwarder carried per
+(member, chunk) asked for (mean and most for one: the start-up bursts of issue 15), NACKs sent,
+chunks named that their member had not sent (``nack_unknown``) and resends; medians of
+``--runs``.
 """
 
 from __future__ import annotations
@@ -102,6 +110,16 @@ def run_case(addr, loss: float, *, sites: int, mib: float, runs: int, seed: int,
             "fast_timer_recovery_sack_probes_rto_srtt_minrtt": [o[4] for o in outs]}
 
 
+def wan_part(args: argparse.Namespace) -> list[dict]:
+    """NACKs per recovered chunk over the emulated WAN (module docstring, ``--wan``): the
+    emulator benchmark's loss part (``bench_emulator.loss_part``) for these configurations."""
+    from bench_emulator import loss_part
+
+    args.loss_configs = args.wan
+    args.losses = ",".join(f"{x:g}" for x in args.loss)
+    return loss_part(args)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -110,7 +128,19 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=None, help="serve --slots (default: serve's)")
     ap.add_argument("--loss", type=float, nargs="+", default=[0.0, 0.01, 0.10])
     ap.add_argument("--json", default=None)
+    ap.add_argument("--wan", default=None, help="SCHEDULE@MEMORY,...: NACKs over the emulator")
+    ap.add_argument("--topology", default="nine-city")
+    ap.add_argument("--bytes", default="1MB")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rate-scale", type=float, default=1e-3)
+    ap.add_argument("--time-scale", type=float, default=4.0)
     args = ap.parse_args()
+    if args.wan:
+        rows = wan_part(args)
+        print(f"load average {os.getloadavg()}")
+        write_json(args.json, {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                               "loadavg": os.getloadavg(), "args": vars(args)}, rows)
+        return
     rows = []
     for k, loss in enumerate(args.loss):
         srv, addr = start_server(args.sites, args.slots)  # fresh: every site's chunks start at 0

@@ -176,6 +176,9 @@ class Forwarder:
              "foreign", "stray", "nat_full", "nacks", "nacks_delivered", "nacks_stray",
              "acks"), 0)
         self.nack_hosts: list[dict[Address, None]] = [{} for _ in range(n)]
+        # (target, job, group, chunk) -> NACKs naming it, from every requester (how many NACKs one
+        # lost contribution costs: the start-up bursts of issue 15)
+        self.nack_named: dict[tuple[int, int, int, int], int] = {}
         self.next_hop = _next_hops(n, cfg.links)
         self._delay: dict[tuple[int, int], float] = {}
         self.late_max = 0.0
@@ -225,6 +228,10 @@ class Forwarder:
         if not 0 <= nack.target < self.n or nack.target == s:
             self.counters["nacks_stray"] += 1
             return
+        named = self.nack_named
+        for ch in nack.chunks:
+            key = (nack.target, nack.job, nack.group, ch)
+            named[key] = named.get(key, 0) + 1
         self.at_nack(t, nack.target, s, pkt)
 
     def at_nack(self, t: float, target: int, node: int, pkt: bytes) -> None:
@@ -354,7 +361,10 @@ class Forwarder:
                                                                strict=True)},
             "egress": [row(q) for q in self.egress],
             "ingress": [row(q) for q in self.ingress],
-            "counters": dict(self.counters),
+            # NACK bursts: (member, chunk) pairs named, names in all, most names of one pair
+            "counters": {**self.counters, "nacked_pairs": len(self.nack_named),
+                         "nack_names": sum(self.nack_named.values()),
+                         "nack_names_max": max(self.nack_named.values(), default=0)},
             "late_max": self.late_max,
             "late_mean": self.late_sum / delivered,
             "pending": len(self.heap),

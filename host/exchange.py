@@ -26,6 +26,28 @@ from .transport import MAX_DATAGRAM
 if TYPE_CHECKING:
     from .chunk_ring import ChunkRing, WholeBuffer
     from .driver import AggregatorClient
+    from .wan_recovery import WanRecovery
+
+
+def sack_step(probe: ChunkProbe, win: SendWindow, wan: WanRecovery | None, now: float, *,
+              job: int, group: int, round_id: int, first: int) -> float:
+    """One pass of loss recovery by probes: take the answers (resending what they show lost;
+    with ``wan``, NACKing the other members' contributions they show lacking), give up overdue
+    ones, and on a stall post the next round; returns when to look again. Used by every
+    exchange and by the owner's own stream of a sharded reduce-scatter."""
+    for a in probe.poll(now):
+        win.probe_answer(a, now)
+        if wan is not None:  # other members' contributions it lacks: NACK them
+            wan.missing(a, win, job=job, group=group, round_id=round_id, first=first)
+    if probe.unsupported:  # an aggregator without the probe registers (an older core):
+        win.sack = False  # recover as without CONTROL
+    lat = probe.latency  # an overdue answer: twice the latest answer's latency, a gap at least
+    wait = win.rto() if lat is None else min(win.rto(), max(win.gap(), 2 * lat))
+    win.probe_unanswered(probe.expire(now, wait))
+    rows, wake = win.probe_due(now, probe.busy)
+    if rows is not None:
+        probe.post(rows, now)
+    return min(wake, now + wait) if probe.busy else wake
 
 
 def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: int, group: int, round_id: int,
@@ -79,21 +101,8 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
         win.fast_resends = win.timer_resends = win.recovery_resends = win.sack_resends = win.probes = 0
 
     def sack(now: float) -> float:
-        """Take the probes' answers (resending what they show lost), give up overdue ones, and
-        on a stall post the next round; returns when to look again."""
-        for a in probe.poll(now):
-            win.probe_answer(a, now)
-            if wan is not None:  # other members' contributions it lacks: NACK them
-                wan.missing(a, win, job=job, group=group, round_id=round_id, first=pk.first)
-        if probe.unsupported:  # an aggregator without the probe registers (an older core):
-            win.sack = False  # recover as without CONTROL
-        lat = probe.latency  # an overdue answer: twice the latest answer's latency, a gap at least
-        wait = win.rto() if lat is None else min(win.rto(), max(win.gap(), 2 * lat))
-        win.probe_unanswered(probe.expire(now, wait))
-        rows, wake = win.probe_due(now, probe.busy)
-        if rows is not None:
-            probe.post(rows, now)
-        return min(wake, now + wait) if probe.busy else wake
+        return sack_step(probe, win, wan, now, job=job, group=group, round_id=round_id,
+                         first=pk.first)
 
     def fail(why: str) -> None:
         dropped = [f"{v} {k}" for k, v in (("foreign", filt.foreign), ("malformed", filt.malformed),

@@ -48,6 +48,12 @@ class RttEstimator:
         """Timeout for a request sent now: the estimate, doubled per expiry since the last sample."""
         return min(self.max_rto, self._base * (1 << min(self.backoffs, 30)))
 
+    @property
+    def estimate(self) -> float:
+        """The timeout without backoff: SRTT + max(min_rto, 4 RTTVAR), or the initial guess
+        before any sample (how long a silence must last to mean loss, not a slow path)."""
+        return self._base
+
     def sample(self, rtt: float) -> None:
         """A round trip of a request answered on its first transmission (Karn's rule)."""
         rtt = max(0.0, rtt)

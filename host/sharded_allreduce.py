@@ -26,9 +26,22 @@ What a site runs for a sharded round of the planner (``planner/sharded.py``; its
 
 Phases are separated by ``barrier`` (as the planner models them). The first failure raises the
 driver's errors: ``ChunksMissing`` naming the member whose contribution the own aggregator lacks,
-or the site whose acknowledgements or all-gather copies never came. Loss is recovered for
-contributions (timer resends; acks are never lost in the emulator); a lost all-gather copy is
-not (no NACK path yet), so a lossy network ends in ``ChunksMissing`` naming the sending site.
+or the site whose acknowledgements or all-gather copies never came.
+
+**WAN loss.** A reduce-scatter contribution lost on its way to the owner is NACKed by the
+owner: its own stream probes its aggregator on a stall (SACK, ``exchange.sack_step``) and
+``WanRecovery.missing`` NACKs the contributors lacking; a contribute stream logs what it sends
+(``record``, per group), and its window's timer (no ack came) stays the safety net. A lost
+all-gather copy is asked for, with ``wan_recovery`` on (``host/wan_recovery.py``,
+``WanRecovery.missing_copies``: the same NACK pacing, datagram and responder as for the other
+schedules): a receiver NACKs the shard's owner for a missing row below the highest one arrived
+(the owner casts in order over a FIFO path) at once, and for every missing row once nothing
+new came for the owner path's RTO estimate (a lost tail); each row at most once per re-NACK
+interval (two owner round trips, at most ``timeout`` / 16). The owner logs its whole cast
+(``record(keep=)``: a shard, not a window) and its responder thread re-multicasts the rows
+named, also after its own phase has ended. A row NACKed more than ``max_retries`` times without
+any new copy in between, or ``timeout`` without progress, fails the call with ``ChunksMissing``
+naming the owner site, the chunks and what was NACKed: never a partial result.
 """
 
 from __future__ import annotations
@@ -43,10 +56,12 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from wanreduce import fixedpoint, regs, wire
-from wanreduce.packetize import Packets, chunk_counts, header_record
+from wanreduce.packetize import Packets, chunk_counts, packetize
 
+from .chunk_probe import ChunkProbe, rows_per_message
 from .chunk_ring import WholeBuffer
 from .errors import ChunksMissing, ConfigMismatch, OverflowReported
+from .exchange import sack_step
 from .result_filter import ResultFilter, ResultMismatch, blocks
 from .rtt import RttEstimator
 from .send_window import SendWindow
@@ -101,39 +116,36 @@ def shard_bounds(length: int, g: int) -> list[int]:
     return [k * base + min(k, extra) for k in range(g + 1)]
 
 
-def fixed_packets(q: np.ndarray, *, elements: int, group: int, job: int, round_id: int,
-                  sender: int, exp: int, first: int, session: int) -> Packets:
-    """Contributions carrying the int32 values ``q`` as they are (already at scale ``exp``)."""
-    counts = chunk_counts(q.size, elements)
-    pk = Packets(np.zeros((len(counts), wire.datagram_bytes(elements)), np.uint8), counts,
-                 elements)
-    h = pk.headers
-    h[:] = header_record(_CONTRIBUTION, group, job, round_id, sender, exp, elements, session)
-    h["chunk"] = (first + np.arange(len(counts), dtype=np.int64)) & _U32
-    h["element_count"][-1] = counts[-1]
-    full = q.size // elements
-    pay = pk.payload
-    pay[:full] = q[: full * elements].reshape(full, elements)
-    if full < len(counts):
-        pay[full, : q.size - full * elements] = q[full * elements :]
-    return pk
-
-
 class _Stream:
     """One flow of a phase at this site (see the module docstring)."""
 
     def __init__(self, client: AggregatorClient, pk: Packets, *, what: str, window: int | None,
                  msg_type: int, job: int, round_id: int, exp: int, now: float,
-                 timer: RttEstimator | None = None) -> None:
+                 timer: RttEstimator | None = None, owner: int | None = None,
+                 probe: bool = False, log: bool = False) -> None:
+        """``probe``: the owner's own reduce stream asks its aggregator what it lacks (SACK,
+        ``host/chunk_probe.py``) and, with WAN recovery, NACKs the contributors whose shard
+        chunks it lacks; ``log``: a contribute stream logs what it sends for those NACKs."""
         self.what = what  # in error messages
+        self.log = log and client.wan is not None
+        self.job, self.round_id, self.timer, self.owner = job, round_id, timer, owner
+        self.hi = -1  # receive-only: the highest row arrived
+        self.quiet = now  # receive-only: when the latest new copy came (or the stream began)
+        self.strikes: dict[int, int] = {}  # receive-only: NACKs per row since the last copy
         self.pk = WholeBuffer(pk)
         self.group = self.pk.group
         self.flags = np.zeros(len(pk), np.uint8)
         self.win = None
+        ctl = client.control if probe else None
+        self.probe = None if ctl is None else ChunkProbe(ctl, job, self.pk.first,
+                                                         rows_per_message(client.elements))
         if window is not None:  # we send: contributions whose results (or acks) we await
             self.win = SendWindow(self.pk, window, client.transport, client.aggregator, timer,
                                   rto_cap=client.timeout / 4, max_retries=client.max_retries,
-                                  now=now)
+                                  now=now, sender=None if ctl is None else client.sender_id,
+                                  rtt_hint=None if ctl is None else (ctl.timer.srtt
+                                                                     or ctl.timer.rto / 2),
+                                  probe_floor=client.probe_floor)
             done = self.win.done
         else:  # receive-only: copies passed through the FPGA
             done = bytearray(len(pk))
@@ -154,9 +166,31 @@ class _Stream:
         if self.win is not None:
             self.win.complete_many(a.index, arrived, a.run)
         else:
-            self.done[int(a.index[0])] = 1
+            i = int(a.index[0])
+            self.done[i] = 1
+            self.hi, self.quiet = max(self.hi, i), arrived
+            self.strikes.clear()
         self.remaining -= len(a.index)
         return True
+
+    def sack(self, client: AggregatorClient, now: float) -> float:
+        """The owner's own stream: one pass of probes (``exchange.sack_step``); when to look
+        again."""
+        return sack_step(self.probe, self.win, client.wan, now, job=self.job, group=self.group,
+                         round_id=self.round_id, first=self.pk.first)
+
+    def ask(self, client: AggregatorClient, now: float) -> float:
+        """Receive-only, WAN recovery on: NACK the owner for the copies lost on the way
+        (``WanRecovery.missing_copies``); returns when to look again. Fails once a row was
+        NACKed more than ``max_retries`` times without any new copy coming."""
+        rows, due = client.wan.missing_copies(
+            self.owner, self.done, self.hi, self.quiet, job=self.job, group=self.group,
+            round_id=self.round_id, first=self.pk.first, timer=self.timer, now=now)
+        for i in rows:
+            self.strikes[i] = self.strikes.get(i, 0) + 1
+            if self.strikes[i] > client.max_retries:
+                return -1.0
+        return due
 
     def missing(self) -> list[int]:
         return [(self.pk.first + i) & _U32 for i in range(len(self.done)) if not self.done[i]]
@@ -165,21 +199,25 @@ class _Stream:
 class _Cast:
     """The owner's all-gather multicast: every chunk once, paced at ``rate`` bytes/s."""
 
-    def __init__(self, client: AggregatorClient, pk: Packets, now: float) -> None:
-        self.client, self.pk, self.next = client, pk, 0
+    def __init__(self, client: AggregatorClient, pk: Packets, now: float, job: int) -> None:
+        self.client, self.pk, self.next, self.job = client, pk, 0, job
         self.rate = client.rate_bps / 8
         self.t0 = now
         self.sent_bytes = 0
 
     def pump(self, now: float) -> float:
-        """Send what the pace allows by ``now``; returns when the next one is due (inf: done)."""
-        n = len(self.pk)
+        """Send what the pace allows by ``now``; returns when the next one is due (inf: done).
+        With WAN recovery every chunk sent is logged whole, so a receiver's NACK is answered by
+        the responder thread (a re-multicast in the gather group), also after this phase."""
+        n, sent = len(self.pk), self.next
         while self.next < n and self.t0 + self.sent_bytes / self.rate <= now:
             d = self.pk.datagram(self.next)
             self.client.transport.send_to(d, self.client.aggregator)
             self.client.stats.datagrams_sent += 1
             self.sent_bytes += len(d)
             self.next += 1
+        if self.client.wan is not None and self.next > sent:
+            self.client.wan.record(self.job, WholeBuffer(self.pk), sent, self.next, keep=n)
         return math.inf if self.next >= n else self.t0 + self.sent_bytes / self.rate
 
 
@@ -187,6 +225,8 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
     """Run ``streams`` (and ``cast``) together until every stream has all its chunks."""
     by_group = {s.group: s for s in streams}
     transport, stats = client.transport, client.stats
+    probing = [s for s in streams if s.probe is not None]
+    socks = [transport, *(s.probe for s in probing)]
     rbuf = client._rbuf
     rmv = memoryview(rbuf)
     mono = time.monotonic
@@ -197,7 +237,11 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
             now = mono()
             for s in streams:
                 if s.win is not None:
+                    sent = s.win.nxt
                     s.win.send_new(now)
+                    if s.log and s.win.nxt > sent:  # kept for the owner's NACKs
+                        client.wan.record(s.job, s.pk, sent, s.win.nxt,
+                                          keep=min(s.win.w, len(s.done)))
             if cast is not None:
                 sent = cast.next
                 cast_due = cast.pump(now)
@@ -226,17 +270,29 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                 for g in progressed:
                     if by_group[g].win is not None:
                         by_group[g].win.progressed(now)
+                for s in probing:
+                    if s.probe.busy:
+                        s.sack(client, now)
                 continue
             due = cast_due
+            for s in probing:
+                if s.remaining:
+                    due = min(due, s.sack(client, now))
             for s in streams:
                 if s.win is not None and s.remaining:
                     d, over = s.win.resend_due(now)
                     if over is not None:
                         _fail(client, streams, f"after {client.max_retries} retries")
                     due = min(due, d)
+                elif s.remaining and client.wan is not None:  # receive-only: NACK lost copies
+                    d = s.ask(client, now)
+                    if d < 0:
+                        _fail(client, [s], f"after {client.max_retries} NACKs to site {s.owner} "
+                                           "without a new copy")
+                    due = min(due, d)
             if now - last >= client.timeout:
                 _fail(client, streams, f"within {client.timeout:g} s")
-            select.select([transport], [], [], max(0.0, min(due, last + client.timeout) - now))
+            select.select(socks, [], [], max(0.0, min(due, last + client.timeout) - now))
     except ResultMismatch as exc:
         raise ConfigMismatch(str(exc)) from None
     finally:
@@ -252,6 +308,11 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                 stats.retransmissions += s.win.retransmissions
                 stats.timer_resends += s.win.timer_resends
                 stats.fast_resends += s.win.fast_resends
+                stats.recovery_resends += s.win.recovery_resends
+                stats.sack_resends += s.win.sack_resends
+                stats.probes += s.win.probes
+            if s.probe is not None:
+                client.probe_floor = s.win.probe_floor
             stats.chunks += len(s.done)
 
 
@@ -265,6 +326,8 @@ def _fail(client: AggregatorClient, streams: list[_Stream], why: str) -> None:
     head = (f"{s.what}: no {'copy' if s.win is None else 'result'} for chunks "
             f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''} {why}")
     job = int(s.pk.pk.headers["job_id"][0])
+    if client.wan is not None and (s.win is None or s.probe is not None):  # what was NACKed
+        head += client.wan.describe(job, missing[0])
     if s.what.startswith("own") and client.control is not None:
         try:
             members = client.control.read_many([regs.group(s.group)],
@@ -302,7 +365,8 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
     W = client.job_window(job)
     q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
     client.stats.clipped += clipped
-    head = dict(elements=E, job=job, round_id=rid, sender=site, exp=e, session=client.session)
+    head = dict(exp=e, n_contributors=n, elements_per_packet=E, job_id=job, round_id=rid,
+                sender_id=site, session=client.session)
     held = q  # the int32 partial sums this site holds
     spans = []  # per level: (bounds of the shards, my index)
     for lv, blk in enumerate(blocks_):
@@ -313,14 +377,15 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
         now = time.monotonic()
         streams = []
         for k in range(g):
-            pk = fixed_packets(held[b[k]:b[k + 1]], group=blk.reduce[k], first=base, **head)
+            pk = packetize(held[b[k]:b[k + 1]], group_id=blk.reduce[k], first_chunk=base, **head)
             what = (f"own shard {k} of reduce-scatter level {lv}" if k == k_me else
                     f"reduce-scatter level {lv}: shard {k} to site {blk.sites[k]}")
             timer = (client.timer if k == k_me  # our own aggregator: the client's estimator
                      else _owner_timer(client, blk.sites[k], agree_s))
             streams.append(_Stream(client, pk, what=what, window=w if k == k_me else W,
                                    msg_type=int(wire.MsgType.RESULT), job=job, round_id=rid,
-                                   exp=e, now=now, timer=timer))
+                                   exp=e, now=now, timer=timer, probe=k == k_me,
+                                   log=k != k_me))
         _run_phase(client, streams, None)
         mine = streams[k_me]
         over = np.flatnonzero(mine.flags & _OVERFLOW)
@@ -342,14 +407,16 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
         whole[b[k_me]:b[k_me + 1]] = held
         now = time.monotonic()
         first = client.next_chunk[job]
-        streams = [_Stream(client, fixed_packets(np.zeros(b[k + 1] - b[k], np.int32),
-                                                 group=blk.gather[k], first=first,
-                                                 **{**head, "sender": blk.sites[k]}),
+        streams = [_Stream(client, packetize(np.zeros(b[k + 1] - b[k], np.int32),
+                                             group_id=blk.gather[k], first_chunk=first,
+                                             **{**head, "sender_id": blk.sites[k]}),
                            what=f"all-gather level {lv}: shard {k} from site {blk.sites[k]}",
                            window=None, msg_type=_CONTRIBUTION, job=job, round_id=rid, exp=e,
-                           now=now)
+                           now=now, timer=_owner_timer(client, blk.sites[k], agree_s),
+                           owner=blk.sites[k])
                    for k in range(len(blk.sites)) if k != k_me]
-        cast = _Cast(client, fixed_packets(held, group=blk.gather[k_me], first=first, **head), now)
+        cast = _Cast(client, packetize(held, group_id=blk.gather[k_me], first_chunk=first,
+                                       **head), now, job)
         _run_phase(client, streams, cast)
         for k, s in zip((k for k in range(len(blk.sites)) if k != k_me), streams, strict=True):
             whole[b[k]:b[k + 1]] = s.pk.pk.payload.reshape(-1)[: b[k + 1] - b[k]]

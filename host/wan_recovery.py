@@ -14,12 +14,15 @@ NACKs), the receiver asks:
   last chunk, which no later one exposes: the tail); each such
   member is sent a NACK naming the chunks (``wire.nack_datagram``, to the aggregator address:
   the network carries it to that member's site). The chunk is left to be probed again
-  (``SendWindow.held`` cleared, probes at least every half ``interval``), and re-NACKed at most
-  once per ``interval`` (two smoothed round trips, at most a sixteenth of the timeout: a NACK or
-  its resend may be lost too, and many tries must fit in the timeout) while it stays
-  incomplete. A call that fails anyway says in its ChunksMissing what was asked (``describe``).
+  (``SendWindow.held`` cleared, probes at least every half ``interval``), and re-NACKed while it
+  stays incomplete after ``member_interval`` (the member's measured NACK round trip; two smoothed
+  round trips of ours before one is measured), backed off per try, at most a sixteenth of the
+  timeout apart (a NACK or its resend may be lost too, and many tries must fit in the timeout;
+  ``_ask``). A call that fails anyway says in its ChunksMissing what was asked (``describe``).
+  The sharded all-gather's receive-only streams NACK lost copies the same way
+  (``missing_copies``).
 * **Responder** (a thread): every contribution this client sends is copied into a log of the
-  job's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
+  job's and group's last W chunks (``record``; W = the job's slot window: a member can be at most W - 1
   chunks ahead of a chunk another aggregator still lacks, docs/protocol.md "NACK"), kept at most
   ``linger`` s (10 x the driver's timeout: a call may last many timeouts as long as it
   progresses). A NACK naming us is answered by re-sending the logged datagrams (RETRANSMIT flag)
@@ -46,6 +49,7 @@ import numpy as np
 from wanreduce import regs, wire
 
 from .control import ControlTimeout
+from .rtt import RttEstimator
 
 if TYPE_CHECKING:
     from .chunk_probe import ProbeAnswer
@@ -66,6 +70,7 @@ class NackStats:
     nacks_sent: int = 0  # NACK datagrams sent (requester)
     nacked_chunks: int = 0  # (chunk, member) pairs asked for
     nacked_by_gap: int = 0  # of which: a later chunk of the member's had arrived
+    nacked_copies: int = 0  # of which: sharded all-gather copies asked of their owner
     nacks_received: int = 0  # well-formed NACKs naming us (responder)
     nack_resends: int = 0  # contributions re-sent for them
     nack_unknown: int = 0  # chunks named that are not in the log (too old, never sent, forged)
@@ -83,6 +88,15 @@ class _Log:
         self.sent = np.zeros(cap)
         self.resent = np.full(cap, -math.inf)
 
+    def grown(self, cap: int) -> _Log:
+        """A log of ``cap`` entries holding this one's (each in its slot for the new size)."""
+        new = _Log(cap, self.buf.shape[1])
+        old = np.flatnonzero(self.chunk >= 0)
+        slot = self.chunk[old] % cap
+        for name in ("buf", "chunk", "size", "sent", "resent"):
+            getattr(new, name)[slot] = getattr(self, name)[old]
+        return new
+
 
 class WanRecovery:
     """NACK requester and responder of one :class:`AggregatorClient` (module docstring)."""
@@ -93,10 +107,12 @@ class WanRecovery:
         # progress once per timeout: the time bound is loose, the ring of W chunks the real one
         self.linger = 10 * client.timeout if linger is None else linger
         self.stats = NackStats()
-        self._logs: dict[int, _Log] = {}
+        self._logs: dict[tuple[int, int], _Log] = {}  # (job, group) -> what we sent
         self._members: dict[int, int] = {}
         self._nacked: dict[tuple[int, int, int], float] = {}  # (job, chunk, member) -> when
         self._tries: dict[tuple[int, int, int], int] = {}  # (job, chunk, member) -> NACKs sent
+        self._timing: dict[tuple[int, int, int], float] = {}  # asked once: when (Karn's rule)
+        self._paths: dict[int, RttEstimator] = {}  # member -> NACK-to-copy round trips
         self._exchange: tuple[int, int] | None = None  # (job, first chunk) of the rows below
         self._latest: dict[int, int] = {}  # member -> highest row held (this exchange)
         self._moved: dict[int, float] = {}  # member -> when its highest row last rose
@@ -112,13 +128,29 @@ class WanRecovery:
         self._thread = threading.Thread(target=self._serve, name="wan-recovery", daemon=True)
         self._thread.start()
 
-    def interval(self) -> float:
-        """Least time between two NACKs of one chunk: two round trips, at most timeout / 16 (a
-        NACK and its resend cross a path twice: at 5 % loss per link on a 4-hop path a third of
-        the tries fail, so many must fit in the timeout)."""
+    def interval(self, timer: RttEstimator | None = None) -> float:
+        """Least time between two NACKs of one chunk: two round trips (``timer``: the path's
+        estimator, default the client's), at most timeout / 16 (a NACK and its resend cross a
+        path twice: at 5 % loss per link on a 4-hop path a third of the tries fail, so many
+        must fit in the timeout)."""
         c = self.client
-        rtt = c.timer.srtt if c.timer.srtt is not None else c.timer.rto
+        t = c.timer if timer is None else timer
+        rtt = t.srtt if t.srtt is not None else t.rto
         return max(c.min_rto, min(2 * rtt, c.timeout / 16))
+
+    def member_interval(self, member: int) -> float:
+        """The re-NACK interval toward ``member``: its measured NACK round trip (a NACK's first
+        try until our aggregator was seen holding the copy: the NACK's and the resend's
+        crossings of the path and a probe, RFC 6298's estimate of those samples, at most
+        timeout / 16); before the first sample, :meth:`interval`. Not the client's own SRTT
+        alone: that is the round trip of *results*, which for a site that contributes last is
+        a loopback's (milliseconds) and has nothing to do with the path to a member (issue 15:
+        80 NACKs of one chunk in 1.5 s, one every 20 ms, before its first resend could come)."""
+        path = self._paths.get(member)
+        if path is None or path.srtt is None:
+            return self.interval()
+        c = self.client
+        return max(c.min_rto, min(path.estimate, c.timeout / 16))
 
     def dedupe(self) -> float:
         """Least time between two resends of one chunk: NACKs of several members for one loss
@@ -126,14 +158,22 @@ class WanRecovery:
         return max(self.client.min_rto, self.interval() / 2)
 
     # ---- responder: the log of what we sent ----
-    def record(self, job: int, pk: ChunkRing | WholeBuffer, lo: int, hi: int) -> None:
-        """Chunks ``lo .. hi - 1`` of ``pk`` were just sent for the first time: log them."""
+    def record(self, job: int, pk: ChunkRing | WholeBuffer, lo: int, hi: int, *,
+               keep: int | None = None) -> None:
+        """Chunks ``lo .. hi - 1`` of ``pk`` were just sent for the first time: log them, one
+        log per job and group (a sharded site sends the same chunk numbers in several groups at
+        once). ``keep``: the chunks of the group's log (default: the job's window W; an
+        open-loop all-gather cast keeps its whole shard, a shard shorter than W needs no more:
+        host/sharded_allreduce.py); a log grows when asked for more, keeping what it holds."""
         src = pk.buf
         self._group_members(pk.group)  # read now, before any probe of the exchange is posted
+        cap = self.client.job_window(job) if keep is None else max(1, keep)
         with self._lock:
-            log = self._logs.get(job)
+            log = self._logs.get((job, pk.group))
             if log is None or log.buf.shape[1] != src.shape[1]:
-                log = self._logs[job] = _Log(self.client.job_window(job), src.shape[1])
+                log = self._logs[(job, pk.group)] = _Log(cap, src.shape[1])
+            elif cap > len(log.chunk):
+                log = self._logs[(job, pk.group)] = log.grown(cap)
             idx = np.arange(lo, hi)
             chunks = (pk.first + idx) & _U32
             slot = chunks % len(log.chunk)
@@ -173,7 +213,7 @@ class WanRecovery:
         now, gap = time.monotonic(), self.dedupe()
         out = []
         with self._lock:
-            log = self._logs.get(nack.job)
+            log = self._logs.get((nack.job, nack.group))
             for ch in nack.chunks:
                 k = ch % len(log.chunk) if log is not None else 0
                 if (log is None or log.chunk[k] != ch or now - log.sent[k] > self.linger
@@ -209,11 +249,18 @@ class WanRecovery:
         if self._exchange != (job, first):  # a new exchange: forget the previous one's rows
             self._exchange, self._latest, self._moved, self._since = (job, first), {}, {}, now
         latest = self._latest  # member -> the highest row of it the aggregator was seen to hold
+        timing = self._timing
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             for m in range(wire.MAX_SENDERS):
-                if bm >> m & 1 and latest.get(m, -1) < i:
-                    latest[m], self._moved[m] = i, now
+                if bm >> m & 1:
+                    if latest.get(m, -1) < i:
+                        latest[m], self._moved[m] = i, now
+                    if timing:  # a copy NACKed once is here: a sample of the NACK round trip
+                        t = timing.pop((job, (first + i) & _U32, m), None)
+                        if t is not None:
+                            self._path(m).sample(now - t)
         ask: dict[int, list[int]] = {}
+        gapped: set[tuple[int, int]] = set()  # (member, chunk): a later one of its arrived
         waiting = False  # some member's contribution is still lacking here
         rto = win.rto()
         stalled = now - win.last_progress >= rto  # no result for an RTO
@@ -235,27 +282,88 @@ class WanRecovery:
                 lost = latest.get(m, -1) > i or (
                     stalled and i == max(latest.get(m, -1) + 1, a.head)
                     and now - self._moved.get(m, self._since) >= rto)
-                if lost and now - self._nacked.get((job, chunk, m), -math.inf) >= gap:
-                    self._nacked[(job, chunk, m)] = now
-                    self._tries[(job, chunk, m)] = self._tries.get((job, chunk, m), 0) + 1
-                    self.stats.nacked_by_gap += latest.get(m, -1) > i
+                if lost:
                     ask.setdefault(m, []).append(chunk)
-        if ask:  # found something lost: probe again at the fast pace (as SendWindow does
+                    if latest.get(m, -1) > i:
+                        gapped.add((m, chunk))
+        asked = [(m, ch) for m, chunks in ask.items() for ch in self._ask(
+            m, chunks, job=job, group=group, round_id=round_id, now=now,
+            gap=self.member_interval(m))]
+        if asked:  # found something lost: probe again at the fast pace (as SendWindow does
+            self.stats.nacked_by_gap += len(gapped.intersection(asked))
             win.probe_fast()  # when an answer shows a contribution of ours lost)
         elif waiting:  # a NACK may go unanswered (lost, or its resend): probe at least once per
             # half interval, so a re-NACK is due at the next probe, never held back by the
             # probes' backoff (up to the RTO) or a probe that came just before it was due
             win.probe_at_least_every(gap / 2)
-        for m, chunks in ask.items():
-            for k in range(0, len(chunks), wire.NACK_MAX_CHUNKS):
-                part = tuple(chunks[k : k + wire.NACK_MAX_CHUNKS])
-                self.sock.sendto(wire.nack_datagram(wire.Nack(
-                    m, part, job, group, round_id, c.sender_id, c.session)), c.aggregator)
-                self.stats.nacks_sent += 1
-            self.stats.nacked_chunks += len(chunks)
+
+    def missing_copies(self, owner: int, done: bytearray, hi: int, quiet: float, *, job: int,
+                       group: int, round_id: int, first: int, timer: RttEstimator,
+                       now: float) -> tuple[list[int], float]:
+        """A receive-only stream lacks rows of ``owner``'s open-loop cast (a sharded
+        all-gather: chunk = first + row; ``done``: the rows arrived, ``hi`` the highest,
+        ``quiet``: when the latest new one came or the stream began): NACK the rows below
+        ``hi`` (the owner sends in order, a path is FIFO: a gap) and, once nothing new came for
+        the path's RTO estimate (``timer``: the round trip to the owner; without backoff), every
+        missing row (a lost tail, or a cast whose every copy so far was lost). The owner's
+        responder re-sends from its log (the cast is recorded whole, ``record(keep=)``).
+        Returns the rows NACKed now and when to look again."""
+        gap = self.interval(timer)
+        rto = min(timer.estimate, self.client.timeout / 4)
+        silent = now - quiet >= rto
+        lacking = np.flatnonzero(np.frombuffer(done, np.uint8) == 0)
+        rows = lacking if silent else lacking[lacking < hi]
+        chunks = [(first + int(i)) & _U32 for i in rows]
+        asked = self._ask(owner, chunks, job=job, group=group, round_id=round_id, now=now,
+                          gap=gap)
+        self.stats.nacked_copies += len(asked)
+        if not len(lacking):
+            return [], math.inf
+        wake = now + gap / 2 if len(rows) else quiet + rto
+        return [(ch - first) & _U32 for ch in asked], wake
+
+    def _ask(self, member: int, chunks: list[int], *, job: int, group: int, round_id: int,
+             now: float, gap: float) -> list[int]:
+        """NACK ``member`` for those of ``chunks`` whose previous NACK is old enough (in
+        datagrams of at most NACK_MAX_CHUNKS); returns them. The one place NACKs are paced,
+        sent, counted. Pace per (chunk, member): the k-th re-NACK waits ``gap`` x 2^(k-1)
+        after the previous one, at most ``max(gap, timeout / 16)`` (exponential backoff, as a
+        retransmission timer's: a burst is bounded by log2 of its length over ``gap`` however
+        small ``gap`` is, while many tries still fit in the timeout)."""
+        c = self.client
+        cap = max(gap, c.timeout / 16)
+        out = []
+        for chunk in chunks:
+            key = (job, chunk, member)
+            k = self._tries.get(key, 0)
+            if not k or now - self._nacked[key] >= min(cap, gap * (1 << min(k - 1, 30))):
+                self._nacked[key] = now
+                self._tries[key] = k + 1
+                if k:  # asked again: its copy's arrival times no single try (Karn's rule)
+                    self._timing.pop(key, None)
+                else:
+                    self._timing[key] = now
+                out.append(chunk)
+        for k in range(0, len(out), wire.NACK_MAX_CHUNKS):
+            part = tuple(out[k : k + wire.NACK_MAX_CHUNKS])
+            self.sock.sendto(wire.nack_datagram(wire.Nack(
+                member, part, job, group, round_id, c.sender_id, c.session)), c.aggregator)
+            self.stats.nacks_sent += 1
+        self.stats.nacked_chunks += len(out)
         if len(self._nacked) > 4096:  # forget what is older than the linger
             self._nacked = {k: t for k, t in self._nacked.items() if now - t <= self.linger}
             self._tries = {k: n for k, n in self._tries.items() if k in self._nacked}
+            self._timing = {k: t for k, t in self._timing.items() if k in self._nacked}
+        return out
+
+    def _path(self, member: int) -> RttEstimator:
+        """The estimator of NACK round trips to ``member`` (host/rtt.py, the one estimator)."""
+        path = self._paths.get(member)
+        if path is None:
+            c = self.client
+            path = self._paths[member] = RttEstimator(c.timeout / 16, min_rto=c.min_rto,
+                                                      max_rto=c.max_rto)
+        return path
 
     def describe(self, job: int, chunk: int) -> str:
         """What was asked for ``chunk`` (for a ChunksMissing message: whether the WAN recovery

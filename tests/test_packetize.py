@@ -58,3 +58,20 @@ def test_bad_arguments():
         chunk_counts(10, 5000)
     with pytest.raises(ValueError):
         chunk_counts(10, 0)
+
+
+@pytest.mark.parametrize("length, per_packet", [(10, 4), (12, 4), (1, 7), (1000, 499)])
+def test_int32_input_is_copied_into_the_same_datagrams_as_its_floats(length, per_packet):
+    """One packetiser for the driver and the sharded all-reduce (which carries int32 partial
+    sums at the agreed scale from phase to phase): int32 values already at ``exp`` give byte for
+    byte the datagrams their floats would, padding included, nothing clipped."""
+    from wanreduce.fixedpoint import quantize
+
+    x = np.random.default_rng(length).standard_normal(length).astype(np.float32)
+    kw = dict(exp=20, n_contributors=9, elements_per_packet=per_packet, job_id=2, round_id=7,
+              first_chunk=0xFFFFFFFE, sender_id=4, group_id=11, session=3)
+    q, _ = quantize(x, 20, 9)
+    a, b = packetize(x, **kw), packetize(q, **kw)
+    assert np.array_equal(a.buf, b.buf) and np.array_equal(a.counts, b.counts)
+    assert b.clipped == 0 and np.array_equal(b.payload.reshape(-1)[:length], q)
+    assert list(b.headers["chunk"][:2]) == [0xFFFFFFFE, 0xFFFFFFFF][: len(b)]

@@ -85,8 +85,9 @@ def packetize(
     elements_per_packet: int = wire.DEFAULT_ELEMENTS,
     **header: int,
 ) -> Packets:
-    """Quantise ``x`` (any shape, float32/float16/bfloat16) and lay it out as datagrams in a
-    new buffer holding every chunk. ``header``: the header keywords of :func:`packetize_into`
+    """Quantise ``x`` (any shape, float32/float16/bfloat16; int32: fixed-point values already at
+    ``exp``, copied as they are) and lay it out as datagrams in a new buffer holding every
+    chunk. ``header``: the header keywords of :func:`packetize_into`
     (``job_id``, ``round_id``, ``first_chunk``, ``sender_id``, ``group_id``, ``msg_type``,
     ``session``: the run's tag, docs/protocol.md "Sessions"), which fills caller-given rows with
     a range of chunks."""
@@ -116,6 +117,9 @@ def packetize_into(
 ) -> int:
     """Quantise chunks ``chunks`` (indices into the tensor, step 1; default all) of the flat
     tensor ``flat`` into the rows of ``buf``, one datagram per row; returns the clipped count.
+    An int32 ``flat`` holds fixed-point values already at ``exp`` (the partial sums a sharded
+    all-reduce carries from phase to phase, ``host/sharded_allreduce.py``): they are copied as
+    they are (``n_contributors`` unused, nothing clipped); everything else is the same.
 
     ``buf`` is a caller-owned (k, 22 + 4E) uint8 array (E = elements per packet, from its
     width; k >= len(chunks); rows may be a slice of a reused ring): row ``i`` receives tensor
@@ -141,14 +145,20 @@ def packetize_into(
     lo = chunks.start * elements
     hi = min(flat.size, chunks.stop * elements)
     full = min(k, (hi - lo) // elements)  # rows filled completely
-    _, clipped = quantize(
-        flat[lo : lo + full * elements].reshape(full, elements), exp, n_contributors,
-        out=payload[:full],
-    )
+    fixed = flat.dtype == np.int32
+
+    def put(src: np.ndarray, dst: np.ndarray) -> int:
+        """``src`` into the payload words ``dst``: copied if fixed point, else quantised."""
+        if fixed:
+            dst[...] = src
+            return 0
+        return quantize(src, exp, n_contributors, out=dst)[1]
+
+    clipped = put(flat[lo : lo + full * elements].reshape(full, elements), payload[:full])
     if full < k:  # the tensor's short last chunk
         tail = payload[full]
         c = hi - lo - full * elements
-        clipped += quantize(flat[hi - c : hi], exp, n_contributors, out=tail[:c])[1]
+        clipped += put(flat[hi - c : hi], tail[:c])
         tail[c:] = 0
     h = rows[:, : wire.AGG_HEADER_BYTES].view(wire.AGG_HEADER_DTYPE)[:, 0]
     h[:] = header_record(msg_type, group_id, job_id, round_id, sender_id, exp, elements, session)

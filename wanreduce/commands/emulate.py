@@ -72,10 +72,6 @@ def emulate(topology: str, schedule: str, memory: int, nbytes: int, rounds: int,
         pred = predict(topo, plan, nbytes, slots.planner_memory, DEFAULT_ELEMENTS)
     except ValueError as exc:
         raise WanreduceError(str(exc)) from None
-    if loss > 0 and pred.table.sharded:
-        raise WanreduceError("--loss: the sharded plan's all-gather cannot recover lost copies yet "
-                             "(no NACK path for receive-only streams, docs/host.md); use --loss 0 "
-                             "or another --schedule")
     click.echo(f"topology {topo.name}: {topo.n} sites, {len(topo.links)} links; {slots.describe()}")
     click.echo(f"plan ({schedule}): {plan.schedule.label}; {format_size(nbytes)} per site, "
                f"{rounds} round(s), loss {loss:g}, seed {seed}")
@@ -133,8 +129,9 @@ def _summary(topo, res, pred, stats: dict[str, Any], rounds: int) -> dict[str, A
              for k in ("nacks_sent", "nacked_chunks", "nack_resends", "nack_ignored")}
     if lost or nacks["nacks_sent"]:
         click.echo(f"WAN-link loss recovery: {nacks['nacks_sent']} NACKs sent for "
-                   f"{nacks['nacked_chunks']} missing contributions, {nacks['nack_resends']} "
-                   f"contributions resent, {nacks['nack_ignored']} NACK datagrams ignored")
+                   f"{nacks['nacked_chunks']} missing contributions (or all-gather copies), "
+                   f"{nacks['nack_resends']} resent, {nacks['nack_ignored']} NACK datagrams "
+                   "ignored")
     out.update(link_bytes={k: row["bytes"] for k, row in links.items()}, dropped=drops, lost=lost,
                late_mean=stats["late_mean"], late_max=stats["late_max"],
                forwarder=stats["counters"], site_stats=[r.stats for r in res.reports])
