@@ -114,6 +114,9 @@ class SoftAggregator:
         self._dests: dict[int, list[Address]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # held while a batch goes through the model, so that counters() read from another
+        # thread is one snapshot (a frame counted in FRAMES_IN has its drop or outcome too)
+        self._counting = threading.Lock()
         self._buf = bytearray(MAX_DATAGRAM)  # whole datagrams: n is the true length
         self._rx = bytearray(RX_BATCHES * MAX_DATAGRAM)  # the serve loop's receive buffer
         # Results queued while the serve loop drains its socket (sent in batches, in order).
@@ -239,10 +242,11 @@ class SoftAggregator:
         """Process a GRO batch: ``n`` bytes of ``data`` in datagrams of ``seg`` bytes (the last
         may be shorter) from ``addr``. A run of one sender's contributions to consecutive
         chunks goes through the model at once (``_handle_run``), anything else one by one."""
-        if self.fast and self._handle_run(data, n, seg, addr):
-            return
-        for off in range(0, n, seg):
-            self.handle_datagram(min(seg, n - off), addr, data[off : min(n, off + seg)])
+        with self._counting:
+            if self.fast and self._handle_run(data, n, seg, addr):
+                return
+            for off in range(0, n, seg):
+                self.handle_datagram(min(seg, n - off), addr, data[off : min(n, off + seg)])
 
     def handle_datagram(self, n: int, addr: Address, data: bytes | bytearray | None = None) -> None:
         """Process one datagram of ``n`` bytes (in the receive buffer, or ``data``) from ``addr``."""
@@ -574,10 +578,12 @@ class SoftAggregator:
 
     # ---- status ----
     def counters(self) -> dict[str, int]:
-        """Every counter by register name (what a CONTROL read of them would return)."""
-        out = {"PORT0_FRAMES_IN": self.frames_in}
-        out.update({f"PORT0_DROP_{d.name}": self.drops[d] for d in Drop})
-        out.update({f"OUTCOME_{o.name}": self.model.counters[o] for o in Outcome})
-        out["RESULTS_OUT"] = self.model.results_out
-        out["CONTROL_IN"] = self.control_in
+        """Every counter by register name (what a CONTROL read of them would return): one
+        snapshot between two batches, so the accounting identity holds whenever it is read."""
+        with self._counting:
+            out = {"PORT0_FRAMES_IN": self.frames_in}
+            out.update({f"PORT0_DROP_{d.name}": self.drops[d] for d in Drop})
+            out.update({f"OUTCOME_{o.name}": self.model.counters[o] for o in Outcome})
+            out["RESULTS_OUT"] = self.model.results_out
+            out["CONTROL_IN"] = self.control_in
         return out
