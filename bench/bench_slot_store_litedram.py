@@ -58,13 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outstanding", type=int, default=256, help="in-flight table (default 256)")
     ap.add_argument("--commands", type=int, default=3000, help="commands per run (default 3000)")
     args = ap.parse_args(argv)
-    print("| burst (64-bit beats, bytes) | commands/cycle | ADD share | DRAM efficiency | DRAM MB/s "
-          "| read latency min / median / max | write latency min / median / max | wall |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| burst_beats (64-bit beats, bytes) | commands/cycle | ADD share | mean AR / AW burst "
+          "| DRAM efficiency | DRAM MB/s | read latency min / median / max "
+          "| write latency min / median / max | wall |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for bb in args.burst_beats:
         r = measure(bb, args.outstanding, args.commands)
         rl, wl = r["read_latency"], r["write_latency"]
-        print(f"| {bb} ({bb * 8} B) | {r['rate']:.3f} | {r['adds']:.2f} | {r['dram_efficiency']:.3f} "
+        print(f"| {bb} ({bb * 8} B) | {r['rate']:.3f} | {r['adds']:.2f} "
+              f"| {r['mean_ar_burst']:.1f} / {r['mean_aw_burst']:.1f} | {r['dram_efficiency']:.3f} "
               f"| {r['dram_bytes_per_s'] / 1e6:.0f} | {rl['min']} / {rl['median']:g} / {rl['max']} "
               f"| {wl['min']} / {wl['median']:g} / {wl['max']} | {r['wall_s']:.0f} s |", flush=True)
     return 0

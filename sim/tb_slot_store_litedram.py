@@ -156,6 +156,7 @@ async def throughput(dut):
     moved = rate * (1 + adds) * b.row_bytes * CORE_FREQ_HZ
     result.update(rate=rate, adds=adds, cycles=stamps[-1], commands=len(cmds),
                   dram_bytes_per_s=moved, dram_efficiency=moved / b.cfg.peak_bytes_per_s,
-                  read_beats=sum(n for ch, _, n in b.bursts if ch == "ar"))
+                  **{f"mean_{ch}_burst": statistics.mean([n for c, _, n in b.bursts if c == ch] or [0])
+                     for ch in ("ar", "aw")})
     _write_out(p, result)
     assert rate >= p.get("min_rate", 0.0), f"{rate:.3f} commands/cycle < {p.get('min_rate')}"

@@ -1,16 +1,19 @@
 """The DRAM slot store through LiteDRAM's real controller (issue 16 item 5): the model module
 (hdl/boards/litedram_model.py), the wrapper (hdl/boards/litedram_model_store.py) and the cocotb
-bench (sim/tb_slot_store_litedram.py) against the slot-store reference."""
+bench (sim/tb_slot_store_litedram.py) against the slot-store reference; the bank-lock fix the
+bench called for (hdl/boards/litedram_bank_lock.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 
 import pytest
 
-from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
-from wanreduce.hdl.boards.litedram_model import cached_model, model_bytes
+from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
+from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS, controller_settings
+from wanreduce.hdl.boards.litedram_model import cached_model, model_bytes, phy_settings
 from wanreduce.hdl.boards.litedram_model_store import LiteDramModelStore
 from wanreduce.hdl.boards.versa_dram_store import STORE_PARAMS
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
@@ -37,6 +40,48 @@ def test_model_module_has_the_board_ports_and_small_memories() -> None:
     # one memory per bank, 16 DRAM rows of 256 bank words (128 bits: 1:2, 4 DFI words a phase)
     mems = re.findall(r"reg\s+\[127:0\]\s+(\w+)\s*\[0:(\d+)\]", text)
     assert len(mems) == VERSA.banks and {int(d) for _, d in mems} == {16 * 256 - 1}, mems
+
+
+def _lock_after_accept(*, buffered: bool, fix: bool) -> list[int]:
+    """A Versa bank machine (Migen simulator) takes one read; its ``lock`` over the next cycles,
+    the command held (the multiplexer never takes it)."""
+    from litedram import modules
+    from litedram.core.bankmachine import BankMachine
+    from migen import run_simulation
+
+    module = getattr(modules, VERSA.part)(VERSA.sys_clk_hz, VERSA.rate)
+    s = controller_settings(VERSA)
+    s.cmd_buffer_buffered = buffered
+    s.phy, s.geom, s.timing = phy_settings(VERSA), module.geom_settings, module.timing_settings
+    with fixed_bank_lock() if fix else contextlib.nullcontext():
+        bm = BankMachine(0, 20, 3, 1, s)
+    seen: list[int] = []
+
+    def bench():
+        yield bm.req.valid.eq(1)
+        yield bm.req.addr.eq(5)
+        yield
+        while not (yield bm.req.ready):
+            yield
+        yield  # taken at this edge
+        yield bm.req.valid.eq(0)
+        for _ in range(6):
+            seen.append((yield bm.req.lock))
+            yield
+
+    run_simulation(bm, bench())
+    return seen
+
+
+def test_bank_lock_covers_every_held_command() -> None:
+    """The crossbar's order guarantee: a bank machine holding a port's command keeps ``lock``
+    up. The Versa's buffered command buffer leaves it down the cycle after acceptance (the
+    bug the bench below found); the fix, and LiteDRAM's unbuffered default, do not."""
+    assert controller_settings(VERSA).cmd_buffer_buffered  # the board's setting
+    assert _lock_after_accept(buffered=True, fix=False)[0] == 0  # LiteDRAM 2024.12 as is
+    assert _lock_after_accept(buffered=True, fix=True) == [1] * 6
+    assert _lock_after_accept(buffered=False, fix=False) == [1] * 6
+    assert _lock_after_accept(buffered=False, fix=True) == [1] * 6
 
 
 def _bench(**store):
@@ -71,4 +116,4 @@ def test_cocotb_throughput_through_litedram(tmp_path) -> None:
     run_cocotb(verilog=sources, toplevel=top, test_module=TB, testcase="throughput",
                params={**params, "seed": 1, "commands": 3000, "out": str(out)})
     r = json.loads(out.read_text())
-    assert 0.1 < r["rate"] and r["dram_efficiency"] < 1.0, r
+    assert 0.05 < r["rate"] and r["dram_efficiency"] < 1.0, r
