@@ -18,8 +18,9 @@ What differs from the board: the PHY is the model (no ECP5 I/O, no PLL: ``sys_cl
 ``sys_rst`` are ports), and ``init_done`` is a port (the model needs no DDR3 init sequence;
 the bench raises it after reset, as ``DramInit`` does on the board).
 
-**Memory size.** The model keeps each bank in a Verilog memory of the bank's whole size (128 MiB
-for the Versa). Here each bank memory keeps only its first :data:`MODEL_ROWS` DRAM rows
+**Memory size.** The model keeps each bank in a Verilog memory of the bank's whole size (for the
+Versa 8 x 16 MiB, twice that at the ECP5 settings, whose bank words are 128 bits per 4
+columns). Here each bank memory keeps only its first :data:`MODEL_ROWS` DRAM rows
 (:func:`small_bank_memories`): the bank address is truncated to its low bits, so higher rows
 alias onto these. With LiteDRAM's ROW_BANK_COL mapping the byte addresses below
 :func:`model_bytes` (256 KiB on the Versa: 16 rows x 8 banks x 2 KiB) are distinct memory; a
@@ -56,7 +57,7 @@ from wanreduce.hdl.boards.litedram_controller import (
 )
 
 __all__ = ["MODEL_ROWS", "cached_model", "generate_model", "model_bytes", "model_module_name",
-           "small_bank_memories"]
+           "phy_settings", "small_bank_memories"]
 
 MODEL_ROWS = 16  # DRAM rows kept per bank by the model's memories
 
@@ -160,14 +161,21 @@ def generate_model(board: str, out_dir: Path, *, bank_lock_fix: bool = True) -> 
     board generator builds it (False: LiteDRAM's own bank lock, to show what it breaks)."""
     from litex.build.generic_platform import GenericPlatform
     from litex.build.sim.common import sim_special_overrides
+    from litex.gen import LiteXContext
 
     cfg = DRAM_CONFIGS[board]
     name = model_module_name(board)
     with contextlib.redirect_stdout(io.StringIO()), litedram_controller._quiet_logging():
         platform = GenericPlatform(cfg.device, [])
         top = _top(cfg, platform, bank_lock_fix)
-        conv = platform.get_verilog(top, name=name, special_overrides=sim_special_overrides,
-                                    regular_comb=False)
+        # LiteX prints LiteXContext.top's hierarchy into the Verilog: a global, left at whatever
+        # SoC was built last in this process (the board's generator): print none.
+        previous, LiteXContext.top = LiteXContext.top, None
+        try:
+            conv = platform.get_verilog(top, name=name, special_overrides=sim_special_overrides,
+                                        regular_comb=False)
+        finally:
+            LiteXContext.top = previous
     if conv.data_files:  # memory init files: none expected (no init content)
         raise RuntimeError(f"{name}: unexpected data files {sorted(conv.data_files)}")
     path = Path(out_dir) / f"{name}.v"
