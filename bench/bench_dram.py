@@ -15,8 +15,9 @@ the start of the last slot's writes, alone): the ``efficiency`` of
 
     .venv/bin/python bench/bench_dram.py [--slots 16] [--group 8] [--board versa-ecp5]
 
-The bank memories of the DDR3 model are shrunk (``_small_bank_memories``) so the simulation
-starts in seconds; progress goes to stderr every 2,000 cycles.
+The bank memories of the DDR3 model are shrunk (``litedram_model.small_bank_memories``) so the
+simulation starts in seconds; the controller is built with the bank-lock fix the board's
+generator applies (``litedram_bank_lock``); progress goes to stderr every 2,000 cycles.
 
 Figures: docs/benchmarks.md, "DRAM bandwidth (LiteDRAM model)".
 """
@@ -24,68 +25,31 @@ Figures: docs/benchmarks.md, "DRAM bandwidth (LiteDRAM model)".
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import platform
 import sys
 import time
 
 from wanreduce.hdl.boards.capacity import dram_budget, dram_slot_stride
+from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS, controller_settings
+from wanreduce.hdl.boards.litedram_model import phy_settings, small_bank_memories
 
-BANK_WORDS = 4096  # storage per simulated bank (see _small_bank_memories)
-
-
-class _Pads:
-    """Stand-in DDR3 pads: the PHY is built only for its settings (timings, latencies)."""
-
-    def __init__(self, cfg) -> None:
-        from migen import Signal
-
-        lanes = 2 * cfg.chips
-        for name, w in (("a", (cfg.rows - 1).bit_length()), ("ba", 3), ("ras_n", 1),
-                        ("cas_n", 1), ("we_n", 1), ("cs_n", 1), ("cke", 1), ("odt", 1),
-                        ("reset_n", 1), ("dm", lanes), ("dq", 8 * lanes), ("dqs_p", lanes),
-                        ("clk_p", 1)):
-            setattr(self, name, Signal(w, name=name))
-
-
-@contextlib.contextmanager
-def _small_bank_memories(words: int = BANK_WORDS):
-    """Build ``SDRAMPHYModel`` with at most ``words`` words of storage per bank. Its banks are
-    Migen ``Memory`` objects of the whole DRAM (4 Mi words for the MT41K64M16), which Migen's
-    simulator holds as Python lists: gigabytes, and minutes before the first cycle. The bank's
-    address is then truncated to its low bits (column and low row bits): rows alias, which changes
-    the data read back, not when the model answers. This benchmark moves data without looking
-    at it; the controller's timing (activates, precharges, refresh, turnarounds) is unchanged."""
-    from litedram.phy import model
-
-    real = model.Memory
-
-    def small(width, depth, **kw):
-        return real(width, min(depth, words), **kw)
-
-    model.Memory = small
-    try:
-        yield
-    finally:
-        model.Memory = real
+BANK_WORDS = 4096  # storage per simulated bank (litedram_model.small_bank_memories: rows alias,
+# which changes the data read back, not when the model answers; this benchmark never looks at it)
 
 
 def measure(board: str, slots: int, group: int, elements: int = 499,
             max_cycles: int = 200_000) -> dict:
     from litedram import modules
     from litedram.core import LiteDRAMCore
-    from litedram.phy import ECP5DDRPHY
     from litedram.phy.model import SDRAMPHYModel
     from migen import Module, run_simulation
     from migen.sim import passive
 
     cfg = DRAM_CONFIGS[board]
-    if cfg.phy != "ECP5DDRPHY":
-        raise SystemExit(f"{board}: only the ECP5 PHY's settings are modelled here")
     module = getattr(modules, cfg.part)(cfg.sys_clk_hz, cfg.rate)
-    settings = ECP5DDRPHY(_Pads(cfg), sys_clk_freq=cfg.sys_clk_hz).settings
+    settings = phy_settings(cfg)
 
     class Top(Module):
         def __init__(self) -> None:
@@ -95,7 +59,7 @@ def measure(board: str, slots: int, group: int, elements: int = 499,
                 controller_settings=controller_settings(cfg))
             self.port = self.core.crossbar.get_port()
 
-    with _small_bank_memories():
+    with small_bank_memories(BANK_WORDS), fixed_bank_lock():
         top = Top()
     port = top.port
     beat_bytes = port.data_width // 8

@@ -71,6 +71,9 @@ BENCHES = (
     Bench("bench_dram_store.py", "DRAM slot store: commands per cycle vs memory latency and bandwidth (issue 16, branch dram16)",
           lambda out: ["--latency", "20,200", "--bandwidth", "0.5", "--seeds", "1"]),
     Bench("bench_dram.py", "DRAM controller on the boards (LiteDRAM)", lambda out: ["--slots", "2"]),
+    Bench("bench_slot_store_litedram.py",
+          "DRAM slot store through LiteDRAM's controller (issue 16 item 5, branch sdrammodel16)",
+          lambda out: ["--burst-beats", "16", "--commands", "1500"]),
 )
 
 

@@ -221,6 +221,12 @@ def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
     return cmds[:n]
 
 
+def steady_rate(stamps: list[int]) -> float:
+    """Responses per cycle in the steady state: over the middle half of the responses."""
+    q = len(stamps) // 4
+    return (len(stamps) - 2 * q - 1) / (stamps[-q - 1] - stamps[q])
+
+
 @cocotb.test()
 async def random_commands(dut):
     """Random commands under random backpressure and latency: every response as the reference."""
@@ -257,7 +263,7 @@ async def throughput(dut):
     cmds = _message_commands(b, p.get("commands", 2000))
     stamps = await b.run(cmds, model, p_cmd=1.0, p_rsp=1.0)
     q = len(stamps) // 4
-    rate = (len(stamps) - 2 * q - 1) / (stamps[-q - 1] - stamps[q])
+    rate = steady_rate(stamps)
     reads = sum(beats for ch, _, beats in b.bursts if ch == "ar")
     writes = [beats for ch, _, beats in b.bursts if ch == "aw"]
     result = {"rate": rate, "adds": sum(op == Op.ADD for op, *_ in cmds[q:-q]) / (len(cmds) - 2 * q), "cycles": stamps[-1], "commands": len(cmds), "read_beats": reads,

@@ -347,7 +347,10 @@ def _generate(cfg: DramConfig, out_dir: Path, name: str) -> Path:
         platform = LatticePlatform(cfg.device, io=[], toolchain="trellis")
     else:
         platform = XilinxPlatform(cfg.device, io=[], toolchain="vivado")
-    soc = LiteDRAMCore(platform, _core_config(cfg), integrated_rom_size=0)
+    from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
+
+    with fixed_bank_lock():  # cmd_buffer_buffered breaks LiteDRAM's bank lock: see that module
+        soc = LiteDRAMCore(platform, _core_config(cfg), integrated_rom_size=0)
     _add_axi_port(soc, platform)
     dw, aw = soc.axi_widths
     if (dw, aw) != (cfg.data_width, cfg.addr_width):

@@ -1,0 +1,162 @@
+"""cocotb bench of the DRAM slot store through LiteDRAM's real controller on its DDR3 model
+(``hdl/boards/litedram_model_store.py``: the store, the board's 64 -> 128-bit converter, the
+board's LiteDRAM AXI frontend and controller on ``SDRAMPHYModel``), run by
+tests/test_slot_store_litedram.py and bench/bench_slot_store_litedram.py.
+
+Two clocks at the board's frequencies: the core's (``clk``, ``versa_ecp5.CORE_FREQ_HZ``) and the
+controller's (``dram_clk``, ``DramConfig.sys_clk_hz``); ``init_done`` is raised after reset.
+The model's memory has no defined content, so the bench first WRITEs every row of the store's
+region (random data) and the reference (``sim/slot_store_model.py``) starts from that. The commands and the checks are those of
+``sim/tb_slot_store.py`` (its ``Bench.run``: every response equal to the reference's, in order);
+here nothing is injected: latency, backpressure and bandwidth are the controller's and DRAM's.
+The store's own AXI port (``dut.store.m_axi_mem_*``) is watched: every burst checked (INCR,
+within 4 KiB and the region, at most ``burst_beats``) and the latency it sees measured, in core
+cycles: AR accepted -> that burst's first R beat; the burst's last W beat -> its B.
+
+Tests: ``random_commands`` (random ops on clustered rows, random ``cmd`` valid / ``rsp``
+ready) and ``throughput`` (the reducer's messages, ``cmd`` always valid, ``rsp`` always ready;
+steady-state commands per cycle and the DRAM efficiency they amount to, to ``params["out"]``).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import deque
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
+from wanreduce.hdl.boards.versa_ecp5 import CORE_FREQ_HZ
+from wanreduce.hdl.slot_store_signature import Op
+from wanreduce.sim.simulator import tb_params
+from wanreduce.sim.slot_store_model import SlotStoreModel
+from wanreduce.sim.tb_slot_store import Bench, _message_commands, _random_commands, steady_rate
+
+
+class ModelBench(Bench):
+    """Clocks, reset and ``init_done`` for the model; the store's AXI port watched."""
+
+    def __init__(self, dut, p: dict) -> None:
+        super().__init__(dut, p)
+        self.cfg = DRAM_CONFIGS[p.get("board", "versa-ecp5")]
+        self.read_latency: list[int] = []
+        self.write_latency: list[int] = []
+
+    async def start(self) -> SlotStoreModel:
+        dut = self.dut
+        cocotb.start_soon(Clock(dut.clk, round(1e12 / CORE_FREQ_HZ), unit="ps").start())
+        cocotb.start_soon(Clock(dut.dram_clk, round(1e12 / self.cfg.sys_clk_hz), unit="ps").start())
+        dut.rst.value = 1
+        dut.dram_rst.value = 1
+        dut.init_done.value = 0
+        dut.cmd__valid.value = 0
+        dut.rsp__ready.value = 0
+        await ClockCycles(dut.clk, 8)
+        dut.rst.value = 0
+        dut.dram_rst.value = 0
+        await ClockCycles(dut.dram_clk, 8)
+        dut.init_done.value = 1
+        await RisingEdge(dut.clk)
+        cocotb.start_soon(self._watch())
+
+        # The model's memory has no defined content: WRITE every row first (random data), so
+        # the reference's initial rows (0) are only ever overwritten.
+        model = SlotStoreModel(self.width, lambda row: 0)
+        lanes = (1 << (self.width // 32)) - 1
+        fill = [(int(Op.WRITE), row, self.rng.getrandbits(self.width), lanes)
+                for row in range(self.rows)]
+        await self.run(fill, model, p_cmd=1.0, p_rsp=1.0)
+        return model
+
+    async def _watch(self) -> None:
+        """Record every AR/AW burst of the store and the latency of each read and write burst."""
+        axi, clk = self.dut.store, self.dut.clk
+        reads: deque[int] = deque()  # AR cycles of bursts whose first R beat is still to come
+        lengths: deque[int] = deque()  # beats of the bursts read (R has no rlast in the store)
+        writes: deque[int] = deque()  # cycles of W last beats whose B is still to come
+        left, cycle = 0, 0  # R beats still to come of the burst being read
+        while True:
+            await RisingEdge(clk)
+            await ReadOnly()
+            cycle += 1
+
+            def go(ch: str) -> bool:
+                return bool(int(getattr(axi, f"m_axi_mem_{ch}valid").value)
+                            and int(getattr(axi, f"m_axi_mem_{ch}ready").value))
+
+            for ch in ("aw", "ar"):
+                if go(ch):
+                    self.bursts.append((ch, int(getattr(axi, f"m_axi_mem_{ch}addr").value),
+                                        int(getattr(axi, f"m_axi_mem_{ch}len").value) + 1))
+                    assert int(getattr(axi, f"m_axi_mem_{ch}burst").value) == 1, "not INCR"
+            if go("ar"):
+                reads.append(cycle)
+                lengths.append(self.bursts[-1][2])
+            if go("r"):
+                if left == 0:
+                    self.read_latency.append(cycle - reads.popleft())
+                    left = lengths.popleft()
+                left -= 1
+            if go("w") and int(axi.m_axi_mem_wlast.value):
+                writes.append(cycle)
+            if go("b"):
+                self.write_latency.append(cycle - writes.popleft())
+
+    async def finish(self) -> dict:
+        """Check the bursts and the error flags; the latencies seen (core cycles)."""
+        await ClockCycles(self.dut.clk, 2)
+        self.check_bursts()
+        assert not int(self.dut.mem_error.value), "mem_error set (an AXI error response)"
+        assert not int(self.dut.upsizer_error.value), "the converter saw a burst it cannot convert"
+
+        def summary(xs: list[int]) -> dict:
+            return {"n": len(xs), "min": min(xs), "median": statistics.median(xs), "max": max(xs)} \
+                if xs else {"n": 0}
+
+        return {"read_latency": summary(self.read_latency),
+                "write_latency": summary(self.write_latency)}
+
+
+def _write_out(p: dict, result: dict) -> None:
+    if p.get("out"):
+        with open(p["out"], "w") as f:
+            json.dump(result, f)
+
+
+@cocotb.test()
+async def random_commands(dut):
+    """Random commands under random cmd/rsp handshakes: every response as the reference."""
+    p = tb_params()
+    b = ModelBench(dut, p)
+    model = await b.start()
+    cmds = _random_commands(b, p.get("commands", 500))
+    await b.run(cmds, model, p_cmd=p.get("p_cmd", 0.7), p_rsp=p.get("p_rsp", 0.7))
+    result = await b.finish()
+    assert any(beats > 1 for _, _, beats in b.bursts), "no burst of more than one beat"
+    _write_out(p, result)
+
+
+@cocotb.test()
+async def throughput(dut):
+    """Back-to-back reducer traffic: steady-state commands per cycle, the DRAM efficiency it
+    amounts to, and the latency the store sees (to params["out"])."""
+    p = tb_params()
+    b = ModelBench(dut, p)
+    model = await b.start()
+    cmds = _message_commands(b, p.get("commands", 2000))
+    stamps = await b.run(cmds, model, p_cmd=1.0, p_rsp=1.0)
+    rate = steady_rate(stamps)
+    result = await b.finish()
+    q = len(cmds) // 4
+    adds = sum(op == Op.ADD for op, *_ in cmds[q:-q]) / (len(cmds) - 2 * q)
+    # DRAM bytes per command: a write beat each, a read beat per ADD (every ADD reads: spread)
+    moved = rate * (1 + adds) * b.row_bytes * CORE_FREQ_HZ
+    result.update(rate=rate, adds=adds, cycles=stamps[-1], commands=len(cmds),
+                  dram_bytes_per_s=moved, dram_efficiency=moved / b.cfg.peak_bytes_per_s,
+                  **{f"mean_{ch}_burst": statistics.mean([n for c, _, n in b.bursts if c == ch] or [0])
+                     for ch in ("ar", "aw")})
+    _write_out(p, result)
+    assert rate >= p.get("min_rate", 0.0), f"{rate:.3f} commands/cycle < {p.get('min_rate')}"
