@@ -16,8 +16,11 @@ from wanreduce.hdl.boards import BOARDS
 from wanreduce.hdl.boards.dram_controller import DramController, attach_memory
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS, module_name
 from wanreduce.hdl.boards.slot_store_exerciser import SlotStoreExerciser
+from wanreduce.hdl.boards.versa_dram_store import STORE_PARAMS
 from wanreduce.hdl.dram_slot_store import DramSlotStore
+from wanreduce.hdl.dram_slot_store_harness import DramSlotStoreHarness
 from wanreduce.hdl.onchip_slot_store import OnChipSlotStore
+from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 # core clock of the slow bitstream test: the board default (the DRAM slot store is below 125 MHz
 # on the ECP5: docs/benchmarks.md, "DRAM controller on the boards")
@@ -58,6 +61,20 @@ def test_exerciser_checks_every_response(corrupt_at):
     passes, error = seen[0]
     assert passes >= 3
     assert error == (corrupt_at is not None)
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+def test_versa_store_with_the_boards_bursts_on_axi_ram():
+    """The store as the Versa builds it (STORE_PARAMS: the board's 64-beat bursts, 256 entries)
+    on cocotbext-axi's AxiRam with random latency and backpressure: every response equals the
+    reference, every burst INCR, within 4 KiB and at most 64 beats (sim/tb_slot_store.py).
+    Slow: 64 slots x 256 rows and 256 entries take minutes to build and run on a loaded machine."""
+    assert STORE_PARAMS["burst_beats"] == DRAM_CONFIGS["versa-ecp5"].burst_beats(64) == 64
+    params = {"data_width": 64, **STORE_PARAMS}
+    path = generate_verilog(DramSlotStoreHarness, name="versa_dram_store", params=params)
+    run_cocotb(verilog=path, toplevel="versa_dram_store", test_module="wanreduce.sim.tb_slot_store",
+               testcase="random_commands", params={**params, "seed": 5, "commands": 500})
 
 
 def test_attach_memory_rejects_a_port_wider_than_the_dram_address(tmp_path):

@@ -41,9 +41,9 @@ BOARD_PORTS = {"versa-ecp5": (125e6, 2), "alinx-ax7325b": (1.25e9, 3)}
 # (bench/bench_dram.py; docs/benchmarks.md "DRAM bandwidth"), by the bytes of one AXI burst: reads
 # and writes alternate burst by burst (LiteDRAM's AXI frontend arbitrates per burst), steady
 # state. Versa at 87.5 MHz, 512-B bursts (the board's, DramConfig.burst_bytes: 64 beats at
-# W = 64): 0.735, 514 MB/s against 479. (128-B bursts, DramSlotStore's default 16 beats, were
-# measured at the former 100 MHz only: 0.52, short of the two ports even there.)
-DRAM_EFFICIENCY = {"versa-ecp5": {512: 0.735}}
+# W = 64), 8 slots: 0.742, 520 MB/s against 479 (margin 1.09). (128-B bursts, DramSlotStore's
+# default 16 beats, were measured at the former 100 MHz only: 0.52, short of the two ports.)
+DRAM_EFFICIENCY = {"versa-ecp5": {512: 0.742}}
 # Bytes on the wire per packet besides the payload: preamble 8, IFG 12, Ethernet 14, FCS 4,
 # IPv4 20, UDP 8, aggregation header 22 (wanreduce.wire).
 WIRE_OVERHEAD_BYTES = 88
