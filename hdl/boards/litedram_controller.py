@@ -132,7 +132,8 @@ DRAM_CONFIGS: dict[str, DramConfig] = {
     # banks), ECP5DDRPHY at 1:2; amaranth-boards' ddr3 resource has the same 13 address and 16 DQ
     # pins. LiteX runs it at 75 MHz (DDR3-300). 87.5 MHz (DDR3-350; PLL: VCO 700 MHz = 4 x the
     # 175 MHz sys2x = 28 x the 25 MHz init clock): LiteDRAM's bank-machine -> multiplexer path
-    # placed at 90.6 MHz in the DRAM store-test design, so 100 MHz had no margin; with 512-B
+    # placed at 90.6 MHz in the DRAM store-test design (100 MHz failed; 87.5 met on 3 of 3
+    # placements at 104.7-109.3 MHz, docs/benchmarks.md); with 512-B
     # bursts 87.5 MHz still covers two 1 GbE ports (docs/boards.md "DRAM bandwidth budget").
     "versa-ecp5": DramConfig(
         board="versa-ecp5", part="MT41K64M16", chips=1, rows=8192, cols=1024, banks=8,
