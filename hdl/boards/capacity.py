@@ -37,12 +37,13 @@ STATE_BYTES_PER_SLOT = 32
 # and ETH1 (host contributions); alinx-ax7325b two 10 GbE network cages and one host cage.
 BOARD_PORTS = {"versa-ecp5": (125e6, 2), "alinx-ax7325b": (1.25e9, 3)}
 # DRAM efficiency (fraction of the DQ bus's peak) of the slot read-modify-write, measured on the
-# board's LiteDRAM controller with its DDR3 model (bench/bench_dram.py; docs/benchmarks.md "DRAM
-# bandwidth"), by the bytes of one AXI burst: reads and writes alternate burst by burst (LiteDRAM's
-# AXI frontend arbitrates per burst), steady state. 128 B = DramSlotStore's default 16 beats of
-# 64 bits: 416 MB/s, short of the Versa's 479 MB/s; 512 B (64 beats): 624 MB/s, margin 1.30.
-DRAM_EFFICIENCY = {"versa-ecp5": {128: 0.52, 512: 0.78}}
-DEFAULT_BURST_BYTES = 128
+# board's LiteDRAM controller at its configured clock (DRAM_CONFIGS) with its DDR3 model
+# (bench/bench_dram.py; docs/benchmarks.md "DRAM bandwidth"), by the bytes of one AXI burst: reads
+# and writes alternate burst by burst (LiteDRAM's AXI frontend arbitrates per burst), steady
+# state. Versa at 87.5 MHz, 512-B bursts (the board's, DramConfig.burst_bytes: 64 beats at
+# W = 64), 8 slots: 0.742, 520 MB/s against 479 (margin 1.09). (128-B bursts, DramSlotStore's
+# default 16 beats, were measured at the former 100 MHz only: 0.52, short of the two ports.)
+DRAM_EFFICIENCY = {"versa-ecp5": {512: 0.742}}
 # Bytes on the wire per packet besides the payload: preamble 8, IFG 12, Ethernet 14, FCS 4,
 # IPv4 20, UDP 8, aggregation header 22 (wanreduce.wire).
 WIRE_OVERHEAD_BYTES = 88
@@ -126,9 +127,12 @@ class DramBudget:
         return self.usable_bytes_per_s / self.needed_bytes_per_s
 
 
-def measured_efficiency(board: str, burst_bytes: int = DEFAULT_BURST_BYTES) -> float:
-    """:data:`DRAM_EFFICIENCY` for bursts of ``burst_bytes``: the figure of the longest measured
-    burst not longer (longer bursts only amortise turnarounds better); an error if none is."""
+def measured_efficiency(board: str, burst_bytes: int | None = None) -> float:
+    """:data:`DRAM_EFFICIENCY` for bursts of ``burst_bytes`` (default: the board's,
+    :attr:`DramConfig.burst_bytes`): the figure of the longest measured burst not longer (longer
+    bursts only amortise turnarounds better); an error if none is."""
+    if burst_bytes is None:
+        burst_bytes = DRAM_CONFIGS[board].burst_bytes
     table = DRAM_EFFICIENCY.get(board, {})
     fits = [b for b in table if b <= burst_bytes]
     if not fits:
@@ -138,10 +142,11 @@ def measured_efficiency(board: str, burst_bytes: int = DEFAULT_BURST_BYTES) -> f
 
 
 def dram_budget(board: str, elements: int, efficiency: float | None = None, *,
-                burst_bytes: int = DEFAULT_BURST_BYTES) -> DramBudget:
+                burst_bytes: int | None = None) -> DramBudget:
     """Every data port at line rate with full packets of ``elements``; each payload beat read
     and written once (an ADD; a first contribution is a plain write, so this is the worst case).
-    ``efficiency``: the controller's, by default the measured one for ``burst_bytes``."""
+    ``efficiency``: the controller's, by default the measured one for ``burst_bytes`` (default:
+    the board's bursts)."""
     if efficiency is None:
         efficiency = measured_efficiency(board, burst_bytes)
     rate, ports = BOARD_PORTS[board]

@@ -84,6 +84,13 @@ class DramConfig:
     rate: str  # controller : DRAM clock ratio ("1:2": 2 DFI phases per controller cycle)
     speedgrade: str  # DDR3 timing set (litedram.modules speedgrade key)
     source: str  # where the part and size come from
+    # AXI burst the board's slot store issues, in bytes: long enough that LiteDRAM's per-burst
+    # read/write turnarounds leave the bandwidth budget its margin (docs/boards.md)
+    burst_bytes: int = 512
+
+    def burst_beats(self, width: int) -> int:
+        """The slot store's ``burst_beats`` for this board at bus width ``width`` (bits)."""
+        return self.burst_bytes * 8 // width
 
     @property
     def nphases(self) -> int:
@@ -123,11 +130,14 @@ class DramConfig:
 DRAM_CONFIGS: dict[str, DramConfig] = {
     # LiteX-Boards' lattice_versa_ecp5 target: MT41K64M16 (1 Gb x16, 8192 rows x 1024 cols x 8
     # banks), ECP5DDRPHY at 1:2; amaranth-boards' ddr3 resource has the same 13 address and 16 DQ
-    # pins. LiteX runs it at 75 MHz (DDR3-300); 100 MHz (DDR3-400, the ECP5 -8's DDR I/O is
-    # rated to 400 Mb/s... and more) doubles the margin of the bandwidth budget (docs/boards.md).
+    # pins. LiteX runs it at 75 MHz (DDR3-300). 87.5 MHz (DDR3-350; PLL: VCO 700 MHz = 4 x the
+    # 175 MHz sys2x = 28 x the 25 MHz init clock): LiteDRAM's bank-machine -> multiplexer path
+    # placed at 90.6 MHz in the DRAM store-test design (100 MHz failed; 87.5 met on 3 of 3
+    # placements at 104.7-109.3 MHz, docs/benchmarks.md); with 512-B
+    # bursts 87.5 MHz still covers two 1 GbE ports (docs/boards.md "DRAM bandwidth budget").
     "versa-ecp5": DramConfig(
         board="versa-ecp5", part="MT41K64M16", chips=1, rows=8192, cols=1024, banks=8,
-        phy="ECP5DDRPHY", device="LFE5UM-45F-8BG381C", input_clk_hz=100e6, sys_clk_hz=100e6,
+        phy="ECP5DDRPHY", device="LFE5UM-45F-8BG381C", input_clk_hz=100e6, sys_clk_hz=87.5e6,
         rate="1:2", speedgrade="800",
         source="LiteX-Boards lattice_versa_ecp5 target (MT41K64M16) and the 13-address-pin, "
                "16-DQ ddr3 resource of amaranth-boards' VersaECP5Platform: 128 MiB"),

@@ -20,6 +20,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 
 from wanreduce.hdl.boards.dram_controller import DramController, attach_memory
+from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
 from wanreduce.hdl.boards.slot_store_exerciser import SlotStoreExerciser
 from wanreduce.hdl.boards.versa_dram_selftest import VersaDramBringup
 from wanreduce.hdl.boards.versa_ecp5 import MAC_WIDTH
@@ -28,8 +29,10 @@ from wanreduce.hdl.dram_slot_store import DramSlotStore
 __all__ = ["STORE_PARAMS", "VersaDramStoreTest"]
 
 # The store as the core would hold it on this board: W = 64, slots of 256 rows (2 KiB: E <= 512),
-# the default table and bursts; 64 slots (128 KiB) are enough to keep the DRAM busy.
-STORE_PARAMS = {"slots": 64, "row_bits": 8, "outstanding": 256, "burst_beats": 16}
+# the default table, the board's bursts (DRAM_CONFIGS: 512 B = 64 beats); 64 slots (128 KiB) are
+# enough to keep the DRAM busy.
+STORE_PARAMS = {"slots": 64, "row_bits": 8, "outstanding": 256,
+                "burst_beats": DRAM_CONFIGS["versa-ecp5"].burst_beats(MAC_WIDTH)}
 
 
 class VersaDramStoreTest(VersaDramBringup):
