@@ -380,7 +380,9 @@ def _generate(cfg: DramConfig, out_dir: Path, name: str) -> Path:
 
 def _cache_key(board: str) -> str:
     text = json.dumps([asdict(DRAM_CONFIGS[board]), AXI_ID_WIDTH, LITEDRAM_VERSION,
-                       Path(__file__).read_bytes().hex()], sort_keys=True)
+                       Path(__file__).read_bytes().hex(),  # and the bank-lock fix it applies
+                       (Path(__file__).parent / "litedram_bank_lock.py").read_bytes().hex()],
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
