@@ -66,13 +66,13 @@ BENCHES = (
                        "--period", "8", "--paths", "3"]),
     Bench("bench_fpga_modules.py", "Per-module Fmax (everything but the reducer)",
           lambda out: ["demux", "--quiet-paths", "--out", str(out / "fpga_modules")]),
-    Bench("bench_slot_store.py", "Reducer split and on-chip slot store (issue 16, branch split16)",
+    Bench("bench_slot_store.py", "Reducer split and on-chip slot store (issue 16)",
           lambda out: ["--config", "16,256", "--out", str(out / "slot_store")]),
-    Bench("bench_dram_store.py", "DRAM slot store: commands per cycle vs memory latency and bandwidth (issue 16, branch dram16)",
+    Bench("bench_dram_store.py", "DRAM slot store: commands per cycle vs memory latency and bandwidth (issue 16)",
           lambda out: ["--latency", "20,200", "--bandwidth", "0.5", "--seeds", "1"]),
     Bench("bench_dram.py", "DRAM controller on the boards (LiteDRAM)", lambda out: ["--slots", "2"]),
     Bench("bench_slot_store_litedram.py",
-          "DRAM slot store through LiteDRAM's controller (issue 16 item 5, branch sdrammodel16)",
+          "DRAM slot store through LiteDRAM's controller (issue 16 item 5)",
           lambda out: ["--burst-beats", "16", "--commands", "1500"]),
 )
 
