@@ -48,7 +48,9 @@ class ModelBench(Bench):
     async def start(self) -> SlotStoreModel:
         dut = self.dut
         cocotb.start_soon(Clock(dut.clk, round(1e12 / CORE_FREQ_HZ), unit="ps").start())
-        cocotb.start_soon(Clock(dut.dram_clk, round(1e12 / self.cfg.sys_clk_hz), unit="ps").start())
+        # an even period in ps (cocotb's Clock splits it in halves): 87.5 MHz -> 11 428 ps
+        dram_ps = 2 * round(1e12 / self.cfg.sys_clk_hz / 2)
+        cocotb.start_soon(Clock(dut.dram_clk, dram_ps, unit="ps").start())
         dut.rst.value = 1
         dut.dram_rst.value = 1
         dut.init_done.value = 0
