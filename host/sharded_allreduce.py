@@ -365,8 +365,8 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
     W = client.job_window(job)
     q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
     client.stats.clipped += clipped
-    head = dict(exp=e, n_contributors=n, elements_per_packet=E, job_id=job, round_id=rid,
-                sender_id=site, session=client.session)
+    head = dict(exp=e, elements_per_packet=E, job_id=job, round_id=rid, sender_id=site,
+                session=client.session)  # int32 from here on: no n_contributors
     held = q  # the int32 partial sums this site holds
     spans = []  # per level: (bounds of the shards, my index)
     for lv, blk in enumerate(blocks_):

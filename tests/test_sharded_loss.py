@@ -33,7 +33,7 @@ def _client(agg: SoftAggregator, **kw) -> AggregatorClient:
 
 def _cast_packets(chunks: int, *, group: int, sender: int, first: int = 0) -> object:
     q = np.arange(chunks * E, dtype=np.int32)
-    return packetize(q, exp=3, n_contributors=4, elements_per_packet=E, job_id=0, round_id=1,
+    return packetize(q, exp=3, elements_per_packet=E, job_id=0, round_id=1,
                      first_chunk=first, sender_id=sender, group_id=group)
 
 
