@@ -55,7 +55,7 @@ def test_a_lost_copy_is_not_renacked_at_the_pace_of_a_loopback_srtt(client):
         c.wan.missing(ProbeAnswer([0, 1], [0b01, 0b11], 0, time.monotonic()), win, job=0,
                       group=0, round_id=0, first=50)
         time.sleep(0.01)
-    tries = c.wan._tries[(0, 50, 1)]
+    tries = c.wan._asked[(0, 50, 1)].tries
     assert 4 <= tries <= 8, tries
     assert c.wan.stats.nacks_sent == tries
 

@@ -70,7 +70,7 @@ def test_a_lost_copy_is_nacked_by_gap_and_the_tail_only_after_the_owners_rto():
         now = time.monotonic()
         kw = dict(job=0, group=5, round_id=1, first=100, timer=owner)
         rows, due = c.wan.missing_copies(3, done, 2, now, now=now, **kw)
-        assert rows == [1] and set(c.wan._nacked) == {(0, 101, 3)}  # (job, chunk, member)
+        assert rows == [1] and set(c.wan._asked) == {(0, 101, 3)}  # (job, chunk, member)
         assert c.wan.stats.nacks_sent == 1
         assert due == pytest.approx(now + c.wan.interval(owner) / 2)
         rows, _ = c.wan.missing_copies(3, done, 2, now, now=now + 0.01, **kw)
@@ -80,7 +80,7 @@ def test_a_lost_copy_is_nacked_by_gap_and_the_tail_only_after_the_owners_rto():
         assert rows == [3, 4]  # silent for the RTO: the tail too (row 1: asked 0.31 s ago)
         rows, _ = c.wan.missing_copies(3, done, 2, now, now=now + 0.61, **kw)
         assert rows == [1]  # its NACK or resend may be lost: asked again after the interval
-        assert c.wan.stats.nacked_copies == 4 and c.wan._tries[(0, 101, 3)] == 2
+        assert c.wan.stats.nacked_copies == 4 and c.wan._asked[(0, 101, 3)].tries == 2
         assert c.wan.missing_copies(3, bytearray(b"\1" * 5), 4, now, now=now, **kw) == ([], np.inf)
 
 

@@ -207,8 +207,8 @@ def _nacked_after(stall: float, bitmaps: list[int], *, head: int = 0) -> set[tup
                               group=0, round_id=0, first=first)
                 time.sleep(0.35)
             said = c.wan.describe(0, first)  # what a ChunksMissing about row 0 would add
-            assert ("NACKed to member" in said) == any(ch == first for _j, ch, _m in c.wan._nacked)
-            return {(ch - first, m) for (_job, ch, m) in c.wan._nacked}
+            assert ("NACKed to member" in said) == any(ch == first for _j, ch, _m in c.wan._asked)
+            return {(ch - first, m) for (_job, ch, m) in c.wan._asked}
 
 
 def test_on_a_stall_each_members_first_missing_chunk_is_nacked_not_only_the_heads():
