@@ -61,6 +61,7 @@ _CONTROL_REPLY = int(wire.MsgType.CONTROL_REPLY)
 _NACK = int(wire.MsgType.NACK)
 _OFF = {f.name: f.agg_offset for f in wire.AGG_FIELDS}
 _TYPE, _GROUP, _COUNT = _OFF["msg_type"], _OFF["group_id"], _OFF["element_count"]
+_CHUNK = _OFF["chunk"]
 _BUF = 8 << 20  # socket buffers (as far as the kernel allows)
 _MAX_NAT = 64  # CONTROL sockets per site (one per host address)
 _BURST = 256  # datagrams read from one socket before looking at the clock again
@@ -80,6 +81,9 @@ class ForwarderConfig:
     queue_bytes: float = float("inf")  # per link and port
     loss: float = 0.0  # per WAN link crossing of every datagram of the kinds in ``loss_on``
     loss_on: tuple[str, ...] = LOSS_KINDS  # a subset of LOSS_KINDS (tests, diagnosis)
+    # fault injection (tests, benchmarks): (sender site, chunk, receiving site): that copy of
+    # the sender's contribution is lost once, before the receiver's ingress port
+    drop: tuple[tuple[int, int, int], ...] = ()
     seed: int = 0
     lifetime: float = 600.0  # seconds; the loop ends by itself after this
     host: str = "127.0.0.1"
@@ -160,6 +164,7 @@ class Forwarder:
         if unknown:
             raise ValueError(f"loss_on: {sorted(unknown)} not in {LOSS_KINDS}")
         self.lossy = {k: k in cfg.loss_on for k in LOSS_KINDS}
+        self.drop = set(cfg.drop)
         n = len(cfg.aggregators)
         self.n = n
         rng = random.Random(cfg.seed)
@@ -183,7 +188,7 @@ class Forwarder:
         self.counters = dict.fromkeys(
             ("contributions", "copies_delivered", "local_only", "results", "control",
              "foreign", "stray", "nat_full", "nacks", "nacks_delivered", "nacks_stray",
-             "acks", "acks_lost"), 0)
+             "acks", "acks_lost", "dropped_injected"), 0)
         self.nack_hosts: list[dict[Address, None]] = [{} for _ in range(n)]
         # (target, job, group, chunk) -> NACKs naming it, from every requester (how many NACKs one
         # lost contribution costs: the start-up bursts of issue 15)
@@ -220,6 +225,12 @@ class Forwarder:
             if ta is not None:
                 heapq.heappush(self.heap, (ta, next(self.seq), g, s, v, pkt))
         if node != s and self.routes.delivers(g, node):
+            if self.drop:
+                key = (s, int.from_bytes(pkt[_CHUNK:_CHUNK + 4], "big"), node)
+                if key in self.drop:
+                    self.drop.discard(key)
+                    self.counters["dropped_injected"] += 1
+                    return
             ti = self.ingress[node].offer(t, len(pkt))
             if ti is not None:
                 heapq.heappush(self.heap, (ti, next(self.seq), g, s, -1 - node, pkt))

@@ -72,6 +72,7 @@ class WanEmulator:
     ``loss`` drops a datagram at each WAN link it crosses with that probability (seeded by
     ``seed``): contribution and all-gather copies, NACKs and a shard owner's acks alike
     (``loss_on``: a subset of those kinds, ``LOSS_KINDS``, to test one recovery alone).
+    ``drop``: (sender site, chunk, receiving site) copies lost once (fault injection).
     ``in_thread`` runs the forwarder as a thread of this process instead of a process.
     """
 
@@ -83,6 +84,7 @@ class WanEmulator:
         elements: int = wire.MAX_ELEMENTS_DEFAULT,
         loss: float = 0.0,
         loss_on: tuple[str, ...] = LOSS_KINDS,
+        drop: tuple[tuple[int, int, int], ...] = (),
         seed: int = 0,
         queue_bytes: float = 64 << 20,
         lifetime: float = 600.0,
@@ -110,8 +112,8 @@ class WanEmulator:
             links=[(u, v, float(bw) / 8, float(lat)) for (u, v), bw, lat
                    in zip(topo.directed, topo.dir_bw, topo.dir_latency, strict=True)],
             ports=[float(r) for r in topo.line_rate],
-            queue_bytes=queue_bytes, loss=loss, loss_on=tuple(loss_on), seed=seed,
-            lifetime=lifetime,
+            queue_bytes=queue_bytes, loss=loss, loss_on=tuple(loss_on), drop=tuple(drop),
+            seed=seed, lifetime=lifetime,
         )
         self._conn, child = multiprocessing.Pipe()
         if in_thread:

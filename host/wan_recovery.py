@@ -270,8 +270,7 @@ class WanRecovery:
                             self._path(m).sample(now - rec.timed)
                             rec.timed = None
                             self._timed -= 1
-        ask: dict[int, list[int]] = {}
-        gapped: set[tuple[int, int]] = set()  # (member, chunk): a later one of its arrived
+        ask: dict[tuple[int, bool], list[int]] = {}  # (member, by a gap) -> chunks
         waiting = False  # some member's contribution is still lacking here
         rto = win.rto()
         stalled = now - win.last_progress >= rto  # no result for an RTO
@@ -290,18 +289,26 @@ class WanRecovery:
                 # the tail: on a stall, the first missing chunk (just above the highest row
                 # seen holding its copy, or the head) of each member nothing new came from for
                 # an RTO (one still streaming is late behind a busy link, not lost)
-                lost = latest.get(m, -1) > i or (
-                    stalled and i == max(latest.get(m, -1) + 1, a.head)
-                    and now - self._moved.get(m, self._since) >= rto)
-                if lost:
-                    ask.setdefault(m, []).append(chunk)
-                    if latest.get(m, -1) > i:
-                        gapped.add((m, chunk))
-        asked = [(m, ch) for m, chunks in ask.items() for ch in self._ask(
-            m, chunks, job=job, group=group, round_id=round_id, now=now,
-            gap=self.member_interval(m))]
+                by_gap = latest.get(m, -1) > i
+                if by_gap or (stalled and i == max(latest.get(m, -1) + 1, a.head)
+                              and now - self._moved.get(m, self._since) >= rto):
+                    ask.setdefault((m, by_gap), []).append(chunk)
+        asked = 0
+        for (m, by_gap), chunks in ask.items():
+            # a gap is a certain loss: asked again after the member's NACK round trip. A tail
+            # NACK is a guess made after an RTO of silence (the member may not have sent the
+            # chunk yet: stalled by a loss of its own, or late), so it is asked again no sooner
+            # than that RTO (at most timeout / 16): every receiver re-asking a chunk never sent
+            # at a loopback pace was issue 15's burst (14-16 NACKs for one lost copy, 4 sites)
+            g = self.member_interval(m)
+            if not by_gap:
+                g = max(g, min(rto, self.client.timeout / 16))
+            n = len(self._ask(m, chunks, job=job, group=group, round_id=round_id, now=now,
+                              gap=g))
+            asked += n
+            if by_gap:
+                self.stats.nacked_by_gap += n
         if asked:  # found something lost: probe again at the fast pace (as SendWindow does
-            self.stats.nacked_by_gap += len(gapped.intersection(asked))
             win.probe_fast()  # when an answer shows a contribution of ours lost)
         elif waiting:  # a NACK may go unanswered (lost, or its resend): probe at least once per
             # half interval, so a re-NACK is due at the next probe, never held back by the
