@@ -113,6 +113,15 @@ def handle_cost(elements: int, per_call: int, n: int = 8192, runs: int = 5) -> d
         agg.close()
 
 
+def finish(rows: list[dict], path: str | None) -> None:
+    """Print the load at the end; write ``rows`` with the date and load to ``path`` if given."""
+    print(f"load average at the end {' / '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    if path:
+        with open(path, "w") as f:
+            json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                       "load_end": os.getloadavg(), "rows": rows}, f, indent=2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -133,11 +142,7 @@ def main() -> None:
                   f"(lock {r['lock_cost_pct']:+.2f} %, median of per-run ratios); the lock alone "
                   f"{r['lock_us_per_batch']:.3f} us per batch = "
                   f"{100 * r['lock_us_per_batch'] / r['per_call'] / r['no_lock']:.2f} %", flush=True)
-        print(f"load average {' / '.join(f'{v:.2f}' for v in os.getloadavg())}")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                           "load_end": os.getloadavg(), "rows": rows}, f, indent=2)
+        finish(rows, args.json)
         return
     print(f"{args.mib} MiB per run, {args.runs} runs, load average "
           f"{' / '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
@@ -167,11 +172,7 @@ def main() -> None:
         print(f"payload {4 * elements:5d} B: serve {med / 1e6:7.1f} MB/s "
               f"({us:.2f} us per contribution + result; runs "
               f"{', '.join(f'{r / 1e6:.0f}' for r in rates)})", flush=True)
-    print(f"load average at the end {' / '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                       "load_end": os.getloadavg(), "rows": rows}, f, indent=2)
+    finish(rows, args.json)
 
 
 if __name__ == "__main__":
