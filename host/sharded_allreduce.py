@@ -32,6 +32,10 @@ or the site whose acknowledgements or all-gather copies never came.
 owner: its own stream probes its aggregator on a stall (SACK, ``exchange.sack_step``) and
 ``WanRecovery.missing`` NACKs the contributors lacking; a contribute stream logs what it sends
 (``record``, per group), and its window's timer (no ack came) stays the safety net. A lost
+ack (the owner's result on its way back) is covered by the next: an ack acknowledges every
+chunk sent before it (in-order release), and a logging contribute stream does not await its
+last chunks' acks (``_Stream.pending``; a resend for one could not be answered once the owner has
+reset its head). A lost
 all-gather copy is asked for, with ``wan_recovery`` on (``host/wan_recovery.py``,
 ``WanRecovery.missing_copies``: the same NACK pacing, datagram and responder as for the other
 schedules): a receiver NACKs the shard's owner for a missing row below the highest one arrived
