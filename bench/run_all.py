@@ -44,6 +44,8 @@ BENCHES = (
     Bench("bench_agreement.py", "Agreement exchange (every call, also with max_abs)",
           lambda out: ["--runs", "3"]),
     Bench("bench_loss.py", "Host driver under loss", lambda out: ["--runs", "2"]),
+    Bench("bench_nack_burst.py", "NACK bursts with several receivers (issue 15 review)",
+          lambda out: ["--runs", "1"]),
     Bench("bench_emulator.py", "WAN emulator: the planner predicts reality",
           lambda out: ["--memory", "256KiB", "--schedules", "all-to-all", "--bytes", "200KB",
                        "--rounds", "1", "--time-scale", "1", "--runs", "1"]),

@@ -17,7 +17,8 @@ members, once through s's egress port, then along s's shortest-latency multicast
 group (``Topology.multicast_tree``), copied where the tree branches; at each member r it passes
 r's FPGA ingress port and reaches aggregator r. Every port and link is a
 :class:`~wanreduce.emulator.link.LinkQueue` (rate, propagation delay, bounded FIFO, seeded
-loss on WAN links). Events are processed in time order and only once the wall clock has reached
+random loss on WAN links: every datagram crossing one may be lost there, contribution copies,
+NACKs and acks alike, ``LOSS_KINDS``). Events are processed in time order and only once the wall clock has reached
 them, so a datagram that arrives later can never be queued ahead of an earlier one; how late
 deliveries leave against their scheduled time is recorded (``late_max``/``late_mean``), the
 measure of whether the loop keeps up. Anything that is not a well-formed contribution goes to the
@@ -60,10 +61,14 @@ _CONTROL_REPLY = int(wire.MsgType.CONTROL_REPLY)
 _NACK = int(wire.MsgType.NACK)
 _OFF = {f.name: f.agg_offset for f in wire.AGG_FIELDS}
 _TYPE, _GROUP, _COUNT = _OFF["msg_type"], _OFF["group_id"], _OFF["element_count"]
+_CHUNK = _OFF["chunk"]
 _BUF = 8 << 20  # socket buffers (as far as the kernel allows)
 _MAX_NAT = 64  # CONTROL sockets per site (one per host address)
 _BURST = 256  # datagrams read from one socket before looking at the clock again
 _ACK = -2  # heap entry: a result delivered to the hosts of a contributing site (Routes.acks)
+#: What the WAN carries, each subject to the random loss unless left out of ``loss_on``:
+#: contribution copies (and all-gather copies), NACKs, and a shard owner's acks.
+LOSS_KINDS = ("data", "nacks", "acks")
 
 
 @dataclass
@@ -74,7 +79,11 @@ class ForwarderConfig:
     links: list[tuple[int, int, float, float]]  # directed WAN links: (u, v, bytes/s, delay s)
     ports: list[float]  # per site: egress and FPGA-ingress port rate, bytes/s
     queue_bytes: float = float("inf")  # per link and port
-    loss: float = 0.0  # per WAN link copy
+    loss: float = 0.0  # per WAN link crossing of every datagram of the kinds in ``loss_on``
+    loss_on: tuple[str, ...] = LOSS_KINDS  # a subset of LOSS_KINDS (tests, diagnosis)
+    # fault injection (tests, benchmarks): (sender site, chunk, receiving site): that copy of
+    # the sender's contribution is lost once, before the receiver's ingress port
+    drop: tuple[tuple[int, int, int], ...] = ()
     seed: int = 0
     lifetime: float = 600.0  # seconds; the loop ends by itself after this
     host: str = "127.0.0.1"
@@ -151,6 +160,11 @@ class Forwarder:
 
     def __init__(self, cfg: ForwarderConfig) -> None:
         self.cfg = cfg
+        unknown = set(cfg.loss_on) - set(LOSS_KINDS)
+        if unknown:
+            raise ValueError(f"loss_on: {sorted(unknown)} not in {LOSS_KINDS}")
+        self.lossy = {k: k in cfg.loss_on for k in LOSS_KINDS}
+        self.drop = set(cfg.drop)
         n = len(cfg.aggregators)
         self.n = n
         rng = random.Random(cfg.seed)
@@ -174,13 +188,13 @@ class Forwarder:
         self.counters = dict.fromkeys(
             ("contributions", "copies_delivered", "local_only", "results", "control",
              "foreign", "stray", "nat_full", "nacks", "nacks_delivered", "nacks_stray",
-             "acks"), 0)
+             "acks", "acks_lost", "dropped_injected"), 0)
         self.nack_hosts: list[dict[Address, None]] = [{} for _ in range(n)]
         # (target, job, group, chunk) -> NACKs naming it, from every requester (how many NACKs one
         # lost contribution costs: the start-up bursts of issue 15)
         self.nack_named: dict[tuple[int, int, int, int], int] = {}
         self.next_hop = _next_hops(n, cfg.links)
-        self._delay: dict[tuple[int, int], float] = {}
+        self._paths: dict[tuple[int, int], list[int]] = {}
         self.late_max = 0.0
         self.late_sum = 0.0
 
@@ -200,17 +214,23 @@ class Forwarder:
         if (g, s) not in self.routes.trees:  # unknown group, not a member, or alone
             self.counters["local_only"] += 1
             return
-        ta = self.egress[s].offer(t, len(pkt))
+        ta = self.egress[s].offer(t, len(pkt))  # a port: no random loss
         if ta is not None:
             heapq.heappush(self.heap, (ta, next(self.seq), g, s, s, pkt))
 
     def at_node(self, t: float, g: int, s: int, node: int, pkt: bytes) -> None:
         """The copy of sender s's datagram for group g is at ``node`` at time t."""
         for k, v in self.routes.trees[(g, s)].get(node, ()):
-            ta = self.links[k].offer(t, len(pkt))
+            ta = self.links[k].offer(t, len(pkt), lossy=self.lossy["data"])
             if ta is not None:
                 heapq.heappush(self.heap, (ta, next(self.seq), g, s, v, pkt))
         if node != s and self.routes.delivers(g, node):
+            if self.drop:
+                key = (s, int.from_bytes(pkt[_CHUNK:_CHUNK + 4], "big"), node)
+                if key in self.drop:
+                    self.drop.discard(key)
+                    self.counters["dropped_injected"] += 1
+                    return
             ti = self.ingress[node].offer(t, len(pkt))
             if ti is not None:
                 heapq.heappush(self.heap, (ti, next(self.seq), g, s, -1 - node, pkt))
@@ -245,7 +265,7 @@ class Forwarder:
         if k is None:
             self.counters["nacks_stray"] += 1
             return
-        ta = self.links[k].offer(t, len(pkt))
+        ta = self.links[k].offer(t, len(pkt), lossy=self.lossy["nacks"])
         if ta is not None:
             heapq.heappush(self.heap, (ta, next(self.seq), -1, target, self.cfg.links[k][1], pkt))
 
@@ -278,27 +298,35 @@ class Forwarder:
         for h in self.hosts[s]:
             self.edge[s].sendto(pkt, h)
 
-    def delay(self, a: int, b: int) -> float:
-        """One-way propagation delay of the shortest-latency path a -> b (s)."""
-        d = self._delay.get((a, b))
-        if d is None:
-            d, node = 0.0, a
+    def path(self, a: int, b: int) -> list[int]:
+        """The links (indices) of the shortest-latency path a -> b."""
+        p = self._paths.get((a, b))
+        if p is None:
+            p, node = [], a
             while node != b:
                 k = self.next_hop[(node, b)]
-                d += self.cfg.links[k][3]
+                p.append(k)
                 node = self.cfg.links[k][1]
-            self._delay[(a, b)] = d
-        return d
+            self._paths[(a, b)] = p
+        return p
 
     def acknowledge(self, r: int, pkt: bytes) -> None:
-        """A result of aggregator r: to the contributing sites its group acknowledges."""
+        """A result of aggregator r: to the contributing sites its group acknowledges, after
+        the path's one-way delay; lost on each link it crosses as any datagram is (the random
+        loss; ``acks_lost``), though it takes no link capacity (a header)."""
         if len(pkt) <= _GROUP:
             return
         now = time.monotonic()
+        lossy = self.lossy["acks"]
         for m in self.routes.acks.get(pkt[_GROUP], ()):
             if m != r and (r, m) in self.next_hop:
                 self.counters["acks"] += 1
-                heapq.heappush(self.heap, (now + self.delay(r, m), next(self.seq), _ACK, m, 0, pkt))
+                links = self.path(r, m)
+                if lossy and any(self.links[k].lose() for k in links):
+                    self.counters["acks_lost"] += 1
+                    continue
+                delay = sum(self.cfg.links[k][3] for k in links)
+                heapq.heappush(self.heap, (now + delay, next(self.seq), _ACK, m, 0, pkt))
 
     # ---- sockets ----
     def receive(self, fd: int) -> None:

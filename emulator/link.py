@@ -37,16 +37,24 @@ class LinkQueue:
         if not 0.0 <= self.loss <= 1.0:
             raise ValueError(f"loss: must be in [0, 1], got {self.loss}")
 
-    def offer(self, t: float, size: int) -> float | None:
+    def lose(self) -> bool:
+        """Whether the random loss takes one datagram crossing this link (counted in ``lost``):
+        also for what crosses it without taking its capacity (the emulator's acks)."""
+        if self.loss and self.rng.random() < self.loss:
+            self.lost += 1
+            return True
+        return False
+
+    def offer(self, t: float, size: int, *, lossy: bool = True) -> float | None:
         """A datagram of ``size`` bytes enters at ``t``: its arrival time at the far end, or
-        None when it is dropped (queue full: counted in ``dropped``; random loss: ``lost``)."""
+        None when it is dropped (queue full: counted in ``dropped``; random loss, unless
+        ``lossy`` is False: ``lost``)."""
         start = max(t, self.busy_until)
         backlog = (start - t) * self.rate
         if backlog + size > self.queue_bytes:
             self.dropped += 1
             return None
-        if self.loss and self.rng.random() < self.loss:
-            self.lost += 1
+        if lossy and self.lose():
             return None
         self.peak_backlog = max(self.peak_backlog, backlog + size)
         self.busy_until = start + size / self.rate

@@ -20,7 +20,7 @@ from wanreduce.host.softagg import SoftAggregator
 from wanreduce.planner.group_table import GroupTable
 from wanreduce.planner.topology import Topology
 
-from .forwarder import ForwarderConfig, Routes, serve
+from .forwarder import LOSS_KINDS, ForwarderConfig, Routes, serve
 from .scaling import SlotPlan, slot_plan
 
 #: Ways to wait for the forwarder's pipe (start-up includes a spawned interpreter on a loaded
@@ -69,7 +69,10 @@ class WanEmulator:
     ``topo`` is the topology as it runs (already scaled, ``scaling.scale_topology``). Each
     aggregator has S slots for ``memory`` bytes (``scaling.slot_plan``), split equally between
     the configured jobs (power-of-two regions). ``queue_bytes`` bounds every link's and port's FIFO (drops counted);
-    ``loss`` drops each WAN link copy with that probability (seeded by ``seed``).
+    ``loss`` drops a datagram at each WAN link it crosses with that probability (seeded by
+    ``seed``): contribution and all-gather copies, NACKs and a shard owner's acks alike
+    (``loss_on``: a subset of those kinds, ``LOSS_KINDS``, to test one recovery alone).
+    ``drop``: (sender site, chunk, receiving site) copies lost once (fault injection).
     ``in_thread`` runs the forwarder as a thread of this process instead of a process.
     """
 
@@ -80,6 +83,8 @@ class WanEmulator:
         memory: int,
         elements: int = wire.MAX_ELEMENTS_DEFAULT,
         loss: float = 0.0,
+        loss_on: tuple[str, ...] = LOSS_KINDS,
+        drop: tuple[tuple[int, int, int], ...] = (),
         seed: int = 0,
         queue_bytes: float = 64 << 20,
         lifetime: float = 600.0,
@@ -107,7 +112,8 @@ class WanEmulator:
             links=[(u, v, float(bw) / 8, float(lat)) for (u, v), bw, lat
                    in zip(topo.directed, topo.dir_bw, topo.dir_latency, strict=True)],
             ports=[float(r) for r in topo.line_rate],
-            queue_bytes=queue_bytes, loss=loss, seed=seed, lifetime=lifetime,
+            queue_bytes=queue_bytes, loss=loss, loss_on=tuple(loss_on), drop=tuple(drop),
+            seed=seed, lifetime=lifetime,
         )
         self._conn, child = multiprocessing.Pipe()
         if in_thread:

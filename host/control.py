@@ -41,7 +41,8 @@ class ControlClient:
     resent whenever the retransmission timer expires: an :class:`RttEstimator` started at
     ``initial_rto``, fed by the reply latency of messages answered on their first transmission
     and doubled per expiry, so a slow aggregator (a loaded simulator) is waited for rather than
-    flooded. ``retries``: at most this many resends per message (None: as many as fit).
+    flooded; within one message at most ``timeout`` / 8 apart (an aggregator that starts late
+    is found soon after it is up, however long the client has waited). ``retries``: at most this many resends per message (None: as many as fit).
     """
 
     def __init__(
@@ -132,7 +133,12 @@ class ControlClient:
             sent = time.monotonic()
             self.transport.send_to(msg, self.aggregator)
             attempts += 1
-            expiry = min(end, sent + rtt.rto)
+            # the backed-off timer, but at most an eighth of the budget: a message that waits
+            # for an aggregator still starting (clients may start first) is asked again
+            # regularly until its timeout, so the aggregator is found within timeout / 8 of
+            # coming up, not one doubled interval later (up to twice its start-up time, and
+            # never when it came up after the last doubling that fitted in the timeout)
+            expiry = min(end, sent + min(rtt.rto, max(rtt.min_rto, timeout / 8)))
             while True:
                 got = self.transport.recv_into(self._buf)
                 if got is None:

@@ -32,6 +32,10 @@ or the site whose acknowledgements or all-gather copies never came.
 owner: its own stream probes its aggregator on a stall (SACK, ``exchange.sack_step``) and
 ``WanRecovery.missing`` NACKs the contributors lacking; a contribute stream logs what it sends
 (``record``, per group), and its window's timer (no ack came) stays the safety net. A lost
+ack (the owner's result on its way back) is covered by the next: an ack acknowledges every
+chunk sent before it (in-order release), and a logging contribute stream does not await its
+last chunks' acks (``_Stream.pending``; a resend for one could not be answered once the owner has
+reset its head). A lost
 all-gather copy is asked for, with ``wan_recovery`` on (``host/wan_recovery.py``,
 ``WanRecovery.missing_copies``: the same NACK pacing, datagram and responder as for the other
 schedules): a receiver NACKs the shard's owner for a missing row below the highest one arrived
@@ -136,6 +140,9 @@ class _Stream:
         self.group = self.pk.group
         self.flags = np.zeros(len(pk), np.uint8)
         self.win = None
+        # a contribute stream to another site's owner: an ack also acknowledges the chunks
+        # sent before it (``_acked_below``)
+        self.cumulative = window is not None and not probe
         ctl = client.control if probe else None
         self.probe = None if ctl is None else ChunkProbe(ctl, job, self.pk.first,
                                                          rows_per_message(client.elements))
@@ -156,6 +163,19 @@ class _Stream:
                                  source=client.result_source, session=client.session,
                                  msg_type=msg_type)
 
+    def pending(self) -> bool:
+        """Whether the phase still waits for this stream: chunks lack their result, ack or copy.
+        A contribute stream that logs for the owner's NACKs (``log``) is done once every chunk
+        was sent: the acks of its last chunks are not awaited. A lost one could not be asked
+        for again: the owner, complete, moves its aggregator's head past the shard at once
+        (``reset_window``, which frees the slots holding the results), so its contributor
+        would wait for the timeout. A contribution really lost is NACKed by the owner and
+        re-sent from the log by the responder thread, also after this phase (issue 15 review:
+        lost acks)."""
+        if not self.remaining:
+            return False
+        return not (self.log and self.win is not None and self.win.nxt >= len(self.done))
+
     def take(self, buf, off: int, size: int, arrived: float) -> bool:
         """One datagram of our group: take it if it is ours and new."""
         a = self.filt.accept(buf, off, 1, size, sent=None if self.win is None else self.win.nxt)
@@ -165,6 +185,8 @@ class _Stream:
         self.flags[a.index] = a.flags
         if self.win is not None:
             self.win.complete_many(a.index, arrived, a.run)
+            if self.cumulative:
+                self._acked_below(int(a.index.max()), arrived)
         else:
             i = int(a.index[0])
             self.done[i] = 1
@@ -172,6 +194,23 @@ class _Stream:
             self.strikes.clear()
         self.remaining -= len(a.index)
         return True
+
+    def _acked_below(self, top: int, arrived: float) -> None:
+        """The owner's ack of row ``top`` acknowledges every row sent before it still lacking
+        one: the owner's aggregator releases in chunk order (in-order release, which the head
+        reset between phases assumes too), so those chunks completed, their acks were lost.
+        Without this a contributor whose ack was lost waits for its timer, and with its window
+        of W chunks the others may meanwhile have reused the slot holding that result, so the
+        resend finds it gone (STALE) and the phase stalls until the timeout (a window of W/2,
+        the driver's, keeps the result; W is what the owner's slots allow, the planner's
+        model). Issue 15 review: lost acks."""
+        w = self.win
+        lo = w.base
+        if lo < top:
+            rows = np.flatnonzero(np.frombuffer(self.done, np.uint8)[lo:top] == 0) + lo
+            if len(rows):
+                w.complete_many(rows, arrived)
+                self.remaining -= len(rows)
 
     def sack(self, client: AggregatorClient, now: float) -> float:
         """The owner's own stream: one pass of probes (``exchange.sack_step``); when to look
@@ -233,7 +272,7 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
     last = mono()
     cast_due = math.inf
     try:
-        while any(s.remaining for s in streams) or (cast is not None and cast_due < math.inf):
+        while any(s.pending() for s in streams) or (cast is not None and cast_due < math.inf):
             now = mono()
             for s in streams:
                 if s.win is not None:
@@ -279,12 +318,13 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                 if s.remaining:
                     due = min(due, s.sack(client, now))
             for s in streams:
-                if s.win is not None and s.remaining:
+                if s.win is not None and s.pending():
                     d, over = s.win.resend_due(now)
                     if over is not None:
                         _fail(client, streams, f"after {client.max_retries} retries")
                     due = min(due, d)
-                elif s.remaining and client.wan is not None:  # receive-only: NACK lost copies
+                elif s.win is None and s.remaining and client.wan is not None:  # receive-only:
+                    # NACK lost copies
                     d = s.ask(client, now)
                     if d < 0:
                         _fail(client, [s], f"after {client.max_retries} NACKs to site {s.owner} "
@@ -319,7 +359,7 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
 def _fail(client: AggregatorClient, streams: list[_Stream], why: str) -> None:
     """The first incomplete stream, diagnosed: the owner's own sums name the member its
     aggregator lacks; otherwise the site whose acks or copies never came."""
-    stuck = [s for s in streams if s.remaining]
+    stuck = [s for s in streams if s.pending()]
     stuck.sort(key=lambda s: 0 if s.what.startswith("own") else 1)
     s = stuck[0]
     missing = s.missing()
@@ -365,8 +405,8 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
     W = client.job_window(job)
     q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
     client.stats.clipped += clipped
-    head = dict(exp=e, n_contributors=n, elements_per_packet=E, job_id=job, round_id=rid,
-                sender_id=site, session=client.session)
+    head = dict(exp=e, elements_per_packet=E, job_id=job, round_id=rid, sender_id=site,
+                session=client.session)  # int32 from here on: no n_contributors
     held = q  # the int32 partial sums this site holds
     spans = []  # per level: (bounds of the shards, my index)
     for lv, blk in enumerate(blocks_):

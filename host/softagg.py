@@ -241,12 +241,18 @@ class SoftAggregator:
     def handle_batch(self, n: int, seg: int, addr: Address, data: memoryview) -> None:
         """Process a GRO batch: ``n`` bytes of ``data`` in datagrams of ``seg`` bytes (the last
         may be shorter) from ``addr``. A run of one sender's contributions to consecutive
-        chunks goes through the model at once (``_handle_run``), anything else one by one."""
+        chunks goes through the model at once (``_handle_run``), anything else one by one. Under
+        the counters' lock (``counters`` is one snapshot between batches; its cost on this path
+        is measured by ``bench/bench_softagg.py --in-process``, docs/benchmarks.md)."""
         with self._counting:
-            if self.fast and self._handle_run(data, n, seg, addr):
-                return
-            for off in range(0, n, seg):
-                self.handle_datagram(min(seg, n - off), addr, data[off : min(n, off + seg)])
+            self._handle_batch(n, seg, addr, data)
+
+    def _handle_batch(self, n: int, seg: int, addr: Address, data: memoryview) -> None:
+        """``handle_batch`` without the lock."""
+        if self.fast and self._handle_run(data, n, seg, addr):
+            return
+        for off in range(0, n, seg):
+            self.handle_datagram(min(seg, n - off), addr, data[off : min(n, off + seg)])
 
     def handle_datagram(self, n: int, addr: Address, data: bytes | bytearray | None = None) -> None:
         """Process one datagram of ``n`` bytes (in the receive buffer, or ``data``) from ``addr``."""

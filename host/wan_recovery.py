@@ -78,6 +78,16 @@ class NackStats:
     nack_ignored: int = 0  # NACK datagrams ignored: foreign source, malformed, not for us
 
 
+@dataclass(slots=True)
+class Asked:
+    """What was asked of one member for one chunk: one record per (job, chunk, member)."""
+
+    last: float  # when the latest NACK naming it left
+    tries: int  # NACKs naming it so far
+    timed: float | None  # when the only one left, while its copy's arrival times it (Karn's
+    # rule: None once it was asked again, or once that sample was taken)
+
+
 class _Log:
     """The last ``cap`` contribution datagrams of one job, by chunk number."""
 
@@ -109,9 +119,8 @@ class WanRecovery:
         self.stats = NackStats()
         self._logs: dict[tuple[int, int], _Log] = {}  # (job, group) -> what we sent
         self._members: dict[int, int] = {}
-        self._nacked: dict[tuple[int, int, int], float] = {}  # (job, chunk, member) -> when
-        self._tries: dict[tuple[int, int, int], int] = {}  # (job, chunk, member) -> NACKs sent
-        self._timing: dict[tuple[int, int, int], float] = {}  # asked once: when (Karn's rule)
+        self._asked: dict[tuple[int, int, int], Asked] = {}  # (job, chunk, member) -> record
+        self._timed = 0  # records whose ``timed`` is set (the probe path skips looking if none)
         self._paths: dict[int, RttEstimator] = {}  # member -> NACK-to-copy round trips
         self._exchange: tuple[int, int] | None = None  # (job, first chunk) of the rows below
         self._latest: dict[int, int] = {}  # member -> highest row held (this exchange)
@@ -249,18 +258,19 @@ class WanRecovery:
         if self._exchange != (job, first):  # a new exchange: forget the previous one's rows
             self._exchange, self._latest, self._moved, self._since = (job, first), {}, {}, now
         latest = self._latest  # member -> the highest row of it the aggregator was seen to hold
-        timing = self._timing
+        asked = self._asked
         for i, bm in zip(a.rows, a.bitmaps, strict=True):
             for m in range(wire.MAX_SENDERS):
                 if bm >> m & 1:
                     if latest.get(m, -1) < i:
                         latest[m], self._moved[m] = i, now
-                    if timing:  # a copy NACKed once is here: a sample of the NACK round trip
-                        t = timing.pop((job, (first + i) & _U32, m), None)
-                        if t is not None:
-                            self._path(m).sample(now - t)
-        ask: dict[int, list[int]] = {}
-        gapped: set[tuple[int, int]] = set()  # (member, chunk): a later one of its arrived
+                    if self._timed:  # a copy NACKed once is here: a sample of the NACK round trip
+                        rec = asked.get((job, (first + i) & _U32, m))
+                        if rec is not None and rec.timed is not None:
+                            self._path(m).sample(now - rec.timed)
+                            rec.timed = None
+                            self._timed -= 1
+        ask: dict[tuple[int, bool], list[int]] = {}  # (member, by a gap) -> chunks
         waiting = False  # some member's contribution is still lacking here
         rto = win.rto()
         stalled = now - win.last_progress >= rto  # no result for an RTO
@@ -279,18 +289,26 @@ class WanRecovery:
                 # the tail: on a stall, the first missing chunk (just above the highest row
                 # seen holding its copy, or the head) of each member nothing new came from for
                 # an RTO (one still streaming is late behind a busy link, not lost)
-                lost = latest.get(m, -1) > i or (
-                    stalled and i == max(latest.get(m, -1) + 1, a.head)
-                    and now - self._moved.get(m, self._since) >= rto)
-                if lost:
-                    ask.setdefault(m, []).append(chunk)
-                    if latest.get(m, -1) > i:
-                        gapped.add((m, chunk))
-        asked = [(m, ch) for m, chunks in ask.items() for ch in self._ask(
-            m, chunks, job=job, group=group, round_id=round_id, now=now,
-            gap=self.member_interval(m))]
+                by_gap = latest.get(m, -1) > i
+                if by_gap or (stalled and i == max(latest.get(m, -1) + 1, a.head)
+                              and now - self._moved.get(m, self._since) >= rto):
+                    ask.setdefault((m, by_gap), []).append(chunk)
+        asked = 0
+        for (m, by_gap), chunks in ask.items():
+            # a gap is a certain loss: asked again after the member's NACK round trip. A tail
+            # NACK is a guess made after an RTO of silence (the member may not have sent the
+            # chunk yet: stalled by a loss of its own, or late), so it is asked again no sooner
+            # than that RTO (at most timeout / 16): every receiver re-asking a chunk never sent
+            # at a loopback pace was issue 15's burst (14-16 NACKs for one lost copy, 4 sites)
+            g = self.member_interval(m)
+            if not by_gap:
+                g = max(g, min(rto, self.client.timeout / 16))
+            n = len(self._ask(m, chunks, job=job, group=group, round_id=round_id, now=now,
+                              gap=g))
+            asked += n
+            if by_gap:
+                self.stats.nacked_by_gap += n
         if asked:  # found something lost: probe again at the fast pace (as SendWindow does
-            self.stats.nacked_by_gap += len(gapped.intersection(asked))
             win.probe_fast()  # when an answer shows a contribution of ours lost)
         elif waiting:  # a NACK may go unanswered (lost, or its resend): probe at least once per
             # half interval, so a re-NACK is due at the next probe, never held back by the
@@ -332,28 +350,32 @@ class WanRecovery:
         small ``gap`` is, while many tries still fit in the timeout)."""
         c = self.client
         cap = max(gap, c.timeout / 16)
+        asked = self._asked
         out = []
         for chunk in chunks:
             key = (job, chunk, member)
-            k = self._tries.get(key, 0)
-            if not k or now - self._nacked[key] >= min(cap, gap * (1 << min(k - 1, 30))):
-                self._nacked[key] = now
-                self._tries[key] = k + 1
-                if k:  # asked again: its copy's arrival times no single try (Karn's rule)
-                    self._timing.pop(key, None)
-                else:
-                    self._timing[key] = now
-                out.append(chunk)
+            rec = asked.get(key)
+            if rec is None:
+                asked[key] = Asked(now, 1, now)
+                self._timed += 1
+            elif now - rec.last >= min(cap, gap * (1 << min(rec.tries - 1, 30))):
+                rec.last = now
+                rec.tries += 1
+                if rec.timed is not None:  # asked again: its copy's arrival times no single
+                    rec.timed = None  # try (Karn's rule)
+                    self._timed -= 1
+            else:
+                continue
+            out.append(chunk)
         for k in range(0, len(out), wire.NACK_MAX_CHUNKS):
             part = tuple(out[k : k + wire.NACK_MAX_CHUNKS])
             self.sock.sendto(wire.nack_datagram(wire.Nack(
                 member, part, job, group, round_id, c.sender_id, c.session)), c.aggregator)
             self.stats.nacks_sent += 1
         self.stats.nacked_chunks += len(out)
-        if len(self._nacked) > 4096:  # forget what is older than the linger
-            self._nacked = {k: t for k, t in self._nacked.items() if now - t <= self.linger}
-            self._tries = {k: n for k, n in self._tries.items() if k in self._nacked}
-            self._timing = {k: t for k, t in self._timing.items() if k in self._nacked}
+        if len(asked) > 4096:  # forget what is older than the linger
+            self._asked = {k: r for k, r in asked.items() if now - r.last <= self.linger}
+            self._timed = sum(r.timed is not None for r in self._asked.values())
         return out
 
     def _path(self, member: int) -> RttEstimator:
@@ -369,8 +391,8 @@ class WanRecovery:
         """What was asked for ``chunk`` (for a ChunksMissing message: whether the WAN recovery
         tried, how often, and how long ago)."""
         now = time.monotonic()
-        asked = [f"member {m} {n} time(s), last {now - self._nacked[(j, ch, m)]:.1f} s ago"
-                 for (j, ch, m), n in sorted(self._tries.items()) if (j, ch) == (job, chunk)]
+        asked = [f"member {m} {r.tries} time(s), last {now - r.last:.1f} s ago"
+                 for (j, ch, m), r in sorted(self._asked.items()) if (j, ch) == (job, chunk)]
         if not asked:
             return f" (WAN recovery: no NACK sent for chunk {chunk})"
         return (f" (WAN recovery: chunk {chunk} NACKed to {'; '.join(asked)}; each NACK names "

@@ -8,6 +8,7 @@ members and a different error at others.
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
@@ -168,9 +169,25 @@ def test_nonfinite_at_one_member_raises_the_same_value_error_everywhere(bad, max
 
 # ---- 4. look-ups honour the timeout ----
 def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A UDP port free now and below the kernel's ephemeral range: while the aggregator is not
+    up yet nothing bound to port 0 (these clients, or another session's tests on this machine)
+    can be given it, so the late aggregator can bind it (a port from the ephemeral range could
+    be taken in between, and the clients would wait for an aggregator that never starts)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free UDP port below the ephemeral range")
 
 
 def test_clients_started_before_the_aggregator_all_succeed():
@@ -196,6 +213,32 @@ def test_clients_started_before_the_aggregator_all_succeed():
         want = golden(xs, agreed_exponent(xs), n, np.float32, 256)
         for r in res:
             np.testing.assert_array_equal(r[0], want)
+    finally:
+        t.join()
+        if "agg" in box:
+            box["agg"].close()
+
+
+def test_a_lookup_finds_an_aggregator_that_comes_up_late_in_its_timeout():
+    """The first look-up is resent on the CONTROL timer, which doubles per expiry: with a 10 ms
+    start, tries at 0.01, 0.03, ..., 2.55 s and then 5.11 s, past a 4.5 s timeout, so an
+    aggregator up at 2.6 s was never asked and the client gave up (ControlTimeout) with 1.9 s
+    of its timeout left. Now the resends within one message are at most timeout / 8 apart: it is
+    asked again within 0.56 s of coming up (the review's flaky late-aggregator test: a client
+    waits up to twice the aggregator's start-up, or misses it)."""
+    port = _free_port()
+    box = {}
+
+    def late():
+        time.sleep(2.6)
+        box["agg"] = _agg(1, port=port)
+
+    t = threading.Thread(target=late)
+    t.start()
+    try:
+        with ControlClient(("127.0.0.1", port), timeout=4.5, initial_rto=0.01) as ctl:
+            assert ctl.read(regs.ID) == regs.CORE_ID
+            assert ctl.resends >= 8  # asked regularly while it was down
     finally:
         t.join()
         if "agg" in box:

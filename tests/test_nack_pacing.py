@@ -55,7 +55,7 @@ def test_a_lost_copy_is_not_renacked_at_the_pace_of_a_loopback_srtt(client):
         c.wan.missing(ProbeAnswer([0, 1], [0b01, 0b11], 0, time.monotonic()), win, job=0,
                       group=0, round_id=0, first=50)
         time.sleep(0.01)
-    tries = c.wan._tries[(0, 50, 1)]
+    tries = c.wan._asked[(0, 50, 1)].tries
     assert 4 <= tries <= 8, tries
     assert c.wan.stats.nacks_sent == tries
 
@@ -87,3 +87,26 @@ def test_renacks_still_fit_many_times_in_the_timeout(client):
              if c.wan._ask(1, [7], job=0, group=0, round_id=0, now=float(t), gap=0.02)]
     assert len(asked) >= 16
     assert max(np.diff(asked)) <= 20 / 16 + 0.011
+
+
+def test_a_tail_nack_is_asked_again_no_sooner_than_the_rto(client):
+    """A member silent for an RTO is NACKed at its first missing chunk (the tail rule), a guess:
+    it may not have sent that chunk yet (stalled by a loss of its own). Every receiver used to
+    re-ask it at the loopback SRTT's pace, backing off from 20 ms: 7-8 NACKs each in 2 s of
+    stall (issue 15: 14-16 NACKs for one lost copy with 4 sites). Now the re-asks wait the RTO
+    (0.5 s here), backing off: at most 3 in 2 s."""
+    c = client
+    c.timer.sample(0.01)
+    win = _Window()
+    win.last_progress = time.monotonic() - 1.0  # stalled for longer than the RTO
+    win.rto = lambda: 0.5
+    c.wan._since = time.monotonic() - 1.0  # member 1 silent since the exchange began
+    c.wan._exchange = (0, 50)
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:  # member 1's row 0 lacking, nothing later of it: the tail
+        c.wan.missing(ProbeAnswer([0, 1], [0b01, 0b01], 0, time.monotonic()), win, job=0,
+                      group=0, round_id=0, first=50)
+        time.sleep(0.01)
+    tries = c.wan._asked[(0, 50, 1)].tries
+    assert 2 <= tries <= 3, tries
+    assert c.wan.stats.nacked_by_gap == 0 and c.wan.stats.nacks_sent == tries

@@ -71,7 +71,26 @@ def test_int32_input_is_copied_into_the_same_datagrams_as_its_floats(length, per
     kw = dict(exp=20, n_contributors=9, elements_per_packet=per_packet, job_id=2, round_id=7,
               first_chunk=0xFFFFFFFE, sender_id=4, group_id=11, session=3)
     q, _ = quantize(x, 20, 9)
-    a, b = packetize(x, **kw), packetize(q, **kw)
+    a, b = packetize(x, **kw), packetize(q, **{**kw, "n_contributors": None})
     assert np.array_equal(a.buf, b.buf) and np.array_equal(a.counts, b.counts)
     assert b.clipped == 0 and np.array_equal(b.payload.reshape(-1)[:length], q)
     assert list(b.headers["chunk"][:2]) == [0xFFFFFFFE, 0xFFFFFFFF][: len(b)]
+
+
+def test_n_contributors_is_refused_where_it_has_no_effect_and_required_where_it_has():
+    """int32 input is copied as it is: an ``n_contributors`` passed with it was silently ignored
+    (a caller believing its values were scaled for N got them unscaled); now a one-line error
+    names the field. Float input without it cannot be quantised: the same kind of error."""
+    from wanreduce.packetize import packetize_into
+
+    q = np.arange(8, dtype=np.int32)
+    buf = np.zeros((2, wire.datagram_bytes(4)), np.uint8)
+    for call in (lambda: packetize(q, exp=3, n_contributors=4, elements_per_packet=4),
+                 lambda: packetize_into(buf, q, exp=3, n_contributors=4)):
+        with pytest.raises(ValueError, match=r"^n_contributors: must be omitted for int32") as e:
+            call()
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=r"^n_contributors: required to quantise float32"):
+        packetize(q.astype(np.float32), exp=3, elements_per_packet=4)
+    assert packetize_into(buf, q, exp=3) == 0  # int32 without it: copied
+    assert list(buf[:, wire.AGG_HEADER_BYTES:].view(wire.ELEMENT_DTYPE).reshape(-1)) == list(q)

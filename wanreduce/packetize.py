@@ -81,12 +81,13 @@ def packetize(
     x: np.ndarray,
     *,
     exp: int,
-    n_contributors: int,
+    n_contributors: int | None = None,
     elements_per_packet: int = wire.DEFAULT_ELEMENTS,
     **header: int,
 ) -> Packets:
-    """Quantise ``x`` (any shape, float32/float16/bfloat16; int32: fixed-point values already at
-    ``exp``, copied as they are) and lay it out as datagrams in a new buffer holding every
+    """Quantise ``x`` (any shape, float32/float16/bfloat16, ``n_contributors`` required; int32:
+    fixed-point values already at ``exp``, copied as they are, ``n_contributors`` refused) and
+    lay it out as datagrams in a new buffer holding every
     chunk. ``header``: the header keywords of :func:`packetize_into`
     (``job_id``, ``round_id``, ``first_chunk``, ``sender_id``, ``group_id``, ``msg_type``,
     ``session``: the run's tag, docs/protocol.md "Sessions"), which fills caller-given rows with
@@ -106,7 +107,7 @@ def packetize_into(
     chunks: range | None = None,
     *,
     exp: int,
-    n_contributors: int,
+    n_contributors: int | None = None,
     job_id: int = 0,
     round_id: int = 0,
     first_chunk: int = 0,
@@ -119,7 +120,9 @@ def packetize_into(
     tensor ``flat`` into the rows of ``buf``, one datagram per row; returns the clipped count.
     An int32 ``flat`` holds fixed-point values already at ``exp`` (the partial sums a sharded
     all-reduce carries from phase to phase, ``host/sharded_allreduce.py``): they are copied as
-    they are (``n_contributors`` unused, nothing clipped); everything else is the same.
+    they are (nothing clipped); everything else is the same. ``n_contributors`` (the N of the
+    quantisation bound) is required for float input and refused for int32 input, where it
+    could have no effect (a caller passing it believes its values are being scaled for N).
 
     ``buf`` is a caller-owned (k, 22 + 4E) uint8 array (E = elements per packet, from its
     width; k >= len(chunks); rows may be a slice of a reused ring): row ``i`` receives tensor
@@ -146,6 +149,12 @@ def packetize_into(
     hi = min(flat.size, chunks.stop * elements)
     full = min(k, (hi - lo) // elements)  # rows filled completely
     fixed = flat.dtype == np.int32
+    if fixed and n_contributors is not None:
+        raise ValueError(f"n_contributors: must be omitted for int32 input (fixed-point values "
+                         f"already at exp, copied as they are), got {n_contributors}")
+    if not fixed and n_contributors is None:
+        raise ValueError(f"n_contributors: required to quantise {flat.dtype} input "
+                         f"(1..{wire.MAX_SENDERS} members)")
 
     def put(src: np.ndarray, dst: np.ndarray) -> int:
         """``src`` into the payload words ``dst``: copied if fixed point, else quantised."""
