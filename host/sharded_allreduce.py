@@ -199,8 +199,12 @@ class _Stream:
 class _Cast:
     """The owner's all-gather multicast: every chunk once, paced at ``rate`` bytes/s."""
 
-    def __init__(self, client: AggregatorClient, pk: Packets, now: float, job: int) -> None:
+    def __init__(self, client: AggregatorClient, pk: Packets, now: float, job: int,
+                 keep: int | None = None) -> None:
+        """``keep``: chunks the group's NACK log holds (default this cast's; a ring casts in one
+        group at every step and keeps them all, host/ring_allreduce.py)."""
         self.client, self.pk, self.next, self.job = client, pk, 0, job
+        self.keep = len(pk) if keep is None else keep
         self.rate = client.rate_bps / 8
         self.t0 = now
         self.sent_bytes = 0
@@ -217,7 +221,8 @@ class _Cast:
             self.sent_bytes += len(d)
             self.next += 1
         if self.client.wan is not None and self.next > sent:
-            self.client.wan.record(self.job, WholeBuffer(self.pk), sent, self.next, keep=n)
+            self.client.wan.record(self.job, WholeBuffer(self.pk), sent, self.next,
+                                   keep=self.keep)
         return math.inf if self.next >= n else self.t0 + self.sent_bytes / self.rate
 
 
@@ -231,7 +236,8 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
     rmv = memoryview(rbuf)
     mono = time.monotonic
     last = mono()
-    cast_due = math.inf
+    cast_due = math.inf if cast is None else last  # a cast is due at once (even if every
+    # stream is already complete: a ring step whose copies all came early, host/ring_allreduce.py)
     try:
         while any(s.remaining for s in streams) or (cast is not None and cast_due < math.inf):
             now = mono()

@@ -36,12 +36,11 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
     data = load_digits_split(spec.seed)
     net = network(topo.n)
     try:
-        if choice.table is not None:
-            # the averager's job only: it gets every slot, the memory the planner was asked
-            # about (with the DDP job enabled too it had half, and memory-bound rounds took 2x)
-            net.configure(choice.table, jobs=[AVERAGER_JOB])
+        # the averager's job only: it gets every slot, the memory the planner was asked
+        # about (with the DDP job enabled too it had half, and memory-bound rounds took 2x)
+        net.configure(choice.table, jobs=[AVERAGER_JOB])
         start = time.monotonic()
-        window = net.client_kwargs(0).get("window") if choice.table is not None else None
+        window = net.client_kwargs(0).get("window")
         payloads = run_sites(spec, net, data)
         wall = time.monotonic() - start
         links = net.link_bytes()
