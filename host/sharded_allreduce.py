@@ -253,6 +253,8 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                 cast_due = cast.pump(now)
                 if cast.next > sent:  # sending our shard is progress too (a long paced cast)
                     last = now
+                if cast_due == math.inf and not any(s.remaining for s in streams):
+                    break  # the cast ended last: done (the select below would wait a timeout)
             progressed: set[int] = set()
             while (got := transport.recv_batch([rmv])) is not None:
                 ktot, seg, src = got

@@ -2,16 +2,24 @@
 planner's ring order through the emulator's links, exact against the fixed-point reference, WAN
 loss recovered; its groups (planner/group_table.py) and its prediction (emulator/prediction.py)."""
 
+import time
+
 import numpy as np
 import pytest
 from test_emulator_network import SQUARE, _ended
+from test_sharded_loss import _cast_packets, _client
 
+from wanreduce import wire
 from wanreduce.emulator.prediction import choose_plan, predict
 from wanreduce.emulator.runner import run_rounds, site_tensor
 from wanreduce.emulator.scaling import scale_topology
 from wanreduce.emulator.wan_emulator import WanEmulator, sharded_routes
+from wanreduce.host.errors import ChunksMissing
 from wanreduce.host.reference import expected_allreduce
-from wanreduce.host.ring_allreduce import ring_shards
+from wanreduce.host.ring_allreduce import _Inbox, ring_shards
+from wanreduce.host.rtt import RttEstimator
+from wanreduce.host.sharded_allreduce import _Cast, _run_phase, _Stream
+from wanreduce.host.softagg import SoftAggregator
 from wanreduce.model import Outcome
 from wanreduce.planner import schedules as S
 from wanreduce.planner.group_table import group_table
@@ -116,3 +124,67 @@ def test_the_ring_is_predicted_as_the_planners_ring_plus_the_agreement():
     assert agreement > 0 and pred.agreement_time(0) == pytest.approx(agreement)
     assert pred.round_time(0) == pytest.approx(plan.round_times[0] + agreement)
     assert pred.table.ring_steps(0).order == plan.schedule.rounds[0].ring
+
+
+def _copies(c, *, steps: int, span: int, first: int = 100) -> list[_Stream]:
+    """Receive-only streams of ``steps`` ring steps from site 3 (group 5), ``span`` chunks each."""
+    return [_Stream(c, _cast_packets(span, group=5, sender=3, first=first + k * span),
+                    what=f"ring step {k}: shard 0 from site 3", window=None,
+                    msg_type=int(wire.MsgType.CONTRIBUTION), job=0, round_id=1, exp=3,
+                    now=time.monotonic(), timer=RttEstimator(0.05, min_rto=0.02, max_rto=60),
+                    owner=3) for k in range(steps)]
+
+
+def test_a_step_whose_copies_all_came_early_still_casts_and_ends_with_its_cast():
+    """Every copy of the step had come while the site was in the step before: the phase starts
+    with nothing to receive. It must still send its whole cast (it used not to enter its loop,
+    and the ring's successor waited for copies never sent) and return once the cast is out (it
+    used to wait in select for the driver's timeout, 60 s here, after its last datagram)."""
+    with SoftAggregator(slots=64, elements=16, groups=8, jobs=1) as agg:
+        agg.configure(groups={0: (0, 3), 5: (0, 3), 6: (0, 3)}, jobs=[0])
+        with _client(agg, rate_bps=1e9, timeout=60) as c:
+            [early] = _copies(c, steps=1, span=3)
+            early.remaining = 0
+            early.done[:] = b"\1" * 3
+            cast = _Cast(c, _cast_packets(40, group=6, sender=0, first=100), time.monotonic(), 0)
+            t0 = time.monotonic()
+            _run_phase(c, [early], cast)
+            took = time.monotonic() - t0
+    assert cast.next == 40  # the whole shard was cast
+    assert took < 30  # not the driver's timeout of 60 s
+
+
+def test_copies_of_a_later_step_are_kept_for_it_and_do_not_complete_the_current_one():
+    with SoftAggregator(slots=64, elements=16, groups=8, jobs=1) as agg:
+        agg.configure(groups={0: (0, 3), 5: (0, 3)}, jobs=[0])
+        with _client(agg) as c:
+            streams = _copies(c, steps=3, span=2)
+            inbox = _Inbox(streams, 100, 2)
+            later = _cast_packets(2, group=5, sender=3, first=104)  # step 2's chunks
+            for i in range(2):
+                d = bytes(later.datagram(i))
+                assert inbox.take(d, 0, len(d), time.monotonic()) is False  # not step 0's
+            assert [s.remaining for s in streams] == [2, 2, 0]
+            stale = bytes(_cast_packets(1, group=5, sender=3, first=98).datagram(0))
+            assert inbox.take(stale, 0, len(stale), time.monotonic()) is False
+            assert streams[0].filt.duplicate == 1  # an earlier step's: counted, ignored
+            inbox.activate(1, time.monotonic())
+            mine = bytes(_cast_packets(2, group=5, sender=3, first=102).datagram(1))
+            assert inbox.take(mine, 0, len(mine), time.monotonic()) is True
+            assert inbox.remaining == 1 and inbox.what.startswith("ring step 1")
+
+
+def test_a_ring_step_nacks_its_predecessor_until_the_timeout_and_then_names_it():
+    """A predecessor may not have sent a step yet (it waits for its own predecessor), so NACKs
+    left unanswered are no proof of loss: the step fails only after the driver's timeout
+    without progress (not after max_retries NACKs), with ChunksMissing naming the site."""
+    with SoftAggregator(slots=64, elements=16, groups=8, jobs=1) as agg:
+        agg.configure(groups={0: (0, 3), 5: (0, 3)}, jobs=[0])
+        with _client(agg, timeout=3, max_retries=2) as c:
+            inbox = _Inbox(_copies(c, steps=2, span=3), 100, 3)
+            inbox.activate(0, time.monotonic())
+            with pytest.raises(ChunksMissing) as err:
+                _run_phase(c, [inbox], None)
+    msg = str(err.value)
+    assert "ring step 0: shard 0 from site 3: no copy for chunks 100, 101, 102 within 3 s" in msg
+    assert c.wan.stats.nacks_sent > 3  # more than max_retries + 1 tries
