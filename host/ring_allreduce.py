@@ -42,7 +42,7 @@ from wanreduce import fixedpoint, wire
 from wanreduce.packetize import chunk_counts, packetize
 
 from .errors import OverflowReported
-from .sharded_allreduce import _Cast, _owner_timer, _run_phase, _Stream, shard_bounds
+from .sharded_allreduce import _Cast, _owner_timer, _run_phase, _Stream, agreed_tensor, shard_bounds
 
 if TYPE_CHECKING:
     from .driver import AggregatorClient
@@ -113,25 +113,14 @@ def ring_allreduce(client: AggregatorClient, x: np.ndarray, ring: Ring, *, job: 
     the result (bit for bit the fixed-point all-reduce) goes into ``out``.
 
     Every site calls it with the same shape, ``job``, ``round``, ``ring`` and scale setting."""
-    x = np.asarray(x)
-    dt = fixedpoint.check_dtype(x.dtype)
-    if out is None:
-        out = np.empty(x.shape, dt)
-    elif out.shape != x.shape or not out.flags.c_contiguous:
-        raise ValueError(f"out must be C-contiguous with shape {x.shape}")
-    if client.control is None:
-        raise ValueError("ring_allreduce needs CONTROL access to the site's aggregator "
-                         "(it moves the job's head past the ring's chunks)")
+    x, out, (e, members, _), agree_s, held = agreed_tensor(
+        client, x, out, job=job, group=ring.everyone, round=round, max_abs=max_abs,
+        who="ring_allreduce", why="it moves the job's head past the ring's chunks")
     site, E, rid = client.sender_id, client.elements, round & _U32
     order = tuple(ring.order)
     n = len(order)
     pos = order.index(site)
     pred = order[pos - 1]
-    t0 = time.monotonic()
-    e, members, _ = client.agree(x, job=job, group=ring.everyone, round=round, max_abs=max_abs)
-    agree_s = time.monotonic() - t0
-    held, clipped = fixedpoint.quantize(x.reshape(-1), e, members)
-    client.stats.clipped += clipped
     if n > 1:
         b = shard_bounds(held.size, n)
         span = len(chunk_counts(b[1] - b[0], E))  # chunks of the longest shard (the first)
@@ -170,6 +159,6 @@ def ring_allreduce(client: AggregatorClient, x: np.ndarray, ring: Ring, *, job: 
         nxt = (base + steps * span) & _U32
         client.control.reset_window(job, nxt)  # our aggregator saw none of the ring's chunks
         client.set_next_chunk(job, nxt)
-    fixedpoint.dequantize(held.reshape(x.shape), e, dt, out=out)
+    fixedpoint.dequantize(held.reshape(x.shape), e, fixedpoint.check_dtype(x.dtype), out=out)
     client.stats.allreduces += 1
     return out

@@ -347,6 +347,30 @@ def _fail(client: AggregatorClient, streams: list[_Stream], why: str) -> None:
     raise ChunksMissing(head, job=job, chunks=missing)
 
 
+def agreed_tensor(client: AggregatorClient, x: np.ndarray, out: np.ndarray | None, *, job: int,
+                  group: int, round: int, max_abs: float | None, who: str,  # noqa: A002
+                  why: str) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int], float,
+                                     np.ndarray]:
+    """The start of a call that quantises a whole tensor once (sharded, ring): checks ``x``,
+    ``out`` and CONTROL access (``who`` needs it because ``why``), runs the scale agreement in
+    ``group`` and quantises. Returns ``(x, out, (exponent, members, window), seconds the
+    agreement took, the int32 tensor)``."""
+    x = np.asarray(x)
+    dt = fixedpoint.check_dtype(x.dtype)
+    if out is None:
+        out = np.empty(x.shape, dt)
+    elif out.shape != x.shape or not out.flags.c_contiguous:
+        raise ValueError(f"out must be C-contiguous with shape {x.shape}")
+    if client.control is None:
+        raise ValueError(f"{who} needs CONTROL access to the site's aggregator ({why})")
+    t0 = time.monotonic()
+    e, n, w = client.agree(x, job=job, group=group, round=round, max_abs=max_abs)
+    agree_s = time.monotonic() - t0
+    q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
+    client.stats.clipped += clipped
+    return x, out, (e, n, w), agree_s, q
+
+
 def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, job: int,
                       round: int, out: np.ndarray | None = None,  # noqa: A002
                       barrier: Callable[[], None] | None = None,
@@ -356,23 +380,12 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
 
     Every site calls it with the same shape, ``job``, ``round``, ``steps`` and scale setting.
     ``barrier``: waits for every site (between phases, as the planner models them)."""
-    x = np.asarray(x)
-    dt = fixedpoint.check_dtype(x.dtype)
-    if out is None:
-        out = np.empty(x.shape, dt)
-    elif out.shape != x.shape or not out.flags.c_contiguous:
-        raise ValueError(f"out must be C-contiguous with shape {x.shape}")
-    if client.control is None:
-        raise ValueError("sharded_allreduce needs CONTROL access to the site's aggregator "
-                         "(it moves the job's head after each reduce-scatter)")
+    x, out, (e, n, w), agree_s, q = agreed_tensor(
+        client, x, out, job=job, group=steps.everyone, round=round, max_abs=max_abs,
+        who="sharded_allreduce", why="it moves the job's head after each reduce-scatter")
     site, E, rid = client.sender_id, client.elements, round & _U32
     blocks_ = steps.site_blocks(site)
-    t0 = time.monotonic()
-    e, n, w = client.agree(x, job=job, group=steps.everyone, round=round, max_abs=max_abs)
-    agree_s = time.monotonic() - t0
     W = client.job_window(job)
-    q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
-    client.stats.clipped += clipped
     head = dict(exp=e, n_contributors=n, elements_per_packet=E, job_id=job, round_id=rid,
                 sender_id=site, session=client.session)
     held = q  # the int32 partial sums this site holds
@@ -431,6 +444,6 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
         held = whole
         if barrier is not None and lv:
             barrier()
-    fixedpoint.dequantize(held.reshape(x.shape), e, dt, out=out)
+    fixedpoint.dequantize(held.reshape(x.shape), e, fixedpoint.check_dtype(x.dtype), out=out)
     client.stats.allreduces += 1
     return out

@@ -7,13 +7,14 @@ import time
 import numpy as np
 import pytest
 from test_emulator_network import SQUARE, _ended
+from test_sharded_allreduce import rounds_on_square
 from test_sharded_loss import _cast_packets, _client
 
 from wanreduce import wire
 from wanreduce.emulator.prediction import choose_plan, predict
-from wanreduce.emulator.runner import run_rounds, site_tensor
+from wanreduce.emulator.runner import site_tensor
 from wanreduce.emulator.scaling import scale_topology
-from wanreduce.emulator.wan_emulator import WanEmulator, sharded_routes
+from wanreduce.emulator.wan_emulator import sharded_routes
 from wanreduce.host.errors import ChunksMissing
 from wanreduce.host.reference import expected_allreduce
 from wanreduce.host.ring_allreduce import _Inbox, ring_shards
@@ -69,15 +70,9 @@ def test_ring_rounds_over_a_wan_are_exact_and_touch_no_aggregator():
     """4 sites on a WAN with two-hop routes, the ring in another order than the sites': every
     result bit for bit the fixed-point sum of all four (run_rounds checks it, host/reference) and
     within the fixed-point error of the float64 sum; the aggregators merged the agreements only."""
-    table = group_table(S.ring_allreduce(4, ORDER))
-    nbytes, rounds = 12_004, 2  # 3001 elements: shards of 751 and 750 (2 chunks each)
-    with WanEmulator(topology_from_dict(SQUARE), memory=64 << 10, lifetime=120) as net:
-        net.configure(table, jobs=[0])
-        res = run_rounds(net, table, nbytes=nbytes, rounds=rounds, timeout=20, lifetime=100)
-        assert res.errors == []
-        counters = [agg.model.counters for agg in net.aggregators]
-        stats = net.stats()
-    assert [r.checked for r in res.reports] == [rounds] * 4
+    rounds = 2  # 3001 elements: shards of 751 and 750 (2 chunks each)
+    res, counters, stats, net = rounds_on_square(group_table(S.ring_allreduce(4, ORDER)), 12_004,
+                                                 rounds)
     xs = [site_tensor(0, s, 1, 3001) for s in range(4)]
     exact = np.sum(np.asarray(xs, np.float64), axis=0)
     assert np.abs(expected_allreduce(xs, elements=E) - exact).max() < 1e-5
@@ -96,14 +91,8 @@ def test_ring_rounds_with_5_percent_wan_loss_are_exact():
     """The same ring with 5 % loss per WAN link copy: every result still bit for bit the
     fixed-point sum (run_rounds checks it); lost copies were NACKed to the predecessor and
     re-sent from its log of the whole call."""
-    table = group_table(S.ring_allreduce(4, ORDER))
-    with WanEmulator(topology_from_dict(SQUARE), memory=64 << 10, loss=0.05, seed=3,
-                     lifetime=150) as net:
-        net.configure(table, jobs=[0])
-        res = run_rounds(net, table, nbytes=40_000, rounds=2, timeout=20, lifetime=120)
-        stats = net.stats()
-    assert res.errors == [], "; ".join(e for e in res.errors if "Barrier" not in e)
-    assert [r.checked for r in res.reports] == [2] * 4
+    res, _, stats, net = rounds_on_square(group_table(S.ring_allreduce(4, ORDER)), 40_000, 2,
+                                          loss=0.05, seed=3)
     assert sum(row["lost"] for row in stats["links"].values()) > 0
     total = {k: sum(r.stats[k] for r in res.reports)
              for k in ("nacked_copies", "nack_resends", "nack_ignored")}
