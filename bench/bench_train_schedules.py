@@ -15,11 +15,11 @@ the forwarder's lateness (the emulator's own timing error, to hold against the s
 final loss and accuracy, the load average at the runs' starts.
 
 Two runs are shared rather than repeated (same groups, same training): the ring runs once per
-repeat (gloo all-reduce, no aggregator: memory plays no part), and ``best`` reuses the run of
-the schedule whose exchanges the planner's pick has (all-to-all, cliques-3 or sharded). The
-ring's gloo traffic does not cross the emulated WAN; its row also gives an emulated time: the
-measured time plus the planner's ring round time (same scaled topology and bytes) per round,
-labelled "ring (+planner ring time)".
+repeat (host to host over the emulated WAN, ``host/ring_allreduce.py``: the aggregators only do
+the scale agreement, one chunk, so memory plays no part in its round), and ``best`` reuses the
+run of the schedule whose exchanges the planner's pick has (all-to-all, cliques-3 or sharded).
+"planner's round" is the prediction of what runs (``emulator/prediction.py``: the planner's
+round time; for the ring the planner's ring plus the all-sites agreement it starts with).
 
 Bounded: every run's emulator and site processes end by themselves (``--timeout`` without
 progress, the emulator's ``--lifetime``); a failed run stops the benchmark with its error.
@@ -44,7 +44,6 @@ from wanreduce.cli import cli
 from wanreduce.planner.topology import format_size, parse_size
 
 SCHEDULES = ("ring", "all-to-all", "cliques-3", "sharded", "best")
-RING_WAN = "ring (+planner ring time)"
 
 
 def train_once(args: argparse.Namespace, schedule: str, memory: str, out: Path) -> dict[str, Any]:
@@ -88,13 +87,6 @@ def planner_memory(memory: str) -> int:
     return slot_plan(parse_size(memory), MAX_ELEMENTS_DEFAULT).planner_memory
 
 
-def with_ring_time(run: dict[str, Any], per_round: float) -> dict[str, Any]:
-    """The ring run with the planner's ring round time added per round (the emulated view)."""
-    rows = [{**r, "time_s": r["time_s"] + r["outer_step"] * per_round} for r in run["rows"]]
-    return {**run, "schedule": RING_WAN, "rows": rows,
-            "mean_round_s": run["mean_round_s"] + per_round}
-
-
 def to_target(run: dict[str, Any], target: float) -> dict[str, Any] | None:
     """The first row at which the sites' mean test accuracy reaches ``target`` (None: never)."""
     return next((r for r in run["rows"] if r["accuracy"] >= target), None)
@@ -129,7 +121,10 @@ def ratios(a: list[dict[str, Any]], b: list[dict[str, Any]], target: float) -> l
 
 
 def planner_round(run: dict[str, Any]) -> float:
-    """The planner's mean round time of the plan that ran."""
+    """The predicted mean round time of what ran (``wanreduce train``'s report; reports from
+    before it had the prediction: the planner's round times of the plan)."""
+    if "predicted_round_s" in run["planner"]:
+        return run["planner"]["predicted_round_s"]
     times = run["planner"]["round_times_s"]
     return sum(times) / len(times)
 
@@ -138,15 +133,14 @@ def verdict(by_name: dict[str, list[dict[str, Any]]], target: float) -> str:
     """Which schedule reaches ``target`` first (by median time) and by how much: the median of
     the per-repeat ratios to the runner-up and to the ring over the WAN (min-max)."""
     ranked = sorted((statistics.median(target_time(r, target) for r in runs), name)
-                    for name, runs in by_name.items()
-                    if name != "ring" and not runs[0].get("reused_from"))
+                    for name, runs in by_name.items() if not runs[0].get("reused_from"))
     (t1, first), (t2, second) = ranked[0], ranked[1]
     line = (f"first to {target:g}: **{first}** ({t1:.1f} s), then {second} ({t2:.1f} s): "
             f"{spread(ratios(by_name[first], by_name[second], target), '{:.2f}')}x the "
             f"runner-up's time")
-    if first != RING_WAN and RING_WAN in by_name:
-        line += (f", {spread(ratios(by_name[first], by_name[RING_WAN], target), '{:.2f}')}x "
-                 f"the ring's (planner's WAN ring time)")
+    if first != "ring" and "ring" in by_name:
+        line += (f", {spread(ratios(by_name[first], by_name['ring'], target), '{:.2f}')}x "
+                 f"the ring's (over the same WAN)")
     return line + "; order " + " < ".join(name for _, name in ranked)
 
 
@@ -156,7 +150,7 @@ def table(by_name: dict[str, list[dict[str, Any]]], target: float) -> list[str]:
              "planner's round | measured/planner | forwarder late mean/max | final loss | "
              "final acc | load |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    ring = by_name.get(RING_WAN)
+    ring = by_name.get("ring")
     for name, runs in by_name.items():
         first = runs[0]
         hits = [to_target(r, target) for r in runs]
@@ -165,10 +159,8 @@ def table(by_name: dict[str, list[dict[str, Any]]], target: float) -> list[str]:
         plan_round = planner_round(first)
         measured = [r["mean_round_s"] for r in runs]
         agrees = spread([m / plan_round for m in measured], "{:.2f}")
-        if first["family"] == "ring":  # gloo on loopback: nothing to compare with the planner
-            agrees = "- (+ planner's ring round)" if name == RING_WAN else "- (gloo, loopback)"
         late = [r.get("forwarder_late_s") for r in runs]
-        late_s = ("-" if None in late or first["family"] == "ring" else
+        late_s = ("-" if None in late else
                   f"{statistics.median(x['mean'] for x in late) * 1e3:.1f}/"
                   f"{max(x['max'] for x in late) * 1e3:.0f} ms")
         loads = [r.get("load_average", float("nan")) for r in runs]
@@ -225,7 +217,7 @@ def main() -> None:
         for memory in memories:
             runs = results[memory]
             for name in schedules:
-                if name == "ring" and ring is not None:  # the same gloo training at every memory
+                if name == "ring" and ring is not None:  # the same ring training at every memory
                     run = {**ring, "memory_bytes": planner_memory(memory)}
                 elif name == "best" and (same := _same_plan_run(args, memory, nbytes, {
                         n: r[k] for n, r in runs.items() if len(r) > k})) is not None:
@@ -237,15 +229,11 @@ def main() -> None:
                 runs.setdefault(name, []).append(run)
     for memory in memories:
         by_name = dict(results[memory])
-        if "ring" in by_name:  # gloo on loopback, and with the WAN's ring time per round
-            ring_plan = planner_plan(args, "ring", memory, nbytes)
-            per_round = sum(ring_plan.round_times) / len(ring_plan.round_times)
-            by_name[RING_WAN] = [with_ring_time(r, per_round) for r in by_name["ring"]]
         shown = [{**median_run(runs, args.target), "schedule": name}
                  for name, runs in by_name.items()]
         for run in shown:
             if run["schedule"] == "ring":
-                run.update(linestyle=":", schedule="ring (gloo, loopback)")
+                run.update(linestyle=":")
         png = f"{args.plot_prefix}_{memory}.png"
         plot_loss_vs_time(shown, png, accuracy_target=args.target)
         print(f"\n{format_size(parse_size(memory))} per FPGA; target accuracy {args.target}; "

@@ -5,9 +5,15 @@ The plan comes from the planner itself (``plan_report.evaluate``: the same optim
 runs as the GroupTable's step(s); a sharded round runs as its reduce-scatter/all-gather phases
 (``host/sharded_allreduce.py``). The prediction of what runs is the planner's round model
 (``RoundModel.round_time``) of each step as a round of disjoint cliques, and of the sharded round
-itself: for every family exactly the planner's round time (``plan_round_times``). That round time
-includes the driver's scale agreement (each step is one ``allreduce`` call, which starts with
-it): ``agreement_times`` is only its part, for display; nothing is added here.
+itself: for every in-network family exactly the planner's round time (``plan_round_times``). That
+round time includes the driver's scale agreement (each step is one ``allreduce`` call, which
+starts with it): ``agreement_times`` is only its part, for display.
+
+The ring runs as the hosts' fixed-point ring (``host/ring_allreduce.py``), which starts with the
+same scale agreement in the group of all sites; the planner's ring is a float ring (no
+agreement). Its prediction is therefore the planner's ring time plus the planner's own
+agreement time of the clique of all sites (``RoundModel.agreement_time``): both from the round
+model, nothing fitted here; ``plan_round_times`` keeps the planner's ring alone.
 """
 
 from __future__ import annotations
@@ -18,14 +24,15 @@ from wanreduce.planner import plan_report as pr
 from wanreduce.planner.group_table import GroupTable, group_table
 from wanreduce.planner.optimiser import Plan
 from wanreduce.planner.roundmodel import RoundModel
-from wanreduce.planner.schedules import clique_round
+from wanreduce.planner.schedules import Round, clique, clique_round
 from wanreduce.planner.sharded import FAMILIES as SHARDED_FAMILIES
 from wanreduce.planner.topology import Topology
 
 #: ``--schedule`` choices: a family, the best sharded family, or ``best``: the in-network plan
 #: made of cliques or sharded rounds (tree and one-peer rounds are weighted, not cliques: the
-#: driver cannot run them) that is fastest (each runs as the planner models it).
-SCHEDULES = ("all-to-all", "cliques-3", "sharded", "best")
+#: driver cannot run them) that is fastest (each runs as the planner models it); ``ring``: the
+#: planner's ring all-reduce, run by the hosts over the same network (``host/ring_allreduce.py``).
+SCHEDULES = ("all-to-all", "cliques-3", "sharded", "best", "ring")
 
 
 @dataclass
@@ -87,6 +94,11 @@ def predict(topo: Topology, plan: Plan, nbytes: int, memory: int, elements: int)
     for r in range(len(table.rounds)):
         if table.sharded_steps(r) is not None:  # its phases, as the planner times them
             results = [model.round_time(plan.schedule.rounds[r])]
+        elif table.ring_steps(r) is not None:  # the planner's ring + the all-sites agreement
+            ring = model.round_time(plan.schedule.rounds[r])
+            ring.agreement = model.agreement_time(Round((clique(range(topo.n)),)))
+            ring.time += ring.agreement
+            results = [ring]
         else:
             results = [model.round_time(clique_round(sorted({table.groups[g] for g in step.values()})))
                        for step in table.steps(r)]

@@ -4,7 +4,8 @@ Each site's process builds its synthetic tensor (float32, seeded by site and rou
 step of every round (``GroupTable.steps``) waits at a barrier of all sites, then all-reduces
 through its ``AggregatorClient(**network.client_kwargs(site), sender_id=site)``; a sharded round
 runs as its reduce-scatter/all-gather phases (``host/sharded_allreduce.py``, a barrier between
-phases) and its result is checked against the all-sites reference. Rounds are
+phases), a ring round as its host-to-host reduce-scatter/all-gather steps
+(``host/ring_allreduce.py``), and their result is checked against the all-sites reference. Rounds are
 barriers, as the planner models them, and they must be: the groups change between steps, and a
 site that ran ahead would send next-step contributions to aggregators still collecting the
 previous step (rejected, and no member could resend them). A round's time is from the first
@@ -91,6 +92,7 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
     timer.start()
     from wanreduce.host.driver import AggregatorClient
     from wanreduce.host.reference import expected_allreduce
+    from wanreduce.host.ring_allreduce import ring_allreduce
     from wanreduce.host.sharded_allreduce import sharded_allreduce
 
     rep = SiteReport(site)
@@ -106,7 +108,7 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
             for r in range(rounds):
                 got = []
                 start = None
-                sh = table.sharded_steps(r)
+                sh, ring = table.sharded_steps(r), table.ring_steps(r)
                 for st in table.steps(r):
                     barrier.wait(wait)
                     if r == die_at:  # fault injection: the process is killed mid-run
@@ -118,6 +120,10 @@ def _site_main(site: int, kwargs: dict[str, Any], table: GroupTable, elements: i
                         y = sharded_allreduce(c, site_tensor(seed, site, r, elements), sh,
                                               job=JOB, round=r, barrier=lambda: barrier.wait(wait))
                         got.append((sh.everyone, y))
+                    elif ring is not None:
+                        y = ring_allreduce(c, site_tensor(seed, site, r, elements), ring,
+                                           job=JOB, round=r)
+                        got.append((ring.everyone, y))
                     elif site in st:
                         y = c.allreduce(site_tensor(seed, site, r, elements), job=JOB,
                                         group=st[site], round=r)

@@ -238,8 +238,12 @@ class _Stream:
 class _Cast:
     """The owner's all-gather multicast: every chunk once, paced at ``rate`` bytes/s."""
 
-    def __init__(self, client: AggregatorClient, pk: Packets, now: float, job: int) -> None:
+    def __init__(self, client: AggregatorClient, pk: Packets, now: float, job: int,
+                 keep: int | None = None) -> None:
+        """``keep``: chunks the group's NACK log holds (default this cast's; a ring casts in one
+        group at every step and keeps them all, host/ring_allreduce.py)."""
         self.client, self.pk, self.next, self.job = client, pk, 0, job
+        self.keep = len(pk) if keep is None else keep
         self.rate = client.rate_bps / 8
         self.t0 = now
         self.sent_bytes = 0
@@ -256,7 +260,8 @@ class _Cast:
             self.sent_bytes += len(d)
             self.next += 1
         if self.client.wan is not None and self.next > sent:
-            self.client.wan.record(self.job, WholeBuffer(self.pk), sent, self.next, keep=n)
+            self.client.wan.record(self.job, WholeBuffer(self.pk), sent, self.next,
+                                   keep=self.keep)
         return math.inf if self.next >= n else self.t0 + self.sent_bytes / self.rate
 
 
@@ -270,7 +275,8 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
     rmv = memoryview(rbuf)
     mono = time.monotonic
     last = mono()
-    cast_due = math.inf
+    cast_due = math.inf if cast is None else last  # a cast is due at once (even if every
+    # stream is already complete: a ring step whose copies all came early, host/ring_allreduce.py)
     try:
         while any(s.pending() for s in streams) or (cast is not None and cast_due < math.inf):
             now = mono()
@@ -286,6 +292,8 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
                 cast_due = cast.pump(now)
                 if cast.next > sent:  # sending our shard is progress too (a long paced cast)
                     last = now
+                if cast_due == math.inf and not any(s.remaining for s in streams):
+                    break  # the cast ended last: done (the select below would wait a timeout)
             progressed: set[int] = set()
             while (got := transport.recv_batch([rmv])) is not None:
                 ktot, seg, src = got
@@ -379,6 +387,30 @@ def _fail(client: AggregatorClient, streams: list[_Stream], why: str) -> None:
     raise ChunksMissing(head, job=job, chunks=missing)
 
 
+def agreed_tensor(client: AggregatorClient, x: np.ndarray, out: np.ndarray | None, *, job: int,
+                  group: int, round: int, max_abs: float | None, who: str,  # noqa: A002
+                  why: str) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int], float,
+                                     np.ndarray]:
+    """The start of a call that quantises a whole tensor once (sharded, ring): checks ``x``,
+    ``out`` and CONTROL access (``who`` needs it because ``why``), runs the scale agreement in
+    ``group`` and quantises. Returns ``(x, out, (exponent, members, window), seconds the
+    agreement took, the int32 tensor)``."""
+    x = np.asarray(x)
+    dt = fixedpoint.check_dtype(x.dtype)
+    if out is None:
+        out = np.empty(x.shape, dt)
+    elif out.shape != x.shape or not out.flags.c_contiguous:
+        raise ValueError(f"out must be C-contiguous with shape {x.shape}")
+    if client.control is None:
+        raise ValueError(f"{who} needs CONTROL access to the site's aggregator ({why})")
+    t0 = time.monotonic()
+    e, n, w = client.agree(x, job=job, group=group, round=round, max_abs=max_abs)
+    agree_s = time.monotonic() - t0
+    q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
+    client.stats.clipped += clipped
+    return x, out, (e, n, w), agree_s, q
+
+
 def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, job: int,
                       round: int, out: np.ndarray | None = None,  # noqa: A002
                       barrier: Callable[[], None] | None = None,
@@ -388,23 +420,12 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
 
     Every site calls it with the same shape, ``job``, ``round``, ``steps`` and scale setting.
     ``barrier``: waits for every site (between phases, as the planner models them)."""
-    x = np.asarray(x)
-    dt = fixedpoint.check_dtype(x.dtype)
-    if out is None:
-        out = np.empty(x.shape, dt)
-    elif out.shape != x.shape or not out.flags.c_contiguous:
-        raise ValueError(f"out must be C-contiguous with shape {x.shape}")
-    if client.control is None:
-        raise ValueError("sharded_allreduce needs CONTROL access to the site's aggregator "
-                         "(it moves the job's head after each reduce-scatter)")
+    x, out, (e, n, w), agree_s, q = agreed_tensor(
+        client, x, out, job=job, group=steps.everyone, round=round, max_abs=max_abs,
+        who="sharded_allreduce", why="it moves the job's head after each reduce-scatter")
     site, E, rid = client.sender_id, client.elements, round & _U32
     blocks_ = steps.site_blocks(site)
-    t0 = time.monotonic()
-    e, n, w = client.agree(x, job=job, group=steps.everyone, round=round, max_abs=max_abs)
-    agree_s = time.monotonic() - t0
     W = client.job_window(job)
-    q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
-    client.stats.clipped += clipped
     head = dict(exp=e, elements_per_packet=E, job_id=job, round_id=rid, sender_id=site,
                 session=client.session)  # int32 from here on: no n_contributors
     held = q  # the int32 partial sums this site holds
@@ -463,6 +484,6 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
         held = whole
         if barrier is not None and lv:
             barrier()
-    fixedpoint.dequantize(held.reshape(x.shape), e, dt, out=out)
+    fixedpoint.dequantize(held.reshape(x.shape), e, fixedpoint.check_dtype(x.dtype), out=out)
     client.stats.allreduces += 1
     return out

@@ -14,8 +14,14 @@ only, which merges them) and a *gather* group (the owner multicasts its reduced 
 members' FPGAs pass it through to their hosts). ``reduce_owner`` / ``gather_owner`` name the
 owner of each such group (the emulator's routes follow them).
 
-Rounds that are not cliques (weighted tree/one-peer groups) and ring all-reduce (no aggregator)
-are refused with a ValueError naming the family; a site alone in its group skips the step.
+A ring all-reduce round (``planner/schedules.ring_allreduce``) runs on the hosts
+(:class:`RingSteps`, ``host/ring_allreduce.py``): the clique of all sites (the scale agreement,
+and the warm-up) and, per site, a *hop* group {site, its successor in the ring order} whose only
+sender is the site (``gather_owner``): its copies pass through the successor's FPGA to its hosts,
+like a sharded all-gather's, so the aggregators merge nothing of the ring's data.
+
+Rounds that are not cliques (weighted tree/one-peer groups) are refused with a ValueError naming
+the family; a site alone in its group skips the step.
 """
 
 from __future__ import annotations
@@ -53,6 +59,24 @@ class ShardedSteps:
 
 
 @dataclass(frozen=True)
+class RingSteps:
+    """A ring all-reduce round as the sites run it: the scale agreement's group, the ring order
+    and, per site, the hop group it sends to its successor in (``hop[site]``)."""
+
+    everyone: int  # group id of the clique of all sites
+    order: tuple[int, ...]  # the planner's ring order (a permutation of the sites)
+    hop: dict[int, int]  # site -> group id of {site, successor}, sent by site only
+
+    def successor(self, site: int) -> int:
+        """The site after ``site`` in the ring order."""
+        return self.order[(self.order.index(site) + 1) % len(self.order)]
+
+    def predecessor(self, site: int) -> int:
+        """The site before ``site`` in the ring order."""
+        return self.order[self.order.index(site) - 1]
+
+
+@dataclass(frozen=True)
 class GroupTable:
     """Group ids of a schedule's cliques and, per round, per step, each site's group id."""
 
@@ -63,10 +87,15 @@ class GroupTable:
     sharded: tuple[ShardedSteps | None, ...] = ()  # per round: its phases, or None (cliques)
     reduce_owner: dict[int, int] = field(default_factory=dict)  # reduce group -> merging site
     gather_owner: dict[int, int] = field(default_factory=dict)  # gather group -> sending site
+    ring: tuple[RingSteps | None, ...] = ()  # per round: its ring steps, or None
 
     def sharded_steps(self, r: int) -> ShardedSteps | None:
         """The phases of round ``r`` if it is a sharded round (rounds repeat cyclically)."""
         return self.sharded[r % len(self.sharded)] if self.sharded else None
+
+    def ring_steps(self, r: int) -> RingSteps | None:
+        """The ring of round ``r`` if it is a ring all-reduce round (rounds repeat cyclically)."""
+        return self.ring[r % len(self.ring)] if self.ring else None
 
     def steps(self, r: int) -> tuple[dict[int, int], ...]:
         """Steps of round ``r`` (rounds repeat cyclically, as the planner runs them)."""
@@ -78,8 +107,6 @@ class GroupTable:
 
 
 def _cliques_of(rnd: Round, family: str) -> list[list[tuple[int, ...]]]:
-    if rnd.ring is not None:
-        raise ValueError(f"schedule {family!r}: ring all-reduce uses no aggregator groups")
     blocks = []
     for g in rnd.groups:
         if tuple(sorted(g.senders)) != tuple(sorted(g.receivers)) or len(set(g.weights)) > 1:
@@ -112,6 +139,21 @@ def _sharded_steps(rnd: ShardedRound, n: int, ids: dict, members: dict, reduce_o
     return ShardedSteps(eid, tuple(levels))
 
 
+def _ring_steps(order: tuple[int, ...], n: int, ids: dict, members: dict,
+                gather_owner: dict) -> RingSteps:
+    """Number the groups of a ring round (module docstring)."""
+    everyone = tuple(range(n))
+    eid = ids.setdefault(everyone, len(ids))
+    members[eid] = everyone
+    hop = {}
+    for i, s in enumerate(order):
+        pair = tuple(sorted((s, order[(i + 1) % n])))
+        gid = hop[s] = ids.setdefault(("hop", s, pair), len(ids))
+        members[gid] = pair
+        gather_owner[gid] = s
+    return RingSteps(eid, tuple(order), hop)
+
+
 def group_table(schedule: Schedule, max_groups: int = MAX_GROUPS) -> GroupTable:
     """Number the schedule's distinct groups (in order of first use) and list each round's steps."""
     ids: dict[tuple, int] = {}
@@ -120,7 +162,15 @@ def group_table(schedule: Schedule, max_groups: int = MAX_GROUPS) -> GroupTable:
     gather_owner: dict[int, int] = {}
     rounds = []
     sharded: list[ShardedSteps | None] = []
+    ring: list[RingSteps | None] = []
     for rnd in schedule.rounds:
+        if rnd.ring is not None:
+            rs = _ring_steps(rnd.ring, schedule.n, ids, members, gather_owner)
+            ring.append(rs)
+            sharded.append(None)
+            rounds.append(({s: rs.everyone for s in range(schedule.n)},))
+            continue
+        ring.append(None)
         if isinstance(rnd, ShardedRound):
             sh = _sharded_steps(rnd, schedule.n, ids, members, reduce_owner, gather_owner)
             sharded.append(sh)
@@ -142,4 +192,5 @@ def group_table(schedule: Schedule, max_groups: int = MAX_GROUPS) -> GroupTable:
         raise ValueError(f"schedule {schedule.family!r} has {len(ids)} distinct groups; "
                          f"at most {max_groups} fit the wire's group id")
     return GroupTable(schedule.family, schedule.n, dict(sorted(members.items())), tuple(rounds),
-                      tuple(sharded) if any(sharded) else (), reduce_owner, gather_owner)
+                      tuple(sharded) if any(sharded) else (), reduce_owner, gather_owner,
+                      tuple(ring) if any(ring) else ())

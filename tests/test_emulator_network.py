@@ -136,7 +136,7 @@ def test_prediction_of_clique_plans_is_the_planners_round_time():
     best = choose_plan(topo, "best", 500_000, 32 * 1996, 499)
     assert group_table(best.schedule).groups  # the driver can run it (cliques)
     with pytest.raises(ValueError, match="--schedule"):
-        choose_plan(topo, "ring", 500_000, 32 * 1996, 499)
+        choose_plan(topo, "tree", 500_000, 32 * 1996, 499)
 
 
 def test_sharded_plans_are_priced_as_the_planner_models_them():

@@ -104,21 +104,28 @@ def test_forwarder_reduce_goes_to_the_owner_its_results_ack_and_gather_passes_th
         net.close()
 
 
+def rounds_on_square(table, nbytes: int, rounds: int, **emulator):
+    """``rounds`` of ``table`` with ``nbytes`` per site over the SQUARE WAN (64 KiB slots):
+    the run (no errors, every site checked every round), each aggregator's counters, the
+    forwarder's statistics and the (closed) emulator."""
+    with WanEmulator(topology_from_dict(SQUARE), memory=64 << 10, lifetime=150, **emulator) as net:
+        net.configure(table, jobs=[0])
+        res = run_rounds(net, table, nbytes=nbytes, rounds=rounds, timeout=20, lifetime=120)
+        assert res.errors == [], "; ".join(e for e in res.errors if "Barrier" not in e)
+        counters = [agg.model.counters for agg in net.aggregators]
+        stats = net.stats()
+    assert [r.checked for r in res.reports] == [rounds] * 4
+    return res, counters, stats, net
+
+
 def test_sharded_rounds_over_a_wan_are_exact_and_reach_only_the_owners():
     """Flat sharding of 4 sites on a WAN with two-hop routes: every result bit for bit the
     fixed-point sum of all four (host/reference, NumPy), close to the float64 sum; each
     aggregator merged only its own shards (no contribution of another shard, nor an all-gather
     copy, reached it: those would be counted as aggregated or refused)."""
-    topo = topology_from_dict(SQUARE)
-    table = group_table(sharded.sharded(4))
-    nbytes, rounds = 12_000, 2  # 3000 elements: shards of 750 = 2 chunks each
-    with WanEmulator(topo, memory=64 << 10, lifetime=120) as net:
-        net.configure(table, jobs=[0])
-        res = run_rounds(net, table, nbytes=nbytes, rounds=rounds, timeout=20, lifetime=100)
-        assert res.errors == []
-        counters = [agg.model.counters for agg in net.aggregators]
-        stats = net.stats()
-    assert [r.checked for r in res.reports] == [rounds] * 4
+    rounds = 2
+    res, counters, stats, net = rounds_on_square(group_table(sharded.sharded(4)), 12_000, rounds)
+    # 3000 elements: shards of 750 = 2 chunks each
     xs = [site_tensor(0, s, 1, 3000) for s in range(4)]
     want = expected_allreduce(xs, elements=E)
     assert np.abs(want - np.sum(np.asarray(xs, np.float64), axis=0)).max() < 1e-5

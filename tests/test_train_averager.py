@@ -54,8 +54,9 @@ def _average_in_threads(schedule, rounds: int, x0: np.ndarray) -> np.ndarray:
     return x
 
 
-@pytest.mark.parametrize("schedule", [S.rotating_cliques(9, 3), sharded.sharded(9, radices=(3, 3))],
-                         ids=["cliques-3", "sharded-3x3"])
+@pytest.mark.parametrize("schedule", [S.rotating_cliques(9, 3), sharded.sharded(9, radices=(3, 3)),
+                                      S.ring_allreduce(9, (4, 0, 8, 1, 7, 2, 6, 3, 5))],
+                         ids=["cliques-3", "sharded-3x3", "ring"])
 def test_averaging_follows_the_planners_mixing_matrices(schedule):
     n = schedule.n
     x0 = np.random.default_rng(1).normal(size=(n, ELEMENTS))

@@ -4,8 +4,9 @@ Every outer step ``k`` a site replaces its parameter vector by the average over 
 its group in each step of round ``k`` of the plan (``GroupTable.site_steps``): x <- W_k x, the
 planner's mixing matrices, so consensus follows ``planner/consensus.py``. A sharded round
 averages over all sites by its reduce-scatter/all-gather phases (``host/sharded_allreduce.py``,
-the same barrier between phases). The ring all-reduce uses no aggregator: ``exact_average``
-(gloo) averages over all sites.
+the same barrier between phases); a ring round by the hosts' ring all-reduce over the same site
+network (``host/ring_allreduce.py``: the scale agreement through the aggregator, then host to
+host around the planner's ring order, no barrier between its steps).
 
 Each site talks to its own aggregator (emulator/: one per site, in-order release), so chunk
 numbers are the driver's per-job counter, which moves by ``stride`` chunks per exchange (the
@@ -31,6 +32,7 @@ from wanreduce import regs
 from wanreduce.host import agreement
 from wanreduce.host.control import ControlClient
 from wanreduce.host.driver import AggregatorClient
+from wanreduce.host.ring_allreduce import ring_allreduce
 from wanreduce.host.sharded_allreduce import sharded_allreduce
 from wanreduce.planner.group_table import GroupTable
 
@@ -41,38 +43,32 @@ _U32 = 0xFFFFFFFF
 class ScheduleAverager:
     """Averages one site's flat float32 vector with its groups, round after round."""
 
-    def __init__(self, site: int, n_elements: int, *, table: GroupTable | None = None,
-                 client: AggregatorClient | None = None, control: ControlClient | None = None,
-                 barrier: Callable[[], None] | None = None,
-                 exact_average: Callable[[np.ndarray], None] | None = None,
-                 job: int = AVERAGER_JOB) -> None:
-        if (table is None) == (exact_average is None):
-            raise ValueError("give either table= (cliques through the aggregator) or "
-                             "exact_average= (ring all-reduce), not both or neither")
-        if table is not None and (client is None or control is None or barrier is None):
-            raise ValueError("table= needs client= (the site's AggregatorClient), control= (a "
-                             "ControlClient of its aggregator) and barrier= (of all sites)")
+    def __init__(self, site: int, n_elements: int, *, table: GroupTable,
+                 client: AggregatorClient, control: ControlClient,
+                 barrier: Callable[[], None], job: int = AVERAGER_JOB) -> None:
+        """``client``: the site's AggregatorClient; ``control``: a ControlClient of its
+        aggregator; ``barrier``: waits for every site."""
         self.site, self.table, self.client, self.job = site, table, client, job
-        self.control, self.barrier, self.exact_average = control, barrier, exact_average
-        self.stride = 0
-        if client is not None:
-            e = client.elements
-            self.stride = math.ceil(agreement.LANES / e) + math.ceil(n_elements / e)
+        self.control, self.barrier = control, barrier
+        e = client.elements
+        self.stride = math.ceil(agreement.LANES / e) + math.ceil(n_elements / e)
         self.exchanges = 0  # exchanges this site took part in (steps not skipped)
         self.skipped = 0  # steps in which it was alone
 
     def average(self, x: np.ndarray, outer_step: int) -> np.ndarray:
         """Average ``x`` (float32, C-contiguous, in place) with round ``outer_step``'s groups."""
-        if self.exact_average is not None:
-            self.exact_average(x)
-            self.exchanges += 1
-            return x
-        assert self.table is not None and self.client is not None and self.barrier is not None
         sh = self.table.sharded_steps(outer_step)
         if sh is not None:  # every site, phase by phase (its chunk counter moves per phase)
             self.barrier()
             sharded_allreduce(self.client, x, sh, job=self.job, round=outer_step & _U32, out=x,
                               barrier=self.barrier)
+            x /= np.float32(self.table.n)
+            self.exchanges += 1
+            return x
+        ring = self.table.ring_steps(outer_step)
+        if ring is not None:  # every site, host to host after the agreement
+            self.barrier()
+            ring_allreduce(self.client, x, ring, job=self.job, round=outer_step & _U32, out=x)
             x /= np.float32(self.table.n)
             self.exchanges += 1
             return x
@@ -94,7 +90,6 @@ class ScheduleAverager:
 
     def _skip(self) -> None:
         """Alone in this step: move the counter and this site's aggregator's head by ``stride``."""
-        assert self.client is not None and self.control is not None
         head = self.client.next_chunk.get(self.job)
         if head is None:  # no exchange yet: the aggregator's head is where the job starts
             head = self.control.read(regs.job_head(self.job))

@@ -1,7 +1,7 @@
 """One site's training process (spawned by train/launcher.py): train, average, report.
 
-Modes: ``average`` (local SGD, every ``local_steps`` steps the schedule-driven averager; a
-``table`` of None means the ring all-reduce through gloo), ``ddp`` (synchronous data parallel,
+Modes: ``average`` (local SGD, every ``local_steps`` steps the schedule-driven averager with the
+plan's ``table``; the ring too runs through the site network), ``ddp`` (synchronous data parallel,
 gradients through the aggregator by the DDP hook) and ``ddp-gloo`` (the same with gloo's exact
 float all-reduce: the baseline). The process only trains and communicates; it sends its
 parameter snapshots (with wall-clock times since the common start) to the launcher, which
@@ -38,7 +38,7 @@ class RunSpec:
     """What every site of one run does (the same at every site)."""
 
     mode: str = "average"
-    table: GroupTable | None = None  # average mode: the plan's groups; None = ring (gloo)
+    table: GroupTable | None = None  # average mode: the plan's groups (any family, ring too)
     ddp_group: int = 0  # ddp mode: the aggregator group of all sites
     steps: int = 60  # local optimiser steps per site
     local_steps: int = 1  # H: average every H steps (outer step)
@@ -127,7 +127,9 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
     rng = np.random.default_rng((spec.seed, site))
     model = make_mlp(spec.seed, spec.hidden)
     client = None
-    if spec.mode != "ddp-gloo" and not (spec.mode == "average" and spec.table is None):
+    if spec.mode == "average" and spec.table is None:
+        raise ValueError("RunSpec.table: average mode needs the plan's GroupTable")
+    if spec.mode != "ddp-gloo":
         client = AggregatorClient(**{**CLIENT_DEFAULTS, **cfg.client_kwargs}, sender_id=site,
                                   session=session, timeout=spec.timeout, on_overflow="raise")
     net = model
@@ -141,22 +143,16 @@ def _train(cfg: SiteConfig) -> dict[str, Any]:
     def flat() -> np.ndarray:
         return parameters_to_vector(params).detach().numpy().copy()
 
-    def exact_average(x: np.ndarray) -> None:
-        dist.all_reduce(torch.from_numpy(x))
-        x /= np.float32(n)
-
     def barrier() -> None:  # names a site that does not arrive (e.g. its process died)
         dist.monitored_barrier(timeout=timedelta(seconds=spec.timeout))
 
     averager = control = None
     if spec.mode == "average":
-        if client is not None:
-            kw = cfg.client_kwargs
-            control = ControlClient(kw.get("control_address") or kw["aggregator"],
-                                    timeout=spec.timeout)
+        kw = cfg.client_kwargs
+        control = ControlClient(kw.get("control_address") or kw["aggregator"],
+                                timeout=spec.timeout)
         averager = ScheduleAverager(site, sum(p.numel() for p in params), table=spec.table,
-                                    client=client, control=control, barrier=barrier,
-                                    exact_average=exact_average if spec.table is None else None)
+                                    client=client, control=control, barrier=barrier)
     h = spec.local_steps if spec.mode == "average" else 1
     # the clock starts when every site is set up (sites leave a barrier within milliseconds)
     dist.barrier()

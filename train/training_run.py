@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from wanreduce import wire
 from wanreduce.emulator.local_network import LocalNetwork
+from wanreduce.emulator.prediction import predict
 from wanreduce.emulator.site_network import SiteNetwork
 from wanreduce.planner.topology import Topology
 
@@ -27,8 +29,8 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
               network: Callable[[int], SiteNetwork] = LocalNetwork) -> dict[str, Any]:
     """Train ``spec`` over ``topo``'s sites following the plan of ``schedule`` for ``memory``
     (bytes per FPGA as the planner sees it); ``network(n_sites)`` makes the site network."""
-    nbytes = mlp_bytes(spec.hidden)
-    choice = choose(schedule, topo, memory, nbytes)
+    nbytes, elements = mlp_bytes(spec.hidden), wire.MAX_ELEMENTS_DEFAULT
+    choice = choose(schedule, topo, memory, nbytes, elements)
     outer = spec.steps // spec.local_steps
     snapshots = max(2, min(MAX_SNAPSHOTS, MAX_SNAPSHOT_BYTES // nbytes))
     spec = replace(spec, mode="average", table=choice.table,
@@ -36,12 +38,11 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
     data = load_digits_split(spec.seed)
     net = network(topo.n)
     try:
-        if choice.table is not None:
-            # the averager's job only: it gets every slot, the memory the planner was asked
-            # about (with the DDP job enabled too it had half, and memory-bound rounds took 2x)
-            net.configure(choice.table, jobs=[AVERAGER_JOB])
+        # the averager's job only: it gets every slot, the memory the planner was asked
+        # about (with the DDP job enabled too it had half, and memory-bound rounds took 2x)
+        net.configure(choice.table, jobs=[AVERAGER_JOB])
         start = time.monotonic()
-        window = net.client_kwargs(0).get("window") if choice.table is not None else None
+        window = net.client_kwargs(0).get("window")
         payloads = run_sites(spec, net, data)
         wall = time.monotonic() - start
         links = net.link_bytes()
@@ -57,7 +58,9 @@ def train_run(topo: Topology, schedule: str, memory: int, spec: RunSpec,
         "hidden": spec.hidden, "model_bytes": nbytes, "seed": spec.seed, "lr": spec.lr,
         "batch": spec.batch, "wall_s": wall,
         "planner": {"rounds_to_consensus": plan.rounds, "round_times_s": plan.round_times,
-                    "time_to_consensus_s": plan.time},
+                    "time_to_consensus_s": plan.time,
+                    "predicted_round_s": predict(topo, plan, nbytes, memory, elements)
+                    .mean_round_time(len(plan.round_times))},
         "rows": rows,
         "mean_round_s": (rows[-1]["time_s"] - rows[0]["time_s"]) / max(rows[-1]["outer_step"], 1),
         "link_bytes": {f"{topo.names[a]}->{topo.names[b]}": v for (a, b), v in sorted(links.items())},

@@ -26,9 +26,10 @@ TIME_SCALE = click.option("--time-scale", type=click.FloatRange(1e-9, 1e3), defa
 @click.command("emulate")
 @click.option("--topology", default="nine-city", show_default=True,
               help="Topology YAML file or shipped name (wanreduce plan --help).")
-@click.option("--schedule", type=click.Choice(["all-to-all", "cliques-3", "sharded", "best"]),
+@click.option("--schedule", type=click.Choice(["all-to-all", "cliques-3", "sharded", "best", "ring"]),
               default="best", show_default=True,
-              help="Plan to run: a family, the best sharded plan, or the planner's best in-network plan.")
+              help="Plan to run: a family, the best sharded plan, the planner's best in-network "
+                   "plan, or the ring all-reduce (hosts, after the scale agreement).")
 @click.option("--memory", default="256KiB", show_default=True, callback=_size("fpga_memory"),
               help="Edge-FPGA memory per site: S = M / 4E slots (power of two); W/2 = S/2 in flight.")
 @click.option("--bytes", "nbytes", default="1MB", show_default=True, callback=_size("bytes"),

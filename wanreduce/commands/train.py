@@ -126,8 +126,11 @@ def _echo_run(run: dict) -> None:
                f"{run['wall_s']:.1f} s ==")
     p = run["planner"]
     plan_round = sum(p["round_times_s"]) / len(p["round_times_s"])
+    pred = p.get("predicted_round_s", plan_round)
+    as_run = (f" ({pred:.3g} s as run, with the scale agreement)"
+              if abs(pred - plan_round) > 1e-3 * plan_round else "")
     click.echo(f"planner: {p['rounds_to_consensus']} rounds to consensus in "
-               f"{p['time_to_consensus_s']:.3g} s, {plan_round:.3g} s a round; measured "
+               f"{p['time_to_consensus_s']:.3g} s, {plan_round:.3g} s a round{as_run}; measured "
                f"{run['mean_round_s']:.3g} s a round (H local steps, barriers and the "
                f"agreement exchange included)")
     click.echo(f"{'round':>6} {'time s':>8} {'loss':>8} {'acc':>6} {'avg acc':>8} {'consensus':>10}")
