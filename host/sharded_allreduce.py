@@ -277,6 +277,15 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
     last = mono()
     cast_due = math.inf if cast is None else last  # a cast is due at once (even if every
     # stream is already complete: a ring step whose copies all came early, host/ring_allreduce.py)
+    for d in client.early_copies:  # came during the exchange before (the agreement's:
+        # ResultFilter ``keep``), e.g. a ring predecessor's first steps: taken, not NACKed later
+        s = by_group.get(d[_GROUP])
+        if s is not None:
+            s.take(d, 0, len(d), last)  # what it does not take, its filter counts
+        else:
+            stats.stray += 1
+            stats.ignored += 1
+    client.early_copies.clear()
     try:
         while any(s.pending() for s in streams) or (cast is not None and cast_due < math.inf):
             now = mono()
