@@ -50,7 +50,7 @@ def test_agreed_tensor_gives_the_one_int32_header_of_the_call():
                       "session": c.session}
     assert np.array_equal(a.held, fixedpoint.quantize(x, a.exp, 1)[0])
     pk = packetize(a.held, group_id=2, first_chunk=9, sender_id=0, **a.head)
-    for field, want in (("exp", a.exp), ("job_id", 1), ("round_id", 5), ("session", c.session)):
+    for field, want in (("scale_exp", a.exp), ("job_id", 1), ("round_id", 5), ("session", c.session)):
         assert (pk.headers[field] == want).all()
 
 
