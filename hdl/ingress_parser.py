@@ -101,7 +101,8 @@ class IngressParser(wiring.Component):
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
       - ``m_msg``: ``Out(message_stream(W))`` — accepted messages (registered outputs);
       - ``local_mac`` (48), ``local_ip`` (32), ``udp_port`` (16), ``max_elements`` (16): ``In``,
-        configuration, stable between frames; the element limit used is
+        configuration, stable between frames (registered: a change takes effect one cycle
+        later); the element limit used is
         ``min(max_elements port, max_elements parameter)`` for contributions and the
         ``max_elements`` parameter for CONTROL messages (:func:`wanreduce.model.element_limit`);
       - ``frame_in``, ``accept``, ``drop`` (1) and ``drop_reason`` (4, a ``Drop`` code): ``Out``,
@@ -291,6 +292,11 @@ class IngressParser(wiring.Component):
         limit = Signal(16, init=self.element_limit)
         m.d.sync += limit.eq(Mux(self.max_elements < self.element_limit, self.max_elements,
                                  self.element_limit))
+        # the address and port, registered too (from the control block, across the chip; they
+        # take effect one cycle after they are written, long before a header of a later frame
+        # is checked)
+        local_mac, local_ip, udp_port = Signal(48), Signal(32), Signal(16)
+        m.d.sync += [local_mac.eq(self.local_mac), local_ip.eq(self.local_ip), udp_port.eq(self.udp_port)]
         eth_dst = f("eth_dst")
         ip_dst = f("ip_dst")
         words = [Cat(hdr[8 * (b + 1):8 * (b + 2)], hdr[8 * b:8 * (b + 1)])
@@ -358,9 +364,9 @@ class IngressParser(wiring.Component):
                        & ((f("ip_flags_frag") & 0x3FFF) == 0)
                        & (f("ip_proto") == wire.IPV4_PROTO_UDP))),
             (h_csum_ok, csum_good(csum_early) if early_csum else Const(0)),
-            (h_dest_ok, (((eth_dst == self.local_mac) | eth_dst[40])
-                         & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE)))),
-            (h_port_ok, f("udp_dport") == self.udp_port),
+            (h_dest_ok, (((eth_dst == local_mac) | eth_dst[40])
+                         & ((ip_dst == local_ip) | (ip_dst[28:32] == 0xE)))),
+            (h_port_ok, f("udp_dport") == udp_port),
             (h_agg_ok, (f("magic") == wire.MAGIC) & (f("version") == wire.VERSION) & type_ok),
             (h_count_ok, (count != 0) & count_in_limit),
             (h_len_ok, ((f("ip_total_length")
