@@ -17,7 +17,9 @@ Write side (one beat per cycle):
 - payload beats are written into a block-RAM packet FIFO (``lib.memory.Memory``, W bits x
   ``fifo_depth``) at ``wr_ptr``; at most ``payload_beats(max_elements, W)`` beats per frame
   are written (a longer frame is certainly dropped; the rest of it is consumed, not stored);
-- at the ``tlast`` transfer the frame's facts are registered (stage **E**): tuser seen, truncated
+- at the ``tlast`` transfer the frame's facts are registered (stage **E**; its registers load
+  whenever a last beat is offered and E is free, so ``tready`` is not in their enable, and the
+  transfer cycle's values are the ones kept): tuser seen, truncated
   (ended inside the header), whether a payload was written, start pointer, and ``e_ok``: the
   frame ended in its payload, without tuser, at the beat index and with the ``tkeep`` that
   ``element_count`` asks for (the payload-length check as one flip-flop, so no compare sits
@@ -273,15 +275,18 @@ class IngressParser(wiring.Component):
                     m.d.sync += cur_start.eq(wr_ptr)
             m.d.sync += [pay_cnt.eq(pay_next), err.eq(err | s.tuser)]
             with m.If(s.tlast):
-                m.d.sync += [
-                    beat.eq(0), pay_cnt.eq(0), err.eq(0),
-                    e_err.eq(err | s.tuser),
-                    e_trunc.eq(~in_payload & ~header_complete),
-                    e_wrote.eq(pay_next != 0),
-                    e_start.eq(Mux(pay_cnt == 0, wr_ptr, cur_start)),
-                    e_ok.eq(in_payload & (pay_cnt == h_last) & (s.tkeep == h_keep)
-                            & ~err & ~s.tuser),
-                ]
+                m.d.sync += [beat.eq(0), pay_cnt.eq(0), err.eq(0)]
+        # Stage E's facts are loaded whenever a last beat is offered and E is free (or being
+        # resolved), transfer or not: the transfer cycle loads them last, and until then
+        # e_valid stays 0, so nothing reads them (no tready in the enable of these registers).
+        with m.If(s.tvalid & s.tlast & (~e_valid | resolve)):
+            m.d.sync += [
+                e_err.eq(err | s.tuser),
+                e_trunc.eq(~in_payload & ~header_complete),
+                e_wrote.eq(pay_next != 0),
+                e_start.eq(Mux(pay_cnt == 0, wr_ptr, cur_start)),
+                e_ok.eq(in_payload & (pay_cnt == h_last) & (s.tkeep == h_keep) & ~err & ~s.tuser),
+            ]
 
         # ---------------------------------------------------------------- header checks (H1)
         def f(name: str):
