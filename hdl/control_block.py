@@ -15,7 +15,7 @@ egress (results out).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -107,12 +107,9 @@ class ControlBlock(wiring.Component):
         jobs = [Signal(32, name=f"job_cfg{j}") for j in range(self.jobs)]
         probes = [Signal(32, name=f"job_probe{j}") for j in range(self.jobs)]
         probe_job = Signal(range(self.jobs))  # the job of the last PROBE_BITMAP read loaded
-        # ... and that job's JOBj_PROBE, a register of its own (equal to probes[probe_job] in
-        # every cycle: loaded with probe_job, and written with probes[probe_job]), so the
-        # reducer's probe_ok compare that the EXEC state waits on has no job multiplexer in front
-        probe_chunk = Signal(32)  # (the JOBj_PROBE registers reset to 0)
         probe_rd = Signal()  # the loaded operation reads a PROBE_BITMAP: wait for probe_ok
-        m.d.comb += [self.probe_job.eq(probe_job), self.probe_chunk.eq(probe_chunk)]
+        m.d.comb += [self.probe_job.eq(probe_job),
+                     self.probe_chunk.eq(Array(probes)[probe_job] if self.jobs > 1 else probes[0])]
 
         m.d.comb += [
             self.release_on_completion.eq(ctrl & regs.CTRL_RELEASE_ON_COMPLETION != 0),
@@ -255,7 +252,7 @@ class ControlBlock(wiring.Component):
                 with m.If(next_write & (next_addr == regs.job_head(j))):
                     m.d.sync += [head_write.eq(1), job_index.eq(j)]
                 with m.If(next_addr == regs.job_probe_bitmap(j)):
-                    m.d.sync += [probe_rd.eq(1), probe_job.eq(j), probe_chunk.eq(probes[j])]
+                    m.d.sync += [probe_rd.eq(1), probe_job.eq(j)]
 
         # The read mux in two registered levels: READ selects within groups of 8 registers by
         # ridx[:3] into ``read_group``, READBACK picks the group by ridx[3:].
@@ -326,9 +323,6 @@ class ControlBlock(wiring.Component):
                     for a, sig in writable.items():
                         with m.If(we[a]):
                             m.d.sync += sig.eq(value)
-                    for j in range(self.jobs):
-                        with m.If(we[regs.job_probe(j)] & (probe_job == j)):
-                            m.d.sync += probe_chunk.eq(value)
                     with m.If(we_max_el):
                         # clamp to the core's E: the parsers cannot take more
                         m.d.sync += max_el.eq(Mux(clamp, self.elements, value))

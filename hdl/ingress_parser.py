@@ -17,9 +17,7 @@ Write side (one beat per cycle):
 - payload beats are written into a block-RAM packet FIFO (``lib.memory.Memory``, W bits x
   ``fifo_depth``) at ``wr_ptr``; at most ``payload_beats(max_elements, W)`` beats per frame
   are written (a longer frame is certainly dropped; the rest of it is consumed, not stored);
-- at the ``tlast`` transfer the frame's facts are registered (stage **E**; its registers load
-  whenever a last beat is offered and E is free, so ``tready`` is not in their enable, and the
-  transfer cycle's values are the ones kept): tuser seen, truncated
+- at the ``tlast`` transfer the frame's facts are registered (stage **E**): tuser seen, truncated
   (ended inside the header), whether a payload was written, start pointer, and ``e_ok``: the
   frame ended in its payload, without tuser, at the beat index and with the ``tkeep`` that
   ``element_count`` asks for (the payload-length check as one flip-flop, so no compare sits
@@ -103,8 +101,7 @@ class IngressParser(wiring.Component):
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
       - ``m_msg``: ``Out(message_stream(W))`` — accepted messages (registered outputs);
       - ``local_mac`` (48), ``local_ip`` (32), ``udp_port`` (16), ``max_elements`` (16): ``In``,
-        configuration, stable between frames (registered: a change takes effect one cycle
-        later); the element limit used is
+        configuration, stable between frames; the element limit used is
         ``min(max_elements port, max_elements parameter)`` for contributions and the
         ``max_elements`` parameter for CONTROL messages (:func:`wanreduce.model.element_limit`);
       - ``frame_in``, ``accept``, ``drop`` (1) and ``drop_reason`` (4, a ``Drop`` code): ``Out``,
@@ -275,18 +272,15 @@ class IngressParser(wiring.Component):
                     m.d.sync += cur_start.eq(wr_ptr)
             m.d.sync += [pay_cnt.eq(pay_next), err.eq(err | s.tuser)]
             with m.If(s.tlast):
-                m.d.sync += [beat.eq(0), pay_cnt.eq(0), err.eq(0)]
-        # Stage E's facts are loaded whenever a last beat is offered and E is free (or being
-        # resolved), transfer or not: the transfer cycle loads them last, and until then
-        # e_valid stays 0, so nothing reads them (no tready in the enable of these registers).
-        with m.If(s.tvalid & s.tlast & (~e_valid | resolve)):
-            m.d.sync += [
-                e_err.eq(err | s.tuser),
-                e_trunc.eq(~in_payload & ~header_complete),
-                e_wrote.eq(pay_next != 0),
-                e_start.eq(Mux(pay_cnt == 0, wr_ptr, cur_start)),
-                e_ok.eq(in_payload & (pay_cnt == h_last) & (s.tkeep == h_keep) & ~err & ~s.tuser),
-            ]
+                m.d.sync += [
+                    beat.eq(0), pay_cnt.eq(0), err.eq(0),
+                    e_err.eq(err | s.tuser),
+                    e_trunc.eq(~in_payload & ~header_complete),
+                    e_wrote.eq(pay_next != 0),
+                    e_start.eq(Mux(pay_cnt == 0, wr_ptr, cur_start)),
+                    e_ok.eq(in_payload & (pay_cnt == h_last) & (s.tkeep == h_keep)
+                            & ~err & ~s.tuser),
+                ]
 
         # ---------------------------------------------------------------- header checks (H1)
         def f(name: str):
@@ -297,11 +291,6 @@ class IngressParser(wiring.Component):
         limit = Signal(16, init=self.element_limit)
         m.d.sync += limit.eq(Mux(self.max_elements < self.element_limit, self.max_elements,
                                  self.element_limit))
-        # the address and port, registered too (from the control block, across the chip; they
-        # take effect one cycle after they are written, long before a header of a later frame
-        # is checked)
-        local_mac, local_ip, udp_port = Signal(48), Signal(32), Signal(16)
-        m.d.sync += [local_mac.eq(self.local_mac), local_ip.eq(self.local_ip), udp_port.eq(self.udp_port)]
         eth_dst = f("eth_dst")
         ip_dst = f("ip_dst")
         words = [Cat(hdr[8 * (b + 1):8 * (b + 2)], hdr[8 * b:8 * (b + 1)])
@@ -369,9 +358,9 @@ class IngressParser(wiring.Component):
                        & ((f("ip_flags_frag") & 0x3FFF) == 0)
                        & (f("ip_proto") == wire.IPV4_PROTO_UDP))),
             (h_csum_ok, csum_good(csum_early) if early_csum else Const(0)),
-            (h_dest_ok, (((eth_dst == local_mac) | eth_dst[40])
-                         & ((ip_dst == local_ip) | (ip_dst[28:32] == 0xE)))),
-            (h_port_ok, f("udp_dport") == udp_port),
+            (h_dest_ok, (((eth_dst == self.local_mac) | eth_dst[40])
+                         & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE)))),
+            (h_port_ok, f("udp_dport") == self.udp_port),
             (h_agg_ok, (f("magic") == wire.MAGIC) & (f("version") == wire.VERSION) & type_ok),
             (h_count_ok, (count != 0) & count_in_limit),
             (h_len_ok, ((f("ip_total_length")

@@ -8,8 +8,7 @@ branch fmax5). Here the write and read pointers (with a wrap bit) are the only s
 is never refused (the writer must know there is room, from ``level``, e.g. a registered
 compare) and a read is only asked for when ``r_rdy``: each pointer's enable is its own side's
 ``en`` alone, and ``level``/``r_rdy`` are
-derived from the two pointers; ``r_rdy`` is also a flip-flop of its own (set by a write, cleared
-by the read of the last entry), so the reader's valid logic sees no pointer compare. Cycle for cycle it behaves like ``SyncFIFO(fwft=True)`` as long
+derived from the two pointers. Cycle for cycle it behaves like ``SyncFIFO(fwft=True)`` as long
 as no write meets a full FIFO: ``r_rdy`` rises, ``level`` counts and ``r_data`` shows an entry
 in the cycle after its write.
 """
@@ -55,16 +54,12 @@ class UnguardedFIFO(wiring.Component):
         rp = mem.read_port(domain="comb")
         produce = Signal(aw + 1)  # next write address, with a wrap bit
         consume = Signal(aw + 1)  # next read address, with a wrap bit
-        nonempty = Signal()  # produce != consume, as a flip-flop
-        one_left = Signal()  # produce == consume + 1 (from the pointers, beside r_en)
         m.d.comb += [
             wp.addr.eq(produce[:aw]), wp.data.eq(self.w_data), wp.en.eq(self.w_en),
             rp.addr.eq(consume[:aw]), self.r_data.eq(rp.data),
-            self.r_rdy.eq(nonempty),
+            self.r_rdy.eq(produce != consume),
             self.level.eq((produce - consume)[:aw + 1]),
-            one_left.eq(produce == (consume + 1)[:aw + 1]),
         ]
-        m.d.sync += nonempty.eq(self.w_en | (nonempty & ~(self.r_en & one_left)))
         with m.If(self.w_en):
             m.d.sync += produce.eq(produce + 1)
         with m.If(self.r_en):
