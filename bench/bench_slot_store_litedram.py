@@ -16,6 +16,7 @@ Nothing here is random but the data: one run per point.
 
     .venv/bin/python bench/bench_slot_store_litedram.py                  # bursts 16 and 64
     .venv/bin/python bench/bench_slot_store_litedram.py --burst-beats 16 --commands 6000
+    .venv/bin/python bench/bench_slot_store_litedram.py --burst-beats 64 --burst-hold 0,128
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
-def measure(burst_beats: int, outstanding: int, commands: int) -> dict:
+def measure(burst_beats: int, outstanding: int, commands: int, burst_hold: int) -> dict:
     params = {"data_width": 64, "slots": 16, "row_bits": 6, "outstanding": outstanding,
-              "burst_beats": burst_beats}
-    top = f"store_on_litedram_w64_n{outstanding}_b{burst_beats}"
+              "burst_beats": burst_beats, "burst_hold": burst_hold}
+    top = f"store_on_litedram_w64_n{outstanding}_b{burst_beats}_h{burst_hold}"
     sources = [generate_verilog(LiteDramModelStore, name=top, params=params),
                cached_model("versa-ecp5")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,17 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--burst-beats", type=_ints, default=[16, 64],
                     help="the store's longest burst, 64-bit beats (default 16,64)")
+    ap.add_argument("--burst-hold", type=_ints, default=[128],
+                    help="idle cycles a burst waits for its message's next row (default 128; 0: none)")
     ap.add_argument("--outstanding", type=int, default=256, help="in-flight table (default 256)")
     ap.add_argument("--commands", type=int, default=3000, help="commands per run (default 3000)")
     args = ap.parse_args(argv)
-    print("| burst_beats (64-bit beats, bytes) | commands/cycle | ADD share | mean AR / AW burst "
-          "| DRAM efficiency | DRAM MB/s | read latency min / median / max "
+    print("| burst_beats (64-bit beats, bytes) | burst_hold | commands/cycle | ADD share "
+          "| mean AR / AW burst | DRAM efficiency | DRAM MB/s | read latency min / median / max "
           "| write latency min / median / max | wall |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for bb in args.burst_beats:
-        r = measure(bb, args.outstanding, args.commands)
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for bb, hold in ((bb, h) for bb in args.burst_beats for h in args.burst_hold):
+        r = measure(bb, args.outstanding, args.commands, hold)
         rl, wl = r["read_latency"], r["write_latency"]
-        print(f"| {bb} ({bb * 8} B) | {r['rate']:.3f} | {r['adds']:.2f} "
+        print(f"| {bb} ({bb * 8} B) | {hold} | {r['rate']:.3f} | {r['adds']:.2f} "
               f"| {r['mean_ar_burst']:.1f} / {r['mean_aw_burst']:.1f} | {r['dram_efficiency']:.3f} "
               f"| {r['dram_bytes_per_s'] / 1e6:.0f} | {rl['min']} / {rl['median']:g} / {rl['max']} "
               f"| {wl['min']} / {wl['median']:g} / {wl['max']} | {r['wall_s']:.0f} s |", flush=True)
