@@ -176,13 +176,16 @@ def test_cocotb_random_commands_through_litedram(tmp_path) -> None:
 @pytest.mark.slow
 @pytest.mark.cocotb
 def test_cocotb_throughput_through_litedram(tmp_path) -> None:
-    """The board's store (outstanding 256, 16-beat bursts) on the reducer's traffic, every ADD
-    reading DRAM: the rate is the DRAM's (well under 1 command/cycle), so the figure is
-    bounded from both sides: not stuck, and not above what the DQ bus can carry."""
+    """The board's store (outstanding 256, its 64-beat bursts, the default ``burst_hold``) on
+    the reducer's traffic, every ADD reading DRAM: the bursts held open while a message goes on
+    stay long (with ``burst_hold`` = 0 they averaged 2.4 / 4.2 beats and the efficiency was
+    0.18), so LiteDRAM's per-burst turnarounds leave most of the DQ bus to data; and the
+    figure is not above what the bus can carry."""
     params, sources, top = _bench(slots=16, row_bits=6, outstanding=STORE_PARAMS["outstanding"],
                                   burst_beats=STORE_PARAMS["burst_beats"])
     out = tmp_path / "r.json"
     run_cocotb(verilog=sources, toplevel=top, test_module=TB, testcase="throughput",
-               params={**params, "seed": 1, "commands": 3000, "out": str(out)})
+               params={**params, "seed": 1, "commands": 3000, "message_beats": 64, "out": str(out)})
     r = json.loads(out.read_text())
-    assert 0.05 < r["rate"] and r["dram_efficiency"] < 1.0, r
+    assert r["mean_ar_burst"] >= 48 and r["mean_aw_burst"] >= 48, r
+    assert 0.6 <= r["dram_efficiency"] < 1.0, r

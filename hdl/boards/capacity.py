@@ -142,14 +142,18 @@ def measured_efficiency(board: str, burst_bytes: int | None = None) -> float:
 
 
 def dram_budget(board: str, elements: int, efficiency: float | None = None, *,
-                burst_bytes: int | None = None) -> DramBudget:
-    """Every data port at line rate with full packets of ``elements``; each payload beat read
-    and written once (an ADD; a first contribution is a plain write, so this is the worst case).
-    ``efficiency``: the controller's, by default the measured one for ``burst_bytes`` (default:
-    the board's bursts)."""
+                burst_bytes: int | None = None, ports: int | None = None) -> DramBudget:
+    """``ports`` data ports (default: all the board's, :data:`BOARD_PORTS`) at line rate with
+    full packets of ``elements``; each payload beat read and written once (an ADD; a first
+    contribution is a plain write, so this is the worst case). ``efficiency``: the
+    controller's, by default the measured one for ``burst_bytes`` (default: the board's bursts)."""
     if efficiency is None:
         efficiency = measured_efficiency(board, burst_bytes)
-    rate, ports = BOARD_PORTS[board]
+    rate, board_ports = BOARD_PORTS[board]
+    if ports is None:
+        ports = board_ports
+    elif not 1 <= ports <= board_ports:
+        raise ValueError(f"ports must be 1..{board_ports} ({board}'s data ports), got {ports}")
     payload = elements * ELEMENT_BYTES
     per_port = rate * payload / (payload + WIRE_OVERHEAD_BYTES)
     cfg = DRAM_CONFIGS[board]
