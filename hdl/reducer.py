@@ -34,8 +34,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from wanreduce import wire
 from wanreduce.model import Outcome
 
+from .command_arbiter import CMD_DEPTH, CommandArbiter
 from .layouts import (
     AggHeaderLayout,
     JobCfgLayout,
@@ -44,8 +46,9 @@ from .layouts import (
     message_stream,
     payload_beats,
 )
+from .onchip_slot_store import OnChipSlotStore
 from .params import check_core_params
-from .reducer_config import ReducerConfig
+from .reducer_config import ReducerConfig, select_job_cfg, slot_of
 from .reducer_input import InputStages
 from .reducer_layouts import (
     ACTIVE,
@@ -62,14 +65,18 @@ from .reducer_layouts import (
     bits_for,
     pack_flags,
     slot_tag_layout,
+    store_tag_layout,
 )
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
+from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
-from .row_accumulator import RowAccumulator
+from .slot_store_signature import Op
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
 
 __all__ = ["Reducer"]
+
+HDR_DEPTH = 16  # result headers waiting for their rows' responses, per source
 
 
 class Reducer(wiring.Component):
@@ -121,8 +128,9 @@ class Reducer(wiring.Component):
         self.stall_pinned = Signal()
         self.stall_queue = Signal()
         self.advance = Signal()  # == ~stall_pinned (a register; the benches check they agree)
-        # an emitter read whose data is used meets a write to the same address in the same cycle
-        # (never: the memories are built with no_rw_check on that basis; the benches check it)
+        # an emitter tag read whose data is used meets a write to the same address in the same
+        # cycle, or a result's header is missing (never: the tag memory is built with
+        # no_rw_check on that basis; the benches check it)
         self.rw_hazard = Signal()
 
     # ---- elaboration -----------------------------------------------------------------------
@@ -148,8 +156,14 @@ class Reducer(wiring.Component):
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
         tag_wr = tag_mem.write_port()
         tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
-        # the slot data memory, its read-modify-write (stage 2) and the sticky overflow flags
-        m.submodules.sums = sums = RowAccumulator(W, slots=S, row_bits=rb)
+        # the partial sums: a slot store (hdl/slot_store_signature.py), its command port shared
+        # by the contributions and the emitter's READs, its responses assembled into results
+        m.submodules.store = store = OnChipSlotStore(W, slots=S, row_bits=rb)
+        m.submodules.store_port = arb = CommandArbiter(W, store.address_bits)
+        wiring.connect(m, arb.cmd, store.cmd)
+        m.submodules.assembler = asm = ResultAssembler(W, slots=S, max_beats=self.beats,
+                                                       hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH)
+        wiring.connect(m, store.rsp, asm.rsp)
 
         head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
         for j in range(self.jobs):
@@ -177,8 +191,8 @@ class Reducer(wiring.Component):
         wiring.connect(m, cfg.cfg, inp.cfg)
         wiring.connect(m, wiring.flipped(self.s_msg), inp.s_msg)
         wiring.connect(m, wiring.flipped(self.reset), rst.reset)
-        wiring.connect(m, emit.m_msg, wiring.flipped(self.m_msg))
-        m.d.comb += self.result_out.eq(emit.result_out)
+        wiring.connect(m, asm.m_msg, wiring.flipped(self.m_msg))
+        m.d.comb += self.result_out.eq(asm.result_out)
 
         # ================= input stages (I, P) =================
         # Their registers are read directly: P's output (p) for stage 0, P's skid register and
@@ -240,10 +254,16 @@ class Reducer(wiring.Component):
         # the messages in stage 2 (counted) and stage 1 may still push one entry each
         # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
         # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
-        room = Signal()
+        room, room_q, room_c = Signal(), Signal(), Signal()
         # (the emitter's pop enters at the last multiplexer: it is the latest of the inputs)
         q_sum = q_count + q_push + (v1 & last1 & adv)
-        m.d.sync += room.eq(Mux(q_pop, q_sum < QUEUE_DEPTH, q_sum < QUEUE_DEPTH - 1))
+        m.d.sync += room_q.eq(Mux(q_pop, q_sum < QUEUE_DEPTH, q_sum < QUEUE_DEPTH - 1))
+        # room in the slot-store command FIFO and the assembler's header FIFO for every beat in
+        # stages 1 and 2 and one more (each pushes one entry at most into each), so a dropped
+        # ``cmd.ready`` holds the input
+        ahead = v1 + v2 + take
+        m.d.sync += room_c.eq((arb.level + ahead < CMD_DEPTH) & (asm.hdr_c_level + ahead < HDR_DEPTH))
+        m.d.comb += room.eq(room_q & room_c)
         m.d.comb += [
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
@@ -295,8 +315,6 @@ class Reducer(wiring.Component):
         tw_v, tw_a, tw_d = Signal(), Signal(sb), Signal(tag_layout)  # being written now
         m.d.sync += [tw_v.eq(tw_en), tw_a.eq(tw_addr), tw_d.eq(tw_data)]
         m.d.comb += [tag_wr.en.eq(tw_v), tag_wr.addr.eq(tw_a), tag_wr.data.eq(tw_d)]
-        row0 = Cat(idx0[:rb], slot0) if rb else slot0
-        m.d.comb += [sums.adv.eq(adv), sums.row0.eq(row0), sums.row1.eq(row1)]
 
         # ================= stage 1: decision (first beat) =================
         bit = bit1
@@ -722,14 +740,20 @@ class Reducer(wiring.Component):
                 with m.If(fx_job == j):
                     m.d.sync += head[j].eq(fx_hn)
 
-        # ================= stage 1 -> stage 2: data =================
-        # The add and the data write happen one stage later (stage 2, hdl/row_accumulator.py),
-        # off the decision path, with the data memory's read-after-write forwarding.
+        # ================= stage 1 -> stage 2: slot-store commands =================
+        # Stage 2 turns each beat with a data operation into a WRITE (a chunk's first
+        # contribution) or an ADD command, off the decision path; the store answers every
+        # command with the row's new value. A message whose decision releases its chunk now
+        # (completion at the head, or on completion) is marked ``emit``: those responses are the
+        # result rows, its header goes to the assembler with the last row.
         op_c = Mux(first1, op, op_r)
         rem = Signal(17)
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
         m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1)]
+        op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(W), Signal(L), Signal(sb)
+        with m.If(v1 & adv):
+            m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
         # Stage 2 pushes the entry of its message's decision from entry_r/push_r: they are not
         # overwritten before, as the next message's first beat is decided one cycle later at
         # the earliest. Whether the entry carries its run is fx_c, the cycle after the decision.
@@ -738,18 +762,43 @@ class Reducer(wiring.Component):
             m.d.sync += runs_r.eq(fx_c)
         runs_now = Mux(decide_r, fx_c, runs_r)
         m.d.comb += push_now.eq(v2 & last2 & push_r)
-        m.d.comb += [sums.load.eq(v1 & adv), sums.op.eq(op_c), sums.first.eq(first1), sums.data.eq(d1),
-                     sums.lanes.eq(lane_ok), sums.slot_oh.eq(oh1), sums.valid2.eq(v2)]
-        ovf_now = sums.overflow
         tag_c = Signal(tag_layout)
         m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
-        # the release entry is queued with the last data write, so the emitter reads it written
-        m.d.comb += [q_push.eq(push_now), q_in.eq(entry_r), q_in.more.eq(Mux(runs_now, entry_r.more, 0)),
-                     queue.mask.eq(mask_r)]
+        emit2 = push_r & ~entry_r.resent  # released by this message: its responses are the result
+        has_run = runs_now & (entry_r.more != 0)
+        queued = push_now & ~(emit2 & ~has_run)  # an entry for the emitter (a resend, or a run)
+        has_cmd = v2 & (op2 != OP_NONE)
+        stag = Signal(store_tag_layout(S))
+        m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
+                     stag.last.eq(last2)]
+        m.d.comb += [
+            arb.push.eq(has_cmd | queued), arb.push_marker.eq(~has_cmd), arb.push_then_emit.eq(queued),
+            arb.push_cmd.op.eq(Mux(op2 == OP_WRITE, Op.WRITE, Op.ADD)), arb.push_cmd.row.eq(row2),
+            arb.push_cmd.data.eq(d2), arb.push_cmd.lanes.eq(lanes2), arb.push_cmd.tag.eq(stag),
+        ]
+        # the emitting message's result header (tag_r: its decision's tag, still held)
+        hc = asm.hdr_c.payload
+        m.d.comb += [
+            asm.hdr_c.valid.eq(push_now & emit2),
+            hc.msg_type.eq(wire.MsgType.RESULT), hc.flags.eq(0), hc.group_id.eq(tag_r.group),
+            hc.job_id.eq(tag_r.job), hc.round_id.eq(tag_r.round), hc.chunk.eq(tag_r.chunk),
+            hc.sender_id.eq(0), hc.scale_exp.eq(tag_r.scale), hc.element_count.eq(tag_r.count),
+            hc.session.eq(tag_r.session),
+        ]
+        # the release entry is queued with the message's last command (or marker); when the
+        # message emits its own chunk, the entry is the run behind it, from the next chunk on
+        cfg_e = select_job_cfg(m, jc, self.jobs, entry_r.job, "cfg_e")
+        m.d.comb += [q_push.eq(queued), q_in.eq(entry_r), queue.mask.eq(mask_r)]
+        with m.If(emit2):
+            m.d.comb += [q_in.chunk.eq(entry_r.chunk + 1), q_in.slot.eq(slot_of(cfg_e, entry_r.chunk + 1, sb)),
+                         q_in.more.eq(entry_r.more - 1)]
+        with m.Else():
+            m.d.comb += q_in.more.eq(Mux(runs_now, entry_r.more, 0))
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot
-        m.d.comb += rst.drained.eq(inp.empty & ~v1 & ~v2 & (q_count == 0) & ~emit.busy & (emit.rest_left == 0))
+        m.d.comb += rst.drained.eq(inp.empty & ~v1 & ~v2 & (q_count == 0) & ~emit.busy & (emit.rest_left == 0)
+                                   & arb.idle)
         with m.If(self.reset.ready):
             for j in range(self.jobs):
                 with m.If(self.reset.payload.job == j):
@@ -771,15 +820,19 @@ class Reducer(wiring.Component):
         ]
 
         # ================= emitter =================
+        etag = Signal(store_tag_layout(S))
+        m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
         m.d.comb += [
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
             q_pop.eq(emit.q_pop),
             tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en), emit.tag_data.eq(tag_rd_e.data),
-            sums.e_row.eq(emit.row_addr), emit.row_data.eq(sums.e_data),
-            emit.overflow.eq(ovf_now),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
-            self.rw_hazard.eq((emit.issue & sums.e_collision)
-                              | (emit.tag_read & tag_wr.en & (tag_rd_e.addr == tag_wr.addr))),
+            emit.go.eq(arb.e_go), emit.allow_pop.eq(arb.e_allow_pop), emit.hdr_room.eq(asm.hdr_e_room),
+            arb.e_valid.eq(emit.issue), arb.e_cmd.op.eq(Op.READ), arb.e_cmd.row.eq(emit.row_addr),
+            arb.e_cmd.tag.eq(etag), arb.e_popped.eq(emit.q_pop), arb.e_idle.eq(emit.idle),
+            arb.e_final.eq(emit.final),
+            asm.hdr_e.valid.eq(emit.hdr_valid), asm.hdr_e.payload.eq(emit.hdr),
+            self.rw_hazard.eq((emit.tag_read & tag_wr.en & (tag_rd_e.addr == tag_wr.addr)) | asm.hdr_missing),
         ]
 
         # ================= probe =================

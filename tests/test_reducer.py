@@ -612,7 +612,10 @@ def test_verilog_conversion_w512():
 
 
 def test_slot_reuse_waits_for_queued_result():
-    """A new chunk in a slot whose result is still queued (m_msg stalled) waits; nothing lost."""
+    """A new chunk in a slot whose result has not left yet (m_msg stalled): nothing is lost or
+    overwritten. Results released by their completing contribution are the slot store's
+    responses, ordered before the new chunk's WRITE, so they pin nothing; the resent ones are
+    READ from held slots. The stalled m_msg holds the input (backpressure, no drop)."""
     cfg = Config(256, 4, 24, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
                  group_table=[0b1], job_table=[(True, 0, 2)])
     rng = random.Random(9)
@@ -620,7 +623,7 @@ def test_slot_reuse_waits_for_queued_result():
     ops += [_msg(0, 0, 0, c, 0, 0, 24, [0] * 24) for c in range(36, 40)]  # resent from held slots
     rr = run(cfg, ops, p_ready=0.15, seed=9)
     _, res, _ = check(cfg, ops, rr)
-    assert len(res) == 44 and rr.pinned_stalls > 0
+    assert len(res) == 44 and rr.last_accept - rr.first_accept + 1 > 2 * rr.accepted_beats
 
 
 def test_back_to_back_same_chunk_single_beat():

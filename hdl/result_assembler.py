@@ -1,0 +1,135 @@
+"""The reducer's result assembler (docs/reducer.md, "Result emission"): turns the slot store's
+responses into RESULT messages on ``m_msg``.
+
+Every response updates the slot's sticky overflow flag (flip-flops, one per slot): a chunk's
+first contribution (``write``) restarts it, any saturating lane of an ADD sets it. Responses
+marked ``emit`` (rows of a result released by the contribution that completed it) or ``read``
+(rows the emitter read for a queued result) are result rows. A result's OVERFLOW flag is the
+sticky flag after its last row, and the framer takes the header from a message's first beat, so
+results are **store-and-forward**: the rows wait in a data FIFO (block RAM, room for the
+longest result) until the last one is in; then the header — from the header FIFO of its source
+(``hdr_c``: pushed by the reducer when the completing contribution's last row enters the command
+stream; ``hdr_e``: by the emitter), OVERFLOW added — goes into a FIFO of complete headers and
+the message leaves. Responses arrive in command order, so each source's headers are used in the
+order they were pushed. Responses are registered once (stage R) before any of this.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .layouts import AggHeaderLayout, message_stream
+from .reducer_layouts import store_tag_layout
+from .slot_store_signature import rsp_layout
+
+__all__ = ["DONE_DEPTH", "ResultAssembler"]
+
+DONE_DEPTH = 4  # complete results waiting to leave (each may be one beat)
+
+
+class ResultAssembler(wiring.Component):
+    """Slot-store responses -> RESULT messages (see the module docstring).
+
+    ``rsp``: the store's responses (tag: :func:`store_tag_layout`). ``hdr_c``/``hdr_e``: result
+    headers (RESULT, RESENT set, OVERFLOW left 0) pushed in the order their results' rows reach
+    the store; neither FIFO may be pushed when full (``hdr_c_level``, ``hdr_e_room``). ``max_beats``: the longest result.
+    """
+
+    def __init__(self, data_width: int, *, slots: int, max_beats: int, hdr_c_depth: int,
+                 hdr_e_depth: int = 4) -> None:
+        self.data_width, self.slots, self.max_beats = data_width, slots, max_beats
+        self.hdr_c_depth, self.hdr_e_depth = hdr_c_depth, hdr_e_depth
+        self.tag_layout = store_tag_layout(slots)
+        super().__init__({
+            "rsp": In(stream.Signature(rsp_layout(data_width))),
+            "hdr_c": In(stream.Signature(AggHeaderLayout)),
+            "hdr_e": In(stream.Signature(AggHeaderLayout)),
+            "hdr_e_room": Out(1),
+            "hdr_c_level": Out(range(hdr_c_depth + 1)),
+            "m_msg": Out(message_stream(data_width)),
+            "result_out": Out(1),
+            "idle": Out(1),
+            # a result's last row found its header FIFO empty (never: the benches check it)
+            "hdr_missing": Out(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        W, S = self.data_width, self.slots
+        # data FIFO: room for the longest result plus one more beat in flight, so a result can
+        # always complete while the one before it waits for m_msg
+        depth = max(4, self.max_beats + 2)
+        row = data.StructLayout({"data": W, "first": 1, "last": 1})
+        m.submodules.rows = rows = SyncFIFOBuffered(width=row.size, depth=depth)
+        # (buffered like ``rows``: a one-beat result waits for its row as long as a longer one)
+        m.submodules.done = done = SyncFIFOBuffered(width=AggHeaderLayout.size, depth=DONE_DEPTH)
+        m.submodules.hdr_c = hdr_c = SyncFIFO(width=AggHeaderLayout.size, depth=self.hdr_c_depth)
+        m.submodules.hdr_e = hdr_e = SyncFIFO(width=AggHeaderLayout.size, depth=self.hdr_e_depth)
+        m.d.comb += [
+            hdr_c.w_en.eq(self.hdr_c.valid), hdr_c.w_data.eq(self.hdr_c.payload), self.hdr_c.ready.eq(hdr_c.w_rdy),
+            hdr_e.w_en.eq(self.hdr_e.valid), hdr_e.w_data.eq(self.hdr_e.payload), self.hdr_e.ready.eq(hdr_e.w_rdy),
+            self.hdr_c_level.eq(hdr_c.level),
+            # the emitter pushes a cycle after it starts a chunk: one push may be on its way
+            self.hdr_e_room.eq(hdr_e.level + self.hdr_e.valid < self.hdr_e_depth),
+        ]
+
+        # stage R: the response, registered; accepted only if what R may push fits
+        r_v = Signal()
+        r = Signal(rsp_layout(W))
+        rt = Signal(self.tag_layout)
+        m.d.comb += [
+            self.rsp.ready.eq((rows.level + r_v < depth) & (done.level + r_v < DONE_DEPTH)),
+            rt.eq(r.tag[: self.tag_layout.size]),
+        ]
+        m.d.sync += r_v.eq(self.rsp.valid & self.rsp.ready)
+        with m.If(self.rsp.ready):
+            m.d.sync += r.eq(self.rsp.payload)
+
+        # sticky overflow per slot
+        ovf = Signal(S)
+        s_new = Signal()
+        m.d.comb += s_new.eq(Mux(rt.write, 0, ovf.bit_select(rt.slot, 1)) | r.overflow)
+        with m.If(r_v):
+            m.d.sync += ovf.bit_select(rt.slot, 1).eq(s_new)
+
+        # result rows
+        res = r_v & (rt.emit | rt.read)
+        mid = Signal()  # inside a result (its first row pushed, not its last)
+        with m.If(res):
+            m.d.sync += mid.eq(~rt.last)
+        out_row = Signal(row)
+        m.d.comb += [out_row.data.eq(r.data), out_row.first.eq(~mid), out_row.last.eq(rt.last),
+                     rows.w_en.eq(res), rows.w_data.eq(out_row)]
+        fin = res & rt.last
+        src = Signal(AggHeaderLayout)
+        hdr = Signal(AggHeaderLayout)
+        m.d.comb += [
+            src.eq(Mux(rt.read, hdr_e.r_data, hdr_c.r_data)),
+            hdr.eq(src),
+            hdr.flags.eq(src.flags | s_new),  # bit 0: OVERFLOW
+            hdr_e.r_en.eq(fin & rt.read),
+            hdr_c.r_en.eq(fin & ~rt.read),
+            self.hdr_missing.eq(fin & ~Mux(rt.read, hdr_e.r_rdy, hdr_c.r_rdy)),
+            done.w_en.eq(fin),
+            done.w_data.eq(hdr),
+        ]
+
+        # out: a result leaves once complete (its header in ``done``)
+        o_row = Signal(row)
+        o = self.m_msg
+        m.d.comb += [
+            o_row.eq(rows.r_data),
+            o.valid.eq(rows.r_rdy & done.r_rdy),
+            o.payload.data.eq(o_row.data),
+            o.payload.first.eq(o_row.first),
+            o.payload.last.eq(o_row.last),
+            o.payload.hdr.eq(done.r_data),
+            rows.r_en.eq(o.ready & done.r_rdy),
+            done.r_en.eq(o.valid & o.ready & o_row.last),
+            self.result_out.eq(o.valid & o.ready & o_row.first),
+            self.idle.eq(~r_v & ~rows.r_rdy & ~mid),
+        ]
+        return m
