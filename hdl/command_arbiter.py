@@ -9,17 +9,18 @@ resend, which has no rows): when the FIFO's head reaches it, the port passes to 
 which pops exactly that entry and issues its READs; when the emitter is idle again, the port
 returns to the FIFO. The store's ``cmd.ready`` may drop at any time: nothing is dropped or
 reordered, the FIFO fills and the owner holds its input (``level``, a credit for the decision
-side's room check).
+side's room check: the FIFO is an ``UnguardedFIFO``, so ``push`` must never meet a full FIFO,
+and its write enable is ``push`` alone; its head comes from a register).
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .slot_store_signature import cmd_layout
+from .unguarded_fifo import UnguardedFIFO
 
 __all__ = ["CMD_DEPTH", "CommandArbiter"]
 
@@ -29,7 +30,7 @@ CMD_DEPTH = 32  # contribution commands buffered toward the slot store
 class CommandArbiter(wiring.Component):
     """Contribution commands (FIFO) and emitter READs -> ``cmd`` (see the module docstring).
 
-    ``push`` with ``push_cmd``, ``push_marker`` (no command), ``push_then_emit``; ``level``: FIFO
+    ``push`` (never into a full FIFO: ``level < depth``) with ``push_cmd``, ``push_marker`` (no command), ``push_then_emit``; ``level``: FIFO
     entries. Emitter: ``e_valid``/``e_cmd`` in (a READ, only while ``e_go``), ``e_go`` and
     ``e_allow_pop`` out, ``e_popped``/``e_idle``/``e_final`` (its entry's last READ) in. ``idle``: FIFO empty, port with the FIFO.
     """
@@ -57,7 +58,7 @@ class CommandArbiter(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         entry = data.StructLayout({"cmd": self.cmd_layout, "marker": 1, "then_emit": 1})
-        m.submodules.fifo = fifo = SyncFIFO(width=entry.size, depth=self.depth)
+        m.submodules.fifo = fifo = UnguardedFIFO(entry.size, self.depth, registered_head=True)
         w, head = Signal(entry), Signal(entry)
         m.d.comb += [
             w.cmd.eq(self.push_cmd), w.marker.eq(self.push_marker), w.then_emit.eq(self.push_then_emit),

@@ -14,8 +14,8 @@ Pipeline, one command per cycle, never stalling inside:
   stored row for READ) goes into an output FIFO.
 
 Writes before t are in the memory when the read is issued, so the two forwards give every
-command every earlier command's effect. ``cmd.ready`` is a credit check on a registered count
-of commands accepted and not yet taken on ``rsp`` (at most ``RSP_DEPTH``), so the FIFO never
+command every earlier command's effect. ``cmd.ready`` is a credit check (a flip-flop) on a registered count
+of commands accepted and not yet taken on ``rsp`` (at most ``RSP_DEPTH`` - 1), so the FIFO never
 overflows, no stage ever waits, and neither ready depends combinationally on the other stream.
 With ``rsp.ready`` high, 1 command per cycle, latency 3 cycles (command to response).
 """
@@ -33,7 +33,7 @@ from .slot_store_signature import TAG_BITS, Op, rsp_layout, slot_store_signature
 
 __all__ = ["RSP_DEPTH", "OnChipSlotStore"]
 
-RSP_DEPTH = 4  # commands in flight + responses buffered: 3 in flight at 1/cycle, one spare
+RSP_DEPTH = 5  # commands in flight + responses buffered: 3 in flight at 1/cycle, two spare (cmd.ready keeps one unused)
 
 
 class OnChipSlotStore(wiring.Component):
@@ -62,12 +62,16 @@ class OnChipSlotStore(wiring.Component):
         rsp_l = rsp_layout(W, self.tag_bits)
         m.submodules.fifo = fifo = SyncFIFO(width=rsp_l.size, depth=RSP_DEPTH)
 
-        # credit: commands accepted and not yet taken on rsp (a register)
+        # credit: commands accepted and not yet taken on rsp (a register); cmd.ready is a
+        # flip-flop worked out a cycle ahead as if this cycle accepted a command (occ - taken <
+        # RSP_DEPTH - 1), so neither the command's valid nor its payload reaches it, and at most
+        # RSP_DEPTH - 1 commands are in flight
         occ = Signal(range(RSP_DEPTH + 1))
-        accept = cmd.valid & cmd.ready
+        ready = Signal(init=1)
+        accept = cmd.valid & ready
         taken = rsp.valid & rsp.ready
-        m.d.comb += cmd.ready.eq(occ < RSP_DEPTH)
-        m.d.sync += occ.eq(occ + accept - taken)
+        m.d.comb += cmd.ready.eq(ready)
+        m.d.sync += [occ.eq(occ + accept - taken), ready.eq(occ - taken < RSP_DEPTH - 1)]
 
         # the last write (data and row), for the forwards
         lw_data, lw_row = Signal(W), Signal(self.address_bits)

@@ -132,6 +132,9 @@ class Reducer(wiring.Component):
         # cycle, or a result's header is missing (never: the tag memory is built with
         # no_rw_check on that basis; the benches check it)
         self.rw_hazard = Signal()
+        # a flip-flop copy differs from the expression it stands for (never: the benches
+        # check it every cycle), or the command FIFO is pushed while full (never: ``room_c``)
+        self.copy_error = Signal()
 
     # ---- elaboration -----------------------------------------------------------------------
     def elaborate(self, platform: object) -> Module:
@@ -694,8 +697,12 @@ class Reducer(wiring.Component):
         # two cycles after the decision, from flip-flops (the counters sit far away)
         decide_r = Signal()
         m.d.sync += [decide_r.eq(decide), self.outcome.eq(decide_r), self.outcome_code.eq(code)]
+        # copies for stage 2's command-FIFO write enable, so it comes from flip-flops alone:
+        # emit_r == push_r & ~entry_r.resent, more_nz_r == (entry_r.more != 0)
+        emit_r, more_nz_r = Signal(), Signal()
         with m.If(decide):
-            m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d)]
+            m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d),
+                         emit_r.eq(push_d & ~resend), more_nz_r.eq(run != 0)]
             if self.run_table:
                 m.d.sync += mask_r.eq(mask_d)
         # effect on pending bits and the head, applied next cycle (the decision-independent
@@ -750,7 +757,8 @@ class Reducer(wiring.Component):
         rem = Signal(17)
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
-        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1)]
+        has_cmd = Signal()  # copy of v2 & (op2 != OP_NONE): stage 2 pushes a command
+        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & (op_c != OP_NONE))]
         op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(W), Signal(L), Signal(sb)
         with m.If(v1 & adv):
             m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
@@ -761,13 +769,15 @@ class Reducer(wiring.Component):
         with m.If(decide_r):
             m.d.sync += runs_r.eq(fx_c)
         runs_now = Mux(decide_r, fx_c, runs_r)
-        m.d.comb += push_now.eq(v2 & last2 & push_r)
+        m.d.comb += push_now.eq(last2 & push_r)  # (last2 implies v2)
         tag_c = Signal(tag_layout)
         m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
-        emit2 = push_r & ~entry_r.resent  # released by this message: its responses are the result
-        has_run = runs_now & (entry_r.more != 0)
+        emit2 = emit_r  # released by this message: its responses are the result
+        has_run = runs_now & more_nz_r
         queued = push_now & ~(emit2 & ~has_run)  # an entry for the emitter (a resend, or a run)
-        has_cmd = v2 & (op2 != OP_NONE)
+        m.d.comb += self.copy_error.eq(
+            (has_cmd != (v2 & (op2 != OP_NONE))) | (last2 & ~v2) | (emit_r != (push_r & ~entry_r.resent))
+            | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH)))
         stag = Signal(store_tag_layout(S))
         m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
                      stag.last.eq(last2)]

@@ -27,7 +27,7 @@ from .slot_store_signature import rsp_layout
 
 __all__ = ["DONE_DEPTH", "ResultAssembler"]
 
-DONE_DEPTH = 4  # complete results waiting to leave (each may be one beat)
+DONE_DEPTH = 5  # complete results waiting to leave (each may be one beat; + 1: rsp.ready sees pops a cycle late)
 
 
 class ResultAssembler(wiring.Component):
@@ -61,7 +61,8 @@ class ResultAssembler(wiring.Component):
         W, S = self.data_width, self.slots
         # data FIFO: room for the longest result plus one more beat in flight, so a result can
         # always complete while the one before it waits for m_msg
-        depth = max(4, self.max_beats + 2)
+        # (+1: rsp.ready sees a pop a cycle late)
+        depth = max(4, self.max_beats + 3)
         row = data.StructLayout({"data": W, "first": 1, "last": 1})
         m.submodules.rows = rows = SyncFIFOBuffered(width=row.size, depth=depth)
         # (buffered like ``rows``: a one-beat result waits for its row as long as a longer one)
@@ -76,15 +77,20 @@ class ResultAssembler(wiring.Component):
             self.hdr_e_room.eq(hdr_e.level + self.hdr_e.valid < self.hdr_e_depth),
         ]
 
-        # stage R: the response, registered; accepted only if what R may push fits
+        # stage R: the response, registered; accepted only if what R may push fits. rsp.ready is
+        # a flip-flop worked out a cycle ahead from the levels, this cycle's pushes and the
+        # response taken now (which R pushes next cycle), without this cycle's pops (they come
+        # from m_msg.ready): at worst one entry of room is seen a cycle late
         r_v = Signal()
         r = Signal(rsp_layout(W))
         rt = Signal(self.tag_layout)
-        m.d.comb += [
-            self.rsp.ready.eq((rows.level + r_v < depth) & (done.level + r_v < DONE_DEPTH)),
-            rt.eq(r.tag[: self.tag_layout.size]),
-        ]
-        m.d.sync += r_v.eq(self.rsp.valid & self.rsp.ready)
+        ready = Signal(init=1)
+        acc = self.rsp.valid & ready
+        res = r_v & (rt.emit | rt.read)  # R pushes a result row now
+        fin = res & rt.last  # ... its result's last: its header into ``done``
+        m.d.comb += [self.rsp.ready.eq(ready), rt.eq(r.tag[: self.tag_layout.size])]
+        m.d.sync += [r_v.eq(acc),
+                     ready.eq((rows.level + res + acc < depth) & (done.level + fin + acc < DONE_DEPTH))]
         with m.If(self.rsp.ready):
             m.d.sync += r.eq(self.rsp.payload)
 
@@ -96,14 +102,12 @@ class ResultAssembler(wiring.Component):
             m.d.sync += ovf.bit_select(rt.slot, 1).eq(s_new)
 
         # result rows
-        res = r_v & (rt.emit | rt.read)
         mid = Signal()  # inside a result (its first row pushed, not its last)
         with m.If(res):
             m.d.sync += mid.eq(~rt.last)
         out_row = Signal(row)
         m.d.comb += [out_row.data.eq(r.data), out_row.first.eq(~mid), out_row.last.eq(rt.last),
                      rows.w_en.eq(res), rows.w_data.eq(out_row)]
-        fin = res & rt.last
         src = Signal(AggHeaderLayout)
         hdr = Signal(AggHeaderLayout)
         m.d.comb += [

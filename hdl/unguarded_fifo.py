@@ -11,11 +11,16 @@ compare) and a read is only asked for when ``r_rdy``: each pointer's enable is i
 derived from the two pointers. Cycle for cycle it behaves like ``SyncFIFO(fwft=True)`` as long
 as no write meets a full FIFO: ``r_rdy`` rises, ``level`` counts and ``r_data`` shows an entry
 in the cycle after its write.
+
+With ``registered_head=True`` ``r_data`` comes from a register instead of the LUT RAM's read
+multiplexer: the entry at the next read address (the one after it when ``r_en``) is loaded a
+cycle ahead, or ``w_data`` when that address is being written now, so logic that decodes the
+head starts from flip-flops; still cycle for cycle ``SyncFIFO(fwft=True)``.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -28,15 +33,15 @@ class UnguardedFIFO(wiring.Component):
 
     Ports: ``w_data``/``w_en`` (write; the caller guarantees ``level < depth`` when ``w_en``),
     ``r_data``/``r_rdy``/``r_en`` (read; ``r_en`` only with ``r_rdy``), ``level``
-    (entries held, from the pointers).
+    (entries held, from the pointers). ``registered_head``: ``r_data`` from a register.
     """
 
-    def __init__(self, width: int, depth: int) -> None:
+    def __init__(self, width: int, depth: int, *, registered_head: bool = False) -> None:
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"width must be a positive integer, got {width!r}")
         if not isinstance(depth, int) or depth < 2 or depth & (depth - 1):
             raise ValueError(f"depth must be a power of two >= 2, got {depth!r}")
-        self.width, self.depth = width, depth
+        self.width, self.depth, self.registered_head = width, depth, registered_head
         super().__init__({
             "w_data": In(width),
             "w_en": In(1),
@@ -56,7 +61,6 @@ class UnguardedFIFO(wiring.Component):
         consume = Signal(aw + 1)  # next read address, with a wrap bit
         m.d.comb += [
             wp.addr.eq(produce[:aw]), wp.data.eq(self.w_data), wp.en.eq(self.w_en),
-            rp.addr.eq(consume[:aw]), self.r_data.eq(rp.data),
             self.r_rdy.eq(produce != consume),
             self.level.eq((produce - consume)[:aw + 1]),
         ]
@@ -64,4 +68,13 @@ class UnguardedFIFO(wiring.Component):
             m.d.sync += produce.eq(produce + 1)
         with m.If(self.r_en):
             m.d.sync += consume.eq(consume + 1)
+        if not self.registered_head:
+            m.d.comb += [rp.addr.eq(consume[:aw]), self.r_data.eq(rp.data)]
+            return m
+        # the head a cycle ahead: the entry at the next read address, which is in the LUT RAM
+        # unless it is written now (the FIFO is then empty after this cycle's read)
+        head = Signal(self.width)
+        nxt = Signal(aw + 1)
+        m.d.comb += [nxt.eq(consume + self.r_en), rp.addr.eq(nxt[:aw]), self.r_data.eq(head)]
+        m.d.sync += head.eq(Mux(self.w_en & (produce == nxt), self.w_data, rp.data))
         return m

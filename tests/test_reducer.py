@@ -296,6 +296,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
             rr.pinned_stalls += ctx.get(dut.stall_pinned)
             assert ctx.get(dut.advance) == 1 - ctx.get(dut.stall_pinned), "advance register"
             assert not ctx.get(dut.rw_hazard), "emitter read meets a write (no_rw_check)"
+            assert not ctx.get(dut.copy_error), "a flip-flop copy differs, or the command FIFO overran"
             if ctx.get(dut.outcome):
                 rr.outcomes.append(Outcome(ctx.get(dut.outcome_code)))
             out_valid = ctx.get(dut.m_msg.valid)

@@ -19,13 +19,15 @@ from amaranth.sim import Simulator
 from wanreduce.hdl.unguarded_fifo import UnguardedFIFO
 
 
+@pytest.mark.parametrize("registered_head", [False, True])
 @pytest.mark.parametrize("depth,p_write,p_read", [(2, 0.5, 0.5), (16, 0.8, 0.3), (16, 0.5, 0.5)])
-def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: float) -> None:
+def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: float,
+                                          registered_head: bool) -> None:
     """Phases of 150 cycles alternate (p_write, p_read) with (p_read, p_write): fills and
-    drains."""
+    drains. With ``registered_head`` (``r_data`` from a register loaded a cycle ahead) too."""
     width = 12
     m = Module()
-    m.submodules.dut = dut = UnguardedFIFO(width, depth)
+    m.submodules.dut = dut = UnguardedFIFO(width, depth, registered_head=registered_head)
     m.submodules.ref = ref = SyncFIFO(width=width, depth=depth)
     rng = random.Random(depth * 100 + int(10 * p_write))
     seen = {"full": 0, "empty": 0, "reads": 0}
@@ -40,9 +42,9 @@ def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: fl
             seen["empty"] += level == 0
             write = level < depth and rng.random() < pw
             read = bool(ctx.get(ref.r_rdy)) and rng.random() < pr
-            if read:
+            if ctx.get(ref.r_rdy):
                 assert ctx.get(dut.r_data) == ctx.get(ref.r_data)
-                seen["reads"] += 1
+            seen["reads"] += read
             data = rng.randrange(1 << width)
             for f in (dut, ref):
                 ctx.set(f.w_data, data)
