@@ -21,8 +21,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .layouts import AggHeaderLayout, message_stream
+from .layouts import AggHeaderLayout, message_beat_layout, message_stream
 from .reducer_layouts import store_tag_layout
+from .skid_buffer import SkidBuffer
 from .slot_store_signature import rsp_layout
 
 __all__ = ["DONE_DEPTH", "ResultAssembler"]
@@ -73,9 +74,13 @@ class ResultAssembler(wiring.Component):
             hdr_c.w_en.eq(self.hdr_c.valid), hdr_c.w_data.eq(self.hdr_c.payload), self.hdr_c.ready.eq(hdr_c.w_rdy),
             hdr_e.w_en.eq(self.hdr_e.valid), hdr_e.w_data.eq(self.hdr_e.payload), self.hdr_e.ready.eq(hdr_e.w_rdy),
             self.hdr_c_level.eq(hdr_c.level),
-            # the emitter pushes a cycle after it starts a chunk: one push may be on its way
-            self.hdr_e_room.eq(hdr_e.level + self.hdr_e.valid < self.hdr_e_depth),
         ]
+        # the emitter pushes a cycle after it starts a chunk: one push may be on its way. A
+        # flip-flop worked out a cycle ahead (the emitter's start decision reads it), counting the
+        # push that a start this cycle would make next cycle
+        hdr_e_room = Signal()
+        m.d.comb += self.hdr_e_room.eq(hdr_e_room)
+        m.d.sync += hdr_e_room.eq(hdr_e.level + self.hdr_e.valid + 1 < self.hdr_e_depth)
 
         # stage R: the response, registered; accepted only if what R may push fits. rsp.ready is
         # a flip-flop worked out a cycle ahead from the levels, this cycle's pushes and the
@@ -121,9 +126,13 @@ class ResultAssembler(wiring.Component):
             done.w_data.eq(hdr),
         ]
 
-        # out: a result leaves once complete (its header in ``done``)
+        # out: a result leaves once complete (its header in ``done``), through a skid buffer so
+        # that m_msg's valid and payload come from flip-flops (not from the FIFOs' outputs, the
+        # rows' a block RAM) and m_msg.ready reaches no FIFO
+        m.submodules.out = out = SkidBuffer(message_beat_layout(W))
+        wiring.connect(m, out.m, wiring.flipped(self.m_msg))
         o_row = Signal(row)
-        o = self.m_msg
+        o = out.s
         m.d.comb += [
             o_row.eq(rows.r_data),
             o.valid.eq(rows.r_rdy & done.r_rdy),
@@ -133,7 +142,7 @@ class ResultAssembler(wiring.Component):
             o.payload.hdr.eq(done.r_data),
             rows.r_en.eq(o.ready & done.r_rdy),
             done.r_en.eq(o.valid & o.ready & o_row.last),
-            self.result_out.eq(o.valid & o.ready & o_row.first),
-            self.idle.eq(~r_v & ~rows.r_rdy & ~mid),
+            self.result_out.eq(self.m_msg.valid & self.m_msg.ready & self.m_msg.payload.first),
+            self.idle.eq(~r_v & ~rows.r_rdy & ~mid & ~self.m_msg.valid),
         ]
         return m
