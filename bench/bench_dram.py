@@ -1,8 +1,9 @@
 """DRAM bandwidth for the reducer's traffic: LiteDRAM's controller on its DDR3 model.
 
-The Versa's controller as generated (LiteDRAM 2024.12, the ECP5DDRPHY's settings at the
-configured clock, MT41K64M16 timings, refresh on, the generator's controller settings) on LiteDRAM's ``SDRAMPHYModel``, simulated
-in Migen cycle by cycle. A native port (the AXI frontend's, minus the AXI) runs the slot
+The board's controller as generated (LiteDRAM 2024.12, its PHY's settings at the configured
+clock — ECP5DDRPHY and MT41K64M16 on the Versa, K7DDRPHY and MT41K256M16 on the AX7325B —
+refresh on, the generator's controller settings) on LiteDRAM's ``SDRAMPHYModel``, simulated in
+Migen cycle by cycle. A native port (the AXI frontend's, minus the AXI) runs the slot
 read-modify-write pattern: read a slot's beats and write the previous slot's beats (2 KiB
 slots, consecutive: consecutive banks under LiteDRAM's ROW_BANK_COL mapping), alternating
 ``--group`` beats of reads and ``--group`` beats of writes — the AXI bursts the slot store
@@ -14,6 +15,7 @@ the start of the last slot's writes, alone): the ``efficiency`` of
 ``hdl.boards.capacity.dram_budget``.
 
     .venv/bin/python bench/bench_dram.py [--slots 16] [--group 8] [--board versa-ecp5]
+    .venv/bin/python bench/bench_dram.py --board alinx-ax7325b --slots 8 --group 32 --ports 2
 
 The bank memories of the DDR3 model are shrunk (``litedram_model.small_bank_memories``) so the
 simulation starts in seconds; the controller is built with the bank-lock fix the board's
@@ -31,7 +33,7 @@ import platform
 import sys
 import time
 
-from wanreduce.hdl.boards.capacity import dram_budget, dram_slot_stride
+from wanreduce.hdl.boards.capacity import BOARD_PORTS, dram_budget, dram_slot_stride
 from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS, controller_settings
 from wanreduce.hdl.boards.litedram_model import phy_settings, small_bank_memories
@@ -41,7 +43,8 @@ BANK_WORDS = 4096  # storage per simulated bank (litedram_model.small_bank_memor
 
 
 def measure(board: str, slots: int, group: int, elements: int = 499,
-            max_cycles: int = 200_000, controller_hz: float | None = None) -> dict:
+            max_cycles: int = 200_000, controller_hz: float | None = None,
+            ports: int | None = None) -> dict:
     from litedram import modules
     from litedram.core import LiteDRAMCore
     from litedram.phy.model import SDRAMPHYModel
@@ -143,18 +146,20 @@ def measure(board: str, slots: int, group: int, elements: int = 499,
         eff = mid / ((t["steady"][1] - t["steady"][0]) * peak_per_cycle)
     else:
         eff = whole
-    needed = dram_budget(board, elements, eff).needed_bytes_per_s
+    budget = dram_budget(board, elements, eff, ports=ports)
+    needed = budget.needed_bytes_per_s
     usable = eff * cfg.peak_bytes_per_s  # at the clock simulated
     return {"board": board, "slots": slots, "group": group, "beats_per_slot": beats, "beat_bytes": beat_bytes,
             "cycles": cycles, "bytes": moved, "efficiency": eff, "efficiency_whole": whole,
             "usable_MBps": usable / 1e6, "needed_MBps": needed / 1e6, "margin": usable / needed,
+            "ports": ports or BOARD_PORTS[board][1],
             "controller_hz": cfg.sys_clk_hz, "peak_bytes_per_s": cfg.peak_bytes_per_s,
             "sim_s": wall}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--board", default="versa-ecp5", choices=["versa-ecp5"])
+    ap.add_argument("--board", default="versa-ecp5", choices=sorted(DRAM_CONFIGS))
     ap.add_argument("--slots", type=int, default=16, help="slots read-modify-written (default 16)")
     ap.add_argument("--group", type=int, default=8,
                     help="beats of reads, then of writes, in turn (default 8: the slot store's "
@@ -162,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--controller-mhz", type=float, default=None,
                     help="simulate the controller at this clock instead of the board's (e.g. the "
                          "former 100 MHz as a baseline)")
+    ap.add_argument("--ports", type=int, default=None,
+                    help="data ports at line rate the budget is for (default: all the board's)")
     ap.add_argument("--max-cycles", type=int, default=200_000,
                     help="stop with what was done if the traffic has not ended by then")
     args = ap.parse_args(argv)
@@ -172,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.controller_mhz is not None and not 25 <= args.controller_mhz <= 200:
         ap.error(f"--controller-mhz: must be 25..200, got {args.controller_mhz:g}")
     hz = None if args.controller_mhz is None else args.controller_mhz * 1e6
-    r = measure(args.board, args.slots, args.group, max_cycles=args.max_cycles, controller_hz=hz)
+    r = measure(args.board, args.slots, args.group, max_cycles=args.max_cycles, controller_hz=hz,
+                ports=args.ports)
     cfg = DRAM_CONFIGS[args.board]
     print(f"{args.board}: {cfg.part}, {cfg.dq_bits}-bit DDR3 at {r['controller_hz'] * cfg.nphases / 1e6:g} MHz, "
           f"controller {r['controller_hz'] / 1e6:g} MHz, peak {r['peak_bytes_per_s'] / 1e6:.0f} MB/s")
@@ -180,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{r['beat_bytes']} B, reads and writes in turns of {r['group']} beats: {r['cycles']} "
           f"cycles for {r['bytes']} B (efficiency {r['efficiency_whole']:.3f} overall); steady "
           f"state (reads and writes interleaved) efficiency {r['efficiency']:.3f}: usable "
-          f"{r['usable_MBps']:.0f} MB/s vs needed {r['needed_MBps']:.0f} MB/s (two 1 GbE ports, "
-          f"read + write): margin {r['margin']:.2f}x")
+          f"{r['usable_MBps']:.0f} MB/s vs needed {r['needed_MBps']:.0f} MB/s ({r['ports']} data "
+          f"ports at {BOARD_PORTS[args.board][0] * 8 / 1e9:g} Gb/s, read + write): margin {r['margin']:.2f}x")
     print(f"(simulated in {r['sim_s']:.1f} s; load average {os.getloadavg()[0]:.1f}; "
           f"{platform.machine()}, Python {sys.version.split()[0]})")
     return 0

@@ -4,8 +4,12 @@ Each cycle ``push`` may append one row. A row that follows the open burst's last
 burst has fewer than ``max_beats`` beats and the row does not start a new 4 KiB page
 (``page_beats`` rows, a power of two; rows are 4 KiB-aligned because the store's base address
 is), extends the burst; otherwise the open burst is closed and the row opens a new one. A cycle
-without a push closes the open burst, so a burst never waits for rows that may not come (no
-timer, no deadlock): back-to-back rows of one message coalesce, gaps cut bursts short.
+without a push closes the open burst, unless the last row pushed came with ``more`` (the owner's
+word that the next row of its message is coming: its upstream pauses, e.g. a DRAM-bound store
+admits one command per freed entry) and the burst can still grow (fewer than ``hold_beats``
+beats, not at a page end): then the burst stays open for up to ``hold`` idle cycles in a row, so a message whose rows trickle in still leaves as one long
+burst (LiteDRAM turns its bus around per burst: short bursts cost most of its bandwidth). The
+timer bounds the wait, so nothing deadlocks; ``hold`` = 0: any pause closes the burst.
 
 Closed bursts ``{start, len_m1}`` (``len_m1`` = beats − 1, as ``axlen``) queue in a FIFO of
 ``depth`` entries read on ``m`` (a :class:`RegisteredFIFO`: ``m.valid``/``m.payload`` come from
@@ -21,6 +25,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .params import check_core_params
 from .registered_fifo import RegisteredFIFO
 
 __all__ = ["BurstCoalescer", "burst_layout"]
@@ -34,14 +39,18 @@ def burst_layout(address_bits: int) -> data.StructLayout:
 class BurstCoalescer(wiring.Component):
     """Rows in (``row``/``push``), bursts out (``m``); see the module docstring."""
 
-    def __init__(self, address_bits: int, *, max_beats: int, page_beats: int, depth: int) -> None:
+    def __init__(self, address_bits: int, *, max_beats: int, page_beats: int, depth: int,
+                 hold: int = 0, hold_beats: int | None = None) -> None:
         if not 1 <= max_beats <= min(256, page_beats) or page_beats & (page_beats - 1):
             raise ValueError(f"max_beats must be 1..min(256, page_beats={page_beats}), got {max_beats}")
-        self.address_bits, self.max_beats, self.page_beats, self.depth = (
-            address_bits, max_beats, page_beats, depth)
+        check_core_params(burst_hold=hold)
+        self.address_bits, self.max_beats, self.page_beats, self.depth, self.hold = (
+            address_bits, max_beats, page_beats, depth, hold)
+        self.hold_beats = min(max_beats, hold_beats or max_beats)
         super().__init__({
             "row": In(address_bits),
             "push": In(1),
+            "more": In(1),
             "m": Out(stream.Signature(burst_layout(address_bits))),
         })
 
@@ -61,12 +70,22 @@ class BurstCoalescer(wiring.Component):
 
         closed = Signal(layout)
         m.d.comb += [closed.start.eq(start), closed.len_m1.eq(beats - 1), q.w_data.eq(closed)]
+        # Hold: the last row pushed said `more`, the burst can still grow (below hold_beats, not
+        # at a page end) and the timer has not run out. All three are flip-flops or compares
+        # of flip-flops.
+        waiting = Signal()  # the last row pushed came with `more`
+        left = Signal(range(self.hold + 1))  # idle cycles the burst may still wait
+        grows = (beats < self.hold_beats) & (following[:page_bits] != 0 if page_bits else 0)
+        hold = waiting & (left != 0) & grows if self.hold else 0
         with m.If(self.push):
+            m.d.sync += [waiting.eq(self.more), left.eq(self.hold)]
             with m.If(extend):
                 m.d.sync += [beats.eq(beats + 1), following.eq(following + 1)]
             with m.Else():
                 m.d.comb += q.w_en.eq(is_open)
                 m.d.sync += [is_open.eq(1), start.eq(self.row), beats.eq(1), following.eq(self.row + 1)]
+        with m.Elif(is_open & hold):
+            m.d.sync += left.eq(left - 1)
         with m.Elif(is_open):
             m.d.comb += q.w_en.eq(1)
             m.d.sync += is_open.eq(0)

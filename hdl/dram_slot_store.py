@@ -23,7 +23,10 @@ Pipeline (one command per cycle):
   forwarded result: from the result buffer, or bypassed from C2 for the command right before);
   C2 computes the new row (``SaturatingAdder``: WRITE data, ADD saturating sum, READ the row),
   stores it in the entry's result buffer, queues the response and, for WRITE/ADD, the write (a
-  second :class:`BurstCoalescer` to AW; the data to W).
+  second :class:`BurstCoalescer` to AW; the data to W). Both coalescers keep a burst open for up
+  to ``burst_hold`` idle cycles while the command's ``more`` says its message goes on, but only
+  while it has fewer than ``outstanding``/4 beats: the two held bursts then tie up at most half
+  the table, the rest keeps reads in flight (a table filled by held bursts waits for the timer).
 - **Free** (in order): completed entries queue with whether they wrote; an entry leaves the
   table at once if it only read, else with the next acknowledged write (B); so a row is read
   from memory only when every write to it has been acknowledged.
@@ -76,18 +79,21 @@ class DramSlotStore(wiring.Component):
 
     Parameters: ``data_width`` W (64..512), ``slots`` S and ``row_bits`` (rows = S << row_bits),
     ``base_address`` (4 KiB-aligned), ``address_width`` (AXI), ``outstanding`` (in-flight table
-    entries), ``burst_beats`` (longest burst), ``tag_bits``.
+    entries), ``burst_beats`` (longest burst), ``burst_hold`` (idle cycles a burst waits for the
+    next row of a message whose commands say ``more``; 0 = a pause closes it), ``tag_bits``.
     Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``.
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int, base_address: int = 0,
                  address_width: int = 32, outstanding: int = 256, burst_beats: int = 16,
-                 tag_bits: int = TAG_BITS) -> None:
+                 burst_hold: int = 128, tag_bits: int = TAG_BITS) -> None:
         check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
                                 address_width=address_width, base_address=base_address,
-                                outstanding=outstanding, burst_beats=burst_beats)
+                                outstanding=outstanding, burst_beats=burst_beats,
+                                burst_hold=burst_hold)
         self.data_width, self.base_address, self.address_width = data_width, base_address, address_width
         self.outstanding, self.burst_beats, self.tag_bits = outstanding, burst_beats, tag_bits
+        self.burst_hold = burst_hold
         self.address_bits = row_address_bits(slots, row_bits)
         self.rows = slots << row_bits
         super().__init__({
@@ -109,7 +115,7 @@ class DramSlotStore(wiring.Component):
         page_beats = AXI4_PAGE // (w // 8)
         entry_layout = data.StructLayout({
             "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
-            "fwd": 1, "src": ib, "mem": 1})
+            "fwd": 1, "src": ib, "mem": 1, "more": 1})
 
         # ---- accept (A): compare with the table, claim an entry ----------------------------
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_layout(w, ab, self.tag_bits))
@@ -152,11 +158,14 @@ class DramSlotStore(wiring.Component):
         m.d.comb += [entry.op.eq(q_cmd.op), entry.row.eq(q_cmd.row), entry.data.eq(q_cmd.data),
                      entry.lanes.eq(q_cmd.lanes), entry.tag.eq(q_cmd.tag),
                      entry.fwd.eq(q_hit & (q_cmd.op != Op.WRITE)), entry.src.eq(q_idx),
-                     entry.mem.eq(needs_read), cmds.w_data.eq(entry), cmds.w_en.eq(q_valid)]
+                     entry.mem.eq(needs_read), entry.more.eq(q_cmd.more),
+                     cmds.w_data.eq(entry), cmds.w_en.eq(q_valid)]
 
         m.submodules.ar_bursts = ar_bursts = BurstCoalescer(
-            ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
-        m.d.comb += [ar_bursts.row.eq(q_cmd.row), ar_bursts.push.eq(needs_read)]
+            ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n, hold=self.burst_hold,
+            hold_beats=n // 4)
+        m.d.comb += [ar_bursts.row.eq(q_cmd.row), ar_bursts.push.eq(needs_read),
+                     ar_bursts.more.eq(q_cmd.more)]
 
         # ---- memory reads -------------------------------------------------------------------
         rb = ar_bursts.m.payload
@@ -247,9 +256,10 @@ class DramSlotStore(wiring.Component):
 
         # ---- memory writes ------------------------------------------------------------------
         m.submodules.aw_bursts = aw_bursts = BurstCoalescer(
-            ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n)
+            ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n, hold=self.burst_hold,
+            hold_beats=n // 4)
         m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
-        m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes),
+        m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes), aw_bursts.more.eq(c2.more),
                      wdata.w_data.eq(new_r), wdata.w_en.eq(c3_writes)]
 
         m.submodules.wlen = wlen = RegisteredFIFO(8, n)  # bursts AW sent, W not

@@ -2,7 +2,7 @@
 allowed ranges, checked here and nowhere else (the core, the reducer and the control block all
 call :func:`check_core_params`). Each error is one line naming the field and its range.
 The slot stores' parameters (``row_bits``; the DRAM store's AXI4 ``address_width``,
-``base_address``, ``outstanding``, ``burst_beats``) are checked here too
+``base_address``, ``outstanding``, ``burst_beats``, ``burst_hold``) are checked here too
 (:func:`check_dram_store_params` adds the checks that involve two of them).
 Pure Python (no Amaranth), so the planner can read the limits without the HDL stack."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from wanreduce import wire
 
-__all__ = ["DEFAULTS", "MAX_SLOTS", "MAX_SLOTS_DRAM", "SLOT_MEMORIES", "CoreParams",
+__all__ = ["DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "SLOT_MEMORIES", "CoreParams",
            "check_core_params", "check_data_width", "check_dram_store_params", "check_slot_memory"]
 
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
@@ -32,6 +32,7 @@ def check_data_width(width: int) -> int:
 
 AXI4_PAGE = 4096  # an AXI4 burst never crosses a 4 KiB boundary
 AXI4_MAX_BEATS = 256  # AXI4 INCR burst: awlen/arlen 0..255
+MAX_BURST_HOLD = 4096  # idle cycles a DRAM store's burst may wait for its message's next row
 
 
 def _range(name: str, lo: int, hi: int, note: str = ""):
@@ -86,6 +87,7 @@ _CHECKS = {
     "base_address": _base_address,
     "outstanding": _power_of_two("outstanding", 4, 1024),
     "burst_beats": _power_of_two("burst_beats", 1, AXI4_MAX_BEATS),
+    "burst_hold": _range("burst_hold", 0, MAX_BURST_HOLD, " idle cycles"),
 }
 
 
@@ -111,11 +113,13 @@ class CoreParams(dict):
 
 
 def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_width: int,
-                            base_address: int, outstanding: int, burst_beats: int) -> None:
+                            base_address: int, outstanding: int, burst_beats: int,
+                            burst_hold: int = 0) -> None:
     """The DRAM slot store's parameters, each on its own and together: its rows fit the AXI
     address space from ``base_address`` on, and a burst of ``burst_beats`` fits in 4 KiB."""
     check_core_params(width=width, slots=slots, row_bits=row_bits, address_width=address_width,
-                      base_address=base_address, outstanding=outstanding, burst_beats=burst_beats)
+                      base_address=base_address, outstanding=outstanding, burst_beats=burst_beats,
+                      burst_hold=burst_hold)
     end = base_address + (slots << row_bits) * (width // 8)
     if end > 1 << address_width:
         raise ValueError(f"base_address + rows * {width // 8} bytes must be <= 2**address_width "

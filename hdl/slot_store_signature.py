@@ -4,7 +4,9 @@ signature served by two backends (on-chip block RAM, external DRAM over AXI4).
 A slot store holds ``rows = S << row_bits`` rows of W bits (W/32 little-endian int32 lanes).
 
 - ``cmd`` (in): ``op`` (:class:`Op`), ``row``, ``data`` (W), ``lanes`` (W/32: the lanes whose
-  overflow counts), ``tag`` (:data:`TAG_BITS`, carried to the response untouched).
+  overflow counts), ``tag`` (:data:`TAG_BITS`, carried to the response untouched), ``more`` (a
+  hint: the next command continues this message on the next row; a DRAM backend keeps its
+  burst open for it, an on-chip backend ignores it).
   WRITE stores ``data``; ADD stores the per-lane saturating sum of the stored row and ``data``
   (``hdl/saturating_adder.py``); READ returns the stored row.
 - ``rsp`` (out): exactly one per command, **in command order**: ``data`` is the row's new value
@@ -48,7 +50,7 @@ def row_address_bits(slots: int, row_bits: int) -> int:
 def cmd_layout(data_width: int, address_bits: int, tag_bits: int = TAG_BITS) -> data.StructLayout:
     """Payload of ``cmd``."""
     return data.StructLayout({"op": 2, "row": address_bits, "data": data_width,
-                              "lanes": lanes(data_width), "tag": tag_bits})
+                              "lanes": lanes(data_width), "tag": tag_bits, "more": 1})
 
 
 def rsp_layout(data_width: int, tag_bits: int = TAG_BITS) -> data.StructLayout:

@@ -138,7 +138,7 @@ class ControlClient:
             # regularly until its timeout, so the aggregator is found within timeout / 8 of
             # coming up, not one doubled interval later (up to twice its start-up time, and
             # never when it came up after the last doubling that fitted in the timeout)
-            expiry = min(end, sent + min(rtt.rto, max(rtt.min_rto, timeout / 8)))
+            expiry = min(end, sent + rtt.rto_at_most(timeout / 8))
             while True:
                 got = self.transport.recv_into(self._buf)
                 if got is None:

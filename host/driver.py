@@ -85,6 +85,8 @@ class DriverStats:
     foreign: int = 0  # datagrams not from the aggregator (address and port, docs/host.md)
     malformed: int = 0  # from the aggregator but not a well-formed RESULT (short, bad header)
     stray: int = 0  # well-formed results of another job/round/group (not for this call)
+    early_copies: int = 0  # passed-through copies (ring, all-gather) that came during another
+    # exchange, kept for the call's next phase (result_filter.ResultFilter ``keep``)
     agreements: int = 0  # scale-agreement exchanges
     redo_chunks: int = 0  # chunks redone after an overflow
     clipped: int = 0  # values clipped in quantisation (a configured max_abs was exceeded)
@@ -247,6 +249,9 @@ class AggregatorClient:
         )
         self.group_sizes, self.job_windows = self.config.group_sizes, self.config.job_windows
         self._rbuf = bytearray(RX_BATCHES * MAX_DATAGRAM)  # GRO batches back to back (exchange.py)
+        # copies for a later phase that came during the latest exchange (exchange.py keeps,
+        # sharded_allreduce._run_phase takes them)
+        self.early_copies: list[bytes] = []
         self._ever_heard = False
         # Segmentation offload (several equal-size datagrams per sendmsg) for unicast only;
         # cleared if the kernel refuses it. The datagrams on the wire are the same.

@@ -70,10 +70,11 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
                      probe_floor=client.probe_floor)
     probe = None if ctl is None else ChunkProbe(ctl, job, pk.first, rows_per_message(client.elements))
     socks = [transport] if probe is None else [transport, probe]
+    client.early_copies.clear()  # kept by the previous exchange for a phase that did not come
     filt = ResultFilter(job=job, group=group, round_id=round_id, exp=exp,
                         first=pk.first, counts=pk.counts,
                         done=win.done, source=client.result_source,
-                        session=client.session)
+                        session=client.session, keep=client.early_copies)
     take = pk.take_many
     rflags = np.zeros(n, np.uint8)
     rbuf = client._rbuf
@@ -91,13 +92,15 @@ def run_exchange(client: AggregatorClient, pk: ChunkRing | WholeBuffer, *, job: 
         stats.foreign += filt.foreign
         stats.malformed += filt.malformed
         stats.stray += filt.stray
+        stats.early_copies += filt.kept
         stats.retransmissions += win.retransmissions
         stats.fast_resends += win.fast_resends
         stats.timer_resends += win.timer_resends
         stats.recovery_resends += win.recovery_resends
         stats.sack_resends += win.sack_resends
         stats.probes += win.probes
-        filt.foreign = filt.malformed = filt.stray = filt.duplicate = win.retransmissions = 0
+        filt.foreign = filt.malformed = filt.stray = filt.duplicate = filt.kept = 0
+        win.retransmissions = 0
         win.fast_resends = win.timer_resends = win.recovery_resends = win.sack_resends = win.probes = 0
 
     def sack(now: float) -> float:

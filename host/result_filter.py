@@ -20,6 +20,10 @@ from wanreduce import wire
 
 _HDR = wire.AGG_HEADER_BYTES
 _RESULT = int(wire.MsgType.RESULT)
+_CONTRIBUTION = int(wire.MsgType.CONTRIBUTION)
+#: Passed-through copies one exchange keeps for the call's next phase (``keep``); more are
+#: ignored as before (their receiver NACKs them).
+KEEP_MAX = 1024
 _EDT = wire.ELEMENT_DTYPE
 _PADDED = -(-_HDR // 8) * 8  # a header's bytes as whole 64-bit words
 
@@ -71,14 +75,24 @@ class ResultFilter:
     a chunk already received, outside this exchange, or not sent yet: a result cannot precede
     its contribution, so it is forged, and with ``out is x`` taking it would overwrite input
     not yet quantised).
+
+    ``keep`` (a list; RESULT filters): well-formed CONTRIBUTION datagrams from ``source`` are
+    appended to it (as bytes, at most ``KEEP_MAX`` in it) and counted as ``kept``, not as
+    malformed: copies another site passed through its FPGA to our hosts (a ring step, an
+    all-gather) that came while this exchange ran, e.g. a ring predecessor's first steps during
+    the scale agreement; the call's next phase takes them (``host/sharded_allreduce._run_phase``)
+    instead of NACKing them after a silence (issue 15 review: slow local ring rounds).
     """
 
     def __init__(self, *, job: int, group: int, round_id: int, exp: int, first: int,
                  counts: list[int] | np.ndarray, done: bytearray, source: tuple[str, int],
-                 session: int = 0, msg_type: int = _RESULT) -> None:
+                 session: int = 0, msg_type: int = _RESULT,
+                 keep: list[bytes] | None = None) -> None:
         self.job, self.group, self.round_id, self.exp = job, group, round_id, exp
         self.session = session
         self.msg_type = msg_type  # RESULT; CONTRIBUTION for a passed-through all-gather copy
+        self.keep = keep if msg_type != _CONTRIBUTION else None
+        self.kept = 0
         self.first, self.done = first, done
         self.counts = np.asarray(counts, np.int64)
         self._done = np.frombuffer(done, np.uint8)  # the same bytes, for vectorised look-ups
@@ -163,13 +177,15 @@ class ResultFilter:
             rows = np.arange(count)
         else:
             cnt = h["element_count"]
-            ok = ((h["msg_type"] == self.msg_type) & (h["magic"] == wire.MAGIC)
-                  & (h["version"] == wire.VERSION) & (cnt == cnt_e))
+            good = (h["magic"] == wire.MAGIC) & (h["version"] == wire.VERSION) & (cnt == cnt_e)
+            ok = good & (h["msg_type"] == self.msg_type)
+            kept = (0 if self.keep is None else
+                    self._keep(buf, off, size, good & (h["msg_type"] == _CONTRIBUTION)))
             # ---- the one place where a result's header is compared with this call ----
             # (a result of another session is another run's: stray, docs/protocol.md "Sessions")
             ours = ((h["job_id"] == self.job) & (h["round_id"] == self.round_id)
                     & (h["group_id"] == self.group) & (h["session"] == self.session))
-            self.malformed += count - int(np.count_nonzero(ok))
+            self.malformed += count - int(np.count_nonzero(ok)) - kept
             self.stray += int(np.count_nonzero(ok & ~ours))
             rows = np.flatnonzero(ok & ours)
             i = (h["chunk"][rows].astype(np.int64) - self.first) & 0xFFFFFFFF
@@ -199,6 +215,16 @@ class ResultFilter:
         if len(rows) < count:
             pay = pay[rows]  # a copy of the accepted ones only (ignored datagrams in the batch)
         return Accepted(i, h["flags"][rows], pay, cnt_e)
+
+    def _keep(self, buf, off: int, size: int, copies: np.ndarray) -> int:
+        """Append the datagrams of the block marked in ``copies`` to ``keep`` (class docstring)
+        and return how many; those beyond ``KEEP_MAX`` are not kept (counted as malformed)."""
+        rows = np.flatnonzero(copies)[: max(0, KEEP_MAX - len(self.keep))]
+        for r in rows.tolist():
+            at = off + r * size
+            self.keep.append(bytes(buf[at:at + size]))
+        self.kept += len(rows)
+        return len(rows)
 
     def check(self, buf, off: int, k: int) -> tuple[int, int]:
         """One datagram of ``k`` bytes at ``buf[off:]`` (from the aggregator): ``(chunk index,

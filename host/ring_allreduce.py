@@ -113,9 +113,10 @@ def ring_allreduce(client: AggregatorClient, x: np.ndarray, ring: Ring, *, job: 
     the result (bit for bit the fixed-point all-reduce) goes into ``out``.
 
     Every site calls it with the same shape, ``job``, ``round``, ``ring`` and scale setting."""
-    x, out, (e, _, _), agree_s, held = agreed_tensor(
-        client, x, out, job=job, group=ring.everyone, round=round, max_abs=max_abs,
-        who="ring_allreduce", why="it moves the job's head past the ring's chunks")
+    a = agreed_tensor(client, x, out, job=job, group=ring.everyone, round=round,
+                      max_abs=max_abs, who="ring_allreduce",
+                      why="it moves the job's head past the ring's chunks")
+    x, out, e, agree_s, held, head = a.x, a.out, a.exp, a.seconds, a.held, a.head
     site, E, rid = client.sender_id, client.elements, round & _U32
     order = tuple(ring.order)
     n = len(order)
@@ -126,8 +127,6 @@ def ring_allreduce(client: AggregatorClient, x: np.ndarray, ring: Ring, *, job: 
         span = len(chunk_counts(b[1] - b[0], E))  # chunks of the longest shard (the first)
         base = client.next_chunk[job]
         steps = 2 * (n - 1)
-        head = dict(exp=e, elements_per_packet=E, job_id=job, round_id=rid,
-                    session=client.session)  # int32 partial sums: no n_contributors
         timer = _owner_timer(client, pred, agree_s)
         now = time.monotonic()
         streams = []

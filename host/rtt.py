@@ -48,6 +48,14 @@ class RttEstimator:
         """Timeout for a request sent now: the estimate, doubled per expiry since the last sample."""
         return min(self.max_rto, self._base * (1 << min(self.backoffs, 30)))
 
+    def rto_at_most(self, max_rto: float) -> float:
+        """``rto`` under a caller's own ceiling ``max_rto`` for this wait (not below ``min_rto``),
+        on top of the instance's: e.g. a CONTROL message resent at least every eighth of its
+        time budget (``host/control.py``), a send window's stall retried before it fails
+        (``host/send_window.py``). The backoff itself is not capped: a later wait without the
+        ceiling gets the whole backed-off timeout."""
+        return min(self.rto, max(self.min_rto, max_rto))
+
     @property
     def estimate(self) -> float:
         """The timeout without backoff: SRTT + max(min_rto, 4 RTTVAR), or the initial guess

@@ -122,8 +122,9 @@ class SendWindow:
 
     # ---- timers ----
     def rto(self) -> float:
-        """The current timeout, never more than ``rto_cap`` (a stall is retried before failing)."""
-        return min(self.timer.rto, self.rto_cap)
+        """The current timeout, never more than ``rto_cap`` (a stall is retried before failing;
+        never below the timer's ``min_rto``)."""
+        return self.timer.rto_at_most(self.rto_cap)
 
     def gap(self) -> float:
         """How long a burst of released results may pause before its next chunk is resent in

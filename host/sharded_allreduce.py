@@ -55,7 +55,7 @@ import select
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
@@ -277,6 +277,15 @@ def _run_phase(client: AggregatorClient, streams: list[_Stream], cast: _Cast | N
     last = mono()
     cast_due = math.inf if cast is None else last  # a cast is due at once (even if every
     # stream is already complete: a ring step whose copies all came early, host/ring_allreduce.py)
+    for d in client.early_copies:  # came during the exchange before (the agreement's:
+        # ResultFilter ``keep``), e.g. a ring predecessor's first steps: taken, not NACKed later
+        s = by_group.get(d[_GROUP])
+        if s is not None:
+            s.take(d, 0, len(d), last)  # what it does not take, its filter counts
+        else:
+            stats.stray += 1
+            stats.ignored += 1
+    client.early_copies.clear()
     try:
         while any(s.pending() for s in streams) or (cast is not None and cast_due < math.inf):
             now = mono()
@@ -387,14 +396,28 @@ def _fail(client: AggregatorClient, streams: list[_Stream], why: str) -> None:
     raise ChunksMissing(head, job=job, chunks=missing)
 
 
+class Agreed(NamedTuple):
+    """What ``agreed_tensor`` returns: the checked tensor and ``out``, the agreement's outcome,
+    the int32 tensor and the one packet header of every int32 stream of the call."""
+
+    x: np.ndarray
+    out: np.ndarray
+    exp: int  # the agreed scale exponent
+    members: int  # N of the agreement
+    window: int  # the window the aggregator granted
+    seconds: float  # how long the agreement took (bounds a one-way delay: ``_owner_timer``)
+    held: np.ndarray  # the tensor quantised once at ``exp`` (flat int32)
+    head: dict[str, int]  # packetize's header fields but group_id, first_chunk, sender_id
+
+
 def agreed_tensor(client: AggregatorClient, x: np.ndarray, out: np.ndarray | None, *, job: int,
                   group: int, round: int, max_abs: float | None, who: str,  # noqa: A002
-                  why: str) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int], float,
-                                     np.ndarray]:
+                  why: str) -> Agreed:
     """The start of a call that quantises a whole tensor once (sharded, ring): checks ``x``,
     ``out`` and CONTROL access (``who`` needs it because ``why``), runs the scale agreement in
-    ``group`` and quantises. Returns ``(x, out, (exponent, members, window), seconds the
-    agreement took, the int32 tensor)``."""
+    ``group`` and quantises. The header (``Agreed.head``) is the one both callers packetize
+    their int32 partial sums with: exponent, elements per packet, job, round, session, and no
+    ``n_contributors`` (int32 sums carry none; ``packetize`` refuses it)."""
     x = np.asarray(x)
     dt = fixedpoint.check_dtype(x.dtype)
     if out is None:
@@ -408,7 +431,9 @@ def agreed_tensor(client: AggregatorClient, x: np.ndarray, out: np.ndarray | Non
     agree_s = time.monotonic() - t0
     q, clipped = fixedpoint.quantize(x.reshape(-1), e, n)
     client.stats.clipped += clipped
-    return x, out, (e, n, w), agree_s, q
+    head = dict(exp=e, elements_per_packet=client.elements, job_id=job, round_id=round & _U32,
+                session=client.session)
+    return Agreed(x, out, e, n, w, agree_s, q, head)
 
 
 def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, job: int,
@@ -420,15 +445,14 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
 
     Every site calls it with the same shape, ``job``, ``round``, ``steps`` and scale setting.
     ``barrier``: waits for every site (between phases, as the planner models them)."""
-    x, out, (e, n, w), agree_s, q = agreed_tensor(
-        client, x, out, job=job, group=steps.everyone, round=round, max_abs=max_abs,
-        who="sharded_allreduce", why="it moves the job's head after each reduce-scatter")
+    a = agreed_tensor(client, x, out, job=job, group=steps.everyone, round=round,
+                      max_abs=max_abs, who="sharded_allreduce",
+                      why="it moves the job's head after each reduce-scatter")
+    x, out, e, w, agree_s, head = a.x, a.out, a.exp, a.window, a.seconds, a.head
     site, E, rid = client.sender_id, client.elements, round & _U32
     blocks_ = steps.site_blocks(site)
     W = client.job_window(job)
-    head = dict(exp=e, elements_per_packet=E, job_id=job, round_id=rid, sender_id=site,
-                session=client.session)  # int32 from here on: no n_contributors
-    held = q  # the int32 partial sums this site holds
+    held = a.held  # the int32 partial sums this site holds
     spans = []  # per level: (bounds of the shards, my index)
     for lv, blk in enumerate(blocks_):
         g = len(blk.sites)
@@ -438,7 +462,8 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
         now = time.monotonic()
         streams = []
         for k in range(g):
-            pk = packetize(held[b[k]:b[k + 1]], group_id=blk.reduce[k], first_chunk=base, **head)
+            pk = packetize(held[b[k]:b[k + 1]], group_id=blk.reduce[k], first_chunk=base,
+                           sender_id=site, **head)
             what = (f"own shard {k} of reduce-scatter level {lv}" if k == k_me else
                     f"reduce-scatter level {lv}: shard {k} to site {blk.sites[k]}")
             timer = (client.timer if k == k_me  # our own aggregator: the client's estimator
@@ -470,14 +495,14 @@ def sharded_allreduce(client: AggregatorClient, x: np.ndarray, steps: Steps, *, 
         first = client.next_chunk[job]
         streams = [_Stream(client, packetize(np.zeros(b[k + 1] - b[k], np.int32),
                                              group_id=blk.gather[k], first_chunk=first,
-                                             **{**head, "sender_id": blk.sites[k]}),
+                                             sender_id=blk.sites[k], **head),
                            what=f"all-gather level {lv}: shard {k} from site {blk.sites[k]}",
                            window=None, msg_type=_CONTRIBUTION, job=job, round_id=rid, exp=e,
                            now=now, timer=_owner_timer(client, blk.sites[k], agree_s),
                            owner=blk.sites[k])
                    for k in range(len(blk.sites)) if k != k_me]
         cast = _Cast(client, packetize(held, group_id=blk.gather[k_me], first_chunk=first,
-                                       **head), now, job)
+                                       sender_id=site, **head), now, job)
         _run_phase(client, streams, cast)
         for k, s in zip((k for k in range(len(blk.sites)) if k != k_me), streams, strict=True):
             whole[b[k]:b[k + 1]] = s.pk.pk.payload.reshape(-1)[: b[k + 1] - b[k]]

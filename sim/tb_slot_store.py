@@ -18,10 +18,12 @@ Tests:
   chunk WRITE then ADDs, ``cmd`` always valid and ``rsp`` always ready, fixed ``latency``,
   ``bandwidth`` (share of cycles R and W may move: random pauses). Writes beats per
   cycle (steady state: the middle half of the responses) to ``params["out"]`` if given and
-  checks it is at least ``min_rate``; with ``spread`` traffic, that exactly the ADDs read a row
+  checks it is at least ``min_rate`` and the mean read and write bursts at least ``min_mean_burst``
+  beats; with ``spread`` traffic, that exactly the ADDs read a row
   (a WRITE never reads).
 Parameters (tb_params): data_width, slots, row_bits, burst_beats, base_address, seed, commands,
-p_cmd, p_rsp, p_axi, latency_range / latency, bandwidth, message_beats, contributors, spread, out.
+p_cmd, p_rsp, p_axi, latency_range / latency, bandwidth, message_beats, contributors, spread,
+min_rate, min_mean_burst, out.
 """
 
 from __future__ import annotations
@@ -137,13 +139,13 @@ class Bench:
             assert self.base <= addr and end <= self.base + self.rows * self.row_bytes, \
                 f"{ch} burst at {addr:#x} outside the store's region"
 
-    async def run(self, commands: list[tuple[int, int, int, int]], model: SlotStoreModel, *,
+    async def run(self, commands: list[tuple[int, int, int, int, int]], model: SlotStoreModel, *,
                   p_cmd: float, p_rsp: float, on_cycle=None) -> list[int]:
-        """Drive ``commands`` (op, row, data, lanes; tag = index), check each response against
-        ``model`` in order; returns the cycle of each response."""
+        """Drive ``commands`` (op, row, data, lanes, more; tag = index), check each response
+        against ``model`` in order; returns the cycle of each response."""
         dut, rng = self.dut, self.rng
         expected = [(*model.apply(op, row, data, lanes), i & ((1 << TAG_BITS) - 1))
-                    for i, (op, row, data, lanes) in enumerate(commands)]
+                    for i, (op, row, data, lanes, _more) in enumerate(commands)]
         sent, got, cycle, stamps = 0, 0, 0, []
         offered = False
         idle_limit = 20000  # cycles without any response: the store is stuck
@@ -156,9 +158,9 @@ class Bench:
             if not offered:
                 offered = sent < len(commands) and rng.random() < p_cmd
                 if offered:
-                    op, row, data, lanes = commands[sent]
+                    op, row, data, lanes, more = commands[sent]
                     dut.cmd__payload.value = _pack(self.cmd_layout, op=op, row=row, data=data,
-                                                   lanes=lanes, tag=sent)
+                                                   lanes=lanes, tag=sent, more=more)
                 dut.cmd__valid.value = int(offered)
             ready = rng.random() < p_rsp
             dut.rsp__ready.value = int(ready)
@@ -181,7 +183,9 @@ class Bench:
         return stamps
 
 
-def _random_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
+def _random_commands(b: Bench, n: int) -> list[tuple[int, int, int, int, int]]:
+    """Random ops on runs of consecutive rows (``more`` = 1 inside a run: the run's next row is
+    the next command), 15 % the same row again."""
     rng, lanes = b.rng, b.width // 32
     big = [0x7FFFFFF0, -0x7FFFFFF0, 0x40000000, -0x40000000]
     hot = [rng.randrange(b.rows) for _ in range(6)]
@@ -197,12 +201,13 @@ def _random_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
         op = rng.choices([Op.WRITE, Op.ADD, Op.READ], [2, 6, 2])[0]
         vals = [rng.choice(big) if rng.random() < 0.3 else rng.randrange(-2**20, 2**20) for _ in range(lanes)]
         data = sum((v & 0xFFFFFFFF) << (32 * k) for k, v in enumerate(vals))
-        cmds.append((int(op), row, data, rng.getrandbits(lanes)))
+        cmds.append((int(op), row, data, rng.getrandbits(lanes), int(run > 0)))
     return cmds
 
 
-def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
-    """The reducer's pattern: messages of ``message_beats`` consecutive rows (one chunk each),
+def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int, int]]:
+    """The reducer's pattern: messages of ``message_beats`` consecutive rows (one chunk each,
+    ``more`` = 1 but on a message's last row),
     ``contributors`` per chunk, the first WRITE and the others ADD. ``spread`` (default): the
     messages go round-robin over all the chunks the rows hold, so two messages to one chunk are
     a whole region apart and every ADD reads DRAM (contributions spread over a WAN delay: the
@@ -216,7 +221,8 @@ def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int]]:
             else (m // contributors % chunks, m % contributors)
         for k in range(beats):
             data = sum((b.rng.randrange(-2**16, 2**16) & 0xFFFFFFFF) << (32 * j) for j in range(lanes))
-            cmds.append((int(Op.WRITE if nth == 0 else Op.ADD), chunk * beats + k, data, all_lanes))
+            cmds.append((int(Op.WRITE if nth == 0 else Op.ADD), chunk * beats + k, data, all_lanes,
+                         int(k < beats - 1)))
         m += 1
     return cmds[:n]
 
@@ -264,10 +270,12 @@ async def throughput(dut):
     stamps = await b.run(cmds, model, p_cmd=1.0, p_rsp=1.0)
     q = len(stamps) // 4
     rate = steady_rate(stamps)
-    reads = sum(beats for ch, _, beats in b.bursts if ch == "ar")
+    read_bursts = [beats for ch, _, beats in b.bursts if ch == "ar"]
+    reads = sum(read_bursts)
     writes = [beats for ch, _, beats in b.bursts if ch == "aw"]
     result = {"rate": rate, "adds": sum(op == Op.ADD for op, *_ in cmds[q:-q]) / (len(cmds) - 2 * q), "cycles": stamps[-1], "commands": len(cmds), "read_beats": reads,
-              "write_beats": sum(writes), "mean_write_burst": sum(writes) / max(1, len(writes))}
+              "write_beats": sum(writes), "mean_write_burst": sum(writes) / max(1, len(writes)),
+              "mean_read_burst": reads / max(1, len(read_bursts))}
     if b.ram is not None and p.get("spread", True) and b.rows > 2 * p["outstanding"]:
         # Same-row commands a region apart never meet in the table: each ADD reads its row once,
         # a WRITE never reads.
@@ -276,3 +284,7 @@ async def throughput(dut):
         with open(p["out"], "w") as f:
             json.dump(result, f)
     assert rate >= p.get("min_rate", 0.0), f"{rate:.3f} commands/cycle < {p.get('min_rate')}"
+    shortest = min(result["mean_read_burst"], result["mean_write_burst"])
+    assert shortest >= p.get("min_mean_burst", 0), \
+        f"mean read / write burst {result['mean_read_burst']:.1f} / {result['mean_write_burst']:.1f} " \
+        f"beats < {p.get('min_mean_burst')}"

@@ -68,7 +68,7 @@ class ModelBench(Bench):
         # the reference's initial rows (0) are only ever overwritten.
         model = SlotStoreModel(self.width, lambda row: 0)
         lanes = (1 << (self.width // 32)) - 1
-        fill = [(int(Op.WRITE), row, self.rng.getrandbits(self.width), lanes)
+        fill = [(int(Op.WRITE), row, self.rng.getrandbits(self.width), lanes, int(row + 1 < self.rows))
                 for row in range(self.rows)]
         await self.run(fill, model, p_cmd=1.0, p_rsp=1.0)
         return model

@@ -300,4 +300,22 @@ def test_versa_dram_bandwidth_covers_two_gigabit_ports_with_the_boards_bursts():
     with pytest.raises(ValueError, match="not measured for bursts of 128 B"):
         dram_budget("versa-ecp5", 499, burst_bytes=128)
     with pytest.raises(ValueError, match="alinx-ax7325b: DRAM efficiency not measured"):
-        dram_budget("alinx-ax7325b", 499)
+        dram_budget("alinx-ax7325b", 499, burst_bytes=256)
+    with pytest.raises(ValueError, match=r"ports must be 1\.\.2 \(versa-ecp5's data ports\), got 3"):
+        dram_budget("versa-ecp5", 499, ports=3)
+
+
+def test_ax7325b_dram_bandwidth_covers_two_10g_ports_with_2kib_bursts():
+    """The AX7325B's DDR3 (8 GB/s peak at DDR3-1000) with the board's 2-KiB bursts (32 beats at
+    W = 512) carries read + write of two 10 GbE data ports at line rate with margin; with
+    512-B bursts it did not, and all three data ports are not covered either way
+    (docs/boards.md, "The DRAM bandwidth budget")."""
+    cfg = DRAM_CONFIGS["alinx-ax7325b"]
+    assert cfg.burst_bytes == 2048 and cfg.burst_beats(512) == 32
+    two = dram_budget("alinx-ax7325b", 499, ports=2)
+    assert two.peak_bytes_per_s == pytest.approx(8e9)
+    assert two.efficiency == DRAM_EFFICIENCY["alinx-ax7325b"][2048]
+    assert 4.7e9 < two.needed_bytes_per_s < 4.9e9
+    assert two.margin > 1.3
+    assert dram_budget("alinx-ax7325b", 499, ports=2, burst_bytes=512).margin < 1.0
+    assert dram_budget("alinx-ax7325b", 499).margin < 1.0  # three ports: 7.2 GB/s

@@ -172,6 +172,14 @@ def test_probe_registers_wait_for_the_reducer(w):
                                          (0, regs.job_probe(2), 0), (0, regs.job_probe_bitmap(2), 0),
                                          (1, regs.job_probe_bitmap(1), 3)], w)
         assert vals == [5, 2 << 8 | 5, 9, 9, 5, 2 << 8 | 5, 1 << 8]  # a PROBE_BITMAP write is ignored
+        # probe_chunk follows a write to the probed job's JOBj_PROBE at once, not only from the
+        # next PROBE_BITMAP read (guards a probe_chunk kept as a register of its own: branch
+        # fmax12 tried one); a write to another job's JOBj_PROBE leaves it
+        vals = await transact(ctx, dut, [(1, regs.job_probe(1), 4), (1, regs.job_probe(1), 6)], w)
+        assert vals == [4, 6]
+        assert (ctx.get(dut.probe_job), ctx.get(dut.probe_chunk)) == (1, 6)
+        vals = await transact(ctx, dut, [(1, regs.job_probe(0), 11)], w)
+        assert (ctx.get(dut.probe_job), ctx.get(dut.probe_chunk)) == (1, 6)
 
     sim.add_testbench(reducer, background=True)
     sim.add_testbench(tb)

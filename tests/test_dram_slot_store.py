@@ -5,7 +5,9 @@ reference of the slot-store interface (sim/slot_store_model.py)."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 from amaranth.back import verilog
@@ -73,8 +75,13 @@ def test_reference_uses_the_golden_saturating_add() -> None:
 # burst coalescer and delay line (Amaranth simulator)
 
 
-def _coalesce(rows_per_cycle: list[int | None], max_beats: int, page_beats: int) -> list[tuple[int, int]]:
-    dut = BurstCoalescer(16, max_beats=max_beats, page_beats=page_beats, depth=64)
+def _coalesce(rows_per_cycle: list[int | None], max_beats: int, page_beats: int, *,
+              hold: int = 0, hold_beats: int | None = None,
+              more: set[int] = frozenset()) -> list[tuple[int, int]]:
+    """Bursts out of a coalescer fed ``rows_per_cycle`` (None: no push); the rows in ``more``
+    come with ``more`` set."""
+    dut = BurstCoalescer(16, max_beats=max_beats, page_beats=page_beats, depth=64, hold=hold,
+                         hold_beats=hold_beats)
     out: list[tuple[int, int]] = []
 
     async def bench(ctx):
@@ -82,10 +89,11 @@ def _coalesce(rows_per_cycle: list[int | None], max_beats: int, page_beats: int)
         for row in [*rows_per_cycle, None, None, None]:
             ctx.set(dut.push, row is not None)
             ctx.set(dut.row, row or 0)
+            ctx.set(dut.more, row in more)
             if ctx.get(dut.m.valid):
                 out.append((ctx.get(dut.m.payload.start), ctx.get(dut.m.payload.len_m1) + 1))
             await ctx.tick()
-        for _ in range(4):
+        for _ in range(hold + 4):
             if ctx.get(dut.m.valid):
                 out.append((ctx.get(dut.m.payload.start), ctx.get(dut.m.payload.len_m1) + 1))
             await ctx.tick()
@@ -115,6 +123,36 @@ def test_coalescer_random_rows_are_covered_in_order() -> None:
     flat = [s + k for s, n in got for k in range(n)]
     assert flat == [r for r in rows if r is not None]
     assert all(n <= 16 and s // 32 == (s + n - 1) // 32 for s, n in got)
+
+
+def test_coalescer_holds_a_burst_open_while_its_message_goes_on() -> None:
+    """``more`` on the last row pushed keeps the burst open across pauses of up to ``hold``
+    cycles; without ``more``, with hold 0, at the length limit or a page end, a pause closes it."""
+    trickle = [10, None, None, 11, None, None, None, 12, 13]  # one message, rows 10..13
+    msg = {10, 11, 12}  # 13 is its last row
+    assert _coalesce(trickle, max_beats=8, page_beats=64, hold=3, more=msg) == [(10, 4)]
+    assert _coalesce(trickle, max_beats=8, page_beats=64, hold=0, more=msg) == [(10, 1), (11, 1), (12, 2)]
+    assert _coalesce(trickle, max_beats=8, page_beats=64, hold=3) == [(10, 1), (11, 1), (12, 2)]
+    # the timer runs out: 3 idle cycles with hold 2 close the burst
+    assert _coalesce(trickle, max_beats=8, page_beats=64, hold=2, more=msg) == [(10, 2), (12, 2)]
+    # a full burst, or one ending at a page boundary, does not wait
+    assert _coalesce([10, 11, None, None, 12], max_beats=2, page_beats=64, hold=8,
+                     more={10, 11}) == [(10, 2), (12, 1)]
+    assert _coalesce([62, 63, None, None, 64], max_beats=8, page_beats=64, hold=8,
+                     more={62, 63}) == [(62, 2), (64, 1)]
+    # nor one of hold_beats beats (the owner's share of its table for a held burst)
+    assert _coalesce([10, 11, None, None, 12], max_beats=8, page_beats=64, hold=8, hold_beats=2,
+                     more={10, 11}) == [(10, 2), (12, 1)]
+    # a message that never goes on: the burst still leaves once the timer runs out
+    got = _coalesce([5, *[None] * 6], max_beats=8, page_beats=64, hold=30, more={5})
+    assert got == [(5, 1)]
+
+
+def test_coalescer_hold_is_checked() -> None:
+    with pytest.raises(ValueError, match=r"burst_hold must be 0\.\.4096 idle cycles, got 5000"):
+        BurstCoalescer(8, max_beats=4, page_beats=8, depth=4, hold=5000)
+    with pytest.raises(ValueError, match=r"burst_hold must be 0\.\.4096 idle cycles, got -1"):
+        DramSlotStore(64, slots=4, row_bits=1, burst_hold=-1)
 
 
 def test_stream_delay_holds_each_beat_latency_cycles() -> None:
@@ -156,10 +194,14 @@ def test_stream_delay_holds_each_beat_latency_cycles() -> None:
 OUTSTANDING = {64: 128, 256: 64}
 
 
-def _harness(width: int):
-    params = {"data_width": width, "slots": 16, "row_bits": 6, "outstanding": OUTSTANDING[width],
-              "burst_beats": 16, "base_address": 0x3000}
-    top = f"dram_store_w{width}"
+
+
+def _harness(width: int, *, outstanding: int | None = None, burst_beats: int = 16,
+             burst_hold: int = 128):
+    n = outstanding or OUTSTANDING[width]
+    params = {"data_width": width, "slots": 16, "row_bits": 6, "outstanding": n,
+              "burst_beats": burst_beats, "burst_hold": burst_hold, "base_address": 0x3000}
+    top = f"dram_store_w{width}_n{n}_b{burst_beats}_h{burst_hold}"
     return params, generate_verilog(DramSlotStoreHarness, name=top, params=params), top
 
 
@@ -176,6 +218,26 @@ def test_cocotb_one_command_per_cycle_at_latency_20() -> None:
     params, path, top = _harness(64)
     run_cocotb(verilog=path, toplevel=top, test_module=TB, testcase="throughput",
                params={**params, "latency": 20, "commands": 2400, "min_rate": 0.95})
+
+
+def memory_bound_bursts(out: Path, burst_hold: int, bandwidth: float = 0.5, latency: int = 50) -> dict:
+    """The reducer's traffic with the memory's R and W channels moving on ``bandwidth`` of the
+    cycles (the memory sets the pace: read data, hence completions and writes, trickle in with
+    gaps): the throughput bench's figures (rate, mean read / write burst), 64-beat bursts."""
+    params, path, top = _harness(64, outstanding=256, burst_beats=64, burst_hold=burst_hold)
+    run_cocotb(verilog=path, toplevel=top, test_module=TB, testcase="throughput",
+               params={**params, "latency": latency, "bandwidth": bandwidth, "commands": 3000,
+                       "out": str(out)})
+    return json.loads(out.read_text())
+
+
+@pytest.mark.cocotb
+def test_cocotb_memory_bound_bursts_stay_long(tmp_path) -> None:
+    """Held open while ``more`` says the message goes on, the bursts stay long when the memory
+    sets the pace (measured 61 / 60 beats; with ``burst_hold`` = 0: 13 / 20, and LiteDRAM pays a
+    bus turn-around per burst)."""
+    r = memory_bound_bursts(tmp_path / "r.json", 128)
+    assert r["mean_read_burst"] >= 40 and r["mean_write_burst"] >= 40, r
 
 
 @pytest.mark.slow

@@ -45,6 +45,19 @@ def test_backoff_doubles_until_max_and_a_sample_resets_it():
     assert t.backoffs == 0 and t.rto == pytest.approx(0.02 + 4 * 0.01)
 
 
+def test_a_callers_ceiling_caps_the_backed_off_timeout_not_below_min_rto():
+    """``rto_at_most``: one wait's own ceiling (CONTROL: timeout / 8) over the backed-off RTO,
+    floored at ``min_rto``; the backoff itself goes on (a wait without the ceiling gets it)."""
+    t = RttEstimator(0.05, min_rto=0.01, max_rto=60)
+    for _ in range(3):
+        t.expired()
+    assert t.rto == pytest.approx(0.4)
+    assert t.rto_at_most(0.075) == pytest.approx(0.075)
+    assert t.rto_at_most(1.0) == pytest.approx(0.4)
+    assert t.rto_at_most(0.001) == pytest.approx(0.01)
+    assert t.backoffs == 3 and t.rto == pytest.approx(0.4)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [((0.0,), "initial_rto"), ((1.0,), "max_rto must be >= min_rto"), ((float("nan"),), "initial_rto")],

@@ -10,13 +10,16 @@ import pytest
 from test_emulator_forwarder import DELAYS, Net, _datagram, _sock, _wait_for
 from test_emulator_network import SQUARE, _ended
 
-from wanreduce import wire
+from wanreduce import fixedpoint, wire
 from wanreduce.emulator.forwarder import Routes
 from wanreduce.emulator.runner import run_rounds, site_tensor
 from wanreduce.emulator.wan_emulator import WanEmulator, sharded_routes
+from wanreduce.host.driver import AggregatorClient
 from wanreduce.host.reference import expected_allreduce
-from wanreduce.host.sharded_allreduce import shard_bounds
+from wanreduce.host.sharded_allreduce import agreed_tensor, shard_bounds
+from wanreduce.host.softagg import SoftAggregator
 from wanreduce.model import Outcome
+from wanreduce.packetize import packetize
 from wanreduce.planner import sharded
 from wanreduce.planner.group_table import group_table
 from wanreduce.planner.topology import topology_from_dict
@@ -29,6 +32,26 @@ def test_shard_bounds_split_evenly_and_refuse_too_few_elements():
     assert shard_bounds(8, 4) == [0, 2, 4, 6, 8]
     with pytest.raises(ValueError, match="3 elements cannot be split into 4 shards"):
         shard_bounds(3, 4)
+
+
+def test_agreed_tensor_gives_the_one_int32_header_of_the_call():
+    """The sharded and the ring calls packetize their int32 partial sums with one header, the
+    agreement's (``agreed_tensor``): agreed exponent, elements per packet, job, round, session;
+    no n_contributors (packetize refuses it for int32)."""
+    with SoftAggregator(slots=64, elements=16, groups=8, jobs=2) as agg:
+        agg.configure(groups={2: (0,)}, jobs=[1])
+        with AggregatorClient(agg.address, sender_id=0, elements_per_packet=16, rtt=0.002,
+                              session=77, timeout=10) as c:
+            x = np.linspace(-3, 3, 40, dtype=np.float32)
+            a = agreed_tensor(c, x, None, job=1, group=2, round=5, max_abs=None, who="test",
+                              why="it is a test")
+    assert a.exp == c.stats.last_exponent and a.members == 1
+    assert a.head == {"exp": a.exp, "elements_per_packet": 16, "job_id": 1, "round_id": 5,
+                      "session": c.session}
+    assert np.array_equal(a.held, fixedpoint.quantize(x, a.exp, 1)[0])
+    pk = packetize(a.held, group_id=2, first_chunk=9, sender_id=0, **a.head)
+    for field, want in (("scale_exp", a.exp), ("job_id", 1), ("round_id", 5), ("session", c.session)):
+        assert (pk.headers[field] == want).all()
 
 
 def test_group_table_numbers_reduce_and_gather_groups_per_owner():

@@ -43,7 +43,11 @@ BOARD_PORTS = {"versa-ecp5": (125e6, 2), "alinx-ax7325b": (1.25e9, 3)}
 # state. Versa at 87.5 MHz, 512-B bursts (the board's, DramConfig.burst_bytes: 64 beats at
 # W = 64), 8 slots: 0.742, 520 MB/s against 479 (margin 1.09). (128-B bursts, DramSlotStore's
 # default 16 beats, were measured at the former 100 MHz only: 0.52, short of the two ports.)
-DRAM_EFFICIENCY = {"versa-ecp5": {512: 0.742}}
+# AX7325B at 125 MHz (DDR3-1000, K7DDRPHY settings, MT41K256M16), 8 slots of 2 KiB: 512-B
+# bursts 0.543 (two 10 GbE ports not covered: margin 0.91), 2-KiB bursts (the board's,
+# DramConfig.burst_bytes: 32 beats at W = 512) 0.822 (two ports: margin 1.37; all three data
+# ports need 7.2 GB/s: margin 0.92, not covered).
+DRAM_EFFICIENCY = {"versa-ecp5": {512: 0.742}, "alinx-ax7325b": {512: 0.543, 2048: 0.822}}
 # Bytes on the wire per packet besides the payload: preamble 8, IFG 12, Ethernet 14, FCS 4,
 # IPv4 20, UDP 8, aggregation header 22 (wanreduce.wire).
 WIRE_OVERHEAD_BYTES = 88
@@ -142,14 +146,18 @@ def measured_efficiency(board: str, burst_bytes: int | None = None) -> float:
 
 
 def dram_budget(board: str, elements: int, efficiency: float | None = None, *,
-                burst_bytes: int | None = None) -> DramBudget:
-    """Every data port at line rate with full packets of ``elements``; each payload beat read
-    and written once (an ADD; a first contribution is a plain write, so this is the worst case).
-    ``efficiency``: the controller's, by default the measured one for ``burst_bytes`` (default:
-    the board's bursts)."""
+                burst_bytes: int | None = None, ports: int | None = None) -> DramBudget:
+    """``ports`` data ports (default: all the board's, :data:`BOARD_PORTS`) at line rate with
+    full packets of ``elements``; each payload beat read and written once (an ADD; a first
+    contribution is a plain write, so this is the worst case). ``efficiency``: the
+    controller's, by default the measured one for ``burst_bytes`` (default: the board's bursts)."""
     if efficiency is None:
         efficiency = measured_efficiency(board, burst_bytes)
-    rate, ports = BOARD_PORTS[board]
+    rate, board_ports = BOARD_PORTS[board]
+    if ports is None:
+        ports = board_ports
+    elif not 1 <= ports <= board_ports:
+        raise ValueError(f"ports must be 1..{board_ports} ({board}'s data ports), got {ports}")
     payload = elements * ELEMENT_BYTES
     per_port = rate * payload / (payload + WIRE_OVERHEAD_BYTES)
     cfg = DRAM_CONFIGS[board]

@@ -94,9 +94,10 @@ def small_bank_memories(words: int):
 
 
 class _Pads:
-    """Stand-in DDR3 pads: the ECP5 PHY is built only for its settings (latencies, phases)."""
+    """Stand-in DDR3 pads: the PHY is built only for its settings (latencies, phases);
+    ``differential``: the negative DQS and clock pins too (the Kintex-7 PHY drives them)."""
 
-    def __init__(self, cfg: DramConfig) -> None:
+    def __init__(self, cfg: DramConfig, *, differential: bool = False) -> None:
         from migen import Signal
 
         lanes = 2 * cfg.chips
@@ -105,15 +106,20 @@ class _Pads:
                         ("reset_n", 1), ("dm", lanes), ("dq", 8 * lanes), ("dqs_p", lanes),
                         ("clk_p", 1)):
             setattr(self, name, Signal(w, name=name))
+        if differential:
+            self.dqs_n, self.clk_n = Signal(lanes, name="dqs_n"), Signal(1, name="clk_n")
 
 
 def phy_settings(cfg: DramConfig):
-    """The board PHY's ``PhySettings`` (ECP5 only: its PHY builds without a device here)."""
-    from litedram.phy import ECP5DDRPHY
+    """The board PHY's ``PhySettings``: the ECP5's or the Kintex-7's PHY built on stand-in pads
+    for its settings alone (latencies, phases; neither needs a device to be built)."""
+    from litedram.phy import ECP5DDRPHY, K7DDRPHY
 
-    if cfg.phy != "ECP5DDRPHY":
-        raise ValueError(f"{cfg.board}: only the ECP5 PHY's settings are modelled, not {cfg.phy}")
-    return ECP5DDRPHY(_Pads(cfg), sys_clk_freq=cfg.sys_clk_hz).settings
+    if cfg.phy == "ECP5DDRPHY":
+        return ECP5DDRPHY(_Pads(cfg), sys_clk_freq=cfg.sys_clk_hz).settings
+    if cfg.phy == "K7DDRPHY":
+        return K7DDRPHY(_Pads(cfg, differential=True), memtype="DDR3", sys_clk_freq=cfg.sys_clk_hz).settings
+    raise ValueError(f"{cfg.board}: only the ECP5 and Kintex-7 PHYs' settings are modelled, not {cfg.phy}")
 
 
 def _top(cfg: DramConfig, platform, bank_lock_fix: bool):
