@@ -581,7 +581,9 @@ def test_throughput(width, count, senders):
 
 @pytest.mark.parametrize("width", [64, 256, 512])
 def test_latency(width):
-    """Last beat of the completing contribution to the first result beat (constant)."""
+    """Last beat of the completing contribution to the first result beat: constant for results
+    of two beats or more; a one-beat result takes one cycle more (its row waits in the rows
+    FIFO's head registers while a longer result's first rows are there before its last)."""
     E = 64
     cfg = Config(width, 8, E, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 3)])
     lat = []
@@ -591,7 +593,7 @@ def test_latency(width):
         check(cfg, ops, rr)
         lat.append(rr.result_cycles[0] - rr.last_accept)
     print(f"W={width}: latency {lat[0]} cycles (1 beat), {lat[1]} cycles ({payload_beats(E, width)} beats)")
-    assert lat[0] == lat[1] <= 16
+    assert lat[0] == lat[1] + 1 <= 16
 
 
 def _cpu_seconds() -> float:

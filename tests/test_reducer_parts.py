@@ -340,3 +340,47 @@ def test_result_assembler_sticky_overflow_and_order(width, seed) -> None:
             assert {(b[3], b[4], b[5]) for b in msg} == {(hdr["chunk"], hdr["round"], hdr["flags"] | ovf)}
 
     run_testbench(dut, tb)
+
+
+@pytest.mark.parametrize("beats", [1, 3])
+def test_result_assembler_one_result_beat_per_cycle(beats) -> None:
+    """Emitting results of ``beats`` rows back to back, ``m_msg`` always ready: after the first
+    one, a beat leaves every cycle (``rsp.ready`` never drops; the ``done`` FIFO has room for the
+    headers in flight however long the rows take to reach the output); a result's first beat
+    leaves 4 cycles after its last response (stage R, the ``done`` FIFO, the output skid
+    buffer), but not before 5 cycles after its first (stage R, the data FIFO and its head
+    registers, the output skid buffer: one cycle more than with the head in block RAM)."""
+    n = 40
+    dut = ResultAssembler(64, slots=4, max_beats=8, hdr_c_depth=8)
+    tagl = dut.tag_layout
+
+    async def tb(ctx):
+        ctx.set(dut.m_msg.ready, 1)
+        hsent = sent = 0
+        first_out = accepted_at = None
+        outs = []
+        for cycle in range(20 * n):
+            if len(outs) == n * beats:
+                break
+            ctx.set(dut.hdr_c.valid, int(hsent < n))
+            ctx.set(dut.hdr_c.payload.chunk, hsent)
+            v = sent < n * beats and sent // beats < hsent
+            b = sent % beats
+            ctx.set(dut.rsp.valid, int(v))
+            ctx.set(dut.rsp.payload.data, sent)
+            ctx.set(dut.rsp.payload.tag, pack(tagl, {"slot": 0, "emit": 1, "last": int(b == beats - 1)}))
+            hsent += ctx.get(dut.hdr_c.ready) and hsent < n
+            if v:
+                assert ctx.get(dut.rsp.ready), f"cycle {cycle}: rsp.ready dropped"
+                if accepted_at is None:
+                    accepted_at = cycle
+                sent += 1
+            if ctx.get(dut.m_msg.valid):
+                outs.append((cycle, ctx.get(dut.m_msg.payload.data), ctx.get(dut.m_msg.payload.hdr.chunk)))
+                first_out = cycle if first_out is None else first_out
+            await ctx.tick()
+        assert [(d, c) for _, d, c in outs] == [(k, k // beats) for k in range(n * beats)]
+        assert outs[-1][0] - outs[0][0] == n * beats - 1  # one beat per cycle
+        assert first_out - accepted_at == max(beats - 1 + 4, 5)
+
+    run_testbench(dut, tb)
