@@ -259,28 +259,38 @@ class Reducer(wiring.Component):
         # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
         room, room_q, room_c = Signal(), Signal(), Signal()
         # (the emitter's pop enters at the last multiplexer: it is the latest of the inputs)
-        # (worked out for both values of the beat leaving stage 1, chosen at the last multiplexers)
-        q_sum0 = q_count + q_push
-        q_sum1 = q_sum0 + 1
+        # (no adder: the count compared with constants, one per number of entries added, the
+        # additions (push, the beat leaving stage 1, the pop) chosen at the last multiplexers)
+        def q_room(n: int):  # q_count + n < QUEUE_DEPTH
+            return q_count < QUEUE_DEPTH - n if n < QUEUE_DEPTH else Const(0)
+
         q_leave = v1 & last1 & adv
-        m.d.sync += room_q.eq(Mux(q_pop, Mux(q_leave, q_sum1 < QUEUE_DEPTH, q_sum0 < QUEUE_DEPTH),
-                                  Mux(q_leave, q_sum1 < QUEUE_DEPTH - 1, q_sum0 < QUEUE_DEPTH - 1)))
+
+        def q_room_pop(pop: int):  # with the pop: one place more
+            k = 1 - pop
+            return Mux(q_push, Mux(q_leave, q_room(k + 2), q_room(k + 1)), Mux(q_leave, q_room(k + 1), q_room(k)))
+
+        m.d.sync += room_q.eq(Mux(q_pop, q_room_pop(1), q_room_pop(0)))
         # room in the slot-store command FIFO and the assembler's header FIFO for every beat in
         # stages 1 and 2 and one more (each pushes one entry at most into each), so a dropped
         # ``cmd.ready`` holds the input
-        # (for both values of ``take``, chosen at the last multiplexer)
-        ahead = v1 + v2
+        # (no adder: both levels compared with constants, one per number of beats ahead, the beats
+        # in stages 1 and 2 and ``take`` chosen at the last multiplexers)
+        def c_room(n: int):  # level + n < depth, for both FIFOs
+            return (arb.level < CMD_DEPTH - n) & (asm.hdr_c_level < HDR_DEPTH - n)
 
-        def room_for(k: int):
-            return (arb.level + ahead + k < CMD_DEPTH) & (asm.hdr_c_level + ahead + k < HDR_DEPTH)
+        def c_room_take(k: int):
+            return Mux(v1, Mux(v2, c_room(k + 2), c_room(k + 1)), Mux(v2, c_room(k + 1), c_room(k)))
 
-        m.d.sync += room_c.eq(Mux(take, room_for(1), room_for(0)))
+        m.d.sync += room_c.eq(Mux(take, c_room_take(1), c_room_take(0)))
         m.d.comb += room.eq(room_q & room_c)
-        # an inverted copy of adv for ``take`` (adv enables hundreds of registers; take reaches
-        # the tag read address through P's load). Inverted: yosys merges identical flip-flops.
+        # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
+        # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
+        # of their own. Inverted: yosys merges identical flip-flops.
         hold_t = Signal()
+        p_load_t = ~p_v | (~hold_t & room)
         m.d.comb += [
-            take.eq(p_v & ~hold_t & room),
+            take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
         ]
         with m.If(adv):
@@ -315,7 +325,7 @@ class Reducer(wiring.Component):
             # always one cycle old and the bypass registers cover exactly what it missed
             # the tag is read a cycle ahead: for the beat at p's output next cycle
             # every source is a flip-flop (stage I computed the slot of the beat P may load)
-            tag_rd.addr.eq(Mux(p_load, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
+            tag_rd.addr.eq(Mux(p_load_t, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
             tag_rd.en.eq(1),
         ]
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
@@ -346,7 +356,7 @@ class Reducer(wiring.Component):
         # checks, the three-case multiplexer): the copies drive pending and the heads (S pending
         # bits, the release scans' inputs, the head checks) and the run / clr multiplexers;
         # copy_error checks them
-        fxw_cn, fxw_sn = Signal(init=1), Signal(init=1)
+        fxw_cn, fxw_sn = Signal(init=1, name="fxw_cn"), Signal(init=1, name="fxw_sn")
         fx_job = Signal(jb)
         fx_run = Signal(sb)  # chunks released after the completing one
         fx_cp1 = Signal(32)  # its chunk + 1
@@ -497,22 +507,44 @@ class Reducer(wiring.Component):
         # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
         # tag memory's write port)
         thit_l = Signal()
-        l_done, l_active, l_nfree = Signal(), Signal(), Signal()
         # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
-        m.d.sync += [thit_l.eq(tw_en & (tw_addr == slot0)),
-                     l_done.eq(tw_data.state == DONE), l_active.eq(tw_data.state == ACTIVE),
-                     l_nfree.eq(tw_data.state != FREE)]
-        ck_l = pack_flags(TagChecks, done=l_done, active=l_active,
-                          same=l_nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch=hcw1.mismatch,
-                          dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
-                          cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
-                          older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
-        m.d.comb += [ck.eq(Mux(thit_l, ck_l, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
+        # tw_hit0 == tw_en & (tw_addr == slot0), with the decision's op at the last multiplexer
+        tw_hit0 = Signal()
+        m.d.sync += thit_l.eq(tw_hit0)
+
+        def live_checks(done, active, nfree):
+            """TagChecks against the tag the previous decision requested (its state given)."""
+            return pack_flags(TagChecks, done=done, active=active,
+                              same=nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch=hcw1.mismatch,
+                              dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
+                              cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
+                              older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
+
+        def state_flags(t):
+            return t.state == DONE, t.state == ACTIVE, t.state != FREE
+
+        # The checks' flags are held while stage 1 holds, with their select (thit_h, a copy of
+        # thit_l that holds instead of dropping to 0): ck_pre then only loads stage 0's checks
+        # (no merge of ck into ck_pre behind the tag read's compares). The bitmap still merges
+        # (bm_pre), with thit_l.
+        thit_h = Signal()
+        l_st = [Signal(name=f"l_{n}") for n in ("done", "active", "nfree")]
+        with m.If(adv):
+            m.d.sync += [thit_h.eq(tw_hit0),
+                         *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
+        m.d.comb += [ck.eq(Mux(thit_h, live_checks(*l_st), ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
         with m.If(adv):
             m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                          bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
         with m.Else():
-            m.d.sync += [ck_pre.eq(ck), bm_pre.eq(bm)]
+            m.d.sync += bm_pre.eq(bm)
+        # what ck stands for (checked at every decision by copy_error): the checks merged into
+        # ck_pre while stage 1 holds, the live tag's state loaded every cycle
+        l_st_x = [Signal(name=f"l_{n}_x") for n in ("done", "active", "nfree")]
+        ck_pre_x, ck_x = Signal(TagChecks), Signal(TagChecks)
+        m.d.sync += [r.eq(v) for r, v in zip(l_st_x, state_flags(tw_data), strict=True)]
+        m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
+        m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (
             ck.done, ck.active, ck.same, ck.mismatch, ck.dup, ck.cadd, ck.older)
         complete1 = st_done & pend1
@@ -815,7 +847,8 @@ class Reducer(wiring.Component):
             | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH))
             | (queued != queued_x) | (push_c != (has_cmd | queued))
             | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
-            | (hold_t == adv) | (fxw_cn == fx_c) | (fxw_sn == fx_s))
+            | (hold_t == adv) | (fxw_cn == fx_c) | (fxw_sn == fx_s)
+            | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0))))
         stag = Signal(store_tag_layout(S))
         m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
                      stag.last.eq(last2)]
@@ -863,6 +896,8 @@ class Reducer(wiring.Component):
         m.d.comb += [
             tw_en.eq(rst_wr | (v1 & adv & last1 & (op_c != OP_NONE))),
             tw_addr.eq(Mux(rst_wr, rst_slot, slot1)),
+            tw_hit0.eq(Mux(op_c != OP_NONE, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
+                           rst_wr & (rst_slot == slot0))),
             tw_data.eq(tag_c),
             tw_data.state.eq(Mux(rst_wr, FREE, tag_c.state)),
         ]
