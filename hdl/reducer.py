@@ -259,14 +259,36 @@ class Reducer(wiring.Component):
         # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
         room, room_q, room_c = Signal(), Signal(), Signal()
         # (the emitter's pop enters at the last multiplexer: it is the latest of the inputs)
-        q_sum = q_count + q_push + (v1 & last1 & adv)
-        m.d.sync += room_q.eq(Mux(q_pop, q_sum < QUEUE_DEPTH, q_sum < QUEUE_DEPTH - 1))
+        # (no adder: the count compared with constants, one per number of entries added, the
+        # additions (push, the beat leaving stage 1, the pop) chosen at the last multiplexers)
+        def q_room(n: int):  # q_count + n < QUEUE_DEPTH
+            return q_count < QUEUE_DEPTH - n if n < QUEUE_DEPTH else Const(0)
+
+        q_leave = v1 & last1 & adv
+
+        def q_room_pop(pop: int):  # with the pop: one place more
+            k = 1 - pop
+            return Mux(q_push, Mux(q_leave, q_room(k + 2), q_room(k + 1)), Mux(q_leave, q_room(k + 1), q_room(k)))
+
+        m.d.sync += room_q.eq(Mux(q_pop, q_room_pop(1), q_room_pop(0)))
         # room in the slot-store command FIFO and the assembler's header FIFO for every beat in
         # stages 1 and 2 and one more (each pushes one entry at most into each), so a dropped
         # ``cmd.ready`` holds the input
-        ahead = v1 + v2 + take
-        m.d.sync += room_c.eq((arb.level + ahead < CMD_DEPTH) & (asm.hdr_c_level + ahead < HDR_DEPTH))
+        # (no adder: both levels compared with constants, one per number of beats ahead, the beats
+        # in stages 1 and 2 and ``take`` chosen at the last multiplexers)
+        def c_room(n: int):  # level + n < depth, for both FIFOs
+            return (arb.level < CMD_DEPTH - n) & (asm.hdr_c_level < HDR_DEPTH - n)
+
+        def c_room_take(k: int):
+            return Mux(v1, Mux(v2, c_room(k + 2), c_room(k + 1)), Mux(v2, c_room(k + 1), c_room(k)))
+
+        m.d.sync += room_c.eq(Mux(take, c_room_take(1), c_room_take(0)))
         m.d.comb += room.eq(room_q & room_c)
+        # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
+        # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
+        # of their own. Inverted: yosys merges identical flip-flops.
+        hold_t = Signal()
+        p_load_t = ~p_v | (~hold_t & room)
         m.d.comb += [
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
@@ -303,7 +325,7 @@ class Reducer(wiring.Component):
             # always one cycle old and the bypass registers cover exactly what it missed
             # the tag is read a cycle ahead: for the beat at p's output next cycle
             # every source is a flip-flop (stage I computed the slot of the beat P may load)
-            tag_rd.addr.eq(Mux(p_load, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
+            tag_rd.addr.eq(Mux(p_load_t, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
             tag_rd.en.eq(1),
         ]
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
@@ -329,13 +351,19 @@ class Reducer(wiring.Component):
         # release run, new head) or behind it (fx_s: set its pending bit)
         fx_c = Signal()
         fx_s = Signal()
+        # inverted copies (yosys merges identical flip-flops) for the wide fan-out, so that fx_c /
+        # fx_s themselves stay next to the decision loop they close (pend1, the forwarded head
+        # checks, the three-case multiplexer): the copies drive pending and the heads (S pending
+        # bits, the release scans' inputs, the head checks) and the run / clr multiplexers;
+        # copy_error checks them
+        fxw_cn, fxw_sn = Signal(init=1, name="fxw_cn"), Signal(init=1, name="fxw_sn")
         fx_job = Signal(jb)
         fx_run = Signal(sb)  # chunks released after the completing one
         fx_cp1 = Signal(32)  # its chunk + 1
         fx_clr = Signal(S)  # slots released behind the completing one
         fx_set = Signal(S)  # its slot, one-hot
         pend_eff = Signal(S)  # pending with the last decision applied
-        m.d.comb += pend_eff.eq((pending & ~Mux(fx_c, fx_clr, 0)) | Mux(fx_s, fx_set, 0))
+        m.d.comb += pend_eff.eq((pending & ~Mux(fxw_cn, 0, fx_clr)) | Mux(fxw_sn, 0, fx_set))
         # The release scan's input vector is built a cycle ahead for the beat that will be in
         # stage 1, from the pending bits as they are now, in two versions: without and with
         # the pending bit the decision of this cycle may set (its own slot, when it completes
@@ -387,7 +415,7 @@ class Reducer(wiring.Component):
                 for j in range(self.jobs):
                     with m.Case(j):
                         m.d.comb += hj.eq(head[j])
-            fwd = fx_c & (fx_job == job)
+            fwd = ~fxw_cn & (fx_job == job)
             d_f, dw_f = minus_hn(chunk), minus_hn(cw)
             return pack_flags(HeadChecks, late=Mux(fwd, d_f[31], (chunk - hj)[31]),
                               below_end=Mux(fwd, dw_f[31], (cw - hj)[31]),
@@ -479,22 +507,44 @@ class Reducer(wiring.Component):
         # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
         # tag memory's write port)
         thit_l = Signal()
-        l_done, l_active, l_nfree = Signal(), Signal(), Signal()
         # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
-        m.d.sync += [thit_l.eq(tw_en & (tw_addr == slot0)),
-                     l_done.eq(tw_data.state == DONE), l_active.eq(tw_data.state == ACTIVE),
-                     l_nfree.eq(tw_data.state != FREE)]
-        ck_l = pack_flags(TagChecks, done=l_done, active=l_active,
-                          same=l_nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch=hcw1.mismatch,
-                          dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
-                          cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
-                          older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
-        m.d.comb += [ck.eq(Mux(thit_l, ck_l, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
+        # tw_hit0 == tw_en & (tw_addr == slot0), with the decision's op at the last multiplexer
+        tw_hit0 = Signal()
+        m.d.sync += thit_l.eq(tw_hit0)
+
+        def live_checks(done, active, nfree):
+            """TagChecks against the tag the previous decision requested (its state given)."""
+            return pack_flags(TagChecks, done=done, active=active,
+                              same=nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch=hcw1.mismatch,
+                              dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
+                              cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
+                              older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
+
+        def state_flags(t):
+            return t.state == DONE, t.state == ACTIVE, t.state != FREE
+
+        # The checks' flags are held while stage 1 holds, with their select (thit_h, a copy of
+        # thit_l that holds instead of dropping to 0): ck_pre then only loads stage 0's checks
+        # (no merge of ck into ck_pre behind the tag read's compares). The bitmap still merges
+        # (bm_pre), with thit_l.
+        thit_h = Signal()
+        l_st = [Signal(name=f"l_{n}") for n in ("done", "active", "nfree")]
+        with m.If(adv):
+            m.d.sync += [thit_h.eq(tw_hit0),
+                         *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
+        m.d.comb += [ck.eq(Mux(thit_h, live_checks(*l_st), ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
         with m.If(adv):
             m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                          bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
         with m.Else():
-            m.d.sync += [ck_pre.eq(ck), bm_pre.eq(bm)]
+            m.d.sync += bm_pre.eq(bm)
+        # what ck stands for (checked at every decision by copy_error): the checks merged into
+        # ck_pre while stage 1 holds, the live tag's state loaded every cycle
+        l_st_x = [Signal(name=f"l_{n}_x") for n in ("done", "active", "nfree")]
+        ck_pre_x, ck_x = Signal(TagChecks), Signal(TagChecks)
+        m.d.sync += [r.eq(v) for r, v in zip(l_st_x, state_flags(tw_data), strict=True)]
+        m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
+        m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (
             ck.done, ck.active, ck.same, ck.mismatch, ck.dup, ck.cadd, ck.older)
         complete1 = st_done & pend1
@@ -574,8 +624,8 @@ class Reducer(wiring.Component):
 
         run = Signal(sb)
         clr = Signal(S)  # slots released behind the head
-        m.d.comb += [run.eq(Mux(fx_s, run_of(fz_b, "b"), run_of(fz_a, "a"))),
-                     clr.eq(Mux(fx_s, clr_b, clr_a))]
+        m.d.comb += [run.eq(Mux(fxw_sn, run_of(fz_a, "a"), run_of(fz_b, "b"))),
+                     clr.eq(Mux(fxw_sn, clr_a, clr_b))]
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
@@ -681,16 +731,19 @@ class Reducer(wiring.Component):
         def key(h):
             return Cat(h.job_id[:jb], h.chunk)
 
-        k_pn = Mux(ps_v, key(ps.beat.hdr), key(i_d.beat.hdr))  # p's next value if it loads
+        # p's next key (skid or I's output, if it loads) against stage 1's next (h0 or h1): the
+        # four comparisons in parallel, the choices (ps_v, adv, p_load) at the last multiplexers
+        k_s, k_i, k_0, k_1 = key(ps.beat.hdr), key(i_d.beat.hdr), key(h0), key(h1)
         m.d.sync += same_key.eq(Mux(p_load,
-                                    k_pn == Mux(adv, key(h0), key(h1)),
-                                    Mux(adv, Const(1), key(h0) == key(h1))))
+                                    Mux(ps_v, Mux(adv, k_s == k_0, k_s == k_1), Mux(adv, k_i == k_0, k_i == k_1)),
+                                    Mux(adv, Const(1), k_0 == k_1)))
         other_chunk = (slot0 == slot1) & ~same_key
         live_n = v1 & last1 & Mux(first1, other_chunk | (clr & oh0).any(), push_r & held_hit)
         m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
         # ~(v1 & first1 & pin_r) next cycle: stalled, v1 and first1 stay set and pin_r becomes
         # pin_hold; moving, v1 becomes take (= p_v & room), first1 p's first, pin_r the load
-        m.d.sync += adv.eq(Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold))
+        adv_n = Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold)
+        m.d.sync += [adv.eq(adv_n), hold_t.eq(~adv_n)]
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
@@ -700,9 +753,15 @@ class Reducer(wiring.Component):
         # copies for stage 2's command-FIFO write enable, so it comes from flip-flops alone:
         # emit_r == push_r & ~entry_r.resent, more_nz_r == (entry_r.more != 0)
         emit_r, more_nz_r = Signal(), Signal()
+        # queued_r: the message's release entry goes to the emitter (a resend, or a completion
+        # at the head in order whose run is not empty). An emitting decision (push_d & ~resend)
+        # releases its run exactly when it completes at the head in order (fx_c next cycle), so
+        # that is ``in_order`` now; copy_error checks it against fx_c the cycle after.
+        queued_r = Signal()
+        queued_d = push_d & (resend | (in_order & (run != 0)))
         with m.If(decide):
             m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d),
-                         emit_r.eq(push_d & ~resend), more_nz_r.eq(run != 0)]
+                         emit_r.eq(push_d & ~resend), more_nz_r.eq(run != 0), queued_r.eq(queued_d)]
             if self.run_table:
                 m.d.sync += mask_r.eq(mask_d)
         # effect on pending bits and the head, applied next cycle (the decision-independent
@@ -735,6 +794,8 @@ class Reducer(wiring.Component):
         m.d.sync += [
             fx_c.eq(decide & in_order & fxc_n),
             fx_s.eq(decide & in_order & fxs_n),
+            fxw_cn.eq(~(decide & in_order & fxc_n)),
+            fxw_sn.eq(~(decide & in_order & fxs_n)),
             fx_job.eq(h1.job_id[:jb]), fx_run.eq(run), fx_cp1.eq(chunk_p1),
             # delta1 / deltaw1 low bits as they will be next cycle, against this run
             run_lt.eq(Mux(adv, delta_n[:sb], delta1[:sb]) < run),
@@ -742,7 +803,7 @@ class Reducer(wiring.Component):
             run_eq.eq(Mux(adv, delta_n[:sb], delta1[:sb]) == run),
             fx_clr.eq(clr), fx_set.eq(oh1),
         ]
-        with m.If(fx_c):
+        with m.If(~fxw_cn):
             for j in range(self.jobs):
                 with m.If(fx_job == j):
                     m.d.sync += head[j].eq(fx_hn)
@@ -758,31 +819,41 @@ class Reducer(wiring.Component):
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
         has_cmd = Signal()  # copy of v2 & (op2 != OP_NONE): stage 2 pushes a command
-        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & (op_c != OP_NONE))]
+        # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
+        # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
+        push_c = Signal()
+        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & (op_c != OP_NONE)),
+                     push_c.eq(v1 & adv & ((op_c != OP_NONE) | (last1 & Mux(first1, queued_d, queued_r))))]
         op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(W), Signal(L), Signal(sb)
         with m.If(v1 & adv):
             m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
         # Stage 2 pushes the entry of its message's decision from entry_r/push_r: they are not
         # overwritten before, as the next message's first beat is decided one cycle later at
-        # the earliest. Whether the entry carries its run is fx_c, the cycle after the decision.
-        runs_r = Signal()
-        with m.If(decide_r):
-            m.d.sync += runs_r.eq(fx_c)
-        runs_now = Mux(decide_r, fx_c, runs_r)
+        # the earliest. Whether the entry is queued for the emitter is queued_r (from the decision).
         m.d.comb += push_now.eq(last2 & push_r)  # (last2 implies v2)
         tag_c = Signal(tag_layout)
         m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
         emit2 = emit_r  # released by this message: its responses are the result
-        has_run = runs_now & more_nz_r
-        queued = push_now & ~(emit2 & ~has_run)  # an entry for the emitter (a resend, or a run)
+        queued = last2 & queued_r  # an entry for the emitter (a resend, or a run)
+        # what queued_r stands for: the entry carries its run when the decision released it at
+        # the head (fx_c, the cycle after the decision; held in runs_r for the later beats)
+        runs_r = Signal()
+        with m.If(decide_r):
+            m.d.sync += runs_r.eq(fx_c)
+        runs_now = Mux(decide_r, fx_c, runs_r)
+        queued_x = push_now & ~(emit2 & ~(runs_now & more_nz_r))
         m.d.comb += self.copy_error.eq(
             (has_cmd != (v2 & (op2 != OP_NONE))) | (last2 & ~v2) | (emit_r != (push_r & ~entry_r.resent))
-            | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH)))
+            | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH))
+            | (queued != queued_x) | (push_c != (has_cmd | queued))
+            | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
+            | (hold_t == adv) | (fxw_cn == fx_c) | (fxw_sn == fx_s)
+            | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0))))
         stag = Signal(store_tag_layout(S))
         m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
                      stag.last.eq(last2)]
         m.d.comb += [
-            arb.push.eq(has_cmd | queued), arb.push_marker.eq(~has_cmd), arb.push_then_emit.eq(queued),
+            arb.push.eq(push_c), arb.push_marker.eq(~has_cmd), arb.push_then_emit.eq(queued),
             arb.push_cmd.op.eq(Mux(op2 == OP_WRITE, Op.WRITE, Op.ADD)), arb.push_cmd.row.eq(row2),
             arb.push_cmd.data.eq(d2), arb.push_cmd.lanes.eq(lanes2), arb.push_cmd.tag.eq(stag),
         ]
@@ -803,7 +874,7 @@ class Reducer(wiring.Component):
             m.d.comb += [q_in.chunk.eq(entry_r.chunk + 1), q_in.slot.eq(slot_of(cfg_e, entry_r.chunk + 1, sb)),
                          q_in.more.eq(entry_r.more - 1)]
         with m.Else():
-            m.d.comb += q_in.more.eq(Mux(runs_now, entry_r.more, 0))
+            m.d.comb += q_in.more.eq(0)  # a resend: no run (copy_error)
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot
@@ -825,6 +896,8 @@ class Reducer(wiring.Component):
         m.d.comb += [
             tw_en.eq(rst_wr | (v1 & adv & last1 & (op_c != OP_NONE))),
             tw_addr.eq(Mux(rst_wr, rst_slot, slot1)),
+            tw_hit0.eq(Mux(op_c != OP_NONE, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
+                           rst_wr & (rst_slot == slot0))),
             tw_data.eq(tag_c),
             tw_data.state.eq(Mux(rst_wr, FREE, tag_c.state)),
         ]
