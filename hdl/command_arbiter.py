@@ -10,7 +10,9 @@ which pops exactly that entry and issues its READs; when the emitter is idle aga
 returns to the FIFO. The store's ``cmd.ready`` may drop at any time: nothing is dropped or
 reordered, the FIFO fills and the owner holds its input (``level``, a credit for the decision
 side's room check: the FIFO is an ``UnguardedFIFO``, so ``push`` must never meet a full FIFO,
-and its write enable is ``push`` alone; its head comes from a register).
+and its write enable is ``push`` alone; its head and ``r_rdy`` come from flip-flops, so the
+FIFO's read enable is one LUT of flip-flops: port owner, ``r_rdy``, the head's marker, the
+store's ``cmd.ready``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class CommandArbiter(wiring.Component):
     ``push`` (never into a full FIFO: ``level < depth``) with ``push_cmd``, ``push_marker`` (no command), ``push_then_emit``; ``level``: FIFO
     entries. Emitter: ``e_valid``/``e_cmd`` in (a READ, only while ``e_go``), ``e_go`` and
     ``e_allow_pop`` out, ``e_popped``/``e_idle``/``e_final`` (its entry's last READ) in. ``idle``: FIFO empty, port with the FIFO.
+    ``copy_error``: the FIFO's flip-flop copies disagree (``UnguardedFIFO``; never, if right).
     """
 
     def __init__(self, data_width: int, address_bits: int, depth: int = CMD_DEPTH) -> None:
@@ -53,6 +56,7 @@ class CommandArbiter(wiring.Component):
             "e_final": In(1),
             "idle": Out(1),
             "cmd": Out(stream.Signature(self.cmd_layout)),
+            "copy_error": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -63,6 +67,7 @@ class CommandArbiter(wiring.Component):
         m.d.comb += [
             w.cmd.eq(self.push_cmd), w.marker.eq(self.push_marker), w.then_emit.eq(self.push_then_emit),
             fifo.w_en.eq(self.push), fifo.w_data.eq(w), head.eq(fifo.r_data), self.level.eq(fifo.level),
+            self.copy_error.eq(fifo.copy_error),
         ]
         to_emitter = Signal()  # the port is the emitter's (since a flagged command passed)
         popped = Signal()  # ... and it has popped its entry
