@@ -777,7 +777,7 @@ class Reducer(wiring.Component):
         queued = push_now & ~(emit2 & ~has_run)  # an entry for the emitter (a resend, or a run)
         m.d.comb += self.copy_error.eq(
             (has_cmd != (v2 & (op2 != OP_NONE))) | (last2 & ~v2) | (emit_r != (push_r & ~entry_r.resent))
-            | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH)) | arb.copy_error)
+            | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH)) | arb.copy_error | emit.copy_error)
         stag = Signal(store_tag_layout(S))
         m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
                      stag.last.eq(last2)]
