@@ -38,6 +38,7 @@ class ResultEmitter(wiring.Component):
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
+    ``copy_error``: the flip-flop ``more`` differs from what it stands for (never, if right).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool) -> None:
@@ -70,6 +71,7 @@ class ResultEmitter(wiring.Component):
             "tag_read": Out(1),
             "idle": Out(1),
             "final": Out(1),
+            "copy_error": Out(1),
             # held: the chunk being read (busy/job/chunk, its slot one-hot cur_mask), the rest
             # of its entry (rest_job/rest_chunk/rest_left chunks, rest_nz, their slots rest_mask)
             "busy": Out(1),
@@ -108,9 +110,8 @@ class ResultEmitter(wiring.Component):
         m.d.comb += slot_n.eq(Mux(rest_nz, rest_slot, q_head.slot))
         issue = self.issue
         start_new = self.tag_read
-        # the current chunk has beats left: right after its start from the tag just read (a zero
-        # test), afterwards from a flip-flop worked out a cycle ahead (no comparator on the path
-        # to the read address)
+        # the current chunk has beats left: a flip-flop worked out a cycle ahead (no comparator on
+        # the path to the read address; below)
         more = Signal()
         more_r = Signal()
         just_started = Signal()
@@ -119,13 +120,19 @@ class ResultEmitter(wiring.Component):
         multi = Signal(S)
         with m.If(self.tag_we):
             m.d.sync += multi.bit_select(self.tag_wslot, 1).eq(self.tag_wmulti)
+        # the started slot's multi bit: both candidates' S:1 selects from flip-flops, rest_nz last
+        multi_n = Mux(rest_nz, multi.bit_select(rest_slot, 1), multi.bit_select(q_head.slot, 1))
         multi_r = Signal()
         with m.If(start_new):
-            m.d.sync += multi_r.eq(multi.bit_select(slot_n, 1))
-        m.d.comb += more.eq(e_busy & Mux(just_started, multi_r, more_r))
+            m.d.sync += multi_r.eq(multi_n)
         more_next = (e_beat + 1) <= te.nbm1
         m.d.sync += [just_started.eq(start_new),
                      more_r.eq(Mux(credit & more, more_next, more))]
+        # ``more`` itself is a flip-flop (the start decision and the READ's row start from it):
+        # the started slot's multi bit after a start, else more_r's next value (0 once idle);
+        # copy_error checks it against e_busy & (just_started ? multi_r : more_r)
+        m.d.sync += more.eq(Mux(start_new, multi_n, Mux(credit & more, more_next, more)))
+        m.d.comb += self.copy_error.eq(more != (e_busy & Mux(just_started, multi_r, more_r)))
         rest_after = Signal()  # chunks of the entry left after this cycle
         m.d.comb += [self.q_pop.eq(0), self.idle.eq(~more & ~rest_nz), rest_after.eq(rest_nz)]
         with m.If(credit):
@@ -164,7 +171,7 @@ class ResultEmitter(wiring.Component):
             self.tag_en.eq(start_new),
             self.row_addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
             self.slot.eq(addr_slot),
-            self.last.eq(~Mux(start_new, multi.bit_select(slot_n, 1), more_next)),
+            self.last.eq(~Mux(start_new, multi_n, more_next)),
             self.final.eq(issue & self.last & ~rest_after),
         ]
         # the header of the chunk started last cycle (the tag just read); overflow is added by

@@ -250,6 +250,7 @@ def test_command_arbiter_keeps_decision_order() -> None:
             ctx.set(dut.e_cmd.row, cur[0] if cur else 0)
             ctx.set(dut.e_cmd.data, cur[1] if cur else 0)
             assert not (ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.payload.op) == Op.READ and not go)
+            assert not ctx.get(dut.copy_error)
             if ctx.get(dut.cmd.valid) and ready:
                 if ctx.get(dut.cmd.payload.op) == Op.READ:
                     got.append(("R", ctx.get(dut.cmd.payload.row), ctx.get(dut.cmd.payload.data)))

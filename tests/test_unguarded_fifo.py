@@ -10,8 +10,10 @@ and, when ready, ``r_data`` must agree in every cycle, through empty and full.
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
+from amaranth.back import rtlil
 from amaranth.hdl import Module
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.sim import Simulator
@@ -44,6 +46,7 @@ def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: fl
             read = bool(ctx.get(ref.r_rdy)) and rng.random() < pr
             if ctx.get(ref.r_rdy):
                 assert ctx.get(dut.r_data) == ctx.get(ref.r_data)
+            assert not ctx.get(dut.copy_error), "a flip-flop copy (rdy, consume + 1) is wrong"
             seen["reads"] += read
             data = rng.randrange(1 << width)
             for f in (dut, ref):
@@ -66,3 +69,17 @@ def test_construction_validation() -> None:
     for bad_width in (0, -1, "8"):
         with pytest.raises(ValueError, match="width"):
             UnguardedFIFO(bad_width, 4)
+
+
+def test_registered_head_read_address_and_ready_are_flip_flops() -> None:
+    """With ``registered_head`` the LUT RAM's read address and ``r_rdy`` are flip-flop outputs:
+    ``r_en`` (the reader's decision) reaches no adder, comparator or read address, only the
+    head's next-value multiplexer (the command port's 8.97 ns path at store16 cut 2 ran
+    ``r_en`` -> ``consume + r_en`` -> read address -> head)."""
+    text = rtlil.convert(UnguardedFIFO(94, 32, registered_head=True), name="fifo")
+    flops = set(re.findall(r"cell \$dff \S+\n(?:\s+parameter .*\n)*(?:\s+connect \\(?:D|CLK) .*\n)*"
+                           r"\s+connect \\Q \\(\S+)", text))
+    (addr,) = re.findall(r"cell \$memrd\S* \S+\n(?:.*\n)*?\s+connect \\ADDR \\(\S+)", text)
+    assert addr in flops, f"read address from {addr}, not a flip-flop ({sorted(flops)})"
+    assert "r_rdy" in flops, "r_rdy is not a flip-flop output"
+    assert "consume_n" in flops and addr == "consume_n"
