@@ -51,23 +51,26 @@ def vary_latency(dut, rng: random.Random, lo: int, hi: int, period: int = 300) -
 
 class MemoryFaults:
     """Make ``ram``'s reads (``reads``) or writes (``writes``) fail while set: each beat then
-    answers SLVERR (RRESP / BRESP); ``failed`` counts the beats that did."""
+    answers SLVERR (RRESP / BRESP); ``failed`` counts the beats that did, ``read_beats`` /
+    ``write_beats`` the beats served."""
 
     def __init__(self, ram: AxiRam) -> None:
         self.reads = self.writes = False
-        self.failed = 0
+        self.failed = self.read_beats = self.write_beats = 0
         rd, wr = ram.read_if._read, ram.write_if._write
 
         async def read(address: int, length: int) -> bytes:
             if self.reads:
                 self.failed += 1
                 raise OSError("injected read failure")
+            self.read_beats += 1
             return await rd(address, length)
 
         async def write(address: int, data: bytes) -> None:
             if self.writes:
                 self.failed += 1
                 raise OSError("injected write failure")
+            self.write_beats += 1
             await wr(address, data)
 
         ram.read_if._read, ram.write_if._write = read, write

@@ -181,8 +181,11 @@ async def core_system(dut):
                     [regs.port_frames_in(i) for i in range(sc.all_ports)])
     assert total_in == accounted, "every input frame is either dropped with a reason or has an outcome"
     dut._log.info("all %d input frames accounted for; %d results", total_in, len(tb.results))
-    if tb.ram is not None:  # slots in DRAM: no error response on the way
+    if tb.ram is not None:  # slots in DRAM: no error response on the way, the memory used
         assert (await tb.read([regs.STATUS]))[regs.STATUS] == 0, "STATUS.MEM_ERROR set"
+        f = tb.faults
+        dut._log.info("DRAM: %d row reads, %d row writes", f.read_beats, f.write_beats)
+        assert f.read_beats > 0 and f.write_beats > 0, "the sums never went through the memory"
 
 
 @cocotb.test()
