@@ -822,7 +822,6 @@ class Reducer(wiring.Component):
             arb.push.eq(has_cmd | queued), arb.push_marker.eq(~has_cmd), arb.push_then_emit.eq(queued),
             arb.push_cmd.op.eq(Mux(op2 == OP_WRITE, Op.WRITE, Op.ADD)), arb.push_cmd.row.eq(row2),
             arb.push_cmd.data.eq(d2), arb.push_cmd.lanes.eq(lanes2), arb.push_cmd.tag.eq(stag),
-            arb.push_cmd.more.eq(~last2),  # the message has more rows: a DRAM store's burst stays open
         ]
         # the emitting message's result header (tag_r: its decision's tag, still held)
         hc = asm.hdr_c.payload
@@ -842,6 +841,11 @@ class Reducer(wiring.Component):
                          q_in.more.eq(entry_r.more - 1)]
         with m.Else():
             m.d.comb += q_in.more.eq(Mux(runs_now, entry_r.more, 0))
+
+        if self.slot_memory == "dram":
+            # ``more``: the message (contribution or result) has more rows, so the DRAM store
+            # keeps its burst open (left 0 for the on-chip store, which ignores it)
+            m.d.comb += [arb.push_cmd.more.eq(~last2), arb.e_cmd.more.eq(~emit.last)]
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot
@@ -877,7 +881,7 @@ class Reducer(wiring.Component):
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
             emit.go.eq(arb.e_go), emit.allow_pop.eq(arb.e_allow_pop), emit.hdr_room.eq(asm.hdr_e_room),
             arb.e_valid.eq(emit.issue), arb.e_cmd.op.eq(Op.READ), arb.e_cmd.row.eq(emit.row_addr),
-            arb.e_cmd.tag.eq(etag), arb.e_cmd.more.eq(~emit.last), arb.e_popped.eq(emit.q_pop), arb.e_idle.eq(emit.idle),
+            arb.e_cmd.tag.eq(etag), arb.e_popped.eq(emit.q_pop), arb.e_idle.eq(emit.idle),
             arb.e_final.eq(emit.final),
             asm.hdr_e.valid.eq(emit.hdr_valid), asm.hdr_e.payload.eq(emit.hdr),
             self.rw_hazard.eq((emit.tag_read & tag_wr.en & (tag_rd_e.addr == tag_wr.addr)) | asm.hdr_missing),
