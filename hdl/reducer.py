@@ -37,7 +37,9 @@ from amaranth.lib.wiring import In, Out
 from wanreduce import wire
 from wanreduce.model import Outcome
 
+from .axi4 import axi4_forward
 from .command_arbiter import CMD_DEPTH, CommandArbiter
+from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .layouts import (
     AggHeaderLayout,
     JobCfgLayout,
@@ -47,7 +49,7 @@ from .layouts import (
     payload_beats,
 )
 from .onchip_slot_store import OnChipSlotStore
-from .params import check_core_params
+from .params import DRAM_STORE_DEFAULTS, check_slot_memory
 from .reducer_config import ReducerConfig, select_job_cfg, slot_of
 from .reducer_input import InputStages
 from .reducer_layouts import (
@@ -70,6 +72,7 @@ from .reducer_layouts import (
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
 from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
+from .result_gate import ResultGate
 from .slot_store_signature import Op
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
@@ -86,12 +89,26 @@ class Reducer(wiring.Component):
     ``release_on_completion`` (configuration), ``reset`` (window reset stream), ``head`` (per job),
     ``outcome``/``outcome_code`` (one strobe per input message), ``result_out`` (one strobe per
     result message, on its first beat).
+
+    ``slot_memory``: where the partial sums live (``hdl/params.py``, ``SLOT_MEMORIES``):
+    ``"onchip"`` (``OnChipSlotStore``, block RAM) or ``"dram"`` (``DramSlotStore``; ``dram``
+    overrides its parameters, ``DRAM_STORE_DEFAULTS``). With ``"dram"`` the reducer has the
+    store's AXI4 master port ``m_axi_mem_*``, ``mem_error`` (sticky: an AXI error response) and
+    ``result_withheld`` (one strobe per result not sent because it was assembled after
+    ``mem_error``, ``hdl/result_gate.py``).
     """
 
     RUN_TABLE_MAX_SLOTS = 256
 
-    def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
-        check_core_params(width=data_width, slots=slots, elements=elements, groups=groups, jobs=jobs)
+    def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
+                 slot_memory: str = "onchip", **dram: int) -> None:
+        check_slot_memory(slot_memory, width=data_width, slots=slots, elements=elements, groups=groups,
+                          jobs=jobs)
+        unknown = sorted(set(dram) - set(DRAM_STORE_DEFAULTS)) if slot_memory == "dram" else sorted(dram)
+        if unknown:
+            raise ValueError(f"unknown slot store parameter(s) for slot memory {slot_memory}: "
+                             f"{', '.join(unknown)} (dram: {', '.join(DRAM_STORE_DEFAULTS)})")
+        self.slot_memory = slot_memory
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs = groups, jobs
         self.lanes = lanes(data_width)
@@ -104,7 +121,17 @@ class Reducer(wiring.Component):
         # pinning from per-entry slot masks (about 9 x S), else chunk-distance comparisons.
         self.run_table = slots <= self.RUN_TABLE_MAX_SLOTS
         self.group_bits = bits_for(groups)
-        super().__init__({
+        # the partial sums: a slot store (hdl/slot_store_signature.py), built here so that its
+        # memory port (DRAM) is known for the signature
+        if slot_memory == "dram":
+            self.store = DramSlotStore(data_width, slots=slots, row_bits=self.row_bits,
+                                       **{**DRAM_STORE_DEFAULTS, **dram})
+            mem = {n: mb for n, mb in self.store.signature.members.items() if n.startswith(AXI_PREFIX + "_")}
+            mem |= {"mem_error": Out(1), "result_withheld": Out(1)}
+        else:
+            self.store = OnChipSlotStore(data_width, slots=slots, row_bits=self.row_bits)
+            mem = {}
+        super().__init__({**mem,
             "s_msg": In(message_stream(data_width)),
             "m_msg": Out(message_stream(data_width)),
             "group_bitmap": In(data.ArrayLayout(32, groups)),
@@ -159,9 +186,9 @@ class Reducer(wiring.Component):
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
         tag_wr = tag_mem.write_port()
         tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
-        # the partial sums: a slot store (hdl/slot_store_signature.py), its command port shared
-        # by the contributions and the emitter's READs, its responses assembled into results
-        m.submodules.store = store = OnChipSlotStore(W, slots=S, row_bits=rb)
+        # the partial sums: the slot store (built in __init__), its command port shared by the
+        # contributions and the emitter's READs, its responses assembled into results
+        m.submodules.store = store = self.store
         m.submodules.store_port = arb = CommandArbiter(W, store.address_bits)
         wiring.connect(m, arb.cmd, store.cmd)
         m.submodules.assembler = asm = ResultAssembler(W, slots=S, max_beats=self.beats,
@@ -194,8 +221,18 @@ class Reducer(wiring.Component):
         wiring.connect(m, cfg.cfg, inp.cfg)
         wiring.connect(m, wiring.flipped(self.s_msg), inp.s_msg)
         wiring.connect(m, wiring.flipped(self.reset), rst.reset)
-        wiring.connect(m, asm.m_msg, wiring.flipped(self.m_msg))
-        m.d.comb += self.result_out.eq(asm.result_out)
+        if self.slot_memory == "dram":
+            # DRAM: the store's memory port is the reducer's; after a memory error no result
+            # leaves (hdl/result_gate.py)
+            axi4_forward(m, store, self, AXI_PREFIX)
+            m.submodules.gate = gate = ResultGate(W)
+            wiring.connect(m, asm.m_msg, gate.s)
+            wiring.connect(m, gate.m, wiring.flipped(self.m_msg))
+            m.d.comb += [gate.error.eq(store.mem_error), self.mem_error.eq(store.mem_error),
+                         self.result_out.eq(gate.sent), self.result_withheld.eq(gate.withheld)]
+        else:
+            wiring.connect(m, asm.m_msg, wiring.flipped(self.m_msg))
+            m.d.comb += self.result_out.eq(asm.result_out)
 
         # ================= input stages (I, P) =================
         # Their registers are read directly: P's output (p) for stage 0, P's skid register and
@@ -876,6 +913,11 @@ class Reducer(wiring.Component):
                          q_in.more.eq(entry_r.more - 1)]
         with m.Else():
             m.d.comb += q_in.more.eq(0)  # a resend: no run (copy_error)
+
+        if self.slot_memory == "dram":
+            # ``more``: the message (contribution or result) has more rows, so the DRAM store
+            # keeps its burst open (left 0 for the on-chip store, which ignores it)
+            m.d.comb += [arb.push_cmd.more.eq(~last2), arb.e_cmd.more.eq(~emit.last)]
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot
