@@ -101,8 +101,14 @@ class ResultAssembler(wiring.Component):
         res = r_v & (rt.emit | rt.read)  # R pushes a result row now
         fin = res & rt.last  # ... its result's last: its header into ``done``
         m.d.comb += [self.rsp.ready.eq(ready), rt.eq(r.tag[: self.tag_layout.size])]
-        m.d.sync += [r_v.eq(acc),
-                     ready.eq((rows.level + res + acc < depth) & (done.level + fin + acc < DONE_DEPTH))]
+
+        def fits(level, cap: int, a, b):
+            """``level + a + b < cap``, with ``a``/``b`` (``acc`` arrives late: from ``ready``
+            over a long route) selecting among compares of ``level`` with constants instead
+            of entering an adder in front of the compare's carry chain."""
+            return Mux(a & b, level < cap - 2, Mux(a | b, level < cap - 1, level < cap))
+
+        m.d.sync += [r_v.eq(acc), ready.eq(fits(rows.level, depth, res, acc) & fits(done.level, DONE_DEPTH, fin, acc))]
         with m.If(self.rsp.ready):
             m.d.sync += r.eq(self.rsp.payload)
 
