@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AxiBurst", "AxiResp", "axi4_master_members", "axi4_payload", "axi4_port"]
+__all__ = ["AxiBurst", "AxiResp", "axi4_forward", "axi4_master_members", "axi4_payload", "axi4_port"]
 
 AxiBurst = SimpleNamespace(FIXED=0, INCR=1, WRAP=2)
 AxiResp = SimpleNamespace(OKAY=0, EXOKAY=1, SLVERR=2, DECERR=3)
@@ -54,3 +54,15 @@ def axi4_port(component: object, prefix: str) -> SimpleNamespace:
     head = prefix + "_"
     return SimpleNamespace(**{name[len(head):]: getattr(component, name)
                               for name in dir(component) if name.startswith(head)})
+
+
+
+def axi4_forward(m, inner: wiring.Component, outer: wiring.Component, prefix: str) -> None:
+    """Wire ``inner``'s AXI4 master port ``<prefix>_*`` out through ``outer``'s port of the same
+    name (a component passing a sub-component's memory port up: the reducer's store, the
+    core's reducer): ``inner``'s outputs drive ``outer``'s, ``outer``'s inputs drive ``inner``'s."""
+    for name, member in inner.signature.members.items():
+        if not name.startswith(prefix + "_"):
+            continue
+        src, dst = (inner, outer) if member.flow == wiring.Out else (outer, inner)
+        m.d.comb += getattr(dst, name).eq(getattr(src, name))

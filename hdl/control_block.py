@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from wanreduce import regs, wire
 from wanreduce.hdl.layouts import JobCfgLayout, ResetLayout, lanes, message_stream
-from wanreduce.hdl.params import check_core_params
+from wanreduce.hdl.params import check_slot_memory
 from wanreduce.model import Drop, Outcome
 
 __all__ = ["ControlBlock"]
@@ -31,14 +31,17 @@ class ControlBlock(wiring.Component):
     """Register file + status counters + CONTROL message engine.
 
     Parameters: ``data_width`` (message stream width), ``ports`` (network ports; the host port's
-    counters follow at index ``ports``), ``slots``, ``elements``, ``groups``, ``jobs``.
+    counters follow at index ``ports``), ``slots``, ``elements``, ``groups``, ``jobs``,
+    ``slot_memory`` (the range of ``slots``). ``mem_error`` (STATUS.MEM_ERROR) and
+    ``result_withheld`` (RESULTS_WITHHELD) come from a DRAM slot store; 0 otherwise.
     """
 
     def __init__(
-        self, data_width: int, *, ports: int, slots: int, elements: int, groups: int, jobs: int
+        self, data_width: int, *, ports: int, slots: int, elements: int, groups: int, jobs: int,
+        slot_memory: str = "onchip",
     ) -> None:
-        check_core_params(width=data_width, ports=ports, slots=slots, elements=elements, groups=groups,
-                          jobs=jobs)
+        check_slot_memory(slot_memory, width=data_width, ports=ports, slots=slots, elements=elements,
+                          groups=groups, jobs=jobs)
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -73,6 +76,8 @@ class ControlBlock(wiring.Component):
                 "outcome": In(1),
                 "outcome_code": In(4),
                 "result_out": In(1),
+                "mem_error": In(1),
+                "result_withheld": In(1),
             }
         )
 
@@ -145,6 +150,9 @@ class ControlBlock(wiring.Component):
                 m.d.sync += outcomes[int(o)].eq(outcomes[int(o)] + 1)
         with m.If(self.result_out):
             m.d.sync += results_out.eq(results_out + 1)
+        results_withheld = Signal(32)
+        with m.If(self.result_withheld):
+            m.d.sync += results_withheld.eq(results_withheld + 1)
 
         # ---- register read mux ----
         readable: dict[int, object] = {
@@ -164,6 +172,8 @@ class ControlBlock(wiring.Component):
             regs.RESULT_UDP_PORT: rport,
             regs.RESULTS_OUT: results_out,
             regs.CONTROL_IN: control_in,
+            regs.STATUS: Cat(self.mem_error, Const(0, 31)),
+            regs.RESULTS_WITHHELD: results_withheld,
         }
         for g in range(self.groups):
             readable[regs.group(g)] = groups[g]

@@ -31,13 +31,14 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from wanreduce.hdl.axi4 import axi4_forward
 from wanreduce.hdl.axis import AXIStreamSignature
 from wanreduce.hdl.control_block import ControlBlock
 from wanreduce.hdl.egress_framer import EgressFramer
 from wanreduce.hdl.ingress_parser import IngressParser
 from wanreduce.hdl.layouts import message_beat_layout
 from wanreduce.hdl.message_demux import MessageDemux
-from wanreduce.hdl.params import DEFAULTS, MAX_SLOTS, CoreParams
+from wanreduce.hdl.params import DEFAULTS, DRAM_STORE_DEFAULTS, MAX_SLOTS, CoreParams
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.skid_buffer import SkidBuffer
 from wanreduce.hdl.stream_merger import StreamMerger
@@ -50,15 +51,26 @@ def net_port(p: int) -> str:
 
 
 class WanreduceCore(wiring.Component):
-    """The whole aggregator core; parameters as in :class:`CoreParams`."""
+    """The whole aggregator core; parameters as in :class:`CoreParams`.
 
-    def __init__(self, **params: int) -> None:
-        self.params = CoreParams(**params)
+    ``slot_memory="dram"`` keeps the partial sums in DRAM (``DramSlotStore``): the core then has
+    the store's AXI4 master port ``m_axi_mem_*`` (flat AMBA names), and the store's parameters
+    (``DRAM_STORE_DEFAULTS``: address_width, base_address, outstanding, burst_beats,
+    burst_hold) may be given here too. A memory error shows in STATUS.MEM_ERROR
+    (``wanreduce.regs``)."""
+
+    def __init__(self, *, slot_memory: str = "onchip", **params: int) -> None:
+        self.dram = {k: params.pop(k) for k in list(params) if k in DRAM_STORE_DEFAULTS}
+        self.params = CoreParams(slot_memory, **params)
         p = self.params
+        self.slot_memory = slot_memory
+        self.reducer = Reducer(p["width"], slots=p["slots"], elements=p["elements"], groups=p["groups"],
+                               jobs=p["jobs"], slot_memory=slot_memory, **self.dram)
         axis = AXIStreamSignature(p["width"], user_width=1)
         members = {net_port(i): In(axis) for i in range(p["ports"])}
         members["s_axis_host"] = In(axis)
         members["m_axis_host"] = Out(axis)
+        members |= {n: mb for n, mb in self.reducer.signature.members.items() if n.startswith("m_axi_mem_")}
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
@@ -89,18 +101,22 @@ class WanreduceCore(wiring.Component):
             wiring.connect(m, pslice.m, merger.s_msg[i])
         wiring.connect(m, demux.m_data, merger.s_msg[n_net])
 
-        m.submodules.reducer = reducer = Reducer(
-            w, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"]
-        )
+        m.submodules.reducer = reducer = self.reducer
         # The reducer's input stage is itself a skid buffer with a registered ready (and the
         # merger's output is registered): no ready chain reducer -> merger -> parsers.
         wiring.connect(m, merger.m_msg, reducer.s_msg)
 
         m.submodules.control = control = ControlBlock(
-            w, ports=n_net, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"]
+            w, ports=n_net, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"],
+            slot_memory=self.slot_memory,
         )
         wiring.connect(m, demux.m_control, control.s_msg)
         wiring.connect(m, control.reset, reducer.reset)
+        # DRAM slot memory: the store's AXI4 port out of the core, its errors into STATUS
+        if self.slot_memory == "dram":
+            axi4_forward(m, reducer, self, "m_axi_mem")
+            m.d.comb += [control.mem_error.eq(reducer.mem_error),
+                         control.result_withheld.eq(reducer.result_withheld)]
 
         m.submodules.egress_merger = out_merger = StreamMerger(w, 2)
         wiring.connect(m, reducer.m_msg, out_merger.s_msg[0])

@@ -52,7 +52,7 @@ from amaranth.lib.wiring import Out
 from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
 from .burst_coalescer import BurstCoalescer
 from .layouts import lanes
-from .params import AXI4_PAGE, check_dram_store_params
+from .params import AXI4_PAGE, DRAM_STORE_DEFAULTS, check_dram_store_params
 from .registered_fifo import RegisteredFIFO
 from .saturating_adder import SaturatingAdder
 from .skid_buffer import SkidBuffer
@@ -84,9 +84,12 @@ class DramSlotStore(wiring.Component):
     Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``.
     """
 
-    def __init__(self, data_width: int, *, slots: int, row_bits: int, base_address: int = 0,
-                 address_width: int = 32, outstanding: int = 256, burst_beats: int = 16,
-                 burst_hold: int = 128, tag_bits: int = TAG_BITS) -> None:
+    def __init__(self, data_width: int, *, slots: int, row_bits: int,
+                 base_address: int = DRAM_STORE_DEFAULTS["base_address"],
+                 address_width: int = DRAM_STORE_DEFAULTS["address_width"],
+                 outstanding: int = DRAM_STORE_DEFAULTS["outstanding"],
+                 burst_beats: int = DRAM_STORE_DEFAULTS["burst_beats"],
+                 burst_hold: int = DRAM_STORE_DEFAULTS["burst_hold"], tag_bits: int = TAG_BITS) -> None:
         check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
                                 address_width=address_width, base_address=base_address,
                                 outstanding=outstanding, burst_beats=burst_beats,

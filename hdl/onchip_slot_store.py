@@ -10,12 +10,13 @@ Pipeline, one command per cycle, never stalling inside:
   registered;
 * stage C (t+2): the write made in cycle t+1 forwarded; WRITE stores ``data``, ADD the per-lane
   saturating sum (``hdl/saturating_adder.py``) of the row and ``data`` with ``overflow`` = any
-  lane in ``lanes`` saturated, READ stores nothing; the response (the row's new value, or the
+  lane in ``lanes`` saturated (two adders, one per possible row, the forward picking after
+  them: off the carry chains' inputs), READ stores nothing; the response (the row's new value, or the
   stored row for READ) goes into an output FIFO.
 
 Writes before t are in the memory when the read is issued, so the two forwards give every
-command every earlier command's effect. ``cmd.ready`` is a credit check on a registered count
-of commands accepted and not yet taken on ``rsp`` (at most ``RSP_DEPTH``), so the FIFO never
+command every earlier command's effect. ``cmd.ready`` is a credit check (a flip-flop) on a registered count
+of commands accepted and not yet taken on ``rsp`` (at most ``RSP_DEPTH`` - 1), so the FIFO never
 overflows, no stage ever waits, and neither ready depends combinationally on the other stream.
 With ``rsp.ready`` high, 1 command per cycle, latency 3 cycles (command to response).
 """
@@ -33,7 +34,7 @@ from .slot_store_signature import TAG_BITS, Op, rsp_layout, slot_store_signature
 
 __all__ = ["RSP_DEPTH", "OnChipSlotStore"]
 
-RSP_DEPTH = 4  # commands in flight + responses buffered: 3 in flight at 1/cycle, one spare
+RSP_DEPTH = 5  # commands in flight + responses buffered: 3 in flight at 1/cycle, two spare (cmd.ready keeps one unused)
 
 
 class OnChipSlotStore(wiring.Component):
@@ -62,12 +63,16 @@ class OnChipSlotStore(wiring.Component):
         rsp_l = rsp_layout(W, self.tag_bits)
         m.submodules.fifo = fifo = SyncFIFO(width=rsp_l.size, depth=RSP_DEPTH)
 
-        # credit: commands accepted and not yet taken on rsp (a register)
+        # credit: commands accepted and not yet taken on rsp (a register); cmd.ready is a
+        # flip-flop worked out a cycle ahead as if this cycle accepted a command (occ - taken <
+        # RSP_DEPTH - 1), so neither the command's valid nor its payload reaches it, and at most
+        # RSP_DEPTH - 1 commands are in flight
         occ = Signal(range(RSP_DEPTH + 1))
-        accept = cmd.valid & cmd.ready
+        ready = Signal(init=1)
+        accept = cmd.valid & ready
         taken = rsp.valid & rsp.ready
-        m.d.comb += cmd.ready.eq(occ < RSP_DEPTH)
-        m.d.sync += occ.eq(occ + accept - taken)
+        m.d.comb += cmd.ready.eq(ready)
+        m.d.sync += [occ.eq(occ + accept - taken), ready.eq(occ - taken < RSP_DEPTH - 1)]
 
         # the last write (data and row), for the forwards
         lw_data, lw_row = Signal(W), Signal(self.address_bits)
@@ -86,16 +91,21 @@ class OnChipSlotStore(wiring.Component):
         m.d.sync += [c_v.eq(b_v), c_cmd.eq(b_cmd), c_old.eq(Mux(b_hit, lw_data, rd.data)),
                      c_hit.eq(wr.en & (wr.addr == b_cmd.row))]
 
-        # stage C: add / write, response
-        m.submodules.adder = adder = SaturatingAdder(W)
+        # stage C: add / write, response. The sum is worked out for both possible rows (the one
+        # registered, the one written last cycle) and c_hit picks after the adders: c_hit fans
+        # out to every bit, and its routing then overlaps the carry chains instead of preceding
+        m.submodules.adder = adder = SaturatingAdder(W)  # the registered row
+        m.submodules.adder_fwd = adder_fwd = SaturatingAdder(W)  # the row written last cycle
         old = Mux(c_hit, lw_data, c_old)
-        m.d.comb += [adder.a.eq(old), adder.b.eq(c_cmd.data)]
+        m.d.comb += [adder.a.eq(c_old), adder.b.eq(c_cmd.data), adder_fwd.a.eq(lw_data), adder_fwd.b.eq(c_cmd.data)]
+        total = Mux(c_hit, adder_fwd.sum, adder.sum)
+        saturated = Mux(c_hit, adder_fwd.overflow, adder.overflow)
         is_add, is_write = c_cmd.op == Op.ADD, c_cmd.op == Op.WRITE
         new = Signal(W)
-        m.d.comb += new.eq(Mux(is_add, adder.sum, Mux(is_write, c_cmd.data, old)))
+        m.d.comb += new.eq(Mux(is_add, total, Mux(is_write, c_cmd.data, old)))
         m.d.comb += [wr.en.eq(c_v & (is_add | is_write)), wr.addr.eq(c_cmd.row), wr.data.eq(new)]
         out = Signal(rsp_l)
-        m.d.comb += [out.data.eq(new), out.overflow.eq(is_add & (adder.overflow & c_cmd.lanes).any()),
+        m.d.comb += [out.data.eq(new), out.overflow.eq(is_add & (saturated & c_cmd.lanes).any()),
                      out.tag.eq(c_cmd.tag),
                      fifo.w_en.eq(c_v), fifo.w_data.eq(out),
                      rsp.valid.eq(fifo.r_rdy), rsp.payload.eq(fifo.r_data), fifo.r_en.eq(rsp.ready)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from wanreduce import wire
 
-__all__ = ["DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "SLOT_MEMORIES", "CoreParams",
+__all__ = ["DEFAULTS", "DRAM_STORE_DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "SLOT_MEMORIES", "CoreParams",
            "check_core_params", "check_data_width", "check_dram_store_params", "check_slot_memory"]
 
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
@@ -21,6 +21,12 @@ SLOT_MEMORIES = ("onchip", "dram")
 # DRAM slots: 2**20 slot indices (2 GiB of 2 KiB slots, the AX7325B's DDR3); the per-slot state
 # is then DRAM-resident with an on-chip cache (docs/boards.md, "Slot capacity").
 MAX_SLOTS_DRAM = 1 << 20
+# The DRAM slot store's own parameters and their defaults (``DramSlotStore``, and the core with
+# ``slot_memory="dram"``): a 32-bit AXI address space from 0, 256 commands in flight (full rate
+# up to ~100 cycles of memory latency, docs/slot_store.md), 16-beat bursts held open 128 idle
+# cycles for the rest of a message.
+DRAM_STORE_DEFAULTS = {"address_width": 32, "base_address": 0, "outstanding": 256,
+                       "burst_beats": 16, "burst_hold": 128}
 
 
 def check_data_width(width: int) -> int:
@@ -103,13 +109,14 @@ def check_core_params(**params: int) -> dict[str, int]:
 
 
 class CoreParams(dict):
-    """All core parameters, defaults filled in, checked."""
+    """All core parameters, defaults filled in, checked (slots against ``slot_memory``'s limit)."""
 
-    def __init__(self, **kw: int) -> None:
+    def __init__(self, slot_memory: str = "onchip", **kw: int) -> None:
         unknown = set(kw) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"unknown core parameter(s): {', '.join(sorted(unknown))}")
-        super().__init__(check_core_params(**{**DEFAULTS, **kw}))
+        super().__init__(check_slot_memory(slot_memory, **{**DEFAULTS, **kw}))
+        self.slot_memory = slot_memory  # SLOT_MEMORIES: not an item, the dict holds the integers
 
 
 def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_width: int,

@@ -34,8 +34,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from wanreduce import wire
 from wanreduce.model import Outcome
 
+from .axi4 import axi4_forward
+from .command_arbiter import CMD_DEPTH, CommandArbiter
+from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .layouts import (
     AggHeaderLayout,
     JobCfgLayout,
@@ -44,8 +48,9 @@ from .layouts import (
     message_stream,
     payload_beats,
 )
-from .params import check_core_params
-from .reducer_config import ReducerConfig
+from .onchip_slot_store import OnChipSlotStore
+from .params import DRAM_STORE_DEFAULTS, check_slot_memory
+from .reducer_config import ReducerConfig, select_job_cfg, slot_of
 from .reducer_input import InputStages
 from .reducer_layouts import (
     ACTIVE,
@@ -62,14 +67,19 @@ from .reducer_layouts import (
     bits_for,
     pack_flags,
     slot_tag_layout,
+    store_tag_layout,
 )
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
+from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
-from .row_accumulator import RowAccumulator
+from .result_gate import ResultGate
+from .slot_store_signature import Op
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
 
 __all__ = ["Reducer"]
+
+HDR_DEPTH = 16  # result headers waiting for their rows' responses, per source
 
 
 class Reducer(wiring.Component):
@@ -79,12 +89,26 @@ class Reducer(wiring.Component):
     ``release_on_completion`` (configuration), ``reset`` (window reset stream), ``head`` (per job),
     ``outcome``/``outcome_code`` (one strobe per input message), ``result_out`` (one strobe per
     result message, on its first beat).
+
+    ``slot_memory``: where the partial sums live (``hdl/params.py``, ``SLOT_MEMORIES``):
+    ``"onchip"`` (``OnChipSlotStore``, block RAM) or ``"dram"`` (``DramSlotStore``; ``dram``
+    overrides its parameters, ``DRAM_STORE_DEFAULTS``). With ``"dram"`` the reducer has the
+    store's AXI4 master port ``m_axi_mem_*``, ``mem_error`` (sticky: an AXI error response) and
+    ``result_withheld`` (one strobe per result not sent because it was assembled after
+    ``mem_error``, ``hdl/result_gate.py``).
     """
 
     RUN_TABLE_MAX_SLOTS = 256
 
-    def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
-        check_core_params(width=data_width, slots=slots, elements=elements, groups=groups, jobs=jobs)
+    def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
+                 slot_memory: str = "onchip", **dram: int) -> None:
+        check_slot_memory(slot_memory, width=data_width, slots=slots, elements=elements, groups=groups,
+                          jobs=jobs)
+        unknown = sorted(set(dram) - set(DRAM_STORE_DEFAULTS)) if slot_memory == "dram" else sorted(dram)
+        if unknown:
+            raise ValueError(f"unknown slot store parameter(s) for slot memory {slot_memory}: "
+                             f"{', '.join(unknown)} (dram: {', '.join(DRAM_STORE_DEFAULTS)})")
+        self.slot_memory = slot_memory
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs = groups, jobs
         self.lanes = lanes(data_width)
@@ -97,7 +121,17 @@ class Reducer(wiring.Component):
         # pinning from per-entry slot masks (about 9 x S), else chunk-distance comparisons.
         self.run_table = slots <= self.RUN_TABLE_MAX_SLOTS
         self.group_bits = bits_for(groups)
-        super().__init__({
+        # the partial sums: a slot store (hdl/slot_store_signature.py), built here so that its
+        # memory port (DRAM) is known for the signature
+        if slot_memory == "dram":
+            self.store = DramSlotStore(data_width, slots=slots, row_bits=self.row_bits,
+                                       **{**DRAM_STORE_DEFAULTS, **dram})
+            mem = {n: mb for n, mb in self.store.signature.members.items() if n.startswith(AXI_PREFIX + "_")}
+            mem |= {"mem_error": Out(1), "result_withheld": Out(1)}
+        else:
+            self.store = OnChipSlotStore(data_width, slots=slots, row_bits=self.row_bits)
+            mem = {}
+        super().__init__({**mem,
             "s_msg": In(message_stream(data_width)),
             "m_msg": Out(message_stream(data_width)),
             "group_bitmap": In(data.ArrayLayout(32, groups)),
@@ -121,9 +155,13 @@ class Reducer(wiring.Component):
         self.stall_pinned = Signal()
         self.stall_queue = Signal()
         self.advance = Signal()  # == ~stall_pinned (a register; the benches check they agree)
-        # an emitter read whose data is used meets a write to the same address in the same cycle
-        # (never: the memories are built with no_rw_check on that basis; the benches check it)
+        # an emitter tag read whose data is used meets a write to the same address in the same
+        # cycle, or a result's header is missing (never: the tag memory is built with
+        # no_rw_check on that basis; the benches check it)
         self.rw_hazard = Signal()
+        # a flip-flop copy differs from the expression it stands for (never: the benches
+        # check it every cycle), or the command FIFO is pushed while full (never: ``room_c``)
+        self.copy_error = Signal()
 
     # ---- elaboration -----------------------------------------------------------------------
     def elaborate(self, platform: object) -> Module:
@@ -148,8 +186,14 @@ class Reducer(wiring.Component):
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
         tag_wr = tag_mem.write_port()
         tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
-        # the slot data memory, its read-modify-write (stage 2) and the sticky overflow flags
-        m.submodules.sums = sums = RowAccumulator(W, slots=S, row_bits=rb)
+        # the partial sums: the slot store (built in __init__), its command port shared by the
+        # contributions and the emitter's READs, its responses assembled into results
+        m.submodules.store = store = self.store
+        m.submodules.store_port = arb = CommandArbiter(W, store.address_bits)
+        wiring.connect(m, arb.cmd, store.cmd)
+        m.submodules.assembler = asm = ResultAssembler(W, slots=S, max_beats=self.beats,
+                                                       hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH)
+        wiring.connect(m, store.rsp, asm.rsp)
 
         head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
         for j in range(self.jobs):
@@ -177,8 +221,18 @@ class Reducer(wiring.Component):
         wiring.connect(m, cfg.cfg, inp.cfg)
         wiring.connect(m, wiring.flipped(self.s_msg), inp.s_msg)
         wiring.connect(m, wiring.flipped(self.reset), rst.reset)
-        wiring.connect(m, emit.m_msg, wiring.flipped(self.m_msg))
-        m.d.comb += self.result_out.eq(emit.result_out)
+        if self.slot_memory == "dram":
+            # DRAM: the store's memory port is the reducer's; after a memory error no result
+            # leaves (hdl/result_gate.py)
+            axi4_forward(m, store, self, AXI_PREFIX)
+            m.submodules.gate = gate = ResultGate(W)
+            wiring.connect(m, asm.m_msg, gate.s)
+            wiring.connect(m, gate.m, wiring.flipped(self.m_msg))
+            m.d.comb += [gate.error.eq(store.mem_error), self.mem_error.eq(store.mem_error),
+                         self.result_out.eq(gate.sent), self.result_withheld.eq(gate.withheld)]
+        else:
+            wiring.connect(m, asm.m_msg, wiring.flipped(self.m_msg))
+            m.d.comb += self.result_out.eq(asm.result_out)
 
         # ================= input stages (I, P) =================
         # Their registers are read directly: P's output (p) for stage 0, P's skid register and
@@ -240,10 +294,38 @@ class Reducer(wiring.Component):
         # the messages in stage 2 (counted) and stage 1 may still push one entry each
         # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
         # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
-        room = Signal()
+        room, room_q, room_c = Signal(), Signal(), Signal()
         # (the emitter's pop enters at the last multiplexer: it is the latest of the inputs)
-        q_sum = q_count + q_push + (v1 & last1 & adv)
-        m.d.sync += room.eq(Mux(q_pop, q_sum < QUEUE_DEPTH, q_sum < QUEUE_DEPTH - 1))
+        # (no adder: the count compared with constants, one per number of entries added, the
+        # additions (push, the beat leaving stage 1, the pop) chosen at the last multiplexers)
+        def q_room(n: int):  # q_count + n < QUEUE_DEPTH
+            return q_count < QUEUE_DEPTH - n if n < QUEUE_DEPTH else Const(0)
+
+        q_leave = v1 & last1 & adv
+
+        def q_room_pop(pop: int):  # with the pop: one place more
+            k = 1 - pop
+            return Mux(q_push, Mux(q_leave, q_room(k + 2), q_room(k + 1)), Mux(q_leave, q_room(k + 1), q_room(k)))
+
+        m.d.sync += room_q.eq(Mux(q_pop, q_room_pop(1), q_room_pop(0)))
+        # room in the slot-store command FIFO and the assembler's header FIFO for every beat in
+        # stages 1 and 2 and one more (each pushes one entry at most into each), so a dropped
+        # ``cmd.ready`` holds the input
+        # (no adder: both levels compared with constants, one per number of beats ahead, the beats
+        # in stages 1 and 2 and ``take`` chosen at the last multiplexers)
+        def c_room(n: int):  # level + n < depth, for both FIFOs
+            return (arb.level < CMD_DEPTH - n) & (asm.hdr_c_level < HDR_DEPTH - n)
+
+        def c_room_take(k: int):
+            return Mux(v1, Mux(v2, c_room(k + 2), c_room(k + 1)), Mux(v2, c_room(k + 1), c_room(k)))
+
+        m.d.sync += room_c.eq(Mux(take, c_room_take(1), c_room_take(0)))
+        m.d.comb += room.eq(room_q & room_c)
+        # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
+        # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
+        # of their own. Inverted: yosys merges identical flip-flops.
+        hold_t = Signal()
+        p_load_t = ~p_v | (~hold_t & room)
         m.d.comb += [
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
@@ -280,7 +362,7 @@ class Reducer(wiring.Component):
             # always one cycle old and the bypass registers cover exactly what it missed
             # the tag is read a cycle ahead: for the beat at p's output next cycle
             # every source is a flip-flop (stage I computed the slot of the beat P may load)
-            tag_rd.addr.eq(Mux(p_load, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
+            tag_rd.addr.eq(Mux(p_load_t, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
             tag_rd.en.eq(1),
         ]
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
@@ -295,8 +377,6 @@ class Reducer(wiring.Component):
         tw_v, tw_a, tw_d = Signal(), Signal(sb), Signal(tag_layout)  # being written now
         m.d.sync += [tw_v.eq(tw_en), tw_a.eq(tw_addr), tw_d.eq(tw_data)]
         m.d.comb += [tag_wr.en.eq(tw_v), tag_wr.addr.eq(tw_a), tag_wr.data.eq(tw_d)]
-        row0 = Cat(idx0[:rb], slot0) if rb else slot0
-        m.d.comb += [sums.adv.eq(adv), sums.row0.eq(row0), sums.row1.eq(row1)]
 
         # ================= stage 1: decision (first beat) =================
         bit = bit1
@@ -308,13 +388,19 @@ class Reducer(wiring.Component):
         # release run, new head) or behind it (fx_s: set its pending bit)
         fx_c = Signal()
         fx_s = Signal()
+        # inverted copies (yosys merges identical flip-flops) for the wide fan-out, so that fx_c /
+        # fx_s themselves stay next to the decision loop they close (pend1, the forwarded head
+        # checks, the three-case multiplexer): the copies drive pending and the heads (S pending
+        # bits, the release scans' inputs, the head checks) and the run / clr multiplexers;
+        # copy_error checks them
+        fxw_cn, fxw_sn = Signal(init=1, name="fxw_cn"), Signal(init=1, name="fxw_sn")
         fx_job = Signal(jb)
         fx_run = Signal(sb)  # chunks released after the completing one
         fx_cp1 = Signal(32)  # its chunk + 1
         fx_clr = Signal(S)  # slots released behind the completing one
         fx_set = Signal(S)  # its slot, one-hot
         pend_eff = Signal(S)  # pending with the last decision applied
-        m.d.comb += pend_eff.eq((pending & ~Mux(fx_c, fx_clr, 0)) | Mux(fx_s, fx_set, 0))
+        m.d.comb += pend_eff.eq((pending & ~Mux(fxw_cn, 0, fx_clr)) | Mux(fxw_sn, 0, fx_set))
         # The release scan's input vector is built a cycle ahead for the beat that will be in
         # stage 1, from the pending bits as they are now, in two versions: without and with
         # the pending bit the decision of this cycle may set (its own slot, when it completes
@@ -366,7 +452,7 @@ class Reducer(wiring.Component):
                 for j in range(self.jobs):
                     with m.Case(j):
                         m.d.comb += hj.eq(head[j])
-            fwd = fx_c & (fx_job == job)
+            fwd = ~fxw_cn & (fx_job == job)
             d_f, dw_f = minus_hn(chunk), minus_hn(cw)
             return pack_flags(HeadChecks, late=Mux(fwd, d_f[31], (chunk - hj)[31]),
                               below_end=Mux(fwd, dw_f[31], (cw - hj)[31]),
@@ -458,22 +544,44 @@ class Reducer(wiring.Component):
         # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
         # tag memory's write port)
         thit_l = Signal()
-        l_done, l_active, l_nfree = Signal(), Signal(), Signal()
         # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
-        m.d.sync += [thit_l.eq(tw_en & (tw_addr == slot0)),
-                     l_done.eq(tw_data.state == DONE), l_active.eq(tw_data.state == ACTIVE),
-                     l_nfree.eq(tw_data.state != FREE)]
-        ck_l = pack_flags(TagChecks, done=l_done, active=l_active,
-                          same=l_nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch=hcw1.mismatch,
-                          dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
-                          cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
-                          older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
-        m.d.comb += [ck.eq(Mux(thit_l, ck_l, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
+        # tw_hit0 == tw_en & (tw_addr == slot0), with the decision's op at the last multiplexer
+        tw_hit0 = Signal()
+        m.d.sync += thit_l.eq(tw_hit0)
+
+        def live_checks(done, active, nfree):
+            """TagChecks against the tag the previous decision requested (its state given)."""
+            return pack_flags(TagChecks, done=done, active=active,
+                              same=nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch=hcw1.mismatch,
+                              dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
+                              cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
+                              older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
+
+        def state_flags(t):
+            return t.state == DONE, t.state == ACTIVE, t.state != FREE
+
+        # The checks' flags are held while stage 1 holds, with their select (thit_h, a copy of
+        # thit_l that holds instead of dropping to 0): ck_pre then only loads stage 0's checks
+        # (no merge of ck into ck_pre behind the tag read's compares). The bitmap still merges
+        # (bm_pre), with thit_l.
+        thit_h = Signal()
+        l_st = [Signal(name=f"l_{n}") for n in ("done", "active", "nfree")]
+        with m.If(adv):
+            m.d.sync += [thit_h.eq(tw_hit0),
+                         *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
+        m.d.comb += [ck.eq(Mux(thit_h, live_checks(*l_st), ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
         with m.If(adv):
             m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                          bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
         with m.Else():
-            m.d.sync += [ck_pre.eq(ck), bm_pre.eq(bm)]
+            m.d.sync += bm_pre.eq(bm)
+        # what ck stands for (checked at every decision by copy_error): the checks merged into
+        # ck_pre while stage 1 holds, the live tag's state loaded every cycle
+        l_st_x = [Signal(name=f"l_{n}_x") for n in ("done", "active", "nfree")]
+        ck_pre_x, ck_x = Signal(TagChecks), Signal(TagChecks)
+        m.d.sync += [r.eq(v) for r, v in zip(l_st_x, state_flags(tw_data), strict=True)]
+        m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
+        m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (
             ck.done, ck.active, ck.same, ck.mismatch, ck.dup, ck.cadd, ck.older)
         complete1 = st_done & pend1
@@ -553,8 +661,8 @@ class Reducer(wiring.Component):
 
         run = Signal(sb)
         clr = Signal(S)  # slots released behind the head
-        m.d.comb += [run.eq(Mux(fx_s, run_of(fz_b, "b"), run_of(fz_a, "a"))),
-                     clr.eq(Mux(fx_s, clr_b, clr_a))]
+        m.d.comb += [run.eq(Mux(fxw_sn, run_of(fz_a, "a"), run_of(fz_b, "b"))),
+                     clr.eq(Mux(fxw_sn, clr_a, clr_b))]
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
@@ -660,24 +768,37 @@ class Reducer(wiring.Component):
         def key(h):
             return Cat(h.job_id[:jb], h.chunk)
 
-        k_pn = Mux(ps_v, key(ps.beat.hdr), key(i_d.beat.hdr))  # p's next value if it loads
+        # p's next key (skid or I's output, if it loads) against stage 1's next (h0 or h1): the
+        # four comparisons in parallel, the choices (ps_v, adv, p_load) at the last multiplexers
+        k_s, k_i, k_0, k_1 = key(ps.beat.hdr), key(i_d.beat.hdr), key(h0), key(h1)
         m.d.sync += same_key.eq(Mux(p_load,
-                                    k_pn == Mux(adv, key(h0), key(h1)),
-                                    Mux(adv, Const(1), key(h0) == key(h1))))
+                                    Mux(ps_v, Mux(adv, k_s == k_0, k_s == k_1), Mux(adv, k_i == k_0, k_i == k_1)),
+                                    Mux(adv, Const(1), k_0 == k_1)))
         other_chunk = (slot0 == slot1) & ~same_key
         live_n = v1 & last1 & Mux(first1, other_chunk | (clr & oh0).any(), push_r & held_hit)
         m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
         # ~(v1 & first1 & pin_r) next cycle: stalled, v1 and first1 stay set and pin_r becomes
         # pin_hold; moving, v1 becomes take (= p_v & room), first1 p's first, pin_r the load
-        m.d.sync += adv.eq(Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold))
+        adv_n = Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold)
+        m.d.sync += [adv.eq(adv_n), hold_t.eq(~adv_n)]
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
         # two cycles after the decision, from flip-flops (the counters sit far away)
         decide_r = Signal()
         m.d.sync += [decide_r.eq(decide), self.outcome.eq(decide_r), self.outcome_code.eq(code)]
+        # copies for stage 2's command-FIFO write enable, so it comes from flip-flops alone:
+        # emit_r == push_r & ~entry_r.resent, more_nz_r == (entry_r.more != 0)
+        emit_r, more_nz_r = Signal(), Signal()
+        # queued_r: the message's release entry goes to the emitter (a resend, or a completion
+        # at the head in order whose run is not empty). An emitting decision (push_d & ~resend)
+        # releases its run exactly when it completes at the head in order (fx_c next cycle), so
+        # that is ``in_order`` now; copy_error checks it against fx_c the cycle after.
+        queued_r = Signal()
+        queued_d = push_d & (resend | (in_order & (run != 0)))
         with m.If(decide):
-            m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d)]
+            m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d),
+                         emit_r.eq(push_d & ~resend), more_nz_r.eq(run != 0), queued_r.eq(queued_d)]
             if self.run_table:
                 m.d.sync += mask_r.eq(mask_d)
         # effect on pending bits and the head, applied next cycle (the decision-independent
@@ -710,6 +831,8 @@ class Reducer(wiring.Component):
         m.d.sync += [
             fx_c.eq(decide & in_order & fxc_n),
             fx_s.eq(decide & in_order & fxs_n),
+            fxw_cn.eq(~(decide & in_order & fxc_n)),
+            fxw_sn.eq(~(decide & in_order & fxs_n)),
             fx_job.eq(h1.job_id[:jb]), fx_run.eq(run), fx_cp1.eq(chunk_p1),
             # delta1 / deltaw1 low bits as they will be next cycle, against this run
             run_lt.eq(Mux(adv, delta_n[:sb], delta1[:sb]) < run),
@@ -717,39 +840,89 @@ class Reducer(wiring.Component):
             run_eq.eq(Mux(adv, delta_n[:sb], delta1[:sb]) == run),
             fx_clr.eq(clr), fx_set.eq(oh1),
         ]
-        with m.If(fx_c):
+        with m.If(~fxw_cn):
             for j in range(self.jobs):
                 with m.If(fx_job == j):
                     m.d.sync += head[j].eq(fx_hn)
 
-        # ================= stage 1 -> stage 2: data =================
-        # The add and the data write happen one stage later (stage 2, hdl/row_accumulator.py),
-        # off the decision path, with the data memory's read-after-write forwarding.
+        # ================= stage 1 -> stage 2: slot-store commands =================
+        # Stage 2 turns each beat with a data operation into a WRITE (a chunk's first
+        # contribution) or an ADD command, off the decision path; the store answers every
+        # command with the row's new value. A message whose decision releases its chunk now
+        # (completion at the head, or on completion) is marked ``emit``: those responses are the
+        # result rows, its header goes to the assembler with the last row.
         op_c = Mux(first1, op, op_r)
         rem = Signal(17)
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
-        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1)]
+        has_cmd = Signal()  # copy of v2 & (op2 != OP_NONE): stage 2 pushes a command
+        # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
+        # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
+        push_c = Signal()
+        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & (op_c != OP_NONE)),
+                     push_c.eq(v1 & adv & ((op_c != OP_NONE) | (last1 & Mux(first1, queued_d, queued_r))))]
+        op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(W), Signal(L), Signal(sb)
+        with m.If(v1 & adv):
+            m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
         # Stage 2 pushes the entry of its message's decision from entry_r/push_r: they are not
         # overwritten before, as the next message's first beat is decided one cycle later at
-        # the earliest. Whether the entry carries its run is fx_c, the cycle after the decision.
+        # the earliest. Whether the entry is queued for the emitter is queued_r (from the decision).
+        m.d.comb += push_now.eq(last2 & push_r)  # (last2 implies v2)
+        tag_c = Signal(tag_layout)
+        m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
+        emit2 = emit_r  # released by this message: its responses are the result
+        queued = last2 & queued_r  # an entry for the emitter (a resend, or a run)
+        # what queued_r stands for: the entry carries its run when the decision released it at
+        # the head (fx_c, the cycle after the decision; held in runs_r for the later beats)
         runs_r = Signal()
         with m.If(decide_r):
             m.d.sync += runs_r.eq(fx_c)
         runs_now = Mux(decide_r, fx_c, runs_r)
-        m.d.comb += push_now.eq(v2 & last2 & push_r)
-        m.d.comb += [sums.load.eq(v1 & adv), sums.op.eq(op_c), sums.first.eq(first1), sums.data.eq(d1),
-                     sums.lanes.eq(lane_ok), sums.slot_oh.eq(oh1), sums.valid2.eq(v2)]
-        ovf_now = sums.overflow
-        tag_c = Signal(tag_layout)
-        m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
-        # the release entry is queued with the last data write, so the emitter reads it written
-        m.d.comb += [q_push.eq(push_now), q_in.eq(entry_r), q_in.more.eq(Mux(runs_now, entry_r.more, 0)),
-                     queue.mask.eq(mask_r)]
+        queued_x = push_now & ~(emit2 & ~(runs_now & more_nz_r))
+        m.d.comb += self.copy_error.eq(
+            (has_cmd != (v2 & (op2 != OP_NONE))) | (last2 & ~v2) | (emit_r != (push_r & ~entry_r.resent))
+            | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH))
+            | (queued != queued_x) | (push_c != (has_cmd | queued))
+            | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
+            | (hold_t == adv) | (fxw_cn == fx_c) | (fxw_sn == fx_s)
+            | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
+            | arb.copy_error | emit.copy_error)
+        stag = Signal(store_tag_layout(S))
+        m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
+                     stag.last.eq(last2)]
+        m.d.comb += [
+            arb.push.eq(push_c), arb.push_marker.eq(~has_cmd), arb.push_then_emit.eq(queued),
+            arb.push_cmd.op.eq(Mux(op2 == OP_WRITE, Op.WRITE, Op.ADD)), arb.push_cmd.row.eq(row2),
+            arb.push_cmd.data.eq(d2), arb.push_cmd.lanes.eq(lanes2), arb.push_cmd.tag.eq(stag),
+        ]
+        # the emitting message's result header (tag_r: its decision's tag, still held)
+        hc = asm.hdr_c.payload
+        m.d.comb += [
+            asm.hdr_c.valid.eq(push_now & emit2),
+            hc.msg_type.eq(wire.MsgType.RESULT), hc.flags.eq(0), hc.group_id.eq(tag_r.group),
+            hc.job_id.eq(tag_r.job), hc.round_id.eq(tag_r.round), hc.chunk.eq(tag_r.chunk),
+            hc.sender_id.eq(0), hc.scale_exp.eq(tag_r.scale), hc.element_count.eq(tag_r.count),
+            hc.session.eq(tag_r.session),
+        ]
+        # the release entry is queued with the message's last command (or marker); when the
+        # message emits its own chunk, the entry is the run behind it, from the next chunk on
+        cfg_e = select_job_cfg(m, jc, self.jobs, entry_r.job, "cfg_e")
+        m.d.comb += [q_push.eq(queued), q_in.eq(entry_r), queue.mask.eq(mask_r)]
+        with m.If(emit2):
+            m.d.comb += [q_in.chunk.eq(entry_r.chunk + 1), q_in.slot.eq(slot_of(cfg_e, entry_r.chunk + 1, sb)),
+                         q_in.more.eq(entry_r.more - 1)]
+        with m.Else():
+            m.d.comb += q_in.more.eq(0)  # a resend: no run (copy_error)
+
+        if self.slot_memory == "dram":
+            # ``more``: the message (contribution or result) has more rows, so the DRAM store
+            # keeps its burst open (left 0 for the on-chip store, which ignores it)
+            m.d.comb += [arb.push_cmd.more.eq(~last2), arb.e_cmd.more.eq(~emit.last)]
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot
-        m.d.comb += rst.drained.eq(inp.empty & ~v1 & ~v2 & (q_count == 0) & ~emit.busy & (emit.rest_left == 0))
+        m.d.comb += rst.drained.eq(inp.empty & ~v1 & ~v2 & (q_count == 0) & ~emit.busy & (emit.rest_left == 0)
+                                   & arb.idle)
         with m.If(self.reset.ready):
             for j in range(self.jobs):
                 with m.If(self.reset.payload.job == j):
@@ -766,20 +939,26 @@ class Reducer(wiring.Component):
         m.d.comb += [
             tw_en.eq(rst_wr | (v1 & adv & last1 & (op_c != OP_NONE))),
             tw_addr.eq(Mux(rst_wr, rst_slot, slot1)),
+            tw_hit0.eq(Mux(op_c != OP_NONE, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
+                           rst_wr & (rst_slot == slot0))),
             tw_data.eq(tag_c),
             tw_data.state.eq(Mux(rst_wr, FREE, tag_c.state)),
         ]
 
         # ================= emitter =================
+        etag = Signal(store_tag_layout(S))
+        m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
         m.d.comb += [
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
             q_pop.eq(emit.q_pop),
             tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en), emit.tag_data.eq(tag_rd_e.data),
-            sums.e_row.eq(emit.row_addr), emit.row_data.eq(sums.e_data),
-            emit.overflow.eq(ovf_now),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
-            self.rw_hazard.eq((emit.issue & sums.e_collision)
-                              | (emit.tag_read & tag_wr.en & (tag_rd_e.addr == tag_wr.addr))),
+            emit.go.eq(arb.e_go), emit.allow_pop.eq(arb.e_allow_pop), emit.hdr_room.eq(asm.hdr_e_room),
+            arb.e_valid.eq(emit.issue), arb.e_cmd.op.eq(Op.READ), arb.e_cmd.row.eq(emit.row_addr),
+            arb.e_cmd.tag.eq(etag), arb.e_popped.eq(emit.q_pop), arb.e_idle.eq(emit.idle),
+            arb.e_final.eq(emit.final),
+            asm.hdr_e.valid.eq(emit.hdr_valid), asm.hdr_e.payload.eq(emit.hdr),
+            self.rw_hazard.eq((emit.tag_read & tag_wr.en & (tag_rd_e.addr == tag_wr.addr)) | asm.hdr_missing),
         ]
 
         # ================= probe =================

@@ -16,7 +16,7 @@ from .layouts import AggHeaderLayout
 __all__ = [
     "FREE", "ACTIVE", "DONE", "OP_NONE", "OP_WRITE", "OP_ADD",
     "HeadChecks", "HdrChecks", "BitmapChecks", "PriorityInputs", "TagChecks",
-    "bits_for", "pack_flags", "release_entry_layout", "slot_tag_layout",
+    "bits_for", "pack_flags", "release_entry_layout", "slot_tag_layout", "store_tag_layout",
 ]
 
 # Stored slot state. COMPLETE and RELEASED share DONE; the per-slot ``pending`` bit (COMPLETE,
@@ -46,6 +46,14 @@ def release_entry_layout(jobs: int, slots: int) -> data.StructLayout:
     more + 1."""
     sb = (slots - 1).bit_length()
     return data.StructLayout({"job": bits_for(jobs), "chunk": 32, "slot": sb, "more": sb, "resent": 1})
+
+
+def store_tag_layout(slots: int) -> data.StructLayout:
+    """The reducer's slot-store command tag, returned with each response (at most 16 bits,
+    ``slot_store_signature.TAG_BITS``): the slot, ``write`` (a chunk's first contribution: the
+    sticky overflow restarts), ``emit`` (the response is a row of a result released by this
+    contribution), ``read`` (a row read for a queued result), ``last`` (the message's last row)."""
+    return data.StructLayout({"slot": (slots - 1).bit_length(), "write": 1, "emit": 1, "read": 1, "last": 1})
 
 
 # A tag (memory or a pending write) checked against a beat's header and sender bit (stage 0).

@@ -22,18 +22,18 @@ __all__ = ["RegisteredFIFO"]
 
 class RegisteredFIFO(wiring.Component):
     """``depth``-entry FIFO of ``shape``: ``w_data``/``w_en``/``w_rdy`` in, stream ``m`` out
-    (``m.valid``/``m.payload`` from flip-flops)."""
+    (``m.valid``/``m.payload`` from flip-flops); ``level``: entries in the queue behind the head."""
 
     def __init__(self, shape: ShapeLike, depth: int) -> None:
         self.shape, self.depth = shape, depth
         super().__init__({"w_data": In(shape), "w_en": In(1), "w_rdy": Out(1),
-                          "m": Out(stream.Signature(shape))})
+                          "level": Out(range(depth + 1)), "m": Out(stream.Signature(shape))})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.queue = q = fifo.SyncFIFOBuffered(width=Shape.cast(self.shape).width, depth=self.depth)
         m.submodules.head = head = SkidBuffer(self.shape)
-        m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en), self.w_rdy.eq(q.w_rdy),
+        m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en), self.w_rdy.eq(q.w_rdy), self.level.eq(q.level),
                      head.s.payload.eq(q.r_data), head.s.valid.eq(q.r_rdy), q.r_en.eq(head.s.ready)]
         wiring.connect(m, head.m, wiring.flipped(self.m))
         return m

@@ -1,42 +1,44 @@
 """The reducer's result emitter (docs/reducer.md, "Result emission and pinned slots"): expands
-release-queue entries (a chunk or an in-order run) into RESULT messages through a small output
-FIFO.
+release-queue entries (a chunk or an in-order run) into READ commands for the slot store, one
+row per cycle while it has the store's command port (``go``), and the result header of each.
 
-It issues one row read per cycle while the FIFO has room. Beat 0 of a chunk reads the slot's tag
-together with its first row (both arrive next cycle); later beats hold the tag read port, so the
-header is assembled when the data returns and a result of n beats takes exactly n cycles, back
-to back with the next one. Whether a result has more than one beat comes from a per-slot
-flip-flop written with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``), not from the tag
-memory (a block RAM from S = 64 on, ~4 ns clock-to-output). The emitter reads the slot's sticky
-overflow flag (``overflow``) when it starts a result. What it holds (the chunk being emitted, the
-rest of its entry) is exported for pinning and the window reset's drain check.
+A result released by the contribution that completes it (at the head, or on completion) is not
+read: its rows are the slot store's responses to that contribution (the reducer queues only its
+run, if any, as an entry starting at the next chunk). Beat 0 of a chunk reads the slot's tag (the
+header arrives next cycle and is pushed on ``hdr``, toward ``ResultAssembler``); later beats hold
+the tag read port. Whether a result has more than one beat comes from a per-slot flip-flop
+written with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``), not from the tag memory (a block
+RAM from S = 64 on, ~4 ns clock-to-output). What it holds (the chunk being read, the rest of its
+entry) is exported for pinning and the window reset's drain check; once a chunk's last READ is
+issued its slot may be reused (the store applies commands in order).
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from wanreduce import wire
 
-from .layouts import JobCfgLayout, message_beat_layout, message_stream, payload_beats
+from .layouts import AggHeaderLayout, JobCfgLayout, payload_beats
 from .reducer_config import select_job_cfg, slot_of
 from .reducer_layouts import bits_for, release_entry_layout, slot_tag_layout
 from .release_queue import QUEUE_DEPTH
 
-__all__ = ["FIFO_DEPTH", "ResultEmitter"]
-
-FIFO_DEPTH = 4  # result beats buffered toward m_msg
+__all__ = ["ResultEmitter"]
 
 
 class ResultEmitter(wiring.Component):
-    """Queue entries -> RESULT messages on ``m_msg`` (see the module docstring).
+    """Queue entries -> READ commands and result headers (see the module docstring).
 
-    Queue side: ``q_head``, ``q_head_mask``, ``q_count`` in, ``q_pop`` out. Memories: ``tag_addr``/
-    ``tag_en`` -> ``tag_data`` (next cycle), ``row_addr`` -> ``row_data`` (next cycle, the read
-    always enabled). ``issue``/``tag_read``: a row / tag read whose data is used is issued now.
+    Queue side: ``q_head``, ``q_head_mask``, ``q_count`` in, ``q_pop`` out (only while
+    ``allow_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
+    ``go`` (the command port is this emitter's and ready; a new chunk also needs ``hdr_room``),
+    ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
+    the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
+    ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
+    ``copy_error``: the flip-flop ``more`` differs from what it stands for (never, if right).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool) -> None:
@@ -50,19 +52,27 @@ class ResultEmitter(wiring.Component):
             "q_head_mask": In(slots),
             "q_count": In(range(QUEUE_DEPTH + 1)),
             "q_pop": Out(1),
+            "allow_pop": In(1),
             "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
             "tag_addr": Out(sb),
             "tag_en": Out(1),
             "tag_data": In(slot_tag_layout(jobs)),
-            "row_addr": Out(sb + self.row_bits),
-            "row_data": In(data_width),
-            "overflow": In(slots),
             "tag_we": In(1),
             "tag_wslot": In(sb),
             "tag_wmulti": In(1),
+            "go": In(1),
+            "hdr_room": In(1),
             "issue": Out(1),
+            "row_addr": Out(sb + self.row_bits),
+            "slot": Out(sb),
+            "last": Out(1),
+            "hdr_valid": Out(1),
+            "hdr": Out(AggHeaderLayout),
             "tag_read": Out(1),
-            # held: the chunk being emitted (busy/job/chunk, its slot one-hot cur_mask), the rest
+            "idle": Out(1),
+            "final": Out(1),
+            "copy_error": Out(1),
+            # held: the chunk being read (busy/job/chunk, its slot one-hot cur_mask), the rest
             # of its entry (rest_job/rest_chunk/rest_left chunks, rest_nz, their slots rest_mask)
             "busy": Out(1),
             "job": Out(bits_for(jobs)),
@@ -73,16 +83,12 @@ class ResultEmitter(wiring.Component):
             "rest_left": Out(sb + 1),
             "rest_nz": Out(1),
             "rest_mask": Out(slots),
-            "m_msg": Out(message_stream(data_width)),
-            "result_out": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         S, sb, rb, jb = self.slots, self.slot_bits, self.row_bits, bits_for(self.jobs)
         beat_bits = max(1, rb)
-        beat_layout = message_beat_layout(self.data_width)
-        m.submodules.fifo = fifo = SyncFIFO(width=beat_layout.size, depth=FIFO_DEPTH)
         q_head, jc = self.q_head, self.job_cfg
         te = self.tag_data
         e_busy, e_job, e_chunk = self.busy, self.job, self.chunk
@@ -93,13 +99,7 @@ class ResultEmitter(wiring.Component):
         rest_resent = Signal()
         rest_slot = Signal(sb)  # slot of rest_chunk (registered, off the read-address path)
         e_slot = Signal(sb)
-        rd_v = Signal()
-        rd_beat = Signal(beat_bits + 1)
-        rd_resent = Signal()
-        rd_ovf = Signal()
-        e_ovf = Signal()
-        occ = Signal(range(FIFO_DEPTH + 2))  # == fifo.level + rd_v, as a register
-        credit = occ < FIFO_DEPTH
+        credit = self.go
 
         n_job = Signal(jb)  # the chunk a new beat 0 is issued for
         n_chunk = Signal(32)
@@ -110,9 +110,8 @@ class ResultEmitter(wiring.Component):
         m.d.comb += slot_n.eq(Mux(rest_nz, rest_slot, q_head.slot))
         issue = self.issue
         start_new = self.tag_read
-        # the current chunk has beats left: right after its start from the tag just read (a zero
-        # test), afterwards from a flip-flop worked out a cycle ahead (no comparator on the path
-        # to the read address)
+        # the current chunk has beats left: a flip-flop worked out a cycle ahead (no comparator on
+        # the path to the read address; below)
         more = Signal()
         more_r = Signal()
         just_started = Signal()
@@ -121,28 +120,36 @@ class ResultEmitter(wiring.Component):
         multi = Signal(S)
         with m.If(self.tag_we):
             m.d.sync += multi.bit_select(self.tag_wslot, 1).eq(self.tag_wmulti)
+        # the started slot's multi bit: both candidates' S:1 selects from flip-flops, rest_nz last
+        multi_n = Mux(rest_nz, multi.bit_select(rest_slot, 1), multi.bit_select(q_head.slot, 1))
         multi_r = Signal()
         with m.If(start_new):
-            m.d.sync += multi_r.eq(multi.bit_select(slot_n, 1))
-        m.d.comb += more.eq(e_busy & Mux(just_started, multi_r, more_r))
+            m.d.sync += multi_r.eq(multi_n)
+        more_next = (e_beat + 1) <= te.nbm1
         m.d.sync += [just_started.eq(start_new),
-                     more_r.eq(Mux(credit & more, (e_beat + 1) <= te.nbm1, more))]
-        m.d.comb += self.q_pop.eq(0)
+                     more_r.eq(Mux(credit & more, more_next, more))]
+        # ``more`` itself is a flip-flop (the start decision and the READ's row start from it):
+        # the started slot's multi bit after a start, else more_r's next value (0 once idle);
+        # copy_error checks it against e_busy & (just_started ? multi_r : more_r)
+        m.d.sync += more.eq(Mux(start_new, multi_n, Mux(credit & more, more_next, more)))
+        m.d.comb += self.copy_error.eq(more != (e_busy & Mux(just_started, multi_r, more_r)))
+        rest_after = Signal()  # chunks of the entry left after this cycle
+        m.d.comb += [self.q_pop.eq(0), self.idle.eq(~more & ~rest_nz), rest_after.eq(rest_nz)]
         with m.If(credit):
             with m.If(more):
                 m.d.comb += issue.eq(1)
                 m.d.sync += e_beat.eq(e_beat + 1)
-            with m.Elif(rest_nz):
+            with m.Elif(rest_nz & self.hdr_room):
                 m.d.comb += [start_new.eq(1), n_job.eq(rest_job), n_chunk.eq(rest_chunk),
-                             n_resent.eq(rest_resent)]
+                             n_resent.eq(rest_resent), rest_after.eq(rest_left != 1)]
                 m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
                              rest_nz.eq(rest_left != 1),
                              rest_slot.eq(slot_of(cfg_r, rest_chunk + 1, sb))]
                 if self.masks:
                     m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
-            with m.Elif(self.q_count != 0):
+            with m.Elif(~rest_nz & (self.q_count != 0) & self.allow_pop & self.hdr_room):
                 m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
-                             n_resent.eq(q_head.resent), self.q_pop.eq(1)]
+                             n_resent.eq(q_head.resent), self.q_pop.eq(1), rest_after.eq(q_head.more != 0)]
                 m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
                              rest_left.eq(q_head.more), rest_nz.eq(q_head.more != 0),
                              rest_resent.eq(q_head.resent),
@@ -152,8 +159,7 @@ class ResultEmitter(wiring.Component):
         with m.If(start_new):
             m.d.comb += issue.eq(1)
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
-                         e_resent.eq(n_resent), e_slot.eq(slot_n),
-                         e_ovf.eq(self.overflow.bit_select(slot_n, 1))]
+                         e_resent.eq(n_resent), e_slot.eq(slot_n)]
             if self.masks:
                 m.d.sync += e_oh.eq(Const(1, S) << slot_n)
         with m.Elif(~more):
@@ -164,32 +170,24 @@ class ResultEmitter(wiring.Component):
             self.tag_addr.eq(slot_n),
             self.tag_en.eq(start_new),
             self.row_addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
+            self.slot.eq(addr_slot),
+            self.last.eq(~Mux(start_new, multi_n, more_next)),
+            self.final.eq(issue & self.last & ~rest_after),
         ]
-        m.d.sync += [rd_v.eq(issue), occ.eq(occ + issue - (fifo.r_rdy & fifo.r_en))]
-        with m.If(issue):
-            m.d.sync += [rd_beat.eq(addr_beat), rd_resent.eq(Mux(start_new, n_resent, e_resent)),
-                         rd_ovf.eq(Mux(start_new, self.overflow.bit_select(slot_n, 1), e_ovf))]
-
-        out_beat = Signal(beat_layout)
+        # the header of the chunk started last cycle (the tag just read); overflow is added by
+        # the assembler from the slot store's responses
+        h = self.hdr
         m.d.comb += [
-            out_beat.hdr.msg_type.eq(wire.MsgType.RESULT),
-            out_beat.hdr.flags.eq(Cat(rd_ovf, Const(0, 1), rd_resent)),  # OVERFLOW, RESENT
-            out_beat.hdr.group_id.eq(te.group),
-            out_beat.hdr.job_id.eq(te.job),
-            out_beat.hdr.round_id.eq(te.round),
-            out_beat.hdr.chunk.eq(te.chunk),
-            out_beat.hdr.sender_id.eq(0),
-            out_beat.hdr.scale_exp.eq(te.scale),
-            out_beat.hdr.element_count.eq(te.count),
-            out_beat.hdr.session.eq(te.session),
-            out_beat.first.eq(rd_beat == 0),
-            out_beat.last.eq(rd_beat == te.nbm1),
-            out_beat.data.eq(self.row_data),
-            fifo.w_en.eq(rd_v),
-            fifo.w_data.eq(out_beat),
-            self.m_msg.valid.eq(fifo.r_rdy),
-            self.m_msg.payload.eq(fifo.r_data),
-            fifo.r_en.eq(self.m_msg.ready),
-            self.result_out.eq(self.m_msg.valid & self.m_msg.ready & self.m_msg.payload.first),
+            self.hdr_valid.eq(just_started),
+            h.msg_type.eq(wire.MsgType.RESULT),
+            h.flags.eq(Cat(Const(0, 2), e_resent)),  # OVERFLOW (later), -, RESENT
+            h.group_id.eq(te.group),
+            h.job_id.eq(te.job),
+            h.round_id.eq(te.round),
+            h.chunk.eq(te.chunk),
+            h.sender_id.eq(0),
+            h.scale_exp.eq(te.scale),
+            h.element_count.eq(te.count),
+            h.session.eq(te.session),
         ]
         return m

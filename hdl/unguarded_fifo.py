@@ -11,11 +11,19 @@ compare) and a read is only asked for when ``r_rdy``: each pointer's enable is i
 derived from the two pointers. Cycle for cycle it behaves like ``SyncFIFO(fwft=True)`` as long
 as no write meets a full FIFO: ``r_rdy`` rises, ``level`` counts and ``r_data`` shows an entry
 in the cycle after its write.
+
+With ``registered_head=True`` ``r_data`` comes from a register instead of the LUT RAM's read
+multiplexer, and ``r_rdy`` from a flip-flop, so logic that decodes the head and decides ``r_en``
+starts from flip-flops; still cycle for cycle ``SyncFIFO(fwft=True)``. The LUT RAM is read at
+``consume + 1`` (a flip-flop copy), so ``r_en`` reaches no adder, comparator or read address:
+it only picks the head's next value, the entry after the head (``w_data`` if that is being
+written now) when it reads, else the head (``w_data`` if the FIFO is empty). ``copy_error``:
+a flip-flop copy disagrees with what it copies (never, if the design is right).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -28,15 +36,16 @@ class UnguardedFIFO(wiring.Component):
 
     Ports: ``w_data``/``w_en`` (write; the caller guarantees ``level < depth`` when ``w_en``),
     ``r_data``/``r_rdy``/``r_en`` (read; ``r_en`` only with ``r_rdy``), ``level``
-    (entries held, from the pointers).
+    (entries held, from the pointers). ``registered_head``: ``r_data`` and ``r_rdy`` from
+    flip-flops (``copy_error``: one of their copies is wrong; always 0 without it).
     """
 
-    def __init__(self, width: int, depth: int) -> None:
+    def __init__(self, width: int, depth: int, *, registered_head: bool = False) -> None:
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"width must be a positive integer, got {width!r}")
         if not isinstance(depth, int) or depth < 2 or depth & (depth - 1):
             raise ValueError(f"depth must be a power of two >= 2, got {depth!r}")
-        self.width, self.depth = width, depth
+        self.width, self.depth, self.registered_head = width, depth, registered_head
         super().__init__({
             "w_data": In(width),
             "w_en": In(1),
@@ -44,6 +53,7 @@ class UnguardedFIFO(wiring.Component):
             "r_rdy": Out(1),
             "r_en": In(1),
             "level": Out(range(depth + 1)),
+            "copy_error": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -56,12 +66,30 @@ class UnguardedFIFO(wiring.Component):
         consume = Signal(aw + 1)  # next read address, with a wrap bit
         m.d.comb += [
             wp.addr.eq(produce[:aw]), wp.data.eq(self.w_data), wp.en.eq(self.w_en),
-            rp.addr.eq(consume[:aw]), self.r_data.eq(rp.data),
-            self.r_rdy.eq(produce != consume),
             self.level.eq((produce - consume)[:aw + 1]),
         ]
         with m.If(self.w_en):
             m.d.sync += produce.eq(produce + 1)
         with m.If(self.r_en):
             m.d.sync += consume.eq(consume + 1)
+        if not self.registered_head:
+            m.d.comb += [rp.addr.eq(consume[:aw]), self.r_data.eq(rp.data), self.r_rdy.eq(produce != consume)]
+            return m
+        # registered head (module docstring): the entry after the head is read at consume_n
+        # (consume + 1, a copy) and r_rdy is a flip-flop (rdy, a copy of produce != consume);
+        # one: exactly one entry (the head) is held
+        head = Signal(self.width)
+        consume_n = Signal(aw + 1, init=1)
+        rdy = Signal()
+        one = Signal()
+        m.d.comb += [one.eq(produce == consume_n), rp.addr.eq(consume_n[:aw]),
+                     self.r_data.eq(head), self.r_rdy.eq(rdy),
+                     self.copy_error.eq((rdy != (produce != consume)) | (consume_n != (consume + 1)[:aw + 1]))]
+        with m.If(self.r_en):
+            m.d.sync += consume_n.eq(consume_n + 1)
+        m.d.sync += [
+            rdy.eq(self.w_en | (rdy & ~(self.r_en & one))),
+            head.eq(Mux(self.r_en, Mux(self.w_en & one, self.w_data, rp.data),
+                        Mux(self.w_en & ~rdy, self.w_data, head))),
+        ]
         return m

@@ -2,7 +2,8 @@
 
 A ``reset`` transfer (job, new head) closes the input at the end of the current message
 (``in_msg``: it never splits one), waits until the pipeline has drained (``drained``: input
-stages, stages 1 and 2, the release queue and the emitter empty), registers the job's base and
+stages, stages 1 and 2, the release queue and the emitter empty; registered, so a cycle late),
+registers the job's base and
 region size, then writes FREE into the region's 2**log2_window tags, one per cycle (``clear``
 with ``slot``; the reducer writes them through its tag-write register and clears their
 ``pending`` bits), and finally raises ``reset.ready`` for one cycle, in which the reducer sets
@@ -56,8 +57,12 @@ class WindowReset(wiring.Component):
         last = Signal(sb + 1)  # region size - 1
         m.d.comb += self.slot.eq((base + idx[:sb])[:sb])
         m.d.comb += self.reset.ready.eq(0)
+        # ``drained`` registered (it gathers the whole pipeline's state): taken only while the
+        # input was already closed a cycle ago, so nothing can have entered since
+        drained_r = Signal()
+        m.d.sync += drained_r.eq(block & self.drained)
         with m.If(~busy):
-            with m.If(block & self.drained):
+            with m.If(block & drained_r):
                 lw = Mux(cfg.log2_window > sb, sb, cfg.log2_window)
                 m.d.sync += [busy.eq(1), self.clear.eq(1), idx.eq(0), base.eq(cfg.base[:sb]),
                              last.eq((Const(1, sb + 1) << lw) - 1)]

@@ -241,6 +241,14 @@ class ControlClient:
     def set_release_on_completion(self, on: bool) -> None:
         self.write(regs.CTRL, regs.CTRL_RELEASE_ON_COMPLETION if on else 0)
 
+    def memory_error(self, *, timeout: float | None = None) -> tuple[bool, int]:
+        """(STATUS.MEM_ERROR, RESULTS_WITHHELD): whether the core's DRAM slot memory has answered
+        an AXI error (sticky until the core is reset; the sums it holds are then not to be
+        trusted), and how many results the core has withheld since (not sent, never wrong).
+        A core with on-chip slots and the software aggregator read (False, 0)."""
+        status, withheld = self.read_many([regs.STATUS, regs.RESULTS_WITHHELD], timeout=timeout)
+        return bool(status & regs.STATUS_MEM_ERROR), withheld
+
     def counters(self, port: int = 0) -> dict[str, int]:
         """Outcome counters, RESULTS_OUT, CONTROL_IN and the counters of host port ``port``."""
         names = [f"PORT{port}_FRAMES_IN"] + [f"PORT{port}_DROP_{d.name}" for d in Drop]

@@ -5,6 +5,13 @@ input frame accounted for in the status counters read back over CONTROL messages
 Parameters (``tb_params()``): the core's (ports, width, slots, elements, groups, jobs) plus
 ``senders`` and ``seed``. Sources idle randomly and the egress sink applies random
 backpressure.
+
+A DUT with slots in DRAM (``hdl/core_dram_harness.py``: ``m_axi_mem_*`` and a ``latency``
+input) gets an ``AxiRam`` filled with random bytes (a chunk's first contribution must overwrite
+whatever its rows held), random pauses on all five AXI channels (``p_axi``, default 0.3) and a
+memory latency re-drawn from ``latency_range`` (default 20..200 cycles) every 300 cycles; the
+same scenarios must give the same results. ``mem_error_withholds_results`` (DRAM only) makes
+the RAM answer SLVERR and checks STATUS.MEM_ERROR, RESULTS_WITHHELD and that no result leaves.
 """
 
 from __future__ import annotations
@@ -13,14 +20,24 @@ import random
 from collections import defaultdict
 
 import cocotb
+import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from wanreduce import regs, wire
-from wanreduce.model import Outcome
+from wanreduce.hdl.layouts import payload_beats
+from wanreduce.model import AggregatorModel, Outcome, PortConfig, parse_frame
 from wanreduce.sim import frames
-from wanreduce.sim.core_scenario import build, expected_counters, result_frame
+from wanreduce.sim.axi_memory import MemoryFaults, attach_ram, random_axi_pauses, vary_latency
+from wanreduce.sim.core_scenario import (
+    RESULT_IP,
+    RESULT_PORT,
+    SITE_ID,
+    build,
+    expected_counters,
+    result_frame,
+)
 from wanreduce.sim.simulator import tb_params
 
 CORE_KEYS = ("ports", "width", "slots", "elements", "groups", "jobs")
@@ -48,6 +65,16 @@ class CoreBench:
         self.replies: list[list[int]] = []
         self.control_frames = 0
         self.cycles = 0
+        self.ram = self.faults = None
+        if hasattr(dut, "m_axi_mem_awaddr"):  # slots in DRAM: the memory, its latency and pauses
+            w = params["width"]
+            row_bits = (payload_beats(params["elements"], w) - 1).bit_length()
+            size = (params["slots"] << row_bits) * (w // 8)
+            self.ram = attach_ram(dut, size)
+            self.ram.write(0, self.rng.randbytes(size))
+            self.faults = MemoryFaults(self.ram)
+            random_axi_pauses(self.ram, self.rng, params.get("p_axi", 0.3))
+            vary_latency(dut, self.rng, *params.get("latency_range", (20, 200)))
 
     async def reset(self) -> None:
         self.dut.rst.value = 1
@@ -154,3 +181,75 @@ async def core_system(dut):
                     [regs.port_frames_in(i) for i in range(sc.all_ports)])
     assert total_in == accounted, "every input frame is either dropped with a reason or has an outcome"
     dut._log.info("all %d input frames accounted for; %d results", total_in, len(tb.results))
+    if tb.ram is not None:  # slots in DRAM: no error response on the way, the memory used
+        assert (await tb.read([regs.STATUS]))[regs.STATUS] == 0, "STATUS.MEM_ERROR set"
+        f = tb.faults
+        dut._log.info("DRAM: %d row reads, %d row writes", f.read_beats, f.write_beats)
+        assert f.read_beats > 0 and f.write_beats > 0, "the sums never went through the memory"
+
+
+@cocotb.test()
+async def mem_error_withholds_results(dut):
+    """DRAM slots: a chunk released before any error is sent exactly as the model says; then
+    the RAM answers SLVERR to the read of a chunk's second contribution (its first was written
+    long before, so nothing is forwarded in the store): STATUS.MEM_ERROR becomes 1 and stays,
+    that result and every later one are withheld (RESULTS_WITHHELD counts them, RESULTS_OUT
+    does not) and no result frame leaves."""
+    p = tb_params()
+    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+    tb = CoreBench(dut, p)
+    assert tb.faults is not None, "the DUT has no m_axi_mem port"
+    await tb.reset()
+    cocotb.start_soon(tb.consume())
+    model = AggregatorModel(slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"])
+    cfg = PortConfig(local_mac=frames.CORE_MAC, local_ip=frames.CORE_IP, max_elements=p["elements"],
+                     elements=p["elements"])
+    model.set_group(0, 0b11)
+    model.set_job(0, enabled=True, base=0, log2_window=2)
+    await tb.control([(True, regs.SITE_ID, SITE_ID), (True, regs.RESULT_IP, RESULT_IP),
+                      (True, regs.RESULT_UDP_PORT, RESULT_PORT), (True, regs.group(0), 0b11),
+                      (True, regs.job_cfg(0), regs.pack_job_cfg(enabled=True, log2_window=2, base=0))])
+    rng = tb.rng
+
+    async def contribute(sender: int, chunk: int) -> list:
+        payload = np.array([rng.randint(-1000, 1000) for _ in range(p["elements"])], np.int32)
+        data = frames.contribution(sender=sender, chunk=chunk, payload=payload, session=0xC500)
+        await tb.sources[-1 if sender == 0 else 0].send(AxiStreamFrame(data))
+        _, res = model.contribute(parse_frame(data, cfg))
+        return res
+
+    async def idle(cycles: int) -> None:  # long enough for the store to free every entry
+        await ClockCycles(dut.clk, cycles)
+
+    status = [regs.STATUS, regs.RESULTS_WITHHELD, regs.RESULTS_OUT, regs.outcome_counter(Outcome.AGGREGATED)]
+    want = await contribute(1, 0) + await contribute(0, 0)
+    await tb.wait_for(lambda: len(tb.results) == 1, "chunk 0's result")
+    assert tb.results == [result_frame(r) for r in want]
+    got = await tb.read(status)
+    assert got == {regs.STATUS: 0, regs.RESULTS_WITHHELD: 0, regs.RESULTS_OUT: 1,
+                   regs.outcome_counter(Outcome.AGGREGATED): 2}, got
+
+    assert await contribute(1, 1) == []
+    await idle(2000)
+    tb.faults.reads = True
+    assert len(await contribute(0, 1)) == 1  # the model releases chunk 1; the core must not
+    for _ in range(200):
+        got = await tb.read(status)
+        if got[regs.outcome_counter(Outcome.AGGREGATED)] == 4 and got[regs.RESULTS_WITHHELD] == 1:
+            break
+        await idle(100)
+    await idle(2000)
+    assert tb.faults.failed > 0, "no read reached the memory while it failed"
+    got = await tb.read(status)
+    assert got == {regs.STATUS: regs.STATUS_MEM_ERROR, regs.RESULTS_WITHHELD: 1, regs.RESULTS_OUT: 1,
+                   regs.outcome_counter(Outcome.AGGREGATED): 4}, got
+    assert len(tb.results) == 1, "a result computed from a failed read was sent"
+
+    # sticky: the memory works again, the flag stays and results stay withheld
+    tb.faults.reads = False
+    await contribute(1, 2)
+    await contribute(0, 2)
+    await idle(3000)
+    got = await tb.read(status)
+    assert got[regs.STATUS] == regs.STATUS_MEM_ERROR and got[regs.RESULTS_WITHHELD] == 2, got
+    assert len(tb.results) == 1

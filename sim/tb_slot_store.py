@@ -28,17 +28,15 @@ min_rate, min_mean_burst, out.
 
 from __future__ import annotations
 
-import itertools
 import json
-import logging
 import random
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-from cocotbext.axi import AxiBus, AxiRam
 
 from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, cmd_layout, rsp_layout
+from wanreduce.sim.axi_memory import attach_ram, pauses, random_axi_pauses
 from wanreduce.sim.simulator import tb_params
 from wanreduce.sim.slot_store_model import SlotStoreModel
 
@@ -56,12 +54,6 @@ def _pack(layout, **fields: int) -> int:
 
 def _unpack(layout, word: int) -> dict[str, int]:
     return {name: (word >> f.offset) & ((1 << f.width) - 1) for name, f in layout}
-
-
-def _pauses(rng: random.Random, busy: float):
-    """Endless random pause pattern: True (pause) with probability ``busy``, in bursts of 1..8."""
-    while True:
-        yield from itertools.repeat(rng.random() < busy, rng.randint(1, 8))
 
 
 class Bench:
@@ -88,9 +80,7 @@ class Bench:
         dut.rsp__ready.value = 0
         if hasattr(dut, "m_axi_mem_awaddr"):
             size = self.base + self.rows * self.row_bytes
-            self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi_mem"), dut.clk, dut.rst, size=size)
-            for iface in (self.ram.write_if, self.ram.read_if):
-                iface.log.setLevel(logging.WARNING)
+            self.ram = attach_ram(dut, size)
             content = self.rng.randbytes(self.rows * self.row_bytes)
             self.ram.write(self.base, content)
 
@@ -108,15 +98,13 @@ class Bench:
         return SlotStoreModel(self.width, initial)
 
     def random_axi_pauses(self, busy: float) -> None:
-        w, r = self.ram.write_if, self.ram.read_if
-        for ch in (w.aw_channel, w.w_channel, w.b_channel, r.ar_channel, r.r_channel):
-            ch.set_pause_generator(_pauses(random.Random(self.rng.random()), busy))
+        random_axi_pauses(self.ram, self.rng, busy)
 
     def throttle_data(self, bandwidth: float) -> None:
         """R and W move on a random ``bandwidth`` share of the cycles (pauses in runs of 1..8)."""
         if bandwidth < 1.0:
-            self.ram.write_if.w_channel.set_pause_generator(_pauses(random.Random(self.rng.random()), 1 - bandwidth))
-            self.ram.read_if.r_channel.set_pause_generator(_pauses(random.Random(self.rng.random()), 1 - bandwidth))
+            self.ram.write_if.w_channel.set_pause_generator(pauses(random.Random(self.rng.random()), 1 - bandwidth))
+            self.ram.read_if.r_channel.set_pause_generator(pauses(random.Random(self.rng.random()), 1 - bandwidth))
 
     async def _watch_bursts(self) -> None:
         dut = self.dut

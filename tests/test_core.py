@@ -1,11 +1,14 @@
 """The whole core: CLI Verilog generation, and the cocotb system bench on the generated Verilog
-against the golden model for three configurations (sim/tb_core.py, sim/core_scenario.py)."""
+against the golden model for three configurations (sim/tb_core.py, sim/core_scenario.py), with
+the slots on chip and, at W 64 and 256, in DRAM (an AxiRam 20..200 cycles away, random pauses
+on every AXI channel; hdl/core_dram_harness.py)."""
 
 import pytest
 from click.testing import CliRunner
 
 from wanreduce.cli import cli
 from wanreduce.hdl.core import CoreParams, WanreduceCore
+from wanreduce.hdl.core_dram_harness import CoreDramHarness
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 CONFIGS = [
@@ -23,7 +26,37 @@ def test_core_system(cfg):
     core = {k: cfg[k] for k in CORE_KEYS}
     verilog = generate_verilog(WanreduceCore, name="wanreduce_core", params=core)
     run_cocotb(verilog=verilog, toplevel="wanreduce_core", test_module="wanreduce.sim.tb_core",
-               params={**cfg, "seed": cfg["width"]}, timeout_s=900)  # CPU seconds: load-independent
+               params={**cfg, "seed": cfg["width"]}, testcase="core_system",
+               timeout_s=900)  # CPU seconds: load-independent
+
+
+DRAM_TOP = "wanreduce_core_dram"
+
+
+def _dram_core(cfg: dict):
+    core = {k: cfg[k] for k in CORE_KEYS}
+    return generate_verilog(CoreDramHarness, name=DRAM_TOP, params=core)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("cfg", [
+    CONFIGS[0],
+    pytest.param(CONFIGS[1], marks=pytest.mark.slow),
+], ids=lambda c: f"W{c['width']}-P{c['ports']}-S{c['slots']}-N{c['senders']}")
+def test_core_system_dram(cfg):
+    """Every core scenario (drops, rejects, saturation, resend, window reset, multi-job) with
+    the slots in DRAM: the same results and counters as the golden model, the memory 20..200
+    cycles away with random pauses on every AXI channel."""
+    run_cocotb(verilog=_dram_core(cfg), toplevel=DRAM_TOP, test_module="wanreduce.sim.tb_core",
+               params={**cfg, "seed": cfg["width"] + 1}, testcase="core_system", timeout_s=1800)
+
+
+@pytest.mark.cocotb
+def test_core_dram_memory_error_is_never_silent():
+    """SLVERR on a read: STATUS.MEM_ERROR (sticky), RESULTS_WITHHELD, no result frame."""
+    cfg = dict(CONFIGS[0], elements=16)
+    run_cocotb(verilog=_dram_core(cfg), toplevel=DRAM_TOP, test_module="wanreduce.sim.tb_core",
+               params={**cfg, "seed": 3}, testcase="mem_error_withholds_results", timeout_s=900)
 
 
 @pytest.mark.cocotb
@@ -115,3 +148,45 @@ def test_docs_port_table_matches_generated_ports():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "core.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \| (input|output) \| (\d+) \|$", doc, re.M)
     assert [(n, d, int(w)) for n, d, w in rows] == port_list(dict(DEFAULTS))
+
+
+def test_verilog_command_slot_memory_dram(tmp_path):
+    """--slot-memory dram: the core gains the AXI4 master port with flat AMBA names (and the
+    DRAM store's 2**20-slot range); onchip keeps the port list as it was; bad values: one line."""
+    res = CliRunner().invoke(cli, ["verilog", "--out", str(tmp_path), "--slot-memory", "dram",
+                                   "--slots", "8", "--elements", "32"])
+    assert res.exit_code == 0, res.output
+    assert "dram slot memory" in res.output
+    ports = (tmp_path / "wanreduce_core.ports.txt").read_text()
+    for port in ("output [31:0]   m_axi_mem_awaddr", "output [7:0]    m_axi_mem_arlen",
+                 "input  [63:0]   m_axi_mem_rdata", "input  [1:0]    m_axi_mem_bresp",
+                 "output          m_axi_mem_rready", "input           m_axi_mem_wready"):
+        assert port in ports, port
+    assert "m_axi_mem_awaddr" in (tmp_path / "wanreduce_core.sv").read_text()
+    res = CliRunner().invoke(cli, ["verilog", "--out", str(tmp_path / "o"), "--slots", "8"])
+    assert res.exit_code == 0 and "m_axi_mem" not in (tmp_path / "o" / "wanreduce_core.ports.txt").read_text()
+    for args, msg in ((["--slot-memory", "sram"], "--slot-memory: must be one of onchip, dram"),
+                      (["--slots", "8192"], "slots must be a power of two from 2 to 4096, got 8192")):
+        res = CliRunner().invoke(cli, ["verilog", "--out", str(tmp_path / "e"), *args])
+        assert res.exit_code != 0 and msg in res.output and len(res.output.strip().splitlines()) == 1
+    assert CoreParams("dram", slots=8192)["slots"] == 8192  # the DRAM range (hdl/params.py)
+
+
+def test_dram_store_parameters_reach_the_store_and_are_checked():
+    from wanreduce.hdl.params import DRAM_STORE_DEFAULTS
+    from wanreduce.hdl.reducer import Reducer
+
+    core = WanreduceCore(slot_memory="dram", slots=8, elements=32, outstanding=64, burst_hold=0)
+    st = core.reducer.store
+    assert (st.outstanding, st.burst_hold, st.burst_beats, st.address_width) == (
+        64, 0, DRAM_STORE_DEFAULTS["burst_beats"], DRAM_STORE_DEFAULTS["address_width"])
+    for make, msg in [
+        (lambda: WanreduceCore(slot_memory="dram", outstanding=3), "outstanding must be a power of two from 4 to 1024, got 3"),
+        (lambda: WanreduceCore(slot_memory="flash"), "slot memory must be one of onchip, dram, got 'flash'"),
+        (lambda: Reducer(64, slots=8, elements=32, groups=2, jobs=2, outstanding=64),
+         "unknown slot store parameter(s) for slot memory onchip: outstanding (dram: address_width, "
+         "base_address, outstanding, burst_beats, burst_hold)"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            make()
+        assert str(err.value) == msg

@@ -296,6 +296,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
             rr.pinned_stalls += ctx.get(dut.stall_pinned)
             assert ctx.get(dut.advance) == 1 - ctx.get(dut.stall_pinned), "advance register"
             assert not ctx.get(dut.rw_hazard), "emitter read meets a write (no_rw_check)"
+            assert not ctx.get(dut.copy_error), "a flip-flop copy differs, or the command FIFO overran"
             if ctx.get(dut.outcome):
                 rr.outcomes.append(Outcome(ctx.get(dut.outcome_code)))
             out_valid = ctx.get(dut.m_msg.valid)
@@ -580,7 +581,9 @@ def test_throughput(width, count, senders):
 
 @pytest.mark.parametrize("width", [64, 256, 512])
 def test_latency(width):
-    """Last beat of the completing contribution to the first result beat (constant)."""
+    """Last beat of the completing contribution to the first result beat: constant for results
+    of two beats or more; a one-beat result takes one cycle more (its row waits in the rows
+    FIFO's head registers while a longer result's first rows are there before its last)."""
     E = 64
     cfg = Config(width, 8, E, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 3)])
     lat = []
@@ -590,7 +593,7 @@ def test_latency(width):
         check(cfg, ops, rr)
         lat.append(rr.result_cycles[0] - rr.last_accept)
     print(f"W={width}: latency {lat[0]} cycles (1 beat), {lat[1]} cycles ({payload_beats(E, width)} beats)")
-    assert lat[0] == lat[1] <= 16
+    assert lat[0] == lat[1] + 1 <= 16
 
 
 def _cpu_seconds() -> float:
@@ -612,7 +615,10 @@ def test_verilog_conversion_w512():
 
 
 def test_slot_reuse_waits_for_queued_result():
-    """A new chunk in a slot whose result is still queued (m_msg stalled) waits; nothing lost."""
+    """A new chunk in a slot whose result has not left yet (m_msg stalled): nothing is lost or
+    overwritten. Results released by their completing contribution are the slot store's
+    responses, ordered before the new chunk's WRITE, so they pin nothing; the resent ones are
+    READ from held slots. The stalled m_msg holds the input (backpressure, no drop)."""
     cfg = Config(256, 4, 24, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
                  group_table=[0b1], job_table=[(True, 0, 2)])
     rng = random.Random(9)
@@ -620,7 +626,7 @@ def test_slot_reuse_waits_for_queued_result():
     ops += [_msg(0, 0, 0, c, 0, 0, 24, [0] * 24) for c in range(36, 40)]  # resent from held slots
     rr = run(cfg, ops, p_ready=0.15, seed=9)
     _, res, _ = check(cfg, ops, rr)
-    assert len(res) == 44 and rr.pinned_stalls > 0
+    assert len(res) == 44 and rr.last_accept - rr.first_accept + 1 > 2 * rr.accepted_beats
 
 
 def test_back_to_back_same_chunk_single_beat():

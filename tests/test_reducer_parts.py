@@ -1,7 +1,8 @@
 """Unit tests of the reducer's parts, each on its own (docs/reducer.md, "Parts"): the
-configuration registers, the input stages' decode, the release queue, the window-reset engine
-and the row accumulator (data memory, read-modify-write forwarding, sticky overflow). The
-decision, the emitter and the probe are exercised through the whole reducer
+configuration registers, the input stages' decode, the release queue, the window-reset engine,
+the slot-store command port (order of contributions and READs) and the result assembler
+(store-and-forward, sticky overflow). The decision, the emitter, the slot store in place and
+the probe are exercised through the whole reducer
 (tests/test_reducer.py) against the golden model."""
 
 from __future__ import annotations
@@ -9,18 +10,17 @@ from __future__ import annotations
 import random
 from collections import deque
 
-import numpy as np
 import pytest
 from stream_helpers import Port, drive_random, pack, run_testbench, unpack
 
 from wanreduce import wire
-from wanreduce.fixedpoint import saturating_add
+from wanreduce.hdl.command_arbiter import CommandArbiter
 from wanreduce.hdl.layouts import message_beat_layout, payload_beats
 from wanreduce.hdl.reducer_config import ReducerConfig
 from wanreduce.hdl.reducer_input import InputStages
-from wanreduce.hdl.reducer_layouts import OP_ADD, OP_NONE, OP_WRITE
 from wanreduce.hdl.release_queue import ReleaseQueue
-from wanreduce.hdl.row_accumulator import RowAccumulator
+from wanreduce.hdl.result_assembler import ResultAssembler
+from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.window_reset import WindowReset
 
 M32 = 0xFFFFFFFF
@@ -196,83 +196,192 @@ def test_window_reset_waits_then_clears_the_region(base, lw, slots) -> None:
     run_testbench(dut, tb)
 
 
-def _lanes(v: int, n: int) -> np.ndarray:
-    return np.array([(v >> 32 * k) & M32 for k in range(n)], np.uint32).view(np.int32)
-
-
-def _row(lanes: np.ndarray) -> int:
-    return sum(int(x) << 32 * k for k, x in enumerate(np.asarray(lanes, np.int32).view(np.uint32)))
-
-
-@pytest.mark.parametrize(("width", "seed"), [(64, 1), (128, 2), (512, 3)])
-def test_row_accumulator_equals_saturating_add(width, seed) -> None:
-    """Beats through stage 1 and 2 as the decision moves them (random gaps and holds, rows
-    repeated 1, 2, 3 cycles apart, so every forward is used): the rows read back equal the
-    golden model's saturating sums, and each slot's sticky overflow flag (masked lanes only,
-    cleared by a first write) is right every cycle."""
-    slots, row_bits, rng = 4, 1, random.Random(seed)
-    L = width // 32
-    dut = RowAccumulator(width, slots=slots, row_bits=row_bits)
-    rows = slots << row_bits
-    big = [-(2**31), 2**31 - 1, 2**30, -(2**30), 5, -7]
-    beats, written = [], set()
-    for _ in range(300):
-        row = rng.randrange(rows) if rng.random() < 0.5 or not beats else beats[-1]["row"]
-        first = row not in written or rng.random() < 0.1
-        op = OP_WRITE if first else rng.choice([OP_ADD, OP_ADD, OP_ADD, OP_NONE])
-        written.add(row)
-        data = _row(np.array([rng.choice(big) if rng.random() < 0.5 else rng.randint(-99, 99)
-                              for _ in range(L)], np.int32))
-        beats.append({"row": row, "op": op, "first": int(first), "data": data,
-                      "lanes": rng.getrandbits(L), "hold": rng.random() < 0.2, "gap": rng.random() < 0.2})
-    # the timeline of stage 1: per cycle (beat index or None, moves on this cycle)
-    timeline = []
-    for i, b in enumerate(beats):
-        if b["gap"]:
-            timeline.append((None, True))
-        if b["hold"]:
-            timeline.append((i, False))
-        timeline.append((i, True))
-    timeline.append((None, True))
+def test_command_arbiter_keeps_decision_order() -> None:
+    """Contribution commands (some flagged ``then_emit``), bare markers and an emitter that
+    issues k = 0..3 READs per entry, with random pushes and a random ``cmd.ready``: the store
+    sees every command once, in order, each entry's READs right after its flag or marker, and a
+    READ is offered only while the port is the emitter's."""
+    rng = random.Random(7)
+    dut = CommandArbiter(64, 8, depth=8)
+    items = []  # ("cmd", row, then_emit, reads) or ("marker", reads)
+    for i in range(200):
+        if rng.random() < 0.15:
+            items.append(("marker", i % 256, rng.randint(1, 3)))
+        else:
+            flag = rng.random() < 0.15
+            items.append(("cmd", i % 256, flag, rng.randint(1, 3) if flag else 0))
+    expect = []
+    for it in items:
+        if it[0] == "cmd":
+            expect.append(("C", it[1]))
+        expect += [("R", it[1], k) for k in range(it[-1])]
 
     async def tb(ctx):
-        mem: dict[int, np.ndarray] = {}
-        ovf = [0] * slots
-        expect_ovf = [0] * slots  # as visible now (applied one cycle after stage 2)
-        stage2 = None
-        for t, (bi, adv) in enumerate(timeline):
-            nxt = next((x for x, _ in timeline[t + 1 :] if x is not None), None)
-            b = beats[bi] if bi is not None else None
-            ctx.set(dut.adv, adv)
-            ctx.set(dut.row0, beats[nxt]["row"] if nxt is not None and adv else 0)
-            ctx.set(dut.row1, b["row"] if b else 0)
-            ctx.set(dut.load, int(b is not None and adv))
-            if b is not None:
-                ctx.set(dut.op, b["op"])
-                ctx.set(dut.first, b["first"])
-                ctx.set(dut.data, b["data"])
-                ctx.set(dut.lanes, b["lanes"])
-                ctx.set(dut.slot_oh, 1 << (b["row"] >> row_bits))
-            ctx.set(dut.valid2, int(stage2 is not None))
-            assert ctx.get(dut.overflow) == sum(f << s for s, f in enumerate(expect_ovf)), f"cycle {t}"
-            expect_ovf = list(ovf)
-            if stage2 is not None:  # the model's stage 2
-                s2, slot = stage2, stage2["row"] >> row_bits
-                if s2["op"] == OP_WRITE:
-                    mem[s2["row"]] = _lanes(s2["data"], L)
-                    if s2["first"]:
-                        ovf[slot] = 0
-                elif s2["op"] == OP_ADD:
-                    old, q = mem[s2["row"]], _lanes(s2["data"], L)
-                    mem[s2["row"]], _ = saturating_add(old, q)
-                    masked = [k for k in range(L) if s2["lanes"] >> k & 1]
-                    ovf[slot] |= int(saturating_add(old[masked], q[masked])[1])
-                expect_ovf = list(ovf)
-            stage2 = b if (b is not None and adv) else None
+        got, pushed, entries = [], 0, []
+        cur = None  # (row, next read, count) of the entry the emitter works on
+        for _cycle in range(3000):
+            if len(got) == len(expect):
+                break
+            push = pushed < len(items) and ctx.get(dut.level) < 6 and rng.random() < 0.8
+            ctx.set(dut.push, int(push))
+            if push:
+                it = items[pushed]
+                marker = it[0] == "marker"
+                ctx.set(dut.push_marker, int(marker))
+                ctx.set(dut.push_then_emit, int(marker or it[2]))
+                ctx.set(dut.push_cmd.op, Op.ADD)
+                ctx.set(dut.push_cmd.row, it[1])
+                if marker or it[2]:
+                    entries.append((it[1], it[-1]))
+            ready = rng.random() < 0.7
+            ctx.set(dut.cmd.ready, int(ready))
+            go, allow = ctx.get(dut.e_go), ctx.get(dut.e_allow_pop)
+            popped = issue = final = False
+            if go and cur is None and allow and entries and rng.random() < 0.8:
+                row, k = entries.pop(0)
+                cur, popped = [row, 0, k], True
+            if go and cur is not None and cur[1] < cur[2]:
+                issue, final = True, cur[1] == cur[2] - 1
+            ctx.set(dut.e_popped, int(popped))
+            ctx.set(dut.e_valid, int(issue))
+            ctx.set(dut.e_final, int(final))
+            ctx.set(dut.e_idle, int(cur is None or cur[1] >= cur[2]))
+            ctx.set(dut.e_cmd.op, Op.READ)
+            ctx.set(dut.e_cmd.row, cur[0] if cur else 0)
+            ctx.set(dut.e_cmd.data, cur[1] if cur else 0)
+            assert not (ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.payload.op) == Op.READ and not go)
+            assert not ctx.get(dut.copy_error)
+            if ctx.get(dut.cmd.valid) and ready:
+                if ctx.get(dut.cmd.payload.op) == Op.READ:
+                    got.append(("R", ctx.get(dut.cmd.payload.row), ctx.get(dut.cmd.payload.data)))
+                else:
+                    got.append(("C", ctx.get(dut.cmd.payload.row)))
+            if issue:
+                cur[1] += 1
+                if final:
+                    cur = None
+            pushed += push
             await ctx.tick()
-        for r in sorted(mem):  # read every row back through the emitter's port
-            ctx.set(dut.e_row, r)
+        assert got == expect
+
+    run_testbench(dut, tb)
+
+
+@pytest.mark.parametrize(("width", "seed"), [(64, 1), (256, 2)])
+def test_result_assembler_sticky_overflow_and_order(width, seed) -> None:
+    """Random slot-store responses (contribution rows, emitting rows, READ rows; random gaps and
+    ``m_msg`` backpressure): every result leaves whole and in order, with its source's header,
+    its rows, first/last, and OVERFLOW = the slot's sticky flag after its last row (restarted by
+    a WRITE, set by an ADD's overflow); nothing is dropped or missing."""
+    rng = random.Random(seed)
+    slots, max_beats = 8, 5
+    dut = ResultAssembler(width, slots=slots, max_beats=max_beats, hdr_c_depth=8, hdr_e_depth=8)
+    tagl = dut.tag_layout
+    rsps, hdrs, expect = [], [], []  # responses; (source, header) pushes; (header, rows, ovf)
+    sticky = [0] * slots
+    for i in range(120):
+        slot, beats, kind = rng.randrange(slots), rng.randint(1, max_beats), rng.choice("wwaaer")
+        write = kind == "w" or (kind == "e" and rng.random() < 0.3)
+        rows = []
+        for b in range(beats):
+            ovf = int(not write and kind != "r" and rng.random() < 0.1)
+            sticky[slot] = (0 if write else sticky[slot]) | ovf
+            d = rng.getrandbits(width)
+            rows.append(d)
+            tag = pack(tagl, {"slot": slot, "write": int(write), "emit": int(kind == "e"),
+                              "read": int(kind == "r"), "last": int(b == beats - 1)})
+            rsps.append((d, ovf, tag, len(hdrs) if kind in "er" else -1))
+        if kind in "er":
+            hdr = {"chunk": i, "round": rng.getrandbits(32), "flags": 4 * int(kind == "r")}
+            hdrs.append(("hdr_e" if kind == "r" else "hdr_c", hdr))
+            expect.append((hdr, rows, sticky[slot]))
+
+    async def tb(ctx):
+        out, cur, sent, hsent = [], [], 0, 0
+        for cycle in range(4000):
+            if len(out) == len(expect):
+                break
+            # headers go in ahead of their rows (as in the reducer)
+            for src in ("hdr_c", "hdr_e"):
+                ctx.set(getattr(dut, src).valid, 0)
+            if hsent < len(hdrs):
+                src, h = hdrs[hsent]
+                port = getattr(dut, src)
+                ctx.set(port.valid, 1)
+                ctx.set(port.payload.chunk, h["chunk"])
+                ctx.set(port.payload.round_id, h["round"])
+                ctx.set(port.payload.flags, h["flags"])
+            v = sent < len(rsps) and rng.random() < 0.8 and rsps[sent][3] < hsent
+            ctx.set(dut.rsp.valid, int(v))
+            if sent < len(rsps):
+                d, ovf, tag, _ = rsps[sent]
+                ctx.set(dut.rsp.payload.data, d)
+                ctx.set(dut.rsp.payload.overflow, ovf)
+                ctx.set(dut.rsp.payload.tag, tag)
+            r = rng.random() < 0.6
+            ctx.set(dut.m_msg.ready, int(r))
+            assert not ctx.get(dut.hdr_missing), f"cycle {cycle}"
+            if hsent < len(hdrs):
+                hsent += ctx.get(getattr(dut, hdrs[hsent][0]).ready)
+            if v and ctx.get(dut.rsp.ready):
+                sent += 1
+            if ctx.get(dut.m_msg.valid) and r:
+                cur.append((ctx.get(dut.m_msg.payload.data), ctx.get(dut.m_msg.payload.first),
+                            ctx.get(dut.m_msg.payload.last), ctx.get(dut.m_msg.payload.hdr.chunk),
+                            ctx.get(dut.m_msg.payload.hdr.round_id), ctx.get(dut.m_msg.payload.hdr.flags)))
+                if cur[-1][2]:
+                    out.append(cur)
+                    cur = []
             await ctx.tick()
-            assert ctx.get(dut.e_data) == _row(mem[r]), f"row {r}"
+        assert len(out) == len(expect)
+        for msg, (hdr, rows, ovf) in zip(out, expect, strict=True):
+            assert [b[0] for b in msg] == rows
+            assert [b[1] for b in msg] == [1] + [0] * (len(rows) - 1)
+            assert [b[2] for b in msg] == [0] * (len(rows) - 1) + [1]
+            assert {(b[3], b[4], b[5]) for b in msg} == {(hdr["chunk"], hdr["round"], hdr["flags"] | ovf)}
+
+    run_testbench(dut, tb)
+
+
+@pytest.mark.parametrize("beats", [1, 3])
+def test_result_assembler_one_result_beat_per_cycle(beats) -> None:
+    """Emitting results of ``beats`` rows back to back, ``m_msg`` always ready: after the first
+    one, a beat leaves every cycle (``rsp.ready`` never drops; the ``done`` FIFO has room for the
+    headers in flight however long the rows take to reach the output); a result's first beat
+    leaves 4 cycles after its last response (stage R, the ``done`` FIFO, the output skid
+    buffer), but not before 5 cycles after its first (stage R, the data FIFO and its head
+    registers, the output skid buffer: one cycle more than with the head in block RAM)."""
+    n = 40
+    dut = ResultAssembler(64, slots=4, max_beats=8, hdr_c_depth=8)
+    tagl = dut.tag_layout
+
+    async def tb(ctx):
+        ctx.set(dut.m_msg.ready, 1)
+        hsent = sent = 0
+        first_out = accepted_at = None
+        outs = []
+        for cycle in range(20 * n):
+            if len(outs) == n * beats:
+                break
+            ctx.set(dut.hdr_c.valid, int(hsent < n))
+            ctx.set(dut.hdr_c.payload.chunk, hsent)
+            v = sent < n * beats and sent // beats < hsent
+            b = sent % beats
+            ctx.set(dut.rsp.valid, int(v))
+            ctx.set(dut.rsp.payload.data, sent)
+            ctx.set(dut.rsp.payload.tag, pack(tagl, {"slot": 0, "emit": 1, "last": int(b == beats - 1)}))
+            hsent += ctx.get(dut.hdr_c.ready) and hsent < n
+            if v:
+                assert ctx.get(dut.rsp.ready), f"cycle {cycle}: rsp.ready dropped"
+                if accepted_at is None:
+                    accepted_at = cycle
+                sent += 1
+            if ctx.get(dut.m_msg.valid):
+                outs.append((cycle, ctx.get(dut.m_msg.payload.data), ctx.get(dut.m_msg.payload.hdr.chunk)))
+                first_out = cycle if first_out is None else first_out
+            await ctx.tick()
+        assert [(d, c) for _, d, c in outs] == [(k, k // beats) for k in range(n * beats)]
+        assert outs[-1][0] - outs[0][0] == n * beats - 1  # one beat per cycle
+        assert first_out - accepted_at == max(beats - 1 + 4, 5)
 
     run_testbench(dut, tb)

@@ -120,13 +120,15 @@ def _skid_buffers(top) -> int:
 
 
 def test_one_implementation_everywhere() -> None:
-    """The AXI4-Stream slice, the demux (one per output), the reducer's stages I and P and the
-    core's merger slices are all SkidBuffers (no copy of the logic left to drift)."""
+    """The AXI4-Stream slice, the demux (one per output), the reducer's stages I and P, its
+    result assembler's output and rows head (a RegisteredFIFO), and the core's merger slices
+    are all SkidBuffers (no copy of the logic left to drift)."""
     assert _skid_buffers(AXIStreamRegisterSlice(64)) == 1
     assert _skid_buffers(MessageDemux(64)) == 2
-    assert _skid_buffers(Reducer(64, slots=4, elements=16, groups=1, jobs=1)) == 2
-    # 2 merger slices + 2 in the demux + 2 in the reducer
-    assert _skid_buffers(WanreduceCore(ports=2, slots=4, elements=16, groups=1, jobs=1)) == 6
+    # stages I and P, the result assembler's output and its rows FIFO's head
+    assert _skid_buffers(Reducer(64, slots=4, elements=16, groups=1, jobs=1)) == 4
+    # 2 merger slices + 2 in the demux + 4 in the reducer
+    assert _skid_buffers(WanreduceCore(ports=2, slots=4, elements=16, groups=1, jobs=1)) == 8
 
 
 @pytest.mark.parametrize(("args", "msg"), [

@@ -190,6 +190,8 @@ def test_registers_over_control():
             with pytest.raises(ValueError, match="register address"):
                 c.read(0x10000)  # addresses are 16 bits
             assert c.read(0x7777) == 0
+            # no DRAM slot memory: STATUS.MEM_ERROR and RESULTS_WITHHELD read 0, STATUS is ro
+            assert c.memory_error() == (False, 0) and c.write(regs.STATUS, 1) == 0
             many = c.read_many([regs.group(g) for g in range(4)] * 3)  # split into 3 messages
             assert len(many) == 12
             cnt = c.counters()

@@ -36,6 +36,8 @@ class Reg:
 ID = 0x0000
 PARAMS0 = 0x0001  # constant: params0()
 PARAMS1 = 0x0002  # constant: params1()
+STATUS = 0x0003  # sticky status bits, cleared by reset only
+STATUS_MEM_ERROR = 1 << 0  # the DRAM slot memory answered an AXI error (SLVERR/DECERR)
 CTRL = 0x0010  # bit 0: release on completion (else in chunk order)
 CTRL_RELEASE_ON_COMPLETION = 1 << 0
 LOCAL_MAC_HI = 0x0011
@@ -61,6 +63,7 @@ PORT_COUNTER_STRIDE = 16
 OUTCOME_COUNTER_BASE = 0x1800  # + Outcome
 RESULTS_OUT = 0x1810  # result frames sent (including resent ones)
 CONTROL_IN = 0x1811  # control messages processed
+RESULTS_WITHHELD = 0x1812  # results not sent: assembled after STATUS.MEM_ERROR was set
 
 DEFAULT_LOCAL_MAC = 0x02_00_00_00_00_01
 DEFAULT_LOCAL_IP = 0x0A_00_00_01
@@ -132,6 +135,9 @@ def register_map(
             "constant: P + (W/32 << 8) + (log2 S << 16) + (G << 24); W/32 = bus width in words"),
         Reg("PARAMS1", PARAMS1, Access.RO, params1(elements=elements, jobs=jobs),
             "constant: E + (J << 16)"),
+        Reg("STATUS", STATUS, Access.RO, 0,
+            "bit 0 MEM_ERROR: the DRAM slot memory answered an AXI error response (SLVERR/DECERR); "
+            "sticky until reset; from then on no result is sent (RESULTS_WITHHELD)"),
         Reg("CTRL", CTRL, Access.RW, 0, "bit 0: release on completion (0: in chunk order)"),
         Reg("LOCAL_MAC_HI", LOCAL_MAC_HI, Access.RW, DEFAULT_LOCAL_MAC >> 32, "our MAC 47..32"),
         Reg("LOCAL_MAC_LO", LOCAL_MAC_LO, Access.RW, DEFAULT_LOCAL_MAC & 0xFFFFFFFF, "our MAC 31..0"),
@@ -162,6 +168,8 @@ def register_map(
         regs.append(Reg(f"OUTCOME_{o.name}", outcome_counter(o), Access.RO, 0, f"contributions: {o.name.lower()}"))
     regs.append(Reg("RESULTS_OUT", RESULTS_OUT, Access.RO, 0, "result frames sent (resent included)"))
     regs.append(Reg("CONTROL_IN", CONTROL_IN, Access.RO, 0, "control messages processed"))
+    regs.append(Reg("RESULTS_WITHHELD", RESULTS_WITHHELD, Access.RO, 0,
+                    "results not sent because STATUS.MEM_ERROR was set when they were ready"))
     return regs
 
 

@@ -39,8 +39,8 @@ from amaranth.hdl import (
 )
 from amaranth.lib.cdc import ResetSynchronizer
 
-from wanreduce.hdl.boards.dram_controller import DramController, attach_memory, check_board_memory
-from wanreduce.hdl.core import WanreduceCore, net_port
+from wanreduce.hdl.boards.dram_controller import DramController, attach_memory, board_core
+from wanreduce.hdl.core import net_port
 
 __all__ = ["CORE_FREQ_HZ", "IP_MODULES", "AX7325BTop", "ip_tcl"]
 
@@ -82,8 +82,8 @@ class AX7325BTop(Elaboratable):
     """Board top: P+1 10G Ethernet Subsystem black boxes, the core at 156.25 MHz, LEDs."""
 
     def __init__(self, *, slot_memory: str = "onchip", **core_params: int) -> None:
-        self.core = WanreduceCore(**core_params)
-        self.slot_memory = check_board_memory("alinx-ax7325b", slot_memory, self.core)
+        self.core = board_core("alinx-ax7325b", slot_memory, **core_params)
+        self.slot_memory = slot_memory
         p = self.core.params
         if p["width"] != WIDTH:
             raise ValueError(f"alinx-ax7325b runs the core at width {WIDTH} (10G MAC AXI4-Stream "

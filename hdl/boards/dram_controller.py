@@ -38,7 +38,7 @@ from wanreduce.hdl.boards.axi_memtest import AXI_FIELDS, axi_manager_signals
 from wanreduce.hdl.boards.dram_init import DramInit
 from wanreduce.hdl.boards.litedram_controller import AXI_ID_WIDTH, DRAM_CONFIGS, cached, module_name
 
-__all__ = ["MEM_PREFIX", "DramController", "attach_memory", "check_board_memory"]
+__all__ = ["MEM_PREFIX", "DramController", "attach_memory", "board_core", "check_board_memory"]
 
 
 class DramController(Elaboratable):
@@ -107,11 +107,26 @@ def check_board_memory(board: str, slot_memory: str, core) -> str:
     check_slot_memory(slot_memory)
     if slot_memory == "dram" and f"{MEM_PREFIX}_awaddr" not in core.signature.members:
         raise ValueError(
-            f"{board} --slot-memory dram: the core has no m_axi_mem port yet (the external slot "
-            f"store of issue 16 item 1); the board's LiteDRAM controller, its init, its AXI4 "
-            f"port and the width converter are in place (build --dram-selftest places the "
-            f"controller alone, --dram-store-test the DRAM slot store through them)")
+            f"{board} --slot-memory dram: the core has no m_axi_mem port (build it with "
+            f"slot_memory='dram', as board_core does)")
     return slot_memory
+
+
+def board_core(board: str, slot_memory: str, **core_params: int):
+    """The core for ``board`` with its slots in ``slot_memory``; with ``dram`` the DRAM store
+    addresses the board's DRAM (``address_width``) in the controller's burst size
+    (``burst_beats``: 512 B on the Versa), other store parameters at their defaults."""
+    from wanreduce.hdl.core import WanreduceCore
+    from wanreduce.hdl.params import check_slot_memory
+
+    check_slot_memory(slot_memory)
+    mem = {}
+    if slot_memory == "dram":
+        cfg, width = DRAM_CONFIGS[board], core_params.get("width", 64)
+        mem = {"address_width": cfg.addr_width, "burst_beats": cfg.burst_beats(width)}
+    core = WanreduceCore(slot_memory=slot_memory, **mem, **core_params)
+    check_board_memory(board, slot_memory, core)
+    return core
 
 
 def attach_memory(m: Module, manager, dram: DramController, *, prefix: str = MEM_PREFIX) -> AxiUpsizer:

@@ -48,9 +48,9 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
-from wanreduce.hdl.boards.dram_controller import DramController, attach_memory, check_board_memory
+from wanreduce.hdl.boards.dram_controller import DramController, attach_memory, board_core
 from wanreduce.hdl.boards.liteeth_mac import MAC_NAME
-from wanreduce.hdl.core import WanreduceCore, net_port
+from wanreduce.hdl.core import net_port
 
 __all__ = ["CORE_FREQ_HZ", "VersaTop", "core_clock", "pll_params"]
 
@@ -118,8 +118,8 @@ class VersaTop(Elaboratable):
                  **core_params: int) -> None:
         check_core_mhz(core_mhz)
         self.core_mhz = float(core_mhz)
-        self.core = WanreduceCore(**core_params)
-        self.slot_memory = check_board_memory("versa-ecp5", slot_memory, self.core)
+        self.core = board_core("versa-ecp5", slot_memory, **core_params)
+        self.slot_memory = slot_memory
         if self.core.params["width"] != MAC_WIDTH:
             raise ValueError(f"versa-ecp5 runs the core at width {MAC_WIDTH} (LiteEth MAC width), "
                              f"got width={self.core.params['width']}")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from wanreduce.commands.slot_memory import slot_memory_option
 from wanreduce.errors import WanreduceError
 
 CORE_NAME = "wanreduce_core"
@@ -41,25 +42,25 @@ def core_options(f=None, *, prefix: str = ""):
     return decorate(f) if f is not None else decorate
 
 
-def core_params(**kw: int) -> dict:
-    """Validate core parameters (names with or without a ``core_`` prefix); a bad one becomes a
-    one-line CLI error."""
+def core_params(slot_memory: str = "onchip", **kw: int) -> dict:
+    """Validate core parameters (names with or without a ``core_`` prefix; ``slots`` against
+    ``slot_memory``'s range); a bad one becomes a one-line CLI error."""
     from wanreduce.hdl.core import CoreParams
 
     kw = {k.removeprefix("core_"): v for k, v in kw.items()}
     try:
-        return dict(CoreParams(**kw))
+        return dict(CoreParams(slot_memory, **kw))
     except ValueError as exc:
         raise WanreduceError(str(exc)) from None
 
 
-def port_list(params: dict) -> list[tuple[str, str, int]]:
+def port_list(params: dict, slot_memory: str = "onchip") -> list[tuple[str, str, int]]:
     """(Verilog port name, direction, width) of the core, clock and reset first."""
     from amaranth.lib import wiring
 
     from wanreduce.hdl.core import WanreduceCore
 
-    core = WanreduceCore(**params)
+    core = WanreduceCore(slot_memory=slot_memory, **params)
     core._MustUse__silence = True  # only its signature is read
     rows = [("clk", "input", 1), ("rst", "input", 1)]
     for path, member, value in core.signature.flatten(core):
@@ -68,12 +69,13 @@ def port_list(params: dict) -> list[tuple[str, str, int]]:
     return rows
 
 
-def write_verilog(out: Path, params: dict) -> Path:
+def write_verilog(out: Path, params: dict, slot_memory: str = "onchip") -> Path:
     """Generate (cached) and copy ``wanreduce_core.sv`` into ``out``; returns its path."""
     from wanreduce.hdl.core import WanreduceCore
     from wanreduce.sim.simulator import generate_verilog
 
-    src = generate_verilog(WanreduceCore, name=CORE_NAME, params=params)
+    extra = {"slot_memory": slot_memory} if slot_memory != "onchip" else {}  # same cache key as before
+    src = generate_verilog(WanreduceCore, name=CORE_NAME, params={**params, **extra})
     out.mkdir(parents=True, exist_ok=True)
     dst = out / f"{CORE_NAME}.sv"
     shutil.copyfile(src, dst)
@@ -87,18 +89,21 @@ def _range(width: int) -> str:
 @click.command("verilog")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="directory to write wanreduce_core.sv and its port list into")
+@click.option("--slot-memory", default="onchip", show_default=True, callback=slot_memory_option,
+              help="where the partial sums live: onchip (block RAM) or dram (an AXI4 master port "
+                   "m_axi_mem_* on the core; docs/slot_store.md)")
 @core_options
-def verilog(out_dir: Path, **kw: int) -> None:
+def verilog(out_dir: Path, slot_memory: str, **kw: int) -> None:
     """Generate the aggregator core as one Verilog module (wanreduce_core)."""
-    params = core_params(**kw)
+    params = core_params(slot_memory, **kw)
     t0 = time.perf_counter()
     try:
-        path = write_verilog(out_dir, params)
+        path = write_verilog(out_dir, params, slot_memory)
     except OSError as exc:
         raise WanreduceError(f"cannot write {out_dir}: {exc.strerror}") from None
-    ports = port_list(params)
+    ports = port_list(params, slot_memory)
     table = "\n".join(f"{d:6} {_range(w):8} {n}" for n, d, w in ports)
     (out_dir / f"{CORE_NAME}.ports.txt").write_text(table + "\n")
-    desc = ", ".join(f"{k}={v}" for k, v in params.items())
+    desc = ", ".join(f"{k}={v}" for k, v in params.items()) + f", {slot_memory} slot memory"
     click.echo(f"wrote {path} ({path.stat().st_size // 1024} KiB, {len(ports)} ports; {desc}) "
                f"in {time.perf_counter() - t0:.1f} s")

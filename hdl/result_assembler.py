@@ -1,0 +1,159 @@
+"""The reducer's result assembler (docs/reducer.md, "Result emission"): turns the slot store's
+responses into RESULT messages on ``m_msg``.
+
+Every response updates the slot's sticky overflow flag (flip-flops, one per slot): a chunk's
+first contribution (``write``) restarts it, any saturating lane of an ADD sets it. Responses
+marked ``emit`` (rows of a result released by the contribution that completed it) or ``read``
+(rows the emitter read for a queued result) are result rows. A result's OVERFLOW flag is the
+sticky flag after its last row, and the framer takes the header from a message's first beat, so
+results are **store-and-forward**: the rows wait in a data FIFO (block RAM, room for the
+longest result) until the last one is in; then the header — from the header FIFO of its source
+(``hdr_c``: pushed by the reducer when the completing contribution's last row enters the command
+stream; ``hdr_e``: by the emitter), OVERFLOW added — goes into a FIFO of complete headers and
+the message leaves. Responses arrive in command order, so each source's headers are used in the
+order they were pushed. Responses are registered once (stage R) before any of this.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .layouts import AggHeaderLayout, message_beat_layout, message_stream
+from .reducer_layouts import store_tag_layout
+from .registered_fifo import RegisteredFIFO
+from .skid_buffer import SkidBuffer
+from .slot_store_signature import rsp_layout
+
+__all__ = ["DONE_DEPTH", "ResultAssembler"]
+
+# complete results waiting to leave: a header is popped 3 cycles after its push when the rows'
+# head is ready (each result may be one beat), + 1 pushed and + 1 accepted while rsp.ready sees
+# the pop a cycle late; 5 dropped rsp.ready on back-to-back one-beat results
+DONE_DEPTH = 6
+
+
+class ResultAssembler(wiring.Component):
+    """Slot-store responses -> RESULT messages (see the module docstring).
+
+    ``rsp``: the store's responses (tag: :func:`store_tag_layout`). ``hdr_c``/``hdr_e``: result
+    headers (RESULT, RESENT set, OVERFLOW left 0) pushed in the order their results' rows reach
+    the store; neither FIFO may be pushed when full (``hdr_c_level``, ``hdr_e_room``). ``max_beats``: the longest result.
+    """
+
+    def __init__(self, data_width: int, *, slots: int, max_beats: int, hdr_c_depth: int,
+                 hdr_e_depth: int = 4) -> None:
+        self.data_width, self.slots, self.max_beats = data_width, slots, max_beats
+        self.hdr_c_depth, self.hdr_e_depth = hdr_c_depth, hdr_e_depth
+        self.tag_layout = store_tag_layout(slots)
+        super().__init__({
+            "rsp": In(stream.Signature(rsp_layout(data_width))),
+            "hdr_c": In(stream.Signature(AggHeaderLayout)),
+            "hdr_e": In(stream.Signature(AggHeaderLayout)),
+            "hdr_e_room": Out(1),
+            "hdr_c_level": Out(range(hdr_c_depth + 1)),
+            "m_msg": Out(message_stream(data_width)),
+            "result_out": Out(1),
+            "idle": Out(1),
+            # a result's last row found its header FIFO empty (never: the benches check it)
+            "hdr_missing": Out(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        W, S = self.data_width, self.slots
+        # data FIFO: room for the longest result plus one more beat in flight, so a result can
+        # always complete while the one before it waits for m_msg
+        # (+1: rsp.ready sees a pop a cycle late)
+        depth = max(4, self.max_beats + 3)
+        row = data.StructLayout({"data": W, "first": 1, "last": 1})
+        # its head in flip-flops (RegisteredFIFO): the block RAM's ~4 ns clock-to-output no
+        # longer reaches ``last`` -> the ``done`` pop -> its level, read address and 116-bit
+        # read register (the 9.2 ns group of cut 2's placements; one cycle more latency)
+        m.submodules.rows = rows = RegisteredFIFO(row, depth)
+        # (buffered like ``rows``: a one-beat result waits for its row as long as a longer one)
+        m.submodules.done = done = SyncFIFOBuffered(width=AggHeaderLayout.size, depth=DONE_DEPTH)
+        m.submodules.hdr_c = hdr_c = SyncFIFO(width=AggHeaderLayout.size, depth=self.hdr_c_depth)
+        m.submodules.hdr_e = hdr_e = SyncFIFO(width=AggHeaderLayout.size, depth=self.hdr_e_depth)
+        m.d.comb += [
+            hdr_c.w_en.eq(self.hdr_c.valid), hdr_c.w_data.eq(self.hdr_c.payload), self.hdr_c.ready.eq(hdr_c.w_rdy),
+            hdr_e.w_en.eq(self.hdr_e.valid), hdr_e.w_data.eq(self.hdr_e.payload), self.hdr_e.ready.eq(hdr_e.w_rdy),
+            self.hdr_c_level.eq(hdr_c.level),
+        ]
+        # the emitter pushes a cycle after it starts a chunk: one push may be on its way. A
+        # flip-flop worked out a cycle ahead (the emitter's start decision reads it), counting the
+        # push that a start this cycle would make next cycle
+        hdr_e_room = Signal()
+        m.d.comb += self.hdr_e_room.eq(hdr_e_room)
+        m.d.sync += hdr_e_room.eq(hdr_e.level + self.hdr_e.valid + 1 < self.hdr_e_depth)
+
+        # stage R: the response, registered; accepted only if what R may push fits. rsp.ready is
+        # a flip-flop worked out a cycle ahead from the levels, this cycle's pushes and the
+        # response taken now (which R pushes next cycle), without this cycle's pops (they come
+        # from m_msg.ready): at worst one entry of room is seen a cycle late
+        r_v = Signal()
+        r = Signal(rsp_layout(W))
+        rt = Signal(self.tag_layout)
+        ready = Signal(init=1)
+        acc = self.rsp.valid & ready
+        res = r_v & (rt.emit | rt.read)  # R pushes a result row now
+        fin = res & rt.last  # ... its result's last: its header into ``done``
+        m.d.comb += [self.rsp.ready.eq(ready), rt.eq(r.tag[: self.tag_layout.size])]
+
+        def fits(level, cap: int, a, b):
+            """``level + a + b < cap``, with ``a``/``b`` (``acc`` arrives late: from ``ready``
+            over a long route) selecting among compares of ``level`` with constants instead
+            of entering an adder in front of the compare's carry chain."""
+            return Mux(a & b, level < cap - 2, Mux(a | b, level < cap - 1, level < cap))
+
+        m.d.sync += [r_v.eq(acc), ready.eq(fits(rows.level, depth, res, acc) & fits(done.level, DONE_DEPTH, fin, acc))]
+        with m.If(self.rsp.ready):
+            m.d.sync += r.eq(self.rsp.payload)
+
+        # sticky overflow per slot
+        ovf = Signal(S)
+        s_new = Signal()
+        m.d.comb += s_new.eq(Mux(rt.write, 0, ovf.bit_select(rt.slot, 1)) | r.overflow)
+        with m.If(r_v):
+            m.d.sync += ovf.bit_select(rt.slot, 1).eq(s_new)
+
+        # result rows
+        mid = Signal()  # inside a result (its first row pushed, not its last)
+        with m.If(res):
+            m.d.sync += mid.eq(~rt.last)
+        out_row = Signal(row)
+        m.d.comb += [out_row.data.eq(r.data), out_row.first.eq(~mid), out_row.last.eq(rt.last),
+                     rows.w_en.eq(res), rows.w_data.eq(out_row)]
+        src = Signal(AggHeaderLayout)
+        hdr = Signal(AggHeaderLayout)
+        m.d.comb += [
+            src.eq(Mux(rt.read, hdr_e.r_data, hdr_c.r_data)),
+            hdr.eq(src),
+            hdr.flags.eq(src.flags | s_new),  # bit 0: OVERFLOW
+            hdr_e.r_en.eq(fin & rt.read),
+            hdr_c.r_en.eq(fin & ~rt.read),
+            self.hdr_missing.eq(fin & ~Mux(rt.read, hdr_e.r_rdy, hdr_c.r_rdy)),
+            done.w_en.eq(fin),
+            done.w_data.eq(hdr),
+        ]
+
+        # out: a result leaves once complete (its header in ``done``), through a skid buffer so
+        # that m_msg's valid and payload come from flip-flops (not from the FIFOs' outputs, the
+        # rows' a block RAM) and m_msg.ready reaches no FIFO
+        m.submodules.out = out = SkidBuffer(message_beat_layout(W))
+        wiring.connect(m, out.m, wiring.flipped(self.m_msg))
+        o, h = out.s, rows.m  # h: the rows' head, from flip-flops (as are done.r_rdy, o.ready)
+        m.d.comb += [
+            o.valid.eq(h.valid & done.r_rdy),
+            o.payload.data.eq(h.payload.data),
+            o.payload.first.eq(h.payload.first),
+            o.payload.last.eq(h.payload.last),
+            o.payload.hdr.eq(done.r_data),
+            h.ready.eq(o.ready & done.r_rdy),
+            done.r_en.eq(o.valid & o.ready & h.payload.last),
+            self.result_out.eq(self.m_msg.valid & self.m_msg.ready & self.m_msg.payload.first),
+            self.idle.eq(~r_v & (rows.level == 0) & ~h.valid & ~mid & ~self.m_msg.valid),
+        ]
+        return m

@@ -1,0 +1,50 @@
+"""Result gate (issue 16, DRAM slot memory): no result computed after a memory error leaves.
+
+A DRAM slot store raises ``mem_error`` (sticky) on any AXI error response (SLVERR/DECERR); the
+rows it reads from then on may be wrong. Every result whose rows depend on a failed read or on
+a row whose write failed is assembled after the flag is up: a failed read sets it when its R
+beat arrives, before the command using it completes, and a row whose write failed is read from
+memory only after that write's B (the store forwards rows still in flight). Results are
+store-and-forward, so a result's first beat leaves after its last row was computed. The gate
+therefore decides on each message's first beat: with ``error`` set, the whole message is taken
+from ``s`` and not passed to ``m`` (``withheld`` strobes once for it, for a counter), else it
+passes untouched (``sent`` strobes on its first beat). Combinational: valid and ready each go
+through one gate; the decision is held in a flip-flop for the message's later beats.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import message_stream
+
+__all__ = ["ResultGate"]
+
+
+class ResultGate(wiring.Component):
+    """``s`` -> ``m`` (message streams of ``data_width``), messages starting while ``error`` is
+    set dropped whole; ``sent`` / ``withheld``: one strobe per message passed / dropped."""
+
+    def __init__(self, data_width: int) -> None:
+        super().__init__({"s": In(message_stream(data_width)), "m": Out(message_stream(data_width)),
+                          "error": In(1), "sent": Out(1), "withheld": Out(1)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        s, o = self.s, self.m
+        held = Signal()  # the decision for the message in progress (after its first beat)
+        inside = Signal()  # a message's first beat has been taken, its last not yet
+        drop = Mux(inside, held, self.error)
+        take = s.valid & s.ready
+        m.d.comb += [
+            o.payload.eq(s.payload),
+            o.valid.eq(s.valid & ~drop),
+            s.ready.eq(o.ready | drop),
+            self.sent.eq(take & s.payload.first & ~drop),
+            self.withheld.eq(take & s.payload.first & drop),
+        ]
+        with m.If(take):
+            m.d.sync += [inside.eq(~s.payload.last), held.eq(drop)]
+        return m

@@ -1,0 +1,76 @@
+"""cocotbext-axi ``AxiRam`` on a DUT's ``m_axi_mem_*`` port, as the DRAM benches use it: random
+pauses on every channel (ready on AW/W/AR, valid on B/R), a latency (the DUT's ``latency``
+input, ``hdl/axi_latency.py``) re-drawn at random, and read/write failures on demand (the RAM
+then answers SLVERR, as cocotbext-axi does when its memory access raises)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+
+import cocotb
+from cocotb.triggers import ClockCycles
+from cocotbext.axi import AxiBus, AxiRam
+
+__all__ = ["MemoryFaults", "attach_ram", "pauses", "random_axi_pauses", "vary_latency"]
+
+
+def pauses(rng: random.Random, busy: float):
+    """Endless random pause pattern: True (pause) with probability ``busy``, in bursts of 1..8."""
+    while True:
+        yield from itertools.repeat(rng.random() < busy, rng.randint(1, 8))
+
+
+def attach_ram(dut, size: int) -> AxiRam:
+    """An ``AxiRam`` of ``size`` bytes on ``dut.m_axi_mem_*`` (clock ``clk``, reset ``rst``), quiet."""
+    ram = AxiRam(AxiBus.from_prefix(dut, "m_axi_mem"), dut.clk, dut.rst, size=size)
+    for iface in (ram.write_if, ram.read_if):
+        iface.log.setLevel(logging.WARNING)
+    return ram
+
+
+def random_axi_pauses(ram: AxiRam, rng: random.Random, busy: float) -> None:
+    """Pauses with probability ``busy`` on all five channels, each from its own generator."""
+    w, r = ram.write_if, ram.read_if
+    for ch in (w.aw_channel, w.w_channel, w.b_channel, r.ar_channel, r.r_channel):
+        ch.set_pause_generator(pauses(random.Random(rng.random()), busy))
+
+
+def vary_latency(dut, rng: random.Random, lo: int, hi: int, period: int = 300) -> None:
+    """``dut.latency`` drawn from ``lo..hi`` now and every ``period`` cycles (a background task)."""
+    dut.latency.value = rng.randint(lo, hi)
+
+    async def redraw() -> None:
+        while True:
+            await ClockCycles(dut.clk, period)
+            dut.latency.value = rng.randint(lo, hi)
+
+    cocotb.start_soon(redraw())
+
+
+class MemoryFaults:
+    """Make ``ram``'s reads (``reads``) or writes (``writes``) fail while set: each beat then
+    answers SLVERR (RRESP / BRESP); ``failed`` counts the beats that did, ``read_beats`` /
+    ``write_beats`` the beats served."""
+
+    def __init__(self, ram: AxiRam) -> None:
+        self.reads = self.writes = False
+        self.failed = self.read_beats = self.write_beats = 0
+        rd, wr = ram.read_if._read, ram.write_if._write
+
+        async def read(address: int, length: int) -> bytes:
+            if self.reads:
+                self.failed += 1
+                raise OSError("injected read failure")
+            self.read_beats += 1
+            return await rd(address, length)
+
+        async def write(address: int, data: bytes) -> None:
+            if self.writes:
+                self.failed += 1
+                raise OSError("injected write failure")
+            self.write_beats += 1
+            await wr(address, data)
+
+        ram.read_if._read, ram.write_if._write = read, write
