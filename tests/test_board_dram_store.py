@@ -121,16 +121,3 @@ def test_dram_store_test_bitstream_meets_its_clocks(tmp_path):
     assert not failing, f"clocks below their constraint (achieved, target MHz): {failing}"
     dram = [f for clk, f in r["fmax"].items() if "dram_clk" in clk]
     assert dram and dram[0][1] == pytest.approx(DRAM_CONFIGS["versa-ecp5"].sys_clk_hz / 1e6, rel=1e-3)  # period in ps
-
-
-@pytest.mark.slow
-def test_slot_memory_dram_bitstream_meets_its_clocks(tmp_path):
-    """build --board versa-ecp5 --slot-memory dram through the open flow (the whole core with its
-    slots in the DDR3: core -> AxiUpsizer -> LiteDRAM) at nextpnr's default seed and the board's
-    default core clock: a bitstream, every clock meets its constraint. Tens of minutes."""
-    board = BOARDS["versa-ecp5"]
-    run_build(board, {"ports": 1}, tmp_path, bitstream=True, slot_memory="dram")  # as the CLI
-    assert (tmp_path / f"{board.top_name}.bit").stat().st_size > 100_000
-    r = parse_nextpnr_report(tmp_path / f"{board.top_name}.report.json")
-    failing = {clk: f for clk, f in r["fmax"].items() if f[0] < f[1]}
-    assert not failing, f"clocks below their constraint (achieved, target MHz): {failing}"
