@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from wanreduce.hdl.core import WanreduceCore
+from wanreduce.hdl.core_dram_harness import CoreDramHarness
 from wanreduce.hdl.layouts import header_beats, lanes, payload_beats
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
@@ -24,14 +25,22 @@ CONFIGS = [  # (width, ports, slots, elements E) with clock for the line-rate co
 ]
 
 
-def run(cfg: dict, test: str, extra: dict) -> dict:
+def run(cfg: dict, test: str, extra: dict, dram: dict | None = None) -> dict:
+    """``sim/tb_core_perf.py``'s ``test`` on the core of ``cfg``; ``dram``: the slots in DRAM
+    (``CoreDramHarness``) with these store parameters (``{}``: the defaults)."""
     core = {k: cfg[k] for k in ("ports", "width", "slots", "elements")} | {"groups": 2, "jobs": 1}
-    verilog = generate_verilog(WanreduceCore, name="wanreduce_core", params=core)
+    factory, top = (WanreduceCore, "wanreduce_core") if dram is None else (CoreDramHarness, "wanreduce_core_dram")
+    verilog = generate_verilog(factory, name=top, params=core | (dram or {}))
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "out.json"
-        run_cocotb(verilog=verilog, toplevel="wanreduce_core", test_module="wanreduce.sim.tb_core_perf",
+        run_cocotb(verilog=verilog, toplevel=top, test_module="wanreduce.sim.tb_core_perf",
                    params={**core, **extra, "out": str(out)}, testcase=test, timeout_s=1800)
         return json.loads(out.read_text())
+
+
+def chunks_for(count: int, width: int, ports: int, slots: int, beats: int = 4096) -> int:
+    """Chunks in a throughput run: about ``beats`` payload beats in all, 4 to ``slots`` chunks."""
+    return max(4, min(slots, beats // max(1, payload_beats(count, width) * (ports + 1))))
 
 
 def main() -> None:
@@ -46,8 +55,7 @@ def main() -> None:
         sizes = [lanes(width), 64, 256, 2048] if not args.quick else [lanes(width), 256]
         for count in sizes:
             beats = payload_beats(count, width)
-            chunks = max(4, min(slots, 4096 // max(1, beats * (ports + 1))))
-            t = run(cfg, "throughput", {"count": count, "chunks": chunks})
+            t = run(cfg, "throughput", {"count": count, "chunks": chunks_for(count, width, ports, slots)})
             lat = run(cfg, "latency", {"count": count})
             bpc = t["beats_per_cycle"]
             epc = bpc * count / beats

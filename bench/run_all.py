@@ -58,6 +58,8 @@ BENCHES = (
                        "--plot-prefix", str(out / "train_schedules")]),
     Bench("bench_core.py", "Aggregator core: throughput and latency (simulated cycles)",
           lambda out: ["--quick"]),
+    Bench("bench_core_dram.py", "Aggregator core with DRAM slots: beats per cycle vs memory latency and bandwidth",
+          lambda out: ["--quick"]),
     Bench("bench_loopback.py", "RTL loopback: end to end through the simulated core",
           lambda out: ["--quick"]),
     Bench("bench_fpga.py", "FPGA timing and utilisation",

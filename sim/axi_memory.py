@@ -13,7 +13,10 @@ import cocotb
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiRam
 
-__all__ = ["MemoryFaults", "attach_ram", "pauses", "random_axi_pauses", "vary_latency"]
+from wanreduce.hdl.layouts import payload_beats
+
+__all__ = ["MemoryFaults", "attach_core_ram", "attach_ram", "pauses", "random_axi_pauses", "steady_rate",
+           "throttle_data", "vary_latency"]
 
 
 def pauses(rng: random.Random, busy: float):
@@ -28,6 +31,33 @@ def attach_ram(dut, size: int) -> AxiRam:
     for iface in (ram.write_if, ram.read_if):
         iface.log.setLevel(logging.WARNING)
     return ram
+
+
+def attach_core_ram(dut, p: dict, rng: random.Random) -> AxiRam:
+    """An ``AxiRam`` holding every row of a DRAM core (``p``: its width, slots, elements), filled
+    with random bytes: a chunk's first contribution must overwrite whatever its rows held."""
+    w = p["width"]
+    row_bits = (payload_beats(p["elements"], w) - 1).bit_length()
+    size = (p["slots"] << row_bits) * (w // 8)
+    ram = attach_ram(dut, size)
+    ram.write(0, rng.randbytes(size))
+    return ram
+
+
+def throttle_data(ram: AxiRam, rng: random.Random, bandwidth: float) -> None:
+    """R and W move on a random ``bandwidth`` share of the cycles (pauses in runs of 1..8): the
+    memory's read and write bandwidth, each that share of one beat per cycle."""
+    if not 0 < bandwidth <= 1:
+        raise ValueError(f"bandwidth must be in (0, 1], got {bandwidth}")
+    if bandwidth < 1.0:
+        ram.write_if.w_channel.set_pause_generator(pauses(random.Random(rng.random()), 1 - bandwidth))
+        ram.read_if.r_channel.set_pause_generator(pauses(random.Random(rng.random()), 1 - bandwidth))
+
+
+def steady_rate(stamps: list[int]) -> float:
+    """Events per cycle in the steady state: over the middle half of the events' cycle stamps."""
+    q = len(stamps) // 4
+    return (len(stamps) - 2 * q - 1) / (stamps[-q - 1] - stamps[q])
 
 
 def random_axi_pauses(ram: AxiRam, rng: random.Random, busy: float) -> None:

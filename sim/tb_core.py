@@ -26,10 +26,9 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from wanreduce import regs, wire
-from wanreduce.hdl.layouts import payload_beats
 from wanreduce.model import AggregatorModel, Outcome, PortConfig, parse_frame
 from wanreduce.sim import frames
-from wanreduce.sim.axi_memory import MemoryFaults, attach_ram, random_axi_pauses, vary_latency
+from wanreduce.sim.axi_memory import MemoryFaults, attach_core_ram, random_axi_pauses, vary_latency
 from wanreduce.sim.core_scenario import (
     RESULT_IP,
     RESULT_PORT,
@@ -67,11 +66,7 @@ class CoreBench:
         self.cycles = 0
         self.ram = self.faults = None
         if hasattr(dut, "m_axi_mem_awaddr"):  # slots in DRAM: the memory, its latency and pauses
-            w = params["width"]
-            row_bits = (payload_beats(params["elements"], w) - 1).bit_length()
-            size = (params["slots"] << row_bits) * (w // 8)
-            self.ram = attach_ram(dut, size)
-            self.ram.write(0, self.rng.randbytes(size))
+            self.ram = attach_core_ram(dut, params, self.rng)
             self.faults = MemoryFaults(self.ram)
             random_axi_pauses(self.ram, self.rng, params.get("p_axi", 0.3))
             vary_latency(dut, self.rng, *params.get("latency_range", (20, 200)))

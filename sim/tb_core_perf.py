@@ -6,11 +6,23 @@ no idle cycle, the egress sink is always ready; the bench counts transfers on th
 pipeline. Latency: with all other contributions of a chunk already in, the cycles from the last
 beat of the completing contribution entering the core (its ``tlast`` handshake on the AXI port)
 to the first beat of its result leaving on ``m_axis_host``. Figures go to ``params["out"]``.
+
+A DUT with its slots in DRAM (``hdl/core_dram_harness.py``: ``m_axi_mem_*`` and ``latency``)
+gets an ``AxiRam`` 20..200 cycles away: ``latency`` (fixed for the run, on R and B) and
+``bandwidth`` (the share of cycles R and W may move, random pauses in runs of 1..8: random
+``ready`` backpressure on W, gaps in R). Throughput then also reports the steady-state rate
+(middle half of the transfers), the cycles ``reducer.s_msg`` was valid but not ready (stalls)
+and the rows read and written, and checks every result's payload against the sum of its
+contributions (``min_rate``: the steady-state rate it must reach). ``spread``: each port sends
+the chunks in its own rotated order, so a chunk's contributions arrive thousands of cycles
+apart and every ADD reads its rows from memory (by default they arrive together and forward
+inside the store).
 """
 
 from __future__ import annotations
 
 import json
+import random
 
 import cocotb
 import numpy as np
@@ -21,6 +33,7 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 from wanreduce import regs, wire
 from wanreduce.hdl.layouts import header_beats, payload_beats
 from wanreduce.sim import frames
+from wanreduce.sim.axi_memory import MemoryFaults, attach_core_ram, steady_rate, throttle_data
 from wanreduce.sim.simulator import tb_params
 
 
@@ -30,10 +43,22 @@ async def setup(dut, p):
     names = [f"s_axis_net{i}" for i in range(p["ports"])] + ["s_axis_host"]
     sources = [AxiStreamSource(AxiStreamBus.from_prefix(dut, n, bus_separator="__"), dut.clk, dut.rst) for n in names]
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_host", bus_separator="__"), dut.clk, dut.rst)
+    mem = attach_memory(dut, p)
     await ClockCycles(dut.clk, 5)
     dut.rst.value = 0
     await ClockCycles(dut.clk, 2)
-    return sources, sink
+    return sources, sink, mem
+
+
+def attach_memory(dut, p) -> MemoryFaults | None:
+    """Slots in DRAM: the ``AxiRam``, its ``latency`` and ``bandwidth``; counts its row accesses."""
+    if not hasattr(dut, "m_axi_mem_awaddr"):
+        return None
+    rng = random.Random(p.get("seed", 1))
+    ram = attach_core_ram(dut, p, rng)
+    dut.latency.value = p.get("latency", 20)
+    throttle_data(ram, rng, p.get("bandwidth", 1.0))
+    return MemoryFaults(ram)
 
 
 async def configure(sources, sink, p, senders: int) -> None:
@@ -49,53 +74,69 @@ async def configure(sources, sink, p, senders: int) -> None:
 @cocotb.test()
 async def throughput(dut):
     p = tb_params()
-    sources, sink = await setup(dut, p)
+    sources, sink, mem = await setup(dut, p)
     n_ports = len(sources)
     await configure(sources, sink, p, n_ports)
     count, chunks = p["count"], p["chunks"]
     rng = np.random.default_rng(0)
-    transfers, first, last = 0, None, 0
+    stamps: list[int] = []  # cycle of every payload beat into the reducer
+    stalls: list[int] = []  # cycles the reducer's input was offered a beat and did not take it
     done = False
 
+    reducer = (dut.inner if mem is not None else dut).reducer  # the DRAM core sits in its harness
+
     async def monitor():
-        nonlocal transfers, first, last
         cycle = 0
         while not done:
             await RisingEdge(dut.clk)
             await ReadOnly()
             cycle += 1
-            if int(dut.reducer.s_msg__valid.value) and int(dut.reducer.s_msg__ready.value):
-                transfers += 1
-                first = cycle if first is None else first
-                last = cycle
+            if int(reducer.s_msg__valid.value):
+                (stamps if int(reducer.s_msg__ready.value) else stalls).append(cycle)
 
-    for c in range(chunks):
+    sums = np.zeros((chunks, count), np.int64)
+    # spread: port s sends the chunks in an order rotated by s x chunks / ports, so a chunk's
+    # contributions arrive far apart (as over a WAN) and each finds its rows back in memory
+    skew = chunks // n_ports if p.get("spread") else 0
+    for i in range(chunks):
         for port in range(n_ports):  # sender s on port s: one contribution per port per chunk
+            c = (i + port * skew) % chunks
             payload = rng.integers(-1000, 1000, count).astype(np.int32)
+            sums[c] += payload
             data = frames.contribution(sender=port, chunk=c, payload=payload)
             sources[port].send_nowait(AxiStreamFrame(data))
     cocotb.start_soon(monitor())
-    results = 0
+    results: list[bytes] = []
     for _ in range(200_000):
         while not sink.empty():
-            sink.recv_nowait()
-            results += 1
-        if results >= chunks:
+            results.append(bytes(sink.recv_nowait().tdata))
+        if len(results) >= chunks:
             break
         await ClockCycles(dut.clk, 10)
     done = True
     expected = chunks * n_ports * payload_beats(count, p["width"])
-    assert transfers == expected, f"{transfers} payload beats through the reducer, expected {expected}"
-    assert results == chunks, f"{results} results, expected {chunks}"
-    out = {"beats": transfers, "cycles": last - first + 1, "beats_per_cycle": transfers / (last - first + 1)}
+    assert len(stamps) == expected, f"{len(stamps)} payload beats through the reducer, expected {expected}"
+    assert len(results) == chunks, f"{len(results)} results, expected {chunks}"
+    for data in results:  # |sums| <= 1000 * ports: no saturation, the result is the plain sum
+        chunk = wire.AggHeader.unpack(data[wire.AGG_OFFSET:]).chunk
+        got = np.frombuffer(data[wire.PAYLOAD_OFFSET:wire.PAYLOAD_OFFSET + 4 * count], "<i4")
+        assert np.array_equal(got, sums[chunk]), f"chunk {chunk}: wrong sum"
+    first, last = stamps[0], stamps[-1]
+    out = {"beats": len(stamps), "cycles": last - first + 1, "beats_per_cycle": len(stamps) / (last - first + 1),
+           "steady_beats_per_cycle": steady_rate(stamps), "stall_cycles": sum(first <= c <= last for c in stalls),
+           "results_checked": len(results)}
+    if mem is not None:
+        out |= {"row_reads": mem.read_beats, "row_writes": mem.write_beats}
     with open(p["out"], "w") as fh:
         json.dump(out, fh)
+    assert out["steady_beats_per_cycle"] >= p.get("min_rate", 0.0), \
+        f"{out['steady_beats_per_cycle']:.3f} beats/cycle < {p.get('min_rate')}"
 
 
 @cocotb.test()
 async def latency(dut):
     p = tb_params()
-    sources, sink = await setup(dut, p)
+    sources, sink, _ = await setup(dut, p)
     await configure(sources, sink, p, 2)
     count = p["count"]
     w = p["width"]

@@ -36,7 +36,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, cmd_layout, rsp_layout
-from wanreduce.sim.axi_memory import attach_ram, pauses, random_axi_pauses
+from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, steady_rate, throttle_data
 from wanreduce.sim.simulator import tb_params
 from wanreduce.sim.slot_store_model import SlotStoreModel
 
@@ -102,9 +102,7 @@ class Bench:
 
     def throttle_data(self, bandwidth: float) -> None:
         """R and W move on a random ``bandwidth`` share of the cycles (pauses in runs of 1..8)."""
-        if bandwidth < 1.0:
-            self.ram.write_if.w_channel.set_pause_generator(pauses(random.Random(self.rng.random()), 1 - bandwidth))
-            self.ram.read_if.r_channel.set_pause_generator(pauses(random.Random(self.rng.random()), 1 - bandwidth))
+        throttle_data(self.ram, self.rng, bandwidth)
 
     async def _watch_bursts(self) -> None:
         dut = self.dut
@@ -213,12 +211,6 @@ def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int, int]]:
                          int(k < beats - 1)))
         m += 1
     return cmds[:n]
-
-
-def steady_rate(stamps: list[int]) -> float:
-    """Responses per cycle in the steady state: over the middle half of the responses."""
-    q = len(stamps) // 4
-    return (len(stamps) - 2 * q - 1) / (stamps[-q - 1] - stamps[q])
 
 
 @cocotb.test()

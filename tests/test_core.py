@@ -59,6 +59,49 @@ def test_core_dram_memory_error_is_never_silent():
                params={**cfg, "seed": 3}, testcase="mem_error_withholds_results", timeout_s=900)
 
 
+# bench/bench_core.py's W 64 configuration (E 2048: 1024-B payloads fit), the same Verilog as
+# bench/bench_core_dram.py's default run, so the two share one Verilator build.
+DRAM_PERF = dict(ports=2, width=64, slots=64, elements=2048, groups=2, jobs=1)
+
+
+def _dram_throughput(tmp_path, latency: int, bandwidth: float) -> dict:
+    """sim/tb_core_perf.py's throughput run (back-to-back 1024-B contributions on all three
+    ports, 10 chunks, every result checked against its sum) on the DRAM core, its memory
+    ``latency`` cycles away and R/W moving on a ``bandwidth`` share of the cycles."""
+    import json
+
+    out = tmp_path / "throughput.json"
+    run_cocotb(verilog=generate_verilog(CoreDramHarness, name=DRAM_TOP, params=DRAM_PERF), toplevel=DRAM_TOP,
+               test_module="wanreduce.sim.tb_core_perf", testcase="throughput", timeout_s=1800,
+               params={**DRAM_PERF, "count": 256, "chunks": 10, "latency": latency, "bandwidth": bandwidth,
+                       "seed": 1, "out": str(out)})
+    return json.loads(out.read_text())
+
+
+@pytest.mark.cocotb
+def test_core_dram_full_rate_at_latency_100(tmp_path):
+    """Issue 16 item 2: with the memory 100 cycles away (R and B) and its full bandwidth, the
+    whole DRAM core takes 1024-B contributions at >= 0.95 beat/cycle in the steady state
+    (simulated cycles; docs/benchmarks.md, "Aggregator core with DRAM slots")."""
+    r = _dram_throughput(tmp_path, latency=100, bandwidth=1.0)
+    assert r["results_checked"] == 10
+    assert r["steady_beats_per_cycle"] >= 0.95, r
+    assert r["row_writes"] == r["beats"], "every payload beat writes its row once"
+
+
+@pytest.mark.cocotb
+def test_core_dram_half_bandwidth_degrades_gracefully(tmp_path):
+    """R and W on half the cycles (random pauses): every result still exact, the input stalls
+    instead (counted), and the rate follows the memory: each payload beat writes one row, so
+    at most 0.5 beat/cycle, and the core keeps close to that (>= 0.45)."""
+    r = _dram_throughput(tmp_path, latency=100, bandwidth=0.5)
+    assert r["results_checked"] == 10
+    assert 0.45 <= r["steady_beats_per_cycle"] <= 0.5, r
+    # every cycle of the run the reducer either took a beat, was offered one and stalled, or
+    # had none offered; at half the rate most of the others are stalls
+    assert r["stall_cycles"] >= 0.8 * (r["cycles"] - r["beats"]), r
+
+
 @pytest.mark.cocotb
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"W{c['width']}")
 def test_core_control_path(cfg):
