@@ -67,14 +67,16 @@ DRAM_PERF = dict(ports=2, width=64, slots=64, elements=2048, groups=2, jobs=1)
 def _dram_throughput(tmp_path, latency: int, bandwidth: float) -> dict:
     """sim/tb_core_perf.py's throughput run (back-to-back 1024-B contributions on all three
     ports, 10 chunks, every result checked against its sum) on the DRAM core, its memory
-    ``latency`` cycles away and R/W moving on a ``bandwidth`` share of the cycles."""
+    ``latency`` cycles away and R/W moving on a ``bandwidth`` share of the cycles. A chunk's
+    contributions arrive over a thousand cycles apart (``spread``, as over a WAN), so each
+    ADD reads its rows from memory: the worst case for the store's in-flight table."""
     import json
 
     out = tmp_path / "throughput.json"
     run_cocotb(verilog=generate_verilog(CoreDramHarness, name=DRAM_TOP, params=DRAM_PERF), toplevel=DRAM_TOP,
                test_module="wanreduce.sim.tb_core_perf", testcase="throughput", timeout_s=1800,
                params={**DRAM_PERF, "count": 256, "chunks": 10, "latency": latency, "bandwidth": bandwidth,
-                       "seed": 1, "out": str(out)})
+                       "spread": True, "seed": 1, "out": str(out)})
     return json.loads(out.read_text())
 
 
@@ -87,19 +89,22 @@ def test_core_dram_full_rate_at_latency_100(tmp_path):
     assert r["results_checked"] == 10
     assert r["steady_beats_per_cycle"] >= 0.95, r
     assert r["row_writes"] == r["beats"], "every payload beat writes its row once"
+    assert r["row_reads"] == r["beats"] * 2 // 3, "every ADD (two of three contributions) reads its rows"
 
 
 @pytest.mark.cocotb
 def test_core_dram_half_bandwidth_degrades_gracefully(tmp_path):
     """R and W on half the cycles (random pauses): every result still exact, the input stalls
     instead (counted), and the rate follows the memory: each payload beat writes one row, so
-    at most 0.5 beat/cycle, and the core keeps close to that (>= 0.45)."""
+    about 0.5 beat/cycle at most (the pauses are random: +-0.05), and the core keeps close to
+    that (>= 0.45; 0.487 measured at latency 50, docs/benchmarks.md)."""
     r = _dram_throughput(tmp_path, latency=100, bandwidth=0.5)
     assert r["results_checked"] == 10
-    assert 0.45 <= r["steady_beats_per_cycle"] <= 0.5, r
+    assert 0.45 <= r["steady_beats_per_cycle"] <= 0.55, r
     # every cycle of the run the reducer either took a beat, was offered one and stalled, or
     # had none offered; at half the rate most of the others are stalls
-    assert r["stall_cycles"] >= 0.8 * (r["cycles"] - r["beats"]), r
+    assert r["stall_cycles"] >= 0.9 * (r["cycles"] - r["beats"]), r
+    assert r["row_writes"] == r["beats"], "every payload beat writes its row once"
 
 
 @pytest.mark.cocotb
