@@ -8,6 +8,8 @@ utilisation"): ``wanreduce report`` for each configuration, one markdown row eac
     .venv/bin/python bench/bench_fpga.py --netlist OLD/core.json --seeds 5  # place another netlist
     .venv/bin/python bench/bench_fpga.py --slot-memory dram --no-pnr --config slots=64 --config slots=256
         # the core with its sums in DRAM, yosys only: cells per S (docs/large_slots.md)
+    .venv/bin/python bench/bench_fpga.py --slot-memory dram --elaborate-only --config slots=32768
+        # no synthesis: elaboration + RTLIL time, peak memory, register and memory bits
 
 Synthesis runs once per configuration, place-and-route once per seed; Fmax is the median over
 the seeds (placement noise is several MHz), with the range.
@@ -16,14 +18,22 @@ the seeds (placement noise is several MHz), with the range.
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from wanreduce.commands.report import PLACER, PLACERS, place_and_route, synthesise, yosys_cells
-from wanreduce.hdl.core import CoreParams
+from wanreduce.commands.report import (
+    PLACER,
+    PLACERS,
+    place_and_route,
+    rtlil_bits,
+    synthesise,
+    yosys_cells,
+)
+from wanreduce.hdl.core import CoreParams, WanreduceCore
 from wanreduce.hdl.params import SLOT_MEMORIES
 
 CONFIGS = [
@@ -50,10 +60,17 @@ def main() -> None:
                     help="where the core keeps its sums (dram: the AXI4 master port, docs/slot_store.md)")
     ap.add_argument("--no-pnr", action="store_true",
                     help="yosys only: the cells of synth_ecp5 (LUT4, FF, DP16KD, LUT RAM, carry) and its time")
+    ap.add_argument("--elaborate-only", action="store_true",
+                    help="no synthesis: elaborate the core and convert it to RTLIL here (seconds, peak "
+                         "memory of this process so far, flip-flop and memory bits before synthesis)")
     args = ap.parse_args()
     configs = [QUICK] if args.quick else CONFIGS if not args.config else [
         {k: int(v) for k, v in (kv.split("=") for kv in c.split(","))} for c in args.config]
-    if args.no_pnr:
+    if args.elaborate_only:
+        print("| slot memory | P | W | S | E | flip-flop bits (RTLIL) | memory bits (RTLIL, one copy) "
+              "| elaborate + RTLIL | peak RSS |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    elif args.no_pnr:
         print("| slot memory | P | W | S | E | LUT4 | FF | DP16KD | LUT RAM (DPR16X4) | CCU2C | synth |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
     else:
@@ -65,6 +82,15 @@ def main() -> None:
         tag = "-".join(f"{k[0]}{v}" for k, v in p.items())
         if args.slot_memory != "onchip":
             tag += f"-{args.slot_memory}"
+        if args.elaborate_only:
+            from amaranth.back import rtlil
+
+            regs, mems = rtlil_bits(rtlil.convert(WanreduceCore(slot_memory=args.slot_memory, **p),
+                                                  name="wanreduce_core"))
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+            print(f"| {args.slot_memory} | {p['ports']} | {p['width']} | {p['slots']} | {p['elements']} "
+                  f"| {regs} | {mems} | {time.perf_counter() - t0:.0f} s | {rss:.0f} MiB |", flush=True)
+            continue
         if args.no_pnr:
             synthesise(p, args.out / tag, args.slot_memory)
             c = yosys_cells(args.out / tag / "yosys_stat.txt")

