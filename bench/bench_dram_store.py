@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from wanreduce.commands.report import synth_ecp5
+from wanreduce.commands.report import synth_ecp5, yosys_cells
 from wanreduce.hdl.dram_slot_store import DramSlotStore
 from wanreduce.hdl.dram_slot_store_harness import DramSlotStoreHarness
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
@@ -81,8 +80,7 @@ def synth_cells(dut, out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / "store.v").write_text(verilog.convert(dut, name="store", emit_src=False))
     synth_ecp5(out / "store.v", "store", "store.json")
-    stat = (out / "yosys_stat.txt").read_text()
-    cells = {name: int(v) for v, name in re.findall(r"^\s+(\d+)\s+(\S+)\s*$", stat, re.M)}
+    cells = yosys_cells(out / "yosys_stat.txt")
     return ", ".join(f"{k} {cells.get(k, 0)}" for k in ("LUT4", "TRELLIS_FF", "DP16KD", "TRELLIS_DPR16X4", "CCU2C"))
 
 

@@ -6,6 +6,10 @@ utilisation"): ``wanreduce report`` for each configuration, one markdown row eac
     .venv/bin/python bench/bench_fpga.py --quick    # one small core (P=1, S=4, E=32): the flow works
     .venv/bin/python bench/bench_fpga.py --config ports=2 --first-seed 6 --seeds 5   # seeds 6-10
     .venv/bin/python bench/bench_fpga.py --netlist OLD/core.json --seeds 5  # place another netlist
+    .venv/bin/python bench/bench_fpga.py --slot-memory dram --no-pnr --config slots=64 --config slots=256
+        # the core with its sums in DRAM, yosys only: cells per S (docs/large_slots.md)
+    .venv/bin/python bench/bench_fpga.py --slot-memory dram --elaborate-only --config slots=32768
+        # no synthesis: elaboration + RTLIL time, peak memory, register and memory bits
 
 Synthesis runs once per configuration, place-and-route once per seed; Fmax is the median over
 the seeds (placement noise is several MHz), with the range.
@@ -14,14 +18,23 @@ the seeds (placement noise is several MHz), with the range.
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from wanreduce.commands.report import PLACER, PLACERS, place_and_route, synthesise
-from wanreduce.hdl.core import CoreParams
+from wanreduce.commands.report import (
+    PLACER,
+    PLACERS,
+    place_and_route,
+    rtlil_bits,
+    synthesise,
+    yosys_cells,
+)
+from wanreduce.hdl.core import CoreParams, WanreduceCore
+from wanreduce.hdl.params import SLOT_MEMORIES
 
 CONFIGS = [
     {},  # the default configuration
@@ -43,17 +56,51 @@ def main() -> None:
     ap.add_argument("--placer", choices=PLACERS, default=PLACER, help="nextpnr placer")
     ap.add_argument("--jobs", type=int, default=1, help="place-and-route runs at a time")
     ap.add_argument("--quick", action="store_true", help=f"only the small core {QUICK}")
+    ap.add_argument("--slot-memory", choices=SLOT_MEMORIES, default="onchip",
+                    help="where the core keeps its sums (dram: the AXI4 master port, docs/slot_store.md)")
+    ap.add_argument("--no-pnr", action="store_true",
+                    help="yosys only: the cells of synth_ecp5 (LUT4, FF, DP16KD, LUT RAM, carry) and its time")
+    ap.add_argument("--elaborate-only", action="store_true",
+                    help="no synthesis: elaborate the core and convert it to RTLIL here (seconds, peak "
+                         "memory of this process so far, flip-flop and memory bits before synthesis)")
     args = ap.parse_args()
     configs = [QUICK] if args.quick else CONFIGS if not args.config else [
         {k: int(v) for k, v in (kv.split("=") for kv in c.split(","))} for c in args.config]
-    print("| P | W | S | E | LUT4 | FF | DP16KD | Fmax (MHz), median [range] (per seed) | synth + P&R |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    if args.elaborate_only:
+        print("| slot memory | P | W | S | E | flip-flop bits (RTLIL) | memory bits (RTLIL, one copy) "
+              "| elaborate + RTLIL | peak RSS |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    elif args.no_pnr:
+        print("| slot memory | P | W | S | E | LUT4 | FF | DP16KD | LUT RAM (DPR16X4) | CCU2C | synth |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+    else:
+        print("| P | W | S | E | LUT4 | FF | DP16KD | Fmax (MHz), median [range] (per seed) | synth + P&R |")
+        print("|---|---|---|---|---|---|---|---|---|")
     for cfg in configs:
-        p = dict(CoreParams(**cfg))
+        p = dict(CoreParams(args.slot_memory, **cfg))
         t0 = time.perf_counter()
         tag = "-".join(f"{k[0]}{v}" for k, v in p.items())
+        if args.slot_memory != "onchip":
+            tag += f"-{args.slot_memory}"
+        if args.elaborate_only:
+            from amaranth.back import rtlil
+
+            regs, mems = rtlil_bits(rtlil.convert(WanreduceCore(slot_memory=args.slot_memory, **p),
+                                                  name="wanreduce_core"))
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+            print(f"| {args.slot_memory} | {p['ports']} | {p['width']} | {p['slots']} | {p['elements']} "
+                  f"| {regs} | {mems} | {time.perf_counter() - t0:.0f} s | {rss:.0f} MiB |", flush=True)
+            continue
+        if args.no_pnr:
+            synthesise(p, args.out / tag, args.slot_memory)
+            c = yosys_cells(args.out / tag / "yosys_stat.txt")
+            print(f"| {args.slot_memory} | {p['ports']} | {p['width']} | {p['slots']} | {p['elements']} "
+                  f"| {c.get('LUT4', 0)} | {c.get('TRELLIS_FF', 0)} | {c.get('DP16KD', 0)} "
+                  f"| {c.get('TRELLIS_DPR16X4', 0)} | {c.get('CCU2C', 0)} "
+                  f"| {time.perf_counter() - t0:.0f} s |", flush=True)
+            continue
         if args.netlist is None:
-            synthesise(p, args.out / tag)
+            synthesise(p, args.out / tag, args.slot_memory)
         else:  # (the row's P/W/S/E are then the --config given, not read from the netlist)
             (args.out / tag).mkdir(parents=True, exist_ok=True)
             shutil.copy(args.netlist, args.out / tag / "core.json")

@@ -1,8 +1,10 @@
 """The reducer's result assembler (docs/reducer.md, "Result emission"): turns the slot store's
 responses into RESULT messages on ``m_msg``.
 
-Every response updates the slot's sticky overflow flag (flip-flops, one per slot): a chunk's
-first contribution (``write``) restarts it, any saturating lane of an ADD sets it. Responses
+Every response updates the slot's sticky overflow flag (one per slot: flip-flops up to
+``ResultAssembler.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` slots, above that a one-bit-wide block RAM read as the response
+is accepted, so nothing in the assembler grows with S but that memory; docs/large_slots.md): a
+chunk's first contribution (``write``) restarts it, any saturating lane of an ADD sets it. Responses
 marked ``emit`` (rows of a result released by the contribution that completed it) or ``read``
 (rows the emitter read for a queued result) are result rows. A result's OVERFLOW flag is the
 sticky flag after its last row, and the framer takes the header from a message's first beat, so
@@ -19,6 +21,7 @@ from __future__ import annotations
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .layouts import AggHeaderLayout, message_beat_layout, message_stream
@@ -42,6 +45,11 @@ class ResultAssembler(wiring.Component):
     headers (RESULT, RESENT set, OVERFLOW left 0) pushed in the order their results' rows reach
     the store; neither FIFO may be pushed when full (``hdr_c_level``, ``hdr_e_room``). ``max_beats``: the longest result.
     """
+
+    # Up to this many slots the sticky overflow flags are flip-flops (an S:1 multiplexer and S
+    # write enables: fewer cells than a block RAM, and the netlist of the cores built so far);
+    # above it, a block RAM of S x 1 bit (docs/large_slots.md). Read at elaboration: tests lower it.
+    FLAGS_IN_FLIP_FLOPS_MAX_SLOTS = 256
 
     def __init__(self, data_width: int, *, slots: int, max_beats: int, hdr_c_depth: int,
                  hdr_e_depth: int = 4) -> None:
@@ -112,12 +120,27 @@ class ResultAssembler(wiring.Component):
         with m.If(self.rsp.ready):
             m.d.sync += r.eq(self.rsp.payload)
 
-        # sticky overflow per slot
-        ovf = Signal(S)
+        # sticky overflow per slot: the flag before this response (rt.slot's), updated in stage R
         s_new = Signal()
-        m.d.comb += s_new.eq(Mux(rt.write, 0, ovf.bit_select(rt.slot, 1)) | r.overflow)
-        with m.If(r_v):
-            m.d.sync += ovf.bit_select(rt.slot, 1).eq(s_new)
+        if S <= self.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS:
+            ovf = Signal(S)
+            m.d.comb += s_new.eq(Mux(rt.write, 0, ovf.bit_select(rt.slot, 1)) | r.overflow)
+            with m.If(r_v):
+                m.d.sync += ovf.bit_select(rt.slot, 1).eq(s_new)
+        else:
+            # read when the response is accepted into R (the same enable as ``r``), so the flag
+            # arrives with it; transparent to stage R's write in that cycle (the row before, on
+            # the same slot), so it is the flag after every earlier response, as from flip-flops
+            m.submodules.ovf = ovf_mem = Memory(shape=1, depth=S, init=[])
+            ovf_w = ovf_mem.write_port()
+            ovf_r = ovf_mem.read_port(transparent_for=(ovf_w,))
+            rsp_tag = Signal(self.tag_layout)
+            m.d.comb += [
+                rsp_tag.eq(self.rsp.payload.tag[: self.tag_layout.size]),
+                ovf_r.addr.eq(rsp_tag.slot), ovf_r.en.eq(self.rsp.ready),
+                s_new.eq(Mux(rt.write, 0, ovf_r.data) | r.overflow),
+                ovf_w.en.eq(r_v), ovf_w.addr.eq(rt.slot), ovf_w.data.eq(s_new),
+            ]
 
         # result rows
         mid = Signal()  # inside a result (its first row pushed, not its last)

@@ -21,6 +21,7 @@ from wanreduce import wire
 from wanreduce.fixedpoint import saturating_add
 from wanreduce.hdl.layouts import AggHeaderLayout, lanes, message_beat_layout, payload_beats
 from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.result_assembler import ResultAssembler
 from wanreduce.hdl.saturating_adder import SaturatingAdder
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 
@@ -471,6 +472,29 @@ def test_many_contributors_and_saturation(mode):
     rr = run(cfg, ops, p_valid=0.9, p_ready=0.7, seed=3)
     _, res, _ = check(cfg, ops, rr)
     assert res and any(r.overflow for r in res)
+
+
+@pytest.mark.parametrize(("width", "slots", "mode"), [
+    (64, 8, ReleaseMode.IN_ORDER), (256, 4, ReleaseMode.ON_COMPLETION),
+])
+def test_sticky_overflow_in_block_ram_is_cycle_exact(monkeypatch, width, slots, mode):
+    """The result assembler's sticky overflow flags in block RAM (used above
+    ``ResultAssembler.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS``; the limit lowered to 1 here) give the same
+    reducer, cycle for cycle, as the flip-flops: on saturating traffic with random input gaps and
+    output backpressure, the same outcomes, results (OVERFLOW included), accepted beats, result
+    cycles and heads, and both match the golden model (docs/large_slots.md, "First step")."""
+    rng = random.Random(width + slots)
+    cfg = make_config(rng, width, slots, 9, groups=2, jobs=2, mode=mode, members=(2, 8))
+    ops = traffic(rng, cfg, 250, saturate=0.5, resets=1)
+    ff = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
+    monkeypatch.setattr(ResultAssembler, "FLAGS_IN_FLIP_FLOPS_MAX_SLOTS", 1)
+    ram = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
+    _, res, _ = check(cfg, ops, ram)
+    assert any(r.overflow for r in res) and any(not r.overflow for r in res)
+    assert ram.outcomes == ff.outcomes
+    assert [(h, p.tolist()) for h, p in ram.results] == [(h, p.tolist()) for h, p in ff.results]
+    assert (ram.accept_cycles, ram.result_cycles, ram.cycles, ram.heads) == \
+        (ff.accept_cycles, ff.result_cycles, ff.cycles, ff.heads)
 
 
 def test_every_outcome_and_lost_result_recovery():

@@ -8,12 +8,15 @@ the probe are exercised through the whole reducer
 from __future__ import annotations
 
 import random
+import re
 from collections import deque
 
 import pytest
+from amaranth.back import rtlil
 from stream_helpers import Port, drive_random, pack, run_testbench, unpack
 
 from wanreduce import wire
+from wanreduce.commands.report import rtlil_bits
 from wanreduce.hdl.command_arbiter import CommandArbiter
 from wanreduce.hdl.layouts import message_beat_layout, payload_beats
 from wanreduce.hdl.reducer_config import ReducerConfig
@@ -267,12 +270,17 @@ def test_command_arbiter_keeps_decision_order() -> None:
     run_testbench(dut, tb)
 
 
+@pytest.mark.parametrize("flags", ["flip-flops", "block RAM"])
 @pytest.mark.parametrize(("width", "seed"), [(64, 1), (256, 2)])
-def test_result_assembler_sticky_overflow_and_order(width, seed) -> None:
+def test_result_assembler_sticky_overflow_and_order(width, seed, flags, monkeypatch) -> None:
     """Random slot-store responses (contribution rows, emitting rows, READ rows; random gaps and
     ``m_msg`` backpressure): every result leaves whole and in order, with its source's header,
     its rows, first/last, and OVERFLOW = the slot's sticky flag after its last row (restarted by
-    a WRITE, set by an ADD's overflow); nothing is dropped or missing."""
+    a WRITE, set by an ADD's overflow); nothing is dropped or missing. With the flags in flip-flops
+    (S <= 256) and in block RAM (the limit lowered: a message's rows on one slot back to back
+    need the read port's transparency to stage R's write)."""
+    if flags == "block RAM":
+        monkeypatch.setattr(ResultAssembler, "FLAGS_IN_FLIP_FLOPS_MAX_SLOTS", 1)
     rng = random.Random(seed)
     slots, max_beats = 8, 5
     dut = ResultAssembler(width, slots=slots, max_beats=max_beats, hdr_c_depth=8, hdr_e_depth=8)
@@ -341,6 +349,20 @@ def test_result_assembler_sticky_overflow_and_order(width, seed) -> None:
             assert {(b[3], b[4], b[5]) for b in msg} == {(hdr["chunk"], hdr["round"], hdr["flags"] | ovf)}
 
     run_testbench(dut, tb)
+
+
+def test_result_assembler_flags_do_not_grow_with_slots() -> None:
+    """Above ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` the sticky overflow flags are a block RAM, so the
+    assembler's registers do not grow with S (docs/large_slots.md; with one flip-flop per slot
+    S = 4096 had 3 584 more than S = 512), and the flags are one memory of S x 1 bit."""
+    def build(slots: int) -> ResultAssembler:
+        return ResultAssembler(64, slots=slots, max_beats=8, hdr_c_depth=16, hdr_e_depth=16)
+
+    assert ResultAssembler.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS < 512
+    (small, _), (large, _) = (rtlil_bits(rtlil.convert(build(n), name="dut")) for n in (512, 4096))
+    assert large - small < 64, f"{small} register bits at S = 512, {large} at S = 4096"
+    text = rtlil.convert(build(4096), name="dut")
+    assert re.search(r"memory width 1 size 4096 \\ovf\b", text), "no 4096 x 1 memory for the flags"
 
 
 @pytest.mark.parametrize("beats", [1, 3])

