@@ -122,8 +122,13 @@ def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
         # 3 min, where the default heap placer gave 109-127 MHz in 7-22 min (docs/boards.md).
         # (An earlier static attempt, before the register slices at the core's ports, was
         # stopped after 7 min of routing on a loaded machine.)
-        kwargs["nextpnr_opts"] = ["--placer", "static", "--report", f"{board.top_name}.report.json",
-                                  *nextpnr_opts]
+        opts = ["--placer", "static", "--report", f"{board.top_name}.report.json"]
+        if slot_memory == "dram":
+            # router2 for the core with its slots in DRAM: router1 stalled on it with ~119,500
+            # of 149,024 arcs unrouted after 21 min (docs/benchmarks.md, "The whole core with
+            # its slots in DRAM on the Versa").
+            opts += ["--router", "router2"]
+        kwargs["nextpnr_opts"] = [*opts, *nextpnr_opts]
     else:
         from wanreduce.hdl.boards.alinx_ax7325b import ip_tcl
 
