@@ -12,7 +12,7 @@ full queue (the decision holds stage 1 while fewer than two entries are free).
 from __future__ import annotations
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .reducer_layouts import release_entry_layout
@@ -42,10 +42,14 @@ class ReleaseQueue(wiring.Component):
             "head": Out(self.entry_layout),
             "head_mask": Out(slots),
             "count": Out(range(depth + 1)),
-            "entries": Out(data.ArrayLayout(self.entry_layout, depth)),
             "occupied": Out(depth),
             "held_mask": Out(slots),
         })
+        # every entry, one signal each (not an ArrayLayout port): yosys' ABC9 pass confused the
+        # bits of the flattened array ``entries`` with the wires named ``entries[i]`` and wired
+        # entry 0's chunk bits onto entries 1-3's job bits (three nets with two drivers each,
+        # which nextpnr refuses; docs/benchmarks.md, "Cut 4")
+        self.entries = [Signal(self.entry_layout, name=f"entry{i}") for i in range(depth)]
 
     def elaborate(self, platform: object) -> Module:
         m = Module()

@@ -39,3 +39,19 @@ def test_versa_ecp5_bitstream_meets_timing(tmp_path):
     assert len(r["fmax"]) >= 3  # core clock + both RGMII receive clocks are constrained
     assert r["lut4"][0] > 1000 and r["ff"][0] > 1000  # (E=16: memories fit LUT RAM, no DP16KD)
     print(f"versa-ecp5 flow {elapsed:.0f} s; fmax {r['fmax']}")
+
+
+def test_synthesis_refuses_a_net_with_two_drivers(tmp_path):
+    """A netlist in which yosys leaves a net driven twice (here a register assigned by two
+    processes; on the core it was ABC9 mixing up an array's bits with the wires named after its
+    elements) fails at synthesis with the net's name, not minutes later in nextpnr."""
+    from wanreduce.commands.report import conflicting_drivers, synth_ecp5
+    from wanreduce.errors import WanreduceError
+
+    src = tmp_path / "twice.v"
+    src.write_text("module twice(input clk, input a, input b, output reg q);\n"
+                   "  always @(posedge clk) q <= a;\n  always @(posedge clk) q <= b;\nendmodule\n")
+    with pytest.raises(WanreduceError, match=r"1 net\(s\) with two drivers in twice .*: q;"):
+        synth_ecp5(src, "twice")
+    assert conflicting_drivers("Executing CHECK pass\nWarning: multiple conflicting drivers for "
+                               "top.\\a.b[1].job:\n") == ["a.b[1].job"]

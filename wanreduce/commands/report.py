@@ -104,6 +104,10 @@ def synth_ecp5(src: Path, top: str, json_name: str = "core.json") -> float:
                          capture_output=True, text=True)
     if res.returncode != 0:
         raise WanreduceError(f"yosys failed on {top} (exit {res.returncode}); see {out / 'yosys.log'}")
+    multi = conflicting_drivers((out / "yosys.log").read_text())
+    if multi:
+        raise WanreduceError(f"yosys left {len(multi)} net(s) with two drivers in {top} (nextpnr refuses "
+                             f"the netlist): {', '.join(multi[:4])}; see {out / 'yosys.log'}")
     return time.perf_counter() - t0
 
 
@@ -118,6 +122,14 @@ def rtlil_bits(text: str) -> tuple[int, int]:
     regs = sum(int(w) for w in re.findall(r"cell \$dff \S+\n\s+parameter \\WIDTH (\d+)", text))
     mems = sum(int(w) * int(n) for w, n in re.findall(r"^\s*memory width (\d+) size (\d+) ", text, re.M))
     return regs, mems
+
+
+def conflicting_drivers(log: str) -> list[str]:
+    """Nets that yosys' last ``check`` found driven twice (``Warning: multiple conflicting
+    drivers for MODULE.NET``): a netlist defect, e.g. ABC9 mixing up the bits of an array
+    with the wires named after its elements (docs/benchmarks.md, "Cut 4")."""
+    last = log.rsplit("Executing CHECK pass", 1)[-1] if "Executing CHECK pass" in log else log
+    return re.findall(r"multiple conflicting drivers for \S+?\.\\?(\S+?):?$", last, flags=re.M)
 
 
 def place_and_route(out: Path, *, board: str = "versa-ecp5", freq_mhz: float = TARGET_MHZ,
