@@ -18,9 +18,12 @@ DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEME
 MAX_SLOTS = 4096  # the reducer's in-order release search grows with S; see docs/reducer.md
 # Where the slots' sums live: block RAM in the core, or DRAM behind the core's AXI4 port.
 SLOT_MEMORIES = ("onchip", "dram")
-# DRAM slots: 2**20 slot indices (2 GiB of 2 KiB slots, the AX7325B's DDR3); the per-slot state
-# is then DRAM-resident with an on-chip cache (docs/boards.md, "Slot capacity").
-MAX_SLOTS_DRAM = 1 << 20
+# DRAM slots: the sums of any S fit the boards' DDR3 (docs/boards.md, "Slot capacity"), but
+# the reducer keeps every slot's tag, pending bit and scan bits on chip, so with DRAM the core
+# takes the same S as on chip; the design that lifts it (per-slot records in DRAM, pending bits
+# as block-RAM words) is docs/large_slots.md. One limit: the planner, the CLI, the core and the
+# DRAM store all read this one.
+MAX_SLOTS_DRAM = MAX_SLOTS
 # The DRAM slot store's own parameters and their defaults (``DramSlotStore``, and the core with
 # ``slot_memory="dram"``): a 32-bit AXI address space from 0, 256 commands in flight (full rate
 # up to ~100 cycles of memory latency, docs/slot_store.md), 16-beat bursts held open 128 idle

@@ -287,8 +287,8 @@ def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology, board=
         f"E = {hw.elements} elements ({hw.elements * ELEMENT_BYTES} B/slot), contributors per slot "
         f"<= {hw.max_senders}"
         + ("  [exceeds the 32-bit contributor bitmap]" if hw.max_senders > 32 else "")
-        + (f"  [beyond the core's S <= {MAX_SLOTS}: needs off-chip slot memory]"
-           if core_slots > limit else "")
+        + (f"  [beyond the core's S <= {limit}: its per-slot state is on chip, with the sums "
+           f"in block RAM or DRAM alike (docs/large_slots.md)]" if core_slots > limit else "")
     ]
     if board is not None:
         try:

@@ -200,7 +200,7 @@ def test_docs_port_table_matches_generated_ports():
 
 def test_verilog_command_slot_memory_dram(tmp_path):
     """--slot-memory dram: the core gains the AXI4 master port with flat AMBA names (and the
-    DRAM store's 2**20-slot range); onchip keeps the port list as it was; bad values: one line."""
+    DRAM store's slot range, the same as on chip: hdl/params.py); onchip keeps the port list as it was; bad values: one line."""
     res = CliRunner().invoke(cli, ["verilog", "--out", str(tmp_path), "--slot-memory", "dram",
                                    "--slots", "8", "--elements", "32"])
     assert res.exit_code == 0, res.output
@@ -217,7 +217,8 @@ def test_verilog_command_slot_memory_dram(tmp_path):
                       (["--slots", "8192"], "slots must be a power of two from 2 to 4096, got 8192")):
         res = CliRunner().invoke(cli, ["verilog", "--out", str(tmp_path / "e"), *args])
         assert res.exit_code != 0 and msg in res.output and len(res.output.strip().splitlines()) == 1
-    assert CoreParams("dram", slots=8192)["slots"] == 8192  # the DRAM range (hdl/params.py)
+    with pytest.raises(ValueError, match="to 4096 \\(DRAM slot memory\\), got 8192"):
+        CoreParams("dram", slots=8192)  # the DRAM range is the core's (hdl/params.py)
 
 
 def test_dram_store_parameters_reach_the_store_and_are_checked():

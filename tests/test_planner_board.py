@@ -1,6 +1,6 @@
 """``wanreduce plan --board``: the board's real slot capacity as the memory axis, core parameters
-the core's parameter check accepts, no "needs off-chip slot memory" note for a plan the board
-holds, and one-line errors for bad input."""
+the core's parameter check accepts (capped by the core's S limit), no "beyond the core's S" note
+for a board plan, and one-line errors for bad input."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from click.testing import CliRunner
 
 from wanreduce.cli import cli
 from wanreduce.hdl.boards.capacity import board_capacity, dram_slot_stride
-from wanreduce.hdl.params import check_slot_memory
+from wanreduce.hdl.params import MAX_SLOTS, MAX_SLOTS_DRAM, check_slot_memory
 
 MiB = 1 << 20
 BOARD_LINE = re.compile(r"^  (\S+) \((\w+) slot memory\) core parameters: (.*)$")
-BEYOND = "needs off-chip slot memory"
+BEYOND = "beyond the core's S <="
 
 
 def _plan(*args: str):
@@ -30,6 +30,11 @@ def _plan(*args: str):
     ("versa-ecp5", "onchip", 32 * 1024 * 2), ("alinx-ax7325b", "onchip", 256 * 1024 * 2),
 ])
 def test_plan_board_prints_parameters_the_core_accepts(board, slot_memory, at_least):
+    """The printed parameters pass the one parameter check and build the core (its constructor
+    runs every check, the DRAM store's too); S is the board's capacity, capped by the core's
+    limit, and the header says when the cap, not the memory, sets it."""
+    from wanreduce.hdl.core import WanreduceCore
+
     out = _plan("--board", board, "--slot-memory", slot_memory)
     found = [m for ln in out.splitlines() if (m := BOARD_LINE.match(ln))]
     assert len(found) == 1, out
@@ -39,20 +44,38 @@ def test_plan_board_prints_parameters_the_core_accepts(board, slot_memory, at_le
     assert flags.pop("slot-memory", "onchip") == slot_memory
     params = {k: int(v) for k, v in flags.items()}
     assert check_slot_memory(slot_memory, **params) == params  # the one parameter check
+    WanreduceCore(slot_memory=slot_memory, **params)._MustUse__silence = True  # builds (raises if not)
     cap = board_capacity(board, slot_memory, params["elements"])
-    assert params["slots"] == cap.slots  # the board's whole capacity, as the header says
+    assert params["slots"] == cap.slots == min(cap.memory_slots, MAX_SLOTS_DRAM if slot_memory == "dram"
+                                                else MAX_SLOTS)
     footprint = dram_slot_stride(499) if slot_memory == "dram" else 1024 * 2  # bytes per slot
-    assert params["slots"] * footprint >= at_least
-    assert f"S = {cap.slots} x E = 499" in out.splitlines()[0]
+    assert cap.memory_slots * footprint >= at_least  # what the board's memory holds
+    head = out.splitlines()[0]
+    assert f"S = {cap.slots} x E = 499" in head
+    assert (f"holds S = {cap.memory_slots}" in head) == cap.core_limited
     assert BEYOND not in out
 
 
-def test_offchip_note_disappears_with_the_board_dram():
-    """The issue's complaint: 64 MiB per site plans S = 32768, 'beyond the core's S <= 4096:
-    needs off-chip slot memory'; with the Versa's DRAM the same memory is the board's, no note."""
-    assert BEYOND in _plan("--memory", "64MiB")
+def test_plan_with_the_board_dram_says_the_core_limits_s():
+    """64 MiB per site plans S = 32768, beyond the core's S <= 4096 whichever memory holds the
+    sums (the per-slot state is on chip); with the Versa's DRAM the plan takes the S the core
+    builds and says what the DRAM would hold."""
+    note = _plan("--memory", "64MiB")
+    assert BEYOND in note and "S = 32768 slots" in note
     out = _plan("--board", "versa-ecp5", "--slot-memory", "dram")
-    assert BEYOND not in out and "S = 32768 slots" in out
+    assert BEYOND not in out and f"S = {MAX_SLOTS_DRAM} slots" in out
+    assert "its DRAM holds S = 32768" in out.splitlines()[0]
+
+
+def test_verilog_refuses_the_dram_capacity_in_one_line(tmp_path):
+    """The DRAM's 32768 slots are refused by `wanreduce verilog` in one line, as by the planner's
+    check (they disagreed: the planner printed --slots 32768, the generator failed with a
+    traceback from the DRAM store's own check)."""
+    res = CliRunner().invoke(cli, ["verilog", "--out", str(tmp_path), "--slot-memory", "dram",
+                                   "--slots", "32768", "--elements", "499"])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code != 0 and len(lines) == 1 and "Traceback" not in res.output, res.output
+    assert f"slots must be a power of two from 2 to {MAX_SLOTS_DRAM} (DRAM slot memory), got 32768" in lines[0]
 
 
 @pytest.mark.parametrize("args, field, text", [

@@ -7,8 +7,9 @@ What ``wanreduce plan --board`` takes as the memory axis and what docs/boards.md
   memory (:func:`onchip_footprint`: beats rounded up to a power of two);
 * **DRAM**: the board's DDR3 (:data:`~wanreduce.hdl.boards.litedram_controller.DRAM_CONFIGS`)
   divided into slots of :func:`dram_slot_stride` bytes plus :data:`STATE_BYTES_PER_SLOT` of
-  DRAM-resident per-slot state (tags, bitmaps; cached on chip: the chip's block RAM cannot
-  hold them for this many slots, docs/boards.md "Slot capacity").
+  per-slot state (:attr:`SlotCapacity.memory_slots`), of which the core takes at most
+  :data:`~wanreduce.hdl.params.MAX_SLOTS_DRAM` (:attr:`SlotCapacity.slots`): its per-slot state
+  is still on chip (docs/large_slots.md has the design that moves it to DRAM).
 
 S is a power of two and passes :func:`wanreduce.hdl.params.check_slot_memory`.
 """
@@ -73,11 +74,17 @@ class SlotCapacity:
 
     board: str
     slot_memory: str
-    slots: int  # S, a power of two
+    slots: int  # S, a power of two: what the core takes (min of memory_slots and its limit)
     elements: int  # E
     width: int  # W
-    used_bytes: int  # memory taken by the slots (sums, plus state in DRAM)
+    used_bytes: int  # memory taken by the S slots (sums, plus state in DRAM)
     total_bytes: int  # what the board has for them
+    memory_slots: int  # the largest power-of-two S the board's memory holds
+
+    @property
+    def core_limited(self) -> bool:
+        """The core's S limit, not the board's memory, sets S (DRAM: MAX_SLOTS_DRAM)."""
+        return self.slots < self.memory_slots
 
     @property
     def memory_bytes(self) -> int:
@@ -99,17 +106,19 @@ def board_capacity(board: str, slot_memory: str, elements: int, width: int = 64)
     if slot_memory == "onchip":
         total = ONCHIP_MAX_ELEMENTS[board] * ELEMENT_BYTES
         per_slot = onchip_footprint(elements, width) * ELEMENT_BYTES
-        slots = min(_pow2_floor(total // per_slot), MAX_SLOTS)
+        limit = MAX_SLOTS
     else:
         total = DRAM_CONFIGS[board].size_bytes
         per_slot = dram_slot_stride(elements) + STATE_BYTES_PER_SLOT
-        slots = min(_pow2_floor(total // per_slot), MAX_SLOTS_DRAM)
+        limit = MAX_SLOTS_DRAM
+    held = _pow2_floor(total // per_slot)
+    slots = min(held, limit)
     if slots < 2:
         raise ValueError(f"elements: {elements} per slot leaves room for fewer than 2 slots in "
                          f"{board}'s {slot_memory} slot memory ({total} B); allowed <= "
                          f"{total // 2 // ELEMENT_BYTES}")
     check_slot_memory(slot_memory, slots=slots, elements=elements, width=width)
-    return SlotCapacity(board, slot_memory, slots, elements, width, slots * per_slot, total)
+    return SlotCapacity(board, slot_memory, slots, elements, width, slots * per_slot, total, held)
 
 
 @dataclass(frozen=True)

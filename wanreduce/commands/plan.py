@@ -179,6 +179,12 @@ def plan(topology: str, nbytes: list[int], memory: list[int] | None, eps: float,
     if cap is not None:
         source = (f"board {cap.board}, {cap.slot_memory} slots: S = {cap.slots} x E = "
                   f"{cap.elements} ({format_size(cap.memory_bytes)} of sums) at every site")
+        if cap.core_limited:
+            where = "DRAM" if cap.slot_memory == "dram" else "block RAM"
+            source += (f" (its {where} holds S = {cap.memory_slots}, "
+                       f"{format_size(cap.memory_slots * cap.elements * pr.ELEMENT_BYTES)} of sums; "
+                       f"the core takes S <= {cap.slots} while its per-slot state is on chip: "
+                       f"docs/large_slots.md)")
     elif memories == [None]:
         source = "each site's fpga_memory from the topology file"
     elif memory is None:

@@ -97,11 +97,14 @@ def verilog(out_dir: Path, slot_memory: str, **kw: int) -> None:
     """Generate the aggregator core as one Verilog module (wanreduce_core)."""
     params = core_params(slot_memory, **kw)
     t0 = time.perf_counter()
+    try:  # the core's constructor checks what involves several parameters: one line, before converting
+        ports = port_list(params, slot_memory)
+    except ValueError as exc:
+        raise WanreduceError(str(exc)) from None
     try:
         path = write_verilog(out_dir, params, slot_memory)
     except OSError as exc:
         raise WanreduceError(f"cannot write {out_dir}: {exc.strerror}") from None
-    ports = port_list(params, slot_memory)
     table = "\n".join(f"{d:6} {_range(w):8} {n}" for n, d, w in ports)
     (out_dir / f"{CORE_NAME}.ports.txt").write_text(table + "\n")
     desc = ", ".join(f"{k}={v}" for k, v in params.items()) + f", {slot_memory} slot memory"
