@@ -22,6 +22,8 @@ def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str) -> tup
     """(first zero one-hot over the 2N bits ``lo : hi``, the bits before it outside ``below``
     (2N), no zero found (the carry out)) of the scan described in the module docstring."""
     n = len(lo)
+    if not len(hi) == len(below) == n:
+        raise ValueError(f"release_scan: lo, hi and below must be as wide, got {n}, {len(hi)}, {len(below)}")
     y = Signal(2 * n, name=f"scan_y_{tag}")
     m.d.comb += y.eq(Cat(lo | below, hi))
     y1 = Signal(2 * n + 1, name=f"scan_y1_{tag}")
