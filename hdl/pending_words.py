@@ -50,7 +50,8 @@ class PendingOp(enum.Enum, shape=2):
 
 
 class _Step(enum.Enum, shape=2):
-    """What the words read in the last cycle are for (the data cycle's work)."""
+    """What the words read in the last cycle are for (the data cycle's work): the accepted
+    operation's ``PendingOp`` + 1."""
     IDLE = 0
     SET = 1
     SCAN = 2
@@ -203,13 +204,7 @@ class PendingWords(wiring.Component):
                          start.eq(start_c), wmask.eq((last_c - p.base)[:sb]), w_base.eq(wbase_c),
                          w_last.eq(wlast_c), lo.eq(p.base[:ob]), hi.eq(last_c[:ob]), whole.eq(whole_c),
                          left.eq(Mux(whole_c, NW - 1, (wlast_c - wbase_c)[:wi]))]
-            with m.Switch(p.kind):
-                with m.Case(PendingOp.SET):
-                    m.d.sync += step.eq(_Step.SET)
-                with m.Case(PendingOp.RELEASE):
-                    m.d.sync += step.eq(_Step.SCAN)
-                with m.Default():
-                    m.d.sync += step.eq(_Step.CLEAR)
+            m.d.sync += step.eq(p.kind.as_value() + 1)  # SET, RELEASE, CLEAR -> SET, SCAN, CLEAR
         with m.Elif(scan_on | clear_on):
             m.d.sync += [*load_pair(na, nb), first.eq(0), left.eq(left - 1)]
         with m.Else():
