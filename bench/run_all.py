@@ -70,6 +70,8 @@ BENCHES = (
                        "--period", "8", "--paths", "3"]),
     Bench("bench_fpga_modules.py", "Per-module Fmax (everything but the reducer)",
           lambda out: ["demux", "--quiet-paths", "--out", str(out / "fpga_modules")]),
+    Bench("bench_pending_words.py", "Pending words vs the S-wide release scan (issue 16)",
+          lambda out: ["--words", "256", "--vector", "256", "--out", str(out / "pending_words")]),
     Bench("bench_slot_store.py", "Reducer split and on-chip slot store (issue 16)",
           lambda out: ["--config", "16,256", "--out", str(out / "slot_store")]),
     Bench("bench_dram_store.py", "DRAM slot store: commands per cycle vs memory latency and bandwidth (issue 16)",

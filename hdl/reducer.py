@@ -70,6 +70,7 @@ from .reducer_layouts import (
     store_tag_layout,
 )
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
+from .release_scan import onehot_index, release_scan
 from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
 from .result_gate import ResultGate
@@ -413,21 +414,17 @@ class Reducer(wiring.Component):
         xa = (pend_eff & ~own_n) | ~reg_n
         xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
 
-        def release_scan(x, tag: str) -> tuple:
-            """(first zero one-hot, clr) of the in-order release scan over ``x`` (stage 1)."""
-            y = Signal(2 * S, name=f"scan_y_{tag}")
-            m.d.comb += y.eq(Cat(x | lm_n, x))
-            y1 = Signal(2 * S + 1, name=f"scan_y1_{tag}")
-            m.d.comb += y1.eq(y + 1)
-            below_p = (y ^ y1)[1:]  # positions before the first zero (doubled slot order)
-            clr2 = below_p & ~Cat(lm_n, Const(0, S))
-            # the first zero, folded to slot order (one-hot)
-            return (y1 & ~y)[:S] | (y1 & ~y)[S : 2 * S], (clr2[:S] | clr2[S:]) & reg_n
+        def scan_slots(x, tag: str) -> tuple:
+            """(first zero one-hot, clr) of the in-order release scan over ``x`` (stage 1): the
+            shared scan (hdl/release_scan.py) over ``x`` doubled, so it wraps, folded to slot
+            order."""
+            fz2, clr2, _ = release_scan(m, x, x, lm_n, tag)
+            return fz2[:S] | fz2[S : 2 * S], (clr2[:S] | clr2[S:]) & reg_n
 
         fz_a, fz_b = Signal(S), Signal(S)
         clr_a, clr_b = Signal(S), Signal(S)
-        fa, ca = release_scan(xa, "a")
-        fb, cb = release_scan(xb, "b")
+        fa, ca = scan_slots(xa, "a")
+        fb, cb = scan_slots(xb, "b")
         m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
@@ -641,7 +638,7 @@ class Reducer(wiring.Component):
         # (transparent), the vector is doubled so the scan wraps, bits below the start slot are
         # forced to 1, and one carry chain finds the first in-region slot that is not pending
         # (the completing slot itself at the latest). The carry chain runs in stage 0 on both
-        # input vectors (release_scan); stage 1 turns both first-zero positions into run
+        # input vectors (scan_slots); stage 1 turns both first-zero positions into run
         # lengths and selects with fx_s.
         def run_of(fz, tag: str):
             run_ = Signal(sb, name=f"run_{tag}")
@@ -653,9 +650,7 @@ class Reducer(wiring.Component):
                 ]))
             else:
                 p_slot = Signal(sb, name=f"p_slot_{tag}")
-                m.d.comb += p_slot.eq(Cat(*[
-                    Cat(*[fz[i] for i in range(S) if (i >> b) & 1]).any() for b in range(sb)
-                ]))
+                m.d.comb += p_slot.eq(onehot_index(fz))
                 m.d.comb += run_.eq((p_slot - start1)[:sb] & wmask)
             return run_
 

@@ -1,0 +1,212 @@
+"""The reducer's ``pending`` bits (a slot is COMPLETE, waiting for in-order release) as 64-bit
+words in block RAM, with the in-order release scan over two words (docs/large_slots.md,
+"Pending words and the two-word release scan: built").
+
+Today the reducer keeps S pending bits in flip-flops and scans 2S bits in one cycle; here they
+are S/64 words (``min(64, S)`` bits each) in two banks, even and odd words, so the two words a
+scan step reads (a word and the next one of the job's region) come from different banks except
+at a region's wrap with an unaligned base (then the step scans one word). Every operation is a
+read-modify-write: the read is issued in the cycle the operation is accepted, the word is
+written back in the next cycle (the *data cycle*), and every read port is transparent to its
+bank's write port, so an operation accepted in a data cycle sees that cycle's write (a decision
+or release right after another needs no other forwarding).
+
+Operations (``op``, a stream; ``op.ready`` is low while a scan or a region clear goes on):
+
+* ``SET``: the slot's bit is set (a decision completed its chunk behind the job's head).
+* ``RELEASE``: the chunk in ``slot`` completed at the head: the run of pending slots behind it,
+  in region order (``base``, ``2**log2_window`` slots, wrapping at its end and at S), is found
+  and cleared; ``done`` rises with ``run`` (its length) in the data cycle if the run ends within
+  the first two words (up to 64 + (64 - offset) slots, offset = the start slot's bit in its
+  word), and one cycle later per further two words (128 slots; 64 where the region's wrap puts
+  both words in one bank). ``slot``'s own bit is treated as clear (the scan stops there at the
+  latest, as the reducer's scan does).
+* ``CLEAR``: the region's bits are cleared (window reset), one word per cycle; bits of other
+  regions in a shared word are kept.
+
+The scan is the reducer's own (hdl/release_scan.py) on 2 x 64 bits: bits outside the region are
+transparent, bits below the start forced to 1.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .params import check_slot_memory
+from .reducer_config import slot_of
+from .release_scan import onehot_index, release_scan
+
+__all__ = ["PendingOp", "PendingWords", "pending_op_layout"]
+
+
+class PendingOp(enum.Enum, shape=2):
+    """What a ``PendingWords`` operation does (see the module docstring)."""
+    SET = 0
+    RELEASE = 1
+    CLEAR = 2
+
+
+class _Step(enum.Enum, shape=2):
+    """What the words read in the last cycle are for (the data cycle's work): the accepted
+    operation's ``PendingOp`` + 1."""
+    IDLE = 0
+    SET = 1
+    SCAN = 2
+    CLEAR = 3
+
+
+def pending_op_layout(slots: int) -> data.StructLayout:
+    """An operation: ``kind``, ``slot`` (SET: the slot; RELEASE: the chunk completing at the
+    head), the job's region ``base`` and ``log2_window`` (RELEASE, CLEAR; clamped to log2 S by
+    the caller, as the reducer's configuration does)."""
+    sb = (slots - 1).bit_length()
+    return data.StructLayout({"kind": PendingOp, "slot": sb, "base": sb, "log2_window": range(sb + 1)})
+
+
+class PendingWords(wiring.Component):
+    """Pending bits in block-RAM words with the two-word release scan (module docstring).
+
+    ``op`` in; ``done`` / ``run`` out (a RELEASE has finished: ``run`` slots released behind
+    ``slot``). ``banks``: the memories (even words, odd words), for tests and inspection.
+    """
+
+    def __init__(self, *, slots: int) -> None:
+        check_slot_memory("dram", slots=slots)
+        self.slots = slots
+        self.slot_bits = (slots - 1).bit_length()
+        self.word_bits = min(64, slots)
+        self.offset_bits = (self.word_bits - 1).bit_length()
+        self.words = slots // self.word_bits
+        nbanks = 2 if self.words >= 2 else 1
+        self.op_layout = pending_op_layout(slots)
+        super().__init__({
+            "op": In(stream.Signature(self.op_layout)),
+            "done": Out(1),
+            "run": Out(self.slot_bits),
+        })
+        self.banks = [Memory(shape=self.word_bits, depth=self.words // nbanks, init=[])
+                      for _ in range(nbanks)]
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        sb, ob, WB, NW = self.slot_bits, self.offset_bits, self.word_bits, self.words
+        wi = sb - ob  # word-index bits (0 for a single word)
+        ones = Const((1 << WB) - 1, WB)
+        ports = []
+        for i, mem in enumerate(self.banks):
+            m.submodules[f"bank{i}"] = mem
+            wr = mem.write_port()
+            ports.append((mem.read_port(transparent_for=(wr,)), wr))
+
+        def bank(w: Value) -> Value:
+            return w[0] if len(self.banks) == 2 else Const(0, 1)
+
+        def addr(w: Value) -> Value:
+            return w[1:] if len(self.banks) == 2 else Const(0, 0)
+
+        def next_word(w: Value, w_base: Value, w_last: Value, whole: Value) -> Value:
+            """The word after ``w`` in region order: the region's first word after its last."""
+            return Mux(~whole & (w == w_last), w_base, (w + 1)[:wi])
+
+        # ---- the data cycle's state (registers loaded when an operation is accepted) ----
+        step = Signal(_Step)
+        wa, wb = Signal(wi), Signal(wi)  # the words read (wb: the next one in region order)
+        same = Signal()  # wa == wb (a region within one word: the scan wraps on it)
+        b_scan = Signal()  # wb is read too (another bank, or the same word)
+        first = Signal()  # the first step: bits below ``off`` in wa are before the start
+        off = Signal(ob)
+        own, start, wmask = Signal(sb), Signal(sb), Signal(sb)
+        w_base, w_last = Signal(wi), Signal(wi)
+        lo, hi = Signal(ob), Signal(ob)  # the region's first bit in w_base, last in w_last
+        whole = Signal()  # the region is the whole ring (every bit in it)
+        left = Signal(wi + 1)  # CLEAR: words after this one
+
+        def region_mask(w: Value, tag: str) -> Value:
+            """The region's bits in word ``w`` (a range, wrapping only when one word holds the
+            whole region's both ends)."""
+            lo_e = Mux(w == w_base, lo, 0)
+            hi_e = Mux(w == w_last, hi, WB - 1)
+            ge = Cat(*[lo_e <= i for i in range(WB)])
+            le = Cat(*[hi_e >= i for i in range(WB)])
+            r = Signal(WB, name=f"region_{tag}")
+            m.d.comb += r.eq(Mux(whole, ones, Mux(lo_e > hi_e, ge | le, ge & le)))
+            return r
+
+        # ---- data cycle: the words read last cycle, modified and written back ----
+        def word_data(w: Value) -> Value:
+            if len(self.banks) == 1:
+                return ports[0][0].data
+            return Mux(bank(w), ports[1][0].data, ports[0][0].data)
+
+        da, db = word_data(wa), word_data(wb)
+        reg_a, reg_b = region_mask(wa, "a"), region_mask(wb, "b")
+        own_w, own_bit = own[ob:], (Const(1, WB) << own[:ob])[:WB]
+        xa = (da & ~Mux(own_w == wa, own_bit, 0)) | ~reg_a
+        xb = Mux(b_scan, (db & ~Mux(own_w == wb, own_bit, 0)) | ~reg_b, ones)
+        below = Mux(first, Cat(*[off > i for i in range(WB)]), 0)
+        fz, before, none = release_scan(m, xa, xb, below, "w")
+        clr_a, clr_b = before[:WB] & reg_a, before[WB:] & reg_b
+        pos = onehot_index(fz)  # the first bit not pending, in wa : wb
+        stop = Cat(pos[:ob], Mux(pos[ob], wb, wa))
+        m.d.comb += [self.done.eq((step == _Step.SCAN) & ~none),
+                     self.run.eq((stop - start)[:sb] & wmask)]
+        wr_a = Signal(WB)
+        with m.Switch(step):
+            with m.Case(_Step.SET):
+                m.d.comb += wr_a.eq(da | own_bit)
+            with m.Case(_Step.SCAN):
+                m.d.comb += wr_a.eq(da & ~(clr_a | Mux(same, clr_b, 0)))
+            with m.Default():
+                m.d.comb += wr_a.eq(da & ~reg_a)
+        wr_a_en = step != _Step.IDLE
+        wr_b_en = (step == _Step.SCAN) & b_scan & ~same
+        for b, (_, wr) in enumerate(ports):
+            on_a = wr_a_en & (bank(wa) == b)
+            m.d.comb += [wr.en.eq(on_a | (wr_b_en & (bank(wb) == b))),
+                         wr.addr.eq(Mux(on_a, addr(wa), addr(wb))),
+                         wr.data.eq(Mux(on_a, wr_a, db & ~clr_b))]
+
+        scan_on = (step == _Step.SCAN) & none  # the run goes on past these two words
+        clear_on = (step == _Step.CLEAR) & (left != 0)
+        m.d.comb += self.op.ready.eq(~scan_on & ~clear_on)
+
+        # ---- the next reads: an accepted operation's words, or the next step's ----
+        p = self.op.payload
+        accept = self.op.valid & self.op.ready
+        whole_c = p.log2_window >= sb
+        last_c = slot_of(p, Const((1 << sb) - 1, sb), sb)  # the region's last slot
+        start_c = slot_of(p, (p.slot - p.base + 1)[:sb], sb)  # the slot after ``slot``
+        wbase_c, wlast_c = p.base[ob:], last_c[ob:]
+        wa_c = Signal(wi)
+        with m.Switch(p.kind):
+            with m.Case(PendingOp.SET):
+                m.d.comb += wa_c.eq(p.slot[ob:])
+            with m.Case(PendingOp.RELEASE):
+                m.d.comb += wa_c.eq(start_c[ob:])
+            with m.Default():
+                m.d.comb += wa_c.eq(wbase_c)
+        wb_c = Mux(p.kind == PendingOp.RELEASE, next_word(wa_c, wbase_c, wlast_c, whole_c), wa_c)
+        na = Mux(step == _Step.SCAN, Mux(b_scan, next_word(wb, w_base, w_last, whole), wb),
+                 next_word(wa, w_base, w_last, whole))
+        nb = Mux(step == _Step.SCAN, next_word(na, w_base, w_last, whole), na)
+        ra, rb = Mux(accept, wa_c, na), Mux(accept, wb_c, nb)
+        for b, (rd, _) in enumerate(ports):
+            m.d.comb += rd.addr.eq(Mux(bank(ra) == b, addr(ra), addr(rb)))
+
+        def load_pair(a: Value, b_: Value) -> list:
+            return [wa.eq(a), wb.eq(b_), same.eq(a == b_), b_scan.eq((bank(a) != bank(b_)) | (a == b_))]
+
+        with m.If(accept):
+            m.d.sync += [*load_pair(wa_c, wb_c), first.eq(1), off.eq(start_c[:ob]), own.eq(p.slot),
+                         start.eq(start_c), wmask.eq((last_c - p.base)[:sb]), w_base.eq(wbase_c),
+                         w_last.eq(wlast_c), lo.eq(p.base[:ob]), hi.eq(last_c[:ob]), whole.eq(whole_c),
+                         left.eq(Mux(whole_c, NW - 1, (wlast_c - wbase_c)[:wi]))]
+            m.d.sync += step.eq(p.kind.as_value() + 1)  # SET, RELEASE, CLEAR -> SET, SCAN, CLEAR
+        with m.Elif(scan_on | clear_on):
+            m.d.sync += [*load_pair(na, nb), first.eq(0), left.eq(left - 1)]
+        with m.Else():
+            m.d.sync += step.eq(_Step.IDLE)
+        return m

@@ -1,0 +1,38 @@
+"""The in-order release scan (docs/reducer.md, "In-order release"; docs/large_slots.md): one
+carry chain that finds the first slot that is not pending, shared by the reducer (over its S
+pending bits, doubled so the scan wraps) and ``PendingWords`` (over two 64-bit words).
+
+The input is two halves ``lo`` and ``hi`` of the same width N, scanned from bit 0 of ``lo`` to
+the top of ``hi``: a 1 is a slot that is pending or does not take part (outside the job's
+region: transparent), a 0 stops the scan. ``below`` (N bits) forces ``lo``'s bits below the
+start slot to 1 and keeps them out of the cleared bits. ``y + 1`` turns the trailing ones of
+``y = lo | below : hi`` into zeros and the first zero into a one, so ``y1 & ~y`` is the first
+zero (one-hot) and ``(y ^ y1) >> 1`` the bits before it; the carry out of the top bit says that
+there was no zero at all.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Signal, Value
+
+__all__ = ["onehot_index", "release_scan"]
+
+
+def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str) -> tuple[Value, Value, Value]:
+    """(first zero one-hot over the 2N bits ``lo : hi``, the bits before it outside ``below``
+    (2N), no zero found (the carry out)) of the scan described in the module docstring."""
+    n = len(lo)
+    if not len(hi) == len(below) == n:
+        raise ValueError(f"release_scan: lo, hi and below must be as wide, got {n}, {len(hi)}, {len(below)}")
+    y = Signal(2 * n, name=f"scan_y_{tag}")
+    m.d.comb += y.eq(Cat(lo | below, hi))
+    y1 = Signal(2 * n + 1, name=f"scan_y1_{tag}")
+    m.d.comb += y1.eq(y + 1)
+    before = (y ^ y1)[1:] & ~Cat(below, Const(0, n))
+    return (y1 & ~y)[: 2 * n], before, y1[2 * n]
+
+
+def onehot_index(v: Value) -> Value:
+    """The index of the set bit of the one-hot ``v`` (an OR tree per index bit; 0 if none)."""
+    n = len(v)
+    return Cat(*[Cat(*[v[i] for i in range(n) if (i >> b) & 1]).any() for b in range((n - 1).bit_length())])
