@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from wanreduce import wire
 
-__all__ = ["DEFAULTS", "DRAM_STORE_DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "SLOT_MEMORIES", "CoreParams",
-           "check_core_params", "check_data_width", "check_dram_store_params", "check_slot_memory"]
+__all__ = ["DEFAULTS", "DRAM_STORE_DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "MAX_SLOTS_LARGE", "SLOT_MEMORIES", "CoreParams",
+           "check_core_params", "check_data_width", "check_dram_store_params", "check_large_slots",
+           "check_slot_memory"]
 
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
 
@@ -24,6 +25,9 @@ SLOT_MEMORIES = ("onchip", "dram")
 # as block-RAM words) is docs/large_slots.md. One limit: the planner, the CLI, the core and the
 # DRAM store all read this one.
 MAX_SLOTS_DRAM = MAX_SLOTS
+# The slot range the large-S parts are built for (``PendingWords``; docs/large_slots.md): 2**20
+# slot indices, the AX7325B's 2 GiB in 2 KiB slots. Not a core parameter until they are in it.
+MAX_SLOTS_LARGE = 1 << 20
 # The DRAM slot store's own parameters and their defaults (``DramSlotStore``, and the core with
 # ``slot_memory="dram"``): a 32-bit AXI address space from 0, 256 commands in flight (full rate
 # up to ~100 cycles of memory latency, docs/slot_store.md), 16-beat bursts held open 128 idle
@@ -54,6 +58,14 @@ def _range(name: str, lo: int, hi: int, note: str = ""):
 def _slots(v: int, hi: int = MAX_SLOTS, note: str = "") -> None:
     if not 2 <= v <= hi or v & (v - 1):
         raise ValueError(f"slots must be a power of two from 2 to {hi}{note}, got {v}")
+
+
+def check_large_slots(slots: int) -> int:
+    """S for the large-S parts (up to :data:`MAX_SLOTS_LARGE`, a power of two)."""
+    if not isinstance(slots, int) or isinstance(slots, bool):
+        raise ValueError(f"slots must be an integer, got {slots!r}")
+    _slots(slots, MAX_SLOTS_LARGE)
+    return slots
 
 
 def check_slot_memory(slot_memory: str, **params: int) -> dict[str, int]:

@@ -35,7 +35,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .params import check_slot_memory
+from .params import check_large_slots
 from .reducer_config import slot_of
 from .release_scan import onehot_index, release_scan
 
@@ -74,7 +74,7 @@ class PendingWords(wiring.Component):
     """
 
     def __init__(self, *, slots: int) -> None:
-        check_slot_memory("dram", slots=slots)
+        check_large_slots(slots)
         self.slots = slots
         self.slot_bits = (slots - 1).bit_length()
         self.word_bits = min(64, slots)
