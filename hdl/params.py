@@ -60,12 +60,17 @@ def _slots(v: int, hi: int = MAX_SLOTS, note: str = "") -> None:
         raise ValueError(f"slots must be a power of two from 2 to {hi}{note}, got {v}")
 
 
+def _slot_count(v: int, hi: int, note: str = "") -> int:
+    """An integer S, a power of two from 2 to ``hi``."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ValueError(f"slots must be an integer, got {v!r}")
+    _slots(v, hi, note)
+    return v
+
+
 def check_large_slots(slots: int) -> int:
     """S for the large-S parts (up to :data:`MAX_SLOTS_LARGE`, a power of two)."""
-    if not isinstance(slots, int) or isinstance(slots, bool):
-        raise ValueError(f"slots must be an integer, got {slots!r}")
-    _slots(slots, MAX_SLOTS_LARGE)
-    return slots
+    return _slot_count(slots, MAX_SLOTS_LARGE)
 
 
 def check_slot_memory(slot_memory: str, **params: int) -> dict[str, int]:
@@ -76,9 +81,7 @@ def check_slot_memory(slot_memory: str, **params: int) -> dict[str, int]:
     if slot_memory == "dram" and "slots" in params:
         rest = {k: v for k, v in params.items() if k != "slots"}
         check_core_params(**rest)
-        if not isinstance(params["slots"], int) or isinstance(params["slots"], bool):
-            raise ValueError(f"slots must be an integer, got {params['slots']!r}")
-        _slots(params["slots"], MAX_SLOTS_DRAM, " (DRAM slot memory)")
+        _slot_count(params["slots"], MAX_SLOTS_DRAM, " (DRAM slot memory)")
         return params
     return check_core_params(**params)
 
