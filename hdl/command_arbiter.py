@@ -70,10 +70,15 @@ class CommandArbiter(wiring.Component):
         w, w_q, head = Signal(entry), Signal(entry), Signal(entry)
         w_v = Signal()
         m.d.sync += [w_v.eq(self.push), w_q.eq(w)]
+        # ``level`` is a flip-flop copy of fifo.level + w_v (copy_error checks it), counted from
+        # the push and the FIFO's read: the decision side's room check compares it with
+        # constants, with no subtractor (the FIFO's pointers) and adder (w_v) in front
+        level = Signal(range(self.depth + 1))
+        m.d.sync += level.eq(level + self.push - fifo.r_en)
         m.d.comb += [
             w.cmd.eq(self.push_cmd), w.marker.eq(self.push_marker), w.then_emit.eq(self.push_then_emit),
-            fifo.w_en.eq(w_v), fifo.w_data.eq(w_q), head.eq(fifo.r_data), self.level.eq(fifo.level + w_v),
-            self.copy_error.eq(fifo.copy_error),
+            fifo.w_en.eq(w_v), fifo.w_data.eq(w_q), head.eq(fifo.r_data), self.level.eq(level),
+            self.copy_error.eq(fifo.copy_error | (level != fifo.level + w_v)),
         ]
         to_emitter = Signal()  # the port is the emitter's (since a flagged command passed)
         popped = Signal()  # ... and it has popped its entry

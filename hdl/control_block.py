@@ -239,7 +239,30 @@ class ControlBlock(wiring.Component):
         # loaded every cycle (no FSM state in its enable): addr_r/page_r change only in LOAD and
         # READBACK, so in READ and READBACK ridx holds the index of the operation being executed
         m.d.sync += ridx.eq(ridx_of_addr)
-        we = {a: Signal(name=f"we_{a:04x}") for a in writable}
+        # the operations of the held beat, decoded outside the FSM (LOAD loads the first, READBACK
+        # the next)
+        dec_first = decode(beat.data[:64], "first")
+        dec_next = decode(beat.data[64:128] if n_ops > 1 else Const(0, 64), "next")
+        # One write-enable flag per writable register, used in EXEC only (its first cycle, the
+        # one that writes). Loaded every cycle from the held beat's decoded operations, with no
+        # FSM state in their enable (it fed every flag's address compare): the beat changes only
+        # in IDLE and READBACK, so in an EXEC after LOAD the first operation's flags (we_f) are
+        # those of the beat LOAD decoded, and after READBACK the next operation's (we_n, beside
+        # ``from_rb``) are those READBACK decoded. At W = 64 (one operation per beat) an EXEC
+        # after READBACK always finds ``ops_done``, so only we_f is needed.
+        def write_flags(dec: tuple, tag: str) -> dict:
+            _, next_addr, next_write = dec
+            flags = {a: Signal(name=f"we{tag}_{a:04x}") for a in writable}
+            m.d.sync += [f.eq(next_write & (next_addr == a)) for a, f in flags.items()]
+            return flags
+
+        we_f = write_flags(dec_first, "")
+        if n_ops > 1:
+            we_n = write_flags(dec_next, "n")
+            from_rb = Signal()  # the operation in EXEC was loaded by READBACK
+            we = {a: Mux(from_rb, we_n[a], we_f[a]) for a in writable}
+        else:
+            we = we_f
         we_max_el = Signal()
         clamp = Signal()  # a MAX_ELEMENTS value above the core's E
         head_write = Signal()
@@ -257,7 +280,6 @@ class ControlBlock(wiring.Component):
                 job_index.eq(0),
                 probe_rd.eq(0),
             ]
-            m.d.sync += [flag.eq(next_write & (next_addr == a)) for a, flag in we.items()]
             for j in range(self.jobs):
                 with m.If(next_write & (next_addr == regs.job_head(j))):
                     m.d.sync += [head_write.eq(1), job_index.eq(j)]
@@ -317,7 +339,9 @@ class ControlBlock(wiring.Component):
                         ]
                     m.next = "LOAD"
             with m.State("LOAD"):  # decode the beat's first operation
-                load_op(decode(beat.data[:64], "first"))
+                load_op(dec_first)
+                if n_ops > 1:
+                    m.d.sync += from_rb.eq(0)
                 m.next = "EXEC"
             with m.State("EXEC"):
                 with m.If(ops_done):
@@ -341,10 +365,8 @@ class ControlBlock(wiring.Component):
                 m.next = "READBACK"
             with m.State("READBACK"):
                 if n_ops > 1:
-                    m.d.sync += beat.data.eq(beat.data >> 64)
-                    load_op(decode(beat.data[64:128], "next"))
-                else:
-                    load_op(decode(Const(0, 64), "next"))
+                    m.d.sync += [beat.data.eq(beat.data >> 64), from_rb.eq(1)]
+                load_op(dec_next)
                 for k in range(n_ops):
                     with m.If(op == k):
                         m.d.sync += reply.word_select(2 * k + 1, 32).eq(read_value)

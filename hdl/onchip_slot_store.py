@@ -74,18 +74,22 @@ class OnChipSlotStore(wiring.Component):
         m.d.comb += cmd.ready.eq(ready)
         m.d.sync += [occ.eq(occ + accept - taken), ready.eq(occ - taken < RSP_DEPTH - 1)]
 
-        # the last write (data and row), for the forwards
-        lw_data, lw_row = Signal(W), Signal(self.address_bits)
+        # the last write (data and row), for the forwards; lw_v: a write was made last cycle
+        lw_data, lw_row, lw_v = Signal(W), Signal(self.address_bits), Signal()
+        m.d.sync += lw_v.eq(wr.en)
         with m.If(wr.en):
             m.d.sync += [lw_data.eq(wr.data), lw_row.eq(wr.addr)]
 
-        # accept: read the row; is it written in this cycle (the read misses that)?
+        # accept: read the row
         m.d.comb += [rd.addr.eq(cmd.payload.row), rd.en.eq(1)]
         b_v, b_cmd, b_hit = Signal(), Signal.like(cmd.payload), Signal()
-        m.d.sync += [b_v.eq(accept), b_cmd.eq(cmd.payload),
-                     b_hit.eq(wr.en & (wr.addr == cmd.payload.row))]
+        m.d.sync += [b_v.eq(accept), b_cmd.eq(cmd.payload)]
 
-        # stage B: the stored row (forwarding the write of the read's cycle); is the row written
+        # stage B: was the row written in the read's cycle (the read missed that)? Compared here,
+        # from flip-flops, while the block RAM's output (~4 ns) is on its way: the command's row
+        # (the emitter's start decision and the port's multiplexer) reaches only the address
+        m.d.comb += b_hit.eq(lw_v & (lw_row == b_cmd.row))
+        # the stored row (forwarding the write of the read's cycle); is the row written
         # in this cycle (stage C's command), which the value registered now misses?
         c_v, c_cmd, c_old, c_hit = Signal(), Signal.like(cmd.payload), Signal(W), Signal()
         m.d.sync += [c_v.eq(b_v), c_cmd.eq(b_cmd), c_old.eq(Mux(b_hit, lw_data, rd.data)),

@@ -489,18 +489,23 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
+        def mismatch_parts(round_, group, scale, count, session, h) -> tuple:
+            """(round differs, group/scale/count/session differ): a tag's fields against a header."""
+            return round_ != h.round_id, ((group != h.group_id) | (scale != h.scale_exp)
+                                          | (count != h.element_count) | (session != h.session))
+
         def hdr_checks(job, chunk, round_, group, scale, count, session, h):
             """A tag's header fields against a header (HdrChecks)."""
+            mm_round, mm_rest = mismatch_parts(round_, group, scale, count, session, h)
             return pack_flags(HdrChecks, job_eq=job == h.job_id[:jb], chunk_eq=chunk == h.chunk,
-                              back=(chunk - h.chunk)[31],
-                              mismatch=((round_ != h.round_id) | (group != h.group_id)
-                                        | (scale != h.scale_exp) | (count != h.element_count)
-                                        | (session != h.session)))
+                              back=(chunk - h.chunk)[31], mismatch=mm_round | mm_rest)
 
         def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
             hc = HdrChecks(hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0))
+            mm_round, mm_rest = mismatch_parts(t.round, t.group, t.scale, t.count, t.session, h0)
             return pack_flags(TagChecks, done=t.state == DONE, active=t.state == ACTIVE,
-                              same=(t.state != FREE) & hc.job_eq & hc.chunk_eq, mismatch=hc.mismatch,
+                              same=(t.state != FREE) & hc.job_eq & hc.chunk_eq,
+                              mismatch_round=mm_round, mismatch=mm_rest,
                               dup=(t.bitmap & p.bit) != 0, cadd=(t.bitmap | p.bit) == p.members,
                               older=hc.job_eq & ~hc.chunk_eq & ~hc.back)
 
@@ -540,16 +545,22 @@ class Reducer(wiring.Component):
         # the tag the previous decision requested is stage 1's (tw_v and its address == slot1)
         # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
         # tag memory's write port)
-        thit_l = Signal()
         # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
         # tw_hit0 == tw_en & (tw_addr == slot0), with the decision's op at the last multiplexer
         tw_hit0 = Signal()
-        m.d.sync += thit_l.eq(tw_hit0)
+        # thit_l == tw_hit0 a cycle ago, as two flip-flops: the write (tw_vn_l, an inverted copy
+        # of tw_v: tw_v drives the tag memory's write enables) and the address compare
+        # (ahit_l), so the decision's op reaches one flip-flop next to it, not the compare and
+        # the 32 bitmap multiplexers that thit_l selects; copy_error checks tw_vn_l
+        tw_vn_l, ahit_l = Signal(init=1), Signal()
+        m.d.sync += [tw_vn_l.eq(~tw_en), ahit_l.eq(tw_addr == slot0)]
+        thit_l = ~tw_vn_l & ahit_l
 
         def live_checks(done, active, nfree):
             """TagChecks against the tag the previous decision requested (its state given)."""
             return pack_flags(TagChecks, done=done, active=active,
-                              same=nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch=hcw1.mismatch,
+                              same=nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch_round=0,
+                              mismatch=hcw1.mismatch,
                               dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
                               cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
                               older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
@@ -580,7 +591,7 @@ class Reducer(wiring.Component):
         m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
         m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
         st_done, st_active, same, mismatch, dup, cadd, older_hdr = (
-            ck.done, ck.active, ck.same, ck.mismatch, ck.dup, ck.cadd, ck.older)
+            ck.done, ck.active, ck.same, ck.mismatch_round | ck.mismatch, ck.dup, ck.cadd, ck.older)
         complete1 = st_done & pend1
         released1 = st_done & ~pend1
         older = released1 & older_hdr
@@ -879,7 +890,7 @@ class Reducer(wiring.Component):
             | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH))
             | (queued != queued_x) | (push_c != (has_cmd | queued))
             | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
-            | (hold_t == adv) | (fxw_cn == fx_c) | (fxw_sn == fx_s)
+            | (hold_t == adv) | (fxw_cn == fx_c) | (fxw_sn == fx_s) | (tw_vn_l == tw_v)
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
             | arb.copy_error | emit.copy_error)
         stag = Signal(store_tag_layout(S))

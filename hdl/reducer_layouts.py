@@ -61,7 +61,11 @@ TagChecks = data.StructLayout({
     "done": 1,  # state DONE (COMPLETE or RELEASED, told apart by ``pending``)
     "active": 1,  # state ACTIVE
     "same": 1,  # not FREE, same job and chunk
-    "mismatch": 1,  # round, group, scale, count or session differ
+    # round, group, scale, count or session differ: ``mismatch_round`` | ``mismatch`` (the round
+    # compare registered on its own, so neither compare tree has the whole 80 bits; the
+    # decision ORs them in the LUT that selects the checks)
+    "mismatch_round": 1,  # round differs
+    "mismatch": 1,  # group, scale, count or session differ
     "dup": 1,  # the sender's bit is already in the bitmap
     "cadd": 1,  # bitmap | bit == members: this contribution completes the chunk
     "older": 1,  # same job, the tag's chunk is ahead of the beat's

@@ -164,14 +164,18 @@ class ResultEmitter(wiring.Component):
                 m.d.sync += e_oh.eq(Const(1, S) << slot_n)
         with m.Elif(~more):
             m.d.sync += e_busy.eq(0)
-        addr_slot = Mux(start_new, slot_n, e_slot)
-        addr_beat = Mux(start_new, 0, e_beat)
+        # The READ's row and ``last`` select with ``more`` (a flip-flop), not with start_new (the
+        # start decision: go, hdr_room, the queue, rest_nz): a READ is issued with ``more`` for
+        # the current chunk's next beat, without it only by a start, so both agree on every
+        # READ issued (the store's block-RAM address then starts from flip-flops and e_phase)
+        addr_slot = Mux(more, e_slot, slot_n)
+        addr_beat = Mux(more, e_beat, 0)
         m.d.comb += [
             self.tag_addr.eq(slot_n),
             self.tag_en.eq(start_new),
             self.row_addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
             self.slot.eq(addr_slot),
-            self.last.eq(~Mux(start_new, multi_n, more_next)),
+            self.last.eq(~Mux(more, more_next, multi_n)),
             self.final.eq(issue & self.last & ~rest_after),
         ]
         # the header of the chunk started last cycle (the tag just read); overflow is added by
