@@ -536,9 +536,23 @@ class Reducer(wiring.Component):
         ck, bm = Signal(TagChecks), Signal(32)
         # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
         # it is (bm | bit) if ``same`` else bit; requested by a later beat, tag_r's
-        bm_a = bm | bit
+        # thit_l == tw_hit0 a cycle ago, as two flip-flops: the write (tw_vn_l, an inverted copy
+        # of tw_v: tw_v drives the tag memory's write enables) and the address compare
+        # (ahit_l), so the decision's op reaches one flip-flop next to it, not the compare and
+        # the 32 bitmap multiplexers that thit_l selects; copy_error checks tw_vn_l
+        tw_vn_l = Signal(init=1, name="tw_vn_l")
+        ahit_l = Signal()
+        m.d.sync += [tw_vn_l.eq(~tw_en), ahit_l.eq(tw_addr == slot0)]
+        thit_l = ~tw_vn_l & ahit_l
+        # (``a``: both candidates of bm checked, thit_l picking after the compares, so that
+        # thit_l's AND and fan-out do not precede the 32-bit reductions)
+        def a_checks(b) -> tuple:
+            x = b | bit
+            return (x & p.bit) != 0, (x | p.bit) == p.members
+
+        (dup_w, cadd_w), (dup_p, cadd_p) = a_checks(tw_d.bitmap), a_checks(bm_pre)
         bm_bc = Mux(first1, bit, tag_r.bitmap)
-        bmck_n = pack_flags(BitmapChecks, dup_a=(bm_a & p.bit) != 0, cadd_a=(bm_a | p.bit) == p.members,
+        bmck_n = pack_flags(BitmapChecks, dup_a=Mux(thit_l, dup_w, dup_p), cadd_a=Mux(thit_l, cadd_w, cadd_p),
                             dup_bc=(bm_bc & p.bit) != 0, cadd_bc=(bm_bc | p.bit) == p.members)
         bmck1 = Signal(BitmapChecks)
         sel_a1 = Signal()  # the tag was decided with ``same``
@@ -548,13 +562,6 @@ class Reducer(wiring.Component):
         # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
         # tw_hit0 == tw_en & (tw_addr == slot0), with the decision's op at the last multiplexer
         tw_hit0 = Signal()
-        # thit_l == tw_hit0 a cycle ago, as two flip-flops: the write (tw_vn_l, an inverted copy
-        # of tw_v: tw_v drives the tag memory's write enables) and the address compare
-        # (ahit_l), so the decision's op reaches one flip-flop next to it, not the compare and
-        # the 32 bitmap multiplexers that thit_l selects; copy_error checks tw_vn_l
-        tw_vn_l, ahit_l = Signal(init=1), Signal()
-        m.d.sync += [tw_vn_l.eq(~tw_en), ahit_l.eq(tw_addr == slot0)]
-        thit_l = ~tw_vn_l & ahit_l
 
         def live_checks(done, active, nfree):
             """TagChecks against the tag the previous decision requested (its state given)."""
