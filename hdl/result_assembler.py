@@ -43,7 +43,8 @@ class ResultAssembler(wiring.Component):
 
     ``rsp``: the store's responses (tag: :func:`store_tag_layout`). ``hdr_c``/``hdr_e``: result
     headers (RESULT, RESENT set, OVERFLOW left 0) pushed in the order their results' rows reach
-    the store; neither FIFO may be pushed when full (``hdr_c_level``, ``hdr_e_room``). ``max_beats``: the longest result.
+    the store; neither FIFO may be pushed when full (``hdr_c_level``, ``hdr_e_room``, a flip-flop whose next
+    value is ``hdr_e_room_next``). ``max_beats``: the longest result.
     """
 
     # Up to this many slots the sticky overflow flags are flip-flops (an S:1 multiplexer and S
@@ -61,6 +62,7 @@ class ResultAssembler(wiring.Component):
             "hdr_c": In(stream.Signature(AggHeaderLayout)),
             "hdr_e": In(stream.Signature(AggHeaderLayout)),
             "hdr_e_room": Out(1),
+            "hdr_e_room_next": Out(1),
             "hdr_c_level": Out(range(hdr_c_depth + 1)),
             "m_msg": Out(message_stream(data_width)),
             "result_out": Out(1),
@@ -93,9 +95,11 @@ class ResultAssembler(wiring.Component):
         # the emitter pushes a cycle after it starts a chunk: one push may be on its way. A
         # flip-flop worked out a cycle ahead (the emitter's start decision reads it), counting the
         # push that a start this cycle would make next cycle
+        # (its next value is an output too: the emitter works its start flag out a cycle ahead)
         hdr_e_room = Signal()
-        m.d.comb += self.hdr_e_room.eq(hdr_e_room)
-        m.d.sync += hdr_e_room.eq(hdr_e.level + self.hdr_e.valid + 1 < self.hdr_e_depth)
+        m.d.comb += [self.hdr_e_room.eq(hdr_e_room),
+                     self.hdr_e_room_next.eq(hdr_e.level + self.hdr_e.valid + 1 < self.hdr_e_depth)]
+        m.d.sync += hdr_e_room.eq(self.hdr_e_room_next)
 
         # stage R: the response, registered; accepted only if what R may push fits. rsp.ready is
         # a flip-flop worked out a cycle ahead from the levels, this cycle's pushes and the

@@ -32,13 +32,15 @@ __all__ = ["ResultEmitter"]
 class ResultEmitter(wiring.Component):
     """Queue entries -> READ commands and result headers (see the module docstring).
 
-    Queue side: ``q_head``, ``q_head_mask``, ``q_count`` in, ``q_pop`` out (only while
-    ``allow_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
-    ``go`` (the command port is this emitter's and ready; a new chunk also needs ``hdr_room``),
+    Queue side: ``q_head``, ``q_head_mask``, ``q_count`` and its push ``q_push`` in, ``q_pop`` out
+    (only while ``allow_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
+    ``go`` (the command port is this emitter's and ready; a new chunk also needs ``hdr_room``, a
+    flip-flop whose next value is ``hdr_room_next``),
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
-    ``copy_error``: the flip-flop ``more`` differs from what it stands for (never, if right).
+    ``copy_error``: a flip-flop copy (``more``, the start flags) differs from what it stands for,
+    or a start pops while ``allow_pop`` is low (never, if right).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool) -> None:
@@ -52,6 +54,7 @@ class ResultEmitter(wiring.Component):
             "q_head_mask": In(slots),
             "q_count": In(range(QUEUE_DEPTH + 1)),
             "q_pop": Out(1),
+            "q_push": In(1),
             "allow_pop": In(1),
             "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
             "tag_addr": Out(sb),
@@ -62,6 +65,7 @@ class ResultEmitter(wiring.Component):
             "tag_wmulti": In(1),
             "go": In(1),
             "hdr_room": In(1),
+            "hdr_room_next": In(1),
             "issue": Out(1),
             "row_addr": Out(sb + self.row_bits),
             "slot": Out(sb),
@@ -132,32 +136,53 @@ class ResultEmitter(wiring.Component):
         # the started slot's multi bit after a start, else more_r's next value (0 once idle);
         # copy_error checks it against e_busy & (just_started ? multi_r : more_r)
         m.d.sync += more.eq(Mux(start_new, multi_n, Mux(credit & more, more_next, more)))
-        m.d.comb += self.copy_error.eq(more != (e_busy & Mux(just_started, multi_r, more_r)))
         rest_after = Signal()  # chunks of the entry left after this cycle
-        m.d.comb += [self.q_pop.eq(0), self.idle.eq(~more & ~rest_nz), rest_after.eq(rest_nz)]
-        with m.If(credit):
-            with m.If(more):
-                m.d.comb += issue.eq(1)
-                m.d.sync += e_beat.eq(e_beat + 1)
-            with m.Elif(rest_nz & self.hdr_room):
-                m.d.comb += [start_new.eq(1), n_job.eq(rest_job), n_chunk.eq(rest_chunk),
-                             n_resent.eq(rest_resent), rest_after.eq(rest_left != 1)]
-                m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
-                             rest_nz.eq(rest_left != 1),
-                             rest_slot.eq(slot_of(cfg_r, rest_chunk + 1, sb))]
-                if self.masks:
-                    m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
-            with m.Elif(~rest_nz & (self.q_count != 0) & self.allow_pop & self.hdr_room):
-                m.d.comb += [start_new.eq(1), n_job.eq(q_head.job), n_chunk.eq(q_head.chunk),
-                             n_resent.eq(q_head.resent), self.q_pop.eq(1), rest_after.eq(q_head.more != 0)]
-                m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
-                             rest_left.eq(q_head.more), rest_nz.eq(q_head.more != 0),
-                             rest_resent.eq(q_head.resent),
-                             rest_slot.eq(slot_of(cfg_q, q_head.chunk + 1, sb))]
-                if self.masks:
-                    m.d.sync += rest_mask.eq(self.q_head_mask & ~(Const(1, S) << q_head.slot))
+        # The start decision from flip-flops: ``s_ok`` (a new chunk may start: no beat left,
+        # header room, a chunk of the entry left or a queue entry) and ``i_ok`` (a READ is due:
+        # ``more | s_ok``) are worked out a cycle ahead, so a start is ``go & s_ok`` and a READ
+        # ``go & i_ok``: the queue count, the header room and the entry's state no longer sit
+        # between the port's ``go`` and the store's ``cmd.valid`` / the start's enables.
+        # ``allow_pop`` is not in s_ok: once the emitter has popped its entry it still has a beat
+        # or a chunk of that entry left until the port returns (``finish``), so a start then is
+        # always from the entry's rest; copy_error checks both flags and that claim every cycle.
+        s_ok, i_ok = Signal(), Signal()
+        start_rest, start_q = Signal(), Signal()
+        m.d.comb += [start_new.eq(credit & s_ok), issue.eq(credit & i_ok),
+                     start_rest.eq(start_new & rest_nz), start_q.eq(start_new & ~rest_nz)]
+        m.d.comb += [self.q_pop.eq(start_q), self.idle.eq(~more & ~rest_nz),
+                     rest_after.eq(Mux(start_rest, rest_left != 1, Mux(start_q, q_head.more != 0, rest_nz)))]
+        with m.If(credit & more):
+            m.d.sync += e_beat.eq(e_beat + 1)
+        with m.If(start_rest):
+            m.d.comb += [n_job.eq(rest_job), n_chunk.eq(rest_chunk), n_resent.eq(rest_resent)]
+            m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
+                         rest_nz.eq(rest_left != 1),
+                         rest_slot.eq(slot_of(cfg_r, rest_chunk + 1, sb))]
+            if self.masks:
+                m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
+        with m.If(start_q):
+            m.d.comb += [n_job.eq(q_head.job), n_chunk.eq(q_head.chunk), n_resent.eq(q_head.resent)]
+            m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
+                         rest_left.eq(q_head.more), rest_nz.eq(q_head.more != 0),
+                         rest_resent.eq(q_head.resent),
+                         rest_slot.eq(slot_of(cfg_q, q_head.chunk + 1, sb))]
+            if self.masks:
+                m.d.sync += rest_mask.eq(self.q_head_mask & ~(Const(1, S) << q_head.slot))
+        # next values: more (above), an entry's chunk left, the queue non-empty, header room;
+        # worked out for a start and for no start from flip-flops, start_new picking last
+        q_nz = self.q_count != 0
+        s_start = ~multi_n & self.hdr_room_next & Mux(
+            rest_nz, (rest_left != 1) | q_nz | self.q_push,
+            (q_head.more != 0) | (self.q_count + self.q_push > 1))
+        s_keep = ~Mux(credit & more, more_next, more) & self.hdr_room_next & (rest_nz | q_nz | self.q_push)
+        i_start = multi_n | s_start
+        i_keep = Mux(credit & more, more_next, more) | s_keep
+        m.d.sync += [s_ok.eq(Mux(start_new, s_start, s_keep)), i_ok.eq(Mux(start_new, i_start, i_keep))]
+        m.d.comb += self.copy_error.eq(
+            (more != (e_busy & Mux(just_started, multi_r, more_r)))
+            | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
+            | (start_q & ~self.allow_pop))
         with m.If(start_new):
-            m.d.comb += issue.eq(1)
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
                          e_resent.eq(n_resent), e_slot.eq(slot_n)]
             if self.masks:

@@ -1,8 +1,8 @@
 """Unit tests of the reducer's parts, each on its own (docs/reducer.md, "Parts"): the
 configuration registers, the input stages' decode, the release queue, the window-reset engine,
 the slot-store command port (order of contributions and READs) and the result assembler
-(store-and-forward, sticky overflow). The decision, the emitter, the slot store in place and
-the probe are exercised through the whole reducer
+(store-and-forward, sticky overflow), the emitter's start decision. The decision, the emitter,
+the slot store in place and the probe are exercised through the whole reducer
 (tests/test_reducer.py) against the golden model."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from wanreduce.hdl.reducer_config import ReducerConfig
 from wanreduce.hdl.reducer_input import InputStages
 from wanreduce.hdl.release_queue import ReleaseQueue
 from wanreduce.hdl.result_assembler import ResultAssembler
+from wanreduce.hdl.result_emitter import ResultEmitter
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.window_reset import WindowReset
 
@@ -266,6 +267,90 @@ def test_command_arbiter_keeps_decision_order() -> None:
             pushed += push
             await ctx.tick()
         assert got == expect
+
+    run_testbench(dut, tb)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_result_emitter_start_is_decided_a_cycle_ahead(seed) -> None:
+    """The emitter alone, with a modelled queue, tag memory (1-4 rows per slot) and header room:
+    it starts a chunk exactly when the port is its own (``go``), no row is left, there is header
+    room and a chunk of its entry or a queue entry waits, and issues each chunk's rows in order
+    with ``last`` on the final one. The start and the READ are worked out a cycle ahead: changing
+    this cycle's queue count, header room or ``allow_pop`` does not change them (it did while
+    the start decision read them: the cycle's longest path, docs/benchmarks.md "Cut 5")."""
+    rng, slots, rb = random.Random(seed), 8, 5  # W 64, E 40: 20 rows per slot, 5 row bits
+    dut = ResultEmitter(64, slots=slots, elements=40, jobs=1, masks=True)
+    entry_l, tag_l = dut.q_head.shape(), dut.tag_data.shape()
+    nbm1 = [rng.randrange(4) for _ in range(slots)]
+
+    async def tb(ctx):
+        ctx.set(dut.job_cfg[0].enable, 1)
+        ctx.set(dut.job_cfg[0].log2_window, 3)  # chunk c -> slot c % 8
+        ctx.set(dut.allow_pop, 1)
+        for s in range(slots):  # the per-slot "more than one row" flip-flops, as the tag is written
+            ctx.set(dut.tag_we, 1)
+            ctx.set(dut.tag_wslot, s)
+            ctx.set(dut.tag_wmulti, int(nbm1[s] != 0))
+            await ctx.tick()
+        ctx.set(dut.tag_we, 0)
+        queue: deque = deque()  # (first chunk, more)
+        count = 0  # the queue's count register (pushes count a cycle later)
+        rest: list[int] = []  # chunks of the popped entry not started
+        cur = None  # [slot, next row, rows]
+        room = room_next = 1
+        next_chunk, starts, perturbed = 0, 0, 0
+        for _cycle in range(1500):
+            go = int(rng.random() < 0.7)
+            push = int(count < 4 and rng.random() < 0.3)
+            room_next = int(rng.random() < 0.8)
+            ctx.set(dut.go, go)
+            ctx.set(dut.hdr_room, room)
+            ctx.set(dut.hdr_room_next, room_next)
+            ctx.set(dut.q_count, count)
+            ctx.set(dut.q_push, push)
+            if queue:
+                c, more = queue[0]
+                ctx.set(dut.q_head.as_value(), pack(entry_l, {"job": 0, "chunk": c, "slot": c % slots,
+                                                              "more": more, "resent": 0}))
+            assert not ctx.get(dut.copy_error)
+            left = cur is not None and cur[1] < cur[2]
+            start = bool(go and not left and room and (rest or count))
+            issue = bool(go and (left or start))
+            got = (ctx.get(dut.tag_read), ctx.get(dut.issue), ctx.get(dut.q_pop))
+            assert got == (start, issue, start and not rest)
+            # this cycle's queue count, header room and allow_pop changed: the same decision
+            ctx.set(dut.q_count, 0 if count else 3)
+            ctx.set(dut.hdr_room, 1 - room)
+            ctx.set(dut.allow_pop, 0)
+            assert (ctx.get(dut.tag_read), ctx.get(dut.issue), ctx.get(dut.q_pop)) == got
+            perturbed += got != (0, 0, 0)
+            ctx.set(dut.q_count, count)
+            ctx.set(dut.hdr_room, room)
+            ctx.set(dut.allow_pop, 1)
+            if start:
+                if not rest:
+                    c, more = queue.popleft()
+                    rest = list(range(c, c + more + 1))
+                    count -= 1
+                chunk = rest.pop(0)
+                cur = [chunk % slots, 0, nbm1[chunk % slots] + 1]
+                assert ctx.get(dut.tag_addr) == cur[0]
+                starts += 1
+            if issue:
+                assert ctx.get(dut.row_addr) == (cur[0] << rb) | cur[1]
+                assert ctx.get(dut.last) == (cur[1] == cur[2] - 1)
+                cur[1] += 1
+            tag_addr, tag_en = ctx.get(dut.tag_addr), ctx.get(dut.tag_en)
+            if push:
+                queue.append((next_chunk, rng.randrange(3)))
+                next_chunk += queue[-1][1] + 1
+            count += push
+            room = room_next
+            await ctx.tick()
+            if tag_en:  # the tag memory's registered read
+                ctx.set(dut.tag_data.as_value(), pack(tag_l, {"nbm1": nbm1[tag_addr], "chunk": tag_addr}))
+        assert starts > 200 and perturbed > 500
 
     run_testbench(dut, tb)
 
