@@ -13,7 +13,9 @@ reordered, the FIFO fills and the owner holds its input (``level``, a credit for
 side's room check: the FIFO is an ``UnguardedFIFO``, so ``push`` must never meet a full FIFO,
 and its write enable is ``push`` alone; its head and ``r_rdy`` come from flip-flops, so the
 FIFO's read enable is one LUT of flip-flops: port owner, ``r_rdy``, the head's marker, the
-store's ``cmd.ready``).
+store's ``cmd.ready``). The emitter's phase (the port is its own, or a marker passes it now) is
+a flip-flop worked out a cycle ahead from the FIFO head's next value, so ``e_go`` is
+``e_phase & cmd.ready``.
 """
 
 from __future__ import annotations
@@ -78,23 +80,35 @@ class CommandArbiter(wiring.Component):
         m.d.comb += [
             w.cmd.eq(self.push_cmd), w.marker.eq(self.push_marker), w.then_emit.eq(self.push_then_emit),
             fifo.w_en.eq(w_v), fifo.w_data.eq(w_q), head.eq(fifo.r_data), self.level.eq(level),
-            self.copy_error.eq(fifo.copy_error | (level != fifo.level + w_v)),
         ]
         to_emitter = Signal()  # the port is the emitter's (since a flagged command passed)
+        to_emitter_next = Signal()
         popped = Signal()  # ... and it has popped its entry
         cmd = self.cmd
         marker = ~to_emitter & fifo.r_rdy & head.marker  # the port passes now (the marker goes)
-        e_phase = to_emitter | marker
+        # the emitter's phase (to_emitter | marker) is a flip-flop worked out a cycle ahead from
+        # to_emitter's and the FIFO head's next values, so the emitter's go (and its start,
+        # go & s_ok) is one LUT of flip-flops and the command multiplexer's select a flip-flop;
+        # copy_error checks it against to_emitter | marker every cycle
+        e_phase = Signal()
+        next_head = Signal(entry)
+        m.d.comb += [next_head.eq(fifo.r_data_next), to_emitter_next.eq(to_emitter)]
+        m.d.sync += [e_phase.eq(to_emitter_next | (fifo.r_rdy_next & next_head.marker)),
+                     to_emitter.eq(to_emitter_next)]
         popped_now = to_emitter & popped
-        m.d.comb += self.idle.eq(~to_emitter & ~fifo.r_rdy & ~w_v)
+        m.d.comb += [self.idle.eq(~to_emitter & ~fifo.r_rdy & ~w_v), self.e_go.eq(e_phase & cmd.ready),
+                     self.copy_error.eq(fifo.copy_error | (level != fifo.level + w_v)
+                                        | (e_phase != (to_emitter | marker)))]
         with m.If(e_phase):
-            m.d.comb += [self.e_go.eq(cmd.ready), self.e_allow_pop.eq(~popped_now),
+            m.d.comb += [self.e_allow_pop.eq(~popped_now),
                          cmd.valid.eq(self.e_valid), cmd.payload.eq(self.e_cmd), fifo.r_en.eq(marker)]
             # back to the FIFO after the entry's last READ (or once idle after its pop)
             finish = self.e_final | (popped_now & self.e_idle)
-            m.d.sync += [to_emitter.eq(~finish), popped.eq(popped_now | self.e_popped)]
+            m.d.comb += to_emitter_next.eq(~finish)
+            m.d.sync += popped.eq(popped_now | self.e_popped)
         with m.Elif(fifo.r_rdy):
             m.d.comb += [cmd.valid.eq(1), cmd.payload.eq(head.cmd), fifo.r_en.eq(cmd.ready)]
             with m.If(cmd.ready & head.then_emit):
-                m.d.sync += [to_emitter.eq(1), popped.eq(0)]
+                m.d.comb += to_emitter_next.eq(1)
+                m.d.sync += popped.eq(0)
         return m

@@ -145,7 +145,7 @@ class ResultEmitter(wiring.Component):
         # ``allow_pop`` is not in s_ok: once the emitter has popped its entry it still has a beat
         # or a chunk of that entry left until the port returns (``finish``), so a start then is
         # always from the entry's rest; copy_error checks both flags and that claim every cycle.
-        s_ok, i_ok = Signal(), Signal()
+        s_ok, i_ok = Signal(name="s_ok"), Signal(name="i_ok")
         start_rest, start_q = Signal(), Signal()
         m.d.comb += [start_new.eq(credit & s_ok), issue.eq(credit & i_ok),
                      start_rest.eq(start_new & rest_nz), start_q.eq(start_new & ~rest_nz)]

@@ -37,7 +37,9 @@ class UnguardedFIFO(wiring.Component):
     Ports: ``w_data``/``w_en`` (write; the caller guarantees ``level < depth`` when ``w_en``),
     ``r_data``/``r_rdy``/``r_en`` (read; ``r_en`` only with ``r_rdy``), ``level``
     (entries held, from the pointers). ``registered_head``: ``r_data`` and ``r_rdy`` from
-    flip-flops (``copy_error``: one of their copies is wrong; always 0 without it).
+    flip-flops (``copy_error``: one of their copies is wrong; always 0 without it), and their
+    next values ``r_data_next``/``r_rdy_next`` out, so a reader can register what it decodes
+    from the head a cycle ahead (0 without it).
     """
 
     def __init__(self, width: int, depth: int, *, registered_head: bool = False) -> None:
@@ -53,6 +55,8 @@ class UnguardedFIFO(wiring.Component):
             "r_rdy": Out(1),
             "r_en": In(1),
             "level": Out(range(depth + 1)),
+            "r_data_next": Out(width),
+            "r_rdy_next": Out(1),
             "copy_error": Out(1),
         })
 
@@ -87,9 +91,10 @@ class UnguardedFIFO(wiring.Component):
                      self.copy_error.eq((rdy != (produce != consume)) | (consume_n != (consume + 1)[:aw + 1]))]
         with m.If(self.r_en):
             m.d.sync += consume_n.eq(consume_n + 1)
-        m.d.sync += [
-            rdy.eq(self.w_en | (rdy & ~(self.r_en & one))),
-            head.eq(Mux(self.r_en, Mux(self.w_en & one, self.w_data, rp.data),
-                        Mux(self.w_en & ~rdy, self.w_data, head))),
+        m.d.comb += [
+            self.r_rdy_next.eq(self.w_en | (rdy & ~(self.r_en & one))),
+            self.r_data_next.eq(Mux(self.r_en, Mux(self.w_en & one, self.w_data, rp.data),
+                                    Mux(self.w_en & ~rdy, self.w_data, head))),
         ]
+        m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(self.r_data_next)]
         return m

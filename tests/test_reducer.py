@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
-from stream_helpers import pack, unpack
+from stream_helpers import comb_sources, pack, unpack
 
 from wanreduce import wire
 from wanreduce.fixedpoint import saturating_add
@@ -601,6 +601,15 @@ def test_throughput(width, count, senders):
                        seed=width + senders)
     print(f"W={width} count={count} senders={senders}: {tput:.4f} beats/cycle")
     assert tput >= 0.98
+
+
+def test_emitter_start_is_one_lut_of_flip_flops():
+    """A result chunk's start (the emitter's tag read, which loads its row, entry and queue
+    registers) is ``e_phase & cmd.ready & s_ok``: three flip-flops (the port's phase, the
+    store's credit, the emitter's start flag), so one LUT in front of the start's ~150 loads
+    (docs/benchmarks.md "Cut 6"; before, the port's phase was decoded from its FIFO's head)."""
+    dut = Reducer(64, slots=16, elements=256, groups=4, jobs=2)
+    assert comb_sources(dut, "emitter.tag_read") == {"store_port.e_phase", "store.cmd__ready", "emitter.s_ok"}
 
 
 @pytest.mark.parametrize("width", [64, 256, 512])

@@ -13,7 +13,7 @@ from collections import deque
 
 import pytest
 from amaranth.back import rtlil
-from stream_helpers import Port, drive_random, pack, run_testbench, unpack
+from stream_helpers import Port, comb_sources, drive_random, pack, run_testbench, unpack
 
 from wanreduce import wire
 from wanreduce.commands.report import rtlil_bits
@@ -269,6 +269,16 @@ def test_command_arbiter_keeps_decision_order() -> None:
         assert got == expect
 
     run_testbench(dut, tb)
+
+
+def test_command_arbiter_go_is_one_lut_of_flip_flops() -> None:
+    """The emitter's phase (the port is its own, or a marker at the FIFO's head passes it now)
+    is a flip-flop worked out a cycle ahead, so ``e_go`` depends on it and the store's
+    ``cmd.ready`` only (before, on ``to_emitter``, the head's ``marker`` and ``r_rdy``: the
+    start's input that placed across the chip at seeds 3 and 8, docs/benchmarks.md "Cut 6").
+    That the flip-flop equals ``to_emitter | marker`` is checked every cycle through
+    ``copy_error`` (test_command_arbiter_keeps_decision_order, tests/test_reducer.py)."""
+    assert comb_sources(CommandArbiter(64, 8, depth=8), "e_go") == {"e_phase", "cmd__ready"}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
