@@ -299,11 +299,13 @@ class ControlBlock(wiring.Component):
             reg = Signal(32, name=f"read_group{g}")
             m.d.sync += reg.eq(sel)
             read_group.append(reg)
+        # the group is ridx[3:] (no case per register: that decoded all of ridx's bits in front
+        # of the reply); "none" (ridx == len(read_list)) reads 0, its group's register or no group
         read_value = Signal(32)
-        with m.Switch(ridx):
-            for i in range(len(read_list)):
-                with m.Case(i):
-                    m.d.comb += read_value.eq(read_group[i // 8])
+        with m.Switch(ridx[3:]):
+            for g, reg in enumerate(read_group):
+                with m.Case(g):
+                    m.d.comb += read_value.eq(reg)
 
         m.d.comb += [
             self.m_msg.payload.hdr.eq(beat.hdr),

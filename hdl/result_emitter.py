@@ -39,7 +39,7 @@ class ResultEmitter(wiring.Component):
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
-    ``copy_error``: a flip-flop copy (``more``, the start flags) differs from what it stands for,
+    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``) differs from what it stands for,
     or a start pops while ``allow_pop`` is low (never, if right).
     """
 
@@ -129,7 +129,14 @@ class ResultEmitter(wiring.Component):
         multi_r = Signal()
         with m.If(start_new):
             m.d.sync += multi_r.eq(multi_n)
-        more_next = (e_beat + 1) <= te.nbm1
+        # more_next: the chunk has a beat after e_beat ((e_beat + 1) <= nbm1). Its comparator
+        # (a carry chain after the tag memory's output) is registered a cycle ahead as mn_r, for
+        # both outcomes of this cycle's beat; right after a start (e_beat = 1, the tag just
+        # read) it is nbm1 >= 2, an OR of bits. So s_ok, i_ok, more and ``last`` see no
+        # comparator; copy_error checks mn_r outside the cycle after a start.
+        mn_r = Signal()
+        m.d.sync += mn_r.eq(Mux(credit & more, (e_beat + 2) <= te.nbm1, (e_beat + 1) <= te.nbm1))
+        more_next = Mux(just_started, te.nbm1[1:].any(), mn_r)
         m.d.sync += [just_started.eq(start_new),
                      more_r.eq(Mux(credit & more, more_next, more))]
         # ``more`` itself is a flip-flop (the start decision and the READ's row start from it):
@@ -181,7 +188,7 @@ class ResultEmitter(wiring.Component):
         m.d.comb += self.copy_error.eq(
             (more != (e_busy & Mux(just_started, multi_r, more_r)))
             | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
-            | (start_q & ~self.allow_pop))
+            | (start_q & ~self.allow_pop) | (~just_started & (mn_r != ((e_beat + 1) <= te.nbm1))))
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
                          e_resent.eq(n_resent), e_slot.eq(slot_n)]

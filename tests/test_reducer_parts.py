@@ -13,7 +13,7 @@ from collections import deque
 
 import pytest
 from amaranth.back import rtlil
-from stream_helpers import Port, comb_sources, drive_random, pack, run_testbench, unpack
+from stream_helpers import Port, comb_cone, drive_random, pack, run_testbench, unpack
 
 from wanreduce import wire
 from wanreduce.commands.report import rtlil_bits
@@ -278,7 +278,19 @@ def test_command_arbiter_go_is_one_lut_of_flip_flops() -> None:
     start's input that placed across the chip at seeds 3 and 8, docs/benchmarks.md "Cut 6").
     That the flip-flop equals ``to_emitter | marker`` is checked every cycle through
     ``copy_error`` (test_command_arbiter_keeps_decision_order, tests/test_reducer.py)."""
-    assert comb_sources(CommandArbiter(64, 8, depth=8), "e_go") == {"e_phase", "cmd__ready"}
+    assert comb_cone(CommandArbiter(64, 8, depth=8), "e_go")[0] == {"e_phase", "cmd__ready"}
+
+
+def test_result_emitter_row_flags_have_no_comparator() -> None:
+    """Whether the chunk has a beat after this one (``last``, and the next values of ``more``,
+    ``s_ok`` and ``i_ok``) comes from a flip-flop worked out a cycle ahead (``mn_r``) or, right
+    after a start, from the tag's row count alone (nbm1 >= 2): no adder or comparator of the
+    beat counter after the tag memory's output (seed 9's 8.02 ns path ran ``e_beat + 1 <=
+    nbm1``'s carry chain into ``i_ok``, docs/benchmarks.md "Cut 6"). ``copy_error`` checks
+    ``mn_r`` every cycle (test_result_emitter_start_is_decided_a_cycle_ahead)."""
+    sources, cells = comb_cone(ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True), "last")
+    assert "e_beat" not in sources and "mn_r" in sources
+    assert not {"$add", "$sub", "$le", "$lt", "$ge", "$gt"} & set(cells), cells
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
