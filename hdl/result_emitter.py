@@ -39,7 +39,7 @@ class ResultEmitter(wiring.Component):
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
-    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``) differs from what it stands for,
+    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``) or ``final_ok`` differs from what it stands for,
     or a start pops while ``allow_pop`` is low (never, if right).
     """
 
@@ -144,6 +144,13 @@ class ResultEmitter(wiring.Component):
         # copy_error checks it against e_busy & (just_started ? multi_r : more_r)
         m.d.sync += more.eq(Mux(start_new, multi_n, Mux(credit & more, more_next, more)))
         rest_after = Signal()  # chunks of the entry left after this cycle
+        # final_ok: a READ now would be its entry's last (issue & last & ~rest_after), worked out
+        # from state alone for both kinds of READ (a READ without ``more`` is a start), so the
+        # port's go reaches ``final`` (and the arbiter's next phase) through one AND, not
+        # through the start's rest_after multiplexers
+        final_ok = Signal(name="final_ok")
+        m.d.comb += final_ok.eq(Mux(more, ~more_next & ~rest_nz,
+                                    ~multi_n & ~Mux(rest_nz, rest_left != 1, q_head.more != 0)))
         # The start decision from flip-flops: ``s_ok`` (a new chunk may start: no beat left,
         # header room, a chunk of the entry left or a queue entry) and ``i_ok`` (a READ is due:
         # ``more | s_ok``) are worked out a cycle ahead, so a start is ``go & s_ok`` and a READ
@@ -188,7 +195,8 @@ class ResultEmitter(wiring.Component):
         m.d.comb += self.copy_error.eq(
             (more != (e_busy & Mux(just_started, multi_r, more_r)))
             | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
-            | (start_q & ~self.allow_pop) | (~just_started & (mn_r != ((e_beat + 1) <= te.nbm1))))
+            | (start_q & ~self.allow_pop) | (~just_started & (mn_r != ((e_beat + 1) <= te.nbm1)))
+            | (issue & (final_ok != (self.last & ~rest_after))))
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
                          e_resent.eq(n_resent), e_slot.eq(slot_n)]
@@ -208,7 +216,7 @@ class ResultEmitter(wiring.Component):
             self.row_addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
             self.slot.eq(addr_slot),
             self.last.eq(~Mux(more, more_next, multi_n)),
-            self.final.eq(issue & self.last & ~rest_after),
+            self.final.eq(issue & final_ok),
         ]
         # the header of the chunk started last cycle (the tag just read); overflow is added by
         # the assembler from the slot store's responses

@@ -293,6 +293,17 @@ def test_result_emitter_row_flags_have_no_comparator() -> None:
     assert not {"$add", "$sub", "$le", "$lt", "$ge", "$gt"} & set(cells), cells
 
 
+def test_result_emitter_final_is_go_and_state() -> None:
+    """Whether a READ is its entry's last (``final``, which returns the port to the FIFO: the
+    arbiter's next phase) is ``issue & final_ok`` with ``final_ok`` worked out from state for
+    both kinds of READ: the port's ``go`` does not reach it through the start's ``rest_after``
+    multiplexers (cut 6's seed 8: cmd.ready -> s_ok -> ... -> popped -> e_phase, 8.94 ns,
+    docs/benchmarks.md "Cut 6"). ``copy_error`` checks final_ok against last & ~rest_after on
+    every READ (test_result_emitter_start_is_decided_a_cycle_ahead)."""
+    sources, _ = comb_cone(ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True), "final_ok")
+    assert "go" not in sources and {"more", "rest_nz", "rest_left", "mn_r"} <= sources
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_result_emitter_start_is_decided_a_cycle_ahead(seed) -> None:
     """The emitter alone, with a modelled queue, tag memory (1-4 rows per slot) and header room:
