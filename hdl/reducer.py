@@ -899,7 +899,7 @@ class Reducer(wiring.Component):
             | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
             | (hold_t == adv) | (fxw_cn == fx_c) | (fxw_sn == fx_s) | (tw_vn_l == tw_v)
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
-            | arb.copy_error | emit.copy_error)
+            | arb.copy_error | emit.copy_error | asm.copy_error)
         stag = Signal(store_tag_layout(S))
         m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
                      stag.last.eq(last2)]

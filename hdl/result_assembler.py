@@ -44,7 +44,8 @@ class ResultAssembler(wiring.Component):
     ``rsp``: the store's responses (tag: :func:`store_tag_layout`). ``hdr_c``/``hdr_e``: result
     headers (RESULT, RESENT set, OVERFLOW left 0) pushed in the order their results' rows reach
     the store; neither FIFO may be pushed when full (``hdr_c_level``, ``hdr_e_room``, a flip-flop whose next
-    value is ``hdr_e_room_next``). ``max_beats``: the longest result.
+    value is ``hdr_e_room_next``). ``max_beats``: the longest result. ``copy_error``: a flip-flop
+    copy (``res``, ``fin``, the ``done`` FIFO's level) is wrong (never, if the design is right).
     """
 
     # Up to this many slots the sticky overflow flags are flip-flops (an S:1 multiplexer and S
@@ -69,6 +70,8 @@ class ResultAssembler(wiring.Component):
             "idle": Out(1),
             # a result's last row found its header FIFO empty (never: the benches check it)
             "hdr_missing": Out(1),
+            # a flip-flop copy (res, fin, done_level) differs from what it stands for (never)
+            "copy_error": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -110,9 +113,17 @@ class ResultAssembler(wiring.Component):
         rt = Signal(self.tag_layout)
         ready = Signal(init=1)
         acc = self.rsp.valid & ready
-        res = r_v & (rt.emit | rt.read)  # R pushes a result row now
-        fin = res & rt.last  # ... its result's last: its header into ``done``
-        m.d.comb += [self.rsp.ready.eq(ready), rt.eq(r.tag[: self.tag_layout.size])]
+        # R pushes a result row now (res), its result's last (fin: its header into ``done``):
+        # flip-flops worked out from the response as it is accepted, so the registered tag's
+        # decode (rt.read/emit/last, 7 LUT inputs) is not between R and the ``done`` FIFO's write
+        # enable and level (cut 6c's seed 3, 8.07 ns: docs/benchmarks.md "Cut 7"); copy_error
+        # checks both against r_v and rt every cycle
+        res, fin = Signal(name="res"), Signal(name="fin")
+        acc_tag = Signal(self.tag_layout)
+        m.d.comb += [self.rsp.ready.eq(ready), rt.eq(r.tag[: self.tag_layout.size]),
+                     acc_tag.eq(self.rsp.payload.tag[: self.tag_layout.size])]
+        m.d.sync += [res.eq(acc & (acc_tag.emit | acc_tag.read)),
+                     fin.eq(acc & (acc_tag.emit | acc_tag.read) & acc_tag.last)]
 
         def fits(level, cap: int, a, b):
             """``level + a + b < cap``, with ``a``/``b`` (``acc`` arrives late: from ``ready``
@@ -120,7 +131,12 @@ class ResultAssembler(wiring.Component):
             of entering an adder in front of the compare's carry chain."""
             return Mux(a & b, level < cap - 2, Mux(a | b, level < cap - 1, level < cap))
 
-        m.d.sync += [r_v.eq(acc), ready.eq(fits(rows.level, depth, res, acc) & fits(done.level, DONE_DEPTH, fin, acc))]
+        # done_level: a flip-flop copy of done.level (SyncFIFOBuffered's: the inner FIFO's level
+        # plus its output register), counted from the push and the pop as CommandArbiter.level,
+        # so the room check compares a flip-flop with constants (copy_error checks it)
+        done_level = Signal(range(DONE_DEPTH + 1))
+        m.d.sync += done_level.eq(done_level + fin - done.r_en)
+        m.d.sync += [r_v.eq(acc), ready.eq(fits(rows.level, depth, res, acc) & fits(done_level, DONE_DEPTH, fin, acc))]
         with m.If(self.rsp.ready):
             m.d.sync += r.eq(self.rsp.payload)
 
@@ -182,5 +198,7 @@ class ResultAssembler(wiring.Component):
             done.r_en.eq(o.valid & o.ready & h.payload.last),
             self.result_out.eq(self.m_msg.valid & self.m_msg.ready & self.m_msg.payload.first),
             self.idle.eq(~r_v & (rows.level == 0) & ~h.valid & ~mid & ~self.m_msg.valid),
+            self.copy_error.eq((res != (r_v & (rt.emit | rt.read))) | (fin != (res & rt.last))
+                               | (done_level != done.level)),
         ]
         return m

@@ -447,6 +447,7 @@ def test_result_assembler_sticky_overflow_and_order(width, seed, flags, monkeypa
             r = rng.random() < 0.6
             ctx.set(dut.m_msg.ready, int(r))
             assert not ctx.get(dut.hdr_missing), f"cycle {cycle}"
+            assert not ctx.get(dut.copy_error), f"cycle {cycle}: res, fin or the done level copy"
             if hsent < len(hdrs):
                 hsent += ctx.get(getattr(dut, hdrs[hsent][0]).ready)
             if v and ctx.get(dut.rsp.ready):
@@ -467,6 +468,17 @@ def test_result_assembler_sticky_overflow_and_order(width, seed, flags, monkeypa
             assert {(b[3], b[4], b[5]) for b in msg} == {(hdr["chunk"], hdr["round"], hdr["flags"] | ovf)}
 
     run_testbench(dut, tb)
+
+
+def test_result_assembler_done_push_is_a_flip_flop() -> None:
+    """The ``done`` FIFO's write enable (a result's last row: its header goes in) is a flip-flop
+    worked out as the response is accepted, and the room check reads a level counter: the
+    registered response's tag decode no longer reaches the FIFO's level (cut 6c's seed 3:
+    ``rt.read`` -> ``rt.emit`` -> ``out_row.last`` -> ``done.inner_level``, 8.07 ns,
+    docs/benchmarks.md "Cut 7"). ``copy_error`` checks the copies
+    (test_result_assembler_sticky_overflow_and_order)."""
+    dut = ResultAssembler(64, slots=16, max_beats=4, hdr_c_depth=8)
+    assert comb_cone(dut, "done.w_en")[0] == {"fin"}
 
 
 def test_result_assembler_flags_do_not_grow_with_slots() -> None:
