@@ -963,7 +963,6 @@ class Reducer(wiring.Component):
         m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
         m.d.comb += [
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
-            emit.q_rest_keep.eq(queue.head_rest_keep), emit.q_rest_pop.eq(queue.head_rest_pop),
             q_pop.eq(emit.q_pop),
             tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en), emit.tag_data.eq(tag_rd_e.data),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),

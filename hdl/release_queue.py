@@ -28,9 +28,7 @@ class ReleaseQueue(wiring.Component):
     In: ``push`` with ``entry`` (and its slot ``mask`` if ``masks``), ``pop``. Out: ``head`` (the
     oldest entry, a register), ``head_mask``, ``count``, every entry (``entries``) with
     ``occupied`` (one bit per position), and ``held_mask``: the union of the occupied entries'
-    masks. ``head_rest_keep``/``head_rest_pop``: next cycle's ``head_mask`` without the head's own
-    slot, without / with this cycle's pop (given this cycle's push), so the emitter can work the
-    mask it keeps after a start out a cycle ahead.
+    masks.
     """
 
     def __init__(self, *, slots: int, jobs: int, masks: bool, depth: int = QUEUE_DEPTH) -> None:
@@ -46,8 +44,6 @@ class ReleaseQueue(wiring.Component):
             "count": Out(range(depth + 1)),
             "occupied": Out(depth),
             "held_mask": Out(slots),
-            "head_rest_keep": Out(slots),
-            "head_rest_pop": Out(slots),
         })
         # every entry, one signal each (not an ArrayLayout port): yosys' ABC9 pass confused the
         # bits of the flattened array ``entries`` with the wires named ``entries[i]`` and wired
@@ -86,16 +82,4 @@ class ReleaseQueue(wiring.Component):
                 union = union | Mux(self.occupied[i], q_mask[i], 0)
         if q_mask:
             m.d.comb += [self.head_mask.eq(Array(q_mask)[q_rptr]), self.held_mask.eq(union)]
-
-            def rest(entry, mask):
-                """``mask`` without ``entry``'s own slot (what the emitter keeps once it starts it)."""
-                return mask & ~(Const(1, self.slots) << entry.slot)
-
-            # the head after this cycle, as for ``head`` above: the pushed entry where it lands
-            nxt = self.entry_layout(q_arr[q_rptr1])
-            in_rest = rest(q_in, self.mask)
-            m.d.comb += [
-                self.head_rest_pop.eq(Mux(push & (q_wptr == q_rptr1), in_rest, rest(nxt, Array(q_mask)[q_rptr1]))),
-                self.head_rest_keep.eq(Mux(push & (q_wptr == q_rptr), in_rest, rest(self.head, self.head_mask))),
-            ]
         return m

@@ -33,14 +33,13 @@ class ResultEmitter(wiring.Component):
     """Queue entries -> READ commands and result headers (see the module docstring).
 
     Queue side: ``q_head``, ``q_head_mask``, ``q_count`` and its push ``q_push`` in, ``q_pop`` out
-    (only while ``allow_pop``); ``q_rest_keep``/``q_rest_pop``: next cycle's head mask without the
-    head's slot, without / with a pop (``ReleaseQueue.head_rest_keep``/``head_rest_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
+    (only while ``allow_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
     ``go`` (the command port is this emitter's and ready; a new chunk also needs ``hdr_room``, a
     flip-flop whose next value is ``hdr_room_next``),
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
-    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``, ``rm_s``) or ``final_ok`` differs from what it stands for,
+    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``) or ``final_ok`` differs from what it stands for,
     or a start pops while ``allow_pop`` is low (never, if right).
     """
 
@@ -53,8 +52,6 @@ class ResultEmitter(wiring.Component):
         super().__init__({
             "q_head": In(entry),
             "q_head_mask": In(slots),
-            "q_rest_keep": In(slots),
-            "q_rest_pop": In(slots),
             "q_count": In(range(QUEUE_DEPTH + 1)),
             "q_pop": Out(1),
             "q_push": In(1),
@@ -170,41 +167,21 @@ class ResultEmitter(wiring.Component):
                      rest_after.eq(Mux(start_rest, rest_left != 1, Mux(start_q, q_head.more != 0, rest_nz)))]
         with m.If(credit & more):
             m.d.sync += e_beat.eq(e_beat + 1)
-        # the slot of the chunk after the one a start from the entry's rest / the queue starts
-        nslot_r, nslot_q = Signal(sb, name="nslot_r"), Signal(sb, name="nslot_q")
-        m.d.comb += [nslot_r.eq(slot_of(cfg_r, rest_chunk + 1, sb)), nslot_q.eq(slot_of(cfg_q, q_head.chunk + 1, sb))]
         with m.If(start_rest):
             m.d.comb += [n_job.eq(rest_job), n_chunk.eq(rest_chunk), n_resent.eq(rest_resent)]
             m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
-                         rest_nz.eq(rest_left != 1), rest_slot.eq(nslot_r)]
+                         rest_nz.eq(rest_left != 1),
+                         rest_slot.eq(slot_of(cfg_r, rest_chunk + 1, sb))]
+            if self.masks:
+                m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
         with m.If(start_q):
             m.d.comb += [n_job.eq(q_head.job), n_chunk.eq(q_head.chunk), n_resent.eq(q_head.resent)]
             m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
                          rest_left.eq(q_head.more), rest_nz.eq(q_head.more != 0),
-                         rest_resent.eq(q_head.resent), rest_slot.eq(nslot_q)]
-
-        def without(mask, slot):
-            """``mask`` without ``slot``'s bit."""
-            return mask & ~(Const(1, S) << slot)
-
-        rm_ok = Const(1)
-        if self.masks:
-            # rest_mask's value after a start (the rest's mask without the started slot, or the
-            # queue head's without its own) is a flip-flop rm_s worked out a cycle ahead, the
-            # start picking last (for a start: the mask after the chunk after it, or the queue's
-            # next head's; without: rm_s, or the queue's next head's), so a start loads
-            # rest_mask from flip-flops: no slot decode, queue multiplexer or rest_nz select
-            # behind the port's go (cut 6c's seeds 3 and 8: cmd.ready -> the start -> rest_mask,
-            # 7.58 / 7.78 ns; docs/benchmarks.md "Cut 7"). copy_error checks rm_s every cycle.
-            rm_s = Signal(S, name="rm_s")
-            rest_mask_d = Signal(S, name="rest_mask_d")
-            nz_s = Mux(rest_nz, rest_left != 1, q_head.more != 0)  # rest_nz after a start
-            rm_start = Mux(nz_s, without(rm_s, Mux(rest_nz, nslot_r, nslot_q)),
-                           Mux(rest_nz, self.q_rest_keep, self.q_rest_pop))
-            rm_keep = Mux(rest_nz, rm_s, self.q_rest_keep)
-            m.d.comb += rest_mask_d.eq(Mux(start_new, rm_s, rest_mask))
-            m.d.sync += [rm_s.eq(Mux(start_new, rm_start, rm_keep)), rest_mask.eq(rest_mask_d)]
-            rm_ok = rm_s == Mux(rest_nz, without(rest_mask, rest_slot), without(self.q_head_mask, q_head.slot))
+                         rest_resent.eq(q_head.resent),
+                         rest_slot.eq(slot_of(cfg_q, q_head.chunk + 1, sb))]
+            if self.masks:
+                m.d.sync += rest_mask.eq(self.q_head_mask & ~(Const(1, S) << q_head.slot))
         # next values: more (above), an entry's chunk left, the queue non-empty, header room;
         # worked out for a start and for no start from flip-flops, start_new picking last
         q_nz = self.q_count != 0
@@ -219,7 +196,7 @@ class ResultEmitter(wiring.Component):
             (more != (e_busy & Mux(just_started, multi_r, more_r)))
             | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
             | (start_q & ~self.allow_pop) | (~just_started & (mn_r != ((e_beat + 1) <= te.nbm1)))
-            | (issue & (final_ok != (self.last & ~rest_after))) | ~rm_ok)
+            | (issue & (final_ok != (self.last & ~rest_after))))
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
                          e_resent.eq(n_resent), e_slot.eq(slot_n)]
