@@ -71,6 +71,7 @@ class Config:
     mode: ReleaseMode = ReleaseMode.IN_ORDER
     group_table: list[int] = field(default_factory=list)
     job_table: list[tuple[bool, int, int]] = field(default_factory=list)  # enable, base, log2w
+    pending: str = "vector"  # the reducer's pending store (hdl/params.py, PENDING_STORES)
 
 
 @dataclass
@@ -229,6 +230,7 @@ class RunResult:
     result_cycles: list
     heads: list = field(default_factory=list)
     pinned_stalls: int = 0
+    pending_stalls: int = 0  # cycles a first beat waited for its PEEK (pending words)
     probes: list = field(default_factory=list)
 
 
@@ -237,7 +239,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
     """Feed ``ops`` (messages, window resets) into a Reducer; afterwards read the probe port
     for each ``(job, chunk)`` of ``probes`` into ``rr.probes``."""
     dut = Reducer(cfg.width, slots=cfg.slots, elements=cfg.elements, groups=cfg.groups,
-                  jobs=cfg.jobs)
+                  jobs=cfg.jobs, pending=cfg.pending)
     pk = Packer(cfg.width)
     rng = random.Random(seed)
     # flatten into beats / reset markers
@@ -295,6 +297,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
                 pos += 1
                 valid = False
             rr.pinned_stalls += ctx.get(dut.stall_pinned)
+            rr.pending_stalls += ctx.get(dut.stall_pending)
             assert ctx.get(dut.advance) == 1 - ctx.get(dut.stall_pinned), "advance register"
             assert not ctx.get(dut.rw_hazard), "emitter read meets a write (no_rw_check)"
             assert not ctx.get(dut.copy_error), "a flip-flop copy differs, or the command FIFO overran"
