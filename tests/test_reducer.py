@@ -888,3 +888,30 @@ def test_probe_port_equals_model(mode, pending):
     want = [model.probe_bitmap(j, c) for j, c in probes]
     assert rr.probes == want
     assert any(want), "no chunk held at the end: the test checks nothing but zeros"
+
+
+@pytest.mark.parametrize(("slots", "elements", "seed"), [(256, 2, 1), (1024, 6, 2), (4096, 2, 3)])
+def test_words_at_large_slot_counts(slots, elements, seed):
+    """pending="words" at S = 256 .. 4096 (docs/reducer.md, "Pending words"): two jobs with
+    unaligned regions (words shared with the other job), random traffic with resets, then a
+    directed run of up to 300 chunks completing behind the head and released at once by the head
+    chunk, whose PEEK and RELEASE take several steps of two words (the decision holds:
+    ``stall_pending``). Outcomes, results and heads as the golden model says."""
+    rng = random.Random(seed)
+    sb = slots.bit_length() - 1
+    base1 = 37 + (1 << (sb - 1)) + 5
+    cfg = Config(64, slots, elements, groups=2, jobs=2, group_table=[0b11, 0b1101],
+                 job_table=[(True, 37, sb - 1), (True, base1, sb - 2)], pending="words")
+    ops = traffic(rng, cfg, 300, misc=0.1, resets=1)
+    run_len = min(300, (1 << (sb - 1)) - 2)
+    head = 1000
+    ops.append(Reset(0, head))
+    vals = [3] * elements
+    ops += [_msg(0, 0, 0, head + c, s, 0, elements, vals) for c in range(1, run_len + 1) for s in (1, 0)]
+    ops += [_msg(0, 0, 0, head, s, 0, elements, vals) for s in (0, 1)]  # releases head .. head + run_len
+    ops += [_msg(0, 0, 0, head + run_len + 1, s, 0, elements, vals) for s in (0, 1)]
+    rr = run(cfg, ops, p_valid=0.9, p_ready=0.8, seed=seed)
+    outs, res, _ = check(cfg, ops, rr)
+    assert rr.heads[0] == head + run_len + 2
+    assert [r.chunk for r in res[-run_len - 2:]] == list(range(head, head + run_len + 2))
+    assert rr.pending_stalls > run_len // 128
