@@ -17,6 +17,12 @@ counted in FF and listed as "port FFs"):
 
     .venv/bin/python bench/bench_pending_words.py --words 4096,32768 --vector 256,1024,4096
     .venv/bin/python bench/bench_pending_words.py --words 32768 --pnr   # + nextpnr, seed 1
+    .venv/bin/python bench/bench_pending_words.py --words "" --vector "" \
+        --reducer-vector 256,4096 --reducer-words 256,4096   # the whole reducer, both stores
+
+``--reducer-vector`` / ``--reducer-words``: the whole ``Reducer`` (W 64, E 16, G 4, J 2, sums on
+chip) with ``pending="vector"`` or ``"words"`` (docs/large_slots.md, "Pending words in the
+reducer"), wrapped the same way.
 
 Prints LUT4, FF, DP16KD, CCU2C (carry cells), LUT-RAM cells and the synthesis time per
 configuration (``--pnr``: also nextpnr's LUT4/FF and Fmax, out of context, 125 MHz target).
@@ -36,6 +42,7 @@ from bench_fpga_modules import Wrapped, port_bits
 from wanreduce.commands.report import TARGET_MHZ, place_and_route, synth_ecp5, yosys_cells
 from wanreduce.hdl.params import check_slot_memory
 from wanreduce.hdl.pending_words import PendingOp, PendingWords, pending_op_layout
+from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.reducer_config import slot_of
 from wanreduce.hdl.release_scan import onehot_index, release_scan
 
@@ -78,8 +85,11 @@ class SlotVectorScan(wiring.Component):
 
 def measure(kind: str, slots: int, out: Path, pnr: bool, seed: int) -> dict:
     """Synthesise (and with ``pnr`` place) one configuration; the cell counts and times."""
-    dut = PendingWords(slots=slots) if kind == "words" else SlotVectorScan(slots=slots)
-    name = f"{kind}_{slots}"
+    if kind.startswith("reducer-"):
+        dut = Reducer(64, slots=slots, elements=16, groups=4, jobs=2, pending=kind.removeprefix("reducer-"))
+    else:
+        dut = PendingWords(slots=slots) if kind == "words" else SlotVectorScan(slots=slots)
+    name = f"{kind}_{slots}".replace("-", "_")
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
     src = d / f"{name}.v"
@@ -100,12 +110,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--words", default="4096,32768", help="slot counts for PendingWords")
     ap.add_argument("--vector", default="256,1024,4096", help="slot counts for the S-wide baseline")
+    ap.add_argument("--reducer-vector", default="", help="slot counts for the reducer, pending=vector")
+    ap.add_argument("--reducer-words", default="", help="slot counts for the reducer, pending=words")
     ap.add_argument("--out", type=Path, default=Path("build/bench_pending_words"))
     ap.add_argument("--pnr", action="store_true", help="also place and route (nextpnr, Fmax)")
     ap.add_argument("--seed", type=int, default=1, help="nextpnr seed (with --pnr)")
     args = ap.parse_args()
     todo = [("vector", int(s)) for s in args.vector.split(",") if s]
     todo += [("words", int(s)) for s in args.words.split(",") if s]
+    todo += [(f"reducer-{k}", int(s)) for k in ("vector", "words")
+             for s in getattr(args, f"reducer_{k}").split(",") if s]
     print("| implementation | S | LUT4 | FF (port FFs) | DP16KD | CCU2C | LUT-RAM cells | synthesis |"
           + (" Fmax (MHz) |" if args.pnr else ""))
     print("|---|---|---|---|---|---|---|---|" + ("---|" if args.pnr else ""))

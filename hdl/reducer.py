@@ -1071,4 +1071,7 @@ class Reducer(wiring.Component):
             m.d.sync += [rel_wait.eq(1), rel_run.eq(run)]
         with m.Elif(pw.done):
             m.d.sync += rel_wait.eq(0)
-        m.d.comb += v["pw_error"].eq(((rst_op | dec_op) & ~pw.op.ready) | (rel_wait & pw.done & (pw.run != rel_run)))
+        # and no words decision follows one that changed a pending bit in the cycle before (its
+        # operation held the PEEK), so pend1 and the scan need no correction for it
+        m.d.comb += v["pw_error"].eq(((rst_op | dec_op) & ~pw.op.ready) | (rel_wait & pw.done & (pw.run != rel_run))
+                                     | (decide & (v["fx_c"] | v["fx_s"])))
