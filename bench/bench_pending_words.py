@@ -24,6 +24,13 @@ counted in FF and listed as "port FFs"):
 chip) with ``pending="vector"`` or ``"words"`` (docs/large_slots.md, "Pending words in the
 reducer"), wrapped the same way.
 
+``--cycles``: instead, the cycles the words store's hold costs (Amaranth simulator, no
+synthesis): one-beat contributions back to back (W 512, E 16, S 16, two senders, in-order
+release, ``m_msg`` always ready) through the reducer with each store, chunks completing in
+order (every completion releases at the head) or in swapped pairs (the second chunk of a pair
+completes first: a SET, then a RELEASE of a run of one); cycles from the first to the last
+accepted beat, and the number of results (every chunk's).
+
 Prints LUT4, FF, DP16KD, CCU2C (carry cells), LUT-RAM cells and the synthesis time per
 configuration (``--pnr``: also nextpnr's LUT4/FF and Fmax, out of context, 125 MHz target).
 """
@@ -106,16 +113,70 @@ def measure(kind: str, slots: int, out: Path, pnr: bool, seed: int) -> dict:
     return r
 
 
+def cycles(pending: str, order: str, chunks: int = 200, senders: int = 2) -> tuple[int, int, int]:
+    """(beats accepted, cycles first to last accept, results) of the ``--cycles`` traffic."""
+    from amaranth.sim import Simulator
+
+    dut = Reducer(512, slots=16, elements=16, groups=1, jobs=1, pending=pending)
+    seq = [c ^ (order == "pairs") for c in range(chunks)]
+    msgs = [(c, s) for c in seq for s in range(senders)]
+    got = {"acc": [], "results": 0}
+
+    async def tb(ctx):
+        ctx.set(dut.group_bitmap[0], (1 << senders) - 1)
+        ctx.set(dut.job_cfg[0].enable, 1)
+        ctx.set(dut.job_cfg[0].log2_window, 4)
+        ctx.set(dut.m_msg.ready, 1)
+        await ctx.tick().repeat(2)
+        cyc, i, idle = 0, 0, 0
+        while idle < 60:
+            if i < len(msgs):
+                c, snd = msgs[i]
+                p = dut.s_msg.payload
+                ctx.set(dut.s_msg.valid, 1)
+                ctx.set(p.first, 1)
+                ctx.set(p.last, 1)
+                ctx.set(p.data, c + 1)
+                ctx.set(p.hdr.chunk, c)
+                ctx.set(p.hdr.sender_id, snd)
+                ctx.set(p.hdr.element_count, 16)
+                if ctx.get(dut.s_msg.ready):
+                    got["acc"].append(cyc)
+                    i += 1
+            else:
+                ctx.set(dut.s_msg.valid, 0)
+                idle += 1
+            got["results"] += ctx.get(dut.result_out)
+            assert not ctx.get(dut.copy_error)
+            await ctx.tick()
+            cyc += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return len(got["acc"]), got["acc"][-1] - got["acc"][0] + 1, got["results"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--words", default="4096,32768", help="slot counts for PendingWords")
     ap.add_argument("--vector", default="256,1024,4096", help="slot counts for the S-wide baseline")
     ap.add_argument("--reducer-vector", default="", help="slot counts for the reducer, pending=vector")
     ap.add_argument("--reducer-words", default="", help="slot counts for the reducer, pending=words")
+    ap.add_argument("--cycles", action="store_true", help="the hold's cycles in simulation instead")
     ap.add_argument("--out", type=Path, default=Path("build/bench_pending_words"))
     ap.add_argument("--pnr", action="store_true", help="also place and route (nextpnr, Fmax)")
     ap.add_argument("--seed", type=int, default=1, help="nextpnr seed (with --pnr)")
     args = ap.parse_args()
+    if args.cycles:
+        print("| completion order | pending | beats | cycles | beats/cycle | results |")
+        print("|---|---|---|---|---|---|")
+        for order in ("in order", "pairs"):
+            for kind in ("vector", "words"):
+                beats, cyc, res = cycles(kind, order.split()[0] if order == "pairs" else "in")
+                print(f"| {order} | {kind} | {beats} | {cyc} | {beats / cyc:.3f} | {res} |", flush=True)
+        return
     todo = [("vector", int(s)) for s in args.vector.split(",") if s]
     todo += [("words", int(s)) for s in args.words.split(",") if s]
     todo += [(f"reducer-{k}", int(s)) for k in ("vector", "words")
