@@ -38,6 +38,7 @@ configuration (``--pnr``: also nextpnr's LUT4/FF and Fmax, out of context, 125 M
 from __future__ import annotations
 
 import argparse
+import itertools
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -128,8 +129,10 @@ def cycles(pending: str, order: str, chunks: int = 200, senders: int = 2) -> tup
         ctx.set(dut.job_cfg[0].log2_window, 4)
         ctx.set(dut.m_msg.ready, 1)
         await ctx.tick().repeat(2)
-        cyc, i, idle = 0, 0, 0
-        while idle < 60:
+        i, idle = 0, 0
+        for cyc in itertools.count():
+            if idle >= 60:
+                break
             if i < len(msgs):
                 c, snd = msgs[i]
                 p = dut.s_msg.payload
@@ -149,7 +152,6 @@ def cycles(pending: str, order: str, chunks: int = 200, senders: int = 2) -> tup
             got["results"] += ctx.get(dut.result_out)
             assert not ctx.get(dut.copy_error)
             await ctx.tick()
-            cyc += 1
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
