@@ -64,14 +64,13 @@ __all__ = ["AXI_PREFIX", "DramSlotStore"]
 AXI_PREFIX = "m_axi_mem"
 
 
-class Base(enum.Enum, shape=3):
-    """Where C2 takes the row before its command from."""
+class Base(enum.Enum, shape=2):
+    """Where C2 takes the row before its command from (the last 2:1 choices happen in C2)."""
 
-    READ_DATA = 0  # the row read from memory
+    EARLY = 0  # `c2_early`, chosen in C1: the row read from memory, or C2's output two or
+    #            three cycles back (the result C2 computed / C3 wrote while C0 read the buffer)
     RESULT = 1  # the forwarded entry's result, from the result buffer
     ONE_BACK = 2  # ... produced by C2 in the cycle before (the command right before)
-    TWO_BACK = 3  # ... produced by C2 two cycles before (in C2 while C0 read the buffer)
-    THREE_BACK = 4  # ... produced by C2 three cycles before (written by C3 while C0 read it)
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 
@@ -218,25 +217,27 @@ class DramSlotStore(wiring.Component):
         # one with a select computed here. The result buffer is written by C3 (from the register
         # `new_r`, so no block-RAM data input hangs off C2's adder); its read (at C0) saw every
         # result written before C0's cycle. The three it cannot see are bypassed from the
-        # registers after C2: the one in C1's cycle in C2 (the command right before: `new_r`),
-        # the one in C0's cycle in C2 (`new_rr`) and the one C3 wrote in C0's cycle (`new_rrr`).
+        # registers after C2: the one in C1's cycle in C2 (the command right before), the one in
+        # C0's cycle in C2 and the one C3 wrote in C0's cycle.
+        # The choices among registers are made here, into `c2_early` (read data, or in C1's
+        # cycle the result two back in `new_r`, the one three back in `new_rr`), so C2 keeps a
+        # 3:1 choice (early / result buffer / one back) in front of its adder: `base_sel` ->
+        # 5:1 multiplexer -> adder -> `new_r` was the Versa DRAM build's critical path.
         c2 = Signal(entry_layout)
-        c2_rdata, c2_res = Signal(w), Signal(w)
+        c2_early, c2_res = Signal(w), Signal(w)
         c2_base = Signal(w)
         base_sel = Signal(Base)
-        new, new_r, new_rr, new_rrr = Signal(w), Signal(w), Signal(w), Signal(w)
+        new, new_r, new_rr = Signal(w), Signal(w), Signal(w)
         one_back = c2_valid & (c1.src == done[:ib])
-        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1), c2_rdata.eq(c1_rdata), c2_res.eq(res_r.data),
-                     base_sel.eq(Mux(~c1.fwd, Base.READ_DATA, Mux(one_back, Base.ONE_BACK,
-                                 Mux(c1_two_back, Base.TWO_BACK,
-                                     Mux(c1_three_back, Base.THREE_BACK, Base.RESULT))))),
-                     new_r.eq(new), new_rr.eq(new_r), new_rrr.eq(new_rr)]
+        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1), c2_res.eq(res_r.data),
+                     c2_early.eq(Mux(~c1.fwd, c1_rdata, Mux(c1_two_back, new_r, new_rr))),
+                     base_sel.eq(Mux(c1.fwd & one_back, Base.ONE_BACK,
+                                     Mux(~c1.fwd | c1_two_back | c1_three_back, Base.EARLY, Base.RESULT))),
+                     new_r.eq(new), new_rr.eq(new_r)]
 
         # ---- complete, stage C2: the new row ------------------------------------------------
         with m.Switch(base_sel):
-            for sel, value in ((Base.READ_DATA, c2_rdata), (Base.RESULT, c2_res),
-                               (Base.ONE_BACK, new_r), (Base.TWO_BACK, new_rr),
-                               (Base.THREE_BACK, new_rrr)):
+            for sel, value in ((Base.EARLY, c2_early), (Base.RESULT, c2_res), (Base.ONE_BACK, new_r)):
                 with m.Case(sel):
                     m.d.comb += c2_base.eq(value)
         m.submodules.adder = adder = SaturatingAdder(w)
