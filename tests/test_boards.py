@@ -115,21 +115,6 @@ def test_mac_instance_ports_exist_in_mac_module(built_versa):
         assert used == mac_ports, used ^ mac_ports
 
 
-def test_mac_cdc_fifos_are_16_deep(built_versa):
-    """The MAC's two clock-domain-crossing FIFOs (the memories as wide as a 64-bit beat plus its
-    side fields) are 16 entries deep: one LUT RAM per 4 bits and no read multiplexer, the
-    Versa DRAM build's failing 125 MHz path (docs/benchmarks.md)."""
-    from wanreduce.hdl.boards.liteeth_mac import CDC_DEPTH
-
-    _, out = built_versa
-    mac = (out / "liteeth_rgmii_mac.v").read_text()
-    mems = [(int(w) + 1, int(d) + 1) for w, d in
-            re.findall(r"reg \[(\d+):0\] storage(?:_\d+)?\[0:(\d+)\];", mac)]
-    cdc = [depth for width, depth in mems if width > MAC_WIDTH]
-    assert CDC_DEPTH == 16
-    assert cdc == [CDC_DEPTH, CDC_DEPTH], mems
-
-
 class _Adapters(Elaboratable):
     def __init__(self):
         n = MAC_WIDTH // 8

@@ -10,7 +10,7 @@ so this script builds the pieces directly:
   for this PHY: the TX clock is forwarded from RX).
 * ``liteeth.mac.core.LiteEthMACCore(phy, dw)`` — preamble, CRC-32 insertion/checking, padding,
   inter-frame gap, 8 -> ``dw`` width conversion, and the **clock-domain-crossing FIFOs**
-  (``stream.ClockDomainCrossing``, gray-coded async FIFOs, depth ``CDC_DEPTH`` = 16, buffered: one register
+  (``stream.ClockDomainCrossing``, gray-coded async FIFOs, depth 32, buffered: one register
   stage after each) between ``eth_rx``/``eth_tx`` and ``sys`` (the core clock). One extra
   ``stream.Buffer`` (registered valid and ready) cuts the 125 MHz transmit chain.
 
@@ -39,11 +39,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["CDC_DEPTH", "MAC_NAME", "generate"]
+__all__ = ["MAC_NAME", "generate"]
 
 MAC_NAME = "liteeth_rgmii_mac"
-# Depth of the MAC's two clock-domain-crossing FIFOs (entries of ``dw`` bits).
-CDC_DEPTH = 16
 
 
 def _build(dw: int):
@@ -82,17 +80,9 @@ def _build(dw: int):
             # preamble -> CRC -> padding -> last_be -> converter -> CDC read) missed 125 MHz on
             # the ECP5 (118-120 MHz). (with_sys_datapath=True would move CRC to 64 bits in the
             # core clock instead, but LiteEth's 64-bit CRC is ~1 MB of Verilog and slow to synthesise.)
-            # CDC FIFOs 16 deep (LiteEth's default is 32): one TRELLIS_DPR16X4 per 4 bits
-            # instead of two plus a 2:1 read multiplexer, half the LUT RAM to place near the
-            # pins. The read side's path (gray counter -> next address -> LUT RAM -> data
-            # register, all at 125 MHz) was the Versa DRAM build's failing MAC path, two
-            # thirds of it routing to LUT RAM spread over a full chip (docs/benchmarks.md).
-            # 16 x 64-bit beats is 128 bytes either way: each side runs at least as fast as
-            # the 1 GbE line, so the FIFO only covers the pointers' synchroniser latency.
             self.submodules.mac = mac = LiteEthMACCore(
                 phy, dw, with_preamble_crc=True, with_padding=True,
-                tx_cdc_depth=CDC_DEPTH, tx_cdc_buffered=True,
-                rx_cdc_depth=CDC_DEPTH, rx_cdc_buffered=True)
+                tx_cdc_buffered=True, rx_cdc_buffered=True)
             tx = mac.tx_datapath.pipeline  # [sink, cdc, converter, last_be, padding, crc, ...]
             assert len(tx) == 9, [type(x).__name__ for x in tx]
             cut = ClockDomainsRenamer("eth_tx")(
