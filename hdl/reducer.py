@@ -29,7 +29,7 @@ a pinned slot, or a window reset. Requires disjoint job regions (``base .. base 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -50,7 +50,8 @@ from .layouts import (
 )
 from .onchip_slot_store import OnChipSlotStore
 from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
-from .pending_words import PendingOp, PendingWords
+from .pending_control import PendingControl
+from .pending_words import PendingWords
 from .reducer_config import ReducerConfig, select_job_cfg, slot_of
 from .reducer_input import InputStages
 from .reducer_layouts import (
@@ -215,6 +216,9 @@ class Reducer(wiring.Component):
             pending = Signal(S)  # slot is COMPLETE (done, waiting for in-order release)
         else:  # the pending bits as block-RAM words; bit ports: stage 1's own bit, the probe's
             m.submodules.pending_words = pw = PendingWords(slots=S, bit_ports=2)
+            m.submodules.pending_control = pc = PendingControl(slots=S, jobs=self.jobs, job_bits=self.job_bits)
+            wiring.connect(m, pc.op, pw.op)
+            m.d.comb += [pw.rd_slot.eq(pc.rd_slot), pc.pw_run.eq(pw.run), pc.pw_done.eq(pw.done)]
 
         # ---- the parts ----
         m.submodules.config = cfg = ReducerConfig(slots=S, groups=self.groups, jobs=self.jobs)
@@ -688,15 +692,9 @@ class Reducer(wiring.Component):
             m.d.comb += [run.eq(Mux(fxw_sn, run_of(fz_a, "a"), run_of(fz_b, "b"))),
                          clr.eq(Mux(fxw_sn, clr_a, clr_b))]
         else:
-            # words: the run is the PEEK's for the first beat in stage 1 (issued below, a cycle
-            # ahead), answered now (pk_now) or while stage 1 held (pk_have, run_pk); without
-            # it stage 1 holds (gate)
-            pk_wait, pk_have, run_pk = Signal(), Signal(), Signal(sb)
-            pk_now = pk_wait & pw.done
-            gate = ~(v1 & first1) | pk_have | pk_now
-            m.d.comb += [run.eq(Mux(pk_have, run_pk, pw.run)), adv.eq(adv_reg & gate),
-                         self.stall_pending.eq(~gate)]
-            pw_error = Signal()  # an operation not taken, or a RELEASE's run not the PEEK's
+            # words: the run is the PEEK's for the first beat in stage 1 (PendingControl issues
+            # it a cycle ahead); without its answer stage 1 holds (gate)
+            m.d.comb += [run.eq(pc.run), adv.eq(adv_reg & pc.gate), self.stall_pending.eq(~pc.gate)]
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
@@ -926,7 +924,7 @@ class Reducer(wiring.Component):
             | (hold_t == adv_reg) | (fxw_cn == fx_c) | (fxw_sn == fx_s)
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
             | arb.copy_error | emit.copy_error)
-        m.d.comb += self.copy_error.eq(copy_err | pw_error if self.words else copy_err)
+        m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         stag = Signal(store_tag_layout(S))
         m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
                      stag.last.eq(last2)]
@@ -976,8 +974,15 @@ class Reducer(wiring.Component):
             m.d.sync += [pre_p.eq((pend_eff & ~rst_clr).bit_select(slot_n1, 1)),
                          cclr_p.eq(clr.bit_select(slot_n1, 1)), sset_p.eq(slot_n1 == slot1)]
         else:
-            slot_n1 = Mux(adv, slot0, slot1)  # the slot in stage 1 next cycle
-            self._pending_words_ops(m, pw, cfg.cfg, locals())
+            m.d.comb += [
+                pc.adv.eq(adv), pc.take.eq(take), pc.v1.eq(v1), pc.first1.eq(first1), pc.first_in.eq(f.first),
+                pc.job_in.eq(h0.job_id[:jb]), pc.job1.eq(h1.job_id[:jb]), pc.slot1.eq(slot1),
+                pc.slot_n1.eq(Mux(adv, slot0, slot1)), pc.decide.eq(decide), pc.in_order.eq(in_order),
+                pc.fxc_n.eq(fxc_n), pc.fxs_n.eq(fxs_n), pc.fx_c.eq(fx_c), pc.fx_s.eq(fx_s),
+                pc.reset_clear.eq(rst_wr), pc.reset_job.eq(self.reset.payload.job),
+                pc.probe_slot.eq(probe.rd_addr), pc.log2_window.eq(cfg.cfg.log2_window),
+                *[pc.job_base[j].eq(cfg.cfg.job_cfg[j].base[:sb]) for j in range(self.jobs)],
+            ]
 
         # a reset writes FREE (only the state matters: every check and the emitter ignore the
         # other fields of a FREE tag)
@@ -1014,64 +1019,3 @@ class Reducer(wiring.Component):
             self.probe_bitmap.eq(probe.probe_bitmap), self.probe_ok.eq(probe.probe_ok),
         ]
         return m
-
-    def _pending_words_ops(self, m: Module, pw: PendingWords, c: object, v: dict) -> None:
-        """Words: ``PendingWords``' operations, one port in this order of priority: the window
-        reset's CLEAR (as its engine starts), the decision's SET (completed behind the head) or
-        RELEASE (at the head: clears the run the PEEK found), and the PEEK for the first beat in
-        stage 1 next cycle (unless it has its answer already, or waits for it). ``v``: the
-        decision's signals (``elaborate``'s locals)."""
-        sb, jb = self.slot_bits, self.job_bits
-        adv, take, v1, first1, f = v["adv"], v["take"], v["v1"], v["first1"], v["f"]
-        h0, h1, slot1, slot_n1 = v["h0"], v["h1"], v["slot1"], v["slot_n1"]
-        pk_have, pk_wait, pk_now, run_pk, run = v["pk_have"], v["pk_wait"], v["pk_now"], v["run_pk"], v["run"]
-        decide, in_order, fxc_n, fxs_n, rst_wr = v["decide"], v["in_order"], v["fxc_n"], v["fxs_n"], v["rst_wr"]
-
-        def region(job: Value, tag: str) -> tuple[Signal, Signal]:
-            """The job's region: base and log2 window (clamped, as the configuration holds it)."""
-            base, lw = Signal(sb, name=f"pw_base_{tag}"), Signal(range(sb + 1), name=f"pw_lw_{tag}")
-            with m.Switch(job):
-                for j in range(self.jobs):
-                    with m.Case(j):
-                        m.d.comb += [base.eq(c.job_cfg[j].base[:sb]), lw.eq(c.log2_window[j])]
-            return base, lw
-
-        dec_rel = decide & in_order & fxc_n  # fx_c next cycle
-        dec_op = dec_rel | (decide & in_order & fxs_n)  # fx_c or fx_s next cycle
-        clear_d = Signal()  # the window reset's engine was clearing a cycle ago
-        m.d.sync += clear_d.eq(rst_wr)
-        rst_op = rst_wr & ~clear_d
-        v1_n, first_n = Mux(adv, take, v1), Mux(adv, f.first, first1)  # stage 1 next cycle
-        keep = ~adv & (pk_have | pk_wait)  # stage 1 holds a first beat whose PEEK is out or in
-        pk_valid = v1_n & first_n & ~keep & ~dec_op & ~rst_op
-        pp = pw.op.payload
-        m.d.comb += pw.op.valid.eq(rst_op | dec_op | pk_valid)
-        with m.If(rst_op):
-            base, lw = region(self.reset.payload.job, "r")
-            m.d.comb += [pp.kind.eq(PendingOp.CLEAR), pp.base.eq(base), pp.log2_window.eq(lw)]
-        with m.Elif(dec_op):
-            base, lw = region(h1.job_id[:jb], "d")
-            m.d.comb += [pp.kind.eq(Mux(dec_rel, PendingOp.RELEASE, PendingOp.SET)), pp.slot.eq(slot1),
-                         pp.base.eq(base), pp.log2_window.eq(lw)]
-        with m.Else():
-            base, lw = region(Mux(adv, h0.job_id[:jb], h1.job_id[:jb]), "n")
-            m.d.comb += [pp.kind.eq(PendingOp.PEEK), pp.slot.eq(slot_n1), pp.base.eq(base),
-                         pp.log2_window.eq(lw)]
-        m.d.sync += [pk_have.eq(keep & (pk_have | pk_now)),
-                     pk_wait.eq(Mux(keep, pk_wait & ~pk_now, pk_valid & pw.op.ready))]
-        with m.If(~pk_have):
-            m.d.sync += run_pk.eq(pw.run)
-        # the bit ports: stage 1's own pending bit (a cycle ahead), the probe's (with its tag read)
-        m.d.comb += [pw.rd_slot[0].eq(slot_n1), pw.rd_slot[1].eq(v["probe"].rd_addr)]
-        # checked every cycle (copy_error): the reset's and the decision's operations are taken
-        # when made (the PEEK's answer or a drained pipeline means the port is free), and a
-        # RELEASE clears exactly the run its PEEK found
-        rel_wait, rel_run = Signal(), Signal(sb)
-        with m.If(dec_rel):
-            m.d.sync += [rel_wait.eq(1), rel_run.eq(run)]
-        with m.Elif(pw.done):
-            m.d.sync += rel_wait.eq(0)
-        # and no words decision follows one that changed a pending bit in the cycle before (its
-        # operation held the PEEK), so pend1 and the scan need no correction for it
-        m.d.comb += v["pw_error"].eq(((rst_op | dec_op) & ~pw.op.ready) | (rel_wait & pw.done & (pw.run != rel_run))
-                                     | (decide & (v["fx_c"] | v["fx_s"])))
