@@ -1,8 +1,8 @@
 """Benchmark the generated core in simulation: throughput through the reduction pipeline and
 completion-to-result latency, per configuration and payload size (cycles, not seconds).
 
-Run: .venv/bin/python bench/bench_core.py [--quick] [--pending words]
-(``--pending words``: the reducer's pending bits as block-RAM words, docs/reducer.md)
+Run: .venv/bin/python bench/bench_core.py [--quick]
+(the pending store's cost, ``pending="words"``, is measured by bench/bench_pending_words.py --cycles)
 Prints a Markdown table for docs/benchmarks.md.
 """
 
@@ -17,7 +17,6 @@ from pathlib import Path
 from wanreduce.hdl.core import WanreduceCore
 from wanreduce.hdl.core_dram_harness import CoreDramHarness
 from wanreduce.hdl.layouts import header_beats, lanes, payload_beats
-from wanreduce.hdl.params import PENDING_STORES
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 CONFIGS = [  # (width, ports, slots, elements E) with clock for the line-rate column
@@ -27,13 +26,12 @@ CONFIGS = [  # (width, ports, slots, elements E) with clock for the line-rate co
 ]
 
 
-def run(cfg: dict, test: str, extra: dict, dram: dict | None = None, pending: str = "vector") -> dict:
+def run(cfg: dict, test: str, extra: dict, dram: dict | None = None) -> dict:
     """``sim/tb_core_perf.py``'s ``test`` on the core of ``cfg``; ``dram``: the slots in DRAM
-    (``CoreDramHarness``) with these store parameters (``{}``: the defaults); ``pending``: the
-    reducer's pending store (given to the core only when not the default)."""
+    (``CoreDramHarness``) with these store parameters (``{}``: the defaults)."""
     core = {k: cfg[k] for k in ("ports", "width", "slots", "elements")} | {"groups": 2, "jobs": 1}
     factory, top = (WanreduceCore, "wanreduce_core") if dram is None else (CoreDramHarness, "wanreduce_core_dram")
-    build = core | (dram or {}) | ({} if pending == "vector" else {"pending": pending})
+    build = core | (dram or {})
     verilog = generate_verilog(factory, name=top, params=build)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "out.json"
@@ -50,7 +48,6 @@ def chunks_for(count: int, width: int, ports: int, slots: int, beats: int = 4096
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="first configuration only, two sizes")
-    ap.add_argument("--pending", choices=PENDING_STORES, default="vector", help="the reducer's pending store")
     args = ap.parse_args()
     os.environ.setdefault("COCOTB_LOG_LEVEL", "WARNING")
     print("| W | P+1 | S | payload | offered beats/cycle | reducer beats/cycle | elements/cycle | at clock | latency (cycles) |")
@@ -60,9 +57,8 @@ def main() -> None:
         sizes = [lanes(width), 64, 256, 2048] if not args.quick else [lanes(width), 256]
         for count in sizes:
             beats = payload_beats(count, width)
-            t = run(cfg, "throughput", {"count": count, "chunks": chunks_for(count, width, ports, slots)},
-                    pending=args.pending)
-            lat = run(cfg, "latency", {"count": count}, pending=args.pending)
+            t = run(cfg, "throughput", {"count": count, "chunks": chunks_for(count, width, ports, slots)})
+            lat = run(cfg, "latency", {"count": count})
             bpc = t["beats_per_cycle"]
             epc = bpc * count / beats
             gbps = epc * 32 * clk / 1e9
