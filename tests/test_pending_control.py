@@ -23,6 +23,11 @@ def _config(ctx, dut: PendingControl) -> None:
         ctx.set(dut.log2_window[j], LWS[j])
 
 
+def _drive(ctx, dut: PendingControl, **values: int) -> None:
+    for name, v in values.items():
+        ctx.set(getattr(dut, name), v)
+
+
 def _op(ctx, dut: PendingControl) -> tuple:
     """(valid, kind, slot, base, log2_window) as the port shows them now."""
     p = dut.op.payload
@@ -45,26 +50,18 @@ def test_operation_priority_and_regions() -> None:
         ctx.set(dut.slot_n1, 40)
         ctx.set(dut.reset_job, 1)
         # a new first beat comes in: PEEK of its slot in its job's region
-        ctx.set(dut.adv, 1)
-        ctx.set(dut.take, 1)
-        ctx.set(dut.first_in, 1)
+        _drive(ctx, dut, adv=1, take=1, first_in=1)
         assert _op(ctx, dut) == (1, PendingOp.PEEK, 40, 32, 4)
         # the incoming beat is not a first beat: no operation
         ctx.set(dut.first_in, 0)
         assert _op(ctx, dut)[0] == 0
         # stage 1 holds a first beat, no PEEK out for it yet: PEEK of stage 1's slot and job
-        ctx.set(dut.adv, 0)
-        ctx.set(dut.v1, 1)
-        ctx.set(dut.first1, 1)
-        ctx.set(dut.slot_n1, 5)
+        _drive(ctx, dut, adv=0, v1=1, first1=1, slot_n1=5)
         assert _op(ctx, dut) == (1, PendingOp.PEEK, 5, 0, 5)
         # a decision completing behind the head: SET; at the head: RELEASE (both stage 1's)
-        ctx.set(dut.decide, 1)
-        ctx.set(dut.in_order, 1)
-        ctx.set(dut.fxs_n, 1)
+        _drive(ctx, dut, decide=1, in_order=1, fxs_n=1)
         assert _op(ctx, dut) == (1, PendingOp.SET, 5, 0, 5)
-        ctx.set(dut.fxs_n, 0)
-        ctx.set(dut.fxc_n, 1)
+        _drive(ctx, dut, fxs_n=0, fxc_n=1)
         assert _op(ctx, dut) == (1, PendingOp.RELEASE, 5, 0, 5)
         # out of order (release on completion): no pending bits change
         ctx.set(dut.in_order, 0)
@@ -90,36 +87,26 @@ def test_peek_answer_is_kept_while_stage_1_holds() -> None:
         _config(ctx, dut)
         ctx.set(dut.op.ready, 1)
         # a first beat enters stage 1: its PEEK is issued and accepted
-        ctx.set(dut.adv, 1)
-        ctx.set(dut.take, 1)
-        ctx.set(dut.first_in, 1)
-        ctx.set(dut.slot_n1, 3)
+        _drive(ctx, dut, adv=1, take=1, first_in=1, slot_n1=3)
         assert _op(ctx, dut)[1] == PendingOp.PEEK
         await ctx.tick()
         # now in stage 1, the PEEK out: the gate is closed until the answer
-        ctx.set(dut.adv, 0)
-        ctx.set(dut.v1, 1)
-        ctx.set(dut.first1, 1)
-        ctx.set(dut.slot_n1, 3)
+        _drive(ctx, dut, adv=0, v1=1, first1=1, slot_n1=3)
         assert ctx.get(dut.gate) == 0
         assert _op(ctx, dut)[0] == 0, "no second PEEK while one is out"
-        ctx.set(dut.pw_done, 1)
-        ctx.set(dut.pw_run, 9)
+        _drive(ctx, dut, pw_done=1, pw_run=9)
         assert ctx.get(dut.gate) == 1 and ctx.get(dut.run) == 9
         await ctx.tick()
         # stage 1 still holds (the decision waits for something else): the answer is kept
-        ctx.set(dut.pw_done, 0)
-        ctx.set(dut.pw_run, 2)
+        _drive(ctx, dut, pw_done=0, pw_run=2)
         for _ in range(3):
             assert ctx.get(dut.gate) == 1 and ctx.get(dut.run) == 9
             assert _op(ctx, dut)[0] == 0, "answered: no PEEK again"
             await ctx.tick()
         # stage 1 advances with it; the next beat is no first beat: gate open, nothing kept
-        ctx.set(dut.adv, 1)
-        ctx.set(dut.first_in, 0)
+        _drive(ctx, dut, adv=1, first_in=0)
         await ctx.tick()
-        ctx.set(dut.adv, 0)
-        ctx.set(dut.first1, 0)
+        _drive(ctx, dut, adv=0, first1=0)
         assert ctx.get(dut.gate) == 1 and ctx.get(dut.run) == 2
 
     run_testbench(dut, tb)
@@ -145,17 +132,12 @@ def test_error_flags_each_broken_invariant() -> None:
         assert ctx.get(dut.error) == 1, "a decision right after one that set a bit"
         ctx.set(dut.fx_s, 0)
         # a RELEASE decided with run 4 (the PEEK's answer, kept) ...
-        ctx.set(dut.fxs_n, 0)
-        ctx.set(dut.fxc_n, 1)
-        ctx.set(dut.pw_run, 4)
+        _drive(ctx, dut, fxs_n=0, fxc_n=1, pw_run=4)
         assert ctx.get(dut.run) == 4 and ctx.get(dut.error) == 0
         await ctx.tick()
-        ctx.set(dut.decide, 0)
-        ctx.set(dut.fxc_n, 0)
-        ctx.set(dut.fx_c, 1)
+        _drive(ctx, dut, decide=0, fxc_n=0, fx_c=1)
         # ... clears run 4: fine; run 3: an error
-        ctx.set(dut.pw_done, 1)
-        ctx.set(dut.pw_run, 4)
+        _drive(ctx, dut, pw_done=1, pw_run=4)
         assert ctx.get(dut.error) == 0
         ctx.set(dut.pw_run, 3)
         assert ctx.get(dut.error) == 1, "a RELEASE clearing another run than its PEEK's"
