@@ -2,6 +2,7 @@
 completion-to-result latency, per configuration and payload size (cycles, not seconds).
 
 Run: .venv/bin/python bench/bench_core.py [--quick]
+(the pending store's cost, ``pending="words"``, is measured by bench/bench_pending_words.py --cycles)
 Prints a Markdown table for docs/benchmarks.md.
 """
 
@@ -30,7 +31,8 @@ def run(cfg: dict, test: str, extra: dict, dram: dict | None = None) -> dict:
     (``CoreDramHarness``) with these store parameters (``{}``: the defaults)."""
     core = {k: cfg[k] for k in ("ports", "width", "slots", "elements")} | {"groups": 2, "jobs": 1}
     factory, top = (WanreduceCore, "wanreduce_core") if dram is None else (CoreDramHarness, "wanreduce_core_dram")
-    verilog = generate_verilog(factory, name=top, params=core | (dram or {}))
+    build = core | (dram or {})
+    verilog = generate_verilog(factory, name=top, params=build)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "out.json"
         run_cocotb(verilog=verilog, toplevel=top, test_module="wanreduce.sim.tb_core_perf",

@@ -57,15 +57,16 @@ class WanreduceCore(wiring.Component):
     the store's AXI4 master port ``m_axi_mem_*`` (flat AMBA names), and the store's parameters
     (``DRAM_STORE_DEFAULTS``: address_width, base_address, outstanding, burst_beats,
     burst_hold) may be given here too. A memory error shows in STATUS.MEM_ERROR
-    (``wanreduce.regs``)."""
+    (``wanreduce.regs``). ``pending``: the reducer's pending store (``"vector"``, the default, or
+    ``"words"``: docs/reducer.md, "Pending words")."""
 
-    def __init__(self, *, slot_memory: str = "onchip", **params: int) -> None:
+    def __init__(self, *, slot_memory: str = "onchip", pending: str = "vector", **params: int) -> None:
         self.dram = {k: params.pop(k) for k in list(params) if k in DRAM_STORE_DEFAULTS}
         self.params = CoreParams(slot_memory, **params)
         p = self.params
         self.slot_memory = slot_memory
         self.reducer = Reducer(p["width"], slots=p["slots"], elements=p["elements"], groups=p["groups"],
-                               jobs=p["jobs"], slot_memory=slot_memory, **self.dram)
+                               jobs=p["jobs"], slot_memory=slot_memory, pending=pending, **self.dram)
         axis = AXIStreamSignature(p["width"], user_width=1)
         members = {net_port(i): In(axis) for i in range(p["ports"])}
         members["s_axis_host"] = In(axis)

@@ -17,13 +17,14 @@ Pipeline (one command per cycle):
   live entry's result (the row value after that command) when it completes. On a miss ADD/READ
   queue a memory read; WRITE never reads. Rows to read go through a :class:`BurstCoalescer` to
   AR; the command goes to the command queue.
-- **Complete** (in command order, three stages): C0 takes the oldest command (the command
+- **Complete** (in command order, four stages): C0 takes the oldest command (the command
   queue's registered head) once its data is there (read data FIFO, or forwarded), reading the
   forwarded entry's result; C1 registers the row before the command (read data, or the
-  forwarded result: from the result buffer, or bypassed from C2 for the command right before);
-  C2 computes the new row (``SaturatingAdder``: WRITE data, ADD saturating sum, READ the row),
-  stores it in the entry's result buffer, queues the response and, for WRITE/ADD, the write (a
-  second :class:`BurstCoalescer` to AW; the data to W). Both coalescers keep a burst open for up
+  forwarded result: from the result buffer, or bypassed from the registers after C2 for the
+  three commands right before); C2 computes the new row (``SaturatingAdder``: WRITE data, ADD
+  saturating sum, READ the row) into a register and queues, for WRITE/ADD, the write's row (a
+  second :class:`BurstCoalescer` to AW); C3 stores the registered row in the entry's result
+  buffer and queues the response and the write data (W). Both coalescers keep a burst open for up
   to ``burst_hold`` idle cycles while the command's ``more`` says its message goes on, but only
   while it has fewer than ``outstanding``/4 beats: the two held bursts then tie up at most half
   the table, the rest keeps reads in flight (a table filled by held bursts waits for the timer).
@@ -64,12 +65,12 @@ AXI_PREFIX = "m_axi_mem"
 
 
 class Base(enum.Enum, shape=2):
-    """Where C2 takes the row before its command from."""
+    """Where C2 takes the row before its command from (the last 2:1 choices happen in C2)."""
 
-    READ_DATA = 0  # the row read from memory
+    EARLY = 0  # `c2_early`, chosen in C1: the row read from memory, or C2's output two or
+    #            three cycles back (the result C2 computed / C3 wrote while C0 read the buffer)
     RESULT = 1  # the forwarded entry's result, from the result buffer
     ONE_BACK = 2  # ... produced by C2 in the cycle before (the command right before)
-    TWO_BACK = 3  # ... produced by C2 two cycles before (written while C0 read the buffer)
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 
@@ -201,33 +202,42 @@ class DramSlotStore(wiring.Component):
         m.d.sync += owed.eq(owed + fire - (self.rsp.valid & self.rsp.ready))
         c1 = Signal(entry_layout)
         c1_rdata = Signal(w)
-        c1_two_back = Signal()  # the forwarded result is being written now (C2): read misses it
+        # The forwarded result is still in C2 (two back) or being written by C3 (three back):
+        # the buffer read misses it.
+        c1_two_back, c1_three_back = Signal(), Signal()
+        c3_valid, c3_idx = Signal(), Signal(ib)  # C3's command and its entry (C2's `done`)
         m.d.sync += c1_valid.eq(fire)
         with m.If(fire):
             m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data),
-                         c1_two_back.eq(c2_valid & (head.src == done[:ib]))]
+                         c1_two_back.eq(c2_valid & (head.src == done[:ib])),
+                         c1_three_back.eq(c3_valid & (head.src == c3_idx))]
 
         # ---- complete, stage C1: register the candidates for the row before this command -------
         # Both block-RAM outputs (read data, result buffer) go straight into registers; C2 picks
-        # one with a select computed here. The result buffer's read (at C0) saw every result
-        # written before C0's cycle; the two it cannot see are bypassed from C2's output
-        # registers: the one written in C0's cycle (two commands back: `new_rr`) and the one
-        # written in C1's cycle (the command right before: `new_r`).
+        # one with a select computed here. The result buffer is written by C3 (from the register
+        # `new_r`, so no block-RAM data input hangs off C2's adder); its read (at C0) saw every
+        # result written before C0's cycle. The three it cannot see are bypassed from the
+        # registers after C2: the one in C1's cycle in C2 (the command right before), the one in
+        # C0's cycle in C2 and the one C3 wrote in C0's cycle.
+        # The choices among registers are made here, into `c2_early` (read data, or in C1's
+        # cycle the result two back in `new_r`, the one three back in `new_rr`), so C2 keeps a
+        # 3:1 choice (early / result buffer / one back) in front of its adder: `base_sel` ->
+        # 5:1 multiplexer -> adder -> `new_r` was the Versa DRAM build's critical path.
         c2 = Signal(entry_layout)
-        c2_rdata, c2_res = Signal(w), Signal(w)
+        c2_early, c2_res = Signal(w), Signal(w)
         c2_base = Signal(w)
         base_sel = Signal(Base)
         new, new_r, new_rr = Signal(w), Signal(w), Signal(w)
         one_back = c2_valid & (c1.src == done[:ib])
-        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1), c2_rdata.eq(c1_rdata), c2_res.eq(res_r.data),
-                     base_sel.eq(Mux(~c1.fwd, Base.READ_DATA, Mux(one_back, Base.ONE_BACK,
-                                 Mux(c1_two_back, Base.TWO_BACK, Base.RESULT)))),
+        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1), c2_res.eq(res_r.data),
+                     c2_early.eq(Mux(~c1.fwd, c1_rdata, Mux(c1_two_back, new_r, new_rr))),
+                     base_sel.eq(Mux(c1.fwd & one_back, Base.ONE_BACK,
+                                     Mux(~c1.fwd | c1_two_back | c1_three_back, Base.EARLY, Base.RESULT))),
                      new_r.eq(new), new_rr.eq(new_r)]
 
         # ---- complete, stage C2: the new row ------------------------------------------------
         with m.Switch(base_sel):
-            for sel, value in ((Base.READ_DATA, c2_rdata), (Base.RESULT, c2_res),
-                               (Base.ONE_BACK, new_r), (Base.TWO_BACK, new_rr)):
+            for sel, value in ((Base.EARLY, c2_early), (Base.RESULT, c2_res), (Base.ONE_BACK, new_r)):
                 with m.Case(sel):
                     m.d.comb += c2_base.eq(value)
         m.submodules.adder = adder = SaturatingAdder(w)
@@ -239,17 +249,17 @@ class DramSlotStore(wiring.Component):
                 m.d.comb += new.eq(adder.sum)
             with m.Default():
                 m.d.comb += new.eq(c2_base)
-        m.d.comb += [res_w.addr.eq(done[:ib]), res_w.data.eq(new), res_w.en.eq(c2_valid)]
         with m.If(c2_valid):
             m.d.sync += done.eq(done + 1)
 
-        # ---- C3: the new row (`new_r`) leaves as the response and the write data ------------
-        # Only C2's own loop (new_r -> base -> adder -> new_r) and the result buffer take `new`
-        # combinationally; the FIFOs' write data come from registers.
-        c3_valid, c3_writes, c3_overflow, c3_tag = Signal(), Signal(), Signal(), Signal(self.tag_bits)
+        # ---- C3: the new row (`new_r`) goes to the result buffer, the response, the write data
+        # Only C2's own loop (new_r -> base -> adder -> new_r) takes `new` combinationally; the
+        # result buffer's and the FIFOs' write data come from registers.
+        c3_writes, c3_overflow, c3_tag = Signal(), Signal(), Signal(self.tag_bits)
         rsp = Signal(self.rsp.payload.shape())
         c2_writes = c2_valid & (c2.op != Op.READ)
-        m.d.sync += [c3_valid.eq(c2_valid), c3_writes.eq(c2_writes), c3_tag.eq(c2.tag),
+        m.d.comb += [res_w.addr.eq(c3_idx), res_w.data.eq(new_r), res_w.en.eq(c3_valid)]
+        m.d.sync += [c3_valid.eq(c2_valid), c3_idx.eq(done[:ib]), c3_writes.eq(c2_writes), c3_tag.eq(c2.tag),
                      c3_overflow.eq((c2.op == Op.ADD) & (adder.overflow & c2.lanes).any())]
         m.d.comb += [
             rsp.data.eq(new_r), rsp.tag.eq(c3_tag), rsp.overflow.eq(c3_overflow), rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c3_valid),

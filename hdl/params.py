@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from wanreduce import wire
 
-__all__ = ["DEFAULTS", "DRAM_STORE_DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "MAX_SLOTS_LARGE", "SLOT_MEMORIES", "CoreParams",
+__all__ = ["DEFAULTS", "DRAM_STORE_DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "MAX_SLOTS_LARGE", "PENDING_STORES", "SLOT_MEMORIES", "CoreParams",
            "check_core_params", "check_data_width", "check_dram_store_params", "check_large_slots",
-           "check_slot_memory"]
+           "check_pending", "check_slot_memory"]
 
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
 
@@ -28,6 +28,10 @@ MAX_SLOTS_DRAM = MAX_SLOTS
 # The slot range the large-S parts are built for (``PendingWords``; docs/large_slots.md): 2**20
 # slot indices, the AX7325B's 2 GiB in 2 KiB slots. Not a core parameter until they are in it.
 MAX_SLOTS_LARGE = 1 << 20
+# Where the reducer keeps its pending bits (a slot is COMPLETE, waiting for in-order release):
+# "vector", S flip-flops scanned in one cycle (the default); "words", ``PendingWords``' 64-bit
+# block-RAM words with the two-word scan (docs/large_slots.md: for large S).
+PENDING_STORES = ("vector", "words")
 # The DRAM slot store's own parameters and their defaults (``DramSlotStore``, and the core with
 # ``slot_memory="dram"``): a 32-bit AXI address space from 0, 256 commands in flight (full rate
 # up to ~100 cycles of memory latency, docs/slot_store.md), 16-beat bursts held open 128 idle
@@ -71,6 +75,13 @@ def _slot_count(v: int, hi: int, note: str = "") -> int:
 def check_large_slots(slots: int) -> int:
     """S for the large-S parts (up to :data:`MAX_SLOTS_LARGE`, a power of two)."""
     return _slot_count(slots, MAX_SLOTS_LARGE)
+
+
+def check_pending(pending: str) -> str:
+    """The reducer's pending store: one of :data:`PENDING_STORES`."""
+    if pending not in PENDING_STORES:
+        raise ValueError(f"pending must be one of {', '.join(PENDING_STORES)}, got {pending!r}")
+    return pending
 
 
 def check_slot_memory(slot_memory: str, **params: int) -> dict[str, int]:

@@ -23,6 +23,13 @@ Operations (``op``, a stream; ``op.ready`` is low while a scan or a region clear
   latest, as the reducer's scan does).
 * ``CLEAR``: the region's bits are cleared (window reset), one word per cycle; bits of other
   regions in a shared word are kept.
+* ``PEEK``: a ``RELEASE`` that writes nothing: the run the chunk in ``slot`` would release if
+  it completed at the head now (``done`` / ``run`` as for ``RELEASE``). The reducer peeks for
+  the message that will be decided next, so its decision has the run (docs/reducer.md).
+
+``bit_ports`` read ports of one bit each (``rd_slot[i]`` in, ``rd_bit[i]`` the slot's bit one
+cycle later), transparent to the banks' writes like the scan's ports: the reducer's own pending
+bit and the probe's. Each is one more read port per bank, so yosys builds every bank once more.
 
 The scan is the reducer's own (hdl/release_scan.py) on 2 x 64 bits: bits outside the region are
 transparent, bits below the start forced to 1.
@@ -47,6 +54,7 @@ class PendingOp(enum.Enum, shape=2):
     SET = 0
     RELEASE = 1
     CLEAR = 2
+    PEEK = 3
 
 
 class _Step(enum.Enum, shape=2):
@@ -69,13 +77,16 @@ def pending_op_layout(slots: int) -> data.StructLayout:
 class PendingWords(wiring.Component):
     """Pending bits in block-RAM words with the two-word release scan (module docstring).
 
-    ``op`` in; ``done`` / ``run`` out (a RELEASE has finished: ``run`` slots released behind
-    ``slot``). ``banks``: the memories (even words, odd words), for tests and inspection.
+    ``op`` in; ``done`` / ``run`` out (a RELEASE or PEEK has finished: ``run`` slots released
+    behind ``slot``); ``idle``: no operation's data cycle now; ``rd_slot`` / ``rd_bit``: the
+    ``bit_ports`` one-bit read ports. ``banks``: the memories (even words, odd words), for tests
+    and inspection.
     """
 
-    def __init__(self, *, slots: int) -> None:
+    def __init__(self, *, slots: int, bit_ports: int = 0) -> None:
         check_large_slots(slots)
         self.slots = slots
+        self.bit_ports = bit_ports
         self.slot_bits = (slots - 1).bit_length()
         self.word_bits = min(64, slots)
         self.offset_bits = (self.word_bits - 1).bit_length()
@@ -86,6 +97,9 @@ class PendingWords(wiring.Component):
             "op": In(stream.Signature(self.op_layout)),
             "done": Out(1),
             "run": Out(self.slot_bits),
+            "idle": Out(1),
+            **({"rd_slot": In(data.ArrayLayout(self.slot_bits, bit_ports)), "rd_bit": Out(bit_ports)}
+               if bit_ports else {}),
         })
         self.banks = [Memory(shape=self.word_bits, depth=self.words // nbanks, init=[])
                       for _ in range(nbanks)]
@@ -100,6 +114,17 @@ class PendingWords(wiring.Component):
             m.submodules[f"bank{i}"] = mem
             wr = mem.write_port()
             ports.append((mem.read_port(transparent_for=(wr,)), wr))
+        # the one-bit read ports: the slot's word from its bank, its bit selected a cycle later
+        for k in range(self.bit_ports):
+            rs = self.rd_slot[k]
+            rds = [mem.read_port(transparent_for=(ports[i][1],)) for i, mem in enumerate(self.banks)]
+            wsel, osel = Signal(1, name=f"rd_bank{k}"), Signal(ob, name=f"rd_off{k}")
+            word = rs[ob:]
+            for rd in rds:
+                m.d.comb += rd.addr.eq(word[1:] if len(self.banks) == 2 else Const(0, 0))
+            m.d.sync += [wsel.eq(word[0] if len(self.banks) == 2 else 0), osel.eq(rs[:ob])]
+            wd = Mux(wsel, rds[-1].data, rds[0].data)
+            m.d.comb += self.rd_bit[k].eq(wd.bit_select(osel, 1))
 
         def bank(w: Value) -> Value:
             return w[0] if len(self.banks) == 2 else Const(0, 1)
@@ -151,8 +176,10 @@ class PendingWords(wiring.Component):
         clr_a, clr_b = before[:WB] & reg_a, before[WB:] & reg_b
         pos = onehot_index(fz)  # the first bit not pending, in wa : wb
         stop = Cat(pos[:ob], Mux(pos[ob], wb, wa))
+        peek = Signal()  # the SCAN is a PEEK: nothing is written
         m.d.comb += [self.done.eq((step == _Step.SCAN) & ~none),
-                     self.run.eq((stop - start)[:sb] & wmask)]
+                     self.run.eq((stop - start)[:sb] & wmask),
+                     self.idle.eq(step == _Step.IDLE)]
         wr_a = Signal(WB)
         with m.Switch(step):
             with m.Case(_Step.SET):
@@ -161,8 +188,8 @@ class PendingWords(wiring.Component):
                 m.d.comb += wr_a.eq(da & ~(clr_a | Mux(same, clr_b, 0)))
             with m.Default():
                 m.d.comb += wr_a.eq(da & ~reg_a)
-        wr_a_en = step != _Step.IDLE
-        wr_b_en = (step == _Step.SCAN) & b_scan & ~same
+        wr_a_en = (step != _Step.IDLE) & ~peek
+        wr_b_en = (step == _Step.SCAN) & b_scan & ~same & ~peek
         for b, (_, wr) in enumerate(ports):
             on_a = wr_a_en & (bank(wa) == b)
             m.d.comb += [wr.en.eq(on_a | (wr_b_en & (bank(wb) == b))),
@@ -184,11 +211,12 @@ class PendingWords(wiring.Component):
         with m.Switch(p.kind):
             with m.Case(PendingOp.SET):
                 m.d.comb += wa_c.eq(p.slot[ob:])
-            with m.Case(PendingOp.RELEASE):
+            with m.Case(PendingOp.RELEASE, PendingOp.PEEK):
                 m.d.comb += wa_c.eq(start_c[ob:])
             with m.Default():
                 m.d.comb += wa_c.eq(wbase_c)
-        wb_c = Mux(p.kind == PendingOp.RELEASE, next_word(wa_c, wbase_c, wlast_c, whole_c), wa_c)
+        scan_c = (p.kind == PendingOp.RELEASE) | (p.kind == PendingOp.PEEK)
+        wb_c = Mux(scan_c, next_word(wa_c, wbase_c, wlast_c, whole_c), wa_c)
         na = Mux(step == _Step.SCAN, Mux(b_scan, next_word(wb, w_base, w_last, whole), wb),
                  next_word(wa, w_base, w_last, whole))
         nb = Mux(step == _Step.SCAN, next_word(na, w_base, w_last, whole), na)
@@ -204,7 +232,9 @@ class PendingWords(wiring.Component):
                          start.eq(start_c), wmask.eq((last_c - p.base)[:sb]), w_base.eq(wbase_c),
                          w_last.eq(wlast_c), lo.eq(p.base[:ob]), hi.eq(last_c[:ob]), whole.eq(whole_c),
                          left.eq(Mux(whole_c, NW - 1, (wlast_c - wbase_c)[:wi]))]
-            m.d.sync += step.eq(p.kind.as_value() + 1)  # SET, RELEASE, CLEAR -> SET, SCAN, CLEAR
+            # SET, RELEASE, CLEAR, PEEK -> SET, SCAN, CLEAR, SCAN (no writes)
+            m.d.sync += [step.eq(Mux(p.kind == PendingOp.PEEK, _Step.SCAN, p.kind.as_value() + 1)),
+                         peek.eq(p.kind == PendingOp.PEEK)]
         with m.Elif(scan_on | clear_on):
             m.d.sync += [*load_pair(na, nb), first.eq(0), left.eq(left - 1)]
         with m.Else():

@@ -49,7 +49,9 @@ from .layouts import (
     payload_beats,
 )
 from .onchip_slot_store import OnChipSlotStore
-from .params import DRAM_STORE_DEFAULTS, check_slot_memory
+from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
+from .pending_control import PendingControl
+from .pending_words import PendingWords
 from .reducer_config import ReducerConfig, select_job_cfg, slot_of
 from .reducer_input import InputStages
 from .reducer_layouts import (
@@ -97,12 +99,20 @@ class Reducer(wiring.Component):
     store's AXI4 master port ``m_axi_mem_*``, ``mem_error`` (sticky: an AXI error response) and
     ``result_withheld`` (one strobe per result not sent because it was assembled after
     ``mem_error``, ``hdl/result_gate.py``).
+
+    ``pending``: where the pending bits live (``hdl/params.py``, ``PENDING_STORES``): ``"vector"``
+    (S flip-flops, the release scan over 2S bits in stage 0) or ``"words"`` (``PendingWords``:
+    64-bit block-RAM words, a PEEK scan for the message decided next, SET / RELEASE / CLEAR;
+    docs/reducer.md, "Pending words"), which holds a decision for a cycle after one that
+    changed a pending bit, and while a scan runs past two words (``stall_pending``).
     """
 
     RUN_TABLE_MAX_SLOTS = 256
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
-                 slot_memory: str = "onchip", **dram: int) -> None:
+                 slot_memory: str = "onchip", pending: str = "vector", **dram: int) -> None:
+        self.pending = check_pending(pending)
+        self.words = pending == "words"
         check_slot_memory(slot_memory, width=data_width, slots=slots, elements=elements, groups=groups,
                           jobs=jobs)
         unknown = sorted(set(dram) - set(DRAM_STORE_DEFAULTS)) if slot_memory == "dram" else sorted(dram)
@@ -120,7 +130,8 @@ class Reducer(wiring.Component):
         # Up to RUN_TABLE_MAX_SLOTS, per-slot tables in flip-flops (shorter paths): the release
         # run length from a distance table (S x log2 S), else an encoder and a subtractor; and
         # pinning from per-entry slot masks (about 9 x S), else chunk-distance comparisons.
-        self.run_table = slots <= self.RUN_TABLE_MAX_SLOTS
+        # (words: no per-slot vectors, so the comparisons at every S)
+        self.run_table = slots <= self.RUN_TABLE_MAX_SLOTS and not self.words
         self.group_bits = bits_for(groups)
         # the partial sums: a slot store (hdl/slot_store_signature.py), built here so that its
         # memory port (DRAM) is known for the signature
@@ -155,6 +166,8 @@ class Reducer(wiring.Component):
         # start is still referenced by a queued/emitting result; or the release queue is full.
         self.stall_pinned = Signal()
         self.stall_queue = Signal()
+        # words: a first beat in stage 1 waits for its PEEK (pending words, docs/reducer.md)
+        self.stall_pending = Signal()
         self.advance = Signal()  # == ~stall_pinned (a register; the benches check they agree)
         # an emitter tag read whose data is used meets a write to the same address in the same
         # cycle, or a result's header is missing (never: the tag memory is built with
@@ -199,7 +212,13 @@ class Reducer(wiring.Component):
         head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
         for j in range(self.jobs):
             m.d.comb += self.head[j].eq(head[j])
-        pending = Signal(S)  # slot is COMPLETE (done, waiting for in-order release)
+        if not self.words:
+            pending = Signal(S)  # slot is COMPLETE (done, waiting for in-order release)
+        else:  # the pending bits as block-RAM words; bit ports: stage 1's own bit, the probe's
+            m.submodules.pending_words = pw = PendingWords(slots=S, bit_ports=2)
+            m.submodules.pending_control = pc = PendingControl(slots=S, jobs=self.jobs, job_bits=self.job_bits)
+            wiring.connect(m, pc.op, pw.op)
+            m.d.comb += [pw.rd_slot.eq(pc.rd_slot), pc.pw_run.eq(pw.run), pc.pw_done.eq(pw.done)]
 
         # ---- the parts ----
         m.submodules.config = cfg = ReducerConfig(slots=S, groups=self.groups, jobs=self.jobs)
@@ -213,9 +232,9 @@ class Reducer(wiring.Component):
         m.submodules.emitter = emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs,
                                                     masks=self.run_table)
         m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs)
-        m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs)
+        m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words)
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
-                                                jobs=self.jobs)
+                                                jobs=self.jobs, vectors=not self.words)
         m.d.comb += [
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
         ]
@@ -249,10 +268,12 @@ class Reducer(wiring.Component):
         f = p.beat
         h0 = f.hdr
         idx0 = p.idx
-        slot0, start0, wmask0, region0 = p.slot, p.start, p.wmask, p.region
+        slot0, start0, wmask0 = p.slot, p.start, p.wmask
         cw0 = p.cw
-        oh0 = p.oh  # slot0, one-hot
-        lm0 = p.lm  # slots below start0 (thermometer)
+        if not self.words:
+            region0 = p.region
+            oh0 = p.oh  # slot0, one-hot
+            lm0 = p.lm  # slots below start0 (thermometer)
 
         # ================= stage 1 registers =================
         v1 = Signal()
@@ -263,8 +284,9 @@ class Reducer(wiring.Component):
         idx1 = Signal(beat_bits)
         slot1 = Signal(sb)
         start1 = Signal(sb)
-        oh1 = Signal(S)  # slot1, one-hot
-        lm1 = Signal(S)  # slots below start1 (thermometer)
+        if not self.words:
+            oh1 = Signal(S)  # slot1, one-hot
+            lm1 = Signal(S)  # slots below start1 (thermometer)
         dist_tab1 = [Signal(sb, name=f"dist_tab{i}") for i in range(S)] if self.run_table else []
         bit1 = Signal(32)
         unconf1 = Signal()
@@ -286,11 +308,15 @@ class Reducer(wiring.Component):
         push_now = Signal()  # the release entry (entry_r, still the message's) is pushed now
         push_r = Signal()  # the decision pushes a release entry (held for the message)
         entry_r = Signal(entry_layout)  # that entry (``more``: the run, used if runs_now)
-        region1 = Signal(S)
+        if not self.words:
+            region1 = Signal(S)
         # stage 1 moves on this cycle (not stalled on a pinned slot): a flip-flop, worked out a
         # cycle ahead from the next values of v1, first1 and pin_r (it enables hundreds of
         # stage-0/1 registers and multiplexers across the reducer)
-        adv = Signal(init=1)
+        adv_reg = Signal(init=1, name="adv")
+        # words: stage 1 also waits for its first beat's PEEK (gate, below): adv is then the
+        # register and that, combinational
+        adv = Signal(name="adv_w") if self.words else adv_reg
 
         # the messages in stage 2 (counted) and stage 1 may still push one entry each
         # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
@@ -326,7 +352,7 @@ class Reducer(wiring.Component):
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
         # of their own. Inverted: yosys merges identical flip-flops.
         hold_t = Signal()
-        p_load_t = ~p_v | (~hold_t & room)
+        p_load_t = p_load if self.words else ~p_v | (~hold_t & room)
         m.d.comb += [
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
@@ -341,8 +367,7 @@ class Reducer(wiring.Component):
                 idx1.eq(idx0),
                 slot1.eq(slot0),
                 start1.eq(start0),
-                oh1.eq(oh0),
-                lm1.eq(lm0),
+                *([oh1.eq(oh0), lm1.eq(lm0)] if not self.words else []),
                 *[dist_tab1[i].eq((Const(i, sb) - start0)[:sb] & wmask0) for i in range(len(dist_tab1))],
                 bit1.eq(p.bit),
                 unconf1.eq(p.unconf),
@@ -356,7 +381,7 @@ class Reducer(wiring.Component):
                 d_hz1.eq(delta_n[sb:31] == 0),
                 dw_hz1.eq(deltaw_n[sb:31] == 0),
                 nbm1_1.eq(p.nbm1),
-                region1.eq(region0),
+                *([region1.eq(region0)] if not self.words else []),
             ]
         m.d.comb += [
             # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
@@ -398,34 +423,35 @@ class Reducer(wiring.Component):
         fx_job = Signal(jb)
         fx_run = Signal(sb)  # chunks released after the completing one
         fx_cp1 = Signal(32)  # its chunk + 1
-        fx_clr = Signal(S)  # slots released behind the completing one
-        fx_set = Signal(S)  # its slot, one-hot
-        pend_eff = Signal(S)  # pending with the last decision applied
-        m.d.comb += pend_eff.eq((pending & ~Mux(fxw_cn, 0, fx_clr)) | Mux(fxw_sn, 0, fx_set))
-        # The release scan's input vector is built a cycle ahead for the beat that will be in
-        # stage 1, from the pending bits as they are now, in two versions: without and with
-        # the pending bit the decision of this cycle may set (its own slot, when it completes
-        # behind the head); stage 1 picks one with fx_s. A run the decision of this cycle
-        # clears cannot change the next scan: that scan would stop earlier, at the slot this
-        # decision completes (not pending), which lies between its start and the cleared run.
-        own_n = Mux(adv, oh0, oh1)
-        lm_n = Mux(adv, lm0, lm1)
-        reg_n = Mux(adv, region0, region1)
-        xa = (pend_eff & ~own_n) | ~reg_n
-        xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
+        if not self.words:  # the S pending bits and the two 2S-bit scans of stage 0
+            fx_clr = Signal(S)  # slots released behind the completing one
+            fx_set = Signal(S)  # its slot, one-hot
+            pend_eff = Signal(S)  # pending with the last decision applied
+            m.d.comb += pend_eff.eq((pending & ~Mux(fxw_cn, 0, fx_clr)) | Mux(fxw_sn, 0, fx_set))
+            # The release scan's input vector is built a cycle ahead for the beat that will be in
+            # stage 1, from the pending bits as they are now, in two versions: without and with
+            # the pending bit the decision of this cycle may set (its own slot, when it completes
+            # behind the head); stage 1 picks one with fx_s. A run the decision of this cycle
+            # clears cannot change the next scan: that scan would stop earlier, at the slot this
+            # decision completes (not pending), which lies between its start and the cleared run.
+            own_n = Mux(adv, oh0, oh1)
+            lm_n = Mux(adv, lm0, lm1)
+            reg_n = Mux(adv, region0, region1)
+            xa = (pend_eff & ~own_n) | ~reg_n
+            xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
 
-        def scan_slots(x, tag: str) -> tuple:
-            """(first zero one-hot, clr) of the in-order release scan over ``x`` (stage 1): the
-            shared scan (hdl/release_scan.py) over ``x`` doubled, so it wraps, folded to slot
-            order."""
-            fz2, clr2, _ = release_scan(m, x, x, lm_n, tag)
-            return fz2[:S] | fz2[S : 2 * S], (clr2[:S] | clr2[S:]) & reg_n
+            def scan_slots(x, tag: str) -> tuple:
+                """(first zero one-hot, clr) of the in-order release scan over ``x`` (stage 1): the
+                shared scan (hdl/release_scan.py) over ``x`` doubled, so it wraps, folded to slot
+                order."""
+                fz2, clr2, _ = release_scan(m, x, x, lm_n, tag)
+                return fz2[:S] | fz2[S : 2 * S], (clr2[:S] | clr2[S:]) & reg_n
 
-        fz_a, fz_b = Signal(S), Signal(S)
-        clr_a, clr_b = Signal(S), Signal(S)
-        fa, ca = scan_slots(xa, "a")
-        fb, cb = scan_slots(xb, "b")
-        m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
+            fz_a, fz_b = Signal(S), Signal(S)
+            clr_a, clr_b = Signal(S), Signal(S)
+            fa, ca = scan_slots(xa, "a")
+            fb, cb = scan_slots(xb, "b")
+            m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
         # stage 1, against the heads as they will be then (the register with the pending
@@ -479,7 +505,13 @@ class Reducer(wiring.Component):
         # stage 1's pending bit, from three flip-flops set a cycle ahead (below): the bit of the
         # next pending register, and whether the decision made then clears (its release run) or
         # sets (its own slot) it; fx_c / fx_s say whether it did (no S:1 multiplexer here)
-        pre_p, cclr_p, sset_p = Signal(), Signal(), Signal()
+        if not self.words:
+            pre_p, cclr_p, sset_p = Signal(), Signal(), Signal()
+        else:
+            # words: the bit read a cycle ahead at the slot stage 1 holds now (pw.rd_bit[0]); no
+            # decision in the last cycle changed a pending bit (its operation held the PEEK)
+            pre_p, cclr_p, sset_p = Signal(), Const(0, 1), Const(0, 1)
+            m.d.comb += pre_p.eq(pw.rd_bit[0])
         pend1 = (pre_p & ~(fx_c & cclr_p)) | (fx_s & sset_p)
 
         # ---- the slot's tag: comparisons made a cycle ahead ----
@@ -673,9 +705,14 @@ class Reducer(wiring.Component):
             return run_
 
         run = Signal(sb)
-        clr = Signal(S)  # slots released behind the head
-        m.d.comb += [run.eq(Mux(fxw_sn, run_of(fz_a, "a"), run_of(fz_b, "b"))),
-                     clr.eq(Mux(fxw_sn, clr_a, clr_b))]
+        if not self.words:
+            clr = Signal(S)  # slots released behind the head
+            m.d.comb += [run.eq(Mux(fxw_sn, run_of(fz_a, "a"), run_of(fz_b, "b"))),
+                         clr.eq(Mux(fxw_sn, clr_a, clr_b))]
+        else:
+            # words: the run is the PEEK's for the first beat in stage 1 (PendingControl issues
+            # it a cycle ahead); without its answer stage 1 holds (gate)
+            m.d.comb += [run.eq(pc.run), adv.eq(adv_reg & pc.gate), self.stall_pending.eq(~pc.gate)]
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
@@ -714,7 +751,7 @@ class Reducer(wiring.Component):
             # conservative (any first beat on a pinned slot waits, not only a start): keeps the
             # decision off the hold signal that enables the stage-0 reads and stage-1 registers
             self.stall_pinned.eq(v1 & first1 & pinned),
-            self.advance.eq(adv),
+            self.advance.eq(adv_reg),
         ]
 
         # decisions held for the later beats of the message
@@ -751,7 +788,8 @@ class Reducer(wiring.Component):
         # a completion out of order) also holds the pending slots its scan saw, which only
         # delays contributions to those slots until it is emitted (they are COMPLETE: nothing
         # new can start there before their release anyway).
-        m.d.comb += mask_d.eq(oh1 | clr)
+        if not self.words:
+            m.d.comb += mask_d.eq(oh1 | clr)
 
         # Pinning by the entry stage 1 may push into stage 2 this cycle (with its last beat), for
         # the beat taken into stage 1 now. On a first beat, without waiting for the decision
@@ -788,12 +826,16 @@ class Reducer(wiring.Component):
                                     Mux(ps_v, Mux(adv, k_s == k_0, k_s == k_1), Mux(adv, k_i == k_0, k_i == k_1)),
                                     Mux(adv, Const(1), k_0 == k_1)))
         other_chunk = (slot0 == slot1) & ~same_key
-        live_n = v1 & last1 & Mux(first1, other_chunk | (clr & oh0).any(), push_r & held_hit)
+        if not self.words:
+            run_hit = (clr & oh0).any()
+        else:  # p's chunk is one of the run's (same job, 1..run ahead of stage 1's)
+            run_hit = pjob_r & (pdc_r != 0) & (pdc_r <= run)
+        live_n = v1 & last1 & Mux(first1, other_chunk | run_hit, push_r & held_hit)
         m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
         # ~(v1 & first1 & pin_r) next cycle: stalled, v1 and first1 stay set and pin_r becomes
         # pin_hold; moving, v1 becomes take (= p_v & room), first1 p's first, pin_r the load
         adv_n = Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold)
-        m.d.sync += [adv.eq(adv_n), hold_t.eq(~adv_n)]
+        m.d.sync += [adv_reg.eq(adv_n), hold_t.eq(~adv_n)]
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
@@ -851,7 +893,7 @@ class Reducer(wiring.Component):
             run_lt.eq(Mux(adv, delta_n[:sb], delta1[:sb]) < run),
             run_ltw.eq(Mux(adv, deltaw_n[:sb], deltaw1[:sb]) < run),
             run_eq.eq(Mux(adv, delta_n[:sb], delta1[:sb]) == run),
-            fx_clr.eq(clr), fx_set.eq(oh1),
+            *([fx_clr.eq(clr), fx_set.eq(oh1)] if not self.words else []),
         ]
         with m.If(~fxw_cn):
             for j in range(self.jobs):
@@ -892,14 +934,15 @@ class Reducer(wiring.Component):
             m.d.sync += runs_r.eq(fx_c)
         runs_now = Mux(decide_r, fx_c, runs_r)
         queued_x = push_now & ~(emit2 & ~(runs_now & more_nz_r))
-        m.d.comb += self.copy_error.eq(
+        copy_err = (
             (has_cmd != (v2 & (op2 != OP_NONE))) | (last2 & ~v2) | (emit_r != (push_r & ~entry_r.resent))
             | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH))
             | (queued != queued_x) | (push_c != (has_cmd | queued))
             | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
-            | (hold_t == adv) | (fxw_cn == fx_c) | (fxw_sn == fx_s) | (tw_vn_l == tw_v)
+            | (hold_t == adv_reg) | (fxw_cn == fx_c) | (fxw_sn == fx_s) | (tw_vn_l == tw_v)
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
             | arb.copy_error | emit.copy_error | asm.copy_error)
+        m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         stag = Signal(store_tag_layout(S))
         m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
                      stag.last.eq(last2)]
@@ -934,18 +977,30 @@ class Reducer(wiring.Component):
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot
-        m.d.comb += rst.drained.eq(inp.empty & ~v1 & ~v2 & (q_count == 0) & ~emit.busy & (emit.rest_left == 0)
-                                   & arb.idle)
+        drained = (inp.empty & ~v1 & ~v2 & (q_count == 0) & ~emit.busy & (emit.rest_left == 0)
+                   & arb.idle)
+        m.d.comb += rst.drained.eq(drained & pw.idle if self.words else drained)
         with m.If(self.reset.ready):
             for j in range(self.jobs):
                 with m.If(self.reset.payload.job == j):
                     m.d.sync += head[j].eq(self.reset.payload.head)
-        # pending: the last decision's effect, or (window reset, no decisions) the region cleared
-        rst_clr = Mux(rst_wr, Const(1, S) << rst_slot, 0)
-        m.d.sync += pending.eq(pend_eff & ~rst_clr)
-        slot_n1 = Mux(adv, slot0, slot1)  # the slot in stage 1 next cycle
-        m.d.sync += [pre_p.eq((pend_eff & ~rst_clr).bit_select(slot_n1, 1)),
-                     cclr_p.eq(clr.bit_select(slot_n1, 1)), sset_p.eq(slot_n1 == slot1)]
+        if not self.words:
+            # pending: the last decision's effect, or (window reset, no decisions) the region cleared
+            rst_clr = Mux(rst_wr, Const(1, S) << rst_slot, 0)
+            m.d.sync += pending.eq(pend_eff & ~rst_clr)
+            slot_n1 = Mux(adv, slot0, slot1)  # the slot in stage 1 next cycle
+            m.d.sync += [pre_p.eq((pend_eff & ~rst_clr).bit_select(slot_n1, 1)),
+                         cclr_p.eq(clr.bit_select(slot_n1, 1)), sset_p.eq(slot_n1 == slot1)]
+        else:
+            m.d.comb += [
+                pc.adv.eq(adv), pc.take.eq(take), pc.v1.eq(v1), pc.first1.eq(first1), pc.first_in.eq(f.first),
+                pc.job_in.eq(h0.job_id[:jb]), pc.job1.eq(h1.job_id[:jb]), pc.slot1.eq(slot1),
+                pc.slot_n1.eq(Mux(adv, slot0, slot1)), pc.decide.eq(decide), pc.in_order.eq(in_order),
+                pc.fxc_n.eq(fxc_n), pc.fxs_n.eq(fxs_n), pc.fx_c.eq(fx_c), pc.fx_s.eq(fx_s),
+                pc.reset_clear.eq(rst_wr), pc.reset_job.eq(self.reset.payload.job),
+                pc.probe_slot.eq(probe.rd_addr), pc.log2_window.eq(cfg.cfg.log2_window),
+                *[pc.job_base[j].eq(cfg.cfg.job_cfg[j].base[:sb]) for j in range(self.jobs)],
+            ]
 
         # a reset writes FREE (only the state matters: every check and the emitter ignore the
         # other fields of a FREE tag)
@@ -979,7 +1034,7 @@ class Reducer(wiring.Component):
         m.d.comb += [
             probe.probe_job.eq(self.probe_job), probe.probe_chunk.eq(self.probe_chunk),
             tag_rd_p.addr.eq(probe.rd_addr), tag_rd_p.en.eq(1), probe.rd_data.eq(tag_rd_p.data),
-            probe.wr_en.eq(tag_wr.en), probe.wr_addr.eq(tag_wr.addr), probe.pending.eq(pending),
+            probe.wr_en.eq(tag_wr.en), probe.wr_addr.eq(tag_wr.addr), probe.pending.eq(pw.rd_bit[1] if self.words else pending),
             self.probe_bitmap.eq(probe.probe_bitmap), self.probe_ok.eq(probe.probe_ok),
         ]
         return m

@@ -4,8 +4,9 @@ window clamped to the slot memory, the window mask) and per group ("configured",
 Configuration therefore takes effect one cycle after it is written (it may only change while
 the job is idle anyway).
 
-Also the two job-table helpers every part of the reducer uses: :func:`select_job_cfg` (an
-explicit multiplexer of the registered table) and :func:`slot_of` (a chunk's slot).
+Also the job-table helpers every part of the reducer uses: :func:`select_job_entry` (an
+explicit multiplexer of a registered per-job array; :func:`select_job_cfg` for the job table)
+and :func:`slot_of` (a chunk's slot).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from .layouts import JobCfgLayout
 
-__all__ = ["ReducerConfig", "config_signature", "select_job_cfg", "slot_of"]
+__all__ = ["ReducerConfig", "config_signature", "select_job_cfg", "select_job_entry", "slot_of"]
 
 
 def config_signature(*, slots: int, groups: int, jobs: int) -> wiring.Signature:
@@ -35,14 +36,19 @@ def config_signature(*, slots: int, groups: int, jobs: int) -> wiring.Signature:
     })
 
 
-def select_job_cfg(m: Module, table: Value, jobs: int, idx: Value, name: str) -> Value:
-    """Explicit mux of the (registered) job table (zero for an index outside it)."""
-    cfg = Signal(JobCfgLayout, name=name)
+def select_job_entry(m: Module, table: Value, jobs: int, idx: Value, name: str) -> Value:
+    """Explicit mux of a (registered) per-job array: ``table[idx]``, zero for an index outside it."""
+    out = Signal(table.shape().elem_shape, name=name)
     with m.Switch(idx):
         for j in range(jobs):
             with m.Case(j):
-                m.d.comb += cfg.eq(table[j])
-    return cfg
+                m.d.comb += out.eq(table[j])
+    return out
+
+
+def select_job_cfg(m: Module, table: Value, jobs: int, idx: Value, name: str) -> Value:
+    """Explicit mux of the (registered) job table (zero for an index outside it)."""
+    return select_job_entry(m, table, jobs, idx, name)
 
 
 def slot_of(cfg: Value, chunk: Value, slot_bits: int) -> Value:

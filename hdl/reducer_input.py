@@ -35,12 +35,15 @@ def input_beat_layout(width: int, slots: int, elements: int) -> data.StructLayou
                               "slot": (slots - 1).bit_length()})
 
 
-def decoded_beat_layout(width: int, slots: int, elements: int) -> data.StructLayout:
-    """A beat in stage P with its decode (see the field comments in ``InputStages``)."""
+def decoded_beat_layout(width: int, slots: int, elements: int, vectors: bool = True) -> data.StructLayout:
+    """A beat in stage P with its decode (see the field comments in ``InputStages``);
+    ``vectors``: with the S-bit ``region``, ``oh`` and ``lm`` of the reducer's S-wide release
+    scan (not with its pending words)."""
     S, sb = slots, (slots - 1).bit_length()
+    vec = {"region": S, "oh": S, "lm": S} if vectors else {}
     return data.StructLayout({
         "beat": message_beat_layout(width), "idx": _beat_bits(elements, width), "slot": sb,
-        "start": sb, "wmask": sb, "region": S, "oh": S, "lm": S, "members": 32, "bit": 32,
+        "start": sb, "wmask": sb, **vec, "members": 32, "bit": 32,
         "unconf": 1, "nonmem": 1, "cwrite": 1, "chunk_p1": 32, "cw": 32, "nbm1": 17,
     })
 
@@ -50,14 +53,16 @@ class InputStages(wiring.Component):
 
     ``s_msg`` moves only while ``open`` (a window reset closes it); P's beat leaves when
     ``take``. ``in_msg``: a non-last beat of a message has been accepted (a window reset waits
-    for the message's end); ``empty``: no beat in I or P.
+    for the message's end); ``empty``: no beat in I or P. ``vectors``: decode the S-bit
+    ``region``, ``oh`` and ``lm`` (:func:`decoded_beat_layout`).
     """
 
-    def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int) -> None:
+    def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
+                 vectors: bool = True) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
-        self.groups, self.jobs = groups, jobs
+        self.groups, self.jobs, self.vectors = groups, jobs, vectors
         self.in_layout = input_beat_layout(data_width, slots, elements)
-        self.dec_layout = decoded_beat_layout(data_width, slots, elements)
+        self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors)
         super().__init__({
             "s_msg": In(message_stream(data_width)),
             "open": In(1),
@@ -126,13 +131,13 @@ class InputStages(wiring.Component):
             dec_in.start.eq(start_i),
             # the slot one-hot and the slots below the start (thermometer), decoded here so the
             # release scan in stage 0 starts from flip-flops
-            dec_in.oh.eq(Const(1, S) << i_d.slot),
-            dec_in.lm.eq(Cat(*[start_i > i for i in range(S)])),
+            *([dec_in.oh.eq(Const(1, S) << i_d.slot),
+               dec_in.lm.eq(Cat(*[start_i > i for i in range(S)]))] if self.vectors else []),
             dec_in.wmask.eq(wm_i),
-            dec_in.region.eq(Cat(*[  # slot i is in the job's region: (i - base) mod S < 2**lw
+            *([dec_in.region.eq(Cat(*[  # slot i is in the job's region: (i - base) mod S < 2**lw
                 (((Const(i, sb + 1) - cfg_i.base[:sb])[:sb] >> lw_i) == 0) if sb else Const(1)
                 for i in range(S)
-            ])),
+            ]))] if self.vectors else []),
             dec_in.members.eq(members_i),
             dec_in.bit.eq(bit_i),
             dec_in.unconf.eq(~((hi.job_id < self.jobs) & cfg_i.enable & (hi.group_id < self.groups)

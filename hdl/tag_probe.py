@@ -26,8 +26,10 @@ class TagProbe(wiring.Component):
     """The contributor bitmap of chunk ``probe_chunk`` of job ``probe_job`` while held
     unreleased (ACTIVE, or DONE with ``pending``), else 0; see the module docstring."""
 
-    def __init__(self, *, slots: int, jobs: int) -> None:
-        self.slots, self.jobs = slots, jobs
+    def __init__(self, *, slots: int, jobs: int, pending_bit: bool = False) -> None:
+        # pending_bit: ``pending`` is the probed slot's bit, read at ``rd_addr`` with the tag
+        # (the reducer's pending words); else the S pending bits
+        self.slots, self.jobs, self.pending_bit = slots, jobs, pending_bit
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
         super().__init__({
@@ -38,7 +40,7 @@ class TagProbe(wiring.Component):
             "rd_data": In(slot_tag_layout(jobs)),
             "wr_en": In(1),
             "wr_addr": In(sb),
-            "pending": In(slots),
+            "pending": In(1 if pending_bit else slots),
             "probe_bitmap": Out(32),
             "probe_ok": Out(1),
         })
@@ -51,7 +53,8 @@ class TagProbe(wiring.Component):
         p_job, r_job, v_job = Signal(jb), Signal(jb), Signal(jb)
         p_chunk, r_chunk, v_chunk = Signal(32), Signal(32), Signal(32)
         t = self.rd_data
-        held = ((t.state == ACTIVE) | ((t.state == DONE) & self.pending.bit_select(r_slot, 1))) \
+        pend = self.pending if self.pending_bit else self.pending.bit_select(r_slot, 1)
+        held = ((t.state == ACTIVE) | ((t.state == DONE) & pend)) \
             & (t.job == r_job) & (t.chunk == r_chunk)
         m.d.sync += [
             p_slot.eq(slot_of(cfg, self.probe_chunk, sb)), p_job.eq(self.probe_job),

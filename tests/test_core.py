@@ -20,10 +20,25 @@ CONFIGS = [
 CORE_KEYS = ("ports", "width", "slots", "elements", "groups", "jobs")
 
 
-@pytest.mark.cocotb
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"W{c['width']}-P{c['ports']}-S{c['slots']}-N{c['senders']}")
-def test_core_system(cfg):
+def _core_params(cfg: dict, pending: str) -> dict:
+    """The core's parameters; ``pending`` (the reducer's pending store) only when not the
+    default, so the default core's Verilog (and its simulator build) is the one cached before."""
     core = {k: cfg[k] for k in CORE_KEYS}
+    return core if pending == "vector" else core | {"pending": pending}
+
+
+def _cfg_id(c: dict) -> str:
+    return f"W{c['width']}-P{c['ports']}-S{c['slots']}-N{c['senders']}"
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize(("cfg", "pending"), [
+    *((c, "vector") for c in CONFIGS),
+    (CONFIGS[0], "words"),  # the words variant at W 64 in make test, W 256 / 512 slow (build time)
+    *(pytest.param(c, "words", marks=pytest.mark.slow) for c in CONFIGS[1:]),
+], ids=lambda v: _cfg_id(v) if isinstance(v, dict) else v)
+def test_core_system(cfg, pending):
+    core = _core_params(cfg, pending)
     verilog = generate_verilog(WanreduceCore, name="wanreduce_core", params=core)
     run_cocotb(verilog=verilog, toplevel="wanreduce_core", test_module="wanreduce.sim.tb_core",
                params={**cfg, "seed": cfg["width"]}, testcase="core_system",
@@ -33,8 +48,8 @@ def test_core_system(cfg):
 DRAM_TOP = "wanreduce_core_dram"
 
 
-def _dram_core(cfg: dict):
-    core = {k: cfg[k] for k in CORE_KEYS}
+def _dram_core(cfg: dict, pending: str = "vector"):
+    core = _core_params(cfg, pending)
     return generate_verilog(CoreDramHarness, name=DRAM_TOP, params=core)
 
 
@@ -42,12 +57,13 @@ def _dram_core(cfg: dict):
 @pytest.mark.parametrize("cfg", [
     CONFIGS[0],
     pytest.param(CONFIGS[1], marks=pytest.mark.slow),
-], ids=lambda c: f"W{c['width']}-P{c['ports']}-S{c['slots']}-N{c['senders']}")
-def test_core_system_dram(cfg):
+], ids=_cfg_id)
+@pytest.mark.parametrize("pending", ["vector", "words"])
+def test_core_system_dram(cfg, pending):
     """Every core scenario (drops, rejects, saturation, resend, window reset, multi-job) with
     the slots in DRAM: the same results and counters as the golden model, the memory 20..200
     cycles away with random pauses on every AXI channel."""
-    run_cocotb(verilog=_dram_core(cfg), toplevel=DRAM_TOP, test_module="wanreduce.sim.tb_core",
+    run_cocotb(verilog=_dram_core(cfg, pending), toplevel=DRAM_TOP, test_module="wanreduce.sim.tb_core",
                params={**cfg, "seed": cfg["width"] + 1}, testcase="core_system", timeout_s=1800)
 
 

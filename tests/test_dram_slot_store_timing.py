@@ -6,10 +6,13 @@ cycles, the registered `full`, the response credit) happen on almost every comma
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
+from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
+from wanreduce.hdl.dram_slot_store import DramSlotStore
 from wanreduce.hdl.dram_slot_store_harness import DramSlotStoreHarness
 from wanreduce.hdl.registered_fifo import RegisteredFIFO
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
@@ -113,3 +116,19 @@ def test_cocotb_tiny_table(outstanding: int, seed: int) -> None:
                testcase="random_commands",
                params={**params, "seed": seed, "commands": 500, "p_cmd": 0.9, "p_rsp": 0.9,
                        "latency_range": [1, 12]})
+
+
+def test_result_buffer_is_written_from_flip_flops() -> None:
+    """The result buffer's write address and data are flip-flop outputs (C3 writes C2's
+    registered row): C2's select -> saturating adder reaches a register, not a block-RAM data
+    input (the Versa DRAM build's core-clock critical path, `base_sel` -> adder -> `results`,
+    94.7 MHz against 125 before; docs/benchmarks.md)."""
+    text = rtlil.convert(DramSlotStore(64, slots=4, row_bits=2, outstanding=8, burst_beats=4),
+                         name="store")
+    flops = set(re.findall(r"cell \$dff \S+\n(?:\s+parameter .*\n)*(?:\s+connect \\(?:D|CLK) .*\n)*"
+                           r"\s+connect \\Q \\(\S+)", text))
+    (port,) = re.findall(r"cell \$memwr\S* \S+\n\s+parameter \\MEMID \"\\\\results\"\n(?:.*\n)*?\s+end", text)
+    addr = re.search(r"connect \\ADDR \\(\S+)", port).group(1)
+    wdata = re.search(r"connect \\DATA \\(\S+)", port).group(1)
+    assert addr in flops, f"results write address from {addr}, not a flip-flop"
+    assert wdata in flops, f"results write data from {wdata}, not a flip-flop"

@@ -27,6 +27,13 @@ class PendingModel:
     def set(self, slot: int) -> None:
         self.bits[slot] = 1
 
+    def peek(self, slot: int, base: int, lw: int) -> int:
+        """The run ``release`` would find, nothing cleared."""
+        saved = list(self.bits)
+        run = self.release(slot, base, lw)
+        self.bits = saved
+        return run
+
     def release(self, slot: int, base: int, lw: int) -> int:
         reg = self.region(base, lw)
         k = reg.index(slot)
@@ -55,12 +62,14 @@ def run_ops(slots: int, ops: list, *, gap: float = 0.0, seed: int = 0, check_eve
     """Drive ``ops`` ((kind, slot, base, lw); ``("check",)`` compares the memory with the model)
     into a ``PendingWords``, one per cycle whenever ``op.ready`` (random idle cycles with
     probability ``gap``); checks every RELEASE's run and latency against the model. Returns
-    counts (releases, multi-cycle releases, longest run)."""
-    dut = PendingWords(slots=slots)
+    counts (releases, multi-cycle releases, longest run). Every cycle the one-bit read port
+    reads a random slot; whenever no scan or clear is under way its bit is checked against the
+    model (the port is transparent to the cycle's write)."""
+    dut = PendingWords(slots=slots, bit_ports=1)
     model = PendingModel(slots)
     rng = random.Random(seed)
     wb = dut.word_bits
-    stats = {"releases": 0, "multi": 0, "longest": 0, "checks": 0}
+    stats = {"releases": 0, "multi": 0, "longest": 0, "checks": 0, "bits": 0}
 
     def mem_bits(ctx) -> list[int]:
         nb = len(dut.banks)
@@ -74,7 +83,12 @@ def run_ops(slots: int, ops: list, *, gap: float = 0.0, seed: int = 0, check_eve
         cycle = 0
         waiting = None  # (accept cycle, expected run, latency bound, exact) of the release in flight
         i = 0
+        bit_exp = None  # (slot, bit) the read port must answer this cycle
         while i < len(ops) or waiting is not None:
+            if bit_exp is not None:
+                assert ctx.get(dut.rd_bit[0]) == bit_exp[1], f"cycle {cycle}: slot {bit_exp[0]}'s bit"
+                stats["bits"] += 1
+                bit_exp = None
             if ctx.get(dut.done):
                 assert waiting is not None, f"cycle {cycle}: done without a release"
                 acc, exp, lat, exact = waiting
@@ -88,10 +102,15 @@ def run_ops(slots: int, ops: list, *, gap: float = 0.0, seed: int = 0, check_eve
             else:
                 assert waiting is None or cycle - waiting[0] <= waiting[2], f"cycle {cycle}: release not answered"
             ready = ctx.get(dut.op.ready)
+            rs = rng.randrange(slots)
+            ctx.set(dut.rd_slot[0], rs)
+            if ready:  # the last write of the operations taken so far lands now
+                bit_exp = (rs, model.bits[rs])
             op = ops[i] if i < len(ops) else None
             ctx.set(dut.op.valid, 0)
             if op is not None and op[0] == "check":
                 if ready and waiting is None:  # drained: the last write lands at this tick
+                    bit_exp = None
                     await ctx.tick()
                     cycle += 1
                     assert mem_bits(ctx) == model.bits, f"op {i}: memory differs from the model"
@@ -111,7 +130,7 @@ def run_ops(slots: int, ops: list, *, gap: float = 0.0, seed: int = 0, check_eve
                 elif kind == PendingOp.CLEAR:
                     model.clear(base, lw)
                 else:
-                    run = model.release(slot, base, lw)
+                    run = (model.peek if kind == PendingOp.PEEK else model.release)(slot, base, lw)
                     off = model.region(base, lw)[(model.region(base, lw).index(slot) + 1) % (1 << lw)] % wb
                     exact = _word_aligned(slots, base, lw)
                     lat = 1 + (off + run) // 128 if exact else 2 + (off + run) // 64 + 1
@@ -238,3 +257,20 @@ def test_slots_32768_elaborate_with_state_in_memory() -> None:
 def test_parameters_are_checked() -> None:
     with pytest.raises(ValueError, match=r"^slots must be a power of two from 2 to 1048576"):
         PendingWords(slots=3000)
+
+
+@pytest.mark.parametrize("slots", [64, 4096])
+def test_peek_finds_the_release_run_and_writes_nothing(slots: int) -> None:
+    """PEEK (the reducer's look-ahead for the message it decides next) before most RELEASEs of
+    the random operations, and alone at random: the same run and latency as the RELEASE would
+    have, and the memory (checked against the model, which a PEEK does not change) untouched.
+    Fails if a PEEK writes its cleared bits back."""
+    rng = random.Random(slots)
+    ops: list = []
+    for op in random_ops(slots, REGIONS[slots], 500, 11):
+        if op[0] != "check" and op[0] in (PendingOp.RELEASE, PendingOp.SET) and rng.random() < 0.6:
+            ops.append((PendingOp.PEEK, *op[1:]) if op[0] == PendingOp.RELEASE else
+                       (PendingOp.PEEK, op[1], *op[2:]))
+        ops.append(op)
+    stats = run_ops(slots, ops, gap=0.2, seed=5)
+    assert stats["releases"] > 300 and stats["checks"] > 10 and stats["bits"] > 500

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from wanreduce.cli import cli
 from wanreduce.hdl.boards.capacity import board_capacity, dram_slot_stride
 from wanreduce.hdl.params import MAX_SLOTS, MAX_SLOTS_DRAM, check_slot_memory
+from wanreduce.planner.topology import format_size
 
 MiB = 1 << 20
 BOARD_LINE = re.compile(r"^  (\S+) \((\w+) slot memory\) core parameters: (.*)$")
@@ -53,6 +54,8 @@ def test_plan_board_prints_parameters_the_core_accepts(board, slot_memory, at_le
     head = out.splitlines()[0]
     assert f"S = {cap.slots} x E = 499" in head
     assert (f"holds S = {cap.memory_slots}" in head) == cap.core_limited
+    if cap.core_limited:  # what the memory holds, in sums: S_memory x E x 4 B
+        assert f"{format_size(cap.memory_slots * 499 * 4)} of sums;" in head
     assert BEYOND not in out
 
 

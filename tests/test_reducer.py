@@ -71,6 +71,7 @@ class Config:
     mode: ReleaseMode = ReleaseMode.IN_ORDER
     group_table: list[int] = field(default_factory=list)
     job_table: list[tuple[bool, int, int]] = field(default_factory=list)  # enable, base, log2w
+    pending: str = "vector"  # the reducer's pending store (hdl/params.py, PENDING_STORES)
 
 
 @dataclass
@@ -81,8 +82,8 @@ class Reset:
 
 def make_config(rng: random.Random, width: int, slots: int, elements: int, *, groups: int = 4,
                 jobs: int = 2, mode: ReleaseMode = ReleaseMode.IN_ORDER,
-                members: tuple[int, int] = (2, 32)) -> Config:
-    cfg = Config(width, slots, elements, groups, jobs, mode)
+                members: tuple[int, int] = (2, 32), pending: str = "vector") -> Config:
+    cfg = Config(width, slots, elements, groups, jobs, mode, pending=pending)
     for g in range(groups):
         if g == groups - 1 and groups > 1:
             cfg.group_table.append(0)  # an unconfigured group
@@ -229,6 +230,7 @@ class RunResult:
     result_cycles: list
     heads: list = field(default_factory=list)
     pinned_stalls: int = 0
+    pending_stalls: int = 0  # cycles a first beat waited for its PEEK (pending words)
     probes: list = field(default_factory=list)
 
 
@@ -237,7 +239,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
     """Feed ``ops`` (messages, window resets) into a Reducer; afterwards read the probe port
     for each ``(job, chunk)`` of ``probes`` into ``rr.probes``."""
     dut = Reducer(cfg.width, slots=cfg.slots, elements=cfg.elements, groups=cfg.groups,
-                  jobs=cfg.jobs)
+                  jobs=cfg.jobs, pending=cfg.pending)
     pk = Packer(cfg.width)
     rng = random.Random(seed)
     # flatten into beats / reset markers
@@ -295,6 +297,7 @@ def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, s
                 pos += 1
                 valid = False
             rr.pinned_stalls += ctx.get(dut.stall_pinned)
+            rr.pending_stalls += ctx.get(dut.stall_pending)
             assert ctx.get(dut.advance) == 1 - ctx.get(dut.stall_pinned), "advance register"
             assert not ctx.get(dut.rw_hazard), "emitter read meets a write (no_rw_check)"
             assert not ctx.get(dut.copy_error), "a flip-flop copy differs, or the command FIFO overran"
@@ -394,6 +397,11 @@ def check(cfg: Config, ops: list, rr: RunResult):
 # ---------------------------------------------------------------------------------------------
 # tests
 
+# the behaviour tests run with both pending stores (hdl/params.py, PENDING_STORES): "words" holds
+# a decision after one that changed a pending bit (docs/reducer.md, "Pending words"), so it is
+# compared with the model (outcomes, results, heads), not cycle for cycle
+PENDING = pytest.mark.parametrize("pending", ["vector", "words"])
+
 
 def test_saturating_adder():
     dut = SaturatingAdder(64)
@@ -425,6 +433,7 @@ def test_saturating_adder():
     (dict(slots=8192), "power of two"), (dict(elements=0), "elements"),
     (dict(elements=3000), "elements"), (dict(groups=0), "groups"), (dict(groups=33), "groups"),
     (dict(jobs=0), "jobs"), (dict(jobs=17), "jobs"),
+    (dict(pending="bits"), r"^pending must be one of vector, words, got 'bits'$"),
 ])
 def test_construction_validation(kw, msg):
     args = dict(slots=8, elements=16, groups=4, jobs=2) | kw
@@ -434,8 +443,9 @@ def test_construction_validation(kw, msg):
         Reducer(96, slots=8, elements=16, groups=4, jobs=2)
 
 
-def test_two_senders_in_order_simple():
-    cfg = Config(64, 8, 4, groups=2, jobs=1, group_table=[0b11, 0], job_table=[(True, 0, 3)])
+@PENDING
+def test_two_senders_in_order_simple(pending):
+    cfg = Config(64, 8, 4, groups=2, jobs=1, group_table=[0b11, 0], job_table=[(True, 0, 3)], pending=pending)
     ops = []
     for c in range(6):
         for s in (1, 0):
@@ -452,11 +462,12 @@ def test_two_senders_in_order_simple():
     (128, 32, 17, 4, (2, 32)),
 ])
 @pytest.mark.parametrize("mode", [ReleaseMode.IN_ORDER, ReleaseMode.ON_COMPLETION])
-def test_random_against_model(width, slots, elements, jobs, members, mode):
+@PENDING
+def test_random_against_model(width, slots, elements, jobs, members, mode, pending):
     seed = (width * 7 + slots * 3 + elements + int(mode)) & 0xFFFF
     rng = random.Random(seed)
     cfg = make_config(rng, width, slots, elements, groups=4, jobs=jobs, mode=mode,
-                      members=members)
+                      members=members, pending=pending)
     ops = traffic(rng, cfg, 400, saturate=0.1, resets=2)
     rr = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=seed)
     outs, res, _ = check(cfg, ops, rr)
@@ -465,9 +476,10 @@ def test_random_against_model(width, slots, elements, jobs, members, mode):
 
 
 @pytest.mark.parametrize("mode", [ReleaseMode.IN_ORDER, ReleaseMode.ON_COMPLETION])
-def test_many_contributors_and_saturation(mode):
+@PENDING
+def test_many_contributors_and_saturation(mode, pending):
     rng = random.Random(7 + int(mode))
-    cfg = make_config(rng, 64, 8, 3, groups=2, jobs=1, mode=mode, members=(24, 32))
+    cfg = make_config(rng, 64, 8, 3, groups=2, jobs=1, mode=mode, members=(24, 32), pending=pending)
     ops = traffic(rng, cfg, 300, saturate=0.5, misc=0.05)
     rr = run(cfg, ops, p_valid=0.9, p_ready=0.7, seed=3)
     _, res, _ = check(cfg, ops, rr)
@@ -497,10 +509,11 @@ def test_sticky_overflow_in_block_ram_is_cycle_exact(monkeypatch, width, slots, 
         (ff.accept_cycles, ff.result_cycles, ff.cycles, ff.heads)
 
 
-def test_every_outcome_and_lost_result_recovery():
+@PENDING
+def test_every_outcome_and_lost_result_recovery(pending):
     """Directed: every Outcome, RESENT results, slot reuse by chunk + W, stale, busy."""
     cfg = Config(64, 4, 2, groups=2, jobs=2, group_table=[0b0111, 0],
-                 job_table=[(True, 0, 2), (False, 0, 0)])
+                 job_table=[(True, 0, 2), (False, 0, 0)], pending=pending)
     p = [1, 2]
     m = lambda c, s, **kw: _msg(kw.get("job", 0), kw.get("g", 0), kw.get("r", 0), c, s,  # noqa: E731
                                  kw.get("e", 0), kw.get("n", 2), p[: kw.get("n", 2)])
@@ -538,11 +551,12 @@ def test_every_outcome_and_lost_result_recovery():
     assert {Outcome.REJECT_BUSY, Outcome.STALE, Outcome.RESULT_RESENT} <= set(outs)
 
 
-def test_resend_next_to_a_pending_chunk():
+@PENDING
+def test_resend_next_to_a_pending_chunk(pending):
     """In order: a RESENT result for chunk 2 while the slot of chunk 3 already holds chunk 7,
     COMPLETE but not released (head 4 still open). The release scan from chunk 2 sees a
     pending slot after it; the resend must still emit chunk 2 alone."""
-    cfg = Config(64, 4, 2, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 2)])
+    cfg = Config(64, 4, 2, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 2)], pending=pending)
     p = [3, 4]
     m = lambda c, s: _msg(0, 0, 0, c, s, 0, 2, p)  # noqa: E731
     ops = [m(c, s) for c in range(4) for s in (0, 1)]  # chunks 0-3 released, head 4
@@ -556,11 +570,12 @@ def test_resend_next_to_a_pending_chunk():
         assert [r.chunk for r in res] == [0, 1, 2, 3, 2, 4, 5, 6, 7]
 
 
-def test_duplicate_right_after_completion_behind_the_head():
+@PENDING
+def test_duplicate_right_after_completion_behind_the_head(pending):
     """Single-beat messages back to back (W=512, p_valid 1): chunk 1 completes behind the head
     (pending set by that decision) and the very next message is a duplicate for it: it must see
     the chunk COMPLETE (DUPLICATE), not RELEASED (a resend), through the pending forwarding."""
-    cfg = Config(512, 4, 16, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 2)])
+    cfg = Config(512, 4, 16, groups=1, jobs=1, group_table=[0b11], job_table=[(True, 0, 2)], pending=pending)
     p = list(range(16))
     m = lambda c, s: _msg(0, 0, 0, c, s, 0, 16, p)  # noqa: E731
     ops = [m(1, 0), m(1, 1), m(1, 0), m(0, 0), m(0, 1), m(1, 1)]
@@ -570,9 +585,10 @@ def test_duplicate_right_after_completion_behind_the_head():
     assert [r.chunk for r in res] == [0, 1, 1] and res[2].resent
 
 
-def test_window_reset_and_back_to_back_same_slot():
+@PENDING
+def test_window_reset_and_back_to_back_same_slot(pending):
     rng = random.Random(5)
-    cfg = make_config(rng, 512, 16, 16, groups=2, jobs=2, members=(3, 5))
+    cfg = make_config(rng, 512, 16, 16, groups=2, jobs=2, members=(3, 5), pending=pending)
     ops = traffic(rng, cfg, 300, resets=6, misc=0.1, counts=(16, 5))
     rr = run(cfg, ops, p_valid=1.0, p_ready=1.0, seed=5)
     check(cfg, ops, rr)
@@ -647,13 +663,14 @@ def test_verilog_conversion_w512():
     assert dt < 60
 
 
-def test_slot_reuse_waits_for_queued_result():
+@PENDING
+def test_slot_reuse_waits_for_queued_result(pending):
     """A new chunk in a slot whose result has not left yet (m_msg stalled): nothing is lost or
     overwritten. Results released by their completing contribution are the slot store's
     responses, ordered before the new chunk's WRITE, so they pin nothing; the resent ones are
     READ from held slots. The stalled m_msg holds the input (backpressure, no drop)."""
     cfg = Config(256, 4, 24, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
-                 group_table=[0b1], job_table=[(True, 0, 2)])
+                 group_table=[0b1], job_table=[(True, 0, 2)], pending=pending)
     rng = random.Random(9)
     ops = [_msg(0, 0, 0, c, 0, 0, 24, [rng.randint(-99, 99) for _ in range(24)]) for c in range(40)]
     ops += [_msg(0, 0, 0, c, 0, 0, 24, [0] * 24) for c in range(36, 40)]  # resent from held slots
@@ -678,7 +695,8 @@ def test_back_to_back_same_chunk_single_beat():
 
 @pytest.mark.parametrize("beats", [1, 2, 3])
 @pytest.mark.parametrize("width", [64, 128, 256, 512])
-def test_back_to_back_same_slot_every_width(width, beats):
+@PENDING
+def test_back_to_back_same_slot_every_width(width, beats, pending):
     """Every sender of a chunk back to back, messages of 1, 2 or 3 beats, at every width: each
     beat's row was written 1, 2 or 3 cycles earlier, so every read-after-write forward of the
     data path is used (and, were the data write registered, the emitter would read a 1-beat
@@ -688,7 +706,7 @@ def test_back_to_back_same_slot_every_width(width, beats):
     count = beats * lanes - (lanes > 1)  # a partial last beat where the width allows
     n_send, chunks = 4, 12
     cfg = Config(width, 4, count, groups=1, jobs=1, group_table=[(1 << n_send) - 1],
-                 job_table=[(True, 0, 2)])
+                 job_table=[(True, 0, 2)], pending=pending)
     rng = random.Random(width * 10 + beats)
     ops = [_msg(0, 0, 0, c, s, 0, count, [rng.randint(-(2**30), 2**30) for _ in range(count)])
            for c in range(chunks) for s in rng.sample(range(n_send), n_send)]
@@ -699,10 +717,11 @@ def test_back_to_back_same_slot_every_width(width, beats):
     assert any(r.overflow for r in res)
 
 
-def test_jobs_are_isolated():
+@PENDING
+def test_jobs_are_isolated(pending):
     """Job 0's results are the same whether or not job 1 shares the core."""
     rng = random.Random(21)
-    cfg = make_config(rng, 64, 16, 6, groups=3, jobs=2, members=(2, 5))
+    cfg = make_config(rng, 64, 16, 6, groups=3, jobs=2, members=(2, 5), pending=pending)
     ops = traffic(rng, cfg, 240, misc=0.1)
     alone = [o for o in ops if o.job_id != 1]
     res_alone = [r for r in check(cfg, alone, run(cfg, alone, p_ready=0.7, seed=1))[1]]
@@ -715,10 +734,11 @@ def test_jobs_are_isolated():
 
 
 @pytest.mark.parametrize("mode", [ReleaseMode.IN_ORDER, ReleaseMode.ON_COMPLETION])
-def test_chunk_numbers_wrap(mode):
+@PENDING
+def test_chunk_numbers_wrap(mode, pending):
     """Serial-number arithmetic across 2**32 (window reset to a head just below the wrap)."""
     rng = random.Random(33 + int(mode))
-    cfg = make_config(rng, 128, 8, 5, groups=2, jobs=1, mode=mode, members=(2, 4))
+    cfg = make_config(rng, 128, 8, 5, groups=2, jobs=1, mode=mode, members=(2, 4), pending=pending)
     start = 2**32 - 7
     ops = [Reset(0, start)] + traffic(rng, cfg, 200, misc=0.2, start_chunk=start)
     rr = run(cfg, ops, p_valid=0.8, p_ready=0.5, seed=3)
@@ -735,11 +755,12 @@ def test_chunk_numbers_wrap(mode):
     # both were held)
     pytest.param(512, 16, 16, 19, id="single_beat_next_chunk"),
 ])
-def test_pinned_hold_on_one_slot(width, elements, chunks, seed):
+@PENDING
+def test_pinned_hold_on_one_slot(width, elements, chunks, seed, pending):
     """Every chunk reuses slot 0 while the previous result is still being emitted (m_msg mostly
     stalled, release queue not full): each waits in stage 1 for the previous result."""
     cfg = Config(width, 4, elements, groups=1, jobs=1, mode=ReleaseMode.ON_COMPLETION,
-                 group_table=[0b1], job_table=[(True, 0, 2)])
+                 group_table=[0b1], job_table=[(True, 0, 2)], pending=pending)
     rng = random.Random(seed)
     ops = [_msg(0, 0, 0, 4 * k, 0, 0, elements, [rng.randint(-99, 99) for _ in range(elements)])
            for k in range(chunks)]
@@ -748,8 +769,8 @@ def test_pinned_hold_on_one_slot(width, elements, chunks, seed):
     assert len(res) == chunks and rr.pinned_stalls > 0
 
 
-@pytest.mark.parametrize("tables", [True, False])
-def test_release_run_slots_stay_pinned(monkeypatch, tables):
+@pytest.mark.parametrize(("tables", "pending"), [(True, "vector"), (False, "vector"), (False, "words")])
+def test_release_run_slots_stay_pinned(monkeypatch, tables, pending):
     """In-order release of a run (chunks 1-3 complete behind the head, then chunk 0 releases
     all four) with m_msg mostly stalled: the next round's chunks reuse the run's slots and
     must wait until each of those results has been emitted (per-slot masks, or without the
@@ -757,8 +778,8 @@ def test_release_run_slots_stay_pinned(monkeypatch, tables):
     if not tables:
         monkeypatch.setattr(Reducer, "RUN_TABLE_MAX_SLOTS", 2)
     cfg = Config(64, 4, 24, groups=1, jobs=1, mode=ReleaseMode.IN_ORDER,
-                 group_table=[0b1], job_table=[(True, 0, 2)])
-    assert Reducer(64, slots=4, elements=24, groups=1, jobs=1).run_table == tables
+                 group_table=[0b1], job_table=[(True, 0, 2)], pending=pending)
+    assert Reducer(64, slots=4, elements=24, groups=1, jobs=1, pending=pending).run_table == tables
     rng = random.Random(23)
     ops = [_msg(0, 0, 0, 4 * r + k, 0, 0, 24, [rng.randint(-99, 99) for _ in range(24)])
            for r in range(6) for k in (1, 2, 3, 0)]
@@ -781,7 +802,8 @@ def test_run_length_by_encoder(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", [4007, 4062, 4088, *range(5000, 5012)])
-def test_random_parameters(seed):
+@PENDING
+def test_random_parameters(seed, pending):
     """Random W, S, E, jobs, members, release mode and valid/ready probabilities against the
     model (seeds 4007/4062/4088 caught a window reset overtaking accepted beats)."""
     rng = random.Random(seed)
@@ -792,7 +814,7 @@ def test_random_parameters(seed):
     mode = rng.choice([ReleaseMode.IN_ORDER, ReleaseMode.ON_COMPLETION])
     members = (rng.randint(1, 3), rng.randint(3, 8))
     cfg = make_config(rng, width, slots, elements, groups=rng.randint(1, 4), jobs=jobs, mode=mode,
-                      members=members)
+                      members=members, pending=pending)
     ops = traffic(rng, cfg, 200, saturate=0.1, resets=rng.randint(0, 2))
     rr = run(cfg, ops, p_valid=rng.choice([1.0, 0.8, 0.5]), p_ready=rng.choice([1.0, 0.6, 0.3]),
              seed=seed)
@@ -800,13 +822,14 @@ def test_random_parameters(seed):
 
 
 @pytest.mark.parametrize("width", [64, 512])
-def test_window_moves_under_back_to_back_contribution(width):
+@PENDING
+def test_window_moves_under_back_to_back_contribution(width, pending):
     """Contributions right behind the one that releases a run are judged against the new head:
     chunks beyond the old window end but inside the new one aggregate, the first chunk beyond
     the new window is out of window. (Those chunks map to the slots just released, so they wait
     for the queued results: the pinned hold; the forwarded head is exercised by the random
     tests.)"""
-    cfg = Config(width, 8, 2, groups=1, jobs=1, group_table=[0b1], job_table=[(True, 0, 2)])
+    cfg = Config(width, 8, 2, groups=1, jobs=1, group_table=[0b1], job_table=[(True, 0, 2)], pending=pending)
     ops = [_msg(0, 0, 0, c, 0, 0, 2, [c, c]) for c in (1, 2, 0, 4, 5, 6, 7, 3, 8, 9, 10)]
     rr = run(cfg, ops)
     outs, res, _ = check(cfg, ops, rr)
@@ -814,12 +837,13 @@ def test_window_moves_under_back_to_back_contribution(width):
     assert rr.heads == [7]
 
 
-def test_half_range_ahead_is_late_and_wide_senders_are_non_members():
+@PENDING
+def test_half_range_ahead_is_late_and_wide_senders_are_non_members(pending):
     """docs/protocol.md: a chunk exactly 2**31 ahead of the head is late (serial arithmetic:
     STALE, as its slot does not hold it), 2**31 - 1 ahead is OUT_OF_WINDOW; sender ids >= 32
     are never members, even of a group with all 32 bits set."""
     cfg = Config(64, 4, 2, groups=1, jobs=1, mode=ReleaseMode.IN_ORDER,
-                 group_table=[0xFFFFFFFF], job_table=[(True, 0, 2)])
+                 group_table=[0xFFFFFFFF], job_table=[(True, 0, 2)], pending=pending)
     ops = [_msg(0, 0, 0, 2**31, 0, 0, 2, [1, 2]), _msg(0, 0, 0, 2**31 - 1, 0, 0, 2, [1, 2]),
            _msg(0, 0, 0, 0, 32, 0, 2, [1, 2]), _msg(0, 0, 0, 0, 255, 0, 2, [1, 2]),
            _msg(0, 0, 0, 0, 31, 0, 2, [1, 2])]
@@ -828,11 +852,12 @@ def test_half_range_ahead_is_late_and_wide_senders_are_non_members():
                     Outcome.REJECT_NON_MEMBER, Outcome.AGGREGATED]
 
 
-def test_session_is_part_of_the_slot_tag():
+@PENDING
+def test_session_is_part_of_the_slot_tag(pending):
     """Sessions (docs/protocol.md): another session's contribution to a held chunk, collecting or
     released, is REJECT_MISMATCH (never added, never answered with the held result); results
     carry the slot's session, bit-exact with the model."""
-    cfg = Config(64, 4, 2, groups=1, jobs=1, group_table=[0b011], job_table=[(True, 0, 2)])
+    cfg = Config(64, 4, 2, groups=1, jobs=1, group_table=[0b011], job_table=[(True, 0, 2)], pending=pending)
     p = [5, 6]
     m = lambda c, s, ses: _msg(0, 0, 0, c, s, 0, 2, p, ses)  # noqa: E731
     ops = [
@@ -853,12 +878,13 @@ def test_session_is_part_of_the_slot_tag():
 
 
 @pytest.mark.parametrize("mode", list(ReleaseMode))
-def test_probe_port_equals_model(mode):
+@PENDING
+def test_probe_port_equals_model(mode, pending):
     """JOBj_PROBE_BITMAP's source: after random traffic (chunks collecting, complete behind the
     head, released, stale, other jobs), the probe of every chunk around each job's window equals
     AggregatorModel.probe_bitmap."""
     rng = random.Random(77 + int(mode))
-    cfg = make_config(rng, 64, 16, 3, groups=2, jobs=2, mode=mode, members=(3, 5))
+    cfg = make_config(rng, 64, 16, 3, groups=2, jobs=2, mode=mode, members=(3, 5), pending=pending)
     ops = traffic(rng, cfg, 150, misc=0.2)
     model = make_model(cfg)
     for op in ops:
@@ -871,3 +897,30 @@ def test_probe_port_equals_model(mode):
     want = [model.probe_bitmap(j, c) for j, c in probes]
     assert rr.probes == want
     assert any(want), "no chunk held at the end: the test checks nothing but zeros"
+
+
+@pytest.mark.parametrize(("slots", "elements", "seed"), [(256, 2, 1), (1024, 6, 2), (4096, 2, 3)])
+def test_words_at_large_slot_counts(slots, elements, seed):
+    """pending="words" at S = 256 .. 4096 (docs/reducer.md, "Pending words"): two jobs with
+    unaligned regions (words shared with the other job), random traffic with resets, then a
+    directed run of up to 300 chunks completing behind the head and released at once by the head
+    chunk, whose PEEK and RELEASE take several steps of two words (the decision holds:
+    ``stall_pending``). Outcomes, results and heads as the golden model says."""
+    rng = random.Random(seed)
+    sb = slots.bit_length() - 1
+    base1 = 37 + (1 << (sb - 1)) + 5
+    cfg = Config(64, slots, elements, groups=2, jobs=2, group_table=[0b11, 0b1101],
+                 job_table=[(True, 37, sb - 1), (True, base1, sb - 2)], pending="words")
+    ops = traffic(rng, cfg, 300, misc=0.1, resets=1)
+    run_len = min(300, (1 << (sb - 1)) - 2)
+    head = 1000
+    ops.append(Reset(0, head))
+    vals = [3] * elements
+    ops += [_msg(0, 0, 0, head + c, s, 0, elements, vals) for c in range(1, run_len + 1) for s in (1, 0)]
+    ops += [_msg(0, 0, 0, head, s, 0, elements, vals) for s in (0, 1)]  # releases head .. head + run_len
+    ops += [_msg(0, 0, 0, head + run_len + 1, s, 0, elements, vals) for s in (0, 1)]
+    rr = run(cfg, ops, p_valid=0.9, p_ready=0.8, seed=seed)
+    outs, res, _ = check(cfg, ops, rr)
+    assert rr.heads[0] == head + run_len + 2
+    assert [r.chunk for r in res[-run_len - 2:]] == list(range(head, head + run_len + 2))
+    assert rr.pending_stalls > run_len // 128

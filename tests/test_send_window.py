@@ -312,3 +312,19 @@ def test_a_pause_caused_by_another_members_loss_leaves_the_probe_floor_alone():
     win.probe_answer(ProbeAnswer(rows, [ME] * len(rows), head=5, sent_at=t), t + 0.001)
     _answer(win, range(5, N), 0.030)
     assert win.probe_floor == 0
+
+
+def test_the_window_timeout_is_capped_by_rto_cap_but_never_below_min_rto():
+    """``rto_cap`` bounds a backed-off timeout (a stall is retried before it fails), but a cap
+    below the timer's ``min_rto`` does not push the timeout under that floor."""
+    pk = packetize(np.zeros(E * N, np.float32), exp=0, n_contributors=2, elements_per_packet=E)
+    timer = RttEstimator(RTO, min_rto=RTO, max_rto=100 * RTO)
+    for _ in range(5):
+        timer.expired()  # backed off to 32 x RTO
+    assert timer.rto == 32 * RTO
+    capped = SendWindow(pk, N, Recorder(), ("127.0.0.1", 9), timer, rto_cap=4 * RTO,
+                        max_retries=3, now=0.0)
+    assert capped.rto() == 4 * RTO
+    floored = SendWindow(pk, N, Recorder(), ("127.0.0.1", 9), timer, rto_cap=RTO / 10,
+                         max_retries=3, now=0.0)
+    assert floored.rto() == RTO  # min_rto, not the cap

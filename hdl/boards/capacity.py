@@ -91,6 +91,11 @@ class SlotCapacity:
         """Bytes of sums (S x E x 4): the planner's memory axis, so it computes S back."""
         return self.slots * self.elements * ELEMENT_BYTES
 
+    @property
+    def memory_slots_bytes(self) -> int:
+        """Bytes of sums the board's memory holds (memory_slots x E x 4), whatever the core takes."""
+        return self.memory_slots * self.elements * ELEMENT_BYTES
+
 
 def _pow2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1) if n >= 1 else 0

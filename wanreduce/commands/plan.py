@@ -182,7 +182,7 @@ def plan(topology: str, nbytes: list[int], memory: list[int] | None, eps: float,
         if cap.core_limited:
             where = "DRAM" if cap.slot_memory == "dram" else "block RAM"
             source += (f" (its {where} holds S = {cap.memory_slots}, "
-                       f"{format_size(cap.memory_slots * cap.elements * pr.ELEMENT_BYTES)} of sums; "
+                       f"{format_size(cap.memory_slots_bytes)} of sums; "
                        f"the core takes S <= {cap.slots} while its per-slot state is on chip: "
                        f"docs/large_slots.md)")
     elif memories == [None]:
