@@ -221,12 +221,14 @@ class Reducer(wiring.Component):
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
-        m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table)
+        # (the emitter built first: above its threshold it reads the queue head's next value)
+        emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table)
+        m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
+                                                  head_next=emit.multi_memory)
         q_push, q_pop, q_in, q_count = queue.push, queue.pop, queue.entry, queue.count
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
-        m.submodules.emitter = emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs,
-                                                    masks=self.run_table)
+        m.submodules.emitter = emit
         m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs)
         m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words)
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
@@ -995,6 +997,7 @@ class Reducer(wiring.Component):
         m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
         m.d.comb += [
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
+            *([emit.q_head_next.eq(queue.head_next)] if emit.multi_memory else []),
             q_pop.eq(emit.q_pop),
             tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en), emit.tag_data.eq(tag_rd_e.data),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
