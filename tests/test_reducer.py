@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.sim import Simulator
 from stream_helpers import pack, unpack
 
@@ -894,6 +895,43 @@ def test_session_is_part_of_the_slot_tag(pending):
     assert [(r.chunk, r.session, r.resent) for r in res] == [(0, 0xA1, False), (1, 0xB2, False),
                                                               (0, 0xA1, True)]
     assert [h["hdr.session"] for h, _ in rr.results] == [0xA1, 0xB2, 0xA1]
+
+
+@PENDING
+def test_probe_on_the_emitter_tag_port(monkeypatch, pending):
+    """Above ``Reducer.PROBE_TAG_PORT_MAX_SLOTS`` (lowered to 1 here) the probe reads the tag
+    memory on the emitter's port: the memory has two read ports instead of three (yosys builds
+    one copy per read port), the data path is the same cycle for cycle (outcomes, results,
+    accept and result cycles, heads) and the probes after the traffic equal the golden model's."""
+    rng = random.Random(78)
+    cfg = make_config(rng, 64, 16, 3, groups=2, jobs=2, members=(3, 5), pending=pending)
+    ops = traffic(rng, cfg, 200, resets=1)
+    model = make_model(cfg)
+    for op in ops:
+        if isinstance(op, Reset):
+            model.reset_window(op.job, op.head)
+        else:
+            model.contribute(op)
+    probes = [(j, (model.job_table[j].head + d) & M32) for j in range(cfg.jobs) for d in range(-4, 12)]
+    want = [model.probe_bitmap(j, c) for j, c in probes]
+    assert any(want)
+
+    def tag_read_ports() -> int:
+        dut = Reducer(64, slots=16, elements=3, groups=2, jobs=2, pending=pending)
+        return len(re.findall(r"cell \$memrd_v2 \S+\n(?:\s+parameter .*\n)*?\s+parameter \\MEMID \"\\\\tag_mem\"",
+                              rtlil.convert(dut, name="top")))
+
+    assert tag_read_ports() == 3
+    own = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5, probes=probes)
+    monkeypatch.setattr(Reducer, "PROBE_TAG_PORT_MAX_SLOTS", 1)
+    assert tag_read_ports() == 2
+    shared = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5, probes=probes)
+    check(cfg, ops, shared)
+    assert shared.probes == own.probes == want
+    assert shared.outcomes == own.outcomes
+    assert [(h, p.tolist()) for h, p in shared.results] == [(h, p.tolist()) for h, p in own.results]
+    assert (shared.accept_cycles, shared.result_cycles, shared.cycles, shared.heads) == \
+        (own.accept_cycles, own.result_cycles, own.cycles, own.heads)
 
 
 @pytest.mark.parametrize("mode", list(ReleaseMode))

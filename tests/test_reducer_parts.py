@@ -2,7 +2,7 @@
 configuration registers, the input stages' decode, the release queue, the window-reset engine,
 the slot-store command port (order of contributions and READs), the result assembler
 (store-and-forward, sticky overflow) and the emitter's per-slot "more than one beat" bits in a
-memory against its flip-flops. The decision, the emitter, the slot store in place and the probe
+memory against its flip-flops, and the probe on a shared tag read port. The decision, the emitter, the slot store in place and the probe
 are exercised through the whole reducer (tests/test_reducer.py) against the golden model."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections import deque
 
 import pytest
 from amaranth.back import rtlil
-from amaranth.hdl import Elaboratable, Module
+from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.lib.memory import Memory
 from stream_helpers import Port, drive_random, pack, run_testbench, unpack
 
 from wanreduce import wire
@@ -23,10 +24,12 @@ from wanreduce.hdl.layouts import message_beat_layout, payload_beats
 from wanreduce.hdl.params import DEFAULTS
 from wanreduce.hdl.reducer_config import ReducerConfig
 from wanreduce.hdl.reducer_input import InputStages
+from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
 from wanreduce.hdl.release_queue import ReleaseQueue
 from wanreduce.hdl.result_assembler import ResultAssembler
 from wanreduce.hdl.result_emitter import ResultEmitter
 from wanreduce.hdl.slot_store_signature import Op
+from wanreduce.hdl.tag_probe import TagProbe
 from wanreduce.hdl.window_reset import WindowReset
 
 M32 = 0xFFFFFFFF
@@ -523,3 +526,61 @@ def test_result_emitter_multi_does_not_grow_with_slots() -> None:
     assert large - small < 64, f"{small} register bits at S = 512, {large} at S = 4096"
     assert re.search(r"memory width 1 size 4096 \\multi\b", big), "no 4096 x 1 memory for multi"
     assert not re.search(r"parameter \\\w*WIDTH 4096\b", big), "a cell as wide as S"
+
+
+class _ProbeOnSharedPort(Elaboratable):
+    """``TagProbe(shared_port=True)`` on a tag memory's one read port, which another consumer
+    takes (at its address ``other``) in the cycles ``lost`` is high."""
+
+    def __init__(self, tags: list[int], slots: int) -> None:
+        self.probe = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=True)
+        self.tags, self.slots = tags, slots
+        self.lost, self.other = Signal(), Signal(range(slots))
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.probe = pr = self.probe
+        m.submodules.tags = mem = Memory(shape=slot_tag_layout(1), depth=self.slots, init=self.tags)
+        rd = mem.read_port(transparent_for=())
+        m.d.comb += [rd.addr.eq(Mux(self.lost, self.other, pr.rd_addr)), rd.en.eq(1),
+                     pr.rd_data.eq(rd.data), pr.rd_lost.eq(self.lost), pr.pending.eq(1)]
+        return m
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed) -> None:
+    """The probe on a read port another consumer takes at random (``rd_lost``, at another
+    slot's address): every ``probe_ok`` answer is the probed chunk's bitmap from its own read
+    (held: ACTIVE, or DONE with ``pending``; else 0), never the other consumer's data, and
+    answers keep coming (a lost read is followed by the next free cycle's)."""
+    rng, slots = random.Random(seed), 16
+    lay = slot_tag_layout(1)
+    tags = [dict(state=rng.choice((FREE, ACTIVE, DONE)), job=0, chunk=i + slots * rng.randrange(4),
+                 bitmap=rng.getrandbits(32) | 1) for i in range(slots)]  # chunk i + 16k in slot i
+    top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots)
+    pr = top.probe
+
+    def want(chunk: int) -> int:
+        t = tags[chunk % slots]
+        return t["bitmap"] if t["state"] != FREE and t["chunk"] == chunk else 0
+
+    async def tb(ctx):
+        ctx.set(pr.job_cfg[0].enable, 1)
+        ctx.set(pr.job_cfg[0].log2_window, 4)
+        chunk, answers, lost = 0, {True: 0, False: 0}, 0
+        for cycle in range(1500):
+            if rng.random() < 0.15:  # a new key, often a chunk held in its slot
+                chunk = rng.choice([t["chunk"] for t in tags] + [rng.randrange(64)])
+            ctx.set(pr.probe_chunk, chunk)
+            lose = rng.random() < 0.4
+            lost += lose
+            ctx.set(top.lost, lose)
+            ctx.set(top.other, rng.randrange(slots))
+            if ctx.get(pr.probe_ok):
+                got = ctx.get(pr.probe_bitmap)
+                assert got == want(chunk), f"cycle {cycle}: chunk {chunk}: {got:#x}, want {want(chunk):#x}"
+                answers[got != 0] += 1
+            await ctx.tick()
+        assert lost > 400 and answers[True] > 100 and answers[False] > 100, (lost, answers)
+
+    run_testbench(top, tb)
