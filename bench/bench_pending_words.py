@@ -20,8 +20,8 @@ counted in FF and listed as "port FFs"):
     .venv/bin/python bench/bench_pending_words.py --words "" --vector "" \
         --reducer-vector 256,4096 --reducer-words 256,4096   # the whole reducer, both stores
 
-``--reducer-vector`` / ``--reducer-words``: the whole ``Reducer`` (W 64, E 16, G 4, J 2, sums on
-chip) with ``pending="vector"`` or ``"words"`` (docs/large_slots.md, "Pending words in the
+``--reducer-vector`` / ``--reducer-words``: the whole ``Reducer`` (W 64, E 16 or ``--elements``,
+G 4, J 2, sums on chip) with ``pending="vector"`` or ``"words"`` (docs/large_slots.md, "Pending words in the
 reducer"), wrapped the same way.
 
 ``--cycles``: instead, the cycles the words store's hold costs (Amaranth simulator, no
@@ -91,13 +91,14 @@ class SlotVectorScan(wiring.Component):
         return m
 
 
-def measure(kind: str, slots: int, out: Path, pnr: bool, seed: int) -> dict:
-    """Synthesise (and with ``pnr`` place) one configuration; the cell counts and times."""
+def measure(kind: str, slots: int, out: Path, pnr: bool, seed: int, elements: int = 16) -> dict:
+    """Synthesise (and with ``pnr`` place) one configuration; the cell counts and times
+    (``elements``: the reducer's E)."""
     if kind.startswith("reducer-"):
-        dut = Reducer(64, slots=slots, elements=16, groups=4, jobs=2, pending=kind.removeprefix("reducer-"))
+        dut = Reducer(64, slots=slots, elements=elements, groups=4, jobs=2, pending=kind.removeprefix("reducer-"))
     else:
         dut = PendingWords(slots=slots) if kind == "words" else SlotVectorScan(slots=slots)
-    name = f"{kind}_{slots}".replace("-", "_")
+    name = f"{kind}_{slots}".replace("-", "_") + (f"_e{elements}" if kind.startswith("reducer-") and elements != 16 else "")
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
     src = d / f"{name}.v"
@@ -166,6 +167,8 @@ def main() -> None:
     ap.add_argument("--vector", default="256,1024,4096", help="slot counts for the S-wide baseline")
     ap.add_argument("--reducer-vector", default="", help="slot counts for the reducer, pending=vector")
     ap.add_argument("--reducer-words", default="", help="slot counts for the reducer, pending=words")
+    ap.add_argument("--elements", type=int, default=16,
+                    help="the reducer's E (--reducer-*): 16 = 8 rows of W 64 per slot, 2 = one row")
     ap.add_argument("--cycles", action="store_true", help="the hold's cycles in simulation instead")
     ap.add_argument("--out", type=Path, default=Path("build/bench_pending_words"))
     ap.add_argument("--pnr", action="store_true", help="also place and route (nextpnr, Fmax)")
@@ -187,7 +190,7 @@ def main() -> None:
           + (" Fmax (MHz) |" if args.pnr else ""))
     print("|---|---|---|---|---|---|---|---|" + ("---|" if args.pnr else ""))
     for kind, slots in todo:
-        r = measure(kind, slots, args.out, args.pnr, args.seed)
+        r = measure(kind, slots, args.out, args.pnr, args.seed, args.elements)
         print(f"| {kind} | {slots} | {r['lut4']} | {r['ff']} ({r['port_ffs']}) | {r['dp16kd']} | {r['ccu2c']} "
               f"| {r['lutram']} | {r['synth_s']:.0f} s |" + (f" {r['fmax']:.1f} |" if args.pnr else ""), flush=True)
 

@@ -108,6 +108,12 @@ class Reducer(wiring.Component):
     """
 
     RUN_TABLE_MAX_SLOTS = 256
+    # Up to this many slots the probe (JOBj_PROBE_BITMAP) reads the tag memory on a port of its
+    # own; above it, it shares the emitter's, in the cycles the emitter has nothing to read or
+    # hold (the emitter's reads unchanged; a probe answer may come later). yosys builds a memory
+    # once per read port (a DP16KD copy has one write and one read port): two copies instead of
+    # three, S x 164 bits fewer (issue 16 step 3). Read at elaboration: tests lower it.
+    PROBE_TAG_PORT_MAX_SLOTS = 256
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  slot_memory: str = "onchip", pending: str = "vector", **dram: int) -> None:
@@ -199,7 +205,9 @@ class Reducer(wiring.Component):
         tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
         tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
         tag_wr = tag_mem.write_port()
-        tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
+        probe_shares = S > self.PROBE_TAG_PORT_MAX_SLOTS  # the probe reads on the emitter's port
+        if not probe_shares:
+            tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
         # the partial sums: the slot store (built in __init__), its command port shared by the
         # contributions and the emitter's READs, its responses assembled into results
         m.submodules.store = store = self.store
@@ -225,14 +233,17 @@ class Reducer(wiring.Component):
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
-        m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table)
+        # (the emitter built first: above its threshold it reads the queue head's next value)
+        emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table)
+        m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
+                                                  head_next=emit.multi_memory)
         q_push, q_pop, q_in, q_count = queue.push, queue.pop, queue.entry, queue.count
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
-        m.submodules.emitter = emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs,
-                                                    masks=self.run_table)
+        m.submodules.emitter = emit
         m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs)
-        m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words)
+        m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words,
+                                              shared_port=probe_shares)
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
                                                 jobs=self.jobs, vectors=not self.words)
         m.d.comb += [
@@ -1018,8 +1029,10 @@ class Reducer(wiring.Component):
         m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
         m.d.comb += [
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
+            *([emit.q_head_next.eq(queue.head_next)] if emit.multi_memory else []),
             q_pop.eq(emit.q_pop),
-            tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en), emit.tag_data.eq(tag_rd_e.data),
+            *([tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en)] if not probe_shares else []),
+            emit.tag_data.eq(tag_rd_e.data),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
             emit.go.eq(arb.e_go), emit.allow_pop.eq(arb.e_allow_pop), emit.hdr_room.eq(asm.hdr_e_room),
             emit.hdr_room_next.eq(asm.hdr_e_room_next), emit.q_push.eq(q_push),
@@ -1030,10 +1043,20 @@ class Reducer(wiring.Component):
             self.rw_hazard.eq((emit.tag_read & tag_wr.en & (tag_rd_e.addr == tag_wr.addr)) | asm.hdr_missing),
         ]
 
+        if probe_shares:  # the probe reads while the emitter can neither start (nothing queued, no rest)
+            # nor needs its tag held (busy: beats 1.. read the tag's beats - 1), all flip-flops
+            emit_may = Signal()
+            m.d.comb += [
+                emit_may.eq(emit.busy | emit.rest_nz | (q_count != 0)),
+                tag_rd_e.addr.eq(Mux(emit_may, emit.tag_addr, probe.rd_addr)),
+                tag_rd_e.en.eq(~emit_may | emit.tag_en), probe.rd_lost.eq(emit_may),
+            ]
+
         # ================= probe =================
         m.d.comb += [
             probe.probe_job.eq(self.probe_job), probe.probe_chunk.eq(self.probe_chunk),
-            tag_rd_p.addr.eq(probe.rd_addr), tag_rd_p.en.eq(1), probe.rd_data.eq(tag_rd_p.data),
+            *([tag_rd_p.addr.eq(probe.rd_addr), tag_rd_p.en.eq(1), probe.rd_data.eq(tag_rd_p.data)]
+              if not probe_shares else [probe.rd_data.eq(tag_rd_e.data)]),
             probe.wr_en.eq(tag_wr.en), probe.wr_addr.eq(tag_wr.addr), probe.pending.eq(pw.rd_bit[1] if self.words else pending),
             self.probe_bitmap.eq(probe.probe_bitmap), self.probe_ok.eq(probe.probe_ok),
         ]

@@ -28,13 +28,16 @@ class ReleaseQueue(wiring.Component):
     In: ``push`` with ``entry`` (and its slot ``mask`` if ``masks``), ``pop``. Out: ``head`` (the
     oldest entry, a register), ``head_mask``, ``count``, every entry (``entries``) with
     ``occupied`` (one bit per position), and ``held_mask``: the union of the occupied entries'
-    masks.
+    masks. ``head_next`` (only if asked for): ``head``'s next value, for a consumer that reads
+    a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits at large S).
     """
 
-    def __init__(self, *, slots: int, jobs: int, masks: bool, depth: int = QUEUE_DEPTH) -> None:
+    def __init__(self, *, slots: int, jobs: int, masks: bool, depth: int = QUEUE_DEPTH,
+                 head_next: bool = False) -> None:
         self.slots, self.jobs, self.masks, self.depth = slots, jobs, masks, depth
         self.entry_layout = release_entry_layout(jobs, slots)
-        super().__init__({
+        self.with_head_next = head_next
+        ports = {
             "push": In(1),
             "entry": In(self.entry_layout),
             "mask": In(slots),
@@ -44,7 +47,10 @@ class ReleaseQueue(wiring.Component):
             "count": Out(range(depth + 1)),
             "occupied": Out(depth),
             "held_mask": Out(slots),
-        })
+        }
+        if head_next:
+            ports["head_next"] = Out(self.entry_layout)
+        super().__init__(ports)
         # every entry, one signal each (not an ArrayLayout port): yosys' ABC9 pass confused the
         # bits of the flattened array ``entries`` with the wires named ``entries[i]`` and wired
         # entry 0's chunk bits onto entries 1-3's job bits (three nets with two drivers each,
@@ -62,8 +68,11 @@ class ReleaseQueue(wiring.Component):
         push, pop, q_in = self.push, self.pop, self.entry
         q_arr = Array([e.as_value() for e in q])
         q_rptr1 = (q_rptr + 1)[: len(q_rptr)]
-        m.d.sync += self.head.eq(Mux(pop, Mux(push & (q_wptr == q_rptr1), q_in, q_arr[q_rptr1]),
-                                     Mux(push & (q_wptr == q_rptr), q_in, self.head)))
+        head_n = Mux(pop, Mux(push & (q_wptr == q_rptr1), q_in, q_arr[q_rptr1]),
+                     Mux(push & (q_wptr == q_rptr), q_in, self.head))
+        m.d.sync += self.head.eq(head_n)
+        if self.with_head_next:
+            m.d.comb += self.head_next.eq(head_n)
         with m.If(push):
             for i in range(D):
                 with m.If(q_wptr == i):

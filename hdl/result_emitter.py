@@ -6,9 +6,12 @@ A result released by the contribution that completes it (at the head, or on comp
 read: its rows are the slot store's responses to that contribution (the reducer queues only its
 run, if any, as an entry starting at the next chunk). Beat 0 of a chunk reads the slot's tag (the
 header arrives next cycle and is pushed on ``hdr``, toward ``ResultAssembler``); later beats hold
-the tag read port. Whether a result has more than one beat comes from a per-slot flip-flop
-written with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``), not from the tag memory (a block
-RAM from S = 64 on, ~4 ns clock-to-output). What it holds (the chunk being read, the rest of its
+the tag read port. Whether a result has more than one beat comes from a per-slot bit written
+with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``), not from the tag memory (a block RAM from
+S = 64 on, ~4 ns clock-to-output): a flip-flop per slot up to
+``ResultEmitter.MULTI_IN_FLIP_FLOPS_MAX_SLOTS`` slots, above that a memory of S x 1 bit read a
+cycle ahead at the slot the next start would take (from the next values of the rest's slot and
+of the queue's head, ``q_head_next``), so nothing S-wide is left in the emitter. What it holds (the chunk being read, the rest of its
 entry) is exported for pinning and the window reset's drain check; once a chunk's last READ is
 issued its slot may be reused (the store applies commands in order).
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from wanreduce import wire
@@ -39,9 +43,18 @@ class ResultEmitter(wiring.Component):
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
-    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``) or ``final_ok`` differs from what it stands for,
-    or a start pops while ``allow_pop`` is low (never, if right).
+    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``) or ``final_ok`` differs
+    from what it stands for, a start pops while ``allow_pop`` is low, or (``multi`` in a memory)
+    the slot read a cycle ahead is not the slot started (never, if right).
+    ``q_head_next`` (only with ``multi`` in a memory): the queue's head entry next cycle.
     """
+
+    # Up to this many slots the "more than one beat" bits are flip-flops (two S:1 multiplexers
+    # from registers on the start's path, no block-RAM clock-to-output; the netlist of the cores
+    # built so far); above it, a memory of S x 1 bit read a cycle ahead (the S-bit vector and its
+    # two S:1 selects stopped yosys' Verilog reader after 12 min at S = 4096, docs/benchmarks.md,
+    # "Pending words"). Read at construction (it decides the ports): tests lower it.
+    MULTI_IN_FLIP_FLOPS_MAX_SLOTS = 256
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool) -> None:
         self.data_width, self.slots, self.jobs, self.masks = data_width, slots, jobs, masks
@@ -49,7 +62,8 @@ class ResultEmitter(wiring.Component):
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
         entry = release_entry_layout(jobs, slots)
-        super().__init__({
+        self.multi_memory = slots > self.MULTI_IN_FLIP_FLOPS_MAX_SLOTS
+        ports = {
             "q_head": In(entry),
             "q_head_mask": In(slots),
             "q_count": In(range(QUEUE_DEPTH + 1)),
@@ -87,7 +101,10 @@ class ResultEmitter(wiring.Component):
             "rest_left": Out(sb + 1),
             "rest_nz": Out(1),
             "rest_mask": Out(slots),
-        })
+        }
+        if self.multi_memory:
+            ports["q_head_next"] = In(entry)
+        super().__init__(ports)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -119,13 +136,28 @@ class ResultEmitter(wiring.Component):
         more = Signal()
         more_r = Signal()
         just_started = Signal()
-        # "more than one beat" per slot in flip-flops, written with the tag, so the test right
-        # after a start does not wait for the tag memory (a block RAM from S = 64 on)
-        multi = Signal(S)
-        with m.If(self.tag_we):
-            m.d.sync += multi.bit_select(self.tag_wslot, 1).eq(self.tag_wmulti)
-        # the started slot's multi bit: both candidates' S:1 selects from flip-flops, rest_nz last
-        multi_n = Mux(rest_nz, multi.bit_select(rest_slot, 1), multi.bit_select(q_head.slot, 1))
+        # "more than one beat" per slot, written with the tag, so the test right after a start
+        # does not wait for the tag memory (a block RAM from S = 64 on)
+        if not self.multi_memory:  # flip-flops
+            multi = Signal(S)
+            with m.If(self.tag_we):
+                m.d.sync += multi.bit_select(self.tag_wslot, 1).eq(self.tag_wmulti)
+            # the started slot's multi bit: both candidates' S:1 selects from flip-flops, rest_nz last
+            multi_n = Mux(rest_nz, multi.bit_select(rest_slot, 1), multi.bit_select(q_head.slot, 1))
+        else:  # a memory read a cycle ahead at slot_n's next value, transparent to the write: the
+            # same bit in the same cycle as from the flip-flops (multi was written up to last cycle)
+            m.submodules.multi = multi_mem = Memory(shape=1, depth=S, init=[])
+            multi_w = multi_mem.write_port()
+            multi_rd = multi_mem.read_port(transparent_for=(multi_w,))
+            rest_slot_n, rest_nz_n = Signal(sb), Signal()  # the next values of rest_slot, rest_nz
+            multi_at = Signal(sb)  # the slot read (slot_n in the cycle its bit is used)
+            m.d.comb += [
+                multi_w.en.eq(self.tag_we), multi_w.addr.eq(self.tag_wslot), multi_w.data.eq(self.tag_wmulti),
+                rest_slot_n.eq(rest_slot), rest_nz_n.eq(rest_nz),  # (a start sets them below)
+                multi_rd.addr.eq(Mux(rest_nz_n, rest_slot_n, self.q_head_next.slot)), multi_rd.en.eq(1),
+            ]
+            m.d.sync += multi_at.eq(multi_rd.addr)
+            multi_n = multi_rd.data
         multi_r = Signal()
         with m.If(start_new):
             m.d.sync += multi_r.eq(multi_n)
@@ -169,17 +201,21 @@ class ResultEmitter(wiring.Component):
             m.d.sync += e_beat.eq(e_beat + 1)
         with m.If(start_rest):
             m.d.comb += [n_job.eq(rest_job), n_chunk.eq(rest_chunk), n_resent.eq(rest_resent)]
+            nz, nslot = rest_left != 1, slot_of(cfg_r, rest_chunk + 1, sb)
             m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
-                         rest_nz.eq(rest_left != 1),
-                         rest_slot.eq(slot_of(cfg_r, rest_chunk + 1, sb))]
+                         rest_nz.eq(nz), rest_slot.eq(nslot)]
+            if self.multi_memory:
+                m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
             if self.masks:
                 m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
         with m.If(start_q):
             m.d.comb += [n_job.eq(q_head.job), n_chunk.eq(q_head.chunk), n_resent.eq(q_head.resent)]
+            nz, nslot = q_head.more != 0, slot_of(cfg_q, q_head.chunk + 1, sb)
             m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
-                         rest_left.eq(q_head.more), rest_nz.eq(q_head.more != 0),
-                         rest_resent.eq(q_head.resent),
-                         rest_slot.eq(slot_of(cfg_q, q_head.chunk + 1, sb))]
+                         rest_left.eq(q_head.more), rest_nz.eq(nz),
+                         rest_resent.eq(q_head.resent), rest_slot.eq(nslot)]
+            if self.multi_memory:
+                m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
             if self.masks:
                 m.d.sync += rest_mask.eq(self.q_head_mask & ~(Const(1, S) << q_head.slot))
         # next values: more (above), an entry's chunk left, the queue non-empty, header room;
@@ -192,11 +228,13 @@ class ResultEmitter(wiring.Component):
         i_start = multi_n | s_start
         i_keep = Mux(credit & more, more_next, more) | s_keep
         m.d.sync += [s_ok.eq(Mux(start_new, s_start, s_keep)), i_ok.eq(Mux(start_new, i_start, i_keep))]
-        m.d.comb += self.copy_error.eq(
-            (more != (e_busy & Mux(just_started, multi_r, more_r)))
-            | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
-            | (start_q & ~self.allow_pop) | (~just_started & (mn_r != ((e_beat + 1) <= te.nbm1)))
-            | (issue & (final_ok != (self.last & ~rest_after))))
+        err = ((more != (e_busy & Mux(just_started, multi_r, more_r)))
+               | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
+               | (start_q & ~self.allow_pop) | (~just_started & (mn_r != ((e_beat + 1) <= te.nbm1)))
+               | (issue & (final_ok != (self.last & ~rest_after))))
+        if self.multi_memory:
+            err = err | (start_new & (multi_at != slot_n))
+        m.d.comb += self.copy_error.eq(err)
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),
                          e_resent.eq(n_resent), e_slot.eq(slot_n)]

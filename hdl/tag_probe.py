@@ -6,7 +6,9 @@ tag read (``rd_addr`` -> ``rd_data``), the answer (state, job and chunk compared
 COMPLETE). A read that meets a tag write to its address is not used (the tag memory is built with
 ``no_rw_check``: undefined data); the pipeline runs every cycle, so the next read answers.
 ``probe_ok`` ties the answer to the key it was read for, so the control block never takes an
-answer for another job or chunk.
+answer for another job or chunk. With ``shared_port`` the read port is another consumer's (the
+emitter's, at large S: one copy of the tag memory fewer), which marks the cycles it keeps the
+port (``rd_lost``): such a read is not used either, and the next free cycle answers.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ class TagProbe(wiring.Component):
     """The contributor bitmap of chunk ``probe_chunk`` of job ``probe_job`` while held
     unreleased (ACTIVE, or DONE with ``pending``), else 0; see the module docstring."""
 
-    def __init__(self, *, slots: int, jobs: int, pending_bit: bool = False) -> None:
+    def __init__(self, *, slots: int, jobs: int, pending_bit: bool = False, shared_port: bool = False) -> None:
         # pending_bit: ``pending`` is the probed slot's bit, read at ``rd_addr`` with the tag
-        # (the reducer's pending words); else the S pending bits
-        self.slots, self.jobs, self.pending_bit = slots, jobs, pending_bit
+        # (the reducer's pending words); else the S pending bits. shared_port: ``rd_lost`` in
+        self.slots, self.jobs, self.pending_bit, self.shared_port = slots, jobs, pending_bit, shared_port
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
-        super().__init__({
+        ports = {
             "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
             "probe_job": In(range(jobs)),
             "probe_chunk": In(32),
@@ -43,7 +45,10 @@ class TagProbe(wiring.Component):
             "pending": In(1 if pending_bit else slots),
             "probe_bitmap": Out(32),
             "probe_ok": Out(1),
-        })
+        }
+        if shared_port:
+            ports["rd_lost"] = In(1)  # this cycle's read at rd_addr is not the probe's
+        super().__init__(ports)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -56,11 +61,14 @@ class TagProbe(wiring.Component):
         pend = self.pending if self.pending_bit else self.pending.bit_select(r_slot, 1)
         held = ((t.state == ACTIVE) | ((t.state == DONE) & pend)) \
             & (t.job == r_job) & (t.chunk == r_chunk)
+        coll = self.wr_en & (self.wr_addr == p_slot)
+        if self.shared_port:
+            coll = coll | self.rd_lost
         m.d.sync += [
             p_slot.eq(slot_of(cfg, self.probe_chunk, sb)), p_job.eq(self.probe_job),
             p_chunk.eq(self.probe_chunk),
             r_slot.eq(p_slot), r_job.eq(p_job), r_chunk.eq(p_chunk),
-            r_coll.eq(self.wr_en & (self.wr_addr == p_slot)),
+            r_coll.eq(coll),
             self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(r_job), v_chunk.eq(r_chunk),
             v_ok.eq(~r_coll),
         ]

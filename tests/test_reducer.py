@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.sim import Simulator
 from stream_helpers import comb_cone, pack, unpack
 
@@ -22,6 +23,7 @@ from wanreduce.fixedpoint import saturating_add
 from wanreduce.hdl.layouts import AggHeaderLayout, lanes, message_beat_layout, payload_beats
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.result_assembler import ResultAssembler
+from wanreduce.hdl.result_emitter import ResultEmitter
 from wanreduce.hdl.saturating_adder import SaturatingAdder
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 
@@ -509,6 +511,33 @@ def test_sticky_overflow_in_block_ram_is_cycle_exact(monkeypatch, width, slots, 
         (ff.accept_cycles, ff.result_cycles, ff.cycles, ff.heads)
 
 
+@pytest.mark.parametrize(("width", "slots", "mode", "pending"), [
+    (64, 8, ReleaseMode.IN_ORDER, "vector"), (64, 16, ReleaseMode.IN_ORDER, "words"),
+    (128, 8, ReleaseMode.ON_COMPLETION, "words"),
+])
+def test_emitter_multi_in_block_ram_is_cycle_exact(monkeypatch, width, slots, mode, pending):
+    """The emitter's "more than one beat" bits in a memory read a cycle ahead (used above
+    ``ResultEmitter.MULTI_IN_FLIP_FLOPS_MAX_SLOTS``; the limit lowered to 1 here) give the same
+    reducer, cycle for cycle, as the flip-flops: on traffic whose results the emitter reads
+    (runs behind a hole, resends after release; one-beat and longer results) with random
+    input gaps and output backpressure, the same outcomes, results, accepted beats, result
+    cycles and heads, and both match the golden model (the benches check ``copy_error``: the
+    slot read a cycle ahead is the slot started)."""
+    rng = random.Random(width + slots)
+    cfg = make_config(rng, width, slots, 9, groups=2, jobs=2, mode=mode, members=(2, 8), pending=pending)
+    ops = traffic(rng, cfg, 250, resets=1)
+    ff = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
+    monkeypatch.setattr(ResultEmitter, "MULTI_IN_FLIP_FLOPS_MAX_SLOTS", 1)
+    ram = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
+    _, res, _ = check(cfg, ops, ram)
+    assert any(r.flags & wire.Flags.RESENT for r in res), "no result read by the emitter"
+    assert {payload_beats(len(r.payload), width) == 1 for r in res} == {True, False}
+    assert ram.outcomes == ff.outcomes
+    assert [(h, p.tolist()) for h, p in ram.results] == [(h, p.tolist()) for h, p in ff.results]
+    assert (ram.accept_cycles, ram.result_cycles, ram.cycles, ram.heads) == \
+        (ff.accept_cycles, ff.result_cycles, ff.cycles, ff.heads)
+
+
 @PENDING
 def test_every_outcome_and_lost_result_recovery(pending):
     """Directed: every Outcome, RESENT results, slot reuse by chunk + W, stale, busy."""
@@ -875,6 +904,43 @@ def test_session_is_part_of_the_slot_tag(pending):
     assert [(r.chunk, r.session, r.resent) for r in res] == [(0, 0xA1, False), (1, 0xB2, False),
                                                               (0, 0xA1, True)]
     assert [h["hdr.session"] for h, _ in rr.results] == [0xA1, 0xB2, 0xA1]
+
+
+@PENDING
+def test_probe_on_the_emitter_tag_port(monkeypatch, pending):
+    """Above ``Reducer.PROBE_TAG_PORT_MAX_SLOTS`` (lowered to 1 here) the probe reads the tag
+    memory on the emitter's port: the memory has two read ports instead of three (yosys builds
+    one copy per read port), the data path is the same cycle for cycle (outcomes, results,
+    accept and result cycles, heads) and the probes after the traffic equal the golden model's."""
+    rng = random.Random(78)
+    cfg = make_config(rng, 64, 16, 3, groups=2, jobs=2, members=(3, 5), pending=pending)
+    ops = traffic(rng, cfg, 200, resets=1)
+    model = make_model(cfg)
+    for op in ops:
+        if isinstance(op, Reset):
+            model.reset_window(op.job, op.head)
+        else:
+            model.contribute(op)
+    probes = [(j, (model.job_table[j].head + d) & M32) for j in range(cfg.jobs) for d in range(-4, 12)]
+    want = [model.probe_bitmap(j, c) for j, c in probes]
+    assert any(want)
+
+    def tag_read_ports() -> int:
+        dut = Reducer(64, slots=16, elements=3, groups=2, jobs=2, pending=pending)
+        return len(re.findall(r"cell \$memrd_v2 \S+\n(?:\s+parameter .*\n)*?\s+parameter \\MEMID \"\\\\tag_mem\"",
+                              rtlil.convert(dut, name="top")))
+
+    assert tag_read_ports() == 3
+    own = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5, probes=probes)
+    monkeypatch.setattr(Reducer, "PROBE_TAG_PORT_MAX_SLOTS", 1)
+    assert tag_read_ports() == 2
+    shared = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5, probes=probes)
+    check(cfg, ops, shared)
+    assert shared.probes == own.probes == want
+    assert shared.outcomes == own.outcomes
+    assert [(h, p.tolist()) for h, p in shared.results] == [(h, p.tolist()) for h, p in own.results]
+    assert (shared.accept_cycles, shared.result_cycles, shared.cycles, shared.heads) == \
+        (own.accept_cycles, own.result_cycles, own.cycles, own.heads)
 
 
 @pytest.mark.parametrize("mode", list(ReleaseMode))

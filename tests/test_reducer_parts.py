@@ -1,9 +1,10 @@
 """Unit tests of the reducer's parts, each on its own (docs/reducer.md, "Parts"): the
 configuration registers, the input stages' decode, the release queue, the window-reset engine,
-the slot-store command port (order of contributions and READs) and the result assembler
-(store-and-forward, sticky overflow), the emitter's start decision. The decision, the emitter,
-the slot store in place and the probe are exercised through the whole reducer
-(tests/test_reducer.py) against the golden model."""
+the slot-store command port (order of contributions and READs), the result assembler
+(store-and-forward, sticky overflow), the emitter's start decision, the emitter's per-slot "more
+than one beat" bits in a memory against its flip-flops, and the probe on a shared tag read port.
+The decision, the emitter, the slot store in place and the probe are exercised through the whole
+reducer (tests/test_reducer.py) against the golden model."""
 
 from __future__ import annotations
 
@@ -13,18 +14,23 @@ from collections import deque
 
 import pytest
 from amaranth.back import rtlil
+from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.lib.memory import Memory
 from stream_helpers import Port, comb_cone, drive_random, pack, run_testbench, unpack
 
 from wanreduce import wire
 from wanreduce.commands.report import rtlil_bits
 from wanreduce.hdl.command_arbiter import CommandArbiter
 from wanreduce.hdl.layouts import message_beat_layout, payload_beats
+from wanreduce.hdl.params import DEFAULTS
 from wanreduce.hdl.reducer_config import ReducerConfig
 from wanreduce.hdl.reducer_input import InputStages
+from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
 from wanreduce.hdl.release_queue import ReleaseQueue
 from wanreduce.hdl.result_assembler import ResultAssembler
 from wanreduce.hdl.result_emitter import ResultEmitter
 from wanreduce.hdl.slot_store_signature import Op
+from wanreduce.hdl.tag_probe import TagProbe
 from wanreduce.hdl.window_reset import WindowReset
 
 M32 = 0xFFFFFFFF
@@ -123,14 +129,18 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
     """Random pushes (never into a full queue) and pops: the head register, the count, the
-    occupied entries and the union of their slot masks follow a Python deque every cycle."""
+    occupied entries and the union of their slot masks follow a Python deque every cycle, and
+    ``head_next`` is the head register's value next cycle."""
     slots, rng = 8, random.Random(seed)
-    dut = ReleaseQueue(slots=slots, jobs=2, masks=True)
+    dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True)
     lay = dut.entry_layout
 
     async def tb(ctx):
         model: deque = deque()
+        head_next = None
         for _ in range(400):
+            if head_next is not None:
+                assert ctx.get(dut.head.as_value()) == head_next
             count = ctx.get(dut.count)
             assert count == len(model)
             occ = [ctx.get(dut.entries[i].as_value()) for i in range(dut.depth)
@@ -153,6 +163,7 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
             ctx.set(dut.pop, pop)
             ctx.set(dut.entry.as_value(), entry)
             ctx.set(dut.mask, mask)
+            head_next = ctx.get(dut.head_next.as_value())
             await ctx.tick()
             if pop:
                 model.popleft()
@@ -537,3 +548,169 @@ def test_result_assembler_one_result_beat_per_cycle(beats) -> None:
         assert first_out - accepted_at == max(beats - 1 + 4, 5)
 
     run_testbench(dut, tb)
+
+
+class _TwoEmitters(Elaboratable):
+    """Two ``ResultEmitter``s on the same inputs and the same ``ReleaseQueue`` (popped by the
+    first): ``ff`` with its ``multi`` bits in flip-flops, ``mem`` with them in a memory."""
+
+    def __init__(self, ff: ResultEmitter, mem: ResultEmitter, slots: int) -> None:
+        assert not ff.multi_memory and mem.multi_memory
+        self.ff, self.mem = ff, mem
+        self.queue = ReleaseQueue(slots=slots, jobs=2, masks=False, head_next=True)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.ff, m.submodules.mem, m.submodules.queue = self.ff, self.mem, self.queue
+        q = self.queue
+        for e in (self.ff, self.mem):
+            m.d.comb += [e.q_head.eq(q.head), e.q_count.eq(q.count)]
+        m.d.comb += [self.mem.q_head_next.eq(q.head_next), q.pop.eq(self.ff.q_pop)]
+        return m
+
+
+EMITTER_INPUTS = ("allow_pop", "tag_we", "tag_wslot", "tag_wmulti", "go", "hdr_room")
+EMITTER_OUTPUTS = ("q_pop", "tag_addr", "tag_en", "issue", "row_addr", "slot", "last", "hdr_valid",
+                   "hdr", "tag_read", "idle", "final", "busy", "job", "chunk", "rest_job",
+                   "rest_chunk", "rest_left", "rest_nz")
+
+
+@pytest.mark.parametrize(("slots", "seed"), [(16, 1), (16, 2), (512, 3)])
+def test_result_emitter_multi_in_memory_is_cycle_exact(slots, seed, monkeypatch) -> None:
+    """The emitter's "more than one beat" bits in a memory read a cycle ahead (above
+    ``MULTI_IN_FLIP_FLOPS_MAX_SLOTS``; the limit moved here to build both at one S) against the
+    flip-flops, side by side on one release queue: under random entries (runs of up to 4
+    chunks, two jobs), random tag writes (also to the slot started next), a random command port,
+    ``allow_pop`` and ``hdr_room``, every output agrees every cycle, neither raises
+    ``copy_error``, and both one-row and longer results are started."""
+    rng = random.Random(seed)
+    elements, beats = 20, payload_beats(20, 64)  # 10 rows
+    with monkeypatch.context() as mp:
+        mp.setattr(ResultEmitter, "MULTI_IN_FLIP_FLOPS_MAX_SLOTS", slots)
+        ff = ResultEmitter(64, slots=slots, elements=elements, jobs=2, masks=False)
+        mp.setattr(ResultEmitter, "MULTI_IN_FLIP_FLOPS_MAX_SLOTS", slots // 2)
+        mem = ResultEmitter(64, slots=slots, elements=elements, jobs=2, masks=False)
+    top = _TwoEmitters(ff, mem, slots)
+    q, lay = top.queue, top.queue.entry_layout
+    sb = slots.bit_length() - 1
+    jobs = [(1, 3, sb - 1), (1, 3 + slots // 2, sb - 2)]  # (enable, base, log2_window)
+    nbm1 = [0] * slots  # the tag memory's beats - 1 per slot (what the tag port returns)
+
+    async def tb(ctx):
+        for e in (ff, mem):
+            for j, (en, base, lw) in enumerate(jobs):
+                ctx.set(e.job_cfg[j].enable, en)
+                ctx.set(e.job_cfg[j].base, base)
+                ctx.set(e.job_cfg[j].log2_window, lw)
+        tag_read_at = None
+        starts = {0: 0, 1: 0}  # starts of one-row (last=1) and longer results
+        for cycle in range(3000):
+            push = ctx.get(q.count) < q.depth and rng.random() < 0.3
+            ctx.set(q.push, push)
+            ctx.set(q.entry.as_value(), pack(lay, {
+                "job": rng.randrange(2), "chunk": rng.getrandbits(32), "slot": rng.randrange(slots),
+                "more": rng.choice((0, 0, 1, 3)), "resent": rng.getrandbits(1)}))
+            ins = {"allow_pop": rng.random() < 0.8, "tag_we": rng.random() < 0.5,
+                   "go": rng.random() < 0.7, "hdr_room": rng.random() < 0.9,
+                   # the slot the next start would take, often (its bit written the cycle before)
+                   "tag_wslot": ctx.get(ff.tag_addr) if rng.random() < 0.3 else rng.randrange(slots),
+                   "tag_wmulti": 0}
+            wbeats = rng.choice((0, rng.randrange(beats)))
+            ins["tag_wmulti"] = int(wbeats != 0)
+            for e in (ff, mem):
+                for k, v in ins.items():
+                    ctx.set(getattr(e, k), int(v))
+                if tag_read_at is not None:
+                    ctx.set(e.tag_data.nbm1, nbm1[tag_read_at])
+                    ctx.set(e.tag_data.chunk, tag_read_at)
+            for name in EMITTER_OUTPUTS:
+                a, b = getattr(ff, name), getattr(mem, name)
+                a, b = (a.as_value(), b.as_value()) if hasattr(a, "as_value") else (a, b)
+                assert ctx.get(a) == ctx.get(b), f"cycle {cycle}: {name} differs"
+            assert not ctx.get(ff.copy_error) and not ctx.get(mem.copy_error), f"cycle {cycle}"
+            if ctx.get(ff.tag_read):
+                starts[ctx.get(ff.last)] += 1
+            tag_read_at = ctx.get(ff.tag_addr) if ctx.get(ff.tag_en) else None
+            if ins["tag_we"]:
+                nbm1[ins["tag_wslot"]] = wbeats
+            await ctx.tick()
+        assert starts[0] > 50 and starts[1] > 50, starts
+
+    run_testbench(top, tb)
+
+
+def test_result_emitter_multi_does_not_grow_with_slots() -> None:
+    """Up to ``MULTI_IN_FLIP_FLOPS_MAX_SLOTS`` the emitter keeps one flip-flop per slot (S-bit
+    ``multi``, no memory: the netlist of the cores built so far, the default core's among
+    them); above it one memory of S x 1 bit and no cell as wide as S (the S-bit vector and its
+    two S:1 selects stopped yosys' Verilog reader at S = 4096), so its flip-flops hardly grow."""
+    limit = ResultEmitter.MULTI_IN_FLIP_FLOPS_MAX_SLOTS
+    assert DEFAULTS["slots"] <= limit < 512
+
+    def text(slots: int) -> str:
+        return rtlil.convert(ResultEmitter(64, slots=slots, elements=16, jobs=2, masks=False), name="dut")
+
+    low = text(limit)
+    assert re.search(rf"wire width {limit} \\multi\b", low) and "memory " not in low
+    (small, _), (large, _) = rtlil_bits(text(512)), rtlil_bits(big := text(4096))
+    assert large - small < 64, f"{small} register bits at S = 512, {large} at S = 4096"
+    assert re.search(r"memory width 1 size 4096 \\multi\b", big), "no 4096 x 1 memory for multi"
+    assert not re.search(r"parameter \\\w*WIDTH 4096\b", big), "a cell as wide as S"
+
+
+class _ProbeOnSharedPort(Elaboratable):
+    """``TagProbe(shared_port=True)`` on a tag memory's one read port, which another consumer
+    takes (at its address ``other``) in the cycles ``lost`` is high."""
+
+    def __init__(self, tags: list[int], slots: int) -> None:
+        self.probe = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=True)
+        self.tags, self.slots = tags, slots
+        self.lost, self.other = Signal(), Signal(range(slots))
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.probe = pr = self.probe
+        m.submodules.tags = mem = Memory(shape=slot_tag_layout(1), depth=self.slots, init=self.tags)
+        rd = mem.read_port(transparent_for=())
+        m.d.comb += [rd.addr.eq(Mux(self.lost, self.other, pr.rd_addr)), rd.en.eq(1),
+                     pr.rd_data.eq(rd.data), pr.rd_lost.eq(self.lost), pr.pending.eq(1)]
+        return m
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed) -> None:
+    """The probe on a read port another consumer takes at random (``rd_lost``, at another
+    slot's address): every ``probe_ok`` answer is the probed chunk's bitmap from its own read
+    (held: ACTIVE, or DONE with ``pending``; else 0), never the other consumer's data, and
+    answers keep coming (a lost read is followed by the next free cycle's)."""
+    rng, slots = random.Random(seed), 16
+    lay = slot_tag_layout(1)
+    tags = [dict(state=rng.choice((FREE, ACTIVE, DONE)), job=0, chunk=i + slots * rng.randrange(4),
+                 bitmap=rng.getrandbits(32) | 1) for i in range(slots)]  # chunk i + 16k in slot i
+    top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots)
+    pr = top.probe
+
+    def want(chunk: int) -> int:
+        t = tags[chunk % slots]
+        return t["bitmap"] if t["state"] != FREE and t["chunk"] == chunk else 0
+
+    async def tb(ctx):
+        ctx.set(pr.job_cfg[0].enable, 1)
+        ctx.set(pr.job_cfg[0].log2_window, 4)
+        chunk, answers, lost = 0, {True: 0, False: 0}, 0
+        for cycle in range(1500):
+            if rng.random() < 0.15:  # a new key, often a chunk held in its slot
+                chunk = rng.choice([t["chunk"] for t in tags] + [rng.randrange(64)])
+            ctx.set(pr.probe_chunk, chunk)
+            lose = rng.random() < 0.4
+            lost += lose
+            ctx.set(top.lost, lose)
+            ctx.set(top.other, rng.randrange(slots))
+            if ctx.get(pr.probe_ok):
+                got = ctx.get(pr.probe_bitmap)
+                assert got == want(chunk), f"cycle {cycle}: chunk {chunk}: {got:#x}, want {want(chunk):#x}"
+                answers[got != 0] += 1
+            await ctx.tick()
+        assert lost > 400 and answers[True] > 100 and answers[False] > 100, (lost, answers)
+
+    run_testbench(top, tb)
