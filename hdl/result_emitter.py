@@ -230,7 +230,7 @@ class ResultEmitter(wiring.Component):
         m.d.sync += [s_ok.eq(Mux(start_new, s_start, s_keep)), i_ok.eq(Mux(start_new, i_start, i_keep))]
         err = ((more != (e_busy & Mux(just_started, multi_r, more_r)))
                | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
-               | (start_q & ~self.allow_pop) | (~just_started & (mn_r != ((e_beat + 1) <= te.nbm1)))
+               | (start_q & ~self.allow_pop) | (~just_started & e_busy & (mn_r != ((e_beat + 1) <= te.nbm1)))
                | (issue & (final_ok != (self.last & ~rest_after))))
         if self.multi_memory:
             err = err | (start_new & (multi_at != slot_n))

@@ -564,7 +564,7 @@ class _TwoEmitters(Elaboratable):
         m.submodules.ff, m.submodules.mem, m.submodules.queue = self.ff, self.mem, self.queue
         q = self.queue
         for e in (self.ff, self.mem):
-            m.d.comb += [e.q_head.eq(q.head), e.q_count.eq(q.count)]
+            m.d.comb += [e.q_head.eq(q.head), e.q_count.eq(q.count), e.q_push.eq(q.push)]
         m.d.comb += [self.mem.q_head_next.eq(q.head_next), q.pop.eq(self.ff.q_pop)]
         return m
 
@@ -581,7 +581,7 @@ def test_result_emitter_multi_in_memory_is_cycle_exact(slots, seed, monkeypatch)
     ``MULTI_IN_FLIP_FLOPS_MAX_SLOTS``; the limit moved here to build both at one S) against the
     flip-flops, side by side on one release queue: under random entries (runs of up to 4
     chunks, two jobs), random tag writes (also to the slot started next), a random command port,
-    ``allow_pop`` and ``hdr_room``, every output agrees every cycle, neither raises
+    and ``hdr_room`` (drawn a cycle ahead), every output agrees every cycle, neither raises
     ``copy_error``, and both one-row and longer results are started."""
     rng = random.Random(seed)
     elements, beats = 20, payload_beats(20, 64)  # 10 rows
@@ -604,14 +604,18 @@ def test_result_emitter_multi_in_memory_is_cycle_exact(slots, seed, monkeypatch)
                 ctx.set(e.job_cfg[j].log2_window, lw)
         tag_read_at = None
         starts = {0: 0, 1: 0}  # starts of one-row (last=1) and longer results
+        room = 1  # header room; its next value is drawn a cycle ahead (hdr_room_next)
         for cycle in range(3000):
             push = ctx.get(q.count) < q.depth and rng.random() < 0.3
             ctx.set(q.push, push)
             ctx.set(q.entry.as_value(), pack(lay, {
                 "job": rng.randrange(2), "chunk": rng.getrandbits(32), "slot": rng.randrange(slots),
                 "more": rng.choice((0, 0, 1, 3)), "resent": rng.getrandbits(1)}))
-            ins = {"allow_pop": rng.random() < 0.8, "tag_we": rng.random() < 0.5,
-                   "go": rng.random() < 0.7, "hdr_room": rng.random() < 0.9,
+            room_next = int(rng.random() < 0.9)
+            # allow_pop high: the emitter's start no longer reads it (cut 5; copy_error checks
+            # that a start from the queue never comes while it is low)
+            ins = {"allow_pop": 1, "tag_we": rng.random() < 0.5, "go": rng.random() < 0.7,
+                   "hdr_room": room, "hdr_room_next": room_next,
                    # the slot the next start would take, often (its bit written the cycle before)
                    "tag_wslot": ctx.get(ff.tag_addr) if rng.random() < 0.3 else rng.randrange(slots),
                    "tag_wmulti": 0}
@@ -633,6 +637,7 @@ def test_result_emitter_multi_in_memory_is_cycle_exact(slots, seed, monkeypatch)
             tag_read_at = ctx.get(ff.tag_addr) if ctx.get(ff.tag_en) else None
             if ins["tag_we"]:
                 nbm1[ins["tag_wslot"]] = wbeats
+            room = room_next
             await ctx.tick()
         assert starts[0] > 50 and starts[1] > 50, starts
 
