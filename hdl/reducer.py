@@ -234,7 +234,8 @@ class Reducer(wiring.Component):
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
         # (the emitter built first: above its threshold it reads the queue head's next value)
-        emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table)
+        emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
+                             shared_tag_port=probe_shares)
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
                                                   head_next=emit.multi_memory)
         q_push, q_pop, q_in, q_count = queue.push, queue.pop, queue.entry, queue.count

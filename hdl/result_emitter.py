@@ -56,8 +56,13 @@ class ResultEmitter(wiring.Component):
     # "Pending words"). Read at construction (it decides the ports): tests lower it.
     MULTI_IN_FLIP_FLOPS_MAX_SLOTS = 256
 
-    def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool) -> None:
+    def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool,
+                 shared_tag_port: bool = False) -> None:
         self.data_width, self.slots, self.jobs, self.masks = data_width, slots, jobs, masks
+        # the tag read port is the probe's while the emitter is idle (Reducer above
+        # PROBE_TAG_PORT_MAX_SLOTS): tag_data then shows the probe's tags, so mn_r is checked
+        # only while busy (it is used only then)
+        self.shared_tag_port = shared_tag_port
         self.row_bits = (payload_beats(elements, data_width) - 1).bit_length()
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
@@ -228,9 +233,11 @@ class ResultEmitter(wiring.Component):
         i_start = multi_n | s_start
         i_keep = Mux(credit & more, more_next, more) | s_keep
         m.d.sync += [s_ok.eq(Mux(start_new, s_start, s_keep)), i_ok.eq(Mux(start_new, i_start, i_keep))]
+        mn_check = (~just_started & e_busy) if self.shared_tag_port else ~just_started
         err = ((more != (e_busy & Mux(just_started, multi_r, more_r)))
                | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
-               | (start_q & ~self.allow_pop) | (~just_started & e_busy & (mn_r != ((e_beat + 1) <= te.nbm1)))
+               | (start_q & ~self.allow_pop)
+               | (mn_check & (mn_r != ((e_beat + 1) <= te.nbm1)))
                | (issue & (final_ok != (self.last & ~rest_after))))
         if self.multi_memory:
             err = err | (start_new & (multi_at != slot_n))
