@@ -11,13 +11,12 @@ import re
 import pytest
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
+from stream_helpers import comb_cone
 
 from wanreduce.hdl.dram_slot_store import DramSlotStore
 from wanreduce.hdl.dram_slot_store_harness import DramSlotStoreHarness
 from wanreduce.hdl.registered_fifo import RegisteredFIFO
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
-
-from stream_helpers import comb_cone
 
 
 def test_registered_fifo_keeps_order_under_random_handshakes() -> None:
