@@ -15,6 +15,7 @@ cycle (the middle half of the responses), median over ``--seeds`` where the band
     .venv/bin/python bench/bench_dram_store.py                       # latency and bandwidth sweeps
     .venv/bin/python bench/bench_dram_store.py --outstanding 64,256 --latency 20,200
     .venv/bin/python bench/bench_dram_store.py --latency 20,200 --bandwidth 1 --burst-hold 0,128
+    .venv/bin/python bench/bench_dram_store.py --pattern back-to-back --message-beats 1 --bandwidth 1
     .venv/bin/python bench/bench_dram_store.py --synth                # + yosys/nextpnr on the ECP5
     .venv/bin/python bench/bench_dram_store.py --synth --no-sweep --outstanding 64,256
     .venv/bin/python bench/bench_dram_store.py --synth --no-sweep --no-pnr --outstanding 64,256,512
@@ -96,6 +97,9 @@ def main() -> None:
                     help="R/W channel duty cycles, swept at --bandwidth-latency")
     ap.add_argument("--bandwidth-latency", type=int, default=50)
     ap.add_argument("--pattern", choices=["spread", "back-to-back"], default="spread")
+    ap.add_argument("--message-beats", type=int, default=32,
+                    help="rows per message (default 32; 1: back to back, every ADD forwards from "
+                         "the command right before)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--commands", type=int, default=6144)
     ap.add_argument("--synth", action="store_true", help="also place and route on the ECP5-45F")
@@ -105,7 +109,7 @@ def main() -> None:
     for w, n, hold in ((w, n, h) for w in args.width for n in args.outstanding for h in args.burst_hold):
         params = {"data_width": w, "slots": 64, "row_bits": 5, "outstanding": n,
                   "burst_beats": args.burst_beats, "burst_hold": hold, "delay_depth": 1024}
-        traffic = {"spread": args.pattern == "spread"}
+        traffic = {"spread": args.pattern == "spread", "message_beats": args.message_beats}
         points = [(lat, 1.0) for lat in args.latency]
         points += [(args.bandwidth_latency, bw) for bw in args.bandwidth if bw != 1.0]
         if not args.no_sweep:

@@ -47,7 +47,7 @@ OKAY: the data of such a row is not to be trusted, the owner must report it.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, enum, fifo, memory, wiring
+from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import Out
 
 from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
@@ -64,13 +64,6 @@ __all__ = ["AXI_PREFIX", "DramSlotStore"]
 AXI_PREFIX = "m_axi_mem"
 
 
-class Base(enum.Enum, shape=2):
-    """Where C2 takes the row before its command from (the last 2:1 choices happen in C2)."""
-
-    EARLY = 0  # `c2_early`, chosen in C1: the row read from memory, or C2's output two or
-    #            three cycles back (the result C2 computed / C3 wrote while C0 read the buffer)
-    RESULT = 1  # the forwarded entry's result, from the result buffer
-    ONE_BACK = 2  # ... produced by C2 in the cycle before (the command right before)
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 
@@ -119,7 +112,7 @@ class DramSlotStore(wiring.Component):
         page_beats = AXI4_PAGE // (w // 8)
         entry_layout = data.StructLayout({
             "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
-            "fwd": 1, "src": ib, "mem": 1, "more": 1})
+            "fwd": 1, "src": ib, "adj": 1, "mem": 1, "more": 1})
 
         # ---- accept (A): compare with the table, claim an entry ----------------------------
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_layout(w, ab, self.tag_bits))
@@ -143,8 +136,8 @@ class DramSlotStore(wiring.Component):
 
         # ---- P: the match vector reduced to hit and hit index (registered into Q) -------------
         cmd_shape = cmd_layout(w, ab, self.tag_bits)
-        p_valid, p_cmd, match_p = Signal(), Signal(cmd_shape), Signal(n)
-        m.d.sync += [p_valid.eq(accept), p_cmd.eq(c), match_p.eq(match)]
+        p_valid, p_cmd, match_p, p_own = Signal(), Signal(cmd_shape), Signal(n), Signal(ib)
+        m.d.sync += [p_valid.eq(accept), p_cmd.eq(c), match_p.eq(match), p_own.eq(tail[:ib])]
         hit_idx = Signal(ib)  # match is one-hot or zero: OR the indices, as a balanced tree
         terms = [Mux(match_p[k], k, 0) for k in range(1, n)]
         while len(terms) > 1:
@@ -153,15 +146,20 @@ class DramSlotStore(wiring.Component):
         m.d.comb += hit_idx.eq(terms[0])
 
         # ---- Q: queue the command (to completion) and its read (to AR) ------------------------
-        q_valid, q_cmd, q_hit, q_idx = Signal(), Signal(cmd_shape), Signal(), Signal(ib)
-        m.d.sync += [q_valid.eq(p_valid), q_cmd.eq(p_cmd), q_hit.eq(match_p.any()), q_idx.eq(hit_idx)]
+        q_valid, q_cmd, q_hit, q_idx, q_own = Signal(), Signal(cmd_shape), Signal(), Signal(ib), Signal(ib)
+        m.d.sync += [q_valid.eq(p_valid), q_cmd.eq(p_cmd), q_hit.eq(match_p.any()), q_idx.eq(hit_idx),
+                     q_own.eq(p_own)]
         needs_read = q_valid & (q_cmd.op != Op.WRITE) & ~q_hit
+        q_fwd = q_hit & (q_cmd.op != Op.WRITE)
 
         m.submodules.cmds = cmds = RegisteredFIFO(entry_layout, n)
         entry = Signal(entry_layout)
         m.d.comb += [entry.op.eq(q_cmd.op), entry.row.eq(q_cmd.row), entry.data.eq(q_cmd.data),
                      entry.lanes.eq(q_cmd.lanes), entry.tag.eq(q_cmd.tag),
-                     entry.fwd.eq(q_hit & (q_cmd.op != Op.WRITE)), entry.src.eq(q_idx),
+                     entry.fwd.eq(q_fwd), entry.src.eq(q_idx),
+                     # forwards from the command accepted right before it (entries are taken
+                     # in order): C0 then waits a cycle if that one is in C1 (see C1)
+                     entry.adj.eq(q_fwd & (q_idx == (q_own - 1)[:ib])),
                      entry.mem.eq(needs_read), entry.more.eq(q_cmd.more),
                      cmds.w_data.eq(entry), cmds.w_en.eq(q_valid)]
 
@@ -195,8 +193,11 @@ class DramSlotStore(wiring.Component):
         owed = Signal(range(RSP_DEPTH + 1))  # fired, response not yet taken: C1..C3 + rsp_out
         c1_valid, c2_valid = Signal(), Signal()
         fire = Signal()
+        # A command that forwards from the one right before waits while that one is in C1
+        # (`c1_valid`: C0 fired it in the last cycle), so its row is never C2's own output of
+        # the cycle before: C2's input is one register (see C1).
         m.d.comb += [
-            fire.eq(cmds.m.valid & (~head.mem | rdata.r_rdy) & (owed != RSP_DEPTH)),
+            fire.eq(cmds.m.valid & (~head.mem | rdata.r_rdy) & (owed != RSP_DEPTH) & ~(head.adj & c1_valid)),
             cmds.m.ready.eq(fire), rdata.r_en.eq(fire & head.mem), res_r.addr.eq(head.src),
         ]
         m.d.sync += owed.eq(owed + fire - (self.rsp.valid & self.rsp.ready))
@@ -212,49 +213,34 @@ class DramSlotStore(wiring.Component):
                          c1_two_back.eq(c2_valid & (head.src == done[:ib])),
                          c1_three_back.eq(c3_valid & (head.src == c3_idx))]
 
-        # ---- complete, stage C1: register the candidates for the row before this command -------
-        # Both block-RAM outputs (read data, result buffer) go straight into registers; C2 picks
-        # one with a select computed here. The result buffer is written by C3 (from the register
-        # `new_r`, so no block-RAM data input hangs off C2's adder); its read (at C0) saw every
-        # result written before C0's cycle. The three it cannot see are bypassed from the
-        # registers after C2: the one in C1's cycle in C2 (the command right before), the one in
-        # C0's cycle in C2 and the one C3 wrote in C0's cycle.
-        # The choices among registers are made here, into `c2_early` (read data, or in C1's
-        # cycle the result two back in `new_r`, the one three back in `new_rr`), so C2 keeps a
-        # 3:1 choice (early / result buffer / one back) in front of its adder: `base_sel` ->
-        # 5:1 multiplexer -> adder -> `new_r` was the Versa DRAM build's critical path.
+        # ---- complete, stage C1: register C2's operands -------------------------------------
+        # C2 adds two registers: `c2_base` (the row before this command) and `c2_b` (the
+        # command's data; 0 for READ), so its loop is one adder and the clamp. The row before is
+        # chosen here: 0 for WRITE (0 + data = data: the adder never saturates it), the read
+        # data, or the forwarded entry's result: from the result buffer (read at C0, written by
+        # C3 from the register `new_r`), or bypassed from C2's registers for the two results the
+        # buffer read cannot see: the one in C2 in C0's cycle (now in `new_r`) and the one C3
+        # wrote in C0's cycle (now in `new_rr`). The command right before cannot be in C2 now:
+        # C0 held this one back a cycle (`adj`), where C2 used to choose 3:1 (one back / result
+        # buffer / early) in front of its adder (the Versa DRAM build's core path, 98.3 MHz).
         c2 = Signal(entry_layout)
-        c2_early, c2_res = Signal(w), Signal(w)
-        c2_base = Signal(w)
-        base_sel = Signal(Base)
+        c2_base, c2_b = Signal(w), Signal(w)
         new, new_r, new_rr = Signal(w), Signal(w), Signal(w)
-        one_back = c2_valid & (c1.src == done[:ib])
-        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1), c2_res.eq(res_r.data),
-                     c2_early.eq(Mux(~c1.fwd, c1_rdata, Mux(c1_two_back, new_r, new_rr))),
-                     base_sel.eq(Mux(c1.fwd & one_back, Base.ONE_BACK,
-                                     Mux(~c1.fwd | c1_two_back | c1_three_back, Base.EARLY, Base.RESULT))),
+        early = Mux(c1.op == Op.WRITE, 0, Mux(~c1.fwd, c1_rdata, Mux(c1_two_back, new_r, new_rr)))
+        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1),
+                     c2_base.eq(Mux(c1.fwd & ~c1_two_back & ~c1_three_back, res_r.data, early)),
+                     c2_b.eq(Mux(c1.op == Op.READ, 0, c1.data)),
                      new_r.eq(new), new_rr.eq(new_r)]
 
-        # ---- complete, stage C2: the new row ------------------------------------------------
-        with m.Switch(base_sel):
-            for sel, value in ((Base.EARLY, c2_early), (Base.RESULT, c2_res), (Base.ONE_BACK, new_r)):
-                with m.Case(sel):
-                    m.d.comb += c2_base.eq(value)
+        # ---- complete, stage C2: the new row (WRITE 0 + data, ADD row + data, READ row + 0) ----
         m.submodules.adder = adder = SaturatingAdder(w)
-        m.d.comb += [adder.a.eq(c2_base), adder.b.eq(c2.data)]
-        with m.Switch(c2.op):
-            with m.Case(Op.WRITE):
-                m.d.comb += new.eq(c2.data)
-            with m.Case(Op.ADD):
-                m.d.comb += new.eq(adder.sum)
-            with m.Default():
-                m.d.comb += new.eq(c2_base)
+        m.d.comb += [adder.a.eq(c2_base), adder.b.eq(c2_b), new.eq(adder.sum)]
         with m.If(c2_valid):
             m.d.sync += done.eq(done + 1)
 
         # ---- C3: the new row (`new_r`) goes to the result buffer, the response, the write data
-        # Only C2's own loop (new_r -> base -> adder -> new_r) takes `new` combinationally; the
-        # result buffer's and the FIFOs' write data come from registers.
+        # Only `new_r` takes `new` combinationally; the result buffer's and the FIFOs' write
+        # data come from registers.
         c3_writes, c3_overflow, c3_tag = Signal(), Signal(), Signal(self.tag_bits)
         rsp = Signal(self.rsp.payload.shape())
         c2_writes = c2_valid & (c2.op != Op.READ)

@@ -66,10 +66,10 @@ def test_exerciser_checks_every_response(corrupt_at):
 @pytest.mark.slow
 @pytest.mark.cocotb
 def test_versa_store_with_the_boards_bursts_on_axi_ram():
-    """The store as the Versa builds it (STORE_PARAMS: the board's 64-beat bursts, 256 entries)
+    """The store as the Versa builds it (STORE_PARAMS: the board's 64-beat bursts, 128 entries)
     on cocotbext-axi's AxiRam with random latency and backpressure: every response equals the
     reference, every burst INCR, within 4 KiB and at most 64 beats (sim/tb_slot_store.py).
-    Slow: 64 slots x 256 rows and 256 entries take minutes to build and run on a loaded machine."""
+    Slow: 64 slots x 256 rows and 128 entries take minutes to build and run on a loaded machine."""
     assert STORE_PARAMS["burst_beats"] == DRAM_CONFIGS["versa-ecp5"].burst_beats(64) == 64
     params = {"data_width": 64, **STORE_PARAMS}
     path = generate_verilog(DramSlotStoreHarness, name="versa_dram_store", params=params)

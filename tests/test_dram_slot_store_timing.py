@@ -11,6 +11,7 @@ import re
 import pytest
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
+from stream_helpers import comb_cone
 
 from wanreduce.hdl.dram_slot_store import DramSlotStore
 from wanreduce.hdl.dram_slot_store_harness import DramSlotStoreHarness
@@ -132,3 +133,14 @@ def test_result_buffer_is_written_from_flip_flops() -> None:
     wdata = re.search(r"connect \\DATA \\(\S+)", port).group(1)
     assert addr in flops, f"results write address from {addr}, not a flip-flop"
     assert wdata in flops, f"results write data from {wdata}, not a flip-flop"
+
+
+def test_c2_adds_two_registers() -> None:
+    """C2's sum is the saturating adder on two flip-flops (`c2_base`, `c2_b`; Amaranth names
+    their wires after the adder ports they drive, `a` and `b`): no choice of the row before in
+    front of the adder, only its clamp (two 2:1 per lane) behind it. C2 chose 3:1 (early /
+    result buffer / one back) in front of it, the loop `new_r` -> adder -> `new_r` in one cycle:
+    the Versa DRAM build's core path, 10.2 ns at 98.3 MHz against 125 (docs/benchmarks.md)."""
+    sources, cells = comb_cone(DramSlotStore(64, slots=4, row_bits=2, outstanding=8, burst_beats=4), "sum")
+    assert sources == {"a", "b"}, sorted(sources)
+    assert not cells["$pmux"] and not cells["$eq"] and cells["$mux"] == 2 * 2, cells

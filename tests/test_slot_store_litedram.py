@@ -176,16 +176,18 @@ def test_cocotb_random_commands_through_litedram(tmp_path) -> None:
 @pytest.mark.slow
 @pytest.mark.cocotb
 def test_cocotb_throughput_through_litedram(tmp_path) -> None:
-    """The board's store (outstanding 256, its 64-beat bursts, the default ``burst_hold``) on
-    the reducer's traffic, every ADD reading DRAM: the bursts held open while a message goes on
-    stay long (with ``burst_hold`` = 0 they averaged 2.4 / 4.2 beats and the efficiency was
-    0.18), so LiteDRAM's per-burst turnarounds leave most of the DQ bus to data; and the
-    figure is not above what the bus can carry."""
+    """The board's store (its table, 128 entries, and its 64-beat bursts, the default
+    ``burst_hold``) on the reducer's traffic, every ADD reading DRAM: the bursts held open while
+    a message goes on stay long, at least 3/4 of the longest a hold reaches (``outstanding``/4
+    beats; with ``burst_hold`` = 0 they averaged 2.4 / 4.2 beats and the efficiency was 0.18),
+    so LiteDRAM's per-burst turnarounds leave most of the DQ bus to data; and the figure is not
+    above what the bus can carry."""
     params, sources, top = _bench(slots=16, row_bits=6, outstanding=STORE_PARAMS["outstanding"],
                                   burst_beats=STORE_PARAMS["burst_beats"])
     out = tmp_path / "r.json"
     run_cocotb(verilog=sources, toplevel=top, test_module=TB, testcase="throughput",
                params={**params, "seed": 1, "commands": 3000, "message_beats": 64, "out": str(out)})
     r = json.loads(out.read_text())
-    assert r["mean_ar_burst"] >= 48 and r["mean_aw_burst"] >= 48, r
+    held = min(STORE_PARAMS["burst_beats"], STORE_PARAMS["outstanding"] // 4)
+    assert r["mean_ar_burst"] >= 0.75 * held and r["mean_aw_burst"] >= 0.75 * held, r
     assert 0.6 <= r["dram_efficiency"] < 1.0, r

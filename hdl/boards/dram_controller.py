@@ -115,7 +115,8 @@ def check_board_memory(board: str, slot_memory: str, core) -> str:
 def board_core(board: str, slot_memory: str, **core_params: int):
     """The core for ``board`` with its slots in ``slot_memory``; with ``dram`` the DRAM store
     addresses the board's DRAM (``address_width``) in the controller's burst size
-    (``burst_beats``: 512 B on the Versa), other store parameters at their defaults."""
+    (``burst_beats``: 512 B on the Versa) with the board's in-flight table (``outstanding``, if
+    it sets one), other store parameters at their defaults."""
     from wanreduce.hdl.core import WanreduceCore
     from wanreduce.hdl.params import check_slot_memory
 
@@ -124,6 +125,8 @@ def board_core(board: str, slot_memory: str, **core_params: int):
     if slot_memory == "dram":
         cfg, width = DRAM_CONFIGS[board], core_params.get("width", 64)
         mem = {"address_width": cfg.addr_width, "burst_beats": cfg.burst_beats(width)}
+        if cfg.outstanding is not None:
+            mem["outstanding"] = cfg.outstanding
     core = WanreduceCore(slot_memory=slot_memory, **mem, **core_params)
     check_board_memory(board, slot_memory, core)
     return core

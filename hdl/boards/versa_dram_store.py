@@ -29,9 +29,9 @@ from wanreduce.hdl.dram_slot_store import DramSlotStore
 __all__ = ["STORE_PARAMS", "VersaDramStoreTest"]
 
 # The store as the core would hold it on this board: W = 64, slots of 256 rows (2 KiB: E <= 512),
-# the default table, the board's bursts (DRAM_CONFIGS: 512 B = 64 beats); 64 slots (128 KiB) are
-# enough to keep the DRAM busy.
-STORE_PARAMS = {"slots": 64, "row_bits": 8, "outstanding": 256,
+# the board's table and bursts (DRAM_CONFIGS: 128 entries, 512 B = 64 beats); 64 slots (128 KiB)
+# are enough to keep the DRAM busy.
+STORE_PARAMS = {"slots": 64, "row_bits": 8, "outstanding": DRAM_CONFIGS["versa-ecp5"].outstanding,
                 "burst_beats": DRAM_CONFIGS["versa-ecp5"].burst_beats(MAC_WIDTH)}
 
 
