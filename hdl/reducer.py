@@ -52,7 +52,7 @@ from .onchip_slot_store import OnChipSlotStore
 from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
 from .pending_control import PendingControl
 from .pending_words import PendingWords
-from .reducer_config import ReducerConfig, select_job_cfg, slot_of
+from .reducer_config import ReducerConfig, select_job_entry, slot_of
 from .reducer_input import InputStages
 from .reducer_layouts import (
     ACTIVE,
@@ -974,7 +974,7 @@ class Reducer(wiring.Component):
         ]
         # the release entry is queued with the message's last command (or marker); when the
         # message emits its own chunk, the entry is the run behind it, from the next chunk on
-        cfg_e = select_job_cfg(m, jc, self.jobs, entry_r.job, "cfg_e")
+        cfg_e = select_job_entry(m, jc, self.jobs, entry_r.job, "cfg_e")
         m.d.comb += [q_push.eq(queued), q_in.eq(entry_r), queue.mask.eq(mask_r)]
         with m.If(emit2):
             m.d.comb += [q_in.chunk.eq(entry_r.chunk + 1), q_in.slot.eq(slot_of(cfg_e, entry_r.chunk + 1, sb)),

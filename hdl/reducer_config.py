@@ -5,7 +5,7 @@ Configuration therefore takes effect one cycle after it is written (it may only 
 the job is idle anyway).
 
 Also the job-table helpers every part of the reducer uses: :func:`select_job_entry` (an
-explicit multiplexer of a registered per-job array; :func:`select_job_cfg` for the job table)
+explicit multiplexer of a registered per-job array: the job table, the clamped log2 windows)
 and :func:`slot_of` (a chunk's slot).
 """
 
@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from .layouts import JobCfgLayout
 
-__all__ = ["ReducerConfig", "config_signature", "select_job_cfg", "select_job_entry", "slot_of"]
+__all__ = ["ReducerConfig", "config_signature", "select_job_entry", "slot_of"]
 
 
 def config_signature(*, slots: int, groups: int, jobs: int) -> wiring.Signature:
@@ -44,11 +44,6 @@ def select_job_entry(m: Module, table: Value, jobs: int, idx: Value, name: str) 
             with m.Case(j):
                 m.d.comb += out.eq(table[j])
     return out
-
-
-def select_job_cfg(m: Module, table: Value, jobs: int, idx: Value, name: str) -> Value:
-    """Explicit mux of the (registered) job table (zero for an index outside it)."""
-    return select_job_entry(m, table, jobs, idx, name)
 
 
 def slot_of(cfg: Value, chunk: Value, slot_bits: int) -> Value:

@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from wanreduce import wire
 
 from .layouts import lanes, message_beat_layout, message_stream, payload_beats
-from .reducer_config import config_signature, select_job_cfg
+from .reducer_config import config_signature, select_job_entry
 from .reducer_layouts import bits_for
 from .skid_buffer import SkidBuffer
 
@@ -100,7 +100,7 @@ class InputStages(wiring.Component):
         m.d.comb += [i_in.beat.eq(s.payload), i_in.idx.eq(Mux(s.payload.first, 0, beat_cnt)),
                      i_in.slot.eq(slot_s)]
         hi = i_d.beat.hdr
-        cfg_i = select_job_cfg(m, jc, self.jobs, hi.job_id[:jb], "cfg_i")
+        cfg_i = select_job_entry(m, jc, self.jobs, hi.job_id[:jb], "cfg_i")
         lw_i = Signal(range(sb + 1))
         wm_i = Signal(sb)
         with m.Switch(hi.job_id[:jb]):

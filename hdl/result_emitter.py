@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 from wanreduce import wire
 
 from .layouts import AggHeaderLayout, JobCfgLayout, payload_beats
-from .reducer_config import select_job_cfg, slot_of
+from .reducer_config import select_job_entry, slot_of
 from .reducer_layouts import bits_for, release_entry_layout, slot_tag_layout
 from .release_queue import QUEUE_DEPTH
 
@@ -130,8 +130,8 @@ class ResultEmitter(wiring.Component):
         n_job = Signal(jb)  # the chunk a new beat 0 is issued for
         n_chunk = Signal(32)
         n_resent = Signal()
-        cfg_r = select_job_cfg(m, jc, self.jobs, rest_job, "cfg_r")
-        cfg_q = select_job_cfg(m, jc, self.jobs, q_head.job, "cfg_q")
+        cfg_r = select_job_entry(m, jc, self.jobs, rest_job, "cfg_r")
+        cfg_q = select_job_entry(m, jc, self.jobs, q_head.job, "cfg_q")
         slot_n = Signal(sb)
         m.d.comb += slot_n.eq(Mux(rest_nz, rest_slot, q_head.slot))
         issue = self.issue

@@ -18,7 +18,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import JobCfgLayout
-from .reducer_config import select_job_cfg, slot_of
+from .reducer_config import select_job_entry, slot_of
 from .reducer_layouts import ACTIVE, DONE, bits_for, slot_tag_layout
 
 __all__ = ["TagProbe"]
@@ -53,7 +53,7 @@ class TagProbe(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         sb, jb = self.slot_bits, bits_for(self.jobs)
-        cfg = select_job_cfg(m, self.job_cfg, self.jobs, self.probe_job, "cfg_probe")
+        cfg = select_job_entry(m, self.job_cfg, self.jobs, self.probe_job, "cfg_probe")
         p_slot, r_slot, r_coll, v_ok = Signal(sb), Signal(sb), Signal(), Signal()
         p_job, r_job, v_job = Signal(jb), Signal(jb), Signal(jb)
         p_chunk, r_chunk, v_chunk = Signal(32), Signal(32), Signal(32)

@@ -17,7 +17,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import JobCfgLayout, ResetLayout
-from .reducer_config import select_job_cfg
+from .reducer_config import select_job_entry
 
 __all__ = ["WindowReset"]
 
@@ -52,7 +52,7 @@ class WindowReset(wiring.Component):
         m.d.comb += self.stop.eq(block | busy)
         # The job's base and region size are registered when the engine starts; ``clear`` (a
         # flip-flop) marks the cycles that write FREE into one slot of the region each.
-        cfg = select_job_cfg(m, self.job_cfg, self.jobs, self.reset.payload.job, "cfg_rst")
+        cfg = select_job_entry(m, self.job_cfg, self.jobs, self.reset.payload.job, "cfg_rst")
         base = Signal(sb)
         last = Signal(sb + 1)  # region size - 1
         m.d.comb += self.slot.eq((base + idx[:sb])[:sb])
