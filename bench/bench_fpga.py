@@ -8,6 +8,8 @@ utilisation"): ``wanreduce report`` for each configuration, one markdown row eac
     .venv/bin/python bench/bench_fpga.py --netlist OLD/core.json --seeds 5  # place another netlist
     .venv/bin/python bench/bench_fpga.py --slot-memory dram --no-pnr --config slots=64 --config slots=256
         # the core with its sums in DRAM, yosys only: cells per S (docs/large_slots.md)
+    .venv/bin/python bench/bench_fpga.py --pending words --config slots=4096,elements=2
+        # the reducer's pending bits as block-RAM words (large S), placed
     .venv/bin/python bench/bench_fpga.py --slot-memory dram --elaborate-only --config slots=32768
         # no synthesis: elaboration + RTLIL time, peak memory, register and memory bits
 
@@ -34,7 +36,7 @@ from wanreduce.commands.report import (
     yosys_cells,
 )
 from wanreduce.hdl.core import CoreParams, WanreduceCore
-from wanreduce.hdl.params import SLOT_MEMORIES
+from wanreduce.hdl.params import PENDING_STORES, SLOT_MEMORIES
 
 CONFIGS = [
     {},  # the default configuration
@@ -58,6 +60,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help=f"only the small core {QUICK}")
     ap.add_argument("--slot-memory", choices=SLOT_MEMORIES, default="onchip",
                     help="where the core keeps its sums (dram: the AXI4 master port, docs/slot_store.md)")
+    ap.add_argument("--pending", choices=PENDING_STORES, default="vector",
+                    help="the reducer's pending store (words: block-RAM words, for large S; docs/large_slots.md)")
     ap.add_argument("--no-pnr", action="store_true",
                     help="yosys only: the cells of synth_ecp5 (LUT4, FF, DP16KD, LUT RAM, carry) and its time")
     ap.add_argument("--elaborate-only", action="store_true",
@@ -82,17 +86,20 @@ def main() -> None:
         tag = "-".join(f"{k[0]}{v}" for k, v in p.items())
         if args.slot_memory != "onchip":
             tag += f"-{args.slot_memory}"
+        if args.pending != "vector":
+            tag += f"-{args.pending}"
         if args.elaborate_only:
             from amaranth.back import rtlil
 
-            regs, mems = rtlil_bits(rtlil.convert(WanreduceCore(slot_memory=args.slot_memory, **p),
+            regs, mems = rtlil_bits(rtlil.convert(WanreduceCore(slot_memory=args.slot_memory,
+                                                                pending=args.pending, **p),
                                                   name="wanreduce_core"))
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
             print(f"| {args.slot_memory} | {p['ports']} | {p['width']} | {p['slots']} | {p['elements']} "
                   f"| {regs} | {mems} | {time.perf_counter() - t0:.0f} s | {rss:.0f} MiB |", flush=True)
             continue
         if args.no_pnr:
-            synthesise(p, args.out / tag, args.slot_memory)
+            synthesise(p, args.out / tag, args.slot_memory, args.pending)
             c = yosys_cells(args.out / tag / "yosys_stat.txt")
             print(f"| {args.slot_memory} | {p['ports']} | {p['width']} | {p['slots']} | {p['elements']} "
                   f"| {c.get('LUT4', 0)} | {c.get('TRELLIS_FF', 0)} | {c.get('DP16KD', 0)} "
@@ -100,7 +107,7 @@ def main() -> None:
                   f"| {time.perf_counter() - t0:.0f} s |", flush=True)
             continue
         if args.netlist is None:
-            synthesise(p, args.out / tag, args.slot_memory)
+            synthesise(p, args.out / tag, args.slot_memory, args.pending)
         else:  # (the row's P/W/S/E are then the --config given, not read from the netlist)
             (args.out / tag).mkdir(parents=True, exist_ok=True)
             shutil.copy(args.netlist, args.out / tag / "core.json")

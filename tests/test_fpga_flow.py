@@ -55,3 +55,26 @@ def test_synthesis_refuses_a_net_with_two_drivers(tmp_path):
         synth_ecp5(src, "twice")
     assert conflicting_drivers("Executing CHECK pass\nWarning: multiple conflicting drivers for "
                                "top.\\a.b[1].job:\n") == ["a.b[1].job"]
+
+
+def test_write_verilog_passes_the_pending_store(tmp_path, monkeypatch):
+    """``synthesise`` / ``write_verilog`` build the core with the pending store asked for
+    (``bench_fpga.py --pending words`` places the words core), and the default's parameters,
+    hence its Verilog cache key, are unchanged."""
+    import wanreduce.sim.simulator as simulator
+    from wanreduce.commands.verilog import write_verilog
+
+    seen: list[dict] = []
+
+    def fake(factory, *, name, params):
+        seen.append(dict(params))
+        src = tmp_path / f"gen{len(seen)}.sv"
+        src.write_text("// stub\n")
+        return src
+
+    monkeypatch.setattr(simulator, "generate_verilog", fake)
+    write_verilog(tmp_path / "a", dict(SMALL))
+    write_verilog(tmp_path / "b", dict(SMALL), "onchip", "words")
+    write_verilog(tmp_path / "c", dict(SMALL), "dram", "words")
+    assert seen == [SMALL, {**SMALL, "pending": "words"},
+                    {**SMALL, "slot_memory": "dram", "pending": "words"}]

