@@ -54,7 +54,7 @@ BANK_WORDS = 4096  # storage per simulated bank (litedram_model.small_bank_memor
 # which changes the data read back, not when the model answers; this benchmark never looks at it)
 
 
-RECORDS = ("none", "dense", "stride")  # --records: where the per-slot tag record lives
+RECORDS = ("none", "dense", "stride", "append")  # --records: where the per-slot tag record lives
 
 
 def slot_traffic(slots: int, beats: int, group: int, records: str = "none", rec_beats: int = 1,
@@ -69,7 +69,9 @@ def slot_traffic(slots: int, beats: int, group: int, records: str = "none", rec_
     store"): per slot, one record read (its own burst of ``rec_beats``, ahead of the slot's data
     reads) and one record write (after the slot's data writes) -- ``"dense"``: records of
     ``rec_beats`` each from ``rec_base`` on (the design's dense region); ``"stride"``: the
-    record in the last ``rec_beats`` of the slot's own stride (its DRAM row). The window runs
+    record in the last ``rec_beats`` of the slot's own stride (its DRAM row); ``"append"``: as
+    ``"stride"``, but the record write appended to the slot's last data write burst (the
+    design's cheaper variant: one short burst per slot, the read). The window runs
     from the end of slot 0's reads (alone) to the start of the last slot's writes (alone)."""
     if records not in RECORDS:
         raise ValueError(f"records must be one of {', '.join(RECORDS)}, got {records!r}")
@@ -86,7 +88,10 @@ def slot_traffic(slots: int, beats: int, group: int, records: str = "none", rec_
         rd, wr = (rd if k < slots else []), (wr if k else [])
         if records != "none":
             rd = ([record(k)] if k < slots else []) + rd
-            wr = wr + ([record(k - 1)] if k else [])
+            if records == "append" and wr:
+                wr[-1] = wr[-1] + record(k - 1)
+            elif wr:
+                wr = wr + [record(k - 1)]
         if k == slots:
             window.append(len(order))
         for i in range(max(len(rd), len(wr))):
@@ -230,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="per slot, also one 32-B tag record read and one written, each its own "
                          "burst (docs/large_slots.md): dense = in a record region of their own "
                          "(from half the address space), stride = in the slot's own stride (its "
-                         "DRAM row); default none")
+                         "DRAM row), append = stride with the write appended to the slot's last "
+                         "data write burst; default none")
     ap.add_argument("--max-cycles", type=int, default=200_000,
                     help="stop with what was done if the traffic has not ended by then")
     args = ap.parse_args(argv)

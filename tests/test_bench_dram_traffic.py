@@ -36,7 +36,8 @@ def test_no_records_is_the_measured_order(slots: int, beats: int, group: int) ->
 
 
 def _bursts(order):
-    """Runs of one direction: [(we, [addresses])]."""
+    """Runs of one direction: [(we, [addresses])] (with ``append`` a record read may follow the
+    previous slot's last data read: one read run)."""
     out = []
     for we, a in order:
         if out and out[-1][0] == we:
@@ -46,7 +47,7 @@ def _bursts(order):
     return out
 
 
-@pytest.mark.parametrize("records", ["dense", "stride"])
+@pytest.mark.parametrize("records", ["dense", "stride", "append"])
 def test_records_one_read_and_one_write_per_slot(records: str) -> None:
     slots, beats, group, rec, base = 6, 32, 8, 2, 1 << 20
     order, (lo, hi) = bench_dram.slot_traffic(slots, beats, group, records, rec, base)
@@ -59,14 +60,19 @@ def test_records_one_read_and_one_write_per_slot(records: str) -> None:
               if [a for _, a in order[i:i + rec]] == addrs]
         kinds = sorted({tuple(we for we, _ in order[i:i + rec]) for i in at})
         assert kinds == [(0,) * rec, (1,) * rec], (k, kinds)
-    # the arbiter's alternation: never two read bursts or two write bursts of a slot in a row
-    # in the steady state (a record access is a burst of its own, so it costs a turnaround)
+    # the arbiter's alternation: in the steady state each run of one direction is one burst, a
+    # record access one of its own (a turnaround each); with append the record write is in the
+    # last data write burst and the next record read follows the last data read
     runs = _bursts(order[lo:hi])
-    assert all(len(a) in (group, rec) for _, a in runs), [len(a) for _, a in runs]
+    sizes = (group, group + rec) if records == "append" else (group, rec)
+    if records == "append":  # the record write inside the slot's last data write burst
+        assert sum(len(a) == group + rec for we, a in runs if we) == slots - 1
+    assert all(len(a) in sizes or (not we and len(a) in (rec, rec + group)) for we, a in runs), \
+        [(we, len(a)) for we, a in runs]
     # the window: the slots 1 .. slots-1's reads and 0 .. slots-2's writes, and their records
     assert hi - lo == 2 * (slots - 1) * (beats + rec)
 
 
 def test_records_rejects_an_unknown_placement() -> None:
-    with pytest.raises(ValueError, match="records must be one of none, dense, stride, got 'row'"):
+    with pytest.raises(ValueError, match="records must be one of none, dense, stride, append, got 'row'"):
         bench_dram.slot_traffic(2, 8, 4, "row")
