@@ -260,8 +260,10 @@ def main(argv: list[str] | None = None) -> int:
           f"ports at {BOARD_PORTS[args.board][0] * 8 / 1e9:g} Gb/s, read + write): margin {r['margin']:.2f}x")
     print(f"steady state: {r['steady_cycles']} cycles")
     if r["records"] != "none":
+        how = ("the read its own burst, the write in the slot's last data write burst"
+               if r["records"] == "append" else "each its own burst")
         print(f"with {r['records']} tag records: one read and one write of {r['record_beats']} "
-              f"beat(s) per slot, each its own burst; steady-state efficiency counting the "
+              f"beat(s) per slot, {how}; steady-state efficiency counting the "
               f"records' beats too {r['efficiency_bus']:.3f} (the margin above counts the slots' "
               f"bytes only)")
     print(f"(simulated in {r['sim_s']:.1f} s; load average {os.getloadavg()[0]:.1f}; "
