@@ -16,12 +16,19 @@ the start of the last slot's writes, alone): the ``efficiency`` of
 
     .venv/bin/python bench/bench_dram.py [--slots 16] [--group 8] [--board versa-ecp5]
     .venv/bin/python bench/bench_dram.py --board alinx-ax7325b --slots 8 --group 32 --ports 2
+    .venv/bin/python bench/bench_dram.py --slots 8 --group 32 --records dense   # + tag records
+
+``--records dense|stride`` adds, per slot, one 32-B tag record read and one record write, each a
+burst of its own (docs/large_slots.md, "The record store"): in a dense region from half the
+address space, or in the last 32 B of the slot's own stride (its DRAM row); the efficiency then
+counts the slots' bytes only (what ``dram_budget`` takes), the bus's own is printed too.
 
 The bank memories of the DDR3 model are shrunk (``litedram_model.small_bank_memories``) so the
 simulation starts in seconds; the controller is built with the bank-lock fix the board's
 generator applies (``litedram_bank_lock``); progress goes to stderr every 2,000 cycles.
 
-Figures: docs/benchmarks.md, "DRAM bandwidth (LiteDRAM model)".
+Figures: docs/benchmarks.md, "DRAM controller on the boards (LiteDRAM)" (slot traffic) and its
+"Tag records next to the slots" (``--records``).
 """
 
 from __future__ import annotations
@@ -33,7 +40,12 @@ import platform
 import sys
 import time
 
-from wanreduce.hdl.boards.capacity import BOARD_PORTS, dram_budget, dram_slot_stride
+from wanreduce.hdl.boards.capacity import (
+    BOARD_PORTS,
+    STATE_BYTES_PER_SLOT,
+    dram_budget,
+    dram_slot_stride,
+)
 from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS, controller_settings
 from wanreduce.hdl.boards.litedram_model import phy_settings, small_bank_memories
@@ -42,9 +54,57 @@ BANK_WORDS = 4096  # storage per simulated bank (litedram_model.small_bank_memor
 # which changes the data read back, not when the model answers; this benchmark never looks at it)
 
 
+RECORDS = ("none", "dense", "stride", "append")  # --records: where the per-slot tag record lives
+
+
+def slot_traffic(slots: int, beats: int, group: int, records: str = "none", rec_beats: int = 1,
+                 rec_base: int = 0) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+    """The native-port commands ``(we, beat address)`` of the slot read-modify-write, in the
+    order LiteDRAM's AXI frontend would issue them, and the steady-state window (command counts
+    at its two ends).
+
+    Slot ``k``'s reads and slot ``k - 1``'s writes as bursts of ``group`` beats; the frontend's
+    round-robin arbiter takes one read burst, then one write burst, in turn (``RoundRobin(2,
+    SP_CE)``, switching at a burst's last beat). ``records`` (docs/large_slots.md, "The record
+    store"): per slot, one record read (its own burst of ``rec_beats``, ahead of the slot's data
+    reads) and one record write (after the slot's data writes) -- ``"dense"``: records of
+    ``rec_beats`` each from ``rec_base`` on (the design's dense region); ``"stride"``: the
+    record in the last ``rec_beats`` of the slot's own stride (its DRAM row); ``"append"``: as
+    ``"stride"``, but the record write appended to the slot's last data write burst (the
+    design's cheaper variant: one short burst per slot, the read). The window runs
+    from the end of slot 0's reads (alone) to the start of the last slot's writes (alone)."""
+    if records not in RECORDS:
+        raise ValueError(f"records must be one of {', '.join(RECORDS)}, got {records!r}")
+
+    def record(k: int) -> list[int]:
+        first = rec_base + k * rec_beats if records == "dense" else (k + 1) * beats - rec_beats
+        return list(range(first, first + rec_beats))
+
+    order: list[tuple[int, int]] = []
+    window = []
+    for k in range(slots + 1):
+        rd = [[k * beats + i for i in range(g, g + group)] for g in range(0, beats, group)]
+        wr = [[(k - 1) * beats + i for i in range(g, g + group)] for g in range(0, beats, group)]
+        rd, wr = (rd if k < slots else []), (wr if k else [])
+        if records != "none":
+            rd = ([record(k)] if k < slots else []) + rd
+            if records == "append" and wr:
+                wr[-1] = wr[-1] + record(k - 1)
+            elif wr:
+                wr = wr + [record(k - 1)]
+        if k == slots:
+            window.append(len(order))
+        for i in range(max(len(rd), len(wr))):
+            order += [(0, a) for a in (rd[i] if i < len(rd) else [])]
+            order += [(1, a) for a in (wr[i] if i < len(wr) else [])]
+        if k == 0:
+            window.insert(0, len(order))
+    return order, (window[0], window[-1])
+
+
 def measure(board: str, slots: int, group: int, elements: int = 499,
             max_cycles: int = 200_000, controller_hz: float | None = None,
-            ports: int | None = None) -> dict:
+            ports: int | None = None, records: str = "none") -> dict:
     from litedram import modules
     from litedram.core import LiteDRAMCore
     from litedram.phy.model import SDRAMPHYModel
@@ -72,13 +132,9 @@ def measure(board: str, slots: int, group: int, elements: int = 499,
     beats = dram_slot_stride(elements) // beat_bytes
     if beats % group:
         raise SystemExit(f"--group: must divide the {beats} beats of a slot, got {group}")
-    order = []  # (we, addr): reads of slot k and writes of slot k - 1, alternating groups
-    for k in range(slots + 1):
-        for g in range(0, beats, group):
-            if k < slots:
-                order += [(0, k * beats + i) for i in range(g, g + group)]
-            if k:
-                order += [(1, (k - 1) * beats + i) for i in range(g, g + group)]
+    rec_beats = max(1, STATE_BYTES_PER_SLOT // beat_bytes)
+    order, window = slot_traffic(slots, beats, group, records, rec_beats,
+                                 1 << (port.address_width - 1))
     reads = sum(1 for we, _ in order if not we)
     t = {"start": None, "end_cmd": None, "end_read": None, "cycle": 0, "cmds": 0, "w": 0, "r": 0}
 
@@ -104,7 +160,7 @@ def measure(board: str, slots: int, group: int, elements: int = 499,
             t["cmds"] += 1
             if t["start"] is None:
                 t["start"] = t["cycle"]
-            if t["cmds"] in (beats, len(order) - beats):  # the interleaved middle: steady state
+            if t["cmds"] in window:  # the interleaved middle: steady state
                 t.setdefault("steady", []).append(t["cycle"])
         t["end_cmd"] = t["cycle"]
         yield port.cmd.valid.eq(0)
@@ -142,15 +198,21 @@ def measure(board: str, slots: int, group: int, elements: int = 499,
     # slot's writes (alone); the edges, with no read/write turnarounds, are faster. At least
     # three slots, or there is no middle to speak of.
     if slots >= 3:
-        mid = (len(order) - 2 * beats) * beat_bytes
-        eff = mid / ((t["steady"][1] - t["steady"][0]) * peak_per_cycle)
+        steady_cycles = t["steady"][1] - t["steady"][0]
+        mid = (window[1] - window[0]) * beat_bytes  # records included: the bus's own efficiency
+        sums = 2 * (slots - 1) * beats * beat_bytes  # the slots' bytes alone in the window
+        bus = mid / (steady_cycles * peak_per_cycle)
+        eff = sums / (steady_cycles * peak_per_cycle)
     else:
-        eff = whole
+        eff = bus = whole
+        steady_cycles = cycles
     budget = dram_budget(board, elements, eff, ports=ports)
     needed = budget.needed_bytes_per_s
     usable = eff * cfg.peak_bytes_per_s  # at the clock simulated
     return {"board": board, "slots": slots, "group": group, "beats_per_slot": beats, "beat_bytes": beat_bytes,
-            "cycles": cycles, "bytes": moved, "efficiency": eff, "efficiency_whole": whole,
+            "records": records, "record_beats": rec_beats if records != "none" else 0,
+            "cycles": cycles, "steady_cycles": steady_cycles, "bytes": moved,
+            "efficiency": eff, "efficiency_bus": bus, "efficiency_whole": whole,
             "usable_MBps": usable / 1e6, "needed_MBps": needed / 1e6, "margin": usable / needed,
             "ports": ports or BOARD_PORTS[board][1],
             "controller_hz": cfg.sys_clk_hz, "peak_bytes_per_s": cfg.peak_bytes_per_s,
@@ -169,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
                          "former 100 MHz as a baseline)")
     ap.add_argument("--ports", type=int, default=None,
                     help="data ports at line rate the budget is for (default: all the board's)")
+    ap.add_argument("--records", default="none", choices=RECORDS,
+                    help="per slot, also one 32-B tag record read and one written, each its own "
+                         "burst (docs/large_slots.md): dense = in a record region of their own "
+                         "(from half the address space), stride = in the slot's own stride (its "
+                         "DRAM row), append = stride with the write appended to the slot's last "
+                         "data write burst; default none")
     ap.add_argument("--max-cycles", type=int, default=200_000,
                     help="stop with what was done if the traffic has not ended by then")
     args = ap.parse_args(argv)
@@ -180,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--controller-mhz: must be 25..200, got {args.controller_mhz:g}")
     hz = None if args.controller_mhz is None else args.controller_mhz * 1e6
     r = measure(args.board, args.slots, args.group, max_cycles=args.max_cycles, controller_hz=hz,
-                ports=args.ports)
+                ports=args.ports, records=args.records)
     cfg = DRAM_CONFIGS[args.board]
     print(f"{args.board}: {cfg.part}, {cfg.dq_bits}-bit DDR3 at {r['controller_hz'] * cfg.nphases / 1e6:g} MHz, "
           f"controller {r['controller_hz'] / 1e6:g} MHz, peak {r['peak_bytes_per_s'] / 1e6:.0f} MB/s")
@@ -190,6 +258,14 @@ def main(argv: list[str] | None = None) -> int:
           f"state (reads and writes interleaved) efficiency {r['efficiency']:.3f}: usable "
           f"{r['usable_MBps']:.0f} MB/s vs needed {r['needed_MBps']:.0f} MB/s ({r['ports']} data "
           f"ports at {BOARD_PORTS[args.board][0] * 8 / 1e9:g} Gb/s, read + write): margin {r['margin']:.2f}x")
+    print(f"steady state: {r['steady_cycles']} cycles")
+    if r["records"] != "none":
+        how = ("the read its own burst, the write in the slot's last data write burst"
+               if r["records"] == "append" else "each its own burst")
+        print(f"with {r['records']} tag records: one read and one write of {r['record_beats']} "
+              f"beat(s) per slot, {how}; steady-state efficiency counting the "
+              f"records' beats too {r['efficiency_bus']:.3f} (the margin above counts the slots' "
+              f"bytes only)")
     print(f"(simulated in {r['sim_s']:.1f} s; load average {os.getloadavg()[0]:.1f}; "
           f"{platform.machine()}, Python {sys.version.split()[0]})")
     return 0
