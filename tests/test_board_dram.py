@@ -349,10 +349,7 @@ def test_slot_memory_dram_builds_the_core_on_the_boards_dram(tmp_path, board_nam
         used = set(re.findall(r"\.(\w+)\(", cell))
         subs = set(re.findall(rf"module \\{board.top_name}\.(\w+) \(", top))
     assert {"user_port_axi_wdata", "user_port_axi_awlen", "user_port_axi_rdata", "axi_clk"} <= used <= set(ports)
-    assert {"core", "mem_upsizer", "mem_slice", "mem_slice_narrow", "dram"} <= subs, subs
-    if board_name == "versa-ecp5":  # the core's reset on a global network (a DCCA)
-        dcca = re.search(r"cell \\DCCA \\rst_global\n(.*?)\n\s*end\n", top, re.S)
-        assert dcca and "connect \\CLKI \\sync_rst_rst" in dcca.group(1), dcca
+    assert {"core", "mem_upsizer", "dram"} <= subs, subs
     if board.open_flow:  # router1 does not route this design; router2 does (docs/benchmarks.md)
         script = (tmp_path / f"build_{board.top_name}.sh").read_text()
         assert re.search(r'"\$NEXTPNR_ECP5" .*--router router2', script), script
