@@ -80,16 +80,9 @@ def check_core_mhz(core_mhz: float) -> None:
                          f"{', '.join(f'{f:g}' for f in PLL_TABLE)} MHz, got {core_mhz:g}")
 
 
-def core_clock(m: Module, platform, core_mhz: float, *,
-               global_reset: bool = False) -> tuple[Signal, Signal, Signal]:
+def core_clock(m: Module, platform, core_mhz: float) -> tuple[Signal, Signal, Signal]:
     """Domain ``sync`` at ``core_mhz`` from the 100 MHz oscillator through an EHXPLLL, reset
-    by PLL lock and the reset button; returns (oscillator, button pressed, PLL locked).
-
-    ``global_reset``: the synchronised reset reaches its flip-flops through a DCCA, on one of
-    the chip's global (clock) networks, not through general routing. nextpnr promotes only
-    clocks to globals; the core's reset drives thousands of flip-flops across the chip, and in
-    a 63 %-full placement its one register landed by LiteDRAM, 10.1 ns of routing from the
-    control block (the core clock's worst path in branch vdram21's build a)."""
+    by PLL lock and the reset button; returns (oscillator, button pressed, PLL locked)."""
     clk100_buf = platform.request("clk100", 0).i
     rst_n = platform.request("rst", 0)
     m.domains.sync = ClockDomain("sync")
@@ -102,14 +95,7 @@ def core_clock(m: Module, platform, core_mhz: float, *,
         a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP=f"{core_mhz:g}",
     )
     m.d.comb += ClockSignal("sync").eq(core_clk)
-    if global_reset:
-        m.domains.sync_rst = ClockDomain("sync_rst")  # the synchroniser, on the core clock
-        m.d.comb += ClockSignal("sync_rst").eq(core_clk)
-        m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync_rst")
-        m.submodules.rst_global = Instance("DCCA", i_CLKI=ResetSignal("sync_rst"), i_CE=1,
-                                           o_CLKO=ResetSignal("sync"))
-    else:
-        m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")
+    m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")
     # No constraint on core_clk itself (synthesis renames the net): nextpnr derives the core
     # clock for the PLL output from the 100 MHz input constraint in constraints/versa_ecp5.lpf.
     return clk100_buf, rst_n.i, locked
@@ -206,9 +192,7 @@ class VersaTop(Elaboratable):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        # the DRAM build fills 63 % of the chip: its core reset on a global network
-        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz,
-                                                global_reset=self.slot_memory == "dram")
+        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz)
         m.submodules.core = core = self.core
         if self.slot_memory == "dram":
             m.submodules.dram = dram = DramController(
