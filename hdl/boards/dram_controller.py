@@ -137,8 +137,8 @@ def board_core(board: str, slot_memory: str, **core_params: int):
 def attach_memory(m: Module, manager, dram: DramController, *, prefix: str = MEM_PREFIX) -> AxiUpsizer:
     """``manager``'s AXI4 port ``<prefix>_*`` (the core's ``m_axi_mem``, or a ``DramSlotStore``'s:
     data width W, one ID) onto the controller's AXI port through an :class:`AxiUpsizer` (W to
-    the controller's width; wires if equal) between two :class:`AxiRegisterSlice` (a cycle
-    each way on each). The manager's address must not be wider than the
+    the controller's width; wires if equal) and an :class:`AxiRegisterSlice` (one cycle each
+    way). The manager's address must not be wider than the
     DRAM's (its region is then inside the DRAM); IDs and AXI sizes are zero-extended to
     LiteDRAM's widths, lock/cache/prot/qos dropped (LiteDRAM has none). Returns the converter
     (its ``error`` flags a burst it does not support)."""
@@ -154,27 +154,24 @@ def attach_memory(m: Module, manager, dram: DramController, *, prefix: str = MEM
                          f"address_width={cfg.addr_width}")
     if id_width > AXI_ID_WIDTH:
         raise ValueError(f"{prefix} has {id_width} ID bits, the DRAM port {AXI_ID_WIDTH}")
-    # Register slices on both sides of the converter: the store's write-data FIFO (LUT RAM)
-    # meets the narrow slice's flip-flops, not the converter's packing multiplexer, and the
-    # controller's clock-crossing FIFOs (placed beside the DRAM pins) meet the wide slice's
-    # (vdram20: the W FIFO's write side was the core clock's worst path, 10.4 ns; main's
-    # placement: the store's wdata -> the converter's accumulator, 8.91 ns)
-    widths = dict(addr_width=cfg.addr_width, id_width=id_width)
-    m.submodules.mem_slice_narrow = narrow = AxiRegisterSlice(data_width=width, **widths)
-    m.submodules.mem_upsizer = up = AxiUpsizer(width, cfg.data_width, **widths)
-    m.submodules.mem_slice = cut = AxiRegisterSlice(data_width=cfg.data_width, **widths)
-    s_side = axi4_port(narrow, "s_axi")
+    m.submodules.mem_upsizer = up = AxiUpsizer(width, cfg.data_width, addr_width=cfg.addr_width,
+                                               id_width=id_width)
+    s_side = axi4_port(up, "s_axi")
     for ch, sigs in axi4_payload(addr_width, width, id_width).items():
         for name in (*sigs, f"{ch}valid"):
             src, dst = (port, s_side) if ch in ("aw", "w", "ar") else (s_side, port)
             m.d.comb += getattr(dst, name).eq(getattr(src, name))
         src, dst = (s_side, port) if ch in ("aw", "w", "ar") else (port, s_side)
         m.d.comb += getattr(dst, f"{ch}ready").eq(getattr(src, f"{ch}ready"))
-    for first, second in ((narrow, up), (up, cut)):  # m_axi_* onto s_axi_*, same widths
-        for name, member in first.signature.members.items():
-            if name.startswith("m_axi_"):
-                ours, theirs = getattr(first, name), getattr(second, "s" + name[1:])
-                m.d.comb += theirs.eq(ours) if member.flow == wiring.Out else ours.eq(theirs)
+    # A register slice between the converter and the controller: the controller's clock-crossing
+    # FIFOs (placed beside the DRAM pins) meet the slice's flip-flops, not the converter's
+    # (vdram20: the W FIFO's write side was the core clock's worst path, 10.4 ns)
+    m.submodules.mem_slice = cut = AxiRegisterSlice(addr_width=cfg.addr_width,
+                                                    data_width=cfg.data_width, id_width=id_width)
+    for name, member in up.signature.members.items():
+        if name.startswith("m_axi_"):
+            ours, theirs = getattr(up, name), getattr(cut, "s" + name[1:])
+            m.d.comb += theirs.eq(ours) if member.flow == wiring.Out else ours.eq(theirs)
     m_side = axi4_port(cut, "m_axi")
     for field, _w, direction in AXI_FIELDS:  # slice (manager) <-> controller, same names
         ours = getattr(m_side, field)
