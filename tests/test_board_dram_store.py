@@ -100,7 +100,7 @@ def test_dram_store_test_builds_the_core_path(tmp_path):
     cell = re.search(rf"cell \\{name} \S+\n(.*?)\n\s*end\n", top, re.S).group(1)
     used = set(re.findall(r"connect \\(\w+) ", cell))
     assert {"user_port_axi_wdata", "user_port_axi_awlen", "axi_clk"} <= used <= ports
-    for sub in ("store", "exerciser", "mem_upsizer", "mem_slice"):
+    for sub in ("store", "exerciser", "mem_upsizer"):
         assert f"module \\{board.top_name}.{sub}\n" in top
     assert "wire width 64 \\s_axi_wdata" in top and "wire width 128 \\m_axi_wdata" in top
     with pytest.raises(ValueError, match="choose one"):

@@ -31,10 +31,8 @@ from amaranth.hdl import (
     ResetSignal,
     Signal,
 )
-from amaranth.lib import wiring
 
 from wanreduce.hdl.axi4 import axi4_payload, axi4_port
-from wanreduce.hdl.axi_register_slice import AxiRegisterSlice
 from wanreduce.hdl.axi_upsizer import AxiUpsizer
 from wanreduce.hdl.boards.axi_memtest import AXI_FIELDS, axi_manager_signals
 from wanreduce.hdl.boards.dram_init import DramInit
@@ -137,8 +135,7 @@ def board_core(board: str, slot_memory: str, **core_params: int):
 def attach_memory(m: Module, manager, dram: DramController, *, prefix: str = MEM_PREFIX) -> AxiUpsizer:
     """``manager``'s AXI4 port ``<prefix>_*`` (the core's ``m_axi_mem``, or a ``DramSlotStore``'s:
     data width W, one ID) onto the controller's AXI port through an :class:`AxiUpsizer` (W to
-    the controller's width; wires if equal) and an :class:`AxiRegisterSlice` (one cycle each
-    way). The manager's address must not be wider than the
+    the controller's width; wires if equal). The manager's address must not be wider than the
     DRAM's (its region is then inside the DRAM); IDs and AXI sizes are zero-extended to
     LiteDRAM's widths, lock/cache/prot/qos dropped (LiteDRAM has none). Returns the converter
     (its ``error`` flags a burst it does not support)."""
@@ -156,24 +153,14 @@ def attach_memory(m: Module, manager, dram: DramController, *, prefix: str = MEM
         raise ValueError(f"{prefix} has {id_width} ID bits, the DRAM port {AXI_ID_WIDTH}")
     m.submodules.mem_upsizer = up = AxiUpsizer(width, cfg.data_width, addr_width=cfg.addr_width,
                                                id_width=id_width)
-    s_side = axi4_port(up, "s_axi")
+    s_side, m_side = axi4_port(up, "s_axi"), axi4_port(up, "m_axi")
     for ch, sigs in axi4_payload(addr_width, width, id_width).items():
         for name in (*sigs, f"{ch}valid"):
             src, dst = (port, s_side) if ch in ("aw", "w", "ar") else (s_side, port)
             m.d.comb += getattr(dst, name).eq(getattr(src, name))
         src, dst = (s_side, port) if ch in ("aw", "w", "ar") else (port, s_side)
         m.d.comb += getattr(dst, f"{ch}ready").eq(getattr(src, f"{ch}ready"))
-    # A register slice between the converter and the controller: the controller's clock-crossing
-    # FIFOs (placed beside the DRAM pins) meet the slice's flip-flops, not the converter's
-    # (vdram20: the W FIFO's write side was the core clock's worst path, 10.4 ns)
-    m.submodules.mem_slice = cut = AxiRegisterSlice(addr_width=cfg.addr_width,
-                                                    data_width=cfg.data_width, id_width=id_width)
-    for name, member in up.signature.members.items():
-        if name.startswith("m_axi_"):
-            ours, theirs = getattr(up, name), getattr(cut, "s" + name[1:])
-            m.d.comb += theirs.eq(ours) if member.flow == wiring.Out else ours.eq(theirs)
-    m_side = axi4_port(cut, "m_axi")
-    for field, _w, direction in AXI_FIELDS:  # slice (manager) <-> controller, same names
+    for field, _w, direction in AXI_FIELDS:  # converter (manager) <-> controller, same names
         ours = getattr(m_side, field)
         m.d.comb += dram.axi[field].eq(ours) if direction == "o" else ours.eq(dram.axi[field])
     return up
