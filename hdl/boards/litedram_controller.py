@@ -368,8 +368,11 @@ def _generate(cfg: DramConfig, out_dir: Path, name: str) -> Path:
     else:
         platform = XilinxPlatform(cfg.device, io=[], toolchain="vivado")
     from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
+    from wanreduce.hdl.boards.litedram_refresh_request import registered_refresh_request
 
-    with fixed_bank_lock():  # cmd_buffer_buffered breaks LiteDRAM's bank lock: see that module
+    # cmd_buffer_buffered breaks LiteDRAM's bank lock, and its refresh request was the
+    # controller clock's critical path: see those modules
+    with fixed_bank_lock(), registered_refresh_request():
         soc = LiteDRAMCore(platform, _core_config(cfg), integrated_rom_size=0)
     _add_axi_port(soc, platform)
     dw, aw = soc.axi_widths
@@ -390,8 +393,9 @@ def _generate(cfg: DramConfig, out_dir: Path, name: str) -> Path:
 
 def _cache_key(board: str) -> str:
     text = json.dumps([asdict(DRAM_CONFIGS[board]), AXI_ID_WIDTH, LITEDRAM_VERSION,
-                       Path(__file__).read_bytes().hex(),  # and the bank-lock fix it applies
-                       (Path(__file__).parent / "litedram_bank_lock.py").read_bytes().hex()],
+                       Path(__file__).read_bytes().hex(),  # and the patches it applies
+                       *((Path(__file__).parent / f).read_bytes().hex()
+                         for f in ("litedram_bank_lock.py", "litedram_refresh_request.py"))],
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
