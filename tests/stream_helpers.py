@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from amaranth.back import rtlil
-from amaranth.hdl import ClockDomain, Module, Shape, Value
+from amaranth.hdl import ClockDomain, Fragment, Module, Shape, Value
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
@@ -167,3 +167,13 @@ def comb_cone(component: Any, wire: str) -> tuple[set[str], Counter]:
     assert f"dut/{wire}" in cone_w, f"no wire {wire} in the netlist"
     cells = Counter({t: int(n) for n, t in re.findall(r"^\s+(\d+)\s+(\$\S+)\s*$", stat, re.M)})
     return {w.split("/", 1)[1] for w in set(cone_w) & set(src)}, cells
+
+
+def count_components(top: Any, cls: type) -> int:
+    """Instances of the component class ``cls`` in the elaborated hierarchy of ``top``."""
+    count, todo = 0, [Fragment.get(top, None)]
+    while todo:
+        f = todo.pop()
+        count += any(isinstance(o, cls) for o in f.origins or ())
+        todo += [sub for sub, *_ in f.subfragments]
+    return count

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 from amaranth.back import rtlil
-from amaranth.hdl import Fragment
-from stream_helpers import run_testbench
+from stream_helpers import count_components, run_testbench
 
 from wanreduce.hdl.axi4 import axi4_payload, axi4_port
 from wanreduce.hdl.axi_id_arbiter import DROPPED_BITS, AxiIdArbiter, slave_prefix, with_latency
@@ -213,14 +212,6 @@ def test_every_output_from_a_flip_flop() -> None:
     run_testbench(dut, tb)
 
 
-def _skid_buffers(top) -> int:
-    frag = Fragment.get(top, None)
-    count, todo = 0, [frag]
-    while todo:
-        f = todo.pop()
-        count += any(isinstance(o, SkidBuffer) for o in f.origins or ())
-        todo += [sub for sub, *_ in f.subfragments]
-    return count
 
 
 def test_small_netlist_one_slice_component() -> None:
@@ -231,7 +222,7 @@ def test_small_netlist_one_slice_component() -> None:
     ids, aw, dw, iw = [0, 1], 32, 64, 1
     dut = AxiIdArbiter(ids, addr_width=aw, data_width=dw, id_width=iw)
     n = len(ids)
-    assert _skid_buffers(dut) == 5 * (n + 1)
+    assert count_components(dut, SkidBuffer) == 5 * (n + 1)
     bits = sum(sum(f.values()) for f in axi4_payload(aw, dw, iw).values())
     slices = 2 * (n + 1) * bits + 5 * (n + 1) * 3  # data: output + skid registers; valid, skid valid, ready
     with tempfile.TemporaryDirectory() as tmp:

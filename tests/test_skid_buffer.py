@@ -14,9 +14,9 @@ import random
 
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Cat, Fragment, Shape, signed, unsigned
+from amaranth.hdl import Cat, Shape, signed, unsigned
 from amaranth.lib import data
-from stream_helpers import Port, drive_random
+from stream_helpers import Port, count_components, drive_random
 
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
 from wanreduce.hdl.core import WanreduceCore
@@ -108,27 +108,18 @@ def test_skid_register_enable_is_the_registered_ready() -> None:
     assert cycles > 0 and received == beats and len(seen) >= cycles
 
 
-def _skid_buffers(top) -> int:
-    """SkidBuffer instances in the elaborated hierarchy of ``top``."""
-    frag = Fragment.get(top, None)
-    count, todo = 0, [frag]
-    while todo:
-        f = todo.pop()
-        count += any(isinstance(o, SkidBuffer) for o in f.origins or ())
-        todo += [sub for sub, *_ in f.subfragments]
-    return count
 
 
 def test_one_implementation_everywhere() -> None:
     """The AXI4-Stream slice, the demux (one per output), the reducer's stages I and P, its
     result assembler's output and rows head (a RegisteredFIFO), and the core's merger slices
     are all SkidBuffers (no copy of the logic left to drift)."""
-    assert _skid_buffers(AXIStreamRegisterSlice(64)) == 1
-    assert _skid_buffers(MessageDemux(64)) == 2
+    assert count_components(AXIStreamRegisterSlice(64), SkidBuffer) == 1
+    assert count_components(MessageDemux(64), SkidBuffer) == 2
     # stages I and P, the result assembler's output and its rows FIFO's head
-    assert _skid_buffers(Reducer(64, slots=4, elements=16, groups=1, jobs=1)) == 4
+    assert count_components(Reducer(64, slots=4, elements=16, groups=1, jobs=1), SkidBuffer) == 4
     # 2 merger slices + 2 in the demux + 4 in the reducer
-    assert _skid_buffers(WanreduceCore(ports=2, slots=4, elements=16, groups=1, jobs=1)) == 8
+    assert count_components(WanreduceCore(ports=2, slots=4, elements=16, groups=1, jobs=1), SkidBuffer) == 8
 
 
 @pytest.mark.parametrize(("args", "msg"), [
