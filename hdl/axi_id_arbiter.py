@@ -173,10 +173,13 @@ class AxiIdArbiter(wiring.Component):
         m.d.comb += [mem.wvalid.eq(out.m.valid), out.m.ready.eq(mem.wready)]
         m.d.comb += [getattr(mem, f).eq(getattr(out.m.payload, f)) for f in fields]
         sel = order.r_data
+        # valid as an AND-OR of (sel == k) terms, not a case on ``sel``: an empty order queue's
+        # ``r_data`` may be unknown in a 4-state simulator, and a case would make valid X there
+        m.d.comb += out.s.valid.eq(order.r_rdy & Cat(
+            (sel == k) & ins[k].m.valid for k in range(len(subs))).any())
         with m.Switch(sel):
             for k in range(len(subs)):
                 with m.Case(k):
-                    m.d.comb += out.s.valid.eq(order.r_rdy & ins[k].m.valid)
                     m.d.comb += [getattr(out.s.payload, f).eq(getattr(ins[k].m.payload, f))
                                  for f in fields]
         for k in range(len(subs)):
