@@ -45,6 +45,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -356,6 +357,25 @@ def _quiet_logging():
         logging.disable(previous)
 
 
+#: the modules of :func:`litedram_patches` (hashed into every cache key of a patched controller)
+PATCH_SOURCES = tuple(Path(__file__).parent / f
+                      for f in ("litedram_bank_lock.py", "litedram_refresh_request.py"))
+
+
+@contextlib.contextmanager
+def litedram_patches(bank_lock_fix: bool = True) -> Iterator[None]:
+    """The patches every controller the boards use is built with, active while LiteDRAM is
+    elaborated: cmd_buffer_buffered breaks LiteDRAM's bank lock (``litedram_bank_lock``;
+    ``bank_lock_fix=False`` leaves it out, to show what it breaks), and the refresh request was
+    the controller clock's critical path (``litedram_refresh_request``)."""
+    from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
+    from wanreduce.hdl.boards.litedram_refresh_request import registered_refresh_request
+
+    with (fixed_bank_lock() if bank_lock_fix else contextlib.nullcontext(),
+          registered_refresh_request()):
+        yield
+
+
 def _generate(cfg: DramConfig, out_dir: Path, name: str) -> Path:
     board = cfg.board
     from litedram.gen import LiteDRAMCore
@@ -367,12 +387,7 @@ def _generate(cfg: DramConfig, out_dir: Path, name: str) -> Path:
         platform = LatticePlatform(cfg.device, io=[], toolchain="trellis")
     else:
         platform = XilinxPlatform(cfg.device, io=[], toolchain="vivado")
-    from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
-    from wanreduce.hdl.boards.litedram_refresh_request import registered_refresh_request
-
-    # cmd_buffer_buffered breaks LiteDRAM's bank lock, and its refresh request was the
-    # controller clock's critical path: see those modules
-    with fixed_bank_lock(), registered_refresh_request():
+    with litedram_patches():
         soc = LiteDRAMCore(platform, _core_config(cfg), integrated_rom_size=0)
     _add_axi_port(soc, platform)
     dw, aw = soc.axi_widths
@@ -394,8 +409,7 @@ def _generate(cfg: DramConfig, out_dir: Path, name: str) -> Path:
 def _cache_key(board: str) -> str:
     text = json.dumps([asdict(DRAM_CONFIGS[board]), AXI_ID_WIDTH, LITEDRAM_VERSION,
                        Path(__file__).read_bytes().hex(),  # and the patches it applies
-                       *((Path(__file__).parent / f).read_bytes().hex()
-                         for f in ("litedram_bank_lock.py", "litedram_refresh_request.py"))],
+                       *(f.read_bytes().hex() for f in PATCH_SOURCES)],
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

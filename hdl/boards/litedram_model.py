@@ -45,8 +45,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from wanreduce.hdl.boards import litedram_bank_lock, litedram_controller, litedram_refresh_request
-from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
+from wanreduce.hdl.boards import litedram_controller
 from wanreduce.hdl.boards.litedram_controller import (
     AXI_ID_WIDTH,
     DRAM_CONFIGS,
@@ -55,7 +54,6 @@ from wanreduce.hdl.boards.litedram_controller import (
     controller_settings,
     module_name,
 )
-from wanreduce.hdl.boards.litedram_refresh_request import registered_refresh_request
 
 __all__ = ["MODEL_ROWS", "cached_model", "generate_model", "model_bytes", "model_module_name",
            "phy_settings", "small_bank_memories"]
@@ -153,8 +151,7 @@ def _top(cfg: DramConfig, platform, bank_lock_fix: bool):
                  top.cd_sys.rst.eq(platform.request("sys_rst"))]
     with small_bank_memories(words):
         top.submodules.ddrphy = phy = SDRAMPHYModel(module, settings, clk_freq=cfg.sys_clk_hz)
-    with (fixed_bank_lock() if bank_lock_fix else contextlib.nullcontext(),
-          registered_refresh_request()):
+    with litedram_controller.litedram_patches(bank_lock_fix):
         top.submodules.sdram = LiteDRAMCore(phy, module.geom_settings, module.timing_settings,
                                             cfg.sys_clk_hz,
                                             controller_settings=controller_settings(cfg))
@@ -194,8 +191,7 @@ def generate_model(board: str, out_dir: Path, *, bank_lock_fix: bool = True) -> 
 
 def _cache_key(board: str, bank_lock_fix: bool) -> str:
     here = b"".join(Path(f).read_bytes() for f in (__file__, litedram_controller.__file__,
-                                                     litedram_bank_lock.__file__,
-                                                     litedram_refresh_request.__file__))
+                                                     *litedram_controller.PATCH_SOURCES))
     text = json.dumps([asdict(DRAM_CONFIGS[board]), AXI_ID_WIDTH, MODEL_ROWS, bank_lock_fix,
                        litedram_controller.LITEDRAM_VERSION, hashlib.sha256(here).hexdigest()],
                       sort_keys=True)
