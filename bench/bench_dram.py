@@ -24,8 +24,9 @@ address space, or in the last 32 B of the slot's own stride (its DRAM row); the 
 counts the slots' bytes only (what ``dram_budget`` takes), the bus's own is printed too.
 
 The bank memories of the DDR3 model are shrunk (``litedram_model.small_bank_memories``) so the
-simulation starts in seconds; the controller is built with the bank-lock fix the board's
-generator applies (``litedram_bank_lock``); progress goes to stderr every 2,000 cycles.
+simulation starts in seconds; the controller is built with the patches the board's generator
+applies (``litedram_controller.litedram_patches``: the bank-lock fix, the registered refresh
+request); progress goes to stderr every 2,000 cycles.
 
 Figures: docs/benchmarks.md, "DRAM controller on the boards (LiteDRAM)" (slot traffic) and its
 "Tag records next to the slots" (``--records``).
@@ -46,8 +47,11 @@ from wanreduce.hdl.boards.capacity import (
     dram_budget,
     dram_slot_stride,
 )
-from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
-from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS, controller_settings
+from wanreduce.hdl.boards.litedram_controller import (
+    DRAM_CONFIGS,
+    controller_settings,
+    litedram_patches,
+)
 from wanreduce.hdl.boards.litedram_model import phy_settings, small_bank_memories
 
 BANK_WORDS = 4096  # storage per simulated bank (litedram_model.small_bank_memories: rows alias,
@@ -125,7 +129,7 @@ def measure(board: str, slots: int, group: int, elements: int = 499,
                 controller_settings=controller_settings(cfg))
             self.port = self.core.crossbar.get_port()
 
-    with small_bank_memories(BANK_WORDS), fixed_bank_lock():
+    with small_bank_memories(BANK_WORDS), litedram_patches():
         top = Top()
     port = top.port
     beat_bytes = port.data_width // 8

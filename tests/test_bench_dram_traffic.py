@@ -1,7 +1,7 @@
 """bench/bench_dram.py's command order (``slot_traffic``): without records the order the figures
 in docs/benchmarks.md were measured with; with records (docs/large_slots.md, "The record
 store") one record read and one record write per slot, each its own burst, where the design puts
-them, and the steady-state window around the same slots."""
+them, and the steady-state window around the same slots; the controller it simulates."""
 
 from __future__ import annotations
 
@@ -76,3 +76,11 @@ def test_records_one_read_and_one_write_per_slot(records: str) -> None:
 def test_records_rejects_an_unknown_placement() -> None:
     with pytest.raises(ValueError, match="records must be one of none, dense, stride, append, got 'row'"):
         bench_dram.slot_traffic(2, 8, 4, "row")
+
+
+def test_controller_is_built_with_the_boards_patches() -> None:
+    """The bench simulates the controller the boards build: the same ``litedram_patches()`` (bank
+    lock and registered refresh request), not a list of its own."""
+    from wanreduce.hdl.boards import litedram_controller
+
+    assert bench_dram.litedram_patches is litedram_controller.litedram_patches
