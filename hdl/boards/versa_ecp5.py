@@ -37,6 +37,7 @@ from amaranth.hdl import (
     ClockDomain,
     ClockSignal,
     Const,
+    DomainRenamer,
     Elaboratable,
     Instance,
     Module,
@@ -80,9 +81,20 @@ def check_core_mhz(core_mhz: float) -> None:
                          f"{', '.join(f'{f:g}' for f in PLL_TABLE)} MHz, got {core_mhz:g}")
 
 
-def core_clock(m: Module, platform, core_mhz: float) -> tuple[Signal, Signal, Signal]:
+def core_clock(m: Module, platform, core_mhz: float, *,
+               global_reset: bool = False) -> tuple[Signal, Signal, Signal]:
     """Domain ``sync`` at ``core_mhz`` from the 100 MHz oscillator through an EHXPLLL, reset
-    by PLL lock and the reset button; returns (oscillator, button pressed, PLL locked)."""
+    by PLL lock and the reset button; returns (oscillator, button pressed, PLL locked).
+
+    ``global_reset``: also a domain ``core`` on the same clock, without a reset signal: its
+    flip-flops are reset to their initial values by the chip's global set/reset (``SGSR``,
+    synchronous to the core clock, on its own dedicated network), as Amaranth's ECP5 platform
+    resets its default domain. The core's reset fans out to ~20,000 flip-flops; through general
+    routing its one register could land at the chip's edge (12.9 ns of routing to the reducer
+    in branch vdram22's seed-2 placement of the Versa DRAM build: core 73.5 MHz). The GSR also
+    resets every other flip-flop whose GSR is left to synthesis (LiteDRAM's, LiteEth's), as the
+    power-up reset does; the two flip-flops that drive it are kept off it (``GSR="DISABLED"``),
+    or an asserted GSR would hold them, and itself, forever."""
     clk100_buf = platform.request("clk100", 0).i
     rst_n = platform.request("rst", 0)
     m.domains.sync = ClockDomain("sync")
@@ -96,6 +108,15 @@ def core_clock(m: Module, platform, core_mhz: float) -> tuple[Signal, Signal, Si
     )
     m.d.comb += ClockSignal("sync").eq(core_clk)
     m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")
+    if global_reset:
+        m.domains.core = ClockDomain("core", reset_less=True)
+        m.d.comb += ClockSignal("core").eq(core_clk)
+        run0, run1 = Signal(name="gsr_run0"), Signal(name="gsr_run1")  # 0: reset
+        m.submodules.gsr_sync0 = Instance("FD1S3AX", p_GSR="DISABLED", i_CK=core_clk,
+                                          i_D=locked & ~rst_n.i, o_Q=run0)
+        m.submodules.gsr_sync1 = Instance("FD1S3AX", p_GSR="DISABLED", i_CK=core_clk,
+                                          i_D=run0, o_Q=run1)
+        m.submodules.gsr = Instance("SGSR", i_CLK=core_clk, i_GSR=run1)
     # No constraint on core_clk itself (synthesis renames the net): nextpnr derives the core
     # clock for the PLL output from the 100 MHz input constraint in constraints/versa_ecp5.lpf.
     return clk100_buf, rst_n.i, locked
@@ -192,8 +213,11 @@ class VersaTop(Elaboratable):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz)
-        m.submodules.core = core = self.core
+        # the DRAM build fills 62 % of the chip: the core's reset through the global set/reset
+        global_reset = self.slot_memory == "dram"
+        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz, global_reset=global_reset)
+        core = self.core
+        m.submodules.core = DomainRenamer("core")(core) if global_reset else core
         if self.slot_memory == "dram":
             m.submodules.dram = dram = DramController(
                 "versa-ecp5", platform.request("ddr3", 0, dir="-"), clk100_buf, button,
