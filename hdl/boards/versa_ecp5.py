@@ -24,7 +24,8 @@
   ready, through the egress framer and merger into the reducer's output FIFO, was the board's
   critical path); one cycle of latency each way.
 * Core clock: 100 MHz board oscillator -> EHXPLLL -> ``core_mhz`` (125, 100, 62.5 or 50 MHz;
-  ``sync``), reset from the PLL lock and the board's reset button. Two 1 GbE ports need
+  ``sync``), reset from the PLL lock and the board's reset button (with ``slot_memory="dram"``
+  through the chip's global set/reset, not a fabric net: :func:`core_clock`). Two 1 GbE ports need
   250 MB/s; W=64 carries 8 bytes per cycle, so even 50 MHz (400 MB/s) keeps up.
 * LEDs (active low on the board, inverted by the platform): 0 heartbeat (~1 Hz), 1 PLL locked,
   2 ETH0 link, 3 ETH1 link, 4 ETH0 frame received, 5 ETH1 frame received, 6 frame sent to the
