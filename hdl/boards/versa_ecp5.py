@@ -91,7 +91,7 @@ def core_clock(m: Module, platform, core_mhz: float, *,
     dedicated network), as Amaranth's ECP5 platform resets its default domain; the synchronised
     reset is then domain ``sync_rst``'s (same clock), for the reset inputs of LiteEth's and
     LiteDRAM's instances only. Through general routing the reset's one register, fanning out to
-    ~21,000 flip-flops, could land at the chip's edge (branch vdram22's seed-2 placement of the
+    ~10,000 flip-flops (the rest have no reset), could land at the chip's edge (branch vdram22's seed-2 placement of the
     Versa DRAM build: 12.9 ns of routing to the reducer, core 73.5 MHz; with only the core off
     it, 10 ns to the LEDs' counters). The GSR also resets every other flip-flop whose GSR is
     left to synthesis (LiteDRAM's, LiteEth's), as the power-up reset does; the two flip-flops
