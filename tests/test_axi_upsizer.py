@@ -5,6 +5,7 @@ backpressure on every channel, 64 -> 128 (the Versa's DDR3 port) and 64 -> 512 (
 from __future__ import annotations
 
 import pytest
+from stream_helpers import comb_cone
 
 from wanreduce.hdl.axi_upsizer import AxiUpsizer
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
@@ -42,3 +43,14 @@ def test_cocotb_one_narrow_beat_per_cycle() -> None:
     params, path, top = _dut(64, 128)
     run_cocotb(verilog=path, toplevel=top, test_module=TB, testcase="throughput",
                params={**params, "seed": 3})
+
+
+def test_narrow_w_reaches_only_its_input_register() -> None:
+    """The manager's W (valid, last, data) enters through a skid buffer: the lane choice, the
+    accumulator's enables and the wide beat's valid are decided from flip-flops. Before, the
+    DRAM store's wlast (its beat count against the burst length) ran on through them into 72
+    enables: the Versa DRAM build's core path at vdram22's seed 2 (9.6 ns; docs/benchmarks.md)."""
+    sources, _ = comb_cone(AxiUpsizer(64, 128), "w_out.s__valid")
+    assert not {s for s in sources if s.startswith("s_axi_w")}, sorted(sources)
+    sources, _ = comb_cone(AxiUpsizer(64, 128), "s_axi_wready")
+    assert not {s for s in sources if s.startswith("s_axi_")}, sorted(sources)

@@ -24,7 +24,8 @@
   ready, through the egress framer and merger into the reducer's output FIFO, was the board's
   critical path); one cycle of latency each way.
 * Core clock: 100 MHz board oscillator -> EHXPLLL -> ``core_mhz`` (125, 100, 62.5 or 50 MHz;
-  ``sync``), reset from the PLL lock and the board's reset button. Two 1 GbE ports need
+  ``sync``), reset from the PLL lock and the board's reset button (with ``slot_memory="dram"``
+  through the chip's global set/reset, not a fabric net: :func:`core_clock`). Two 1 GbE ports need
   250 MB/s; W=64 carries 8 bytes per cycle, so even 50 MHz (400 MB/s) keeps up.
 * LEDs (active low on the board, inverted by the platform): 0 heartbeat (~1 Hz), 1 PLL locked,
   2 ETH0 link, 3 ETH1 link, 4 ETH0 frame received, 5 ETH1 frame received, 6 frame sent to the
@@ -80,12 +81,25 @@ def check_core_mhz(core_mhz: float) -> None:
                          f"{', '.join(f'{f:g}' for f in PLL_TABLE)} MHz, got {core_mhz:g}")
 
 
-def core_clock(m: Module, platform, core_mhz: float) -> tuple[Signal, Signal, Signal]:
+def core_clock(m: Module, platform, core_mhz: float, *,
+               global_reset: bool = False) -> tuple[Signal, Signal, Signal]:
     """Domain ``sync`` at ``core_mhz`` from the 100 MHz oscillator through an EHXPLLL, reset
-    by PLL lock and the reset button; returns (oscillator, button pressed, PLL locked)."""
+    by PLL lock and the reset button; returns (oscillator, button pressed, PLL locked).
+
+    ``global_reset``: ``sync`` has no reset signal: its flip-flops are reset to their initial
+    values by the chip's global set/reset (``SGSR``, synchronous to the core clock, on its own
+    dedicated network), as Amaranth's ECP5 platform resets its default domain; the synchronised
+    reset is then domain ``sync_rst``'s (same clock), for the reset inputs of LiteEth's and
+    LiteDRAM's instances only. Through general routing the reset's one register, fanning out to
+    ~10,000 flip-flops (the rest have no reset), could land at the chip's edge (branch vdram22's seed-2 placement of the
+    Versa DRAM build: 12.9 ns of routing to the reducer, core 73.5 MHz; with only the core off
+    it, 10 ns to the LEDs' counters). The GSR also resets every other flip-flop whose GSR is
+    left to synthesis (LiteDRAM's, LiteEth's), as the power-up reset does; the two flip-flops
+    that drive it are kept off it (``GSR="DISABLED"``), or an asserted GSR would hold them, and
+    itself, forever."""
     clk100_buf = platform.request("clk100", 0).i
     rst_n = platform.request("rst", 0)
-    m.domains.sync = ClockDomain("sync")
+    m.domains.sync = ClockDomain("sync", reset_less=global_reset)
     core_clk, locked = Signal(name="core_clk"), Signal(name="pll_locked")
     m.submodules.pll = Instance(
         "EHXPLLL", **pll_params(core_mhz),
@@ -95,7 +109,18 @@ def core_clock(m: Module, platform, core_mhz: float) -> tuple[Signal, Signal, Si
         a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP=f"{core_mhz:g}",
     )
     m.d.comb += ClockSignal("sync").eq(core_clk)
-    m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain="sync")
+    rst_domain = "sync_rst" if global_reset else "sync"
+    if global_reset:
+        m.domains.sync_rst = ClockDomain("sync_rst")
+        m.d.comb += ClockSignal("sync_rst").eq(core_clk)
+    m.submodules.rst_sync = ResetSynchronizer(~locked | rst_n.i, domain=rst_domain)
+    if global_reset:
+        run0, run1 = Signal(name="gsr_run0"), Signal(name="gsr_run1")  # 0: reset
+        m.submodules.gsr_sync0 = Instance("FD1S3AX", p_GSR="DISABLED", i_CK=core_clk,
+                                          i_D=locked & ~rst_n.i, o_Q=run0)
+        m.submodules.gsr_sync1 = Instance("FD1S3AX", p_GSR="DISABLED", i_CK=core_clk,
+                                          i_D=run0, o_Q=run1)
+        m.submodules.gsr = Instance("SGSR", i_CLK=core_clk, i_GSR=run1)
     # No constraint on core_clk itself (synthesis renames the net): nextpnr derives the core
     # clock for the PLL output from the 100 MHz input constraint in constraints/versa_ecp5.lpf.
     return clk100_buf, rst_n.i, locked
@@ -120,6 +145,8 @@ class VersaTop(Elaboratable):
         self.core_mhz = float(core_mhz)
         self.core = board_core("versa-ecp5", slot_memory, **core_params)
         self.slot_memory = slot_memory
+        # the reset signal of the MACs' and LiteDRAM's instances (see core_clock, global_reset)
+        self.rst_domain = "sync_rst" if slot_memory == "dram" else "sync"
         if self.core.params["width"] != MAC_WIDTH:
             raise ValueError(f"versa-ecp5 runs the core at width {MAC_WIDTH} (LiteEth MAC width), "
                              f"got width={self.core.params['width']}")
@@ -140,7 +167,7 @@ class VersaTop(Elaboratable):
             ("sink_last_be", w // 8), ("link_up", 1))}
         m.submodules[f"mac{index}"] = Instance(
             MAC_NAME,
-            i_sys_clk=ClockSignal("sync"), i_sys_rst=ResetSignal("sync"),
+            i_sys_clk=ClockSignal("sync"), i_sys_rst=ResetSignal(self.rst_domain),
             i_rgmii_clk_rx=pads.rx_clk.io, o_rgmii_clk_tx=pads.tx_clk.io,
             o_rgmii_rst_n=pads.rst.io,  # the pin is active low (PinsN); the raw pad is rst_n
             i_rgmii_rx_ctl=rx_ctl.io, i_rgmii_rx_data=pads.rx_data.io,
@@ -192,12 +219,15 @@ class VersaTop(Elaboratable):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz)
+        # the DRAM build fills 62 % of the chip: the core clock's reset through the global
+        # set/reset, the synchronised reset signal only for the MACs' and LiteDRAM's instances
+        global_reset = self.rst_domain == "sync_rst"
+        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz, global_reset=global_reset)
         m.submodules.core = core = self.core
         if self.slot_memory == "dram":
             m.submodules.dram = dram = DramController(
                 "versa-ecp5", platform.request("ddr3", 0, dir="-"), clk100_buf, button,
-                platform=platform)
+                axi_domain=self.rst_domain, platform=platform)
             attach_memory(m, core, dram)
         net = self._mac(m, platform, 0)
         host = self._mac(m, platform, 1)
