@@ -6,11 +6,14 @@ The engine is the DRAM slot store's (``DramSlotStore`` is this engine with the s
 ``hdl/dram_slot_store.py``) with its modify stage (C2) and AXI ID as parameters, so the record
 store (tag records, AXI ID 1) is the same engine with another modify function, not a copy.
 
-Row ``r`` lives at ``base_address + r * W/8`` on ``m_axi_mem`` (data width = W: width conversion
-is the interconnect's job). One AXI ID (``axi_id``, default 0): reads return, and writes are
-acknowledged, in order.
+Row ``r`` lives at ``base_address + r * R/8`` on ``m_axi_mem`` (data width W; the row width R =
+``row_width``, default W, is a power of two from W up: a row is R/W consecutive beats, a burst of
+rows a burst of R/W beats each; further width conversion is the interconnect's job). Rows,
+commands, responses, the modify and every buffer are R bits; only the AXI data channels are W
+(R: the beats of a row gathered in a shift register; W: a row sent a beat at a time). One AXI
+ID (``axi_id``, default 0): reads return, and writes are acknowledged, in order.
 
-**The modify** (``modify``: a factory ``modify(W)`` of a ``wiring.Component`` with
+**The modify** (``modify``: a factory ``modify(R)`` of a ``wiring.Component`` with
 :func:`modify_signature`'s members, called once, at construction): a
 combinational function of registered operands, ``a`` = the row before the command (0 for
 WRITE), ``b`` = the command's data (0 for READ) and, if the component has it, ``op``; it drives
@@ -109,17 +112,18 @@ def check_modify(modify: wiring.Component, data_width: int) -> None:
 class DramRmwEngine(wiring.Component):
     """Read-modify-write engine on an AXI4 master (``m_axi_mem_*``); see the module docstring.
 
-    Parameters: ``data_width`` W (64..512), ``slots`` S and ``row_bits`` (rows = S << row_bits),
-    ``modify`` (factory of the modify component, given W), ``axi_id`` (the ID of every request,
-    0 or 1),
+    Parameters: ``data_width`` W (64..512, the AXI data), ``row_width`` R (a power of two >= W,
+    default W), ``slots`` S and ``row_bits`` (rows = S << row_bits), ``modify`` (factory of the
+    modify component, given R), ``axi_id`` (the ID of every request, 0 or 1),
     ``base_address`` (4 KiB-aligned), ``address_width`` (AXI), ``outstanding`` (in-flight table
-    entries), ``burst_beats`` (longest burst), ``burst_hold`` (idle cycles a burst waits for the
+    entries), ``burst_beats`` (longest burst, in W beats, of whole rows), ``burst_hold`` (idle cycles a burst waits for the
     next row of a message whose commands say ``more``; 0 = a pause closes it), ``tag_bits``.
     Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``.
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int,
                  modify: Callable[[int], wiring.Component], axi_id: int = 0,
+                 row_width: int | None = None,
                  base_address: int = DRAM_STORE_DEFAULTS["base_address"],
                  address_width: int = DRAM_STORE_DEFAULTS["address_width"],
                  outstanding: int = DRAM_STORE_DEFAULTS["outstanding"],
@@ -128,11 +132,12 @@ class DramRmwEngine(wiring.Component):
         check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
                                 address_width=address_width, base_address=base_address,
                                 outstanding=outstanding, burst_beats=burst_beats,
-                                burst_hold=burst_hold)
+                                burst_hold=burst_hold, row_width=row_width)
+        self.row_width = data_width if row_width is None else row_width
         if axi_id not in (0, 1):
             raise ValueError(f"axi_id must be 0..1 (the port's 1-bit ID), got {axi_id}")
-        self.modify = modify(data_width)
-        check_modify(self.modify, data_width)
+        self.modify = modify(self.row_width)
+        check_modify(self.modify, self.row_width)
         self.axi_id = axi_id
         self.data_width, self.base_address, self.address_width = data_width, base_address, address_width
         self.outstanding, self.burst_beats, self.tag_bits = outstanding, burst_beats, tag_bits
@@ -140,22 +145,29 @@ class DramRmwEngine(wiring.Component):
         self.address_bits = row_address_bits(slots, row_bits)
         self.rows = slots << row_bits
         super().__init__({
-            **slot_store_signature(data_width, self.address_bits, tag_bits),
+            **slot_store_signature(self.row_width, self.address_bits, tag_bits),
             **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
             "mem_error": Out(1),
         })
 
     def _address(self, row) -> Signal:
-        """Byte address of ``row`` (rows are W/8 bytes, the region starts at base_address)."""
-        shift = (self.data_width // 8).bit_length() - 1
+        """Byte address of ``row`` (rows are R/8 bytes, the region starts at base_address)."""
+        shift = (self.row_width // 8).bit_length() - 1
         return (Const(self.base_address, self.address_width) + Cat(Const(0, shift), row))[:self.address_width]
+
+    def _beats_m1(self, rows_m1):
+        """A burst's AXI length - 1 from its rows - 1: (rows * R/W) - 1 (R/W a power of two)."""
+        k = self.row_width // self.data_width
+        return rows_m1 if k == 1 else Cat(Const(k - 1, k.bit_length() - 1), rows_m1)[:8]
 
     def elaborate(self, platform: object) -> Module:  # noqa: PLR0915 - one pipeline, read top-down
         m = Module()
-        w, n, ab = self.data_width, self.outstanding, self.address_bits
+        w, n, ab = self.row_width, self.outstanding, self.address_bits
+        bw, k = self.data_width, self.row_width // self.data_width  # the bus, beats per row
         ib = n.bit_length() - 1
         axi = axi4_port(self, AXI_PREFIX)
-        page_beats = AXI4_PAGE // (w // 8)
+        page_beats = AXI4_PAGE // (w // 8)  # rows in a page
+        burst_rows = self.burst_beats // k
         entry_layout = data.StructLayout({
             "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
             "fwd": 1, "src": ib, "adj": 1, "mem": 1, "more": 1})
@@ -210,7 +222,7 @@ class DramRmwEngine(wiring.Component):
                      cmds.w_data.eq(entry), cmds.w_en.eq(q_valid)]
 
         m.submodules.ar_bursts = ar_bursts = BurstCoalescer(
-            ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n, hold=self.burst_hold,
+            ab, max_beats=burst_rows, page_beats=page_beats, depth=n, hold=self.burst_hold,
             hold_beats=n // 4)
         m.d.comb += [ar_bursts.row.eq(q_cmd.row), ar_bursts.push.eq(needs_read),
                      ar_bursts.more.eq(q_cmd.more)]
@@ -219,12 +231,20 @@ class DramRmwEngine(wiring.Component):
         rb = ar_bursts.m.payload
         m.d.comb += [
             axi.arvalid.eq(ar_bursts.m.valid), ar_bursts.m.ready.eq(axi.arready),
-            axi.araddr.eq(self._address(rb.start)), axi.arlen.eq(rb.len_m1),
-            axi.arsize.eq((w // 8).bit_length() - 1), axi.arburst.eq(AxiBurst.INCR),
+            axi.araddr.eq(self._address(rb.start)), axi.arlen.eq(self._beats_m1(rb.len_m1)),
+            axi.arsize.eq((bw // 8).bit_length() - 1), axi.arburst.eq(AxiBurst.INCR),
             axi.arcache.eq(AXCACHE), axi.arid.eq(self.axi_id), axi.arlock.eq(0), axi.arprot.eq(0), axi.arqos.eq(0),
         ]
         m.submodules.rdata = rdata = fifo.SyncFIFOBuffered(width=w, depth=n)
-        m.d.comb += [rdata.w_data.eq(axi.rdata), rdata.w_en.eq(axi.rvalid), axi.rready.eq(rdata.w_rdy)]
+        if k == 1:
+            m.d.comb += [rdata.w_data.eq(axi.rdata), rdata.w_en.eq(axi.rvalid), axi.rready.eq(rdata.w_rdy)]
+        else:  # a row's first k - 1 beats into a shift register, the row queued with its last
+            r_beat, r_lower = Signal(range(k)), Signal(w - bw)
+            r_go = axi.rvalid & axi.rready
+            m.d.comb += [rdata.w_data.eq(Cat(r_lower, axi.rdata)), rdata.w_en.eq(r_go & (r_beat == k - 1)),
+                         axi.rready.eq(rdata.w_rdy)]
+            with m.If(r_go):
+                m.d.sync += [r_beat.eq(r_beat + 1), r_lower.eq(Cat(r_lower, axi.rdata)[bw:])]
 
         # ---- complete, stage C0 -------------------------------------------------------------
         # The oldest command is the command queue's registered head, so `fire` is decided from
@@ -305,7 +325,7 @@ class DramRmwEngine(wiring.Component):
 
         # ---- memory writes ------------------------------------------------------------------
         m.submodules.aw_bursts = aw_bursts = BurstCoalescer(
-            ab, max_beats=self.burst_beats, page_beats=page_beats, depth=n, hold=self.burst_hold,
+            ab, max_beats=burst_rows, page_beats=page_beats, depth=n, hold=self.burst_hold,
             hold_beats=n // 4)
         m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
         m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes), aw_bursts.more.eq(c2.more),
@@ -317,20 +337,26 @@ class DramRmwEngine(wiring.Component):
         aw_go = aw_bursts.m.valid & axi.awready
         m.d.comb += [
             axi.awvalid.eq(aw_bursts.m.valid), aw_bursts.m.ready.eq(axi.awready),
-            axi.awaddr.eq(self._address(wb.start)), axi.awlen.eq(wb.len_m1),
-            axi.awsize.eq((w // 8).bit_length() - 1), axi.awburst.eq(AxiBurst.INCR),
+            axi.awaddr.eq(self._address(wb.start)), axi.awlen.eq(self._beats_m1(wb.len_m1)),
+            axi.awsize.eq((bw // 8).bit_length() - 1), axi.awburst.eq(AxiBurst.INCR),
             axi.awcache.eq(AXCACHE), axi.awid.eq(self.axi_id), axi.awlock.eq(0), axi.awprot.eq(0), axi.awqos.eq(0),
-            wlen.w_data.eq(wb.len_m1), wlen.w_en.eq(aw_go),
+            wlen.w_data.eq(self._beats_m1(wb.len_m1)), wlen.w_en.eq(aw_go),
             blen.w_data.eq(wb.len_m1), blen.w_en.eq(aw_go),
         ]
         beat = Signal(8)
         last = beat == wlen.m.payload
         w_go = axi.wvalid & axi.wready
+        # A row leaves a beat at a time, lowest first; the queue moves on with its last.
+        w_beat = Signal(range(k)) if k > 1 else None
         m.d.comb += [
-            axi.wvalid.eq(wlen.m.valid & wdata.r_rdy), axi.wdata.eq(wdata.r_data),
-            axi.wstrb.eq((1 << (w // 8)) - 1), axi.wlast.eq(last),
-            wdata.r_en.eq(w_go), wlen.m.ready.eq(w_go & last),
+            axi.wvalid.eq(wlen.m.valid & wdata.r_rdy),
+            axi.wdata.eq(wdata.r_data if k == 1 else wdata.r_data.word_select(w_beat, bw)),
+            axi.wstrb.eq((1 << (bw // 8)) - 1), axi.wlast.eq(last),
+            wdata.r_en.eq(w_go if k == 1 else w_go & (w_beat == k - 1)), wlen.m.ready.eq(w_go & last),
         ]
+        if k > 1:
+            with m.If(w_go):
+                m.d.sync += w_beat.eq(w_beat + 1)
         with m.If(w_go):
             m.d.sync += beat.eq(Mux(last, 0, beat + 1))
 
