@@ -32,6 +32,8 @@ MAX_SLOTS_LARGE = 1 << 20
 # "vector", S flip-flops scanned in one cycle (the default); "words", ``PendingWords``' 64-bit
 # block-RAM words with the two-word scan (docs/large_slots.md: for large S).
 PENDING_STORES = ("vector", "words")
+MAX_ROW_WIDTH = 1024  # the read-modify-write engine's widest row (hdl/dram_rmw_engine.py)
+
 # The DRAM slot store's own parameters and their defaults (``DramSlotStore``, and the core with
 # ``slot_memory="dram"``): a 32-bit AXI address space from 0, 256 commands in flight (full rate
 # up to ~100 cycles of memory latency, docs/slot_store.md), 16-beat bursts held open 128 idle
@@ -150,15 +152,25 @@ class CoreParams(dict):
 
 def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_width: int,
                             base_address: int, outstanding: int, burst_beats: int,
-                            burst_hold: int = 0) -> None:
+                            burst_hold: int = 0, row_width: int | None = None) -> None:
     """The DRAM slot store's parameters, each on its own and together: its rows fit the AXI
-    address space from ``base_address`` on, and a burst of ``burst_beats`` fits in 4 KiB."""
+    address space from ``base_address`` on, and a burst of ``burst_beats`` fits in 4 KiB.
+    ``row_width`` (the read-modify-write engine's, default ``width``): a row of that many bits
+    is ``row_width / width`` consecutive beats of the ``width``-bit bus, so a burst holds
+    ``burst_beats`` beats of whole rows."""
     check_core_params(width=width, slots=slots, row_bits=row_bits, address_width=address_width,
                       base_address=base_address, outstanding=outstanding, burst_beats=burst_beats,
                       burst_hold=burst_hold)
-    end = base_address + (slots << row_bits) * (width // 8)
+    row_width = width if row_width is None else row_width
+    if row_width < width or row_width > MAX_ROW_WIDTH or row_width & (row_width - 1):
+        raise ValueError(f"row_width must be a power of two from {width} (the data width) to "
+                         f"{MAX_ROW_WIDTH}, got {row_width}")
+    if burst_beats < row_width // width:
+        raise ValueError(f"burst_beats must be >= {row_width // width} (a {row_width}-bit row is "
+                         f"{row_width // width} beats of {width}), got {burst_beats}")
+    end = base_address + (slots << row_bits) * (row_width // 8)
     if end > 1 << address_width:
-        raise ValueError(f"base_address + rows * {width // 8} bytes must be <= 2**address_width "
+        raise ValueError(f"base_address + rows * {row_width // 8} bytes must be <= 2**address_width "
                          f"= {1 << address_width:#x}, got {end:#x}")
     page_beats = AXI4_PAGE // (width // 8)
     if burst_beats > page_beats:

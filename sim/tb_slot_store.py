@@ -7,7 +7,9 @@ Any backend: the bench drives ``cmd`` and takes ``rsp`` itself, every cycle. A D
 ``latency`` input) gets cocotbext-axi's ``AxiRam`` on it, filled with random rows (the
 reference reads the same bytes for a row never written), with pause generators on every
 channel (ready on AW/W/AR, valid on B/R). Every AR/AW burst is recorded and checked: INCR,
-within 4 KiB, at most ``burst_beats`` beats, inside the store's region.
+within 4 KiB, at most ``burst_beats`` beats, inside the store's region, with ID ``axi_id``.
+``model`` = ``"record"`` checks the read-modify-write engine with the scaffold record modify
+(``hdl/record_modify_scaffold.py``) against ``sim/record_model.py`` instead of the sums.
 
 Tests:
 - ``random_commands``: random ops on clustered rows (runs of consecutive rows, many repeats so
@@ -23,7 +25,8 @@ Tests:
   (a WRITE never reads).
 Parameters (tb_params): data_width, slots, row_bits, burst_beats, base_address, seed, commands,
 p_cmd, p_rsp, p_axi, latency_range / latency, bandwidth, message_beats, contributors, spread,
-min_rate, min_mean_burst, out.
+min_rate, min_mean_burst, out, model ("sums" or "record"), axi_id (default 0), row_width
+(default data_width: the engine's rows of R/W beats each).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, cmd_layout, rsp_layout
 from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, steady_rate, throttle_data
+from wanreduce.sim.record_model import RecordModel
 from wanreduce.sim.simulator import tb_params
 from wanreduce.sim.slot_store_model import SlotStoreModel
 
@@ -59,9 +63,10 @@ def _unpack(layout, word: int) -> dict[str, int]:
 class Bench:
     """Clock, reset, the memory (if the DUT has an AXI port) and the reference."""
 
-    def __init__(self, dut, p: dict) -> None:
-        self.dut, self.p = dut, p
-        self.width = p["data_width"]
+    def __init__(self, dut, p: dict, prefix: str = "") -> None:
+        self.dut, self.p, self.prefix = dut, p, prefix  # prefix: of the cmd / rsp ports
+        self.width = p.get("row_width", p["data_width"])  # rows, commands, responses
+        self.beat_bytes = p["data_width"] // 8  # the AXI data
         self.rows = p["slots"] << p["row_bits"]
         self.address_bits = self.rows.bit_length() - 1
         self.cmd_layout = cmd_layout(self.width, self.address_bits, TAG_BITS)
@@ -95,7 +100,8 @@ class Bench:
         await ClockCycles(dut.clk, 4)
         dut.rst.value = 0
         await RisingEdge(dut.clk)
-        return SlotStoreModel(self.width, initial)
+        models = {"sums": SlotStoreModel, "record": RecordModel}
+        return models[self.p.get("model", "sums")](self.width, initial)
 
     def random_axi_pauses(self, busy: float) -> None:
         random_axi_pauses(self.ram, self.rng, busy)
@@ -115,13 +121,18 @@ class Bench:
                     self.bursts.append((ch, int(getattr(dut, f"m_axi_mem_{ch}addr").value),
                                        int(getattr(dut, f"m_axi_mem_{ch}len").value) + 1))
                     assert int(getattr(dut, f"m_axi_mem_{ch}burst").value) == 1, "not INCR"
+                    got_id = int(getattr(dut, f"m_axi_mem_{ch}id").value)
+                    assert got_id == self.p.get("axi_id", 0), f"{ch} with ID {got_id}"
 
     def check_bursts(self) -> None:
         limit = self.p.get("burst_beats", 16)
         for ch, addr, beats in self.bursts:
-            end = addr + beats * self.row_bytes
+            end = addr + beats * self.beat_bytes
             assert addr // PAGE == (end - 1) // PAGE, f"{ch} burst at {addr:#x} x{beats} crosses 4 KiB"
             assert beats <= limit, f"{ch} burst of {beats} beats > burst_beats {limit}"
+            k = self.row_bytes // self.beat_bytes
+            assert beats % k == 0 and (addr - self.base) % self.row_bytes == 0, \
+                f"{ch} burst at {addr:#x} x{beats} is not whole rows of {k} beats"
             assert self.base <= addr and end <= self.base + self.rows * self.row_bytes, \
                 f"{ch} burst at {addr:#x} outside the store's region"
 
@@ -132,6 +143,8 @@ class Bench:
         dut, rng = self.dut, self.rng
         expected = [(*model.apply(op, row, data, lanes), i & ((1 << TAG_BITS) - 1))
                     for i, (op, row, data, lanes, _more) in enumerate(commands)]
+        cmd_valid, cmd_payload, cmd_ready = (getattr(dut, f"{self.prefix}cmd__{s}") for s in ("valid", "payload", "ready"))
+        rsp_valid, rsp_payload, rsp_ready = (getattr(dut, f"{self.prefix}rsp__{s}") for s in ("valid", "payload", "ready"))
         sent, got, cycle, stamps = 0, 0, 0, []
         offered = False
         idle_limit = 20000  # cycles without any response: the store is stuck
@@ -145,20 +158,20 @@ class Bench:
                 offered = sent < len(commands) and rng.random() < p_cmd
                 if offered:
                     op, row, data, lanes, more = commands[sent]
-                    dut.cmd__payload.value = _pack(self.cmd_layout, op=op, row=row, data=data,
+                    cmd_payload.value = _pack(self.cmd_layout, op=op, row=row, data=data,
                                                    lanes=lanes, tag=sent, more=more)
-                dut.cmd__valid.value = int(offered)
+                cmd_valid.value = int(offered)
             ready = rng.random() < p_rsp
-            dut.rsp__ready.value = int(ready)
+            rsp_ready.value = int(ready)
             await ReadOnly()
-            if offered and int(dut.cmd__ready.value):
+            if offered and int(cmd_ready.value):
                 sent += 1
                 offered = False
-            if ready and int(dut.rsp__valid.value):
-                r = _unpack(self.rsp_layout, int(dut.rsp__payload.value))
+            if ready and int(rsp_valid.value):
+                r = _unpack(self.rsp_layout, int(rsp_payload.value))
                 want = expected[got]
                 assert (r["data"], r["overflow"], r["tag"]) == want, (
-                    f"response {got} (op {commands[got][0]}, row {commands[got][1]}): got data "
+                    f"{self.prefix}response {got} (op {commands[got][0]}, row {commands[got][1]}): got data "
                     f"{r['data']:#x} overflow {r['overflow']} tag {r['tag']}, want data {want[0]:#x} "
                     f"overflow {want[1]} tag {want[2]}")
                 got += 1

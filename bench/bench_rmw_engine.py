@@ -1,0 +1,40 @@
+"""Size of the DRAM read-modify-write engine vs its row width (docs/benchmarks.md, "The
+read-modify-write engine's row width"; docs/large_slots.md, "How a 256-bit record travels").
+
+yosys ``synth_ecp5`` of the bare ``DramRmwEngine`` with the scaffold record modify
+(``hdl/record_modify_scaffold.py``) on a W-bit bus, for each row width R: what a 256-bit record
+on the core's 64-bit port costs against rows as wide as the bus. No place-and-route.
+
+    .venv/bin/python bench/bench_rmw_engine.py                       # W 64, R 64 and 256, N 128
+    .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --outstanding 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from wanreduce.hdl.dram_rmw_engine import DramRmwEngine
+from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_dram_store import _ints, synth_cells  # noqa: E402 - the store bench's synthesis
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--width", type=int, default=64, help="AXI data width W (default 64)")
+    ap.add_argument("--row-width", type=_ints, default=[64, 256], help="row widths R (default 64,256)")
+    ap.add_argument("--outstanding", type=int, default=128, help="in-flight table entries N")
+    ap.add_argument("--slots", type=int, default=4096, help="rows (row_bits 0; default 4096)")
+    a = ap.parse_args()
+    for r in a.row_width:
+        dut = DramRmwEngine(a.width, slots=a.slots, row_bits=0, modify=ScaffoldRecordModify, axi_id=1,
+                            row_width=r, outstanding=a.outstanding)
+        out = Path("build/bench_rmw_engine") / f"w{a.width}_r{r}_n{a.outstanding}"
+        print(f"W {a.width} R {r} N {a.outstanding} rows {a.slots}: {synth_cells(dut, out)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

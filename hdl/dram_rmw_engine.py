@@ -1,0 +1,408 @@
+"""Read-modify-write engine on DRAM: rows behind an AXI4 burst master, each command's new row a
+function of the row before and the command (issue 16; docs/slot_store.md, docs/large_slots.md
+"The record store").
+
+The engine is the DRAM slot store's (``DramSlotStore`` is this engine with the saturating adder,
+``hdl/dram_slot_store.py``) with its modify stage (C2) and AXI ID as parameters, so the record
+store (tag records, AXI ID 1) is the same engine with another modify function, not a copy.
+
+Row ``r`` lives at ``base_address + r * R/8`` on ``m_axi_mem`` (data width W; the row width R =
+``row_width``, default W, is a power of two from W up: a row is R/W consecutive beats, a burst of
+rows a burst of R/W beats each; further width conversion is the interconnect's job). Rows,
+commands, responses, the modify and every buffer are R bits; only the AXI data channels are W
+(R: the beats of a row gathered in a shift register; W: a row sent a beat at a time). One AXI
+ID (``axi_id``, default 0): reads return, and writes are acknowledged, in order.
+
+**The modify** (``modify``: a factory ``modify(R)`` of a ``wiring.Component`` with
+:func:`modify_signature`'s members, called once, at construction): a
+combinational function of registered operands, ``a`` = the row before the command (0 for
+WRITE), ``b`` = the command's data (0 for READ) and, if the component has it, ``op``; it drives
+``sum``, the row after, and ``overflow``, one flag per 32-bit lane. The engine needs
+``sum = b`` for WRITE and ``sum = a`` for READ (the response is the row, and a later command may
+forward it); the modify decides what ADD does. The response's ``overflow`` is set for an ADD
+whose ``overflow`` has a bit in the command's ``lanes``.
+
+Pipeline (one command per cycle):
+
+- **Accept** (A, from the ``cmd`` skid buffer's output register): the command takes the next
+  entry of the *in-flight table*, a ring of ``outstanding`` entries that holds each command from
+  acceptance until its write is acknowledged (B). The table's row CAM compares the row with every
+  entry; each row has at most one *live* entry, the newest. The table (rows, live bits) is
+  written at acceptance, so the compare sees every earlier command, the one accepted in the
+  cycle before included: no bypass is needed. Only the per-entry compare happens here (its
+  vector is registered); the cycle after (P) reduces it to hit and hit index, registered into Q.
+- **Queue** (Q): on a hit the command **forwards**: it reads nothing from memory and takes the
+  live entry's result (the row value after that command) when it completes. On a miss ADD/READ
+  queue a memory read; WRITE never reads. Rows to read go through a :class:`BurstCoalescer` to
+  AR; the command goes to the command queue.
+- **Complete** (in command order, four stages): C0 takes the oldest command (the command
+  queue's registered head) once its data is there (read data FIFO, or forwarded), reading the
+  forwarded entry's result; C1 registers the row before the command (read data, or the
+  forwarded result: from the result buffer, or bypassed from the registers after C2 for the
+  three commands right before); C2 computes the new row (the modify; the slot store's
+  ``SaturatingAdder``: WRITE data, ADD saturating sum, READ the row) into a register and queues,
+  for WRITE/ADD, the write's row (a second :class:`BurstCoalescer` to AW); C3 stores the registered row in the entry's result
+  buffer and queues the response and the write data (W). Both coalescers keep a burst open for up
+  to ``burst_hold`` idle cycles while the command's ``more`` says its message goes on, but only
+  while it has fewer than ``outstanding``/4 beats: the two held bursts then tie up at most half
+  the table, the rest keeps reads in flight (a table filled by held bursts waits for the timer).
+- **Free** (in order): completed entries queue with whether they wrote; an entry leaves the
+  table at once if it only read, else with the next acknowledged write (B); so a row is read
+  from memory only when every write to it has been acknowledged.
+
+Timing (ECP5, docs/benchmarks.md): every per-cycle decision is taken from flip-flops: queue
+heads are :class:`RegisteredFIFO` outputs (no block-RAM clock-to-output in front of logic),
+``full`` and the response credit are registers, the CAM's N-wide reduction has a cycle of its
+own (P), and the burst coalescers compare with a registered next row.
+
+Capacity: the table holds a command from acceptance to its write's B, so full rate needs
+``outstanding`` >= (read latency + write-response latency + a burst on each side + ~8) cycles of
+commands. Every internal queue holds at most ``outstanding`` entries (each entry is in it at most
+once), so none of them can overflow. ``mem_error`` (sticky) is set by any RRESP/BRESP other than
+OKAY: the data of such a row is not to be trusted, the owner must report it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
+from .burst_coalescer import BurstCoalescer
+from .layouts import lanes
+from .params import AXI4_PAGE, DRAM_STORE_DEFAULTS, check_dram_store_params
+from .registered_fifo import RegisteredFIFO
+from .skid_buffer import SkidBuffer
+from .slot_store_signature import TAG_BITS, Op, cmd_layout, row_address_bits, slot_store_signature
+
+__all__ = ["AXI_PREFIX", "DramRmwEngine", "modify_signature"]
+
+AXI_PREFIX = "m_axi_mem"
+
+
+RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
+AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
+
+
+def modify_signature(data_width: int) -> dict[str, wiring.Member]:
+    """The members a modify component must have (``op``: In(2) is optional); see the module
+    docstring."""
+    return {"a": In(data_width), "b": In(data_width), "sum": Out(data_width),
+            "overflow": Out(lanes(data_width))}
+
+
+def check_modify(modify: wiring.Component, data_width: int) -> None:
+    """One-line error naming the member when ``modify``'s signature does not fit W."""
+    members = modify.signature.members
+    want = {**modify_signature(data_width), "op": In(2)}
+    for name, member in want.items():
+        if name == "op" and name not in members:
+            continue
+        if name not in members or members[name] != member:
+            got = members[name] if name in members else "nothing"
+            raise ValueError(f"modify: member {name} must be {member}, got {got}")
+    extra = sorted(set(members) - set(want))
+    if extra:
+        raise ValueError(f"modify: members must be among a, b, sum, overflow, op, got {extra}")
+
+
+class DramRmwEngine(wiring.Component):
+    """Read-modify-write engine on an AXI4 master (``m_axi_mem_*``); see the module docstring.
+
+    Parameters: ``data_width`` W (64..512, the AXI data), ``row_width`` R (a power of two >= W,
+    default W), ``slots`` S and ``row_bits`` (rows = S << row_bits), ``modify`` (factory of the
+    modify component, given R), ``axi_id`` (the ID of every request, 0 or 1),
+    ``base_address`` (4 KiB-aligned), ``address_width`` (AXI), ``outstanding`` (in-flight table
+    entries), ``burst_beats`` (longest burst, in W beats, of whole rows), ``burst_hold`` (idle cycles a burst waits for the
+    next row of a message whose commands say ``more``; 0 = a pause closes it), ``tag_bits``.
+    Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``.
+    """
+
+    def __init__(self, data_width: int, *, slots: int, row_bits: int,
+                 modify: Callable[[int], wiring.Component], axi_id: int = 0,
+                 row_width: int | None = None,
+                 base_address: int = DRAM_STORE_DEFAULTS["base_address"],
+                 address_width: int = DRAM_STORE_DEFAULTS["address_width"],
+                 outstanding: int = DRAM_STORE_DEFAULTS["outstanding"],
+                 burst_beats: int = DRAM_STORE_DEFAULTS["burst_beats"],
+                 burst_hold: int = DRAM_STORE_DEFAULTS["burst_hold"], tag_bits: int = TAG_BITS) -> None:
+        check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
+                                address_width=address_width, base_address=base_address,
+                                outstanding=outstanding, burst_beats=burst_beats,
+                                burst_hold=burst_hold, row_width=row_width)
+        self.row_width = data_width if row_width is None else row_width
+        if axi_id not in (0, 1):
+            raise ValueError(f"axi_id must be 0..1 (the port's 1-bit ID), got {axi_id}")
+        self.modify = modify(self.row_width)
+        check_modify(self.modify, self.row_width)
+        self.axi_id = axi_id
+        self.data_width, self.base_address, self.address_width = data_width, base_address, address_width
+        self.outstanding, self.burst_beats, self.tag_bits = outstanding, burst_beats, tag_bits
+        self.burst_hold = burst_hold
+        self.address_bits = row_address_bits(slots, row_bits)
+        self.rows = slots << row_bits
+        super().__init__({
+            **slot_store_signature(self.row_width, self.address_bits, tag_bits),
+            **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
+            "mem_error": Out(1),
+        })
+
+    def _address(self, row) -> Signal:
+        """Byte address of ``row`` (rows are R/8 bytes, the region starts at base_address)."""
+        shift = (self.row_width // 8).bit_length() - 1
+        return (Const(self.base_address, self.address_width) + Cat(Const(0, shift), row))[:self.address_width]
+
+    def _beats_m1(self, rows_m1):
+        """A burst's AXI length - 1 from its rows - 1: (rows * R/W) - 1 (R/W a power of two)."""
+        k = self.row_width // self.data_width
+        return rows_m1 if k == 1 else Cat(Const(k - 1, k.bit_length() - 1), rows_m1)[:8]
+
+    def elaborate(self, platform: object) -> Module:  # noqa: PLR0915 - one pipeline, read top-down
+        m = Module()
+        w, n, ab = self.row_width, self.outstanding, self.address_bits
+        bw, k = self.data_width, self.row_width // self.data_width  # the bus, beats per row
+        ib = n.bit_length() - 1
+        axi = axi4_port(self, AXI_PREFIX)
+        page_beats = AXI4_PAGE // (w // 8)  # rows in a page
+        burst_rows = self.burst_beats // k
+        entry_layout = data.StructLayout({
+            "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
+            "fwd": 1, "src": ib, "adj": 1, "mem": 1, "more": 1})
+
+        # ---- accept (A): compare with the table, claim an entry ----------------------------
+        m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_layout(w, ab, self.tag_bits))
+        wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
+        c = cmd_in.m.payload
+
+        tail, free, done = Signal(ib + 1), Signal(ib + 1), Signal(ib + 1)
+        rows = [Signal(ab, name=f"row{k}") for k in range(n)]
+        live = Signal(n)  # entry k is the newest in flight on rows[k]
+        used = Signal(ib + 1)  # entries in the table (tail - free), counted to register `full`
+        full = Signal()  # == (used == n), a flip-flop: accept is one gate from registers
+
+        # The compare is per entry and registered (match_p); nothing reduces it in this cycle.
+        # The table is written at acceptance, so the compare sees every earlier command: the
+        # entry accepted last cycle included (its row and live bit are flip-flops by now).
+        match = Signal(n)
+        m.d.comb += match.eq(Cat(*(live[k] & (rows[k] == c.row) for k in range(n))))
+
+        accept = Signal()
+        m.d.comb += [accept.eq(cmd_in.m.valid & ~full), cmd_in.m.ready.eq(accept)]
+
+        # ---- P: the match vector reduced to hit and hit index (registered into Q) -------------
+        cmd_shape = cmd_layout(w, ab, self.tag_bits)
+        p_valid, p_cmd, match_p, p_own = Signal(), Signal(cmd_shape), Signal(n), Signal(ib)
+        m.d.sync += [p_valid.eq(accept), p_cmd.eq(c), match_p.eq(match), p_own.eq(tail[:ib])]
+        hit_idx = Signal(ib)  # match is one-hot or zero: OR the indices, as a balanced tree
+        terms = [Mux(match_p[k], k, 0) for k in range(1, n)]
+        while len(terms) > 1:
+            terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        m.d.comb += hit_idx.eq(terms[0])
+
+        # ---- Q: queue the command (to completion) and its read (to AR) ------------------------
+        q_valid, q_cmd, q_hit, q_idx, q_own = Signal(), Signal(cmd_shape), Signal(), Signal(ib), Signal(ib)
+        m.d.sync += [q_valid.eq(p_valid), q_cmd.eq(p_cmd), q_hit.eq(match_p.any()), q_idx.eq(hit_idx),
+                     q_own.eq(p_own)]
+        needs_read = q_valid & (q_cmd.op != Op.WRITE) & ~q_hit
+        q_fwd = q_hit & (q_cmd.op != Op.WRITE)
+
+        m.submodules.cmds = cmds = RegisteredFIFO(entry_layout, n)
+        entry = Signal(entry_layout)
+        m.d.comb += [entry.op.eq(q_cmd.op), entry.row.eq(q_cmd.row), entry.data.eq(q_cmd.data),
+                     entry.lanes.eq(q_cmd.lanes), entry.tag.eq(q_cmd.tag),
+                     entry.fwd.eq(q_fwd), entry.src.eq(q_idx),
+                     # forwards from the command accepted right before it (entries are taken
+                     # in order): C0 then waits a cycle if that one is in C1 (see C1)
+                     entry.adj.eq(q_fwd & (q_idx == (q_own - 1)[:ib])),
+                     entry.mem.eq(needs_read), entry.more.eq(q_cmd.more),
+                     cmds.w_data.eq(entry), cmds.w_en.eq(q_valid)]
+
+        m.submodules.ar_bursts = ar_bursts = BurstCoalescer(
+            ab, max_beats=burst_rows, page_beats=page_beats, depth=n, hold=self.burst_hold,
+            hold_beats=n // 4)
+        m.d.comb += [ar_bursts.row.eq(q_cmd.row), ar_bursts.push.eq(needs_read),
+                     ar_bursts.more.eq(q_cmd.more)]
+
+        # ---- memory reads -------------------------------------------------------------------
+        rb = ar_bursts.m.payload
+        m.d.comb += [
+            axi.arvalid.eq(ar_bursts.m.valid), ar_bursts.m.ready.eq(axi.arready),
+            axi.araddr.eq(self._address(rb.start)), axi.arlen.eq(self._beats_m1(rb.len_m1)),
+            axi.arsize.eq((bw // 8).bit_length() - 1), axi.arburst.eq(AxiBurst.INCR),
+            axi.arcache.eq(AXCACHE), axi.arid.eq(self.axi_id), axi.arlock.eq(0), axi.arprot.eq(0), axi.arqos.eq(0),
+        ]
+        m.submodules.rdata = rdata = fifo.SyncFIFOBuffered(width=w, depth=n)
+        if k == 1:
+            m.d.comb += [rdata.w_data.eq(axi.rdata), rdata.w_en.eq(axi.rvalid), axi.rready.eq(rdata.w_rdy)]
+        else:  # a row's first k - 1 beats into a shift register, the row queued with its last
+            r_beat, r_lower = Signal(range(k)), Signal(w - bw)
+            r_go = axi.rvalid & axi.rready
+            m.d.comb += [rdata.w_data.eq(Cat(r_lower, axi.rdata)), rdata.w_en.eq(r_go & (r_beat == k - 1)),
+                         axi.rready.eq(rdata.w_rdy)]
+            with m.If(r_go):
+                m.d.sync += [r_beat.eq(r_beat + 1), r_lower.eq(Cat(r_lower, axi.rdata)[bw:])]
+
+        # ---- complete, stage C0 -------------------------------------------------------------
+        # The oldest command is the command queue's registered head, so `fire` is decided from
+        # flip-flops (head flags, the read-data FIFO's r_rdy, the response credit), not from a
+        # block-RAM output.
+        head = cmds.m.payload
+        m.submodules.results = results = memory.Memory(shape=w, depth=n, init=[])
+        res_w = results.write_port()
+        res_r = results.read_port()  # not transparent: the C2 results it misses are bypassed
+        m.submodules.rsp_out = rsp_out = fifo.SyncFIFOBuffered(
+            width=len(self.rsp.payload.as_value()), depth=RSP_DEPTH)
+        owed = Signal(range(RSP_DEPTH + 1))  # fired, response not yet taken: C1..C3 + rsp_out
+        c1_valid, c2_valid = Signal(), Signal()
+        fire = Signal()
+        # A command that forwards from the one right before waits while that one is in C1
+        # (`c1_valid`: C0 fired it in the last cycle), so its row is never C2's own output of
+        # the cycle before: C2's input is one register (see C1).
+        m.d.comb += [
+            fire.eq(cmds.m.valid & (~head.mem | rdata.r_rdy) & (owed != RSP_DEPTH) & ~(head.adj & c1_valid)),
+            cmds.m.ready.eq(fire), rdata.r_en.eq(fire & head.mem), res_r.addr.eq(head.src),
+        ]
+        m.d.sync += owed.eq(owed + fire - (self.rsp.valid & self.rsp.ready))
+        c1 = Signal(entry_layout)
+        c1_rdata = Signal(w)
+        # The forwarded result is still in C2 (two back) or being written by C3 (three back):
+        # the buffer read misses it.
+        c1_two_back, c1_three_back = Signal(), Signal()
+        c3_valid, c3_idx = Signal(), Signal(ib)  # C3's command and its entry (C2's `done`)
+        m.d.sync += c1_valid.eq(fire)
+        with m.If(fire):
+            m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data),
+                         c1_two_back.eq(c2_valid & (head.src == done[:ib])),
+                         c1_three_back.eq(c3_valid & (head.src == c3_idx))]
+
+        # ---- complete, stage C1: register C2's operands -------------------------------------
+        # C2's modify takes two registers: `c2_base` (the row before this command) and `c2_b`
+        # (the command's data; 0 for READ), so the slot store's loop is one adder and the clamp.
+        # The row before is chosen here: 0 for WRITE (0 + data = data: the adder never
+        # saturates it), the read
+        # data, or the forwarded entry's result: from the result buffer (read at C0, written by
+        # C3 from the register `new_r`), or bypassed from C2's registers for the two results the
+        # buffer read cannot see: the one in C2 in C0's cycle (now in `new_r`) and the one C3
+        # wrote in C0's cycle (now in `new_rr`). The command right before cannot be in C2 now:
+        # C0 held this one back a cycle (`adj`), where C2 used to choose 3:1 (one back / result
+        # buffer / early) in front of its adder (the Versa DRAM build's core path, 98.3 MHz).
+        c2 = Signal(entry_layout)
+        c2_base, c2_b = Signal(w), Signal(w)
+        new, new_r, new_rr = Signal(w), Signal(w), Signal(w)
+        early = Mux(c1.op == Op.WRITE, 0, Mux(~c1.fwd, c1_rdata, Mux(c1_two_back, new_r, new_rr)))
+        m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1),
+                     c2_base.eq(Mux(c1.fwd & ~c1_two_back & ~c1_three_back, res_r.data, early)),
+                     c2_b.eq(Mux(c1.op == Op.READ, 0, c1.data)),
+                     new_r.eq(new), new_rr.eq(new_r)]
+
+        # ---- complete, stage C2: the new row, the modify on two registers --------------------
+        # (the slot store's adder: WRITE 0 + data, ADD row + data, READ row + 0)
+        m.submodules.modify = modify = self.modify
+        m.d.comb += [modify.a.eq(c2_base), modify.b.eq(c2_b), new.eq(modify.sum)]
+        if "op" in modify.signature.members:
+            m.d.comb += modify.op.eq(c2.op)
+        with m.If(c2_valid):
+            m.d.sync += done.eq(done + 1)
+
+        # ---- C3: the new row (`new_r`) goes to the result buffer, the response, the write data
+        # Only `new_r` takes `new` combinationally; the result buffer's and the FIFOs' write
+        # data come from registers.
+        c3_writes, c3_overflow, c3_tag = Signal(), Signal(), Signal(self.tag_bits)
+        rsp = Signal(self.rsp.payload.shape())
+        c2_writes = c2_valid & (c2.op != Op.READ)
+        m.d.comb += [res_w.addr.eq(c3_idx), res_w.data.eq(new_r), res_w.en.eq(c3_valid)]
+        m.d.sync += [c3_valid.eq(c2_valid), c3_idx.eq(done[:ib]), c3_writes.eq(c2_writes), c3_tag.eq(c2.tag),
+                     c3_overflow.eq((c2.op == Op.ADD) & (modify.overflow & c2.lanes).any())]
+        m.d.comb += [
+            rsp.data.eq(new_r), rsp.tag.eq(c3_tag), rsp.overflow.eq(c3_overflow), rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c3_valid),
+            self.rsp.payload.eq(rsp_out.r_data), self.rsp.valid.eq(rsp_out.r_rdy),
+            rsp_out.r_en.eq(self.rsp.ready),
+        ]
+
+        # ---- memory writes ------------------------------------------------------------------
+        m.submodules.aw_bursts = aw_bursts = BurstCoalescer(
+            ab, max_beats=burst_rows, page_beats=page_beats, depth=n, hold=self.burst_hold,
+            hold_beats=n // 4)
+        m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
+        m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes), aw_bursts.more.eq(c2.more),
+                     wdata.w_data.eq(new_r), wdata.w_en.eq(c3_writes)]
+
+        m.submodules.wlen = wlen = RegisteredFIFO(8, n)  # bursts AW sent, W not
+        m.submodules.blen = blen = RegisteredFIFO(8, n)  # bursts AW sent, B not
+        wb = aw_bursts.m.payload
+        aw_go = aw_bursts.m.valid & axi.awready
+        m.d.comb += [
+            axi.awvalid.eq(aw_bursts.m.valid), aw_bursts.m.ready.eq(axi.awready),
+            axi.awaddr.eq(self._address(wb.start)), axi.awlen.eq(self._beats_m1(wb.len_m1)),
+            axi.awsize.eq((bw // 8).bit_length() - 1), axi.awburst.eq(AxiBurst.INCR),
+            axi.awcache.eq(AXCACHE), axi.awid.eq(self.axi_id), axi.awlock.eq(0), axi.awprot.eq(0), axi.awqos.eq(0),
+            wlen.w_data.eq(self._beats_m1(wb.len_m1)), wlen.w_en.eq(aw_go),
+            blen.w_data.eq(wb.len_m1), blen.w_en.eq(aw_go),
+        ]
+        beat = Signal(8)
+        last = beat == wlen.m.payload
+        w_go = axi.wvalid & axi.wready
+        # A row leaves a beat at a time, lowest first; the queue moves on with its last.
+        w_beat = Signal(range(k)) if k > 1 else None
+        m.d.comb += [
+            axi.wvalid.eq(wlen.m.valid & wdata.r_rdy),
+            axi.wdata.eq(wdata.r_data if k == 1 else wdata.r_data.word_select(w_beat, bw)),
+            axi.wstrb.eq((1 << (bw // 8)) - 1), axi.wlast.eq(last),
+            wdata.r_en.eq(w_go if k == 1 else w_go & (w_beat == k - 1)), wlen.m.ready.eq(w_go & last),
+        ]
+        if k > 1:
+            with m.If(w_go):
+                m.d.sync += w_beat.eq(w_beat + 1)
+        with m.If(w_go):
+            m.d.sync += beat.eq(Mux(last, 0, beat + 1))
+
+        # ---- free ---------------------------------------------------------------------------
+        # Completed entries queue in order with whether they wrote; the oldest leaves the table
+        # at once if it only read, or with the next acknowledged write. The queue's head sits in
+        # flip-flops, so `can_free` is two gates from flip-flops.
+        m.submodules.freeq = free_head = RegisteredFIFO(1, n)
+        m.d.comb += [free_head.w_data.eq(c2.op != Op.READ), free_head.w_en.eq(c2_valid)]
+        acked = Signal(ib + 2)  # acknowledged writes not yet freed
+        b_go = axi.bvalid & blen.m.valid
+        m.d.comb += [axi.bready.eq(blen.m.valid), blen.m.ready.eq(b_go)]
+        acked_any = Signal()  # == (acked != 0), a flip-flop
+        free_writes = free_head.m.payload
+        can_free = free_head.m.valid & (~free_writes | acked_any)
+        acked_next = acked + Mux(b_go, blen.m.payload + 1, 0) - (can_free & free_writes)
+        m.d.comb += free_head.m.ready.eq(can_free)
+        m.d.sync += [acked.eq(acked_next), acked_any.eq(acked_next != 0)]
+        with m.If(can_free):
+            m.d.sync += free.eq(free + 1)
+
+        # ---- table update -------------------------------------------------------------------
+        onehot_tail = Signal(n)
+        onehot_free = Signal(n)
+        # A freed entry's live bit clears one cycle late, from registers (`can_free` reaches no
+        # N-wide fanout). Meanwhile a command may still forward from it: its result stays in the
+        # result buffer until the entry is re-taken and that later command completes, and a row
+        # only ever forwards from its newest entry, so the value is the row's.
+        freed, freed_idx = Signal(), Signal(ib)
+        m.d.sync += [freed.eq(can_free), freed_idx.eq(free[:ib])]
+        m.d.comb += [onehot_tail.eq(Mux(accept, Const(1, n) << tail[:ib], 0)),
+                     onehot_free.eq(Mux(freed, Const(1, n) << freed_idx, 0))]
+        # A hit retires the old live entry (match is one-hot: one live entry per row). A new entry
+        # wins over a late clear of the entry that last had its index.
+        m.d.sync += live.eq((live & ~Mux(accept, match, 0) & ~onehot_free) | onehot_tail)
+        m.d.sync += [used.eq(used + accept - can_free),
+                     full.eq(Mux(accept, used + 1, used) - can_free == n)]
+        with m.If(accept):
+            m.d.sync += tail.eq(tail + 1)
+            with m.Switch(tail[:ib]):
+                for k in range(n):
+                    with m.Case(k):
+                        m.d.sync += rows[k].eq(c.row)
+
+        # ---- errors -------------------------------------------------------------------------
+        with m.If((axi.rvalid & axi.rready & (axi.rresp != AxiResp.OKAY))
+                  | (b_go & (axi.bresp != AxiResp.OKAY))):
+            m.d.sync += self.mem_error.eq(1)
+        return m
