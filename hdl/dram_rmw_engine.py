@@ -132,10 +132,8 @@ class DramRmwEngine(wiring.Component):
         check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
                                 address_width=address_width, base_address=base_address,
                                 outstanding=outstanding, burst_beats=burst_beats,
-                                burst_hold=burst_hold, row_width=row_width)
+                                burst_hold=burst_hold, row_width=row_width, axi_id=axi_id)
         self.row_width = data_width if row_width is None else row_width
-        if axi_id not in (0, 1):
-            raise ValueError(f"axi_id must be 0..1 (the port's 1-bit ID), got {axi_id}")
         self.modify = modify(self.row_width)
         check_modify(self.modify, self.row_width)
         self.axi_id = axi_id

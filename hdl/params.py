@@ -152,12 +152,14 @@ class CoreParams(dict):
 
 def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_width: int,
                             base_address: int, outstanding: int, burst_beats: int,
-                            burst_hold: int = 0, row_width: int | None = None) -> None:
+                            burst_hold: int = 0, row_width: int | None = None, axi_id: int = 0) -> None:
     """The DRAM slot store's parameters, each on its own and together: its rows fit the AXI
     address space from ``base_address`` on, and a burst of ``burst_beats`` fits in 4 KiB.
     ``row_width`` (the read-modify-write engine's, default ``width``): a row of that many bits
     is ``row_width / width`` consecutive beats of the ``width``-bit bus, so a burst holds
-    ``burst_beats`` beats of whole rows."""
+    ``burst_beats`` beats of whole rows. ``axi_id``: the engine's AXI ID on the 1-bit ID port."""
+    if axi_id not in (0, 1):
+        raise ValueError(f"axi_id must be 0..1 (the port's 1-bit ID), got {axi_id}")
     check_core_params(width=width, slots=slots, row_bits=row_bits, address_width=address_width,
                       base_address=base_address, outstanding=outstanding, burst_beats=burst_beats,
                       burst_hold=burst_hold)
