@@ -46,6 +46,7 @@ from wanreduce.sim.slot_store_model import SlotStoreModel
 
 CLOCK_NS = 4
 PAGE = 4096
+MODELS = {"sums": SlotStoreModel, "record": RecordModel}  # params["model"] -> the reference
 
 
 def _pack(layout, **fields: int) -> int:
@@ -100,8 +101,7 @@ class Bench:
         await ClockCycles(dut.clk, 4)
         dut.rst.value = 0
         await RisingEdge(dut.clk)
-        models = {"sums": SlotStoreModel, "record": RecordModel}
-        return models[self.p.get("model", "sums")](self.width, initial)
+        return MODELS[self.p.get("model", "sums")](self.width, initial)
 
     def random_axi_pauses(self, busy: float) -> None:
         random_axi_pauses(self.ram, self.rng, busy)
@@ -137,15 +137,18 @@ class Bench:
                 f"{ch} burst at {addr:#x} outside the store's region"
 
     async def run(self, commands: list[tuple[int, int, int, int, int]], model: SlotStoreModel, *,
-                  p_cmd: float, p_rsp: float, on_cycle=None) -> list[int]:
+                  p_cmd: float, p_rsp: float, on_cycle=None, gate=None) -> list[int]:
         """Drive ``commands`` (op, row, data, lanes, more; tag = index), check each response
-        against ``model`` in order; returns the cycle of each response."""
+        against ``model`` in order; returns the cycle of each response. ``gate(i)``: command
+        ``i`` may be offered only while it is true (another engine's progress); ``self.sent``
+        counts the commands taken so far (what another bench's gate looks at)."""
         dut, rng = self.dut, self.rng
         expected = [(*model.apply(op, row, data, lanes), i & ((1 << TAG_BITS) - 1))
                     for i, (op, row, data, lanes, _more) in enumerate(commands)]
         cmd_valid, cmd_payload, cmd_ready = (getattr(dut, f"{self.prefix}cmd__{s}") for s in ("valid", "payload", "ready"))
         rsp_valid, rsp_payload, rsp_ready = (getattr(dut, f"{self.prefix}rsp__{s}") for s in ("valid", "payload", "ready"))
         sent, got, cycle, stamps = 0, 0, 0, []
+        self.sent = 0
         offered = False
         idle_limit = 20000  # cycles without any response: the store is stuck
         last_progress = 0
@@ -155,7 +158,7 @@ class Bench:
             if on_cycle:
                 on_cycle(cycle)
             if not offered:
-                offered = sent < len(commands) and rng.random() < p_cmd
+                offered = sent < len(commands) and rng.random() < p_cmd and (gate is None or gate(sent))
                 if offered:
                     op, row, data, lanes, more = commands[sent]
                     cmd_payload.value = _pack(self.cmd_layout, op=op, row=row, data=data,
@@ -166,6 +169,7 @@ class Bench:
             await ReadOnly()
             if offered and int(cmd_ready.value):
                 sent += 1
+                self.sent = sent
                 offered = False
             if ready and int(rsp_valid.value):
                 r = _unpack(self.rsp_layout, int(rsp_payload.value))

@@ -33,40 +33,54 @@ from wanreduce.hdl.boards.versa_ecp5 import CORE_FREQ_HZ
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.sim.simulator import tb_params
 from wanreduce.sim.slot_store_model import SlotStoreModel
-from wanreduce.sim.tb_slot_store import Bench, _message_commands, _random_commands, steady_rate
+from wanreduce.sim.tb_slot_store import (
+    MODELS,
+    Bench,
+    _message_commands,
+    _random_commands,
+    steady_rate,
+)
+
+
+async def start_clocks(dut, cfg, prefixes: tuple[str, ...] = ("",)) -> None:
+    """The core's and the controller's clocks, both resets, then ``init_done``; the ``cmd``
+    valid and ``rsp`` ready of each engine (``prefixes``) low meanwhile."""
+    cocotb.start_soon(Clock(dut.clk, round(1e12 / CORE_FREQ_HZ), unit="ps").start())
+    # an even period in ps (cocotb's Clock splits it in halves): 87.5 MHz -> 11 428 ps
+    dram_ps = 2 * round(1e12 / cfg.sys_clk_hz / 2)
+    cocotb.start_soon(Clock(dut.dram_clk, dram_ps, unit="ps").start())
+    dut.rst.value = 1
+    dut.dram_rst.value = 1
+    dut.init_done.value = 0
+    for pre in prefixes:
+        getattr(dut, f"{pre}cmd__valid").value = 0
+        getattr(dut, f"{pre}rsp__ready").value = 0
+    await ClockCycles(dut.clk, 8)
+    dut.rst.value = 0
+    dut.dram_rst.value = 0
+    await ClockCycles(dut.dram_clk, 8)
+    dut.init_done.value = 1
+    await RisingEdge(dut.clk)
 
 
 class ModelBench(Bench):
     """Clocks, reset and ``init_done`` for the model; the store's AXI port watched."""
 
-    def __init__(self, dut, p: dict) -> None:
-        super().__init__(dut, p)
+    def __init__(self, dut, p: dict, prefix: str = "") -> None:
+        super().__init__(dut, p, prefix)
         self.cfg = DRAM_CONFIGS[p.get("board", "versa-ecp5")]
         self.read_latency: list[int] = []
         self.write_latency: list[int] = []
 
     async def start(self) -> SlotStoreModel:
-        dut = self.dut
-        cocotb.start_soon(Clock(dut.clk, round(1e12 / CORE_FREQ_HZ), unit="ps").start())
-        # an even period in ps (cocotb's Clock splits it in halves): 87.5 MHz -> 11 428 ps
-        dram_ps = 2 * round(1e12 / self.cfg.sys_clk_hz / 2)
-        cocotb.start_soon(Clock(dut.dram_clk, dram_ps, unit="ps").start())
-        dut.rst.value = 1
-        dut.dram_rst.value = 1
-        dut.init_done.value = 0
-        dut.cmd__valid.value = 0
-        dut.rsp__ready.value = 0
-        await ClockCycles(dut.clk, 8)
-        dut.rst.value = 0
-        dut.dram_rst.value = 0
-        await ClockCycles(dut.dram_clk, 8)
-        dut.init_done.value = 1
-        await RisingEdge(dut.clk)
+        await start_clocks(self.dut, self.cfg)
         cocotb.start_soon(self._watch())
+        return await self.fill()
 
-        # The model's memory has no defined content: WRITE every row first (random data), so
-        # the reference's initial rows (0) are only ever overwritten.
-        model = SlotStoreModel(self.width, lambda row: 0)
+    async def fill(self) -> SlotStoreModel:
+        """The model's memory has no defined content: WRITE every row first (random data), so
+        the reference's initial rows (0) are only ever overwritten; returns the reference."""
+        model = MODELS[self.p.get("model", "sums")](self.width, lambda row: 0)
         lanes = (1 << (self.width // 32)) - 1
         fill = [(int(Op.WRITE), row, self.rng.getrandbits(self.width), lanes, int(row + 1 < self.rows))
                 for row in range(self.rows)]
@@ -122,6 +136,18 @@ class ModelBench(Bench):
                 "write_latency": summary(self.write_latency)}
 
 
+def add_share(cmds: list[tuple]) -> float:
+    """The share of ADDs in the middle half of ``cmds`` (the steady state's)."""
+    q = len(cmds) // 4
+    return sum(op == Op.ADD for op, *_ in cmds[q:-q]) / (len(cmds) - 2 * q)
+
+
+def dram_bytes_per_s(rate: float, adds: float, row_bytes: int) -> float:
+    """The DRAM bytes per second ``rate`` commands per core cycle move: a row written by each,
+    a row read by each ADD (spread traffic: every ADD reads)."""
+    return rate * (1 + adds) * row_bytes * CORE_FREQ_HZ
+
+
 def _write_out(p: dict, result: dict) -> None:
     if p.get("out"):
         with open(p["out"], "w") as f:
@@ -152,10 +178,8 @@ async def throughput(dut):
     stamps = await b.run(cmds, model, p_cmd=1.0, p_rsp=1.0)
     rate = steady_rate(stamps)
     result = await b.finish()
-    q = len(cmds) // 4
-    adds = sum(op == Op.ADD for op, *_ in cmds[q:-q]) / (len(cmds) - 2 * q)
-    # DRAM bytes per command: a write beat each, a read beat per ADD (every ADD reads: spread)
-    moved = rate * (1 + adds) * b.row_bytes * CORE_FREQ_HZ
+    adds = add_share(cmds)
+    moved = dram_bytes_per_s(rate, adds, b.row_bytes)
     result.update(rate=rate, adds=adds, cycles=stamps[-1], commands=len(cmds),
                   dram_bytes_per_s=moved, dram_efficiency=moved / b.cfg.peak_bytes_per_s,
                   **{f"mean_{ch}_burst": statistics.mean([n for c, _, n in b.bursts if c == ch] or [0])
