@@ -16,7 +16,7 @@ efficiency of the sums' bytes (``dram_budget``'s quantity) and of the bus, recor
 every R beat and B checked against the AR / AW order and ID on the shared port.
 
     .venv/bin/python bench/bench_engines_litedram.py                       # without and with records
-    .venv/bin/python bench/bench_engines_litedram.py --records 1 --commands 6000
+    .venv/bin/python bench/bench_engines_litedram.py --slots 4 --row-bits 8 --message-beats 256
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ RECORDS = {"slots": 16, "row_bits": 2, "outstanding": 32, "row_width": 256, "bur
            "burst_hold": 64, "base_address": 0x20000}
 
 
-def measure(with_records: bool, *, outstanding: int, burst_beats: int, burst_hold: int,
-            commands: int, message_beats: int) -> dict:
+def measure(with_records: bool, *, slots: int, row_bits: int, outstanding: int, burst_beats: int,
+            burst_hold: int, commands: int, message_beats: int) -> dict:
     params = {"data_width": 64, "records": RECORDS,
-              "sums": {"slots": 16, "row_bits": 6, "outstanding": outstanding,
+              "sums": {"slots": slots, "row_bits": row_bits, "outstanding": outstanding,
                        "burst_beats": burst_beats, "burst_hold": burst_hold}}
-    top = f"engines_on_litedram_w64_n{outstanding}_b{burst_beats}_h{burst_hold}"
+    top = f"engines_on_litedram_w64_s{slots}_r{row_bits}_n{outstanding}_b{burst_beats}_h{burst_hold}"
     sources = [generate_verilog(LiteDramModelEngines, name=top, params=params),
                cached_model("versa-ecp5")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=lambda t: [bool(int(x)) for x in t.split(",")], default=[False, True],
                     help="runs without (0) and with (1) a record access per message (default 0,1)")
+    ap.add_argument("--slots", type=int, default=16, help="the sums' slots (default 16)")
+    ap.add_argument("--row-bits", type=int, default=6, help="the sums' rows per slot, log2 (default 6)")
     ap.add_argument("--outstanding", type=int, default=256, help="the sums' in-flight table (default 256)")
     ap.add_argument("--burst-beats", type=int, default=64, help="the sums' longest burst (default 64)")
     ap.add_argument("--burst-hold", type=int, default=128, help="the sums' burst hold (default 128)")
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
           "| bursts accepted with the other ID outstanding (AR / AW) | wall |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for rec in args.records:
-        r = measure(rec, outstanding=args.outstanding, burst_beats=args.burst_beats,
+        r = measure(rec, slots=args.slots, row_bits=args.row_bits, outstanding=args.outstanding, burst_beats=args.burst_beats,
                     burst_hold=args.burst_hold, commands=args.commands, message_beats=args.message_beats)
         rb, bb = r["r_beats"], r["b"]
         print(f"| {'one per message' if rec else 'none'} | {r['rate']:.3f} | {r['adds']:.2f} "

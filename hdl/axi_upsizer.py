@@ -16,13 +16,19 @@ wide beat, ``R`` = wide / narrow width and ``o`` the narrow lane of ``a`` in its
   AW to be accepted downstream (a memory controller may take AW only once it holds the data).
 * **R**: each wide beat (registered) gives the narrow beats of its lanes from ``o`` (first beat)
   or 0, up to the top lane or the burst's last beat; ``rlast`` on the ``n``-th.
-* **B**: one per burst either way: wired through.
+* **B**: one per burst either way: wired through (B carries no data: its order does not matter
+  here).
 
 Supported: INCR bursts of full narrow beats (``size`` = log2(narrow bytes)), what
 :class:`~wanreduce.hdl.dram_slot_store.DramSlotStore` issues. Any other burst type or size is
 converted as if it were one and sets the sticky ``error`` output (never silently: the owner
 reports it). A burst within a 4 KiB page stays within it (the wide range is the narrow range
-rounded to wide beats). One ID: responses are in order, so the FIFOs pair bursts and data.
+rounded to wide beats). The FIFOs pair bursts and data in order: right for any number of IDs
+while the memory returns R in AR order across IDs (W follows AW order: the manager's, e.g.
+``AxiIdArbiter``'s). LiteDRAM's AXI frontend does (no reordering: one read command stream, RID
+from a FIFO of the ARs' IDs; docs/large_slots.md, "How a 256-bit record travels"); a memory
+that does not is caught, not trusted: each read's ID is queued with its lane and length, and a
+burst's first R beat whose RID differs sets ``error`` too.
 Both sides use ``hdl/axi4.py``'s flat AMBA names: ``s_axi_*`` (subordinate, narrow) and
 ``m_axi_*`` (manager, wide). With equal widths the component is wires.
 """
@@ -96,7 +102,7 @@ class AxiUpsizer(wiring.Component):
         layout = data.StructLayout(fields)
         m.submodules[f"{ch}_out"] = out = SkidBuffer(layout)
         m.submodules[f"{ch}_lanes"] = q = fifo.SyncFIFOBuffered(
-            width=lb + (8 if ch == "ar" else 0), depth=self.depth)
+            width=lb + (8 + self.id_width if ch == "ar" else 0), depth=self.depth)
         addr, length = getattr(s, f"{p}addr"), getattr(s, f"{p}len")
         lane = addr[nbytes_log:wbytes_log]
         wide_len = Signal(9, name=f"{ch}_wide_len")  # wide beats - 1
@@ -105,7 +111,7 @@ class AxiUpsizer(wiring.Component):
         m.d.comb += [
             getattr(s, f"{p}ready").eq(out.s.ready & q.w_rdy),
             out.s.valid.eq(take), q.w_en.eq(take),
-            q.w_data.eq(lane if ch == "aw" else Cat(lane, length)),
+            q.w_data.eq(lane if ch == "aw" else Cat(lane, length, s.arid)),
         ]
         for name in fields:
             m.d.comb += getattr(out.s.payload, name).eq(getattr(s, name))
@@ -179,7 +185,7 @@ class AxiUpsizer(wiring.Component):
         pos = Signal(lb)
         left = Signal(8)  # narrow beats after this one in the burst
         lane = Mux(first, q.r_data[:lb], pos)
-        remaining = Mux(first, q.r_data[lb:], left)
+        remaining = Mux(first, q.r_data[lb:lb + 8], left)
         ok = ~first | q.r_rdy
         valid = rin.m.valid & ok
         last = remaining == 0
@@ -193,3 +199,7 @@ class AxiUpsizer(wiring.Component):
         ]
         with m.If(take):
             m.d.sync += [first.eq(last), pos.eq(lane + 1), left.eq(remaining - 1)]
+        # a burst's first beat with another ID than the read it is paired with: the memory
+        # returned reads out of AR order (another ID's burst first), unpacked wrongly
+        with m.If(take & first & (rin.m.payload.rid != q.r_data[lb + 8:])):
+            m.d.sync += self.error.eq(1)

@@ -5,8 +5,9 @@ backpressure on every channel, 64 -> 128 (the Versa's DDR3 port) and 64 -> 512 (
 from __future__ import annotations
 
 import pytest
-from stream_helpers import comb_cone
+from stream_helpers import comb_cone, run_testbench
 
+from wanreduce.hdl.axi4 import AxiBurst, axi4_port
 from wanreduce.hdl.axi_upsizer import AxiUpsizer
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
@@ -54,3 +55,59 @@ def test_narrow_w_reaches_only_its_input_register() -> None:
     assert not {s for s in sources if s.startswith("s_axi_w")}, sorted(sources)
     sources, _ = comb_cone(AxiUpsizer(64, 128), "s_axi_wready")
     assert not {s for s in sources if s.startswith("s_axi_")}, sorted(sources)
+
+
+def _reads_returned(order: list[int]) -> tuple[int, list[tuple[int, int]]]:
+    """Two read bursts through a 64 -> 128 upsizer, ID 0 (2 narrow beats from lane 0: one wide
+    beat) then ID 1 (4 narrow beats from lane 1: three wide beats), the memory returning the
+    bursts' wide beats in ``order`` of IDs (each burst's beats together, with its RID); the
+    upsizer's ``error`` after, and the narrow beats (rid, rlast) it gave."""
+    dut = AxiUpsizer(64, 128, addr_width=16, id_width=1)
+    s, w = axi4_port(dut, "s_axi"), axi4_port(dut, "m_axi")
+    beats = {0: 1, 1: 3}  # wide beats per burst
+    out: list[tuple[int, int]] = []
+
+    async def tb(ctx) -> None:
+        ctx.set(w.arready, 1)
+        ctx.set(s.rready, 1)
+        for i, addr, length in ((0, 0x100, 1), (1, 0x208, 3)):
+            ctx.set(s.arvalid, 1)
+            ctx.set(s.arid, i)
+            ctx.set(s.araddr, addr)
+            ctx.set(s.arlen, length)
+            ctx.set(s.arsize, 3)
+            ctx.set(s.arburst, AxiBurst.INCR)
+            await ctx.tick().until(s.arready)
+        ctx.set(s.arvalid, 0)
+        for i in order:
+            for k in range(beats[i]):
+                ctx.set(w.rvalid, 1)
+                ctx.set(w.rid, i)
+                ctx.set(w.rlast, k == beats[i] - 1)
+                while True:
+                    await ctx.tick()
+                    if ctx.get(s.rvalid):
+                        out.append((ctx.get(s.rid), ctx.get(s.rlast)))
+                    if ctx.get(w.rready):
+                        break
+        ctx.set(w.rvalid, 0)
+        for _ in range(12):
+            await ctx.tick()
+            if ctx.get(s.rvalid):
+                out.append((ctx.get(s.rid), ctx.get(s.rlast)))
+        out.append(("error", ctx.get(dut.error)))
+
+    run_testbench(dut, tb)
+    return out[-1][1], out[:-1]
+
+
+def test_read_with_another_bursts_id_is_an_error() -> None:
+    """The upsizer pairs each wide R burst with the oldest read's lane and length (in order):
+    a memory path that returned a younger burst of another ID first would be unpacked with the
+    wrong lane and length, silently. The RID is checked against the ID queued with the burst
+    it is paired with: a mismatch sets the sticky ``error``; in AR order none does."""
+    error, beats = _reads_returned([0, 1])
+    assert error == 0
+    assert beats == [(0, 0), (0, 1), (1, 0), (1, 0), (1, 0), (1, 1)], beats
+    error, _ = _reads_returned([1, 0])
+    assert error == 1
