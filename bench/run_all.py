@@ -83,6 +83,9 @@ BENCHES = (
     Bench("bench_slot_store_litedram.py",
           "DRAM slot store through LiteDRAM's controller (issue 16 item 5)",
           lambda out: ["--burst-beats", "16", "--commands", "1500"]),
+    Bench("bench_engines_litedram.py",
+          "Two engines, two AXI IDs, through LiteDRAM's controller (issue 16, large S step 4)",
+          lambda out: ["--commands", "1500"]),
 )
 
 

@@ -51,4 +51,5 @@ def test_cocotb_two_engines_through_litedram(tmp_path) -> None:
                testcase="random_commands_both",
                params={**ENGINES, "seed": 5, "commands": 1200, "out": str(out)})
     r = json.loads(out.read_text())
+    print(r)  # with -s: the overlap and beat counts docs/large_slots.md quotes
     assert min(r["mixed"].values()) > 10 and min(r["r_beats"].values()) > 100, r
