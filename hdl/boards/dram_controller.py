@@ -134,7 +134,8 @@ def board_core(board: str, slot_memory: str, **core_params: int):
 
 def attach_memory(m: Module, manager, dram: DramController, *, prefix: str = MEM_PREFIX) -> AxiUpsizer:
     """``manager``'s AXI4 port ``<prefix>_*`` (the core's ``m_axi_mem``, or a ``DramSlotStore``'s:
-    data width W, one ID) onto the controller's AXI port through an :class:`AxiUpsizer` (W to
+    data width W; several IDs may share it, e.g. ``AxiIdArbiter``'s: LiteDRAM returns reads in
+    AR order, as the converter needs) onto the controller's AXI port through an :class:`AxiUpsizer` (W to
     the controller's width; wires if equal). The manager's address must not be wider than the
     DRAM's (its region is then inside the DRAM); IDs and AXI sizes are zero-extended to
     LiteDRAM's widths, lock/cache/prot/qos dropped (LiteDRAM has none). Returns the converter
