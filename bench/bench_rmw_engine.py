@@ -7,12 +7,15 @@ on the core's 64-bit port costs against rows as wide as the bus. No place-and-ro
 
     .venv/bin/python bench/bench_rmw_engine.py                       # W 64, R 64 and 256, N 128
     .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --outstanding 64
+    .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --side-width 0,160  # side inputs
+    .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --row-stride 2048 --row-offset 2016
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 from wanreduce.hdl.dram_rmw_engine import DramRmwEngine
@@ -28,12 +31,23 @@ def main() -> None:
     ap.add_argument("--row-width", type=_ints, default=[64, 256], help="row widths R (default 64,256)")
     ap.add_argument("--outstanding", type=int, default=128, help="in-flight table entries N")
     ap.add_argument("--slots", type=int, default=4096, help="rows (row_bits 0; default 4096)")
+    ap.add_argument("--side-width", type=_ints, default=[0],
+                    help="side input widths (the engine's side_shape; 0 = none, the default)")
+    ap.add_argument("--row-stride", type=int, default=None, help="row_stride in bytes (default: dense)")
+    ap.add_argument("--row-offset", type=int, default=0, help="row_offset in bytes (with --row-stride)")
     a = ap.parse_args()
     for r in a.row_width:
-        dut = DramRmwEngine(a.width, slots=a.slots, row_bits=0, modify=ScaffoldRecordModify, axi_id=1,
-                            row_width=r, outstanding=a.outstanding)
-        out = Path("build/bench_rmw_engine") / f"w{a.width}_r{r}_n{a.outstanding}"
-        print(f"W {a.width} R {r} N {a.outstanding} rows {a.slots}: {synth_cells(dut, out)}", flush=True)
+        for side in a.side_width:
+            side_width = side or None
+            dut = DramRmwEngine(a.width, slots=a.slots, row_bits=0, axi_id=1, row_width=r,
+                                modify=partial(ScaffoldRecordModify, side_width=side_width),
+                                side_shape=side_width, outstanding=a.outstanding,
+                                row_stride=a.row_stride, row_offset=a.row_offset)
+            name = f"w{a.width}_r{r}_n{a.outstanding}" + (f"_side{side}" if side else "") + \
+                (f"_stride{a.row_stride}_{a.row_offset}" if a.row_stride else "")
+            print(f"W {a.width} R {r} N {a.outstanding} rows {a.slots} side {side} "
+                  f"stride {a.row_stride or 'dense'}: {synth_cells(dut, Path('build/bench_rmw_engine') / name)}",
+                  flush=True)
 
 
 if __name__ == "__main__":

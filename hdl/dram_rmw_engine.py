@@ -8,7 +8,12 @@ store (tag records, AXI ID 1) is the same engine with another modify function, n
 
 Row ``r`` lives at ``base_address + r * R/8`` on ``m_axi_mem`` (data width W; the row width R =
 ``row_width``, default W, is a power of two from W up: a row is R/W consecutive beats, a burst of
-rows a burst of R/W beats each; further width conversion is the interconnect's job). Rows,
+rows a burst of R/W beats each; further width conversion is the interconnect's job): the
+*dense* map. With ``row_stride`` (bytes, a power of two >= R/8) row ``r`` is at
+``base_address + r * row_stride + row_offset`` (``row_offset`` a multiple of R/8 up to
+``row_stride`` - R/8): the record store's map, each record in its slot's own stride of the sums'
+region (docs/large_slots.md, "The record store"). Rows of a wider stride are never adjacent, so
+each is a burst of its own (R/W beats, inside its 4 KiB page); only dense rows coalesce. Rows,
 commands, responses, the modify and every buffer are R bits; only the AXI data channels are W
 (R: the beats of a row gathered in a shift register; W: a row sent a beat at a time). One AXI
 ID (``axi_id``, default 0): reads return, and writes are acknowledged, in order.
@@ -17,7 +22,13 @@ ID (``axi_id``, default 0): reads return, and writes are acknowledged, in order.
 :func:`modify_signature`'s members, called once, at construction): a
 combinational function of registered operands, ``a`` = the row before the command (0 for
 WRITE), ``b`` = the command's data (0 for READ) and, if the component has it, ``op``; it drives
-``sum``, the row after, and ``overflow``, one flag per 32-bit lane. The engine needs
+``sum``, the row after, and ``overflow``, one flag per 32-bit lane. With ``side_shape`` every
+command carries ``side`` (any shape: the operands the modify needs besides the row and the data,
+e.g. a message header), the modify has the member ``side`` (``In(side_shape)``), and the
+response echoes the command's ``side``. The side belongs to the command: it travels with it
+through the command queue to C2 (never forwarded; only the row is) and on to the response, so
+the owner gets each result with what it was computed from, without a queue of its own. The
+engine needs
 ``sum = b`` for WRITE and ``sum = a`` for READ (the response is the row, and a later command may
 forward it); the modify decides what ADD does. The response's ``overflow`` is set for an ADD
 whose ``overflow`` has a bit in the command's ``lanes``.
@@ -66,7 +77,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal
 from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -88,15 +99,28 @@ AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 
 
 def modify_signature(data_width: int) -> dict[str, wiring.Member]:
-    """The members a modify component must have (``op``: In(2) is optional); see the module
-    docstring."""
+    """The members a modify component must have (``op``: In(2) and ``side``: In(side_shape)
+    are optional); see the module docstring."""
     return {"a": In(data_width), "b": In(data_width), "sum": Out(data_width),
             "overflow": Out(lanes(data_width))}
 
 
-def check_modify(modify: wiring.Component, data_width: int) -> None:
-    """One-line error naming the member when ``modify``'s signature does not fit W."""
-    members = modify.signature.members
+def _shape(shape: ShapeLike) -> ShapeLike:
+    """``shape`` for comparing: a layout as it is, anything else as a ``Shape`` (32 == unsigned(32))."""
+    return shape if isinstance(shape, data.Layout) else Shape.cast(shape)
+
+
+def check_modify(modify: wiring.Component, data_width: int, side_shape: ShapeLike | None = None) -> None:
+    """One-line error naming the member when ``modify``'s signature does not fit W and
+    ``side_shape`` (the modify has ``side`` exactly when the engine is given ``side_shape``)."""
+    members = dict(modify.signature.members)
+    if "side" in members and side_shape is None:
+        raise ValueError(f"modify: member side needs the engine's side_shape (None), got {members['side']}")
+    if side_shape is not None:
+        got = members.pop("side", None)
+        want = In(_shape(side_shape))
+        if got is None or got.flow != In or got.is_signature or _shape(got.shape) != want.shape:
+            raise ValueError(f"modify: member side must be {want} (side_shape), got {got or 'nothing'}")
     want = {**modify_signature(data_width), "op": In(2)}
     for name, member in want.items():
         if name == "op" and name not in members:
@@ -106,7 +130,7 @@ def check_modify(modify: wiring.Component, data_width: int) -> None:
             raise ValueError(f"modify: member {name} must be {member}, got {got}")
     extra = sorted(set(members) - set(want))
     if extra:
-        raise ValueError(f"modify: members must be among a, b, sum, overflow, op, got {extra}")
+        raise ValueError(f"modify: members must be among a, b, sum, overflow, op, side, got {extra}")
 
 
 class DramRmwEngine(wiring.Component):
@@ -117,8 +141,12 @@ class DramRmwEngine(wiring.Component):
     modify component, given R), ``axi_id`` (the ID of every request, 0 or 1),
     ``base_address`` (4 KiB-aligned), ``address_width`` (AXI), ``outstanding`` (in-flight table
     entries), ``burst_beats`` (longest burst, in W beats, of whole rows), ``burst_hold`` (idle cycles a burst waits for the
-    next row of a message whose commands say ``more``; 0 = a pause closes it), ``tag_bits``.
-    Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``.
+    next row of a message whose commands say ``more``; 0 = a pause closes it), ``tag_bits``,
+    ``side_shape`` (None: no side input; else ``cmd.side`` / ``rsp.side`` and the modify's
+    ``side`` of that shape), ``row_stride`` / ``row_offset`` (None / 0: dense rows; else row r at
+    ``base_address + r * row_stride + row_offset``).
+    Ports: ``cmd``, ``rsp`` (the slot-store signature, with ``side`` if ``side_shape``),
+    ``m_axi_mem_*``, ``mem_error``.
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int,
@@ -128,14 +156,20 @@ class DramRmwEngine(wiring.Component):
                  address_width: int = DRAM_STORE_DEFAULTS["address_width"],
                  outstanding: int = DRAM_STORE_DEFAULTS["outstanding"],
                  burst_beats: int = DRAM_STORE_DEFAULTS["burst_beats"],
-                 burst_hold: int = DRAM_STORE_DEFAULTS["burst_hold"], tag_bits: int = TAG_BITS) -> None:
+                 burst_hold: int = DRAM_STORE_DEFAULTS["burst_hold"], tag_bits: int = TAG_BITS,
+                 side_shape: ShapeLike | None = None, row_stride: int | None = None,
+                 row_offset: int = 0) -> None:
         check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
                                 address_width=address_width, base_address=base_address,
                                 outstanding=outstanding, burst_beats=burst_beats,
-                                burst_hold=burst_hold, row_width=row_width, axi_id=axi_id)
+                                burst_hold=burst_hold, row_width=row_width, axi_id=axi_id,
+                                row_stride=row_stride, row_offset=row_offset)
         self.row_width = data_width if row_width is None else row_width
         self.modify = modify(self.row_width)
-        check_modify(self.modify, self.row_width)
+        check_modify(self.modify, self.row_width, side_shape)
+        self.side_shape = side_shape
+        # None: dense (row r at base + r * R/8); else row r at base + r * row_stride + row_offset
+        self.row_stride, self.row_offset = row_stride, row_offset
         self.axi_id = axi_id
         self.data_width, self.base_address, self.address_width = data_width, base_address, address_width
         self.outstanding, self.burst_beats, self.tag_bits = outstanding, burst_beats, tag_bits
@@ -143,15 +177,23 @@ class DramRmwEngine(wiring.Component):
         self.address_bits = row_address_bits(slots, row_bits)
         self.rows = slots << row_bits
         super().__init__({
-            **slot_store_signature(self.row_width, self.address_bits, tag_bits),
+            **slot_store_signature(self.row_width, self.address_bits, tag_bits, side_shape),
             **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
             "mem_error": Out(1),
         })
 
+    @property
+    def dense(self) -> bool:
+        """Rows back to back (no ``row_stride`` wider than a row): consecutive rows share bursts."""
+        return self.row_stride is None or self.row_stride == self.row_width // 8
+
     def _address(self, row) -> Signal:
-        """Byte address of ``row`` (rows are R/8 bytes, the region starts at base_address)."""
-        shift = (self.row_width // 8).bit_length() - 1
-        return (Const(self.base_address, self.address_width) + Cat(Const(0, shift), row))[:self.address_width]
+        """Byte address of ``row``: ``base_address + row * stride + row_offset`` (the stride
+        R/8 bytes when dense), the offset below the power-of-two stride filling its low bits."""
+        stride = self.row_width // 8 if self.row_stride is None else self.row_stride
+        shift = stride.bit_length() - 1
+        low = Const(self.row_offset, shift)
+        return (Const(self.base_address, self.address_width) + Cat(low, row))[:self.address_width]
 
     def _beats_m1(self, rows_m1):
         """A burst's AXI length - 1 from its rows - 1: (rows * R/W) - 1 (R/W a power of two)."""
@@ -164,14 +206,18 @@ class DramRmwEngine(wiring.Component):
         bw, k = self.data_width, self.row_width // self.data_width  # the bus, beats per row
         ib = n.bit_length() - 1
         axi = axi4_port(self, AXI_PREFIX)
-        page_beats = AXI4_PAGE // (w // 8)  # rows in a page
-        burst_rows = self.burst_beats // k
+        # The coalescers merge rows whose addresses are adjacent: only dense rows. With a wider
+        # stride every row is a burst of its own (R/W beats, inside its 4 KiB page).
+        page_beats = AXI4_PAGE // (w // 8) if self.dense else max(1, AXI4_PAGE // self.row_stride)  # rows in a page
+        burst_rows = self.burst_beats // k if self.dense else 1
+        side = {} if self.side_shape is None else {"side": self.side_shape}
         entry_layout = data.StructLayout({
             "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
-            "fwd": 1, "src": ib, "adj": 1, "mem": 1, "more": 1})
+            "fwd": 1, "src": ib, "adj": 1, "mem": 1, "more": 1, **side})
 
         # ---- accept (A): compare with the table, claim an entry ----------------------------
-        m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_layout(w, ab, self.tag_bits))
+        cmd_shape = cmd_layout(w, ab, self.tag_bits, self.side_shape)
+        m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape)
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
         c = cmd_in.m.payload
 
@@ -191,7 +237,6 @@ class DramRmwEngine(wiring.Component):
         m.d.comb += [accept.eq(cmd_in.m.valid & ~full), cmd_in.m.ready.eq(accept)]
 
         # ---- P: the match vector reduced to hit and hit index (registered into Q) -------------
-        cmd_shape = cmd_layout(w, ab, self.tag_bits)
         p_valid, p_cmd, match_p, p_own = Signal(), Signal(cmd_shape), Signal(n), Signal(ib)
         m.d.sync += [p_valid.eq(accept), p_cmd.eq(c), match_p.eq(match), p_own.eq(tail[:ib])]
         hit_idx = Signal(ib)  # match is one-hot or zero: OR the indices, as a balanced tree
@@ -218,6 +263,8 @@ class DramRmwEngine(wiring.Component):
                      entry.adj.eq(q_fwd & (q_idx == (q_own - 1)[:ib])),
                      entry.mem.eq(needs_read), entry.more.eq(q_cmd.more),
                      cmds.w_data.eq(entry), cmds.w_en.eq(q_valid)]
+        if side:  # the side input travels with its command (never forwarded: only the row is)
+            m.d.comb += entry.side.eq(q_cmd.side)
 
         m.submodules.ar_bursts = ar_bursts = BurstCoalescer(
             ab, max_beats=burst_rows, page_beats=page_beats, depth=n, hold=self.burst_hold,
@@ -303,6 +350,8 @@ class DramRmwEngine(wiring.Component):
         m.d.comb += [modify.a.eq(c2_base), modify.b.eq(c2_b), new.eq(modify.sum)]
         if "op" in modify.signature.members:
             m.d.comb += modify.op.eq(c2.op)
+        if side:
+            m.d.comb += modify.side.eq(c2.side)
         with m.If(c2_valid):
             m.d.sync += done.eq(done + 1)
 
@@ -315,6 +364,10 @@ class DramRmwEngine(wiring.Component):
         m.d.comb += [res_w.addr.eq(c3_idx), res_w.data.eq(new_r), res_w.en.eq(c3_valid)]
         m.d.sync += [c3_valid.eq(c2_valid), c3_idx.eq(done[:ib]), c3_writes.eq(c2_writes), c3_tag.eq(c2.tag),
                      c3_overflow.eq((c2.op == Op.ADD) & (modify.overflow & c2.lanes).any())]
+        if side:  # the response echoes the command's side (the owner acts on both together)
+            c3_side = Signal(self.side_shape)
+            m.d.sync += c3_side.eq(c2.side)
+            m.d.comb += rsp.side.eq(c3_side)
         m.d.comb += [
             rsp.data.eq(new_r), rsp.tag.eq(c3_tag), rsp.overflow.eq(c3_overflow), rsp_out.w_data.eq(rsp), rsp_out.w_en.eq(c3_valid),
             self.rsp.payload.eq(rsp_out.r_data), self.rsp.valid.eq(rsp_out.r_rdy),

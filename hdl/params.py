@@ -152,12 +152,16 @@ class CoreParams(dict):
 
 def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_width: int,
                             base_address: int, outstanding: int, burst_beats: int,
-                            burst_hold: int = 0, row_width: int | None = None, axi_id: int = 0) -> None:
+                            burst_hold: int = 0, row_width: int | None = None, axi_id: int = 0,
+                            row_stride: int | None = None, row_offset: int = 0) -> None:
     """The DRAM slot store's parameters, each on its own and together: its rows fit the AXI
     address space from ``base_address`` on, and a burst of ``burst_beats`` fits in 4 KiB.
     ``row_width`` (the read-modify-write engine's, default ``width``): a row of that many bits
     is ``row_width / width`` consecutive beats of the ``width``-bit bus, so a burst holds
-    ``burst_beats`` beats of whole rows. ``axi_id``: the engine's AXI ID on the 1-bit ID port."""
+    ``burst_beats`` beats of whole rows. ``axi_id``: the engine's AXI ID on the 1-bit ID port.
+    ``row_stride`` (bytes; None: dense, a row every ``row_width / 8`` bytes) and ``row_offset``:
+    row r at ``base_address + r * row_stride + row_offset``, the stride a power of two, the
+    offset a multiple of the row's bytes inside it (so a row never crosses 4 KiB)."""
     if axi_id not in (0, 1):
         raise ValueError(f"axi_id must be 0..1 (the port's 1-bit ID), got {axi_id}")
     check_core_params(width=width, slots=slots, row_bits=row_bits, address_width=address_width,
@@ -170,9 +174,20 @@ def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_wi
     if burst_beats < row_width // width:
         raise ValueError(f"burst_beats must be >= {row_width // width} (a {row_width}-bit row is "
                          f"{row_width // width} beats of {width}), got {burst_beats}")
-    end = base_address + (slots << row_bits) * (row_width // 8)
+    row_bytes = row_width // 8
+    if row_stride is None:
+        if row_offset:
+            raise ValueError(f"row_offset must be 0 without row_stride (dense rows), got {row_offset}")
+    elif row_stride < row_bytes or row_stride & (row_stride - 1):
+        raise ValueError(f"row_stride must be a power of two from {row_bytes} (a {row_width}-bit row), "
+                         f"got {row_stride}")
+    elif not 0 <= row_offset <= row_stride - row_bytes or row_offset % row_bytes:
+        raise ValueError(f"row_offset must be a multiple of {row_bytes} from 0 to {row_stride - row_bytes} "
+                         f"(a row inside its stride of {row_stride}), got {row_offset}")
+    stride = row_bytes if row_stride is None else row_stride
+    end = base_address + (slots << row_bits) * stride
     if end > 1 << address_width:
-        raise ValueError(f"base_address + rows * {row_width // 8} bytes must be <= 2**address_width "
+        raise ValueError(f"base_address + rows * {stride} bytes must be <= 2**address_width "
                          f"= {1 << address_width:#x}, got {end:#x}")
     page_beats = AXI4_PAGE // (width // 8)
     if burst_beats > page_beats:

@@ -6,19 +6,23 @@ The row is a record of W/32 little-endian 32-bit fields; the command's data has 
 fields. WRITE gives the data, READ the record (``a | b``: the engine passes ``a`` = 0 for WRITE,
 ``b`` = 0 for READ). ADD (an "update" of the record by the command) gives, field by field:
 
-- field 0, *count*: the record's count + 1 (mod 2**32), the data's field 0 ignored;
+- field 0, *count*: the record's count + 1 + the XOR of the side's 32-bit words (mod 2**32;
+  ``side`` is the command's side input of ``side_width`` bits, 0 without one), the data's field
+  0 ignored;
 - field 1, *bitmap*: the record's bitmap OR the data's, flagged (``overflow`` bit 1) when the
   two share a bit (a contributor seen twice);
 - field 2, *latest*: the data's field 2 (the newest command's value);
 - field 3, *high*: the larger of the record's and the data's (unsigned);
 - fields 4 and up: the record's XOR the data's.
 
-``overflow``'s other bits are 0. ``sim/record_model.py`` is its Python twin.
+``overflow``'s other bits are 0. ``sim/record_model.py`` is its Python twin. With ``side_width``
+the component has the optional ``side`` member (the engine's ``side_shape`` = ``side_width``:
+``functools.partial(ScaffoldRecordModify, side_width=16)`` as the engine's factory).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux
+from amaranth.hdl import Cat, Module, Mux, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -26,17 +30,30 @@ from .layouts import lanes
 from .params import check_data_width
 from .slot_store_signature import Op
 
-__all__ = ["ScaffoldRecordModify"]
+__all__ = ["MAX_SIDE_WIDTH", "ScaffoldRecordModify"]
+
+MAX_SIDE_WIDTH = 1024  # the side's bits (folded into the count 32 at a time)
 
 
 class ScaffoldRecordModify(wiring.Component):
     """``sum`` = the record after the command (see the module docstring), combinational."""
 
-    def __init__(self, data_width: int) -> None:
+    def __init__(self, data_width: int, side_width: int | None = None) -> None:
         check_data_width(data_width)
-        self.data_width = data_width
+        if side_width is not None and not 1 <= side_width <= MAX_SIDE_WIDTH:
+            raise ValueError(f"side_width must be 1..{MAX_SIDE_WIDTH}, got {side_width}")
+        self.data_width, self.side_width = data_width, side_width
+        side = {} if side_width is None else {"side": In(side_width)}
         super().__init__({"op": In(2), "a": In(data_width), "b": In(data_width),
-                          "sum": Out(data_width), "overflow": Out(lanes(data_width))})
+                          "sum": Out(data_width), "overflow": Out(lanes(data_width)), **side})
+
+    def _folded_side(self) -> Value:
+        """The XOR of the side's 32-bit words."""
+        words = [self.side[k:k + 32] for k in range(0, self.side_width, 32)]
+        folded = words[0]
+        for word in words[1:]:
+            folded = folded ^ word
+        return folded
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -44,7 +61,8 @@ class ScaffoldRecordModify(wiring.Component):
         fields, flags = [], [0] * lanes(self.data_width)
         for k in range(lanes(self.data_width)):
             if k == 0:
-                fields.append((a(0, 32) + 1)[:32])
+                count = a(0, 32) + 1
+                fields.append((count if self.side_width is None else count + self._folded_side())[:32])
             elif k == 1:
                 fields.append(a(1, 32) | b(1, 32))
                 flags[1] = (a(1, 32) & b(1, 32)).any()

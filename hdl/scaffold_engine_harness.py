@@ -5,6 +5,8 @@ store's). The second instance of the engine beside ``DramSlotStoreHarness``'s sl
 
 from __future__ import annotations
 
+from functools import partial
+
 from .axi_latency import AxiLatencyHarness
 from .dram_rmw_engine import DramRmwEngine
 from .record_modify_scaffold import ScaffoldRecordModify
@@ -14,8 +16,11 @@ __all__ = ["ScaffoldEngineHarness"]
 
 class ScaffoldEngineHarness(AxiLatencyHarness):
     """The engine (``**engine``: its parameters) with the scaffold modify, plus delay lines of
-    ``delay_depth`` beats on R and B."""
+    ``delay_depth`` beats on R and B. ``side_width``: the engine's ``side_shape``, the
+    scaffold's count increment (``cmd.side``, echoed on ``rsp.side``)."""
 
-    def __init__(self, data_width: int, *, delay_depth: int = 512, axi_id: int = 1, **engine: int) -> None:
-        self.engine = DramRmwEngine(data_width, modify=ScaffoldRecordModify, axi_id=axi_id, **engine)
+    def __init__(self, data_width: int, *, delay_depth: int = 512, axi_id: int = 1,
+                 side_width: int | None = None, **engine: int) -> None:
+        modify = partial(ScaffoldRecordModify, side_width=side_width)
+        self.engine = DramRmwEngine(data_width, modify=modify, axi_id=axi_id, side_shape=side_width, **engine)
         super().__init__(self.engine, delay_depth=delay_depth)

@@ -13,6 +13,9 @@ A slot store holds ``rows = S << row_bits`` rows of W bits (W/32 little-endian i
   (WRITE/ADD) or the stored row (READ); ``overflow`` = any masked lane saturated in this ADD;
   ``tag`` as given.
 
+A read-modify-write engine with a side input (``side_shape``, ``hdl/dram_rmw_engine.py``) adds
+a last field ``side`` to both: the command's operand for its modify, echoed on its response.
+
 Commands take effect in order and each sees every earlier command's effect, whatever the
 backend's latency. Both streams are full valid/ready handshakes; a backend sustains one command
 per cycle whenever its memory delivers the bandwidth.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import enum
 
+from amaranth.hdl import ShapeLike
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -47,19 +51,25 @@ def row_address_bits(slots: int, row_bits: int) -> int:
     return (slots << row_bits).bit_length() - 1
 
 
-def cmd_layout(data_width: int, address_bits: int, tag_bits: int = TAG_BITS) -> data.StructLayout:
-    """Payload of ``cmd``."""
-    return data.StructLayout({"op": 2, "row": address_bits, "data": data_width,
-                              "lanes": lanes(data_width), "tag": tag_bits, "more": 1})
+def cmd_layout(data_width: int, address_bits: int, tag_bits: int = TAG_BITS,
+               side_shape: ShapeLike | None = None) -> data.StructLayout:
+    """Payload of ``cmd``; with ``side_shape`` (a read-modify-write engine's side input,
+    ``hdl/dram_rmw_engine.py``) a last field ``side`` of that shape."""
+    fields = {"op": 2, "row": address_bits, "data": data_width, "lanes": lanes(data_width),
+              "tag": tag_bits, "more": 1}
+    return data.StructLayout(fields if side_shape is None else {**fields, "side": side_shape})
 
 
-def rsp_layout(data_width: int, tag_bits: int = TAG_BITS) -> data.StructLayout:
-    """Payload of ``rsp``."""
-    return data.StructLayout({"data": data_width, "overflow": 1, "tag": tag_bits})
+def rsp_layout(data_width: int, tag_bits: int = TAG_BITS,
+               side_shape: ShapeLike | None = None) -> data.StructLayout:
+    """Payload of ``rsp``; with ``side_shape`` a last field ``side``: the command's, echoed."""
+    fields = {"data": data_width, "overflow": 1, "tag": tag_bits}
+    return data.StructLayout(fields if side_shape is None else {**fields, "side": side_shape})
 
 
-def slot_store_signature(data_width: int, address_bits: int,
-                         tag_bits: int = TAG_BITS) -> dict[str, wiring.Member]:
-    """The members ``cmd`` and ``rsp`` every slot store has (a backend adds its memory port)."""
-    return {"cmd": In(stream.Signature(cmd_layout(data_width, address_bits, tag_bits))),
-            "rsp": Out(stream.Signature(rsp_layout(data_width, tag_bits)))}
+def slot_store_signature(data_width: int, address_bits: int, tag_bits: int = TAG_BITS,
+                         side_shape: ShapeLike | None = None) -> dict[str, wiring.Member]:
+    """The members ``cmd`` and ``rsp`` every slot store has (a backend adds its memory port);
+    ``side_shape``: both carry a ``side`` field (a read-modify-write engine's side input)."""
+    return {"cmd": In(stream.Signature(cmd_layout(data_width, address_bits, tag_bits, side_shape))),
+            "rsp": Out(stream.Signature(rsp_layout(data_width, tag_bits, side_shape)))}

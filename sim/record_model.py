@@ -13,11 +13,16 @@ __all__ = ["RecordModel", "scaffold_update"]
 MASK = 0xFFFFFFFF
 
 
-def scaffold_update(before: int, data: int, n_fields: int) -> tuple[int, int]:
-    """ADD: the record after, and the per-field flags (bit 1: the bitmaps share a bit)."""
+def scaffold_update(before: int, data: int, n_fields: int, side: int = 0) -> tuple[int, int]:
+    """ADD: the record after, and the per-field flags (bit 1: the bitmaps share a bit);
+    ``side``: the command's side input (the XOR of its 32-bit words is the count's extra
+    increment)."""
     a = [(before >> (32 * k)) & MASK for k in range(n_fields)]
     b = [(data >> (32 * k)) & MASK for k in range(n_fields)]
-    out = [(a[0] + 1) & MASK]
+    folded = 0
+    while side:
+        folded, side = folded ^ (side & MASK), side >> 32
+    out = [(a[0] + 1 + folded) & MASK]
     if n_fields > 1:
         out.append(a[1] | b[1])
     if n_fields > 2:
@@ -30,12 +35,13 @@ def scaffold_update(before: int, data: int, n_fields: int) -> tuple[int, int]:
 
 
 class RecordModel(SlotStoreModel):
-    """Records of ``width`` bits; WRITE stores, READ returns, ADD applies :func:`scaffold_update`."""
+    """Records of ``width`` bits; WRITE stores, READ returns, ADD applies :func:`scaffold_update`
+    (with the command's ``side``, 0 without one)."""
 
-    def apply(self, op: int, row: int, data: int, lane_mask: int) -> tuple[int, int]:
+    def apply(self, op: int, row: int, data: int, lane_mask: int, side: int = 0) -> tuple[int, int]:
         """One command; returns the response ``(data, overflow)``."""
         if op != Op.ADD:
             return super().apply(op, row, data, lane_mask)
         old = self.rows[row] if row in self.rows else self.initial(row)
-        self.rows[row], flags = scaffold_update(old, data, self.n_lanes)
+        self.rows[row], flags = scaffold_update(old, data, self.n_lanes, side)
         return self.rows[row], int(flags & lane_mask != 0)

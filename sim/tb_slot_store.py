@@ -15,7 +15,8 @@ Tests:
 - ``random_commands``: random ops on clustered rows (runs of consecutive rows, many repeats so
   commands hit rows in flight, 15 % the previous command's row again), saturating data, random lane masks; random ``cmd`` valid and
   ``rsp`` ready; ``latency`` re-drawn from ``latency_range`` every few hundred cycles. Every
-  response must equal the reference's, in order; ``mem_error`` must stay 0.
+  response must equal the reference's, in order; ``mem_error`` must stay 0; then the memory
+  holds the reference's rows at their addresses and nothing else changed.
 - ``throughput``: messages of ``message_beats`` consecutive rows, the first contribution of a
   chunk WRITE then ADDs, ``cmd`` always valid and ``rsp`` always ready, fixed ``latency``,
   ``bandwidth`` (share of cycles R and W may move: random pauses). Writes beats per
@@ -26,7 +27,11 @@ Tests:
 Parameters (tb_params): data_width, slots, row_bits, burst_beats, base_address, seed, commands,
 p_cmd, p_rsp, p_axi, latency_range / latency, bandwidth, message_beats, contributors, spread,
 min_rate, min_mean_burst, out, model ("sums" or "record"), axi_id (default 0), row_width
-(default data_width: the engine's rows of R/W beats each).
+(default data_width: the engine's rows of R/W beats each), side_width (the engine's side input:
+a random ``cmd.side`` per command, given to the model and checked echoed on ``rsp.side``),
+row_stride / row_offset (the engine's strided address map: row r at base_address + r *
+row_stride + row_offset; every burst then exactly one row at its strided address, and after the
+run every row in memory equals the model's and the bytes between rows are untouched).
 """
 
 from __future__ import annotations
@@ -70,11 +75,15 @@ class Bench:
         self.beat_bytes = p["data_width"] // 8  # the AXI data
         self.rows = p["slots"] << p["row_bits"]
         self.address_bits = self.rows.bit_length() - 1
-        self.cmd_layout = cmd_layout(self.width, self.address_bits, TAG_BITS)
-        self.rsp_layout = rsp_layout(self.width, TAG_BITS)
+        self.side_width = p.get("side_width")
+        self.cmd_layout = cmd_layout(self.width, self.address_bits, TAG_BITS, self.side_width)
+        self.rsp_layout = rsp_layout(self.width, TAG_BITS, self.side_width)
         self.rng = random.Random(p.get("seed", 1))
         self.base = p.get("base_address", 0)
         self.row_bytes = self.width // 8
+        self.stride = p.get("row_stride") or self.row_bytes  # bytes from one row to the next
+        self.offset = p.get("row_offset", 0)  # a row's first byte in its stride
+        self.content = b""  # the memory's bytes from base_address at the start
         self.ram = None
         self.bursts: list[tuple[str, int, int]] = []  # (channel, address, beats)
 
@@ -85,13 +94,14 @@ class Bench:
         dut.cmd__valid.value = 0
         dut.rsp__ready.value = 0
         if hasattr(dut, "m_axi_mem_awaddr"):
-            size = self.base + self.rows * self.row_bytes
+            size = self.base + self.rows * self.stride
             self.ram = attach_ram(dut, size)
-            content = self.rng.randbytes(self.rows * self.row_bytes)
+            content = self.content = self.rng.randbytes(self.rows * self.stride)
             self.ram.write(self.base, content)
 
             def initial(row: int) -> int:
-                return int.from_bytes(content[row * self.row_bytes:(row + 1) * self.row_bytes], "little")
+                at = self.address(row) - self.base
+                return int.from_bytes(content[at:at + self.row_bytes], "little")
 
             dut.latency.value = self.p.get("latency", 20)
             cocotb.start_soon(self._watch_bursts())
@@ -102,6 +112,27 @@ class Bench:
         dut.rst.value = 0
         await RisingEdge(dut.clk)
         return MODELS[self.p.get("model", "sums")](self.width, initial)
+
+    def address(self, row: int) -> int:
+        """The byte address of ``row`` (dense: row_stride = the row's bytes, offset 0)."""
+        return self.base + row * self.stride + self.offset
+
+    async def check_memory(self, model: SlotStoreModel, *, wait: int = 5000) -> None:
+        """Once the engine's writes have landed (polled for up to ``wait`` cycles): every row the
+        model holds is in memory at its address, and every other byte is as it started (the
+        gaps between strided rows, the rows never written)."""
+        want = bytearray(self.content)
+        for row, value in model.rows.items():
+            at = self.address(row) - self.base
+            want[at:at + self.row_bytes] = value.to_bytes(self.row_bytes, "little")
+        for _ in range(wait // 100):
+            if self.ram.read(self.base, len(want)) == want:
+                return
+            await ClockCycles(self.dut.clk, 100)
+        got = self.ram.read(self.base, len(want))
+        first = next(i for i in range(len(want)) if got[i] != want[i])
+        raise AssertionError(f"memory at {self.base + first:#x} (row {first // self.stride}, byte "
+                             f"{first % self.stride} of its stride) is {got[first]:#x}, want {want[first]:#x}")
 
     def random_axi_pauses(self, busy: float) -> None:
         random_axi_pauses(self.ram, self.rng, busy)
@@ -126,14 +157,16 @@ class Bench:
 
     def check_bursts(self) -> None:
         limit = self.p.get("burst_beats", 16)
+        k = self.row_bytes // self.beat_bytes
         for ch, addr, beats in self.bursts:
             end = addr + beats * self.beat_bytes
             assert addr // PAGE == (end - 1) // PAGE, f"{ch} burst at {addr:#x} x{beats} crosses 4 KiB"
             assert beats <= limit, f"{ch} burst of {beats} beats > burst_beats {limit}"
-            k = self.row_bytes // self.beat_bytes
-            assert beats % k == 0 and (addr - self.base) % self.row_bytes == 0, \
-                f"{ch} burst at {addr:#x} x{beats} is not whole rows of {k} beats"
-            assert self.base <= addr and end <= self.base + self.rows * self.row_bytes, \
+            assert beats % k == 0 and (addr - self.base - self.offset) % self.stride == 0, \
+                f"{ch} burst at {addr:#x} x{beats} is not whole rows of {k} beats at their addresses"
+            assert self.stride == self.row_bytes or beats == k, \
+                f"{ch} burst at {addr:#x} x{beats}: strided rows are not adjacent, a burst is one row"
+            assert self.base <= addr and end <= self.base + self.rows * self.stride, \
                 f"{ch} burst at {addr:#x} outside the store's region"
 
     async def run(self, commands: list[tuple[int, int, int, int, int]], model: SlotStoreModel, *,
@@ -141,9 +174,13 @@ class Bench:
         """Drive ``commands`` (op, row, data, lanes, more; tag = index), check each response
         against ``model`` in order; returns the cycle of each response. ``gate(i)``: command
         ``i`` may be offered only while it is true (another engine's progress); ``self.sent``
-        counts the commands taken so far (what another bench's gate looks at)."""
+        counts the commands taken so far (what another bench's gate looks at). With
+        ``side_width`` each command gets a random side, given to the model and expected back on
+        ``rsp.side``."""
         dut, rng = self.dut, self.rng
-        expected = [(*model.apply(op, row, data, lanes), i & ((1 << TAG_BITS) - 1))
+        sides = [rng.getrandbits(self.side_width) if self.side_width else 0 for _ in commands]
+        expected = [(*model.apply(op, row, data, lanes, *([sides[i]] if self.side_width else [])),
+                     i & ((1 << TAG_BITS) - 1), sides[i])
                     for i, (op, row, data, lanes, _more) in enumerate(commands)]
         cmd_valid, cmd_payload, cmd_ready = (getattr(dut, f"{self.prefix}cmd__{s}") for s in ("valid", "payload", "ready"))
         rsp_valid, rsp_payload, rsp_ready = (getattr(dut, f"{self.prefix}rsp__{s}") for s in ("valid", "payload", "ready"))
@@ -162,7 +199,7 @@ class Bench:
                 if offered:
                     op, row, data, lanes, more = commands[sent]
                     cmd_payload.value = _pack(self.cmd_layout, op=op, row=row, data=data,
-                                                   lanes=lanes, tag=sent, more=more)
+                                                   lanes=lanes, tag=sent, more=more, side=sides[sent])
                 cmd_valid.value = int(offered)
             ready = rng.random() < p_rsp
             rsp_ready.value = int(ready)
@@ -174,10 +211,10 @@ class Bench:
             if ready and int(rsp_valid.value):
                 r = _unpack(self.rsp_layout, int(rsp_payload.value))
                 want = expected[got]
-                assert (r["data"], r["overflow"], r["tag"]) == want, (
+                assert (r["data"], r["overflow"], r["tag"], r.get("side", 0)) == want, (
                     f"{self.prefix}response {got} (op {commands[got][0]}, row {commands[got][1]}): got data "
-                    f"{r['data']:#x} overflow {r['overflow']} tag {r['tag']}, want data {want[0]:#x} "
-                    f"overflow {want[1]} tag {want[2]}")
+                    f"{r['data']:#x} overflow {r['overflow']} tag {r['tag']} side {r.get('side', 0)}, want data "
+                    f"{want[0]:#x} overflow {want[1]} tag {want[2]} side {want[3]}")
                 got += 1
                 stamps.append(cycle)
                 last_progress = cycle
@@ -251,8 +288,10 @@ async def random_commands(dut):
     if b.ram is not None:
         await ClockCycles(dut.clk, 2)
         b.check_bursts()
-        assert any(beats > 1 for _, _, beats in b.bursts), "no burst of more than one beat"
+        if b.stride == b.row_bytes:  # dense: consecutive rows share a burst
+            assert any(beats > 1 for _, _, beats in b.bursts), "no burst of more than one beat"
         assert not int(dut.mem_error.value), "mem_error set"
+        await b.check_memory(model)
 
 
 @cocotb.test()

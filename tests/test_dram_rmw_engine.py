@@ -1,15 +1,18 @@
 """The DRAM read-modify-write engine (hdl/dram_rmw_engine.py) with a modify other than the slot
 store's adder: the scaffold record modify (hdl/record_modify_scaffold.py) on AXI ID 1, checked
 against its Python twin (sim/record_model.py) in the slot-store bench (sim/tb_slot_store.py) on
-cocotbext-axi's AxiRam with random latency and backpressure; the engine's parameter checks."""
+cocotbext-axi's AxiRam with random latency and backpressure, with and without a side input
+(``side_shape``) and a strided address map (``row_stride`` / ``row_offset``); the engine's
+parameter checks."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
+from amaranth.back import rtlil
 from amaranth.hdl import Module
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
@@ -47,11 +50,65 @@ def _bad(**change):
     (_bad(a=In(32)), r"modify: member a must be In\(64\), got In\(32\)"),
     (_bad(overflow=Out(1)), r"modify: member overflow must be Out\(2\), got Out\(1\)"),
     (_bad(op=Out(2)), r"modify: member op must be In\(2\), got Out\(2\)"),
-    (_bad(carry=Out(1)), r"modify: members must be among a, b, sum, overflow, op, got \['carry'\]"),
+    (_bad(carry=Out(1)), r"modify: members must be among a, b, sum, overflow, op, side, got \['carry'\]"),
+    (_bad(side=In(8)), r"modify: member side needs the engine's side_shape \(None\), got In\(8\)"),
 ])
 def test_rejects_a_modify_that_does_not_fit(modify, msg) -> None:
     with pytest.raises(ValueError, match=msg):
         DramRmwEngine(64, slots=4, row_bits=1, outstanding=8, modify=modify)
+
+
+HEADER = data.StructLayout({"job": 1, "head": 16, "pending": 1})
+
+
+@pytest.mark.parametrize(("modify", "side_shape", "msg"), [
+    (_bad(), 8, r"modify: member side must be In\(unsigned\(8\)\) \(side_shape\), got nothing"),
+    (_bad(side=In(7)), 8, r"modify: member side must be In\(unsigned\(8\)\) \(side_shape\), got In\(7\)"),
+    (_bad(side=Out(8)), 8, r"modify: member side must be In\(unsigned\(8\)\) \(side_shape\), got Out\(8\)"),
+    (_bad(side=In(18)), HEADER, r"modify: member side must be In\(StructLayout.*\) \(side_shape\), got In\(18\)"),
+])
+def test_rejects_a_side_that_does_not_fit(modify, side_shape, msg) -> None:
+    """The modify has ``side`` exactly when the engine has ``side_shape``, of that shape."""
+    with pytest.raises(ValueError, match=msg):
+        DramRmwEngine(64, slots=4, row_bits=1, outstanding=8, modify=modify, side_shape=side_shape)
+
+
+def test_side_travels_on_cmd_and_rsp() -> None:
+    """``side_shape``: ``cmd`` and ``rsp`` carry ``side`` (any shape: a layout too); without it
+    the ports are the slot store's."""
+    e = DramRmwEngine(64, slots=4, row_bits=1, outstanding=8, modify=_bad(side=In(HEADER)), side_shape=HEADER)
+    assert e.cmd.payload.side.shape() == HEADER and e.rsp.payload.side.shape() == HEADER
+    e = DramRmwEngine(64, slots=4, row_bits=1, outstanding=8, modify=_bad(side=In(16)), side_shape=16)
+    assert len(e.cmd.payload.side) == 16 and len(e.rsp.payload.side) == 16
+    plain = DramRmwEngine(64, slots=4, row_bits=1, outstanding=8, modify=SaturatingAdder)
+    assert "side" not in plain.cmd.payload.shape().members and "side" not in plain.rsp.payload.shape().members
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"row_stride": 16}, r"row_stride must be a power of two from 32 \(a 256-bit row\), got 16"),
+    ({"row_stride": 3072}, r"row_stride must be a power of two from 32 \(a 256-bit row\), got 3072"),
+    ({"row_stride": 2048, "row_offset": 2032},
+     r"row_offset must be a multiple of 32 from 0 to 2016 \(a row inside its stride of 2048\), got 2032"),
+    ({"row_stride": 2048, "row_offset": 2048},
+     r"row_offset must be a multiple of 32 from 0 to 2016 \(a row inside its stride of 2048\), got 2048"),
+    ({"row_stride": 2048, "row_offset": -32},
+     r"row_offset must be a multiple of 32 from 0 to 2016 \(a row inside its stride of 2048\), got -32"),
+    ({"row_offset": 32}, r"row_offset must be 0 without row_stride \(dense rows\), got 32"),
+    # 64 rows of a 2 KiB stride: 128 KiB do not fit 16 address bits
+    ({"row_stride": 2048, "address_width": 16},
+     r"base_address \+ rows \* 2048 bytes must be <= 2\*\*address_width = 0x10000, got 0x21000"),
+])
+def test_rejects_a_bad_stride(kw, msg) -> None:
+    args = {"slots": 16, "row_bits": 2, "outstanding": 8, "row_width": 256, "base_address": 0x1000}
+    DramRmwEngine(64, modify=ScaffoldRecordModify, **args, row_stride=2048, row_offset=2016)
+    with pytest.raises(ValueError, match=msg):
+        DramRmwEngine(64, modify=ScaffoldRecordModify, **{**args, **kw})
+
+
+def test_stride_of_one_row_is_dense() -> None:
+    """``row_stride`` = R/8 (offset 0) is the dense map: the same RTLIL."""
+    args = {"slots": 4, "row_bits": 1, "outstanding": 8, "row_width": 256, "modify": ScaffoldRecordModify}
+    assert rtlil.convert(DramRmwEngine(64, **args, row_stride=32)) == rtlil.convert(DramRmwEngine(64, **args))
 
 
 def test_rejects_bad_axi_id() -> None:
@@ -84,11 +141,12 @@ def test_row_width_sets_the_record_port() -> None:
     assert len(e.modify.sum) == 256
 
 
-@pytest.mark.parametrize("width", [64, 256])
-def test_scaffold_modify_is_its_python_twin(width: int) -> None:
-    """The scaffold modify against sim/record_model.py on random records: ADD as documented,
-    WRITE (a = 0) the data, READ (b = 0) the record."""
-    dut = ScaffoldRecordModify(width)
+@pytest.mark.parametrize(("width", "side_width"), [(64, None), (256, None), (256, 16), (64, 32), (64, 80)])
+def test_scaffold_modify_is_its_python_twin(width: int, side_width: int | None) -> None:
+    """The scaffold modify against sim/record_model.py on random records: ADD as documented
+    (with a random side, if any: the count's increment), WRITE (a = 0) the data, READ (b = 0)
+    the record, whatever the side."""
+    dut = ScaffoldRecordModify(width, side_width=side_width)
     rng = random.Random(width)
     fields = width // 32
 
@@ -97,10 +155,13 @@ def test_scaffold_modify_is_its_python_twin(width: int) -> None:
             a, b = rng.getrandbits(width), rng.getrandbits(width)
             if rng.random() < 0.3:  # bitmaps apart: no flag
                 b &= ~(((a >> 32) & 0xFFFFFFFF) << 32)
+            side = rng.getrandbits(side_width) if side_width else 0
+            if side_width:
+                ctx.set(dut.side, side)
             ctx.set(dut.op, Op.ADD)
             ctx.set(dut.a, a)
             ctx.set(dut.b, b)
-            assert (ctx.get(dut.sum), ctx.get(dut.overflow)) == scaffold_update(a, b, fields)
+            assert (ctx.get(dut.sum), ctx.get(dut.overflow)) == scaffold_update(a, b, fields, side)
             ctx.set(dut.op, Op.WRITE)
             ctx.set(dut.a, 0)
             assert (ctx.get(dut.sum), ctx.get(dut.overflow)) == (b, 0)
@@ -126,16 +187,33 @@ CONFIGS = {
                     "burst_beats": 8, "base_address": 0x1000, "delay_depth": 64},
     "w256_n8": {"data_width": 256, "slots": 4, "row_bits": 2, "outstanding": 8, "burst_beats": 4,
                 "base_address": 0x1000, "delay_depth": 64},
+    # A side input (16 and 40 bits: folded into the scaffold's count) with the dense map, and with the
+    # record store's map: each record at the end of its row's 2 KiB stride.
+    "w64_r256_n64_side": {"data_width": 64, "row_width": 256, "slots": 16, "row_bits": 4, "outstanding": 64,
+                          "burst_beats": 16, "burst_hold": 64, "base_address": 0x2000, "delay_depth": 256,
+                          "side_width": 16},
+    "w64_r256_n16_stride": {"data_width": 64, "row_width": 256, "slots": 16, "row_bits": 2, "outstanding": 16,
+                            "burst_beats": 16, "burst_hold": 64, "base_address": 0x2000, "delay_depth": 256,
+                            "side_width": 40, "row_stride": 2048, "row_offset": 2016},
+    # rows as wide as the bus, an 8 KiB stride (wider than a 4 KiB page), in its middle
+    "w256_n8_stride": {"data_width": 256, "slots": 4, "row_bits": 2, "outstanding": 8, "burst_beats": 4,
+                       "base_address": 0x1000, "delay_depth": 64, "side_width": 5, "row_stride": 8192,
+                       "row_offset": 4096 + 32},
 }
 
 
 @pytest.mark.cocotb
 @pytest.mark.parametrize(("config", "seed", "latency"), [
-    ("w64_r256_n64", 31, [20, 200]), ("w64_r256_n4", 33, [1, 12]), ("w256_n8", 32, [1, 12])])
+    ("w64_r256_n64", 31, [20, 200]), ("w64_r256_n4", 33, [1, 12]), ("w256_n8", 32, [1, 12]),
+    ("w64_r256_n64_side", 34, [20, 200]), ("w64_r256_n16_stride", 35, [20, 200]),
+    ("w256_n8_stride", 36, [1, 12])])
 def test_cocotb_scaffold_engine_random_commands(config: str, seed: int, latency: list[int]) -> None:
     """Random WRITE / ADD / READ on runs of rows with repeats (hits on rows in flight, back to
     back), random cmd / rsp handshakes, random AXI pauses on every channel and a random latency:
-    every response as the scaffold's Python twin, in order; every burst with ID 1, of whole rows."""
+    every response as the scaffold's Python twin, in order (with a side input: each command's
+    own side in its update and echoed on its response, also when its row is forwarded); every
+    burst with ID 1, of whole rows at their addresses (strided: one row per burst); then the
+    memory holds the twin's rows and nothing else changed."""
     params = CONFIGS[config]
     top = f"scaffold_engine_{config}"
     path = generate_verilog(ScaffoldEngineHarness, name=top, params=params)
