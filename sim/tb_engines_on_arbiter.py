@@ -24,7 +24,7 @@ from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, vary_latency
 from wanreduce.sim.record_model import RecordModel
 from wanreduce.sim.simulator import tb_params
 from wanreduce.sim.slot_store_model import SlotStoreModel
-from wanreduce.sim.tb_slot_store import CLOCK_NS, Bench, _random_commands
+from wanreduce.sim.tb_slot_store import CLOCK_NS, Bench, run_random_together
 
 
 async def _monitor(dut, benches: dict[int, Bench]) -> None:
@@ -71,12 +71,7 @@ async def random_commands_both(dut):
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
-    n = p.get("commands", 500)
-    runs = [cocotb.start_soon(b.run(_random_commands(b, n), model, p_cmd=p.get("p_cmd", 0.7),
-                                    p_rsp=p.get("p_rsp", 0.7)))
-            for b, model in zip((sums, recs), models, strict=True)]
-    for run in runs:
-        await run
+    await run_random_together((sums, recs), models, p)
     await ClockCycles(dut.clk, 2)
     for b in (sums, recs):
         b.check_bursts()

@@ -37,7 +37,11 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.sim.simulator import tb_params
-from wanreduce.sim.tb_slot_store import _message_commands, _random_commands, steady_rate
+from wanreduce.sim.tb_slot_store import (
+    _message_commands,
+    run_random_together,
+    steady_rate,
+)
 from wanreduce.sim.tb_slot_store_litedram import (
     ModelBench,
     _write_out,
@@ -144,12 +148,7 @@ async def random_commands_both(dut):
     as its engine's reference, R and B in AR and AW order with their IDs."""
     p = tb_params()
     sums, recs, watch, models = await _start(dut, p)
-    n = p.get("commands", 500)
-    runs = [cocotb.start_soon(b.run(_random_commands(b, n), model, p_cmd=p.get("p_cmd", 0.7),
-                                    p_rsp=p.get("p_rsp", 0.7)))
-            for b, model in zip((sums, recs), models, strict=True)]
-    for run in runs:
-        await run
+    await run_random_together((sums, recs), models, p)
     result = await _finish(dut, watch, (sums, recs))
     result["bursts"] = {i: len(b.bursts) for i, b in ((0, sums), (1, recs))}
     _write_out(p, result)

@@ -245,6 +245,17 @@ def _random_commands(b: Bench, n: int) -> list[tuple[int, int, int, int, int]]:
     return cmds
 
 
+async def run_random_together(benches: tuple[Bench, ...], models: list, p: dict) -> None:
+    """Random commands (``p["commands"]``, default 500) to every bench at once under random
+    ``cmd`` / ``rsp`` handshakes (``p_cmd`` / ``p_rsp``, default 0.7), each against its model."""
+    n = p.get("commands", 500)
+    runs = [cocotb.start_soon(b.run(_random_commands(b, n), model, p_cmd=p.get("p_cmd", 0.7),
+                                    p_rsp=p.get("p_rsp", 0.7)))
+            for b, model in zip(benches, models, strict=True)]
+    for run in runs:
+        await run
+
+
 def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int, int]]:
     """The reducer's pattern: messages of ``message_beats`` consecutive rows (one chunk each,
     ``more`` = 1 but on a message's last row),
