@@ -22,15 +22,10 @@ every R beat and B checked against the AR / AW order and ID on the shared port.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-from wanreduce.hdl.boards.litedram_model import cached_model
+from wanreduce.hdl.boards.litedram_model import simulate_on_model
 from wanreduce.hdl.boards.litedram_model_engines import LiteDramModelEngines
-from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 RECORDS = {"slots": 16, "row_bits": 2, "outstanding": 32, "row_width": 256, "burst_beats": 16,
            "burst_hold": 64, "base_address": 0x20000}
@@ -42,16 +37,8 @@ def measure(with_records: bool, *, slots: int, row_bits: int, outstanding: int, 
               "sums": {"slots": slots, "row_bits": row_bits, "outstanding": outstanding,
                        "burst_beats": burst_beats, "burst_hold": burst_hold}}
     top = f"engines_on_litedram_w64_s{slots}_r{row_bits}_n{outstanding}_b{burst_beats}_h{burst_hold}"
-    sources = [generate_verilog(LiteDramModelEngines, name=top, params=params),
-               cached_model("versa-ecp5")]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "r.json"
-        t0 = time.perf_counter()
-        run_cocotb(verilog=sources, toplevel=top, test_module="wanreduce.sim.tb_engines_on_litedram",
-                   testcase="throughput_mixed", timeout_s=None,
-                   params={**params, "seed": 1, "commands": commands, "message_beats": message_beats,
-                           "with_records": with_records, "out": str(out)})
-        return {**json.loads(out.read_text()), "wall_s": time.perf_counter() - t0}
+    return simulate_on_model(LiteDramModelEngines, top, params, "wanreduce.sim.tb_engines_on_litedram", "throughput_mixed",
+                             {"seed": 1, "commands": commands, "message_beats": message_beats, "with_records": with_records})
 
 
 def main(argv: list[str] | None = None) -> int:

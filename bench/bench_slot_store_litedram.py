@@ -25,15 +25,10 @@ Nothing here is random but the data: one run per point.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-from wanreduce.hdl.boards.litedram_model import cached_model
+from wanreduce.hdl.boards.litedram_model import simulate_on_model
 from wanreduce.hdl.boards.litedram_model_store import LiteDramModelStore
-from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 
 def _ints(text: str) -> list[int]:
@@ -45,16 +40,8 @@ def measure(burst_beats: int, outstanding: int, commands: int, burst_hold: int,
     params = {"data_width": 64, "slots": 16, "row_bits": 6, "outstanding": outstanding,
               "burst_beats": burst_beats, "burst_hold": burst_hold}
     top = f"store_on_litedram_w64_n{outstanding}_b{burst_beats}_h{burst_hold}"
-    sources = [generate_verilog(LiteDramModelStore, name=top, params=params),
-               cached_model("versa-ecp5")]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "r.json"
-        t0 = time.perf_counter()
-        run_cocotb(verilog=sources, toplevel=top, test_module="wanreduce.sim.tb_slot_store_litedram",
-                   testcase="throughput", timeout_s=None,
-                   params={**params, "seed": 1, "commands": commands, "message_beats": message_beats,
-                           "out": str(out)})
-        return {**json.loads(out.read_text()), "wall_s": time.perf_counter() - t0}
+    return simulate_on_model(LiteDramModelStore, top, params, "wanreduce.sim.tb_slot_store_litedram", "throughput",
+                             {"seed": 1, "commands": commands, "message_beats": message_beats})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -208,3 +208,21 @@ def cached_model(board: str, *, bank_lock_fix: bool = True) -> Path:
         with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
             os.replace(generate_model(board, Path(tmp), bank_lock_fix=bank_lock_fix), path)  # complete, or absent
     return path
+
+
+def simulate_on_model(component: type, top: str, params: dict, test_module: str, testcase: str,
+                      run_params: dict, board: str = "versa-ecp5") -> dict:
+    """Simulate ``component(**params)`` (a harness with the board's LiteDRAM model beside it) in
+    cocotb's ``test_module.testcase``; the testcase writes its figures to ``run_params``' ``out``
+    JSON file, returned here with the wall time (``wall_s``). What the DRAM benches share."""
+    import time
+
+    from wanreduce.sim.simulator import generate_verilog, run_cocotb
+
+    sources = [generate_verilog(component, name=top, params=params), cached_model(board)]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "r.json"
+        t0 = time.perf_counter()
+        run_cocotb(verilog=sources, toplevel=top, test_module=test_module, testcase=testcase,
+                   timeout_s=None, params={**params, **run_params, "out": str(out)})
+        return {**json.loads(out.read_text()), "wall_s": time.perf_counter() - t0}
