@@ -185,13 +185,22 @@ class DramRmwEngine(wiring.Component):
     @property
     def dense(self) -> bool:
         """Rows back to back (no ``row_stride`` wider than a row): consecutive rows share bursts."""
-        return self.row_stride is None or self.row_stride == self.row_width // 8
+        return self.stride == self.row_width // 8
+
+    @property
+    def stride(self) -> int:
+        """Bytes from one row's address to the next: ``row_stride``, or R/8 when dense."""
+        return self.row_width // 8 if self.row_stride is None else self.row_stride
+
+    @property
+    def region_end(self) -> int:
+        """The byte after the engine's region: ``base_address + rows * stride``."""
+        return self.base_address + self.rows * self.stride
 
     def _address(self, row) -> Signal:
-        """Byte address of ``row``: ``base_address + row * stride + row_offset`` (the stride
-        R/8 bytes when dense), the offset below the power-of-two stride filling its low bits."""
-        stride = self.row_width // 8 if self.row_stride is None else self.row_stride
-        shift = stride.bit_length() - 1
+        """Byte address of ``row``: ``base_address + row * stride + row_offset``, the offset
+        below the power-of-two stride filling its low bits."""
+        shift = self.stride.bit_length() - 1
         low = Const(self.row_offset, shift)
         return (Const(self.base_address, self.address_width) + Cat(low, row))[:self.address_width]
 

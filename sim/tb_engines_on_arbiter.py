@@ -55,7 +55,7 @@ async def random_commands_both(dut):
     for pre in ("", "rec_"):
         getattr(dut, f"{pre}cmd__valid").value = 0
         getattr(dut, f"{pre}rsp__ready").value = 0
-    size = max(b.base + b.rows * b.row_bytes for b in (sums, recs))
+    size = max(b.base + b.rows * b.stride for b in (sums, recs))
     ram = attach_ram(dut, size)
     content = rng.randbytes(size)
     ram.write(0, content)

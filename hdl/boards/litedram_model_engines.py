@@ -40,7 +40,7 @@ class LiteDramModelEngines(wiring.Component):
         self.engines = EnginesOnArbiter(data_width, address_width=cfg.addr_width, sums=sums,
                                         records=records)
         for what, e in (("sums store", self.engines.sums), ("record engine", self.engines.records)):
-            check_in_model(cfg, what, e.base_address + e.rows * e.row_width // 8)
+            check_in_model(cfg, what, e.region_end)
         members = {k: v for k, v in self.engines.signature.members.items()
                    if not k.startswith(AXI_PREFIX + "_")}
         super().__init__({**members, "init_done": In(1), "upsizer_error": Out(1),

@@ -78,8 +78,7 @@ class LiteDramModelStore(wiring.Component):
         cfg = self.port.cfg
         self.store = DramSlotStore(data_width, address_width=cfg.addr_width,
                                    base_address=base_address, **store)
-        check_in_model(cfg, "store", base_address + self.store.rows * data_width // 8)
-        self.model_name = self.port.model_name
+        check_in_model(cfg, "store", self.store.region_end)
         members = {k: v for k, v in self.store.signature.members.items()
                    if not k.startswith("m_axi_mem_")}
         super().__init__({**members, "init_done": In(1), "upsizer_error": Out(1),
