@@ -641,11 +641,7 @@ class Reducer(wiring.Component):
         m.d.sync += [r.eq(v) for r, v in zip(l_st_x, state_flags(tw_data), strict=True)]
         m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
         m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
-        st_done, st_active, same, mismatch, dup, cadd, older_hdr = (
-            ck.done, ck.active, ck.same, ck.mismatch_round | ck.mismatch, ck.dup, ck.cadd, ck.older)
-        complete1 = st_done & pend1
-        released1 = st_done & ~pend1
-        older = released1 & older_hdr
+        same, cadd = ck.same, ck.cadd
 
         def priority(c) -> tuple:
             """The model's checks in order: (outcome code, data op, resend) from the
@@ -676,12 +672,23 @@ class Reducer(wiring.Component):
                 m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_WRITE)]
             return code, op, resend
 
+        def prio_of(k: Value) -> Value:
+            """PriorityInputs from the TagChecks ``k`` and stage 1's other flags."""
+            released = k.done & ~pend1
+            return pack_flags(
+                PriorityInputs, unconf=unconf1, nonmem=nonmem1, oow=in_order & oow, same=k.same,
+                mismatch=k.mismatch_round | k.mismatch, released=released, dup=k.dup, late=in_order & late,
+                busy=k.active | (k.done & pend1), older=released & k.older)
+
         prio_in = Signal(PriorityInputs)
-        m.d.comb += prio_in.eq(pack_flags(
-            PriorityInputs, unconf=unconf1, nonmem=nonmem1, oow=in_order & oow, same=same,
-            mismatch=mismatch, released=released1, dup=dup, late=in_order & late,
-            busy=st_active | complete1, older=older))
+        m.d.comb += prio_in.eq(prio_of(ck))
         _, op, resend = priority(prio_in)
+        # whether the decision has a data op, worked out for both sources of the checks with
+        # thit_h picking last: it reaches the tag write's enable and tw_hit0, which thit_h loads
+        # (cut 8's seed 4: thit_h -> ... -> hold_t / thit_h, 7.86 ns)
+        op_nz = Signal(name="op_nz")
+        m.d.comb += op_nz.eq(Mux(thit_h, priority(PriorityInputs(prio_of(ck_live)))[1] != OP_NONE,
+                                 priority(PriorityInputs(prio_of(ck_pre)))[1] != OP_NONE))
         # the outcome code for the counters is worked out a cycle later from the registered
         # inputs (separate logic, so it does not pull the decision towards the counters)
         prio_r = Signal(PriorityInputs)
@@ -931,6 +938,7 @@ class Reducer(wiring.Component):
         # (completion at the head, or on completion) is marked ``emit``: those responses are the
         # result rows, its header goes to the assembler with the last row.
         op_c = Mux(first1, op, op_r)
+        op_c_nz = Mux(first1, op_nz, op_r != OP_NONE)  # op_c != OP_NONE
         rem = Signal(17)
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
@@ -938,8 +946,8 @@ class Reducer(wiring.Component):
         # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
         # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
         push_c = Signal()
-        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & (op_c != OP_NONE)),
-                     push_c.eq(v1 & adv & ((op_c != OP_NONE) | (last1 & Mux(first1, queued_d, queued_r))))]
+        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & op_c_nz),
+                     push_c.eq(v1 & adv & (op_c_nz | (last1 & Mux(first1, queued_d, queued_r))))]
         op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(W), Signal(L), Signal(sb)
         with m.If(v1 & adv):
             m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
@@ -1029,9 +1037,9 @@ class Reducer(wiring.Component):
         # a reset writes FREE (only the state matters: every check and the emitter ignore the
         # other fields of a FREE tag)
         m.d.comb += [
-            tw_en.eq(rst_wr | (v1 & adv & last1 & (op_c != OP_NONE))),
+            tw_en.eq(rst_wr | (v1 & adv & last1 & op_c_nz)),
             tw_addr.eq(Mux(rst_wr, rst_slot, slot1)),
-            tw_hit0.eq(Mux(op_c != OP_NONE, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
+            tw_hit0.eq(Mux(op_c_nz, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
                            rst_wr & (rst_slot == slot0))),
             tw_data.eq(tag_c),
             tw_data.state.eq(Mux(rst_wr, FREE, tag_c.state)),
@@ -1042,7 +1050,7 @@ class Reducer(wiring.Component):
         m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
         m.d.comb += [
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
-            emit.q_head_next.eq(queue.head_next),
+            emit.q_head_next.eq(queue.head_next), emit.q_head_rest.eq(queue.head_rest),
             q_pop.eq(emit.q_pop),
             *([tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en)] if not probe_shares else []),
             emit.tag_data.eq(tag_rd_e.data),

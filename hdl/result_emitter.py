@@ -37,16 +37,18 @@ __all__ = ["ResultEmitter"]
 class ResultEmitter(wiring.Component):
     """Queue entries -> READ commands and result headers (see the module docstring).
 
-    Queue side: ``q_head``, ``q_head_mask``, ``q_count`` and its push ``q_push`` in, ``q_pop`` out
-    (only while ``allow_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
+    Queue side: ``q_head``, ``q_head_mask`` (and ``q_head_rest``: a register equal to it without
+    the head's slot), ``q_count`` and its push ``q_push`` in, ``q_pop`` out (only while
+    ``allow_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
     ``go`` (the command port is this emitter's and ready; a new chunk also needs ``hdr_room``, a
     flip-flop whose next value is ``hdr_room_next``),
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
-    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``) or ``final_ok`` differs
-    from what it stands for, a start pops while ``allow_pop`` is low, or the slot whose ``multi``
-    bit was read a cycle ahead is not the slot started (never, if right).
+    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``, ``rm_rest``, the
+    queue's ``q_head_rest``) or ``final_ok`` differs from what it stands for, a start pops while
+    ``allow_pop`` is low, or the slot whose ``multi`` bit was read a cycle ahead is not the slot
+    started (never, if right).
     ``q_head_next``: the queue's head entry next cycle (the ``multi`` read's address).
     """
 
@@ -64,6 +66,7 @@ class ResultEmitter(wiring.Component):
         ports = {
             "q_head": In(entry),
             "q_head_mask": In(slots),
+            "q_head_rest": In(slots),
             "q_head_next": In(entry),
             "q_count": In(range(QUEUE_DEPTH + 1)),
             "q_pop": Out(1),
@@ -199,8 +202,6 @@ class ResultEmitter(wiring.Component):
             m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
                          rest_nz.eq(nz), rest_slot.eq(nslot)]
             m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
-            if self.masks:
-                m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
         with m.If(start_q):
             m.d.comb += [n_job.eq(q_head.job), n_chunk.eq(q_head.chunk), n_resent.eq(q_head.resent)]
             nz, nslot = q_head.more != 0, slot_of(cfg_q, q_head.chunk + 1, sb)
@@ -208,8 +209,24 @@ class ResultEmitter(wiring.Component):
                          rest_left.eq(q_head.more), rest_nz.eq(nz),
                          rest_resent.eq(q_head.resent), rest_slot.eq(nslot)]
             m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
-            if self.masks:
-                m.d.sync += rest_mask.eq(self.q_head_mask & ~(Const(1, S) << q_head.slot))
+        # rest_mask's two start values as flip-flops of their own: rm_rest (rest_mask without
+        # rest_slot, a start from the rest) and the queue's head_rest (its head's mask without
+        # its slot, a start from the queue), so a start is only rest_mask's last select (cut
+        # 8's seed 2: the start -> rest_chunk -> rest_mask, 8.00 ns). rm_rest's next value is
+        # worked out for each case, the start picking last; copy_error checks both registers.
+        rm_err = Const(0)
+        if self.masks:
+            rm_rest = Signal(S, name="rm_rest")
+            rest_mask_d = Signal(S, name="rest_mask_d")
+            nslot_r, nslot_q = slot_of(cfg_r, rest_chunk + 1, sb), slot_of(cfg_q, q_head.chunk + 1, sb)
+            m.d.comb += rest_mask_d.eq(Mux(start_new, Mux(rest_nz, rm_rest, self.q_head_rest), rest_mask))
+            m.d.sync += [
+                rest_mask.eq(rest_mask_d),
+                rm_rest.eq(Mux(start_new, Mux(rest_nz, rm_rest & ~(Const(1, S) << nslot_r),
+                                              self.q_head_rest & ~(Const(1, S) << nslot_q)), rm_rest)),
+            ]
+            rm_err = ((rm_rest != (rest_mask & ~(Const(1, S) << rest_slot)))
+                      | (self.q_head_rest != (self.q_head_mask & ~(Const(1, S) << q_head.slot))))
         # next values: more (above), an entry's chunk left, the queue non-empty, header room;
         # worked out for a start and for no start from flip-flops, start_new picking last
         q_nz = self.q_count != 0
@@ -226,7 +243,7 @@ class ResultEmitter(wiring.Component):
                | (start_q & ~self.allow_pop)
                | (mn_check & (mn_r != ((e_beat + 1) <= te.nbm1)))
                | (issue & (final_ok != (self.last & ~rest_after)))
-               | (start_new & (multi_at != slot_n)))
+               | (start_new & (multi_at != slot_n)) | rm_err)
         m.d.comb += self.copy_error.eq(err)
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),

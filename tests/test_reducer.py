@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from amaranth.back import rtlil, verilog
 from amaranth.sim import Simulator
-from stream_helpers import comb_cone, pack, unpack
+from stream_helpers import comb_cells_between, comb_cone, pack, unpack
 
 from wanreduce import wire
 from wanreduce.fixedpoint import saturating_add
@@ -627,6 +627,19 @@ def test_emitter_start_is_one_lut_of_flip_flops():
     (docs/benchmarks.md "Cut 6"; before, the port's phase was decoded from its FIFO's head)."""
     dut = Reducer(64, slots=16, elements=256, groups=4, jobs=2)
     assert comb_cone(dut, "emitter.tag_read")[0] == {"store_port.e_phase", "store.cmd__ready", "emitter.s_ok"}
+
+
+def test_decision_loop_picks_the_checks_source_last():
+    """The decision loop's flip-flops that thit_h (which of stage 1's tag checks is live) feeds
+    within a cycle, fx_c / fxw_cn (the decision's effect on the head) and thit_h itself (through
+    the tag write's hit tw_hit0), are worked out for both sources of the checks, thit_h picking
+    at the last multiplexers: at most five cells from thit_h to them (before cut 9, 68 cells to
+    fx_c and 22 to thit_h: thit_h's fan-out in front of the priority logic, cut 8's seed 4,
+    8.07 / 7.86 ns, docs/benchmarks.md "Cut 8")."""
+    dut = Reducer(64, slots=16, elements=256, groups=4, jobs=2)
+    for reg in ("fx_c", "fxw_cn", "thit_h"):
+        cells = comb_cells_between(dut, "thit_h", reg)
+        assert 0 < sum(cells.values()) <= 5, (reg, cells)
 
 
 @pytest.mark.parametrize("width", [64, 256, 512])

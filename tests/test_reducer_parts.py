@@ -128,8 +128,9 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
     """Random pushes (never into a full queue) and pops: the head register, the count, the
-    occupied entries and the union of their slot masks follow a Python deque every cycle, and
-    ``head_next`` is the head register's value next cycle."""
+    occupied entries and the union of their slot masks follow a Python deque every cycle,
+    ``head_next`` is the head register's value next cycle, and ``head_rest`` is the head's mask
+    without the head's slot (also while empty: the stale head's)."""
     slots, rng = 8, random.Random(seed)
     dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True)
     lay = dut.entry_layout
@@ -152,6 +153,8 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
             if model:
                 assert ctx.get(dut.head.as_value()) == model[0][0]
                 assert ctx.get(dut.head_mask) == model[0][1]
+            head_slot = unpack(lay, ctx.get(dut.head.as_value())).slot
+            assert ctx.get(dut.head_rest) == ctx.get(dut.head_mask) & ~(1 << head_slot)
             push = count < dut.depth and rng.random() < 0.5
             pop = count > 0 and rng.random() < 0.5
             entry = pack(lay, {"job": rng.randrange(2), "chunk": rng.getrandbits(32),
@@ -639,6 +642,18 @@ def test_result_emitter_final_ok_has_no_select_of_multi_flip_flops() -> None:
     (test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots)."""
     sources, _ = comb_cone(ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True), "final_ok")
     assert "multi_rd__data" in sources and not {"multi", "rest_slot"} & sources, sources
+
+
+def test_result_emitter_start_loads_the_rest_mask_from_two_flip_flops() -> None:
+    """A start loads ``rest_mask`` from one of two registers (``rm_rest``: the rest's mask
+    without its next slot; the queue's ``head_rest``: the head's mask without its slot), the
+    start and ``rest_nz`` picking: no slot decode or queue read between the port's ``go`` and
+    ``rest_mask`` (cut 8's seed 2: the start -> ``rest_chunk`` -> ``rest_mask``, 8.00 ns; cut
+    7b's single combined register had the start and the queue's push side in front of it,
+    docs/benchmarks.md "Cut 7"). copy_error checks both registers every cycle (the reducer's
+    benches; the queue's bench checks ``head_rest``)."""
+    sources, _ = comb_cone(ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True), "rest_mask_d")
+    assert sources == {"go", "s_ok", "rest_nz", "rm_rest", "q_head_rest", "rest_mask"}, sources
 
 
 def test_result_emitter_multi_does_not_grow_with_slots() -> None:
