@@ -1055,6 +1055,7 @@ class Reducer(wiring.Component):
             *([tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en)] if not probe_shares else []),
             emit.tag_data.eq(tag_rd_e.data),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
+            emit.tag_wmulti2.eq(tw_d.nbm1[1:] != 0),
             emit.go.eq(arb.e_go), emit.allow_pop.eq(arb.e_allow_pop), emit.hdr_room.eq(asm.hdr_e_room),
             emit.hdr_room_next.eq(asm.hdr_e_room_next), emit.q_push.eq(q_push),
             arb.e_valid.eq(emit.issue), arb.e_cmd.op.eq(Op.READ), arb.e_cmd.row.eq(emit.row_addr),

@@ -7,7 +7,8 @@ read: its rows are the slot store's responses to that contribution (the reducer 
 run, if any, as an entry starting at the next chunk). Beat 0 of a chunk reads the slot's tag (the
 header arrives next cycle and is pushed on ``hdr``, toward ``ResultAssembler``); later beats hold
 the tag read port. Whether a result has more than one beat comes from a per-slot bit written
-with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``), not from the tag memory (a block RAM from
+with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``; ``tag_wmulti2``: more than two beats, for
+the cycle after a start), not from the tag memory (a block RAM from
 S = 64 on, ~4 ns clock-to-output): a memory of S x 1 bit read a cycle ahead at the slot the next
 start would take (from the next values of the rest's slot and of the queue's head,
 ``q_head_next``), so the start's bit comes from a register (the default core: LUT RAM behind
@@ -45,8 +46,8 @@ class ResultEmitter(wiring.Component):
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
-    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``, ``rm_rest``, the
-    queue's ``q_head_rest``) or ``final_ok`` differs from what it stands for, a start pops while
+    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``, ``multi2_r``,
+    ``rm_rest``, the queue's ``q_head_rest``) or ``final_ok`` differs from what it stands for, a start pops while
     ``allow_pop`` is low, or the slot whose ``multi`` bit was read a cycle ahead is not the slot
     started (never, if right).
     ``q_head_next``: the queue's head entry next cycle (the ``multi`` read's address).
@@ -79,6 +80,7 @@ class ResultEmitter(wiring.Component):
             "tag_we": In(1),
             "tag_wslot": In(sb),
             "tag_wmulti": In(1),
+            "tag_wmulti2": In(1),
             "go": In(1),
             "hdr_room": In(1),
             "hdr_room_next": In(1),
@@ -142,29 +144,35 @@ class ResultEmitter(wiring.Component):
         # the one written up to last cycle, from a register (at S = 16 yosys makes LUT RAM
         # behind address flip-flops: no S:1 select of flip-flops in front of final_ok, s_ok, i_ok;
         # docs/benchmarks.md "Cut 9"; above 256 slots, before, the only kind)
-        m.submodules.multi = multi_mem = Memory(shape=1, depth=S, init=[])
+        # (two bits per slot: more than one beat, more than two: the second is the "a beat after
+        # this one" of the cycle after a start, so the tag memory's output is not on that path)
+        m.submodules.multi = multi_mem = Memory(shape=2, depth=S, init=[])
         multi_w = multi_mem.write_port()
         multi_rd = multi_mem.read_port(transparent_for=(multi_w,))
         rest_slot_n, rest_nz_n = Signal(sb), Signal()  # the next values of rest_slot, rest_nz
         multi_at = Signal(sb)  # the slot read (slot_n in the cycle its bit is used)
         m.d.comb += [
-            multi_w.en.eq(self.tag_we), multi_w.addr.eq(self.tag_wslot), multi_w.data.eq(self.tag_wmulti),
+            multi_w.en.eq(self.tag_we), multi_w.addr.eq(self.tag_wslot),
+            multi_w.data.eq(Cat(self.tag_wmulti, self.tag_wmulti2)),
             rest_slot_n.eq(rest_slot), rest_nz_n.eq(rest_nz),  # (a start sets them below)
             multi_rd.addr.eq(Mux(rest_nz_n, rest_slot_n, self.q_head_next.slot)), multi_rd.en.eq(1),
         ]
         m.d.sync += multi_at.eq(multi_rd.addr)
-        multi_n = multi_rd.data
-        multi_r = Signal()
+        multi_n, multi2_n = multi_rd.data[0], multi_rd.data[1]
+        multi_r, multi2_r = Signal(), Signal(name="multi2_r")
         with m.If(start_new):
-            m.d.sync += multi_r.eq(multi_n)
+            m.d.sync += [multi_r.eq(multi_n), multi2_r.eq(multi2_n)]
         # more_next: the chunk has a beat after e_beat ((e_beat + 1) <= nbm1). Its comparator
         # (a carry chain after the tag memory's output) is registered a cycle ahead as mn_r, for
         # both outcomes of this cycle's beat; right after a start (e_beat = 1, the tag just
-        # read) it is nbm1 >= 2, an OR of bits. So s_ok, i_ok, more and ``last`` see no
-        # comparator; copy_error checks mn_r outside the cycle after a start.
+        # read) it is nbm1 >= 2: the started slot's second ``multi`` bit, registered at the start
+        # (multi2_r), not the tag memory's output (cut 8's seed 1 after cut 9's first netlist:
+        # the tag data -> s_ok / i_ok, 8.04 ns). So s_ok, i_ok, more and ``last`` see no
+        # comparator and no tag memory; copy_error checks mn_r outside the cycle after a start
+        # and multi2_r in it.
         mn_r = Signal()
         m.d.sync += mn_r.eq(Mux(credit & more, (e_beat + 2) <= te.nbm1, (e_beat + 1) <= te.nbm1))
-        more_next = Mux(just_started, te.nbm1[1:].any(), mn_r)
+        more_next = Mux(just_started, multi2_r, mn_r)
         # more's next value without a start (a beat issued: more_next, else held)
         more_keep = Mux(credit & more, more_next, more)
         m.d.sync += [just_started.eq(start_new), more_r.eq(more_keep)]
@@ -243,7 +251,8 @@ class ResultEmitter(wiring.Component):
                | (start_q & ~self.allow_pop)
                | (mn_check & (mn_r != ((e_beat + 1) <= te.nbm1)))
                | (issue & (final_ok != (self.last & ~rest_after)))
-               | (start_new & (multi_at != slot_n)) | rm_err)
+               | (start_new & (multi_at != slot_n)) | rm_err
+               | (just_started & (multi2_r != te.nbm1[1:].any())))
         m.d.comb += self.copy_error.eq(err)
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),

@@ -16,7 +16,15 @@ import pytest
 from amaranth.back import rtlil
 from amaranth.hdl import Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
-from stream_helpers import Port, comb_cone, drive_random, pack, run_testbench, unpack
+from stream_helpers import (
+    Port,
+    comb_cells_between,
+    comb_cone,
+    drive_random,
+    pack,
+    run_testbench,
+    unpack,
+)
 
 from wanreduce import wire
 from wanreduce.commands.report import rtlil_bits
@@ -338,6 +346,7 @@ def test_result_emitter_start_is_decided_a_cycle_ahead(seed) -> None:
             ctx.set(dut.tag_we, 1)
             ctx.set(dut.tag_wslot, s)
             ctx.set(dut.tag_wmulti, int(nbm1[s] != 0))
+            ctx.set(dut.tag_wmulti2, int(nbm1[s] >= 2))
             await ctx.tick()
         ctx.set(dut.tag_we, 0)
         queue: deque = deque()  # (first chunk, more)
@@ -597,7 +606,7 @@ def test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots(slots, see
             ctx.set(e.job_cfg[j].enable, en)
             ctx.set(e.job_cfg[j].base, base)
             ctx.set(e.job_cfg[j].log2_window, lw)
-        tag_read_at = None
+        tag_read = None  # (slot, nbm1) of last cycle's tag read (the memory's: before that cycle's write)
         starts = {0: 0, 1: 0}  # starts of one-row (last=1) and longer results
         room = 1  # header room; its next value is drawn a cycle ahead (hdr_room_next)
         for cycle in range(3000):
@@ -611,19 +620,19 @@ def test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots(slots, see
                    "hdr_room": room, "hdr_room_next": room_next,
                    # the slot the next start would take, often (its bit written the cycle before)
                    "tag_wslot": ctx.get(e.tag_addr) if rng.random() < 0.3 else rng.randrange(slots),
-                   "tag_wmulti": 0}
+                   "tag_wmulti": 0, "tag_wmulti2": 0}
             wbeats = rng.choice((0, rng.randrange(beats)))
-            ins["tag_wmulti"] = int(wbeats != 0)
+            ins["tag_wmulti"], ins["tag_wmulti2"] = int(wbeats != 0), int(wbeats >= 2)
             for k, v in ins.items():
                 ctx.set(getattr(e, k), int(v))
-            if tag_read_at is not None:
-                ctx.set(e.tag_data.nbm1, nbm1[tag_read_at])
-                ctx.set(e.tag_data.chunk, tag_read_at)
+            if tag_read is not None:
+                ctx.set(e.tag_data.nbm1, tag_read[1])
+                ctx.set(e.tag_data.chunk, tag_read[0])
             assert not ctx.get(e.copy_error), f"cycle {cycle}"
             if ctx.get(e.tag_read):
                 assert ctx.get(e.last) == (nbm1[ctx.get(e.tag_addr)] == 0), f"cycle {cycle}"
                 starts[ctx.get(e.last)] += 1
-            tag_read_at = ctx.get(e.tag_addr) if ctx.get(e.tag_en) else None
+            tag_read = (ctx.get(e.tag_addr), nbm1[ctx.get(e.tag_addr)]) if ctx.get(e.tag_en) else None
             if ins["tag_we"]:
                 nbm1[ins["tag_wslot"]] = wbeats
             room = room_next
@@ -656,17 +665,29 @@ def test_result_emitter_start_loads_the_rest_mask_from_two_flip_flops() -> None:
     assert sources == {"go", "s_ok", "rest_nz", "rm_rest", "q_head_rest", "rest_mask"}, sources
 
 
+def test_result_emitter_start_flags_do_not_read_the_tag_memory() -> None:
+    """The next values of the start flags ``s_ok`` / ``i_ok`` and of ``more`` do not depend on
+    the tag memory's output within a cycle: right after a start, "a beat after this one" is the
+    started slot's second ``multi`` bit registered at the start (``multi2_r``), not ``nbm1 >=
+    2`` of the tag just read (cut 9's first netlist, seed 1: the tag data -> ``s_ok`` /
+    ``i_ok``, 8.04 ns, docs/benchmarks.md "Cut 9"). copy_error checks ``multi2_r`` against the
+    tag (test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots)."""
+    dut = ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True)
+    for reg in ("s_ok", "i_ok", "more"):
+        assert not comb_cells_between(dut, "tag_data", reg), reg
+
+
 def test_result_emitter_multi_does_not_grow_with_slots() -> None:
-    """The emitter keeps its "more than one beat" bits in one memory of S x 1 bit at every S
+    """The emitter keeps its "more than one / two beats" bits in one memory of S x 2 bits at every S
     (no cell as wide as S: the S-bit vector and its two S:1 selects stopped yosys' Verilog
     reader at S = 4096), so its flip-flops hardly grow."""
     def text(slots: int) -> str:
         return rtlil.convert(ResultEmitter(64, slots=slots, elements=16, jobs=2, masks=False), name="dut")
 
-    assert re.search(r"memory width 1 size 16 \\multi\b", text(16)), "no 16 x 1 memory for multi"
+    assert re.search(r"memory width 2 size 16 \\multi\b", text(16)), "no 16 x 2 memory for multi"
     (small, _), (large, _) = rtlil_bits(text(512)), rtlil_bits(big := text(4096))
     assert large - small < 64, f"{small} register bits at S = 512, {large} at S = 4096"
-    assert re.search(r"memory width 1 size 4096 \\multi\b", big), "no 4096 x 1 memory for multi"
+    assert re.search(r"memory width 2 size 4096 \\multi\b", big), "no 4096 x 2 memory for multi"
     assert not re.search(r"parameter \\\w*WIDTH 4096\b", big), "a cell as wide as S"
 
 
