@@ -29,7 +29,7 @@ a pinned slot, or a window reset. Requires disjoint job regions (``base .. base 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -233,11 +233,11 @@ class Reducer(wiring.Component):
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
-        # (the emitter built first: above its threshold it reads the queue head's next value)
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
                              shared_tag_port=probe_shares)
+        # the emitter reads its multi bits a cycle ahead at the queue head's next slot
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
-                                                  head_next=emit.multi_memory)
+                                                  head_next=True)
         q_push, q_pop, q_in, q_count = queue.push, queue.pop, queue.entry, queue.count
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
@@ -533,20 +533,18 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
-        def mismatch_parts(round_, group, scale, count, session, h) -> tuple:
-            """(round differs, group/scale/count/session differ): a tag's fields against a header."""
-            return round_ != h.round_id, ((group != h.group_id) | (scale != h.scale_exp)
-                                          | (count != h.element_count) | (session != h.session))
-
-        def hdr_checks(job, chunk, round_, group, scale, count, session, h):
-            """A tag's header fields against a header (HdrChecks)."""
-            mm_round, mm_rest = mismatch_parts(round_, group, scale, count, session, h)
+        def hdr_checks(job, chunk, round_, group, scale, count, session, h) -> tuple:
+            """A tag's header fields against a header: (HdrChecks, round differs,
+            group/scale/count/session differ), the two parts ORed into HdrChecks' mismatch."""
+            mm_round = round_ != h.round_id
+            mm_rest = ((group != h.group_id) | (scale != h.scale_exp) | (count != h.element_count)
+                       | (session != h.session))
             return pack_flags(HdrChecks, job_eq=job == h.job_id[:jb], chunk_eq=chunk == h.chunk,
-                              back=(chunk - h.chunk)[31], mismatch=mm_round | mm_rest)
+                              back=(chunk - h.chunk)[31], mismatch=mm_round | mm_rest), mm_round, mm_rest
 
         def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
-            hc = HdrChecks(hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0))
-            mm_round, mm_rest = mismatch_parts(t.round, t.group, t.scale, t.count, t.session, h0)
+            flags, mm_round, mm_rest = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0)
+            hc = HdrChecks(flags)
             return pack_flags(TagChecks, done=t.state == DONE, active=t.state == ACTIVE,
                               same=(t.state != FREE) & hc.job_eq & hc.chunk_eq,
                               mismatch_round=mm_round, mismatch=mm_rest,
@@ -574,7 +572,7 @@ class Reducer(wiring.Component):
         # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
         hcw_n = Signal(HdrChecks)
         m.d.comb += hcw_n.eq(hdr_checks(h1.job_id[:jb], h1.chunk, h1.round_id, h1.group_id,
-                                        h1.scale_exp, h1.element_count, h1.session, h0))
+                                        h1.scale_exp, h1.element_count, h1.session, h0)[0])
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         ck_pre, bm_pre, hcw1 = Signal(TagChecks), Signal(32), Signal(HdrChecks)
         ck, bm = Signal(TagChecks), Signal(32)
@@ -628,7 +626,9 @@ class Reducer(wiring.Component):
         with m.If(adv):
             m.d.sync += [thit_h.eq(tw_hit0),
                          *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
-        m.d.comb += [ck.eq(Mux(thit_h, live_checks(*l_st), ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
+        ck_live = Signal(TagChecks)  # (both sources named: the fx_c / fx_s loop is worked out for each)
+        m.d.comb += [ck_live.eq(live_checks(*l_st)), ck.eq(Mux(thit_h, ck_live, ck_pre)),
+                     bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
         with m.If(adv):
             m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                          bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
@@ -641,11 +641,7 @@ class Reducer(wiring.Component):
         m.d.sync += [r.eq(v) for r, v in zip(l_st_x, state_flags(tw_data), strict=True)]
         m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
         m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
-        st_done, st_active, same, mismatch, dup, cadd, older_hdr = (
-            ck.done, ck.active, ck.same, ck.mismatch_round | ck.mismatch, ck.dup, ck.cadd, ck.older)
-        complete1 = st_done & pend1
-        released1 = st_done & ~pend1
-        older = released1 & older_hdr
+        same, cadd = ck.same, ck.cadd
 
         def priority(c) -> tuple:
             """The model's checks in order: (outcome code, data op, resend) from the
@@ -676,12 +672,23 @@ class Reducer(wiring.Component):
                 m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_WRITE)]
             return code, op, resend
 
+        def prio_of(k: Value) -> Value:
+            """PriorityInputs from the TagChecks ``k`` and stage 1's other flags."""
+            released = k.done & ~pend1
+            return pack_flags(
+                PriorityInputs, unconf=unconf1, nonmem=nonmem1, oow=in_order & oow, same=k.same,
+                mismatch=k.mismatch_round | k.mismatch, released=released, dup=k.dup, late=in_order & late,
+                busy=k.active | (k.done & pend1), older=released & k.older)
+
         prio_in = Signal(PriorityInputs)
-        m.d.comb += prio_in.eq(pack_flags(
-            PriorityInputs, unconf=unconf1, nonmem=nonmem1, oow=in_order & oow, same=same,
-            mismatch=mismatch, released=released1, dup=dup, late=in_order & late,
-            busy=st_active | complete1, older=older))
+        m.d.comb += prio_in.eq(prio_of(ck))
         _, op, resend = priority(prio_in)
+        # whether the decision has a data op, worked out for both sources of the checks with
+        # thit_h picking last: it reaches the tag write's enable and tw_hit0, which thit_h loads
+        # (cut 8's seed 4: thit_h -> ... -> hold_t / thit_h, 7.86 ns)
+        op_nz = Signal(name="op_nz")
+        m.d.comb += op_nz.eq(Mux(thit_h, priority(PriorityInputs(prio_of(ck_live)))[1] != OP_NONE,
+                                 priority(PriorityInputs(prio_of(ck_pre)))[1] != OP_NONE))
         # the outcome code for the counters is worked out a cycle later from the registered
         # inputs (separate logic, so it does not pull the decision towards the counters)
         prio_r = Signal(PriorityInputs)
@@ -874,10 +881,15 @@ class Reducer(wiring.Component):
         # expanded on them: the outcome is worked out for each of the three cases (none,
         # completed at the head, completed behind it) from the other registers, and fx_c / fx_s
         # select the case at the last multiplexer. ``completes`` is written out as the two
-        # priority branches that write the tag (ADD with ``same``, WRITE without).
+        # priority branches that write the tag (ADD with ``same``, WRITE without). It is also
+        # expanded on the checks' source (thit_h: the live tag's or ck_pre), thit_h picking with
+        # fx_c / fx_s at the last multiplexers: thit_h's fan-out no longer precedes the priority
+        # logic (cut 8's seed 4: thit_h -> mismatch -> ... -> fx_c / fxw_cn, 8.07 ns).
         fwd_job1 = fx_job == h1.job_id[:jb]
 
-        def loop_next(c: int, s_: int) -> tuple:
+        def loop_next(c: int, s_: int, k: Value) -> tuple:
+            st_done, st_active, same, dup, cadd, older_hdr = k.done, k.active, k.same, k.dup, k.cadd, k.older
+            mismatch = k.mismatch_round | k.mismatch
             fh = fwd_job1 if c else Const(0)
             late_v = Mux(fh, late_f, hc_r.late)
             oow_v = ~late_v & ~Mux(fh, wneg_f, hc_r.below_end)
@@ -892,9 +904,16 @@ class Reducer(wiring.Component):
             comp = ~unconf1 & ~nonmem1 & ~(in_order & oow_v) & Mux(same, add_ok, write_ok)
             return comp & at_head_v, comp & ~at_head_v
 
-        nx = {k: loop_next(*k) for k in ((0, 0), (1, 0), (0, 1))}
-        fxc_n = Mux(fx_c, nx[1, 0][0], Mux(fx_s, nx[0, 1][0], nx[0, 0][0]))
-        fxs_n = Mux(fx_c, nx[1, 0][1], Mux(fx_s, nx[0, 1][1], nx[0, 0][1]))
+        nx = {(t, c, s_): loop_next(c, s_, k) for t, k in ((1, ck_live), (0, ck_pre))
+              for c, s_ in ((0, 0), (1, 0), (0, 1))}
+
+        def fx_next(i: int) -> Value:
+            """fx_c's (i = 0) or fx_s's (1) next value before the decide gate."""
+            by_fx = [Mux(fx_c, nx[t, 1, 0][i], Mux(fx_s, nx[t, 0, 1][i], nx[t, 0, 0][i])) for t in (0, 1)]
+            return Mux(thit_h, by_fx[1], by_fx[0])
+
+        fxc_n, fxs_n = Signal(name="fxc_n"), Signal(name="fxs_n")
+        m.d.comb += [fxc_n.eq(fx_next(0)), fxs_n.eq(fx_next(1))]
         m.d.sync += [
             fx_c.eq(decide & in_order & fxc_n),
             fx_s.eq(decide & in_order & fxs_n),
@@ -919,6 +938,7 @@ class Reducer(wiring.Component):
         # (completion at the head, or on completion) is marked ``emit``: those responses are the
         # result rows, its header goes to the assembler with the last row.
         op_c = Mux(first1, op, op_r)
+        op_c_nz = Mux(first1, op_nz, op_r != OP_NONE)  # op_c != OP_NONE
         rem = Signal(17)
         m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
         lane_ok = Cat(*[rem > k for k in range(L)])
@@ -926,8 +946,8 @@ class Reducer(wiring.Component):
         # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
         # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
         push_c = Signal()
-        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & (op_c != OP_NONE)),
-                     push_c.eq(v1 & adv & ((op_c != OP_NONE) | (last1 & Mux(first1, queued_d, queued_r))))]
+        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & op_c_nz),
+                     push_c.eq(v1 & adv & (op_c_nz | (last1 & Mux(first1, queued_d, queued_r))))]
         op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(W), Signal(L), Signal(sb)
         with m.If(v1 & adv):
             m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
@@ -1017,9 +1037,9 @@ class Reducer(wiring.Component):
         # a reset writes FREE (only the state matters: every check and the emitter ignore the
         # other fields of a FREE tag)
         m.d.comb += [
-            tw_en.eq(rst_wr | (v1 & adv & last1 & (op_c != OP_NONE))),
+            tw_en.eq(rst_wr | (v1 & adv & last1 & op_c_nz)),
             tw_addr.eq(Mux(rst_wr, rst_slot, slot1)),
-            tw_hit0.eq(Mux(op_c != OP_NONE, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
+            tw_hit0.eq(Mux(op_c_nz, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
                            rst_wr & (rst_slot == slot0))),
             tw_data.eq(tag_c),
             tw_data.state.eq(Mux(rst_wr, FREE, tag_c.state)),
@@ -1030,11 +1050,12 @@ class Reducer(wiring.Component):
         m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
         m.d.comb += [
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
-            *([emit.q_head_next.eq(queue.head_next)] if emit.multi_memory else []),
+            emit.q_head_next.eq(queue.head_next), emit.q_head_rest.eq(queue.head_rest),
             q_pop.eq(emit.q_pop),
             *([tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en)] if not probe_shares else []),
             emit.tag_data.eq(tag_rd_e.data),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
+            emit.tag_wmulti2.eq(tw_d.nbm1[1:] != 0),
             emit.go.eq(arb.e_go), emit.allow_pop.eq(arb.e_allow_pop), emit.hdr_room.eq(asm.hdr_e_room),
             emit.hdr_room_next.eq(asm.hdr_e_room_next), emit.q_push.eq(q_push),
             arb.e_valid.eq(emit.issue), arb.e_cmd.op.eq(Op.READ), arb.e_cmd.row.eq(emit.row_addr),

@@ -28,8 +28,10 @@ class ReleaseQueue(wiring.Component):
     In: ``push`` with ``entry`` (and its slot ``mask`` if ``masks``), ``pop``. Out: ``head`` (the
     oldest entry, a register), ``head_mask``, ``count``, every entry (``entries``) with
     ``occupied`` (one bit per position), and ``held_mask``: the union of the occupied entries'
-    masks. ``head_next`` (only if asked for): ``head``'s next value, for a consumer that reads
-    a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits at large S).
+    masks. ``head_rest`` (with ``masks``): a register equal to ``head_mask`` without the head's
+    own slot (what the emitter's rest holds after starting the head's first chunk), worked out
+    a cycle ahead. ``head_next`` (only if asked for): ``head``'s next value, for a consumer that
+    reads a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits).
     """
 
     def __init__(self, *, slots: int, jobs: int, masks: bool, depth: int = QUEUE_DEPTH,
@@ -47,6 +49,7 @@ class ReleaseQueue(wiring.Component):
             "count": Out(range(depth + 1)),
             "occupied": Out(depth),
             "held_mask": Out(slots),
+            "head_rest": Out(slots),
         }
         if head_next:
             ports["head_next"] = Out(self.entry_layout)
@@ -68,8 +71,9 @@ class ReleaseQueue(wiring.Component):
         push, pop, q_in = self.push, self.pop, self.entry
         q_arr = Array([e.as_value() for e in q])
         q_rptr1 = (q_rptr + 1)[: len(q_rptr)]
-        head_n = Mux(pop, Mux(push & (q_wptr == q_rptr1), q_in, q_arr[q_rptr1]),
-                     Mux(push & (q_wptr == q_rptr), q_in, self.head))
+        head_n = Signal(self.entry_layout)
+        m.d.comb += head_n.eq(Mux(pop, Mux(push & (q_wptr == q_rptr1), q_in, q_arr[q_rptr1]),
+                                  Mux(push & (q_wptr == q_rptr), q_in, self.head)))
         m.d.sync += self.head.eq(head_n)
         if self.with_head_next:
             m.d.comb += self.head_next.eq(head_n)
@@ -90,5 +94,10 @@ class ReleaseQueue(wiring.Component):
             if q_mask:
                 union = union | Mux(self.occupied[i], q_mask[i], 0)
         if q_mask:
-            m.d.comb += [self.head_mask.eq(Array(q_mask)[q_rptr]), self.held_mask.eq(union)]
+            qm_arr = Array(q_mask)
+            m.d.comb += [self.head_mask.eq(qm_arr[q_rptr]), self.held_mask.eq(union)]
+            # head_mask's next value (as head_n's), without head_n's slot
+            head_mask_n = Mux(pop, Mux(push & (q_wptr == q_rptr1), self.mask, qm_arr[q_rptr1]),
+                              Mux(push & (q_wptr == q_rptr), self.mask, self.head_mask))
+            m.d.sync += self.head_rest.eq(head_mask_n & ~(Const(1, self.slots) << head_n.slot))
         return m
