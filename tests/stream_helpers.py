@@ -169,12 +169,20 @@ def comb_cells_between(component: Any, src: str, reg: str) -> Counter:
     output, name after flattening) to the next value (D input) of the flip-flop ``reg``: the
     intersection of ``src``'s forward cone and the D input's backward cone, both stopping at
     flip-flops and memory reads (yosys ``proc; flatten``)."""
+    return comb_cells_table(component, [src], [reg])[src, reg]
+
+
+def comb_cells_table(component: Any, srcs: list[str], regs: list[str]) -> dict[tuple[str, str], Counter]:
+    """``comb_cells_between`` for every pair of ``srcs`` x ``regs``, in one yosys run."""
     stop = "-$dff,$memrd,$memrd_v2"
-    stat = _yosys_on(component, (
-        f"select -set fwd w:{src} %co*:{stop}; "
-        f"select -set bwd w:{reg} %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
-        f"tee -q -o stat.txt stat @fwd @bwd %i c:* %i t:$dff %d"), "stat.txt")[0]
-    return _cell_counts(stat)
+    pairs = [(s, r) for s in srcs for r in regs]
+    script = "".join(
+        f"select -set fwd w:{s} %co*:{stop}; "
+        f"select -set bwd w:{r} %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
+        f"tee -q -o stat{i}.txt stat @fwd @bwd %i c:* %i t:$dff %d; "
+        for i, (s, r) in enumerate(pairs))
+    stats = _yosys_on(component, script, *[f"stat{i}.txt" for i in range(len(pairs))])
+    return {pair: _cell_counts(st) for pair, st in zip(pairs, stats, strict=True)}
 
 
 def comb_cone(component: Any, wire: str) -> tuple[set[str], Counter]:
