@@ -121,6 +121,10 @@ class ResultEmitter(wiring.Component):
         e_beat = Signal(beat_bits + 1)  # next beat to issue
         rest_resent = Signal()
         rest_slot = Signal(sb)  # slot of rest_chunk (registered, off the read-address path)
+        # slot of rest_chunk + 1 (the rest's next start), registered at the start before: no
+        # adder between rest_chunk and a start's rest_slot / rm_rest (cut 10's seed 3: the
+        # configuration -> rest_chunk + 1 -> its slot -> rm_rest, 8.01 ns); copy_error checks it
+        rest_nslot = Signal(sb, name="rest_nslot")
         e_slot = Signal(sb)
         credit = self.go
 
@@ -206,16 +210,18 @@ class ResultEmitter(wiring.Component):
             m.d.sync += e_beat.eq(e_beat + 1)
         with m.If(start_rest):
             m.d.comb += [n_job.eq(rest_job), n_chunk.eq(rest_chunk), n_resent.eq(rest_resent)]
-            nz, nslot = rest_left != 1, slot_of(cfg_r, rest_chunk + 1, sb)
+            nz, nslot = rest_left != 1, rest_nslot
             m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
-                         rest_nz.eq(nz), rest_slot.eq(nslot)]
+                         rest_nz.eq(nz), rest_slot.eq(nslot),
+                         rest_nslot.eq(slot_of(cfg_r, (rest_chunk[:sb] + 2)[:sb], sb))]
             m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
         with m.If(start_q):
             m.d.comb += [n_job.eq(q_head.job), n_chunk.eq(q_head.chunk), n_resent.eq(q_head.resent)]
             nz, nslot = q_head.more != 0, slot_of(cfg_q, q_head.chunk + 1, sb)
             m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
                          rest_left.eq(q_head.more), rest_nz.eq(nz),
-                         rest_resent.eq(q_head.resent), rest_slot.eq(nslot)]
+                         rest_resent.eq(q_head.resent), rest_slot.eq(nslot),
+                         rest_nslot.eq(slot_of(cfg_q, (q_head.chunk[:sb] + 2)[:sb], sb))]
             m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
         # rest_mask's two start values as flip-flops of their own: rm_rest (rest_mask without
         # rest_slot, a start from the rest) and the queue's head_rest (its head's mask without
@@ -226,7 +232,7 @@ class ResultEmitter(wiring.Component):
         if self.masks:
             rm_rest = Signal(S, name="rm_rest")
             rest_mask_d = Signal(S, name="rest_mask_d")
-            nslot_r, nslot_q = slot_of(cfg_r, rest_chunk + 1, sb), slot_of(cfg_q, q_head.chunk + 1, sb)
+            nslot_r, nslot_q = rest_nslot, slot_of(cfg_q, q_head.chunk + 1, sb)
             m.d.comb += rest_mask_d.eq(Mux(start_new, Mux(rest_nz, rm_rest, self.q_head_rest), rest_mask))
             m.d.sync += [
                 rest_mask.eq(rest_mask_d),
@@ -252,6 +258,7 @@ class ResultEmitter(wiring.Component):
                | (mn_check & (mn_r != ((e_beat + 1) <= te.nbm1)))
                | (issue & (final_ok != (self.last & ~rest_after)))
                | (start_new & (multi_at != slot_n)) | rm_err
+               | (rest_nz & (rest_nslot != slot_of(cfg_r, rest_chunk + 1, sb)))
                | (just_started & (multi2_r != te.nbm1[1:].any())))
         m.d.comb += self.copy_error.eq(err)
         with m.If(start_new):

@@ -665,6 +665,17 @@ def test_result_emitter_start_loads_the_rest_mask_from_two_flip_flops() -> None:
     assert sources == {"go", "s_ok", "rest_nz", "rm_rest", "q_head_rest", "rest_mask"}, sources
 
 
+def test_result_emitter_rest_start_has_no_slot_adder() -> None:
+    """A start from the entry's rest takes its slot (``rest_slot``) and the slot it removes
+    from ``rm_rest`` from ``rest_nslot``, the slot of the rest's next chunk registered at the
+    start before: no cell between ``rest_chunk`` and ``rest_slot`` / ``rm_rest`` (cut 10's seed
+    3: the configuration -> ``rest_chunk + 1`` -> its slot -> ``rm_rest``, 8.01 ns,
+    docs/benchmarks.md "Cut 10"). copy_error checks ``rest_nslot`` while a rest is left."""
+    dut = ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True)
+    for reg in ("rest_slot", "rm_rest"):
+        assert not comb_cells_between(dut, "rest_chunk", reg), reg
+
+
 def test_result_emitter_start_flags_do_not_read_the_tag_memory() -> None:
     """The next values of the start flags ``s_ok`` / ``i_ok`` and of ``more`` do not depend on
     the tag memory's output within a cycle: right after a start, "a beat after this one" is the
