@@ -665,6 +665,16 @@ def test_result_emitter_start_loads_the_rest_mask_from_two_flip_flops() -> None:
     assert sources == {"go", "s_ok", "rest_nz", "rm_rest", "q_head_rest", "rest_mask"}, sources
 
 
+def test_release_queue_head_rest_has_no_slot_decode_after_the_pop() -> None:
+    """``head_rest``'s next value selects the entries' masks without their slots (``q_rest``,
+    stored at the push): no slot decode between the read pointer (the pop) and ``head_rest``
+    (cut 10's seed 8: the port -> the start's pop -> ``q_rptr`` -> the next head's slot -> its
+    decode -> ``head_rest``, 8.10 ns, docs/benchmarks.md "Cut 10"). The queue's bench
+    (test_release_queue_is_a_fifo_with_its_head_and_masks) checks ``head_rest`` every cycle."""
+    cells = comb_cells_between(ReleaseQueue(slots=16, jobs=2, masks=True, head_next=True), "q_rptr", "head_rest")
+    assert cells and not cells["$shl"] and not cells["$shift"], cells
+
+
 def test_result_emitter_rest_start_has_no_slot_adder() -> None:
     """A start from the entry's rest takes its slot (``rest_slot``) and the slot it removes
     from ``rm_rest`` from ``rest_nslot``, the slot of the rest's next chunk registered at the
