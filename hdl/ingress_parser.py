@@ -143,6 +143,10 @@ class IngressParser(wiring.Component):
         # same row in the same cycle (never: the memory is built with no_rw_check on that
         # basis; the benches check it)
         self.rw_hazard = Signal()
+        # observability (not a port): a flip-flop copy of the write side's state (``stores``,
+        # ``first_payload``, worked out a cycle ahead for ``tready``) differs from what it stands
+        # for (never, if right; the benches check it)
+        self.copy_error = Signal()
 
     @property
     def accepted_types(self) -> tuple[int, ...]:
@@ -217,6 +221,12 @@ class IngressParser(wiring.Component):
         in_payload = beat == HB
         stores = in_payload & (pay_cnt < PMAX)  # a beat now would be written
         first_payload = in_payload & (pay_cnt == 0)
+        # ``tready`` reads both as flip-flops worked out a cycle ahead (for a transfer: 0 after
+        # tlast, else from beat's and pay_cnt's next values; without: held), the transfer picking
+        # last, so no compare of beat / pay_cnt sits between them and the transfer that loads
+        # them (cut 9's seed 1: beat -> pay_cnt -> tready -> beat, 8.12 ns, docs/benchmarks.md
+        # "Cut 9"); copy_error checks both
+        stores_r, first_r = Signal(name="stores_r"), Signal(name="first_r")
         # used == DEPTH, from flip-flops (no pointer subtraction in the tready cycle): the level
         # compares of the cycle before, corrected for that cycle's write and frees (a write adds
         # one; a read or a rollback frees at least one, and never together with a write that
@@ -241,8 +251,8 @@ class IngressParser(wiring.Component):
         ready = Signal()
         m.d.comb += ready.eq(
             ~(e_valid & ~resolve)  # E is waiting for H1 (a frame that ended at byte 64)
-            & ~(stores & fifo_full)
-            & ~(first_payload & e_valid & e_wrote)  # never write before the rollback is known
+            & ~(stores_r & fifo_full)
+            & ~(first_r & e_valid & e_wrote)  # never write before the rollback is known
             & desc_room
         )
         m.d.comb += s.tready.eq(ready)
@@ -250,6 +260,12 @@ class IngressParser(wiring.Component):
 
         pay_next = Mux(in_payload & (pay_cnt <= PMAX), pay_cnt + 1, pay_cnt)
         header_complete = (beat == HB - 1) & ~(s.tlast & ~s.tkeep.all())
+        in_payload_x = in_payload | (beat == HB - 1)  # after a transfer without tlast
+        m.d.sync += [
+            stores_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next < PMAX), stores_r)),
+            first_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next == 0), first_r)),
+        ]
+        m.d.comb += self.copy_error.eq((stores_r != stores) | (first_r != first_payload))
         m.d.comb += [
             wp.addr.eq(wr_ptr[:AW]),
             wp.data.eq(s.tdata),

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
+from stream_helpers import comb_cone
 
 from wanreduce import wire
 from wanreduce.hdl.ingress_parser import DESC_DEPTH, IngressParser
@@ -254,6 +255,7 @@ class Run:
                 # Event strobes (registered outputs).
                 self.frames_in += ctx.get(dut.frame_in)
                 assert not ctx.get(dut.rw_hazard), "payload read meets a write (no_rw_check)"
+                assert not ctx.get(dut.copy_error), "a write-side flip-flop copy is wrong"
                 acc, drp = ctx.get(dut.accept), ctx.get(dut.drop)
                 assert not (acc and drp), "accept and drop in one cycle"
                 if acc:
@@ -724,6 +726,16 @@ def test_address_change_applies_from_a_frames_first_beat(width: int) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Construction and conversion
+
+
+def test_tready_reads_no_beat_counter() -> None:
+    """``tready`` (which gates the transfer that loads the beat counters) starts from
+    flip-flops worked out a cycle ahead (``stores_r``, ``first_r``), not from the header beat
+    index and payload count: no compare of ``beat`` / ``pay_cnt`` in front of it (cut 9's seed
+    1: ``beat`` -> ``pay_cnt`` -> ``tready`` -> ``beat``, 8.12 ns, docs/benchmarks.md "Cut 9").
+    copy_error checks the copies (the random-frame benches)."""
+    sources, _ = comb_cone(IngressParser(64, max_elements=256), "s_axis__tready")
+    assert not {"beat", "pay_cnt"} & sources and {"stores_r", "first_r"} <= sources, sources
 
 
 def test_construction_validation() -> None:
