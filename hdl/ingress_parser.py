@@ -59,7 +59,7 @@ entries of margin), or in the 64-byte-frame corner above.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -309,6 +309,22 @@ class IngressParser(wiring.Component):
                                  self.element_limit))
         eth_dst = f("eth_dst")
         ip_dst = f("ip_dst")
+        # The address compares against the configuration, registered as the beat holding the
+        # field's last byte arrives (that beat's slot of ``hdr`` taken from tdata, as count_m1
+        # below), so the configuration ports reach one flip-flop each and H1's checks start
+        # from flip-flops (cut 11, docs/benchmarks.md: local_ip -> h_ip_ok -> h_all_ok_a, 8.11
+        # ns). The configuration is sampled at that beat, never before the frame's first beat:
+        # a change made with the first beat still applies to the frame.
+        def arriving_eq(name: str, value: Value) -> Value:
+            """``name`` == ``value``, registered while the field's last beat is at tdata."""
+            fld = wire.FIELD[name]
+            b = (fld.offset + fld.size - 1) // KB
+            eq = Signal(name=f"{name}_eq")
+            with m.If(beat == b):
+                m.d.sync += eq.eq(frame_field(Cat(hdr[:b * W], s.tdata), name) == value)
+            return eq
+
+        mac_eq, ip_eq = arriving_eq("eth_dst", self.local_mac), arriving_eq("ip_dst", self.local_ip)
         words = [Cat(hdr[8 * (b + 1):8 * (b + 2)], hdr[8 * b:8 * (b + 1)])
                  for b in range(wire.IPV4_OFFSET, wire.IPV4_OFFSET + wire.IPV4_HEADER_BYTES, 2)]
         assert len(words) == _IP_WORDS
@@ -374,8 +390,7 @@ class IngressParser(wiring.Component):
                        & ((f("ip_flags_frag") & 0x3FFF) == 0)
                        & (f("ip_proto") == wire.IPV4_PROTO_UDP))),
             (h_csum_ok, csum_good(csum_early) if early_csum else Const(0)),
-            (h_dest_ok, (((eth_dst == self.local_mac) | eth_dst[40])
-                         & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE)))),
+            (h_dest_ok, ((mac_eq | eth_dst[40]) & (ip_eq | (ip_dst[28:32] == 0xE)))),
             (h_port_ok, f("udp_dport") == self.udp_port),
             (h_agg_ok, (f("magic") == wire.MAGIC) & (f("version") == wire.VERSION) & type_ok),
             (h_count_ok, (count != 0) & count_in_limit),

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
-from stream_helpers import comb_cone
+from stream_helpers import comb_cells_table, comb_cone
 
 from wanreduce import wire
 from wanreduce.hdl.ingress_parser import DESC_DEPTH, IngressParser
@@ -722,6 +722,21 @@ def test_address_change_applies_from_a_frames_first_beat(width: int) -> None:
     sim.add_testbench(tb)
     sim.run()
     assert verdicts == ["accept" if to == cf else int(Drop.DESTINATION) for to, cf in plan]
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_address_inputs_reach_one_flip_flop(width: int) -> None:
+    """``local_mac`` and ``local_ip`` (from the control block, across the chip) are compared as
+    the field's last beat arrives and registered there: no cell between them and H1's check
+    registers (cut 11; cut 10c's seed 4: local_ip -> h_ip_ok -> h_all_ok_a, 8.11 ns). Fails
+    before cut 11 (the compares ANDed with the other checks into h_all_ok_a / h_dest_ok)."""
+    regs = ["h_all_ok_a", "h_all_ok_b", "h_dest_ok"]
+    table = comb_cells_table(IngressParser(width, max_elements=8), ["local_ip", "local_mac"],
+                             [*regs, "ip_dst_eq", "eth_dst_eq"])
+    for src in ("local_ip", "local_mac"):
+        for reg in regs:
+            assert not table[src, reg], (src, reg, table[src, reg])
+    assert table["local_ip", "ip_dst_eq"] and table["local_mac", "eth_dst_eq"]  # the compares
 
 
 # --------------------------------------------------------------------------------------------
