@@ -630,15 +630,8 @@ class Reducer(wiring.Component):
         ck_live = Signal(TagChecks)  # (both sources named: the fx_c / fx_s loop is worked out for each)
         m.d.comb += [ck_live.eq(live_checks(*l_st)), ck.eq(Mux(thit_h, ck_live, ck_pre)),
                      bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
-        # The decision's own copy of ck_pre (cut 11): the same next value in flip-flops read by
-        # the decision's case logic alone, so placement can put them beside it while ck_pre
-        # stays with its other readers (the counters' prio_r, ``same`` -> the tag's bitmap,
-        # sel_a1). Stored inverted (ckd_n, reset all ones) so that yosys's opt_merge does not
-        # merge the two; copy_error checks it.
-        ckd_n = Signal(TagChecks.size, init=(1 << TagChecks.size) - 1, name="ckd_n")
-        ck_dec = TagChecks(~ckd_n)
         with m.If(adv):
-            m.d.sync += [ck_pre.eq(ck0), ckd_n.eq(~ck0.as_value()), bm_pre.eq(bm0), hcw1.eq(hcw_n),
+            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                          bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
         with m.Else():
             m.d.sync += bm_pre.eq(bm)
@@ -771,7 +764,7 @@ class Reducer(wiring.Component):
                 "push_c": v1 & adv & (opc_nz | (last1 & Mux(first1, queued_k, queued_r))),
             }
 
-        cases = {(t, c, s_): case_outcome(k, c, s_) for t, k in ((1, ck_live), (0, ck_dec))
+        cases = {(t, c, s_): case_outcome(k, c, s_) for t, k in ((1, ck_live), (0, ck_pre))
                  for c, s_ in ((0, 0), (1, 0), (0, 1))}
 
         def late_select(name: str) -> Value:
@@ -988,8 +981,7 @@ class Reducer(wiring.Component):
             | (queued != queued_x) | (push_c != (has_cmd | queued))
             | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
             | (hold_t == adv_reg) | (fxw_cn == fx_c) | (fxw_sn == fx_s) | (tw_vn_l == tw_v)
-            | (decide & (ck.as_value() != ck_x.as_value())) | (ck_dec.as_value() != ck_pre.as_value())
-            | (tw_hit0 != (tw_en & (tw_addr == slot0)))
+            | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
             | arb.copy_error | emit.copy_error | asm.copy_error)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         stag = Signal(store_tag_layout(S))

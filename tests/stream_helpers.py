@@ -172,15 +172,11 @@ def comb_cells_between(component: Any, src: str, reg: str) -> Counter:
     return comb_cells_table(component, [src], [reg])[src, reg]
 
 
-def comb_cells_table(component: Any, srcs: list[str], regs: list[str],
-                     merge: bool = False) -> dict[tuple[str, str], Counter]:
-    """``comb_cells_between`` for every pair of ``srcs`` x ``regs``, in one yosys run. With
-    ``merge``, after yosys's ``opt`` (which merges identical cells, flip-flops included, as
-    synthesis does) and ``dffunmap`` (enables back to multiplexers): a flip-flop copy that
-    synthesis would merge with its original shares the original's paths."""
+def comb_cells_table(component: Any, srcs: list[str], regs: list[str]) -> dict[tuple[str, str], Counter]:
+    """``comb_cells_between`` for every pair of ``srcs`` x ``regs``, in one yosys run."""
     stop = "-$dff,$memrd,$memrd_v2"
     pairs = [(s, r) for s in srcs for r in regs]
-    script = ("opt; dffunmap; opt_clean; " if merge else "") + "".join(
+    script = "".join(
         f"select -set fwd w:{s} %co*:{stop}; "
         f"select -set bwd w:{r} %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
         f"tee -q -o stat{i}.txt stat @fwd @bwd %i c:* %i t:$dff %d; "

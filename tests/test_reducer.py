@@ -653,26 +653,6 @@ def test_decision_picks_its_late_inputs_last():
         assert 0 < sum(cells.values()) <= 9, (src, reg, cells)
 
 
-def test_decision_reads_its_own_copy_of_the_checks():
-    """The decision's case logic reads ck_pre's copy ckd_n (stored inverted), not ck_pre, whose
-    other readers (the counters' prio_r, ``same``) keep theirs, so placement can put each copy
-    by its readers (cut 11: cut 10c's seeds 9 / 6 / 7 had 3.0-3.65 ns of routing from a ck_pre
-    flip-flop to the case logic). After yosys's ``opt``, which merges identical flip-flops, no
-    cell lies between ck_pre and the decision's flip-flops and the copy still reaches them:
-    fails before cut 11 (ck_pre -> each decision flip-flop) and with a copy stored the same
-    way as ck_pre (merged into it)."""
-    dut = Reducer(64, slots=16, elements=256, groups=4, jobs=2)
-    table = comb_cells_table(dut, ["ck_pre", "ckd_n"], [*DECISION_ENDS, "prio_r", "sel_a1"], merge=True)
-    for reg in DECISION_ENDS:
-        assert not table["ck_pre", reg], (reg, table["ck_pre", reg])
-    for reg in ("push", "queued_r", "push_r", "op_r", "fx_c", "fxw_cn", "fx_s", "fxw_sn"):
-        assert table["ckd_n", reg], reg
-    # ck_pre keeps its other readers (merged, its name would be an alias of the copy's net,
-    # with no cell of its own)
-    for reg in ("prio_r", "sel_a1"):
-        assert table["ck_pre", reg] and not table["ckd_n", reg], reg
-
-
 @pytest.mark.parametrize("width", [64, 256, 512])
 def test_latency(width):
     """Last beat of the completing contribution to the first result beat: constant for results
