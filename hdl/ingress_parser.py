@@ -59,7 +59,7 @@ entries of margin), or in the 64-byte-frame corner above.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -143,6 +143,10 @@ class IngressParser(wiring.Component):
         # same row in the same cycle (never: the memory is built with no_rw_check on that
         # basis; the benches check it)
         self.rw_hazard = Signal()
+        # observability (not a port): a flip-flop copy of the write side's state (``stores``,
+        # ``first_payload``, worked out a cycle ahead for ``tready``) differs from what it stands
+        # for (never, if right; the benches check it)
+        self.copy_error = Signal()
 
     @property
     def accepted_types(self) -> tuple[int, ...]:
@@ -217,6 +221,12 @@ class IngressParser(wiring.Component):
         in_payload = beat == HB
         stores = in_payload & (pay_cnt < PMAX)  # a beat now would be written
         first_payload = in_payload & (pay_cnt == 0)
+        # ``tready`` reads both as flip-flops worked out a cycle ahead (for a transfer: 0 after
+        # tlast, else from beat's and pay_cnt's next values; without: held), the transfer picking
+        # last, so no compare of beat / pay_cnt sits between them and the transfer that loads
+        # them (cut 9's seed 1: beat -> pay_cnt -> tready -> beat, 8.12 ns, docs/benchmarks.md
+        # "Cut 9"); copy_error checks both
+        stores_r, first_r = Signal(name="stores_r"), Signal(name="first_r")
         # used == DEPTH, from flip-flops (no pointer subtraction in the tready cycle): the level
         # compares of the cycle before, corrected for that cycle's write and frees (a write adds
         # one; a read or a rollback frees at least one, and never together with a write that
@@ -241,8 +251,8 @@ class IngressParser(wiring.Component):
         ready = Signal()
         m.d.comb += ready.eq(
             ~(e_valid & ~resolve)  # E is waiting for H1 (a frame that ended at byte 64)
-            & ~(stores & fifo_full)
-            & ~(first_payload & e_valid & e_wrote)  # never write before the rollback is known
+            & ~(stores_r & fifo_full)
+            & ~(first_r & e_valid & e_wrote)  # never write before the rollback is known
             & desc_room
         )
         m.d.comb += s.tready.eq(ready)
@@ -250,6 +260,12 @@ class IngressParser(wiring.Component):
 
         pay_next = Mux(in_payload & (pay_cnt <= PMAX), pay_cnt + 1, pay_cnt)
         header_complete = (beat == HB - 1) & ~(s.tlast & ~s.tkeep.all())
+        in_payload_x = in_payload | (beat == HB - 1)  # after a transfer without tlast
+        m.d.sync += [
+            stores_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next < PMAX), stores_r)),
+            first_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next == 0), first_r)),
+        ]
+        m.d.comb += self.copy_error.eq((stores_r != stores) | (first_r != first_payload))
         m.d.comb += [
             wp.addr.eq(wr_ptr[:AW]),
             wp.data.eq(s.tdata),
@@ -293,6 +309,22 @@ class IngressParser(wiring.Component):
                                  self.element_limit))
         eth_dst = f("eth_dst")
         ip_dst = f("ip_dst")
+        # The address compares against the configuration, registered as the beat holding the
+        # field's last byte arrives (that beat's slot of ``hdr`` taken from tdata, as count_m1
+        # below), so the configuration ports reach one flip-flop each and H1's checks start
+        # from flip-flops (cut 11, docs/benchmarks.md: local_ip -> h_ip_ok -> h_all_ok_a, 8.11
+        # ns). The configuration is sampled at that beat, never before the frame's first beat:
+        # a change made with the first beat still applies to the frame.
+        def arriving_eq(name: str, value: Value) -> Value:
+            """``name`` == ``value``, registered while the field's last beat is at tdata."""
+            fld = wire.FIELD[name]
+            b = (fld.offset + fld.size - 1) // KB
+            eq = Signal(name=f"{name}_eq")
+            with m.If(beat == b):
+                m.d.sync += eq.eq(frame_field(Cat(hdr[:b * W], s.tdata), name) == value)
+            return eq
+
+        mac_eq, ip_eq = arriving_eq("eth_dst", self.local_mac), arriving_eq("ip_dst", self.local_ip)
         words = [Cat(hdr[8 * (b + 1):8 * (b + 2)], hdr[8 * b:8 * (b + 1)])
                  for b in range(wire.IPV4_OFFSET, wire.IPV4_OFFSET + wire.IPV4_HEADER_BYTES, 2)]
         assert len(words) == _IP_WORDS
@@ -358,8 +390,7 @@ class IngressParser(wiring.Component):
                        & ((f("ip_flags_frag") & 0x3FFF) == 0)
                        & (f("ip_proto") == wire.IPV4_PROTO_UDP))),
             (h_csum_ok, csum_good(csum_early) if early_csum else Const(0)),
-            (h_dest_ok, (((eth_dst == self.local_mac) | eth_dst[40])
-                         & ((ip_dst == self.local_ip) | (ip_dst[28:32] == 0xE)))),
+            (h_dest_ok, ((mac_eq | eth_dst[40]) & (ip_eq | (ip_dst[28:32] == 0xE)))),
             (h_port_ok, f("udp_dport") == self.udp_port),
             (h_agg_ok, (f("magic") == wire.MAGIC) & (f("version") == wire.VERSION) & type_ok),
             (h_count_ok, (count != 0) & count_in_limit),

@@ -29,7 +29,7 @@ a pinned slot, or a window reset. Requires disjoint job regions (``base .. base 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -233,11 +233,11 @@ class Reducer(wiring.Component):
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
-        # (the emitter built first: above its threshold it reads the queue head's next value)
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
                              shared_tag_port=probe_shares)
+        # the emitter reads its multi bits a cycle ahead at the queue head's next slot
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
-                                                  head_next=emit.multi_memory)
+                                                  head_next=True)
         q_push, q_pop, q_in, q_count = queue.push, queue.pop, queue.entry, queue.count
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
@@ -504,7 +504,8 @@ class Reducer(wiring.Component):
         hc_r = Signal(HeadChecks)
         m.d.sync += hc_r.eq(Mux(adv, head_checks(h0.job_id[:jb], h0.chunk, cw0),
                                 head_checks(h1.job_id[:jb], h1.chunk, cw1)))
-        fwd_head = fx_c & (fx_job == h1.job_id[:jb])
+        fwd_job1 = fx_job == h1.job_id[:jb]  # the last decision was stage 1's job's
+        fwd_head = fx_c & fwd_job1
         # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
         # low sb bits changes the upper bits, and it reaches bit 31 only if bits sb..30 are zero
         # (the low-bit compares with the run registered with fx_run: run_lt / run_ltw / run_eq)
@@ -513,7 +514,6 @@ class Reducer(wiring.Component):
         wneg_f = deltaw1[31] ^ (run_ltw & dw_hz1)
         late = Mux(fwd_head, late_f, hc_r.late)
         oow = ~late & ~Mux(fwd_head, wneg_f, hc_r.below_end)
-        at_head = Mux(fwd_head, (delta1[sb:] == 0) & run_eq, hc_r.at_head)
         # stage 1's pending bit, from three flip-flops set a cycle ahead (below): the bit of the
         # next pending register, and whether the decision made then clears (its release run) or
         # sets (its own slot) it; fx_c / fx_s say whether it did (no S:1 multiplexer here)
@@ -533,20 +533,18 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
-        def mismatch_parts(round_, group, scale, count, session, h) -> tuple:
-            """(round differs, group/scale/count/session differ): a tag's fields against a header."""
-            return round_ != h.round_id, ((group != h.group_id) | (scale != h.scale_exp)
-                                          | (count != h.element_count) | (session != h.session))
-
-        def hdr_checks(job, chunk, round_, group, scale, count, session, h):
-            """A tag's header fields against a header (HdrChecks)."""
-            mm_round, mm_rest = mismatch_parts(round_, group, scale, count, session, h)
+        def hdr_checks(job, chunk, round_, group, scale, count, session, h) -> tuple:
+            """A tag's header fields against a header: (HdrChecks, round differs,
+            group/scale/count/session differ), the two parts ORed into HdrChecks' mismatch."""
+            mm_round = round_ != h.round_id
+            mm_rest = ((group != h.group_id) | (scale != h.scale_exp) | (count != h.element_count)
+                       | (session != h.session))
             return pack_flags(HdrChecks, job_eq=job == h.job_id[:jb], chunk_eq=chunk == h.chunk,
-                              back=(chunk - h.chunk)[31], mismatch=mm_round | mm_rest)
+                              back=(chunk - h.chunk)[31], mismatch=mm_round | mm_rest), mm_round, mm_rest
 
         def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
-            hc = HdrChecks(hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0))
-            mm_round, mm_rest = mismatch_parts(t.round, t.group, t.scale, t.count, t.session, h0)
+            flags, mm_round, mm_rest = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0)
+            hc = HdrChecks(flags)
             return pack_flags(TagChecks, done=t.state == DONE, active=t.state == ACTIVE,
                               same=(t.state != FREE) & hc.job_eq & hc.chunk_eq,
                               mismatch_round=mm_round, mismatch=mm_rest,
@@ -574,9 +572,10 @@ class Reducer(wiring.Component):
         # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
         hcw_n = Signal(HdrChecks)
         m.d.comb += hcw_n.eq(hdr_checks(h1.job_id[:jb], h1.chunk, h1.round_id, h1.group_id,
-                                        h1.scale_exp, h1.element_count, h1.session, h0))
+                                        h1.scale_exp, h1.element_count, h1.session, h0)[0])
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
-        ck_pre, bm_pre, hcw1 = Signal(TagChecks), Signal(32), Signal(HdrChecks)
+        ck_pre, bm_pre = Signal(TagChecks, name="ck_pre"), Signal(32, name="bm_pre")
+        hcw1 = Signal(HdrChecks, name="hcw1")
         ck, bm = Signal(TagChecks), Signal(32)
         # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
         # it is (bm | bit) if ``same`` else bit; requested by a later beat, tag_r's
@@ -628,7 +627,9 @@ class Reducer(wiring.Component):
         with m.If(adv):
             m.d.sync += [thit_h.eq(tw_hit0),
                          *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
-        m.d.comb += [ck.eq(Mux(thit_h, live_checks(*l_st), ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
+        ck_live = Signal(TagChecks)  # (both sources named: the fx_c / fx_s loop is worked out for each)
+        m.d.comb += [ck_live.eq(live_checks(*l_st)), ck.eq(Mux(thit_h, ck_live, ck_pre)),
+                     bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
         with m.If(adv):
             m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                          bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
@@ -641,11 +642,7 @@ class Reducer(wiring.Component):
         m.d.sync += [r.eq(v) for r, v in zip(l_st_x, state_flags(tw_data), strict=True)]
         m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
         m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
-        st_done, st_active, same, mismatch, dup, cadd, older_hdr = (
-            ck.done, ck.active, ck.same, ck.mismatch_round | ck.mismatch, ck.dup, ck.cadd, ck.older)
-        complete1 = st_done & pend1
-        released1 = st_done & ~pend1
-        older = released1 & older_hdr
+        same = ck.same
 
         def priority(c) -> tuple:
             """The model's checks in order: (outcome code, data op, resend) from the
@@ -676,24 +673,14 @@ class Reducer(wiring.Component):
                 m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_WRITE)]
             return code, op, resend
 
-        prio_in = Signal(PriorityInputs)
-        m.d.comb += prio_in.eq(pack_flags(
-            PriorityInputs, unconf=unconf1, nonmem=nonmem1, oow=in_order & oow, same=same,
-            mismatch=mismatch, released=released1, dup=dup, late=in_order & late,
-            busy=st_active | complete1, older=older))
-        _, op, resend = priority(prio_in)
-        # the outcome code for the counters is worked out a cycle later from the registered
-        # inputs (separate logic, so it does not pull the decision towards the counters)
-        prio_r = Signal(PriorityInputs)
-        m.d.sync += prio_r.eq(prio_in)
-        code, _, _ = priority(prio_r)
-
-        # The tag is written only for ADD (same chunk) and WRITE (not the same chunk), so its
-        # bitmap and state follow from ``same`` alone, not from the whole priority chain.
-        new_bitmap = Signal(32)
-        m.d.comb += new_bitmap.eq(Mux(same, bm | bit, bit))
-        done_new = Mux(same, cadd, cwrite1)  # the tag written is complete
-        completes = (op != OP_NONE) & done_new
+        def prio_of(k: Value, p1: Value, late_v: Value, oow_v: Value) -> Value:
+            """PriorityInputs from the TagChecks ``k``, stage 1's pending bit ``p1``, the head
+            checks ``late_v`` / ``oow_v`` and stage 1's other flags."""
+            released = k.done & ~p1
+            return pack_flags(
+                PriorityInputs, unconf=unconf1, nonmem=nonmem1, oow=in_order & oow_v, same=k.same,
+                mismatch=k.mismatch_round | k.mismatch, released=released, dup=k.dup, late=in_order & late_v,
+                busy=k.active | (k.done & p1), older=released & k.older)
 
         # ---- in-order release run: complete slots right behind the head ----
         # Scanned in slot order, no rotations: slots outside the job's region count as pending
@@ -719,12 +706,86 @@ class Reducer(wiring.Component):
         run = Signal(sb)
         if not self.words:
             clr = Signal(S)  # slots released behind the head
-            m.d.comb += [run.eq(Mux(fxw_sn, run_of(fz_a, "a"), run_of(fz_b, "b"))),
-                         clr.eq(Mux(fxw_sn, clr_a, clr_b))]
+            run_a, run_b = run_of(fz_a, "a"), run_of(fz_b, "b")
+            m.d.comb += [run.eq(Mux(fxw_sn, run_a, run_b)), clr.eq(Mux(fxw_sn, clr_a, clr_b))]
         else:
             # words: the run is the PEEK's for the first beat in stage 1 (PendingControl issues
             # it a cycle ahead); without its answer stage 1 holds (gate)
             m.d.comb += [run.eq(pc.run), adv.eq(adv_reg & pc.gate), self.stall_pending.eq(~pc.gate)]
+
+        # the outcome code for the counters is worked out a cycle later from the registered
+        # inputs (separate logic, so it does not pull the decision towards the counters; the
+        # decision below computes none of these nets: it works out each case of its late inputs)
+        prio_r = Signal(PriorityInputs)
+        m.d.sync += prio_r.eq(prio_of(ck, pend1, late, oow))
+        code, _, _ = priority(prio_r)
+        # the message's data op held for its later beats (decided on its first beat); queued_r:
+        # its release entry goes to the emitter (below, with the decision's registers)
+        op_r, queued_r = Signal(2, name="op_r"), Signal(name="queued_r")
+
+        # ---- the decision as a table of its late inputs (cut 10) ----
+        # Every input of stage 1's outcome is a flip-flop at the start of the decision cycle, but
+        # three of them are loaded by the previous decision: thit_h (the checks' source: the tag
+        # that decision wrote, ck_live, or stage 0's, ck_pre) and fx_c / fx_s (it completed a
+        # chunk at its job's head / behind it: stage 1's pending bit and forwarded head). The
+        # outcome (op, resend, the new tag's state, the release entry and whether the emitter
+        # gets it, fx_c / fx_s's next values, the command FIFO's push and the tag write) is
+        # worked out for each of the six cases from the other flip-flops alone, and those three
+        # pick at the last multiplexers (``late_select``): no net of the decision is shared
+        # before them, and the checks' flip-flops reach every endpoint through the case's logic
+        # only (cut 9's seeds 3 / 7 / 8: ck_pre -> prio_in -> queued_d -> push_c 8.44 ns).
+        if not self.words:
+            run_nz = Mux(fxw_sn, run_a != 0, run_b != 0)  # run != 0
+        else:
+            run_nz = pc.run != 0
+        op_r_nz = op_r != OP_NONE
+
+        def case_outcome(k: Value, c: int, s_: int) -> dict:
+            """Stage 1's outcome with the checks ``k`` (TagChecks), when the previous decision
+            completed at the head (``c``), behind it (``s_``) or neither."""
+            if c:  # the head this decision forwarded, for stage 1's job
+                late_v = Mux(fwd_job1, late_f, hc_r.late)
+                below_v = Mux(fwd_job1, wneg_f, hc_r.below_end)
+                at_head_v = Mux(fwd_job1, (delta1[sb:] == 0) & run_eq, hc_r.at_head)
+            else:
+                late_v, below_v, at_head_v = hc_r.late, hc_r.below_end, hc_r.at_head
+            p1 = pre_p & ~cclr_p if c else (pre_p | sset_p) if s_ else pre_p
+            _, op_k, resend_k = priority(PriorityInputs(prio_of(k, p1, late_v, ~late_v & ~below_v)))
+            op_nz_k = op_k != OP_NONE
+            done_k = Mux(k.same, k.cadd, cwrite1)  # the tag written is complete
+            comp_k = op_nz_k & done_k  # completes the chunk
+            push_k = resend_k | (comp_k & (~in_order | at_head_v))  # pushes a release entry
+            queued_k = push_k & (resend_k | (in_order & run_nz))  # ... that goes to the emitter
+            opc_nz = Mux(first1, op_nz_k, op_r_nz)  # stage 1's beat has a data op
+            return {
+                "op": op_k, "resend": resend_k, "done": done_k, "push": push_k, "queued": queued_k,
+                "fxc": comp_k & at_head_v, "fxs": comp_k & ~at_head_v, "opc_nz": opc_nz,
+                # the command FIFO's push (stage 2 pushes a command or a marker)
+                "push_c": v1 & adv & (opc_nz | (last1 & Mux(first1, queued_k, queued_r))),
+            }
+
+        cases = {(t, c, s_): case_outcome(k, c, s_) for t, k in ((1, ck_live), (0, ck_pre))
+                 for c, s_ in ((0, 0), (1, 0), (0, 1))}
+
+        def late_select(name: str) -> Value:
+            """The outcome ``name`` of the case thit_h, fx_c and fx_s say (at most one of fx_c,
+            fx_s is set)."""
+            by_t = [Mux(fx_c, cases[t, 1, 0][name], Mux(fx_s, cases[t, 0, 1][name], cases[t, 0, 0][name]))
+                    for t in (0, 1)]
+            return Mux(thit_h, by_t[1], by_t[0])
+
+        op, resend, op_c_nz = Signal(2, name="op"), Signal(name="resend"), Signal(name="op_c_nz")
+        done_new, push_d, queued_d = Signal(name="done_new"), Signal(name="push_d"), Signal(name="queued_d")
+        fxc_n, fxs_n, push_c_n = Signal(name="fxc_n"), Signal(name="fxs_n"), Signal(name="push_c_n")
+        m.d.comb += [op.eq(late_select("op")), resend.eq(late_select("resend")), done_new.eq(late_select("done")),
+                     push_d.eq(late_select("push")), queued_d.eq(late_select("queued")),
+                     fxc_n.eq(late_select("fxc")), fxs_n.eq(late_select("fxs")),
+                     op_c_nz.eq(late_select("opc_nz")), push_c_n.eq(late_select("push_c"))]
+
+        # The tag is written only for ADD (same chunk) and WRITE (not the same chunk), so its
+        # bitmap follows from ``same`` alone (thit_h's select of the two sources).
+        new_bitmap = Signal(32)
+        m.d.comb += new_bitmap.eq(Mux(same, bm | bit, bit))
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
@@ -767,9 +828,6 @@ class Reducer(wiring.Component):
         ]
 
         # decisions held for the later beats of the message
-        op_r = Signal(2)
-
-        push_d = Signal()
         entry_d = Signal(entry_layout)
         tag_d = Signal(tag_layout)
         m.d.comb += [
@@ -788,10 +846,6 @@ class Reducer(wiring.Component):
             tag_d.nbm1.eq(nbm1_1),
             tag_d.bitmap.eq(new_bitmap),
         ]
-        with m.If(resend | (completes & ~in_order)):
-            m.d.comb += push_d.eq(1)
-        with m.Elif(completes & at_head):
-            m.d.comb += push_d.eq(1)
         # ``more`` is the run whatever the decision (off the decision path); it counts only if
         # the entry releases a run (completion at the head, in order: fx_c the next cycle)
         m.d.comb += entry_d.more.eq(run)
@@ -861,40 +915,15 @@ class Reducer(wiring.Component):
         # at the head in order whose run is not empty). An emitting decision (push_d & ~resend)
         # releases its run exactly when it completes at the head in order (fx_c next cycle), so
         # that is ``in_order`` now; copy_error checks it against fx_c the cycle after.
-        queued_r = Signal()
-        queued_d = push_d & (resend | (in_order & (run != 0)))
         with m.If(decide):
             m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d),
-                         emit_r.eq(push_d & ~resend), more_nz_r.eq(run != 0), queued_r.eq(queued_d)]
+                         emit_r.eq(push_d & ~resend), more_nz_r.eq(run_nz), queued_r.eq(queued_d)]
             if self.run_table:
                 m.d.sync += mask_r.eq(mask_d)
         # effect on pending bits and the head, applied next cycle (the decision-independent
         # parts registered every cycle, the decision itself in fx_c / fx_s)
-        # fx_c / fx_s feed back into the next decision (pend1, the head forwarding). The loop is
-        # expanded on them: the outcome is worked out for each of the three cases (none,
-        # completed at the head, completed behind it) from the other registers, and fx_c / fx_s
-        # select the case at the last multiplexer. ``completes`` is written out as the two
-        # priority branches that write the tag (ADD with ``same``, WRITE without).
-        fwd_job1 = fx_job == h1.job_id[:jb]
-
-        def loop_next(c: int, s_: int) -> tuple:
-            fh = fwd_job1 if c else Const(0)
-            late_v = Mux(fh, late_f, hc_r.late)
-            oow_v = ~late_v & ~Mux(fh, wneg_f, hc_r.below_end)
-            at_head_v = Mux(fh, (delta1[sb:] == 0) & run_eq, hc_r.at_head)
-            p1 = pre_p
-            if c:
-                p1 = pre_p & ~cclr_p
-            if s_:
-                p1 = pre_p | sset_p
-            add_ok = ~mismatch & ~(st_done & ~p1) & ~dup & cadd
-            write_ok = ~(in_order & late_v) & ~st_active & ~(st_done & p1) & ~(st_done & ~p1 & older_hdr) & cwrite1
-            comp = ~unconf1 & ~nonmem1 & ~(in_order & oow_v) & Mux(same, add_ok, write_ok)
-            return comp & at_head_v, comp & ~at_head_v
-
-        nx = {k: loop_next(*k) for k in ((0, 0), (1, 0), (0, 1))}
-        fxc_n = Mux(fx_c, nx[1, 0][0], Mux(fx_s, nx[0, 1][0], nx[0, 0][0]))
-        fxs_n = Mux(fx_c, nx[1, 0][1], Mux(fx_s, nx[0, 1][1], nx[0, 0][1]))
+        # fx_c / fx_s feed back into the next decision (pend1, the head forwarding): their next
+        # values are two of the decision table's outcomes (fxc_n, fxs_n)
         m.d.sync += [
             fx_c.eq(decide & in_order & fxc_n),
             fx_s.eq(decide & in_order & fxs_n),
@@ -926,8 +955,8 @@ class Reducer(wiring.Component):
         # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
         # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
         push_c = Signal()
-        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & (op_c != OP_NONE)),
-                     push_c.eq(v1 & adv & ((op_c != OP_NONE) | (last1 & Mux(first1, queued_d, queued_r))))]
+        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & op_c_nz),
+                     push_c.eq(push_c_n)]
         op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(W), Signal(L), Signal(sb)
         with m.If(v1 & adv):
             m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
@@ -1017,9 +1046,9 @@ class Reducer(wiring.Component):
         # a reset writes FREE (only the state matters: every check and the emitter ignore the
         # other fields of a FREE tag)
         m.d.comb += [
-            tw_en.eq(rst_wr | (v1 & adv & last1 & (op_c != OP_NONE))),
+            tw_en.eq(rst_wr | (v1 & adv & last1 & op_c_nz)),
             tw_addr.eq(Mux(rst_wr, rst_slot, slot1)),
-            tw_hit0.eq(Mux(op_c != OP_NONE, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
+            tw_hit0.eq(Mux(op_c_nz, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
                            rst_wr & (rst_slot == slot0))),
             tw_data.eq(tag_c),
             tw_data.state.eq(Mux(rst_wr, FREE, tag_c.state)),
@@ -1030,11 +1059,12 @@ class Reducer(wiring.Component):
         m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
         m.d.comb += [
             emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
-            *([emit.q_head_next.eq(queue.head_next)] if emit.multi_memory else []),
+            emit.q_head_next.eq(queue.head_next), emit.q_head_rest.eq(queue.head_rest),
             q_pop.eq(emit.q_pop),
             *([tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en)] if not probe_shares else []),
             emit.tag_data.eq(tag_rd_e.data),
             emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
+            emit.tag_wmulti2.eq(tw_d.nbm1[1:] != 0),
             emit.go.eq(arb.e_go), emit.allow_pop.eq(arb.e_allow_pop), emit.hdr_room.eq(asm.hdr_e_room),
             emit.hdr_room_next.eq(asm.hdr_e_room_next), emit.q_push.eq(q_push),
             arb.e_valid.eq(emit.issue), arb.e_cmd.op.eq(Op.READ), arb.e_cmd.row.eq(emit.row_addr),

@@ -28,8 +28,10 @@ class ReleaseQueue(wiring.Component):
     In: ``push`` with ``entry`` (and its slot ``mask`` if ``masks``), ``pop``. Out: ``head`` (the
     oldest entry, a register), ``head_mask``, ``count``, every entry (``entries``) with
     ``occupied`` (one bit per position), and ``held_mask``: the union of the occupied entries'
-    masks. ``head_next`` (only if asked for): ``head``'s next value, for a consumer that reads
-    a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits at large S).
+    masks. ``head_rest`` (with ``masks``): a register equal to ``head_mask`` without the head's
+    own slot (what the emitter's rest holds after starting the head's first chunk), worked out
+    a cycle ahead from the entries' masks without their slots (``q_rest``, stored at the push). ``head_next`` (only if asked for): ``head``'s next value, for a consumer that
+    reads a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits).
     """
 
     def __init__(self, *, slots: int, jobs: int, masks: bool, depth: int = QUEUE_DEPTH,
@@ -47,6 +49,7 @@ class ReleaseQueue(wiring.Component):
             "count": Out(range(depth + 1)),
             "occupied": Out(depth),
             "held_mask": Out(slots),
+            "head_rest": Out(slots),
         }
         if head_next:
             ports["head_next"] = Out(self.entry_layout)
@@ -62,14 +65,20 @@ class ReleaseQueue(wiring.Component):
         D = self.depth
         q = [Signal(self.entry_layout, name=f"q{i}") for i in range(D)]
         q_mask = [Signal(self.slots, name=f"q_mask{i}") for i in range(D)] if self.masks else []
+        # each entry's mask without its own slot, stored at the push (the slot decode on the push
+        # side), so head_rest's next value is a select of flip-flops (cut 10's seed 8: the pop ->
+        # q_rptr -> the next head's slot -> its decode -> head_rest, 8.10 ns)
+        q_rest = [Signal(self.slots, name=f"q_rest{i}") for i in range(D)] if self.masks else []
+        rest_in = self.mask & ~(Const(1, self.slots) << self.entry.slot)
         q_rptr = Signal(range(D))
         q_wptr = Signal(range(D))
         q_count = self.count
         push, pop, q_in = self.push, self.pop, self.entry
         q_arr = Array([e.as_value() for e in q])
         q_rptr1 = (q_rptr + 1)[: len(q_rptr)]
-        head_n = Mux(pop, Mux(push & (q_wptr == q_rptr1), q_in, q_arr[q_rptr1]),
-                     Mux(push & (q_wptr == q_rptr), q_in, self.head))
+        head_n = Signal(self.entry_layout)
+        m.d.comb += head_n.eq(Mux(pop, Mux(push & (q_wptr == q_rptr1), q_in, q_arr[q_rptr1]),
+                                  Mux(push & (q_wptr == q_rptr), q_in, self.head)))
         m.d.sync += self.head.eq(head_n)
         if self.with_head_next:
             m.d.comb += self.head_next.eq(head_n)
@@ -78,7 +87,7 @@ class ReleaseQueue(wiring.Component):
                 with m.If(q_wptr == i):
                     m.d.sync += q[i].eq(q_in)
                     if q_mask:
-                        m.d.sync += q_mask[i].eq(self.mask)
+                        m.d.sync += [q_mask[i].eq(self.mask), q_rest[i].eq(rest_in)]
             m.d.sync += q_wptr.eq(q_wptr + 1)
         with m.If(pop):
             m.d.sync += q_rptr.eq(q_rptr + 1)
@@ -90,5 +99,10 @@ class ReleaseQueue(wiring.Component):
             if q_mask:
                 union = union | Mux(self.occupied[i], q_mask[i], 0)
         if q_mask:
-            m.d.comb += [self.head_mask.eq(Array(q_mask)[q_rptr]), self.held_mask.eq(union)]
+            qm_arr = Array(q_mask)
+            m.d.comb += [self.head_mask.eq(qm_arr[q_rptr]), self.held_mask.eq(union)]
+            # head_mask's next value (as head_n's) without head_n's slot: the entries' rest masks
+            qr_arr = Array(q_rest)
+            m.d.sync += self.head_rest.eq(Mux(pop, Mux(push & (q_wptr == q_rptr1), rest_in, qr_arr[q_rptr1]),
+                                              Mux(push & (q_wptr == q_rptr), rest_in, self.head_rest)))
         return m

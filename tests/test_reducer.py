@@ -16,14 +16,13 @@ import numpy as np
 import pytest
 from amaranth.back import rtlil, verilog
 from amaranth.sim import Simulator
-from stream_helpers import comb_cone, pack, unpack
+from stream_helpers import comb_cells_table, comb_cone, pack, unpack
 
 from wanreduce import wire
 from wanreduce.fixedpoint import saturating_add
 from wanreduce.hdl.layouts import AggHeaderLayout, lanes, message_beat_layout, payload_beats
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.result_assembler import ResultAssembler
-from wanreduce.hdl.result_emitter import ResultEmitter
 from wanreduce.hdl.saturating_adder import SaturatingAdder
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 
@@ -511,33 +510,6 @@ def test_sticky_overflow_in_block_ram_is_cycle_exact(monkeypatch, width, slots, 
         (ff.accept_cycles, ff.result_cycles, ff.cycles, ff.heads)
 
 
-@pytest.mark.parametrize(("width", "slots", "mode", "pending"), [
-    (64, 8, ReleaseMode.IN_ORDER, "vector"), (64, 16, ReleaseMode.IN_ORDER, "words"),
-    (128, 8, ReleaseMode.ON_COMPLETION, "words"),
-])
-def test_emitter_multi_in_block_ram_is_cycle_exact(monkeypatch, width, slots, mode, pending):
-    """The emitter's "more than one beat" bits in a memory read a cycle ahead (used above
-    ``ResultEmitter.MULTI_IN_FLIP_FLOPS_MAX_SLOTS``; the limit lowered to 1 here) give the same
-    reducer, cycle for cycle, as the flip-flops: on traffic whose results the emitter reads
-    (runs behind a hole, resends after release; one-beat and longer results) with random
-    input gaps and output backpressure, the same outcomes, results, accepted beats, result
-    cycles and heads, and both match the golden model (the benches check ``copy_error``: the
-    slot read a cycle ahead is the slot started)."""
-    rng = random.Random(width + slots)
-    cfg = make_config(rng, width, slots, 9, groups=2, jobs=2, mode=mode, members=(2, 8), pending=pending)
-    ops = traffic(rng, cfg, 250, resets=1)
-    ff = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
-    monkeypatch.setattr(ResultEmitter, "MULTI_IN_FLIP_FLOPS_MAX_SLOTS", 1)
-    ram = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
-    _, res, _ = check(cfg, ops, ram)
-    assert any(r.flags & wire.Flags.RESENT for r in res), "no result read by the emitter"
-    assert {payload_beats(len(r.payload), width) == 1 for r in res} == {True, False}
-    assert ram.outcomes == ff.outcomes
-    assert [(h, p.tolist()) for h, p in ram.results] == [(h, p.tolist()) for h, p in ff.results]
-    assert (ram.accept_cycles, ram.result_cycles, ram.cycles, ram.heads) == \
-        (ff.accept_cycles, ff.result_cycles, ff.cycles, ff.heads)
-
-
 @PENDING
 def test_every_outcome_and_lost_result_recovery(pending):
     """Directed: every Outcome, RESENT results, slot reuse by chunk + W, stale, busy."""
@@ -655,6 +627,30 @@ def test_emitter_start_is_one_lut_of_flip_flops():
     (docs/benchmarks.md "Cut 6"; before, the port's phase was decoded from its FIFO's head)."""
     dut = Reducer(64, slots=16, elements=256, groups=4, jobs=2)
     assert comb_cone(dut, "emitter.tag_read")[0] == {"store_port.e_phase", "store.cmd__ready", "emitter.s_ok"}
+
+
+# the flip-flops the previous decision loads and stage 1's decision reads
+DECISION_LATE = ("thit_h", "fx_c", "fx_s")
+# flip-flops loaded from the decision in its cycle: the command FIFO's registered push (push_c,
+# named ``push`` after flattening), the release entry and whether it goes to the emitter, the
+# data op, fx_c / fx_s and their copies, the tag write (its copy tw_vn_l, the live checks'
+# select thit_h)
+DECISION_ENDS = ("push", "queued_r", "push_r", "op_r", "fx_c", "fxw_cn", "fx_s", "fxw_sn", "tw_vn_l", "thit_h")
+
+
+def test_decision_picks_its_late_inputs_last():
+    """Stage 1's decision is a table of its late inputs (docs/reducer.md, cut 10): thit_h (the
+    checks' source), fx_c and fx_s (the previous decision's effect) pick the case at the last
+    multiplexers, so only those multiplexers and the decide gate lie between each of them and
+    each of the decision's flip-flops: at most 9 cells (2-9 with cut 10). Before cut 10, only
+    fx_c / fx_s's next values and op_nz were expanded (on thit_h alone); op, push_d and queued_d
+    came through one priority chain behind the thit_h select of the checks and the fx_c / fx_s
+    pending bit (thit_h -> push 43 cells, fx_c -> push 145, fx_c -> thit_h 85; cut 9's seeds 3 /
+    7 / 8: ck_pre -> prio_in -> queued_d -> push_c, 8.44 ns)."""
+    dut = Reducer(64, slots=16, elements=256, groups=4, jobs=2)
+    table = comb_cells_table(dut, list(DECISION_LATE), list(DECISION_ENDS))
+    for (src, reg), cells in table.items():
+        assert 0 < sum(cells.values()) <= 9, (src, reg, cells)
 
 
 @pytest.mark.parametrize("width", [64, 256, 512])

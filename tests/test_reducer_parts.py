@@ -16,13 +16,20 @@ import pytest
 from amaranth.back import rtlil
 from amaranth.hdl import Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
-from stream_helpers import Port, comb_cone, drive_random, pack, run_testbench, unpack
+from stream_helpers import (
+    Port,
+    comb_cells_between,
+    comb_cone,
+    drive_random,
+    pack,
+    run_testbench,
+    unpack,
+)
 
 from wanreduce import wire
 from wanreduce.commands.report import rtlil_bits
 from wanreduce.hdl.command_arbiter import CommandArbiter
 from wanreduce.hdl.layouts import message_beat_layout, payload_beats
-from wanreduce.hdl.params import DEFAULTS
 from wanreduce.hdl.reducer_config import ReducerConfig
 from wanreduce.hdl.reducer_input import InputStages
 from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
@@ -129,8 +136,9 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
     """Random pushes (never into a full queue) and pops: the head register, the count, the
-    occupied entries and the union of their slot masks follow a Python deque every cycle, and
-    ``head_next`` is the head register's value next cycle."""
+    occupied entries and the union of their slot masks follow a Python deque every cycle,
+    ``head_next`` is the head register's value next cycle, and ``head_rest`` is the head's mask
+    without the head's slot (also while empty: the stale head's)."""
     slots, rng = 8, random.Random(seed)
     dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True)
     lay = dut.entry_layout
@@ -153,6 +161,8 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
             if model:
                 assert ctx.get(dut.head.as_value()) == model[0][0]
                 assert ctx.get(dut.head_mask) == model[0][1]
+            head_slot = unpack(lay, ctx.get(dut.head.as_value())).slot
+            assert ctx.get(dut.head_rest) == ctx.get(dut.head_mask) & ~(1 << head_slot)
             push = count < dut.depth and rng.random() < 0.5
             pop = count > 0 and rng.random() < 0.5
             entry = pack(lay, {"job": rng.randrange(2), "chunk": rng.getrandbits(32),
@@ -332,10 +342,11 @@ def test_result_emitter_start_is_decided_a_cycle_ahead(seed) -> None:
         ctx.set(dut.job_cfg[0].enable, 1)
         ctx.set(dut.job_cfg[0].log2_window, 3)  # chunk c -> slot c % 8
         ctx.set(dut.allow_pop, 1)
-        for s in range(slots):  # the per-slot "more than one row" flip-flops, as the tag is written
+        for s in range(slots):  # the per-slot "more than one row" bits, as the tag is written
             ctx.set(dut.tag_we, 1)
             ctx.set(dut.tag_wslot, s)
             ctx.set(dut.tag_wmulti, int(nbm1[s] != 0))
+            ctx.set(dut.tag_wmulti2, int(nbm1[s] >= 2))
             await ctx.tick()
         ctx.set(dut.tag_we, 0)
         queue: deque = deque()  # (first chunk, more)
@@ -390,6 +401,10 @@ def test_result_emitter_start_is_decided_a_cycle_ahead(seed) -> None:
                 queue.append((next_chunk, rng.randrange(3)))
                 next_chunk += queue[-1][1] + 1
             count += push
+            if queue:  # the head register's next value (the multi read's address a cycle ahead)
+                c, more = queue[0]
+                ctx.set(dut.q_head_next.as_value(), pack(entry_l, {"job": 0, "chunk": c, "slot": c % slots,
+                                                                   "more": more, "resent": 0}))
             room = room_next
             await ctx.tick()
             if tag_en:  # the tag memory's registered read
@@ -550,59 +565,48 @@ def test_result_assembler_one_result_beat_per_cycle(beats) -> None:
     run_testbench(dut, tb)
 
 
-class _TwoEmitters(Elaboratable):
-    """Two ``ResultEmitter``s on the same inputs and the same ``ReleaseQueue`` (popped by the
-    first): ``ff`` with its ``multi`` bits in flip-flops, ``mem`` with them in a memory."""
+class _EmitterOnQueue(Elaboratable):
+    """A ``ResultEmitter`` on a ``ReleaseQueue`` (its head, its head's next value, popped by the
+    emitter)."""
 
-    def __init__(self, ff: ResultEmitter, mem: ResultEmitter, slots: int) -> None:
-        assert not ff.multi_memory and mem.multi_memory
-        self.ff, self.mem = ff, mem
+    def __init__(self, emit: ResultEmitter, slots: int) -> None:
+        self.emit = emit
         self.queue = ReleaseQueue(slots=slots, jobs=2, masks=False, head_next=True)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.ff, m.submodules.mem, m.submodules.queue = self.ff, self.mem, self.queue
-        q = self.queue
-        for e in (self.ff, self.mem):
-            m.d.comb += [e.q_head.eq(q.head), e.q_count.eq(q.count), e.q_push.eq(q.push)]
-        m.d.comb += [self.mem.q_head_next.eq(q.head_next), q.pop.eq(self.ff.q_pop)]
+        m.submodules.emit, m.submodules.queue = self.emit, self.queue
+        q, e = self.queue, self.emit
+        m.d.comb += [e.q_head.eq(q.head), e.q_count.eq(q.count), e.q_push.eq(q.push),
+                     e.q_head_next.eq(q.head_next), q.pop.eq(e.q_pop)]
         return m
 
 
-EMITTER_INPUTS = ("allow_pop", "tag_we", "tag_wslot", "tag_wmulti", "go", "hdr_room")
-EMITTER_OUTPUTS = ("q_pop", "tag_addr", "tag_en", "issue", "row_addr", "slot", "last", "hdr_valid",
-                   "hdr", "tag_read", "idle", "final", "busy", "job", "chunk", "rest_job",
-                   "rest_chunk", "rest_left", "rest_nz")
-
-
 @pytest.mark.parametrize(("slots", "seed"), [(16, 1), (16, 2), (512, 3)])
-def test_result_emitter_multi_in_memory_is_cycle_exact(slots, seed, monkeypatch) -> None:
-    """The emitter's "more than one beat" bits in a memory read a cycle ahead (above
-    ``MULTI_IN_FLIP_FLOPS_MAX_SLOTS``; the limit moved here to build both at one S) against the
-    flip-flops, side by side on one release queue: under random entries (runs of up to 4
-    chunks, two jobs), random tag writes (also to the slot started next), a random command port,
-    and ``hdr_room`` (drawn a cycle ahead), every output agrees every cycle, neither raises
-    ``copy_error``, and both one-row and longer results are started."""
+def test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots(slots, seed) -> None:
+    """The emitter's "more than one beat" bits, a memory read a cycle ahead at the slot the next
+    start would take (the rest's next slot or the queue head's next value), on a real release
+    queue: under random entries (runs of up to 4 chunks, two jobs), random tag writes (also to
+    the slot started next, in the start's cycle: not yet seen), a random command port and
+    ``hdr_room`` (drawn a cycle ahead), every start's ``last`` is the started slot's bit as
+    written up to the cycle before (what the S flip-flops of cuts 1-8 gave, cycle for cycle),
+    ``copy_error`` stays low (the slot read is the slot started), and both one-row and longer
+    results are started."""
     rng = random.Random(seed)
     elements, beats = 20, payload_beats(20, 64)  # 10 rows
-    with monkeypatch.context() as mp:
-        mp.setattr(ResultEmitter, "MULTI_IN_FLIP_FLOPS_MAX_SLOTS", slots)
-        ff = ResultEmitter(64, slots=slots, elements=elements, jobs=2, masks=False)
-        mp.setattr(ResultEmitter, "MULTI_IN_FLIP_FLOPS_MAX_SLOTS", slots // 2)
-        mem = ResultEmitter(64, slots=slots, elements=elements, jobs=2, masks=False)
-    top = _TwoEmitters(ff, mem, slots)
+    e = ResultEmitter(64, slots=slots, elements=elements, jobs=2, masks=False)
+    top = _EmitterOnQueue(e, slots)
     q, lay = top.queue, top.queue.entry_layout
     sb = slots.bit_length() - 1
     jobs = [(1, 3, sb - 1), (1, 3 + slots // 2, sb - 2)]  # (enable, base, log2_window)
     nbm1 = [0] * slots  # the tag memory's beats - 1 per slot (what the tag port returns)
 
     async def tb(ctx):
-        for e in (ff, mem):
-            for j, (en, base, lw) in enumerate(jobs):
-                ctx.set(e.job_cfg[j].enable, en)
-                ctx.set(e.job_cfg[j].base, base)
-                ctx.set(e.job_cfg[j].log2_window, lw)
-        tag_read_at = None
+        for j, (en, base, lw) in enumerate(jobs):
+            ctx.set(e.job_cfg[j].enable, en)
+            ctx.set(e.job_cfg[j].base, base)
+            ctx.set(e.job_cfg[j].log2_window, lw)
+        tag_read = None  # (slot, nbm1) of last cycle's tag read (the memory's: before that cycle's write)
         starts = {0: 0, 1: 0}  # starts of one-row (last=1) and longer results
         room = 1  # header room; its next value is drawn a cycle ahead (hdr_room_next)
         for cycle in range(3000):
@@ -612,29 +616,23 @@ def test_result_emitter_multi_in_memory_is_cycle_exact(slots, seed, monkeypatch)
                 "job": rng.randrange(2), "chunk": rng.getrandbits(32), "slot": rng.randrange(slots),
                 "more": rng.choice((0, 0, 1, 3)), "resent": rng.getrandbits(1)}))
             room_next = int(rng.random() < 0.9)
-            # allow_pop high: the emitter's start no longer reads it (cut 5; copy_error checks
-            # that a start from the queue never comes while it is low)
             ins = {"allow_pop": 1, "tag_we": rng.random() < 0.5, "go": rng.random() < 0.7,
                    "hdr_room": room, "hdr_room_next": room_next,
                    # the slot the next start would take, often (its bit written the cycle before)
-                   "tag_wslot": ctx.get(ff.tag_addr) if rng.random() < 0.3 else rng.randrange(slots),
-                   "tag_wmulti": 0}
+                   "tag_wslot": ctx.get(e.tag_addr) if rng.random() < 0.3 else rng.randrange(slots),
+                   "tag_wmulti": 0, "tag_wmulti2": 0}
             wbeats = rng.choice((0, rng.randrange(beats)))
-            ins["tag_wmulti"] = int(wbeats != 0)
-            for e in (ff, mem):
-                for k, v in ins.items():
-                    ctx.set(getattr(e, k), int(v))
-                if tag_read_at is not None:
-                    ctx.set(e.tag_data.nbm1, nbm1[tag_read_at])
-                    ctx.set(e.tag_data.chunk, tag_read_at)
-            for name in EMITTER_OUTPUTS:
-                a, b = getattr(ff, name), getattr(mem, name)
-                a, b = (a.as_value(), b.as_value()) if hasattr(a, "as_value") else (a, b)
-                assert ctx.get(a) == ctx.get(b), f"cycle {cycle}: {name} differs"
-            assert not ctx.get(ff.copy_error) and not ctx.get(mem.copy_error), f"cycle {cycle}"
-            if ctx.get(ff.tag_read):
-                starts[ctx.get(ff.last)] += 1
-            tag_read_at = ctx.get(ff.tag_addr) if ctx.get(ff.tag_en) else None
+            ins["tag_wmulti"], ins["tag_wmulti2"] = int(wbeats != 0), int(wbeats >= 2)
+            for k, v in ins.items():
+                ctx.set(getattr(e, k), int(v))
+            if tag_read is not None:
+                ctx.set(e.tag_data.nbm1, tag_read[1])
+                ctx.set(e.tag_data.chunk, tag_read[0])
+            assert not ctx.get(e.copy_error), f"cycle {cycle}"
+            if ctx.get(e.tag_read):
+                assert ctx.get(e.last) == (nbm1[ctx.get(e.tag_addr)] == 0), f"cycle {cycle}"
+                starts[ctx.get(e.last)] += 1
+            tag_read = (ctx.get(e.tag_addr), nbm1[ctx.get(e.tag_addr)]) if ctx.get(e.tag_en) else None
             if ins["tag_we"]:
                 nbm1[ins["tag_wslot"]] = wbeats
             room = room_next
@@ -644,22 +642,73 @@ def test_result_emitter_multi_in_memory_is_cycle_exact(slots, seed, monkeypatch)
     run_testbench(top, tb)
 
 
-def test_result_emitter_multi_does_not_grow_with_slots() -> None:
-    """Up to ``MULTI_IN_FLIP_FLOPS_MAX_SLOTS`` the emitter keeps one flip-flop per slot (S-bit
-    ``multi``, no memory: the netlist of the cores built so far, the default core's among
-    them); above it one memory of S x 1 bit and no cell as wide as S (the S-bit vector and its
-    two S:1 selects stopped yosys' Verilog reader at S = 4096), so its flip-flops hardly grow."""
-    limit = ResultEmitter.MULTI_IN_FLIP_FLOPS_MAX_SLOTS
-    assert DEFAULTS["slots"] <= limit < 512
+def test_result_emitter_final_ok_has_no_select_of_multi_flip_flops() -> None:
+    """The started slot's "more than one beat" bit reaches ``final_ok`` (and so ``final``, the
+    arbiter's next phase) from the ``multi`` memory's registered read, not through an S:1 select
+    of S flip-flops by ``rest_slot`` / the queue head's slot (cut 8's seed 1: ``multi`` ->
+    ``multi_n`` -> ``final_ok`` -> ``e_phase``, 8.20 ns, 4.8 of them routing; docs/benchmarks.md
+    "Cut 8"). copy_error checks the slot read against the slot started
+    (test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots)."""
+    sources, _ = comb_cone(ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True), "final_ok")
+    assert "multi_rd__data" in sources and not {"multi", "rest_slot"} & sources, sources
 
+
+def test_result_emitter_start_loads_the_rest_mask_from_two_flip_flops() -> None:
+    """A start loads ``rest_mask`` from one of two registers (``rm_rest``: the rest's mask
+    without its next slot; the queue's ``head_rest``: the head's mask without its slot), the
+    start and ``rest_nz`` picking: no slot decode or queue read between the port's ``go`` and
+    ``rest_mask`` (cut 8's seed 2: the start -> ``rest_chunk`` -> ``rest_mask``, 8.00 ns; cut
+    7b's single combined register had the start and the queue's push side in front of it,
+    docs/benchmarks.md "Cut 7"). copy_error checks both registers every cycle (the reducer's
+    benches; the queue's bench checks ``head_rest``)."""
+    sources, _ = comb_cone(ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True), "rest_mask_d")
+    assert sources == {"go", "s_ok", "rest_nz", "rm_rest", "q_head_rest", "rest_mask"}, sources
+
+
+def test_release_queue_head_rest_has_no_slot_decode_after_the_pop() -> None:
+    """``head_rest``'s next value selects the entries' masks without their slots (``q_rest``,
+    stored at the push): no slot decode between the read pointer (the pop) and ``head_rest``
+    (cut 10's seed 8: the port -> the start's pop -> ``q_rptr`` -> the next head's slot -> its
+    decode -> ``head_rest``, 8.10 ns, docs/benchmarks.md "Cut 10"). The queue's bench
+    (test_release_queue_is_a_fifo_with_its_head_and_masks) checks ``head_rest`` every cycle."""
+    cells = comb_cells_between(ReleaseQueue(slots=16, jobs=2, masks=True, head_next=True), "q_rptr", "head_rest")
+    assert cells and not cells["$shl"] and not cells["$shift"], cells
+
+
+def test_result_emitter_rest_start_has_no_slot_adder() -> None:
+    """A start from the entry's rest takes its slot (``rest_slot``) and the slot it removes
+    from ``rm_rest`` from ``rest_nslot``, the slot of the rest's next chunk registered at the
+    start before: no cell between ``rest_chunk`` and ``rest_slot`` / ``rm_rest`` (cut 10's seed
+    3: the configuration -> ``rest_chunk + 1`` -> its slot -> ``rm_rest``, 8.01 ns,
+    docs/benchmarks.md "Cut 10"). copy_error checks ``rest_nslot`` while a rest is left."""
+    dut = ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True)
+    for reg in ("rest_slot", "rm_rest"):
+        assert not comb_cells_between(dut, "rest_chunk", reg), reg
+
+
+def test_result_emitter_start_flags_do_not_read_the_tag_memory() -> None:
+    """The next values of the start flags ``s_ok`` / ``i_ok`` and of ``more`` do not depend on
+    the tag memory's output within a cycle: right after a start, "a beat after this one" is the
+    started slot's second ``multi`` bit registered at the start (``multi2_r``), not ``nbm1 >=
+    2`` of the tag just read (cut 9's first netlist, seed 1: the tag data -> ``s_ok`` /
+    ``i_ok``, 8.04 ns, docs/benchmarks.md "Cut 9"). copy_error checks ``multi2_r`` against the
+    tag (test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots)."""
+    dut = ResultEmitter(64, slots=16, elements=256, jobs=2, masks=True)
+    for reg in ("s_ok", "i_ok", "more"):
+        assert not comb_cells_between(dut, "tag_data", reg), reg
+
+
+def test_result_emitter_multi_does_not_grow_with_slots() -> None:
+    """The emitter keeps its "more than one / two beats" bits in one memory of S x 2 bits at every S
+    (no cell as wide as S: the S-bit vector and its two S:1 selects stopped yosys' Verilog
+    reader at S = 4096), so its flip-flops hardly grow."""
     def text(slots: int) -> str:
         return rtlil.convert(ResultEmitter(64, slots=slots, elements=16, jobs=2, masks=False), name="dut")
 
-    low = text(limit)
-    assert re.search(rf"wire width {limit} \\multi\b", low) and "memory " not in low
+    assert re.search(r"memory width 2 size 16 \\multi\b", text(16)), "no 16 x 2 memory for multi"
     (small, _), (large, _) = rtlil_bits(text(512)), rtlil_bits(big := text(4096))
     assert large - small < 64, f"{small} register bits at S = 512, {large} at S = 4096"
-    assert re.search(r"memory width 1 size 4096 \\multi\b", big), "no 4096 x 1 memory for multi"
+    assert re.search(r"memory width 2 size 4096 \\multi\b", big), "no 4096 x 2 memory for multi"
     assert not re.search(r"parameter \\\w*WIDTH 4096\b", big), "a cell as wide as S"
 
 
