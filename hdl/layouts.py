@@ -48,6 +48,17 @@ def payload_beats(element_count: int, width: int) -> int:
     return -(-element_count // lanes(width))
 
 
+def beat_lanes(elements: int | Value, beat: int | Value, width: int) -> int | Value:
+    """Lanes of beat ``beat`` of a message of ``elements`` int32 elements that hold one (bit k:
+    element ``beat * W/32 + k`` exists): all ones but on a short last beat. The store's ``lanes``
+    (whose overflow counts) and the reducer's ``lane_ok``; Python ints give an int (the twins)."""
+    n = lanes(width)
+    rem = elements - beat * n
+    if isinstance(rem, int):
+        return sum(1 << k for k in range(n) if rem > k)
+    return Cat(*[rem > k for k in range(n)])
+
+
 def message_beat_layout(width: int) -> data.StructLayout:
     """One beat of a message inside the core."""
     check_data_width(width)
