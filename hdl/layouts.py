@@ -43,9 +43,10 @@ def header_beats(width: int) -> int:
     return HEADER_BITS // check_data_width(width)
 
 
-def payload_beats(element_count: int, width: int) -> int:
-    """Beats of payload for ``element_count`` int32 elements."""
-    return -(-element_count // lanes(width))
+def payload_beats(element_count: int | Value, width: int) -> int | Value:
+    """Beats of payload for ``element_count`` int32 elements (an int, or a Value: a shift)."""
+    n = lanes(width)
+    return (element_count + n - 1) >> (n.bit_length() - 1)
 
 
 def beat_lanes(elements: int | Value, beat: int | Value, width: int) -> int | Value:

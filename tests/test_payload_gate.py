@@ -8,8 +8,8 @@ import random
 
 import pytest
 from amaranth.hdl import Value
-
 from stream_helpers import Port, drive_random, pack, run_testbench, unpack
+
 from wanreduce.hdl.layouts import beat_lanes
 from wanreduce.hdl.payload_fifo import PayloadFIFO, beat_layout
 from wanreduce.hdl.payload_gate import Decision, PayloadGate
@@ -243,6 +243,16 @@ def test_mismatched_messages_are_drained_and_counted(seed: int) -> None:
     run = _run_gate(dut, messages, decisions, p_valid=0.7, p_ready=0.6, seed=seed, cycles=5000)
     _check(dut, messages, decisions, run)
     assert run["mismatches"] >= 2 and run["error"]
+
+
+def test_a_too_long_message_never_fills_the_fifo() -> None:
+    """A message of 60 beats where its request says 2: only its first 2 and its last are stored,
+    so it fits a 16-beat FIFO (storing it all would wait forever for its last beat)."""
+    dut = _gate(64, 16)
+    messages = [GateMessage(list(range(60)), 1, 4, 2), GateMessage([7, 8], 9, 3, 4)]
+    run = _run_gate(dut, messages, [ADD, WRITE], hold_decisions=150, cycles=400)
+    _check(dut, messages, [ADD, WRITE], run)
+    assert run["mismatches"] == 1 and len(run["commands"]) == 2
 
 
 def test_a_decision_with_no_message_is_an_error() -> None:
