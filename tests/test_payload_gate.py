@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.hdl import Value
+from amaranth.hdl import Fragment, MemoryInstance, Shape, Value
 from stream_helpers import Port, drive_random, pack, run_testbench, unpack
 
 from wanreduce.hdl.layouts import beat_lanes
@@ -74,13 +74,11 @@ def test_fifo_full_throughput_and_full_stall() -> None:
     assert result["out"] == list(range(19))
 
 
-def test_fifo_memory_is_one_block_ram() -> None:
-    from amaranth.hdl import Fragment
-    from amaranth.lib import memory
+def test_fifo_is_one_memory() -> None:
+    """One ``memory.Memory`` of ``depth`` x (W + 1): the beats are in block RAM, not flip-flops."""
     frag = Fragment.get(PayloadFIFO(64, 1024), None)
-    mems = [sub for sub, _, _ in frag.subfragments if isinstance(sub, memory.MemoryData) or
-            type(sub).__name__ == "MemoryInstance"]
-    assert len(mems) == 1
+    mems = [sub for sub, _, _ in frag.subfragments if isinstance(sub, MemoryInstance)]
+    assert [(m._data.depth, Shape.cast(m._data.shape).width) for m in mems] == [(1024, 65)]
 
 
 @pytest.mark.parametrize(("args", "msg"), [((0, 16), "width must be"), ((64, 12), "depth must be"),
