@@ -43,9 +43,21 @@ def header_beats(width: int) -> int:
     return HEADER_BITS // check_data_width(width)
 
 
-def payload_beats(element_count: int, width: int) -> int:
-    """Beats of payload for ``element_count`` int32 elements."""
-    return -(-element_count // lanes(width))
+def payload_beats(element_count: int | Value, width: int) -> int | Value:
+    """Beats of payload for ``element_count`` int32 elements (an int, or a Value: a shift)."""
+    n = lanes(width)
+    return (element_count + n - 1) >> (n.bit_length() - 1)
+
+
+def beat_lanes(elements: int | Value, beat: int | Value, width: int) -> int | Value:
+    """Lanes of beat ``beat`` of a message of ``elements`` int32 elements that hold one (bit k:
+    element ``beat * W/32 + k`` exists): all ones but on a short last beat. The store's ``lanes``
+    (whose overflow counts) and the reducer's ``lane_ok``; Python ints give an int (the twins)."""
+    n = lanes(width)
+    rem = elements - beat * n
+    if isinstance(rem, int):
+        return sum(1 << k for k in range(n) if rem > k)
+    return Cat(*[rem > k for k in range(n)])
 
 
 def message_beat_layout(width: int) -> data.StructLayout:

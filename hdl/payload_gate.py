@@ -1,0 +1,174 @@
+"""The payload gate: a message's beats wait in block RAM until its record's decision, then go
+to the slot store whole or not at all (issue 16, large S step 4; docs/large_slots.md, "Payload
+wait").
+
+Inputs, all valid/ready streams:
+
+- ``beats`` (:func:`beat_layout`: ``data``, ``last``): the messages, one after the other;
+- ``req`` (:func:`request_layout`: ``row`` the slot's first row, ``elements`` the int32 element
+  count, ``tag``): one per message, taken with the message's first beat (that beat waits for it);
+- ``decision`` (:class:`Decision`: WRITE / ADD / DISCARD): one per message, in message order,
+  whenever the record is back (before, during or after the message's beats).
+
+Output ``cmd``: the slot store's command stream (``cmd_layout``): one command per beat, ``row`` =
+base + beat, ``lanes`` = :func:`~.layouts.beat_lanes` (a short last beat's missing elements off),
+``more`` on every beat but the last, ``tag`` the request's. A message is released only once its
+last beat is in the :class:`PayloadFIFO` and its decision is in, so its commands go out whole
+(WRITE / ADD) or not at all (DISCARD drains its beats with no command), at one per cycle while
+``cmd`` is ready, after any backpressure on any stream.
+
+Never silently wrong: a message whose beat count is not ``ceil(elements / (W/32))`` (or whose
+``elements`` exceeds ``max_elements``) is drained with no command whatever its decision, and a
+decision with no message waiting for one is dropped; each sets the sticky ``error`` and counts
+(``mismatches``, ``orphans``). Beats of a too-long message beyond its count are not stored (but
+its last), so a message never holds more than ``max_beats + 1`` entries of the FIFO. Counters
+(32-bit, wrapping): ``written`` / ``added`` / ``discarded`` messages.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import beat_lanes, lanes, payload_beats
+from .params import check_data_width
+from .payload_fifo import PayloadFIFO, beat_layout, check_payload_fifo_params
+from .registered_fifo import RegisteredFIFO
+from .slot_store_signature import TAG_BITS, Op, cmd_layout
+
+__all__ = ["Decision", "PayloadGate", "beat_layout", "check_payload_gate_params", "request_layout"]
+
+COUNTER_BITS = 32
+
+
+class Decision(enum.Enum, shape=2):
+    """What the record's decision does with a message (WRITE / ADD: the store's ops)."""
+
+    WRITE = Op.WRITE
+    ADD = Op.ADD
+    DISCARD = 3
+
+
+def request_layout(address_bits: int, max_elements: int, tag_bits: int = TAG_BITS) -> data.StructLayout:
+    """What a message's store commands need: its slot's first ``row``, ``elements``, ``tag``."""
+    return data.StructLayout({"row": address_bits, "elements": range(max_elements + 1), "tag": tag_bits})
+
+
+def check_payload_gate_params(data_width: int, depth: int, address_bits: int, max_elements: int,
+                              messages: int) -> None:
+    """One-line errors naming the parameter and its range."""
+    check_data_width(data_width)
+    check_payload_fifo_params(data_width, depth)
+    if not isinstance(address_bits, int) or not 1 <= address_bits <= 40:
+        raise ValueError(f"address_bits must be 1..40, got {address_bits!r}")
+    top = (depth - 1) * lanes(data_width)
+    if not isinstance(max_elements, int) or not 1 <= max_elements <= top:
+        raise ValueError(f"max_elements must be 1..{top} (a message and its last fit in depth {depth}), "
+                         f"got {max_elements!r}")
+    if not isinstance(messages, int) or not 2 <= messages <= 4096:
+        raise ValueError(f"messages must be 2..4096, got {messages!r}")
+
+
+class PayloadGate(wiring.Component):
+    """Holds each message's beats until its decision; see the module docstring.
+
+    Parameters: ``data_width`` W (64..512), ``depth`` (the payload FIFO's beats, a power of two:
+    ≥ the record latency in beats), ``address_bits`` (the store's row address), ``max_elements``
+    (default: what fits, ``(depth - 1) * W/32``), ``tag_bits``, ``messages`` (complete messages
+    waiting for their decision; the input stalls beyond).
+    Ports: ``beats``, ``req``, ``decision`` (in), ``cmd`` (out); ``error`` (sticky), counters
+    ``written``, ``added``, ``discarded``, ``mismatches``, ``orphans``.
+    """
+
+    def __init__(self, data_width: int, depth: int, *, address_bits: int, max_elements: int | None = None,
+                 tag_bits: int = TAG_BITS, messages: int = 32) -> None:
+        if max_elements is None and isinstance(depth, int) and depth >= 2:
+            max_elements = (depth - 1) * lanes(check_data_width(data_width))
+        check_payload_gate_params(data_width, depth, address_bits, max_elements, messages)
+        self.data_width, self.depth, self.address_bits = data_width, depth, address_bits
+        self.max_elements, self.tag_bits, self.messages = max_elements, tag_bits, messages
+        self.req_layout = request_layout(address_bits, max_elements, tag_bits)
+        counters = {name: Out(COUNTER_BITS) for name in ("written", "added", "discarded", "mismatches", "orphans")}
+        super().__init__({
+            "beats": In(stream.Signature(beat_layout(data_width))),
+            "req": In(stream.Signature(self.req_layout)),
+            "decision": In(stream.Signature(Decision)),
+            "cmd": Out(stream.Signature(cmd_layout(data_width, address_bits, tag_bits))),
+            "error": Out(1), **counters,
+        })
+
+    def elaborate(self, platform: object) -> Module:  # noqa: PLR0915 - input side, then output side
+        m = Module()
+        w, d = self.data_width, self.depth
+        m.submodules.fifo = fifo = PayloadFIFO(w, d)
+        entry = data.StructLayout({"req": self.req_layout, "ok": 1})
+        m.submodules.queue = queue = RegisteredFIFO(entry, self.messages)
+        beats, req, dec, cmd = self.beats, self.req, self.decision, self.cmd
+
+        # ---- input side: beats into the FIFO; a complete message's request into the queue ----
+        in_busy = Signal()  # inside a message (its request taken)
+        cur = Signal(self.req_layout)
+        exp_r = Signal(range(d))  # its expected beats
+        cnt = Signal(range(d + 1))  # its beats so far (held at expected + 1)
+        first = ~in_busy
+        r_now = Signal(self.req_layout)
+        m.d.comb += r_now.eq(Mux(first, req.payload, cur))
+        expected = Mux(r_now.elements > self.max_elements, 0, payload_beats(r_now.elements, w))
+        seen = Mux(first, 0, cnt)  # beats of this message before this one
+        take = Signal()
+        m.d.comb += [
+            beats.ready.eq(fifo.s.ready & queue.w_rdy & (in_busy | req.valid)),
+            take.eq(beats.valid & beats.ready),
+            req.ready.eq(take & first),
+            fifo.s.payload.eq(beats.payload),
+            fifo.s.valid.eq(take & (beats.payload.last | (seen < expected))),
+            queue.w_data.req.eq(r_now), queue.w_data.ok.eq(seen + 1 == expected),
+            queue.w_en.eq(take & beats.payload.last),
+        ]
+        with m.If(take):
+            m.d.sync += [in_busy.eq(~beats.payload.last), cnt.eq(Mux(seen > expected, seen, seen + 1))]
+            with m.If(first):
+                m.d.sync += [cur.eq(req.payload), exp_r.eq(expected)]
+
+        # ---- output side: the head message, once complete and decided, as commands ----
+        busy = Signal()
+        op = Signal(Decision)
+        head = Signal(self.req_layout)
+        beat = Signal(range(d))
+        discard = op == Decision.DISCARD
+        pm = fifo.m
+        pop = Signal()
+        m.d.comb += [
+            pm.ready.eq(busy & (discard | cmd.ready)),
+            pop.eq(pm.valid & pm.ready),
+            cmd.valid.eq(busy & ~discard & pm.valid),
+            cmd.payload.op.eq(op.as_value()), cmd.payload.row.eq(head.row + beat),
+            cmd.payload.data.eq(pm.payload.data), cmd.payload.tag.eq(head.tag),
+            cmd.payload.lanes.eq(beat_lanes(head.elements, beat, w)), cmd.payload.more.eq(~pm.payload.last),
+        ]
+        finishing = pop & pm.payload.last
+        undecided = Signal(range(2 * self.messages + 3))  # requests taken, decisions not yet
+        orphan = dec.valid & (undecided == 0)
+        start = Signal()
+        m.d.comb += [start.eq(~orphan & dec.valid & queue.m.valid & (~busy | finishing)),
+                     dec.ready.eq(orphan | start), queue.m.ready.eq(start)]
+        m.d.sync += undecided.eq(undecided + req.ready - start)  # (req.ready: a request taken)
+        with m.If(pop):
+            m.d.sync += beat.eq(beat + 1)
+        with m.If(finishing):
+            m.d.sync += busy.eq(0)
+        with m.If(start):
+            ok = queue.m.payload.ok
+            m.d.sync += [busy.eq(1), beat.eq(0), head.eq(queue.m.payload.req),
+                         op.eq(Mux(ok, dec.payload, Decision.DISCARD))]
+            for name, hit in (("written", ok & (dec.payload == Decision.WRITE)),
+                              ("added", ok & (dec.payload == Decision.ADD)),
+                              ("discarded", ok & (dec.payload == Decision.DISCARD)), ("mismatches", ~ok)):
+                with m.If(hit):
+                    m.d.sync += getattr(self, name).eq(getattr(self, name) + 1)
+        with m.If(dec.valid & orphan):
+            m.d.sync += self.orphans.eq(self.orphans + 1)
+        with m.If((start & ~queue.m.payload.ok) | orphan):
+            m.d.sync += self.error.eq(1)
+        return m

@@ -1,0 +1,72 @@
+"""Python twin of ``hdl/payload_gate.py``: the commands a :class:`PayloadGate` sends for given
+messages, requests and decisions (issue 16, large S step 4), and its counters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from wanreduce.hdl.layouts import beat_lanes, lanes
+
+__all__ = ["GateCommand", "GateMessage", "GateResult", "expected_commands"]
+
+WRITE, ADD, READ, DISCARD = 0, 1, 2, 3  # Op.WRITE, Op.ADD; Decision.DISCARD
+
+
+@dataclass(frozen=True)
+class GateMessage:
+    """One message: its beats' data, its request (``row``, ``elements``, ``tag``)."""
+
+    data: Sequence[int]
+    row: int
+    elements: int
+    tag: int
+
+
+@dataclass(frozen=True)
+class GateCommand:
+    """One slot-store command (``cmd_layout``'s fields)."""
+
+    op: int
+    row: int
+    data: int
+    lanes: int
+    tag: int
+    more: int
+
+
+@dataclass
+class GateResult:
+    commands: list[GateCommand] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("written", "added", "discarded", "mismatches", "orphans"), 0))
+
+    @property
+    def error(self) -> bool:
+        """The gate's sticky error: a mismatch or an orphan decision."""
+        return bool(self.counts["mismatches"] or self.counts["orphans"])
+
+
+def expected_commands(messages: Sequence[GateMessage], decisions: Sequence[int], width: int,
+                      address_bits: int, max_elements: int) -> GateResult:
+    """Commands and counters for ``messages`` decided by ``decisions`` (in order; decisions
+    beyond the messages are orphans). A message whose beat count is not its elements' is
+    drained with no command (a mismatch) whatever its decision."""
+    res = GateResult()
+    for k, dec in enumerate(decisions):
+        if k >= len(messages):
+            res.counts["orphans"] += 1
+            continue
+        msg = messages[k]
+        n = len(msg.data)
+        ok = msg.elements <= max_elements and n == -(-msg.elements // lanes(width))
+        if not ok:
+            res.counts["mismatches"] += 1
+            continue
+        res.counts[{WRITE: "written", ADD: "added", DISCARD: "discarded"}[dec]] += 1
+        if dec == DISCARD:
+            continue
+        res.commands += [GateCommand(dec, (msg.row + b) % (1 << address_bits), word,
+                                     beat_lanes(msg.elements, b, width), msg.tag, int(b != n - 1))
+                         for b, word in enumerate(msg.data)]
+    return res
