@@ -26,16 +26,21 @@ PREFIX = "m_axi_mem"
 class AxiLatencyHarness(wiring.Component):
     """``inner`` with delay lines of ``delay_depth`` beats on its R and B; see the module docstring."""
 
-    def __init__(self, inner: wiring.Component, *, delay_depth: int = 512) -> None:
+    def __init__(self, inner: wiring.Component, *, delay_depth: int = 512, owned: tuple[str, ...] = (),
+                 members: dict[str, wiring.Member] | None = None) -> None:
+        """``owned``: ``inner``'s members a subclass wires itself (not ports of the harness);
+        ``members``: the subclass's own further ports."""
         self.inner = inner
         self.delay_depth = delay_depth
-        super().__init__({**inner.signature.members, "latency": In(LATENCY_BITS)})
+        self.owned = owned
+        super().__init__({**{k: v for k, v in inner.signature.members.items() if k not in owned},
+                          "latency": In(LATENCY_BITS), **(members or {})})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.inner = st = self.inner
         for name, member in st.signature.members.items():
-            if name.startswith(PREFIX + "_"):
+            if name.startswith(PREFIX + "_") or name in self.owned:
                 continue
             ours, theirs = getattr(self, name), getattr(st, name)
             if member.is_port:
