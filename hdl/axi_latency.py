@@ -15,6 +15,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from .axi4 import axi4_payload, axi4_port
+from .forward_ports import forward_ports
 from .stream_delay import StreamDelay
 
 __all__ = ["LATENCY_BITS", "AxiLatencyHarness"]
@@ -26,29 +27,15 @@ PREFIX = "m_axi_mem"
 class AxiLatencyHarness(wiring.Component):
     """``inner`` with delay lines of ``delay_depth`` beats on its R and B; see the module docstring."""
 
-    def __init__(self, inner: wiring.Component, *, delay_depth: int = 512, owned: tuple[str, ...] = (),
-                 members: dict[str, wiring.Member] | None = None) -> None:
-        """``owned``: ``inner``'s members a subclass wires itself (not ports of the harness);
-        ``members``: the subclass's own further ports."""
+    def __init__(self, inner: wiring.Component, *, delay_depth: int = 512) -> None:
         self.inner = inner
         self.delay_depth = delay_depth
-        self.owned = owned
-        super().__init__({**{k: v for k, v in inner.signature.members.items() if k not in owned},
-                          "latency": In(LATENCY_BITS), **(members or {})})
+        super().__init__({**inner.signature.members, "latency": In(LATENCY_BITS)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.inner = st = self.inner
-        for name, member in st.signature.members.items():
-            if name.startswith(PREFIX + "_") or name in self.owned:
-                continue
-            ours, theirs = getattr(self, name), getattr(st, name)
-            if member.is_port:
-                m.d.comb += ours.eq(theirs) if member.flow == wiring.Out else theirs.eq(ours)
-            elif member.flow == wiring.In:
-                wiring.connect(m, wiring.flipped(ours), theirs)
-            else:
-                wiring.connect(m, theirs, wiring.flipped(ours))
+        forward_ports(m, self, st, skip=lambda name: name.startswith(PREFIX + "_"))
         inner, outer = axi4_port(st, PREFIX), axi4_port(self, PREFIX)
         payload = axi4_payload(len(inner.awaddr), len(inner.wdata), len(inner.awid))
         for ch, sigs in payload.items():

@@ -22,9 +22,10 @@ from wanreduce.hdl.decision_state import (
     effect_layout,
     late_layout,
 )
-from wanreduce.hdl.dram_rmw_engine import DramRmwEngine
+from wanreduce.hdl.dram_rmw_engine import LATE_PORTS, DramRmwEngine
+from wanreduce.hdl.engine_with_state import EngineWithState
 from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
-from wanreduce.hdl.scaffold_engine_harness import ScaffoldEngineHarness
+from wanreduce.hdl.scaffold_engine_harness import ScaffoldEngineHarness, scaffold_engine
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.sim.record_model import RecordModel, scaffold_effect, scaffold_update
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
@@ -160,6 +161,17 @@ def test_connect_owner_checks_the_engine() -> None:
     with pytest.raises(ValueError, match=r"connect_owner: 2 jobs need the engine's side_shape"):
         connect_owner(Module(), engine(16, side=None), state)
     connect_owner(Module(), engine(16), state, job_of=lambda side: side[:1])
+
+
+def test_engine_with_state_hides_the_late_ports() -> None:
+    """``scaffold_engine(jobs=)``: the engine's ports but ``LATE_PORTS`` (wired inside), plus
+    ``state_error``; without jobs the bare engine."""
+    args = {"slots": 8, "row_bits": 0, "outstanding": 8, "row_width": 256, "side_width": 2}
+    owned = scaffold_engine(64, jobs=2, **args)
+    bare = scaffold_engine(64, **args)
+    assert isinstance(owned, EngineWithState) and isinstance(bare, DramRmwEngine)
+    assert set(owned.signature.members) == set(bare.signature.members) | {"state_error"}
+    assert set(LATE_PORTS) <= set(owned.engine.signature.members)
 
 
 def test_harness_rejects_bad_jobs() -> None:
