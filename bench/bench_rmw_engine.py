@@ -16,6 +16,7 @@ on the core's 64-bit port costs against rows as wide as the bus. No place-and-ro
 With ``--late`` each configuration is synthesized twice: the engine alone (side, no late
 operand) and the engine with the scaffold's late operand and its ``DecisionState`` of ``--jobs``
 heads and a pending bit per row (``EngineWithState``); the side must hold the job (>= log2 J bits).
+Then the ``DecisionState`` alone.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from wanreduce.hdl.decision_state import DecisionState
 from wanreduce.hdl.scaffold_engine_harness import scaffold_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -56,6 +58,10 @@ def main() -> None:
                 print(f"W {a.width} R {r} N {a.outstanding} rows {a.slots} side {side} "
                       f"stride {a.row_stride or 'dense'} late {f'DecisionState J {jobs}' if jobs else 'none'}: "
                       f"{synth_cells(dut, Path('build/bench_rmw_engine') / name)}", flush=True)
+    if a.late:  # the owner on its own: the heads and PendingWords (all of it: its scan too)
+        state = DecisionState(slots=a.slots, jobs=a.jobs)
+        print(f"DecisionState S {a.slots} J {a.jobs} alone: "
+              f"{synth_cells(state, Path('build/bench_rmw_engine') / f'state_s{a.slots}_j{a.jobs}')}", flush=True)
 
 
 if __name__ == "__main__":
