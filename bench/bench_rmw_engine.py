@@ -1,5 +1,7 @@
 """Size of the DRAM read-modify-write engine vs its row width (docs/benchmarks.md, "The
-read-modify-write engine's row width"; docs/large_slots.md, "How a 256-bit record travels").
+read-modify-write engine's row width"; docs/large_slots.md, "How a 256-bit record travels"),
+and what its late operand's owner adds (``--late``: docs/benchmarks.md, "The read-modify-write
+engine's late operand and DecisionState").
 
 yosys ``synth_ecp5`` of the bare ``DramRmwEngine`` with the scaffold record modify
 (``hdl/record_modify_scaffold.py``) on a W-bit bus, for each row width R: what a 256-bit record
@@ -9,17 +11,22 @@ on the core's 64-bit port costs against rows as wide as the bus. No place-and-ro
     .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --outstanding 64
     .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --side-width 0,160  # side inputs
     .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --row-stride 2048 --row-offset 2016
+    .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --side-width 8 --late --jobs 4
+
+With ``--late`` each configuration is synthesized twice: the engine alone (side, no late
+operand) and the engine with the scaffold's late operand and its ``DecisionState`` of ``--jobs``
+heads and a pending bit per row (``EngineWithState``); the side must hold the job (>= log2 J bits).
+Then the ``DecisionState`` alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 from pathlib import Path
 
-from wanreduce.hdl.dram_rmw_engine import DramRmwEngine
-from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
+from wanreduce.hdl.decision_state import DecisionState
+from wanreduce.hdl.scaffold_engine_harness import scaffold_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_dram_store import _ints, synth_cells  # noqa: E402 - the store bench's synthesis
@@ -35,19 +42,26 @@ def main() -> None:
                     help="side input widths (the engine's side_shape; 0 = none, the default)")
     ap.add_argument("--row-stride", type=int, default=None, help="row_stride in bytes (default: dense)")
     ap.add_argument("--row-offset", type=int, default=0, help="row_offset in bytes (with --row-stride)")
+    ap.add_argument("--late", action="store_true",
+                    help="also the engine with a late operand and its DecisionState (--jobs heads)")
+    ap.add_argument("--jobs", type=int, default=4, help="with --late: the DecisionState's jobs J (default 4)")
     a = ap.parse_args()
     for r in a.row_width:
         for side in a.side_width:
-            side_width = side or None
-            dut = DramRmwEngine(a.width, slots=a.slots, row_bits=0, axi_id=1, row_width=r,
-                                modify=partial(ScaffoldRecordModify, side_width=side_width),
-                                side_shape=side_width, outstanding=a.outstanding,
-                                row_stride=a.row_stride, row_offset=a.row_offset)
-            name = f"w{a.width}_r{r}_n{a.outstanding}" + (f"_side{side}" if side else "") + \
-                (f"_stride{a.row_stride}_{a.row_offset}" if a.row_stride else "")
-            print(f"W {a.width} R {r} N {a.outstanding} rows {a.slots} side {side} "
-                  f"stride {a.row_stride or 'dense'}: {synth_cells(dut, Path('build/bench_rmw_engine') / name)}",
-                  flush=True)
+            for jobs in (None, a.jobs) if a.late else (None,):
+                dut = scaffold_engine(a.width, slots=a.slots, row_bits=0, axi_id=1, row_width=r,
+                                      side_width=side or None, jobs=jobs, outstanding=a.outstanding,
+                                      row_stride=a.row_stride, row_offset=a.row_offset)
+                name = f"w{a.width}_r{r}_n{a.outstanding}" + (f"_side{side}" if side else "") + \
+                    (f"_stride{a.row_stride}_{a.row_offset}" if a.row_stride else "") + \
+                    (f"_late_j{jobs}" if jobs else "")
+                print(f"W {a.width} R {r} N {a.outstanding} rows {a.slots} side {side} "
+                      f"stride {a.row_stride or 'dense'} late {f'DecisionState J {jobs}' if jobs else 'none'}: "
+                      f"{synth_cells(dut, Path('build/bench_rmw_engine') / name)}", flush=True)
+    if a.late:  # the owner on its own: the heads and PendingWords (all of it: its scan too)
+        state = DecisionState(slots=a.slots, jobs=a.jobs)
+        print(f"DecisionState S {a.slots} J {a.jobs} alone: "
+              f"{synth_cells(state, Path('build/bench_rmw_engine') / f'state_s{a.slots}_j{a.jobs}')}", flush=True)
 
 
 if __name__ == "__main__":

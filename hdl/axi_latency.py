@@ -15,6 +15,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from .axi4 import axi4_payload, axi4_port
+from .forward_ports import forward_ports
 from .stream_delay import StreamDelay
 
 __all__ = ["LATENCY_BITS", "AxiLatencyHarness"]
@@ -34,16 +35,7 @@ class AxiLatencyHarness(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.inner = st = self.inner
-        for name, member in st.signature.members.items():
-            if name.startswith(PREFIX + "_"):
-                continue
-            ours, theirs = getattr(self, name), getattr(st, name)
-            if member.is_port:
-                m.d.comb += ours.eq(theirs) if member.flow == wiring.Out else theirs.eq(ours)
-            elif member.flow == wiring.In:
-                wiring.connect(m, wiring.flipped(ours), theirs)
-            else:
-                wiring.connect(m, theirs, wiring.flipped(ours))
+        forward_ports(m, self, st, skip=lambda name: name.startswith(PREFIX + "_"))
         inner, outer = axi4_port(st, PREFIX), axi4_port(self, PREFIX)
         payload = axi4_payload(len(inner.awaddr), len(inner.wdata), len(inner.awid))
         for ch, sigs in payload.items():

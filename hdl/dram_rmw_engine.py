@@ -33,6 +33,31 @@ engine needs
 forward it); the modify decides what ADD does. The response's ``overflow`` is set for an ADD
 whose ``overflow`` has a bit in the command's ``lanes``.
 
+**Late operand** (``late_shape`` / ``effect_shape``, default None: no such ports, the RTL as
+without): state of the owner that every command's modify reads and changes (the record store's
+decision: the job's head and the slot's pending bit, ``hdl/decision_state.py``). Unlike ``side``
+it cannot be taken at acceptance: up to ``outstanding`` commands complete between a command's
+acceptance and its C2, each changing it. So the owner drives ``late`` at C2 and learns what the
+modify did from ``effect``. The contract, cycle by cycle:
+
+- ``ahead_valid`` (with ``ahead_row`` and, with ``side_shape``, ``ahead_side``) in cycle t: the
+  command in C1, which **is in C2 in cycle t + 1, always**: C1, C2 and C3 never hold (C0 is the
+  only stage that waits: for the read data, the response credit, ``adj``; a command it fires
+  moves one stage per cycle from then on). An owner with one-cycle block-RAM reads addresses
+  them with the look-ahead in t and has the data in t + 1.
+- ``late`` is sampled in t + 1, the cycle of ``effect_valid``: the modify reads it
+  combinationally in C2, as ``a``, ``b``, ``op`` and ``side``. ``effect_valid`` is high exactly
+  in the cycles some command is in C2 (one per command, in command order), so "``effect_valid``
+  now" == "``ahead_valid`` last cycle": the owner's check that its late operand was the C2
+  command's (``DecisionState.error``).
+- ``effect`` (the modify's output) in that cycle: the consequence of this command for the
+  owner's state, which the owner must make visible to the command in C2 in t + 2 (whose
+  look-ahead read happened in t + 1, before it could write): a bypass, as the reducer's ``fx_c`` /
+  ``fx_s``.
+
+If C2 ever gains a hold, the look-ahead must be qualified by it (an owner reading one cycle
+ahead needs to know the command moves).
+
 Pipeline (one command per cycle):
 
 - **Accept** (A, from the ``cmd`` skid buffer's output register): the command takes the next
@@ -89,18 +114,22 @@ from .registered_fifo import RegisteredFIFO
 from .skid_buffer import SkidBuffer
 from .slot_store_signature import TAG_BITS, Op, cmd_layout, row_address_bits, slot_store_signature
 
-__all__ = ["AXI_PREFIX", "DramRmwEngine", "modify_signature"]
+__all__ = ["AXI_PREFIX", "LATE_PORTS", "DramRmwEngine", "late_members", "modify_signature"]
 
 AXI_PREFIX = "m_axi_mem"
 
 
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
+# The members an owner of a late operand wires (``late_shape`` / ``effect_shape``, see the module
+# docstring); a harness that owns them hides them from its own ports.
+LATE_PORTS = ("ahead_valid", "ahead_row", "ahead_side", "late", "effect", "effect_valid")
 
 
 def modify_signature(data_width: int) -> dict[str, wiring.Member]:
-    """The members a modify component must have (``op``: In(2) and ``side``: In(side_shape)
-    are optional); see the module docstring."""
+    """The members a modify component must have (``op``: In(2), ``side``: In(side_shape),
+    ``late``: In(late_shape) and ``effect``: Out(effect_shape) are optional); see the module
+    docstring."""
     return {"a": In(data_width), "b": In(data_width), "sum": Out(data_width),
             "overflow": Out(lanes(data_width))}
 
@@ -110,17 +139,21 @@ def _shape(shape: ShapeLike) -> ShapeLike:
     return shape if isinstance(shape, data.Layout) else Shape.cast(shape)
 
 
-def check_modify(modify: wiring.Component, data_width: int, side_shape: ShapeLike | None = None) -> None:
-    """One-line error naming the member when ``modify``'s signature does not fit W and
-    ``side_shape`` (the modify has ``side`` exactly when the engine is given ``side_shape``)."""
+def check_modify(modify: wiring.Component, data_width: int, side_shape: ShapeLike | None = None,
+                 late_shape: ShapeLike | None = None, effect_shape: ShapeLike | None = None) -> None:
+    """One-line error naming the member when ``modify``'s signature does not fit W and the
+    engine's optional operands: the modify has ``side`` / ``late`` (inputs) and ``effect`` (an
+    output) exactly when the engine is given ``side_shape`` / ``late_shape`` / ``effect_shape``,
+    each of that shape."""
     members = dict(modify.signature.members)
-    if "side" in members and side_shape is None:
-        raise ValueError(f"modify: member side needs the engine's side_shape (None), got {members['side']}")
-    if side_shape is not None:
-        got = members.pop("side", None)
-        want = In(_shape(side_shape))
-        if got is None or got.flow != In or got.is_signature or _shape(got.shape) != want.shape:
-            raise ValueError(f"modify: member side must be {want} (side_shape), got {got or 'nothing'}")
+    for name, flow, shape in (("side", In, side_shape), ("late", In, late_shape), ("effect", Out, effect_shape)):
+        if name in members and shape is None:
+            raise ValueError(f"modify: member {name} needs the engine's {name}_shape (None), got {members[name]}")
+        if shape is not None:
+            got = members.pop(name, None)
+            want = flow(_shape(shape))
+            if got is None or got.flow != flow or got.is_signature or _shape(got.shape) != want.shape:
+                raise ValueError(f"modify: member {name} must be {want} ({name}_shape), got {got or 'nothing'}")
     want = {**modify_signature(data_width), "op": In(2)}
     for name, member in want.items():
         if name == "op" and name not in members:
@@ -130,7 +163,19 @@ def check_modify(modify: wiring.Component, data_width: int, side_shape: ShapeLik
             raise ValueError(f"modify: member {name} must be {member}, got {got}")
     extra = sorted(set(members) - set(want))
     if extra:
-        raise ValueError(f"modify: members must be among a, b, sum, overflow, op, side, got {extra}")
+        raise ValueError(f"modify: members must be among a, b, sum, overflow, op, side, late, effect, got {extra}")
+
+
+def late_members(address_bits: int, side_shape: ShapeLike | None, late_shape: ShapeLike | None,
+                 effect_shape: ShapeLike | None) -> dict[str, wiring.Member]:
+    """The engine's members for an owner's late operand (:data:`LATE_PORTS`; none without
+    ``late_shape`` and ``effect_shape``): the look-ahead at C1, ``late`` in, ``effect`` out."""
+    if late_shape is None and effect_shape is None:
+        return {}
+    return {"ahead_valid": Out(1), "ahead_row": Out(address_bits),
+            **({} if side_shape is None else {"ahead_side": Out(side_shape)}),
+            **({} if late_shape is None else {"late": In(late_shape)}),
+            **({} if effect_shape is None else {"effect": Out(effect_shape), "effect_valid": Out(1)})}
 
 
 class DramRmwEngine(wiring.Component):
@@ -144,9 +189,12 @@ class DramRmwEngine(wiring.Component):
     next row of a message whose commands say ``more``; 0 = a pause closes it), ``tag_bits``,
     ``side_shape`` (None: no side input; else ``cmd.side`` / ``rsp.side`` and the modify's
     ``side`` of that shape), ``row_stride`` / ``row_offset`` (None / 0: dense rows; else row r at
-    ``base_address + r * row_stride + row_offset``).
+    ``base_address + r * row_stride + row_offset``), ``late_shape`` / ``effect_shape`` (None:
+    none; else the modify's ``late`` input / ``effect`` output of that shape and the look-ahead,
+    module docstring "Late operand").
     Ports: ``cmd``, ``rsp`` (the slot-store signature, with ``side`` if ``side_shape``),
-    ``m_axi_mem_*``, ``mem_error``.
+    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``ahead_valid``, ``ahead_row``,
+    ``ahead_side`` (with ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int,
@@ -158,7 +206,8 @@ class DramRmwEngine(wiring.Component):
                  burst_beats: int = DRAM_STORE_DEFAULTS["burst_beats"],
                  burst_hold: int = DRAM_STORE_DEFAULTS["burst_hold"], tag_bits: int = TAG_BITS,
                  side_shape: ShapeLike | None = None, row_stride: int | None = None,
-                 row_offset: int = 0) -> None:
+                 row_offset: int = 0, late_shape: ShapeLike | None = None,
+                 effect_shape: ShapeLike | None = None) -> None:
         check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
                                 address_width=address_width, base_address=base_address,
                                 outstanding=outstanding, burst_beats=burst_beats,
@@ -166,8 +215,8 @@ class DramRmwEngine(wiring.Component):
                                 row_stride=row_stride, row_offset=row_offset)
         self.row_width = data_width if row_width is None else row_width
         self.modify = modify(self.row_width)
-        check_modify(self.modify, self.row_width, side_shape)
-        self.side_shape = side_shape
+        check_modify(self.modify, self.row_width, side_shape, late_shape, effect_shape)
+        self.side_shape, self.late_shape, self.effect_shape = side_shape, late_shape, effect_shape
         # None: dense (row r at base + r * R/8); else row r at base + r * row_stride + row_offset
         self.row_stride, self.row_offset = row_stride, row_offset
         self.axi_id = axi_id
@@ -180,6 +229,7 @@ class DramRmwEngine(wiring.Component):
             **slot_store_signature(self.row_width, self.address_bits, tag_bits, side_shape),
             **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
             "mem_error": Out(1),
+            **late_members(self.address_bits, side_shape, late_shape, effect_shape),
         })
 
     @property
@@ -361,6 +411,15 @@ class DramRmwEngine(wiring.Component):
             m.d.comb += modify.op.eq(c2.op)
         if side:
             m.d.comb += modify.side.eq(c2.side)
+        if self.late_shape is not None or self.effect_shape is not None:
+            # the look-ahead: C1's command is C2's in the next cycle (C1..C3 never hold)
+            m.d.comb += [self.ahead_valid.eq(c1_valid), self.ahead_row.eq(c1.row)]
+            if side:
+                m.d.comb += self.ahead_side.eq(c1.side)
+        if self.late_shape is not None:  # sampled by the modify in C2's cycle
+            m.d.comb += modify.late.eq(self.late)
+        if self.effect_shape is not None:
+            m.d.comb += [self.effect.eq(modify.effect), self.effect_valid.eq(c2_valid)]
         with m.If(c2_valid):
             m.d.sync += done.eq(done + 1)
 

@@ -18,6 +18,17 @@ fields. WRITE gives the data, READ the record (``a | b``: the engine passes ``a`
 ``overflow``'s other bits are 0. ``sim/record_model.py`` is its Python twin. With ``side_width``
 the component has the optional ``side`` member (the engine's ``side_shape`` = ``side_width``:
 ``functools.partial(ScaffoldRecordModify, side_width=16)`` as the engine's factory).
+
+With ``late_slots`` (S of a ``DecisionState``, ``hdl/decision_state.py``) it also has the late
+operand ``late`` (the job's head and the slot's pending bit at C2) and the output ``effect``, of
+that state's layouts; for ADD:
+
+- the count also adds the XOR of ``late``'s 32-bit words (the head and pending bit it saw);
+- the head advances when the data's field 0 has bit 0 set: chunk + 1 + pending, slot + 1 (mod S);
+- the pending bit toggles unless the data's field 0 has bit 1 set (then it is not written).
+
+WRITE and READ have no effect. A dependency chain through the state from command to command,
+so a late operand read too early or an effect not bypassed changes a later response.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from amaranth.hdl import Cat, Module, Mux, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .decision_state import effect_layout, late_layout
 from .layouts import lanes
 from .params import check_data_width
 from .slot_store_signature import Op
@@ -38,18 +50,21 @@ MAX_SIDE_WIDTH = 1024  # the side's bits (folded into the count 32 at a time)
 class ScaffoldRecordModify(wiring.Component):
     """``sum`` = the record after the command (see the module docstring), combinational."""
 
-    def __init__(self, data_width: int, side_width: int | None = None) -> None:
+    def __init__(self, data_width: int, side_width: int | None = None, late_slots: int | None = None) -> None:
         check_data_width(data_width)
         if side_width is not None and not 1 <= side_width <= MAX_SIDE_WIDTH:
             raise ValueError(f"side_width must be 1..{MAX_SIDE_WIDTH}, got {side_width}")
-        self.data_width, self.side_width = data_width, side_width
+        self.data_width, self.side_width, self.late_slots = data_width, side_width, late_slots
         side = {} if side_width is None else {"side": In(side_width)}
+        late = {} if late_slots is None else {"late": In(late_layout(late_slots)),
+                                              "effect": Out(effect_layout(late_slots))}
         super().__init__({"op": In(2), "a": In(data_width), "b": In(data_width),
-                          "sum": Out(data_width), "overflow": Out(lanes(data_width)), **side})
+                          "sum": Out(data_width), "overflow": Out(lanes(data_width)), **side, **late})
 
-    def _folded_side(self) -> Value:
-        """The XOR of the side's 32-bit words."""
-        words = [self.side[k:k + 32] for k in range(0, self.side_width, 32)]
+    @staticmethod
+    def _folded(value: Value) -> Value:
+        """The XOR of ``value``'s 32-bit words."""
+        words = [value[k:k + 32] for k in range(0, len(value), 32)]
         folded = words[0]
         for word in words[1:]:
             folded = folded ^ word
@@ -62,7 +77,11 @@ class ScaffoldRecordModify(wiring.Component):
         for k in range(lanes(self.data_width)):
             if k == 0:
                 count = a(0, 32) + 1
-                fields.append((count if self.side_width is None else count + self._folded_side())[:32])
+                if self.side_width is not None:
+                    count = count + self._folded(self.side)
+                if self.late_slots is not None:
+                    count = count + self._folded(self.late.as_value())
+                fields.append(count[:32])
             elif k == 1:
                 fields.append(a(1, 32) | b(1, 32))
                 flags[1] = (a(1, 32) & b(1, 32)).any()
@@ -75,4 +94,10 @@ class ScaffoldRecordModify(wiring.Component):
         add = self.op == Op.ADD
         m.d.comb += [self.sum.eq(Mux(add, Cat(*fields), self.a | self.b)),
                      self.overflow.eq(Mux(add, Cat(*flags), 0))]
+        if self.late_slots is not None:
+            late, fx = self.late, self.effect
+            m.d.comb += [fx.head_we.eq(add & b(0, 32)[0]),
+                         fx.head.chunk.eq(late.head.chunk + 1 + late.pending),
+                         fx.head.slot.eq(late.head.slot + 1),
+                         fx.pending_we.eq(add & ~b(0, 32)[1]), fx.pending.eq(~late.pending)]
         return m

@@ -31,7 +31,10 @@ min_rate, min_mean_burst, out, model ("sums" or "record"), axi_id (default 0), r
 a random ``cmd.side`` per command, given to the model and checked echoed on ``rsp.side``),
 row_stride / row_offset (the engine's strided address map: row r at base_address + r *
 row_stride + row_offset; every burst then exactly one row at its strided address, and after the
-run every row in memory equals the model's and the bytes between rows are untouched).
+run every row in memory equals the model's and the bytes between rows are untouched), jobs (the
+scaffold engine's ``DecisionState``, ``ScaffoldEngineHarness(jobs=...)``: the model tracks each
+job's head and each row's pending bit; after the random commands one ADD per job and row that
+changes neither shows every head and pending bit in its response, and ``state_error`` stays 0).
 """
 
 from __future__ import annotations
@@ -111,7 +114,8 @@ class Bench:
         await ClockCycles(dut.clk, 4)
         dut.rst.value = 0
         await RisingEdge(dut.clk)
-        return MODELS[self.p.get("model", "sums")](self.width, initial)
+        state = {"jobs": self.p["jobs"], "slots": self.rows} if self.p.get("jobs") else {}
+        return MODELS[self.p.get("model", "sums")](self.width, initial, **state)
 
     def address(self, row: int) -> int:
         """The byte address of ``row`` (dense: row_stride = the row's bytes, offset 0)."""
@@ -170,15 +174,16 @@ class Bench:
                 f"{ch} burst at {addr:#x} outside the store's region"
 
     async def run(self, commands: list[tuple[int, int, int, int, int]], model: SlotStoreModel, *,
-                  p_cmd: float, p_rsp: float, on_cycle=None, gate=None) -> list[int]:
+                  p_cmd: float, p_rsp: float, on_cycle=None, gate=None, sides: list[int] | None = None) -> list[int]:
         """Drive ``commands`` (op, row, data, lanes, more; tag = index), check each response
         against ``model`` in order; returns the cycle of each response. ``gate(i)``: command
         ``i`` may be offered only while it is true (another engine's progress); ``self.sent``
         counts the commands taken so far (what another bench's gate looks at). With
-        ``side_width`` each command gets a random side, given to the model and expected back on
-        ``rsp.side``."""
+        ``side_width`` each command gets a random side (or its own of ``sides``), given to the
+        model and expected back on ``rsp.side``."""
         dut, rng = self.dut, self.rng
-        sides = [rng.getrandbits(self.side_width) if self.side_width else 0 for _ in commands]
+        if sides is None:
+            sides = [rng.getrandbits(self.side_width) if self.side_width else 0 for _ in commands]
         expected = [(*model.apply(op, row, data, lanes, *([sides[i]] if self.side_width else [])),
                      i & ((1 << TAG_BITS) - 1), sides[i])
                     for i, (op, row, data, lanes, _more) in enumerate(commands)]
@@ -278,6 +283,19 @@ def _message_commands(b: Bench, n: int) -> list[tuple[int, int, int, int, int]]:
     return cmds[:n]
 
 
+async def _check_state(b: Bench, model, on_cycle) -> None:
+    """The ``DecisionState`` after the run: one ADD per job and row whose data (field 0 = 2)
+    neither advances the head nor writes the pending bit, so each response's count shows the
+    job's head and the row's pending bit as the model has them; ``state_error`` 0. Also checks
+    the run moved heads and left pending bits of both values (the state was exercised)."""
+    assert any(head != (0, 0) for head in model.heads) and 0 < sum(model.pending) < b.rows, \
+        f"state not exercised: heads {model.heads}, pending {model.pending}"
+    probes = [(int(Op.ADD), row, 2, 0, 0) for _ in range(b.p["jobs"]) for row in range(b.rows)]
+    sides = [job for job in range(b.p["jobs"]) for _ in range(b.rows)]
+    await b.run(probes, model, p_cmd=1.0, p_rsp=1.0, on_cycle=on_cycle, sides=sides)
+    assert not int(b.dut.state_error.value), "DecisionState error set"
+
+
 @cocotb.test()
 async def random_commands(dut):
     """Random commands under random backpressure and latency: every response as the reference."""
@@ -296,6 +314,8 @@ async def random_commands(dut):
 
     cmds = _random_commands(b, p.get("commands", 500))
     await b.run(cmds, model, p_cmd=p.get("p_cmd", 0.7), p_rsp=p.get("p_rsp", 0.7), on_cycle=on_cycle)
+    if p.get("jobs"):
+        await _check_state(b, model, on_cycle)
     if b.ram is not None:
         await ClockCycles(dut.clk, 2)
         b.check_bursts()

@@ -3,7 +3,7 @@ store's adder: the scaffold record modify (hdl/record_modify_scaffold.py) on AXI
 against its Python twin (sim/record_model.py) in the slot-store bench (sim/tb_slot_store.py) on
 cocotbext-axi's AxiRam with random latency and backpressure, with and without a side input
 (``side_shape``) and a strided address map (``row_stride`` / ``row_offset``); the engine's
-parameter checks."""
+parameter checks (the late operand's ports and signature too; its bench: test_decision_state.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from wanreduce.hdl.dram_rmw_engine import DramRmwEngine
+from wanreduce.hdl.decision_state import effect_layout, late_layout
+from wanreduce.hdl.dram_rmw_engine import LATE_PORTS, DramRmwEngine
 from wanreduce.hdl.engines_on_arbiter_harness import engines_with_latency
 from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
 from wanreduce.hdl.saturating_adder import SaturatingAdder
@@ -50,7 +51,7 @@ def _bad(**change):
     (_bad(a=In(32)), r"modify: member a must be In\(64\), got In\(32\)"),
     (_bad(overflow=Out(1)), r"modify: member overflow must be Out\(2\), got Out\(1\)"),
     (_bad(op=Out(2)), r"modify: member op must be In\(2\), got Out\(2\)"),
-    (_bad(carry=Out(1)), r"modify: members must be among a, b, sum, overflow, op, side, got \['carry'\]"),
+    (_bad(carry=Out(1)), r"modify: members must be among a, b, sum, overflow, op, side, late, effect, got \['carry'\]"),
     (_bad(side=In(8)), r"modify: member side needs the engine's side_shape \(None\), got In\(8\)"),
 ])
 def test_rejects_a_modify_that_does_not_fit(modify, msg) -> None:
@@ -71,6 +72,43 @@ def test_rejects_a_side_that_does_not_fit(modify, side_shape, msg) -> None:
     """The modify has ``side`` exactly when the engine has ``side_shape``, of that shape."""
     with pytest.raises(ValueError, match=msg):
         DramRmwEngine(64, slots=4, row_bits=1, outstanding=8, modify=modify, side_shape=side_shape)
+
+
+LATE, EFFECT = late_layout(16), effect_layout(16)
+
+
+@pytest.mark.parametrize(("modify", "kw", "msg"), [
+    (_bad(late=In(LATE)), {}, r"modify: member late needs the engine's late_shape \(None\), got In\(StructLayout"),
+    (_bad(effect=Out(EFFECT)), {}, r"modify: member effect needs the engine's effect_shape \(None\)"),
+    (_bad(), {"late_shape": LATE}, r"modify: member late must be In\(StructLayout.*\) \(late_shape\), got nothing"),
+    (_bad(late=In(38)), {"late_shape": LATE}, r"modify: member late must be In\(StructLayout.*\) \(late_shape\), got In\(38\)"),
+    (_bad(late=Out(LATE)), {"late_shape": LATE}, r"modify: member late must be In\(StructLayout.*\), got Out"),
+    (_bad(), {"effect_shape": EFFECT}, r"modify: member effect must be Out\(StructLayout.*\) \(effect_shape\), got nothing"),
+    (_bad(effect=In(EFFECT)), {"effect_shape": EFFECT}, r"modify: member effect must be Out\(StructLayout.*\), got In"),
+    (_bad(effect=Out(8)), {"effect_shape": 9}, r"modify: member effect must be Out\(unsigned\(9\)\) \(effect_shape\), got Out\(8\)"),
+])
+def test_rejects_a_late_operand_that_does_not_fit(modify, kw, msg) -> None:
+    """The modify has ``late`` / ``effect`` exactly when the engine has ``late_shape`` /
+    ``effect_shape``, of that shape and direction."""
+    with pytest.raises(ValueError, match=msg):
+        DramRmwEngine(64, slots=4, row_bits=2, outstanding=8, modify=modify, **kw)
+
+
+def test_late_ports_only_with_a_late_operand() -> None:
+    """Without ``late_shape`` / ``effect_shape`` none of ``LATE_PORTS``; with them the look-ahead
+    (``ahead_side`` with a side), ``late`` in and ``effect`` out, of their shapes."""
+    plain = DramRmwEngine(64, slots=4, row_bits=1, outstanding=8, modify=SaturatingAdder)
+    assert not set(LATE_PORTS) & set(plain.signature.members)
+    e = DramRmwEngine(64, slots=16, row_bits=0, outstanding=8, row_width=256, side_shape=4,
+                      modify=lambda w: ScaffoldRecordModify(w, side_width=4, late_slots=16),
+                      late_shape=LATE, effect_shape=EFFECT)
+    m = e.signature.members
+    assert set(LATE_PORTS) <= set(m)
+    assert m["late"].flow == In and m["late"].shape == LATE and m["effect"].flow == Out and m["effect"].shape == EFFECT
+    assert len(e.ahead_row) == 4 and len(e.ahead_side) == 4
+    no_side = DramRmwEngine(64, slots=16, row_bits=0, outstanding=8, row_width=256, late_shape=LATE,
+                            modify=_bad(late=In(LATE)))
+    assert "ahead_side" not in no_side.signature.members and "effect" not in no_side.signature.members
 
 
 def test_side_travels_on_cmd_and_rsp() -> None:

@@ -1,0 +1,139 @@
+"""The decision's late operand: each job's head and each slot's pending bit, as the record store's
+modify needs them at C2 (issue 16, large-S step 4; docs/large_slots.md, "The record store", and
+``hdl/dram_rmw_engine.py``, "Late operand").
+
+The record store's decision needs, besides the record and the message header (``side``), the
+job's *head* (the oldest chunk not yet released, and its slot) and the slot's *pending* bit.
+Both change with every decision, so they are read when the command reaches C2, not when it is
+accepted. ``DecisionState`` holds them and serves the engine's late-operand ports:
+
+- **Read a cycle ahead.** With the engine's look-ahead (``ahead_valid``, the job and the slot of
+  the command in C1) the head is read from a memory of J heads and the pending bit from
+  ``PendingWords``' one-bit read port (the pending bits' one store, 64-bit words in block RAM,
+  ``hdl/pending_words.py``); in the next cycle they are ``late``, the command in C2.
+- **Written from the effect, a cycle late.** The modify's ``effect`` (a new head for the job, a
+  new value of the slot's pending bit, each with its write enable) is registered (``fx``: the
+  modify ends in flip-flops), then written: the head into its memory, the pending bit as a
+  ``PendingWords`` SET (1) or a one-slot CLEAR (0; both take one cycle and never drop
+  ``op.ready``), which writes its word in the cycle after (its data cycle).
+- **Bypass.** The command in C2 in t + 1 read its state in t, before the effect of the command
+  in C2 in t was written: ``late`` takes that effect from ``fx`` where it is the same job's head
+  or the same slot's pending bit. The head memory's read port is transparent to its write, so
+  one step suffices for the head; the pending bit is written a cycle later still, so it also
+  takes ``fx2`` (the effect before, pending part only). The newest effect wins.
+
+``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
+without its effect (the engine's contract broken), or ``PendingWords`` refused an operation.
+The release of a run of pending chunks when the head's chunk completes (``PendingWords``'
+RELEASE, a multi-cycle scan) is not done here yet: the effect sets or clears the command's own
+slot's bit only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .dram_rmw_engine import DramRmwEngine
+from .params import check_core_params, check_large_slots
+from .pending_words import PendingOp, PendingWords
+
+__all__ = ["CHUNK_BITS", "DecisionState", "connect_owner", "effect_layout", "head_layout", "late_layout"]
+
+CHUNK_BITS = 32  # the reducer's chunk ids (its heads are 32-bit chunk ids)
+
+
+def head_layout(slots: int) -> data.StructLayout:
+    """A job's head: its ``chunk`` id and the ``slot`` that chunk is in."""
+    return data.StructLayout({"chunk": CHUNK_BITS, "slot": (slots - 1).bit_length()})
+
+
+def late_layout(slots: int) -> data.StructLayout:
+    """The late operand: the command's job's ``head`` and its slot's ``pending`` bit, current at C2."""
+    return data.StructLayout({"head": head_layout(slots), "pending": 1})
+
+
+def effect_layout(slots: int) -> data.StructLayout:
+    """A decision's effect: the job's new ``head`` (if ``head_we``), the slot's new ``pending`` bit
+    (if ``pending_we``)."""
+    return data.StructLayout({"head_we": 1, "head": head_layout(slots), "pending_we": 1, "pending": 1})
+
+
+class DecisionState(wiring.Component):
+    """J heads and S pending bits served as the engine's late operand (module docstring).
+
+    In: ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` (the engine's look-ahead), ``effect`` /
+    ``effect_valid``. Out: ``late`` (for the command in C2), ``error``. ``pending``: the
+    ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory.
+    """
+
+    def __init__(self, *, slots: int, jobs: int) -> None:
+        check_large_slots(slots)
+        check_core_params(jobs=jobs)
+        self.slots, self.jobs = slots, jobs
+        self.slot_bits = (slots - 1).bit_length()
+        self.job_bits = (jobs - 1).bit_length()
+        self.late_layout, self.effect_layout = late_layout(slots), effect_layout(slots)
+        super().__init__({
+            "ahead_valid": In(1), "ahead_job": In(self.job_bits), "ahead_slot": In(self.slot_bits),
+            "late": Out(self.late_layout),
+            "effect": In(self.effect_layout), "effect_valid": In(1),
+            "error": Out(1),
+        })
+        self.pending = PendingWords(slots=slots, bit_ports=1)
+        self.heads = Memory(shape=head_layout(slots), depth=jobs, init=[])
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.pending = pw = self.pending
+        m.submodules.heads = self.heads
+        h_wr = self.heads.write_port()
+        h_rd = self.heads.read_port(transparent_for=(h_wr,))
+
+        # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit ----
+        m.d.comb += [h_rd.addr.eq(self.ahead_job), pw.rd_slot[0].eq(self.ahead_slot)]
+        c2_valid, c2_job, c2_slot = Signal(), Signal(self.job_bits), Signal(self.slot_bits)
+        m.d.sync += [c2_valid.eq(self.ahead_valid), c2_job.eq(self.ahead_job), c2_slot.eq(self.ahead_slot)]
+
+        # ---- the effect, registered (fx), then written ----
+        fx = Signal(self.effect_layout)
+        fx_job, fx_slot = Signal(self.job_bits), Signal(self.slot_bits)
+        fx2_we, fx2_bit, fx2_slot = Signal(), Signal(), Signal(self.slot_bits)  # pending, one back
+        m.d.sync += [fx.eq(Mux(self.effect_valid, self.effect.as_value(), 0)), fx_job.eq(c2_job), fx_slot.eq(c2_slot),
+                     fx2_we.eq(fx.pending_we), fx2_bit.eq(fx.pending), fx2_slot.eq(fx_slot)]
+        m.d.comb += [h_wr.addr.eq(fx_job), h_wr.data.eq(fx.head), h_wr.en.eq(fx.head_we)]
+        op = pw.op.payload  # SET, or CLEAR of a one-slot region (log2_window 0): one cycle each
+        m.d.comb += [pw.op.valid.eq(fx.pending_we), op.kind.eq(Mux(fx.pending, PendingOp.SET, PendingOp.CLEAR)),
+                     op.slot.eq(fx_slot), op.base.eq(fx_slot), op.log2_window.eq(0)]
+
+        # ---- late (the command in C2): the state read, bypassed from the effects not yet in it ----
+        head_fwd = fx.head_we & (fx_job == c2_job)
+        pend_fwd, pend_fwd2 = fx.pending_we & (fx_slot == c2_slot), fx2_we & (fx2_slot == c2_slot)
+        m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
+                     self.late.pending.eq(Mux(pend_fwd, fx.pending, Mux(pend_fwd2, fx2_bit, pw.rd_bit[0])))]
+
+        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready)):
+            m.d.sync += self.error.eq(1)
+        return m
+
+
+def connect_owner(m: Module, engine: DramRmwEngine, state: DecisionState,
+                  job_of: Callable[[Value], Value] | None = None) -> None:
+    """Wire ``state`` to ``engine``'s late-operand ports (``LATE_PORTS``): the look-ahead's row
+    is the slot, ``job_of(ahead_side)`` the job (default: the side's field ``job``)."""
+    if engine.rows != state.slots:
+        raise ValueError(f"connect_owner: the engine's rows must be the state's slots ({state.slots}), got {engine.rows}")
+    for name, want, got in (("late_shape", state.late_layout, engine.late_shape),
+                            ("effect_shape", state.effect_layout, engine.effect_shape)):
+        if got != want:
+            raise ValueError(f"connect_owner: the engine's {name} must be {want}, got {got}")
+    if state.job_bits and engine.side_shape is None:
+        raise ValueError(f"connect_owner: {state.jobs} jobs need the engine's side_shape (the job rides in the side)")
+    job = (job_of or (lambda side: side.job))(engine.ahead_side) if state.job_bits else 0
+    m.d.comb += [state.ahead_valid.eq(engine.ahead_valid), state.ahead_slot.eq(engine.ahead_row),
+                 state.ahead_job.eq(job), engine.late.eq(state.late),
+                 state.effect.eq(engine.effect), state.effect_valid.eq(engine.effect_valid)]

@@ -1,0 +1,264 @@
+"""The engine's late operand (hdl/dram_rmw_engine.py, "Late operand") and its owner
+``DecisionState`` (hdl/decision_state.py): the state read a cycle ahead, written from the effect,
+bypassed for back-to-back commands (Amaranth's simulator, against a Python model); the owner's
+wiring checks; the scaffold modify's late operand against its Python twin; and the
+scaffold engine with a ``DecisionState`` on cocotbext-axi's AxiRam with random latency and
+backpressure (sim/tb_slot_store.py), every response and the final state against the twin. The
+engine's own late-operand checks (ports, the modify's signature) are in test_dram_rmw_engine.py."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.sim import Simulator
+from stream_helpers import pack, run_testbench
+
+from wanreduce.hdl.decision_state import (
+    CHUNK_BITS,
+    DecisionState,
+    connect_owner,
+    effect_layout,
+    late_layout,
+)
+from wanreduce.hdl.dram_rmw_engine import LATE_PORTS, DramRmwEngine
+from wanreduce.hdl.engine_with_state import EngineWithState
+from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
+from wanreduce.hdl.scaffold_engine_harness import ScaffoldEngineHarness, scaffold_engine
+from wanreduce.hdl.slot_store_signature import Op
+from wanreduce.sim.record_model import RecordModel, scaffold_effect, scaffold_update
+from wanreduce.sim.simulator import generate_verilog, run_cocotb
+
+SLOTS = 256  # four 64-bit pending words, two banks
+
+
+def _run_state(slots: int, jobs: int, n: int, seed: int, p_gap: float) -> tuple[list, list, list]:
+    """Random commands on few slots (some sharing a word) and every job; each effect random; the
+    late operand each saw against the model (heads and pending bits with every earlier effect)."""
+    rng = random.Random(seed)
+    hot = [3, 5, 64 + 7, 130, slots - 1]
+    heads, pending = [(0, 0)] * jobs, [0] * slots
+    commands, want = [], []
+    for _ in range(n):
+        job, slot = rng.randrange(jobs), rng.choice(hot)
+        want.append((*heads[job], pending[slot]))
+        fx = {"head_we": rng.random() < 0.5, "head": {"chunk": rng.getrandbits(CHUNK_BITS),
+                                                      "slot": rng.randrange(slots)},
+              "pending_we": rng.random() < 0.7, "pending": rng.getrandbits(1)}
+        if fx["head_we"]:
+            heads[job] = (fx["head"]["chunk"], fx["head"]["slot"])
+        if fx["pending_we"]:
+            pending[slot] = fx["pending"]
+        commands.append((job, slot, fx))
+    gaps = [0 if rng.random() > p_gap else rng.randint(1, 3) for _ in commands]
+    return commands, gaps, want
+
+
+def _simulate(slots: int, jobs: int, commands: list, gaps: list[int]) -> tuple[list, list, bool]:
+    """The engine's timing: command k's look-ahead in cycle t_k, its C2 in t_k + 1; t_{k+1} =
+    t_k + 1 + gaps[k + 1] (gap 0: back to back in C2). Returns the late operand each command
+    saw, the distance in cycles to the last effect on its job's head / its slot (0: > 2), and
+    ``error`` at the end."""
+    dut = DecisionState(slots=slots, jobs=jobs)
+    lay = effect_layout(slots)
+    t_ahead, t = [], -1
+    for g in gaps:
+        t = t + 1 + g
+        t_ahead.append(t)
+    by_ahead = {tk: k for k, tk in enumerate(t_ahead)}
+    by_c2 = {tk + 1: k for k, tk in enumerate(t_ahead)}
+    seen, dist, error = [None] * len(commands), [None] * len(commands), []
+
+    async def tb(ctx):
+        last_head, last_pend = {}, {}
+        for cycle in range(t_ahead[-1] + 4):
+            k = by_ahead.get(cycle)
+            ctx.set(dut.ahead_valid, k is not None)
+            if k is not None:
+                ctx.set(dut.ahead_job, commands[k][0])
+                ctx.set(dut.ahead_slot, commands[k][1])
+            k = by_c2.get(cycle)
+            ctx.set(dut.effect_valid, k is not None)
+            if k is not None:
+                job, slot, fx = commands[k]
+                late = ctx.get(dut.late)
+                seen[k] = (late.head.chunk, late.head.slot, late.pending)
+                d = (cycle - last_head.get(job, -9), cycle - last_pend.get(slot, -9))
+                dist[k] = tuple(x if x <= 2 else 0 for x in d)
+                ctx.set(dut.effect.as_value(), pack(lay, fx))
+                if fx["head_we"]:
+                    last_head[job] = cycle
+                if fx["pending_we"]:
+                    last_pend[slot] = cycle
+            await ctx.tick()
+        error.append(ctx.get(dut.error))
+
+    run_testbench(dut, tb)
+    return seen, dist, bool(error[0])
+
+
+@pytest.mark.parametrize(("jobs", "p_gap", "seed"), [(1, 0.2, 1), (2, 0.3, 2), (4, 0.1, 3), (3, 0.5, 4)])
+def test_late_operand_is_current_at_c2(jobs: int, p_gap: float, seed: int) -> None:
+    """Random commands, mostly back to back, on five slots (two in one word, three banks' words)
+    and every job, random effects: each command's late operand is its job's head and its slot's
+    pending bit with every earlier command's effect applied: read (the effect two or more
+    cycles back), bypassed from the effect one cycle back (head and pending) and two cycles back
+    (pending, written a cycle later by ``PendingWords``). Each path is taken."""
+    commands, gaps, want = _run_state(SLOTS, jobs, 400, seed, p_gap)
+    seen, dist, error = _simulate(SLOTS, jobs, commands, gaps)
+    for k, (got, w) in enumerate(zip(seen, want, strict=True)):
+        assert got == w, f"command {k} (job {commands[k][0]}, slot {commands[k][1]}, last effect on head / " \
+                         f"pending {dist[k]} cycles back): late {got}, want {w}"
+    assert not error
+    for i, what in ((0, "head"), (1, "pending")):
+        for d in (1, 2):
+            assert sum(x[i] == d for x in dist) > 10, f"few {what} effects {d} cycle(s) back"
+
+
+def test_error_when_effect_and_look_ahead_disagree() -> None:
+    """An effect without a look-ahead the cycle before (the engine's contract broken) sets the
+    sticky ``error``; the look-ahead then its effect does not."""
+    dut = DecisionState(slots=16, jobs=2)
+
+    async def tb(ctx):
+        ctx.set(dut.ahead_valid, 1)
+        await ctx.tick()
+        ctx.set(dut.ahead_valid, 0)
+        ctx.set(dut.effect_valid, 1)
+        await ctx.tick()
+        assert not ctx.get(dut.error)
+        await ctx.tick()  # effect_valid still high: no look-ahead for it
+        ctx.set(dut.effect_valid, 0)
+        await ctx.tick()
+        assert ctx.get(dut.error)
+
+    run_testbench(dut, tb)
+
+
+def test_rejects_bad_state_params() -> None:
+    with pytest.raises(ValueError, match=r"jobs must be 1\.\.16, got 0"):
+        DecisionState(slots=16, jobs=0)
+    with pytest.raises(ValueError, match=r"slots must be a power of two"):
+        DecisionState(slots=12, jobs=2)
+
+
+# ---- the engine's ports and the modify's signature checks ---------------------------------------
+
+def test_connect_owner_checks_the_engine() -> None:
+    """``connect_owner``: one row per slot, the state's layouts, a side for more than one job."""
+    state = DecisionState(slots=16, jobs=2)
+
+    def engine(slots: int, side: int | None = 1, late_slots: int = 16):
+        return DramRmwEngine(64, slots=slots, row_bits=0, outstanding=8, row_width=256, side_shape=side,
+                             modify=lambda w: ScaffoldRecordModify(w, side_width=side, late_slots=late_slots),
+                             late_shape=late_layout(late_slots), effect_shape=effect_layout(late_slots))
+
+    with pytest.raises(ValueError, match=r"connect_owner: the engine's rows must be the state's slots \(16\), got 8"):
+        connect_owner(Module(), engine(8), state)
+    with pytest.raises(ValueError, match=r"connect_owner: the engine's late_shape must be StructLayout"):
+        connect_owner(Module(), engine(16, late_slots=32), state)
+    with pytest.raises(ValueError, match=r"connect_owner: 2 jobs need the engine's side_shape"):
+        connect_owner(Module(), engine(16, side=None), state)
+    connect_owner(Module(), engine(16), state, job_of=lambda side: side[:1])
+
+
+def test_engine_with_state_hides_the_late_ports() -> None:
+    """``scaffold_engine(jobs=)``: the engine's ports but ``LATE_PORTS`` (wired inside), plus
+    ``state_error``; without jobs the bare engine."""
+    args = {"slots": 8, "row_bits": 0, "outstanding": 8, "row_width": 256, "side_width": 2}
+    owned = scaffold_engine(64, jobs=2, **args)
+    bare = scaffold_engine(64, **args)
+    assert isinstance(owned, EngineWithState) and isinstance(bare, DramRmwEngine)
+    assert set(owned.signature.members) == set(bare.signature.members) | {"state_error"}
+    assert set(LATE_PORTS) <= set(owned.engine.signature.members)
+
+
+def test_harness_rejects_bad_jobs() -> None:
+    args = {"slots": 8, "row_bits": 0, "outstanding": 8, "row_width": 256}
+    with pytest.raises(ValueError, match=r"jobs must be a power of two with side_width >= log2\(jobs\), got jobs 3"):
+        ScaffoldEngineHarness(64, side_width=4, jobs=3, **args)
+    with pytest.raises(ValueError, match=r"got jobs 4, side_width 1"):
+        ScaffoldEngineHarness(64, side_width=1, jobs=4, **args)
+
+
+# ---- the scaffold modify's late operand against its twin ------------------------------------------
+
+@pytest.mark.parametrize(("width", "side_width"), [(64, 8), (256, None)])
+def test_scaffold_late_is_its_python_twin(width: int, side_width: int | None) -> None:
+    """ADD folds the late operand into the count and gives the effect of ``scaffold_effect``;
+    WRITE and READ give no effect."""
+    slots = 16
+    dut = ScaffoldRecordModify(width, side_width=side_width, late_slots=slots)
+    lay = late_layout(slots)
+    rng = random.Random(width)
+
+    async def bench(ctx):
+        for _ in range(200):
+            a, b = rng.getrandbits(width), rng.getrandbits(width)
+            side = rng.getrandbits(side_width) if side_width else 0
+            chunk, hslot, pend = rng.getrandbits(CHUNK_BITS), rng.randrange(slots), rng.getrandbits(1)
+            late = pack(lay, {"head": {"chunk": chunk, "slot": hslot}, "pending": pend})
+            if side_width:
+                ctx.set(dut.side, side)
+            ctx.set(dut.late.as_value(), late)
+            ctx.set(dut.op, Op.ADD)
+            ctx.set(dut.a, a)
+            ctx.set(dut.b, b)
+            assert (ctx.get(dut.sum), ctx.get(dut.overflow)) == scaffold_update(a, b, width // 32, side, late)
+            fx = ctx.get(dut.effect)
+            head, pending = scaffold_effect(b, (chunk, hslot), pend, slots)
+            assert fx.head_we == (head is not None) and fx.pending_we == (pending is not None)
+            if head is not None:
+                assert (fx.head.chunk, fx.head.slot) == head
+            if pending is not None:
+                assert fx.pending == pending
+            for op in (Op.WRITE, Op.READ):
+                ctx.set(dut.op, op)
+                assert not ctx.get(dut.effect.head_we) and not ctx.get(dut.effect.pending_we)
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_record_model_applies_effects_in_order() -> None:
+    """The twin's state: an ADD's late operand is the state before it, its effect is applied
+    after (two ADDs to one job and row: the second sees the first's head and pending bit)."""
+    model = RecordModel(64, lambda row: 0, jobs=2, slots=8)
+    model.apply(Op.ADD, 3, 1, 0, side=1)  # advance job 1's head, toggle row 3's pending bit
+    assert model.heads == [(0, 0), (1, 1)] and model.pending[3] == 1
+    model.apply(Op.ADD, 3, 1, 0, side=3)  # job 1 again: chunk + 1 + pending
+    assert model.heads[1] == (3, 2) and model.pending[3] == 0
+    model.apply(Op.WRITE, 3, 1, 0, side=1)
+    assert model.heads[1] == (3, 2)
+
+
+# ---- the scaffold engine with a DecisionState on AxiRam ---------------------------------------------
+
+# Few rows (8: back-to-back commands to one row are frequent) and few jobs (the job is the side's
+# low bits): 256-bit records on the 64-bit port, a 16-entry table at 20..200 cycles, and a
+# 4-entry table at 1..12 (full most of the time, completions back to back).
+CONFIGS = {
+    "w64_r256_n16_j2": {"data_width": 64, "row_width": 256, "slots": 8, "row_bits": 0, "outstanding": 16,
+                        "burst_beats": 16, "burst_hold": 64, "base_address": 0x1000, "delay_depth": 256,
+                        "side_width": 8, "jobs": 2},
+    "w64_r256_n4_j4": {"data_width": 64, "row_width": 256, "slots": 4, "row_bits": 1, "outstanding": 4,
+                       "burst_beats": 8, "base_address": 0x1000, "delay_depth": 64, "side_width": 3, "jobs": 4},
+}
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize(("config", "seed", "latency"), [("w64_r256_n16_j2", 51, [20, 200]),
+                                                         ("w64_r256_n4_j4", 52, [1, 12])])
+def test_cocotb_engine_with_decision_state(config: str, seed: int, latency: list[int]) -> None:
+    """Random WRITE / ADD / READ to few rows and jobs, random handshakes, random AXI pauses on
+    every channel, random latency: every response as the twin (each ADD's count folds the head
+    and pending bit it saw at C2), then one ADD per job and row shows every head and pending bit
+    as the twin's; ``state_error`` and ``mem_error`` 0; memory as the twin's."""
+    params = CONFIGS[config]
+    top = f"scaffold_state_{config}"
+    path = generate_verilog(ScaffoldEngineHarness, name=top, params=params)
+    run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_slot_store", testcase="random_commands",
+               params={**params, "seed": seed, "commands": 800, "latency_range": latency,
+                       "model": "record", "axi_id": 1})
