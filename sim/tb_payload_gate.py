@@ -22,11 +22,13 @@ overflow counted on the message's lanes only, tag) in order; then every row in m
 reference's (DISCARD and mismatched messages leave it), ``mem_error`` and the arbiter's
 ``copy_error`` 0, the gate's counters and ``error`` the twin's. Parameters: the harness's
 (data_width, depth, max_elements, slots, row_bits, outstanding, base_address), messages, seed,
-latency_range, p_axi.
+latency_range, p_axi, p_stream (fixed valid / ready probability on every stream), out (a JSON
+file: commands, cycles, steady-state commands per cycle ``rate``, overflows, counters).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 
@@ -34,12 +36,13 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
+from wanreduce.hdl.gate_store_harness import gate_store_with_latency
 from wanreduce.hdl.payload_fifo import beat_layout
 from wanreduce.hdl.payload_gate import Decision, request_layout
 from wanreduce.hdl.slot_store_signature import TAG_BITS, cmd_layout
-from wanreduce.sim.axi_memory import vary_latency
+from wanreduce.sim.axi_memory import steady_rate, vary_latency
 from wanreduce.sim.payload_gate_model import GateCommand, GateMessage, expected_commands
-from wanreduce.sim.simulator import tb_params
+from wanreduce.sim.simulator import generate_verilog, run_cocotb, tb_params
 from wanreduce.sim.tb_slot_store import Bench, _pack, _unpack, random_row
 
 COUNTERS = ("written", "added", "discarded", "mismatches", "orphans")
@@ -189,13 +192,14 @@ async def gate_drives_store(dut):
     b.random_axi_pauses(p.get("p_axi", 0.3))
     vary_latency(dut, rng, *p.get("latency_range", (20, 200)))
 
-    got, cycle, probs = 0, 0, [1.0, 1.0, 1.0, 1.0]
-    overflows = 0
+    fixed = p.get("p_stream")  # every stream's valid / ready probability, never re-drawn
+    got, cycle, probs = 0, 0, [fixed or 1.0] * 4
+    overflows, stamps = 0, []
     while got < len(expected) or not inputs.done:
         await RisingEdge(dut.clk)
         cycle += 1
         assert cycle < 400 * inputs.total + 5000, f"stuck: {got} of {len(expected)} responses"
-        if cycle % 200 == 1:
+        if cycle % 200 == 1 and fixed is None:
             probs = [rng.choice([0.1, 0.5, 0.9, 1.0]) for _ in range(4)]
         inputs.offer(rng, probs)
         ready = rng.random() < probs[3]
@@ -210,6 +214,7 @@ async def gate_drives_store(dut):
                 f"want {expected[got] if c else None}"
             overflows += r["overflow"]
             got += 1
+            stamps.append(cycle)
     await inputs.stop(dut)
     await ClockCycles(dut.clk, 20)
     assert not int(dut.rsp__valid.value), "a response beyond the reference's"
@@ -218,5 +223,21 @@ async def gate_drives_store(dut):
     counts = _check_counters(dut, want)
     b.check_bursts()
     await b.check_memory(model)
-    dut._log.info(f"{len(messages)} messages, {got} commands ({overflows} overflowed) in {cycle} cycles, "
-                  f"counters {counts}")
+    result = {"commands": got, "cycles": cycle, "rate": steady_rate(stamps), "overflows": overflows, **counts}
+    if p.get("out"):
+        with open(p["out"], "w") as f:
+            json.dump(result, f)
+    dut._log.info(f"{len(messages)} messages: {result}")
+
+
+def run_gate_store(width: int, *, seed: int, messages: int = 150, **tb: object) -> None:
+    """Generate the gate-and-store harness at ``width`` (a few slots of 8 rows, ``max_elements``
+    a slot's) and run ``gate_drives_store`` on it (``tb``: further tb_params: latency_range,
+    p_axi, p_stream, out). tests/test_payload_gate.py and bench/bench_payload_gate.py."""
+    row_bits = 3
+    params = {"data_width": width, "depth": 16, "max_elements": (1 << row_bits) * width // 32,
+              "slots": 4, "row_bits": row_bits, "outstanding": 32, "base_address": 0x3000}
+    top = f"gate_store_w{width}"
+    path = generate_verilog(gate_store_with_latency, name=top, params=params)
+    run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="gate_drives_store",
+               params={**params, "messages": messages, "seed": seed, **tb}, timeout_s=120)

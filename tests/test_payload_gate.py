@@ -11,12 +11,12 @@ import pytest
 from amaranth.hdl import Fragment, MemoryInstance, Shape, Value
 from stream_helpers import Port, drive_random, pack, run_testbench, unpack
 
-from wanreduce.hdl.gate_store_harness import gate_store_with_latency
 from wanreduce.hdl.layouts import beat_lanes
 from wanreduce.hdl.payload_fifo import PayloadFIFO, beat_layout
 from wanreduce.hdl.payload_gate import Decision, PayloadGate
 from wanreduce.sim.payload_gate_model import GateCommand, GateMessage, expected_commands
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
+from wanreduce.sim.tb_payload_gate import run_gate_store
 
 WRITE, ADD, DISCARD = Decision.WRITE.value, Decision.ADD.value, Decision.DISCARD.value
 COUNTERS = ("written", "added", "discarded", "mismatches", "orphans")
@@ -296,10 +296,4 @@ def test_cocotb_payload_gate(width: int, depth: int) -> None:
 @pytest.mark.cocotb
 @pytest.mark.parametrize("width", [64, 256])
 def test_cocotb_gate_drives_the_store(width: int) -> None:
-    row_bits = 3
-    params = {"data_width": width, "depth": 16, "max_elements": (1 << row_bits) * width // 32,
-              "slots": 4, "row_bits": row_bits, "outstanding": 32, "base_address": 0x3000}
-    top = f"gate_store_w{width}"
-    path = generate_verilog(gate_store_with_latency, name=top, params=params)
-    run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_payload_gate", testcase="gate_drives_store",
-               params={**params, "messages": 150, "seed": width}, timeout_s=120)
+    run_gate_store(width, seed=width)
