@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--rate", type=_configs, default=[],
                     help="W:latency pairs: gate + DRAM store commands per cycle (default none)")
     ap.add_argument("--rate-messages", type=int, default=400, help="messages per rate run (default 400)")
+    ap.add_argument("--outstanding", type=int, default=32, help="the store's table entries in the rate runs (default 32)")
     a = ap.parse_args()
     for w, depth in a.config:
         dut = PayloadGate(w, depth, address_bits=a.address_bits, messages=a.messages)
@@ -52,11 +53,11 @@ def main() -> None:
     for w, latency in a.rate:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "rate.json"
-            run_gate_store(w, seed=1, messages=a.rate_messages, latency_range=[latency, latency], p_axi=0.0,
+            run_gate_store(w, seed=1, messages=a.rate_messages, outstanding=a.outstanding, latency_range=[latency, latency], p_axi=0.0,
                            p_stream=1.0, out=str(out))
             r = json.loads(out.read_text())
-        print(f"gate + DRAM store W {w} latency {latency}: {r['rate']:.3f} commands/cycle steady state "
-              f"({r['commands']} commands in {r['cycles']} cycles)", flush=True)
+        print(f"gate + DRAM store W {w} latency {latency} outstanding {a.outstanding}: {r['rate']:.3f} commands/cycle steady state "
+              f"({r['commands']} commands from {r['beats']} input beats in {r['cycles']} cycles)", flush=True)
 
 
 if __name__ == "__main__":

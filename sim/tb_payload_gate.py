@@ -23,7 +23,7 @@ reference's (DISCARD and mismatched messages leave it), ``mem_error`` and the ar
 ``copy_error`` 0, the gate's counters and ``error`` the twin's. Parameters: the harness's
 (data_width, depth, max_elements, slots, row_bits, outstanding, base_address), messages, seed,
 latency_range, p_axi, p_stream (fixed valid / ready probability on every stream), out (a JSON
-file: commands, cycles, steady-state commands per cycle ``rate``, overflows, counters).
+file: input beats, commands, cycles, steady-state commands per cycle ``rate``, overflows, counters).
 """
 
 from __future__ import annotations
@@ -223,21 +223,21 @@ async def gate_drives_store(dut):
     counts = _check_counters(dut, want)
     b.check_bursts()
     await b.check_memory(model)
-    result = {"commands": got, "cycles": cycle, "rate": steady_rate(stamps), "overflows": overflows, **counts}
+    result = {"beats": len(inputs.queues[0]), "commands": got, "cycles": cycle, "rate": steady_rate(stamps), "overflows": overflows, **counts}
     if p.get("out"):
         with open(p["out"], "w") as f:
             json.dump(result, f)
     dut._log.info(f"{len(messages)} messages: {result}")
 
 
-def run_gate_store(width: int, *, seed: int, messages: int = 150, **tb: object) -> None:
+def run_gate_store(width: int, *, seed: int, messages: int = 150, outstanding: int = 32, **tb: object) -> None:
     """Generate the gate-and-store harness at ``width`` (a few slots of 8 rows, ``max_elements``
-    a slot's) and run ``gate_drives_store`` on it (``tb``: further tb_params: latency_range,
+    a slot's, the store's table of ``outstanding`` entries) and run ``gate_drives_store`` on it (``tb``: further tb_params: latency_range,
     p_axi, p_stream, out). tests/test_payload_gate.py and bench/bench_payload_gate.py."""
     row_bits = 3
     params = {"data_width": width, "depth": 16, "max_elements": (1 << row_bits) * width // 32,
-              "slots": 4, "row_bits": row_bits, "outstanding": 32, "base_address": 0x3000}
-    top = f"gate_store_w{width}"
+              "slots": 4, "row_bits": row_bits, "outstanding": outstanding, "base_address": 0x3000}
+    top = f"gate_store_w{width}_n{outstanding}"
     path = generate_verilog(gate_store_with_latency, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="gate_drives_store",
                params={**params, "messages": messages, "seed": seed, **tb}, timeout_s=120)
