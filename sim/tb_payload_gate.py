@@ -83,6 +83,7 @@ class Inputs:
         ]
         self.ports = [tuple(getattr(dut, f"{n}__{s}") for s in ("valid", "payload", "ready")) for n in self.NAMES]
         self.sent, self.offered = [0, 0, 0], [False, False, False]
+        self.cycles, self.probs = 0, [1.0] * 4
         for valid, _, _ in self.ports:
             valid.value = 0
 
@@ -109,6 +110,23 @@ class Inputs:
             if self.offered[k] and int(rdy.value):
                 self.sent[k] += 1
                 self.offered[k] = False
+
+    async def cycle(self, dut, rng: random.Random, ready_port, fixed: float | None = None) -> bool:
+        """One clock cycle: the inputs offered, ``ready_port`` (the output's ready) drawn, and
+        what was taken counted; returns the ready. Probabilities ``fixed``, or re-drawn every
+        200 cycles; ``self.cycles`` counts the cycles."""
+        await RisingEdge(dut.clk)
+        self.cycles += 1
+        if self.cycles % 200 == 1 and fixed is None:
+            self.probs = [rng.choice([0.1, 0.5, 0.9, 1.0]) for _ in range(4)]
+        elif self.cycles == 1:
+            self.probs = [fixed] * 4
+        self.offer(rng, self.probs)
+        ready = rng.random() < self.probs[3]
+        ready_port.value = int(ready)
+        await ReadOnly()
+        self.taken()
+        return ready
 
     async def stop(self, dut) -> None:
         await RisingEdge(dut.clk)
@@ -142,18 +160,10 @@ async def random_messages(dut):
 
     got = []
     stalled = None
-    cycle, probs = 0, [1.0, 1.0, 1.0, 1.0]
     while len(got) < len(want.commands) or not inputs.done:
-        await RisingEdge(dut.clk)
-        cycle += 1
+        ready = await inputs.cycle(dut, rng, dut.cmd__ready)
+        cycle = inputs.cycles
         assert cycle < 200 * inputs.total + 2000, f"stuck: {len(got)} of {len(want.commands)}"
-        if cycle % 200 == 1:
-            probs = [rng.choice([0.1, 0.5, 0.9, 1.0]) for _ in range(4)]
-        inputs.offer(rng, probs)
-        ready = rng.random() < probs[3]
-        dut.cmd__ready.value = int(ready)
-        await ReadOnly()
-        inputs.taken()
         if int(dut.cmd__valid.value):
             word = int(dut.cmd__payload.value)
             assert stalled is None or word == stalled, f"cycle {cycle}: a stalled command changed"
@@ -172,7 +182,7 @@ async def random_messages(dut):
     await ClockCycles(dut.clk, 20)
     assert not int(dut.cmd__valid.value), "a command beyond the twin's"
     counts = _check_counters(dut, want)
-    dut._log.info(f"{len(messages)} messages, {len(got)} commands in {cycle} cycles, counters {counts}")
+    dut._log.info(f"{len(messages)} messages, {len(got)} commands in {inputs.cycles} cycles, counters {counts}")
 
 
 @cocotb.test()
@@ -192,20 +202,12 @@ async def gate_drives_store(dut):
     b.random_axi_pauses(p.get("p_axi", 0.3))
     vary_latency(dut, rng, *p.get("latency_range", (20, 200)))
 
-    fixed = p.get("p_stream")  # every stream's valid / ready probability, never re-drawn
-    got, cycle, probs = 0, 0, [fixed or 1.0] * 4
-    overflows, stamps = 0, []
+    got, overflows, stamps = 0, 0, []
     while got < len(expected) or not inputs.done:
-        await RisingEdge(dut.clk)
-        cycle += 1
+        # p_stream: every stream's valid / ready probability, never re-drawn
+        ready = await inputs.cycle(dut, rng, dut.rsp__ready, p.get("p_stream"))
+        cycle = inputs.cycles
         assert cycle < 400 * inputs.total + 5000, f"stuck: {got} of {len(expected)} responses"
-        if cycle % 200 == 1 and fixed is None:
-            probs = [rng.choice([0.1, 0.5, 0.9, 1.0]) for _ in range(4)]
-        inputs.offer(rng, probs)
-        ready = rng.random() < probs[3]
-        dut.rsp__ready.value = int(ready)
-        await ReadOnly()
-        inputs.taken()
         if ready and int(dut.rsp__valid.value):
             r = _unpack(b.rsp_layout, int(dut.rsp__payload.value))
             c = want.commands[got] if got < len(expected) else None
