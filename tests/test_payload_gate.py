@@ -1,6 +1,7 @@
 """Payload FIFO and payload gate (``hdl/payload_fifo.py``, ``hdl/payload_gate.py``; issue 16,
-large S step 4): unit tests in Amaranth's simulator against the twin (``sim/payload_gate_model.py``)
-and a cocotb bench (``sim/tb_payload_gate.py``, marked ``cocotb``) at W 64 and 512."""
+large S step 4): unit tests in Amaranth's simulator against the twin (``sim/payload_gate_model.py``) and
+cocotb benches (``sim/tb_payload_gate.py``, marked ``cocotb``): the gate alone at W 64 and 512,
+the gate driving the DRAM slot store (``hdl/gate_store_harness.py``) at W 64 and 256."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from wanreduce.hdl.payload_fifo import PayloadFIFO, beat_layout
 from wanreduce.hdl.payload_gate import Decision, PayloadGate
 from wanreduce.sim.payload_gate_model import GateCommand, GateMessage, expected_commands
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
+from wanreduce.sim.tb_payload_gate import run_gate_store
 
 WRITE, ADD, DISCARD = Decision.WRITE.value, Decision.ADD.value, Decision.DISCARD.value
 COUNTERS = ("written", "added", "discarded", "mismatches", "orphans")
@@ -282,5 +284,16 @@ def test_cocotb_payload_gate(width: int, depth: int) -> None:
     params = {"data_width": width, "depth": depth, "address_bits": 12, "max_elements": 24 * width // 32}
     top = f"payload_gate_w{width}"
     path = generate_verilog(PayloadGate, name=top, params=params)
-    run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_payload_gate",
+    run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_payload_gate", testcase="random_messages",
                params={**params, "messages": 150, "seed": width}, timeout_s=120)
+
+
+# --------------------------------------------------------------------------------------------
+# cocotb bench (sim/tb_payload_gate.py::gate_drives_store): the gate driving the DRAM slot store
+# through the CommandArbiter on AxiRam, latency 20..200, pauses on every stream and AXI channel
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("width", [64, 256])
+def test_cocotb_gate_drives_the_store(width: int) -> None:
+    run_gate_store(width, seed=width)
