@@ -22,11 +22,35 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   one step suffices for the head; the pending bit is written a cycle later still, so it also
   takes ``fx2`` (the effect before, pending part only). The newest effect wins.
 
+- **The release run at the head.** A command that may complete its job's head chunk (a
+  *release candidate*: ``c0_release`` / ``ahead_release``, from its side) needs ``late.run``, the
+  pending slots right behind the head, and the head then advances by 1 + run. The run is
+  **peeked from the look-ahead**: ``PendingWords``' PEEK from the head's slot is issued in the
+  cycle the candidate is in C1 (the head read with C0's job a cycle before, on a second read
+  port of the heads), and its run comes out in the data cycle, the candidate's C2. A PEEK
+  cannot see the effects of the two commands ahead (not yet written) and would contend with
+  their writes for ``PendingWords``' one operation port, so the candidate is **held in C0**
+  (``hold``, the engine's ``c0_hold``) while C1 or C2 holds a command: no bypass into a scan
+  result. The candidate's effect (``release``, ``run``, the new head) is written as a RELEASE
+  from the old head's slot (the run cleared in its data cycle; its run checked against the
+  peeked one) and bypassed into the pending bit of the next two commands (a slot among the
+  run's reads 0), as the one-slot effects are; the head as before. It also goes out as
+  ``released`` (job, new head, start = the old head's slot, run: 1 + run chunks released)
+  with ``released_valid``, for the owner's release queue.
+- **Cost of the choice.** Commands that are not candidates are never held, so commands to other
+  jobs keep one per cycle unless they queue behind a held candidate (C0 is in order): a
+  candidate costs 0 to 2 cycles (2 behind back-to-back commands). The alternative, a hold on C0
+  for every command while a release is in progress, stops the commands of every job behind each
+  at-head completion until its run is written (C1 and C2 drained, then the scan), and needs the
+  owner to know the release before C2 all the same. Not done: runs longer than the PEEK's first scan step (64 - offset + 64
+  slots) — ``error`` rises; they need C2 to wait for the scan's further cycles. The regions are
+  the whole ring (base 0, every job's chunks in all S slots); the reducer's per-job regions
+  (``base``, ``log2_window``) and the window reset's CLEAR are not wired yet.
+
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
-without its effect (the engine's contract broken), or ``PendingWords`` refused an operation.
-The release of a run of pending chunks when the head's chunk completes (``PendingWords``'
-RELEASE, a multi-cycle scan) is not done here yet: the effect sets or clears the command's own
-slot's bit only.
+without its effect (the engine's contract broken), ``PendingWords`` refused an operation, a
+candidate's PEEK did not finish in its data cycle (a run beyond the first scan step), or a
+RELEASE found another run than the PEEK.
 """
 
 from __future__ import annotations

@@ -202,8 +202,9 @@ class DramRmwEngine(wiring.Component):
     none; else the modify's ``late`` input / ``effect`` output of that shape and the look-ahead,
     module docstring "Late operand").
     Ports: ``cmd``, ``rsp`` (the slot-store signature, with ``side`` if ``side_shape``),
-    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``ahead_valid``, ``ahead_row``,
-    ``ahead_side`` (with ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
+    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``c0_valid``, ``c0_side`` (with
+    ``side_shape``), ``c0_hold`` (in), ``ahead_valid``, ``ahead_row``, ``ahead_side`` (with
+    ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int,
