@@ -22,11 +22,35 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   one step suffices for the head; the pending bit is written a cycle later still, so it also
   takes ``fx2`` (the effect before, pending part only). The newest effect wins.
 
+- **The release run at the head.** A command that may complete its job's head chunk (a
+  *release candidate*: ``c0_release`` / ``ahead_release``, from its side) needs ``late.run``, the
+  pending slots right behind the head, and the head then advances by 1 + run. The run is
+  **peeked from the look-ahead**: ``PendingWords``' PEEK from the head's slot is issued in the
+  cycle the candidate is in C1 (the head read with C0's job a cycle before, on a second read
+  port of the heads), and its run comes out in the data cycle, the candidate's C2. A PEEK
+  cannot see the effects of the two commands ahead (not yet written) and would contend with
+  their writes for ``PendingWords``' one operation port, so the candidate is **held in C0**
+  (``hold``, the engine's ``c0_hold``) while C1 or C2 holds a command: no bypass into a scan
+  result. The candidate's effect (``release``, ``run``, the new head) is written as a RELEASE
+  from the old head's slot (the run cleared in its data cycle; its run checked against the
+  peeked one) and bypassed into the pending bit of the next two commands (a slot among the
+  run's reads 0), as the one-slot effects are; the head as before. It also goes out as
+  ``released`` (job, new head, start = the old head's slot, run: 1 + run chunks released)
+  with ``released_valid``, for the owner's release queue.
+- **Cost of the choice.** Commands that are not candidates are never held, so commands to other
+  jobs keep one per cycle unless they queue behind a held candidate (C0 is in order): a
+  candidate costs 0 to 2 cycles (2 behind back-to-back commands). The alternative, a hold on C0
+  for every command while a release is in progress, stops the commands of every job behind each
+  at-head completion until its run is written (C1 and C2 drained, then the scan), and needs the
+  owner to know the release before C2 all the same. Not done: runs longer than the PEEK's first scan step (64 - offset + 64
+  slots) — ``error`` rises; they need C2 to wait for the scan's further cycles. The regions are
+  the whole ring (base 0, every job's chunks in all S slots); the reducer's per-job regions
+  (``base``, ``log2_window``) and the window reset's CLEAR are not wired yet.
+
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
-without its effect (the engine's contract broken), or ``PendingWords`` refused an operation.
-The release of a run of pending chunks when the head's chunk completes (``PendingWords``'
-RELEASE, a multi-cycle scan) is not done here yet: the effect sets or clears the command's own
-slot's bit only.
+without its effect (the engine's contract broken), ``PendingWords`` refused an operation, a
+candidate's PEEK did not finish in its data cycle (a run beyond the first scan step), or a
+RELEASE found another run than the PEEK.
 """
 
 from __future__ import annotations
@@ -42,7 +66,8 @@ from .dram_rmw_engine import DramRmwEngine
 from .params import check_core_params, check_large_slots
 from .pending_words import PendingOp, PendingWords
 
-__all__ = ["CHUNK_BITS", "DecisionState", "connect_owner", "effect_layout", "head_layout", "late_layout"]
+__all__ = ["CHUNK_BITS", "DecisionState", "connect_owner", "effect_layout", "head_layout", "late_layout",
+           "released_layout"]
 
 CHUNK_BITS = 32  # the reducer's chunk ids (its heads are 32-bit chunk ids)
 
@@ -53,22 +78,38 @@ def head_layout(slots: int) -> data.StructLayout:
 
 
 def late_layout(slots: int) -> data.StructLayout:
-    """The late operand: the command's job's ``head`` and its slot's ``pending`` bit, current at C2."""
-    return data.StructLayout({"head": head_layout(slots), "pending": 1})
+    """The late operand: the command's job's ``head``, its slot's ``pending`` bit and, for a
+    release candidate, ``run`` (the pending slots right behind the head), current at C2."""
+    sb = (slots - 1).bit_length()
+    return data.StructLayout({"head": head_layout(slots), "pending": 1, "run": sb})
 
 
 def effect_layout(slots: int) -> data.StructLayout:
     """A decision's effect: the job's new ``head`` (if ``head_we``), the slot's new ``pending`` bit
-    (if ``pending_we``)."""
-    return data.StructLayout({"head_we": 1, "head": head_layout(slots), "pending_we": 1, "pending": 1})
+    (if ``pending_we``), and ``release``: the head's chunk completed, the ``run`` of pending
+    slots behind it released (cleared; the new head then is the old one + 1 + ``run``)."""
+    sb = (slots - 1).bit_length()
+    return data.StructLayout({"head_we": 1, "head": head_layout(slots), "pending_we": 1, "pending": 1,
+                              "release": 1, "run": sb})
+
+
+def released_layout(slots: int, jobs: int) -> data.StructLayout:
+    """A released run for the owner's release queue: the ``job``, its new ``head``, and the
+    chunks released: ``1 + run`` slots from ``start`` (the old head's slot), wrapping at S."""
+    sb = (slots - 1).bit_length()
+    return data.StructLayout({"job": (jobs - 1).bit_length(), "head": head_layout(slots),
+                              "start": sb, "run": sb})
 
 
 class DecisionState(wiring.Component):
     """J heads and S pending bits served as the engine's late operand (module docstring).
 
-    In: ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` (the engine's look-ahead), ``effect`` /
-    ``effect_valid``. Out: ``late`` (for the command in C2), ``error``. ``pending``: the
-    ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory.
+    In: ``c0_valid`` / ``c0_job`` / ``c0_release`` (the command in the engine's C0; the last: it
+    may release at its job's head), ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` /
+    ``ahead_release`` (the engine's look-ahead), ``effect`` / ``effect_valid``. Out: ``hold``
+    (for the engine's ``c0_hold``), ``late`` (for the command in C2), ``released`` /
+    ``released_valid`` (a run released at a head, for a release queue), ``error``.
+    ``pending``: the ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory.
     """
 
     def __init__(self, *, slots: int, jobs: int) -> None:
@@ -78,10 +119,14 @@ class DecisionState(wiring.Component):
         self.slot_bits = (slots - 1).bit_length()
         self.job_bits = (jobs - 1).bit_length()
         self.late_layout, self.effect_layout = late_layout(slots), effect_layout(slots)
+        self.released_layout = released_layout(slots, jobs)
         super().__init__({
+            "c0_valid": In(1), "c0_job": In(self.job_bits), "c0_release": In(1), "hold": Out(1),
             "ahead_valid": In(1), "ahead_job": In(self.job_bits), "ahead_slot": In(self.slot_bits),
+            "ahead_release": In(1),
             "late": Out(self.late_layout),
             "effect": In(self.effect_layout), "effect_valid": In(1),
+            "released": Out(self.released_layout), "released_valid": Out(1),
             "error": Out(1),
         })
         self.pending = PendingWords(slots=slots, bit_ports=1)
@@ -89,42 +134,77 @@ class DecisionState(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
+        sb = self.slot_bits
         m.submodules.pending = pw = self.pending
         m.submodules.heads = self.heads
         h_wr = self.heads.write_port()
         h_rd = self.heads.read_port(transparent_for=(h_wr,))
+        h_c0 = self.heads.read_port(transparent_for=(h_wr,))  # C0's job: the peek's start a cycle on
 
-        # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit ----
+        # ---- C0: a release candidate waits until C1 and C2 are empty (their effects written) ----
+        c2_valid, c2_job, c2_slot, c2_rel = Signal(), Signal(self.job_bits), Signal(sb), Signal()
+        m.d.comb += [self.hold.eq(self.c0_valid & self.c0_release & (self.ahead_valid | c2_valid)),
+                     h_c0.addr.eq(self.c0_job)]
+
+        # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit;
+        # a release candidate's PEEK from its head (the head read from C0 a cycle ago) ----
         m.d.comb += [h_rd.addr.eq(self.ahead_job), pw.rd_slot[0].eq(self.ahead_slot)]
-        c2_valid, c2_job, c2_slot = Signal(), Signal(self.job_bits), Signal(self.slot_bits)
-        m.d.sync += [c2_valid.eq(self.ahead_valid), c2_job.eq(self.ahead_job), c2_slot.eq(self.ahead_slot)]
+        m.d.sync += [c2_valid.eq(self.ahead_valid), c2_job.eq(self.ahead_job), c2_slot.eq(self.ahead_slot),
+                     c2_rel.eq(self.ahead_valid & self.ahead_release)]
+        peek = self.ahead_valid & self.ahead_release
 
         # ---- the effect, registered (fx), then written ----
         fx = Signal(self.effect_layout)
-        fx_job, fx_slot = Signal(self.job_bits), Signal(self.slot_bits)
-        fx2_we, fx2_bit, fx2_slot = Signal(), Signal(), Signal(self.slot_bits)  # pending, one back
-        m.d.sync += [fx.eq(Mux(self.effect_valid, self.effect.as_value(), 0)), fx_job.eq(c2_job), fx_slot.eq(c2_slot),
-                     fx2_we.eq(fx.pending_we), fx2_bit.eq(fx.pending), fx2_slot.eq(fx_slot)]
+        fx_job, fx_slot, fx_start = Signal(self.job_bits), Signal(sb), Signal(sb)
+        fx2 = Signal(self.effect_layout)  # the effect before (pending part only is used)
+        fx2_slot, fx2_start = Signal(sb), Signal(sb)
+        m.d.sync += [fx.eq(Mux(self.effect_valid, self.effect.as_value(), 0)), fx_job.eq(c2_job),
+                     fx_slot.eq(c2_slot), fx_start.eq(self.late.head.slot),
+                     fx2.eq(fx), fx2_slot.eq(fx_slot), fx2_start.eq(fx_start)]
         m.d.comb += [h_wr.addr.eq(fx_job), h_wr.data.eq(fx.head), h_wr.en.eq(fx.head_we)]
-        op = pw.op.payload  # SET, or CLEAR of a one-slot region (log2_window 0): one cycle each
-        m.d.comb += [pw.op.valid.eq(fx.pending_we), op.kind.eq(Mux(fx.pending, PendingOp.SET, PendingOp.CLEAR)),
-                     op.slot.eq(fx_slot), op.base.eq(fx_slot), op.log2_window.eq(0)]
+        op = pw.op.payload  # whole-ring regions (base 0): the jobs share the S slots
+        m.d.comb += [op.base.eq(0), op.log2_window.eq(sb)]
+        with m.If(fx.release):  # the run cleared: done in the data cycle (one scan step)
+            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.RELEASE), op.slot.eq(fx_start)]
+        with m.Elif(fx.pending_we):  # SET, or CLEAR of a one-slot region: one cycle each
+            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(Mux(fx.pending, PendingOp.SET, PendingOp.CLEAR)),
+                         op.slot.eq(fx_slot), op.base.eq(fx_slot), op.log2_window.eq(0)]
+        with m.Elif(peek):  # never with an effect to write: C0 held the candidate for that
+            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot)]
+        m.d.comb += [self.released_valid.eq(fx.release),
+                     self.released.job.eq(fx_job), self.released.head.eq(fx.head),
+                     self.released.start.eq(fx_start), self.released.run.eq(fx.run)]
 
         # ---- late (the command in C2): the state read, bypassed from the effects not yet in it ----
-        head_fwd = fx.head_we & (fx_job == c2_job)
-        pend_fwd, pend_fwd2 = fx.pending_we & (fx_slot == c2_slot), fx2_we & (fx2_slot == c2_slot)
-        m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
-                     self.late.pending.eq(Mux(pend_fwd, fx.pending, Mux(pend_fwd2, fx2_bit, pw.rd_bit[0])))]
+        def cleared(e: Value, start: Value) -> Value:
+            """The effect ``e`` released C2's slot (one of the ``run`` slots after ``start``)."""
+            return e.release & ((c2_slot - start - 1)[:sb] < e.run)
 
-        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready)):
+        def bit_after(e: Value, slot: Value, start: Value, older: Value) -> Value:
+            """C2's pending bit after effect ``e`` (on ``slot``, releasing from ``start``)."""
+            return Mux(cleared(e, start), 0, Mux(e.pending_we & (slot == c2_slot), e.pending, older))
+
+        head_fwd = fx.head_we & (fx_job == c2_job)
+        m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
+                     self.late.pending.eq(bit_after(fx, fx_slot, fx_start,
+                                                    bit_after(fx2, fx2_slot, fx2_start, pw.rd_bit[0]))),
+                     self.late.run.eq(Mux(c2_rel, pw.run, 0))]
+
+        # the engine's contract, the peek's run within its first scan step, the release's run
+        # the peek's, PendingWords never refusing
+        bad_run = (c2_rel & ~pw.done) | (fx2.release & (~pw.done | (pw.run != fx2.run)))
+        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready) | bad_run):
             m.d.sync += self.error.eq(1)
         return m
 
 
 def connect_owner(m: Module, engine: DramRmwEngine, state: DecisionState,
-                  job_of: Callable[[Value], Value] | None = None) -> None:
+                  job_of: Callable[[Value], Value] | None = None,
+                  release_of: Callable[[Value], Value] | None = None) -> None:
     """Wire ``state`` to ``engine``'s late-operand ports (``LATE_PORTS``): the look-ahead's row
-    is the slot, ``job_of(ahead_side)`` the job (default: the side's field ``job``)."""
+    is the slot, ``job_of(side)`` the job (default: the side's field ``job``), ``release_of(side)``
+    whether the command may complete at its job's head (default: never; such a command is held in
+    C0 until C1 and C2 are empty, and its run peeked)."""
     if engine.rows != state.slots:
         raise ValueError(f"connect_owner: the engine's rows must be the state's slots ({state.slots}), got {engine.rows}")
     for name, want, got in (("late_shape", state.late_layout, engine.late_shape),
@@ -133,7 +213,15 @@ def connect_owner(m: Module, engine: DramRmwEngine, state: DecisionState,
             raise ValueError(f"connect_owner: the engine's {name} must be {want}, got {got}")
     if state.job_bits and engine.side_shape is None:
         raise ValueError(f"connect_owner: {state.jobs} jobs need the engine's side_shape (the job rides in the side)")
-    job = (job_of or (lambda side: side.job))(engine.ahead_side) if state.job_bits else 0
-    m.d.comb += [state.ahead_valid.eq(engine.ahead_valid), state.ahead_slot.eq(engine.ahead_row),
-                 state.ahead_job.eq(job), engine.late.eq(state.late),
+    if release_of is not None and engine.side_shape is None:
+        raise ValueError("connect_owner: release_of needs the engine's side_shape (the flag rides in the side)")
+    job = job_of or (lambda side: side.job)
+    rel = release_of or (lambda side: 0)
+    sides = (engine.c0_side, engine.ahead_side) if engine.side_shape is not None else (None, None)
+    jobs = [job(side) if state.job_bits else 0 for side in sides]
+    rels = [rel(side) if release_of is not None else 0 for side in sides]
+    m.d.comb += [state.c0_valid.eq(engine.c0_valid), state.c0_job.eq(jobs[0]), state.c0_release.eq(rels[0]),
+                 engine.c0_hold.eq(state.hold),
+                 state.ahead_valid.eq(engine.ahead_valid), state.ahead_slot.eq(engine.ahead_row),
+                 state.ahead_job.eq(jobs[1]), state.ahead_release.eq(rels[1]), engine.late.eq(state.late),
                  state.effect.eq(engine.effect), state.effect_valid.eq(engine.effect_valid)]

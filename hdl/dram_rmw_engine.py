@@ -55,6 +55,12 @@ modify did from ``effect``. The contract, cycle by cycle:
   look-ahead read happened in t + 1, before it could write): a bypass, as the reducer's ``fx_c`` /
   ``fx_s``.
 
+- ``c0_valid`` / ``c0_side``: the command waiting in C0 (the oldest not fired), and ``c0_hold``
+  (in): the owner keeps it there this cycle. C0 is the only stage that can wait, so a hold
+  affects the commands not yet fired only: an owner that must see a state quiet before some
+  command reads it (``DecisionState``: the pending words peeked for a release at the head) holds
+  that command in C0 until the commands already fired (C1, C2) are gone.
+
 If C2 ever gains a hold, the look-ahead must be qualified by it (an owner reading one cycle
 ahead needs to know the command moves).
 
@@ -123,7 +129,8 @@ RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will pus
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 # The members an owner of a late operand wires (``late_shape`` / ``effect_shape``, see the module
 # docstring); a harness that owns them hides them from its own ports.
-LATE_PORTS = ("ahead_valid", "ahead_row", "ahead_side", "late", "effect", "effect_valid")
+LATE_PORTS = ("c0_valid", "c0_side", "c0_hold", "ahead_valid", "ahead_row", "ahead_side", "late", "effect",
+              "effect_valid")
 
 
 def modify_signature(data_width: int) -> dict[str, wiring.Member]:
@@ -169,10 +176,12 @@ def check_modify(modify: wiring.Component, data_width: int, side_shape: ShapeLik
 def late_members(address_bits: int, side_shape: ShapeLike | None, late_shape: ShapeLike | None,
                  effect_shape: ShapeLike | None) -> dict[str, wiring.Member]:
     """The engine's members for an owner's late operand (:data:`LATE_PORTS`; none without
-    ``late_shape`` and ``effect_shape``): the look-ahead at C1, ``late`` in, ``effect`` out."""
+    ``late_shape`` and ``effect_shape``): C0's command and its hold, the look-ahead at C1,
+    ``late`` in, ``effect`` out."""
     if late_shape is None and effect_shape is None:
         return {}
-    return {"ahead_valid": Out(1), "ahead_row": Out(address_bits),
+    return {"c0_valid": Out(1), **({} if side_shape is None else {"c0_side": Out(side_shape)}), "c0_hold": In(1),
+            "ahead_valid": Out(1), "ahead_row": Out(address_bits),
             **({} if side_shape is None else {"ahead_side": Out(side_shape)}),
             **({} if late_shape is None else {"late": In(late_shape)}),
             **({} if effect_shape is None else {"effect": Out(effect_shape), "effect_valid": Out(1)})}
@@ -193,8 +202,9 @@ class DramRmwEngine(wiring.Component):
     none; else the modify's ``late`` input / ``effect`` output of that shape and the look-ahead,
     module docstring "Late operand").
     Ports: ``cmd``, ``rsp`` (the slot-store signature, with ``side`` if ``side_shape``),
-    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``ahead_valid``, ``ahead_row``,
-    ``ahead_side`` (with ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
+    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``c0_valid``, ``c0_side`` (with
+    ``side_shape``), ``c0_hold`` (in), ``ahead_valid``, ``ahead_row``, ``ahead_side`` (with
+    ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int,
@@ -366,8 +376,15 @@ class DramRmwEngine(wiring.Component):
         # A command that forwards from the one right before waits while that one is in C1
         # (`c1_valid`: C0 fired it in the last cycle), so its row is never C2's own output of
         # the cycle before: C2's input is one register (see C1).
+        can_fire = cmds.m.valid & (~head.mem | rdata.r_rdy) & (owed != RSP_DEPTH) & ~(head.adj & c1_valid)
+        if self.late_shape is not None or self.effect_shape is not None:
+            # the owner sees C0's command and may hold it (the release run at the head)
+            m.d.comb += self.c0_valid.eq(cmds.m.valid)
+            if side:
+                m.d.comb += self.c0_side.eq(head.side)
+            can_fire = can_fire & ~self.c0_hold
         m.d.comb += [
-            fire.eq(cmds.m.valid & (~head.mem | rdata.r_rdy) & (owed != RSP_DEPTH) & ~(head.adj & c1_valid)),
+            fire.eq(can_fire),
             cmds.m.ready.eq(fire), rdata.r_en.eq(fire & head.mem), res_r.addr.eq(head.src),
         ]
         m.d.sync += owed.eq(owed + fire - (self.rsp.valid & self.rsp.ready))

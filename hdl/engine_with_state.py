@@ -1,7 +1,7 @@
 """A read-modify-write engine whose late operand is a ``DecisionState``'s (docs/large_slots.md,
 "The record store"; ``hdl/dram_rmw_engine.py``, "Late operand"): the two wired once by
-``connect_owner``, the engine's ports (but ``LATE_PORTS``) passed through, and the state's
-``error`` as ``state_error``. What the record store's owner will hold; the scaffold harness
+``connect_owner``, the engine's ports (but ``LATE_PORTS``) passed through, the state's
+``error`` as ``state_error`` and its released runs as ``released`` / ``released_valid``. What the record store's owner will hold; the scaffold harness
 simulates it and ``bench/bench_rmw_engine.py --late`` synthesizes it."""
 
 from __future__ import annotations
@@ -20,19 +20,22 @@ __all__ = ["EngineWithState"]
 
 
 class EngineWithState(wiring.Component):
-    """``engine`` with ``state`` as its late operand's owner; ``job_of``: the job from the
-    look-ahead's side (see ``connect_owner``)."""
+    """``engine`` with ``state`` as its late operand's owner; ``job_of`` / ``release_of``: the job
+    and the release flag from a command's side (see ``connect_owner``)."""
 
     def __init__(self, engine: DramRmwEngine, state: DecisionState,
-                 job_of: Callable[[Value], Value] | None = None) -> None:
-        self.engine, self.state, self.job_of = engine, state, job_of
+                 job_of: Callable[[Value], Value] | None = None,
+                 release_of: Callable[[Value], Value] | None = None) -> None:
+        self.engine, self.state, self.job_of, self.release_of = engine, state, job_of, release_of
         super().__init__({**{k: v for k, v in engine.signature.members.items() if k not in LATE_PORTS},
-                          "state_error": Out(1)})
+                          "state_error": Out(1), "released": Out(state.released_layout),
+                          "released_valid": Out(1)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.engine, m.submodules.state = self.engine, self.state
         forward_ports(m, self, self.engine, skip=lambda name: name in LATE_PORTS)
-        connect_owner(m, self.engine, self.state, self.job_of)
-        m.d.comb += self.state_error.eq(self.state.error)
+        connect_owner(m, self.engine, self.state, self.job_of, self.release_of)
+        m.d.comb += [self.state_error.eq(self.state.error), self.released.eq(self.state.released),
+                     self.released_valid.eq(self.state.released_valid)]
         return m

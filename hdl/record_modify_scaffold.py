@@ -23,9 +23,13 @@ With ``late_slots`` (S of a ``DecisionState``, ``hdl/decision_state.py``) it als
 operand ``late`` (the job's head and the slot's pending bit at C2) and the output ``effect``, of
 that state's layouts; for ADD:
 
-- the count also adds the XOR of ``late``'s 32-bit words (the head and pending bit it saw);
-- the head advances when the data's field 0 has bit 0 set: chunk + 1 + pending, slot + 1 (mod S);
-- the pending bit toggles unless the data's field 0 has bit 1 set (then it is not written).
+- the count also adds the XOR of ``late``'s 32-bit words (the head, pending bit and run it saw);
+- with the side's top bit set (the *release flag*; with a side only) the job's head chunk
+  completes: the ``run`` of pending slots behind the head is released and the head advances by
+  1 + run (chunk and slot, the slot mod S); nothing else;
+- else the head advances when the data's field 0 has bit 0 set: chunk + 1 + pending, slot + 1
+  (mod S), and the pending bit toggles unless the data's field 0 has bit 1 set (then it is not
+  written).
 
 WRITE and READ have no effect. A dependency chain through the state from command to command,
 so a late operand read too early or an effect not bypassed changes a later response.
@@ -96,8 +100,11 @@ class ScaffoldRecordModify(wiring.Component):
                      self.overflow.eq(Mux(add, Cat(*flags), 0))]
         if self.late_slots is not None:
             late, fx = self.late, self.effect
-            m.d.comb += [fx.head_we.eq(add & b(0, 32)[0]),
-                         fx.head.chunk.eq(late.head.chunk + 1 + late.pending),
-                         fx.head.slot.eq(late.head.slot + 1),
-                         fx.pending_we.eq(add & ~b(0, 32)[1]), fx.pending.eq(~late.pending)]
+            rel = add & (self.side[-1] if self.side_width is not None else 0)
+            step = Mux(rel, late.run, late.pending)  # slots the head skips beyond its own
+            m.d.comb += [fx.release.eq(rel), fx.run.eq(late.run),
+                         fx.head_we.eq(rel | (add & b(0, 32)[0])),
+                         fx.head.chunk.eq(late.head.chunk + 1 + step),
+                         fx.head.slot.eq(late.head.slot + 1 + Mux(rel, late.run, 0)),
+                         fx.pending_we.eq(add & ~rel & ~b(0, 32)[1]), fx.pending.eq(~late.pending)]
         return m

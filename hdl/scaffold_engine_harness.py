@@ -21,26 +21,27 @@ __all__ = ["ScaffoldEngineHarness", "scaffold_engine"]
 def scaffold_engine(data_width: int, *, axi_id: int = 1, side_width: int | None = None,
                     jobs: int | None = None, **engine: int) -> DramRmwEngine | EngineWithState:
     """The engine with the scaffold modify (``**engine``: its parameters); ``side_width``: its
-    ``side_shape``, the scaffold's count increment. ``jobs`` (a power of two, with ``side_width``;
-    default None: no late operand): with a ``DecisionState`` of ``jobs`` heads and a pending bit
-    per row as its late operand (``EngineWithState``), the job the side's low bits."""
+    ``side_shape``, the scaffold's count increment. ``jobs`` (a power of two, with ``side_width``
+    above log2(jobs); default None: no late operand): with a ``DecisionState`` of ``jobs`` heads
+    and a pending bit per row as its late operand (``EngineWithState``), the job the side's low
+    bits, the release flag (the head's chunk completes) its top bit."""
     if jobs is None:
         return DramRmwEngine(data_width, modify=partial(ScaffoldRecordModify, side_width=side_width),
                              axi_id=axi_id, side_shape=side_width, **engine)
-    if jobs & (jobs - 1) or side_width is None or side_width < (jobs - 1).bit_length():
-        raise ValueError(f"jobs must be a power of two with side_width >= log2(jobs), got jobs {jobs}, "
+    if jobs & (jobs - 1) or side_width is None or side_width <= (jobs - 1).bit_length():
+        raise ValueError(f"jobs must be a power of two with side_width > log2(jobs), got jobs {jobs}, "
                          f"side_width {side_width}")
     state = DecisionState(slots=engine["slots"] << engine.get("row_bits", 0), jobs=jobs)
     modify = partial(ScaffoldRecordModify, side_width=side_width, late_slots=state.slots)
     e = DramRmwEngine(data_width, modify=modify, axi_id=axi_id, side_shape=side_width,
                       late_shape=late_layout(state.slots), effect_shape=effect_layout(state.slots), **engine)
-    return EngineWithState(e, state, job_of=lambda side: side[:state.job_bits])
+    return EngineWithState(e, state, job_of=lambda side: side[:state.job_bits], release_of=lambda side: side[-1])
 
 
 class ScaffoldEngineHarness(AxiLatencyHarness):
     """:func:`scaffold_engine` (``side_width``, ``jobs``, ``**engine``: its parameters) plus delay
     lines of ``delay_depth`` beats on R and B; with ``jobs`` the ``DecisionState``'s ``error`` is
-    the port ``state_error``."""
+    the port ``state_error``, its released runs ``released`` / ``released_valid``."""
 
     def __init__(self, data_width: int, *, delay_depth: int = 512, axi_id: int = 1,
                  side_width: int | None = None, jobs: int | None = None, **engine: int) -> None:

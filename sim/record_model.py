@@ -13,7 +13,7 @@ from wanreduce.hdl.slot_store_signature import Op
 
 from .slot_store_model import SlotStoreModel
 
-__all__ = ["RecordModel", "fold32", "scaffold_effect", "scaffold_update"]
+__all__ = ["RecordModel", "fold32", "release_run", "scaffold_effect", "scaffold_update"]
 
 MASK = 0xFFFFFFFF
 
@@ -45,32 +45,53 @@ def scaffold_update(before: int, data: int, n_fields: int, side: int = 0, late: 
 
 
 def scaffold_effect(data: int, head: tuple[int, int], pending: int, slots: int) -> tuple[tuple[int, int] | None, int | None]:
-    """ADD's effect on the state: the job's new head ``(chunk, slot)`` (None: unchanged) and the
-    slot's new pending bit (None: unchanged), from the data's field 0 (bit 0: advance, bit 1:
-    keep the pending bit)."""
+    """A non-release ADD's effect on the state: the job's new head ``(chunk, slot)`` (None:
+    unchanged) and the slot's new pending bit (None: unchanged), from the data's field 0 (bit 0:
+    advance, bit 1: keep the pending bit)."""
     chunk, slot = head
     new_head = ((chunk + 1 + pending) % (1 << CHUNK_BITS), (slot + 1) % slots) if data & 1 else None
     return new_head, None if data & 2 else 1 - pending
 
 
+def release_run(pending: list[int], start: int) -> int:
+    """The run of pending slots right behind ``start`` (wrapping at S; ``start``'s own bit counts
+    as clear, so the run stops there at the latest): what ``PendingWords``' RELEASE finds."""
+    slots, run = len(pending), 0
+    while run < slots - 1 and pending[(start + 1 + run) % slots]:
+        run += 1
+    return run
+
+
 class RecordModel(SlotStoreModel):
     """Records of ``width`` bits; WRITE stores, READ returns, ADD applies :func:`scaffold_update`
     (with the command's ``side``, 0 without one). With ``jobs``: the job is the side's low bits,
-    the slot the row (``slots`` of them); each ADD's late operand is the job's head and the slot's
-    pending bit (packed as ``late_layout``), its effect :func:`scaffold_effect`."""
+    the slot the row (``slots`` of them); each ADD's late operand is the job's head, the slot's
+    pending bit and (a release) the run behind the head (packed as ``late_layout``). An ADD with
+    the side's bit ``release_bit`` set releases at the head (the run's pending bits cleared, the
+    head advanced by 1 + run; recorded in ``released`` as (job, head chunk, head slot, start,
+    run)), any other ADD has the effect :func:`scaffold_effect`."""
 
     def __init__(self, width: int, initial: Callable[[int], int], *, jobs: int | None = None,
-                 slots: int = 0) -> None:
+                 slots: int = 0, release_bit: int | None = None) -> None:
         super().__init__(width, initial)
-        self.jobs, self.slots = jobs, slots
+        self.jobs, self.slots, self.release_bit = jobs, slots, release_bit
         self.heads = [(0, 0)] * (jobs or 0)  # (chunk, slot) per job
         self.pending = [0] * slots
+        self.released: list[tuple[int, int, int, int, int]] = []
 
-    def late(self, job: int, slot: int) -> int:
-        """The late operand's bits (``late_layout``: head.chunk, head.slot, pending)."""
+    def late(self, job: int, slot: int, run: int = 0) -> int:
+        """The late operand's bits (``late_layout``: head.chunk, head.slot, pending, run)."""
         chunk, head_slot = self.heads[job]
         sb = (self.slots - 1).bit_length()
-        return chunk | head_slot << CHUNK_BITS | self.pending[slot] << (CHUNK_BITS + sb)
+        return chunk | head_slot << CHUNK_BITS | (self.pending[slot] | run << 1) << (CHUNK_BITS + sb)
+
+    def _release(self, job: int, run: int) -> None:
+        """The job's head chunk completes: the ``run`` behind it released."""
+        chunk, start = self.heads[job]
+        for k in range(run):
+            self.pending[(start + 1 + k) % self.slots] = 0
+        self.heads[job] = ((chunk + 1 + run) % (1 << CHUNK_BITS), (start + 1 + run) % self.slots)
+        self.released.append((job, *self.heads[job], start, run))
 
     def apply(self, op: int, row: int, data: int, lane_mask: int, side: int = 0) -> tuple[int, int]:
         """One command; returns the response ``(data, overflow)``."""
@@ -80,11 +101,16 @@ class RecordModel(SlotStoreModel):
         late = 0
         if self.jobs:
             job = side % self.jobs
-            late = self.late(job, row)
-            head, pending = scaffold_effect(data, self.heads[job], self.pending[row], self.slots)
-            if head is not None:
-                self.heads[job] = head
-            if pending is not None:
-                self.pending[row] = pending
+            if self.release_bit is not None and side >> self.release_bit & 1:
+                run = release_run(self.pending, self.heads[job][1])
+                late = self.late(job, row, run)
+                self._release(job, run)
+            else:
+                late = self.late(job, row)
+                head, pending = scaffold_effect(data, self.heads[job], self.pending[row], self.slots)
+                if head is not None:
+                    self.heads[job] = head
+                if pending is not None:
+                    self.pending[row] = pending
         self.rows[row], flags = scaffold_update(old, data, self.n_lanes, side, late)
         return self.rows[row], int(flags & lane_mask != 0)

@@ -33,8 +33,10 @@ row_stride / row_offset (the engine's strided address map: row r at base_address
 row_stride + row_offset; every burst then exactly one row at its strided address, and after the
 run every row in memory equals the model's and the bytes between rows are untouched), jobs (the
 scaffold engine's ``DecisionState``, ``ScaffoldEngineHarness(jobs=...)``: the model tracks each
-job's head and each row's pending bit; after the random commands one ADD per job and row that
-changes neither shows every head and pending bit in its response, and ``state_error`` stays 0).
+job's head and each row's pending bit; the side's top bit is the release flag: the run behind
+the job's head released; after the random commands one ADD per job and row that changes
+neither shows every head and pending bit in its response, every run the state released
+(``released``) is the twin's, runs of 0, 1 and more slots happened, and ``state_error`` stays 0).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
+from wanreduce.hdl.decision_state import head_layout, released_layout
 from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, cmd_layout, rsp_layout
 from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, steady_rate, throttle_data
 from wanreduce.sim.record_model import RecordModel
@@ -115,7 +118,8 @@ class Bench:
         await ClockCycles(dut.clk, 4)
         dut.rst.value = 0
         await RisingEdge(dut.clk)
-        state = {"jobs": self.p["jobs"], "slots": self.rows} if self.p.get("jobs") else {}
+        state = {"jobs": self.p["jobs"], "slots": self.rows, "release_bit": self.side_width - 1} \
+            if self.p.get("jobs") else {}
         return MODELS[self.p.get("model", "sums")](self.width, initial, **state)
 
     def address(self, row: int) -> int:
@@ -301,6 +305,28 @@ async def _check_state(b: Bench, model, on_cycle) -> None:
     assert not int(b.dut.state_error.value), "DecisionState error set"
 
 
+async def _watch_released(b: Bench, seen: list) -> None:
+    """Every run the ``DecisionState`` releases (``released_valid``), as the twin records them:
+    (job, head chunk, head slot, start, run)."""
+    layout = released_layout(b.rows, b.p["jobs"])
+    head = head_layout(b.rows)
+    while True:
+        await RisingEdge(b.dut.clk)
+        await ReadOnly()
+        if int(b.dut.released_valid.value):
+            r = _unpack(layout, int(b.dut.released.value))
+            h = _unpack(head, r["head"])
+            seen.append((r["job"], h["chunk"], h["slot"], r["start"], r["run"]))
+
+
+def _check_released(seen: list, model) -> None:
+    """The released runs are the twin's, in order, and runs of length 0, 1 and more happened."""
+    assert seen == model.released, f"released runs {seen[:8]}..., want {model.released[:8]}... " \
+        f"({len(seen)} / {len(model.released)})"
+    runs = {run for *_, run in seen}
+    assert {0, 1} <= runs and max(runs) >= 2, f"runs not exercised: {sorted(runs)}"
+
+
 @cocotb.test()
 async def random_commands(dut):
     """Random commands under random backpressure and latency: every response as the reference."""
@@ -318,9 +344,14 @@ async def random_commands(dut):
                 dut.latency.value = b.rng.randint(lo, hi)
 
     cmds = _random_commands(b, p.get("commands", 500))
+    released: list = []
+    if p.get("jobs"):
+        cocotb.start_soon(_watch_released(b, released))
     await b.run(cmds, model, p_cmd=p.get("p_cmd", 0.7), p_rsp=p.get("p_rsp", 0.7), on_cycle=on_cycle)
     if p.get("jobs"):
         await _check_state(b, model, on_cycle)
+        await ClockCycles(dut.clk, 4)
+        _check_released(released, model)
     if b.ram is not None:
         await ClockCycles(dut.clk, 2)
         b.check_bursts()

@@ -27,7 +27,7 @@ from wanreduce.hdl.engine_with_state import EngineWithState
 from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
 from wanreduce.hdl.scaffold_engine_harness import ScaffoldEngineHarness, scaffold_engine
 from wanreduce.hdl.slot_store_signature import Op
-from wanreduce.sim.record_model import RecordModel, scaffold_effect, scaffold_update
+from wanreduce.sim.record_model import RecordModel, release_run, scaffold_effect, scaffold_update
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 SLOTS = 256  # four 64-bit pending words, two banks
@@ -170,16 +170,18 @@ def test_engine_with_state_hides_the_late_ports() -> None:
     owned = scaffold_engine(64, jobs=2, **args)
     bare = scaffold_engine(64, **args)
     assert isinstance(owned, EngineWithState) and isinstance(bare, DramRmwEngine)
-    assert set(owned.signature.members) == set(bare.signature.members) | {"state_error"}
+    assert set(owned.signature.members) == set(bare.signature.members) | {"state_error", "released", "released_valid"}
     assert set(LATE_PORTS) <= set(owned.engine.signature.members)
 
 
 def test_harness_rejects_bad_jobs() -> None:
     args = {"slots": 8, "row_bits": 0, "outstanding": 8, "row_width": 256}
-    with pytest.raises(ValueError, match=r"jobs must be a power of two with side_width >= log2\(jobs\), got jobs 3"):
+    with pytest.raises(ValueError, match=r"jobs must be a power of two with side_width > log2\(jobs\), got jobs 3"):
         ScaffoldEngineHarness(64, side_width=4, jobs=3, **args)
     with pytest.raises(ValueError, match=r"got jobs 4, side_width 1"):
         ScaffoldEngineHarness(64, side_width=1, jobs=4, **args)
+    with pytest.raises(ValueError, match=r"got jobs 2, side_width 1"):  # no bit left for the release flag
+        ScaffoldEngineHarness(64, side_width=1, jobs=2, **args)
 
 
 # ---- the scaffold modify's late operand against its twin ------------------------------------------
@@ -198,7 +200,8 @@ def test_scaffold_late_is_its_python_twin(width: int, side_width: int | None) ->
             a, b = rng.getrandbits(width), rng.getrandbits(width)
             side = rng.getrandbits(side_width) if side_width else 0
             chunk, hslot, pend = rng.getrandbits(CHUNK_BITS), rng.randrange(slots), rng.getrandbits(1)
-            late = pack(lay, {"head": {"chunk": chunk, "slot": hslot}, "pending": pend})
+            run = rng.randrange(slots)
+            late = pack(lay, {"head": {"chunk": chunk, "slot": hslot}, "pending": pend, "run": run})
             if side_width:
                 ctx.set(dut.side, side)
             ctx.set(dut.late.as_value(), late)
@@ -207,7 +210,11 @@ def test_scaffold_late_is_its_python_twin(width: int, side_width: int | None) ->
             ctx.set(dut.b, b)
             assert (ctx.get(dut.sum), ctx.get(dut.overflow)) == scaffold_update(a, b, width // 32, side, late)
             fx = ctx.get(dut.effect)
+            release = side_width is not None and side >> (side_width - 1) & 1
             head, pending = scaffold_effect(b, (chunk, hslot), pend, slots)
+            if release:  # the head's chunk completes: the run behind it released
+                head, pending = ((chunk + 1 + run) % (1 << CHUNK_BITS), (hslot + 1 + run) % slots), None
+            assert fx.release == release and (not release or fx.run == run)
             assert fx.head_we == (head is not None) and fx.pending_we == (pending is not None)
             if head is not None:
                 assert (fx.head.chunk, fx.head.slot) == head
@@ -216,6 +223,7 @@ def test_scaffold_late_is_its_python_twin(width: int, side_width: int | None) ->
             for op in (Op.WRITE, Op.READ):
                 ctx.set(dut.op, op)
                 assert not ctx.get(dut.effect.head_we) and not ctx.get(dut.effect.pending_we)
+                assert not ctx.get(dut.effect.release)
 
     sim = Simulator(dut)
     sim.add_testbench(bench)
@@ -232,6 +240,19 @@ def test_record_model_applies_effects_in_order() -> None:
     assert model.heads[1] == (3, 2) and model.pending[3] == 0
     model.apply(Op.WRITE, 3, 1, 0, side=1)
     assert model.heads[1] == (3, 2)
+
+
+def test_record_model_releases_the_run_at_the_head() -> None:
+    """The twin's release (the side's ``release_bit``): the pending run behind the job's head is
+    cleared, the head advances by 1 + run, the run is recorded; the late operand carries the run."""
+    model = RecordModel(64, lambda row: 0, jobs=2, slots=8, release_bit=2)
+    for row in (1, 2, 4):
+        model.apply(Op.ADD, row, 0, 0, side=1)  # toggle: pending
+    before = model.late(0, 5, release_run(model.pending, 0))
+    model.apply(Op.ADD, 5, 0, 0, side=4)  # job 0's head chunk completes: run 1, 2
+    assert release_run([0, 1, 1, 0, 1, 0, 0, 0], 0) == 2 and before >> (CHUNK_BITS + 3 + 1) == 2
+    assert model.heads == [(3, 3), (0, 0)] and model.pending == [0, 0, 0, 0, 1, 0, 0, 0]
+    assert model.released == [(0, 3, 3, 0, 2)]
 
 
 # ---- the scaffold engine with a DecisionState on AxiRam ---------------------------------------------
@@ -262,3 +283,139 @@ def test_cocotb_engine_with_decision_state(config: str, seed: int, latency: list
     run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_slot_store", testcase="random_commands",
                params={**params, "seed": seed, "commands": 800, "latency_range": latency,
                        "model": "record", "axi_id": 1})
+
+
+# ---- the release run at the head -------------------------------------------------------------------
+
+def _release_model(slots: int, jobs: int, commands: list) -> tuple[list, list]:
+    """The state in command order (``RecordModel``'s release, generic effects): each command's
+    late operand (head chunk, head slot, pending, run) and the released runs (job, head chunk,
+    head slot, start, run). A command is (job, slot, kind): "set" / "clear" its slot's pending
+    bit, "release" at its job's head, "head" (the head moved by one, as a non-release advance)."""
+    heads, pending = [(0, 0)] * jobs, [0] * slots
+    seen, released = [], []
+    for job, slot, kind in commands:
+        chunk, start = heads[job]
+        run = release_run(pending, start) if kind == "release" else 0
+        seen.append((chunk, start, pending[slot], run))
+        if kind in ("set", "clear"):
+            pending[slot] = int(kind == "set")
+        elif kind == "head":
+            heads[job] = ((chunk + 1) % (1 << CHUNK_BITS), (start + 1) % slots)
+        elif kind == "release":
+            for k in range(run):
+                pending[(start + 1 + k) % slots] = 0
+            heads[job] = ((chunk + 1 + run) % (1 << CHUNK_BITS), (start + 1 + run) % slots)
+            released.append((job, *heads[job], start, run))
+    return seen, released
+
+
+def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool]) -> tuple[list, list, bool, int]:
+    """The engine's stages around a ``DecisionState`` (C0 in order, held by ``hold`` or stalled
+    by ``stalls[cycle]``; C1 the look-ahead, C2 the effect, from ``late`` as the model's effect
+    rule says). Returns each command's late operand, the released runs, ``error`` and the
+    cycles held."""
+    dut = DecisionState(slots=slots, jobs=jobs)
+    lay = effect_layout(slots)
+    seen, released, error, held = [], [], [], [0]
+
+    def effect(kind: str, late) -> dict:
+        chunk, hslot, run = late.head.chunk, late.head.slot, late.run
+        if kind in ("set", "clear"):
+            return {"pending_we": 1, "pending": int(kind == "set")}
+        if kind == "head":
+            return {"head_we": 1, "head": {"chunk": chunk + 1, "slot": hslot + 1}}
+        return {"head_we": 1, "head": {"chunk": chunk + 1 + run, "slot": hslot + 1 + run}, "release": 1, "run": run}
+
+    async def tb(ctx):
+        nxt, c1, c2, cycle, drain = 0, None, None, 0, 0
+        while drain < 3:  # until the last effect is written
+            drain = 0 if nxt < len(commands) or c1 is not None or c2 is not None else drain + 1
+            c0 = commands[nxt] if nxt < len(commands) else None
+            ctx.set(dut.c0_valid, c0 is not None)
+            if c0 is not None:
+                ctx.set(dut.c0_job, c0[0])
+                ctx.set(dut.c0_release, c0[2] == "release")
+            ctx.set(dut.ahead_valid, c1 is not None)
+            if c1 is not None:
+                ctx.set(dut.ahead_job, c1[0])
+                ctx.set(dut.ahead_slot, c1[1])
+                ctx.set(dut.ahead_release, c1[2] == "release")
+            ctx.set(dut.effect_valid, c2 is not None)
+            if c2 is not None:
+                late = ctx.get(dut.late)
+                seen.append((late.head.chunk, late.head.slot, late.pending, late.run))
+                ctx.set(dut.effect.as_value(), pack(lay, effect(c2[2], late)))
+            if ctx.get(dut.released_valid):
+                r = ctx.get(dut.released)
+                released.append((r.job, r.head.chunk, r.head.slot, r.start, r.run))
+            hold = ctx.get(dut.hold)
+            held[0] += bool(c0 is not None and hold)
+            fire = c0 is not None and not hold and not stalls[cycle % len(stalls)]
+            c2, c1 = c1, (c0 if fire else None)
+            nxt += fire
+            cycle += 1
+            await ctx.tick()
+        error.append(ctx.get(dut.error))
+
+    run_testbench(dut, tb)
+    return seen, released, bool(error[0]), held[0]
+
+
+S128 = 128  # two 64-bit words: a run crosses a word, wraps at S
+
+
+def _check_release(commands: list, stalls: list[bool], jobs: int = 1, slots: int = S128) -> tuple[list, int]:
+    want_seen, want_released = _release_model(slots, jobs, commands)
+    seen, released, error, held = _simulate_release(slots, jobs, commands, stalls)
+    for k, (got, want) in enumerate(zip(seen, want_seen, strict=True)):
+        assert got == want, f"command {k} {commands[k]}: late (chunk, slot, pending, run) {got}, want {want}"
+    assert released == want_released
+    assert not error
+    return released, held
+
+
+def test_release_runs_of_every_length() -> None:
+    """Back to back (no stall): runs of 0, 1 and several slots, one crossing the 64-bit word
+    (slots 4..70), one wrapping at S (126, 127, 0, 1); each head advances by 1 + run, the run's
+    bits are cleared (the next release from there finds them clear; the two commands right after
+    one see their bits cleared, through the bypass), and C0 holds each release
+    until the commands ahead have left C1 and C2."""
+    sets = [(0, s, "set") for s in [2] + list(range(4, 71))]
+    to_125 = [(0, 0, "head")] * (125 - 72)
+    wrap = [(0, s, "set") for s in (126, 127, 0, 1)]
+    commands = [(0, 0, "release"), *sets[:1], (0, 0, "release"), *sets[1:], (0, 0, "release"),
+                (0, 40, "clear"), (0, 41, "clear"),  # right after: their bits released one / two back
+                (0, 0, "release"), *to_125, *wrap, (0, 0, "release"), (0, 5, "set"), (0, 0, "release")]
+    released, held = _check_release(commands, [False])
+    assert [r[-1] for r in released] == [0, 1, 67, 0, 4, 0]
+    assert released[2][3:] == (3, 67) and released[4][2:] == (2, 125, 4)  # crossing the word; wrapping at S
+    assert held >= 2 * 4  # each release after a command: two cycles
+
+
+@pytest.mark.parametrize(("jobs", "seed"), [(1, 5), (2, 6), (4, 7)])
+def test_release_random_against_model(jobs: int, seed: int) -> None:
+    """Random set / clear / head / release commands on a 128-slot ring and every job, the set and
+    clear slots a few behind a job's head (so runs form; the heads start near the wrap and go on
+    round the ring), random C0 stalls: every late operand (the head and pending bits
+    bypassed from releases just before, the run peeked) and every released run as the model's."""
+    rng = random.Random(seed)
+    commands: list = [(j, 0, "head") for j in range(jobs) for _ in range(100)]  # heads near the wrap
+    for _ in range(500):
+        job = rng.randrange(jobs)
+        # the job's head now: the model's late operand of a probe command
+        head = _release_model(S128, jobs, [*commands, (job, 0, "clear")])[0][-1][1]
+        kind = rng.choice(["set", "set", "set", "clear", "head", "release"])
+        commands.append((job, (head + rng.randint(1, 6)) % S128, kind))
+    released, _ = _check_release(commands, [rng.random() < 0.3 for _ in range(97)], jobs)
+    runs = [r[-1] for r in released]
+    assert {0, 1} <= set(runs) and max(runs) >= 3
+
+
+def test_run_beyond_the_first_scan_step_is_an_error() -> None:
+    """A run the PEEK cannot find in its data cycle (more than the first two words' step) is not
+    supported yet: ``error`` rises."""
+    commands = [(0, s, "set") for s in range(S128) if s != 10] + [(0, 0, "head")] * 10 + [(0, 0, "release")]
+    assert _release_model(S128, 1, commands)[1][-1][-1] == S128 - 1
+    assert _simulate_release(S128, 1, commands, [False])[2]
+    assert not _simulate_release(S128, 1, commands[:-1], [False])[2]

@@ -95,8 +95,9 @@ def test_rejects_a_late_operand_that_does_not_fit(modify, kw, msg) -> None:
 
 
 def test_late_ports_only_with_a_late_operand() -> None:
-    """Without ``late_shape`` / ``effect_shape`` none of ``LATE_PORTS``; with them the look-ahead
-    (``ahead_side`` with a side), ``late`` in and ``effect`` out, of their shapes."""
+    """Without ``late_shape`` / ``effect_shape`` none of ``LATE_PORTS``; with them C0's command and
+    its hold, the look-ahead (``ahead_side`` / ``c0_side`` with a side), ``late`` in and ``effect``
+    out, of their shapes."""
     plain = DramRmwEngine(64, slots=4, row_bits=1, outstanding=8, modify=SaturatingAdder)
     assert not set(LATE_PORTS) & set(plain.signature.members)
     e = DramRmwEngine(64, slots=16, row_bits=0, outstanding=8, row_width=256, side_shape=4,
@@ -106,6 +107,7 @@ def test_late_ports_only_with_a_late_operand() -> None:
     assert set(LATE_PORTS) <= set(m)
     assert m["late"].flow == In and m["late"].shape == LATE and m["effect"].flow == Out and m["effect"].shape == EFFECT
     assert len(e.ahead_row) == 4 and len(e.ahead_side) == 4
+    assert m["c0_hold"].flow == In and len(e.c0_side) == 4 and m["c0_valid"].flow == Out  # C0 shown, held
     no_side = DramRmwEngine(64, slots=16, row_bits=0, outstanding=8, row_width=256, late_shape=LATE,
                             modify=_bad(late=In(LATE)))
     assert "ahead_side" not in no_side.signature.members and "effect" not in no_side.signature.members
