@@ -78,7 +78,9 @@ def main() -> None:
         print(f"gate on records W {w} latency {latency} depth {a.record_depth} outstanding {a.outstanding}: "
               f"{r['msg_rate']:.3f} messages/cycle, {r['rate']:.3f} commands/cycle steady state ({r['messages']} "
               f"messages, {r['beats']} input beats, {r['commands']} commands in {r['cycles']} cycles; decided "
-              f"{r['decided_WRITE']} WRITE / {r['decided_ADD']} ADD / {r['decided_DISCARD']} DISCARD)", flush=True)
+              f"{r['decided_WRITE']} WRITE / {r['decided_ADD']} ADD / {r['decided_DISCARD']} DISCARD; AR / AW beats: "
+              f"sums {r['sums_ar_beats']} / {r['sums_aw_beats']}, records {r['records_ar_beats']} / "
+              f"{r['records_aw_beats']})", flush=True)
 
 
 if __name__ == "__main__":

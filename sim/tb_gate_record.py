@@ -18,7 +18,7 @@ gate's counters and ``error``, ``mem_error`` / ``rec_mem_error`` / ``copy_error`
 arbiter's ``arb_error`` / ``arb_dropped`` 0; decisions of each kind and ADDs right after a WRITE
 to the same slot must have happened. Parameters (tb_params): the harness's (data_width,
 address_width, depth, max_elements, sums, records), messages, seed, latency_range, p_axi,
-p_stream, out (a JSON file: the run's figures).
+p_stream, out (a JSON file: the run's figures, the AR / AW beats of each engine among them).
 """
 
 from __future__ import annotations
@@ -117,6 +117,9 @@ async def gate_on_records(dut):
         b.check_bursts()
         await b.check_memory(model)
     kinds = {d.name: decisions.count(d.value) for d in Decision}
+    for name, b in (("sums", sums), ("records", recs)):  # the memory traffic, in W beats
+        for ch in ("ar", "aw"):
+            result[f"{name}_{ch}_beats"] = sum(beats for c, _, beats in b.bursts if c == ch)
     result.update(counts, messages=len(messages), add_after_write=_add_after_write(messages, decisions, row_bits),
                   **{f"decided_{k}": v for k, v in kinds.items()})
     assert all(kinds.values()) and result["add_after_write"] > 0, f"too few of some decision: {result}"
