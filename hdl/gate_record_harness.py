@@ -68,6 +68,12 @@ class GateOnRecords(wiring.Component):
 
     def __init__(self, data_width: int, *, address_width: int, depth: int, max_elements: int | None = None,
                  messages: int = 32, sums: dict, records: dict) -> None:
+        for name in ("slots", "row_bits"):
+            if name not in sums:
+                raise ValueError(f"sums must give {name} (the slot store's), got {sorted(sums)}")
+        fixed = sorted(set(records) & {"slots", "row_bits", "row_width", "axi_id", "modify"})
+        if fixed:
+            raise ValueError(f"records must not give {fixed} (one {RECORD_WIDTH}-bit record per slot, ID 1)")
         self.sums = GateOnSlotStore(data_width, depth=depth, max_elements=max_elements, messages=messages,
                                     address_width=address_width, **sums)
         self.row_bits = sums["row_bits"]

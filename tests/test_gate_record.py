@@ -35,10 +35,16 @@ def test_record_decision_cycles_write_add_add_discard() -> None:
     assert got == {c: record_decision(c) for c in got}
 
 
-def test_gate_on_records_rejects_bad_parameters() -> None:
-    with pytest.raises(ValueError, match="max_elements must be 1..30"):
-        GateOnRecords(64, address_width=16, depth=16, max_elements=31,
-                      sums={"slots": 4, "row_bits": 3}, records={"base_address": 0x1000})
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"max_elements": 31}, "max_elements must be 1..30"),
+    ({"sums": {"slots": 4}}, "sums must give row_bits"),
+    ({"records": {"row_bits": 2}}, r"records must not give \['row_bits'\]"),
+])
+def test_gate_on_records_rejects_bad_parameters(kw: dict, msg: str) -> None:
+    params = {"address_width": 16, "depth": 16, "sums": {"slots": 4, "row_bits": 3},
+              "records": {"base_address": 0x1000}, **kw}
+    with pytest.raises(ValueError, match=msg):
+        GateOnRecords(64, **params)
 
 
 @pytest.mark.cocotb
