@@ -82,7 +82,7 @@ BENCHES = (
           lambda out: ["--outstanding", "16", "--slots", "256"]),
     Bench("bench_payload_gate.py",
           "The payload gate: a message waits for its record's decision (issue 16, large S step 4)",
-          lambda out: ["--config", "64:256", "--messages", "16"]),
+          lambda out: ["--config", "64:256", "--messages", "16", "--records", "64:20", "--rate-messages", "40"]),
     Bench("bench_rmw_engine.py",
           "The read-modify-write engine's late operand and DecisionState (issue 16, large S step 4)",
           lambda out: ["--row-width", "256", "--side-width", "8", "--late", "--jobs", "2",

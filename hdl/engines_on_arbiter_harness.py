@@ -12,6 +12,8 @@ Ports: ``cmd`` / ``rsp`` and ``mem_error`` (the sums), ``rec_cmd`` / ``rec_rsp``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
@@ -23,7 +25,7 @@ from .dram_rmw_engine import AXI_PREFIX, DramRmwEngine
 from .dram_slot_store import DramSlotStore
 from .record_modify_scaffold import ScaffoldRecordModify
 
-__all__ = ["EnginesOnArbiter", "engines_with_latency"]
+__all__ = ["EnginesOnArbiter", "engines_with_latency", "share_port"]
 
 
 class EnginesOnArbiter(wiring.Component):
@@ -51,19 +53,27 @@ class EnginesOnArbiter(wiring.Component):
             wiring.connect(m, wiring.flipped(getattr(self, pre + "cmd")), e.cmd)
             wiring.connect(m, e.rsp, wiring.flipped(getattr(self, pre + "rsp")))
             m.d.comb += getattr(self, pre + "mem_error").eq(e.mem_error)
-        for k, e in enumerate((self.sums, self.records)):
-            for name, member in e.signature.members.items():
-                if not name.startswith(AXI_PREFIX + "_"):
-                    continue
-                theirs = getattr(arb, f"{slave_prefix(k)}_{name[len(AXI_PREFIX) + 1:]}")
-                ours = getattr(e, name)
-                m.d.comb += theirs.eq(ours) if member.flow == Out else ours.eq(theirs)
-        for name, member in arb.signature.members.items():
-            if name.startswith(AXI_PREFIX + "_"):
-                ours, theirs = getattr(self, name), getattr(arb, name)
-                m.d.comb += ours.eq(theirs) if member.flow == Out else theirs.eq(ours)
+        share_port(m, arb, (self.sums, self.records), self)
         m.d.comb += [self.error.eq(arb.error), self.dropped.eq(arb.dropped)]
         return m
+
+
+def share_port(m: Module, arbiter: AxiIdArbiter, managers: Sequence[wiring.Component],
+               outer: wiring.Component) -> None:
+    """Manager ``k``'s ``m_axi_mem_*`` onto ``arbiter``'s ``s<k>_axi_*`` (so its requests carry
+    ID ``arbiter.ids[k]``) and the arbiter's ``m_axi_mem_*`` onto ``outer``'s: the one wiring of
+    engines sharing a memory port (the owner reports the arbiter's ``error`` / ``dropped``)."""
+    for k, e in enumerate(managers):
+        for name, member in e.signature.members.items():
+            if not name.startswith(AXI_PREFIX + "_"):
+                continue
+            theirs = getattr(arbiter, f"{slave_prefix(k)}_{name[len(AXI_PREFIX) + 1:]}")
+            ours = getattr(e, name)
+            m.d.comb += theirs.eq(ours) if member.flow == Out else ours.eq(theirs)
+    for name, member in arbiter.signature.members.items():
+        if name.startswith(AXI_PREFIX + "_"):
+            ours, theirs = getattr(outer, name), getattr(arbiter, name)
+            m.d.comb += ours.eq(theirs) if member.flow == Out else theirs.eq(ours)
 
 
 def engines_with_latency(*, delay_depth: int = 256, **params) -> AxiLatencyHarness:

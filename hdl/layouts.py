@@ -60,6 +60,17 @@ def beat_lanes(elements: int | Value, beat: int | Value, width: int) -> int | Va
     return Cat(*[rem > k for k in range(n)])
 
 
+def lane_bits(lane_mask: int | Value, width: int) -> int | Value:
+    """The W-bit mask of the lanes in ``lane_mask`` (bit k: bits 32k+31..32k all ones), so
+    ``data & lane_bits(beat_lanes(...), W)`` zeroes a short last beat's missing elements (the
+    payload gate's commands; docs/slot_store.md, "The short last beat"). Python ints give an int
+    (the twins)."""
+    n = lanes(width)
+    if isinstance(lane_mask, int):
+        return sum(0xFFFFFFFF << (32 * k) for k in range(n) if lane_mask >> k & 1)
+    return Cat(*[lane_mask[k].replicate(32) for k in range(n)])
+
+
 def message_beat_layout(width: int) -> data.StructLayout:
     """One beat of a message inside the core."""
     check_data_width(width)

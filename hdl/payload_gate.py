@@ -12,7 +12,9 @@ Inputs, all valid/ready streams:
 
 Output ``cmd``: the slot store's command stream (``cmd_layout``): one command per beat, ``row`` =
 base + beat, ``lanes`` = :func:`~.layouts.beat_lanes` (a short last beat's missing elements off),
-``more`` on every beat but the last, ``tag`` the request's. A message is released only once its
+``data`` the beat's with the lanes outside ``lanes`` zeroed (whatever the sender put there: a
+WRITE stores 0 in them, an ADD leaves them; docs/slot_store.md, "The short last beat"), ``more``
+on every beat but the last, ``tag`` the request's. A message is released only once its
 last beat is in the :class:`PayloadFIFO` and its decision is in, so its commands go out whole
 (WRITE / ADD) or not at all (DISCARD drains its beats with no command), at one per cycle while
 ``cmd`` is ready, after any backpressure on any stream.
@@ -31,7 +33,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import beat_lanes, lanes, payload_beats
+from .layouts import beat_lanes, lane_bits, lanes, payload_beats
 from .params import check_data_width
 from .payload_fifo import PayloadFIFO, beat_layout, check_payload_fifo_params
 from .registered_fifo import RegisteredFIFO
@@ -139,13 +141,15 @@ class PayloadGate(wiring.Component):
         discard = op == Decision.DISCARD
         pm = fifo.m
         pop = Signal()
+        beat_ok = Signal(lanes(w))  # the lanes of this beat that hold an element
         m.d.comb += [
             pm.ready.eq(busy & (discard | cmd.ready)),
             pop.eq(pm.valid & pm.ready),
             cmd.valid.eq(busy & ~discard & pm.valid),
             cmd.payload.op.eq(op.as_value()), cmd.payload.row.eq(head.row + beat),
-            cmd.payload.data.eq(pm.payload.data), cmd.payload.tag.eq(head.tag),
-            cmd.payload.lanes.eq(beat_lanes(head.elements, beat, w)), cmd.payload.more.eq(~pm.payload.last),
+            beat_ok.eq(beat_lanes(head.elements, beat, w)),
+            cmd.payload.data.eq(pm.payload.data & lane_bits(beat_ok, w)), cmd.payload.tag.eq(head.tag),
+            cmd.payload.lanes.eq(beat_ok), cmd.payload.more.eq(~pm.payload.last),
         ]
         finishing = pop & pm.payload.last
         undecided = Signal(range(2 * self.messages + 3))  # requests taken, decisions not yet

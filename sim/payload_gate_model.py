@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from wanreduce.hdl.layouts import beat_lanes, lanes
+from wanreduce.hdl.layouts import beat_lanes, lane_bits, lanes
 
 __all__ = ["GateCommand", "GateMessage", "GateResult", "expected_commands"]
 
@@ -51,7 +51,8 @@ def expected_commands(messages: Sequence[GateMessage], decisions: Sequence[int],
                       address_bits: int, max_elements: int) -> GateResult:
     """Commands and counters for ``messages`` decided by ``decisions`` (in order; decisions
     beyond the messages are orphans). A message whose beat count is not its elements' is
-    drained with no command (a mismatch) whatever its decision."""
+    drained with no command (a mismatch) whatever its decision. A command's data is its beat's
+    with the lanes outside its ``lanes`` zeroed."""
     res = GateResult()
     for k, dec in enumerate(decisions):
         if k >= len(messages):
@@ -66,7 +67,8 @@ def expected_commands(messages: Sequence[GateMessage], decisions: Sequence[int],
         res.counts[{WRITE: "written", ADD: "added", DISCARD: "discarded"}[dec]] += 1
         if dec == DISCARD:
             continue
-        res.commands += [GateCommand(dec, (msg.row + b) % (1 << address_bits), word,
-                                     beat_lanes(msg.elements, b, width), msg.tag, int(b != n - 1))
-                         for b, word in enumerate(msg.data)]
+        for b, word in enumerate(msg.data):
+            ok = beat_lanes(msg.elements, b, width)  # a short last beat's other lanes go out as 0
+            res.commands.append(GateCommand(dec, (msg.row + b) % (1 << address_bits), word & lane_bits(ok, width),
+                                            ok, msg.tag, int(b != n - 1)))
     return res

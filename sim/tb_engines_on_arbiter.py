@@ -27,7 +27,7 @@ from wanreduce.sim.slot_store_model import SlotStoreModel
 from wanreduce.sim.tb_slot_store import CLOCK_NS, Bench, run_random_together
 
 
-async def _monitor(dut, benches: dict[int, Bench]) -> None:
+async def bursts_by_id(dut, benches: dict[int, Bench]) -> None:
     """Each AR / AW burst on ``m_axi_mem`` to the bench of its ID (checked there at the end)."""
     while True:
         await RisingEdge(dut.clk)
@@ -67,7 +67,7 @@ async def random_commands_both(dut):
     random_axi_pauses(ram, rng, p.get("p_axi", 0.3))
     lo, hi = p.get("latency_range", (20, 200))
     vary_latency(dut, rng, lo, hi)
-    cocotb.start_soon(_monitor(dut, {0: sums, 1: recs}))
+    cocotb.start_soon(bursts_by_id(dut, {0: sums, 1: recs}))
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)

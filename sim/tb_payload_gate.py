@@ -48,7 +48,7 @@ from wanreduce.sim.tb_slot_store import Bench, _pack, _unpack, random_row
 COUNTERS = ("written", "added", "discarded", "mismatches", "orphans")
 
 
-def _messages(rng: random.Random, n: int, width: int, max_elements: int, first_row: Callable[[], int],
+def random_messages_to(rng: random.Random, n: int, width: int, max_elements: int, first_row: Callable[[], int],
               word: Callable[[], int] | None = None) -> list[GateMessage]:
     """``n`` random messages to rows ``first_row()``, beats ``word()`` (default: random bits);
     a tenth with a wrong beat count."""
@@ -68,21 +68,23 @@ def _messages(rng: random.Random, n: int, width: int, max_elements: int, first_r
 class Inputs:
     """The gate's ``beats``, ``req`` and ``decision`` streams fed from ``messages`` and
     ``decisions`` with random valid (probabilities ``probs[0..2]``); decision k only once
-    request k was taken."""
+    request k was taken. ``decisions`` None: no ``decision`` stream (a harness that decides
+    itself, ``hdl/gate_record_harness.py``)."""
 
     NAMES = ("beats", "req", "decision")
 
-    def __init__(self, dut, messages: list[GateMessage], decisions: list[int], width: int,
+    def __init__(self, dut, messages: list[GateMessage], decisions: list[int] | None, width: int,
                  address_bits: int, max_elements: int) -> None:
         self.queues = [
             [_pack(beat_layout(width), data=d, last=int(i == len(m.data) - 1))
              for m in messages for i, d in enumerate(m.data)],
             [_pack(request_layout(address_bits, max_elements), row=m.row, elements=m.elements, tag=m.tag)
              for m in messages],
-            decisions,
+            *([] if decisions is None else [decisions]),
         ]
-        self.ports = [tuple(getattr(dut, f"{n}__{s}") for s in ("valid", "payload", "ready")) for n in self.NAMES]
-        self.sent, self.offered = [0, 0, 0], [False, False, False]
+        self.ports = [tuple(getattr(dut, f"{n}__{s}") for s in ("valid", "payload", "ready"))
+                      for n in self.NAMES[:len(self.queues)]]
+        self.sent, self.offered = [0] * len(self.queues), [False] * len(self.queues)
         self.cycles, self.probs = 0, [1.0] * 4
         for valid, _, _ in self.ports:
             valid.value = 0
@@ -134,11 +136,42 @@ class Inputs:
             valid.value = 0
 
 
-def _check_counters(dut, want) -> dict[str, int]:
+def check_counters(dut, want) -> dict[str, int]:
     counts = {n: int(getattr(dut, n).value) for n in COUNTERS}
     assert counts == want.counts, f"counters {counts}, want {want.counts}"
     assert int(dut.error.value) == want.error
     return counts
+
+
+async def drive_to_store(dut, rng: random.Random, inputs: Inputs, want, expected: list[tuple[int, int, int]],
+                         rsp_layout, p: dict) -> dict:
+    """Feed ``inputs`` and take the store's ``rsp`` (random ready; ``p["p_stream"]``: every
+    stream's fixed valid / ready probability, else re-drawn) until every response of
+    ``expected`` ((data, overflow, tag) of ``want.commands``) came, in order, and no further one
+    20 cycles later. Returns the input beats, responses, cycles, steady-state responses
+    (``rate``) and requests (``msg_rate``) per cycle, and the overflows."""
+    got, overflows, stamps, req_stamps, reqs = 0, 0, [], [], 0
+    while got < len(expected) or not inputs.done:
+        ready = await inputs.cycle(dut, rng, dut.rsp__ready, p.get("p_stream"))
+        cycle = inputs.cycles
+        assert cycle < 400 * inputs.total + 5000, f"stuck: {got} of {len(expected)} responses"
+        if inputs.sent[1] != reqs:
+            reqs = inputs.sent[1]
+            req_stamps.append(cycle)
+        if ready and int(dut.rsp__valid.value):
+            r = _unpack(rsp_layout, int(dut.rsp__payload.value))
+            c = want.commands[got] if got < len(expected) else None
+            assert got < len(expected) and (r["data"], r["overflow"], r["tag"]) == expected[got], \
+                f"response {got} ({c}): got data {r['data']:#x} overflow {r['overflow']} tag {r['tag']}, " \
+                f"want {expected[got] if c else None}"
+            overflows += r["overflow"]
+            got += 1
+            stamps.append(cycle)
+    await inputs.stop(dut)
+    await ClockCycles(dut.clk, 20)
+    assert not int(dut.rsp__valid.value), "a response beyond the reference's"
+    return {"beats": len(inputs.queues[0]), "commands": got, "cycles": cycle, "rate": steady_rate(stamps),
+            "msg_rate": steady_rate(req_stamps), "overflows": overflows}
 
 
 @cocotb.test()
@@ -146,7 +179,7 @@ async def random_messages(dut):
     p = tb_params()
     rng = random.Random(p.get("seed", 1))
     w, ab, max_el = p["data_width"], p["address_bits"], p["max_elements"]
-    messages = _messages(rng, p.get("messages", 100), w, max_el, lambda: rng.getrandbits(ab))
+    messages = random_messages_to(rng, p.get("messages", 100), w, max_el, lambda: rng.getrandbits(ab))
     decisions = [rng.choice(list(Decision)).value for _ in messages]
     want = expected_commands(messages, decisions, w, ab, max_el)
     inputs = Inputs(dut, messages, decisions, w, ab, max_el)
@@ -181,7 +214,7 @@ async def random_messages(dut):
     await inputs.stop(dut)
     await ClockCycles(dut.clk, 20)
     assert not int(dut.cmd__valid.value), "a command beyond the twin's"
-    counts = _check_counters(dut, want)
+    counts = check_counters(dut, want)
     dut._log.info(f"{len(messages)} messages, {len(got)} commands in {inputs.cycles} cycles, counters {counts}")
 
 
@@ -191,7 +224,7 @@ async def gate_drives_store(dut):
     b = Bench(dut, p)
     rng = b.rng
     w, max_el, row_bits = p["data_width"], p["max_elements"], p["row_bits"]
-    messages = _messages(rng, p.get("messages", 100), w, max_el, lambda: rng.randrange(p["slots"]) << row_bits,
+    messages = random_messages_to(rng, p.get("messages", 100), w, max_el, lambda: rng.randrange(p["slots"]) << row_bits,
                          lambda: random_row(rng, w // 32))
     decisions = rng.choices([Decision.WRITE.value, Decision.ADD.value, Decision.DISCARD.value], [1, 3, 1],
                             k=len(messages))
@@ -202,30 +235,13 @@ async def gate_drives_store(dut):
     b.random_axi_pauses(p.get("p_axi", 0.3))
     vary_latency(dut, rng, *p.get("latency_range", (20, 200)))
 
-    got, overflows, stamps = 0, 0, []
-    while got < len(expected) or not inputs.done:
-        # p_stream: every stream's valid / ready probability, never re-drawn
-        ready = await inputs.cycle(dut, rng, dut.rsp__ready, p.get("p_stream"))
-        cycle = inputs.cycles
-        assert cycle < 400 * inputs.total + 5000, f"stuck: {got} of {len(expected)} responses"
-        if ready and int(dut.rsp__valid.value):
-            r = _unpack(b.rsp_layout, int(dut.rsp__payload.value))
-            c = want.commands[got] if got < len(expected) else None
-            assert got < len(expected) and (r["data"], r["overflow"], r["tag"]) == expected[got], \
-                f"response {got} ({c}): got data {r['data']:#x} overflow {r['overflow']} tag {r['tag']}, " \
-                f"want {expected[got] if c else None}"
-            overflows += r["overflow"]
-            got += 1
-            stamps.append(cycle)
-    await inputs.stop(dut)
-    await ClockCycles(dut.clk, 20)
-    assert not int(dut.rsp__valid.value), "a response beyond the reference's"
+    result = await drive_to_store(dut, rng, inputs, want, expected, b.rsp_layout, p)
     assert not int(dut.mem_error.value), "mem_error set"
     assert not int(dut.copy_error.value), "the command arbiter's copy_error set"
-    counts = _check_counters(dut, want)
+    counts = check_counters(dut, want)
     b.check_bursts()
     await b.check_memory(model)
-    result = {"beats": len(inputs.queues[0]), "commands": got, "cycles": cycle, "rate": steady_rate(stamps), "overflows": overflows, **counts}
+    result.update(counts)
     if p.get("out"):
         with open(p["out"], "w") as f:
             json.dump(result, f)

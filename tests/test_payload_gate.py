@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from amaranth.hdl import Fragment, MemoryInstance, Shape, Value
 from stream_helpers import Port, drive_random, pack, run_testbench, unpack
@@ -16,6 +17,7 @@ from wanreduce.hdl.payload_fifo import PayloadFIFO, beat_layout
 from wanreduce.hdl.payload_gate import Decision, PayloadGate
 from wanreduce.sim.payload_gate_model import GateCommand, GateMessage, expected_commands
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
+from wanreduce.sim.slot_store_model import SlotStoreModel, lanes_of, row_of
 from wanreduce.sim.tb_payload_gate import run_gate_store
 
 WRITE, ADD, DISCARD = Decision.WRITE.value, Decision.ADD.value, Decision.DISCARD.value
@@ -253,6 +255,36 @@ def test_a_too_long_message_never_fills_the_fifo() -> None:
     run = _run_gate(dut, messages, [ADD, WRITE], hold_decisions=150, cycles=400)
     _check(dut, messages, [ADD, WRITE], run)
     assert run["mismatches"] == 1 and len(run["commands"]) == 2
+
+
+@pytest.mark.parametrize(("width", "elements"), [(64, 3), (64, 9), (512, 17), (512, 31)])
+def test_a_short_last_beat_leaves_the_rows_other_lanes(width: int, elements: int) -> None:
+    """A message whose E is not a multiple of W/32, its beats all-ones garbage beyond E too,
+    ADDed to a row whose lanes beyond E hold non-zero data, then WRITten and ADDed again: the
+    gate's commands through the slot-store reference (``SlotStoreModel``) leave those lanes
+    as they were after the ADD, 0 after the WRITE (and the ADD behind it), never the sender's."""
+    n = width // 32
+    dut = _gate(width, 16)
+    garbage = (1 << width) - 1  # every int32 -1, the lanes beyond E included
+    beats = -(-elements // n)
+    row0 = 8
+    msgs = [GateMessage([garbage] * beats, row0, elements, k) for k in range(3)]
+    decisions = [ADD, WRITE, ADD]
+    run = _run_gate(dut, msgs, decisions, cycles=200)
+    initial = row_of(np.array([0x1234 + k for k in range(n)], np.int32))
+    model = SlotStoreModel(width, lambda row: initial)
+    last = row0 + beats - 1
+    spare = [k for k in range(n) if k >= elements - (beats - 1) * n]  # the last beat's lanes beyond E
+    assert spare
+    after = []
+    for c in run["commands"]:
+        model.apply(c.op, c.row, c.data, c.lanes)
+        if c.row == last:
+            after.append(lanes_of(model.rows[last], n))
+    assert [int(after[0][k]) for k in spare] == [0x1234 + k for k in spare]  # the ADD left them
+    assert all(int(a[k]) == 0 for a in after[1:] for k in spare)  # the WRITE stored 0, the ADD 0 + 0
+    assert all(int(a[k]) != 0 for a in after for k in range(n) if k not in spare)
+    _check(dut, msgs, decisions, run)
 
 
 def test_a_decision_with_no_message_is_an_error() -> None:
