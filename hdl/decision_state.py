@@ -37,20 +37,38 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   run's reads 0), as the one-slot effects are; the head as before. It also goes out as
   ``released`` (job, new head, start = the old head's slot, run: 1 + run chunks released)
   with ``released_valid``, for the owner's release queue.
-- **Cost of the choice.** Commands that are not candidates are never held, so commands to other
-  jobs keep one per cycle unless they queue behind a held candidate (C0 is in order): a
-  candidate costs 0 to 2 cycles (2 behind back-to-back commands). The alternative, a hold on C0
-  for every command while a release is in progress, stops the commands of every job behind each
-  at-head completion until its run is written (C1 and C2 drained, then the scan), and needs the
-  owner to know the release before C2 all the same. Not done: runs longer than the PEEK's first scan step (64 - offset + 64
-  slots) — ``error`` rises; they need C2 to wait for the scan's further cycles. The regions are
-  the whole ring (base 0, every job's chunks in all S slots); the reducer's per-job regions
-  (``base``, ``log2_window``) and the window reset's CLEAR are not wired yet.
+- **Cost of the choice.** Commands that are not candidates are never held for the candidate
+  itself, so commands to other jobs keep one per cycle unless they queue behind a held
+  candidate (C0 is in order): a candidate costs 0 to 2 cycles (2 behind back-to-back commands).
+  The alternative, a hold on C0 for every command while a release is in progress, stops the
+  commands of every job behind each at-head completion until its run is written.
+- **Runs longer than one step** (``RUN_STEP`` = 64 slots, the pending word): the candidate's
+  ``late.run`` is at most ``RUN_STEP``, whatever the start's offset in its word (so the modify
+  and its twin need no word geometry): a longer run (the PEEK found more, or did not finish in
+  its first scan step of 64 - offset + 64 slots) is released in two parts. The candidate's
+  effect releases the first ``RUN_STEP`` slots at once (the head advances by 1 + ``RUN_STEP``;
+  ``released`` puts that part out), and its RELEASE, from the old head's slot as for any run,
+  goes on in the background, one cycle per further 128 slots, clearing the whole run; when it
+  ends its run gives the final head (old + 1 + run, written into the heads' memory) and a second
+  ``released`` (start = the first part's head, the rest of the run). While it goes on
+  (``busy``) **every** command waits in C0, not only the job's: ``PendingWords``' one operation
+  port is the scan's (another job's SET or CLEAR could not be written; C2 cannot wait), and the
+  job's head is exact only at the end. Since C0 learns whether a run is long only in the
+  candidate's C2 (the PEEK's data cycle, too late for the command right behind it), every
+  command also waits while a candidate is in C1 or C2. **Cost**: a command right behind a
+  release at the head waits 2 cycles (a release costs a back-to-back stream up to 4 cycles with
+  the candidate's own wait), and a run of r > 64 slots 3 + ceil(r / 128) cycles more. Releases
+  come at most once per chunk's last contribution (>= 125 rows of data per chunk at E = 499,
+  W = 64), so neither is visible in the data rate but for one-beat messages. The other way,
+  holding C0 until the scan ends before the candidate enters C1, costs every release 3 cycles
+  (the PEEK issued from C0 once C1, C2 and the effect's write are done, its run registered).
+  The regions are the whole ring (base 0, every job's chunks in all S slots); the reducer's
+  per-job regions (``base``, ``log2_window``) and the window reset's CLEAR are not wired yet.
 
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
 without its effect (the engine's contract broken), ``PendingWords`` refused an operation, a
-candidate's PEEK did not finish in its data cycle (a run beyond the first scan step), or a
-RELEASE found another run than the PEEK.
+RELEASE found another run than the PEEK, or a long run's RELEASE found ``RUN_STEP`` slots or
+fewer.
 """
 
 from __future__ import annotations
@@ -66,10 +84,17 @@ from .dram_rmw_engine import DramRmwEngine
 from .params import check_core_params, check_large_slots
 from .pending_words import PendingOp, PendingWords
 
-__all__ = ["CHUNK_BITS", "DecisionState", "connect_owner", "effect_layout", "head_layout", "late_layout",
-           "released_layout"]
+__all__ = ["CHUNK_BITS", "RUN_STEP", "DecisionState", "connect_owner", "effect_layout", "head_layout", "late_layout",
+           "released_layout", "run_step"]
 
 CHUNK_BITS = 32  # the reducer's chunk ids (its heads are 32-bit chunk ids)
+RUN_STEP = 64  # the most slots a candidate's ``late.run`` releases at once (a longer run: two parts)
+
+
+def run_step(slots: int) -> int:
+    """The first part of a release's run: ``RUN_STEP``, or S - 1 on a smaller ring (a run is at
+    most S - 1 slots, so it is never long there)."""
+    return min(RUN_STEP, slots - 1)
 
 
 def head_layout(slots: int) -> data.StructLayout:
@@ -141,9 +166,13 @@ class DecisionState(wiring.Component):
         h_rd = self.heads.read_port(transparent_for=(h_wr,))
         h_c0 = self.heads.read_port(transparent_for=(h_wr,))  # C0's job: the peek's start a cycle on
 
-        # ---- C0: a release candidate waits until C1 and C2 are empty (their effects written) ----
+        # ---- C0: a release candidate waits until C1 and C2 are empty (their effects written);
+        # every command waits while a candidate is in C1 or C2 (its run may be long) and while a
+        # long run's RELEASE goes on (``busy``) ----
         c2_valid, c2_job, c2_slot, c2_rel = Signal(), Signal(self.job_bits), Signal(sb), Signal()
-        m.d.comb += [self.hold.eq(self.c0_valid & self.c0_release & (self.ahead_valid | c2_valid)),
+        busy = Signal()
+        m.d.comb += [self.hold.eq(self.c0_valid & ((self.c0_release & (self.ahead_valid | c2_valid))
+                                                   | (self.ahead_valid & self.ahead_release) | c2_rel | busy)),
                      h_c0.addr.eq(self.c0_job)]
 
         # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit;
@@ -161,19 +190,43 @@ class DecisionState(wiring.Component):
         m.d.sync += [fx.eq(Mux(self.effect_valid, self.effect.as_value(), 0)), fx_job.eq(c2_job),
                      fx_slot.eq(c2_slot), fx_start.eq(self.late.head.slot),
                      fx2.eq(fx), fx2_slot.eq(fx_slot), fx2_start.eq(fx_start)]
-        m.d.comb += [h_wr.addr.eq(fx_job), h_wr.data.eq(fx.head), h_wr.en.eq(fx.head_we)]
+        # a long run's end (``fin``: its RELEASE done last cycle, ``fin_run`` slots in all): the
+        # final head, the first part's head (``part``, from the candidate's effect) + the rest
+        step = run_step(self.slots)
+        part, part_job = Signal(head_layout(self.slots)), Signal(self.job_bits)
+        fin, fin_run = Signal(), Signal(sb)
+        rq, rq_slot, rel_on = Signal(), Signal(sb), Signal()  # a long run's RELEASE: waiting, on
+        rest = (fin_run - step)[:sb]
+        final = Signal(head_layout(self.slots))
+        m.d.comb += [final.chunk.eq(part.chunk + rest), final.slot.eq(part.slot + rest)]
+        with m.If(fx.release):
+            m.d.sync += [part.eq(fx.head), part_job.eq(fx_job)]
+        m.d.sync += [fin.eq(rel_on & pw.done), fin_run.eq(pw.run)]
+        with m.If(pw.done):
+            m.d.sync += rel_on.eq(0)
+        with m.If(fin):
+            m.d.sync += busy.eq(0)
+        m.d.comb += [h_wr.addr.eq(Mux(fin, part_job, fx_job)), h_wr.data.eq(Mux(fin, final, fx.head)),
+                     h_wr.en.eq(fx.head_we | fin)]
         op = pw.op.payload  # whole-ring regions (base 0): the jobs share the S slots
         m.d.comb += [op.base.eq(0), op.log2_window.eq(sb)]
-        with m.If(fx.release):  # the run cleared: done in the data cycle (one scan step)
-            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.RELEASE), op.slot.eq(fx_start)]
+        # the run cleared: a short one in the data cycle (one scan step); a long one's RELEASE
+        # waits (``rq``) while its PEEK still scans, then goes on in the background (``rel_on``)
+        rel_req = fx.release | rq
+        with m.If(rel_req):
+            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.RELEASE), op.slot.eq(Mux(rq, rq_slot, fx_start))]
+            m.d.sync += [rq.eq(~pw.op.ready), rq_slot.eq(Mux(rq, rq_slot, fx_start))]
+            with m.If(pw.op.ready & busy):
+                m.d.sync += rel_on.eq(1)
         with m.Elif(fx.pending_we):  # SET, or CLEAR of a one-slot region: one cycle each
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(Mux(fx.pending, PendingOp.SET, PendingOp.CLEAR)),
                          op.slot.eq(fx_slot), op.base.eq(fx_slot), op.log2_window.eq(0)]
         with m.Elif(peek):  # never with an effect to write: C0 held the candidate for that
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot)]
-        m.d.comb += [self.released_valid.eq(fx.release),
-                     self.released.job.eq(fx_job), self.released.head.eq(fx.head),
-                     self.released.start.eq(fx_start), self.released.run.eq(fx.run)]
+        m.d.comb += [self.released_valid.eq(fx.release | fin),
+                     self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
+                     self.released.start.eq(Mux(fin, part.slot, fx_start)),
+                     self.released.run.eq(Mux(fin, rest - 1, fx.run))]
 
         # ---- late (the command in C2): the state read, bypassed from the effects not yet in it ----
         def cleared(e: Value, start: Value) -> Value:
@@ -185,15 +238,18 @@ class DecisionState(wiring.Component):
             return Mux(cleared(e, start), 0, Mux(e.pending_we & (slot == c2_slot), e.pending, older))
 
         head_fwd = fx.head_we & (fx_job == c2_job)
+        long = ~pw.done | (pw.run > step)  # the candidate's run (its PEEK's data cycle): two parts
         m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
                      self.late.pending.eq(bit_after(fx, fx_slot, fx_start,
                                                     bit_after(fx2, fx2_slot, fx2_start, pw.rd_bit[0]))),
-                     self.late.run.eq(Mux(c2_rel, pw.run, 0))]
+                     self.late.run.eq(Mux(c2_rel, Mux(long, step, pw.run), 0))]
+        with m.If(c2_rel & long):  # the rest of the run in the background: every command waits
+            m.d.sync += busy.eq(1)
 
-        # the engine's contract, the peek's run within its first scan step, the release's run
-        # the peek's, PendingWords never refusing
-        bad_run = (c2_rel & ~pw.done) | (fx2.release & (~pw.done | (pw.run != fx2.run)))
-        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready) | bad_run):
+        # the engine's contract, a short release's run the peek's, a long one's longer than its
+        # first part, PendingWords never refusing
+        bad_run = (fx2.release & ~busy & (~pw.done | (pw.run != fx2.run))) | (rel_on & pw.done & (pw.run <= step))
+        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run):
             m.d.sync += self.error.eq(1)
         return m
 

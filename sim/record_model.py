@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wanreduce.hdl.decision_state import CHUNK_BITS
+from wanreduce.hdl.decision_state import CHUNK_BITS, run_step
 from wanreduce.hdl.slot_store_signature import Op
 
 from .slot_store_model import SlotStoreModel
 
-__all__ = ["RecordModel", "fold32", "release_run", "scaffold_effect", "scaffold_update"]
+__all__ = ["RecordModel", "fold32", "release_parts", "release_run", "scaffold_effect", "scaffold_update"]
 
 MASK = 0xFFFFFFFF
 
@@ -62,6 +62,23 @@ def release_run(pending: list[int], start: int) -> int:
     return run
 
 
+def release_parts(head: tuple[int, int], run: int, slots: int) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """A release at ``head`` (chunk, slot) of a ``run`` of pending slots behind it, as
+    ``DecisionState`` does it: the candidate's ``late.run`` (the run, at most ``run_step``) and
+    the released parts in order, each (head chunk, head slot after it, start, run: 1 + run
+    chunks from start); a run longer than the step is a second part (the rest, from the first
+    part's head)."""
+    step, (chunk, start) = run_step(slots), head
+    first = min(run, step)
+    parts, done = [], 0
+    for part_start, part_run in ((start, first), ((start + 1 + first) % slots, run - first - 1)):
+        if part_run < 0:
+            break
+        done += 1 + part_run
+        parts.append(((chunk + done) % (1 << CHUNK_BITS), (start + done) % slots, part_start, part_run))
+    return first, parts
+
+
 class RecordModel(SlotStoreModel):
     """Records of ``width`` bits; WRITE stores, READ returns, ADD applies :func:`scaffold_update`
     (with the command's ``side``, 0 without one). With ``jobs``: the job is the side's low bits,
@@ -87,11 +104,12 @@ class RecordModel(SlotStoreModel):
 
     def _release(self, job: int, run: int) -> None:
         """The job's head chunk completes: the ``run`` behind it released."""
-        chunk, start = self.heads[job]
+        start = self.heads[job][1]
         for k in range(run):
             self.pending[(start + 1 + k) % self.slots] = 0
-        self.heads[job] = ((chunk + 1 + run) % (1 << CHUNK_BITS), (start + 1 + run) % self.slots)
-        self.released.append((job, *self.heads[job], start, run))
+        parts = release_parts(self.heads[job], run, self.slots)[1]
+        self.heads[job] = parts[-1][:2]
+        self.released += [(job, *part) for part in parts]
 
     def apply(self, op: int, row: int, data: int, lane_mask: int, side: int = 0) -> tuple[int, int]:
         """One command; returns the response ``(data, overflow)``."""
@@ -103,7 +121,7 @@ class RecordModel(SlotStoreModel):
             job = side % self.jobs
             if self.release_bit is not None and side >> self.release_bit & 1:
                 run = release_run(self.pending, self.heads[job][1])
-                late = self.late(job, row, run)
+                late = self.late(job, row, release_parts(self.heads[job], run, self.slots)[0])
                 self._release(job, run)
             else:
                 late = self.late(job, row)

@@ -27,7 +27,13 @@ from wanreduce.hdl.engine_with_state import EngineWithState
 from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
 from wanreduce.hdl.scaffold_engine_harness import ScaffoldEngineHarness, scaffold_engine
 from wanreduce.hdl.slot_store_signature import Op
-from wanreduce.sim.record_model import RecordModel, release_run, scaffold_effect, scaffold_update
+from wanreduce.sim.record_model import (
+    RecordModel,
+    release_parts,
+    release_run,
+    scaffold_effect,
+    scaffold_update,
+)
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 SLOTS = 256  # four 64-bit pending words, two banks
@@ -285,6 +291,26 @@ def test_cocotb_engine_with_decision_state(config: str, seed: int, latency: list
                        "model": "record", "axi_id": 1})
 
 
+LONG_RUNS = {"data_width": 64, "row_width": 256, "slots": 256, "row_bits": 0, "outstanding": 16,
+             "burst_beats": 16, "burst_hold": 64, "base_address": 0x1000, "delay_depth": 256, "side_width": 8}
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize(("jobs", "seed", "lengths"), [(2, 61, [0, 1, 63, 64, 65, 200, 255, 130]),
+                                                       (4, 62, [65, 200, 1, 0, 64])])
+def test_cocotb_long_runs(jobs: int, seed: int, lengths: list[int]) -> None:
+    """Runs of 0 .. S - 1 slots (S = 256, wrapping at S) released at every job's head on
+    ``AxiRam`` (latency 20-200, pauses on every channel, random handshakes), other jobs' commands
+    mixed in: every response, released part (two for a run over 64) and the final state as the
+    twin's (sim/tb_slot_store.py, ``long_runs``)."""
+    params = {**LONG_RUNS, "jobs": jobs}
+    top = f"scaffold_long_j{jobs}"
+    path = generate_verilog(ScaffoldEngineHarness, name=top, params=params)
+    run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_slot_store", testcase="long_runs",
+               params={**params, "seed": seed, "run_lengths": lengths, "latency_range": [20, 200],
+                       "model": "record", "axi_id": 1})
+
+
 # ---- the release run at the head -------------------------------------------------------------------
 
 def _release_model(slots: int, jobs: int, commands: list) -> tuple[list, list]:
@@ -297,7 +323,8 @@ def _release_model(slots: int, jobs: int, commands: list) -> tuple[list, list]:
     for job, slot, kind in commands:
         chunk, start = heads[job]
         run = release_run(pending, start) if kind == "release" else 0
-        seen.append((chunk, start, pending[slot], run))
+        first, parts = release_parts(heads[job], run, slots)
+        seen.append((chunk, start, pending[slot], first))
         if kind in ("set", "clear"):
             pending[slot] = int(kind == "set")
         elif kind == "head":
@@ -305,8 +332,8 @@ def _release_model(slots: int, jobs: int, commands: list) -> tuple[list, list]:
         elif kind == "release":
             for k in range(run):
                 pending[(start + 1 + k) % slots] = 0
-            heads[job] = ((chunk + 1 + run) % (1 << CHUNK_BITS), (start + 1 + run) % slots)
-            released.append((job, *heads[job], start, run))
+            heads[job] = parts[-1][:2]
+            released += [(job, *part) for part in parts]
     return seen, released
 
 
@@ -329,7 +356,7 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool])
 
     async def tb(ctx):
         nxt, c1, c2, cycle, drain = 0, None, None, 0, 0
-        while drain < 3:  # until the last effect is written
+        while drain < 16:  # until the last effect is written (a long run's rest: a few cycles more)
             drain = 0 if nxt < len(commands) or c1 is not None or c2 is not None else drain + 1
             c0 = commands[nxt] if nxt < len(commands) else None
             ctx.set(dut.c0_valid, c0 is not None)
@@ -377,7 +404,7 @@ def _check_release(commands: list, stalls: list[bool], jobs: int = 1, slots: int
 
 def test_release_runs_of_every_length() -> None:
     """Back to back (no stall): runs of 0, 1 and several slots, one crossing the 64-bit word
-    (slots 4..70), one wrapping at S (126, 127, 0, 1); each head advances by 1 + run, the run's
+    (slots 4..70: longer than ``RUN_STEP``, so in two parts), one wrapping at S (126, 127, 0, 1); each head advances by 1 + run, the run's
     bits are cleared (the next release from there finds them clear; the two commands right after
     one see their bits cleared, through the bypass), and C0 holds each release
     until the commands ahead have left C1 and C2."""
@@ -388,8 +415,9 @@ def test_release_runs_of_every_length() -> None:
                 (0, 40, "clear"), (0, 41, "clear"),  # right after: their bits released one / two back
                 (0, 0, "release"), *to_125, *wrap, (0, 0, "release"), (0, 5, "set"), (0, 0, "release")]
     released, held = _check_release(commands, [False])
-    assert [r[-1] for r in released] == [0, 1, 67, 0, 4, 0]
-    assert released[2][3:] == (3, 67) and released[4][2:] == (2, 125, 4)  # crossing the word; wrapping at S
+    assert [r[-1] for r in released] == [0, 1, 64, 2, 0, 4, 0]  # 67: 64 at once, then 1 + 2
+    assert released[2][3:] == (3, 64) and released[3][3:] == (68, 2)  # crossing the word
+    assert released[5][2:] == (2, 125, 4)  # wrapping at S
     assert held >= 2 * 4  # each release after a command: two cycles
 
 
@@ -412,10 +440,53 @@ def test_release_random_against_model(jobs: int, seed: int) -> None:
     assert {0, 1} <= set(runs) and max(runs) >= 3
 
 
-def test_run_beyond_the_first_scan_step_is_an_error() -> None:
-    """A run the PEEK cannot find in its data cycle (more than the first two words' step) is not
-    supported yet: ``error`` rises."""
-    commands = [(0, s, "set") for s in range(S128) if s != 10] + [(0, 0, "head")] * 10 + [(0, 0, "release")]
-    assert _release_model(S128, 1, commands)[1][-1][-1] == S128 - 1
-    assert _simulate_release(S128, 1, commands, [False])[2]
-    assert not _simulate_release(S128, 1, commands[:-1], [False])[2]
+def _runs_of(lengths: list[int], jobs: int, slots: int) -> list:
+    """For each length, each job in turn sets the ``length`` slots behind its head (the heads
+    move together: every job releases the same lengths), another job clears the slot that ends
+    the run between those sets (mixed commands, the bypass of a clear), then the job releases."""
+    commands, head = [], 0
+    for length in lengths:
+        for job in range(jobs):
+            stop = (head + 1 + length) % slots
+            for k in range(length):
+                commands.append((job, (head + 1 + k) % slots, "set"))
+                if jobs > 1 and k % 17 == 0 and length < slots - 1:
+                    commands.append(((job + 1) % jobs, stop, "clear"))
+            commands.append((job, 0, "release"))
+        head = (head + 1 + length) % slots
+    return commands
+
+
+@pytest.mark.parametrize(("slots", "jobs", "lengths"), [
+    (256, 1, [0, 1, 63, 64, 65, 200, 255, 2, 130]),  # the whole ring (S - 1); wrapping at S
+    (256, 2, [65, 0, 200, 64, 1, 255, 63]),
+    (128, 3, [127, 66, 1, 100]),
+    (512, 4, [200, 64, 65, 300, 511]),
+])
+def test_long_runs_are_released_whole(slots: int, jobs: int, lengths: list[int]) -> None:
+    """Runs of 0, 1, 63, 64, 65, 200 slots and the whole ring but the head (S - 1), wrapping at
+    S, for 1-4 jobs mixed with other jobs' commands and random C0 stalls: a run up to
+    ``RUN_STEP`` (64) is released in one part, a longer one in two (the first 64 slots at once,
+    the rest when the background RELEASE ends), every late operand, head and part as the model's,
+    the bits cleared (the next release finds exactly the next run), ``error`` 0."""
+    commands = _runs_of(lengths, jobs, slots)
+    stalls = [i % 5 == 3 for i in range(23)]
+    released, _ = _check_release(commands, stalls, jobs, slots)
+    for job in range(jobs):  # each chunk once, in order: every part starts at the last one's head
+        parts = [r for r in released if r[0] == job]
+        assert len(parts) == len(lengths) + sum(n > 64 for n in lengths)
+        assert sum(1 + r[-1] for r in parts) == sum(1 + n for n in lengths)
+        head = 0
+        for _, chunk, slot, start, run in parts:
+            assert start == head % slots and (chunk, slot) == (head + 1 + run, (head + 1 + run) % slots)
+            head += 1 + run
+
+
+def test_long_run_holds_every_command_until_released() -> None:
+    """While a long run's rest is released every command waits in C0 (``hold``): the command of
+    another job right behind it enters C2 only after the job's final head is written, and sees
+    the run's last slot cleared."""
+    slots = 256
+    commands = [(0, s, "set") for s in range(1, 201)] + [(0, 0, "release"), (1, 200, "set"), (0, 0, "clear")]
+    _, held = _check_release(commands, [False], 2, slots)
+    assert held >= 2 + 1 + 200 // 128  # the candidate in C1 / C2, then the scan's steps
