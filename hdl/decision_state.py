@@ -76,13 +76,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from amaranth.hdl import Module, Mux, Signal, Value
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .dram_rmw_engine import DramRmwEngine
 from .params import check_core_params, check_large_slots
 from .pending_words import PendingOp, PendingWords
+from .record_release_queue import RecordReleaseQueue
 
 __all__ = ["CHUNK_BITS", "RUN_STEP", "DecisionState", "connect_owner", "effect_layout", "head_layout", "late_layout",
            "released_layout", "run_step"]
@@ -135,9 +136,14 @@ class DecisionState(wiring.Component):
     (for the engine's ``c0_hold``), ``late`` (for the command in C2), ``released`` /
     ``released_valid`` (a run released at a head, for a release queue), ``error``.
     ``pending``: the ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory.
+
+    ``release_depth`` (default None: none, the ports and RTL as before): the released runs also
+    go into a ``RecordReleaseQueue`` of that depth (``queue``), out as the stream ``release``
+    (job, start, run) for the emitter; while it has no room for one more release, release
+    candidates wait in C0 (``hold``); its ``error`` is ``error``'s too.
     """
 
-    def __init__(self, *, slots: int, jobs: int) -> None:
+    def __init__(self, *, slots: int, jobs: int, release_depth: int | None = None) -> None:
         check_large_slots(slots)
         check_core_params(jobs=jobs)
         self.slots, self.jobs = slots, jobs
@@ -145,6 +151,8 @@ class DecisionState(wiring.Component):
         self.job_bits = (jobs - 1).bit_length()
         self.late_layout, self.effect_layout = late_layout(slots), effect_layout(slots)
         self.released_layout = released_layout(slots, jobs)
+        self.queue = None if release_depth is None else RecordReleaseQueue(slots=slots, jobs=jobs, depth=release_depth)
+        release = {} if self.queue is None else {"release": Out(stream.Signature(self.queue.item_layout))}
         super().__init__({
             "c0_valid": In(1), "c0_job": In(self.job_bits), "c0_release": In(1), "hold": Out(1),
             "ahead_valid": In(1), "ahead_job": In(self.job_bits), "ahead_slot": In(self.slot_bits),
@@ -152,7 +160,7 @@ class DecisionState(wiring.Component):
             "late": Out(self.late_layout),
             "effect": In(self.effect_layout), "effect_valid": In(1),
             "released": Out(self.released_layout), "released_valid": Out(1),
-            "error": Out(1),
+            "error": Out(1), **release,
         })
         self.pending = PendingWords(slots=slots, bit_ports=1)
         self.heads = Memory(shape=head_layout(slots), depth=jobs, init=[])
@@ -171,7 +179,14 @@ class DecisionState(wiring.Component):
         # long run's RELEASE goes on (``busy``) ----
         c2_valid, c2_job, c2_slot, c2_rel = Signal(), Signal(self.job_bits), Signal(sb), Signal()
         busy = Signal()
-        m.d.comb += [self.hold.eq(self.c0_valid & ((self.c0_release & (self.ahead_valid | c2_valid))
+        room = 1  # the release queue can take one more release
+        if self.queue is not None:
+            m.submodules.queue = rq_ = self.queue
+            room = rq_.room
+            wiring.connect(m, rq_.m, wiring.flipped(self.release))
+            m.d.comb += [rq_.push.eq(self.released_valid), rq_.item.job.eq(self.released.job),
+                         rq_.item.start.eq(self.released.start), rq_.item.run.eq(self.released.run)]
+        m.d.comb += [self.hold.eq(self.c0_valid & ((self.c0_release & (self.ahead_valid | c2_valid | ~room))
                                                    | (self.ahead_valid & self.ahead_release) | c2_rel | busy)),
                      h_c0.addr.eq(self.c0_job)]
 
@@ -249,7 +264,8 @@ class DecisionState(wiring.Component):
         # the engine's contract, a short release's run the peek's, a long one's longer than its
         # first part, PendingWords never refusing
         bad_run = (fx2.release & ~busy & (~pw.done | (pw.run != fx2.run))) | (rel_on & pw.done & (pw.run <= step))
-        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run):
+        q_error = 0 if self.queue is None else self.queue.error
+        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run | q_error):
             m.d.sync += self.error.eq(1)
         return m
 

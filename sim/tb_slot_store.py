@@ -20,7 +20,9 @@ Tests:
 - ``long_runs`` (``model`` = ``"record"`` with ``jobs``): each job in turn toggles the pending
   bits of ``run_lengths`` slots behind its head, one length at a time, then releases at its head
   (runs of 0 .. S - 1, wrapping at S), other jobs' WRITE / READ commands mixed in; every
-  response, every released part, the final heads and pending bits as the twin's.
+  response, every released part, the final heads and pending bits as the twin's; with
+  ``release_depth`` (the state's release queue) a consumer ready with probability
+  ``p_release`` takes every part from the stream ``release``, in order.
 - ``throughput``: messages of ``message_beats`` consecutive rows, the first contribution of a
   chunk WRITE then ADDs, ``cmd`` always valid and ``rsp`` always ready, fixed ``latency``,
   ``bandwidth`` (share of cycles R and W may move: random pauses). Writes beats per
@@ -53,6 +55,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from wanreduce.hdl.decision_state import head_layout, released_layout
+from wanreduce.hdl.record_release_queue import release_item_layout
 from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, cmd_layout, rsp_layout
 from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, steady_rate, throttle_data
 from wanreduce.sim.record_model import RecordModel
@@ -415,8 +418,10 @@ async def long_runs(dut):
 
     lengths = p["run_lengths"]
     cmds, sides = _long_run_commands(b, lengths)
-    released: list = []
+    released, popped = [], []
     cocotb.start_soon(_watch_released(b, released))
+    if p.get("release_depth"):
+        cocotb.start_soon(_consume_release(b, popped, p.get("p_release", 0.3)))
     await b.run(cmds, model, p_cmd=p.get("p_cmd", 0.7), p_rsp=p.get("p_rsp", 0.7), on_cycle=on_cycle, sides=sides)
     await _check_state(b, model, on_cycle)
     await ClockCycles(dut.clk, 4)
@@ -424,6 +429,23 @@ async def long_runs(dut):
     long = sum(n > 64 for n in lengths) * p["jobs"]
     assert len(released) == len(lengths) * p["jobs"] + long, "a run of more than 64 slots is two parts"
     assert not int(dut.mem_error.value), "mem_error set"
+    if p.get("release_depth"):
+        await ClockCycles(dut.clk, 20 * p["release_depth"])
+        assert popped == [(job, start, run) for job, _, _, start, run in released], "release queue out of order"
+
+
+async def _consume_release(b: Bench, popped: list, p_ready: float) -> None:
+    """The release queue's consumer (an emitter stand-in): ``release.ready`` at random, every
+    entry taken appended to ``popped`` as (job, start, run)."""
+    layout = release_item_layout(b.rows, b.p["jobs"])
+    while True:
+        await RisingEdge(b.dut.clk)
+        ready = b.rng.random() < p_ready
+        b.dut.release__ready.value = int(ready)
+        await ReadOnly()
+        if ready and int(b.dut.release__valid.value):  # taken at the next edge
+            r = _unpack(layout, int(b.dut.release__payload.value))
+            popped.append((r["job"], r["start"], r["run"]))
 
 
 @cocotb.test()

@@ -296,14 +296,16 @@ LONG_RUNS = {"data_width": 64, "row_width": 256, "slots": 256, "row_bits": 0, "o
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize(("jobs", "seed", "lengths"), [(2, 61, [0, 1, 63, 64, 65, 200, 255, 130]),
-                                                       (4, 62, [65, 200, 1, 0, 64])])
-def test_cocotb_long_runs(jobs: int, seed: int, lengths: list[int]) -> None:
+@pytest.mark.parametrize(("jobs", "seed", "lengths", "release_depth"), [
+    (2, 61, [0, 1, 63, 64, 65, 200, 255, 130], None),
+    (4, 62, [65, 200, 1, 0, 64], 4)])
+def test_cocotb_long_runs(jobs: int, seed: int, lengths: list[int], release_depth: int | None) -> None:
     """Runs of 0 .. S - 1 slots (S = 256, wrapping at S) released at every job's head on
     ``AxiRam`` (latency 20-200, pauses on every channel, random handshakes), other jobs' commands
     mixed in: every response, released part (two for a run over 64) and the final state as the
-    twin's (sim/tb_slot_store.py, ``long_runs``)."""
-    params = {**LONG_RUNS, "jobs": jobs}
+    twin's (sim/tb_slot_store.py, ``long_runs``); with a 4-entry release queue its consumer,
+    ready 30 % of cycles, takes every part once, in order."""
+    params = {**LONG_RUNS, "jobs": jobs, **({"release_depth": release_depth} if release_depth else {})}
     top = f"scaffold_long_j{jobs}"
     path = generate_verilog(ScaffoldEngineHarness, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_slot_store", testcase="long_runs",
@@ -337,12 +339,17 @@ def _release_model(slots: int, jobs: int, commands: list) -> tuple[list, list]:
     return seen, released
 
 
-def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool]) -> tuple[list, list, bool, int]:
+def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool], release_depth: int | None = None,
+                      p_ready: float = 1.0, popped: list | None = None,
+                      counts: dict | None = None) -> tuple[list, list, bool, int]:
     """The engine's stages around a ``DecisionState`` (C0 in order, held by ``hold`` or stalled
     by ``stalls[cycle]``; C1 the look-ahead, C2 the effect, from ``late`` as the model's effect
     rule says). Returns each command's late operand, the released runs, ``error`` and the
-    cycles held."""
-    dut = DecisionState(slots=slots, jobs=jobs)
+    cycles held. ``release_depth``: with a release queue, its consumer ready with probability
+    ``p_ready``, the entries it takes appended to ``popped`` (job, start, run) until all are, its
+    counters into ``counts``."""
+    dut = DecisionState(slots=slots, jobs=jobs, release_depth=release_depth)
+    rng = random.Random(len(commands))
     lay = effect_layout(slots)
     seen, released, error, held = [], [], [], [0]
 
@@ -376,6 +383,13 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool])
             if ctx.get(dut.released_valid):
                 r = ctx.get(dut.released)
                 released.append((r.job, r.head.chunk, r.head.slot, r.start, r.run))
+            if release_depth is not None:
+                ready = rng.random() < p_ready
+                ctx.set(dut.release.ready, ready)
+                if ready and ctx.get(dut.release.valid):
+                    item = ctx.get(dut.release.payload)
+                    popped.append((item.job, item.start, item.run))
+                drain -= drain > 0 and len(popped) < len(released)  # until the consumer took all
             hold = ctx.get(dut.hold)
             held[0] += bool(c0 is not None and hold)
             fire = c0 is not None and not hold and not stalls[cycle % len(stalls)]
@@ -384,6 +398,8 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool])
             cycle += 1
             await ctx.tick()
         error.append(ctx.get(dut.error))
+        if release_depth is not None:
+            counts.update(pushed=ctx.get(dut.queue.pushed), waits=ctx.get(dut.queue.waits))
 
     run_testbench(dut, tb)
     return seen, released, bool(error[0]), held[0]
@@ -490,3 +506,42 @@ def test_long_run_holds_every_command_until_released() -> None:
     commands = [(0, s, "set") for s in range(1, 201)] + [(0, 0, "release"), (1, 200, "set"), (0, 0, "clear")]
     _, held = _check_release(commands, [False], 2, slots)
     assert held >= 2 + 1 + 200 // 128  # the candidate in C1 / C2, then the scan's steps
+
+
+# ---- the release queue fed from ``released`` ------------------------------------------------------
+
+@pytest.mark.parametrize(("jobs", "depth", "p_ready", "seed"), [(1, 3, 0.2, 8), (2, 4, 0.5, 9), (4, 16, 0.3, 10),
+                                                                (3, 8, 1.0, 11)])
+def test_release_queue_with_a_random_consumer(jobs: int, depth: int, p_ready: float, seed: int) -> None:
+    """Random set / release commands (runs of 0 to ~150 slots, so some come in two parts) for
+    every job into a ``RecordReleaseQueue`` read by a consumer ready at random: every released
+    chunk comes out exactly once, in order per job (each job's entries cover its slots from 0
+    on without gap or overlap), the entries are the ``released`` ones in order, the queue counts
+    them, candidates waited while it was full (a slow consumer), ``error`` 0."""
+    rng = random.Random(seed)
+    slots = 256
+    commands, heads = [], [0] * jobs
+    for _ in range(6):
+        for job in range(jobs):
+            length = rng.choice([0, 1, 2, 63, 64, 65, 150])
+            commands += [(job, (heads[job] + 1 + k) % slots, "set") for k in range(length)]
+            commands.append((job, 0, "release"))
+            heads[job] = (heads[job] + 1 + length) % slots
+    want_seen, want_released = _release_model(slots, jobs, commands)
+    popped: list = []
+    counts: dict = {}
+    seen, released, error, held = _simulate_release(slots, jobs, commands, [False], depth, p_ready, popped, counts)
+    assert counts["pushed"] == len(released)
+    assert seen == want_seen and released == want_released and not error
+    assert popped == [(j, start, run) for j, _, _, start, run in released]
+    for job in range(jobs):
+        chunks = [(start + k) % slots for j, start, run in popped if j == job for k in range(1 + run)]
+        assert chunks == [k % slots for k in range(len(chunks))]  # each once, in order
+        assert len(chunks) == sum(1 + run for j, *_, run in want_released if j == job)
+    if p_ready < 0.3:
+        assert counts["waits"] > 0 and held > len(commands) // 10  # the full queue held release candidates
+
+
+def test_release_queue_rejects_bad_depth() -> None:
+    with pytest.raises(ValueError, match=r"release queue depth must be 3\.\.4096, got 2"):
+        DecisionState(slots=16, jobs=2, release_depth=2)
