@@ -56,9 +56,11 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   port is the scan's (another job's SET or CLEAR could not be written; C2 cannot wait), and the
   job's head is exact only at the end. Since C0 learns whether a run is long only in the
   candidate's C2 (the PEEK's data cycle, too late for the command right behind it), every
-  command also waits while a candidate is in C1 or C2. **Cost**: a command right behind a
-  release at the head waits 2 cycles (a release costs a back-to-back stream up to 4 cycles with
-  the candidate's own wait), and a run of r > 64 slots 3 + ceil(r / 128) cycles more. Releases
+  command also waits while a candidate is in C1 or C2. **Cost** (measured in Amaranth's
+  simulator, docs/large_slots.md): a command right behind a release at the head waits 2 cycles
+  (a release costs a back-to-back stream 4 cycles with the candidate's own wait), and a run over
+  64 slots 3 to 10 more (65: 3, 128-200: 4, 300: 6, 511: 10 at S 512: the PEEK's further steps,
+  then the RELEASE's, 128 slots a cycle each). Releases
   come at most once per chunk's last contribution (>= 125 rows of data per chunk at E = 499,
   W = 64), so neither is visible in the data rate but for one-beat messages. The other way,
   holding C0 until the scan ends before the candidate enters C1, costs every release 3 cycles
