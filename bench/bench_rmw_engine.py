@@ -45,23 +45,31 @@ def main() -> None:
     ap.add_argument("--late", action="store_true",
                     help="also the engine with a late operand and its DecisionState (--jobs heads)")
     ap.add_argument("--jobs", type=int, default=4, help="with --late: the DecisionState's jobs J (default 4)")
+    ap.add_argument("--release-depth", type=int, default=None,
+                    help="with --late: the DecisionState's release queue depth (default: none)")
+    ap.add_argument("--regions", action="store_true",
+                    help="with --late: the DecisionState's per-job regions and window reset")
     a = ap.parse_args()
     for r in a.row_width:
         for side in a.side_width:
             for jobs in (None, a.jobs) if a.late else (None,):
                 dut = scaffold_engine(a.width, slots=a.slots, row_bits=0, axi_id=1, row_width=r,
                                       side_width=side or None, jobs=jobs, outstanding=a.outstanding,
+                                      **({"release_depth": a.release_depth, "regions": a.regions} if jobs else {}),
                                       row_stride=a.row_stride, row_offset=a.row_offset)
                 name = f"w{a.width}_r{r}_n{a.outstanding}" + (f"_side{side}" if side else "") + \
                     (f"_stride{a.row_stride}_{a.row_offset}" if a.row_stride else "") + \
-                    (f"_late_j{jobs}" if jobs else "")
+                    (f"_late_j{jobs}" if jobs else "") + \
+                    (f"_q{a.release_depth}" if jobs and a.release_depth else "") + ("_regions" if jobs and a.regions else "")
                 print(f"W {a.width} R {r} N {a.outstanding} rows {a.slots} side {side} "
                       f"stride {a.row_stride or 'dense'} late {f'DecisionState J {jobs}' if jobs else 'none'}: "
                       f"{synth_cells(dut, Path('build/bench_rmw_engine') / name)}", flush=True)
     if a.late:  # the owner on its own: the heads and PendingWords (all of it: its scan too)
-        state = DecisionState(slots=a.slots, jobs=a.jobs)
-        print(f"DecisionState S {a.slots} J {a.jobs} alone: "
-              f"{synth_cells(state, Path('build/bench_rmw_engine') / f'state_s{a.slots}_j{a.jobs}')}", flush=True)
+        state = DecisionState(slots=a.slots, jobs=a.jobs, release_depth=a.release_depth, regions=a.regions)
+        tag = f"state_s{a.slots}_j{a.jobs}" + (f"_q{a.release_depth}" if a.release_depth else "") + \
+            ("_regions" if a.regions else "")
+        print(f"DecisionState S {a.slots} J {a.jobs} release queue {a.release_depth} regions {a.regions} alone: "
+              f"{synth_cells(state, Path('build/bench_rmw_engine') / tag)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -37,20 +37,41 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   run's reads 0), as the one-slot effects are; the head as before. It also goes out as
   ``released`` (job, new head, start = the old head's slot, run: 1 + run chunks released)
   with ``released_valid``, for the owner's release queue.
-- **Cost of the choice.** Commands that are not candidates are never held, so commands to other
-  jobs keep one per cycle unless they queue behind a held candidate (C0 is in order): a
-  candidate costs 0 to 2 cycles (2 behind back-to-back commands). The alternative, a hold on C0
-  for every command while a release is in progress, stops the commands of every job behind each
-  at-head completion until its run is written (C1 and C2 drained, then the scan), and needs the
-  owner to know the release before C2 all the same. Not done: runs longer than the PEEK's first scan step (64 - offset + 64
-  slots) — ``error`` rises; they need C2 to wait for the scan's further cycles. The regions are
-  the whole ring (base 0, every job's chunks in all S slots); the reducer's per-job regions
-  (``base``, ``log2_window``) and the window reset's CLEAR are not wired yet.
+- **Cost of the choice.** Commands that are not candidates are never held for the candidate
+  itself, so commands to other jobs keep one per cycle unless they queue behind a held
+  candidate (C0 is in order): a candidate costs 0 to 2 cycles (2 behind back-to-back commands).
+  The alternative, a hold on C0 for every command while a release is in progress, stops the
+  commands of every job behind each at-head completion until its run is written.
+- **Runs longer than one step** (``RUN_STEP`` = 64 slots, the pending word): the candidate's
+  ``late.run`` (the *first part*) is the run if its PEEK found it in the first scan step, else
+  as far as that step saw it (``PendingWords``' ``reach``: at least 65 slots on the whole ring of
+  S >= 128, so there a run up to 64 is always whole; in a region the step may see only a few
+  slots, see ``first_step_reach`` in sim/record_model.py), and at most ``RUN_STEP``. A longer
+  run is released in two parts. The candidate's effect releases the first part at once (the
+  head advances by 1 + first part; ``released`` puts that part out), and its RELEASE, from the old head's slot as for any run,
+  goes on in the background, one cycle per further 128 slots, clearing the whole run; when it
+  ends its run gives the final head (old + 1 + run, written into the heads' memory) and a second
+  ``released`` (start = the first part's head, the rest of the run). While it goes on
+  (``busy``) **every** command waits in C0, not only the job's: ``PendingWords``' one operation
+  port is the scan's (another job's SET or CLEAR could not be written; C2 cannot wait), and the
+  job's head is exact only at the end. Since C0 learns whether a run is long only in the
+  candidate's C2 (the PEEK's data cycle, too late for the command right behind it), every
+  command also waits while a candidate is in C1 or C2. **Cost** (measured in Amaranth's
+  simulator, docs/large_slots.md): a command right behind a release at the head waits 2 cycles
+  (a release costs a back-to-back stream 4 cycles with the candidate's own wait), and a run over
+  64 slots 3 to 10 more (65: 3, 128-200: 4, 300: 6, 511: 10 at S 512: the PEEK's further steps,
+  then the RELEASE's, 128 slots a cycle each). Releases
+  come at most once per chunk's last contribution (>= 125 rows of data per chunk at E = 499,
+  W = 64), so neither is visible in the data rate but for one-beat messages. The other way,
+  holding C0 until the scan ends before the candidate enters C1, costs every release 3 cycles
+  (the PEEK issued from C0 once C1, C2 and the effect's write are done, its run registered).
+  The regions are the whole ring (base 0, every job's chunks in all S slots); the reducer's
+  per-job regions (``base``, ``log2_window``) and the window reset's CLEAR are not wired yet.
 
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
 without its effect (the engine's contract broken), ``PendingWords`` refused an operation, a
-candidate's PEEK did not finish in its data cycle (a run beyond the first scan step), or a
-RELEASE found another run than the PEEK.
+RELEASE found another run than the PEEK, or a long run's RELEASE found ``RUN_STEP`` slots or
+fewer.
 """
 
 from __future__ import annotations
@@ -58,18 +79,28 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from amaranth.hdl import Module, Mux, Signal, Value
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .dram_rmw_engine import DramRmwEngine
+from .layouts import ResetLayout
 from .params import check_core_params, check_large_slots
 from .pending_words import PendingOp, PendingWords
+from .record_release_queue import RecordReleaseQueue
+from .reducer_config import select_job_entry, slot_of
 
-__all__ = ["CHUNK_BITS", "DecisionState", "connect_owner", "effect_layout", "head_layout", "late_layout",
-           "released_layout"]
+__all__ = ["CHUNK_BITS", "RUN_STEP", "DecisionState", "connect_owner", "effect_layout", "head_layout", "late_layout",
+           "region_layout", "released_layout", "run_step"]
 
 CHUNK_BITS = 32  # the reducer's chunk ids (its heads are 32-bit chunk ids)
+RUN_STEP = 64  # the most slots a candidate's ``late.run`` releases at once (a longer run: two parts)
+
+
+def run_step(slots: int) -> int:
+    """The first part of a release's run: ``RUN_STEP``, or S - 1 on a smaller ring (a run is at
+    most S - 1 slots, so it is never long there)."""
+    return min(RUN_STEP, slots - 1)
 
 
 def head_layout(slots: int) -> data.StructLayout:
@@ -93,6 +124,13 @@ def effect_layout(slots: int) -> data.StructLayout:
                               "release": 1, "run": sb})
 
 
+def region_layout(slots: int) -> data.StructLayout:
+    """A job's region of the S slots: ``2**log2_window`` slots from ``base`` (wrapping at S), the
+    log2 window clamped to log2 S by the owner (as the reducer's configuration does)."""
+    sb = (slots - 1).bit_length()
+    return data.StructLayout({"base": sb, "log2_window": range(sb + 1)})
+
+
 def released_layout(slots: int, jobs: int) -> data.StructLayout:
     """A released run for the owner's release queue: the ``job``, its new ``head``, and the
     chunks released: ``1 + run`` slots from ``start`` (the old head's slot), wrapping at S."""
@@ -110,16 +148,32 @@ class DecisionState(wiring.Component):
     (for the engine's ``c0_hold``), ``late`` (for the command in C2), ``released`` /
     ``released_valid`` (a run released at a head, for a release queue), ``error``.
     ``pending``: the ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory.
+
+    ``release_depth`` (default None: none, the ports and RTL as before): the released runs also
+    go into a ``RecordReleaseQueue`` of that depth (``queue``), out as the stream ``release``
+    (job, start, run) for the emitter; while it has no room for one more release, release
+    candidates wait in C0 (``hold``); its ``error`` is ``error``'s too.
+
+    ``regions`` (default False: every job's region is the whole ring, the ports and RTL as
+    before): the inputs ``region`` (per job, ``region_layout``: the reducer's job regions) and
+    the stream ``reset`` (``ResetLayout``: the reducer's window reset, job and new head chunk).
+    Each job's scans run in its region (wrapping at its end); a reset waits until no command is
+    in C1, C2 or being written and no release is in progress, holds **every** command in C0
+    (the CLEAR takes ``PendingWords``' one operation port, one cycle per word of the region),
+    CLEARs the region's pending words, sets the job's head to the new chunk and its slot in the
+    region, and is taken (``reset.ready``) in that cycle. Releases already queued stay queued.
     """
 
-    def __init__(self, *, slots: int, jobs: int) -> None:
+    def __init__(self, *, slots: int, jobs: int, release_depth: int | None = None, regions: bool = False) -> None:
         check_large_slots(slots)
         check_core_params(jobs=jobs)
-        self.slots, self.jobs = slots, jobs
+        self.slots, self.jobs, self.regions = slots, jobs, regions
         self.slot_bits = (slots - 1).bit_length()
         self.job_bits = (jobs - 1).bit_length()
         self.late_layout, self.effect_layout = late_layout(slots), effect_layout(slots)
         self.released_layout = released_layout(slots, jobs)
+        self.queue = None if release_depth is None else RecordReleaseQueue(slots=slots, jobs=jobs, depth=release_depth)
+        release = {} if self.queue is None else {"release": Out(stream.Signature(self.queue.item_layout))}
         super().__init__({
             "c0_valid": In(1), "c0_job": In(self.job_bits), "c0_release": In(1), "hold": Out(1),
             "ahead_valid": In(1), "ahead_job": In(self.job_bits), "ahead_slot": In(self.slot_bits),
@@ -127,7 +181,9 @@ class DecisionState(wiring.Component):
             "late": Out(self.late_layout),
             "effect": In(self.effect_layout), "effect_valid": In(1),
             "released": Out(self.released_layout), "released_valid": Out(1),
-            "error": Out(1),
+            "error": Out(1), **release,
+            **({"region": In(data.ArrayLayout(region_layout(slots), jobs)),
+                "reset": In(stream.Signature(ResetLayout(jobs)))} if regions else {}),
         })
         self.pending = PendingWords(slots=slots, bit_ports=1)
         self.heads = Memory(shape=head_layout(slots), depth=jobs, init=[])
@@ -141,9 +197,30 @@ class DecisionState(wiring.Component):
         h_rd = self.heads.read_port(transparent_for=(h_wr,))
         h_c0 = self.heads.read_port(transparent_for=(h_wr,))  # C0's job: the peek's start a cycle on
 
-        # ---- C0: a release candidate waits until C1 and C2 are empty (their effects written) ----
+        def region_of(job: Value, name: str) -> Value:
+            """The job's region: its ``region`` input, or the whole ring."""
+            if self.regions:
+                return select_job_entry(m, self.region, self.jobs, job, name)
+            whole = Signal(region_layout(self.slots), name=name)
+            m.d.comb += [whole.base.eq(0), whole.log2_window.eq(sb)]
+            return whole
+
+        # ---- C0: a release candidate waits until C1 and C2 are empty (their effects written);
+        # every command waits while a candidate is in C1 or C2 (its run may be long) and while a
+        # long run's RELEASE goes on (``busy``) ----
         c2_valid, c2_job, c2_slot, c2_rel = Signal(), Signal(self.job_bits), Signal(sb), Signal()
-        m.d.comb += [self.hold.eq(self.c0_valid & self.c0_release & (self.ahead_valid | c2_valid)),
+        busy = Signal()
+        room = 1  # the release queue can take one more release
+        if self.queue is not None:
+            m.submodules.queue = rq_ = self.queue
+            room = rq_.room
+            wiring.connect(m, rq_.m, wiring.flipped(self.release))
+            m.d.comb += [rq_.push.eq(self.released_valid), rq_.item.job.eq(self.released.job),
+                         rq_.item.start.eq(self.released.start), rq_.item.run.eq(self.released.run)]
+        resetting = self.reset.valid if self.regions else 0  # a window reset waits: every command holds
+        m.d.comb += [self.hold.eq(self.c0_valid & ((self.c0_release & (self.ahead_valid | c2_valid | ~room))
+                                                   | (self.ahead_valid & self.ahead_release) | c2_rel | busy
+                                                   | resetting)),
                      h_c0.addr.eq(self.c0_job)]
 
         # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit;
@@ -157,43 +234,94 @@ class DecisionState(wiring.Component):
         fx = Signal(self.effect_layout)
         fx_job, fx_slot, fx_start = Signal(self.job_bits), Signal(sb), Signal(sb)
         fx2 = Signal(self.effect_layout)  # the effect before (pending part only is used)
-        fx2_slot, fx2_start = Signal(sb), Signal(sb)
+        fx2_slot = Signal(sb)
         m.d.sync += [fx.eq(Mux(self.effect_valid, self.effect.as_value(), 0)), fx_job.eq(c2_job),
                      fx_slot.eq(c2_slot), fx_start.eq(self.late.head.slot),
-                     fx2.eq(fx), fx2_slot.eq(fx_slot), fx2_start.eq(fx_start)]
-        m.d.comb += [h_wr.addr.eq(fx_job), h_wr.data.eq(fx.head), h_wr.en.eq(fx.head_we)]
-        op = pw.op.payload  # whole-ring regions (base 0): the jobs share the S slots
-        m.d.comb += [op.base.eq(0), op.log2_window.eq(sb)]
-        with m.If(fx.release):  # the run cleared: done in the data cycle (one scan step)
-            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.RELEASE), op.slot.eq(fx_start)]
+                     fx2.eq(fx), fx2_slot.eq(fx_slot)]
+        # a long run's end (``fin``: its RELEASE done last cycle, ``fin_run`` slots in all): the
+        # final head, the first part's head (``part``, from the candidate's effect) + the rest
+        step = run_step(self.slots)
+        part, part_job = Signal(head_layout(self.slots)), Signal(self.job_bits)
+        fin, fin_run, part_run = Signal(), Signal(sb), Signal(sb)
+        rq, rq_slot, rel_on = Signal(), Signal(sb), Signal()  # a long run's RELEASE: waiting, on
+        rest = (fin_run - part_run)[:sb]
+        final = Signal(head_layout(self.slots))
+        part_region = region_of(part_job, "part_region")
+        m.d.comb += [final.chunk.eq(part.chunk + rest),
+                     final.slot.eq(slot_of(part_region, (part.slot - part_region.base + rest)[:sb], sb))]
+        with m.If(fx.release):
+            m.d.sync += [part.eq(fx.head), part_job.eq(fx_job), part_run.eq(fx.run)]
+        m.d.sync += [fin.eq(rel_on & pw.done), fin_run.eq(pw.run)]
+        with m.If(pw.done):
+            m.d.sync += rel_on.eq(0)
+        with m.If(fin):
+            m.d.sync += busy.eq(0)
+        # ---- the window reset: once nothing is in flight, CLEAR the region, then the new head ----
+        clearing, reset_done = Signal(), Signal()
+        quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | rq | busy | rel_on | fin)
+        if self.regions:
+            reset_go = self.reset.valid & ~clearing & quiet & pw.op.ready
+            new_head = Signal(head_layout(self.slots))
+            reset_region = region_of(self.reset.payload.job, "reset_region")
+            m.d.comb += [reset_done.eq(clearing & pw.op.ready), self.reset.ready.eq(reset_done),
+                         new_head.chunk.eq(self.reset.payload.head),
+                         new_head.slot.eq(slot_of(reset_region, self.reset.payload.head, sb))]
+            with m.If(reset_go):
+                m.d.sync += clearing.eq(1)
+            with m.If(reset_done):
+                m.d.sync += clearing.eq(0)
+        m.d.comb += [h_wr.addr.eq(Mux(fin, part_job, fx_job)), h_wr.data.eq(Mux(fin, final, fx.head)),
+                     h_wr.en.eq(fx.head_we | fin)]
+        if self.regions:
+            with m.If(reset_done):  # nothing else writes then
+                m.d.comb += [h_wr.addr.eq(self.reset.payload.job), h_wr.data.eq(new_head), h_wr.en.eq(1)]
+        op = pw.op.payload  # each scan in its job's region (the whole ring without ``regions``)
+        # the run cleared: a short one in the data cycle (one scan step); a long one's RELEASE
+        # waits (``rq``) while its PEEK still scans, then goes on in the background (``rel_on``)
+        rel_req = fx.release | rq
+        rel_region, peek_region = region_of(Mux(rq, part_job, fx_job), "rel_region"), region_of(self.ahead_job, "peek_region")
+        with m.If(rel_req):
+            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.RELEASE), op.slot.eq(Mux(rq, rq_slot, fx_start)),
+                         op.base.eq(rel_region.base), op.log2_window.eq(rel_region.log2_window)]
+            m.d.sync += [rq.eq(~pw.op.ready), rq_slot.eq(Mux(rq, rq_slot, fx_start))]
+            with m.If(pw.op.ready & busy):
+                m.d.sync += rel_on.eq(1)
         with m.Elif(fx.pending_we):  # SET, or CLEAR of a one-slot region: one cycle each
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(Mux(fx.pending, PendingOp.SET, PendingOp.CLEAR)),
                          op.slot.eq(fx_slot), op.base.eq(fx_slot), op.log2_window.eq(0)]
         with m.Elif(peek):  # never with an effect to write: C0 held the candidate for that
-            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot)]
-        m.d.comb += [self.released_valid.eq(fx.release),
-                     self.released.job.eq(fx_job), self.released.head.eq(fx.head),
-                     self.released.start.eq(fx_start), self.released.run.eq(fx.run)]
+            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot),
+                         op.base.eq(peek_region.base), op.log2_window.eq(peek_region.log2_window)]
+        if self.regions:
+            with m.Elif(reset_go):  # never with anything else: nothing in flight
+                m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.CLEAR), op.slot.eq(reset_region.base),
+                             op.base.eq(reset_region.base), op.log2_window.eq(reset_region.log2_window)]
+        m.d.comb += [self.released_valid.eq(fx.release | (fin & (rest != 0))),
+                     self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
+                     self.released.start.eq(Mux(fin, part.slot, fx_start)),
+                     self.released.run.eq(Mux(fin, rest - 1, fx.run))]
 
-        # ---- late (the command in C2): the state read, bypassed from the effects not yet in it ----
-        def cleared(e: Value, start: Value) -> Value:
-            """The effect ``e`` released C2's slot (one of the ``run`` slots after ``start``)."""
-            return e.release & ((c2_slot - start - 1)[:sb] < e.run)
-
-        def bit_after(e: Value, slot: Value, start: Value, older: Value) -> Value:
-            """C2's pending bit after effect ``e`` (on ``slot``, releasing from ``start``)."""
-            return Mux(cleared(e, start), 0, Mux(e.pending_we & (slot == c2_slot), e.pending, older))
+        # ---- late (the command in C2): the state read, bypassed from the effects not yet in it;
+        # a release's are never needed: the commands behind a candidate wait until it is written ----
+        def bit_after(e: Value, slot: Value, older: Value) -> Value:
+            """C2's pending bit after effect ``e`` (on ``slot``)."""
+            return Mux(e.pending_we & (slot == c2_slot), e.pending, older)
 
         head_fwd = fx.head_we & (fx_job == c2_job)
+        long = ~pw.done | (pw.run > step)  # the candidate's run (its PEEK's data cycle): two parts
+        seen = Mux(pw.done, pw.run, pw.reach)  # the run, or as far as the first step saw it
+        first = Mux(seen > step, step, seen)
         m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
-                     self.late.pending.eq(bit_after(fx, fx_slot, fx_start,
-                                                    bit_after(fx2, fx2_slot, fx2_start, pw.rd_bit[0]))),
-                     self.late.run.eq(Mux(c2_rel, pw.run, 0))]
+                     self.late.pending.eq(bit_after(fx, fx_slot, bit_after(fx2, fx2_slot, pw.rd_bit[0]))),
+                     self.late.run.eq(Mux(c2_rel, first, 0))]
+        with m.If(c2_rel & long):  # the rest of the run in the background: every command waits
+            m.d.sync += busy.eq(1)
 
-        # the engine's contract, the peek's run within its first scan step, the release's run
-        # the peek's, PendingWords never refusing
-        bad_run = (c2_rel & ~pw.done) | (fx2.release & (~pw.done | (pw.run != fx2.run)))
-        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready) | bad_run):
+        # the engine's contract, a short release's run the peek's, a long one's longer than its
+        # first part, PendingWords never refusing
+        bad_run = (fx2.release & ~busy & (~pw.done | (pw.run != fx2.run))) | (rel_on & pw.done & (pw.run < part_run))
+        q_error = 0 if self.queue is None else self.queue.error
+        with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run | q_error):
             m.d.sync += self.error.eq(1)
         return m
 

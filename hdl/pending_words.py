@@ -27,6 +27,11 @@ Operations (``op``, a stream; ``op.ready`` is low while a scan or a region clear
   it completed at the head now (``done`` / ``run`` as for ``RELEASE``). The reducer peeks for
   the message that will be decided next, so its decision has the run (docs/reducer.md).
 
+``reach``: in a scan step that is not ``done``, the slots from the start to the end of the words
+scanned so far, all pending (the run is at least that long). At least 65 for the whole ring of
+S >= 128; for a region it may be only a few slots (its first and last words in the step, its
+slots below the start in the first word not seen until the scan wraps).
+
 ``bit_ports`` read ports of one bit each (``rd_slot[i]`` in, ``rd_bit[i]`` the slot's bit one
 cycle later), transparent to the banks' writes like the scan's ports: the reducer's own pending
 bit and the probe's. Each is one more read port per bank, so yosys builds every bank once more.
@@ -78,7 +83,7 @@ class PendingWords(wiring.Component):
     """Pending bits in block-RAM words with the two-word release scan (module docstring).
 
     ``op`` in; ``done`` / ``run`` out (a RELEASE or PEEK has finished: ``run`` slots released
-    behind ``slot``); ``idle``: no operation's data cycle now; ``rd_slot`` / ``rd_bit``: the
+    behind ``slot``); ``reach`` (a scan step not done: the run so far); ``idle``: no operation's data cycle now; ``rd_slot`` / ``rd_bit``: the
     ``bit_ports`` one-bit read ports. ``banks``: the memories (even words, odd words), for tests
     and inspection.
     """
@@ -97,6 +102,7 @@ class PendingWords(wiring.Component):
             "op": In(stream.Signature(self.op_layout)),
             "done": Out(1),
             "run": Out(self.slot_bits),
+            "reach": Out(self.slot_bits),
             "idle": Out(1),
             **({"rd_slot": In(data.ArrayLayout(self.slot_bits, bit_ports)), "rd_bit": Out(bit_ports)}
                if bit_ports else {}),
@@ -177,8 +183,10 @@ class PendingWords(wiring.Component):
         pos = onehot_index(fz)  # the first bit not pending, in wa : wb
         stop = Cat(pos[:ob], Mux(pos[ob], wb, wa))
         peek = Signal()  # the SCAN is a PEEK: nothing is written
+        wl = Mux(b_scan & ~same, wb, wa)  # the last word scanned
+        past = Mux(~whole & (wl == w_last), Cat(lo, w_base), Cat(Const(0, ob), (wl + 1)[:wi]))  # the next slot
         m.d.comb += [self.done.eq((step == _Step.SCAN) & ~none),
-                     self.run.eq((stop - start)[:sb] & wmask),
+                     self.run.eq((stop - start)[:sb] & wmask), self.reach.eq((past - start)[:sb] & wmask),
                      self.idle.eq(step == _Step.IDLE)]
         wr_a = Signal(WB)
         with m.Switch(step):

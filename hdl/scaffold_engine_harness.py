@@ -19,19 +19,23 @@ __all__ = ["ScaffoldEngineHarness", "scaffold_engine"]
 
 
 def scaffold_engine(data_width: int, *, axi_id: int = 1, side_width: int | None = None,
-                    jobs: int | None = None, **engine: int) -> DramRmwEngine | EngineWithState:
+                    jobs: int | None = None, release_depth: int | None = None, regions: bool = False,
+                    **engine: int) -> DramRmwEngine | EngineWithState:
     """The engine with the scaffold modify (``**engine``: its parameters); ``side_width``: its
     ``side_shape``, the scaffold's count increment. ``jobs`` (a power of two, with ``side_width``
     above log2(jobs); default None: no late operand): with a ``DecisionState`` of ``jobs`` heads
     and a pending bit per row as its late operand (``EngineWithState``), the job the side's low
-    bits, the release flag (the head's chunk completes) its top bit."""
+    bits, the release flag (the head's chunk completes) its top bit; ``release_depth``: the
+    state's release queue (its stream ``release``); ``regions``: the state's per-job regions and
+    window reset (ports ``region``, ``reset``)."""
     if jobs is None:
         return DramRmwEngine(data_width, modify=partial(ScaffoldRecordModify, side_width=side_width),
                              axi_id=axi_id, side_shape=side_width, **engine)
     if jobs & (jobs - 1) or side_width is None or side_width <= (jobs - 1).bit_length():
         raise ValueError(f"jobs must be a power of two with side_width > log2(jobs), got jobs {jobs}, "
                          f"side_width {side_width}")
-    state = DecisionState(slots=engine["slots"] << engine.get("row_bits", 0), jobs=jobs)
+    state = DecisionState(slots=engine["slots"] << engine.get("row_bits", 0), jobs=jobs, release_depth=release_depth,
+                          regions=regions)
     modify = partial(ScaffoldRecordModify, side_width=side_width, late_slots=state.slots)
     e = DramRmwEngine(data_width, modify=modify, axi_id=axi_id, side_shape=side_width,
                       late_shape=late_layout(state.slots), effect_shape=effect_layout(state.slots), **engine)
@@ -44,7 +48,9 @@ class ScaffoldEngineHarness(AxiLatencyHarness):
     the port ``state_error``, its released runs ``released`` / ``released_valid``."""
 
     def __init__(self, data_width: int, *, delay_depth: int = 512, axi_id: int = 1,
-                 side_width: int | None = None, jobs: int | None = None, **engine: int) -> None:
-        inner = scaffold_engine(data_width, axi_id=axi_id, side_width=side_width, jobs=jobs, **engine)
+                 side_width: int | None = None, jobs: int | None = None, release_depth: int | None = None,
+                 **engine: int) -> None:
+        inner = scaffold_engine(data_width, axi_id=axi_id, side_width=side_width, jobs=jobs,
+                                release_depth=release_depth, **engine)
         self.engine = inner if jobs is None else inner.engine
         super().__init__(inner, delay_depth=delay_depth)

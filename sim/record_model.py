@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wanreduce.hdl.decision_state import CHUNK_BITS
+from wanreduce.hdl.decision_state import CHUNK_BITS, run_step
 from wanreduce.hdl.slot_store_signature import Op
 
 from .slot_store_model import SlotStoreModel
 
-__all__ = ["RecordModel", "fold32", "release_run", "scaffold_effect", "scaffold_update"]
+__all__ = ["RecordModel", "first_step_reach", "fold32", "region_slot", "release_parts", "release_run", "scaffold_effect", "scaffold_update"]
 
 MASK = 0xFFFFFFFF
 
@@ -53,13 +53,65 @@ def scaffold_effect(data: int, head: tuple[int, int], pending: int, slots: int) 
     return new_head, None if data & 2 else 1 - pending
 
 
-def release_run(pending: list[int], start: int) -> int:
-    """The run of pending slots right behind ``start`` (wrapping at S; ``start``'s own bit counts
-    as clear, so the run stops there at the latest): what ``PendingWords``' RELEASE finds."""
+def region_slot(start: int, k: int, slots: int, region: tuple[int, int] | None = None) -> int:
+    """The slot ``k`` after ``start`` in region order (``region`` = (base, window): wrapping at
+    its end and at S; None: the whole ring)."""
+    base, window = region or (0, slots)
+    return (base + (start - base + k) % window) % slots
+
+
+def release_run(pending: list[int], start: int, region: tuple[int, int] | None = None) -> int:
+    """The run of pending slots right behind ``start`` (in its ``region``, default the whole
+    ring, wrapping at its end; ``start``'s own bit counts as clear, so the run stops there at the
+    latest): what ``PendingWords``' RELEASE finds."""
     slots, run = len(pending), 0
-    while run < slots - 1 and pending[(start + 1 + run) % slots]:
+    window = region[1] if region else slots
+    while run < window - 1 and pending[region_slot(start, 1 + run, slots, region)]:
         run += 1
     return run
+
+
+def first_step_reach(start: int, slots: int, region: tuple[int, int] | None = None) -> int:
+    """How far ``PendingWords``' first scan step from the slot after ``start`` sees (its
+    ``reach``: a run this long or longer is not found in that step): the slot after the last word
+    it reads (the start's word and the next one of the region, one word where both fall in one
+    bank at the region's wrap), in region order from that slot; the whole region if one word
+    holds it. The hardware's word geometry, modelled."""
+    base, window = region or (0, slots)
+    wbits = min(64, slots)
+    words, first = slots // wbits, region_slot(start, 1, slots, region)
+    whole, w_base, w_last = window == slots, base // wbits, region_slot(base, window - 1, slots, region) // wbits
+
+    def next_word(w: int) -> int:
+        return w_base if not whole and w == w_last else (w + 1) % words
+
+    wa = first // wbits
+    wb = next_word(wa)
+    if wa == wb:
+        return window
+    last = wb if words >= 2 and wa % 2 != wb % 2 else wa
+    past = base if not whole and last == w_last else (last + 1) % words * wbits
+    return (past - first) % window or window  # 0: the step saw the whole region (the run found)
+
+
+def release_parts(head: tuple[int, int], run: int, slots: int,
+                  region: tuple[int, int] | None = None) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """A release at ``head`` (chunk, slot) of a ``run`` of pending slots behind it, as
+    ``DecisionState`` does it: the candidate's ``late.run`` (the first part: the run as far as
+    the first scan step saw it, :func:`first_step_reach`, at most ``run_step``) and the released
+    parts in order, each (head chunk, head slot after it, start, run: 1 + run chunks from
+    start); the rest of the run, if any, is a second part from the first part's head; slots
+    wrap in ``region`` (base, window; default the whole ring)."""
+    step, (chunk, start) = run_step(slots), head
+    reach = first_step_reach(start, slots, region)
+    first = min(run if run < reach else reach, step)
+    parts, done = [], 0
+    for part_start, part_run in ((start, first), (region_slot(start, 1 + first, slots, region), run - first - 1)):
+        if part_run < 0:
+            break
+        done += 1 + part_run
+        parts.append(((chunk + done) % (1 << CHUNK_BITS), region_slot(start, done, slots, region), part_start, part_run))
+    return first, parts
 
 
 class RecordModel(SlotStoreModel):
@@ -87,11 +139,12 @@ class RecordModel(SlotStoreModel):
 
     def _release(self, job: int, run: int) -> None:
         """The job's head chunk completes: the ``run`` behind it released."""
-        chunk, start = self.heads[job]
+        start = self.heads[job][1]
         for k in range(run):
             self.pending[(start + 1 + k) % self.slots] = 0
-        self.heads[job] = ((chunk + 1 + run) % (1 << CHUNK_BITS), (start + 1 + run) % self.slots)
-        self.released.append((job, *self.heads[job], start, run))
+        parts = release_parts(self.heads[job], run, self.slots)[1]
+        self.heads[job] = parts[-1][:2]
+        self.released += [(job, *part) for part in parts]
 
     def apply(self, op: int, row: int, data: int, lane_mask: int, side: int = 0) -> tuple[int, int]:
         """One command; returns the response ``(data, overflow)``."""
@@ -103,7 +156,7 @@ class RecordModel(SlotStoreModel):
             job = side % self.jobs
             if self.release_bit is not None and side >> self.release_bit & 1:
                 run = release_run(self.pending, self.heads[job][1])
-                late = self.late(job, row, run)
+                late = self.late(job, row, release_parts(self.heads[job], run, self.slots)[0])
                 self._release(job, run)
             else:
                 late = self.late(job, row)

@@ -17,6 +17,12 @@ Tests:
   ``rsp`` ready; ``latency`` re-drawn from ``latency_range`` every few hundred cycles. Every
   response must equal the reference's, in order; ``mem_error`` must stay 0; then the memory
   holds the reference's rows at their addresses and nothing else changed.
+- ``long_runs`` (``model`` = ``"record"`` with ``jobs``): each job in turn toggles the pending
+  bits of ``run_lengths`` slots behind its head, one length at a time, then releases at its head
+  (runs of 0 .. S - 1, wrapping at S), other jobs' WRITE / READ commands mixed in; every
+  response, every released part, the final heads and pending bits as the twin's; with
+  ``release_depth`` (the state's release queue) a consumer ready with probability
+  ``p_release`` takes every part from the stream ``release``, in order.
 - ``throughput``: messages of ``message_beats`` consecutive rows, the first contribution of a
   chunk WRITE then ADDs, ``cmd`` always valid and ``rsp`` always ready, fixed ``latency``,
   ``bandwidth`` (share of cycles R and W may move: random pauses). Writes beats per
@@ -49,6 +55,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from wanreduce.hdl.decision_state import head_layout, released_layout
+from wanreduce.hdl.record_release_queue import release_item_layout
 from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, cmd_layout, rsp_layout
 from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, steady_rate, throttle_data
 from wanreduce.sim.record_model import RecordModel
@@ -359,6 +366,86 @@ async def random_commands(dut):
             assert any(beats > 1 for _, _, beats in b.bursts), "no burst of more than one beat"
         assert not int(dut.mem_error.value), "mem_error set"
         await b.check_memory(model)
+
+
+def _long_run_commands(b: Bench, lengths: list[int]) -> tuple[list, list[int]]:
+    """Commands and sides for ``long_runs``: for each length, each job toggles (ADD, data 0: no
+    head advance) the slots behind its head that are not pending until ``length`` are, then
+    releases (ADD with the release flag, at the head's row); a WRITE or READ of another job on a
+    random row after every few commands. A scratch twin tracks the state while generating."""
+    jobs, rng, release = b.p["jobs"], b.rng, 1 << (b.side_width - 1)
+    scratch = RecordModel(b.width, lambda row: 0, jobs=jobs, slots=b.rows, release_bit=b.side_width - 1)
+    cmds, sides = [], []
+
+    def add(op: int, row: int, data: int, side: int) -> None:
+        scratch.apply(op, row, data, 0, side)
+        cmds.append((op, row, data, 0, 0))
+        sides.append(side)
+
+    for length in lengths:
+        for job in range(jobs):
+            head = scratch.heads[job][1]
+            for k in range(length):
+                row = (head + 1 + k) % b.rows
+                if not scratch.pending[row]:
+                    add(int(Op.ADD), row, 0, job)  # toggle: pending
+                if jobs > 1 and rng.random() < 0.2:
+                    add(int(rng.choice([Op.WRITE, Op.READ])), rng.randrange(b.rows), random_row(rng, b.width // 32),
+                        (job + 1) % jobs)
+            stop = (head + 1 + length) % b.rows
+            if length < b.rows - 1 and scratch.pending[stop]:
+                add(int(Op.ADD), stop, 0, job)  # toggle back: the run ends here
+            add(int(Op.ADD), head, 2, job | release)
+    for row in range(0, b.rows, 3):  # leave some pending bits for the final state check
+        add(int(Op.ADD), row, 0, 0)
+    return cmds, sides
+
+
+@cocotb.test()
+async def long_runs(dut):
+    """Runs of ``run_lengths`` released at the heads of every job, under random handshakes, AXI
+    pauses and latency: every response, released part and the final state as the twin's."""
+    p = tb_params()
+    b = Bench(dut, p)
+    model = await b.start()
+    lo, hi = p.get("latency_range", (20, 200))
+    b.random_axi_pauses(p.get("p_axi", 0.3))
+    dut.latency.value = b.rng.randint(lo, hi)
+
+    def on_cycle(cycle: int) -> None:
+        if cycle % 300 == 0:
+            dut.latency.value = b.rng.randint(lo, hi)
+
+    lengths = p["run_lengths"]
+    cmds, sides = _long_run_commands(b, lengths)
+    released, popped = [], []
+    cocotb.start_soon(_watch_released(b, released))
+    if p.get("release_depth"):
+        cocotb.start_soon(_consume_release(b, popped, p.get("p_release", 0.3)))
+    await b.run(cmds, model, p_cmd=p.get("p_cmd", 0.7), p_rsp=p.get("p_rsp", 0.7), on_cycle=on_cycle, sides=sides)
+    await _check_state(b, model, on_cycle)
+    await ClockCycles(dut.clk, 4)
+    assert released == model.released, f"released parts {released[:8]}..., want {model.released[:8]}..."
+    long = sum(n > 64 for n in lengths) * p["jobs"]
+    assert len(released) == len(lengths) * p["jobs"] + long, "a run of more than 64 slots is two parts"
+    assert not int(dut.mem_error.value), "mem_error set"
+    if p.get("release_depth"):
+        await ClockCycles(dut.clk, 20 * p["release_depth"])
+        assert popped == [(job, start, run) for job, _, _, start, run in released], "release queue out of order"
+
+
+async def _consume_release(b: Bench, popped: list, p_ready: float) -> None:
+    """The release queue's consumer (an emitter stand-in): ``release.ready`` at random, every
+    entry taken appended to ``popped`` as (job, start, run)."""
+    layout = release_item_layout(b.rows, b.p["jobs"])
+    while True:
+        await RisingEdge(b.dut.clk)
+        ready = b.rng.random() < p_ready
+        b.dut.release__ready.value = int(ready)
+        await ReadOnly()
+        if ready and int(b.dut.release__valid.value):  # taken at the next edge
+            r = _unpack(layout, int(b.dut.release__payload.value))
+            popped.append((r["job"], r["start"], r["run"]))
 
 
 @cocotb.test()

@@ -27,7 +27,14 @@ from wanreduce.hdl.engine_with_state import EngineWithState
 from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
 from wanreduce.hdl.scaffold_engine_harness import ScaffoldEngineHarness, scaffold_engine
 from wanreduce.hdl.slot_store_signature import Op
-from wanreduce.sim.record_model import RecordModel, release_run, scaffold_effect, scaffold_update
+from wanreduce.sim.record_model import (
+    RecordModel,
+    region_slot,
+    release_parts,
+    release_run,
+    scaffold_effect,
+    scaffold_update,
+)
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
 
 SLOTS = 256  # four 64-bit pending words, two banks
@@ -285,53 +292,106 @@ def test_cocotb_engine_with_decision_state(config: str, seed: int, latency: list
                        "model": "record", "axi_id": 1})
 
 
+LONG_RUNS = {"data_width": 64, "row_width": 256, "slots": 256, "row_bits": 0, "outstanding": 16,
+             "burst_beats": 16, "burst_hold": 64, "base_address": 0x1000, "delay_depth": 256, "side_width": 8}
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize(("jobs", "seed", "lengths", "release_depth"), [
+    (2, 61, [0, 1, 63, 64, 65, 200, 255, 130], None),
+    (4, 62, [65, 200, 1, 0, 64], 4)])
+def test_cocotb_long_runs(jobs: int, seed: int, lengths: list[int], release_depth: int | None) -> None:
+    """Runs of 0 .. S - 1 slots (S = 256, wrapping at S) released at every job's head on
+    ``AxiRam`` (latency 20-200, pauses on every channel, random handshakes), other jobs' commands
+    mixed in: every response, released part (two for a run over 64) and the final state as the
+    twin's (sim/tb_slot_store.py, ``long_runs``); with a 4-entry release queue its consumer,
+    ready 30 % of cycles, takes every part once, in order."""
+    params = {**LONG_RUNS, "jobs": jobs, **({"release_depth": release_depth} if release_depth else {})}
+    top = f"scaffold_long_j{jobs}"
+    path = generate_verilog(ScaffoldEngineHarness, name=top, params=params)
+    run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_slot_store", testcase="long_runs",
+               params={**params, "seed": seed, "run_lengths": lengths, "latency_range": [20, 200],
+                       "model": "record", "axi_id": 1})
+
+
 # ---- the release run at the head -------------------------------------------------------------------
 
-def _release_model(slots: int, jobs: int, commands: list) -> tuple[list, list]:
+def _release_model(slots: int, jobs: int, commands: list, regions: list | None = None) -> tuple[list, list]:
     """The state in command order (``RecordModel``'s release, generic effects): each command's
     late operand (head chunk, head slot, pending, run) and the released runs (job, head chunk,
     head slot, start, run). A command is (job, slot, kind): "set" / "clear" its slot's pending
-    bit, "release" at its job's head, "head" (the head moved by one, as a non-release advance)."""
+    bit, "release" at its job's head, "head" (the head moved by one, as a non-release advance),
+    "reset" (a window reset: ``slot`` is the new head chunk; not an engine command). ``regions``:
+    (base, log2 window) per job (default: the whole ring)."""
     heads, pending = [(0, 0)] * jobs, [0] * slots
     seen, released = [], []
     for job, slot, kind in commands:
+        region = (regions[job][0], 1 << regions[job][1]) if regions else None
         chunk, start = heads[job]
-        run = release_run(pending, start) if kind == "release" else 0
-        seen.append((chunk, start, pending[slot], run))
+        if kind == "reset":
+            for k in range(region[1]):
+                pending[region_slot(region[0], k, slots, region)] = 0
+            heads[job] = (slot, region_slot(region[0], slot, slots, region))
+            continue
+        run = release_run(pending, start, region) if kind == "release" else 0
+        first, parts = release_parts(heads[job], run, slots, region)
+        seen.append((chunk, start, pending[slot], first))
         if kind in ("set", "clear"):
             pending[slot] = int(kind == "set")
         elif kind == "head":
-            heads[job] = ((chunk + 1) % (1 << CHUNK_BITS), (start + 1) % slots)
+            heads[job] = ((chunk + 1) % (1 << CHUNK_BITS), region_slot(start, 1, slots, region))
         elif kind == "release":
             for k in range(run):
-                pending[(start + 1 + k) % slots] = 0
-            heads[job] = ((chunk + 1 + run) % (1 << CHUNK_BITS), (start + 1 + run) % slots)
-            released.append((job, *heads[job], start, run))
+                pending[region_slot(start, 1 + k, slots, region)] = 0
+            heads[job] = parts[-1][:2]
+            released += [(job, *part) for part in parts]
     return seen, released
 
 
-def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool]) -> tuple[list, list, bool, int]:
+def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool], release_depth: int | None = None,
+                      p_ready: float = 1.0, popped: list | None = None,
+                      counts: dict | None = None, regions: list | None = None) -> tuple[list, list, bool, int]:
     """The engine's stages around a ``DecisionState`` (C0 in order, held by ``hold`` or stalled
     by ``stalls[cycle]``; C1 the look-ahead, C2 the effect, from ``late`` as the model's effect
     rule says). Returns each command's late operand, the released runs, ``error`` and the
-    cycles held."""
-    dut = DecisionState(slots=slots, jobs=jobs)
+    cycles held. ``release_depth``: with a release queue, its consumer ready with probability
+    ``p_ready``, the entries it takes appended to ``popped`` (job, start, run) until all are, its
+    counters into ``counts``. ``regions``: (base, log2 window) per job on the ``region`` inputs,
+    and the "reset" items go to the ``reset`` stream, the next command waiting in C0 meanwhile
+    (it must be held)."""
+    dut = DecisionState(slots=slots, jobs=jobs, release_depth=release_depth, regions=regions is not None)
+    rng = random.Random(len(commands))
     lay = effect_layout(slots)
-    seen, released, error, held = [], [], [], [0]
+    seen, released, error, held, resets = [], [], [], [0], [0]
 
-    def effect(kind: str, late) -> dict:
+    def effect(job: int, kind: str, late) -> dict:
         chunk, hslot, run = late.head.chunk, late.head.slot, late.run
+        region = (regions[job][0], 1 << regions[job][1]) if regions else None
         if kind in ("set", "clear"):
             return {"pending_we": 1, "pending": int(kind == "set")}
         if kind == "head":
-            return {"head_we": 1, "head": {"chunk": chunk + 1, "slot": hslot + 1}}
-        return {"head_we": 1, "head": {"chunk": chunk + 1 + run, "slot": hslot + 1 + run}, "release": 1, "run": run}
+            return {"head_we": 1, "head": {"chunk": chunk + 1, "slot": region_slot(hslot, 1, slots, region)}}
+        return {"head_we": 1, "head": {"chunk": chunk + 1 + run, "slot": region_slot(hslot, 1 + run, slots, region)},
+                "release": 1, "run": run}
 
     async def tb(ctx):
         nxt, c1, c2, cycle, drain = 0, None, None, 0, 0
-        while drain < 3:  # until the last effect is written
+        while drain < 16:  # until the last effect is written (a long run's rest: a few cycles more)
             drain = 0 if nxt < len(commands) or c1 is not None or c2 is not None else drain + 1
+            resets[0] += drain == 0 and nxt < len(commands) and commands[nxt][2] == "reset"
             c0 = commands[nxt] if nxt < len(commands) else None
+            reset = None
+            if c0 is not None and c0[2] == "reset":
+                reset = c0
+                c0 = commands[nxt + 1] if nxt + 1 < len(commands) and commands[nxt + 1][2] != "reset" else None
+            if regions is not None:
+                for j, (base, lw) in enumerate(regions):
+                    ctx.set(dut.region[j].base, base)
+                    ctx.set(dut.region[j].log2_window, lw)
+                ctx.set(dut.reset.valid, reset is not None)
+                if reset is not None:
+                    ctx.set(dut.reset.payload.job, reset[0])
+                    ctx.set(dut.reset.payload.head, reset[1])
             ctx.set(dut.c0_valid, c0 is not None)
             if c0 is not None:
                 ctx.set(dut.c0_job, c0[0])
@@ -345,18 +405,29 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool])
             if c2 is not None:
                 late = ctx.get(dut.late)
                 seen.append((late.head.chunk, late.head.slot, late.pending, late.run))
-                ctx.set(dut.effect.as_value(), pack(lay, effect(c2[2], late)))
+                ctx.set(dut.effect.as_value(), pack(lay, effect(c2[0], c2[2], late)))
             if ctx.get(dut.released_valid):
                 r = ctx.get(dut.released)
                 released.append((r.job, r.head.chunk, r.head.slot, r.start, r.run))
+            if release_depth is not None:
+                ready = rng.random() < p_ready
+                ctx.set(dut.release.ready, ready)
+                if ready and ctx.get(dut.release.valid):
+                    item = ctx.get(dut.release.payload)
+                    popped.append((item.job, item.start, item.run))
+                drain -= drain > 0 and len(popped) < len(released)  # until the consumer took all
             hold = ctx.get(dut.hold)
             held[0] += bool(c0 is not None and hold)
             fire = c0 is not None and not hold and not stalls[cycle % len(stalls)]
             c2, c1 = c1, (c0 if fire else None)
-            nxt += fire
+            assert not (fire and reset is not None), f"cycle {cycle}: a command left C0 during a window reset"
+            taken = reset is not None and ctx.get(dut.reset.ready)
+            nxt += fire + bool(taken)
             cycle += 1
             await ctx.tick()
         error.append(ctx.get(dut.error))
+        if release_depth is not None:
+            counts.update(pushed=ctx.get(dut.queue.pushed), waits=ctx.get(dut.queue.waits))
 
     run_testbench(dut, tb)
     return seen, released, bool(error[0]), held[0]
@@ -365,9 +436,10 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool])
 S128 = 128  # two 64-bit words: a run crosses a word, wraps at S
 
 
-def _check_release(commands: list, stalls: list[bool], jobs: int = 1, slots: int = S128) -> tuple[list, int]:
-    want_seen, want_released = _release_model(slots, jobs, commands)
-    seen, released, error, held = _simulate_release(slots, jobs, commands, stalls)
+def _check_release(commands: list, stalls: list[bool], jobs: int = 1, slots: int = S128,
+                   regions: list | None = None) -> tuple[list, int]:
+    want_seen, want_released = _release_model(slots, jobs, commands, regions)
+    seen, released, error, held = _simulate_release(slots, jobs, commands, stalls, regions=regions)
     for k, (got, want) in enumerate(zip(seen, want_seen, strict=True)):
         assert got == want, f"command {k} {commands[k]}: late (chunk, slot, pending, run) {got}, want {want}"
     assert released == want_released
@@ -377,7 +449,7 @@ def _check_release(commands: list, stalls: list[bool], jobs: int = 1, slots: int
 
 def test_release_runs_of_every_length() -> None:
     """Back to back (no stall): runs of 0, 1 and several slots, one crossing the 64-bit word
-    (slots 4..70), one wrapping at S (126, 127, 0, 1); each head advances by 1 + run, the run's
+    (slots 4..70: longer than ``RUN_STEP``, so in two parts), one wrapping at S (126, 127, 0, 1); each head advances by 1 + run, the run's
     bits are cleared (the next release from there finds them clear; the two commands right after
     one see their bits cleared, through the bypass), and C0 holds each release
     until the commands ahead have left C1 and C2."""
@@ -388,8 +460,9 @@ def test_release_runs_of_every_length() -> None:
                 (0, 40, "clear"), (0, 41, "clear"),  # right after: their bits released one / two back
                 (0, 0, "release"), *to_125, *wrap, (0, 0, "release"), (0, 5, "set"), (0, 0, "release")]
     released, held = _check_release(commands, [False])
-    assert [r[-1] for r in released] == [0, 1, 67, 0, 4, 0]
-    assert released[2][3:] == (3, 67) and released[4][2:] == (2, 125, 4)  # crossing the word; wrapping at S
+    assert [r[-1] for r in released] == [0, 1, 64, 2, 0, 4, 0]  # 67: 64 at once, then 1 + 2
+    assert released[2][3:] == (3, 64) and released[3][3:] == (68, 2)  # crossing the word
+    assert released[5][2:] == (2, 125, 4)  # wrapping at S
     assert held >= 2 * 4  # each release after a command: two cycles
 
 
@@ -412,10 +485,163 @@ def test_release_random_against_model(jobs: int, seed: int) -> None:
     assert {0, 1} <= set(runs) and max(runs) >= 3
 
 
-def test_run_beyond_the_first_scan_step_is_an_error() -> None:
-    """A run the PEEK cannot find in its data cycle (more than the first two words' step) is not
-    supported yet: ``error`` rises."""
-    commands = [(0, s, "set") for s in range(S128) if s != 10] + [(0, 0, "head")] * 10 + [(0, 0, "release")]
-    assert _release_model(S128, 1, commands)[1][-1][-1] == S128 - 1
-    assert _simulate_release(S128, 1, commands, [False])[2]
-    assert not _simulate_release(S128, 1, commands[:-1], [False])[2]
+def _runs_of(lengths: list[int], jobs: int, slots: int) -> list:
+    """For each length, each job in turn sets the ``length`` slots behind its head (the heads
+    move together: every job releases the same lengths), another job clears the slot that ends
+    the run between those sets (mixed commands, the bypass of a clear), then the job releases."""
+    commands, head = [], 0
+    for length in lengths:
+        for job in range(jobs):
+            stop = (head + 1 + length) % slots
+            for k in range(length):
+                commands.append((job, (head + 1 + k) % slots, "set"))
+                if jobs > 1 and k % 17 == 0 and length < slots - 1:
+                    commands.append(((job + 1) % jobs, stop, "clear"))
+            commands.append((job, 0, "release"))
+        head = (head + 1 + length) % slots
+    return commands
+
+
+@pytest.mark.parametrize(("slots", "jobs", "lengths"), [
+    (256, 1, [0, 1, 63, 64, 65, 200, 255, 2, 130]),  # the whole ring (S - 1); wrapping at S
+    (256, 2, [65, 0, 200, 64, 1, 255, 63]),
+    (128, 3, [127, 66, 1, 100]),
+    (512, 4, [200, 64, 65, 300, 511]),
+])
+def test_long_runs_are_released_whole(slots: int, jobs: int, lengths: list[int]) -> None:
+    """Runs of 0, 1, 63, 64, 65, 200 slots and the whole ring but the head (S - 1), wrapping at
+    S, for 1-4 jobs mixed with other jobs' commands and random C0 stalls: a run up to
+    ``RUN_STEP`` (64) is released in one part, a longer one in two (the first 64 slots at once,
+    the rest when the background RELEASE ends), every late operand, head and part as the model's,
+    the bits cleared (the next release finds exactly the next run), ``error`` 0."""
+    commands = _runs_of(lengths, jobs, slots)
+    stalls = [i % 5 == 3 for i in range(23)]
+    released, _ = _check_release(commands, stalls, jobs, slots)
+    for job in range(jobs):  # each chunk once, in order: every part starts at the last one's head
+        parts = [r for r in released if r[0] == job]
+        assert len(parts) == len(lengths) + sum(n > 64 for n in lengths)
+        assert sum(1 + r[-1] for r in parts) == sum(1 + n for n in lengths)
+        head = 0
+        for _, chunk, slot, start, run in parts:
+            assert start == head % slots and (chunk, slot) == (head + 1 + run, (head + 1 + run) % slots)
+            head += 1 + run
+
+
+def test_long_run_holds_every_command_until_released() -> None:
+    """While a long run's rest is released every command waits in C0 (``hold``): the command of
+    another job right behind it enters C2 only after the job's final head is written, and sees
+    the run's last slot cleared."""
+    slots = 256
+    commands = [(0, s, "set") for s in range(1, 201)] + [(0, 0, "release"), (1, 200, "set"), (0, 0, "clear")]
+    _, held = _check_release(commands, [False], 2, slots)
+    assert held >= 2 + 1 + 200 // 128  # the candidate in C1 / C2, then the scan's steps
+
+
+# ---- the release queue fed from ``released`` ------------------------------------------------------
+
+@pytest.mark.parametrize(("jobs", "depth", "p_ready", "seed"), [(1, 3, 0.2, 8), (2, 4, 0.5, 9), (4, 16, 0.3, 10),
+                                                                (3, 8, 1.0, 11)])
+def test_release_queue_with_a_random_consumer(jobs: int, depth: int, p_ready: float, seed: int) -> None:
+    """Random set / release commands (runs of 0 to ~150 slots, so some come in two parts) for
+    every job into a ``RecordReleaseQueue`` read by a consumer ready at random: every released
+    chunk comes out exactly once, in order per job (each job's entries cover its slots from 0
+    on without gap or overlap), the entries are the ``released`` ones in order, the queue counts
+    them, candidates waited while it was full (a slow consumer), ``error`` 0."""
+    rng = random.Random(seed)
+    slots = 256
+    commands, heads = [], [0] * jobs
+    for _ in range(6):
+        for job in range(jobs):
+            length = rng.choice([0, 1, 2, 63, 64, 65, 150])
+            commands += [(job, (heads[job] + 1 + k) % slots, "set") for k in range(length)]
+            commands.append((job, 0, "release"))
+            heads[job] = (heads[job] + 1 + length) % slots
+    want_seen, want_released = _release_model(slots, jobs, commands)
+    popped: list = []
+    counts: dict = {}
+    seen, released, error, held = _simulate_release(slots, jobs, commands, [False], depth, p_ready, popped, counts)
+    assert counts["pushed"] == len(released)
+    assert seen == want_seen and released == want_released and not error
+    assert popped == [(j, start, run) for j, _, _, start, run in released]
+    for job in range(jobs):
+        chunks = [(start + k) % slots for j, start, run in popped if j == job for k in range(1 + run)]
+        assert chunks == [k % slots for k in range(len(chunks))]  # each once, in order
+        assert len(chunks) == sum(1 + run for j, *_, run in want_released if j == job)
+    if p_ready < 0.3:
+        assert counts["waits"] > 0 and held > len(commands) // 10  # the full queue held release candidates
+
+
+def test_release_queue_rejects_bad_depth() -> None:
+    with pytest.raises(ValueError, match=r"release queue depth must be 3\.\.4096, got 2"):
+        DecisionState(slots=16, jobs=2, release_depth=2)
+
+
+# ---- per-job regions and the window reset ---------------------------------------------------------
+
+# (base, log2 window) per job: a region wrapping at S (240..255, 0..111), regions not aligned to a
+# word (170 + 16, 200 + 8), sharing words with others
+REGIONS = {1: [(240, 7)], 2: [(240, 7), (112, 7)], 3: [(240, 7), (112, 5), (170, 4)],
+           4: [(240, 7), (112, 5), (170, 4), (200, 3)]}
+
+
+def _region_commands(jobs: int, n: int, seed: int) -> list:
+    """A window reset per job first (the heads start there), then random commands of every job
+    in its region: sets of the next slots behind the head (now and then the whole run up to 127
+    slots: long runs, wrapping in the region and at S), clears, head advances, releases, and
+    window resets of a job (random new head) while other jobs' slots are pending."""
+    rng = random.Random(seed)
+    regions = REGIONS[jobs]
+    commands: list = [(j, rng.getrandbits(CHUNK_BITS), "reset") for j in range(jobs)]
+    for _ in range(n):
+        job = rng.randrange(jobs)
+        base, lw = regions[job]
+        region = (base, 1 << lw)
+        head = _release_model(S256, jobs, [*commands, (job, 0, "clear")], regions)[0][-1][1]
+        kind = rng.choice(["set", "set", "set", "clear", "head", "release", "release", "fill", "reset"])
+        if kind == "fill":  # a run of up to the whole region behind the head
+            length = rng.choice([1, 63, 64, 65, 100, (1 << lw) - 1, rng.randrange(1 << lw)]) % (1 << lw)
+            commands += [(job, region_slot(head, 1 + k, S256, region), "set") for k in range(length)]
+            commands.append((job, 0, "release"))
+        elif kind == "reset":
+            commands.append((job, rng.getrandbits(CHUNK_BITS), "reset"))
+        else:
+            commands.append((job, region_slot(head, rng.randint(1, 6), S256, region), kind))
+    return commands
+
+
+S256 = 256
+
+
+@pytest.mark.parametrize(("jobs", "seed"), [(1, 21), (2, 22), (3, 23), (4, 24)])
+def test_regions_and_window_reset_against_model(jobs: int, seed: int) -> None:
+    """Per-job regions (one wrapping at S, unaligned ones sharing words) and window resets among
+    random set / clear / head / release commands and long runs (up to the whole region), random
+    C0 stalls: every late operand and released part as the model's (heads wrap in the region, the
+    scan stops at its end, a reset CLEARs only its region's pending bits and sets the head to
+    the new chunk's slot), no command leaves C0 while a reset is pending, ``error`` 0."""
+    commands = _region_commands(jobs, 60, seed)
+    assert sum(c[2] == "reset" for c in commands) > jobs
+    released, _ = _check_release(commands, [i % 7 == 2 for i in range(29)], jobs, S256, REGIONS[jobs])
+    assert max(r[-1] for r in released) >= 2
+
+
+def test_window_reset_clears_its_region_only() -> None:
+    """Two jobs with pending slots in one shared 64-bit word: a reset of job 1 clears its bits
+    (its next release finds no run) and keeps job 0's (its release finds its run); the head is
+    the new chunk's slot in the region."""
+    regions = [(0, 5), (32, 5)]  # slots 0..31 and 32..63: one word
+    commands = [(0, 5, "reset"), (1, 40, "reset")]
+    commands += [(0, 5 + k, "set") for k in range(1, 9)] + [(1, 32 + (40 + k) % 32, "set") for k in range(1, 9)]
+    commands += [(1, 7, "reset"), (0, 0, "release"), (1, 0, "release")]
+    released, _ = _check_release(commands, [False], 2, 64, regions)
+    assert released == [(0, 14, 14, 5, 8), (1, 8, 32 + 8, 32 + 7, 0)]
+
+
+def test_run_wrapping_in_a_small_region_is_released_in_two_parts() -> None:
+    """A region of 32 slots (112..143) across two words, the head at 140, every other slot
+    pending: the first scan step sees 141..143 and 112..127 (19 slots; 128..139 in the start's
+    word are below the start), so the candidate releases 19 at once and the background scan the
+    other 11 (128..138); the head goes round the region to 140 again, 32 chunks on."""
+    commands = [(0, 28, "reset")] + [(0, s, "set") for s in range(112, 144) if s != 140] + [(0, 0, "release")]
+    released, _ = _check_release(commands, [False], 1, S256, [(112, 5)])
+    assert released == [(0, 28 + 1 + 19, 128, 140, 19), (0, 28 + 32, 140, 128, 11)]
