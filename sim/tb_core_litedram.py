@@ -36,6 +36,7 @@ from wanreduce.sim.tb_core_perf import run_throughput, streams
 from wanreduce.sim.tb_slot_store import Bench
 from wanreduce.sim.tb_slot_store_litedram import (
     _write_out,
+    dram_bytes_per_s,
     latency_summary,
     start_clocks,
     watch_port,
@@ -108,12 +109,17 @@ async def core_system(dut):
 async def throughput(dut):
     """``tb_core_perf``'s throughput run (back-to-back contributions on every port, each result
     checked against its sum; ``spread``: every ADD reads its rows from DRAM) through LiteDRAM's
-    controller: beats per cycle into the reducer and the rows the memory moved."""
+    controller: beats per cycle into the reducer, the rows the memory moved and the DRAM
+    efficiency they amount to (``tb_slot_store_litedram``'s measure)."""
     p = tb_params()
     sources, sink = streams(dut, p)
     watch = await start(dut, p)
     out = await run_throughput(dut, p, sources, sink, dut.core.reducer, watch.rows)
     await finish(dut, watch)
-    out.update(watch.figures())
+    cfg = DRAM_CONFIGS[p.get("board", "versa-ecp5")]
+    # the DRAM's share busy with data: a row written per payload beat, read per ADD's beat
+    moved = dram_bytes_per_s(out["steady_beats_per_cycle"], out["row_reads"] / out["row_writes"],
+                             p["width"] // 8)
+    out.update(watch.figures(), dram_efficiency=moved / cfg.peak_bytes_per_s)
     dut._log.info("through LiteDRAM: %s", out)
     _write_out(p, out)

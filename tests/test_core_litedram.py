@@ -53,7 +53,8 @@ def test_cocotb_core_throughput_through_litedram() -> None:
     """sim/tb_core_perf.py's run through the Versa's controller: back-to-back 1024-B
     contributions on all three ports, a chunk's contributions far apart (``spread``), so every
     ADD reads the rows its chunk's WRITE put in the DRAM: every result equal to its sum, every
-    payload beat writes its row once and every ADD reads it, no error flag."""
+    payload beat writes its row once and every ADD reads it, no error flag; the DRAM's data
+    bus busy at least half the time."""
     r = simulate_on_model(LiteDramModelCore, "core_on_litedram_perf_w64", PERF, TB, "throughput",
                           {"count": 256, "chunks": 10, "spread": True, "seed": 1,
                            "store": store_params(**PERF)})
@@ -61,4 +62,6 @@ def test_cocotb_core_throughput_through_litedram() -> None:
     assert r["results_checked"] == 10, r
     assert r["row_writes"] == r["beats"], "every payload beat writes its row once"
     assert r["row_reads"] == r["beats"] * 2 // 3, "every ADD (two of three contributions) reads its rows"
-    assert 0 < r["steady_beats_per_cycle"] <= 1, r
+    # the DRAM busy with data at least half the time (the store alone on this path: 0.67-0.70,
+    # docs/benchmarks.md), and not more than the bus can carry
+    assert 0.5 <= r["dram_efficiency"] < 1.0, r
