@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 import cocotb
 import numpy as np
@@ -90,7 +91,8 @@ async def throughput(dut):
         f"{out['steady_beats_per_cycle']:.3f} beats/cycle < {p.get('min_rate')}"
 
 
-async def run_throughput(dut, p: dict, sources, sink, reducer, rows=None) -> dict:
+async def run_throughput(dut, p: dict, sources: list[AxiStreamSource], sink: AxiStreamSink, reducer,
+                         rows: Callable[[], tuple[int, int]] | None = None) -> dict:
     """The throughput run on a clocked core out of reset (``reducer``: its reducer, where the
     beats are counted); ``rows()``: the memory's (row reads, row writes) so far, if the slots
     are in DRAM (the run waits for the last writes, the figures include them). Every result
