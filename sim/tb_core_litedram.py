@@ -4,10 +4,13 @@
 tests/test_core_litedram.py. Issue 16 item 5, its last clause.
 
 The pieces are those of the benches it composes: the two clocks at the board's frequencies,
-the resets and ``init_done`` of ``sim/tb_slot_store_litedram.py`` (``start_clocks``), and the
-whole-core scenario of ``sim/tb_core.py`` (``CoreBench``, ``run_scenario``: drops on every port,
-rejects, saturation, resend, duplicates, busy / stale / out of window, a window reset, two jobs
-and two groups; every result frame byte-exact against the golden model, every counter exact).
+the resets and ``init_done`` of ``sim/tb_slot_store_litedram.py`` (``start_clocks``), and two
+runs. ``core_system``: the whole-core scenario of ``sim/tb_core.py`` (``CoreBench``,
+``run_scenario``: drops on every port, rejects, saturation, resend, duplicates, busy / stale /
+out of window, a window reset, two jobs and two groups; every result frame byte-exact against
+the golden model, every counter exact). ``throughput``: ``sim/tb_core_perf.py``'s run
+(``run_throughput``; with ``spread`` every ADD reads its rows from the DRAM; every result equal
+to its sum), with the DRAM efficiency it amounts to.
 Nothing is injected: latency and backpressure on the memory are the controller's and the
 DRAM's. The model's memory has no defined content, as the ``AxiRam`` benches' random fill: a
 chunk's first contribution WRITEs its rows.
@@ -15,9 +18,9 @@ chunk's first contribution WRITEs its rows.
 The core's own ``m_axi_mem`` (``dut.core``) is watched (``watch_port``): every burst INCR,
 within 4 KiB, whole rows, at most the board's ``burst_beats`` and inside the store's region
 (``store``: its ``slots`` as rows, ``row_bits`` 0, ``burst_beats``, ``base_address``: the
-``Bench.check_bursts`` of ``sim/tb_slot_store.py``); at the end STATUS (MEM_ERROR) and
-RESULTS_WITHHELD must be 0 and the converter's ``error`` low, and both directions must have
-carried data. Figures (core cycles, bursts and beats per direction, the latency the core sees)
+``Bench.check_bursts`` of ``sim/tb_slot_store.py``); at the end the converter's ``error``
+must be low and both directions must have carried data (``core_system``: STATUS (MEM_ERROR)
+and RESULTS_WITHHELD 0 too). Figures (core cycles, bursts and beats per direction, the latency the core sees)
 to ``params["out"]``.
 """
 
