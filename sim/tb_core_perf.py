@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 import cocotb
 import numpy as np
@@ -37,12 +38,18 @@ from wanreduce.sim.axi_memory import MemoryFaults, attach_core_ram, steady_rate,
 from wanreduce.sim.simulator import tb_params
 
 
-async def setup(dut, p):
-    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
-    dut.rst.value = 1
+def streams(dut, p: dict) -> tuple[list[AxiStreamSource], AxiStreamSink]:
+    """The core's ingress sources (network ports, then the host port) and its egress sink."""
     names = [f"s_axis_net{i}" for i in range(p["ports"])] + ["s_axis_host"]
     sources = [AxiStreamSource(AxiStreamBus.from_prefix(dut, n, bus_separator="__"), dut.clk, dut.rst) for n in names]
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_host", bus_separator="__"), dut.clk, dut.rst)
+    return sources, sink
+
+
+async def setup(dut, p):
+    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+    dut.rst.value = 1
+    sources, sink = streams(dut, p)
     mem = attach_memory(dut, p)
     await ClockCycles(dut.clk, 5)
     dut.rst.value = 0
@@ -75,6 +82,21 @@ async def configure(sources, sink, p, senders: int) -> None:
 async def throughput(dut):
     p = tb_params()
     sources, sink, mem = await setup(dut, p)
+    rows = None if mem is None else (lambda: (mem.read_beats, mem.write_beats))
+    reducer = (dut.inner if mem is not None else dut).reducer  # the DRAM core sits in its harness
+    out = await run_throughput(dut, p, sources, sink, reducer, rows)
+    with open(p["out"], "w") as fh:
+        json.dump(out, fh)
+    assert out["steady_beats_per_cycle"] >= p.get("min_rate", 0.0), \
+        f"{out['steady_beats_per_cycle']:.3f} beats/cycle < {p.get('min_rate')}"
+
+
+async def run_throughput(dut, p: dict, sources: list[AxiStreamSource], sink: AxiStreamSink, reducer,
+                         rows: Callable[[], tuple[int, int]] | None = None) -> dict:
+    """The throughput run on a clocked core out of reset (``reducer``: its reducer, where the
+    beats are counted); ``rows()``: the memory's (row reads, row writes) so far, if the slots
+    are in DRAM (the run waits for the last writes, the figures include them). Every result
+    checked against its sum; returns the figures."""
     n_ports = len(sources)
     await configure(sources, sink, p, n_ports)
     count, chunks = p["count"], p["chunks"]
@@ -82,8 +104,6 @@ async def throughput(dut):
     stamps: list[int] = []  # cycle of every payload beat into the reducer
     stalls: list[int] = []  # cycles the reducer's input was offered a beat and did not take it
     done = False
-
-    reducer = (dut.inner if mem is not None else dut).reducer  # the DRAM core sits in its harness
 
     async def monitor():
         cycle = 0
@@ -116,7 +136,7 @@ async def throughput(dut):
     done = True
     expected = chunks * n_ports * payload_beats(count, p["width"])
     for _ in range(1000):  # results leave before their rows' writes end: let the writes drain
-        if mem is None or mem.write_beats >= expected:
+        if rows is None or rows()[1] >= expected:
             break
         await ClockCycles(dut.clk, 10)
     assert len(stamps) == expected, f"{len(stamps)} payload beats through the reducer, expected {expected}"
@@ -129,12 +149,9 @@ async def throughput(dut):
     out = {"beats": len(stamps), "cycles": last - first + 1, "beats_per_cycle": len(stamps) / (last - first + 1),
            "steady_beats_per_cycle": steady_rate(stamps), "stall_cycles": sum(first <= c <= last for c in stalls),
            "results_checked": len(results)}
-    if mem is not None:
-        out |= {"row_reads": mem.read_beats, "row_writes": mem.write_beats}
-    with open(p["out"], "w") as fh:
-        json.dump(out, fh)
-    assert out["steady_beats_per_cycle"] >= p.get("min_rate", 0.0), \
-        f"{out['steady_beats_per_cycle']:.3f} beats/cycle < {p.get('min_rate')}"
+    if rows is not None:
+        out["row_reads"], out["row_writes"] = rows()
+    return out
 
 
 @cocotb.test()

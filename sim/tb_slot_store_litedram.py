@@ -63,6 +63,49 @@ async def start_clocks(dut, cfg, prefixes: tuple[str, ...] = ("",)) -> None:
     await RisingEdge(dut.clk)
 
 
+async def watch_port(axi, clk, bursts: list, read_latency: list[int],
+                     write_latency: list[int]) -> None:
+    """Record every AR/AW burst (channel, address, beats) of ``axi``'s ``m_axi_mem`` (each must
+    be INCR) and the latency of each read and write burst, in cycles of ``clk``: AR accepted ->
+    that burst's first R beat; the burst's last W beat -> its B. Runs for ever."""
+    reads: deque[int] = deque()  # AR cycles of bursts whose first R beat is still to come
+    lengths: deque[int] = deque()  # beats of the bursts read (R has no rlast in the store)
+    writes: deque[int] = deque()  # cycles of W last beats whose B is still to come
+    left, cycle = 0, 0  # R beats still to come of the burst being read
+    while True:
+        await RisingEdge(clk)
+        await ReadOnly()
+        cycle += 1
+
+        def go(ch: str) -> bool:
+            return bool(int(getattr(axi, f"m_axi_mem_{ch}valid").value)
+                        and int(getattr(axi, f"m_axi_mem_{ch}ready").value))
+
+        for ch in ("aw", "ar"):
+            if go(ch):
+                bursts.append((ch, int(getattr(axi, f"m_axi_mem_{ch}addr").value),
+                               int(getattr(axi, f"m_axi_mem_{ch}len").value) + 1))
+                assert int(getattr(axi, f"m_axi_mem_{ch}burst").value) == 1, "not INCR"
+        if go("ar"):
+            reads.append(cycle)
+            lengths.append(bursts[-1][2])
+        if go("r"):
+            if left == 0:
+                read_latency.append(cycle - reads.popleft())
+                left = lengths.popleft()
+            left -= 1
+        if go("w") and int(axi.m_axi_mem_wlast.value):
+            writes.append(cycle)
+        if go("b"):
+            write_latency.append(cycle - writes.popleft())
+
+
+def latency_summary(xs: list[int]) -> dict:
+    """Count, min, median and max of latencies ``xs``."""
+    return {"n": len(xs), "min": min(xs), "median": statistics.median(xs), "max": max(xs)} \
+        if xs else {"n": 0}
+
+
 class ModelBench(Bench):
     """Clocks, reset and ``init_done`` for the model; the store's AXI port watched."""
 
@@ -74,7 +117,8 @@ class ModelBench(Bench):
 
     async def start(self) -> SlotStoreModel:
         await start_clocks(self.dut, self.cfg)
-        cocotb.start_soon(self._watch())
+        cocotb.start_soon(watch_port(self.dut.store, self.dut.clk, self.bursts, self.read_latency,
+                                     self.write_latency))
         return await self.fill()
 
     async def fill(self) -> SlotStoreModel:
@@ -87,53 +131,14 @@ class ModelBench(Bench):
         await self.run(fill, model, p_cmd=1.0, p_rsp=1.0)
         return model
 
-    async def _watch(self) -> None:
-        """Record every AR/AW burst of the store and the latency of each read and write burst."""
-        axi, clk = self.dut.store, self.dut.clk
-        reads: deque[int] = deque()  # AR cycles of bursts whose first R beat is still to come
-        lengths: deque[int] = deque()  # beats of the bursts read (R has no rlast in the store)
-        writes: deque[int] = deque()  # cycles of W last beats whose B is still to come
-        left, cycle = 0, 0  # R beats still to come of the burst being read
-        while True:
-            await RisingEdge(clk)
-            await ReadOnly()
-            cycle += 1
-
-            def go(ch: str) -> bool:
-                return bool(int(getattr(axi, f"m_axi_mem_{ch}valid").value)
-                            and int(getattr(axi, f"m_axi_mem_{ch}ready").value))
-
-            for ch in ("aw", "ar"):
-                if go(ch):
-                    self.bursts.append((ch, int(getattr(axi, f"m_axi_mem_{ch}addr").value),
-                                        int(getattr(axi, f"m_axi_mem_{ch}len").value) + 1))
-                    assert int(getattr(axi, f"m_axi_mem_{ch}burst").value) == 1, "not INCR"
-            if go("ar"):
-                reads.append(cycle)
-                lengths.append(self.bursts[-1][2])
-            if go("r"):
-                if left == 0:
-                    self.read_latency.append(cycle - reads.popleft())
-                    left = lengths.popleft()
-                left -= 1
-            if go("w") and int(axi.m_axi_mem_wlast.value):
-                writes.append(cycle)
-            if go("b"):
-                self.write_latency.append(cycle - writes.popleft())
-
     async def finish(self) -> dict:
         """Check the bursts and the error flags; the latencies seen (core cycles)."""
         await ClockCycles(self.dut.clk, 2)
         self.check_bursts()
         assert not int(self.dut.mem_error.value), "mem_error set (an AXI error response)"
         assert not int(self.dut.upsizer_error.value), "the converter saw a burst it cannot convert"
-
-        def summary(xs: list[int]) -> dict:
-            return {"n": len(xs), "min": min(xs), "median": statistics.median(xs), "max": max(xs)} \
-                if xs else {"n": 0}
-
-        return {"read_latency": summary(self.read_latency),
-                "write_latency": summary(self.write_latency)}
+        return {"read_latency": latency_summary(self.read_latency),
+                "write_latency": latency_summary(self.write_latency)}
 
 
 def add_share(cmds: list[tuple]) -> float:
