@@ -1,5 +1,5 @@
-"""Unit tests of the decision (hdl/decision.py, issue 16 item 6) on its own, in Amaranth's
-simulator: ``Decision`` (header, tag, head, pending bit -> outcome, op, tag to write, effect)
+"""Unit tests of the decision (hdl/decision.py, hdl/tag_decision.py; issue 16 item 6) on its
+own, in Amaranth's simulator: ``TagDecision`` (header, tag, head, pending bit -> outcome, op, tag to write, effect)
 against the golden model (``model.AggregatorModel.contribute`` on a slot set up as the tag
 says), every outcome and drop reason reached; ``DecisionTable`` (cut 10's table of its late
 inputs) against itself with the late inputs resolved beforehand."""
@@ -13,7 +13,8 @@ from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
 from wanreduce.hdl import reducer_layouts as rl
-from wanreduce.hdl.decision import Decision, DecisionTable
+from wanreduce.hdl.decision import DecisionTable
+from wanreduce.hdl.tag_decision import TagDecision
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode, SlotState
 
 M32 = 0xFFFFFFFF
@@ -75,7 +76,7 @@ def test_decision_against_the_model() -> None:
     own inputs: the outcome code, the op (WRITE for a new chunk, ADD for the same), the tag
     written (the slot's tag after the model's step), resend, whether a release entry is pushed
     (the model released results) and the effect (completed at the head / behind it)."""
-    dut = Decision(jobs=JOBS)
+    dut = TagDecision(jobs=JOBS)
     top = Module()
     top.submodules.dut = dut
     rng = random.Random(16)
