@@ -162,8 +162,9 @@ class DecisionTable(wiring.Component):
         """The outcome with the checks ``k`` when the previous decision completed a chunk at
         the head (``c``), behind it (``s_``) or neither: from flip-flops only."""
         f, hc, pd = self.flags, self.head, self.pending
-        if c:  # the head this decision forwarded, for stage 1's job
-            hd = HeadChecks(Mux(self.fwd_job, self.head_fwd.as_value(), hc.as_value()))
+        if c:  # the head this decision forwarded, for stage 1's job (field by field, as before)
+            hd = HeadChecks(pack_flags(HeadChecks, **{n: Mux(self.fwd_job, getattr(self.head_fwd, n), getattr(hc, n))
+                                                      for n, _ in HeadChecks}))
         else:
             hd = hc
         p1 = pd.bit & ~pd.clr if c else (pd.bit | pd.set) if s_ else pd.bit
@@ -187,10 +188,12 @@ class DecisionTable(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         lt = self.late
-        by_src = []
-        for k in (self.ck_pre, self.ck_live):
-            none, at_head, behind = (self.case(m, k, c, s_).as_value() for c, s_ in ((0, 0), (1, 0), (0, 1)))
-            by_src.append(Mux(lt.fx_c, at_head, Mux(lt.fx_s, behind, none)))
-        m.d.comb += self.out.eq(Mux(lt.live, by_src[1], by_src[0]))
+        cases = [[self.case(m, k, c, s_) for c, s_ in ((0, 0), (1, 0), (0, 1))] for k in (self.ck_pre, self.ck_live)]
+        # field by field: an output that is the same in every case (e.g. ``done``: not on fx_c /
+        # fx_s) folds to no multiplexer, as with one signal per output before
+        for name, _ in DecisionOutcome:
+            by_src = [Mux(lt.fx_c, getattr(at_head, name), Mux(lt.fx_s, getattr(behind, name), getattr(none, name)))
+                      for none, at_head, behind in cases]
+            m.d.comb += getattr(self.out, name).eq(Mux(lt.live, by_src[1], by_src[0]))
         return m
 

@@ -499,8 +499,9 @@ class Reducer(wiring.Component):
                         m.d.comb += hj.eq(head[j])
             fwd = ~fxw_cn & (fx_job == job)
             d_f, dw_f = minus_hn(chunk), minus_hn(cw)
-            fwd_flags = pack_flags(HeadChecks, late=d_f[31], below_end=dw_f[31], at_head=eq_hn(chunk))
-            return Mux(fwd, fwd_flags, head_flags(chunk, cw, hj))
+            hf = HeadChecks(head_flags(chunk, cw, hj))
+            return pack_flags(HeadChecks, late=Mux(fwd, d_f[31], hf.late), below_end=Mux(fwd, dw_f[31], hf.below_end),
+                              at_head=Mux(fwd, eq_hn(chunk), hf.at_head))
 
         def eq_hn(x):
             """x == fx_cp1 + fx_run (mod 2**32) without a carry chain: x + ~(a + b) == -1, i.e.
