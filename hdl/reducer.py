@@ -7,11 +7,12 @@ in docs/reducer.md; the parts, one component per file:
 * ``ReducerConfig`` (hdl/reducer_config.py): the configuration, registered;
 * ``InputStages`` (hdl/reducer_input.py): input stages I and P, skid buffers (registered
   ``s_msg.ready``) that store each beat with its slot and its header/configuration decode;
-* the decision (this file): stage 0 (P's output) computes everything stage 1 needs a cycle
+* stages 0-2 (this file): stage 0 (P's output) computes everything stage 1 needs a cycle
   ahead for the beat that will be in stage 1 — tag comparisons against memory and both pending
   writes, head checks, pin checks, the release-scan vector — and registers it; stage 1 makes the
-  outcome decision on the first beat, correcting only for the decision of the previous cycle
-  (its tag write, its effect on ``pending`` and the head) from registers; stage 2 is the per-lane
+  outcome decision on the first beat (``DecisionTable``, hdl/decision.py: the checks, the model's
+  order of checks and the outcome, combinational), correcting only for the decision of the
+  previous cycle (its tag write, its effect on ``pending`` and the head) from registers; stage 2 is the per-lane
   saturating add or write of the row (forwarding the previous cycle's write), the sticky
   overflow per slot and the release-queue push with the last beat. In-order release is one
   combinational step: the chunk at the head completes, and the run of already-complete slots
@@ -29,16 +30,25 @@ a pinned slot, or a window reset. Requires disjoint job regions (``base .. base 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from wanreduce import wire
-from wanreduce.model import Outcome
 
 from .axi4 import axi4_forward
 from .command_arbiter import CMD_DEPTH, CommandArbiter
+from .decision import (
+    DecisionTable,
+    hdr_checks,
+    head_flags,
+    header_fields,
+    new_tag,
+    prio_of,
+    priority,
+    tag_checks,
+)
 from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .layouts import (
     AggHeaderLayout,
@@ -58,10 +68,10 @@ from .reducer_layouts import (
     ACTIVE,
     DONE,
     FREE,
-    OP_ADD,
     OP_NONE,
     OP_WRITE,
     BitmapChecks,
+    DecisionFlags,
     HdrChecks,
     HeadChecks,
     PriorityInputs,
@@ -489,9 +499,9 @@ class Reducer(wiring.Component):
                         m.d.comb += hj.eq(head[j])
             fwd = ~fxw_cn & (fx_job == job)
             d_f, dw_f = minus_hn(chunk), minus_hn(cw)
-            return pack_flags(HeadChecks, late=Mux(fwd, d_f[31], (chunk - hj)[31]),
-                              below_end=Mux(fwd, dw_f[31], (cw - hj)[31]),
-                              at_head=Mux(fwd, eq_hn(chunk), chunk == hj))
+            hf = HeadChecks(head_flags(chunk, cw, hj))
+            return pack_flags(HeadChecks, late=Mux(fwd, d_f[31], hf.late), below_end=Mux(fwd, dw_f[31], hf.below_end),
+                              at_head=Mux(fwd, eq_hn(chunk), hf.at_head))
 
         def eq_hn(x):
             """x == fx_cp1 + fx_run (mod 2**32) without a carry chain: x + ~(a + b) == -1, i.e.
@@ -533,23 +543,8 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
-        def hdr_checks(job, chunk, round_, group, scale, count, session, h) -> tuple:
-            """A tag's header fields against a header: (HdrChecks, round differs,
-            group/scale/count/session differ), the two parts ORed into HdrChecks' mismatch."""
-            mm_round = round_ != h.round_id
-            mm_rest = ((group != h.group_id) | (scale != h.scale_exp) | (count != h.element_count)
-                       | (session != h.session))
-            return pack_flags(HdrChecks, job_eq=job == h.job_id[:jb], chunk_eq=chunk == h.chunk,
-                              back=(chunk - h.chunk)[31], mismatch=mm_round | mm_rest), mm_round, mm_rest
-
         def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
-            flags, mm_round, mm_rest = hdr_checks(t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session, h0)
-            hc = HdrChecks(flags)
-            return pack_flags(TagChecks, done=t.state == DONE, active=t.state == ACTIVE,
-                              same=(t.state != FREE) & hc.job_eq & hc.chunk_eq,
-                              mismatch_round=mm_round, mismatch=mm_rest,
-                              dup=(t.bitmap & p.bit) != 0, cadd=(t.bitmap | p.bit) == p.members,
-                              older=hc.job_eq & ~hc.chunk_eq & ~hc.back)
+            return tag_checks(t, h0, p.bit, p.members, jb)
 
         # which source is the newest for slot0, compared a cycle ahead against the read address
         # (that is slot0 now): the write in progress now was requested then (tw_en/tw_addr); the
@@ -571,8 +566,7 @@ class Reducer(wiring.Component):
         # header comparisons against the tag stage 1 may write this cycle (its header fields are
         # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
         hcw_n = Signal(HdrChecks)
-        m.d.comb += hcw_n.eq(hdr_checks(h1.job_id[:jb], h1.chunk, h1.round_id, h1.group_id,
-                                        h1.scale_exp, h1.element_count, h1.session, h0)[0])
+        m.d.comb += hcw_n.eq(hdr_checks(header_fields(h1, jb), h0, jb)[0])
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         ck_pre, bm_pre = Signal(TagChecks, name="ck_pre"), Signal(32, name="bm_pre")
         hcw1 = Signal(HdrChecks, name="hcw1")
@@ -644,44 +638,6 @@ class Reducer(wiring.Component):
         m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
         same = ck.same
 
-        def priority(c) -> tuple:
-            """The model's checks in order: (outcome code, data op, resend) from the
-            PriorityInputs ``c``."""
-            code, op, resend = Signal(4), Signal(2), Signal()
-            with m.If(c.unconf):
-                m.d.comb += code.eq(Outcome.REJECT_UNCONFIGURED)
-            with m.Elif(c.nonmem):
-                m.d.comb += code.eq(Outcome.REJECT_NON_MEMBER)
-            with m.Elif(c.oow):
-                m.d.comb += code.eq(Outcome.OUT_OF_WINDOW)
-            with m.Elif(c.same):
-                with m.If(c.mismatch):
-                    m.d.comb += code.eq(Outcome.REJECT_MISMATCH)
-                with m.Elif(c.released):
-                    m.d.comb += [code.eq(Outcome.RESULT_RESENT), resend.eq(1)]
-                with m.Elif(c.dup):
-                    m.d.comb += code.eq(Outcome.DUPLICATE)
-                with m.Else():
-                    m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_ADD)]
-            with m.Elif(c.late):  # behind the head and no longer held
-                m.d.comb += code.eq(Outcome.STALE)
-            with m.Elif(c.busy):
-                m.d.comb += code.eq(Outcome.REJECT_BUSY)
-            with m.Elif(c.older):
-                m.d.comb += code.eq(Outcome.STALE)
-            with m.Else():
-                m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_WRITE)]
-            return code, op, resend
-
-        def prio_of(k: Value, p1: Value, late_v: Value, oow_v: Value) -> Value:
-            """PriorityInputs from the TagChecks ``k``, stage 1's pending bit ``p1``, the head
-            checks ``late_v`` / ``oow_v`` and stage 1's other flags."""
-            released = k.done & ~p1
-            return pack_flags(
-                PriorityInputs, unconf=unconf1, nonmem=nonmem1, oow=in_order & oow_v, same=k.same,
-                mismatch=k.mismatch_round | k.mismatch, released=released, dup=k.dup, late=in_order & late_v,
-                busy=k.active | (k.done & p1), older=released & k.older)
-
         # ---- in-order release run: complete slots right behind the head ----
         # Scanned in slot order, no rotations: slots outside the job's region count as pending
         # (transparent), the vector is doubled so the scan wraps, bits below the start slot are
@@ -716,76 +672,48 @@ class Reducer(wiring.Component):
         # the outcome code for the counters is worked out a cycle later from the registered
         # inputs (separate logic, so it does not pull the decision towards the counters; the
         # decision below computes none of these nets: it works out each case of its late inputs)
+        dflags = Signal(DecisionFlags)  # stage 1's flags for the decision (DecisionTable, below)
         prio_r = Signal(PriorityInputs)
-        m.d.sync += prio_r.eq(prio_of(ck, pend1, late, oow))
-        code, _, _ = priority(prio_r)
+        m.d.sync += prio_r.eq(prio_of(ck, pend1, late, oow, dflags))
+        code, _, _ = priority(m, prio_r)
         # the message's data op held for its later beats (decided on its first beat); queued_r:
         # its release entry goes to the emitter (below, with the decision's registers)
         op_r, queued_r = Signal(2, name="op_r"), Signal(name="queued_r")
 
-        # ---- the decision as a table of its late inputs (cut 10) ----
+        # ---- the decision as a table of its late inputs (cut 10; hdl/decision.py) ----
         # Every input of stage 1's outcome is a flip-flop at the start of the decision cycle, but
         # three of them are loaded by the previous decision: thit_h (the checks' source: the tag
         # that decision wrote, ck_live, or stage 0's, ck_pre) and fx_c / fx_s (it completed a
         # chunk at its job's head / behind it: stage 1's pending bit and forwarded head). The
-        # outcome (op, resend, the new tag's state, the release entry and whether the emitter
-        # gets it, fx_c / fx_s's next values, the command FIFO's push and the tag write) is
-        # worked out for each of the six cases from the other flip-flops alone, and those three
-        # pick at the last multiplexers (``late_select``): no net of the decision is shared
-        # before them, and the checks' flip-flops reach every endpoint through the case's logic
-        # only (cut 9's seeds 3 / 7 / 8: ck_pre -> prio_in -> queued_d -> push_c 8.44 ns).
+        # outcome (DecisionOutcome) is worked out for each of the six cases from the other
+        # flip-flops alone, and those three pick at the last multiplexers (DecisionTable): no
+        # net of the decision is shared before them, and the checks' flip-flops reach every
+        # endpoint through the case's logic only (cut 9's seeds 3 / 7 / 8: ck_pre -> prio_in ->
+        # queued_d -> push_c 8.44 ns).
         if not self.words:
             run_nz = Mux(fxw_sn, run_a != 0, run_b != 0)  # run != 0
         else:
             run_nz = pc.run != 0
-        op_r_nz = op_r != OP_NONE
-
-        def case_outcome(k: Value, c: int, s_: int) -> dict:
-            """Stage 1's outcome with the checks ``k`` (TagChecks), when the previous decision
-            completed at the head (``c``), behind it (``s_``) or neither."""
-            if c:  # the head this decision forwarded, for stage 1's job
-                late_v = Mux(fwd_job1, late_f, hc_r.late)
-                below_v = Mux(fwd_job1, wneg_f, hc_r.below_end)
-                at_head_v = Mux(fwd_job1, (delta1[sb:] == 0) & run_eq, hc_r.at_head)
-            else:
-                late_v, below_v, at_head_v = hc_r.late, hc_r.below_end, hc_r.at_head
-            p1 = pre_p & ~cclr_p if c else (pre_p | sset_p) if s_ else pre_p
-            _, op_k, resend_k = priority(PriorityInputs(prio_of(k, p1, late_v, ~late_v & ~below_v)))
-            op_nz_k = op_k != OP_NONE
-            done_k = Mux(k.same, k.cadd, cwrite1)  # the tag written is complete
-            comp_k = op_nz_k & done_k  # completes the chunk
-            push_k = resend_k | (comp_k & (~in_order | at_head_v))  # pushes a release entry
-            queued_k = push_k & (resend_k | (in_order & run_nz))  # ... that goes to the emitter
-            opc_nz = Mux(first1, op_nz_k, op_r_nz)  # stage 1's beat has a data op
-            return {
-                "op": op_k, "resend": resend_k, "done": done_k, "push": push_k, "queued": queued_k,
-                "fxc": comp_k & at_head_v, "fxs": comp_k & ~at_head_v, "opc_nz": opc_nz,
-                # the command FIFO's push (stage 2 pushes a command or a marker)
-                "push_c": v1 & adv & (opc_nz | (last1 & Mux(first1, queued_k, queued_r))),
-            }
-
-        cases = {(t, c, s_): case_outcome(k, c, s_) for t, k in ((1, ck_live), (0, ck_pre))
-                 for c, s_ in ((0, 0), (1, 0), (0, 1))}
-
-        def late_select(name: str) -> Value:
-            """The outcome ``name`` of the case thit_h, fx_c and fx_s say (at most one of fx_c,
-            fx_s is set)."""
-            by_t = [Mux(fx_c, cases[t, 1, 0][name], Mux(fx_s, cases[t, 0, 1][name], cases[t, 0, 0][name]))
-                    for t in (0, 1)]
-            return Mux(thit_h, by_t[1], by_t[0])
-
+        m.submodules.decision = dec = DecisionTable()
+        m.d.comb += [
+            dflags.valid.eq(v1), dflags.first.eq(first1), dflags.last.eq(last1), dflags.adv.eq(adv),
+            dflags.unconf.eq(unconf1), dflags.nonmem.eq(nonmem1), dflags.in_order.eq(in_order),
+            dflags.cwrite.eq(cwrite1), dflags.op_r_nz.eq(op_r != OP_NONE), dflags.queued_r.eq(queued_r),
+            dflags.run_nz.eq(run_nz),
+            dec.flags.eq(dflags), dec.ck_pre.eq(ck_pre), dec.ck_live.eq(ck_live), dec.head.eq(hc_r),
+            dec.head_fwd.eq(pack_flags(HeadChecks, late=late_f, below_end=wneg_f,
+                                       at_head=(delta1[sb:] == 0) & run_eq)),
+            dec.fwd_job.eq(fwd_job1),
+            dec.pending.bit.eq(pre_p), dec.pending.clr.eq(cclr_p), dec.pending.set.eq(sset_p),
+            dec.late.live.eq(thit_h), dec.late.fx_c.eq(fx_c), dec.late.fx_s.eq(fx_s),
+        ]
+        out = dec.out
         op, resend, op_c_nz = Signal(2, name="op"), Signal(name="resend"), Signal(name="op_c_nz")
         done_new, push_d, queued_d = Signal(name="done_new"), Signal(name="push_d"), Signal(name="queued_d")
         fxc_n, fxs_n, push_c_n = Signal(name="fxc_n"), Signal(name="fxs_n"), Signal(name="push_c_n")
-        m.d.comb += [op.eq(late_select("op")), resend.eq(late_select("resend")), done_new.eq(late_select("done")),
-                     push_d.eq(late_select("push")), queued_d.eq(late_select("queued")),
-                     fxc_n.eq(late_select("fxc")), fxs_n.eq(late_select("fxs")),
-                     op_c_nz.eq(late_select("opc_nz")), push_c_n.eq(late_select("push_c"))]
-
-        # The tag is written only for ADD (same chunk) and WRITE (not the same chunk), so its
-        # bitmap follows from ``same`` alone (thit_h's select of the two sources).
-        new_bitmap = Signal(32)
-        m.d.comb += new_bitmap.eq(Mux(same, bm | bit, bit))
+        m.d.comb += [op.eq(out.op), resend.eq(out.resend), done_new.eq(out.done), push_d.eq(out.push),
+                     queued_d.eq(out.queued), fxc_n.eq(out.fxc), fxs_n.eq(out.fxs), op_c_nz.eq(out.opc_nz),
+                     push_c_n.eq(out.push_c)]
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
@@ -829,22 +757,14 @@ class Reducer(wiring.Component):
 
         # decisions held for the later beats of the message
         entry_d = Signal(entry_layout)
-        tag_d = Signal(tag_layout)
+        # the tag is written only for ADD (same chunk) and WRITE (not the same chunk), so its
+        # bitmap follows from ``same`` alone (thit_h's select of the two sources)
+        tag_d = new_tag(m, h1, jb, done_new, same, bm, bit, nbm1_1, self.jobs)
         m.d.comb += [
             entry_d.job.eq(h1.job_id[:jb]),
             entry_d.chunk.eq(h1.chunk),
             entry_d.slot.eq(slot1),
             entry_d.resent.eq(resend),
-            tag_d.state.eq(Mux(done_new, DONE, ACTIVE)),
-            tag_d.job.eq(h1.job_id[:jb]),
-            tag_d.round.eq(h1.round_id),
-            tag_d.chunk.eq(h1.chunk),
-            tag_d.group.eq(h1.group_id),
-            tag_d.scale.eq(h1.scale_exp),
-            tag_d.count.eq(h1.element_count),
-            tag_d.session.eq(h1.session),
-            tag_d.nbm1.eq(nbm1_1),
-            tag_d.bitmap.eq(new_bitmap),
         ]
         # ``more`` is the run whatever the decision (off the decision path); it counts only if
         # the entry releases a run (completion at the head, in order: fx_c the next cycle)

@@ -16,6 +16,7 @@ from .layouts import AggHeaderLayout
 __all__ = [
     "FREE", "ACTIVE", "DONE", "OP_NONE", "OP_WRITE", "OP_ADD",
     "HeadChecks", "HdrChecks", "BitmapChecks", "PriorityInputs", "TagChecks",
+    "DecisionFlags", "DecisionLate", "DecisionOutcome", "PendingInputs",
     "bits_for", "pack_flags", "release_entry_layout", "slot_tag_layout", "store_tag_layout",
 ]
 
@@ -90,6 +91,44 @@ HeadChecks = data.StructLayout({
 PriorityInputs = data.StructLayout({
     "unconf": 1, "nonmem": 1, "oow": 1, "same": 1, "mismatch": 1, "released": 1, "dup": 1,
     "late": 1, "busy": 1, "older": 1,
+})
+
+# Stage 1's own flags the decision reads (flip-flops of stage 1 and the configuration).
+DecisionFlags = data.StructLayout({
+    "valid": 1,  # stage 1 holds a beat
+    "first": 1, "last": 1,  # its message's first / last beat
+    "adv": 1,  # stage 1 moves on this cycle
+    "unconf": 1,  # job or group not configured
+    "nonmem": 1,  # the sender is not a member of the group
+    "in_order": 1,  # in-order release (else on completion)
+    "cwrite": 1,  # a first contribution completes the chunk (single-member group)
+    "op_r_nz": 1,  # a later beat: its message's decided op is not OP_NONE
+    "queued_r": 1,  # a later beat: its message's release entry goes to the emitter
+    "run_nz": 1,  # the in-order release run behind the slot is not empty
+})
+
+# Stage 1's pending bit: the slot's bit a cycle ago, and whether the previous decision clears it
+# (its release run) or sets it (its own slot); which one happened is fx_c / fx_s (DecisionLate).
+PendingInputs = data.StructLayout({"bit": 1, "clr": 1, "set": 1})
+
+# The decision's late inputs, loaded by the previous decision, picking at the last multiplexers.
+DecisionLate = data.StructLayout({
+    "live": 1,  # the checks are against the tag the previous decision wrote (else stage 0's)
+    "fx_c": 1,  # the previous decision completed a chunk at its job's head (a release run)
+    "fx_s": 1,  # ... behind the head (set its pending bit)
+})
+
+# The decision's outcome (the reducer registers it or acts on it in the decision cycle).
+DecisionOutcome = data.StructLayout({
+    "op": 2,  # data op: OP_NONE / OP_WRITE / OP_ADD
+    "resend": 1,  # RESULT_RESENT: the held result is sent again
+    "done": 1,  # the tag written is complete (state DONE)
+    "push": 1,  # a release entry is pushed
+    "queued": 1,  # ... and goes to the emitter (a resend, or a non-empty run at the head)
+    "fxc": 1,  # the effect: completes at its job's head in order (release run, new head)
+    "fxs": 1,  # ... behind the head (its pending bit is set)
+    "opc_nz": 1,  # stage 1's beat has a data op (first beat: this decision's; else op_r's)
+    "push_c": 1,  # stage 2 pushes a command or a marker (the command FIFO's registered push)
 })
 
 

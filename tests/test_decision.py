@@ -1,0 +1,211 @@
+"""Unit tests of the decision (hdl/decision.py, hdl/tag_decision.py; issue 16 item 6) on its
+own, in Amaranth's simulator: ``TagDecision`` (header, tag, head, pending bit -> outcome, op, tag to write, effect)
+against the golden model (``model.AggregatorModel.contribute`` on a slot set up as the tag
+says), every outcome and drop reason reached; ``DecisionTable`` (cut 10's table of its late
+inputs) against itself with the late inputs resolved beforehand."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from amaranth.hdl import Module
+from amaranth.sim import Simulator
+
+from wanreduce.hdl import reducer_layouts as rl
+from wanreduce.hdl.decision import DecisionTable
+from wanreduce.hdl.tag_decision import TagDecision
+from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode, SlotState
+
+M32 = 0xFFFFFFFF
+JOBS, SLOTS, LW = 2, 8, 2  # two jobs, four slots each (base 0 and 4)
+# the model's slot state as the tag's state and the pending bit
+STATE_OF = {SlotState.FREE: (rl.FREE, 0), SlotState.ACTIVE: (rl.ACTIVE, 0), SlotState.COMPLETE: (rl.DONE, 1),
+            SlotState.RELEASED: (rl.DONE, 0)}
+
+
+def _comb_sim(top: Module, tb) -> None:
+    """Run the testbench ``tb(ctx)`` on the combinational ``top``."""
+    sim = Simulator(top)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def _scenario(rng: random.Random) -> tuple[AggregatorModel, Message, int]:
+    """A model with one slot set up at random near the message's (same or another chunk, job,
+    header fields, bitmap, state; a head around the chunk), the message, the slot's index."""
+    mode = rng.choice(list(ReleaseMode))
+    am = AggregatorModel(slots=SLOTS, elements=4, groups=2, jobs=JOBS, release=mode)
+    members = rng.choice([0b1, 0b0110, 0b1011, 0xF0, 0])
+    am.set_group(0, members)
+    am.set_group(1, 0b11)
+    for j in range(JOBS):
+        am.set_job(j, enabled=rng.random() < 0.93, base=4 * j, log2_window=LW)
+    job, group = rng.randrange(JOBS), rng.choice([0, 0, 0, 1])
+    head = rng.choice([0, 3, M32 - 1, rng.getrandbits(32)])
+    am.reset_window(job, head)
+    chunk = (head + rng.randint(-6, 7)) & M32
+    sender = rng.choice([0, 1, 2, 3, 4, 5, 7, 9])
+    count = rng.choice([4, 3])
+    msg = Message(msg_type=0, flags=0, group_id=group, job_id=job, round_id=rng.choice([1, 2]), chunk=chunk,
+                  sender_id=sender, scale_exp=rng.choice([-3, 0]), element_count=count,
+                  payload=np.zeros(count, np.int32), session=rng.choice([7, 8]))
+    slot = am.slot_index(am.job_table[job], chunk)
+    s = am.slot[slot]
+    s.state = rng.choice(list(SlotState))
+    s.job_id = job if rng.random() < 0.85 else 1 - job
+    s.chunk = rng.choice([chunk, chunk, (chunk + 4) & M32, (chunk - 4) & M32, (chunk + 8) & M32])
+    same_fields = rng.random() < 0.7
+    s.round_id = msg.round_id if same_fields or rng.random() < 0.5 else 3 - msg.round_id
+    s.group_id, s.scale_exp, s.count, s.session = msg.group_id, msg.scale_exp, msg.element_count, msg.session
+    if not same_fields:
+        field = rng.choice(["group_id", "scale_exp", "count", "session", None])
+        if field is not None:
+            setattr(s, field, getattr(s, field) ^ 1)
+    # the model's invariants: COMPLETE / RELEASED hold all members of the tag's group, ACTIVE not all
+    gm = am.group_table[s.group_id]
+    done = s.state in (SlotState.COMPLETE, SlotState.RELEASED)
+    s.bitmap = gm if done else rng.getrandbits(8) & gm
+    if not done and s.bitmap == gm:
+        s.bitmap = gm & (gm - 1)
+    return am, msg, slot
+
+
+def test_decision_against_the_model() -> None:
+    """Every outcome and drop reason of the model, in both release modes, from the decision's
+    own inputs: the outcome code, the op (WRITE for a new chunk, ADD for the same), the tag
+    written (the slot's tag after the model's step), resend, whether a release entry is pushed
+    (the model released results) and the effect (completed at the head / behind it)."""
+    dut = TagDecision(jobs=JOBS)
+    top = Module()
+    top.submodules.dut = dut
+    rng = random.Random(16)
+    seen: set[Outcome] = set()
+    effects: set[tuple[int, int]] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(1500):
+            am, msg, slot = _scenario(rng)
+            job = am.job_table[msg.job_id]
+            s = am.slot[slot]
+            members = am.group_table[msg.group_id]
+            bit = 1 << msg.sender_id
+            state, pending = STATE_OF[SlotState(s.state)]
+            in_order = am.release == ReleaseMode.IN_ORDER
+            head = job.head
+            for name, value in (("job_id", msg.job_id), ("chunk", msg.chunk), ("round_id", msg.round_id),
+                                ("group_id", msg.group_id), ("scale_exp", msg.scale_exp),
+                                ("element_count", msg.element_count), ("session", msg.session),
+                                ("sender_id", msg.sender_id)):
+                ctx.set(getattr(dut.hdr, name), value)
+            for name, value in (("state", state), ("job", s.job_id), ("round", s.round_id), ("chunk", s.chunk),
+                                ("group", s.group_id), ("scale", s.scale_exp), ("count", s.count),
+                                ("session", s.session), ("bitmap", s.bitmap), ("nbm1", 0)):
+                ctx.set(getattr(dut.tag, name), value)
+            ctx.set(dut.bit, bit)
+            ctx.set(dut.members, members)
+            ctx.set(dut.unconf, int(not job.enabled or members == 0))
+            ctx.set(dut.nonmem, int(members & bit == 0))
+            ctx.set(dut.in_order, int(in_order))
+            ctx.set(dut.log2_window, job.log2_window)
+            ctx.set(dut.cwrite, int(members == bit))
+            ctx.set(dut.nbm1, 5)
+            ctx.set(dut.head, head)
+            ctx.set(dut.pending, pending)
+            code, op, tag_w = ctx.get(dut.code), ctx.get(dut.out.op), ctx.get(dut.tag_w)
+            out = ctx.get(dut.out)
+            was_same = s.state != SlotState.FREE and s.job_id == msg.job_id and s.chunk == msg.chunk
+            outcome, results = am.contribute(msg)
+            seen.add(outcome)
+            assert code == outcome, (msg, outcome, code)
+            want_op = rl.OP_NONE if outcome != Outcome.AGGREGATED else rl.OP_ADD if was_same else rl.OP_WRITE
+            assert op == want_op, (msg, outcome, op)
+            assert out.resend == (outcome == Outcome.RESULT_RESENT)
+            assert out.push == bool(results), (msg, outcome, results)
+            complete = op != rl.OP_NONE and s.state in (SlotState.COMPLETE, SlotState.RELEASED)
+            at_head = msg.chunk == head
+            assert (out.fxc, out.fxs) == (int(complete and at_head), int(complete and not at_head))
+            if complete:
+                effects.add((out.fxc, out.fxs))
+            if op != rl.OP_NONE:  # the tag written is the model's slot after the step
+                assert out.done == complete
+                want = {"state": rl.DONE if complete else rl.ACTIVE, "job": msg.job_id, "round": msg.round_id,
+                        "chunk": msg.chunk, "group": msg.group_id, "scale": msg.scale_exp,
+                        "count": msg.element_count, "session": msg.session, "bitmap": s.bitmap,
+                        "nbm1": 5}
+                assert {k: getattr(tag_w, k) for k in want} == want, (msg, outcome)
+
+    _comb_sim(top, tb)
+    assert seen == set(Outcome), set(Outcome) - seen
+    assert effects == {(1, 0), (0, 1)}
+
+
+def _resolved(late: dict, ck_pre: int, ck_live: int, head: int, head_fwd: int, fwd_job: int,
+              pend: dict) -> tuple[int, int, int]:
+    """The checks, head checks and pending bit the late inputs say (the previous decision's tag,
+    its forwarded head, its effect on the slot's pending bit)."""
+    ck = ck_live if late["live"] else ck_pre
+    hd = head_fwd if late["fx_c"] and fwd_job else head
+    bit = pend["bit"] & ~pend["clr"] & 1 if late["fx_c"] else pend["bit"] | pend["set"] if late["fx_s"] else pend["bit"]
+    return ck, hd, bit
+
+
+def _bits(layout, rng: random.Random) -> int:
+    return rng.getrandbits(layout.size)
+
+
+def test_table_picks_the_case_of_its_late_inputs() -> None:
+    """``DecisionTable`` with its late inputs (``live``, ``fx_c``, ``fx_s``) gives the outcome of
+    the same table fed the inputs they select (the live checks, the forwarded head checks, the
+    pending bit after the previous decision's effect) with no late input set; random flags,
+    biased so that every case changes the outcome somewhere."""
+    dut, ref = DecisionTable(), DecisionTable()
+    top = Module()
+    top.submodules.dut, top.submodules.ref = dut, ref
+    rng = random.Random(6)
+    differs: set[tuple[int, int, int]] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(3000):
+            late = {"live": rng.getrandbits(1), "fx_c": 0, "fx_s": 0}
+            late[rng.choice(["fx_c", "fx_s", None]) or "live"] |= 1 if rng.random() < 0.7 else 0
+            ck_pre, ck_live = _bits(rl.TagChecks, rng), _bits(rl.TagChecks, rng)
+            head, head_fwd, fwd_job = _bits(rl.HeadChecks, rng), _bits(rl.HeadChecks, rng), rng.getrandbits(1)
+            pend = {k: rng.getrandbits(1) for k in ("bit", "clr", "set")}
+            flags = {n: rng.getrandbits(1) for n, _ in rl.DecisionFlags}
+            flags["unconf"], flags["nonmem"] = int(rng.random() < 0.1), 0  # mostly configured members
+            ck, hd, bit = _resolved(late, ck_pre, ck_live, head, head_fwd, fwd_job, pend)
+            for d in (dut, ref):
+                for k, v in flags.items():
+                    ctx.set(getattr(d.flags, k), v)
+            ctx.set(dut.ck_pre.as_value(), ck_pre)
+            ctx.set(dut.ck_live.as_value(), ck_live)
+            ctx.set(dut.head.as_value(), head)
+            ctx.set(dut.head_fwd.as_value(), head_fwd)
+            ctx.set(dut.fwd_job, fwd_job)
+            for k, v in pend.items():
+                ctx.set(getattr(dut.pending, k), v)
+            for k, v in late.items():
+                ctx.set(getattr(dut.late, k), v)
+            ctx.set(ref.ck_pre.as_value(), ck)
+            ctx.set(ref.ck_live.as_value(), ck_live ^ ck)  # not selected: must not matter
+            ctx.set(ref.head.as_value(), hd)
+            ctx.set(ref.head_fwd.as_value(), head_fwd ^ hd)
+            ctx.set(ref.fwd_job, 1)
+            ctx.set(ref.pending.bit, bit)
+            ctx.set(ref.pending.clr, 1)
+            ctx.set(ref.pending.set, 1)
+            got, want = ctx.get(dut.out.as_value()), ctx.get(ref.out.as_value())
+            assert got == want, (late, flags, ck_pre, ck_live, head, head_fwd, fwd_job, pend)
+            # non-vacuous: the late inputs' resolution changed the inputs and the outcome
+            base = ctx.get(ref.out.as_value())
+            if (ck, hd, bit) != (ck_pre, head, pend["bit"]):
+                ctx.set(ref.ck_pre.as_value(), ck_pre)
+                ctx.set(ref.head.as_value(), head)
+                ctx.set(ref.pending.bit, pend["bit"])
+                if ctx.get(ref.out.as_value()) != base:
+                    differs.add((late["live"], late["fx_c"], late["fx_s"]))
+
+    _comb_sim(top, tb)
+    assert {(1, 0, 0), (0, 1, 0), (0, 0, 1)} <= differs, differs
+
