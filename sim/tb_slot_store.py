@@ -22,7 +22,10 @@ Tests:
   (runs of 0 .. S - 1, wrapping at S), other jobs' WRITE / READ commands mixed in; every
   response, every released part, the final heads and pending bits as the twin's; with
   ``release_depth`` (the state's release queue) a consumer ready with probability
-  ``p_release`` takes every part from the stream ``release``, in order.
+  ``p_release`` takes every part from the stream ``release``, in order; with ``job_regions``
+  ((base, log2 window) per job, on the state's ``region`` inputs) runs wrap in the job's region
+  and window resets (stream ``reset``) come first for every job and after each length for one,
+  each offered once the commands before it are answered.
 - ``throughput``: messages of ``message_beats`` consecutive rows, the first contribution of a
   chunk WRITE then ADDs, ``cmd`` always valid and ``rsp`` always ready, fixed ``latency``,
   ``bandwidth`` (share of cycles R and W may move: random pauses). Writes beats per
