@@ -16,20 +16,55 @@ on the core's 64-bit port costs against rows as wide as the bus. No place-and-ro
 With ``--late`` each configuration is synthesized twice: the engine alone (side, no late
 operand) and the engine with the scaffold's late operand and its ``DecisionState`` of ``--jobs``
 heads and a pending bit per row (``EngineWithState``); the side must hold the job (>= log2 J bits).
-Then the ``DecisionState`` alone.
+Then the ``DecisionState`` alone. ``--pnr-seed S`` (with ``--late``): instead, the
+``EngineWithState`` of the first row width / side width placed and routed alone on the ECP5-45F
+with the per-module flow (``bench/bench_fpga_modules.py``: wrapped ports, 125 MHz, out of
+context), seed S: LUT4, FF, DP16KD, Fmax and the critical path; ``--netlist`` places an earlier
+seed's netlist again (the same design, only the placement seed differs).
+
+    .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --side-width 8 --late --jobs 4 \
+        --release-depth 16 --regions --pnr-seed 1
+    .venv/bin/python bench/bench_rmw_engine.py ... --pnr-seed 2 --netlist build/bench_rmw_engine/NAME_seed1/NAME.json
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
+from wanreduce.commands.report import place_and_route
 from wanreduce.hdl.decision_state import DecisionState
 from wanreduce.hdl.scaffold_engine_harness import scaffold_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_dram_store import _ints, synth_cells  # noqa: E402 - the store bench's synthesis
+from bench_fpga_modules import critical_path_text, port_bits, run_module  # noqa: E402 - the per-module flow
+
+
+def pnr(a: argparse.Namespace) -> None:
+    """Place and route ``EngineWithState`` (the first row width and side width) on the ECP5-45F."""
+    r, side = a.row_width[0], a.side_width[0]
+    dut = scaffold_engine(a.width, slots=a.slots, row_bits=0, axi_id=1, row_width=r, side_width=side or None,
+                          jobs=a.jobs, outstanding=a.outstanding, release_depth=a.release_depth,
+                          regions=a.regions, row_stride=a.row_stride, row_offset=a.row_offset)
+    name = f"engine_with_state_w{a.width}_r{r}_n{a.outstanding}_j{a.jobs}" + \
+        (f"_q{a.release_depth}" if a.release_depth else "") + ("_regions" if a.regions else "")
+    out = Path("build/bench_rmw_engine") / f"{name}_seed{a.pnr_seed}"
+    if a.netlist is None:
+        res = run_module(name, dut, out, wrap=True, freq=125.0, seed=a.pnr_seed, board="versa-ecp5")
+    else:  # another seed of the same netlist: place and route only
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(a.netlist, out / f"{name}.json")
+        res = place_and_route(out, freq_mhz=125.0, seed=a.pnr_seed, json_name=f"{name}.json")
+        res.update(port_bits=port_bits(dut), synth_s=0.0, crit_text=critical_path_text(out / "nextpnr.log"))
+    fmax = min((f for f, _ in res["fmax"].values()), default=float("nan"))
+    print(f"W {a.width} R {r} N {a.outstanding} rows {a.slots} side {side} J {a.jobs} release queue "
+          f"{a.release_depth} regions {a.regions}, ECP5-45F (wrapped, 125 MHz target, seed {a.pnr_seed}): "
+          f"LUT4 {res['lut4'][0]}, FF {res['ff'][0]} (port FFs {res['port_bits']}), DP16KD {res['dp16kd'][0]}, "
+          f"Fmax {fmax:.1f} MHz, synth {res['synth_s']:.0f} s, P&R {res['pnr_s']:.0f} s\n{res['crit_text']}",
+          flush=True)
 
 
 def main() -> None:
@@ -49,7 +84,18 @@ def main() -> None:
                     help="with --late: the DecisionState's release queue depth (default: none)")
     ap.add_argument("--regions", action="store_true",
                     help="with --late: the DecisionState's per-job regions and window reset")
+    ap.add_argument("--pnr-seed", type=int, default=None,
+                    help="with --late: place and route the engine with its DecisionState (first R and "
+                         "side width) on the ECP5-45F with this seed instead of synthesizing every row")
+    ap.add_argument("--netlist", type=Path, default=None,
+                    help="with --pnr-seed: place this synthesized netlist (an earlier seed's <name>.json) "
+                         "instead of synthesizing again")
     a = ap.parse_args()
+    if a.pnr_seed is not None:
+        if not a.late:
+            ap.error("--pnr-seed needs --late (the engine with its DecisionState)")
+        pnr(a)
+        return
     for r in a.row_width:
         for side in a.side_width:
             for jobs in (None, a.jobs) if a.late else (None,):

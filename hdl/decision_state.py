@@ -162,6 +162,9 @@ class DecisionState(wiring.Component):
     (the CLEAR takes ``PendingWords``' one operation port, one cycle per word of the region),
     CLEARs the region's pending words, sets the job's head to the new chunk and its slot in the
     region, and is taken (``reset.ready``) in that cycle. Releases already queued stay queued.
+    A head written from an effect takes its slot from its chunk (``slot_of`` in the job's
+    region, as the reducer's heads are; the effect's ``head.slot`` is not used), so a modify
+    need not know the regions.
     """
 
     def __init__(self, *, slots: int, jobs: int, release_depth: int | None = None, regions: bool = False) -> None:
@@ -238,6 +241,9 @@ class DecisionState(wiring.Component):
         m.d.sync += [fx.eq(Mux(self.effect_valid, self.effect.as_value(), 0)), fx_job.eq(c2_job),
                      fx_slot.eq(c2_slot), fx_start.eq(self.late.head.slot),
                      fx2.eq(fx), fx2_slot.eq(fx_slot)]
+        if self.regions:  # the new head's slot: its chunk's in the job's region (the modify's not used)
+            c2_region = region_of(c2_job, "c2_region")
+            m.d.sync += fx.head.slot.eq(Mux(self.effect_valid, slot_of(c2_region, self.effect.head.chunk, sb), 0))
         # a long run's end (``fin``: its RELEASE done last cycle, ``fin_run`` slots in all): the
         # final head, the first part's head (``part``, from the candidate's effect) + the rest
         step = run_step(self.slots)

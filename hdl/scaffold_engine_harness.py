@@ -45,12 +45,13 @@ def scaffold_engine(data_width: int, *, axi_id: int = 1, side_width: int | None 
 class ScaffoldEngineHarness(AxiLatencyHarness):
     """:func:`scaffold_engine` (``side_width``, ``jobs``, ``**engine``: its parameters) plus delay
     lines of ``delay_depth`` beats on R and B; with ``jobs`` the ``DecisionState``'s ``error`` is
-    the port ``state_error``, its released runs ``released`` / ``released_valid``."""
+    the port ``state_error``, its released runs ``released`` / ``released_valid``; ``release_depth``
+    and ``regions`` as :func:`scaffold_engine`'s."""
 
     def __init__(self, data_width: int, *, delay_depth: int = 512, axi_id: int = 1,
                  side_width: int | None = None, jobs: int | None = None, release_depth: int | None = None,
-                 **engine: int) -> None:
+                 regions: bool = False, **engine: int) -> None:
         inner = scaffold_engine(data_width, axi_id=axi_id, side_width=side_width, jobs=jobs,
-                                release_depth=release_depth, **engine)
+                                release_depth=release_depth, regions=regions, **engine)
         self.engine = inner if jobs is None else inner.engine
         super().__init__(inner, delay_depth=delay_depth)

@@ -121,12 +121,16 @@ class RecordModel(SlotStoreModel):
     pending bit and (a release) the run behind the head (packed as ``late_layout``). An ADD with
     the side's bit ``release_bit`` set releases at the head (the run's pending bits cleared, the
     head advanced by 1 + run; recorded in ``released`` as (job, head chunk, head slot, start,
-    run)), any other ADD has the effect :func:`scaffold_effect`."""
+    run)), any other ADD has the effect :func:`scaffold_effect`. ``regions`` ((base, log2 window)
+    per job, as ``DecisionState(regions=True)``'s ``region`` inputs): runs wrap in the job's
+    region, a head's slot is its chunk's there (the state derives it), and :meth:`reset` is the
+    window reset."""
 
     def __init__(self, width: int, initial: Callable[[int], int], *, jobs: int | None = None,
-                 slots: int = 0, release_bit: int | None = None) -> None:
+                 slots: int = 0, release_bit: int | None = None, regions: list[tuple[int, int]] | None = None) -> None:
         super().__init__(width, initial)
         self.jobs, self.slots, self.release_bit = jobs, slots, release_bit
+        self.regions = regions
         self.heads = [(0, 0)] * (jobs or 0)  # (chunk, slot) per job
         self.pending = [0] * slots
         self.released: list[tuple[int, int, int, int, int]] = []
@@ -137,13 +141,29 @@ class RecordModel(SlotStoreModel):
         sb = (self.slots - 1).bit_length()
         return chunk | head_slot << CHUNK_BITS | (self.pending[slot] | run << 1) << (CHUNK_BITS + sb)
 
+    def region(self, job: int) -> tuple[int, int] | None:
+        """The job's region as (base, window), None without ``regions`` (the whole ring)."""
+        return None if self.regions is None else (self.regions[job][0], 1 << self.regions[job][1])
+
+    def _head(self, job: int, chunk: int, slot: int) -> tuple[int, int]:
+        """A new head for ``job``: with regions its slot is the chunk's in the region."""
+        region = self.region(job)
+        return (chunk, slot) if region is None else (chunk, region_slot(region[0], chunk, self.slots, region))
+
+    def reset(self, job: int, chunk: int) -> None:
+        """The window reset: the job's region's pending bits cleared, its head ``chunk``."""
+        region = self.region(job)
+        for k in range(region[1]):
+            self.pending[region_slot(region[0], k, self.slots, region)] = 0
+        self.heads[job] = self._head(job, chunk, 0)
+
     def _release(self, job: int, run: int) -> None:
         """The job's head chunk completes: the ``run`` behind it released."""
-        start = self.heads[job][1]
+        start, region = self.heads[job][1], self.region(job)
         for k in range(run):
-            self.pending[(start + 1 + k) % self.slots] = 0
-        parts = release_parts(self.heads[job], run, self.slots)[1]
-        self.heads[job] = parts[-1][:2]
+            self.pending[region_slot(start, 1 + k, self.slots, region)] = 0
+        parts = release_parts(self.heads[job], run, self.slots, region)[1]
+        self.heads[job] = self._head(job, *parts[-1][:2])
         self.released += [(job, *part) for part in parts]
 
     def apply(self, op: int, row: int, data: int, lane_mask: int, side: int = 0) -> tuple[int, int]:
@@ -155,14 +175,14 @@ class RecordModel(SlotStoreModel):
         if self.jobs:
             job = side % self.jobs
             if self.release_bit is not None and side >> self.release_bit & 1:
-                run = release_run(self.pending, self.heads[job][1])
-                late = self.late(job, row, release_parts(self.heads[job], run, self.slots)[0])
+                run = release_run(self.pending, self.heads[job][1], self.region(job))
+                late = self.late(job, row, release_parts(self.heads[job], run, self.slots, self.region(job))[0])
                 self._release(job, run)
             else:
                 late = self.late(job, row)
                 head, pending = scaffold_effect(data, self.heads[job], self.pending[row], self.slots)
                 if head is not None:
-                    self.heads[job] = head
+                    self.heads[job] = self._head(job, *head)
                 if pending is not None:
                     self.pending[row] = pending
         self.rows[row], flags = scaffold_update(old, data, self.n_lanes, side, late)

@@ -22,7 +22,10 @@ Tests:
   (runs of 0 .. S - 1, wrapping at S), other jobs' WRITE / READ commands mixed in; every
   response, every released part, the final heads and pending bits as the twin's; with
   ``release_depth`` (the state's release queue) a consumer ready with probability
-  ``p_release`` takes every part from the stream ``release``, in order.
+  ``p_release`` takes every part from the stream ``release``, in order; with ``job_regions``
+  ((base, log2 window) per job, on the state's ``region`` inputs) runs wrap in the job's region
+  and window resets (stream ``reset``) come first for every job and after each length for one,
+  each offered once the commands before it are answered.
 - ``throughput``: messages of ``message_beats`` consecutive rows, the first contribution of a
   chunk WRITE then ADDs, ``cmd`` always valid and ``rsp`` always ready, fixed ``latency``,
   ``bandwidth`` (share of cycles R and W may move: random pauses). Writes beats per
@@ -54,11 +57,12 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from wanreduce.hdl.decision_state import head_layout, released_layout
+from wanreduce.hdl.decision_state import head_layout, region_layout, released_layout
+from wanreduce.hdl.layouts import ResetLayout
 from wanreduce.hdl.record_release_queue import release_item_layout
 from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, cmd_layout, rsp_layout
 from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, steady_rate, throttle_data
-from wanreduce.sim.record_model import RecordModel
+from wanreduce.sim.record_model import RecordModel, region_slot
 from wanreduce.sim.simulator import tb_params
 from wanreduce.sim.slot_store_model import SlotStoreModel
 
@@ -99,6 +103,7 @@ class Bench:
         self.content = b""  # the memory's bytes from base_address at the start
         self.ram = None
         self.bursts: list[tuple[str, int, int]] = []  # (channel, address, beats)
+        self.regions = [tuple(r) for r in p["job_regions"]] if p.get("job_regions") else None  # (base, log2 window)
 
     async def start(self) -> SlotStoreModel:
         dut = self.dut
@@ -107,6 +112,11 @@ class Bench:
         if hasattr(dut, "cmd__valid"):  # (a harness may feed the store itself: the payload gate)
             dut.cmd__valid.value = 0
         dut.rsp__ready.value = 0
+        if self.regions:  # the state's per-job regions, held; no window reset yet
+            layout = region_layout(self.rows)
+            dut.region.value = sum(_pack(layout, base=base, log2_window=lw) << (j * layout.size)
+                                   for j, (base, lw) in enumerate(self.regions))
+            dut.reset__valid.value = 0
         if hasattr(dut, "m_axi_mem_awaddr"):
             size = self.base + self.rows * self.stride
             self.ram = attach_ram(dut, size)
@@ -127,6 +137,8 @@ class Bench:
         await RisingEdge(dut.clk)
         state = {"jobs": self.p["jobs"], "slots": self.rows, "release_bit": self.side_width - 1} \
             if self.p.get("jobs") else {}
+        if self.regions:
+            state["regions"] = self.regions
         return MODELS[self.p.get("model", "sums")](self.width, initial, **state)
 
     def address(self, row: int) -> int:
@@ -368,37 +380,73 @@ async def random_commands(dut):
         await b.check_memory(model)
 
 
-def _long_run_commands(b: Bench, lengths: list[int]) -> tuple[list, list[int]]:
-    """Commands and sides for ``long_runs``: for each length, each job toggles (ADD, data 0: no
-    head advance) the slots behind its head that are not pending until ``length`` are, then
-    releases (ADD with the release flag, at the head's row); a WRITE or READ of another job on a
-    random row after every few commands. A scratch twin tracks the state while generating."""
+def _long_run_commands(b: Bench, lengths: list[int]) -> list[tuple[tuple[int, int] | None, list, list[int]]]:
+    """Commands and sides for ``long_runs``, in segments (window reset or None, commands, sides):
+    for each length, each job toggles (ADD, data 0: no head advance) the slots behind its head
+    that are not pending until ``length`` are (at most its region's window - 1), then releases
+    (ADD with the release flag, at the head's row); a WRITE or READ of another job on a random row
+    after every few commands. With ``regions``: every job's window is reset (a random chunk) first,
+    and after each length one job's, with some of its region's bits set pending before. A scratch
+    twin tracks the state while generating."""
     jobs, rng, release = b.p["jobs"], b.rng, 1 << (b.side_width - 1)
-    scratch = RecordModel(b.width, lambda row: 0, jobs=jobs, slots=b.rows, release_bit=b.side_width - 1)
-    cmds, sides = [], []
+    scratch = RecordModel(b.width, lambda row: 0, jobs=jobs, slots=b.rows, release_bit=b.side_width - 1,
+                          regions=b.regions)
+    segments: list[tuple[tuple[int, int] | None, list, list[int]]] = [(None, [], [])]
 
     def add(op: int, row: int, data: int, side: int) -> None:
         scratch.apply(op, row, data, 0, side)
-        cmds.append((op, row, data, 0, 0))
-        sides.append(side)
+        segments[-1][1].append((op, row, data, 0, 0))
+        segments[-1][2].append(side)
 
+    def reset(job: int) -> None:
+        chunk = rng.choice([rng.getrandbits(32), (1 << 32) - rng.randrange(1, 4)])  # some near the wrap
+        scratch.reset(job, chunk)
+        segments.append(((job, chunk), [], []))
+
+    if b.regions:
+        for job in range(jobs):
+            reset(job)
     for length in lengths:
         for job in range(jobs):
+            region = scratch.region(job)
+            window = region[1] if region else b.rows
+            length_j = min(length, window - 1)
             head = scratch.heads[job][1]
-            for k in range(length):
-                row = (head + 1 + k) % b.rows
+            for k in range(length_j):
+                row = region_slot(head, 1 + k, b.rows, region)
                 if not scratch.pending[row]:
                     add(int(Op.ADD), row, 0, job)  # toggle: pending
                 if jobs > 1 and rng.random() < 0.2:
                     add(int(rng.choice([Op.WRITE, Op.READ])), rng.randrange(b.rows), random_row(rng, b.width // 32),
                         (job + 1) % jobs)
-            stop = (head + 1 + length) % b.rows
-            if length < b.rows - 1 and scratch.pending[stop]:
+            stop = region_slot(head, 1 + length_j, b.rows, region)
+            if length_j < window - 1 and scratch.pending[stop]:
                 add(int(Op.ADD), stop, 0, job)  # toggle back: the run ends here
             add(int(Op.ADD), head, 2, job | release)
+        if b.regions:  # a window reset of one job, some of its bits pending (the CLEAR clears them)
+            job = rng.randrange(jobs)
+            base, window = scratch.region(job)
+            for row in rng.sample([region_slot(base, k, b.rows, (base, window)) for k in range(window)], 4):
+                if not scratch.pending[row]:
+                    add(int(Op.ADD), row, 0, job)
+            reset(job)
     for row in range(0, b.rows, 3):  # leave some pending bits for the final state check
         add(int(Op.ADD), row, 0, 0)
-    return cmds, sides
+    return segments
+
+
+async def _window_reset(b: Bench, job: int, chunk: int) -> None:
+    """Offer the window reset (``reset`` stream) of ``job`` to ``chunk`` until it is taken."""
+    dut = b.dut
+    await RisingEdge(dut.clk)
+    dut.reset__payload.value = _pack(ResetLayout(b.p["jobs"]), job=job, head=chunk)
+    dut.reset__valid.value = 1
+    await ReadOnly()
+    while not int(dut.reset__ready.value):
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+    await RisingEdge(dut.clk)  # taken at this edge
+    dut.reset__valid.value = 0
 
 
 @cocotb.test()
@@ -417,17 +465,24 @@ async def long_runs(dut):
             dut.latency.value = b.rng.randint(lo, hi)
 
     lengths = p["run_lengths"]
-    cmds, sides = _long_run_commands(b, lengths)
+    segments = _long_run_commands(b, lengths)
     released, popped = [], []
     cocotb.start_soon(_watch_released(b, released))
     if p.get("release_depth"):
         cocotb.start_soon(_consume_release(b, popped, p.get("p_release", 0.3)))
-    await b.run(cmds, model, p_cmd=p.get("p_cmd", 0.7), p_rsp=p.get("p_rsp", 0.7), on_cycle=on_cycle, sides=sides)
+    for reset, cmds, sides in segments:  # a window reset once the commands before it are answered
+        if reset is not None:
+            await _window_reset(b, *reset)
+            model.reset(*reset)
+        await b.run(cmds, model, p_cmd=p.get("p_cmd", 0.7), p_rsp=p.get("p_rsp", 0.7), on_cycle=on_cycle, sides=sides)
     await _check_state(b, model, on_cycle)
     await ClockCycles(dut.clk, 4)
     assert released == model.released, f"released parts {released[:8]}..., want {model.released[:8]}..."
-    long = sum(n > 64 for n in lengths) * p["jobs"]
-    assert len(released) == len(lengths) * p["jobs"] + long, "a run of more than 64 slots is two parts"
+    if b.regions:  # in a region the first scan step may see only part of a short run
+        assert len(released) > len(lengths) * p["jobs"], "no run released in two parts"
+    else:
+        long = sum(n > 64 for n in lengths) * p["jobs"]
+        assert len(released) == len(lengths) * p["jobs"] + long, "a run of more than 64 slots is two parts"
     assert not int(dut.mem_error.value), "mem_error set"
     if p.get("release_depth"):
         await ClockCycles(dut.clk, 20 * p["release_depth"])

@@ -314,6 +314,25 @@ def test_cocotb_long_runs(jobs: int, seed: int, lengths: list[int], release_dept
                        "model": "record", "axi_id": 1})
 
 
+@pytest.mark.cocotb
+@pytest.mark.parametrize(("jobs", "seed", "lengths", "job_regions", "release_depth"), [
+    (2, 63, [0, 1, 63, 64, 65, 100, 127, 3], [(64, 7), (192, 7)], None),
+    (4, 64, [65, 1, 0, 63, 30, 2], [(32, 6), (96, 6), (160, 6), (224, 6)], 4)])
+def test_cocotb_long_runs_regions(jobs: int, seed: int, lengths: list[int], job_regions: list, release_depth: int | None) -> None:
+    """``long_runs`` with ``DecisionState(regions=True)``: per-job regions of 128 or 64 of the 256
+    slots (the last wrapping at S), every job's window reset to a random chunk first and one
+    job's after every length (some of its bits pending), runs up to the window - 1 released at
+    the heads on ``AxiRam`` (latency 20-200, pauses on every channel, random handshakes): every
+    response, released part (two where the first scan step saw only part of the run) and the
+    final heads and pending bits as the twin's (``RecordModel(regions=...)``)."""
+    params = {**LONG_RUNS, "jobs": jobs, "regions": True, **({"release_depth": release_depth} if release_depth else {})}
+    top = f"scaffold_long_regions_j{jobs}"
+    path = generate_verilog(ScaffoldEngineHarness, name=top, params=params)
+    run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_slot_store", testcase="long_runs",
+               params={**params, "seed": seed, "run_lengths": lengths, "latency_range": [20, 200],
+                       "model": "record", "axi_id": 1, "job_regions": job_regions})
+
+
 # ---- the release run at the head -------------------------------------------------------------------
 
 def _release_model(slots: int, jobs: int, commands: list, regions: list | None = None) -> tuple[list, list]:
