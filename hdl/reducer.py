@@ -61,6 +61,7 @@ from .layouts import (
 from .onchip_slot_store import OnChipSlotStore
 from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
 from .pending_control import PendingControl
+from .pending_effect import pending_effect
 from .pending_words import PendingWords
 from .reducer_config import ReducerConfig, select_job_entry, slot_of
 from .reducer_input import InputStages
@@ -449,7 +450,7 @@ class Reducer(wiring.Component):
             fx_clr = Signal(S)  # slots released behind the completing one
             fx_set = Signal(S)  # its slot, one-hot
             pend_eff = Signal(S)  # pending with the last decision applied
-            m.d.comb += pend_eff.eq((pending & ~Mux(fxw_cn, 0, fx_clr)) | Mux(fxw_sn, 0, fx_set))
+            m.d.comb += pend_eff.eq(pending_effect(pending, Mux(fxw_cn, 0, fx_clr), Mux(fxw_sn, 0, fx_set)))
             # The release scan's input vector is built a cycle ahead for the beat that will be in
             # stage 1, from the pending bits as they are now, in two versions: without and with
             # the pending bit the decision of this cycle may set (its own slot, when it completes
@@ -505,7 +506,7 @@ class Reducer(wiring.Component):
             # decision in the last cycle changed a pending bit (its operation held the PEEK)
             pre_p, cclr_p, sset_p = Signal(), Const(0, 1), Const(0, 1)
             m.d.comb += pre_p.eq(pw.rd_bit[0])
-        pend1 = (pre_p & ~(fx_c & cclr_p)) | (fx_s & sset_p)
+        pend1 = pending_effect(pre_p, fx_c & cclr_p, fx_s & sset_p)  # hdl/pending_effect.py
 
         # ---- the slot's tag: comparisons made a cycle ahead ----
         # The tag is read one cycle before the beat reaches stage 0 (p's output), so in stage 0

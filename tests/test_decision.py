@@ -18,6 +18,7 @@ from amaranth.sim import Simulator
 from wanreduce.hdl import reducer_layouts as rl
 from wanreduce.hdl.decision import DecisionTable
 from wanreduce.hdl.head_check import HeadCheck
+from wanreduce.hdl.pending_effect import PendingEffect
 from wanreduce.hdl.tag_decision import TagDecision
 from wanreduce.model import SERIAL_HALF, AggregatorModel, Message, Outcome, ReleaseMode, SlotState
 
@@ -294,3 +295,46 @@ def test_head_check_rejects_bad_sizes() -> None:
     with pytest.raises(ValueError, match="run_bits must be in 1..32"):
         HeadCheck(2, 0)
 
+
+def test_pending_effect_is_the_models_step() -> None:
+    """``PendingEffect`` on the model's pending bits (slots COMPLETE: done, held for in-order
+    release): a contribution completing a chunk either releases a run at the head (``effect.clr``
+    with the released slots) or sets its own slot behind the head (``effect.set``), never both;
+    the component's output is the model's vector after the step, and with its effect bit off a
+    vector is not applied."""
+    slots = 8
+    dut = PendingEffect(slots)
+    top = Module()
+    top.submodules.dut = dut
+    rng = random.Random(8)
+    kinds: set[str] = set()
+
+    def pending(am: AggregatorModel) -> int:
+        return sum(1 << i for i in range(slots) if am.slot[i].state == SlotState.COMPLETE)
+
+    async def tb(ctx) -> None:
+        for _ in range(60):
+            am = AggregatorModel(slots=slots, elements=4, groups=1, jobs=1, release=ReleaseMode.IN_ORDER)
+            am.set_group(0, 0b1)  # one member: every contribution completes its chunk
+            am.set_job(0, enabled=True, base=0, log2_window=3)
+            am.reset_window(0, rng.getrandbits(32))
+            for _ in range(12):
+                chunk = (am.job_table[0].head + rng.randrange(slots)) & M32
+                before = pending(am)
+                am.contribute(Message(msg_type=0, flags=0, group_id=0, job_id=0, round_id=1, chunk=chunk,
+                                      sender_id=0, scale_exp=0, element_count=4,
+                                      payload=np.zeros(4, np.int32), session=1))
+                after = pending(am)
+                clr, set_ = before & ~after, after & ~before
+                assert not (clr and set_)
+                kind = "clr" if clr else "set" if set_ else "none"
+                kinds.add(kind)
+                ctx.set(dut.bits, before)
+                ctx.set(dut.clr, clr | (rng.getrandbits(slots) & ~before))  # bits not pending: no matter
+                ctx.set(dut.set, set_ or rng.getrandbits(slots))  # not applied without effect.set
+                ctx.set(dut.effect.clr, int(kind == "clr"))
+                ctx.set(dut.effect.set, int(kind == "set"))
+                assert ctx.get(dut.out) == after, (kind, before, after)
+
+    _comb_sim(top, tb)
+    assert kinds == {"clr", "set", "none"}, kinds
