@@ -42,7 +42,6 @@ from .command_arbiter import CMD_DEPTH, CommandArbiter
 from .decision import (
     DecisionTable,
     hdr_checks,
-    head_flags,
     header_fields,
     new_tag,
     prio_of,
@@ -50,6 +49,7 @@ from .decision import (
     tag_checks,
 )
 from .dram_slot_store import AXI_PREFIX, DramSlotStore
+from .head_check import head_checks
 from .layouts import (
     AggHeaderLayout,
     JobCfgLayout,
@@ -61,6 +61,7 @@ from .layouts import (
 from .onchip_slot_store import OnChipSlotStore
 from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
 from .pending_control import PendingControl
+from .pending_effect import pending_effect
 from .pending_words import PendingWords
 from .reducer_config import ReducerConfig, select_job_entry, slot_of
 from .reducer_input import InputStages
@@ -449,7 +450,7 @@ class Reducer(wiring.Component):
             fx_clr = Signal(S)  # slots released behind the completing one
             fx_set = Signal(S)  # its slot, one-hot
             pend_eff = Signal(S)  # pending with the last decision applied
-            m.d.comb += pend_eff.eq((pending & ~Mux(fxw_cn, 0, fx_clr)) | Mux(fxw_sn, 0, fx_set))
+            m.d.comb += pend_eff.eq(pending_effect(pending, Mux(fxw_cn, 0, fx_clr), Mux(fxw_sn, 0, fx_set)))
             # The release scan's input vector is built a cycle ahead for the beat that will be in
             # stage 1, from the pending bits as they are now, in two versions: without and with
             # the pending bit the decision of this cycle may set (its own slot, when it completes
@@ -481,39 +482,10 @@ class Reducer(wiring.Component):
         # forwarded: checks against its new head (chunk + 1 + run) from delta1/deltaw1.
         fx_hn = Signal(32)  # the new head of the last decision (if at the head)
         m.d.comb += fx_hn.eq(fx_cp1 + fx_run)
-
-        def minus_hn(x):
-            """x - (fx_cp1 + fx_run) mod 2**32 with one carry chain: x + ~fx_cp1 + ~run + 2 as
-            carry-save (sum sv, carries cv with the first +1 in its free bit 0), then
-            sv - ~cv = sv + cv + 1."""
-            a, b, c = x, ~fx_cp1, ~Cat(fx_run, Const(0, 32 - sb))
-            sv, cv = Signal(32), Signal(32)
-            m.d.comb += [sv.eq(a ^ b ^ c), cv.eq(Cat(Const(1, 1), ((a & b) | (a & c) | (b & c))[:31]))]
-            return (sv - ~cv)[:32]
-
-        def head_checks(job, chunk, cw):
-            hj = Signal(32)
-            with m.Switch(job):
-                for j in range(self.jobs):
-                    with m.Case(j):
-                        m.d.comb += hj.eq(head[j])
-            fwd = ~fxw_cn & (fx_job == job)
-            d_f, dw_f = minus_hn(chunk), minus_hn(cw)
-            hf = HeadChecks(head_flags(chunk, cw, hj))
-            return pack_flags(HeadChecks, late=Mux(fwd, d_f[31], hf.late), below_end=Mux(fwd, dw_f[31], hf.below_end),
-                              at_head=Mux(fwd, eq_hn(chunk), hf.at_head))
-
-        def eq_hn(x):
-            """x == fx_cp1 + fx_run (mod 2**32) without a carry chain: x + ~(a + b) == -1, i.e.
-            with the carry-save sum s and carries g of a, b and ~x, s ^ (g << 1) is all ones
-            (a ^ b ^ x ^ (g << 1) == 0); each bit needs only its own and the next lower inputs."""
-            a, b = fx_cp1, Cat(fx_run, Const(0, 32 - sb))
-            g = (a & b) | ((a | b) & ~x)
-            return (a ^ b ^ x ^ Cat(Const(0, 1), g[:31])) == 0
-
-        hc_r = Signal(HeadChecks)
-        m.d.sync += hc_r.eq(Mux(adv, head_checks(h0.job_id[:jb], h0.chunk, cw0),
-                                head_checks(h1.job_id[:jb], h1.chunk, cw1)))
+        hc_r = Signal(HeadChecks)  # hdl/head_check.py
+        fx_hc = (~fxw_cn, fx_job, fx_cp1, fx_run)
+        m.d.sync += hc_r.eq(Mux(adv, head_checks(m, h0.job_id[:jb], h0.chunk, cw0, head, *fx_hc),
+                                head_checks(m, h1.job_id[:jb], h1.chunk, cw1, head, *fx_hc)))
         fwd_job1 = fx_job == h1.job_id[:jb]  # the last decision was stage 1's job's
         fwd_head = fx_c & fwd_job1
         # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
@@ -534,7 +506,7 @@ class Reducer(wiring.Component):
             # decision in the last cycle changed a pending bit (its operation held the PEEK)
             pre_p, cclr_p, sset_p = Signal(), Const(0, 1), Const(0, 1)
             m.d.comb += pre_p.eq(pw.rd_bit[0])
-        pend1 = (pre_p & ~(fx_c & cclr_p)) | (fx_s & sset_p)
+        pend1 = pending_effect(pre_p, fx_c & cclr_p, fx_s & sset_p)  # hdl/pending_effect.py
 
         # ---- the slot's tag: comparisons made a cycle ahead ----
         # The tag is read one cycle before the beat reaches stage 0 (p's output), so in stage 0

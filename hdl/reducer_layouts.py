@@ -17,7 +17,7 @@ __all__ = [
     "FREE", "ACTIVE", "DONE", "OP_NONE", "OP_WRITE", "OP_ADD",
     "HeadChecks", "HdrChecks", "BitmapChecks", "PriorityInputs", "TagChecks",
     "DecisionFlags", "DecisionLate", "DecisionOutcome", "PendingInputs",
-    "bits_for", "pack_flags", "release_entry_layout", "slot_tag_layout", "store_tag_layout",
+    "bits_for", "forwarded_head_layout", "pack_flags", "release_entry_layout", "slot_tag_layout", "store_tag_layout",
 ]
 
 # Stored slot state. COMPLETE and RELEASED share DONE; the per-slot ``pending`` bit (COMPLETE,
@@ -138,3 +138,10 @@ def pack_flags(layout: data.StructLayout, **flags: Value) -> Value:
     if set(names) != set(flags):
         raise ValueError(f"flags of {names} needed, got {sorted(flags)}")
     return Cat(*[flags[name] for name in names])
+
+
+def forwarded_head_layout(job_bits: int, run_bits: int) -> data.StructLayout:
+    """The previous decision's effect on its job's head, from registers: it completed a chunk at
+    the head (``valid``), of job ``job``, releasing ``run`` chunks behind it; ``cp1`` is its
+    chunk + 1, so the new head is ``cp1 + run`` (``HeadCheck``, hdl/head_check.py)."""
+    return data.StructLayout({"valid": 1, "job": job_bits, "cp1": 32, "run": run_bits})

@@ -2,20 +2,25 @@
 own, in Amaranth's simulator: ``TagDecision`` (header, tag, head, pending bit -> outcome, op, tag to write, effect)
 against the golden model (``model.AggregatorModel.contribute`` on a slot set up as the tag
 says), every outcome and drop reason reached; ``DecisionTable`` (cut 10's table of its late
-inputs) against itself with the late inputs resolved beforehand."""
+inputs) against itself with the late inputs resolved beforehand; ``HeadCheck`` (hdl/head_check.py:
+a chunk against its job's head or the forwarded new head) against a Python twin of the model's
+head arithmetic, itself checked against the model's STALE / OUT_OF_WINDOW."""
 
 from __future__ import annotations
 
 import random
 
 import numpy as np
+import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
 from wanreduce.hdl import reducer_layouts as rl
 from wanreduce.hdl.decision import DecisionTable
+from wanreduce.hdl.head_check import HeadCheck
+from wanreduce.hdl.pending_effect import PendingEffect
 from wanreduce.hdl.tag_decision import TagDecision
-from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode, SlotState
+from wanreduce.model import SERIAL_HALF, AggregatorModel, Message, Outcome, ReleaseMode, SlotState
 
 M32 = 0xFFFFFFFF
 JOBS, SLOTS, LW = 2, 8, 2  # two jobs, four slots each (base 0 and 4)
@@ -209,3 +214,127 @@ def test_table_picks_the_case_of_its_late_inputs() -> None:
     _comb_sim(top, tb)
     assert {(1, 0, 0), (0, 1, 0), (0, 0, 1)} <= differs, differs
 
+
+
+def head_twin(chunk: int, window: int, head: int) -> dict[str, int]:
+    """HeadChecks of ``chunk`` against ``head`` as the model computes them
+    (``AggregatorModel._contribute``: d = chunk - head mod 2**32, late if d >= SERIAL_HALF, out
+    of the window if not late and d >= window)."""
+    d, dw = (chunk - head) & M32, (chunk - window - head) & M32
+    return {"late": int(d >= SERIAL_HALF), "below_end": int(dw >= SERIAL_HALF), "at_head": int(chunk == head)}
+
+
+def test_head_twin_is_the_models_window_check() -> None:
+    """The twin's late / out-of-window agree with the model's STALE / OUT_OF_WINDOW for a
+    contribution to a free slot around the head (in order, a one-member group: else AGGREGATED)."""
+    rng = random.Random(12)
+    seen = set()
+    for _ in range(400):
+        am = AggregatorModel(slots=SLOTS, elements=4, groups=1, jobs=1, release=ReleaseMode.IN_ORDER)
+        am.set_group(0, 0b11)
+        am.set_job(0, enabled=True, base=0, log2_window=LW)
+        head = rng.choice([0, 5, SERIAL_HALF - 2, M32 - 2, rng.getrandbits(32)])
+        am.reset_window(0, head)
+        chunk = (head + rng.choice([rng.randint(-6, 7), SERIAL_HALF + rng.randint(-2, 2)])) & M32
+        msg = Message(msg_type=0, flags=0, group_id=0, job_id=0, round_id=1, chunk=chunk, sender_id=0,
+                      scale_exp=0, element_count=4, payload=np.zeros(4, np.int32), session=1)
+        t = head_twin(chunk, 1 << LW, head)
+        outcome, _ = am.contribute(msg)
+        want = Outcome.STALE if t["late"] else Outcome.OUT_OF_WINDOW if not t["below_end"] else Outcome.AGGREGATED
+        assert outcome == want, (head, chunk, t, outcome)
+        seen.add(outcome)
+    assert seen == {Outcome.STALE, Outcome.OUT_OF_WINDOW, Outcome.AGGREGATED}
+
+
+def test_head_check_against_the_twin() -> None:
+    """``HeadCheck``: a chunk against its job's head register, or, when the previous decision
+    completed at the head of the same job (``fwd.valid``, ``fwd.job``), against the new head it
+    forwards (chunk + 1 + run: ``cp1 + run``, through the carry-save ``minus_hn`` / ``eq_hn``):
+    the twin's flags for either head; chunks near the head, across the wrap and SERIAL_HALF."""
+    jobs, run_bits, lw = 3, 4, 3
+    dut = HeadCheck(jobs, run_bits)
+    top = Module()
+    top.submodules.dut = dut
+    rng = random.Random(26)
+    seen: set[tuple[int, int, int, int]] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(3000):
+            heads = [rng.choice([0, M32, SERIAL_HALF - 1, rng.getrandbits(32)]) for _ in range(jobs)]
+            job, fjob = rng.randrange(jobs), rng.randrange(jobs)
+            valid = rng.getrandbits(1)
+            cp1 = rng.choice([0, 1, M32, SERIAL_HALF, rng.getrandbits(32)])
+            run = rng.getrandbits(run_bits)
+            fwd = valid and fjob == job
+            head = (cp1 + run) & M32 if fwd else heads[job]
+            chunk = (head + rng.choice([rng.randint(-9, 10), SERIAL_HALF + rng.randint(-1, 1),
+                                        rng.getrandbits(32)])) & M32
+            cw = (chunk - (1 << lw)) & M32
+            ctx.set(dut.job, job)
+            ctx.set(dut.chunk, chunk)
+            ctx.set(dut.cw, cw)
+            for j in range(jobs):
+                ctx.set(dut.heads[j], heads[j])
+            for k, v in (("valid", valid), ("job", fjob), ("cp1", cp1), ("run", run)):
+                ctx.set(getattr(dut.fwd, k), v)
+            got = ctx.get(dut.checks)
+            want = head_twin(chunk, 1 << lw, head)
+            assert {k: getattr(got, k) for k in want} == want, (heads, job, fjob, valid, cp1, run, chunk)
+            seen.add((int(fwd), *want.values()))
+
+    _comb_sim(top, tb)
+    # both heads, and with each: late, inside the window (at the head or behind it), beyond it
+    assert {(f, 1, 1, 0) for f in (0, 1)} | {(f, 0, 1, a) for f in (0, 1) for a in (0, 1)} \
+        | {(f, 0, 0, 0) for f in (0, 1)} <= seen, seen
+
+
+def test_head_check_rejects_bad_sizes() -> None:
+    """One-line errors naming the parameter and its range."""
+    with pytest.raises(ValueError, match="jobs must be at least 1"):
+        HeadCheck(0, 4)
+    with pytest.raises(ValueError, match="run_bits must be in 1..32"):
+        HeadCheck(2, 0)
+
+
+def test_pending_effect_is_the_models_step() -> None:
+    """``PendingEffect`` on the model's pending bits (slots COMPLETE: done, held for in-order
+    release): a contribution completing a chunk either releases a run at the head (``effect.clr``
+    with the released slots) or sets its own slot behind the head (``effect.set``), never both;
+    the component's output is the model's vector after the step, and with its effect bit off a
+    vector is not applied."""
+    slots = 8
+    dut = PendingEffect(slots)
+    top = Module()
+    top.submodules.dut = dut
+    rng = random.Random(8)
+    kinds: set[str] = set()
+
+    def pending(am: AggregatorModel) -> int:
+        return sum(1 << i for i in range(slots) if am.slot[i].state == SlotState.COMPLETE)
+
+    async def tb(ctx) -> None:
+        for _ in range(60):
+            am = AggregatorModel(slots=slots, elements=4, groups=1, jobs=1, release=ReleaseMode.IN_ORDER)
+            am.set_group(0, 0b1)  # one member: every contribution completes its chunk
+            am.set_job(0, enabled=True, base=0, log2_window=3)
+            am.reset_window(0, rng.getrandbits(32))
+            for _ in range(12):
+                chunk = (am.job_table[0].head + rng.randrange(slots)) & M32
+                before = pending(am)
+                am.contribute(Message(msg_type=0, flags=0, group_id=0, job_id=0, round_id=1, chunk=chunk,
+                                      sender_id=0, scale_exp=0, element_count=4,
+                                      payload=np.zeros(4, np.int32), session=1))
+                after = pending(am)
+                clr, set_ = before & ~after, after & ~before
+                assert not (clr and set_)
+                kind = "clr" if clr else "set" if set_ else "none"
+                kinds.add(kind)
+                ctx.set(dut.bits, before)
+                ctx.set(dut.clr, clr | (rng.getrandbits(slots) & ~before))  # bits not pending: no matter
+                ctx.set(dut.set, set_ or rng.getrandbits(slots))  # not applied without effect.set
+                ctx.set(dut.effect.clr, int(kind == "clr"))
+                ctx.set(dut.effect.set, int(kind == "set"))
+                assert ctx.get(dut.out) == after, (kind, before, after)
+
+    _comb_sim(top, tb)
+    assert kinds == {"clr", "set", "none"}, kinds

@@ -1,0 +1,86 @@
+"""A beat's head checks against its job's head, with the previous decision's new head forwarded
+(out of ``hdl/reducer.py``; issue 16 item 6, docs/reducer.md "The decision as a component").
+
+Stage 1 computes them a cycle ahead, for the beat that will be in stage 1, against the heads as
+they will be then: the head registers, or, if the previous decision completed a chunk at the
+head of this beat's job, the head it forwards (chunk + 1 + run, the model's release run:
+``model.AggregatorModel._maybe_complete``). The forwarded compares avoid a 32-bit add before
+them: ``minus_hn`` is one carry chain (carry-save), ``eq_hn`` none.
+
+``head_checks`` is the logic; the reducer calls it inline (so its RTLIL, pinned by
+tests/test_default_rtl.py, keeps its hierarchy), ``HeadCheck`` wraps it as a component (the unit
+tests; a record engine's modify function).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .decision import head_flags
+from .reducer_layouts import HeadChecks, bits_for, forwarded_head_layout, pack_flags
+
+__all__ = ["HeadCheck", "eq_hn", "head_checks", "minus_hn"]
+
+
+def minus_hn(m: Module, x: Value, cp1: Value, run: Value) -> Value:
+    """x - (cp1 + run) mod 2**32 with one carry chain: x + ~cp1 + ~run + 2 as carry-save (sum
+    sv, carries cv with the first +1 in its free bit 0), then sv - ~cv = sv + cv + 1."""
+    a, b, c = x, ~cp1, ~Cat(run, Const(0, 32 - len(run)))
+    sv, cv = Signal(32), Signal(32)
+    m.d.comb += [sv.eq(a ^ b ^ c), cv.eq(Cat(Const(1, 1), ((a & b) | (a & c) | (b & c))[:31]))]
+    return (sv - ~cv)[:32]
+
+
+def eq_hn(x: Value, cp1: Value, run: Value) -> Value:
+    """x == cp1 + run (mod 2**32) without a carry chain: x + ~(a + b) == -1, i.e. with the
+    carry-save sum s and carries g of a, b and ~x, s ^ (g << 1) is all ones
+    (a ^ b ^ x ^ (g << 1) == 0); each bit needs only its own and the next lower inputs."""
+    a, b = cp1, Cat(run, Const(0, 32 - len(run)))
+    g = (a & b) | ((a | b) & ~x)
+    return (a ^ b ^ x ^ Cat(Const(0, 1), g[:31])) == 0
+
+
+def head_checks(m: Module, job: Value, chunk: Value, cw: Value, heads: Sequence[Value], fwd: Value,
+                fwd_job: Value, cp1: Value, run: Value) -> Value:
+    """HeadChecks of ``chunk`` (``cw`` = chunk - window) of job ``job`` against ``heads[job]``, or
+    against the forwarded head ``cp1 + run`` if ``fwd`` and ``fwd_job`` is ``job``."""
+    hj = Signal(32)
+    with m.Switch(job):
+        for j, h in enumerate(heads):
+            with m.Case(j):
+                m.d.comb += hj.eq(h)
+    sel = fwd & (fwd_job == job)
+    d_f, dw_f = minus_hn(m, chunk, cp1, run), minus_hn(m, cw, cp1, run)
+    hf = HeadChecks(head_flags(chunk, cw, hj))
+    return pack_flags(HeadChecks, late=Mux(sel, d_f[31], hf.late), below_end=Mux(sel, dw_f[31], hf.below_end),
+                      at_head=Mux(sel, eq_hn(chunk, cp1, run), hf.at_head))
+
+
+class HeadCheck(wiring.Component):
+    """``head_checks`` as a component: ``job``, ``chunk``, ``cw`` (chunk - window), ``heads``
+    (one per job), ``fwd`` (the previous decision's forwarded head: ``forwarded_head_layout``) in,
+    ``checks`` (HeadChecks) out. Combinational; ``run_bits`` is the slot index's width."""
+
+    def __init__(self, jobs: int, run_bits: int) -> None:
+        if jobs < 1:
+            raise ValueError(f"jobs must be at least 1, got {jobs}")
+        if not 1 <= run_bits <= 32:
+            raise ValueError(f"run_bits must be in 1..32, got {run_bits}")
+        self.jobs = jobs
+        jb = bits_for(jobs)
+        super().__init__({
+            "job": In(jb), "chunk": In(32), "cw": In(32), "heads": In(data.ArrayLayout(32, jobs)),
+            "fwd": In(forwarded_head_layout(jb, run_bits)), "checks": Out(HeadChecks),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        f = self.fwd
+        m.d.comb += self.checks.eq(head_checks(m, self.job, self.chunk, self.cw,
+                                               [self.heads[j] for j in range(self.jobs)],
+                                               f.valid, f.job, f.cp1, f.run))
+        return m
