@@ -64,11 +64,10 @@ class TagDecision(wiring.Component):
             tab.ck_pre.eq(ck), tab.ck_live.eq(ck), tab.head.eq(hc), tab.head_fwd.eq(hc), tab.fwd_job.eq(0),
             tab.pending.bit.eq(self.pending), tab.flags.eq(f), self.out.eq(tab.out),
         ]
-        hck, k = hc, ck
-        code, _, _ = priority(m, PriorityInputs(prio_of(k, self.pending, hck.late, ~hck.late & ~hck.below_end, f)))
+        code, _, _ = priority(m, PriorityInputs(prio_of(ck, self.pending, hc.late, ~hc.late & ~hc.below_end, f)))
         m.d.comb += [
             self.code.eq(code),
-            self.tag_w.eq(new_tag(m, h, self.jb, tab.out.done, k.same, self.tag.bitmap, self.bit, self.nbm1,
+            self.tag_w.eq(new_tag(m, h, self.jb, tab.out.done, ck.same, self.tag.bitmap, self.bit, self.nbm1,
                                   self.jobs)),
         ]
         return m
