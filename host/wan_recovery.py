@@ -71,6 +71,9 @@ class NackStats:
     nacked_chunks: int = 0  # (chunk, member) pairs asked for
     nacked_by_gap: int = 0  # of which: a later chunk of the member's had arrived
     nacked_copies: int = 0  # of which: sharded all-gather copies asked of their owner
+    tail_reasks: int = 0  # tail NACKs (a stall's guess) asked again
+    tail_reasks_early: int = 0  # of which sooner than the RTO (at most timeout / 16) after the
+    # previous try: 0 when paced as issue 15's fix requires, whatever the load
     nacks_received: int = 0  # well-formed NACKs naming us (responder)
     nack_resends: int = 0  # contributions re-sent for them
     nack_unknown: int = 0  # chunks named that are not in the log (too old, never sent, forged)
@@ -301,10 +304,11 @@ class WanRecovery:
             # than that RTO (at most timeout / 16): every receiver re-asking a chunk never sent
             # at a loopback pace was issue 15's burst (14-16 NACKs for one lost copy, 4 sites)
             g = self.member_interval(m)
+            floor = min(rto, self.client.timeout / 16)
             if not by_gap:
-                g = max(g, min(rto, self.client.timeout / 16))
+                g = max(g, floor)
             n = len(self._ask(m, chunks, job=job, group=group, round_id=round_id, now=now,
-                              gap=g))
+                              gap=g, tail=None if by_gap else floor))
             asked += n
             if by_gap:
                 self.stats.nacked_by_gap += n
@@ -341,13 +345,16 @@ class WanRecovery:
         return [(ch - first) & _U32 for ch in asked], wake
 
     def _ask(self, member: int, chunks: list[int], *, job: int, group: int, round_id: int,
-             now: float, gap: float) -> list[int]:
+             now: float, gap: float, tail: float | None = None) -> list[int]:
         """NACK ``member`` for those of ``chunks`` whose previous NACK is old enough (in
         datagrams of at most NACK_MAX_CHUNKS); returns them. The one place NACKs are paced,
         sent, counted. Pace per (chunk, member): the k-th re-NACK waits ``gap`` x 2^(k-1)
         after the previous one, at most ``max(gap, timeout / 16)`` (exponential backoff, as a
         retransmission timer's: a burst is bounded by log2 of its length over ``gap`` however
-        small ``gap`` is, while many tries still fit in the timeout)."""
+        small ``gap`` is, while many tries still fit in the timeout). ``tail``: these are tail
+        NACKs, whose re-asks are counted, as early if sooner than ``tail`` s (the RTO) after
+        the previous try (``NackStats.tail_reasks_early``: a check of the pacing that load
+        cannot fake, both times being the driver's own)."""
         c = self.client
         cap = max(gap, c.timeout / 16)
         asked = self._asked
@@ -359,6 +366,9 @@ class WanRecovery:
                 asked[key] = Asked(now, 1, now)
                 self._timed += 1
             elif now - rec.last >= min(cap, gap * (1 << min(rec.tries - 1, 30))):
+                if tail is not None:
+                    self.stats.tail_reasks += 1
+                    self.stats.tail_reasks_early += now - rec.last < tail
                 rec.last = now
                 rec.tries += 1
                 if rec.timed is not None:  # asked again: its copy's arrival times no single
