@@ -18,8 +18,9 @@ was), its ``code`` (``model.Outcome``) and its ``op`` as the payload gate's ``De
 ADD, or DISCARD for no data op): the engine's response is the row after, so it carries both.
 ``effect`` (in-order release only, as the reducer's ``fx_c`` / ``fx_s``): completed at the
 job's head, the head's chunk and the ``late.run`` pending slots behind it are released
-(``release``; new head = head + 1 + run); completed behind the head, the slot's pending bit is
-set. WRITE stores the command's data (a FREE / CLEAR writes a fresh record), READ returns the
+(``release``; new head = head + 1 + run, its slot the old one's + 1 + run mod S: right on the
+whole ring, and a ``DecisionState`` with regions derives the slot from the chunk); completed
+behind the head, the slot's pending bit is set. WRITE stores the command's data (a FREE / CLEAR writes a fresh record), READ returns the
 record: no effect. ``overflow`` is 0 (no lanes). Combinational.
 """
 
