@@ -25,6 +25,14 @@ seed's netlist again (the same design, only the placement seed differs).
     .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --side-width 8 --late --jobs 4 \
         --release-depth 16 --regions --pnr-seed 1
     .venv/bin/python bench/bench_rmw_engine.py ... --pnr-seed 2 --netlist build/bench_rmw_engine/NAME_seed1/NAME.json
+
+``--modify decision`` (with ``--late``; R 256): the record decision (``hdl/record_decision.py``)
+instead of the scaffold: ``RecordDecision`` alone, then the engine (R 256) with its
+``DecisionState`` and the scaffold modify at the same side width (``RecordSide``, 243 bits) and
+the same with ``RecordDecision`` (``record_engine``, ``hdl/decision_record_harness.py``): what the
+decision costs over the scaffold in the engine.
+
+    .venv/bin/python bench/bench_rmw_engine.py --row-width 256 --late --modify decision --jobs 4 --regions
 """
 
 from __future__ import annotations
@@ -35,7 +43,10 @@ import sys
 from pathlib import Path
 
 from wanreduce.commands.report import place_and_route
+from wanreduce.hdl.decision_record_harness import record_engine
 from wanreduce.hdl.decision_state import DecisionState
+from wanreduce.hdl.record_decision import RecordDecision
+from wanreduce.hdl.reducer_layouts import RECORD_BITS, RecordSide
 from wanreduce.hdl.scaffold_engine_harness import scaffold_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -67,6 +78,27 @@ def pnr(a: argparse.Namespace) -> None:
           flush=True)
 
 
+def decision_sizes(a: argparse.Namespace) -> None:
+    """``RecordDecision`` alone, then the engine (R 256, ``--row-width`` not used) with its
+    ``DecisionState`` and the scaffold modify at the decision's side width, and the same with the
+    decision."""
+    out = Path("build/bench_rmw_engine")
+    print(f"RecordDecision S {a.slots} J {a.jobs} alone: "
+          f"{synth_cells(RecordDecision(slots=a.slots, jobs=a.jobs), out / f'record_decision_s{a.slots}_j{a.jobs}')}",
+          flush=True)
+    state = {"release_depth": a.release_depth, "regions": a.regions}
+    engine = {"slots": a.slots, "outstanding": a.outstanding, "row_stride": a.row_stride, "row_offset": a.row_offset}
+    name = f"w{a.width}_r{RECORD_BITS}_n{a.outstanding}_j{a.jobs}" + (f"_q{a.release_depth}" if a.release_depth else "") \
+        + ("_regions" if a.regions else "")
+    for modify, dut in (
+            ("scaffold", scaffold_engine(a.width, row_bits=0, axi_id=1, row_width=RECORD_BITS, side_width=RecordSide.size,
+                                         jobs=a.jobs, **state, **engine)),
+            ("decision", record_engine(a.width, jobs=a.jobs, **state, **engine))):
+        print(f"W {a.width} R {RECORD_BITS} N {a.outstanding} rows {a.slots} J {a.jobs} release queue "
+              f"{a.release_depth} regions {a.regions}, the engine with its DecisionState and the {modify} modify "
+              f"(side {RecordSide.size}): {synth_cells(dut, out / f'{name}_{modify}')}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--width", type=int, default=64, help="AXI data width W (default 64)")
@@ -90,7 +122,14 @@ def main() -> None:
     ap.add_argument("--netlist", type=Path, default=None,
                     help="with --pnr-seed: place this synthesized netlist (an earlier seed's <name>.json) "
                          "instead of synthesizing again")
+    ap.add_argument("--modify", choices=("scaffold", "decision"), default="scaffold",
+                    help="with --late: the scaffold modify (default) or the record decision (R 256)")
     a = ap.parse_args()
+    if a.modify == "decision":
+        if not a.late or a.pnr_seed is not None:
+            ap.error("--modify decision needs --late (and no --pnr-seed)")
+        decision_sizes(a)
+        return
     if a.pnr_seed is not None:
         if not a.late:
             ap.error("--pnr-seed needs --late (the engine with its DecisionState)")

@@ -39,11 +39,13 @@ from .forward_ports import forward_ports
 from .gate_store_harness import GateOnSlotStore
 from .layouts import lanes
 from .record_modify_scaffold import ScaffoldRecordModify
+from .reducer_layouts import RECORD_BITS
 from .slot_store_signature import Op
 
-__all__ = ["RECORD_WIDTH", "GateOnRecords", "gate_records_with_latency", "record_decision"]
+__all__ = ["RECORD_WIDTH", "GateOnRecords", "decide_on_records", "fork_request", "gate_records_with_latency",
+           "record_decision", "shared_members", "wire_shared"]
 
-RECORD_WIDTH = 256  # the record store's row (docs/large_slots.md, "How a 256-bit record travels")
+RECORD_WIDTH = RECORD_BITS  # the record store's row (docs/large_slots.md, "How a 256-bit record travels")
 
 
 def record_decision(count: int | Value) -> int | Value:
@@ -80,38 +82,63 @@ class GateOnRecords(wiring.Component):
         self.records = DramRmwEngine(data_width, slots=sums["slots"], row_bits=0, address_width=address_width,
                                      axi_id=1, modify=ScaffoldRecordModify, row_width=RECORD_WIDTH, **records)
         self.arbiter = AxiIdArbiter([0, 1], addr_width=address_width, data_width=data_width)
-        inner = self.sums.signature.members
-        super().__init__({
-            **{n: mb for n, mb in inner.items() if n != "decision" and not n.startswith(AXI_PREFIX + "_")},
-            "rec_mem_error": Out(1), "arb_error": Out(1), "arb_dropped": Out(DROPPED_BITS),
-            **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
-        })
+        super().__init__(shared_members(self.sums, address_width, data_width))
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.sums, m.submodules.records = gs, rec = self.sums, self.records
-        m.submodules.arbiter = arb = self.arbiter
-        forward_ports(m, self, gs, skip=lambda n: n in ("req", "decision") or n.startswith(AXI_PREFIX + "_"))
-        req, rc = self.req, rec.cmd
-        # the fork: the gate (with the message's first beat) and the record engine take the
-        # request together (the engine's cmd.ready is a flip-flop: no combinational loop)
-        m.d.comb += [
-            gs.req.payload.eq(req.payload), gs.req.valid.eq(req.valid & rc.ready),
-            rc.valid.eq(req.valid & gs.req.ready), req.ready.eq(gs.req.ready & rc.ready),
-            rc.payload.op.eq(Op.ADD), rc.payload.row.eq(req.payload.row[self.row_bits:]),
-            rc.payload.data.eq(req.payload.as_value()), rc.payload.tag.eq(req.payload.tag),
-            rc.payload.lanes.eq((1 << lanes(RECORD_WIDTH)) - 1), rc.payload.more.eq(0),
-        ]
+        gs, rec = wire_shared(m, self)
+        fork_request(m, self.req, self.req.payload, gs, rec, self.row_bits)
+        m.d.comb += rec.cmd.payload.data.eq(self.req.payload.as_value())
         # the records' responses, in message order, are the gate's decisions
-        rr = rec.rsp
-        m.d.comb += [
-            gs.decision.valid.eq(rr.valid), rr.ready.eq(gs.decision.ready),
-            gs.decision.payload.as_value().eq(record_decision(rr.payload.data[:32])),
-            self.rec_mem_error.eq(rec.mem_error),
-            self.arb_error.eq(arb.error), self.arb_dropped.eq(arb.dropped),
-        ]
-        share_port(m, arb, (gs, rec), self)
+        decide_on_records(m, gs, rec, record_decision(rec.rsp.payload.data[:32]))
         return m
+
+
+def shared_members(sums: GateOnSlotStore, address_width: int, data_width: int) -> dict[str, wiring.Member]:
+    """A gate-on-records harness's members (``sums``' but ``decision`` and its memory port; the
+    record engine's ``rec_mem_error``, the ID arbiter's ``arb_error`` / ``arb_dropped``, the
+    shared ``m_axi_mem_*``)."""
+    return {
+        **{n: mb for n, mb in sums.signature.members.items() if n != "decision" and not n.startswith(AXI_PREFIX + "_")},
+        "rec_mem_error": Out(1), "arb_error": Out(1), "arb_dropped": Out(DROPPED_BITS),
+        **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
+    }
+
+
+def wire_shared(m: Module, outer: wiring.Component) -> tuple[GateOnSlotStore, wiring.Component]:
+    """``outer``'s ``sums``, ``records`` and ``arbiter`` as its submodules, the ports of
+    :func:`shared_members` wired (but ``req``) and both engines onto ``m_axi_mem`` through the
+    arbiter; returns (sums, records)."""
+    m.submodules.sums, m.submodules.records = gs, rec = outer.sums, outer.records
+    m.submodules.arbiter = arb = outer.arbiter
+    forward_ports(m, outer, gs, skip=lambda n: n in ("req", "decision") or n.startswith(AXI_PREFIX + "_"))
+    m.d.comb += [outer.rec_mem_error.eq(rec.mem_error), outer.arb_error.eq(arb.error),
+                 outer.arb_dropped.eq(arb.dropped)]
+    share_port(m, arb, (gs, rec), outer)
+    return gs, rec
+
+
+def fork_request(m: Module, req: wiring.PureInterface, msg: Value, gs: GateOnSlotStore, rec: wiring.Component,
+                 row_bits: int) -> None:
+    """The fork: the message's request ``msg`` (of the stream ``req``) goes to the gate (with
+    the message's first beat) and, as a record ADD on its slot (``msg.row >> row_bits``, tag the
+    request's; the data is the caller's), to the record engine ``rec``; both take it together
+    (the engine's ``cmd.ready`` is a flip-flop: no combinational loop)."""
+    rc = rec.cmd
+    m.d.comb += [
+        gs.req.payload.eq(msg), gs.req.valid.eq(req.valid & rc.ready),
+        rc.valid.eq(req.valid & gs.req.ready), req.ready.eq(gs.req.ready & rc.ready),
+        rc.payload.op.eq(Op.ADD), rc.payload.row.eq(msg.row[row_bits:]), rc.payload.tag.eq(msg.tag),
+        rc.payload.lanes.eq((1 << lanes(RECORD_WIDTH)) - 1), rc.payload.more.eq(0),
+    ]
+
+
+def decide_on_records(m: Module, gs: GateOnSlotStore, rec: wiring.Component, decision: Value) -> None:
+    """The record engine's responses, in message order, are the gate's decisions: ``decision``
+    (a ``Decision``'s bits, from ``rec.rsp.payload``)."""
+    rr = rec.rsp
+    m.d.comb += [gs.decision.valid.eq(rr.valid), rr.ready.eq(gs.decision.ready),
+                 gs.decision.payload.as_value().eq(decision)]
 
 
 def gate_records_with_latency(*, delay_depth: int = 512, **params) -> AxiLatencyHarness:

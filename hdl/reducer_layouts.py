@@ -17,7 +17,9 @@ __all__ = [
     "FREE", "ACTIVE", "DONE", "OP_NONE", "OP_WRITE", "OP_ADD",
     "HeadChecks", "HdrChecks", "BitmapChecks", "PriorityInputs", "TagChecks",
     "DecisionFlags", "DecisionLate", "DecisionOutcome", "PendingInputs",
-    "bits_for", "forwarded_head_layout", "pack_flags", "release_entry_layout", "slot_tag_layout", "store_tag_layout",
+    "RECORD_BITS", "DecisionConfig", "RecordSide",
+    "bits_for", "forwarded_head_layout", "pack_flags", "record_layout", "release_entry_layout", "slot_tag_layout",
+    "store_tag_layout",
 ]
 
 # Stored slot state. COMPLETE and RELEASED share DONE; the per-slot ``pending`` bit (COMPLETE,
@@ -40,6 +42,40 @@ def slot_tag_layout(jobs: int) -> data.StructLayout:
         "session": AggHeaderLayout["session"].shape,
         "nbm1": 17,  # payload beats - 1, so the emitter needs no arithmetic on the tag
     })
+
+
+RECORD_BITS = 256  # a slot's record in DRAM (docs/large_slots.md, "How a 256-bit record travels")
+
+
+def record_layout(jobs: int, width: int = RECORD_BITS) -> data.StructLayout:
+    """A slot's record in the record store (docs/large_slots.md, "How a 256-bit record travels"):
+    its ``tag``, then the last ADD's outcome ``code`` (a ``model.Outcome``) and data ``op`` (a
+    ``payload_gate.Decision``: WRITE / ADD / DISCARD), kept in the record because the engine's
+    response is the row after the command (the record decision's answer rides in it), and the
+    ``spare`` bits up to ``width``."""
+    tag = slot_tag_layout(jobs)
+    spare = width - tag.size - 6
+    if spare < 0:
+        raise ValueError(f"width must be at least {tag.size + 6} (the record of {jobs} jobs), got {width}")
+    return data.StructLayout({"tag": tag, "code": 4, "op": 2, "spare": spare})
+
+
+# What the record decision (hdl/record_decision.py) takes per command besides the header: the
+# configuration's checks of the message, as ``TagDecision``'s inputs of the same names (the
+# owner looks them up when it makes the command: the input stages' job).
+DecisionConfig = data.StructLayout({
+    "members": 32,  # the group's bitmap
+    "bit": 32,  # the sender's bit (0: sender_id beyond the bitmap)
+    "unconf": 1,  # job or group unconfigured
+    "nonmem": 1,  # the sender is not a member of the group
+    "in_order": 1,  # in-order release (else on completion)
+    "log2_window": range(33),  # the job's window
+    "cwrite": 1,  # a single-member group: a first contribution completes
+    "nbm1": 17,  # the message's payload beats - 1 (the tag's ``nbm1``)
+})
+
+# A record command's side input (the engine's ``side_shape``): the message header and its config.
+RecordSide = data.StructLayout({"hdr": AggHeaderLayout, "cfg": DecisionConfig})
 
 
 def release_entry_layout(jobs: int, slots: int) -> data.StructLayout:

@@ -129,17 +129,23 @@ async def gate_on_records(dut):
     dut._log.info(f"{len(messages)} messages: {result}")
 
 
+def harness_params(width: int, *, slots: int, depth: int, outstanding: int) -> dict:
+    """A gate-on-records harness's parameters: ``slots`` of 8 rows (sums at 0x3000, records at
+    0x1000), ``max_elements`` a slot's, a payload FIFO of ``depth`` beats, each engine's table
+    of ``outstanding`` entries."""
+    row_bits = 3
+    return {"data_width": width, "address_width": 16, "depth": depth, "max_elements": (1 << row_bits) * width // 32,
+            "sums": {"slots": slots, "row_bits": row_bits, "outstanding": outstanding, "base_address": 0x3000},
+            "records": {"outstanding": outstanding, "base_address": 0x1000}}
+
+
 def run_gate_records(width: int, *, seed: int, messages: int = 150, depth: int = 64, outstanding: int = 32,
                      **tb: object) -> None:
     """Generate the gate-on-records harness at ``width`` (4 slots of 8 rows, ``max_elements`` a
     slot's, a payload FIFO of ``depth`` beats, each engine's table of ``outstanding``) and run
     ``gate_on_records`` on it (``tb``: further tb_params: latency_range, p_axi, p_stream, out).
     tests/test_gate_record.py and bench/bench_payload_gate.py."""
-    row_bits = 3
-    params = {"data_width": width, "address_width": 16, "depth": depth,
-              "max_elements": (1 << row_bits) * width // 32,
-              "sums": {"slots": 4, "row_bits": row_bits, "outstanding": outstanding, "base_address": 0x3000},
-              "records": {"outstanding": outstanding, "base_address": 0x1000}}
+    params = harness_params(width, slots=4, depth=depth, outstanding=outstanding)
     top = f"gate_records_w{width}_d{depth}_n{outstanding}"
     path = generate_verilog(gate_records_with_latency, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="gate_on_records",

@@ -21,12 +21,10 @@ from wanreduce.hdl.head_check import HeadCheck
 from wanreduce.hdl.pending_effect import PendingEffect
 from wanreduce.hdl.tag_decision import TagDecision
 from wanreduce.model import SERIAL_HALF, AggregatorModel, Message, Outcome, ReleaseMode, SlotState
+from wanreduce.sim.decision_record_model import STATE_OF
 
 M32 = 0xFFFFFFFF
 JOBS, SLOTS, LW = 2, 8, 2  # two jobs, four slots each (base 0 and 4)
-# the model's slot state as the tag's state and the pending bit
-STATE_OF = {SlotState.FREE: (rl.FREE, 0), SlotState.ACTIVE: (rl.ACTIVE, 0), SlotState.COMPLETE: (rl.DONE, 1),
-            SlotState.RELEASED: (rl.DONE, 0)}
 
 
 def _comb_sim(top: Module, tb) -> None:
@@ -36,9 +34,12 @@ def _comb_sim(top: Module, tb) -> None:
     sim.run()
 
 
-def _scenario(rng: random.Random) -> tuple[AggregatorModel, Message, int]:
+def _scenario(rng: random.Random, bias: float = 0.0) -> tuple[AggregatorModel, Message, int]:
     """A model with one slot set up at random near the message's (same or another chunk, job,
-    header fields, bitmap, state; a head around the chunk), the message, the slot's index."""
+    header fields, bitmap, state; a head around the chunk), the message, the slot's index.
+    ``bias``: the chance that the sender is a member, the chunk in the window and an ACTIVE
+    slot's bitmap all members but the sender (so completions, at the head and behind it, are
+    common; 0: the rng draws as without it)."""
     mode = rng.choice(list(ReleaseMode))
     am = AggregatorModel(slots=SLOTS, elements=4, groups=2, jobs=JOBS, release=mode)
     members = rng.choice([0b1, 0b0110, 0b1011, 0xF0, 0])
@@ -51,6 +52,10 @@ def _scenario(rng: random.Random) -> tuple[AggregatorModel, Message, int]:
     am.reset_window(job, head)
     chunk = (head + rng.randint(-6, 7)) & M32
     sender = rng.choice([0, 1, 2, 3, 4, 5, 7, 9])
+    biased = bias and rng.random() < bias
+    if biased and am.group_table[group]:
+        chunk = (head + rng.choice([0, rng.randrange(1 << LW)])) & M32
+        sender = rng.choice([k for k in range(32) if am.group_table[group] >> k & 1])
     count = rng.choice([4, 3])
     msg = Message(msg_type=0, flags=0, group_id=group, job_id=job, round_id=rng.choice([1, 2]), chunk=chunk,
                   sender_id=sender, scale_exp=rng.choice([-3, 0]), element_count=count,
@@ -73,6 +78,8 @@ def _scenario(rng: random.Random) -> tuple[AggregatorModel, Message, int]:
     s.bitmap = gm if done else rng.getrandbits(8) & gm
     if not done and s.bitmap == gm:
         s.bitmap = gm & (gm - 1)
+    if biased and not done:
+        s.bitmap = gm & ~(1 << sender)
     return am, msg, slot
 
 

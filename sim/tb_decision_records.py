@@ -1,0 +1,244 @@
+"""cocotb bench of the payload gate deciding with the record decision
+(``hdl/decision_record_harness.py``: each message's request is a record ADD on the
+``RecordDecision`` engine, AXI ID 1, its late operand a ``DecisionState`` with the jobs'
+regions; the record's response, in order, is the gate's decision; the gate's commands go through
+the CommandArbiter to the DRAM slot store, AXI ID 0; both through ``AxiIdArbiter`` onto one
+cocotbext-axi ``AxiRam``), run by tests/test_decision_records.py.
+
+``decisions_on_records``: contributions from several senders to several chunks of three jobs
+(two enabled with regions of 8 and 4 slots, one disabled) and groups of three members, one
+member, two members and none, made against the golden model as it goes (so they follow its
+heads): mostly a missing member to a chunk in the window, with duplicates, chunks behind the
+head (stale, or resent) and beyond the window, non-members and senders beyond the bitmap,
+another group or element count than the chunk's (mismatch). Each job's head is set first by a
+window reset to a random chunk (some near 2**32). Random valid on ``beats`` / ``req`` and ready on
+``rsp`` (re-drawn every 200 cycles), random pauses on every AXI channel (``p_axi``), latency
+re-drawn from ``latency_range``. The reference is the golden model
+(``AggregatorModel.contribute`` through ``sim/decision_record_model.py``: the outcome, the
+decision, the record after, the results), the gate's twin (``sim/payload_gate_model.py``) and the
+slot-store reference (``sim/slot_store_model.py``) for the sums. Checked: every outcome code in
+order (``outcome``); every store response (data, overflow, tag) in order, and the rows of every
+result the model releases (the completing message's responses) are the result's payload; every
+chunk the ``DecisionState`` releases, per job in order, is the model's; then every record and
+sums row in memory (every other byte as it started), every burst in its engine's region with its
+ID, the gate's counters, every error flag 0. Parameters (tb_params): the harness's (data_width,
+address_width, jobs, depth, max_elements, sums, records), regions ((base, log2 window) per job),
+in_order, messages, seed, latency_range, p_axi, p_stream.
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from wanreduce.hdl.decision_record_harness import decision_records_with_latency
+from wanreduce.hdl.decision_state import region_layout
+from wanreduce.hdl.layouts import lanes, payload_beats
+from wanreduce.hdl.payload_gate import Decision, request_layout
+from wanreduce.hdl.reducer_layouts import RECORD_BITS, RecordSide
+from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
+from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, vary_latency
+from wanreduce.sim.decision_record_model import DecisionRecordModel, pack, side_bits
+from wanreduce.sim.payload_gate_model import GateMessage, expected_commands
+from wanreduce.sim.simulator import generate_verilog, run_cocotb, tb_params
+from wanreduce.sim.slot_store_model import SlotStoreModel, lanes_of
+from wanreduce.sim.tb_engines_on_arbiter import bursts_by_id
+from wanreduce.sim.tb_gate_record import harness_params
+from wanreduce.sim.tb_payload_gate import Inputs, check_counters, drive_to_store
+from wanreduce.sim.tb_slot_store import CLOCK_NS, Bench, _watch_released, _window_reset, random_row
+
+M32 = 0xFFFFFFFF
+GROUPS = [0b0111, 0b1000, 0b110000, 0]  # three members, one, two, none (unconfigured)
+JOB_GROUPS = [(0, 0, 1), (2,), (0,)]  # the groups each job's chunks use
+
+
+def _contribution(rng: random.Random, am: AggregatorModel, job_id: int, width: int,
+                  max_el: int) -> tuple[Message, list[int]]:
+    """One contribution of ``job_id`` near its head in the model now (module docstring), and its
+    payload as W-bit beats."""
+    job = am.job_table[job_id]
+    k = rng.choices([0, rng.randrange(job.window), rng.randint(-3, -1), rng.randint(job.window, job.window + 2)],
+                    [0.3, 0.55, 0.08, 0.07])[0]  # the head's chunk often: it completes, the window moves on
+    chunk = (job.head + k) & M32
+    group = JOB_GROUPS[job_id][chunk % len(JOB_GROUPS[job_id])]
+    count = 1 + (chunk * 7 + job_id) % max_el
+    s = am.slot[am.slot_index(job, chunk)]
+    held = s.state.name != "FREE" and s.chunk == chunk and s.job_id == job_id  # (then another header mismatches)
+    if rng.random() < 0.03:
+        group = 3 if rng.random() < 0.5 or not held else (group + 1) % 3
+    if held and rng.random() < 0.04:
+        count = count % max_el + 1
+    members = [k for k in range(32) if GROUPS[group] >> k & 1] or [0]
+    missing = [k for k in members if not (s.chunk == chunk and s.bitmap >> k & 1)] or members
+    sender = rng.choices([rng.choice(missing), rng.choice(members), 9, 40], [0.85, 0.08, 0.04, 0.03])[0]
+    beats = payload_beats(count, width)
+    words = [random_row(rng, lanes(width)) for _ in range(beats)]
+    payload = np.concatenate([lanes_of(w, lanes(width)) for w in words])[:count]
+    return Message(msg_type=0, flags=0, group_id=group, job_id=job_id, round_id=1, chunk=chunk, sender_id=sender,
+                   scale_exp=0, element_count=count, payload=payload, session=1), words
+
+
+def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, n: int, width: int,
+              max_el: int, row_bits: int):
+    """``n`` contributions, each decided by the twin as it is made (the next follows the heads):
+    (Message, GateMessage, outcome, decision, results) each."""
+    out = []
+    for i in range(n):
+        job_id = rng.choice([0, 0, 0, 1, 1, 2])
+        msg, words = _contribution(rng, am, job_id, width, max_el)
+        slot = am.slot_index(am.job_table[job_id], msg.chunk)
+        gate = GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF)
+        out.append((msg, gate, *twin.contribute(msg)))
+    return out
+
+
+def _check_results(made, commands, responses, width: int) -> int:
+    """The rows of every result the model released for its own completing message (the
+    message's store responses, its last write) are the result's payload; returns how many."""
+    k, checked = 0, 0
+    for msg, gate, _outcome, decision, results in made:
+        n = len(gate.data) if decision != Decision.DISCARD and len(gate.data) == payload_beats(gate.elements, width) \
+            else 0
+        rows = [responses[k + b][0] for b in range(n)]
+        k += n
+        mine = [r for r in results if r.chunk == msg.chunk and r.job_id == msg.job_id and not r.resent]
+        if mine and n:
+            got = np.concatenate([lanes_of(v, lanes(width)) for v in rows])[:msg.element_count]
+            assert (got == mine[0].payload).all(), f"result of chunk {msg.chunk}: {got}, want {mine[0].payload}"
+            checked += 1
+    assert k == len(commands)
+    return checked
+
+
+@cocotb.test()
+async def decisions_on_records(dut):
+    p = tb_params()
+    rng = random.Random(p.get("seed", 1))
+    w, max_el, jobs = p["data_width"], p["max_elements"], p["jobs"]
+    slots, row_bits = p["sums"]["slots"], p["sums"]["row_bits"]
+    sums = Bench(dut, {"data_width": w, **p["sums"]})
+    recs = Bench(dut, {"data_width": w, **p["records"], "slots": slots, "row_bits": 0, "row_width": RECORD_BITS,
+                       "axi_id": 1}, prefix="rec_")
+    am = AggregatorModel(slots=slots, elements=max_el, groups=len(GROUPS), jobs=jobs,
+                         release=ReleaseMode.IN_ORDER if p["in_order"] else ReleaseMode.ON_COMPLETION)
+    for g, members in enumerate(GROUPS):
+        am.set_group(g, members)
+    heads = [rng.choice([0, M32 - 2, rng.getrandbits(32)]) for _ in range(jobs)]
+    for j, (base, lw) in enumerate(p["regions"]):
+        am.set_job(j, enabled=j < 2, base=base, log2_window=lw)
+        am.reset_window(j, heads[j])
+
+    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+    dut.rst.value = 1
+    dut.rsp__ready.value = 0
+    dut.reset__valid.value = 0
+    layout = region_layout(slots)
+    dut.region.value = sum(pack(layout, {"base": b, "log2_window": lw}) << (j * layout.size)
+                           for j, (b, lw) in enumerate(p["regions"]))
+    size = max(b.base + b.rows * b.stride for b in (sums, recs))
+    ram = attach_ram(dut, size)
+    content = bytearray(rng.randbytes(size))
+    for slot in range(slots):  # every record FREE (its other bits random: a FREE record's do not count)
+        content[recs.address(slot)] &= 0xFC
+    ram.write(0, bytes(content))
+    for b in (sums, recs):
+        b.ram, b.content = ram, bytes(content[b.base:b.base + b.rows * b.stride])
+
+    def initial_of(b: Bench):
+        return lambda row: int.from_bytes(content[b.address(row):b.address(row) + b.row_bytes], "little")
+
+    twin = DecisionRecordModel(am, jobs, w, initial_of(recs))
+    made = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits)
+    messages = [gate for _, gate, *_ in made]
+    decisions = [d.value for *_, d, _ in made]
+    want = expected_commands(messages, decisions, w, sums.address_bits, max_el)
+    sum_model = SlotStoreModel(w, initial_of(sums))
+    expected = [(*sum_model.apply(c.op, c.row, c.data, c.lanes), c.tag) for c in want.commands]
+    results_checked = _check_results(made, want.commands, expected, w)
+    inputs = Inputs(dut, messages, None, w, sums.address_bits, max_el)
+    msg_bits = request_layout(sums.address_bits, max_el).size
+    inputs.queues[1] = [q | side_bits(am, msg, w) << msg_bits for q, (msg, *_) in zip(inputs.queues[1], made, strict=True)]
+    assert RecordSide.size + msg_bits == len(dut.req__payload)
+
+    random_axi_pauses(ram, rng, p.get("p_axi", 0.3))
+    vary_latency(dut, rng, *p.get("latency_range", (20, 200)))
+    cocotb.start_soon(bursts_by_id(dut, {0: sums, 1: recs}))
+    state = SimpleNamespace(dut=dut, rows=slots, p={"jobs": jobs})
+    released, outcomes = [], []
+    cocotb.start_soon(_watch_released(state, released))
+    cocotb.start_soon(_watch_outcomes(dut, outcomes))
+    await ClockCycles(dut.clk, 4)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+    for j in range(jobs):  # each job's head, as the model's (its region is FREE already)
+        await _window_reset(state, j, heads[j])
+
+    result = await drive_to_store(dut, rng, inputs, want, expected, sums.rsp_layout, p)
+    for _ in range(100):  # the last messages' decisions (discards: no store response to wait for)
+        if len(outcomes) >= len(made):
+            break
+        await ClockCycles(dut.clk, 20)
+    await ClockCycles(dut.clk, 8)
+    want_outcomes = [int(o) for _, _, o, _, _ in made]
+    assert outcomes == want_outcomes, next(f"outcome {k} ({made[k][0]}): {o}, want {Outcome(want_outcomes[k]).name}"
+                                           for k, o in enumerate(outcomes + [None]) if k >= len(want_outcomes)
+                                           or o != want_outcomes[k])
+    for flag in ("mem_error", "rec_mem_error", "copy_error", "arb_error", "arb_dropped", "state_error"):
+        assert not int(getattr(dut, flag).value), f"{flag} set"
+    got_chunks = _released_chunks(released, jobs)
+    want_chunks = {j: [r.chunk for _, _, o, _, results in made for r in results
+                       if r.job_id == j and not r.resent] for j in range(jobs)}
+    if p["in_order"]:
+        assert got_chunks == want_chunks, f"released {got_chunks}, want {want_chunks}"
+    else:
+        assert not released, "a release run on completion"
+    counts = check_counters(dut, want)
+    for b, rows in ((sums, sum_model.rows), (recs, twin.records)):
+        b.check_bursts()
+        await b.check_memory(SimpleNamespace(rows=rows))
+    seen = {Outcome(o).name: want_outcomes.count(o) for o in set(want_outcomes)}
+    result.update(counts, outcomes=seen, results_checked=results_checked,
+                  released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released))
+    need = {o.name for o in Outcome} - {"REJECT_BUSY"} if p["in_order"] else \
+        {"AGGREGATED", "REJECT_BUSY", "STALE", "RESULT_RESENT", "REJECT_NON_MEMBER", "REJECT_UNCONFIGURED"}
+    assert need <= set(seen) and results_checked > 10, f"too few of some outcome: {result}"
+    if p["in_order"]:
+        assert result["long_runs"] > 0, f"no run released behind a head: {result}"
+    dut._log.info(f"{len(messages)} messages: {result}")
+
+
+async def _watch_outcomes(dut, seen: list) -> None:
+    """Every outcome code the gate takes a decision with, in order."""
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        if int(dut.outcome_valid.value):
+            seen.append(int(dut.outcome.value))
+
+
+def _released_chunks(released: list, jobs: int) -> dict[int, list[int]]:
+    """The chunks of each released part (job, new head chunk, head slot, start, run: the 1 + run
+    chunks before the new head), per job in order."""
+    out = {j: [] for j in range(jobs)}
+    for job, head, _slot, _start, run in released:
+        out[job] += [(head - 1 - run + i) & M32 for i in range(1 + run)]
+    return out
+
+
+def run_decision_records(width: int, *, seed: int, in_order: bool = True, messages: int = 250, depth: int = 64,
+                         outstanding: int = 32, **tb: object) -> None:
+    """Generate the harness at ``width`` (16 slots of 8 rows, ``max_elements`` a slot's, 3 jobs
+    in regions of 8, 4 and 4 slots, a payload FIFO of ``depth`` beats, each engine's table of
+    ``outstanding``) and run ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream)."""
+    regions = [(0, 3), (8, 2), (12, 2)]
+    params = {**harness_params(width, slots=16, depth=depth, outstanding=outstanding), "jobs": len(regions)}
+    top = f"decision_records_w{width}_d{depth}_n{outstanding}"
+    path = generate_verilog(decision_records_with_latency, name=top, params=params)
+    run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="decisions_on_records",
+               params={**params, "messages": messages, "seed": seed, "regions": regions, "in_order": in_order, **tb},
+               timeout_s=600)
