@@ -28,10 +28,10 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   **peeked from C0**: ``PendingWords``' PEEK from the head's slot (read with C0's job a cycle
   before, on a second read port of the heads) is issued while the candidate waits in C0, once
   nothing is in flight (``quiet``: no command in C1 or C2, no effect being written, no release
-  going on), once per candidate (``peeked``); its first part and whether the run is long are
-  registered in the PEEK's data cycle (``pk_first`` / ``pk_long``) and read at the candidate's
-  C2, so no scan result reaches C2's modify combinationally (the record path's Fmax,
-  docs/benchmarks.md). The candidate may leave C0 in the PEEK's cycle: nothing else fires
+  going on), once per candidate (``peeked``); what its first step saw is registered in the
+  PEEK's data cycle (``pk_seen``, ``pk_done``), and the first part and whether the run is long
+  are taken from those at the candidate's C2, so no scan result reaches C2's modify
+  combinationally (the record path's Fmax, docs/benchmarks.md). The candidate may leave C0 in the PEEK's cycle: nothing else fires
   before it (C0 is in order) and nothing is written meanwhile, so the run stays current. A
   PEEK cannot see the effects of the commands ahead (not yet written) and would contend with
   their writes for ``PendingWords``' one operation port, so the candidate is **held in C0**
@@ -271,7 +271,8 @@ class DecisionState(wiring.Component):
         clearing, reset_done = Signal(), Signal()
         quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | rq | busy | rel_on | fin)
         if self.regions:
-            reset_go = self.reset.valid & ~clearing & quiet & pw.op.ready
+            reset_want = self.reset.valid & ~clearing & quiet
+            reset_go = reset_want & pw.op.ready
             new_head = Signal(head_layout(self.slots))
             reset_region = region_of(self.reset.payload.job, "reset_region")
             m.d.comb += [reset_done.eq(clearing & pw.op.ready), self.reset.ready.eq(reset_done),
@@ -283,10 +284,11 @@ class DecisionState(wiring.Component):
                 m.d.sync += clearing.eq(0)
         # ---- C0: a release candidate's PEEK, issued while it is in C0 once nothing is in flight
         # (``quiet``: no command in C1 or C2, no effect being written), at most once (``peeked``);
-        # its first part and whether the run is long are registered in the PEEK's data cycle
-        # (``pk_first`` / ``pk_long``), read at the candidate's C2: no scan in C2's cycle ----
+        # what its first step saw is registered in the PEEK's data cycle (``pk_seen``, ``pk_done``),
+        # its first part and whether the run is long taken from those at the candidate's C2:
+        # no scan in C2's cycle ----
         peek, peeked, peek_data = Signal(), Signal(), Signal()
-        pk_first, pk_long = Signal(sb), Signal()
+        pk_seen, pk_done = Signal(sb), Signal()
         m.d.comb += [peek.eq(self.c0_valid & self.c0_release & ~peeked & quiet & room & ~resetting
                              & (c0_job_r == self.c0_job)),
                      self.hold.eq(self.c0_valid & ((self.c0_release & ~(peek | peeked))
@@ -320,8 +322,11 @@ class DecisionState(wiring.Component):
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot),
                          op.base.eq(peek_region.base), op.log2_window.eq(peek_region.log2_window)]
         if self.regions:
-            with m.Elif(reset_go):  # never with anything else: nothing in flight
-                m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.CLEAR), op.slot.eq(reset_region.base),
+            # never with anything else: nothing in flight. The operation is chosen without
+            # ``op.ready`` (from the scan's last step), only its valid waits for it: the scan's
+            # end does not reach PendingWords' address arithmetic through this multiplexer
+            with m.Elif(reset_want):
+                m.d.comb += [pw.op.valid.eq(pw.op.ready), op.kind.eq(PendingOp.CLEAR), op.slot.eq(reset_region.base),
                              op.base.eq(reset_region.base), op.log2_window.eq(reset_region.log2_window)]
         m.d.comb += [self.released_valid.eq(fx.release | (fin & (rest != 0))),
                      self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
@@ -335,18 +340,24 @@ class DecisionState(wiring.Component):
             return Mux(e.pending_we & (slot == c2_slot), e.pending, older)
 
         head_fwd = fx.head_we & (fx_job == c2_job)
-        seen = Mux(pw.done, pw.run, pw.reach)  # the run, or as far as the first step saw it
-        with m.If(peek_data):  # the run is long (two parts) if the first step did not end it or it is > step
-            m.d.sync += [pk_first.eq(Mux(seen > step, step, seen)), pk_long.eq(~pw.done | (pw.run > step))]
+        with m.If(peek_data):  # the run, or as far as the first step saw it
+            m.d.sync += [pk_seen.eq(Mux(pw.done, pw.run, pw.reach)), pk_done.eq(pw.done)]
+        over = pk_seen > step
+        pk_long = ~pk_done | over  # two parts: the first step did not end the run, or it is > step
         m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
                      self.late.pending.eq(bit_after(fx, fx_slot, bit_after(fx2, fx2_slot, pw.rd_bit[0]))),
-                     self.late.run.eq(Mux(c2_rel, pk_first, 0))]
+                     self.late.run.eq(Mux(c2_rel, Mux(over, step, pk_seen), 0))]
         with m.If(c2_rel & pk_long):  # the rest of the run in the background: every command waits
             m.d.sync += busy.eq(1)
 
         # the engine's contract, a short release's run the peek's, a long one's longer than its
-        # first part, PendingWords never refusing
-        bad_run = (fx2.release & ~busy & (~pw.done | (pw.run != fx2.run))) | (rel_on & pw.done & (pw.run < part_run))
+        # first part (checked a cycle after the RELEASE's data cycle, from registers: the scan's
+        # run is the record path's longest), PendingWords never refusing
+        chk_short, chk_long, chk_done = Signal(), Signal(), Signal()
+        chk_run, chk_want, chk_part = Signal(sb), Signal(sb), Signal(sb)
+        m.d.sync += [chk_short.eq(fx2.release & ~busy), chk_long.eq(rel_on), chk_done.eq(pw.done),
+                     chk_run.eq(pw.run), chk_want.eq(fx2.run), chk_part.eq(part_run)]
+        bad_run = (chk_short & (~chk_done | (chk_run != chk_want))) | (chk_long & chk_done & (chk_run < chk_part))
         q_error = 0 if self.queue is None else self.queue.error
         with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run | q_error):
             m.d.sync += self.error.eq(1)
