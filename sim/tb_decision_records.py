@@ -10,8 +10,11 @@ cocotbext-axi ``AxiRam``), run by tests/test_decision_records.py.
 member, two members and none, made against the golden model as it goes (so they follow its
 heads): mostly a missing member to a chunk in the window, with duplicates, chunks behind the
 head (stale, or resent) and beyond the window, non-members and senders beyond the bitmap,
-another group or element count than the chunk's (mismatch). Each job's head is set first by a
-window reset to a random chunk (some near 2**32). Random valid on ``beats`` / ``req`` and ready on
+another group or element count than the chunk's (mismatch). The records start as random
+garbage; each job's first window reset (to a random chunk, some near 2**32) sweeps its region
+FREE (``FreeSweep``) and sets its head; window resets of random jobs come mid-run (``p_reset``
+per message, offered right after a message is taken, the other jobs' messages in flight),
+applied to the model there (``DecisionRecordModel.reset_window``). Random valid on ``beats`` / ``req`` and ready on
 ``rsp`` (re-drawn every 200 cycles), random pauses on every AXI channel (``p_axi``), latency
 re-drawn from ``latency_range``. The reference is the golden model
 (``AggregatorModel.contribute`` through ``sim/decision_record_model.py``: the outcome, the
@@ -21,9 +24,10 @@ order (``outcome``); every store response (data, overflow, tag) in order, and th
 result the model releases (the completing message's responses) are the result's payload; every
 chunk the ``DecisionState`` releases, per job in order, is the model's; then every record and
 sums row in memory (every other byte as it started), every burst in its engine's region with its
-ID, the gate's counters, every error flag 0. Parameters (tb_params): the harness's (data_width,
-address_width, jobs, depth, max_elements, sums, records), regions ((base, log2 window) per job),
-in_order, messages, seed, latency_range, p_axi, p_stream.
+ID, the gate's counters, the sweep's (``sweeps``, ``records_freed``), every error flag 0.
+Parameters (tb_params): the harness's (data_width, address_width, jobs, depth, max_elements,
+sums, records), regions ((base, log2 window) per job), in_order, messages, seed, latency_range,
+p_axi, p_stream, p_reset.
 """
 
 from __future__ import annotations
@@ -197,10 +201,6 @@ async def decisions_on_records(dut):
                                            or o != want_outcomes[k])
     for flag in ("mem_error", "rec_mem_error", "copy_error", "arb_error", "arb_dropped", "state_error"):
         assert not int(getattr(dut, flag).value), f"{flag} set"
-    sweeps = jobs + len(resets)
-    assert int(dut.sweeps.value) == sweeps, f"{int(dut.sweeps.value)} sweeps, want {sweeps}"
-    freed = sum(1 << p["regions"][j][1] for j in list(range(jobs)) + [j for _, j, _ in resets])
-    assert int(dut.records_freed.value) == freed, f"{int(dut.records_freed.value)} records freed, want {freed}"
     got_chunks = _released_chunks(released, jobs)
     want_chunks = {j: [r.chunk for _, _, o, _, results in made for r in results
                        if r.job_id == j and not r.resent] for j in range(jobs)}
@@ -212,6 +212,10 @@ async def decisions_on_records(dut):
     for b, rows in ((sums, sum_model.rows), (recs, twin.records)):
         b.check_bursts()
         await b.check_memory(SimpleNamespace(rows=rows))
+    sweeps = jobs + len(resets)  # the counters last: the records above fail first
+    assert int(dut.sweeps.value) == sweeps, f"{int(dut.sweeps.value)} sweeps, want {sweeps}"
+    freed = sum(1 << p["regions"][j][1] for j in list(range(jobs)) + [j for _, j, _ in resets])
+    assert int(dut.records_freed.value) == freed, f"{int(dut.records_freed.value)} records freed, want {freed}"
     seen = {Outcome(o).name: want_outcomes.count(o) for o in set(want_outcomes)}
     result.update(counts, outcomes=seen, results_checked=results_checked, window_resets=len(resets),
                   released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released))
