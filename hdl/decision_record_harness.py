@@ -16,7 +16,14 @@ decision itself in place of the scaffold modify.
 - The gate's commands go to ``CommandArbiter`` -> ``DramSlotStore`` (ID 0), both engines onto
   one ``m_axi_mem`` through ``AxiIdArbiter``, inside an ``AxiLatencyHarness``.
 
-Ports: ``beats``, ``req``; the state's ``region`` and window-reset stream ``reset``; the store's
+- A window reset (``reset``: job, new head) goes through :class:`~.free_sweep.FreeSweep`: the
+  requests stop (``req.ready`` low from the reset's arrival until it is taken), the record engine
+  drains, the sweep's FREE WRITEs to the job's region go to the record engine and the reset to
+  the state (CLEAR of the region's pending words, the new head); the WRITEs' responses are
+  dropped (not decisions). Counted: ``sweeps``, ``records_freed``.
+
+Ports: ``beats``, ``req``; ``region`` (the state's and the sweep's) and the window-reset stream
+``reset``; ``sweeps`` / ``records_freed``; the store's
 ``rsp``, ``mem_error``; the gate's ``error`` and counters; ``copy_error``; ``outcome`` /
 ``outcome_valid``; ``released`` / ``released_valid`` and ``state_error`` (the state's);
 ``rec_mem_error``; ``arb_error`` / ``arb_dropped``; ``m_axi_mem_*``; ``latency``. Not the
@@ -37,14 +44,16 @@ from .decision_state import DecisionState, effect_layout, late_layout
 from .dram_rmw_engine import DramRmwEngine
 from .engine_with_state import EngineWithState
 from .forward_ports import forward_ports
+from .free_sweep import FreeSweep
 from .gate_record_harness import decide_on_records, fork_request, shared_members, wire_shared
 from .gate_store_harness import GateOnSlotStore
+from .layouts import ResetLayout
 from .record_decision import RecordDecision
 from .reducer_layouts import RECORD_BITS, RecordSide
 
 __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"]
 
-STATE_PORTS = ("region", "reset", "released", "released_valid", "state_error")  # the DecisionState's, passed out
+STATE_PORTS = ("region", "released", "released_valid", "state_error")  # the DecisionState's, passed out
 
 
 def record_engine(data_width: int, *, slots: int, jobs: int, release_depth: int | None = None,
@@ -86,6 +95,7 @@ class DecisionOnRecords(wiring.Component):
         self.row_bits = sums["row_bits"]
         self.records = record_engine(data_width, slots=slots, jobs=jobs, address_width=address_width, **records)
         self.record = self.records.engine.modify.record
+        self.sweep = FreeSweep(slots=slots, jobs=jobs, row_width=RECORD_BITS, side_shape=RecordSide)
         self.arbiter = AxiIdArbiter([0, 1], addr_width=address_width, data_width=data_width)
         self.req_layout = data.StructLayout({"msg": self.sums.gate.req.payload.shape(), "side": RecordSide})
         rec = self.records.signature.members
@@ -93,6 +103,8 @@ class DecisionOnRecords(wiring.Component):
             **shared_members(self.sums, address_width, data_width),
             "req": In(stream.Signature(self.req_layout)),
             **{n: rec[n] for n in STATE_PORTS},
+            "reset": In(stream.Signature(ResetLayout(jobs))),
+            "sweeps": self.sweep.signature.members["sweeps"], "records_freed": self.sweep.signature.members["records_freed"],
             "outcome": Out(4), "outcome_valid": Out(1),
         })
 
@@ -100,11 +112,25 @@ class DecisionOnRecords(wiring.Component):
         m = Module()
         gs, rec = wire_shared(m, self)
         forward_ports(m, self, rec, skip=lambda n: n not in STATE_PORTS)
-        fork_request(m, self.req, self.req.payload.msg, gs, rec, self.row_bits)
-        m.d.comb += [rec.cmd.payload.side.eq(self.req.payload.side), rec.cmd.payload.data.eq(0)]
-        after = self.record(rec.rsp.payload.data)
+        m.submodules.sweep = sw = self.sweep
+        wiring.connect(m, wiring.flipped(self.reset), sw.reset)
+        wiring.connect(m, sw.state_reset, rec.reset)
+        m.d.comb += [sw.region.eq(self.region), self.sweeps.eq(sw.sweeps), self.records_freed.eq(sw.records_freed)]
+        # the requests wait while a window reset does (``stop``); the sweep's WRITEs take the
+        # record engine's command port meanwhile, and their responses are dropped
+        held = stream.Signature(self.req_layout).create()
+        m.d.comb += [held.valid.eq(self.req.valid & ~sw.stop), held.payload.eq(self.req.payload),
+                     self.req.ready.eq(held.ready & ~sw.stop)]
+        fork_request(m, held, held.payload.msg, gs, rec, self.row_bits)
+        rc, rr = rec.cmd, rec.rsp
+        m.d.comb += [rc.payload.side.eq(held.payload.side), rc.payload.data.eq(0)]
+        with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then
+            m.d.comb += [rc.valid.eq(1), rc.payload.eq(sw.cmd.payload)]
+        m.d.comb += [sw.cmd.ready.eq(rc.ready), sw.cmd_fire.eq(rc.valid & rc.ready), sw.rsp_fire.eq(rr.valid & rr.ready)]
+        after = self.record(rr.payload.data)
         decide_on_records(m, gs, rec, after.op)
-        m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(rec.rsp.valid & rec.rsp.ready)]
+        m.d.comb += [gs.decision.valid.eq(rr.valid & ~sw.owns), rr.ready.eq(sw.owns | gs.decision.ready)]
+        m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(rr.valid & rr.ready & ~sw.owns)]
         return m
 
 

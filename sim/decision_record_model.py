@@ -94,6 +94,14 @@ class DecisionRecordModel:
         """The slot's record now."""
         return self.records[slot] if slot in self.records else self.initial(slot)
 
+    def reset_window(self, job_id: int, head: int) -> None:
+        """A window reset of ``job_id`` to ``head``: the model's, and every record of the job's
+        region a FREE record (``FreeSweep``'s WRITEs: the tag's state FREE, every other bit 0)."""
+        self.am.reset_window(job_id, head)
+        job = self.am.job_table[job_id]
+        for i in range(job.window):
+            self.records[(job.base + i) % self.am.slots] = record_bits(self.jobs, {"state": rl.FREE}, 0, 0)
+
     def contribute(self, msg: Message) -> tuple[Outcome, Decision, list[Result]]:
         """``msg``'s record ADD on its slot: the model's outcome, the decision, the results it
         released; the slot's record updated."""

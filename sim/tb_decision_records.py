@@ -10,8 +10,11 @@ cocotbext-axi ``AxiRam``), run by tests/test_decision_records.py.
 member, two members and none, made against the golden model as it goes (so they follow its
 heads): mostly a missing member to a chunk in the window, with duplicates, chunks behind the
 head (stale, or resent) and beyond the window, non-members and senders beyond the bitmap,
-another group or element count than the chunk's (mismatch). Each job's head is set first by a
-window reset to a random chunk (some near 2**32). Random valid on ``beats`` / ``req`` and ready on
+another group or element count than the chunk's (mismatch). The records start as random
+garbage; each job's first window reset (to a random chunk, some near 2**32) sweeps its region
+FREE (``FreeSweep``) and sets its head; window resets of random jobs come mid-run (``p_reset``
+per message, offered right after a message is taken, the other jobs' messages in flight),
+applied to the model there (``DecisionRecordModel.reset_window``). Random valid on ``beats`` / ``req`` and ready on
 ``rsp`` (re-drawn every 200 cycles), random pauses on every AXI channel (``p_axi``), latency
 re-drawn from ``latency_range``. The reference is the golden model
 (``AggregatorModel.contribute`` through ``sim/decision_record_model.py``: the outcome, the
@@ -21,9 +24,10 @@ order (``outcome``); every store response (data, overflow, tag) in order, and th
 result the model releases (the completing message's responses) are the result's payload; every
 chunk the ``DecisionState`` releases, per job in order, is the model's; then every record and
 sums row in memory (every other byte as it started), every burst in its engine's region with its
-ID, the gate's counters, every error flag 0. Parameters (tb_params): the harness's (data_width,
-address_width, jobs, depth, max_elements, sums, records), regions ((base, log2 window) per job),
-in_order, messages, seed, latency_range, p_axi, p_stream.
+ID, the gate's counters, the sweep's (``sweeps``, ``records_freed``), every error flag 0.
+Parameters (tb_params): the harness's (data_width, address_width, jobs, depth, max_elements,
+sums, records), regions ((base, log2 window) per job), in_order, messages, seed, latency_range,
+p_axi, p_stream, p_reset.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from wanreduce.hdl.decision_record_harness import decision_records_with_latency
 from wanreduce.hdl.decision_state import region_layout
-from wanreduce.hdl.layouts import lanes, payload_beats
+from wanreduce.hdl.layouts import ResetLayout, lanes, payload_beats
 from wanreduce.hdl.payload_gate import Decision, request_layout
 from wanreduce.hdl.reducer_layouts import RECORD_BITS, RecordSide
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
@@ -84,17 +88,24 @@ def _contribution(rng: random.Random, am: AggregatorModel, job_id: int, width: i
 
 
 def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, n: int, width: int,
-              max_el: int, row_bits: int):
+              max_el: int, row_bits: int, p_reset: float = 0.0):
     """``n`` contributions, each decided by the twin as it is made (the next follows the heads):
-    (Message, GateMessage, outcome, decision, results) each."""
-    out = []
+    (Message, GateMessage, outcome, decision, results) each; and before a message, with
+    probability ``p_reset``, a window reset of a random job to a chunk near its head or anywhere,
+    applied to the twin there: the resets as (index of the message after it, job, head)."""
+    out, resets = [], []
     for i in range(n):
+        if i and rng.random() < p_reset:
+            job_id = rng.randrange(am.n_jobs)
+            head = rng.choice([am.job_table[job_id].head + rng.randint(-4, 40), rng.getrandbits(32)]) & M32
+            twin.reset_window(job_id, head)
+            resets.append((i, job_id, head))
         job_id = rng.choice([0, 0, 0, 1, 1, 2])
         msg, words = _contribution(rng, am, job_id, width, max_el)
         slot = am.slot_index(am.job_table[job_id], msg.chunk)
         gate = GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF)
         out.append((msg, gate, *twin.contribute(msg)))
-    return out
+    return out, resets
 
 
 def _check_results(made, commands, responses, width: int) -> int:
@@ -131,7 +142,6 @@ async def decisions_on_records(dut):
     heads = [rng.choice([0, M32 - 2, rng.getrandbits(32)]) for _ in range(jobs)]
     for j, (base, lw) in enumerate(p["regions"]):
         am.set_job(j, enabled=j < 2, base=base, log2_window=lw)
-        am.reset_window(j, heads[j])
 
     cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
@@ -142,9 +152,7 @@ async def decisions_on_records(dut):
                            for j, (b, lw) in enumerate(p["regions"]))
     size = max(b.base + b.rows * b.stride for b in (sums, recs))
     ram = attach_ram(dut, size)
-    content = bytearray(rng.randbytes(size))
-    for slot in range(slots):  # every record FREE (its other bits random: a FREE record's do not count)
-        content[recs.address(slot)] &= 0xFC
+    content = bytearray(rng.randbytes(size))  # every record random garbage: the first resets' sweeps free them
     ram.write(0, bytes(content))
     for b in (sums, recs):
         b.ram, b.content = ram, bytes(content[b.base:b.base + b.rows * b.stride])
@@ -153,7 +161,9 @@ async def decisions_on_records(dut):
         return lambda row: int.from_bytes(content[b.address(row):b.address(row) + b.row_bytes], "little")
 
     twin = DecisionRecordModel(am, jobs, w, initial_of(recs))
-    made = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits)
+    for j in range(jobs):
+        twin.reset_window(j, heads[j])
+    made, resets = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits, p.get("p_reset", 0.0))
     messages = [gate for _, gate, *_ in made]
     decisions = [d.value for *_, d, _ in made]
     want = expected_commands(messages, decisions, w, sums.address_bits, max_el)
@@ -175,8 +185,9 @@ async def decisions_on_records(dut):
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
-    for j in range(jobs):  # each job's head, as the model's (its region is FREE already)
+    for j in range(jobs):  # each job's head, as the model's, and its region's records FREE
         await _window_reset(state, j, heads[j])
+    cocotb.start_soon(_resets_between(dut, jobs, resets))
 
     result = await drive_to_store(dut, rng, inputs, want, expected, sums.rsp_layout, p)
     for _ in range(100):  # the last messages' decisions (discards: no store response to wait for)
@@ -201,8 +212,12 @@ async def decisions_on_records(dut):
     for b, rows in ((sums, sum_model.rows), (recs, twin.records)):
         b.check_bursts()
         await b.check_memory(SimpleNamespace(rows=rows))
+    sweeps = jobs + len(resets)  # the counters last: the records above fail first
+    assert int(dut.sweeps.value) == sweeps, f"{int(dut.sweeps.value)} sweeps, want {sweeps}"
+    freed = sum(1 << p["regions"][j][1] for j in list(range(jobs)) + [j for _, j, _ in resets])
+    assert int(dut.records_freed.value) == freed, f"{int(dut.records_freed.value)} records freed, want {freed}"
     seen = {Outcome(o).name: want_outcomes.count(o) for o in set(want_outcomes)}
-    result.update(counts, outcomes=seen, results_checked=results_checked,
+    result.update(counts, outcomes=seen, results_checked=results_checked, window_resets=len(resets),
                   released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released))
     need = {o.name for o in Outcome} - {"REJECT_BUSY"} if p["in_order"] else \
         {"AGGREGATED", "REJECT_BUSY", "STALE", "RESULT_RESENT", "REJECT_NON_MEMBER", "REJECT_UNCONFIGURED"}
@@ -210,6 +225,27 @@ async def decisions_on_records(dut):
     if p["in_order"]:
         assert result["long_runs"] > 0, f"no run released behind a head: {result}"
     dut._log.info(f"{len(messages)} messages: {result}")
+
+
+async def _resets_between(dut, jobs: int, resets: list[tuple[int, int, int]]) -> None:
+    """Each window reset (index, job, head) offered right after the ``index``-th request is taken
+    (the harness takes no request while a reset waits, so it falls between those two messages),
+    until taken; the requests counted as they are taken."""
+    taken, k, offered, took = 0, 0, False, False
+    while k < len(resets) or offered:
+        await RisingEdge(dut.clk)
+        if took:  # taken at this edge
+            dut.reset__valid.value = 0
+            offered, k = False, k + 1
+        if not offered and k < len(resets) and taken == resets[k][0]:
+            dut.reset__payload.value = pack(ResetLayout(jobs), {"job": resets[k][1], "head": resets[k][2]})
+            dut.reset__valid.value = 1
+            offered = True
+        await ReadOnly()
+        fire = int(dut.req__valid.value) & int(dut.req__ready.value)
+        assert not (offered and fire), "a request taken while a window reset waits"
+        taken += fire
+        took = offered and bool(int(dut.reset__ready.value))
 
 
 async def _watch_outcomes(dut, seen: list) -> None:
@@ -231,7 +267,7 @@ def _released_chunks(released: list, jobs: int) -> dict[int, list[int]]:
 
 
 def run_decision_records(width: int, *, seed: int, in_order: bool = True, messages: int = 250, depth: int = 64,
-                         outstanding: int = 32, **tb: object) -> None:
+                         outstanding: int = 32, p_reset: float = 0.025, **tb: object) -> None:
     """Generate the harness at ``width`` (16 slots of 8 rows, ``max_elements`` a slot's, 3 jobs
     in regions of 8, 4 and 4 slots, a payload FIFO of ``depth`` beats, each engine's table of
     ``outstanding``) and run ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream)."""
@@ -240,5 +276,6 @@ def run_decision_records(width: int, *, seed: int, in_order: bool = True, messag
     top = f"decision_records_w{width}_d{depth}_n{outstanding}"
     path = generate_verilog(decision_records_with_latency, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="decisions_on_records",
-               params={**params, "messages": messages, "seed": seed, "regions": regions, "in_order": in_order, **tb},
+               params={**params, "messages": messages, "seed": seed, "regions": regions, "in_order": in_order,
+                       "p_reset": p_reset, **tb},
                timeout_s=600)

@@ -1,8 +1,9 @@
 """The payload gate deciding with the record decision (``hdl/decision_record_harness.py``; issue
 16, large S step 4; docs/large_slots.md, "The record store"): the cocotb bench
 (``sim/tb_decision_records.py``) on ``AxiRam`` with latency 20-200 and pauses on every channel and
-stream, every outcome, store response, result row, released chunk and record against the
-golden model; and the harness's parameter checks."""
+stream, records starting as garbage (freed by each job's first window reset, ``FreeSweep``) and
+window resets of random jobs mid-run, every outcome, store response, result row, released chunk
+and record against the golden model; and the harness's parameter checks."""
 
 from __future__ import annotations
 
