@@ -83,7 +83,7 @@ from .reducer_layouts import (
     store_tag_layout,
 )
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
-from .release_scan import onehot_index, release_scan
+from .release_run import run_of, scan_slots
 from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
 from .result_gate import ResultGate
@@ -463,17 +463,10 @@ class Reducer(wiring.Component):
             xa = (pend_eff & ~own_n) | ~reg_n
             xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
 
-            def scan_slots(x, tag: str) -> tuple:
-                """(first zero one-hot, clr) of the in-order release scan over ``x`` (stage 1): the
-                shared scan (hdl/release_scan.py) over ``x`` doubled, so it wraps, folded to slot
-                order."""
-                fz2, clr2, _ = release_scan(m, x, x, lm_n, tag)
-                return fz2[:S] | fz2[S : 2 * S], (clr2[:S] | clr2[S:]) & reg_n
-
             fz_a, fz_b = Signal(S), Signal(S)
             clr_a, clr_b = Signal(S), Signal(S)
-            fa, ca = scan_slots(xa, "a")
-            fb, cb = scan_slots(xb, "b")
+            fa, ca = scan_slots(m, xa, lm_n, reg_n, "a")  # hdl/release_run.py
+            fb, cb = scan_slots(m, xb, lm_n, reg_n, "b")
             m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
@@ -615,26 +608,13 @@ class Reducer(wiring.Component):
         # (transparent), the vector is doubled so the scan wraps, bits below the start slot are
         # forced to 1, and one carry chain finds the first in-region slot that is not pending
         # (the completing slot itself at the latest). The carry chain runs in stage 0 on both
-        # input vectors (scan_slots); stage 1 turns both first-zero positions into run
+        # input vectors (scan_slots, hdl/release_run.py); stage 1 turns both first-zero positions into run
         # lengths and selects with fx_s.
-        def run_of(fz, tag: str):
-            run_ = Signal(sb, name=f"run_{tag}")
-            if self.run_table:
-                # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
-                # distances registered in stage 0 (no encoder and subtractor)
-                m.d.comb += run_.eq(Cat(*[
-                    Cat(*[fz[i] & dist_tab1[i][b] for i in range(S)]).any() for b in range(sb)
-                ]))
-            else:
-                p_slot = Signal(sb, name=f"p_slot_{tag}")
-                m.d.comb += p_slot.eq(onehot_index(fz))
-                m.d.comb += run_.eq((p_slot - start1)[:sb] & wmask)
-            return run_
-
         run = Signal(sb)
         if not self.words:
             clr = Signal(S)  # slots released behind the head
-            run_a, run_b = run_of(fz_a, "a"), run_of(fz_b, "b")
+            rk = {"start": start1, "wmask": wmask, "dist_tab": dist_tab1}  # hdl/release_run.py
+            run_a, run_b = run_of(m, fz_a, "a", **rk), run_of(m, fz_b, "b", **rk)
             m.d.comb += [run.eq(Mux(fxw_sn, run_a, run_b)), clr.eq(Mux(fxw_sn, clr_a, clr_b))]
         else:
             # words: the run is the PEEK's for the first beat in stage 1 (PendingControl issues

@@ -1,0 +1,84 @@
+"""The in-order release run, out of ``Reducer.elaborate`` (issue 16 item 6; docs/reducer.md,
+"The release run"): the slots released with a chunk that completes at its job's head.
+
+Stage 0 scans the pending bits (``scan_slots``: the shared carry chain of hdl/release_scan.py
+over the S bits doubled, so the scan wraps, folded back to slot order) for the first slot of the
+job's region, from the start slot on, that is not pending; stage 1 turns that one-hot position
+into the run length (``run_of``: chunks released after the completing one), from a per-slot
+distance table (S <= ``Reducer.RUN_TABLE_MAX_SLOTS``) or an encoder and a subtractor.
+
+Functions that build their logic into the caller's module, not components: a component boundary
+would add ports and a hierarchy level to the reducer's RTLIL, which tests/test_default_rtl.py pins
+(the netlist being placed). ``ReleaseRun`` wraps both for the unit tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from amaranth.hdl import Cat, Module, Signal, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .params import check_core_params
+from .release_scan import onehot_index, release_scan
+
+__all__ = ["ReleaseRun", "release_run_layout", "run_of", "scan_slots"]
+
+
+def scan_slots(m: Module, x: Value, below: Value, region: Value, tag: str) -> tuple[Value, Value]:
+    """(first zero one-hot, slots cleared) of the in-order release scan over ``x`` (S bits: 1 =
+    pending or outside the region), from the slot above ``below`` (thermometer of the slots
+    below the start slot), the cleared slots kept inside ``region``."""
+    s = len(x)
+    fz2, clr2, _ = release_scan(m, x, x, below, tag)
+    return fz2[:s] | fz2[s : 2 * s], (clr2[:s] | clr2[s:]) & region
+
+
+def run_of(m: Module, fz: Value, tag: str, *, start: Value, wmask: Value,
+           dist_tab: Sequence[Value] = ()) -> Value:
+    """The run length (``len(start)`` bits) for the first-zero one-hot ``fz``: its distance from
+    ``start`` in the window (``& wmask``, window - 1). With ``dist_tab`` (slot i's distance,
+    registered) an AND-OR over the table; without, an encoder and a subtractor."""
+    sb = len(start)
+    run_ = Signal(sb, name=f"run_{tag}")
+    if dist_tab:
+        # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
+        # distances registered in stage 0 (no encoder and subtractor)
+        m.d.comb += run_.eq(Cat(*[
+            Cat(*[fz[i] & dist_tab[i][b] for i in range(len(fz))]).any() for b in range(sb)
+        ]))
+    else:
+        p_slot = Signal(sb, name=f"p_slot_{tag}")
+        m.d.comb += p_slot.eq(onehot_index(fz))
+        m.d.comb += run_.eq((p_slot - start)[:sb] & wmask)
+    return run_
+
+
+def release_run_layout(slots: int) -> data.StructLayout:
+    """``ReleaseRun``'s result: the first slot not pending (one-hot), the slots the run clears,
+    the run length."""
+    return data.StructLayout({"first_zero": slots, "clr": slots, "run": (slots - 1).bit_length()})
+
+
+class ReleaseRun(wiring.Component):
+    """``scan_slots`` then ``run_of`` as one combinational component (the unit tests): ``x``
+    (pending or outside the region), ``below``, ``region`` (S bits each), ``start`` (the start
+    slot), ``wmask`` (window - 1) in; ``out`` (``release_run_layout``). ``table``: the
+    distance-table form of ``run_of`` (its table built here from ``start`` and ``wmask``)."""
+
+    def __init__(self, slots: int, *, table: bool) -> None:
+        check_core_params(slots=slots)
+        self.slots, self.table = slots, table
+        sb = (slots - 1).bit_length()
+        super().__init__({"x": In(slots), "below": In(slots), "region": In(slots), "start": In(sb),
+                          "wmask": In(sb), "out": Out(release_run_layout(slots))})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        sb = len(self.start)
+        fz, clr = scan_slots(m, self.x, self.below, self.region, "t")
+        tab = [((i - self.start)[:sb] & self.wmask) for i in range(self.slots)] if self.table else ()
+        m.d.comb += [self.out.first_zero.eq(fz), self.out.clr.eq(clr),
+                     self.out.run.eq(run_of(m, fz, "t", start=self.start, wmask=self.wmask, dist_tab=tab))]
+        return m
