@@ -63,6 +63,7 @@ from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
 from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
+from .pin_terms import chunk_key, pin_terms
 from .reducer_config import ReducerConfig, select_job_entry, slot_of
 from .reducer_input import InputStages
 from .reducer_layouts import (
@@ -673,17 +674,8 @@ class Reducer(wiring.Component):
         # move queue -> emitter -> gone, so that is a superset of the next cycle's pins (at
         # worst a hold one cycle longer) except for the entry the decision of this cycle
         # pushes into stage 2; that one is matched live (few levels) next cycle.
-        def pin_terms(job, chunk, wm) -> list:
-            terms = []
-            for i in range(QUEUE_DEPTH):
-                e = queue.entries[i]
-                terms.append(queue.occupied[i] & (e.job == job)
-                             & (((chunk[:sb] - e.chunk[:sb]) & wm) <= e.more))
-            terms.append(push_now & (entry_r.job == job)
-                         & (((chunk[:sb] - entry_r.chunk[:sb]) & wm) <= entry_r.more))
-            terms.append(emit.busy & (emit.job == job) & (((chunk[:sb] - emit.chunk[:sb]) & wm) == 0))
-            terms.append((emit.rest_job == job) & (((chunk[:sb] - emit.rest_chunk[:sb]) & wm) < emit.rest_left))
-            return terms
+        pin_of = {"entries": [queue.entries[i] for i in range(QUEUE_DEPTH)], "occupied": queue.occupied,
+                  "push_now": push_now, "entry": entry_r, "emit": emit}  # hdl/pin_terms.py
 
         pin_r = Signal()
         if self.run_table:
@@ -697,8 +689,8 @@ class Reducer(wiring.Component):
             pin_hold = pins_now.bit_select(slot1, 1)
             pin_load = pins_now.bit_select(slot0, 1)
         else:
-            pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask)).any()
-            pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0)).any()
+            pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask, **pin_of)).any()
+            pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0, **pin_of)).any()
         pinned = pin_r  # (+ the entry stage 1 pushes this cycle: below, with the decision)
         m.d.comb += [
             # conservative (any first beat on a pinned slot waits, not only a start): keeps the
@@ -754,12 +746,9 @@ class Reducer(wiring.Component):
         # "same job and chunk": no 32-bit comparator in front of adv
         same_key = Signal()
 
-        def key(h):
-            return Cat(h.job_id[:jb], h.chunk)
-
         # p's next key (skid or I's output, if it loads) against stage 1's next (h0 or h1): the
         # four comparisons in parallel, the choices (ps_v, adv, p_load) at the last multiplexers
-        k_s, k_i, k_0, k_1 = key(ps.beat.hdr), key(i_d.beat.hdr), key(h0), key(h1)
+        k_s, k_i, k_0, k_1 = (chunk_key(h, jb) for h in (ps.beat.hdr, i_d.beat.hdr, h0, h1))
         m.d.sync += same_key.eq(Mux(p_load,
                                     Mux(ps_v, Mux(adv, k_s == k_0, k_s == k_1), Mux(adv, k_i == k_0, k_i == k_1)),
                                     Mux(adv, Const(1), k_0 == k_1)))

@@ -11,6 +11,7 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
+from wanreduce.hdl.pin_terms import PinCheck
 from wanreduce.hdl.release_run import ReleaseRun
 
 
@@ -76,3 +77,66 @@ def test_release_run_is_the_models_run(slots: int, table: bool) -> None:
 
     _comb_sim(dut, tb)
     assert {0, 1, slots - 1} <= runs, runs  # none, one, the whole window but its own slot
+
+
+def _pin_case(rng: random.Random, jobs: int, sb: int, depth: int) -> tuple[dict, int]:
+    """A random chunk and holders near it (``PinCheck``'s inputs), and whether the chunk's slot
+    is held: the set of held slots of its job, as chunk residues modulo the window."""
+    w = 1 << rng.randint(0, sb)
+    job, head = rng.randrange(jobs), rng.getrandbits(32)
+
+    def near() -> int:
+        return (head + rng.randrange(2 * w)) & 0xFFFFFFFF
+
+    def entry() -> dict:
+        return {"job": rng.randrange(jobs), "chunk": near(), "slot": 0, "more": rng.randrange(w), "resent": 0}
+
+    held: set[int] = set()
+
+    def hold(hjob: int, first: int, n: int) -> None:
+        if hjob == job:
+            held.update((first + k) % w for k in range(n))
+
+    entries, occupied = [entry() for _ in range(depth)], [rng.getrandbits(1) for _ in range(depth)]
+    for e, occ in zip(entries, occupied, strict=True):
+        if occ:
+            hold(e["job"], e["chunk"], e["more"] + 1)
+    staged, push = entry(), int(rng.random() < 0.3)
+    if push:
+        hold(staged["job"], staged["chunk"], staged["more"] + 1)
+    em = {"busy": rng.getrandbits(1), "job": rng.randrange(jobs), "chunk": near(),
+          "rest_job": rng.randrange(jobs), "rest_chunk": near(), "rest_left": rng.randrange(w + 1)}
+    if em["busy"]:
+        hold(em["job"], em["chunk"], 1)
+    hold(em["rest_job"], em["rest_chunk"], em["rest_left"])
+    chunk = near()
+    ins = {"job": job, "chunk": chunk, "wmask": w - 1, "entries": entries, "occupied": occupied,
+           "push_now": push, "entry": staged, "emit": em}
+    return ins, int(chunk % w in held)
+
+
+@pytest.mark.parametrize(("slots", "jobs"), [(8, 2), (64, 3)])
+def test_pin_check_is_the_held_slots(slots: int, jobs: int) -> None:
+    """``pin_terms`` (hdl/pin_terms.py) against the slots the holders hold: chunk c of a job is
+    pinned exactly when its slot (base + c mod window) is the slot of a chunk a holder of the same
+    job still needs: an occupied queue entry or stage 2's pushed entry (its chunk and the ``more``
+    chunks of its run), the emitter's result while busy, the ``rest_left`` chunks of its rest."""
+    depth = 4
+    dut = PinCheck(slots=slots, jobs=jobs, depth=depth)
+    rng = random.Random(slots + jobs)
+    sb = (slots - 1).bit_length()
+    seen: set[int] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(500):
+            ins, want = _pin_case(rng, jobs, sb, depth)
+            for name in ("job", "chunk", "wmask", "push_now", "entry", "emit"):
+                ctx.set(getattr(dut, name), ins[name])
+            for i in range(depth):
+                ctx.set(dut.entries[i], ins["entries"][i])
+                ctx.set(dut.occupied[i], ins["occupied"][i])
+            assert ctx.get(dut.pinned) == want, ins
+            seen.add(want)
+
+    _comb_sim(dut, tb)
+    assert seen == {0, 1}
