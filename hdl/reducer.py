@@ -89,6 +89,7 @@ from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
 from .result_gate import ResultGate
 from .slot_store_signature import Op
+from .stage_room import fifo_room_next, queue_room_next
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
 
@@ -342,35 +343,17 @@ class Reducer(wiring.Component):
         # register and that, combinational
         adv = Signal(name="adv_w") if self.words else adv_reg
 
-        # the messages in stage 2 (counted) and stage 1 may still push one entry each
-        # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
-        # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
+        # Room for the entries stage 1 and stage 2 may still push, as flip-flops computed a
+        # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push), without
+        # an adder (hdl/stage_room.py)
         room, room_q, room_c = Signal(), Signal(), Signal()
-        # (the emitter's pop enters at the last multiplexer: it is the latest of the inputs)
-        # (no adder: the count compared with constants, one per number of entries added, the
-        # additions (push, the beat leaving stage 1, the pop) chosen at the last multiplexers)
-        def q_room(n: int):  # q_count + n < QUEUE_DEPTH
-            return q_count < QUEUE_DEPTH - n if n < QUEUE_DEPTH else Const(0)
-
         q_leave = v1 & last1 & adv
-
-        def q_room_pop(pop: int):  # with the pop: one place more
-            k = 1 - pop
-            return Mux(q_push, Mux(q_leave, q_room(k + 2), q_room(k + 1)), Mux(q_leave, q_room(k + 1), q_room(k)))
-
-        m.d.sync += room_q.eq(Mux(q_pop, q_room_pop(1), q_room_pop(0)))
+        m.d.sync += room_q.eq(queue_room_next(q_count, QUEUE_DEPTH, push=q_push, leave=q_leave, pop=q_pop))
         # room in the slot-store command FIFO and the assembler's header FIFO for every beat in
         # stages 1 and 2 and one more (each pushes one entry at most into each), so a dropped
         # ``cmd.ready`` holds the input
-        # (no adder: both levels compared with constants, one per number of beats ahead, the beats
-        # in stages 1 and 2 and ``take`` chosen at the last multiplexers)
-        def c_room(n: int):  # level + n < depth, for both FIFOs
-            return (arb.level < CMD_DEPTH - n) & (asm.hdr_c_level < HDR_DEPTH - n)
-
-        def c_room_take(k: int):
-            return Mux(v1, Mux(v2, c_room(k + 2), c_room(k + 1)), Mux(v2, c_room(k + 1), c_room(k)))
-
-        m.d.sync += room_c.eq(Mux(take, c_room_take(1), c_room_take(0)))
+        m.d.sync += room_c.eq(fifo_room_next([(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)],
+                                             v1=v1, v2=v2, take=take))
         m.d.comb += room.eq(room_q & room_c)
         # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone

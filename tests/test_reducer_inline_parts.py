@@ -10,9 +10,11 @@ import random
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
+from stream_helpers import run_testbench
 
 from wanreduce.hdl.pin_terms import PinCheck
 from wanreduce.hdl.release_run import ReleaseRun
+from wanreduce.hdl.stage_room import StageRoom
 
 
 def _comb_sim(dut, tb) -> None:
@@ -140,3 +142,39 @@ def test_pin_check_is_the_held_slots(slots: int, jobs: int) -> None:
 
     _comb_sim(dut, tb)
     assert seen == {0, 1}
+
+
+@pytest.mark.parametrize(("queue_depth", "depth_a", "depth_b"), [(4, 32, 16), (2, 3, 5)])
+def test_stage_room_counts_what_may_still_be_pushed(queue_depth: int, depth_a: int, depth_b: int) -> None:
+    """``queue_room_next`` / ``fifo_room_next`` (hdl/stage_room.py), registered: a cycle later,
+    room in the queue says the entries after this cycle's push and pop, plus the message leaving
+    stage 1 and one more, fit (count + push - pop + leave + 2 <= depth); room in the FIFOs says
+    each has a place for the beats in stages 1 and 2, the beat taken and one more."""
+    dut = StageRoom(queue_depth=queue_depth, depth_a=depth_a, depth_b=depth_b)
+    rng = random.Random(queue_depth + depth_a)
+    seen: set[tuple[int, int]] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(600):
+            i = {"count": rng.randint(0, queue_depth), "push": rng.getrandbits(1), "leave": rng.getrandbits(1),
+                 "pop": rng.getrandbits(1), "level_a": rng.randint(max(0, depth_a - 5), depth_a),
+                 "level_b": rng.randint(max(0, depth_b - 5), depth_b), "v1": rng.getrandbits(1),
+                 "v2": rng.getrandbits(1), "take": rng.getrandbits(1)}
+            for k, v in i.items():
+                ctx.set(getattr(dut, k), v)
+            await ctx.tick()
+            want_q = int(i["count"] + i["push"] - i["pop"] + i["leave"] + 2 <= queue_depth)
+            ahead = i["v1"] + i["v2"] + i["take"] + 1
+            want_f = int(i["level_a"] + ahead <= depth_a and i["level_b"] + ahead <= depth_b)
+            got = ctx.get(dut.room)
+            assert (got.queue, got.fifos) == (want_q, want_f), i
+            seen.add((want_q, want_f))
+
+    run_testbench(dut, tb)
+    assert seen == {(0, 0), (0, 1), (1, 0), (1, 1)}
+
+
+def test_stage_room_rejects_bad_depths() -> None:
+    """One-line errors naming the depth and its range."""
+    with pytest.raises(ValueError, match=r"^depth_b must be 1\.\.1024, got 0$"):
+        StageRoom(queue_depth=4, depth_a=8, depth_b=0)
