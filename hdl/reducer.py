@@ -41,12 +41,9 @@ from .axi4 import axi4_forward
 from .command_arbiter import CMD_DEPTH, CommandArbiter
 from .decision import (
     DecisionTable,
-    hdr_checks,
-    header_fields,
     new_tag,
     prio_of,
     priority,
-    tag_checks,
 )
 from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .head_check import head_checks
@@ -67,17 +64,12 @@ from .pin_terms import chunk_key, pin_terms
 from .reducer_config import ReducerConfig, select_job_entry, slot_of
 from .reducer_input import InputStages
 from .reducer_layouts import (
-    ACTIVE,
-    DONE,
     FREE,
     OP_NONE,
     OP_WRITE,
-    BitmapChecks,
     DecisionFlags,
-    HdrChecks,
     HeadChecks,
     PriorityInputs,
-    TagChecks,
     bits_for,
     pack_flags,
     slot_tag_layout,
@@ -89,6 +81,7 @@ from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
 from .result_gate import ResultGate
 from .slot_store_signature import Op
+from .stage1_tag_checks import stage1_tag_checks
 from .stage_room import fifo_room_next, queue_room_next
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
@@ -492,99 +485,13 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
-        def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
-            return tag_checks(t, h0, p.bit, p.members, jb)
-
-        # which source is the newest for slot0, compared a cycle ahead against the read address
-        # (that is slot0 now): the write in progress now was requested then (tw_en/tw_addr); the
-        # last write (tb) is the one in progress then, if any (an older write is in the memory
-        # by the time of that read)
-        thit_w0, thit_b0 = Signal(), Signal()
-        # (each write address compared with the three read addresses in parallel, the read
-        # address's choice, which depends on ``take``, at the last multiplexer)
-        def rd_hit(a):
-            return Mux(p_load, Mux(ps_v, a == ps.slot, a == i_d.slot), a == p.slot)
-
-        m.d.sync += [thit_w0.eq(tw_en & rd_hit(tw_addr)), thit_b0.eq(tw_v & rd_hit(tw_a))]
-        ck0 = Signal(TagChecks)
-        bm0 = Signal(32)
-        m.d.comb += [
-            ck0.eq(Mux(thit_w0, src_checks(tw_d), Mux(thit_b0, src_checks(tb_data), src_checks(tag_rd.data)))),
-            bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, tag_rd.data.bitmap))),
-        ]
-        # header comparisons against the tag stage 1 may write this cycle (its header fields are
-        # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
-        hcw_n = Signal(HdrChecks)
-        m.d.comb += hcw_n.eq(hdr_checks(header_fields(h1, jb), h0, jb)[0])
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
-        ck_pre, bm_pre = Signal(TagChecks, name="ck_pre"), Signal(32, name="bm_pre")
-        hcw1 = Signal(HdrChecks, name="hcw1")
-        ck, bm = Signal(TagChecks), Signal(32)
-        # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
-        # it is (bm | bit) if ``same`` else bit; requested by a later beat, tag_r's
-        # thit_l == tw_hit0 a cycle ago, as two flip-flops: the write (tw_vn_l, an inverted copy
-        # of tw_v: tw_v drives the tag memory's write enables) and the address compare
-        # (ahit_l), so the decision's op reaches one flip-flop next to it, not the compare and
-        # the 32 bitmap multiplexers that thit_l selects; copy_error checks tw_vn_l
-        tw_vn_l = Signal(init=1, name="tw_vn_l")
-        ahit_l = Signal()
-        m.d.sync += [tw_vn_l.eq(~tw_en), ahit_l.eq(tw_addr == slot0)]
-        thit_l = ~tw_vn_l & ahit_l
-        # (``a``: both candidates of bm checked, thit_l picking after the compares, so that
-        # thit_l's AND and fan-out do not precede the 32-bit reductions)
-        def a_checks(b) -> tuple:
-            x = b | bit
-            return (x & p.bit) != 0, (x | p.bit) == p.members
-
-        (dup_w, cadd_w), (dup_p, cadd_p) = a_checks(tw_d.bitmap), a_checks(bm_pre)
-        bm_bc = Mux(first1, bit, tag_r.bitmap)
-        bmck_n = pack_flags(BitmapChecks, dup_a=Mux(thit_l, dup_w, dup_p), cadd_a=Mux(thit_l, cadd_w, cadd_p),
-                            dup_bc=(bm_bc & p.bit) != 0, cadd_bc=(bm_bc | p.bit) == p.members)
-        bmck1 = Signal(BitmapChecks)
-        sel_a1 = Signal()  # the tag was decided with ``same``
-        # the tag the previous decision requested is stage 1's (tw_v and its address == slot1)
-        # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
-        # tag memory's write port)
-        # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
-        # tw_hit0 == tw_en & (tw_addr == slot0), with the decision's op at the last multiplexer
-        tw_hit0 = Signal()
-
-        def live_checks(done, active, nfree):
-            """TagChecks against the tag the previous decision requested (its state given)."""
-            return pack_flags(TagChecks, done=done, active=active,
-                              same=nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch_round=0,
-                              mismatch=hcw1.mismatch,
-                              dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
-                              cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
-                              older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
-
-        def state_flags(t):
-            return t.state == DONE, t.state == ACTIVE, t.state != FREE
-
-        # The checks' flags are held while stage 1 holds, with their select (thit_h, a copy of
-        # thit_l that holds instead of dropping to 0): ck_pre then only loads stage 0's checks
-        # (no merge of ck into ck_pre behind the tag read's compares). The bitmap still merges
-        # (bm_pre), with thit_l.
-        thit_h = Signal()
-        l_st = [Signal(name=f"l_{n}") for n in ("done", "active", "nfree")]
-        with m.If(adv):
-            m.d.sync += [thit_h.eq(tw_hit0),
-                         *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
-        ck_live = Signal(TagChecks)  # (both sources named: the fx_c / fx_s loop is worked out for each)
-        m.d.comb += [ck_live.eq(live_checks(*l_st)), ck.eq(Mux(thit_h, ck_live, ck_pre)),
-                     bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
-        with m.If(adv):
-            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
-                         bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
-        with m.Else():
-            m.d.sync += bm_pre.eq(bm)
-        # what ck stands for (checked at every decision by copy_error): the checks merged into
-        # ck_pre while stage 1 holds, the live tag's state loaded every cycle
-        l_st_x = [Signal(name=f"l_{n}_x") for n in ("done", "active", "nfree")]
-        ck_pre_x, ck_x = Signal(TagChecks), Signal(TagChecks)
-        m.d.sync += [r.eq(v) for r, v in zip(l_st_x, state_flags(tw_data), strict=True)]
-        m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
-        m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
+        tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load, ps_v=ps_v, ps_slot=ps.slot,
+                                i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
+                                tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
+                                slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r)
+        ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
+        thit_h, tw_hit0, tw_vn_l = tck.thit_h, tck.tw_hit0, tck.tw_vn_l
         same = ck.same
 
         # ---- in-order release run: complete slots right behind the head ----

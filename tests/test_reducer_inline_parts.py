@@ -14,6 +14,7 @@ from stream_helpers import run_testbench
 
 from wanreduce.hdl.pin_terms import PinCheck
 from wanreduce.hdl.release_run import ReleaseRun
+from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
 from wanreduce.hdl.stage_room import StageRoom
 
 
@@ -178,3 +179,67 @@ def test_stage_room_rejects_bad_depths() -> None:
     """One-line errors naming the depth and its range."""
     with pytest.raises(ValueError, match=r"^depth_b must be 1\.\.1024, got 0$"):
         StageRoom(queue_depth=4, depth_a=8, depth_b=0)
+
+
+def _header(rng: random.Random, like: dict | None, jobs: int) -> dict:
+    """A header's tag-relevant fields, at random or (mostly) like ``like``'s, one field moved."""
+    fresh = {"job_id": rng.randrange(jobs), "chunk": rng.getrandbits(32), "round_id": rng.getrandbits(32),
+             "group_id": rng.getrandbits(8), "scale_exp": rng.randrange(4), "element_count": rng.randrange(1, 64),
+             "session": rng.randrange(4)}
+    if like is None or rng.random() < 0.2:
+        return fresh
+    h = dict(like)
+    name = rng.choice([*fresh, None, None, None])
+    if name == "chunk":
+        h["chunk"] = (h["chunk"] + rng.choice([-1, 1, 0x80000000])) & 0xFFFFFFFF
+    elif name is not None:
+        h[name] = fresh[name]
+    return h
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_live_tag_checks_are_the_direct_checks_of_the_tag_written(jobs: int) -> None:
+    """``live_checks`` (hdl/stage1_tag_checks.py: the next beat's checks against the tag stage 1
+    requests, from stage 1's header compares, both bitmap candidates' checks and the state,
+    registered apart in the reducer) equal the direct checks of that tag (the reference: a
+    tag against a header, as ``AggregatorModel`` checks a slot): state, same chunk, mismatch of
+    round / group / scale / count / session, duplicate sender, completes, older chunk."""
+    dut = LiveTagCheck(jobs)
+    rng = random.Random(jobs)
+    seen: set[str] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(800):
+            h1 = _header(rng, None, jobs)
+            h0 = _header(rng, h1, jobs)
+            members = rng.choice([0b1, 0b11, 0b1011, 0xF0F0, 0xFFFFFFFF])
+            mb = [i for i in range(32) if members >> i & 1]
+            pbit = 1 << rng.choice(mb + [31])
+            bits = {"bm": rng.getrandbits(32) & members, "tag_bitmap": rng.getrandbits(32) & members,
+                    "bit": 1 << rng.choice(mb)}
+            first, same, done = rng.getrandbits(1), rng.getrandbits(1), rng.getrandbits(1)
+            for name, v in h1.items():
+                ctx.set(getattr(dut.h1, name), v)
+            for name, v in h0.items():
+                ctx.set(getattr(dut.h0, name), v)
+            for name, v in {**bits, "pbit": pbit, "members": members, "first": first, "same": same,
+                            "done": done, "nbm1": 0}.items():
+                ctx.set(getattr(dut, name), v)
+            t = ctx.get(dut.tag)
+            want_bitmap = (bits["bm"] | bits["bit"] if same else bits["bit"]) if first else bits["tag_bitmap"]
+            assert t.bitmap == want_bitmap
+            state = 2 if done else 1  # DONE / ACTIVE (a decision never requests FREE)
+            assert t.state == state
+            job_eq, chunk_eq = h1["job_id"] == h0["job_id"], h1["chunk"] == h0["chunk"]
+            back = (h1["chunk"] - h0["chunk"]) >> 31 & 1
+            want = {"done": int(state == 2), "active": int(state == 1), "same": int(job_eq and chunk_eq),
+                    "mismatch": int(any(h1[f] != h0[f] for f in ("round_id", "group_id", "scale_exp",
+                                                                  "element_count", "session"))),
+                    "dup": int(want_bitmap & pbit != 0), "cadd": int(want_bitmap | pbit == members),
+                    "older": int(job_eq and not chunk_eq and not back), "mismatch_round": 0}
+            got = ctx.get(dut.checks)
+            assert {k: getattr(got, k) for k in want} == want, (h1, h0, bits, first, same)
+            seen.update(k for k, v in want.items() if v)
+
+    _comb_sim(dut, tb)
+    assert {"done", "active", "same", "mismatch", "dup", "cadd", "older"} <= seen, seen
