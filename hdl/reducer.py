@@ -35,8 +35,6 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from wanreduce import wire
-
 from .axi4 import axi4_forward
 from .command_arbiter import CMD_DEPTH, CommandArbiter
 from .decision import (
@@ -61,12 +59,11 @@ from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
 from .pin_terms import chunk_key, pin_terms
-from .reducer_config import ReducerConfig, select_job_entry, slot_of
+from .reducer_config import ReducerConfig, select_job_entry
 from .reducer_input import InputStages
 from .reducer_layouts import (
     FREE,
     OP_NONE,
-    OP_WRITE,
     DecisionFlags,
     HeadChecks,
     PriorityInputs,
@@ -82,6 +79,7 @@ from .result_emitter import ResultEmitter
 from .result_gate import ResultGate
 from .slot_store_signature import Op
 from .stage1_tag_checks import stage1_tag_checks
+from .stage2_issue import result_header, row_lanes, run_behind, store_command
 from .stage_room import fifo_room_next, queue_room_next
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
@@ -699,9 +697,7 @@ class Reducer(wiring.Component):
         # (completion at the head, or on completion) is marked ``emit``: those responses are the
         # result rows, its header goes to the assembler with the last row.
         op_c = Mux(first1, op, op_r)
-        rem = Signal(17)
-        m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
-        lane_ok = Cat(*[rem > k for k in range(L)])
+        lane_ok = row_lanes(m, h1.element_count, idx1, L)  # hdl/stage2_issue.py
         has_cmd = Signal()  # copy of v2 & (op2 != OP_NONE): stage 2 pushes a command
         # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
         # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
@@ -735,32 +731,16 @@ class Reducer(wiring.Component):
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
             | arb.copy_error | emit.copy_error | asm.copy_error)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
-        stag = Signal(store_tag_layout(S))
-        m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
-                     stag.last.eq(last2)]
-        m.d.comb += [
-            arb.push.eq(push_c), arb.push_marker.eq(~has_cmd), arb.push_then_emit.eq(queued),
-            arb.push_cmd.op.eq(Mux(op2 == OP_WRITE, Op.WRITE, Op.ADD)), arb.push_cmd.row.eq(row2),
-            arb.push_cmd.data.eq(d2), arb.push_cmd.lanes.eq(lanes2), arb.push_cmd.tag.eq(stag),
-        ]
+        store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=op2, row=row2, data_=d2,
+                      lanes_=lanes2, slot=slot2, emit=emit2, last=last2, slots=S)  # hdl/stage2_issue.py
         # the emitting message's result header (tag_r: its decision's tag, still held)
-        hc = asm.hdr_c.payload
-        m.d.comb += [
-            asm.hdr_c.valid.eq(push_now & emit2),
-            hc.msg_type.eq(wire.MsgType.RESULT), hc.flags.eq(0), hc.group_id.eq(tag_r.group),
-            hc.job_id.eq(tag_r.job), hc.round_id.eq(tag_r.round), hc.chunk.eq(tag_r.chunk),
-            hc.sender_id.eq(0), hc.scale_exp.eq(tag_r.scale), hc.element_count.eq(tag_r.count),
-            hc.session.eq(tag_r.session),
-        ]
+        m.d.comb += asm.hdr_c.valid.eq(push_now & emit2)
+        result_header(m, asm.hdr_c.payload, tag_r)
         # the release entry is queued with the message's last command (or marker); when the
         # message emits its own chunk, the entry is the run behind it, from the next chunk on
         cfg_e = select_job_entry(m, jc, self.jobs, entry_r.job, "cfg_e")
         m.d.comb += [q_push.eq(queued), q_in.eq(entry_r), queue.mask.eq(mask_r)]
-        with m.If(emit2):
-            m.d.comb += [q_in.chunk.eq(entry_r.chunk + 1), q_in.slot.eq(slot_of(cfg_e, entry_r.chunk + 1, sb)),
-                         q_in.more.eq(entry_r.more - 1)]
-        with m.Else():
-            m.d.comb += q_in.more.eq(0)  # a resend: no run (copy_error)
+        run_behind(m, q_in, entry_r, emit2, cfg_e, sb)
 
         if self.slot_memory == "dram":
             # ``more``: the message (contribution or result) has more rows, so the DRAM store

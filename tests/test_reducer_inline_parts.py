@@ -12,9 +12,12 @@ from amaranth.hdl import Module
 from amaranth.sim import Simulator
 from stream_helpers import run_testbench
 
+from wanreduce import wire
 from wanreduce.hdl.pin_terms import PinCheck
 from wanreduce.hdl.release_run import ReleaseRun
+from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
+from wanreduce.hdl.stage2_issue import StageTwoIssue
 from wanreduce.hdl.stage_room import StageRoom
 
 
@@ -243,3 +246,61 @@ def test_live_tag_checks_are_the_direct_checks_of_the_tag_written(jobs: int) -> 
 
     _comb_sim(dut, tb)
     assert {"done", "active", "same", "mismatch", "dup", "cadd", "older"} <= seen, seen
+
+
+@pytest.mark.parametrize(("width", "slots", "row_bits"), [(64, 16, 2), (256, 8, 0)])
+def test_stage_two_issue_command_header_and_entry(width: int, slots: int, row_bits: int) -> None:
+    """``row_lanes`` / ``store_command`` / ``result_header`` / ``run_behind``
+    (hdl/stage2_issue.py) against a small reference: the lanes holding elements (min(L, count -
+    idx * L)), WRITE for a first contribution and ADD otherwise with the row, data and tag bits,
+    the push side passed through, the RESULT header of the tag's chunk (the model's result
+    header), and the entry queued: the run behind an emitting message (from chunk + 1, at its
+    slot base + (chunk + 1 mod window), more - 1) or the entry without a run."""
+    jobs = 2
+    dut = StageTwoIssue(width, slots=slots, jobs=jobs, row_bits=row_bits)
+    n_lanes, sb = width // 32, (slots - 1).bit_length()
+    rng = random.Random(width + slots)
+
+    async def tb(ctx) -> None:
+        for _ in range(300):
+            beat = {"op": rng.choice([1, 2]), "row": rng.getrandbits(sb + row_bits), "data": rng.getrandbits(width),
+                    "count": rng.randint(1, n_lanes << row_bits), "idx": 0,
+                    "slot": rng.getrandbits(sb), "emit": rng.getrandbits(1), "last": rng.getrandbits(1),
+                    "push": rng.getrandbits(1), "marker": rng.getrandbits(1), "then_emit": rng.getrandbits(1)}
+            beat["idx"] = rng.randrange(-(-beat["count"] // n_lanes))  # a row of the message
+            tag = {"state": 2, "job": rng.randrange(jobs), "round": rng.getrandbits(32), "chunk": rng.getrandbits(32),
+                   "group": rng.getrandbits(8), "scale": rng.randrange(4), "count": beat["count"],
+                   "bitmap": rng.getrandbits(32), "session": rng.randrange(4), "nbm1": 0}
+            entry = {"job": tag["job"], "chunk": tag["chunk"], "slot": rng.getrandbits(sb),
+                     "more": rng.randrange(1, slots), "resent": 1 - beat["emit"]}
+            lw, base = rng.randint(0, 8), rng.getrandbits(16)
+            for k, v in beat.items():
+                ctx.set(getattr(dut, k), v)
+            ctx.set(dut.tag, tag)
+            ctx.set(dut.entry, entry)
+            ctx.set(dut.cfg, {"enable": 1, "log2_window": lw, "base": base})
+            cmd = ctx.get(dut.push_cmd)
+            held = min(n_lanes, beat["count"] - beat["idx"] * n_lanes)
+            assert cmd.lanes == (1 << held) - 1, beat
+            assert cmd.op == (Op.WRITE if beat["op"] == 1 else Op.ADD)
+            assert (cmd.row, cmd.data) == (beat["row"], beat["data"])
+            st = cmd.tag  # store_tag_layout packed into the command's tag bits
+            assert st == beat["slot"] | (beat["op"] == 1) << sb | beat["emit"] << (sb + 1) | beat["last"] << (sb + 3)
+            assert [ctx.get(getattr(dut, n)) for n in ("push_out", "push_marker", "push_then_emit")] == \
+                [beat["push"], beat["marker"], beat["then_emit"]]
+            hdr = ctx.get(dut.hdr)
+            assert hdr.msg_type == wire.MsgType.RESULT and hdr.sender_id == 0 and hdr.flags == 0
+            assert (hdr.job_id, hdr.round_id, hdr.chunk, hdr.group_id, hdr.scale_exp, hdr.element_count,
+                    hdr.session) == tuple(tag[k] for k in ("job", "round", "chunk", "group", "scale", "count",
+                                                           "session"))
+            q = ctx.get(dut.q_in)
+            w = 1 << min(lw, sb)
+            if beat["emit"]:
+                nxt = (tag["chunk"] + 1) & 0xFFFFFFFF
+                want = (nxt, (base + (nxt & (w - 1))) % slots, entry["more"] - 1)
+            else:
+                want = (entry["chunk"], entry["slot"], 0)
+            assert (q.chunk, q.slot, q.more) == want, (beat["emit"], lw, base, entry)
+            assert (q.job, q.resent) == (entry["job"], entry["resent"])
+
+    _comb_sim(dut, tb)
