@@ -11,7 +11,10 @@ in docs/reducer.md; the parts, one component per file:
   ahead for the beat that will be in stage 1 — tag comparisons against memory and both pending
   writes, head checks, pin checks, the release-scan vector — and registers it; stage 1 makes the
   outcome decision on the first beat (``DecisionTable``, hdl/decision.py: the checks, the model's
-  order of checks and the outcome, combinational), correcting only for the decision of the
+  order of checks and the outcome, combinational; the tag checks, hdl/stage1_tag_checks.py; the
+  release run, hdl/release_run.py; pinning, hdl/pin_terms.py; room, hdl/stage_room.py; stage 2's
+  commands, hdl/stage2_issue.py: functions built into this module, docs/reducer.md "Parts
+  built inline"), correcting only for the decision of the
   previous cycle (its tag write, its effect on ``pending`` and the head) from registers; stage 2 is the per-lane
   saturating add or write of the row (forwarding the previous cycle's write), the sticky
   overflow per slot and the release-queue push with the last beat. In-order release is one
