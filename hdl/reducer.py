@@ -61,7 +61,7 @@ from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
 from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
-from .pin_terms import chunk_key, pin_terms
+from .pin_terms import next_pair_checks, pin_terms
 from .reducer_config import ReducerConfig, select_job_entry
 from .reducer_input import InputStages
 from .reducer_layouts import (
@@ -624,25 +624,10 @@ class Reducer(wiring.Component):
         # between the stage-P registers and adv / pin_r.
         # held entry: same job, and p's chunk - stage 1's (low bits, in stage 1's window) is
         # inside the run the entry releases
-        pjob_r, pdc_r = Signal(), Signal(sb)
-        job_pn = Mux(ps_v, ps.beat.hdr.job_id[:jb], i_d.beat.hdr.job_id[:jb])
-        cl_pn = Mux(ps_v, ps.beat.hdr.chunk[:sb], i_d.beat.hdr.chunk[:sb])
-        job_1n, cl_1n = Mux(adv, h0.job_id[:jb], h1.job_id[:jb]), Mux(adv, h0.chunk[:sb], h1.chunk[:sb])
-        wm_1n = Mux(adv, wmask0, wmask)
-        m.d.sync += [
-            pjob_r.eq(Mux(p_load, job_pn == job_1n, h0.job_id[:jb] == job_1n)),
-            pdc_r.eq(Mux(p_load, (cl_pn - cl_1n)[:sb] & wm_1n, (h0.chunk[:sb] - cl_1n)[:sb] & wm_1n)),
-        ]
+        pair = next_pair_checks(m, p_load=p_load, skid_valid=ps_v, skid_hdr=ps.beat.hdr, in_hdr=i_d.beat.hdr,
+                                h0=h0, h1=h1, adv=adv, wm0=wmask0, wm1=wmask, jb=jb)  # hdl/pin_terms.py
+        pjob_r, pdc_r, same_key = pair.pjob_r, pair.pdc_r, pair.same_key
         held_hit = pjob_r & (pdc_r <= entry_r.more)
-        # "same job and chunk": no 32-bit comparator in front of adv
-        same_key = Signal()
-
-        # p's next key (skid or I's output, if it loads) against stage 1's next (h0 or h1): the
-        # four comparisons in parallel, the choices (ps_v, adv, p_load) at the last multiplexers
-        k_s, k_i, k_0, k_1 = (chunk_key(h, jb) for h in (ps.beat.hdr, i_d.beat.hdr, h0, h1))
-        m.d.sync += same_key.eq(Mux(p_load,
-                                    Mux(ps_v, Mux(adv, k_s == k_0, k_s == k_1), Mux(adv, k_i == k_0, k_i == k_1)),
-                                    Mux(adv, Const(1), k_0 == k_1)))
         other_chunk = (slot0 == slot1) & ~same_key
         if not self.words:
             run_hit = (clr & oh0).any()

@@ -13,7 +13,7 @@ from amaranth.sim import Simulator
 from stream_helpers import run_testbench
 
 from wanreduce import wire
-from wanreduce.hdl.pin_terms import PinCheck
+from wanreduce.hdl.pin_terms import PairCheck, PinCheck
 from wanreduce.hdl.release_run import ReleaseRun
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
@@ -304,3 +304,43 @@ def test_stage_two_issue_command_header_and_entry(width: int, slots: int, row_bi
             assert (q.job, q.resent) == (entry["job"], entry["resent"])
 
     _comb_sim(dut, tb)
+
+
+@pytest.mark.parametrize(("slots", "jobs"), [(16, 2), (64, 1)])
+def test_pair_checks_compare_the_next_beats(slots: int, jobs: int) -> None:
+    """``next_pair_checks`` (hdl/pin_terms.py), registered: a cycle later, the beat that was to
+    be at P's output (the skid's if valid, else I's, when P loads; else P's own, ``h0``) against
+    the one that was to be in stage 1 (``h0`` if it advanced, else ``h1``): same job, the chunk
+    distance's low bits in stage 1's window, same job and chunk."""
+    dut = PairCheck(slots=slots, jobs=jobs)
+    rng = random.Random(slots + jobs)
+    sb = (slots - 1).bit_length()
+    seen: set[tuple[int, int]] = set()
+
+    def hdr(base: int) -> dict:
+        return {"job_id": rng.randrange(jobs), "chunk": (base + rng.choice([0, 0, 1, -1, slots, rng.getrandbits(32)]))
+                & 0xFFFFFFFF}
+
+    async def tb(ctx) -> None:
+        for _ in range(500):
+            base = rng.getrandbits(32)
+            hs = {n: hdr(base) for n in ("skid_hdr", "in_hdr", "h0", "h1")}
+            ctl = {"p_load": rng.getrandbits(1), "skid_valid": rng.getrandbits(1), "adv": rng.getrandbits(1),
+                   "wm0": (1 << rng.randint(0, sb)) - 1, "wm1": (1 << rng.randint(0, sb)) - 1}
+            for n, h in hs.items():
+                for f, v in h.items():
+                    ctx.set(getattr(getattr(dut, n), f), v)
+            for n, v in ctl.items():
+                ctx.set(getattr(dut, n), v)
+            await ctx.tick()
+            pn = hs["h0"] if not ctl["p_load"] else hs["skid_hdr"] if ctl["skid_valid"] else hs["in_hdr"]
+            n1, wm = (hs["h0"], ctl["wm0"]) if ctl["adv"] else (hs["h1"], ctl["wm1"])
+            got = ctx.get(dut.out)
+            same_job = int(pn["job_id"] == n1["job_id"])
+            assert got.pjob_r == same_job, (hs, ctl)
+            assert got.pdc_r == (pn["chunk"] - n1["chunk"]) & wm, (hs, ctl)
+            assert got.same_key == int(same_job and pn["chunk"] == n1["chunk"]), (hs, ctl)
+            seen.add((same_job, got.same_key))
+
+    run_testbench(dut, tb)
+    assert {(1, 1), (1, 0)} <= seen and (jobs == 1 or (0, 0) in seen), seen
