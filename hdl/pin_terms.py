@@ -1,6 +1,6 @@
-"""Pinning, out of ``Reducer.elaborate`` (issue 16 item 6; docs/reducer.md, "Pinning"): a
-queued or emitting result holds its slots' data, so a contribution that would start a new chunk
-in one of them waits. ``pin_terms`` is the chunk-distance form (every S with ``pending="words"``,
+"""Pinning, out of ``Reducer.elaborate`` (issue 16 item 6; docs/reducer.md, "Parts built
+inline"): a queued or emitting result holds its slots' data, so a contribution that would start
+a new chunk in one of them waits. ``pin_terms`` is the chunk-distance form (every S with ``pending="words"``,
 S > ``Reducer.RUN_TABLE_MAX_SLOTS`` otherwise; the per-slot masks take its place below that);
 ``chunk_key`` is the (job, chunk) pair that tells two beats of the same chunk from two chunks on
 one slot; ``next_pair_checks`` compares, a cycle ahead, the beat that will be at P's output with

@@ -76,7 +76,7 @@ from .reducer_layouts import (
     store_tag_layout,
 )
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
-from .release_run import run_of, scan_slots
+from .release_run import release_scans, run_of
 from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
 from .result_gate import ResultGate
@@ -429,23 +429,10 @@ class Reducer(wiring.Component):
             fx_set = Signal(S)  # its slot, one-hot
             pend_eff = Signal(S)  # pending with the last decision applied
             m.d.comb += pend_eff.eq(pending_effect(pending, Mux(fxw_cn, 0, fx_clr), Mux(fxw_sn, 0, fx_set)))
-            # The release scan's input vector is built a cycle ahead for the beat that will be in
-            # stage 1, from the pending bits as they are now, in two versions: without and with
-            # the pending bit the decision of this cycle may set (its own slot, when it completes
-            # behind the head); stage 1 picks one with fx_s. A run the decision of this cycle
-            # clears cannot change the next scan: that scan would stop earlier, at the slot this
-            # decision completes (not pending), which lies between its start and the cleared run.
-            own_n = Mux(adv, oh0, oh1)
-            lm_n = Mux(adv, lm0, lm1)
-            reg_n = Mux(adv, region0, region1)
-            xa = (pend_eff & ~own_n) | ~reg_n
-            xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
-
-            fz_a, fz_b = Signal(S), Signal(S)
-            clr_a, clr_b = Signal(S), Signal(S)
-            fa, ca = scan_slots(m, xa, lm_n, reg_n, "a")  # hdl/release_run.py
-            fb, cb = scan_slots(m, xb, lm_n, reg_n, "b")
-            m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
+            # the release scans' inputs, a cycle ahead, without and with stage 1's own pending bit
+            sp = release_scans(m, pend_eff, adv=adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1, region0=region0,
+                               region1=region1)  # hdl/release_run.py
+            fz_a, clr_a, fz_b, clr_b = sp.fz_a, sp.clr_a, sp.fz_b, sp.clr_b
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
         # stage 1, against the heads as they will be then (the register with the pending

@@ -1,5 +1,5 @@
-"""Stage 1's tag checks, out of ``Reducer.elaborate`` (issue 16 item 6; docs/reducer.md, "Stage
-1's tag checks"): a beat's checks against its slot's tag (TagChecks: state, same chunk, header
+"""Stage 1's tag checks, out of ``Reducer.elaborate`` (issue 16 item 6; docs/reducer.md, "Parts
+built inline"): a beat's checks against its slot's tag (TagChecks: state, same chunk, header
 mismatch, duplicate, completes, older), with the tag writes the read missed forwarded.
 
 The tag is read one cycle before the beat reaches stage 0 (p's output), so in stage 0 the read

@@ -1,5 +1,5 @@
 """Stage 2's slot-store command issue, out of ``Reducer.elaborate`` (issue 16 item 6;
-docs/reducer.md, "Stage 2: the command issue"): each beat with a data operation becomes a WRITE
+docs/reducer.md, "Parts built inline"): each beat with a data operation becomes a WRITE
 (a chunk's first contribution) or an ADD command of its row's lanes that hold elements, tagged
 with its slot and whether its responses are a result's rows (``emit``); a message that releases
 its chunk sends its result header, built from its decision's tag, to the assembler; its release

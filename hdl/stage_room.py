@@ -1,5 +1,5 @@
 """Room for stages 1 and 2, out of ``Reducer.elaborate`` (issue 16 item 6; docs/reducer.md,
-"Room for stages 1 and 2"): stage 1 takes a beat only if every entry it and stage 2 may still
+"Parts built inline"): stage 1 takes a beat only if every entry it and stage 2 may still
 push has a place, in the release queue (one entry per message, with its last beat) and in the
 slot-store command FIFO and the assembler's header FIFO (one per beat). Each is registered,
 worked out a cycle ahead without an adder: the level compared with constants, one per number of

@@ -14,7 +14,7 @@ from stream_helpers import run_testbench
 
 from wanreduce import wire
 from wanreduce.hdl.pin_terms import PairCheck, PinCheck
-from wanreduce.hdl.release_run import ReleaseRun
+from wanreduce.hdl.release_run import ReleaseRun, ReleaseScans
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
 from wanreduce.hdl.stage2_issue import StageTwoIssue
@@ -344,3 +344,49 @@ def test_pair_checks_compare_the_next_beats(slots: int, jobs: int) -> None:
 
     run_testbench(dut, tb)
     assert {(1, 1), (1, 0)} <= seen and (jobs == 1 or (0, 0) in seen), seen
+
+
+def _scan_beat(rng: random.Random, slots: int, base: int, lw: int) -> dict:
+    """A beat of a job (region base .. base + 2**lw - 1): its chunk, slot, start slot, vectors."""
+    w = 1 << lw
+    chunk = rng.getrandbits(32)
+    own = (base + (chunk & (w - 1))) % slots
+    start = (base + ((chunk + 1) & (w - 1))) % slots
+    region = {(base + k) % slots for k in range(w)}
+    return {"chunk": chunk, "own": own, "region": region, "oh": 1 << own, "lm": (1 << start) - 1,
+            "reg": sum(1 << s for s in region)}
+
+
+@pytest.mark.parametrize("slots", [8, 32])
+def test_release_scans_without_and_with_stage_1s_bit(slots: int) -> None:
+    """``release_scans`` (hdl/release_run.py), registered: a cycle later, for the beat that was to
+    be in stage 1 (P's if stage 1 advanced, else stage 1's own), scan ``a`` is the model's release
+    run over the pending slots and scan ``b`` the run as if stage 1's slot had become pending too
+    (its decision completing behind the head); the beat's own slot is never pending in its scan."""
+    dut = ReleaseScans(slots)
+    rng = random.Random(slots)
+    sb = (slots - 1).bit_length()
+    differ = 0
+
+    async def tb(ctx) -> None:
+        nonlocal differ
+        for _ in range(300):
+            lw, base = rng.randint(1, sb), rng.randrange(slots)
+            b0, b1 = _scan_beat(rng, slots, base, lw), _scan_beat(rng, slots, base, lw)
+            adv = rng.getrandbits(1)
+            beat = b0 if adv else b1
+            fill = rng.choice([0.5, 0.9, 1.0])
+            pending = {s for s in range(slots) if rng.random() < fill}
+            for n, v in {"pend": sum(1 << s for s in pending), "adv": adv, "oh0": b0["oh"], "oh1": b1["oh"],
+                         "lm0": b0["lm"], "lm1": b1["lm"], "region0": b0["reg"], "region1": b1["reg"]}.items():
+                ctx.set(getattr(dut, n), v)
+            await ctx.tick()
+            for port, pend in (("a", pending), ("b", pending | {b1["own"]})):
+                in_region = (pend & beat["region"]) - {beat["own"]}
+                first, cleared, _ = _release_run_reference(slots, base, lw, beat["chunk"], in_region)
+                got = ctx.get(getattr(dut, port))
+                assert (got.first_zero, got.clr) == (1 << first, sum(1 << s for s in cleared)), (port, adv, lw)
+            differ += ctx.get(dut.a).clr != ctx.get(dut.b).clr
+
+    run_testbench(dut, tb)
+    assert differ, "scan b never differed from scan a"
