@@ -96,6 +96,7 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     I's ``i_slot``) and data ``rd_data``; the tag writes: ``tb_data`` (the last written),
     ``tw_en`` / ``tw_addr`` / ``tw_data`` (requested now), ``tw_v`` / ``tw_a`` / ``tw_d`` (being
     written); ``adv`` (stage 1 moves), ``tag_r`` (the tag held for a message's later beats)."""
+
     def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
         return tag_checks(t, h0, p.bit, p.members, jb)
 
@@ -180,7 +181,7 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
 class LiveTagCheck(wiring.Component):
     """The forwarded checks as a component (the unit tests): the tag stage 1 requests for the
     header ``h1`` (``first``: on its first beat, with ``same``; else the held ``tag_bitmap``),
-    the slot's bitmap ``bm``, the sender bit ``bit``, the tag's ``state``, against the next beat
+    the slot's bitmap ``bm``, the sender bit ``bit``, its state (``done``: DONE, else ACTIVE), against the next beat
     ``h0`` with sender bit ``pbit`` of a group of ``members``; out ``checks`` (TagChecks, as the
     reducer's ``ck_live``, unregistered) and ``tag`` (the tag requested, ``new_tag``'s)."""
 
