@@ -21,6 +21,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .decision import head_flags
+from .params import check_core_params
 from .reducer_layouts import HeadChecks, bits_for, forwarded_head_layout, pack_flags
 
 __all__ = ["HeadCheck", "eq_hn", "head_checks", "minus_hn"]
@@ -63,13 +64,11 @@ def head_checks(m: Module, job: Value, chunk: Value, cw: Value, heads: Sequence[
 class HeadCheck(wiring.Component):
     """``head_checks`` as a component: ``job``, ``chunk``, ``cw`` (chunk - window), ``heads``
     (one per job), ``fwd`` (the previous decision's forwarded head: ``forwarded_head_layout``) in,
-    ``checks`` (HeadChecks) out. Combinational; ``run_bits`` is the slot index's width."""
+    ``checks`` (HeadChecks) out. Combinational; ``run_bits`` is the slot index's width. Both
+    sizes are checked by ``hdl/params.py`` (``jobs`` the core's range, ``run_bits`` 1..32)."""
 
     def __init__(self, jobs: int, run_bits: int) -> None:
-        if jobs < 1:
-            raise ValueError(f"jobs must be at least 1, got {jobs}")
-        if not 1 <= run_bits <= 32:
-            raise ValueError(f"run_bits must be in 1..32, got {run_bits}")
+        check_core_params(jobs=jobs, run_bits=run_bits)
         self.jobs = jobs
         jb = bits_for(jobs)
         super().__init__({

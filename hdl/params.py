@@ -2,8 +2,9 @@
 allowed ranges, checked here and nowhere else (the core, the reducer and the control block all
 call :func:`check_core_params`). Each error is one line naming the field and its range.
 The slot stores' parameters (``row_bits``; the DRAM store's AXI4 ``address_width``,
-``base_address``, ``outstanding``, ``burst_beats``, ``burst_hold``) are checked here too
-(:func:`check_dram_store_params` adds the checks that involve two of them).
+``base_address``, ``outstanding``, ``burst_beats``, ``burst_hold``) and the reducer's parts'
+(``run_bits``) are checked here too (:func:`check_dram_store_params` adds the checks that
+involve two of them).
 Pure Python (no Amaranth), so the planner can read the limits without the HDL stack."""
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ _CHECKS = {
     "outstanding": _power_of_two("outstanding", 4, 1024),
     "burst_beats": _power_of_two("burst_beats", 1, AXI4_MAX_BEATS),
     "burst_hold": _range("burst_hold", 0, MAX_BURST_HOLD, " idle cycles"),
+    # the reducer's parts: a release run / slot index of run_bits bits (``HeadCheck``'s forwarded head)
+    "run_bits": _range("run_bits", 1, 32),
 }
 
 

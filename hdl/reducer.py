@@ -11,7 +11,10 @@ in docs/reducer.md; the parts, one component per file:
   ahead for the beat that will be in stage 1 — tag comparisons against memory and both pending
   writes, head checks, pin checks, the release-scan vector — and registers it; stage 1 makes the
   outcome decision on the first beat (``DecisionTable``, hdl/decision.py: the checks, the model's
-  order of checks and the outcome, combinational), correcting only for the decision of the
+  order of checks and the outcome, combinational; the tag checks, hdl/stage1_tag_checks.py; the
+  release run, hdl/release_run.py; pinning, hdl/pin_terms.py; room, hdl/stage_room.py; stage 2's
+  commands, hdl/stage2_issue.py: functions built into this module, docs/reducer.md "Parts
+  built inline"), correcting only for the decision of the
   previous cycle (its tag write, its effect on ``pending`` and the head) from registers; stage 2 is the per-lane
   saturating add or write of the row (forwarding the previous cycle's write), the sticky
   overflow per slot and the release-queue push with the last beat. In-order release is one
@@ -35,18 +38,13 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from wanreduce import wire
-
 from .axi4 import axi4_forward
 from .command_arbiter import CMD_DEPTH, CommandArbiter
 from .decision import (
     DecisionTable,
-    hdr_checks,
-    header_fields,
     new_tag,
     prio_of,
     priority,
-    tag_checks,
 )
 from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .head_check import head_checks
@@ -63,31 +61,29 @@ from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
 from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
-from .reducer_config import ReducerConfig, select_job_entry, slot_of
+from .pin_terms import next_pair_checks, pin_terms
+from .reducer_config import ReducerConfig, select_job_entry
 from .reducer_input import InputStages
 from .reducer_layouts import (
-    ACTIVE,
-    DONE,
     FREE,
     OP_NONE,
-    OP_WRITE,
-    BitmapChecks,
     DecisionFlags,
-    HdrChecks,
     HeadChecks,
     PriorityInputs,
-    TagChecks,
     bits_for,
     pack_flags,
     slot_tag_layout,
     store_tag_layout,
 )
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
-from .release_scan import onehot_index, release_scan
+from .release_run import release_scans, run_of
 from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
 from .result_gate import ResultGate
 from .slot_store_signature import Op
+from .stage1_tag_checks import stage1_tag_checks
+from .stage2_issue import result_header, row_lanes, run_behind, store_command
+from .stage_room import fifo_room_next, queue_room_next
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
 
@@ -341,35 +337,17 @@ class Reducer(wiring.Component):
         # register and that, combinational
         adv = Signal(name="adv_w") if self.words else adv_reg
 
-        # the messages in stage 2 (counted) and stage 1 may still push one entry each
-        # Room for the entries stage 1 and stage 2 may still push, as a flip-flop computed a
-        # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push).
+        # Room for the entries stage 1 and stage 2 may still push, as flip-flops computed a
+        # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push), without
+        # an adder (hdl/stage_room.py)
         room, room_q, room_c = Signal(), Signal(), Signal()
-        # (the emitter's pop enters at the last multiplexer: it is the latest of the inputs)
-        # (no adder: the count compared with constants, one per number of entries added, the
-        # additions (push, the beat leaving stage 1, the pop) chosen at the last multiplexers)
-        def q_room(n: int):  # q_count + n < QUEUE_DEPTH
-            return q_count < QUEUE_DEPTH - n if n < QUEUE_DEPTH else Const(0)
-
         q_leave = v1 & last1 & adv
-
-        def q_room_pop(pop: int):  # with the pop: one place more
-            k = 1 - pop
-            return Mux(q_push, Mux(q_leave, q_room(k + 2), q_room(k + 1)), Mux(q_leave, q_room(k + 1), q_room(k)))
-
-        m.d.sync += room_q.eq(Mux(q_pop, q_room_pop(1), q_room_pop(0)))
+        m.d.sync += room_q.eq(queue_room_next(q_count, QUEUE_DEPTH, push=q_push, leave=q_leave, pop=q_pop))
         # room in the slot-store command FIFO and the assembler's header FIFO for every beat in
         # stages 1 and 2 and one more (each pushes one entry at most into each), so a dropped
         # ``cmd.ready`` holds the input
-        # (no adder: both levels compared with constants, one per number of beats ahead, the beats
-        # in stages 1 and 2 and ``take`` chosen at the last multiplexers)
-        def c_room(n: int):  # level + n < depth, for both FIFOs
-            return (arb.level < CMD_DEPTH - n) & (asm.hdr_c_level < HDR_DEPTH - n)
-
-        def c_room_take(k: int):
-            return Mux(v1, Mux(v2, c_room(k + 2), c_room(k + 1)), Mux(v2, c_room(k + 1), c_room(k)))
-
-        m.d.sync += room_c.eq(Mux(take, c_room_take(1), c_room_take(0)))
+        m.d.sync += room_c.eq(fifo_room_next([(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)],
+                                             v1=v1, v2=v2, take=take))
         m.d.comb += room.eq(room_q & room_c)
         # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
@@ -451,30 +429,10 @@ class Reducer(wiring.Component):
             fx_set = Signal(S)  # its slot, one-hot
             pend_eff = Signal(S)  # pending with the last decision applied
             m.d.comb += pend_eff.eq(pending_effect(pending, Mux(fxw_cn, 0, fx_clr), Mux(fxw_sn, 0, fx_set)))
-            # The release scan's input vector is built a cycle ahead for the beat that will be in
-            # stage 1, from the pending bits as they are now, in two versions: without and with
-            # the pending bit the decision of this cycle may set (its own slot, when it completes
-            # behind the head); stage 1 picks one with fx_s. A run the decision of this cycle
-            # clears cannot change the next scan: that scan would stop earlier, at the slot this
-            # decision completes (not pending), which lies between its start and the cleared run.
-            own_n = Mux(adv, oh0, oh1)
-            lm_n = Mux(adv, lm0, lm1)
-            reg_n = Mux(adv, region0, region1)
-            xa = (pend_eff & ~own_n) | ~reg_n
-            xb = ((pend_eff | oh1) & ~own_n) | ~reg_n
-
-            def scan_slots(x, tag: str) -> tuple:
-                """(first zero one-hot, clr) of the in-order release scan over ``x`` (stage 1): the
-                shared scan (hdl/release_scan.py) over ``x`` doubled, so it wraps, folded to slot
-                order."""
-                fz2, clr2, _ = release_scan(m, x, x, lm_n, tag)
-                return fz2[:S] | fz2[S : 2 * S], (clr2[:S] | clr2[S:]) & reg_n
-
-            fz_a, fz_b = Signal(S), Signal(S)
-            clr_a, clr_b = Signal(S), Signal(S)
-            fa, ca = scan_slots(xa, "a")
-            fb, cb = scan_slots(xb, "b")
-            m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
+            # the release scans' inputs, a cycle ahead, without and with stage 1's own pending bit
+            sp = release_scans(m, pend_eff, adv=adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1, region0=region0,
+                               region1=region1)  # hdl/release_run.py
+            fz_a, clr_a, fz_b, clr_b = sp.fz_a, sp.clr_a, sp.fz_b, sp.clr_b
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
         # stage 1, against the heads as they will be then (the register with the pending
@@ -515,99 +473,13 @@ class Reducer(wiring.Component):
         # is selected and only the boolean results (and the bitmap) are registered for stage 1.
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
-        def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
-            return tag_checks(t, h0, p.bit, p.members, jb)
-
-        # which source is the newest for slot0, compared a cycle ahead against the read address
-        # (that is slot0 now): the write in progress now was requested then (tw_en/tw_addr); the
-        # last write (tb) is the one in progress then, if any (an older write is in the memory
-        # by the time of that read)
-        thit_w0, thit_b0 = Signal(), Signal()
-        # (each write address compared with the three read addresses in parallel, the read
-        # address's choice, which depends on ``take``, at the last multiplexer)
-        def rd_hit(a):
-            return Mux(p_load, Mux(ps_v, a == ps.slot, a == i_d.slot), a == p.slot)
-
-        m.d.sync += [thit_w0.eq(tw_en & rd_hit(tw_addr)), thit_b0.eq(tw_v & rd_hit(tw_a))]
-        ck0 = Signal(TagChecks)
-        bm0 = Signal(32)
-        m.d.comb += [
-            ck0.eq(Mux(thit_w0, src_checks(tw_d), Mux(thit_b0, src_checks(tb_data), src_checks(tag_rd.data)))),
-            bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, tag_rd.data.bitmap))),
-        ]
-        # header comparisons against the tag stage 1 may write this cycle (its header fields are
-        # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
-        hcw_n = Signal(HdrChecks)
-        m.d.comb += hcw_n.eq(hdr_checks(header_fields(h1, jb), h0, jb)[0])
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
-        ck_pre, bm_pre = Signal(TagChecks, name="ck_pre"), Signal(32, name="bm_pre")
-        hcw1 = Signal(HdrChecks, name="hcw1")
-        ck, bm = Signal(TagChecks), Signal(32)
-        # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
-        # it is (bm | bit) if ``same`` else bit; requested by a later beat, tag_r's
-        # thit_l == tw_hit0 a cycle ago, as two flip-flops: the write (tw_vn_l, an inverted copy
-        # of tw_v: tw_v drives the tag memory's write enables) and the address compare
-        # (ahit_l), so the decision's op reaches one flip-flop next to it, not the compare and
-        # the 32 bitmap multiplexers that thit_l selects; copy_error checks tw_vn_l
-        tw_vn_l = Signal(init=1, name="tw_vn_l")
-        ahit_l = Signal()
-        m.d.sync += [tw_vn_l.eq(~tw_en), ahit_l.eq(tw_addr == slot0)]
-        thit_l = ~tw_vn_l & ahit_l
-        # (``a``: both candidates of bm checked, thit_l picking after the compares, so that
-        # thit_l's AND and fan-out do not precede the 32-bit reductions)
-        def a_checks(b) -> tuple:
-            x = b | bit
-            return (x & p.bit) != 0, (x | p.bit) == p.members
-
-        (dup_w, cadd_w), (dup_p, cadd_p) = a_checks(tw_d.bitmap), a_checks(bm_pre)
-        bm_bc = Mux(first1, bit, tag_r.bitmap)
-        bmck_n = pack_flags(BitmapChecks, dup_a=Mux(thit_l, dup_w, dup_p), cadd_a=Mux(thit_l, cadd_w, cadd_p),
-                            dup_bc=(bm_bc & p.bit) != 0, cadd_bc=(bm_bc | p.bit) == p.members)
-        bmck1 = Signal(BitmapChecks)
-        sel_a1 = Signal()  # the tag was decided with ``same``
-        # the tag the previous decision requested is stage 1's (tw_v and its address == slot1)
-        # and its state, as flip-flops of their own next to the decision (tw_v / tw_d drive the
-        # tag memory's write port)
-        # (while stage 1 holds nothing is written: tw_en is 0, so slot0 is the beat's slot)
-        # tw_hit0 == tw_en & (tw_addr == slot0), with the decision's op at the last multiplexer
-        tw_hit0 = Signal()
-
-        def live_checks(done, active, nfree):
-            """TagChecks against the tag the previous decision requested (its state given)."""
-            return pack_flags(TagChecks, done=done, active=active,
-                              same=nfree & hcw1.job_eq & hcw1.chunk_eq, mismatch_round=0,
-                              mismatch=hcw1.mismatch,
-                              dup=Mux(sel_a1, bmck1.dup_a, bmck1.dup_bc),
-                              cadd=Mux(sel_a1, bmck1.cadd_a, bmck1.cadd_bc),
-                              older=hcw1.job_eq & ~hcw1.chunk_eq & ~hcw1.back)
-
-        def state_flags(t):
-            return t.state == DONE, t.state == ACTIVE, t.state != FREE
-
-        # The checks' flags are held while stage 1 holds, with their select (thit_h, a copy of
-        # thit_l that holds instead of dropping to 0): ck_pre then only loads stage 0's checks
-        # (no merge of ck into ck_pre behind the tag read's compares). The bitmap still merges
-        # (bm_pre), with thit_l.
-        thit_h = Signal()
-        l_st = [Signal(name=f"l_{n}") for n in ("done", "active", "nfree")]
-        with m.If(adv):
-            m.d.sync += [thit_h.eq(tw_hit0),
-                         *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
-        ck_live = Signal(TagChecks)  # (both sources named: the fx_c / fx_s loop is worked out for each)
-        m.d.comb += [ck_live.eq(live_checks(*l_st)), ck.eq(Mux(thit_h, ck_live, ck_pre)),
-                     bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
-        with m.If(adv):
-            m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
-                         bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
-        with m.Else():
-            m.d.sync += bm_pre.eq(bm)
-        # what ck stands for (checked at every decision by copy_error): the checks merged into
-        # ck_pre while stage 1 holds, the live tag's state loaded every cycle
-        l_st_x = [Signal(name=f"l_{n}_x") for n in ("done", "active", "nfree")]
-        ck_pre_x, ck_x = Signal(TagChecks), Signal(TagChecks)
-        m.d.sync += [r.eq(v) for r, v in zip(l_st_x, state_flags(tw_data), strict=True)]
-        m.d.comb += ck_x.eq(Mux(thit_l, live_checks(*l_st_x), ck_pre_x))
-        m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
+        tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load, ps_v=ps_v, ps_slot=ps.slot,
+                                i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
+                                tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
+                                slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r)
+        ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
+        thit_h, tw_hit0, tw_vn_l = tck.thit_h, tck.tw_hit0, tck.tw_vn_l
         same = ck.same
 
         # ---- in-order release run: complete slots right behind the head ----
@@ -615,26 +487,13 @@ class Reducer(wiring.Component):
         # (transparent), the vector is doubled so the scan wraps, bits below the start slot are
         # forced to 1, and one carry chain finds the first in-region slot that is not pending
         # (the completing slot itself at the latest). The carry chain runs in stage 0 on both
-        # input vectors (scan_slots); stage 1 turns both first-zero positions into run
+        # input vectors (scan_slots, hdl/release_run.py); stage 1 turns both first-zero positions into run
         # lengths and selects with fx_s.
-        def run_of(fz, tag: str):
-            run_ = Signal(sb, name=f"run_{tag}")
-            if self.run_table:
-                # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
-                # distances registered in stage 0 (no encoder and subtractor)
-                m.d.comb += run_.eq(Cat(*[
-                    Cat(*[fz[i] & dist_tab1[i][b] for i in range(S)]).any() for b in range(sb)
-                ]))
-            else:
-                p_slot = Signal(sb, name=f"p_slot_{tag}")
-                m.d.comb += p_slot.eq(onehot_index(fz))
-                m.d.comb += run_.eq((p_slot - start1)[:sb] & wmask)
-            return run_
-
         run = Signal(sb)
         if not self.words:
             clr = Signal(S)  # slots released behind the head
-            run_a, run_b = run_of(fz_a, "a"), run_of(fz_b, "b")
+            rk = {"start": start1, "wmask": wmask, "dist_tab": dist_tab1}  # hdl/release_run.py
+            run_a, run_b = run_of(m, fz_a, "a", **rk), run_of(m, fz_b, "b", **rk)
             m.d.comb += [run.eq(Mux(fxw_sn, run_a, run_b)), clr.eq(Mux(fxw_sn, clr_a, clr_b))]
         else:
             # words: the run is the PEEK's for the first beat in stage 1 (PendingControl issues
@@ -693,17 +552,8 @@ class Reducer(wiring.Component):
         # move queue -> emitter -> gone, so that is a superset of the next cycle's pins (at
         # worst a hold one cycle longer) except for the entry the decision of this cycle
         # pushes into stage 2; that one is matched live (few levels) next cycle.
-        def pin_terms(job, chunk, wm) -> list:
-            terms = []
-            for i in range(QUEUE_DEPTH):
-                e = queue.entries[i]
-                terms.append(queue.occupied[i] & (e.job == job)
-                             & (((chunk[:sb] - e.chunk[:sb]) & wm) <= e.more))
-            terms.append(push_now & (entry_r.job == job)
-                         & (((chunk[:sb] - entry_r.chunk[:sb]) & wm) <= entry_r.more))
-            terms.append(emit.busy & (emit.job == job) & (((chunk[:sb] - emit.chunk[:sb]) & wm) == 0))
-            terms.append((emit.rest_job == job) & (((chunk[:sb] - emit.rest_chunk[:sb]) & wm) < emit.rest_left))
-            return terms
+        pin_of = {"entries": [queue.entries[i] for i in range(QUEUE_DEPTH)], "occupied": queue.occupied,
+                  "push_now": push_now, "entry": entry_r, "emit": emit}  # hdl/pin_terms.py
 
         pin_r = Signal()
         if self.run_table:
@@ -717,8 +567,8 @@ class Reducer(wiring.Component):
             pin_hold = pins_now.bit_select(slot1, 1)
             pin_load = pins_now.bit_select(slot0, 1)
         else:
-            pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask)).any()
-            pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0)).any()
+            pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask, **pin_of)).any()
+            pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0, **pin_of)).any()
         pinned = pin_r  # (+ the entry stage 1 pushes this cycle: below, with the decision)
         m.d.comb += [
             # conservative (any first beat on a pinned slot waits, not only a start): keeps the
@@ -761,28 +611,10 @@ class Reducer(wiring.Component):
         # between the stage-P registers and adv / pin_r.
         # held entry: same job, and p's chunk - stage 1's (low bits, in stage 1's window) is
         # inside the run the entry releases
-        pjob_r, pdc_r = Signal(), Signal(sb)
-        job_pn = Mux(ps_v, ps.beat.hdr.job_id[:jb], i_d.beat.hdr.job_id[:jb])
-        cl_pn = Mux(ps_v, ps.beat.hdr.chunk[:sb], i_d.beat.hdr.chunk[:sb])
-        job_1n, cl_1n = Mux(adv, h0.job_id[:jb], h1.job_id[:jb]), Mux(adv, h0.chunk[:sb], h1.chunk[:sb])
-        wm_1n = Mux(adv, wmask0, wmask)
-        m.d.sync += [
-            pjob_r.eq(Mux(p_load, job_pn == job_1n, h0.job_id[:jb] == job_1n)),
-            pdc_r.eq(Mux(p_load, (cl_pn - cl_1n)[:sb] & wm_1n, (h0.chunk[:sb] - cl_1n)[:sb] & wm_1n)),
-        ]
+        pair = next_pair_checks(m, p_load=p_load, skid_valid=ps_v, skid_hdr=ps.beat.hdr, in_hdr=i_d.beat.hdr,
+                                h0=h0, h1=h1, adv=adv, wm0=wmask0, wm1=wmask, jb=jb)  # hdl/pin_terms.py
+        pjob_r, pdc_r, same_key = pair.pjob_r, pair.pdc_r, pair.same_key
         held_hit = pjob_r & (pdc_r <= entry_r.more)
-        # "same job and chunk": no 32-bit comparator in front of adv
-        same_key = Signal()
-
-        def key(h):
-            return Cat(h.job_id[:jb], h.chunk)
-
-        # p's next key (skid or I's output, if it loads) against stage 1's next (h0 or h1): the
-        # four comparisons in parallel, the choices (ps_v, adv, p_load) at the last multiplexers
-        k_s, k_i, k_0, k_1 = key(ps.beat.hdr), key(i_d.beat.hdr), key(h0), key(h1)
-        m.d.sync += same_key.eq(Mux(p_load,
-                                    Mux(ps_v, Mux(adv, k_s == k_0, k_s == k_1), Mux(adv, k_i == k_0, k_i == k_1)),
-                                    Mux(adv, Const(1), k_0 == k_1)))
         other_chunk = (slot0 == slot1) & ~same_key
         if not self.words:
             run_hit = (clr & oh0).any()
@@ -840,9 +672,7 @@ class Reducer(wiring.Component):
         # (completion at the head, or on completion) is marked ``emit``: those responses are the
         # result rows, its header goes to the assembler with the last row.
         op_c = Mux(first1, op, op_r)
-        rem = Signal(17)
-        m.d.comb += rem.eq(h1.element_count - (idx1 << (L.bit_length() - 1)))
-        lane_ok = Cat(*[rem > k for k in range(L)])
+        lane_ok = row_lanes(m, h1.element_count, idx1, L)  # hdl/stage2_issue.py
         has_cmd = Signal()  # copy of v2 & (op2 != OP_NONE): stage 2 pushes a command
         # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
         # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
@@ -876,32 +706,16 @@ class Reducer(wiring.Component):
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
             | arb.copy_error | emit.copy_error | asm.copy_error)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
-        stag = Signal(store_tag_layout(S))
-        m.d.comb += [stag.slot.eq(slot2), stag.write.eq(op2 == OP_WRITE), stag.emit.eq(emit2),
-                     stag.last.eq(last2)]
-        m.d.comb += [
-            arb.push.eq(push_c), arb.push_marker.eq(~has_cmd), arb.push_then_emit.eq(queued),
-            arb.push_cmd.op.eq(Mux(op2 == OP_WRITE, Op.WRITE, Op.ADD)), arb.push_cmd.row.eq(row2),
-            arb.push_cmd.data.eq(d2), arb.push_cmd.lanes.eq(lanes2), arb.push_cmd.tag.eq(stag),
-        ]
+        store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=op2, row=row2, data_=d2,
+                      lanes_=lanes2, slot=slot2, emit=emit2, last=last2, slots=S)  # hdl/stage2_issue.py
         # the emitting message's result header (tag_r: its decision's tag, still held)
-        hc = asm.hdr_c.payload
-        m.d.comb += [
-            asm.hdr_c.valid.eq(push_now & emit2),
-            hc.msg_type.eq(wire.MsgType.RESULT), hc.flags.eq(0), hc.group_id.eq(tag_r.group),
-            hc.job_id.eq(tag_r.job), hc.round_id.eq(tag_r.round), hc.chunk.eq(tag_r.chunk),
-            hc.sender_id.eq(0), hc.scale_exp.eq(tag_r.scale), hc.element_count.eq(tag_r.count),
-            hc.session.eq(tag_r.session),
-        ]
+        m.d.comb += asm.hdr_c.valid.eq(push_now & emit2)
+        result_header(m, asm.hdr_c.payload, tag_r)
         # the release entry is queued with the message's last command (or marker); when the
         # message emits its own chunk, the entry is the run behind it, from the next chunk on
         cfg_e = select_job_entry(m, jc, self.jobs, entry_r.job, "cfg_e")
         m.d.comb += [q_push.eq(queued), q_in.eq(entry_r), queue.mask.eq(mask_r)]
-        with m.If(emit2):
-            m.d.comb += [q_in.chunk.eq(entry_r.chunk + 1), q_in.slot.eq(slot_of(cfg_e, entry_r.chunk + 1, sb)),
-                         q_in.more.eq(entry_r.more - 1)]
-        with m.Else():
-            m.d.comb += q_in.more.eq(0)  # a resend: no run (copy_error)
+        run_behind(m, q_in, entry_r, emit2, cfg_e, sb)
 
         if self.slot_memory == "dram":
             # ``more``: the message (contribution or result) has more rows, so the DRAM store

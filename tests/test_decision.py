@@ -295,12 +295,19 @@ def test_head_check_against_the_twin() -> None:
         | {(f, 0, 0, 0) for f in (0, 1)} <= seen, seen
 
 
-def test_head_check_rejects_bad_sizes() -> None:
-    """One-line errors naming the parameter and its range."""
-    with pytest.raises(ValueError, match="jobs must be at least 1"):
-        HeadCheck(0, 4)
-    with pytest.raises(ValueError, match="run_bits must be in 1..32"):
-        HeadCheck(2, 0)
+@pytest.mark.parametrize(("jobs", "run_bits", "message"), [
+    (0, 4, "jobs must be 1..16, got 0"),
+    (17, 4, "jobs must be 1..16, got 17"),
+    (2, 0, "run_bits must be 1..32, got 0"),
+    (2, 33, "run_bits must be 1..32, got 33"),
+    (2.0, 4, "jobs must be an integer, got 2.0"),
+])
+def test_head_check_rejects_bad_sizes(jobs, run_bits, message) -> None:
+    """One-line errors naming the parameter and its range, from hdl/params.py's single check
+    (the same text as the core's for ``jobs``)."""
+    with pytest.raises(ValueError) as err:
+        HeadCheck(jobs, run_bits)
+    assert str(err.value) == message
 
 
 def test_pending_effect_is_the_models_step() -> None:

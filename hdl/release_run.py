@@ -1,0 +1,142 @@
+"""The in-order release run, out of ``Reducer.elaborate`` (issue 16 item 6; docs/reducer.md,
+"Parts built inline"): the slots released with a chunk that completes at its job's head.
+
+Stage 0 scans the pending bits (``scan_slots``: the shared carry chain of hdl/release_scan.py
+over the S bits doubled, so the scan wraps, folded back to slot order) for the first slot of the
+job's region, from the start slot on, that is not pending; stage 1 turns that one-hot position
+into the run length (``run_of``: chunks released after the completing one), from a per-slot
+distance table (S <= ``Reducer.RUN_TABLE_MAX_SLOTS``) or an encoder and a subtractor.
+
+Functions that build their logic into the caller's module, not components: a component boundary
+would add ports and a hierarchy level to the reducer's RTLIL, which tests/test_default_rtl.py pins
+(the netlist being placed). ``ReleaseRun`` and ``ReleaseScans`` wrap them for the unit tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .params import check_core_params
+from .release_scan import onehot_index, release_scan
+
+__all__ = ["ReleaseRun", "ReleaseScans", "ScanPair", "release_run_layout", "release_scans", "run_of",
+           "scan_slots"]
+
+
+def scan_slots(m: Module, x: Value, below: Value, region: Value, tag: str) -> tuple[Value, Value]:
+    """(first zero one-hot, slots cleared) of the in-order release scan over ``x`` (S bits: 1 =
+    pending or outside the region), from the slot above ``below`` (thermometer of the slots
+    below the start slot), the cleared slots kept inside ``region``."""
+    s = len(x)
+    fz2, clr2, _ = release_scan(m, x, x, below, tag)
+    return fz2[:s] | fz2[s : 2 * s], (clr2[:s] | clr2[s:]) & region
+
+
+@dataclass(frozen=True)
+class ScanPair:
+    """``release_scans``' registers: the scan without (``fz_a``, ``clr_a``) and with (``fz_b``,
+    ``clr_b``) the pending bit of stage 1's slot."""
+
+    fz_a: Value
+    clr_a: Value
+    fz_b: Value
+    clr_b: Value
+
+
+def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value, lm0: Value, lm1: Value,
+                  region0: Value, region1: Value) -> ScanPair:
+    """Register both scans for the beat that will be in stage 1 (P's: ``oh0`` its slot one-hot,
+    ``lm0`` the slots below its start, ``region0`` its job's region, if ``adv``; else stage 1's
+    own ``oh1`` / ``lm1`` / ``region1``) over the pending bits ``pend`` (S bits, the last
+    decision applied): without and with the bit the decision of this cycle may set (stage 1's
+    slot ``oh1``, completing behind the head); stage 1 picks one with fx_s. A run this decision
+    clears cannot change the next scan: that scan would stop earlier, at the slot this decision
+    completes (not pending), which lies between its start and the cleared run. The beat's own
+    slot is never pending in its scan (it stops there at the latest)."""
+    S = len(pend)  # noqa: N806 - the slot count, as in the reducer
+    own_n = Mux(adv, oh0, oh1)
+    lm_n = Mux(adv, lm0, lm1)
+    reg_n = Mux(adv, region0, region1)
+    xa = (pend & ~own_n) | ~reg_n
+    xb = ((pend | oh1) & ~own_n) | ~reg_n
+
+    fz_a, fz_b = Signal(S), Signal(S)
+    clr_a, clr_b = Signal(S), Signal(S)
+    fa, ca = scan_slots(m, xa, lm_n, reg_n, "a")
+    fb, cb = scan_slots(m, xb, lm_n, reg_n, "b")
+    m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
+    return ScanPair(fz_a=fz_a, clr_a=clr_a, fz_b=fz_b, clr_b=clr_b)
+
+
+def run_of(m: Module, fz: Value, tag: str, *, start: Value, wmask: Value,
+           dist_tab: Sequence[Value] = ()) -> Value:
+    """The run length (``len(start)`` bits) for the first-zero one-hot ``fz``: its distance from
+    ``start`` in the window (``& wmask``, window - 1). With ``dist_tab`` (slot i's distance,
+    registered) an AND-OR over the table; without, an encoder and a subtractor."""
+    sb = len(start)
+    run_ = Signal(sb, name=f"run_{tag}")
+    if dist_tab:
+        # run = ((p - start) & (window - 1)) with p one-hot: an AND-OR over the per-slot
+        # distances registered in stage 0 (no encoder and subtractor)
+        m.d.comb += run_.eq(Cat(*[
+            Cat(*[fz[i] & dist_tab[i][b] for i in range(len(fz))]).any() for b in range(sb)
+        ]))
+    else:
+        p_slot = Signal(sb, name=f"p_slot_{tag}")
+        m.d.comb += p_slot.eq(onehot_index(fz))
+        m.d.comb += run_.eq((p_slot - start)[:sb] & wmask)
+    return run_
+
+
+def release_run_layout(slots: int) -> data.StructLayout:
+    """``ReleaseRun``'s result: the first slot not pending (one-hot), the slots the run clears,
+    the run length."""
+    return data.StructLayout({"first_zero": slots, "clr": slots, "run": (slots - 1).bit_length()})
+
+
+class ReleaseRun(wiring.Component):
+    """``scan_slots`` then ``run_of`` as one combinational component (the unit tests): ``x``
+    (pending or outside the region), ``below``, ``region`` (S bits each), ``start`` (the start
+    slot), ``wmask`` (window - 1) in; ``out`` (``release_run_layout``). ``table``: the
+    distance-table form of ``run_of`` (its table built here from ``start`` and ``wmask``)."""
+
+    def __init__(self, slots: int, *, table: bool) -> None:
+        check_core_params(slots=slots)
+        self.slots, self.table = slots, table
+        sb = (slots - 1).bit_length()
+        super().__init__({"x": In(slots), "below": In(slots), "region": In(slots), "start": In(sb),
+                          "wmask": In(sb), "out": Out(release_run_layout(slots))})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        sb = len(self.start)
+        fz, clr = scan_slots(m, self.x, self.below, self.region, "t")
+        tab = [((i - self.start)[:sb] & self.wmask) for i in range(self.slots)] if self.table else ()
+        m.d.comb += [self.out.first_zero.eq(fz), self.out.clr.eq(clr),
+                     self.out.run.eq(run_of(m, fz, "t", start=self.start, wmask=self.wmask, dist_tab=tab))]
+        return m
+
+
+class ReleaseScans(wiring.Component):
+    """``release_scans`` as a component (the unit tests): ``pend``, ``adv``, ``oh0`` / ``oh1``,
+    ``lm0`` / ``lm1``, ``region0`` / ``region1`` (S bits each) in; ``a`` and ``b``
+    (``release_run_layout`` without the run: first_zero, clr) a cycle later."""
+
+    def __init__(self, slots: int) -> None:
+        check_core_params(slots=slots)
+        vec = {n: In(slots) for n in ("pend", "oh0", "oh1", "lm0", "lm1", "region0", "region1")}
+        out = data.StructLayout({"first_zero": slots, "clr": slots})
+        super().__init__({**vec, "adv": In(1), "a": Out(out), "b": Out(out)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        sp = release_scans(m, self.pend, adv=self.adv, oh0=self.oh0, oh1=self.oh1, lm0=self.lm0, lm1=self.lm1,
+                           region0=self.region0, region1=self.region1)
+        m.d.comb += [self.a.first_zero.eq(sp.fz_a), self.a.clr.eq(sp.clr_a),
+                     self.b.first_zero.eq(sp.fz_b), self.b.clr.eq(sp.clr_b)]
+        return m
