@@ -72,8 +72,10 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   W = 64), so neither is visible in the data rate but for one-beat messages. Holding C0 also
   until the PEEK's scan ends would cost every release one cycle more; the candidate need not
   wait for it, its C2 comes after the data cycle.
-  The regions are the whole ring (base 0, every job's chunks in all S slots); the reducer's
-  per-job regions (``base``, ``log2_window``) and the window reset's CLEAR are not wired yet.
+  Without ``regions`` every job's region is the whole ring (base 0, its chunks in all S
+  slots); with ``regions=True`` each job has the reducer's region (``base``, ``log2_window``)
+  and the window reset's ``reset`` stream CLEARs it (below; the records themselves are freed by
+  ``hdl/free_sweep.py``).
 
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
 without its effect (the engine's contract broken), ``PendingWords`` refused an operation, a
