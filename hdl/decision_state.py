@@ -74,8 +74,8 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   wait for it, its C2 comes after the data cycle.
   Without ``regions`` every job's region is the whole ring (base 0, its chunks in all S
   slots); with ``regions=True`` each job has the reducer's region (``base``, ``log2_window``)
-  and the window reset's ``reset`` stream CLEARs it (the class docstring; the records themselves are freed by
-  ``hdl/free_sweep.py``).
+  and the window reset's ``reset`` stream CLEARs it (the class docstring; the records
+  themselves are freed by ``hdl/free_sweep.py``).
 
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
 without its effect (the engine's contract broken), ``PendingWords`` refused an operation, a
