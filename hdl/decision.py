@@ -7,10 +7,14 @@ the model's order of checks (``priority``) -> the outcome (data op, resend, the 
 state, the release entry's push, the effect on the head / pending bits). The checks as functions and one
 table of cases:
 
-* ``DecisionTable``: the reducer's form (cut 10, docs/reducer.md "The decision as a table of its
+* ``decision_table``: the reducer's form (cut 10, docs/reducer.md "The decision as a table of its
   late inputs"): the outcome worked out for each of six cases of its three late inputs (the
   checks' source ``live``, the previous decision's ``fx_c`` / ``fx_s``) from the other inputs,
-  those three picking at the last multiplexers;
+  those three picking at the last multiplexers. The reducer builds it inline, into its own
+  module with main 6d9e5c0's names and statement order, so its RTLIL (pinned by
+  tests/test_default_rtl.py) is that placed netlist's: as a submodule it was another netlist,
+  2-10 MHz lower at 7 of 8 seeds (docs/benchmarks.md). ``DecisionTable`` wraps it as a
+  component (the unit tests, ``TagDecision``);
 * ``TagDecision`` (hdl/tag_decision.py): header fields, the slot's tag, the job's head and the
   slot's pending bit in; the outcome code, op, the tag to write and the effect out (one case of
   the same table: no late inputs). The form a record engine's modify function can reuse

@@ -10,7 +10,7 @@ in docs/reducer.md; the parts, one component per file:
 * stages 0-2 (this file): stage 0 (P's output) computes everything stage 1 needs a cycle
   ahead for the beat that will be in stage 1 — tag comparisons against memory and both pending
   writes, head checks, pin checks, the release-scan vector — and registers it; stage 1 makes the
-  outcome decision on the first beat (``DecisionTable``, hdl/decision.py: the checks, the model's
+  outcome decision on the first beat (``decision_table``, hdl/decision.py: the checks, the model's
   order of checks and the outcome, combinational; the tag checks, hdl/stage1_tag_checks.py; the
   release run, hdl/release_run.py; pinning, hdl/pin_terms.py; room, hdl/stage_room.py; stage 2's
   commands, hdl/stage2_issue.py: functions built into this module, docs/reducer.md "Parts
@@ -526,7 +526,7 @@ class Reducer(wiring.Component):
         # that decision wrote, ck_live, or stage 0's, ck_pre) and fx_c / fx_s (it completed a
         # chunk at its job's head / behind it: stage 1's pending bit and forwarded head). The
         # outcome (DecisionOutcome) is worked out for each of the six cases from the other
-        # flip-flops alone, and those three pick at the last multiplexers (DecisionTable): no
+        # flip-flops alone, and those three pick at the last multiplexers (decision_table): no
         # net of the decision is shared before them, and the checks' flip-flops reach every
         # endpoint through the case's logic only (cut 9's seeds 3 / 7 / 8: ck_pre -> prio_in ->
         # queued_d -> push_c 8.44 ns).
