@@ -7,10 +7,14 @@ the model's order of checks (``priority``) -> the outcome (data op, resend, the 
 state, the release entry's push, the effect on the head / pending bits). The checks as functions and one
 table of cases:
 
-* ``DecisionTable``: the reducer's form (cut 10, docs/reducer.md "The decision as a table of its
+* ``decision_table``: the reducer's form (cut 10, docs/reducer.md "The decision as a table of its
   late inputs"): the outcome worked out for each of six cases of its three late inputs (the
   checks' source ``live``, the previous decision's ``fx_c`` / ``fx_s``) from the other inputs,
-  those three picking at the last multiplexers;
+  those three picking at the last multiplexers. The reducer builds it inline, into its own
+  module with main 6d9e5c0's names and statement order, so its RTLIL (pinned by
+  tests/test_default_rtl.py) is that placed netlist's: as a submodule it was another netlist,
+  2-10 MHz lower at 7 of 8 seeds (docs/benchmarks.md). ``DecisionTable`` wraps it as a
+  component (the unit tests, ``TagDecision``);
 * ``TagDecision`` (hdl/tag_decision.py): header fields, the slot's tag, the job's head and the
   slot's pending bit in; the outcome code, op, the tag to write and the effect out (one case of
   the same table: no late inputs). The form a record engine's modify function can reuse
@@ -18,6 +22,8 @@ table of cases:
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
@@ -44,8 +50,8 @@ from .reducer_layouts import (
     slot_tag_layout,
 )
 
-__all__ = ["DecisionTable", "hdr_checks", "head_flags", "header_fields", "new_tag", "prio_of", "priority",
-           "tag_checks", "tag_fields"]
+__all__ = ["DecisionTable", "decision_table", "hdr_checks", "head_flags", "head_terms", "header_fields", "new_bitmap", "new_tag", "prio_of", "priority",
+           "tag_checks", "tag_fields", "tag_write"]
 
 
 def hdr_checks(t: Value, h: Value, jb: int) -> tuple[Value, Value, Value]:
@@ -82,9 +88,15 @@ def tag_checks(t: Value, h: Value, bit: Value, members: Value, jb: int) -> Value
                       older=hc.job_eq & ~hc.chunk_eq & ~hc.back)
 
 
+def head_terms(chunk: Value, cw: Value, head: Value) -> dict[str, Value]:
+    """HeadChecks' fields of ``chunk`` (``cw`` = chunk - window) against its job's ``head``, by
+    name, unpacked (each field's logic built only where it is used: ``head_checks``)."""
+    return {"late": (chunk - head)[31], "below_end": (cw - head)[31], "at_head": chunk == head}
+
+
 def head_flags(chunk: Value, cw: Value, head: Value) -> Value:
     """HeadChecks of ``chunk`` (``cw`` = chunk - window) against its job's ``head``."""
-    return pack_flags(HeadChecks, late=(chunk - head)[31], below_end=(cw - head)[31], at_head=chunk == head)
+    return pack_flags(HeadChecks, **head_terms(chunk, cw, head))
 
 
 def priority(m: Module, c: Value) -> tuple[Value, Value, Value]:
@@ -127,22 +139,82 @@ def prio_of(k: Value, p1: Value, late: Value, oow: Value, f: Value) -> Value:
         busy=k.active | (k.done & p1), older=released & k.older)
 
 
-def new_tag(m: Module, h: Value, jb: int, done: Value, same: Value, bitmap: Value, bit: Value,
-            nbm1: Value, jobs: int) -> Value:
-    """The tag a decision writes (ADD: the same chunk, WRITE: a new one, so the bitmap follows
-    from ``same`` alone): ``done`` -> DONE else ACTIVE, ``h``'s fields, ``nbm1`` beats - 1."""
-    t = Signal(slot_tag_layout(jobs), name="tag_d")
-    m.d.comb += [
+def new_bitmap(m: Module, same: Value, bitmap: Value, bit: Value) -> Signal:
+    """The bitmap of the tag a decision writes: ADD (the same chunk) adds ``bit`` to ``bitmap``,
+    WRITE (a new chunk) starts with it, so it follows from ``same`` alone."""
+    nb = Signal(32, name="new_bitmap")
+    m.d.comb += nb.eq(Mux(same, bitmap | bit, bit))
+    return nb
+
+
+def tag_write(t: Value, h: Value, jb: int, done: Value, nbm1: Value, bitmap: Value) -> list:
+    """The statements that set the tag ``t`` a decision writes: ``done`` -> DONE else ACTIVE,
+    ``h``'s fields, ``nbm1`` beats - 1, ``bitmap`` (``new_bitmap``)."""
+    return [
         t.state.eq(Mux(done, DONE, ACTIVE)), t.job.eq(h.job_id[:jb]), t.round.eq(h.round_id),
         t.chunk.eq(h.chunk), t.group.eq(h.group_id), t.scale.eq(h.scale_exp),
-        t.count.eq(h.element_count), t.session.eq(h.session), t.nbm1.eq(nbm1),
-        t.bitmap.eq(Mux(same, bitmap | bit, bit)),
+        t.count.eq(h.element_count), t.session.eq(h.session), t.nbm1.eq(nbm1), t.bitmap.eq(bitmap),
     ]
+
+
+def new_tag(m: Module, h: Value, jb: int, done: Value, same: Value, bitmap: Value, bit: Value,
+            nbm1: Value, jobs: int) -> Value:
+    """The tag a decision writes (``new_bitmap``, ``tag_write``), as a new signal."""
+    t = Signal(slot_tag_layout(jobs), name="tag_d")
+    m.d.comb += tag_write(t, h, jb, done, nbm1, new_bitmap(m, same, bitmap, bit))
     return t
 
 
+def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_fwd: Any, fwd_job: Value,
+                   pending: Any, flags: Any, late: Any) -> dict[str, Value]:
+    """Stage 1's decision as a table of its late inputs (cut 10), built into ``m``: the outcome
+    (DecisionOutcome's fields, by name) for each of six cases, picked by ``late``'s ``live`` /
+    ``fx_c`` / ``fx_s`` at the last multiplexers. The reducer calls it inline (no hierarchy
+    level, so its pinned RTLIL is main 6d9e5c0's, whose Fmax was placed); ``DecisionTable``
+    wraps it. Inputs as ``DecisionTable``'s ports, each a view or any object with the fields'
+    names as attributes (``head``: HeadChecks, ``head_fwd``: late / below_end / at_head,
+    ``pending``: bit / clr / set, ``flags``: DecisionFlags, ``late``: DecisionLate)."""
+    f, hc, pd = flags, head, pending
+
+    def case(k: Value, c: int, s_: int) -> dict[str, Value]:
+        """The outcome with the checks ``k`` when the previous decision completed a chunk at
+        the head (``c``), behind it (``s_``) or neither: from flip-flops only."""
+        if c:  # the head this decision forwarded, for stage 1's job
+            late_v = Mux(fwd_job, head_fwd.late, hc.late)
+            below_v = Mux(fwd_job, head_fwd.below_end, hc.below_end)
+            at_head_v = Mux(fwd_job, head_fwd.at_head, hc.at_head)
+        else:
+            late_v, below_v, at_head_v = hc.late, hc.below_end, hc.at_head
+        p1 = pd.bit & ~pd.clr if c else (pd.bit | pd.set) if s_ else pd.bit
+        _, op_k, resend_k = priority(m, PriorityInputs(prio_of(k, p1, late_v, ~late_v & ~below_v, f)))
+        op_nz_k = op_k != OP_NONE
+        done_k = Mux(k.same, k.cadd, f.cwrite)  # the tag written is complete
+        comp_k = op_nz_k & done_k  # completes the chunk
+        push_k = resend_k | (comp_k & (~f.in_order | at_head_v))  # pushes a release entry
+        queued_k = push_k & (resend_k | (f.in_order & f.run_nz))  # ... that goes to the emitter
+        opc_nz = Mux(f.first, op_nz_k, f.op_r_nz)  # stage 1's beat has a data op
+        return {
+            "op": op_k, "resend": resend_k, "done": done_k, "push": push_k, "queued": queued_k,
+            "fxc": comp_k & at_head_v, "fxs": comp_k & ~at_head_v, "opc_nz": opc_nz,
+            # the command FIFO's push (stage 2 pushes a command or a marker)
+            "push_c": f.valid & f.adv & (opc_nz | (f.last & Mux(f.first, queued_k, f.queued_r))),
+        }
+
+    cases = {(t, c, s_): case(k, c, s_) for t, k in ((1, ck_live), (0, ck_pre))
+             for c, s_ in ((0, 0), (1, 0), (0, 1))}
+    # field by field: an output that is the same in every case (e.g. ``done``: not on fx_c /
+    # fx_s) folds to no multiplexer
+    out = {}
+    for name, _ in DecisionOutcome:
+        by_t = [Mux(late.fx_c, cases[t, 1, 0][name], Mux(late.fx_s, cases[t, 0, 1][name], cases[t, 0, 0][name]))
+                for t in (0, 1)]
+        out[name] = Mux(late.live, by_t[1], by_t[0])
+    return out
+
+
 class DecisionTable(wiring.Component):
-    """Stage 1's decision as a table of its late inputs (cut 10; module docstring).
+    """Stage 1's decision as a table of its late inputs (cut 10; ``decision_table``, wrapped for
+    the unit tests and ``TagDecision``).
 
     In: ``ck_pre`` / ``ck_live`` (TagChecks from stage 0 / against the tag the previous decision
     wrote), ``head`` (HeadChecks, registered), ``head_fwd`` (HeadChecks against the head the
@@ -158,42 +230,10 @@ class DecisionTable(wiring.Component):
             "flags": In(DecisionFlags), "late": In(DecisionLate), "out": Out(DecisionOutcome),
         })
 
-    def case(self, m: Module, k: Value, c: int, s_: int) -> Value:
-        """The outcome with the checks ``k`` when the previous decision completed a chunk at
-        the head (``c``), behind it (``s_``) or neither: from flip-flops only."""
-        f, hc, pd = self.flags, self.head, self.pending
-        if c:  # the head this decision forwarded, for stage 1's job (field by field, as before)
-            hd = HeadChecks(pack_flags(HeadChecks, **{n: Mux(self.fwd_job, getattr(self.head_fwd, n), getattr(hc, n))
-                                                      for n, _ in HeadChecks}))
-        else:
-            hd = hc
-        p1 = pd.bit & ~pd.clr if c else (pd.bit | pd.set) if s_ else pd.bit
-        _, op_k, resend_k = priority(m, PriorityInputs(prio_of(k, p1, hd.late, ~hd.late & ~hd.below_end, f)))
-        op_nz_k = op_k != OP_NONE
-        done_k = Mux(k.same, k.cadd, f.cwrite)  # the tag written is complete
-        comp_k = op_nz_k & done_k  # completes the chunk
-        push_k = resend_k | (comp_k & (~f.in_order | hd.at_head))  # pushes a release entry
-        queued_k = push_k & (resend_k | (f.in_order & f.run_nz))  # ... that goes to the emitter
-        opc_nz = Mux(f.first, op_nz_k, f.op_r_nz)  # stage 1's beat has a data op
-        o = Signal(DecisionOutcome, name=f"case_{int(k is self.ck_live)}{c}{s_}")
-        m.d.comb += [
-            o.op.eq(op_k), o.resend.eq(resend_k), o.done.eq(done_k), o.push.eq(push_k),
-            o.queued.eq(queued_k), o.fxc.eq(comp_k & hd.at_head), o.fxs.eq(comp_k & ~hd.at_head),
-            o.opc_nz.eq(opc_nz),
-            # the command FIFO's push (stage 2 pushes a command or a marker)
-            o.push_c.eq(f.valid & f.adv & (opc_nz | (f.last & Mux(f.first, queued_k, f.queued_r)))),
-        ]
-        return o
-
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        lt = self.late
-        cases = [[self.case(m, k, c, s_) for c, s_ in ((0, 0), (1, 0), (0, 1))] for k in (self.ck_pre, self.ck_live)]
-        # field by field: an output that is the same in every case (e.g. ``done``: not on fx_c /
-        # fx_s) folds to no multiplexer, as with one signal per output before
-        for name, _ in DecisionOutcome:
-            by_src = [Mux(lt.fx_c, getattr(at_head, name), Mux(lt.fx_s, getattr(behind, name), getattr(none, name)))
-                      for none, at_head, behind in cases]
-            m.d.comb += getattr(self.out, name).eq(Mux(lt.live, by_src[1], by_src[0]))
+        out = decision_table(m, ck_pre=self.ck_pre, ck_live=self.ck_live, head=self.head,
+                             head_fwd=self.head_fwd, fwd_job=self.fwd_job, pending=self.pending,
+                             flags=self.flags, late=self.late)
+        m.d.comb += [getattr(self.out, name).eq(v) for name, v in out.items()]
         return m
-

@@ -20,7 +20,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .decision import head_flags
+from .decision import head_terms
 from .params import check_core_params
 from .reducer_layouts import HeadChecks, bits_for, forwarded_head_layout, pack_flags
 
@@ -56,9 +56,9 @@ def head_checks(m: Module, job: Value, chunk: Value, cw: Value, heads: Sequence[
                 m.d.comb += hj.eq(h)
     sel = fwd & (fwd_job == job)
     d_f, dw_f = minus_hn(m, chunk, cp1, run), minus_hn(m, cw, cp1, run)
-    hf = HeadChecks(head_flags(chunk, cw, hj))
-    return pack_flags(HeadChecks, late=Mux(sel, d_f[31], hf.late), below_end=Mux(sel, dw_f[31], hf.below_end),
-                      at_head=Mux(sel, eq_hn(chunk, cp1, run), hf.at_head))
+    hf = head_terms(chunk, cw, hj)
+    return pack_flags(HeadChecks, late=Mux(sel, d_f[31], hf["late"]), below_end=Mux(sel, dw_f[31], hf["below_end"]),
+                      at_head=Mux(sel, eq_hn(chunk, cp1, run), hf["at_head"]))
 
 
 class HeadCheck(wiring.Component):

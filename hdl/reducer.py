@@ -10,7 +10,7 @@ in docs/reducer.md; the parts, one component per file:
 * stages 0-2 (this file): stage 0 (P's output) computes everything stage 1 needs a cycle
   ahead for the beat that will be in stage 1 — tag comparisons against memory and both pending
   writes, head checks, pin checks, the release-scan vector — and registers it; stage 1 makes the
-  outcome decision on the first beat (``DecisionTable``, hdl/decision.py: the checks, the model's
+  outcome decision on the first beat (``decision_table``, hdl/decision.py: the checks, the model's
   order of checks and the outcome, combinational; the tag checks, hdl/stage1_tag_checks.py; the
   release run, hdl/release_run.py; pinning, hdl/pin_terms.py; room, hdl/stage_room.py; stage 2's
   commands, hdl/stage2_issue.py: functions built into this module, docs/reducer.md "Parts
@@ -33,6 +33,8 @@ a pinned slot, or a window reset. Requires disjoint job regions (``base .. base 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -41,10 +43,11 @@ from amaranth.lib.wiring import In, Out
 from .axi4 import axi4_forward
 from .command_arbiter import CMD_DEPTH, CommandArbiter
 from .decision import (
-    DecisionTable,
-    new_tag,
+    decision_table,
+    new_bitmap,
     prio_of,
     priority,
+    tag_write,
 )
 from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .head_check import head_checks
@@ -67,11 +70,9 @@ from .reducer_input import InputStages
 from .reducer_layouts import (
     FREE,
     OP_NONE,
-    DecisionFlags,
     HeadChecks,
     PriorityInputs,
     bits_for,
-    pack_flags,
     slot_tag_layout,
     store_tag_layout,
 )
@@ -449,7 +450,8 @@ class Reducer(wiring.Component):
         # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
         # low sb bits changes the upper bits, and it reaches bit 31 only if bits sb..30 are zero
         # (the low-bit compares with the run registered with fx_run: run_lt / run_ltw / run_eq)
-        run_lt, run_ltw, run_eq = Signal(), Signal(), Signal()
+        # run_eq (and sset_p below) unnamed, as in 6d9e5c0's netlist (the pinned RTLIL)
+        run_lt, run_ltw, run_eq = Signal(), Signal(), Signal(name="$signal")
         late_f = delta1[31] ^ (run_lt & d_hz1)
         wneg_f = deltaw1[31] ^ (run_ltw & dw_hz1)
         late = Mux(fwd_head, late_f, hc_r.late)
@@ -458,7 +460,7 @@ class Reducer(wiring.Component):
         # next pending register, and whether the decision made then clears (its release run) or
         # sets (its own slot) it; fx_c / fx_s say whether it did (no S:1 multiplexer here)
         if not self.words:
-            pre_p, cclr_p, sset_p = Signal(), Signal(), Signal()
+            pre_p, cclr_p, sset_p = Signal(), Signal(), Signal(name="$signal")
         else:
             # words: the bit read a cycle ahead at the slot stage 1 holds now (pw.rd_bit[0]); no
             # decision in the last cycle changed a pending bit (its operation held the PEEK)
@@ -503,13 +505,20 @@ class Reducer(wiring.Component):
         # the outcome code for the counters is worked out a cycle later from the registered
         # inputs (separate logic, so it does not pull the decision towards the counters; the
         # decision below computes none of these nets: it works out each case of its late inputs)
-        dflags = Signal(DecisionFlags)  # stage 1's flags for the decision (DecisionTable, below)
+        if not self.words:
+            run_nz = Mux(fxw_sn, run_a != 0, run_b != 0)  # run != 0
+        else:
+            run_nz = pc.run != 0
+        op_r, queued_r = Signal(2, name="op_r"), Signal(name="queued_r")
+        # stage 1's flags for the decision (DecisionFlags' fields; decision_table, below)
+        dflags = SimpleNamespace(valid=v1, first=first1, last=last1, adv=adv, unconf=unconf1, nonmem=nonmem1,
+                                 in_order=in_order, cwrite=cwrite1, op_r_nz=op_r != OP_NONE, queued_r=queued_r,
+                                 run_nz=run_nz)
         prio_r = Signal(PriorityInputs)
         m.d.sync += prio_r.eq(prio_of(ck, pend1, late, oow, dflags))
         code, _, _ = priority(m, prio_r)
-        # the message's data op held for its later beats (decided on its first beat); queued_r:
-        # its release entry goes to the emitter (below, with the decision's registers)
-        op_r, queued_r = Signal(2, name="op_r"), Signal(name="queued_r")
+        # op_r: the message's data op held for its later beats (decided on its first beat);
+        # queued_r: its release entry goes to the emitter (below, with the decision's registers)
 
         # ---- the decision as a table of its late inputs (cut 10; hdl/decision.py) ----
         # Every input of stage 1's outcome is a flip-flop at the start of the decision cycle, but
@@ -517,34 +526,23 @@ class Reducer(wiring.Component):
         # that decision wrote, ck_live, or stage 0's, ck_pre) and fx_c / fx_s (it completed a
         # chunk at its job's head / behind it: stage 1's pending bit and forwarded head). The
         # outcome (DecisionOutcome) is worked out for each of the six cases from the other
-        # flip-flops alone, and those three pick at the last multiplexers (DecisionTable): no
+        # flip-flops alone, and those three pick at the last multiplexers (decision_table): no
         # net of the decision is shared before them, and the checks' flip-flops reach every
         # endpoint through the case's logic only (cut 9's seeds 3 / 7 / 8: ck_pre -> prio_in ->
         # queued_d -> push_c 8.44 ns).
-        if not self.words:
-            run_nz = Mux(fxw_sn, run_a != 0, run_b != 0)  # run != 0
-        else:
-            run_nz = pc.run != 0
-        m.submodules.decision = dec = DecisionTable()
-        m.d.comb += [
-            dflags.valid.eq(v1), dflags.first.eq(first1), dflags.last.eq(last1), dflags.adv.eq(adv),
-            dflags.unconf.eq(unconf1), dflags.nonmem.eq(nonmem1), dflags.in_order.eq(in_order),
-            dflags.cwrite.eq(cwrite1), dflags.op_r_nz.eq(op_r != OP_NONE), dflags.queued_r.eq(queued_r),
-            dflags.run_nz.eq(run_nz),
-            dec.flags.eq(dflags), dec.ck_pre.eq(ck_pre), dec.ck_live.eq(ck_live), dec.head.eq(hc_r),
-            dec.head_fwd.eq(pack_flags(HeadChecks, late=late_f, below_end=wneg_f,
-                                       at_head=(delta1[sb:] == 0) & run_eq)),
-            dec.fwd_job.eq(fwd_job1),
-            dec.pending.bit.eq(pre_p), dec.pending.clr.eq(cclr_p), dec.pending.set.eq(sset_p),
-            dec.late.live.eq(thit_h), dec.late.fx_c.eq(fx_c), dec.late.fx_s.eq(fx_s),
-        ]
-        out = dec.out
+        out = decision_table(m, ck_pre=ck_pre, ck_live=ck_live, head=hc_r, fwd_job=fwd_job1,
+                             head_fwd=SimpleNamespace(late=late_f, below_end=wneg_f, at_head=(delta1[sb:] == 0) & run_eq),
+                             pending=SimpleNamespace(bit=pre_p, clr=cclr_p, set=sset_p), flags=dflags,
+                             late=SimpleNamespace(live=thit_h, fx_c=fx_c, fx_s=fx_s))  # hdl/decision.py
         op, resend, op_c_nz = Signal(2, name="op"), Signal(name="resend"), Signal(name="op_c_nz")
         done_new, push_d, queued_d = Signal(name="done_new"), Signal(name="push_d"), Signal(name="queued_d")
         fxc_n, fxs_n, push_c_n = Signal(name="fxc_n"), Signal(name="fxs_n"), Signal(name="push_c_n")
-        m.d.comb += [op.eq(out.op), resend.eq(out.resend), done_new.eq(out.done), push_d.eq(out.push),
-                     queued_d.eq(out.queued), fxc_n.eq(out.fxc), fxs_n.eq(out.fxs), op_c_nz.eq(out.opc_nz),
-                     push_c_n.eq(out.push_c)]
+        m.d.comb += [op.eq(out["op"]), resend.eq(out["resend"]), done_new.eq(out["done"]),
+                     push_d.eq(out["push"]), queued_d.eq(out["queued"]), fxc_n.eq(out["fxc"]),
+                     fxs_n.eq(out["fxs"]), op_c_nz.eq(out["opc_nz"]), push_c_n.eq(out["push_c"])]
+        # The tag is written only for ADD (same chunk) and WRITE (not the same chunk), so its
+        # bitmap follows from ``same`` alone (thit_h's select of the two sources).
+        new_bm = new_bitmap(m, same, bm, bit)
 
         # ---- pinning: a queued / emitting result holds its slot's data ----
         # Registered: pin_r is computed one cycle ahead for the beat that will be in stage 1,
@@ -579,14 +577,13 @@ class Reducer(wiring.Component):
 
         # decisions held for the later beats of the message
         entry_d = Signal(entry_layout)
-        # the tag is written only for ADD (same chunk) and WRITE (not the same chunk), so its
-        # bitmap follows from ``same`` alone (thit_h's select of the two sources)
-        tag_d = new_tag(m, h1, jb, done_new, same, bm, bit, nbm1_1, self.jobs)
+        tag_d = Signal(tag_layout)
         m.d.comb += [
             entry_d.job.eq(h1.job_id[:jb]),
             entry_d.chunk.eq(h1.chunk),
             entry_d.slot.eq(slot1),
             entry_d.resent.eq(resend),
+            *tag_write(tag_d, h1, jb, done_new, nbm1_1, new_bm),  # hdl/decision.py
         ]
         # ``more`` is the run whatever the decision (off the decision path); it counts only if
         # the entry releases a run (completion at the head, in order: fx_c the next cycle)
