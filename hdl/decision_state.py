@@ -25,12 +25,17 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
 - **The release run at the head.** A command that may complete its job's head chunk (a
   *release candidate*: ``c0_release`` / ``ahead_release``, from its side) needs ``late.run``, the
   pending slots right behind the head, and the head then advances by 1 + run. The run is
-  **peeked from the look-ahead**: ``PendingWords``' PEEK from the head's slot is issued in the
-  cycle the candidate is in C1 (the head read with C0's job a cycle before, on a second read
-  port of the heads), and its run comes out in the data cycle, the candidate's C2. A PEEK
-  cannot see the effects of the two commands ahead (not yet written) and would contend with
+  **peeked from C0**: ``PendingWords``' PEEK from the head's slot (read with C0's job a cycle
+  before, on a second read port of the heads) is issued while the candidate waits in C0, once
+  nothing is in flight (``quiet``: no command in C1 or C2, no effect being written, no release
+  going on), once per candidate (``peeked``); what its first step saw is registered in the
+  PEEK's data cycle (``pk_seen``, ``pk_done``), and the first part and whether the run is long
+  are taken from those at the candidate's C2, so no scan result reaches C2's modify
+  combinationally (the record path's Fmax, docs/benchmarks.md). The candidate may leave C0 in the PEEK's cycle: nothing else fires
+  before it (C0 is in order) and nothing is written meanwhile, so the run stays current. A
+  PEEK cannot see the effects of the commands ahead (not yet written) and would contend with
   their writes for ``PendingWords``' one operation port, so the candidate is **held in C0**
-  (``hold``, the engine's ``c0_hold``) while C1 or C2 holds a command: no bypass into a scan
+  (``hold``, the engine's ``c0_hold``) until they are written: no bypass into a scan
   result. The candidate's effect (``release``, ``run``, the new head) is written as a RELEASE
   from the old head's slot (the run cleared in its data cycle; its run checked against the
   peeked one) and bypassed into the pending bit of the next two commands (a slot among the
@@ -39,7 +44,8 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   with ``released_valid``, for the owner's release queue.
 - **Cost of the choice.** Commands that are not candidates are never held for the candidate
   itself, so commands to other jobs keep one per cycle unless they queue behind a held
-  candidate (C0 is in order): a candidate costs 0 to 2 cycles (2 behind back-to-back commands).
+  candidate (C0 is in order): a candidate costs 0 to 3 cycles (3 behind back-to-back commands
+  with effects; 2 before the PEEK moved to C0, when its run came combinationally into C2).
   The alternative, a hold on C0 for every command while a release is in progress, stops the
   commands of every job behind each at-head completion until its run is written.
 - **Runs longer than one step** (``RUN_STEP`` = 64 slots, the pending word): the candidate's
@@ -54,17 +60,18 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   ``released`` (start = the first part's head, the rest of the run). While it goes on
   (``busy``) **every** command waits in C0, not only the job's: ``PendingWords``' one operation
   port is the scan's (another job's SET or CLEAR could not be written; C2 cannot wait), and the
-  job's head is exact only at the end. Since C0 learns whether a run is long only in the
-  candidate's C2 (the PEEK's data cycle, too late for the command right behind it), every
+  job's head is exact only at the end. Since C0 learns whether a run is long only at the
+  candidate's C2 (``pk_long``, too late for the command right behind it), every
   command also waits while a candidate is in C1 or C2. **Cost** (measured in Amaranth's
   simulator, docs/large_slots.md): a command right behind a release at the head waits 2 cycles
-  (a release costs a back-to-back stream 4 cycles with the candidate's own wait), and a run over
+  (a release costs a back-to-back stream of commands with effects 5 cycles with the candidate's
+  own wait; 4 while the run came combinationally into C2), and a run over
   64 slots 3 to 10 more (65: 3, 128-200: 4, 300: 6, 511: 10 at S 512: the PEEK's further steps,
   then the RELEASE's, 128 slots a cycle each). Releases
   come at most once per chunk's last contribution (>= 125 rows of data per chunk at E = 499,
-  W = 64), so neither is visible in the data rate but for one-beat messages. The other way,
-  holding C0 until the scan ends before the candidate enters C1, costs every release 3 cycles
-  (the PEEK issued from C0 once C1, C2 and the effect's write are done, its run registered).
+  W = 64), so neither is visible in the data rate but for one-beat messages. Holding C0 also
+  until the PEEK's scan ends would cost every release one cycle more; the candidate need not
+  wait for it, its C2 comes after the data cycle.
   Without ``regions`` every job's region is the whole ring (base 0, its chunks in all S
   slots); with ``regions=True`` each job has the reducer's region (``base``, ``log2_window``)
   and the window reset's ``reset`` stream CLEARs it (the class docstring; the records
@@ -80,7 +87,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -222,18 +229,16 @@ class DecisionState(wiring.Component):
             wiring.connect(m, rq_.m, wiring.flipped(self.release))
             m.d.comb += [rq_.push.eq(self.released_valid), rq_.item.job.eq(self.released.job),
                          rq_.item.start.eq(self.released.start), rq_.item.run.eq(self.released.run)]
-        resetting = self.reset.valid if self.regions else 0  # a window reset waits: every command holds
-        m.d.comb += [self.hold.eq(self.c0_valid & ((self.c0_release & (self.ahead_valid | c2_valid | ~room))
-                                                   | (self.ahead_valid & self.ahead_release) | c2_rel | busy
-                                                   | resetting)),
-                     h_c0.addr.eq(self.c0_job)]
+        resetting = self.reset.valid if self.regions else Const(0, 1)  # a window reset waits: every command holds
+        c0_job_r = Signal(self.job_bits)  # C0's job a cycle ago: ``h_c0.data`` is its head now
+        m.d.comb += h_c0.addr.eq(self.c0_job)
+        m.d.sync += c0_job_r.eq(self.c0_job)
 
         # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit;
         # a release candidate's PEEK from its head (the head read from C0 a cycle ago) ----
         m.d.comb += [h_rd.addr.eq(self.ahead_job), pw.rd_slot[0].eq(self.ahead_slot)]
         m.d.sync += [c2_valid.eq(self.ahead_valid), c2_job.eq(self.ahead_job), c2_slot.eq(self.ahead_slot),
                      c2_rel.eq(self.ahead_valid & self.ahead_release)]
-        peek = self.ahead_valid & self.ahead_release
 
         # ---- the effect, registered (fx), then written ----
         fx = Signal(self.effect_layout)
@@ -268,7 +273,8 @@ class DecisionState(wiring.Component):
         clearing, reset_done = Signal(), Signal()
         quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | rq | busy | rel_on | fin)
         if self.regions:
-            reset_go = self.reset.valid & ~clearing & quiet & pw.op.ready
+            reset_want = self.reset.valid & ~clearing & quiet
+            reset_go = reset_want & pw.op.ready
             new_head = Signal(head_layout(self.slots))
             reset_region = region_of(self.reset.payload.job, "reset_region")
             m.d.comb += [reset_done.eq(clearing & pw.op.ready), self.reset.ready.eq(reset_done),
@@ -278,6 +284,23 @@ class DecisionState(wiring.Component):
                 m.d.sync += clearing.eq(1)
             with m.If(reset_done):
                 m.d.sync += clearing.eq(0)
+        # ---- C0: a release candidate's PEEK, issued while it is in C0 once nothing is in flight
+        # (``quiet``: no command in C1 or C2, no effect being written), at most once (``peeked``);
+        # what its first step saw is registered in the PEEK's data cycle (``pk_seen``, ``pk_done``),
+        # its first part and whether the run is long taken from those at the candidate's C2:
+        # no scan in C2's cycle ----
+        peek, peeked, peek_data = Signal(), Signal(), Signal()
+        pk_seen, pk_done = Signal(sb), Signal()
+        m.d.comb += [peek.eq(self.c0_valid & self.c0_release & ~peeked & quiet & room & ~resetting
+                             & (c0_job_r == self.c0_job)),
+                     self.hold.eq(self.c0_valid & ((self.c0_release & ~(peek | peeked))
+                                                   | (self.ahead_valid & self.ahead_release) | c2_rel | busy
+                                                   | resetting))]
+        m.d.sync += peek_data.eq(peek)
+        with m.If(peek):
+            m.d.sync += peeked.eq(1)
+        with m.If((self.ahead_valid & self.ahead_release) | (reset_go if self.regions else 0)):
+            m.d.sync += peeked.eq(0)  # the candidate left C0, or a reset changed what it peeked
         m.d.comb += [h_wr.addr.eq(Mux(fin, part_job, fx_job)), h_wr.data.eq(Mux(fin, final, fx.head)),
                      h_wr.en.eq(fx.head_we | fin)]
         if self.regions:
@@ -287,7 +310,7 @@ class DecisionState(wiring.Component):
         # the run cleared: a short one in the data cycle (one scan step); a long one's RELEASE
         # waits (``rq``) while its PEEK still scans, then goes on in the background (``rel_on``)
         rel_req = fx.release | rq
-        rel_region, peek_region = region_of(Mux(rq, part_job, fx_job), "rel_region"), region_of(self.ahead_job, "peek_region")
+        rel_region, peek_region = region_of(Mux(rq, part_job, fx_job), "rel_region"), region_of(self.c0_job, "peek_region")
         with m.If(rel_req):
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.RELEASE), op.slot.eq(Mux(rq, rq_slot, fx_start)),
                          op.base.eq(rel_region.base), op.log2_window.eq(rel_region.log2_window)]
@@ -301,8 +324,11 @@ class DecisionState(wiring.Component):
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot),
                          op.base.eq(peek_region.base), op.log2_window.eq(peek_region.log2_window)]
         if self.regions:
-            with m.Elif(reset_go):  # never with anything else: nothing in flight
-                m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.CLEAR), op.slot.eq(reset_region.base),
+            # never with anything else: nothing in flight. The operation is chosen without
+            # ``op.ready`` (from the scan's last step), only its valid waits for it: the scan's
+            # end does not reach PendingWords' address arithmetic through this multiplexer
+            with m.Elif(reset_want):
+                m.d.comb += [pw.op.valid.eq(pw.op.ready), op.kind.eq(PendingOp.CLEAR), op.slot.eq(reset_region.base),
                              op.base.eq(reset_region.base), op.log2_window.eq(reset_region.log2_window)]
         m.d.comb += [self.released_valid.eq(fx.release | (fin & (rest != 0))),
                      self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
@@ -316,18 +342,24 @@ class DecisionState(wiring.Component):
             return Mux(e.pending_we & (slot == c2_slot), e.pending, older)
 
         head_fwd = fx.head_we & (fx_job == c2_job)
-        long = ~pw.done | (pw.run > step)  # the candidate's run (its PEEK's data cycle): two parts
-        seen = Mux(pw.done, pw.run, pw.reach)  # the run, or as far as the first step saw it
-        first = Mux(seen > step, step, seen)
+        with m.If(peek_data):  # the run, or as far as the first step saw it
+            m.d.sync += [pk_seen.eq(Mux(pw.done, pw.run, pw.reach)), pk_done.eq(pw.done)]
+        over = pk_seen > step
+        pk_long = ~pk_done | over  # two parts: the first step did not end the run, or it is > step
         m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
                      self.late.pending.eq(bit_after(fx, fx_slot, bit_after(fx2, fx2_slot, pw.rd_bit[0]))),
-                     self.late.run.eq(Mux(c2_rel, first, 0))]
-        with m.If(c2_rel & long):  # the rest of the run in the background: every command waits
+                     self.late.run.eq(Mux(c2_rel, Mux(over, step, pk_seen), 0))]
+        with m.If(c2_rel & pk_long):  # the rest of the run in the background: every command waits
             m.d.sync += busy.eq(1)
 
         # the engine's contract, a short release's run the peek's, a long one's longer than its
-        # first part, PendingWords never refusing
-        bad_run = (fx2.release & ~busy & (~pw.done | (pw.run != fx2.run))) | (rel_on & pw.done & (pw.run < part_run))
+        # first part (checked a cycle after the RELEASE's data cycle, from registers: the scan's
+        # run is the record path's longest), PendingWords never refusing
+        chk_short, chk_long, chk_done = Signal(), Signal(), Signal()
+        chk_run, chk_want, chk_part = Signal(sb), Signal(sb), Signal(sb)
+        m.d.sync += [chk_short.eq(fx2.release & ~busy), chk_long.eq(rel_on), chk_done.eq(pw.done),
+                     chk_run.eq(pw.run), chk_want.eq(fx2.run), chk_part.eq(part_run)]
+        bad_run = (chk_short & (~chk_done | (chk_run != chk_want))) | (chk_long & chk_done & (chk_run < chk_part))
         q_error = 0 if self.queue is None else self.queue.error
         with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run | q_error):
             m.d.sync += self.error.eq(1)

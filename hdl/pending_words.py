@@ -36,7 +36,8 @@ slots below the start in the first word not seen until the scan wraps).
 cycle later), transparent to the banks' writes like the scan's ports: the reducer's own pending
 bit and the probe's. Each is one more read port per bank, so yosys builds every bank once more.
 
-The scan is the reducer's own (hdl/release_scan.py) on 2 x 64 bits: bits outside the region are
+The scan is the reducer's own (hdl/release_scan.py) on 2 x 64 bits, as two 64-bit carry chains
+(``halves``: the record path's Fmax, docs/benchmarks.md): bits outside the region are
 transparent, bits below the start forced to 1.
 """
 
@@ -178,7 +179,7 @@ class PendingWords(wiring.Component):
         xa = (da & ~Mux(own_w == wa, own_bit, 0)) | ~reg_a
         xb = Mux(b_scan, (db & ~Mux(own_w == wb, own_bit, 0)) | ~reg_b, ones)
         below = Mux(first, Cat(*[off > i for i in range(WB)]), 0)
-        fz, before, none = release_scan(m, xa, xb, below, "w")
+        fz, before, none = release_scan(m, xa, xb, below, "w", halves=True)  # two 64-bit chains: Fmax
         clr_a, clr_b = before[:WB] & reg_a, before[WB:] & reg_b
         pos = onehot_index(fz)  # the first bit not pending, in wa : wb
         stop = Cat(pos[:ob], Mux(pos[ob], wb, wa))

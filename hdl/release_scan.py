@@ -7,29 +7,44 @@ the top of ``hi``: a 1 is a slot that is pending or does not take part (outside 
 region: transparent), a 0 stops the scan. ``below`` (N bits) forces ``lo``'s bits below the
 start slot to 1 and keeps them out of the cleared bits. ``y + 1`` turns the trailing ones of
 ``y = lo | below : hi`` into zeros and the first zero into a one, so ``y1 & ~y`` is the first
-zero (one-hot) and ``(y ^ y1) >> 1`` the bits before it; the carry out of the top bit says that
-there was no zero at all.
+zero (one-hot) and ``(y ^ y1) >> 1`` the bits before it. "No zero at all" (the carry out of the
+top bit) is taken from an AND tree of ``y`` instead: a few LUT levels beside the 2N-bit carry
+chain rather than at its end, so what hangs on it (``PendingWords``' ``op.ready`` and its next
+step) does not wait for the whole chain (docs/benchmarks.md, the record path's Fmax).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
 __all__ = ["onehot_index", "release_scan"]
 
 
-def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str) -> tuple[Value, Value, Value]:
+def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
+                 halves: bool = False) -> tuple[Value, Value, Value]:
     """(first zero one-hot over the 2N bits ``lo : hi``, the bits before it outside ``below``
-    (2N), no zero found (the carry out)) of the scan described in the module docstring."""
+    (2N), no zero found) of the scan described in the module docstring. ``halves``: the same
+    results from two N-bit carry chains side by side, ``hi``'s counted only where ``lo`` (with
+    ``below``) is all ones: half the chain's length for a multiplexer level after it
+    (``PendingWords``, whose scan is the record path's longest; the reducer keeps one chain)."""
     n = len(lo)
     if not len(hi) == len(below) == n:
         raise ValueError(f"release_scan: lo, hi and below must be as wide, got {n}, {len(hi)}, {len(below)}")
     y = Signal(2 * n, name=f"scan_y_{tag}")
     m.d.comb += y.eq(Cat(lo | below, hi))
+    if halves:
+        ends = []
+        for k, part in enumerate((y[:n], y[n:])):
+            p1 = Signal(n + 1, name=f"scan_y1_{tag}_{k}")
+            m.d.comb += p1.eq(part + 1)
+            ends.append(((p1 & ~part)[:n], (part ^ p1)[1:], part.all()))
+        (fz_lo, run_lo, all_lo), (fz_hi, run_hi, all_hi) = ends
+        before = Cat(run_lo, Mux(all_lo, run_hi, 0)) & ~Cat(below, Const(0, n))
+        return Cat(fz_lo, Mux(all_lo, fz_hi, 0)), before, all_lo & all_hi
     y1 = Signal(2 * n + 1, name=f"scan_y1_{tag}")
     m.d.comb += y1.eq(y + 1)
     before = (y ^ y1)[1:] & ~Cat(below, Const(0, n))
-    return (y1 & ~y)[: 2 * n], before, y1[2 * n]
+    return (y1 & ~y)[: 2 * n], before, y.all()
 
 
 def onehot_index(v: Value) -> Value:
