@@ -230,9 +230,11 @@ class DecisionState(wiring.Component):
             m.d.comb += [rq_.push.eq(self.released_valid), rq_.item.job.eq(self.released.job),
                          rq_.item.start.eq(self.released.start), rq_.item.run.eq(self.released.run)]
         resetting = self.reset.valid if self.regions else Const(0, 1)  # a window reset waits: every command holds
-        c0_job_r = Signal(self.job_bits)  # C0's job a cycle ago: ``h_c0.data`` is its head now
+        # C0's job a cycle ago and whether C0 held a command then: ``h_c0.data`` is C0's head now
+        # only if both (without a command C0's job is not valid: X from an empty FIFO in Icarus)
+        c0_job_r, c0_was = Signal(self.job_bits), Signal()
         m.d.comb += h_c0.addr.eq(self.c0_job)
-        m.d.sync += c0_job_r.eq(self.c0_job)
+        m.d.sync += [c0_job_r.eq(self.c0_job), c0_was.eq(self.c0_valid)]
 
         # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit;
         # a release candidate's PEEK from its head (the head read from C0 a cycle ago) ----
@@ -292,7 +294,7 @@ class DecisionState(wiring.Component):
         peek, peeked, peek_data = Signal(), Signal(), Signal()
         pk_seen, pk_done = Signal(sb), Signal()
         m.d.comb += [peek.eq(self.c0_valid & self.c0_release & ~peeked & quiet & room & ~resetting
-                             & (c0_job_r == self.c0_job)),
+                             & c0_was & (c0_job_r == self.c0_job)),
                      self.hold.eq(self.c0_valid & ((self.c0_release & ~(peek | peeked))
                                                    | (self.ahead_valid & self.ahead_release) | c2_rel | busy
                                                    | resetting))]
