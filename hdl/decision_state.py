@@ -26,7 +26,8 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   *release candidate*: ``c0_release`` / ``ahead_release``, from its side) needs ``late.run``, the
   pending slots right behind the head, and the head then advances by 1 + run. The run is
   **peeked from C0**: ``PendingWords``' PEEK from the head's slot (read with C0's job a cycle
-  before, on a second read port of the heads) is issued while the candidate waits in C0, once
+  before, on a second read port of the heads; only if C0 held a command then, ``c0_was``: an
+  empty C0's job is no value, X in Icarus) is issued while the candidate waits in C0, once
   nothing is in flight (``quiet``: no command in C1 or C2, no effect being written, no release
   going on), once per candidate (``peeked``); what its first step saw is registered in the
   PEEK's data cycle (``pk_seen``, ``pk_done``), and the first part and whether the run is long
@@ -287,7 +288,8 @@ class DecisionState(wiring.Component):
             with m.If(reset_done):
                 m.d.sync += clearing.eq(0)
         # ---- C0: a release candidate's PEEK, issued while it is in C0 once nothing is in flight
-        # (``quiet``: no command in C1 or C2, no effect being written), at most once (``peeked``);
+        # (``quiet``: no command in C1 or C2, no effect being written), at most once (``peeked``),
+        # from the head read for C0's job a cycle ago (``c0_was``: C0 held a command then);
         # what its first step saw is registered in the PEEK's data cycle (``pk_seen``, ``pk_done``),
         # its first part and whether the run is long taken from those at the candidate's C2:
         # no scan in C2's cycle ----

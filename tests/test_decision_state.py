@@ -143,6 +143,29 @@ def test_error_when_effect_and_look_ahead_disagree() -> None:
     run_testbench(dut, tb)
 
 
+def test_peek_waits_for_a_head_read_with_a_command_in_c0() -> None:
+    """A release candidate entering an empty C0 is held one cycle before its PEEK, even when C0's
+    payload without a command already named its job: the head read for that payload is not used
+    (an empty C0's payload is no value: X in Icarus, where using it hung the cocotb bench
+    below with no response at all). The cycle after, with nothing in flight, the PEEK goes and
+    the candidate may leave C0."""
+    dut = DecisionState(slots=128, jobs=2)
+
+    async def tb(ctx):
+        ctx.set(dut.c0_valid, 0)
+        ctx.set(dut.c0_job, 1)  # a payload without a command
+        ctx.set(dut.c0_release, 1)
+        for _ in range(3):
+            await ctx.tick()
+        ctx.set(dut.c0_valid, 1)  # the candidate: its job's head is the one read, C0 was empty
+        assert ctx.get(dut.hold)
+        await ctx.tick()
+        assert not ctx.get(dut.hold)
+        assert not ctx.get(dut.error)
+
+    run_testbench(dut, tb)
+
+
 def test_rejects_bad_state_params() -> None:
     with pytest.raises(ValueError, match=r"jobs must be 1\.\.16, got 0"):
         DecisionState(slots=16, jobs=0)
