@@ -24,8 +24,9 @@
   ready, through the egress framer and merger into the reducer's output FIFO, was the board's
   critical path); one cycle of latency each way.
 * Core clock: 100 MHz board oscillator -> EHXPLLL -> ``core_mhz`` (125, 100, 62.5 or 50 MHz;
-  ``sync``), reset from the PLL lock and the board's reset button (with ``slot_memory="dram"``
-  through the chip's global set/reset, not a fabric net: :func:`core_clock`). Two 1 GbE ports need
+  ``sync``), reset from the PLL lock and the board's reset button through the chip's global
+  set/reset, not a fabric net (:func:`core_clock`; LiteEth's and LiteDRAM's reset inputs from
+  domain ``sync_rst``, a synchronised reset on the same clock). Two 1 GbE ports need
   250 MB/s; W=64 carries 8 bytes per cycle, so even 50 MHz (400 MB/s) keeps up.
 * LEDs (active low on the board, inverted by the platform): 0 heartbeat (~1 Hz), 1 PLL locked,
   2 ETH0 link, 3 ETH1 link, 4 ETH0 frame received, 5 ETH1 frame received, 6 frame sent to the
@@ -145,8 +146,10 @@ class VersaTop(Elaboratable):
         self.core_mhz = float(core_mhz)
         self.core = board_core("versa-ecp5", slot_memory, **core_params)
         self.slot_memory = slot_memory
-        # the reset signal of the MACs' and LiteDRAM's instances (see core_clock, global_reset)
-        self.rst_domain = "sync_rst" if slot_memory == "dram" else "sync"
+        # the reset signal of the MACs' and LiteDRAM's instances (see core_clock, global_reset):
+        # ``sync`` itself is reset by the global set/reset in both builds (the on-chip build's
+        # fabric reset, one register to ~6,500 flip-flops, stalls nextpnr's router1; issue 12)
+        self.rst_domain = "sync_rst"
         if self.core.params["width"] != MAC_WIDTH:
             raise ValueError(f"versa-ecp5 runs the core at width {MAC_WIDTH} (LiteEth MAC width), "
                              f"got width={self.core.params['width']}")
@@ -219,10 +222,9 @@ class VersaTop(Elaboratable):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        # the DRAM build fills 62 % of the chip: the core clock's reset through the global
-        # set/reset, the synchronised reset signal only for the MACs' and LiteDRAM's instances
-        global_reset = self.rst_domain == "sync_rst"
-        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz, global_reset=global_reset)
+        # the core clock's reset through the global set/reset, the synchronised reset signal
+        # only for the MACs' and LiteDRAM's instances
+        clk100_buf, button, locked = core_clock(m, platform, self.core_mhz, global_reset=True)
         m.submodules.core = core = self.core
         if self.slot_memory == "dram":
             m.submodules.dram = dram = DramController(
