@@ -148,7 +148,9 @@ class DecisionState(wiring.Component):
     may release at its job's head), ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` /
     ``ahead_release`` (the engine's look-ahead), ``effect`` / ``effect_valid``. Out: ``hold``
     (for the engine's ``c0_hold``), ``late`` (for the command in C2), ``released`` /
-    ``released_valid`` (a run released at a head, for a release queue), ``error``.
+    ``released_valid`` (a run released at a head, for a release queue), ``error``; ``settled``: no
+    command in C1 / C2, no effect being written, no release (or a long run's rest) in progress
+    (what a window reset waits for; an owner's drain check too).
     ``pending``: the ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory.
 
     ``release_depth`` (default None: none, the ports and RTL as before): the released runs also
@@ -186,7 +188,7 @@ class DecisionState(wiring.Component):
             "late": Out(self.late_layout),
             "effect": In(self.effect_layout), "effect_valid": In(1),
             "released": Out(self.released_layout), "released_valid": Out(1),
-            "error": Out(1), **release,
+            "error": Out(1), "settled": Out(1), **release,
             **({"region": In(data.ArrayLayout(region_layout(slots), jobs)),
                 "reset": In(stream.Signature(ResetLayout(jobs)))} if regions else {}),
         })
@@ -267,6 +269,7 @@ class DecisionState(wiring.Component):
         # ---- the window reset: once nothing is in flight, CLEAR the region, then the new head ----
         clearing, reset_done = Signal(), Signal()
         quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | rq | busy | rel_on | fin)
+        m.d.comb += self.settled.eq(quiet)
         if self.regions:
             reset_go = self.reset.valid & ~clearing & quiet & pw.op.ready
             new_head = Signal(head_layout(self.slots))

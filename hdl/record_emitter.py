@@ -51,6 +51,7 @@ from .reducer_layouts import bits_for, record_layout, slot_tag_layout
 from .registered_fifo import RegisteredFIFO
 from .result_emitter import result_header
 from .slot_store_signature import TAG_BITS, Op, cmd_layout
+from .store_read_split import read_rsp_layout
 
 __all__ = ["RecordEmitter", "result_row_layout"]
 
@@ -88,7 +89,7 @@ class RecordEmitter(wiring.Component):
             "rec_read": Out(stream.Signature(self.slot_bits)),
             "rec_data": In(stream.Signature(self.record_layout)),
             "data_cmd": Out(stream.Signature(self.cmd_layout)),
-            "data_rsp": In(stream.Signature(data.StructLayout({"data": data_width, "overflow": 1}))),
+            "data_rsp": In(stream.Signature(read_rsp_layout(data_width))),
             "row": Out(stream.Signature(result_row_layout(data_width))),
             "read_done": Out(1), "read_job": Out(bits_for(jobs)), "read_chunk": Out(32),
             "idle": Out(1),

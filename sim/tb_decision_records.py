@@ -40,10 +40,12 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
+from wanreduce import wire
 from wanreduce.hdl.decision_record_harness import decision_records_with_latency
 from wanreduce.hdl.decision_state import region_layout
-from wanreduce.hdl.layouts import ResetLayout, lanes, payload_beats
+from wanreduce.hdl.layouts import AggHeaderLayout, ResetLayout, lanes, payload_beats
 from wanreduce.hdl.payload_gate import Decision, request_layout
+from wanreduce.hdl.record_emitter import result_row_layout
 from wanreduce.hdl.reducer_layouts import RECORD_BITS, RecordSide
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, vary_latency
@@ -182,6 +184,8 @@ async def decisions_on_records(dut):
     released, outcomes = [], []
     cocotb.start_soon(_watch_released(state, released))
     cocotb.start_soon(_watch_outcomes(dut, outcomes))
+    result_rows: list[int] = []
+    cocotb.start_soon(_take_results(dut, rng, result_rows, p.get("p_stream")))
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
@@ -199,7 +203,7 @@ async def decisions_on_records(dut):
     assert outcomes == want_outcomes, next(f"outcome {k} ({made[k][0]}): {o}, want {Outcome(want_outcomes[k]).name}"
                                            for k, o in enumerate(outcomes + [None]) if k >= len(want_outcomes)
                                            or o != want_outcomes[k])
-    for flag in ("mem_error", "rec_mem_error", "copy_error", "arb_error", "arb_dropped", "state_error"):
+    for flag in ("mem_error", "rec_mem_error", "copy_error", "arb_error", "arb_dropped", "state_error", "split_error"):
         assert not int(getattr(dut, flag).value), f"{flag} set"
     got_chunks = _released_chunks(released, jobs)
     want_chunks = {j: [r.chunk for _, _, o, _, results in made for r in results
@@ -208,23 +212,75 @@ async def decisions_on_records(dut):
         assert got_chunks == want_chunks, f"released {got_chunks}, want {want_chunks}"
     else:
         assert not released, "a release run on completion"
+    want_results = [r for *_, results in made for r in results if not r.resent] if p["in_order"] else []
+    for _ in range(200):  # the last results' rows (the emitter reads them back after the decisions)
+        if len(result_rows) >= sum(payload_beats(len(r.payload), w) for r in want_results):
+            break
+        await ClockCycles(dut.clk, 20)
     counts = check_counters(dut, want)
     for b, rows in ((sums, sum_model.rows), (recs, twin.records)):
         b.check_bursts()
         await b.check_memory(SimpleNamespace(rows=rows))
+    results_emitted = _check_result_rows(result_rows, want_results, w)
     sweeps = jobs + len(resets)  # the counters last: the records above fail first
     assert int(dut.sweeps.value) == sweeps, f"{int(dut.sweeps.value)} sweeps, want {sweeps}"
     freed = sum(1 << p["regions"][j][1] for j in list(range(jobs)) + [j for _, j, _ in resets])
     assert int(dut.records_freed.value) == freed, f"{int(dut.records_freed.value)} records freed, want {freed}"
     seen = {Outcome(o).name: want_outcomes.count(o) for o in set(want_outcomes)}
     result.update(counts, outcomes=seen, results_checked=results_checked, window_resets=len(resets),
-                  released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released))
+                  released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released),
+                  results_emitted=results_emitted, overflowed=sum(r.overflow for r in want_results),
+                  pin_waits=int(dut.pin_waits.value))
     need = {o.name for o in Outcome} - {"REJECT_BUSY"} if p["in_order"] else \
         {"AGGREGATED", "REJECT_BUSY", "STALE", "RESULT_RESENT", "REJECT_NON_MEMBER", "REJECT_UNCONFIGURED"}
     assert need <= set(seen) and results_checked > 10, f"too few of some outcome: {result}"
     if p["in_order"]:
         assert result["long_runs"] > 0, f"no run released behind a head: {result}"
+        assert result["overflowed"] > 0 and result["pin_waits"] > 0, f"no saturated result or no pinned request: {result}"
     dut._log.info(f"{len(messages)} messages: {result}")
+
+
+async def _take_results(dut, rng: random.Random, rows: list[int], p_ready: float | None) -> None:
+    """Every result row the emitter puts out (``results``), taken at random (``p_ready``, else
+    re-drawn every 200 cycles)."""
+    p, cycle = p_ready, 0
+    while True:
+        if p_ready is None and cycle % 200 == 0:
+            p = rng.choice([0.2, 0.6, 1.0])
+        await RisingEdge(dut.clk)
+        dut.results__ready.value = rng.random() < p  # for this cycle: a row valid now is taken at the next edge
+        await ReadOnly()
+        if int(dut.results__valid.value) and int(dut.results__ready.value):
+            rows.append(int(dut.results__payload.value))
+        cycle += 1
+
+
+def _check_result_rows(rows: list[int], want: list, width: int) -> int:
+    """The rows on ``results`` are the model's released results in order: each one's header
+    (RESULT, OVERFLOW as the model's, job, round, chunk, group, scale, element count, session)
+    on every row, its payload's elements in the rows' lanes, ``last`` on its last row only;
+    returns how many results."""
+    layout = result_row_layout(width)
+    k = 0
+    for n, r in enumerate(want):
+        count = len(r.payload)
+        beats = payload_beats(count, width)
+        assert k + beats <= len(rows), f"result {n} (job {r.job_id} chunk {r.chunk}): {len(rows) - k} rows, want {beats}"
+        hdr = pack(AggHeaderLayout, {"msg_type": wire.MsgType.RESULT, "flags": wire.Flags.OVERFLOW * r.overflow,
+                                     "group_id": r.group_id, "job_id": r.job_id, "round_id": r.round_id,
+                                     "chunk": r.chunk, "scale_exp": r.scale_exp, "element_count": count,
+                                     "session": r.session})
+        got = [{name: rows[k + b] >> f.offset & ((1 << f.width) - 1) for name, f in layout} for b in range(beats)]
+        for b, row in enumerate(got):
+            assert row["hdr"] == hdr, \
+                f"result {n} (job {r.job_id} chunk {r.chunk}) row {b}: header {row['hdr']:#x}, want {hdr:#x}"
+            assert row["last"] == (b == beats - 1), f"result {n} row {b}: last {row['last']}" + str(
+                [(x >> layout["hdr"].offset + 72 & 0xFFFFFFFF, x >> layout["last"].offset & 1) for x in rows[:12]] + [(r.chunk, len(r.payload)) for r in want[:6]])
+        elements = np.concatenate([lanes_of(row["data"], lanes(width)) for row in got])[:count]
+        assert (elements == r.payload).all(), f"result {n} (job {r.job_id} chunk {r.chunk}): {elements}, want {r.payload}"
+        k += beats
+    assert k == len(rows), f"{len(rows) - k} rows beyond the {len(want)} results"
+    return len(want)
 
 
 async def _resets_between(dut, jobs: int, resets: list[tuple[int, int, int]]) -> None:
