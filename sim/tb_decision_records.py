@@ -44,7 +44,7 @@ from wanreduce import wire
 from wanreduce.hdl.decision_record_harness import decision_records_with_latency
 from wanreduce.hdl.decision_state import region_layout
 from wanreduce.hdl.layouts import AggHeaderLayout, ResetLayout, lanes, payload_beats
-from wanreduce.hdl.payload_gate import Decision, request_layout
+from wanreduce.hdl.payload_gate import Decision, beat_layout, request_layout
 from wanreduce.hdl.record_emitter import result_row_layout
 from wanreduce.hdl.reducer_layouts import RECORD_BITS, RecordSide
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
@@ -59,6 +59,7 @@ from wanreduce.sim.tb_payload_gate import Inputs, check_counters, drive_to_store
 from wanreduce.sim.tb_slot_store import CLOCK_NS, Bench, _watch_released, _window_reset, random_row
 
 M32 = 0xFFFFFFFF
+PAUSE = 450  # cycles of a pause on ``beats`` or ``results``: longer than two memory round trips
 GROUPS = [0b0111, 0b1000, 0b110000, 0]  # three members, one, two, none (unconfigured)
 JOB_GROUPS = [(0, 0, 1), (2,), (0,)]  # the groups each job's chunks use
 
@@ -172,7 +173,8 @@ async def decisions_on_records(dut):
     sum_model = SlotStoreModel(w, initial_of(sums))
     expected = [(*sum_model.apply(c.op, c.row, c.data, c.lanes), c.tag) for c in want.commands]
     results_checked = _check_results(made, want.commands, expected, w)
-    inputs = Inputs(dut, messages, None, w, sums.address_bits, max_el)
+    inputs = PausingInputs(dut, messages, None, w, sums.address_bits, max_el)
+    inputs.pausing(p.get("p_pause", 0.0), PAUSE)
     msg_bits = request_layout(sums.address_bits, max_el).size
     inputs.queues[1] = [q | side_bits(am, msg, w) << msg_bits for q, (msg, *_) in zip(inputs.queues[1], made, strict=True)]
     assert RecordSide.size + msg_bits == len(dut.req__payload)
@@ -185,7 +187,7 @@ async def decisions_on_records(dut):
     cocotb.start_soon(_watch_released(state, released))
     cocotb.start_soon(_watch_outcomes(dut, outcomes))
     result_rows: list[int] = []
-    cocotb.start_soon(_take_results(dut, rng, result_rows, p.get("p_stream")))
+    cocotb.start_soon(_take_results(dut, rng, result_rows, p.get("p_stream"), p.get("p_pause", 0.0) / 3))
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
@@ -240,15 +242,45 @@ async def decisions_on_records(dut):
     dut._log.info(f"{len(messages)} messages: {result}")
 
 
-async def _take_results(dut, rng: random.Random, rows: list[int], p_ready: float | None) -> None:
+class PausingInputs(Inputs):
+    """``Inputs`` whose ``beats`` also pause for ``pause`` cycles in the middle of a message
+    (with probability ``p_pause`` per cycle there): its request, taken with its first beat, is
+    decided, may release its chunk and the emitter may read the record back long before the
+    message's last beat, and so its commands, reach the store (the data READs must wait)."""
+
+    def pausing(self, p_pause: float, pause: int) -> None:
+        self.p_pause, self.pause, self.left = p_pause, pause, 0
+        self.lasts = {i for i, b in enumerate(self.queues[0]) if b & 1 << self.last_bit}
+
+    @property
+    def last_bit(self) -> int:
+        return beat_layout(len(self.ports[0][1]) - 1)["last"].offset
+
+    def offer(self, rng: random.Random, probs: list[float]) -> None:
+        mid = self.sent[0] and self.sent[0] - 1 not in self.lasts and self.sent[0] < len(self.queues[0])
+        if not self.left and mid and rng.random() < self.p_pause:
+            self.left = self.pause
+        if self.left:
+            self.left -= 1
+            probs = [0.0, *probs[1:]]
+        super().offer(rng, probs)
+
+
+async def _take_results(dut, rng: random.Random, rows: list[int], p_ready: float | None,
+                        p_pause: float = 0.0) -> None:
     """Every result row the emitter puts out (``results``), taken at random (``p_ready``, else
-    re-drawn every 200 cycles)."""
-    p, cycle = p_ready, 0
+    re-drawn every 200 cycles), with pauses of ``PAUSE`` cycles (probability ``p_pause`` per
+    cycle: the emitter backs up, releases wait in its queue)."""
+    p, cycle, left = p_ready, 0, 0
     while True:
         if p_ready is None and cycle % 200 == 0:
             p = rng.choice([0.2, 0.6, 1.0])
+        if not left and rng.random() < p_pause:
+            left = PAUSE
+        left = max(0, left - 1)
         await RisingEdge(dut.clk)
-        dut.results__ready.value = rng.random() < p  # for this cycle: a row valid now is taken at the next edge
+        # for this cycle: a row valid now is taken at the next edge
+        dut.results__ready.value = not left and rng.random() < p
         await ReadOnly()
         if int(dut.results__valid.value) and int(dut.results__ready.value):
             rows.append(int(dut.results__payload.value))
@@ -323,7 +355,7 @@ def _released_chunks(released: list, jobs: int) -> dict[int, list[int]]:
 
 
 def run_decision_records(width: int, *, seed: int, in_order: bool = True, messages: int = 250, depth: int = 64,
-                         outstanding: int = 32, p_reset: float = 0.025, **tb: object) -> None:
+                         outstanding: int = 32, p_reset: float = 0.025, p_pause: float = 0.01, **tb: object) -> None:
     """Generate the harness at ``width`` (16 slots of 8 rows, ``max_elements`` a slot's, 3 jobs
     in regions of 8, 4 and 4 slots, a payload FIFO of ``depth`` beats, each engine's table of
     ``outstanding``) and run ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream)."""
@@ -333,5 +365,5 @@ def run_decision_records(width: int, *, seed: int, in_order: bool = True, messag
     path = generate_verilog(decision_records_with_latency, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="decisions_on_records",
                params={**params, "messages": messages, "seed": seed, "regions": regions, "in_order": in_order,
-                       "p_reset": p_reset, **tb},
+                       "p_reset": p_reset, "p_pause": p_pause, **tb},
                timeout_s=600)
