@@ -56,6 +56,9 @@ class GateOnSlotStore(wiring.Component):
         }
         self.split = None
         if emitter:
+            missing = sorted({"slots", "row_bits"} - set(store))
+            if missing:
+                raise ValueError(f"emitter=True needs the store's {missing} given by name")
             self.split = StoreReadSplit(data_width, slots=store["slots"], row_bits=store["row_bits"])
             members.update({"e_mark": In(1), "e_room": Out(1), "e_valid": In(1), "e_cmd": In(self.arbiter.cmd_layout),
                             "e_go": Out(1), "e_final": In(1), "lasts": Out(16),

@@ -25,9 +25,15 @@ result the model releases (the completing message's responses) are the result's 
 chunk the ``DecisionState`` releases, per job in order, is the model's; then every record and
 sums row in memory (every other byte as it started), every burst in its engine's region with its
 ID, the gate's counters, the sweep's (``sweeps``, ``records_freed``), every error flag 0.
+The results (``RecordEmitter`` in the harness): the rows on ``results``, taken at random with
+pauses of ``PAUSE`` cycles (probability ``p_pause`` / 3 per cycle), are every result the model
+releases (not the resent ones: not emitted on the record path), in order, each row with the
+result's header (OVERFLOW included) and its elements; on completion none. ``beats`` also pause
+``PAUSE`` cycles in the middle of a message (probability ``p_pause`` per cycle there), so a
+completing message is decided, and its chunk released and read back, long before its last beat.
 Parameters (tb_params): the harness's (data_width, address_width, jobs, depth, max_elements,
 sums, records), regions ((base, log2 window) per job), in_order, messages, seed, latency_range,
-p_axi, p_stream, p_reset.
+p_axi, p_stream, p_reset, p_pause.
 """
 
 from __future__ import annotations
