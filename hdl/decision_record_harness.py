@@ -100,7 +100,8 @@ class DecisionOnRecords(wiring.Component):
 
     Parameters: ``data_width`` W, ``address_width``, ``jobs``, ``depth`` / ``max_elements`` /
     ``messages`` (the gate's), ``sums`` (the ``DramSlotStore``'s: ``slots``, ``row_bits``, ...),
-    ``records`` (the record engine's but its rows and modify: ``base_address``, ``outstanding``, ...).
+    ``records`` (the record engine's but its rows and modify: ``base_address``, ``outstanding``, ...),
+    ``release_depth`` (the state's release queue), ``prefetch`` / ``headers`` (the emitter's queues).
     """
 
     def __init__(self, data_width: int, *, address_width: int, jobs: int, depth: int,
