@@ -16,7 +16,8 @@ Three stages, each a stream, in release order throughout:
    owner's emission pointer per job: a later chunk may reuse the slot after it).
 3. **Rows** (``row``: the header from the record's tag, ``hdl/result_emitter.py``'s
    ``result_header``, OVERFLOW from the response's ``overflow``: the owner's sticky flag for the
-   slot, as it stands at that response; the row's ``data``; ``last``): each READ's response
+   slot, as it stands at that response; RESENT for a resend's run, ``resent``: its flag rides
+   with the slot and the header; the row's ``data``; ``last``): each READ's response
    (``data_rsp``, in order) with the oldest queued header; ``data_rsp.ready`` is ``row.ready``,
    so a held output holds the store's responses.
 
@@ -38,9 +39,11 @@ its own commands (``read_done`` tells it a slot's rows are read) and ``data_cmd`
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from wanreduce import wire
 
 from .decision_state import region_layout
 from .layouts import AggHeaderLayout, lanes
@@ -99,18 +102,21 @@ class RecordEmitter(wiring.Component):
         m = Module()
         sb, rb = self.slot_bits, self.row_bits
         tag_layout = slot_tag_layout(self.jobs)
-        m.submodules.slots = slots = RegisteredFIFO(sb, self.prefetch)
-        m.submodules.hdrs = hdrs = RegisteredFIFO(tag_layout, self.headers)
+        queued = data.StructLayout({"slot": sb, "resent": 1})
+        m.submodules.slots = slots = RegisteredFIFO(queued, self.prefetch)
+        m.submodules.hdrs = hdrs = RegisteredFIFO(data.StructLayout({"tag": tag_layout, "resent": 1}), self.headers)
 
         # ---- 1: a run -> a record READ per slot, the slots queued ----
         run = self.run
         busy, job, slot, left = Signal(), Signal(run.payload.job.shape()), Signal(sb), Signal(sb)
+        resent = Signal()  # the run is a resend's chunk: its row gets RESENT
         region = select_job_entry(m, self.region, self.jobs, job, "region")
         rr = self.rec_read
         m.d.comb += [run.ready.eq(~busy), rr.valid.eq(busy & slots.w_rdy), rr.payload.eq(slot),
-                     slots.w_data.eq(slot), slots.w_en.eq(rr.valid & rr.ready)]
+                     slots.w_data.eq(Cat(slot, resent)), slots.w_en.eq(rr.valid & rr.ready)]
         with m.If(run.valid & run.ready):
-            m.d.sync += [busy.eq(1), job.eq(run.payload.job), slot.eq(run.payload.start), left.eq(run.payload.run)]
+            m.d.sync += [busy.eq(1), job.eq(run.payload.job), slot.eq(run.payload.start), left.eq(run.payload.run),
+                         resent.eq(run.payload.resent)]
         with m.If(rr.valid & rr.ready):
             # the next chunk's slot in the job's region (slot_of of its offset from the base)
             m.d.sync += [slot.eq(slot_of(region, slot - region.base + 1, sb)), left.eq(left - 1)]
@@ -125,7 +131,8 @@ class RecordEmitter(wiring.Component):
         last = beat == nbm1 if rb else 1
         # a record is taken once the chunk before has its last READ out (in that cycle too)
         take = (~reading | (dc.ready & last)) & rd.valid & slots.m.valid & hdrs.w_rdy
-        m.d.comb += [rd.ready.eq(take), slots.m.ready.eq(take), hdrs.w_data.eq(tag), hdrs.w_en.eq(take)]
+        m.d.comb += [rd.ready.eq(take), slots.m.ready.eq(take), hdrs.w_data.tag.eq(tag),
+                     hdrs.w_data.resent.eq(slots.m.payload.resent), hdrs.w_en.eq(take)]
         c = dc.payload
         m.d.comb += [dc.valid.eq(reading), c.op.eq(Op.READ), c.lanes.eq((1 << lanes(self.data_width)) - 1),
                      c.tag.eq(self.read_tag), c.more.eq(~last),
@@ -136,16 +143,17 @@ class RecordEmitter(wiring.Component):
             with m.If(last):
                 m.d.sync += reading.eq(0)
         with m.If(take):
-            m.d.sync += [reading.eq(1), r_slot.eq(slots.m.payload), beat.eq(0), nbm1.eq(tag.nbm1),
+            m.d.sync += [reading.eq(1), r_slot.eq(slots.m.payload.slot), beat.eq(0), nbm1.eq(tag.nbm1),
                          r_job.eq(tag.job), r_chunk.eq(tag.chunk)]
         m.d.comb += [self.read_done.eq(fire & last), self.read_job.eq(r_job), self.read_chunk.eq(r_chunk)]
 
         # ---- 3: each response with the oldest header -> a row ----
-        ds, row, h = self.data_rsp, self.row, hdrs.m.payload
+        ds, row, h = self.data_rsp, self.row, hdrs.m.payload.tag
         out_beat = Signal(max(1, rb))
+        flags = Mux(ds.payload.overflow, wire.Flags.OVERFLOW, 0) | Mux(hdrs.m.payload.resent, wire.Flags.RESENT, 0)
         out_last = out_beat == h.nbm1[:rb] if rb else 1
         m.d.comb += [row.valid.eq(ds.valid & hdrs.m.valid), ds.ready.eq(row.ready & hdrs.m.valid),
-                     *result_header(row.payload.hdr, h, ds.payload.overflow),  # flags: OVERFLOW
+                     *result_header(row.payload.hdr, h, flags),
                      row.payload.data.eq(ds.payload.data), row.payload.last.eq(out_last),
                      hdrs.m.ready.eq(row.valid & row.ready & out_last)]
         with m.If(row.valid & row.ready):

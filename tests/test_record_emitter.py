@@ -6,7 +6,8 @@ wrapping at S, one of a single slot, runs up to the whole region), random record
 in region order), every data READ (row, ``more``, tag), every row (header from the record,
 OVERFLOW, the sums, ``last``), every ``read_done``; a stalled output holds its beat and the
 store's responses; at most ``prefetch + 2`` records and ``headers + 2`` chunks in flight, and
-records read ahead of an earlier chunk's rows (the prefetch); ``idle`` at the end."""
+records read ahead of an earlier chunk's rows (the prefetch); ``idle`` at the end. A quarter of
+the runs are resends' (one chunk, ``resent``): their rows' headers have RESENT."""
 
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ def random_tag(rng: random.Random, row_bits: int) -> dict:
             "nbm1": rng.randrange(1 << row_bits)}
 
 
-def header_of(tag: dict, overflow: int) -> int:
+def header_of(tag: dict, overflow: int, resent: int = 0) -> int:
     """The RESULT header the emitter makes of ``tag`` (the model's ``Result`` fields)."""
-    return pack(AggHeaderLayout, {"msg_type": wire.MsgType.RESULT, "flags": overflow * wire.Flags.OVERFLOW,
+    flags = overflow * wire.Flags.OVERFLOW | resent * wire.Flags.RESENT
+    return pack(AggHeaderLayout, {"msg_type": wire.MsgType.RESULT, "flags": flags,
                                   "group_id": tag["group"], "job_id": tag["job"], "round_id": tag["round"],
                                   "chunk": tag["chunk"], "sender_id": 0, "scale_exp": tag["scale"],
                                   "element_count": tag["count"], "session": tag["session"]})
@@ -66,12 +68,15 @@ def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int
     for _ in range(runs):
         job = rng.randrange(JOBS)
         window = 1 << REGIONS[job][1]
-        todo.append((job, region_slots(job, rng.randrange(SLOTS), 1)[0], rng.randrange(window)))
-    want_slots = [s for job, start, run in todo for s in region_slots(job, start, 1 + run)]
+        resent = int(rng.random() < 0.25)  # a resend's entry: one chunk (run 0), RESENT
+        todo.append((job, region_slots(job, rng.randrange(SLOTS), 1)[0], 0 if resent else rng.randrange(window), resent))
+    assert any(t[-1] for t in todo), "no resend among the runs"
+    flagged = [(s, resent) for job, start, run, resent in todo for s in region_slots(job, start, 1 + run)]
+    want_slots = [s for s, _ in flagged]
     want_reads = [(s << row_bits | b, int(b < tags[s]["nbm1"])) for s in want_slots for b in range(tags[s]["nbm1"] + 1)]
     rows_layout = result_row_layout(W)
     want_rows = [pack(rows_layout, {"hdr": {}, "data": sums[s << row_bits | b], "last": int(b == tags[s]["nbm1"])})
-                 | header_of(tags[s], ovf[s]) for s in want_slots for b in range(tags[s]["nbm1"] + 1)]
+                 | header_of(tags[s], ovf[s], resent) for s, resent in flagged for b in range(tags[s]["nbm1"] + 1)]
     got = {"slots": [], "reads": [], "done": []}
     out = HoldingSink("row")
     stats = {"max_records": 0, "max_chunks": 0, "overlap": 0}
@@ -89,7 +94,7 @@ def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int
             assert cycle < 200 * len(want_rows) + 1000, "stuck"
             # the inputs, offered at random (held until taken)
             if runs_left:
-                ctx.set(dut.run.payload.as_value(), pack(item, dict(zip(("job", "start", "run"), runs_left[0],
+                ctx.set(dut.run.payload.as_value(), pack(item, dict(zip(("job", "start", "run", "resent"), runs_left[0],
                                                                          strict=True))))
             ctx.set(dut.run.valid, bool(runs_left))
             rec_ok = bool(records) and records[0][0] <= cycle
