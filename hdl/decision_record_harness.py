@@ -34,9 +34,14 @@ decision itself in place of the scaffold modify.
   sums), in release order. **Order**: a released slot's record and rows must be read before a
   later chunk rewrites them, so a request whose chunk is a window or more past its job's
   emission pointer (the chunk after the last one whose READs went out; a window reset sets it to
-  the new head) waits (``pin_waits`` counts the cycles) until nothing is in flight (the record
-  engine drained and settled, the release queue empty, the emitter idle): any other request's
-  slot last held a chunk already read. A window reset likewise waits for that before the sweep
+  the new head) or past any request of the job admitted since (``low``: a request behind the
+  pointer may be a resend, which reads its slot again) waits (``pin_waits`` counts the cycles)
+  until nothing is in flight (the record engine drained and settled, the release queue empty,
+  the emitter idle): any other request's slot last held a chunk already read and not to be
+  read again. **Resends** (RESULT_RESENT, in order): the state queues the slot as a one-chunk
+  run with ``resent`` in decision order, the emitter reads its record and sums again and the
+  row's header has RESENT (the golden model's order: a resend's result between the results
+  of the decisions before and after it). A window reset likewise waits for that before the sweep
   frees the region's records (the requests stop at once).
 
 Ports: ``beats``, ``req``; ``region`` (the state's and the sweep's) and the window-reset stream
@@ -168,11 +173,21 @@ class DecisionOnRecords(wiring.Component):
             m.d.sync += emitted[self.reset.payload.job].eq(self.reset.payload.head)
         with m.If(em.read_done):
             m.d.sync += emitted[em.read_job].eq(em.read_chunk + 1)
+        # ``low``: per job, the lowest chunk since nothing was in flight: the emission pointer
+        # then, lowered by any request behind it (a resend may read its slot again)
+        low = Array(Signal(32, name=f"low{j}") for j in range(self.jobs))
         hdr = self.req.payload.side.hdr
         job = hdr.job_id[:jb]
-        ahead = (hdr.chunk - emitted[job])[:32]
+        floor = Mux(quiet, emitted[job], low[job])
+        ahead = (hdr.chunk - floor)[:32]
         window = select_job_entry(m, self.region, self.jobs, job, "req_region").log2_window
         pinned = ~ahead[31] & (ahead >= (Const(1, 33) << window)) & ~quiet
+        with m.If(quiet):
+            m.d.sync += [low[j].eq(emitted[j]) for j in range(self.jobs)]
+        with m.If(self.req.valid & self.req.ready):
+            m.d.sync += low[job].eq(Mux(ahead[31], hdr.chunk, floor))
+        with m.If(self.reset.valid & self.reset.ready):
+            m.d.sync += low[self.reset.payload.job].eq(self.reset.payload.head)
         held = stream.Signature(self.req_layout).create()
         m.d.comb += [held.valid.eq(self.req.valid & ~self.reset.valid & ~pinned), held.payload.eq(self.req.payload),
                      self.req.ready.eq(held.ready & ~self.reset.valid & ~pinned)]

@@ -27,8 +27,8 @@ sums row in memory (every other byte as it started), every burst in its engine's
 ID, the gate's counters, the sweep's (``sweeps``, ``records_freed``), every error flag 0.
 The results (``RecordEmitter`` in the harness): the rows on ``results``, taken at random with
 pauses of ``PAUSE`` cycles (probability ``p_pause`` / 3 per cycle), are every result the model
-releases (not the resent ones: not emitted on the record path), in order, each row with the
-result's header (OVERFLOW included) and its elements; on completion none. ``beats`` also pause
+releases, the resent ones (RESULT_RESENT, RESENT set) included, in the model's order, each row
+with the result's header (OVERFLOW and RESENT included) and its elements; on completion none. ``beats`` also pause
 ``PAUSE`` cycles in the middle of a message (probability ``p_pause`` per cycle there), so a
 completing message is decided, and its chunk released and read back, long before its last beat.
 Parameters (tb_params): the harness's (data_width, address_width, jobs, depth, max_elements,
@@ -220,7 +220,7 @@ async def decisions_on_records(dut):
         assert got_chunks == want_chunks, f"released {got_chunks}, want {want_chunks}"
     else:
         assert not released, "a release run on completion"
-    want_results = [r for *_, results in made for r in results if not r.resent] if p["in_order"] else []
+    want_results = [r for *_, results in made for r in results] if p["in_order"] else []
     for _ in range(200):  # the last results' rows (the emitter reads them back after the decisions)
         if len(result_rows) >= sum(payload_beats(len(r.payload), w) for r in want_results):
             break
@@ -238,6 +238,7 @@ async def decisions_on_records(dut):
     result.update(counts, outcomes=seen, results_checked=results_checked, window_resets=len(resets),
                   released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released),
                   results_emitted=results_emitted, overflowed=sum(r.overflow for r in want_results),
+                  resent=sum(r.resent for r in want_results),
                   pin_waits=int(dut.pin_waits.value))
     need = {o.name for o in Outcome} - {"REJECT_BUSY"} if p["in_order"] else \
         {"AGGREGATED", "REJECT_BUSY", "STALE", "RESULT_RESENT", "REJECT_NON_MEMBER", "REJECT_UNCONFIGURED"}
@@ -245,6 +246,7 @@ async def decisions_on_records(dut):
     if p["in_order"]:
         assert result["long_runs"] > 0, f"no run released behind a head: {result}"
         assert result["overflowed"] > 0 and result["pin_waits"] > 0, f"no saturated result or no pinned request: {result}"
+        assert result["resent"] > 0, f"no resent result: {result}"
     dut._log.info(f"{len(messages)} messages: {result}")
 
 
@@ -295,7 +297,7 @@ async def _take_results(dut, rng: random.Random, rows: list[int], p_ready: float
 
 def _check_result_rows(rows: list[int], want: list, width: int) -> int:
     """The rows on ``results`` are the model's released results in order: each one's header
-    (RESULT, OVERFLOW as the model's, job, round, chunk, group, scale, element count, session)
+    (RESULT, its flags OVERFLOW and RESENT as the model's, job, round, chunk, group, scale, element count, session)
     on every row, its payload's elements in the rows' lanes, ``last`` on its last row only;
     returns how many results."""
     layout = result_row_layout(width)
@@ -304,7 +306,7 @@ def _check_result_rows(rows: list[int], want: list, width: int) -> int:
         count = len(r.payload)
         beats = payload_beats(count, width)
         assert k + beats <= len(rows), f"result {n} (job {r.job_id} chunk {r.chunk}): {len(rows) - k} rows, want {beats}"
-        hdr = pack(AggHeaderLayout, {"msg_type": wire.MsgType.RESULT, "flags": wire.Flags.OVERFLOW * r.overflow,
+        hdr = pack(AggHeaderLayout, {"msg_type": wire.MsgType.RESULT, "flags": r.flags,
                                      "group_id": r.group_id, "job_id": r.job_id, "round_id": r.round_id,
                                      "chunk": r.chunk, "scale_exp": r.scale_exp, "element_count": count,
                                      "session": r.session})
