@@ -71,13 +71,13 @@ JOB_GROUPS = [(0, 0, 1), (2,), (0,)]  # the groups each job's chunks use
 
 
 def _contribution(rng: random.Random, am: AggregatorModel, job_id: int, width: int,
-                  max_el: int) -> tuple[Message, list[int]]:
-    """One contribution of ``job_id`` near its head in the model now (module docstring), and its
-    payload as W-bit beats."""
+                  max_el: int, chunk: int | None = None) -> tuple[Message, list[int]]:
+    """One contribution of ``job_id`` near its head in the model now (module docstring), or of
+    ``chunk``, and its payload as W-bit beats."""
     job = am.job_table[job_id]
     k = rng.choices([0, rng.randrange(job.window), rng.randint(-3, -1), rng.randint(job.window, job.window + 2)],
                     [0.3, 0.55, 0.08, 0.07])[0]  # the head's chunk often: it completes, the window moves on
-    chunk = (job.head + k) & M32
+    chunk = (job.head + k) & M32 if chunk is None else chunk & M32
     group = JOB_GROUPS[job_id][chunk % len(JOB_GROUPS[job_id])]
     count = 1 + (chunk * 7 + job_id) % max_el
     s = am.slot[am.slot_index(job, chunk)]
@@ -101,7 +101,9 @@ def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel
     """``n`` contributions, each decided by the twin as it is made (the next follows the heads):
     (Message, GateMessage, outcome, decision, results) each; and before a message, with
     probability ``p_reset``, a window reset of a random job to a chunk near its head or anywhere,
-    applied to the twin there: the resets as (index of the message after it, job, head)."""
+    applied to the twin there: the resets as (index of the message after it, job, head). After
+    a resend, half the time the next message is its job's chunk a window on (the resent slot's
+    next chunk: it must not rewrite the slot before the resend reads it)."""
     out, resets = [], []
     for i in range(n):
         if i and rng.random() < p_reset:
@@ -109,8 +111,11 @@ def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel
             head = rng.choice([am.job_table[job_id].head + rng.randint(-4, 40), rng.getrandbits(32)]) & M32
             twin.reset_window(job_id, head)
             resets.append((i, job_id, head))
-        job_id = rng.choice([0, 0, 0, 1, 1, 2])
-        msg, words = _contribution(rng, am, job_id, width, max_el)
+        job_id, chunk = rng.choice([0, 0, 0, 1, 1, 2]), None
+        if out and out[-1][2] == Outcome.RESULT_RESENT and rng.random() < 0.5:  # the resent slot's next chunk
+            job_id = out[-1][0].job_id
+            chunk = out[-1][0].chunk + am.job_table[job_id].window
+        msg, words = _contribution(rng, am, job_id, width, max_el, chunk)
         slot = am.slot_index(am.job_table[job_id], msg.chunk)
         gate = GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF)
         out.append((msg, gate, *twin.contribute(msg)))
