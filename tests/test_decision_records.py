@@ -3,7 +3,8 @@
 (``sim/tb_decision_records.py``) on ``AxiRam`` with latency 20-200 and pauses on every channel and
 stream, records starting as garbage (freed by each job's first window reset, ``FreeSweep``) and
 window resets of random jobs mid-run, every outcome, store response, result row, released chunk,
-record and (``RecordEmitter``) every released result's rows read back against the golden model;
+record and (``RecordEmitter``) every released result's rows read back against the golden model,
+resent results (RESULT_RESENT, in order) included;
 and the harness's parameter checks."""
 
 from __future__ import annotations
