@@ -22,10 +22,33 @@ decision itself in place of the scaffold modify.
   the state (CLEAR of the region's pending words, the new head); the WRITEs' responses are
   dropped (not decisions). Counted: ``sweeps``, ``records_freed``.
 
+- **The results** (:class:`~.record_emitter.RecordEmitter`): the state's released runs
+  (its ``RecordReleaseQueue`` of ``release_depth``) go to the emitter; its record READs take the
+  record engine's command port before the fork's requests (the sweep's WRITEs before both; a
+  FIFO of who issued each command routes the engine's responses: decisions to the gate, records
+  to the emitter, the sweep's dropped), its data READs go into the ``CommandArbiter`` beside the
+  gate (a marker pushed between two messages' commands once the gate has pushed the last command
+  of every message decided before the record came back: after the completing contribution's
+  ADD), the store's READ responses come back with the slot's sticky overflow flag
+  (``StoreReadSplit``), and the rows leave on ``results`` (RESULT header from the record, the
+  sums), in release order. **Order**: a released slot's record and rows must be read before a
+  later chunk rewrites them, so a request whose chunk is a window or more past its job's
+  emission pointer (the chunk after the last one whose READs went out; a window reset sets it to
+  the new head) or past any request of the job admitted since (``low``: a request behind the
+  pointer may be a resend, which reads its slot again) waits (``pin_waits`` counts the cycles)
+  until nothing is in flight (the record engine drained and settled, the release queue empty,
+  the emitter idle): any other request's slot last held a chunk already read and not to be
+  read again. **Resends** (RESULT_RESENT, in order): the state queues the slot as a one-chunk
+  run with ``resent`` in decision order, the emitter reads its record and sums again and the
+  row's header has RESENT (the golden model's order: a resend's result between the results
+  of the decisions before and after it). A window reset likewise waits for that before the sweep
+  frees the region's records (the requests stop at once).
+
 Ports: ``beats``, ``req``; ``region`` (the state's and the sweep's) and the window-reset stream
 ``reset``; ``sweeps`` / ``records_freed``; the store's
 ``rsp``, ``mem_error``; the gate's ``error`` and counters; ``copy_error``; ``outcome`` /
 ``outcome_valid``; ``released`` / ``released_valid`` and ``state_error`` (the state's);
+``results``, ``pin_waits``, ``split_error``;
 ``rec_mem_error``; ``arb_error`` / ``arb_dropped``; ``m_axi_mem_*``; ``latency``. Not the
 core's wiring.
 """
@@ -33,9 +56,10 @@ core's wiring.
 from __future__ import annotations
 
 from functools import partial
+from types import SimpleNamespace
 
-from amaranth.hdl import Module
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_id_arbiter import AxiIdArbiter
@@ -47,12 +71,16 @@ from .forward_ports import forward_ports
 from .free_sweep import FreeSweep
 from .gate_record_harness import decide_on_records, fork_request, shared_members, wire_shared
 from .gate_store_harness import GateOnSlotStore
-from .layouts import ResetLayout
+from .layouts import ResetLayout, lanes
 from .record_decision import RecordDecision
+from .record_emitter import RecordEmitter
+from .reducer_config import select_job_entry
 from .reducer_layouts import RECORD_BITS, RecordSide
+from .slot_store_signature import Op
 
 __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"]
 
+OWNER_DEPTH = 256  # record commands whose responses are not yet taken (more wait: rc.ready held)
 STATE_PORTS = ("region", "released", "released_valid", "state_error")  # the DecisionState's, passed out
 
 
@@ -77,11 +105,13 @@ class DecisionOnRecords(wiring.Component):
 
     Parameters: ``data_width`` W, ``address_width``, ``jobs``, ``depth`` / ``max_elements`` /
     ``messages`` (the gate's), ``sums`` (the ``DramSlotStore``'s: ``slots``, ``row_bits``, ...),
-    ``records`` (the record engine's but its rows and modify: ``base_address``, ``outstanding``, ...).
+    ``records`` (the record engine's but its rows and modify: ``base_address``, ``outstanding``, ...),
+    ``release_depth`` (the state's release queue), ``prefetch`` / ``headers`` (the emitter's queues).
     """
 
     def __init__(self, data_width: int, *, address_width: int, jobs: int, depth: int,
-                 max_elements: int | None = None, messages: int = 32, sums: dict, records: dict) -> None:
+                 max_elements: int | None = None, messages: int = 32, sums: dict, records: dict,
+                 release_depth: int = 8, prefetch: int = 4, headers: int = 4) -> None:
         for name in ("slots", "row_bits"):
             if name not in sums:
                 raise ValueError(f"sums must give {name} (the slot store's), got {sorted(sums)}")
@@ -89,11 +119,14 @@ class DecisionOnRecords(wiring.Component):
                                        "late_shape", "effect_shape"})
         if fixed:
             raise ValueError(f"records must not give {fixed} (one {RECORD_BITS}-bit record per slot, ID 1)")
-        slots = sums["slots"]
+        slots, self.jobs = sums["slots"], jobs
         self.sums = GateOnSlotStore(data_width, depth=depth, max_elements=max_elements, messages=messages,
-                                    address_width=address_width, **sums)
+                                    address_width=address_width, emitter=True, **sums)
         self.row_bits = sums["row_bits"]
-        self.records = record_engine(data_width, slots=slots, jobs=jobs, address_width=address_width, **records)
+        self.records = record_engine(data_width, slots=slots, jobs=jobs, address_width=address_width,
+                                     release_depth=release_depth, **records)
+        self.emitter = RecordEmitter(data_width, slots=slots, jobs=jobs, row_bits=self.row_bits, prefetch=prefetch,
+                                     headers=headers)
         self.record = self.records.engine.modify.record
         self.sweep = FreeSweep(slots=slots, jobs=jobs, row_width=RECORD_BITS, side_shape=RecordSide)
         self.arbiter = AxiIdArbiter([0, 1], addr_width=address_width, data_width=data_width)
@@ -106,31 +139,100 @@ class DecisionOnRecords(wiring.Component):
             "reset": In(stream.Signature(ResetLayout(jobs))),
             "sweeps": self.sweep.signature.members["sweeps"], "records_freed": self.sweep.signature.members["records_freed"],
             "outcome": Out(4), "outcome_valid": Out(1),
+            "results": self.emitter.signature.members["row"], "pin_waits": Out(32),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         gs, rec = wire_shared(m, self)
         forward_ports(m, self, rec, skip=lambda n: n not in STATE_PORTS)
-        m.submodules.sweep = sw = self.sweep
-        wiring.connect(m, wiring.flipped(self.reset), sw.reset)
-        wiring.connect(m, sw.state_reset, rec.reset)
-        m.d.comb += [sw.region.eq(self.region), self.sweeps.eq(sw.sweeps), self.records_freed.eq(sw.records_freed)]
-        # the requests wait while a window reset does (``stop``); the sweep's WRITEs take the
-        # record engine's command port meanwhile, and their responses are dropped
-        held = stream.Signature(self.req_layout).create()
-        m.d.comb += [held.valid.eq(self.req.valid & ~sw.stop), held.payload.eq(self.req.payload),
-                     self.req.ready.eq(held.ready & ~sw.stop)]
-        fork_request(m, held, held.payload.msg, gs, rec, self.row_bits)
+        m.submodules.sweep, m.submodules.emitter = sw, em = self.sweep, self.emitter
+        state = self.records.state
         rc, rr = rec.cmd, rec.rsp
-        m.d.comb += [rc.payload.side.eq(held.payload.side), rc.payload.data.eq(0)]
-        with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then
+        wiring.connect(m, rec.release, em.run)
+        wiring.connect(m, gs.e_rsp, em.data_rsp)
+        wiring.connect(m, em.row, wiring.flipped(self.results))
+        m.d.comb += [sw.region.eq(self.region), em.region.eq(self.region), self.sweeps.eq(sw.sweeps),
+                     self.records_freed.eq(sw.records_freed)]
+        # nothing in flight: every command answered, the state settled, every release emitted
+        inflight, quiet = Signal(16), Signal()
+        m.d.sync += inflight.eq(inflight + (rc.valid & rc.ready) - (rr.valid & rr.ready))
+        m.d.comb += quiet.eq((inflight == 0) & state.settled & (state.queue.level == 0) & ~state.queue.m.valid
+                             & em.idle)
+        # a window reset stops the requests at once and reaches the sweep once nothing is in flight
+        # (so no released record is freed before it is read); ``passed``: offered to the sweep
+        passed = Signal()
+        m.d.comb += [sw.reset.valid.eq(self.reset.valid & (quiet | passed)), sw.reset.payload.eq(self.reset.payload),
+                     self.reset.ready.eq(sw.reset.ready & (quiet | passed))]
+        m.d.sync += passed.eq(sw.reset.valid & ~sw.reset.ready)
+        wiring.connect(m, sw.state_reset, rec.reset)
+        # the emission pointer per job: the chunk after the last whose READs went out
+        jb = state.job_bits
+        emitted = Array(Signal(32, name=f"emitted{j}") for j in range(self.jobs))
+        with m.If(self.reset.valid & self.reset.ready):
+            m.d.sync += emitted[self.reset.payload.job].eq(self.reset.payload.head)
+        with m.If(em.read_done):
+            m.d.sync += emitted[em.read_job].eq(em.read_chunk + 1)
+        # ``low``: per job, the lowest chunk since nothing was in flight: the emission pointer
+        # then, lowered by any request behind it (a resend may read its slot again)
+        low = Array(Signal(32, name=f"low{j}") for j in range(self.jobs))
+        hdr = self.req.payload.side.hdr
+        job = hdr.job_id[:jb]
+        floor = Mux(quiet, emitted[job], low[job])
+        ahead = (hdr.chunk - floor)[:32]
+        window = select_job_entry(m, self.region, self.jobs, job, "req_region").log2_window
+        pinned = ~ahead[31] & (ahead >= (Const(1, 33) << window)) & ~quiet
+        with m.If(quiet):
+            m.d.sync += [low[j].eq(emitted[j]) for j in range(self.jobs)]
+        with m.If(self.req.valid & self.req.ready):
+            m.d.sync += low[job].eq(Mux(ahead[31], hdr.chunk, floor))
+        with m.If(self.reset.valid & self.reset.ready):
+            m.d.sync += low[self.reset.payload.job].eq(self.reset.payload.head)
+        held = stream.Signature(self.req_layout).create()
+        m.d.comb += [held.valid.eq(self.req.valid & ~self.reset.valid & ~pinned), held.payload.eq(self.req.payload),
+                     self.req.ready.eq(held.ready & ~self.reset.valid & ~pinned)]
+        with m.If(self.req.valid & ~self.reset.valid & pinned):
+            m.d.sync += self.pin_waits.eq(self.pin_waits + 1)
+        # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the fork's
+        # ADDs; ``owner`` remembers which of the last two each was (the sweep counts its own)
+        fork = stream.Signature(rc.payload.shape()).create()
+        fork_request(m, held, held.payload.msg, gs, SimpleNamespace(cmd=fork), self.row_bits)
+        m.d.comb += [fork.payload.side.eq(held.payload.side), fork.payload.data.eq(0)]
+        m.submodules.owner = owner = fifo.SyncFIFO(width=1, depth=OWNER_DEPTH)
+        er = em.rec_read
+        with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then, the emitter is idle
             m.d.comb += [rc.valid.eq(1), rc.payload.eq(sw.cmd.payload)]
-        m.d.comb += [sw.cmd.ready.eq(rc.ready), sw.cmd_fire.eq(rc.valid & rc.ready), sw.rsp_fire.eq(rr.valid & rr.ready)]
+        with m.Elif(er.valid):
+            m.d.comb += [rc.valid.eq(owner.w_rdy), rc.payload.op.eq(Op.READ), rc.payload.row.eq(er.payload),
+                         rc.payload.lanes.eq((1 << lanes(RECORD_BITS)) - 1), er.ready.eq(rc.ready & owner.w_rdy)]
+        with m.Else():
+            m.d.comb += [rc.valid.eq(fork.valid & owner.w_rdy), rc.payload.eq(fork.payload),
+                         fork.ready.eq(rc.ready & owner.w_rdy)]
+        m.d.comb += [sw.cmd.ready.eq(rc.ready), sw.cmd_fire.eq(rc.valid & rc.ready), sw.rsp_fire.eq(rr.valid & rr.ready),
+                     owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid), owner.w_data.eq(er.valid)]
+        # its responses: the sweep's dropped, the emitter's records to it, the rest the gate's decisions
         after = self.record(rr.payload.data)
+        to_em = ~sw.owns & owner.r_rdy & owner.r_data[0]
+        decide = rr.valid & ~sw.owns & ~to_em
         decide_on_records(m, gs, rec, after.op)
-        m.d.comb += [gs.decision.valid.eq(rr.valid & ~sw.owns), rr.ready.eq(sw.owns | gs.decision.ready)]
-        m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(rr.valid & rr.ready & ~sw.owns)]
+        m.d.comb += [gs.decision.valid.eq(decide), em.rec_data.valid.eq(rr.valid & to_em),
+                     em.rec_data.payload.eq(rr.payload.data),
+                     rr.ready.eq(sw.owns | Mux(to_em, em.rec_data.ready, gs.decision.ready)),
+                     owner.r_en.eq(rr.valid & rr.ready & ~sw.owns)]
+        m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(decide & rr.ready)]
+        # the emitter's data READs: a marker into the arbiter's FIFO once the gate has pushed every
+        # message decided before the chunk's record came back (``snap``: its WRITE / ADD messages
+        # then; ``lasts``: those whose last command is pushed), then its READs at the marker
+        dc, snap, marked = em.data_cmd, Signal(16), Signal()
+        with m.If(em.rec_data.valid & em.rec_data.ready):
+            m.d.sync += snap.eq(gs.written + gs.added)
+        mark = dc.valid & ~marked & ~(gs.lasts - snap)[15] & gs.e_room
+        m.d.comb += [gs.e_mark.eq(mark), gs.e_valid.eq(dc.valid), gs.e_cmd.eq(dc.payload), dc.ready.eq(gs.e_go),
+                     gs.e_final.eq(em.read_done)]
+        with m.If(mark):
+            m.d.sync += marked.eq(1)
+        with m.If(em.read_done):
+            m.d.sync += marked.eq(0)
         return m
 
 

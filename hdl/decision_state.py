@@ -128,10 +128,11 @@ def late_layout(slots: int) -> data.StructLayout:
 def effect_layout(slots: int) -> data.StructLayout:
     """A decision's effect: the job's new ``head`` (if ``head_we``), the slot's new ``pending`` bit
     (if ``pending_we``), and ``release``: the head's chunk completed, the ``run`` of pending
-    slots behind it released (cleared; the new head then is the old one + 1 + ``run``)."""
+    slots behind it released (cleared; the new head then is the old one + 1 + ``run``);
+    ``resend``: a resend of the command's slot, queued (``release_depth``) in decision order."""
     sb = (slots - 1).bit_length()
     return data.StructLayout({"head_we": 1, "head": head_layout(slots), "pending_we": 1, "pending": 1,
-                              "release": 1, "run": sb})
+                              "release": 1, "run": sb, "resend": 1})
 
 
 def region_layout(slots: int) -> data.StructLayout:
@@ -156,13 +157,16 @@ class DecisionState(wiring.Component):
     may release at its job's head), ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` /
     ``ahead_release`` (the engine's look-ahead), ``effect`` / ``effect_valid``. Out: ``hold``
     (for the engine's ``c0_hold``), ``late`` (for the command in C2), ``released`` /
-    ``released_valid`` (a run released at a head, for a release queue), ``error``.
+    ``released_valid`` (a run released at a head, for a release queue), ``error``; ``settled``: no
+    command in C1 / C2, no effect being written, no release (or a long run's rest) in progress
+    (what a window reset waits for; an owner's drain check too).
     ``pending``: the ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory.
 
     ``release_depth`` (default None: none, the ports and RTL as before): the released runs also
     go into a ``RecordReleaseQueue`` of that depth (``queue``), out as the stream ``release``
     (job, start, run) for the emitter; while it has no room for one more release, release
-    candidates wait in C0 (``hold``); its ``error`` is ``error``'s too.
+    candidates wait in C0 (``hold``); its ``error`` is ``error``'s too. A resend's effect
+    (``resend``) queues its slot (job, start = slot, run 0, ``resent``) the same way.
 
     ``regions`` (default False: every job's region is the whole ring, the ports and RTL as
     before): the inputs ``region`` (per job, ``region_layout``: the reducer's job regions) and
@@ -194,7 +198,7 @@ class DecisionState(wiring.Component):
             "late": Out(self.late_layout),
             "effect": In(self.effect_layout), "effect_valid": In(1),
             "released": Out(self.released_layout), "released_valid": Out(1),
-            "error": Out(1), **release,
+            "error": Out(1), "settled": Out(1), **release,
             **({"region": In(data.ArrayLayout(region_layout(slots), jobs)),
                 "reset": In(stream.Signature(ResetLayout(jobs)))} if regions else {}),
         })
@@ -274,7 +278,9 @@ class DecisionState(wiring.Component):
             m.d.sync += busy.eq(0)
         # ---- the window reset: once nothing is in flight, CLEAR the region, then the new head ----
         clearing, reset_done = Signal(), Signal()
-        quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | rq | busy | rel_on | fin)
+        quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | fx.resend | rq | busy | rel_on
+                  | fin)
+        m.d.comb += self.settled.eq(quiet)
         if self.regions:
             reset_want = self.reset.valid & ~clearing & quiet
             reset_go = reset_want & pw.op.ready
@@ -338,6 +344,10 @@ class DecisionState(wiring.Component):
                      self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
                      self.released.start.eq(Mux(fin, part.slot, fx_start)),
                      self.released.run.eq(Mux(fin, rest - 1, fx.run))]
+        if self.queue is not None:  # a resend: its slot queued as a one-chunk run (never with a release)
+            with m.If(fx.resend):
+                m.d.comb += [rq_.push.eq(1), rq_.item.job.eq(fx_job), rq_.item.start.eq(fx_slot), rq_.item.run.eq(0),
+                             rq_.item.resent.eq(1)]
 
         # ---- late (the command in C2): the state read, bypassed from the effects not yet in it;
         # a release's are never needed: the commands behind a candidate wait until it is written ----

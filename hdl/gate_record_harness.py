@@ -36,7 +36,7 @@ from .axi_latency import AxiLatencyHarness
 from .dram_rmw_engine import AXI_PREFIX, DramRmwEngine
 from .engines_on_arbiter_harness import share_port
 from .forward_ports import forward_ports
-from .gate_store_harness import GateOnSlotStore
+from .gate_store_harness import EMITTER_PORTS, GateOnSlotStore
 from .layouts import lanes
 from .record_modify_scaffold import ScaffoldRecordModify
 from .reducer_layouts import RECORD_BITS
@@ -99,7 +99,8 @@ def shared_members(sums: GateOnSlotStore, address_width: int, data_width: int) -
     record engine's ``rec_mem_error``, the ID arbiter's ``arb_error`` / ``arb_dropped``, the
     shared ``m_axi_mem_*``)."""
     return {
-        **{n: mb for n, mb in sums.signature.members.items() if n != "decision" and not n.startswith(AXI_PREFIX + "_")},
+        **{n: mb for n, mb in sums.signature.members.items()
+           if n != "decision" and n not in EMITTER_PORTS and not n.startswith(AXI_PREFIX + "_")},
         "rec_mem_error": Out(1), "arb_error": Out(1), "arb_dropped": Out(DROPPED_BITS),
         **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
     }
@@ -111,7 +112,7 @@ def wire_shared(m: Module, outer: wiring.Component) -> tuple[GateOnSlotStore, wi
     arbiter; returns (sums, records)."""
     m.submodules.sums, m.submodules.records = gs, rec = outer.sums, outer.records
     m.submodules.arbiter = arb = outer.arbiter
-    forward_ports(m, outer, gs, skip=lambda n: n in ("req", "decision") or n.startswith(AXI_PREFIX + "_"))
+    forward_ports(m, outer, gs, skip=lambda n: n in ("req", "decision", *EMITTER_PORTS) or n.startswith(AXI_PREFIX + "_"))
     m.d.comb += [outer.rec_mem_error.eq(rec.mem_error), outer.arb_error.eq(arb.error),
                  outer.arb_dropped.eq(arb.dropped)]
     share_port(m, arb, (gs, rec), outer)

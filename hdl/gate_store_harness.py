@@ -7,13 +7,22 @@ the store's ``m_axi_mem_*`` faces the memory, inside an
 
 Ports: the gate's ``beats``, ``req``, ``decision`` (in), ``error`` and counters; the store's
 ``rsp``, ``mem_error`` and ``m_axi_mem_*``; the arbiter's ``copy_error``; ``latency``.
+
+``emitter=True`` (default False: the ports and RTL as before) adds an emitter beside the gate, as
+the reducer has one: ``e_mark`` (push a marker into the arbiter's FIFO now; the gate's command
+waits that cycle; only while ``e_room``: room, and not inside a message's commands), and when
+the marker reaches the FIFO's head the port is the emitter's (``e_valid`` / ``e_cmd`` READs
+while ``e_go``, ``e_final`` with its last) until that last READ; ``lasts`` counts the messages
+whose last command the gate has pushed (16 bits, wrapping). The store's responses go through
+:class:`~.store_read_split.StoreReadSplit`: WRITE / ADD ones on ``rsp`` as before, READ ones on
+``e_rsp`` with the slot's sticky overflow flag (``split_error``).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.wiring import In, Out
 
 from .axi4 import axi4_forward
 from .axi_latency import AxiLatencyHarness
@@ -21,9 +30,12 @@ from .command_arbiter import CommandArbiter
 from .dram_rmw_engine import AXI_PREFIX
 from .dram_slot_store import DramSlotStore
 from .payload_gate import PayloadGate
+from .store_read_split import StoreReadSplit
 
-__all__ = ["GateOnSlotStore", "gate_store_with_latency"]
+__all__ = ["EMITTER_PORTS", "GateOnSlotStore", "gate_store_with_latency"]
 
+# the emitter's ports (``emitter=True``): an owner's, wired inside it, not a harness's outer ports
+EMITTER_PORTS = ("e_mark", "e_room", "e_valid", "e_cmd", "e_go", "e_final", "lasts", "e_rsp")
 GATE_PORTS = ("beats", "req", "decision", "error", "written", "added", "discarded", "mismatches", "orphans")
 
 
@@ -32,7 +44,7 @@ class GateOnSlotStore(wiring.Component):
     ``DramSlotStore`` (``**store``: its parameters); see the module docstring."""
 
     def __init__(self, data_width: int, *, depth: int, max_elements: int | None = None, messages: int = 32,
-                 **store: int) -> None:
+                 emitter: bool = False, **store: int) -> None:
         self.store = DramSlotStore(data_width, **store)
         self.gate = PayloadGate(data_width, depth, address_bits=self.store.address_bits,
                                 max_elements=max_elements, messages=messages)
@@ -42,6 +54,15 @@ class GateOnSlotStore(wiring.Component):
             **{n: mb for n, mb in self.store.signature.members.items() if n != "cmd"},
             "copy_error": Out(1),
         }
+        self.split = None
+        if emitter:
+            missing = sorted({"slots", "row_bits"} - set(store))
+            if missing:
+                raise ValueError(f"emitter=True needs the store's {missing} given by name")
+            self.split = StoreReadSplit(data_width, slots=store["slots"], row_bits=store["row_bits"])
+            members.update({"e_mark": In(1), "e_room": Out(1), "e_valid": In(1), "e_cmd": In(self.arbiter.cmd_layout),
+                            "e_go": Out(1), "e_final": In(1), "lasts": Out(16),
+                            "e_rsp": self.split.signature.members["reads"], "split_error": Out(1)})
         super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
@@ -56,12 +77,35 @@ class GateOnSlotStore(wiring.Component):
         m.d.comb += [
             gate.cmd.ready.eq(ready),
             arb.push.eq(gate.cmd.valid & ready), arb.push_cmd.eq(gate.cmd.payload),
-            arb.e_idle.eq(1),  # no emitter: no markers, the port stays with the FIFO
             self.copy_error.eq(arb.copy_error), self.mem_error.eq(store.mem_error),
         ]
-        wiring.connect(m, arb.cmd, store.cmd)
-        wiring.connect(m, store.rsp, wiring.flipped(self.rsp))
         axi4_forward(m, store, self, AXI_PREFIX)
+        if self.split is None:
+            m.d.comb += arb.e_idle.eq(1)  # no emitter: no markers, the port stays with the FIFO
+            wiring.connect(m, arb.cmd, store.cmd)
+            wiring.connect(m, store.rsp, wiring.flipped(self.rsp))
+            return m
+        # the emitter's marker goes into the FIFO between two messages' commands (``mid``: the
+        # gate's last command had ``more``); its READs take the port from the marker to its last
+        mid = Signal()
+        with m.If(gate.cmd.valid & gate.cmd.ready):
+            m.d.sync += mid.eq(gate.cmd.payload.more)
+            with m.If(~gate.cmd.payload.more):
+                m.d.sync += self.lasts.eq(self.lasts + 1)
+        m.d.comb += [self.e_room.eq(ready & ~mid), gate.cmd.ready.eq(ready & ~self.e_mark),
+                     arb.push.eq((gate.cmd.valid & ready & ~self.e_mark) | self.e_mark),
+                     arb.push_marker.eq(self.e_mark),
+                     arb.e_valid.eq(self.e_valid), arb.e_cmd.eq(self.e_cmd), self.e_go.eq(arb.e_go),
+                     arb.e_final.eq(self.e_final), arb.e_popped.eq(0), arb.e_idle.eq(0)]  # back on e_final only
+        # the store takes a command only while the split can queue it (its op and slot)
+        m.submodules.split = sp = self.split
+        sc = store.cmd
+        m.d.comb += [sc.payload.eq(arb.cmd.payload), sc.valid.eq(arb.cmd.valid & sp.room),
+                     arb.cmd.ready.eq(sc.ready & sp.room), sp.cmd_fire.eq(sc.valid & sc.ready),
+                     sp.cmd_op.eq(sc.payload.op), sp.cmd_row.eq(sc.payload.row), self.split_error.eq(sp.error)]
+        wiring.connect(m, store.rsp, sp.rsp)
+        wiring.connect(m, sp.out, wiring.flipped(self.rsp))
+        wiring.connect(m, sp.reads, wiring.flipped(self.e_rsp))
         return m
 
 

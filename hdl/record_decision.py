@@ -20,8 +20,10 @@ ADD, or DISCARD for no data op): the engine's response is the row after, so it c
 job's head, the head's chunk and the ``late.run`` pending slots behind it are released
 (``release``; new head = head + 1 + run, its slot the old one's + 1 + run mod S: right on the
 whole ring, and a ``DecisionState`` with regions derives the slot from the chunk); completed
-behind the head, the slot's pending bit is set. WRITE stores the command's data (a FREE / CLEAR writes a fresh record), READ returns the
-record: no effect. ``overflow`` is 0 (no lanes). Combinational.
+behind the head, the slot's pending bit is set; a resend (RESULT_RESENT: the chunk released and
+still held), ``resend`` (the state queues the slot for the emitter, in decision order). WRITE
+stores the command's data (a FREE / CLEAR writes a fresh record), READ returns the record: no
+effect. ``overflow`` is 0 (no lanes). Combinational.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from __future__ import annotations
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+from wanreduce.model import Outcome
 
 from .decision_state import effect_layout, late_layout
 from .layouts import lanes
@@ -81,5 +85,6 @@ class RecordDecision(wiring.Component):
             fx.release.eq(release), fx.run.eq(late.run), fx.head_we.eq(release),
             fx.head.chunk.eq(late.head.chunk + 1 + late.run), fx.head.slot.eq(late.head.slot + 1 + late.run),
             fx.pending_we.eq(in_order & td.out.fxs), fx.pending.eq(1),
+            fx.resend.eq(in_order & (td.code == Outcome.RESULT_RESENT)),
         ]
         return m

@@ -32,9 +32,9 @@ COUNTER_BITS = 32
 
 def release_item_layout(slots: int, jobs: int) -> data.StructLayout:
     """A queued run: the ``job``, ``1 + run`` chunks from the slot ``start`` (wrapping in the
-    job's region)."""
+    job's region); ``resent``: a resend's (RESULT_RESENT) one chunk, emitted again with RESENT."""
     sb = (slots - 1).bit_length()
-    return data.StructLayout({"job": (jobs - 1).bit_length(), "start": sb, "run": sb})
+    return data.StructLayout({"job": (jobs - 1).bit_length(), "start": sb, "run": sb, "resent": 1})
 
 
 class RecordReleaseQueue(wiring.Component):

@@ -20,7 +20,7 @@ reused (the store applies commands in order).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -32,7 +32,7 @@ from .reducer_config import select_job_entry, slot_of
 from .reducer_layouts import bits_for, release_entry_layout, slot_tag_layout
 from .release_queue import QUEUE_DEPTH
 
-__all__ = ["ResultEmitter"]
+__all__ = ["ResultEmitter", "result_header"]
 
 
 class ResultEmitter(wiring.Component):
@@ -284,18 +284,24 @@ class ResultEmitter(wiring.Component):
         ]
         # the header of the chunk started last cycle (the tag just read); overflow is added by
         # the assembler from the slot store's responses
-        h = self.hdr
-        m.d.comb += [
-            self.hdr_valid.eq(just_started),
-            h.msg_type.eq(wire.MsgType.RESULT),
-            h.flags.eq(Cat(Const(0, 2), e_resent)),  # OVERFLOW (later), -, RESENT
-            h.group_id.eq(te.group),
-            h.job_id.eq(te.job),
-            h.round_id.eq(te.round),
-            h.chunk.eq(te.chunk),
-            h.sender_id.eq(0),
-            h.scale_exp.eq(te.scale),
-            h.element_count.eq(te.count),
-            h.session.eq(te.session),
-        ]
+        m.d.comb += [self.hdr_valid.eq(just_started),
+                     *result_header(self.hdr, te, Cat(Const(0, 2), e_resent))]  # OVERFLOW (later), -, RESENT
         return m
+
+
+def result_header(h: Value, tag: Value, flags: Value) -> list:
+    """The assignments of a RESULT header ``h`` (``AggHeaderLayout``) from a slot's ``tag``
+    (``slot_tag_layout``) with ``flags``: the one place a result's header is made from a tag
+    (``ResultEmitter``, ``RecordEmitter``)."""
+    return [
+        h.msg_type.eq(wire.MsgType.RESULT),
+        h.flags.eq(flags),
+        h.group_id.eq(tag.group),
+        h.job_id.eq(tag.job),
+        h.round_id.eq(tag.round),
+        h.chunk.eq(tag.chunk),
+        h.sender_id.eq(0),
+        h.scale_exp.eq(tag.scale),
+        h.element_count.eq(tag.count),
+        h.session.eq(tag.session),
+    ]

@@ -25,9 +25,15 @@ result the model releases (the completing message's responses) are the result's 
 chunk the ``DecisionState`` releases, per job in order, is the model's; then every record and
 sums row in memory (every other byte as it started), every burst in its engine's region with its
 ID, the gate's counters, the sweep's (``sweeps``, ``records_freed``), every error flag 0.
+The results (``RecordEmitter`` in the harness): the rows on ``results``, taken at random with
+pauses of ``PAUSE`` cycles (probability ``p_pause`` / 3 per cycle), are every result the model
+releases, the resent ones (RESULT_RESENT, RESENT set) included, in the model's order, each row
+with the result's header (OVERFLOW and RESENT included) and its elements; on completion none. ``beats`` also pause
+``PAUSE`` cycles in the middle of a message (probability ``p_pause`` per cycle there), so a
+completing message is decided, and its chunk released and read back, long before its last beat.
 Parameters (tb_params): the harness's (data_width, address_width, jobs, depth, max_elements,
 sums, records), regions ((base, log2 window) per job), in_order, messages, seed, latency_range,
-p_axi, p_stream, p_reset.
+p_axi, p_stream, p_reset, p_pause.
 """
 
 from __future__ import annotations
@@ -40,10 +46,12 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
+from wanreduce import wire
 from wanreduce.hdl.decision_record_harness import decision_records_with_latency
 from wanreduce.hdl.decision_state import region_layout
-from wanreduce.hdl.layouts import ResetLayout, lanes, payload_beats
-from wanreduce.hdl.payload_gate import Decision, request_layout
+from wanreduce.hdl.layouts import AggHeaderLayout, ResetLayout, lanes, payload_beats
+from wanreduce.hdl.payload_gate import Decision, beat_layout, request_layout
+from wanreduce.hdl.record_emitter import result_row_layout
 from wanreduce.hdl.reducer_layouts import RECORD_BITS, RecordSide
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
 from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, vary_latency
@@ -57,18 +65,19 @@ from wanreduce.sim.tb_payload_gate import Inputs, check_counters, drive_to_store
 from wanreduce.sim.tb_slot_store import CLOCK_NS, Bench, _watch_released, _window_reset, random_row
 
 M32 = 0xFFFFFFFF
+PAUSE = 450  # cycles of a pause on ``beats`` or ``results``: longer than two memory round trips
 GROUPS = [0b0111, 0b1000, 0b110000, 0]  # three members, one, two, none (unconfigured)
 JOB_GROUPS = [(0, 0, 1), (2,), (0,)]  # the groups each job's chunks use
 
 
 def _contribution(rng: random.Random, am: AggregatorModel, job_id: int, width: int,
-                  max_el: int) -> tuple[Message, list[int]]:
-    """One contribution of ``job_id`` near its head in the model now (module docstring), and its
-    payload as W-bit beats."""
+                  max_el: int, chunk: int | None = None) -> tuple[Message, list[int]]:
+    """One contribution of ``job_id`` near its head in the model now (module docstring), or of
+    ``chunk``, and its payload as W-bit beats."""
     job = am.job_table[job_id]
     k = rng.choices([0, rng.randrange(job.window), rng.randint(-3, -1), rng.randint(job.window, job.window + 2)],
                     [0.3, 0.55, 0.08, 0.07])[0]  # the head's chunk often: it completes, the window moves on
-    chunk = (job.head + k) & M32
+    chunk = (job.head + k) & M32 if chunk is None else chunk & M32
     group = JOB_GROUPS[job_id][chunk % len(JOB_GROUPS[job_id])]
     count = 1 + (chunk * 7 + job_id) % max_el
     s = am.slot[am.slot_index(job, chunk)]
@@ -92,7 +101,9 @@ def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel
     """``n`` contributions, each decided by the twin as it is made (the next follows the heads):
     (Message, GateMessage, outcome, decision, results) each; and before a message, with
     probability ``p_reset``, a window reset of a random job to a chunk near its head or anywhere,
-    applied to the twin there: the resets as (index of the message after it, job, head)."""
+    applied to the twin there: the resets as (index of the message after it, job, head). After
+    a resend, half the time the next message is its job's chunk a window on (the resent slot's
+    next chunk: it must not rewrite the slot before the resend reads it)."""
     out, resets = [], []
     for i in range(n):
         if i and rng.random() < p_reset:
@@ -100,8 +111,11 @@ def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel
             head = rng.choice([am.job_table[job_id].head + rng.randint(-4, 40), rng.getrandbits(32)]) & M32
             twin.reset_window(job_id, head)
             resets.append((i, job_id, head))
-        job_id = rng.choice([0, 0, 0, 1, 1, 2])
-        msg, words = _contribution(rng, am, job_id, width, max_el)
+        job_id, chunk = rng.choice([0, 0, 0, 1, 1, 2]), None
+        if out and out[-1][2] == Outcome.RESULT_RESENT and rng.random() < 0.5:  # the resent slot's next chunk
+            job_id = out[-1][0].job_id
+            chunk = out[-1][0].chunk + am.job_table[job_id].window
+        msg, words = _contribution(rng, am, job_id, width, max_el, chunk)
         slot = am.slot_index(am.job_table[job_id], msg.chunk)
         gate = GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF)
         out.append((msg, gate, *twin.contribute(msg)))
@@ -170,7 +184,8 @@ async def decisions_on_records(dut):
     sum_model = SlotStoreModel(w, initial_of(sums))
     expected = [(*sum_model.apply(c.op, c.row, c.data, c.lanes), c.tag) for c in want.commands]
     results_checked = _check_results(made, want.commands, expected, w)
-    inputs = Inputs(dut, messages, None, w, sums.address_bits, max_el)
+    inputs = PausingInputs(dut, messages, None, w, sums.address_bits, max_el)
+    inputs.pausing(p.get("p_pause", 0.0), PAUSE)
     msg_bits = request_layout(sums.address_bits, max_el).size
     inputs.queues[1] = [q | side_bits(am, msg, w) << msg_bits for q, (msg, *_) in zip(inputs.queues[1], made, strict=True)]
     assert RecordSide.size + msg_bits == len(dut.req__payload)
@@ -182,6 +197,8 @@ async def decisions_on_records(dut):
     released, outcomes = [], []
     cocotb.start_soon(_watch_released(state, released))
     cocotb.start_soon(_watch_outcomes(dut, outcomes))
+    result_rows: list[int] = []
+    cocotb.start_soon(_take_results(dut, rng, result_rows, p.get("p_stream"), p.get("p_pause", 0.0) / 3))
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
@@ -199,7 +216,7 @@ async def decisions_on_records(dut):
     assert outcomes == want_outcomes, next(f"outcome {k} ({made[k][0]}): {o}, want {Outcome(want_outcomes[k]).name}"
                                            for k, o in enumerate(outcomes + [None]) if k >= len(want_outcomes)
                                            or o != want_outcomes[k])
-    for flag in ("mem_error", "rec_mem_error", "copy_error", "arb_error", "arb_dropped", "state_error"):
+    for flag in ("mem_error", "rec_mem_error", "copy_error", "arb_error", "arb_dropped", "state_error", "split_error"):
         assert not int(getattr(dut, flag).value), f"{flag} set"
     got_chunks = _released_chunks(released, jobs)
     want_chunks = {j: [r.chunk for _, _, o, _, results in made for r in results
@@ -208,23 +225,107 @@ async def decisions_on_records(dut):
         assert got_chunks == want_chunks, f"released {got_chunks}, want {want_chunks}"
     else:
         assert not released, "a release run on completion"
+    want_results = [r for *_, results in made for r in results] if p["in_order"] else []
+    for _ in range(200):  # the last results' rows (the emitter reads them back after the decisions)
+        if len(result_rows) >= sum(payload_beats(len(r.payload), w) for r in want_results):
+            break
+        await ClockCycles(dut.clk, 20)
     counts = check_counters(dut, want)
     for b, rows in ((sums, sum_model.rows), (recs, twin.records)):
         b.check_bursts()
         await b.check_memory(SimpleNamespace(rows=rows))
+    results_emitted = _check_result_rows(result_rows, want_results, w)
     sweeps = jobs + len(resets)  # the counters last: the records above fail first
     assert int(dut.sweeps.value) == sweeps, f"{int(dut.sweeps.value)} sweeps, want {sweeps}"
     freed = sum(1 << p["regions"][j][1] for j in list(range(jobs)) + [j for _, j, _ in resets])
     assert int(dut.records_freed.value) == freed, f"{int(dut.records_freed.value)} records freed, want {freed}"
     seen = {Outcome(o).name: want_outcomes.count(o) for o in set(want_outcomes)}
     result.update(counts, outcomes=seen, results_checked=results_checked, window_resets=len(resets),
-                  released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released))
+                  released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released),
+                  results_emitted=results_emitted, overflowed=sum(r.overflow for r in want_results),
+                  resent=sum(r.resent for r in want_results),
+                  pin_waits=int(dut.pin_waits.value))
     need = {o.name for o in Outcome} - {"REJECT_BUSY"} if p["in_order"] else \
         {"AGGREGATED", "REJECT_BUSY", "STALE", "RESULT_RESENT", "REJECT_NON_MEMBER", "REJECT_UNCONFIGURED"}
     assert need <= set(seen) and results_checked > 10, f"too few of some outcome: {result}"
     if p["in_order"]:
         assert result["long_runs"] > 0, f"no run released behind a head: {result}"
+        assert result["overflowed"] > 0 and result["pin_waits"] > 0, f"no saturated result or no pinned request: {result}"
+        assert result["resent"] > 0, f"no resent result: {result}"
     dut._log.info(f"{len(messages)} messages: {result}")
+
+
+class PausingInputs(Inputs):
+    """``Inputs`` whose ``beats`` also pause for ``pause`` cycles in the middle of a message
+    (with probability ``p_pause`` per cycle there): its request, taken with its first beat, is
+    decided, may release its chunk and the emitter may read the record back long before the
+    message's last beat, and so its commands, reach the store (the data READs must wait)."""
+
+    def pausing(self, p_pause: float, pause: int) -> None:
+        self.p_pause, self.pause, self.left = p_pause, pause, 0
+        self.lasts = {i for i, b in enumerate(self.queues[0]) if b & 1 << self.last_bit}
+
+    @property
+    def last_bit(self) -> int:
+        return beat_layout(len(self.ports[0][1]) - 1)["last"].offset
+
+    def offer(self, rng: random.Random, probs: list[float]) -> None:
+        mid = self.sent[0] and self.sent[0] - 1 not in self.lasts and self.sent[0] < len(self.queues[0])
+        if not self.left and mid and rng.random() < self.p_pause:
+            self.left = self.pause
+        if self.left:
+            self.left -= 1
+            probs = [0.0, *probs[1:]]
+        super().offer(rng, probs)
+
+
+async def _take_results(dut, rng: random.Random, rows: list[int], p_ready: float | None,
+                        p_pause: float = 0.0) -> None:
+    """Every result row the emitter puts out (``results``), taken at random (``p_ready``, else
+    re-drawn every 200 cycles), with pauses of ``PAUSE`` cycles (probability ``p_pause`` per
+    cycle: the emitter backs up, releases wait in its queue)."""
+    p, cycle, left = p_ready, 0, 0
+    while True:
+        if p_ready is None and cycle % 200 == 0:
+            p = rng.choice([0.2, 0.6, 1.0])
+        if not left and rng.random() < p_pause:
+            left = PAUSE
+        left = max(0, left - 1)
+        await RisingEdge(dut.clk)
+        # for this cycle: a row valid now is taken at the next edge
+        dut.results__ready.value = not left and rng.random() < p
+        await ReadOnly()
+        if int(dut.results__valid.value) and int(dut.results__ready.value):
+            rows.append(int(dut.results__payload.value))
+        cycle += 1
+
+
+def _check_result_rows(rows: list[int], want: list, width: int) -> int:
+    """The rows on ``results`` are the model's released results in order: each one's header
+    (RESULT, its flags OVERFLOW and RESENT as the model's, job, round, chunk, group, scale, element count, session)
+    on every row, its payload's elements in the rows' lanes, ``last`` on its last row only;
+    returns how many results."""
+    layout = result_row_layout(width)
+    k = 0
+    for n, r in enumerate(want):
+        count = len(r.payload)
+        beats = payload_beats(count, width)
+        assert k + beats <= len(rows), f"result {n} (job {r.job_id} chunk {r.chunk}): {len(rows) - k} rows, want {beats}"
+        hdr = pack(AggHeaderLayout, {"msg_type": wire.MsgType.RESULT, "flags": r.flags,
+                                     "group_id": r.group_id, "job_id": r.job_id, "round_id": r.round_id,
+                                     "chunk": r.chunk, "scale_exp": r.scale_exp, "element_count": count,
+                                     "session": r.session})
+        got = [{name: rows[k + b] >> f.offset & ((1 << f.width) - 1) for name, f in layout} for b in range(beats)]
+        for b, row in enumerate(got):
+            assert row["hdr"] == hdr, \
+                f"result {n} (job {r.job_id} chunk {r.chunk}) row {b}: header {row['hdr']:#x}, want {hdr:#x}"
+            assert row["last"] == (b == beats - 1), f"result {n} row {b}: last {row['last']}" + str(
+                [(x >> layout["hdr"].offset + 72 & 0xFFFFFFFF, x >> layout["last"].offset & 1) for x in rows[:12]] + [(r.chunk, len(r.payload)) for r in want[:6]])
+        elements = np.concatenate([lanes_of(row["data"], lanes(width)) for row in got])[:count]
+        assert (elements == r.payload).all(), f"result {n} (job {r.job_id} chunk {r.chunk}): {elements}, want {r.payload}"
+        k += beats
+    assert k == len(rows), f"{len(rows) - k} rows beyond the {len(want)} results"
+    return len(want)
 
 
 async def _resets_between(dut, jobs: int, resets: list[tuple[int, int, int]]) -> None:
@@ -267,7 +368,7 @@ def _released_chunks(released: list, jobs: int) -> dict[int, list[int]]:
 
 
 def run_decision_records(width: int, *, seed: int, in_order: bool = True, messages: int = 250, depth: int = 64,
-                         outstanding: int = 32, p_reset: float = 0.025, **tb: object) -> None:
+                         outstanding: int = 32, p_reset: float = 0.025, p_pause: float = 0.01, **tb: object) -> None:
     """Generate the harness at ``width`` (16 slots of 8 rows, ``max_elements`` a slot's, 3 jobs
     in regions of 8, 4 and 4 slots, a payload FIFO of ``depth`` beats, each engine's table of
     ``outstanding``) and run ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream)."""
@@ -277,5 +378,5 @@ def run_decision_records(width: int, *, seed: int, in_order: bool = True, messag
     path = generate_verilog(decision_records_with_latency, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="decisions_on_records",
                params={**params, "messages": messages, "seed": seed, "regions": regions, "in_order": in_order,
-                       "p_reset": p_reset, **tb},
+                       "p_reset": p_reset, "p_pause": p_pause, **tb},
                timeout_s=600)

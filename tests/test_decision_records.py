@@ -2,8 +2,10 @@
 16, large S step 4; docs/large_slots.md, "The record store"): the cocotb bench
 (``sim/tb_decision_records.py``) on ``AxiRam`` with latency 20-200 and pauses on every channel and
 stream, records starting as garbage (freed by each job's first window reset, ``FreeSweep``) and
-window resets of random jobs mid-run, every outcome, store response, result row, released chunk
-and record against the golden model; and the harness's parameter checks."""
+window resets of random jobs mid-run, every outcome, store response, result row, released chunk,
+record and (``RecordEmitter``) every released result's rows read back against the golden model,
+resent results (RESULT_RESENT, in order) included;
+and the harness's parameter checks."""
 
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ def test_decision_on_records_rejects_bad_parameters(kw: dict, msg: str) -> None:
 @pytest.mark.parametrize("in_order", [True, False], ids=["in_order", "on_completion"])
 def test_cocotb_decisions_on_records(in_order: bool) -> None:
     """W 64 (records of 4 beats): random contributions of three jobs, latency 20-200, pauses
-    everywhere: every outcome, response, result row, released chunk and record as the model's."""
+    everywhere: every outcome, response, result row, released chunk, record and emitted result as
+    the model's."""
     run_decision_records(64, seed=27 + in_order, in_order=in_order)
 
 

@@ -1,0 +1,74 @@
+"""The slot store's responses split by what asked for them, with the sticky overflow flags (issue
+16, large S step 4; docs/large_slots.md, "The record store"): the contributions' WRITE / ADD
+responses go on as before, the emitter's READ responses go to the emitter with the slot's
+sticky OVERFLOW flag.
+
+The store's ``rsp`` carries neither the op nor the row, so each command the store takes is
+queued (``cmd_fire`` with ``cmd_op`` / ``cmd_row``: op and slot, a FIFO of ``depth``) and
+popped with its response (the store answers in command order). ``room``: the queue can take
+one more (the owner gates the store's ``cmd`` handshake with it, so the queue never overflows
+whatever the store holds). The flags, one per slot (flip-flops: the harnesses' small S; the
+core's above 256 slots are a block RAM, ``ResultAssembler``): a WRITE (a chunk's first
+contribution) clears the slot's, an ADD whose ``overflow`` is set sets it, and a READ's response
+goes out on ``reads`` with the flag as it stands then — after every contribution before the
+READ, before any after it. ``error`` (sticky): a response with nothing queued.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .slot_store_signature import TAG_BITS, Op, rsp_layout
+
+__all__ = ["StoreReadSplit", "read_rsp_layout"]
+
+
+def read_rsp_layout(data_width: int) -> data.StructLayout:
+    """A READ's response for the emitter: the row's ``data`` and the slot's sticky ``overflow``."""
+    return data.StructLayout({"data": data_width, "overflow": 1})
+
+
+class StoreReadSplit(wiring.Component):
+    """Store responses -> ``out`` (WRITE / ADD) or ``reads`` (READ, with the sticky flag); see the
+    module docstring. Parameters: ``data_width`` W, ``slots`` S, ``row_bits``, ``depth`` (the
+    queue: at least the commands the store may hold unanswered, else ``room`` throttles it)."""
+
+    def __init__(self, data_width: int, *, slots: int, row_bits: int, depth: int = 64) -> None:
+        if not 2 <= depth <= 1024:
+            raise ValueError(f"depth must be 2..1024, got {depth}")
+        self.slots, self.row_bits, self.depth = slots, row_bits, depth
+        self.slot_bits = (slots - 1).bit_length()
+        layout = rsp_layout(data_width, TAG_BITS)
+        super().__init__({
+            "cmd_fire": In(1), "cmd_op": In(2), "cmd_row": In(self.slot_bits + row_bits), "room": Out(1),
+            "rsp": In(stream.Signature(layout)), "out": Out(stream.Signature(layout)),
+            "reads": Out(stream.Signature(read_rsp_layout(data_width))), "error": Out(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        entry = data.StructLayout({"op": 2, "slot": self.slot_bits})
+        m.submodules.queue = q = fifo.SyncFIFO(width=entry.size, depth=self.depth)
+        w, head = Signal(entry), Signal(entry)
+        m.d.comb += [w.op.eq(self.cmd_op), w.slot.eq(self.cmd_row[self.row_bits:]), q.w_data.eq(w),
+                     q.w_en.eq(self.cmd_fire), self.room.eq(q.w_rdy), head.eq(q.r_data)]
+        flags = Signal(self.slots)
+        rsp, out, reads = self.rsp, self.out, self.reads
+        is_read = head.op == Op.READ
+        m.d.comb += [out.payload.eq(rsp.payload), reads.payload.data.eq(rsp.payload.data),
+                     reads.payload.overflow.eq(flags.bit_select(head.slot, 1)),
+                     out.valid.eq(rsp.valid & q.r_rdy & ~is_read), reads.valid.eq(rsp.valid & q.r_rdy & is_read),
+                     rsp.ready.eq(q.r_rdy & (~is_read | reads.ready) & (is_read | out.ready)),
+                     q.r_en.eq(rsp.valid & rsp.ready)]
+        with m.If(rsp.valid & rsp.ready):
+            with m.Switch(head.op):
+                with m.Case(Op.WRITE):
+                    m.d.sync += flags.bit_select(head.slot, 1).eq(0)
+                with m.Case(Op.ADD):
+                    with m.If(rsp.payload.overflow):
+                        m.d.sync += flags.bit_select(head.slot, 1).eq(1)
+        with m.If(rsp.valid & ~q.r_rdy):
+            m.d.sync += self.error.eq(1)
+        return m

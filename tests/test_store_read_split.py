@@ -1,0 +1,77 @@
+"""``StoreReadSplit`` (hdl/store_read_split.py) alone in Amaranth's simulator: random WRITE / ADD /
+READ commands to a few slots, each answered in order after a random delay with a random
+``overflow``, both outputs taken at random. Checked against a Python model: WRITE / ADD
+responses on ``out`` unchanged and in order, READ responses on ``reads`` with the slot's sticky
+flag (a WRITE clears it, an ADD with ``overflow`` sets it), ``room`` throttling the commands,
+``error`` 0."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+import pytest
+from stream_helpers import HoldingSink, pack, run_testbench
+
+from wanreduce.hdl.slot_store_signature import TAG_BITS, Op, rsp_layout
+from wanreduce.hdl.store_read_split import StoreReadSplit, read_rsp_layout
+
+W, SLOTS, ROW_BITS = 64, 8, 2
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_split_routes_reads_with_the_sticky_flag(seed: int) -> None:
+    rng = random.Random(seed)
+    dut = StoreReadSplit(W, slots=SLOTS, row_bits=ROW_BITS, depth=4)
+    commands = [(rng.choice([Op.WRITE, Op.ADD, Op.ADD, Op.READ]), rng.randrange(SLOTS << ROW_BITS))
+                for _ in range(400)]
+    answers = [(rng.getrandbits(W), int(op == Op.ADD and rng.random() < 0.3), rng.getrandbits(TAG_BITS))
+               for op, _ in commands]
+    flags, want_out, want_reads = [0] * SLOTS, [], []
+    for (op, row), (d, ovf, tag) in zip(commands, answers, strict=True):
+        slot = row >> ROW_BITS
+        if op == Op.READ:
+            want_reads.append(pack(read_rsp_layout(W), {"data": d, "overflow": flags[slot]}))
+        else:
+            flags[slot] = 0 if op == Op.WRITE else flags[slot] | ovf
+            want_out.append(pack(rsp_layout(W), {"data": d, "overflow": ovf, "tag": tag}))
+    out, reads = HoldingSink("out"), HoldingSink("reads")
+
+    async def tb(ctx) -> None:
+        pending: deque = deque()  # (cycle due, answer) of each command taken
+        k, cycle, limited = 0, 0, 0
+        while len(out.received) + len(reads.received) < len(commands):
+            cycle += 1
+            assert cycle < 100 * len(commands), "stuck"
+            fire = k < len(commands) and ctx.get(dut.room) and rng.random() < 0.6
+            limited += k < len(commands) and not ctx.get(dut.room)
+            ctx.set(dut.cmd_fire, fire)
+            if fire:
+                ctx.set(dut.cmd_op, commands[k][0])
+                ctx.set(dut.cmd_row, commands[k][1])
+            ok = bool(pending) and pending[0][0] <= cycle
+            ctx.set(dut.rsp.valid, ok)
+            if ok:
+                ctx.set(dut.rsp.payload.as_value(), pack(rsp_layout(W), dict(zip(("data", "overflow", "tag"),
+                                                                                 pending[0][1], strict=True))))
+            r_out, r_reads = rng.random() < 0.6, rng.random() < 0.6
+            ctx.set(dut.out.ready, r_out)
+            ctx.set(dut.reads.ready, r_reads)
+            out.step(cycle, ctx.get(dut.out.valid), ctx.get(dut.out.payload.as_value()), r_out)
+            reads.step(cycle, ctx.get(dut.reads.valid), ctx.get(dut.reads.payload.as_value()), r_reads)
+            if ok and ctx.get(dut.rsp.ready):
+                pending.popleft()
+            if fire:
+                pending.append((cycle + rng.randint(1, 12), answers[k]))
+                k += 1
+            await ctx.tick()
+        assert not ctx.get(dut.error) and limited > 0, f"error {ctx.get(dut.error)}, room low {limited} cycles"
+
+    run_testbench(dut, tb)
+    assert out.received == want_out
+    assert reads.received == want_reads
+
+
+def test_split_rejects_a_bad_depth() -> None:
+    with pytest.raises(ValueError, match="depth must be 2..1024, got 1"):
+        StoreReadSplit(W, slots=SLOTS, row_bits=ROW_BITS, depth=1)
