@@ -1,7 +1,8 @@
 """The in-order release scan (hdl/release_scan.py): its two-chain form (``halves``, used by
 ``PendingWords``) gives the one-chain form's results bit for bit, and both the scan's meaning
 (first zero, bits before it outside ``below``, no zero) on random and edge-case inputs; its
-two-stage form (``stages=2``) gives the one-stage results exactly one cycle later."""
+two-stage form (``stages=2``) gives the one-stage results exactly one cycle later, and its
+``index`` form the first zero's index."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from amaranth.sim import Simulator
 from wanreduce.hdl.release_scan import release_scan
 
 
-def _expected(lo: int, hi: int, below: int, n: int) -> tuple[int, int, int]:
+def _expected(lo: int, hi: int, below: int, n: int, index: bool = False) -> tuple[int, int, int]:
+    """(first zero, one-hot or with ``index`` its index (0 if none); bits before it outside
+    ``below``; no zero)."""
     y = (lo | below) | (hi << n)
     k = next((i for i in range(2 * n) if not (y >> i) & 1), None)
     if k is None:
         return 0, ((1 << 2 * n) - 1) & ~below, 1
-    return 1 << k, ((1 << k) - 1) & ~below, 0
+    return k if index else 1 << k, ((1 << k) - 1) & ~below, 0
 
 
 def _cases(n: int) -> list[tuple[int, int, int]]:
@@ -38,8 +41,8 @@ def _cases(n: int) -> list[tuple[int, int, int]]:
 
 def _compare(n: int, first: dict, second: dict, delay: int) -> None:
     """``_cases`` with new inputs every cycle: the scan built with ``first`` (``release_scan``'s
-    keywords) gives the model's results in the same cycle, the one built with ``second`` those
-    of ``delay`` cycles before (0 before its first results: registers reset, never X); and the
+    keywords, the one-hot) gives the model's results in the same cycle, the one built with
+    ``second`` (one-hot or ``index``) those of ``delay`` cycles before (0 before its first results: registers reset, never X); and the
     first zero lands in ``lo``, in ``hi`` and nowhere."""
     m = Module()
     m.domains.sync = ClockDomain()  # the clock the tests step (a one-stage scan has no register)
@@ -57,7 +60,7 @@ def _compare(n: int, first: dict, second: dict, delay: int) -> None:
             ctx.set(hi, b)
             ctx.set(below, c)
             want = _expected(a, b, c, n)
-            past.append(want)
+            past.append(_expected(a, b, c, n, second.get("index", False)))
             got = [ctx.get(o) for o in outs]
             assert got[:3] == list(want), f"{first}: lo {a:#x} hi {b:#x} below {c:#x}: {got[:3]}, want {want}"
             assert got[3:] == list(past[0]), f"{second} (inputs now lo {a:#x} hi {b:#x} below {c:#x}): {got[3:]}, want {past[0]}"
@@ -70,25 +73,34 @@ def _compare(n: int, first: dict, second: dict, delay: int) -> None:
     sim.run()
 
 
+@pytest.mark.parametrize("index", [False, True])
 @pytest.mark.parametrize("n", [4, 64])
-def test_halves_is_the_one_chain_scan(n: int) -> None:
-    """The two-chain scan and the one-chain scan both as the model, in the same cycle."""
-    _compare(n, {}, {"halves": True}, 0)
+def test_halves_is_the_one_chain_scan(n: int, index: bool) -> None:
+    """The two-chain scan (its first zero one-hot, or its index) and the one-chain scan both as
+    the model, in the same cycle."""
+    _compare(n, {}, {"halves": True, "index": index}, 0)
 
 
+@pytest.mark.parametrize("index", [False, True])
 @pytest.mark.parametrize("n", [4, 64])
-def test_two_stages_is_one_stage_a_cycle_later(n: int) -> None:
+def test_two_stages_is_one_stage_a_cycle_later(n: int, index: bool) -> None:
     """The two-stage scan gives 0 in the first cycle, then in every cycle the one-stage scan's
     (the model's) results of the cycle before: a stage 2 that reads a half-1 value unregistered
-    (this cycle's), the other half's register, or this cycle's ``below`` fails."""
-    _compare(n, {"halves": True}, {"halves": True, "stages": 2}, 1)
+    (this cycle's), the other half's register, or this cycle's ``below`` fails; with ``index``,
+    so does a wrong combination of the halves' indices."""
+    _compare(n, {"halves": True}, {"halves": True, "stages": 2, "index": index}, 1)
 
 
 def test_rejects_bad_stages() -> None:
-    """``stages`` other than 1 or 2, and two stages without the two chains, are refused."""
+    """``stages`` other than 1 or 2, two stages or the index without the two chains, and the
+    index of halves that are not a power of 2 wide, are refused."""
     m = Module()
     lo, hi, below = Signal(4), Signal(4), Signal(4)
     with pytest.raises(ValueError, match="stages must be 1 or 2, got 3"):
         release_scan(m, lo, hi, below, "a", halves=True, stages=3)
-    with pytest.raises(ValueError, match="stages=2 needs halves=True"):
+    with pytest.raises(ValueError, match="stages=2 and index need halves=True"):
         release_scan(m, lo, hi, below, "b", stages=2)
+    with pytest.raises(ValueError, match="stages=2 and index need halves=True"):
+        release_scan(m, lo, hi, below, "c", index=True)
+    with pytest.raises(ValueError, match="power-of-2 width of lo and hi, got 3"):
+        release_scan(m, lo[:3], hi[:3], below[:3], "d", halves=True, index=True)
