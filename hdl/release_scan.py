@@ -11,6 +11,14 @@ zero (one-hot) and ``(y ^ y1) >> 1`` the bits before it. "No zero at all" (the c
 top bit) is taken from an AND tree of ``y`` instead: a few LUT levels beside the 2N-bit carry
 chain rather than at its end, so what hangs on it (``PendingWords``' ``op.ready`` and its next
 step) does not wait for the whole chain (docs/benchmarks.md, the record path's Fmax).
+
+``stages=2`` (two-chain form only) puts a register between the two N-bit chains and their
+combination: each half's first zero, bits before it and "all ones" (and ``below``) are
+registered, and the 2N-bit results, combined from those, are the one-stage results of the
+cycle before (docs/large_slots.md, "The record path's next cut": ``PendingWords``' scan over
+two cycles). ``index``: the first zero's index rather than its one-hot, each half's index
+tree before that register (by the placed record path's delays the index, not the chains, is
+the long part).
 """
 
 from __future__ import annotations
@@ -21,15 +29,26 @@ __all__ = ["onehot_index", "release_scan"]
 
 
 def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
-                 halves: bool = False) -> tuple[Value, Value, Value]:
+                 halves: bool = False, stages: int = 1, index: bool = False) -> tuple[Value, Value, Value]:
     """(first zero one-hot over the 2N bits ``lo : hi``, the bits before it outside ``below``
     (2N), no zero found) of the scan described in the module docstring. ``halves``: the same
     results from two N-bit carry chains side by side, ``hi``'s counted only where ``lo`` (with
     ``below``) is all ones: half the chain's length for a multiplexer level after it
-    (``PendingWords``, whose scan is the record path's longest; the reducer keeps one chain)."""
+    (``PendingWords``, whose scan is the record path's longest; the reducer keeps one chain).
+    ``index`` (needs ``halves``, N a power of 2): the first zero's index (``onehot_index`` of the
+    one-hot, 0 if none) instead of the one-hot, from each half's index: with ``stages=2`` the
+    index trees are in the first stage. ``stages=2`` (needs ``halves``): the halves' results
+    and ``below`` registered (``m.d.sync``, reset to 0: the first cycle's outputs are 0, never
+    X), the results one cycle after their inputs, combined as in one stage."""
     n = len(lo)
     if not len(hi) == len(below) == n:
         raise ValueError(f"release_scan: lo, hi and below must be as wide, got {n}, {len(hi)}, {len(below)}")
+    if stages not in (1, 2):
+        raise ValueError(f"release_scan: stages must be 1 or 2, got {stages}")
+    if (stages == 2 or index) and not halves:
+        raise ValueError("release_scan: stages=2 and index need halves=True (they work on the two chains)")
+    if index and n & (n - 1):
+        raise ValueError(f"release_scan: index needs a power-of-2 width of lo and hi, got {n}")
     y = Signal(2 * n, name=f"scan_y_{tag}")
     m.d.comb += y.eq(Cat(lo | below, hi))
     if halves:
@@ -37,9 +56,19 @@ def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
         for k, part in enumerate((y[:n], y[n:])):
             p1 = Signal(n + 1, name=f"scan_y1_{tag}_{k}")
             m.d.comb += p1.eq(part + 1)
-            ends.append(((p1 & ~part)[:n], (part ^ p1)[1:], part.all()))
-        (fz_lo, run_lo, all_lo), (fz_hi, run_hi, all_hi) = ends
-        before = Cat(run_lo, Mux(all_lo, run_hi, 0)) & ~Cat(below, Const(0, n))
+            fz = (p1 & ~part)[:n]
+            ends.append((onehot_index(fz) if index else fz, (part ^ p1)[1:], part.all()))
+        parts = [*ends[0], *ends[1], below]  # each half's (first zero, bits before, all ones), below
+        if stages == 2:  # the halves registered, combined a cycle later
+            first = "ix" if index else "fz"
+            names = (f"{first}_lo", "run_lo", "all_lo", f"{first}_hi", "run_hi", "all_hi", "below")
+            regs = [Signal(len(v), name=f"scan_{k}_{tag}_r") for k, v in zip(names, parts, strict=True)]
+            m.d.sync += [r.eq(v) for r, v in zip(regs, parts, strict=True)]
+            parts = regs
+        fz_lo, run_lo, all_lo, fz_hi, run_hi, all_hi, below_ = parts
+        before = Cat(run_lo, Mux(all_lo, run_hi, 0)) & ~Cat(below_, Const(0, n))
+        if index:  # in ``hi`` (index N + its own) only where ``lo`` is all ones and ``hi`` is not
+            return Cat(Mux(all_lo, fz_hi, fz_lo), all_lo & ~all_hi), before, all_lo & all_hi
         return Cat(fz_lo, Mux(all_lo, fz_hi, 0)), before, all_lo & all_hi
     y1 = Signal(2 * n + 1, name=f"scan_y1_{tag}")
     m.d.comb += y1.eq(y + 1)
