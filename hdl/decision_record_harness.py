@@ -10,7 +10,8 @@ decision itself in place of the scaffold modify.
 - The record engine is ``DramRmwEngine`` with :class:`~.record_decision.RecordDecision` as its
   modify (256-bit records, AXI ID 1), its late operand owned by a ``DecisionState`` with the
   jobs' regions (``EngineWithState``: the job is the header's, a release candidate every
-  configured member's contribution in in-order mode, so its run behind the head is peeked). Its
+  configured member's contribution: in order its run behind the head is peeked, on completion
+  it may queue its slot, so it waits for the release queue's room). Its
   responses, in message order, are the gate's decisions (the record's ``op``); each one's
   outcome code goes out as ``outcome`` (``outcome_valid`` in the cycle the gate takes it).
 - The gate's commands go to ``CommandArbiter`` -> ``DramSlotStore`` (ID 0), both engines onto
@@ -41,7 +42,14 @@ decision itself in place of the scaffold modify.
   read again. **Resends** (RESULT_RESENT, in order): the state queues the slot as a one-chunk
   run with ``resent`` in decision order, the emitter reads its record and sums again and the
   row's header has RESENT (the golden model's order: a resend's result between the results
-  of the decisions before and after it). A window reset likewise waits for that before the sweep
+  of the decisions before and after it). **On completion** (a job whose requests have
+  ``in_order`` 0): a completing contribution queues its slot as a one-chunk run (a resend too),
+  so results come in decision order; the emission pointer means nothing there (chunks complete
+  in any order), so the pin keeps per job the span of chunks admitted since nothing was in
+  flight (``oc_lo``, ``oc_span``) and holds a request that would widen it to a window or more:
+  within a span narrower than the window every admitted chunk has its own slot, so none
+  rewrites a slot released since (all of whose chunks were admitted since), and any older
+  release was read. A window reset likewise waits for that before the sweep
   frees the region's records (the requests stop at once).
 
 Ports: ``beats``, ``req``; ``region`` (the state's and the sweep's) and the window-reset stream
@@ -90,14 +98,15 @@ def record_engine(data_width: int, *, slots: int, jobs: int, release_depth: int 
     ID and modify) with :class:`~.record_decision.RecordDecision` on ``slots`` 256-bit records,
     AXI ID 1, its late operand a ``DecisionState`` of ``jobs`` (``release_depth``, ``regions``:
     the state's): the job is the header's, a release candidate every configured member's
-    contribution in in-order mode (its run behind the head is peeked)."""
+    contribution (in order: its run behind the head is peeked; on completion: it may queue its
+    slot, a completion or a resend, so it waits for the queue's ``room`` the same way)."""
     e = DramRmwEngine(data_width, slots=slots, row_bits=0, axi_id=1,
                       modify=partial(RecordDecision, slots=slots, jobs=jobs), row_width=RECORD_BITS,
                       side_shape=RecordSide, late_shape=late_layout(slots), effect_shape=effect_layout(slots), **engine)
     state = DecisionState(slots=slots, jobs=jobs, release_depth=release_depth, regions=regions)
     jb = state.job_bits
     return EngineWithState(e, state, job_of=lambda side: side.hdr.job_id[:jb],
-                           release_of=lambda side: side.cfg.in_order & ~side.cfg.unconf & ~side.cfg.nonmem)
+                           release_of=lambda side: ~side.cfg.unconf & ~side.cfg.nonmem)
 
 
 class DecisionOnRecords(wiring.Component):
@@ -181,13 +190,30 @@ class DecisionOnRecords(wiring.Component):
         floor = Mux(quiet, emitted[job], low[job])
         ahead = (hdr.chunk - floor)[:32]
         window = select_job_entry(m, self.region, self.jobs, job, "req_region").log2_window
-        pinned = ~ahead[31] & (ahead >= (Const(1, 33) << window)) & ~quiet
+        in_order_pinned = ~ahead[31] & (ahead >= (Const(1, 33) << window)) & ~quiet
         with m.If(quiet):
             m.d.sync += [low[j].eq(emitted[j]) for j in range(self.jobs)]
         with m.If(self.req.valid & self.req.ready):
             m.d.sync += low[job].eq(Mux(ahead[31], hdr.chunk, floor))
         with m.If(self.reset.valid & self.reset.ready):
             m.d.sync += low[self.reset.payload.job].eq(self.reset.payload.head)
+        # on completion: the span of chunks admitted since nothing was in flight, per job
+        # (``oc_any``: one was), and a request widening it to a window or more waits
+        oc_lo = Array(Signal(32, name=f"oc_lo{j}") for j in range(self.jobs))
+        oc_span = Array(Signal(32, name=f"oc_span{j}") for j in range(self.jobs))
+        oc_any = Array(Signal(name=f"oc_any{j}") for j in range(self.jobs))
+        oc_d = (hdr.chunk - oc_lo[job])[:32]
+        behind = oc_d[31]
+        oc_new_span = Mux(behind, (oc_span[job] - oc_d)[:32], Mux(oc_d > oc_span[job], oc_d, oc_span[job]))
+        on_completion = ~self.req.payload.side.cfg.in_order
+        oc_first = quiet | ~oc_any[job]
+        oc_pinned = ~oc_first & (oc_new_span >= (Const(1, 33) << window))
+        pinned = Mux(on_completion, oc_pinned, in_order_pinned)
+        with m.If(quiet):
+            m.d.sync += [a.eq(0) for a in oc_any]
+        with m.If(self.req.valid & self.req.ready & on_completion):
+            m.d.sync += [oc_any[job].eq(1), oc_lo[job].eq(Mux(oc_first | behind, hdr.chunk, oc_lo[job])),
+                         oc_span[job].eq(Mux(oc_first, 0, oc_new_span))]
         held = stream.Signature(self.req_layout).create()
         m.d.comb += [held.valid.eq(self.req.valid & ~self.reset.valid & ~pinned), held.payload.eq(self.req.payload),
                      self.req.ready.eq(held.ready & ~self.reset.valid & ~pinned)]

@@ -129,10 +129,12 @@ def effect_layout(slots: int) -> data.StructLayout:
     """A decision's effect: the job's new ``head`` (if ``head_we``), the slot's new ``pending`` bit
     (if ``pending_we``), and ``release``: the head's chunk completed, the ``run`` of pending
     slots behind it released (cleared; the new head then is the old one + 1 + ``run``);
-    ``resend``: a resend of the command's slot, queued (``release_depth``) in decision order."""
+    ``resend``: a resend of the command's slot, queued (``release_depth``) in decision order;
+    ``complete``: on-completion release, the command's chunk completed (its slot queued the same
+    way, without ``resent``; no head or pending change)."""
     sb = (slots - 1).bit_length()
     return data.StructLayout({"head_we": 1, "head": head_layout(slots), "pending_we": 1, "pending": 1,
-                              "release": 1, "run": sb, "resend": 1})
+                              "release": 1, "run": sb, "resend": 1, "complete": 1})
 
 
 def region_layout(slots: int) -> data.StructLayout:
@@ -166,7 +168,9 @@ class DecisionState(wiring.Component):
     go into a ``RecordReleaseQueue`` of that depth (``queue``), out as the stream ``release``
     (job, start, run) for the emitter; while it has no room for one more release, release
     candidates wait in C0 (``hold``); its ``error`` is ``error``'s too. A resend's effect
-    (``resend``) queues its slot (job, start = slot, run 0, ``resent``) the same way.
+    (``resend``) queues its slot (job, start = slot, run 0, ``resent``) the same way, and so does
+    an on-completion completion's (``complete``, without ``resent``): the owner makes such
+    commands release candidates too, so they wait for ``room`` like one.
 
     ``regions`` (default False: every job's region is the whole ring, the ports and RTL as
     before): the inputs ``region`` (per job, ``region_layout``: the reducer's job regions) and
@@ -278,7 +282,7 @@ class DecisionState(wiring.Component):
             m.d.sync += busy.eq(0)
         # ---- the window reset: once nothing is in flight, CLEAR the region, then the new head ----
         clearing, reset_done = Signal(), Signal()
-        quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | fx.resend | rq | busy | rel_on
+        quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | fx.resend | fx.complete | rq | busy | rel_on
                   | fin)
         m.d.comb += self.settled.eq(quiet)
         if self.regions:
@@ -344,10 +348,10 @@ class DecisionState(wiring.Component):
                      self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
                      self.released.start.eq(Mux(fin, part.slot, fx_start)),
                      self.released.run.eq(Mux(fin, rest - 1, fx.run))]
-        if self.queue is not None:  # a resend: its slot queued as a one-chunk run (never with a release)
-            with m.If(fx.resend):
+        if self.queue is not None:  # a resend or an on-completion completion: its slot queued as a
+            with m.If(fx.resend | fx.complete):  # one-chunk run (never with a release)
                 m.d.comb += [rq_.push.eq(1), rq_.item.job.eq(fx_job), rq_.item.start.eq(fx_slot), rq_.item.run.eq(0),
-                             rq_.item.resent.eq(1)]
+                             rq_.item.resent.eq(fx.resend)]
 
         # ---- late (the command in C2): the state read, bypassed from the effects not yet in it;
         # a release's are never needed: the commands behind a candidate wait until it is written ----

@@ -16,12 +16,14 @@ ADD is one contribution's decision, by ``TagDecision`` (the reducer's own table,
 record after has the tag ``TagDecision`` writes when the op is not OP_NONE (else the tag as it
 was), its ``code`` (``model.Outcome``) and its ``op`` as the payload gate's ``Decision`` (WRITE,
 ADD, or DISCARD for no data op): the engine's response is the row after, so it carries both.
-``effect`` (in-order release only, as the reducer's ``fx_c`` / ``fx_s``): completed at the
+``effect`` (the head and pending parts in-order release only, as the reducer's ``fx_c`` / ``fx_s``): completed at the
 job's head, the head's chunk and the ``late.run`` pending slots behind it are released
 (``release``; new head = head + 1 + run, its slot the old one's + 1 + run mod S: right on the
 whole ring, and a ``DecisionState`` with regions derives the slot from the chunk); completed
 behind the head, the slot's pending bit is set; a resend (RESULT_RESENT: the chunk released and
-still held), ``resend`` (the state queues the slot for the emitter, in decision order). WRITE
+still held, in either mode), ``resend`` (the state queues the slot for the emitter, in decision
+order); on-completion release, a contribution completing its chunk (the tag written DONE, which
+with the pending bit 0 is RELEASED), ``complete`` (queued the same way, not resent). WRITE
 stores the command's data (a FREE / CLEAR writes a fresh record), READ returns the record: no
 effect. ``overflow`` is 0 (no lanes). Combinational.
 """
@@ -85,6 +87,7 @@ class RecordDecision(wiring.Component):
             fx.release.eq(release), fx.run.eq(late.run), fx.head_we.eq(release),
             fx.head.chunk.eq(late.head.chunk + 1 + late.run), fx.head.slot.eq(late.head.slot + 1 + late.run),
             fx.pending_we.eq(in_order & td.out.fxs), fx.pending.eq(1),
-            fx.resend.eq(in_order & (td.code == Outcome.RESULT_RESENT)),
+            fx.resend.eq(add & (td.code == Outcome.RESULT_RESENT)),
+            fx.complete.eq(add & ~cfg.in_order & (op != OP_NONE) & td.out.done),
         ]
         return m

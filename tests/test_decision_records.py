@@ -36,6 +36,7 @@ def test_cocotb_decisions_on_records(in_order: bool) -> None:
 
 
 @pytest.mark.cocotb
-def test_cocotb_decisions_on_records_w256() -> None:
-    """W 256 (a record a beat), in order: as at W 64."""
-    run_decision_records(256, seed=29)
+@pytest.mark.parametrize("in_order", [True, False], ids=["in_order", "on_completion"])
+def test_cocotb_decisions_on_records_w256(in_order: bool) -> None:
+    """W 256 (a record a beat), in order and on completion: as at W 64."""
+    run_decision_records(256, seed=29 if in_order else 30, in_order=in_order)

@@ -687,3 +687,49 @@ def test_run_wrapping_in_a_small_region_is_released_in_two_parts() -> None:
     commands = [(0, 28, "reset")] + [(0, s, "set") for s in range(112, 144) if s != 140] + [(0, 0, "release")]
     released, _ = _check_release(commands, [False], 1, S256, [(112, 5)])
     assert released == [(0, 28 + 1 + 19, 128, 140, 19), (0, 28 + 32, 140, 128, 11)]
+
+
+def test_resends_and_completions_queue_their_slots() -> None:
+    """Effects ``resend`` and ``complete`` (on-completion release) on random jobs and slots, back to
+    back or with gaps, others with neither: each queues its command's slot as a one-chunk run
+    (job, start = slot, run 0, ``resent`` for a resend only), in order; no head or pending bit
+    changes, ``error`` 0."""
+    slots, jobs = 16, 2
+    rng = random.Random(16)
+    dut = DecisionState(slots=slots, jobs=jobs, release_depth=8)
+    lay = effect_layout(slots)
+    commands = [(rng.randrange(jobs), rng.randrange(slots), rng.choice(["resend", "complete", None]),
+                 rng.random() < 0.3) for _ in range(60)]
+    want = [(j, s, 0, kind == "resend") for j, s, kind, _ in commands if kind]
+    popped: list = []
+
+    async def tb(ctx):
+        ctx.set(dut.release.ready, 1)
+        schedule = []  # (look-ahead, C2) per cycle
+        for k, (_, _, _, gap) in enumerate(commands):
+            schedule += [None] * gap + [k]
+        ahead = None
+        for k in [*schedule, None, None, None, None]:
+            ctx.set(dut.ahead_valid, k is not None)
+            if k is not None:
+                ctx.set(dut.ahead_job, commands[k][0])
+                ctx.set(dut.ahead_slot, commands[k][1])
+            ctx.set(dut.effect_valid, ahead is not None)
+            if ahead is not None:
+                kind = commands[ahead][2]
+                ctx.set(dut.effect.as_value(), pack(lay, {"resend": kind == "resend", "complete": kind == "complete"}))
+            if ctx.get(dut.release.valid):
+                item = ctx.get(dut.release.payload)
+                popped.append((item.job, item.start, item.run, bool(item.resent)))
+            ahead = k
+            await ctx.tick()
+        for _ in range(8):
+            if ctx.get(dut.release.valid):
+                item = ctx.get(dut.release.payload)
+                popped.append((item.job, item.start, item.run, bool(item.resent)))
+            await ctx.tick()
+        assert not ctx.get(dut.error) and not ctx.get(dut.released_valid)
+
+    run_testbench(dut, tb)
+    assert popped == want
+    assert any(r for *_, r in want) and not all(r for *_, r in want)

@@ -60,11 +60,13 @@ def test_record_decision_is_the_models_step() -> None:
     OP_NONE, else unchanged; spare bits kept), its code (the model's outcome) and data op
     (WRITE / ADD / DISCARD), and the effect: a completion at the head in order releases the run
     behind it (the model's results) and advances the head as the model does, one behind it sets
-    its slot's pending bit (the model's COMPLETE), nothing else has an effect."""
+    its slot's pending bit (the model's COMPLETE); on completion a completing contribution has
+    ``complete`` (the model's one result); a resend (either mode) ``resend``; nothing else has an
+    effect."""
     dut = RecordDecision(slots=SLOTS, jobs=2)
     rng = random.Random(27)
     seen: set[Outcome] = set()
-    effects: dict[str, int] = {"release": 0, "run": 0, "pending": 0}
+    effects: dict[str, int] = {"release": 0, "run": 0, "pending": 0, "complete": 0, "resend_on_completion": 0}
 
     async def cases(ctx) -> None:
         for _ in range(1000):
@@ -101,6 +103,10 @@ def test_record_decision_is_the_models_step() -> None:
                 and am.slot[slot].state == SlotState.COMPLETE
             assert (fx.pending_we, fx.pending_we and fx.pending) == (sets, sets), (msg, outcome)
             effects["pending"] += sets
+            complete = am.release == ReleaseMode.ON_COMPLETION and outcome == Outcome.AGGREGATED and bool(results)
+            assert (fx.complete, fx.resend) == (complete, outcome == Outcome.RESULT_RESENT), (msg, outcome, results)
+            effects["complete"] += complete
+            effects["resend_on_completion"] += am.release == ReleaseMode.ON_COMPLETION and fx.resend
             assert decision == Decision.DISCARD or after >> dut.record["tag"].offset & 3 != rl.FREE
 
     _run(dut, cases, rng)
@@ -125,7 +131,7 @@ def test_write_and_read_have_no_effect() -> None:
             ctx.set(dut.late.as_value(), rng.getrandbits(late_layout(SLOTS).size))
             assert ctx.get(dut.sum) == (b if op == Op.WRITE else a)
             fx = ctx.get(dut.effect)
-            assert (fx.release, fx.head_we, fx.pending_we) == (0, 0, 0)
+            assert (fx.release, fx.head_we, fx.pending_we, fx.resend, fx.complete) == (0, 0, 0, 0, 0)
 
     _run(dut, cases, rng)
     assert effect_layout(SLOTS) == dut.effect.shape()
