@@ -39,12 +39,15 @@ p_axi, p_stream, p_reset, p_pause.
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from types import SimpleNamespace
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
+from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from wanreduce import wire
@@ -55,7 +58,7 @@ from wanreduce.hdl.payload_gate import Decision, beat_layout, request_layout
 from wanreduce.hdl.record_emitter import result_row_layout
 from wanreduce.hdl.reducer_layouts import RECORD_BITS, RecordSide
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
-from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, vary_latency
+from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, steady_rate, vary_latency
 from wanreduce.sim.decision_record_model import DecisionRecordModel, pack, side_bits
 from wanreduce.sim.payload_gate_model import GateMessage, expected_commands
 from wanreduce.sim.simulator import generate_verilog, run_cocotb, tb_params
@@ -87,14 +90,40 @@ def _contribution(rng: random.Random, am: AggregatorModel, job_id: int, width: i
         group = 3 if rng.random() < 0.5 or not held else (group + 1) % 3
     if held and rng.random() < 0.04:
         count = count % max_el + 1
-    members = [k for k in range(32) if GROUPS[group] >> k & 1] or [0]
+    members = _members(group)
     missing = [k for k in members if not (s.chunk == chunk and s.bitmap >> k & 1)] or members
     sender = rng.choices([rng.choice(missing), rng.choice(members), 9, 40], [0.85, 0.08, 0.04, 0.03])[0]
+    return _message(rng, job_id, chunk, group, sender, count, width)
+
+
+def _members(group: int) -> list[int]:
+    """The senders of ``GROUPS[group]`` (sender 0 for the empty group)."""
+    return [k for k in range(32) if GROUPS[group] >> k & 1] or [0]
+
+
+def _message(rng: random.Random, job_id: int, chunk: int, group: int, sender: int, count: int,
+             width: int) -> tuple[Message, list[int]]:
+    """A contribution of ``count`` random elements and its payload as W-bit beats."""
     beats = payload_beats(count, width)
     words = [random_row(rng, lanes(width)) for _ in range(beats)]
     payload = np.concatenate([lanes_of(w, lanes(width)) for w in words])[:count]
     return Message(msg_type=0, flags=0, group_id=group, job_id=job_id, round_id=1, chunk=chunk, sender_id=sender,
                    scale_exp=0, element_count=count, payload=payload, session=1), words
+
+
+def _stream(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, n: int, width: int,
+            row_bits: int, group: int):
+    """``n`` contributions back to back, in chunk order from job 0's head: every member of
+    ``GROUPS[group]`` in turn to each chunk (the last one completes it), one W-bit beat each,
+    decided by the twin as they are made; as :func:`_messages`, with no resets."""
+    members, job = _members(group), am.job_table[0]
+    out, head = [], job.head
+    for i in range(n):
+        chunk = (head + i // len(members)) & M32
+        msg, words = _message(rng, 0, chunk, group, members[i % len(members)], lanes(width), width)
+        slot = am.slot_index(job, msg.chunk)
+        out.append((msg, GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF), *twin.contribute(msg)))
+    return out, []
 
 
 def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, n: int, width: int,
@@ -188,8 +217,11 @@ async def decisions_on_records(dut):
     twin = DecisionRecordModel(am, jobs, w, initial_of(recs))
     for j in range(jobs):
         twin.reset_window(j, heads[j])
-    made, resets = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits, p.get("p_reset", 0.0),
-                             p.get("resend_repeats", 0))
+    if p.get("stream") is not None:
+        made, resets = _stream(rng, am, twin, p.get("messages", 200), w, row_bits, p["stream"])
+    else:
+        made, resets = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits, p.get("p_reset", 0.0),
+                                 p.get("resend_repeats", 0))
     messages = [gate for _, gate, *_ in made]
     decisions = [d.value for *_, d, _ in made]
     want = expected_commands(messages, decisions, w, sums.address_bits, max_el)
@@ -210,8 +242,9 @@ async def decisions_on_records(dut):
     cocotb.start_soon(_watch_released(state, released))
     cocotb.start_soon(_watch_outcomes(dut, outcomes))
     result_rows: list[int] = []
+    result_stamps: list[int] = []
     cocotb.start_soon(_take_results(dut, rng, result_rows, p.get("p_stream"),
-                                    p.get("p_result_pause", p.get("p_pause", 0.0) / 3)))
+                                    p.get("p_result_pause", p.get("p_pause", 0.0) / 3), result_stamps))
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
@@ -219,6 +252,7 @@ async def decisions_on_records(dut):
         await _window_reset(state, j, heads[j])
     cocotb.start_soon(_resets_between(dut, jobs, resets))
 
+    start = _cycle()
     result = await drive_to_store(dut, rng, inputs, want, expected, sums.rsp_layout, p)
     for _ in range(100):  # the last messages' decisions (discards: no store response to wait for)
         if len(outcomes) >= len(made):
@@ -258,6 +292,13 @@ async def decisions_on_records(dut):
                   results_emitted=results_emitted, overflowed=sum(r.overflow for r in want_results),
                   resent=sum(r.resent for r in want_results),
                   pin_waits=int(dut.pin_waits.value))
+    if p.get("stream") is not None:  # a bench's run: its figures, not the random streams' coverage
+        result.update(result_cycles=result_stamps[-1] - start, result_rate=steady_rate(result_stamps),
+                      results_per_kcycle=1000 * results_emitted / (result_stamps[-1] - start))
+        dut._log.info(f"{len(messages)} messages: {result}")
+        if p.get("out"):
+            Path(p["out"]).write_text(json.dumps(result))
+        return
     need = {o.name for o in Outcome} - {"REJECT_BUSY"} if p["in_order"] else \
         {"AGGREGATED", "REJECT_BUSY", "STALE", "RESULT_RESENT", "REJECT_NON_MEMBER", "REJECT_UNCONFIGURED"}
     assert need <= set(seen) and results_checked > 10, f"too few of some outcome: {result}"
@@ -293,10 +334,10 @@ class PausingInputs(Inputs):
 
 
 async def _take_results(dut, rng: random.Random, rows: list[int], p_ready: float | None,
-                        p_pause: float = 0.0) -> None:
+                        p_pause: float = 0.0, stamps: list[int] | None = None) -> None:
     """Every result row the emitter puts out (``results``), taken at random (``p_ready``, else
     re-drawn every 200 cycles), with pauses of ``PAUSE`` cycles (probability ``p_pause`` per
-    cycle: the emitter backs up, releases wait in its queue)."""
+    cycle: the emitter backs up, releases wait in its queue); ``stamps``: the cycle of each."""
     p, cycle, left = p_ready, 0, 0
     while True:
         if p_ready is None and cycle % 200 == 0:
@@ -310,6 +351,8 @@ async def _take_results(dut, rng: random.Random, rows: list[int], p_ready: float
         await ReadOnly()
         if int(dut.results__valid.value) and int(dut.results__ready.value):
             rows.append(int(dut.results__payload.value))
+            if stamps is not None:
+                stamps.append(_cycle())
         cycle += 1
 
 
@@ -371,6 +414,11 @@ async def _watch_outcomes(dut, seen: list) -> None:
             seen.append(int(dut.outcome.value))
 
 
+def _cycle() -> int:
+    """The simulation's time in clock cycles."""
+    return int(get_sim_time("ns")) // CLOCK_NS
+
+
 def _released_chunks(released: list, jobs: int) -> dict[int, list[int]]:
     """The chunks of each released part (job, new head chunk, head slot, start, run: the 1 + run
     chunks before the new head), per job in order."""
@@ -382,19 +430,23 @@ def _released_chunks(released: list, jobs: int) -> dict[int, list[int]]:
 
 def run_decision_records(width: int, *, seed: int, in_order: bool = True, messages: int = 250, depth: int = 64,
                          outstanding: int = 32, p_reset: float = 0.025, p_pause: float = 0.01,
-                         queues: dict | None = None, sums_outstanding: int | None = None, **tb: object) -> None:
-    """Generate the harness at ``width`` (16 slots of 8 rows, ``max_elements`` a slot's, 3 jobs
-    in regions of 8, 4 and 4 slots, a payload FIFO of ``depth`` beats, each engine's table of
-    ``outstanding``, the slot store's of ``sums_outstanding`` if given; ``queues``: the harness's
-    ``release_depth`` / ``prefetch`` / ``headers``, its defaults if not) and run
-    ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream, p_result_pause)."""
-    regions = [(0, 3), (8, 2), (12, 2)]
+                         queues: dict | None = None, sums_outstanding: int | None = None, log2_window: int = 3,
+                         **tb: object) -> None:
+    """Generate the harness at ``width`` (2 ** ``log2_window`` * 2 slots of 8 rows, ``max_elements``
+    a slot's, 3 jobs in regions of 2 ** ``log2_window``, 4 and 4 slots, a payload FIFO of ``depth``
+    beats, each engine's table of ``outstanding``, the slot store's of ``sums_outstanding`` if
+    given; ``queues``: the harness's ``release_depth`` / ``prefetch`` / ``headers``, its defaults
+    if not) and run ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream,
+    p_result_pause, resend_repeats; ``stream`` (a group) and ``out`` for a bench's run)."""
+    window = 1 << log2_window
+    regions = [(0, log2_window), (window, 2), (window + 4, 2)]
     queues = queues or {}
-    params = {**harness_params(width, slots=16, depth=depth, outstanding=outstanding), "jobs": len(regions), **queues}
+    params = {**harness_params(width, slots=2 * window, depth=depth, outstanding=outstanding), "jobs": len(regions),
+              **queues}
     if sums_outstanding is not None:
         params["sums"]["outstanding"] = sums_outstanding
     tight = "".join(f"_{k[0]}{v}" for k, v in sorted(queues.items())) + \
-        ("" if sums_outstanding is None else f"_s{sums_outstanding}")
+        ("" if sums_outstanding is None else f"_s{sums_outstanding}") + ("" if log2_window == 3 else f"_l{log2_window}")
     top = f"decision_records_w{width}_d{depth}_n{outstanding}{tight}"
     path = generate_verilog(decision_records_with_latency, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="decisions_on_records",

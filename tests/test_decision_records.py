@@ -66,3 +66,16 @@ def test_cocotb_decisions_on_records_tight_in_order() -> None:
     emitter the sweep frees a released record before it is read: result 29's header is 0x2)."""
     run_decision_records(64, seed=27, in_order=True, queues=TIGHT["queues"], sums_outstanding=4,
                          p_result_pause=0.01, p_reset=0.08)
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("in_order", [True, False], ids=["in_order", "on_completion"])
+def test_cocotb_decisions_on_records_tight_w256(in_order: bool) -> None:
+    """W 256 (a record a beat) with the tight configurations above: on completion ``TIGHT``, in
+    order its queues, store table, result pauses and resets; every result as the model's."""
+    if in_order:
+        run_decision_records(256, seed=29, in_order=True, queues=TIGHT["queues"], sums_outstanding=4,
+                             p_result_pause=0.01, p_reset=0.08)
+    else:
+        run_decision_records(256, seed=30, in_order=False, **TIGHT)
