@@ -12,9 +12,10 @@ always valid / ready, no AXI pause, a fixed memory latency, no window reset; eve
 response, released chunk, record and result row is still checked against the golden model.
 Figures: results (= released chunks) per 1 000 cycles from the first request to the last result
 row, the steady-state requests per cycle, the cycles requests waited for the pin. Simulation
-cycles, not a board. Usage:
+cycles, not a board. ``--size``: also the yosys ``synth_ecp5`` size of the queue itself
+(``RecordReleaseQueue``, S 1 024, J 4) at each depth. Usage:
 
-    .venv/bin/python bench/bench_record_results.py --depths 8,16,32 --groups 1,0 --latency 20,100
+    .venv/bin/python bench/bench_record_results.py --depths 8,16,32 --groups 1,0 --latency 20,100 --size
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from wanreduce.hdl.record_release_queue import RecordReleaseQueue
 from wanreduce.sim.tb_decision_records import GROUPS, run_decision_records
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_dram_store import _ints  # noqa: E402 - the store bench's list parsing
+from bench_dram_store import _ints, synth_cells  # noqa: E402 - the store bench's list parsing and synthesis
 
 
 def main() -> None:
@@ -40,6 +42,7 @@ def main() -> None:
     ap.add_argument("--latency", type=_ints, default=[20], help="fixed memory latencies, cycles (default 20)")
     ap.add_argument("--messages", type=int, default=400, help="contributions per run (default 400)")
     ap.add_argument("--log2-window", type=int, default=5, help="job 0's window, log2 slots (default 5)")
+    ap.add_argument("--size", action="store_true", help="also the queue's yosys synth_ecp5 size at each depth")
     a = ap.parse_args()
     for g in a.groups:
         if not 0 <= g < len(GROUPS) or not GROUPS[g]:
@@ -60,6 +63,10 @@ def main() -> None:
                       f"{r['result_cycles']} cycles; steady state {1000 * r['result_rate']:.1f} results, "
                       f"{1000 * r['msg_rate']:.1f} requests /1000 cycles; requests pinned {r['pin_waits']} cycles)",
                       flush=True)
+    for d in a.depths if a.size else []:
+        q = RecordReleaseQueue(slots=1024, jobs=4, depth=d)
+        print(f"RecordReleaseQueue S 1024 J 4 depth {d}: {synth_cells(q, Path('build/bench_record_results') / f'q{d}')}",
+              flush=True)
 
 
 if __name__ == "__main__":
