@@ -118,11 +118,18 @@ class DecisionOnRecords(wiring.Component):
     ``messages`` (the gate's), ``sums`` (the ``DramSlotStore``'s: ``slots``, ``row_bits``, ...),
     ``records`` (the record engine's but its rows and modify: ``base_address``, ``outstanding``, ...),
     ``release_depth`` (the state's release queue), ``prefetch`` / ``headers`` (the emitter's queues).
+
+    ``release_depth`` defaults to 16: a release candidate is admitted only with room for every
+    push in flight (``admit`` below), so at 8 one candidate is in the record engine at a time
+    (22 results per 1 000 cycles on a back-to-back in-order stream at latency 20), at 16 up to
+    four (91), at 32 no better (81: more in flight, the pin waits longer for quiet); and 16
+    entries take the same LUT RAM as 8 (6 DPR16X4 at S 1 024, J 4): docs/benchmarks.md, "The
+    record path's results per cycle".
     """
 
     def __init__(self, data_width: int, *, address_width: int, jobs: int, depth: int,
                  max_elements: int | None = None, messages: int = 32, sums: dict, records: dict,
-                 release_depth: int = 8, prefetch: int = 4, headers: int = 4) -> None:
+                 release_depth: int = 16, prefetch: int = 4, headers: int = 4) -> None:
         for name in ("slots", "row_bits"):
             if name not in sums:
                 raise ValueError(f"sums must give {name} (the slot store's), got {sorted(sums)}")
