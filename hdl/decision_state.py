@@ -78,6 +78,20 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   and the window reset's ``reset`` stream CLEARs it (the class docstring; the records
   themselves are freed by ``hdl/free_sweep.py``).
 
+- **The scan in three stages** (``scan_stages=3``, the default; 1: the timing above, the RTL of
+  session 28): ``PendingWords``' scan answers in its S2, three cycles after it is taken, and
+  ``op.ready`` is low in its R and S1 (docs/large_slots.md, "The record path's next cut"). So the
+  PEEK's answer is registered three cycles on (``pk_d``), and the candidate leaves C0 two cycles
+  after its PEEK, not with it (its C2 reads ``pk_seen`` then); the commands behind a RELEASE are
+  held through its R and S1 (``fx.release`` and ``rel_d1``: their look-ahead reads come at its S2
+  or later, when the bit port sees its clears; no bypass of the run's range), and a PEEK waits
+  for them too (``rel_d1`` / ``rel_d2`` in ``quiet``: no operation while the scan cannot take
+  one); a short RELEASE's run is checked at its S2 (``rel_d3``, the wanted run kept from ``fx``).
+  SETs and one-slot CLEARs keep their one cycle, so the pending-bit bypass is unchanged. Cost
+  (measured, tests/test_decision_state.py): a release in a back-to-back stream of commands with
+  effects holds C0 9 cycles instead of 5; each further scan step of a long run 3 cycles, not 1.
+  Every new flip-flop resets to 0, and none gates a valid before it is written.
+
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
 without its effect (the engine's contract broken), ``PendingWords`` refused an operation, a
 RELEASE found another run than the PEEK, or a long run's RELEASE found ``RUN_STEP`` slots or
@@ -183,6 +197,8 @@ class DecisionState(wiring.Component):
     A head written from an effect takes its slot from its chunk (``slot_of`` in the job's
     region, as the reducer's heads are; the effect's ``head.slot`` is not used), so a modify
     need not know the regions.
+
+    ``scan_stages``: ``PendingWords``' (module docstring, "The scan in three stages").
     """
 
     def __init__(self, *, slots: int, jobs: int, release_depth: int | None = None, regions: bool = False,

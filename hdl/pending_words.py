@@ -39,6 +39,16 @@ bit and the probe's. Each is one more read port per bank, so yosys builds every 
 The scan is the reducer's own (hdl/release_scan.py) on 2 x 64 bits, as two 64-bit carry chains
 (``halves``: the record path's Fmax, docs/benchmarks.md): bits outside the region are
 transparent, bits below the start forced to 1.
+
+``scan_stages=3`` (default 1: the above, the reducer's words mode and its RTL unchanged): a scan
+step takes three cycles after its read (docs/large_slots.md, "The record path's next cut"): R
+(the data cycle: the words, masked, registered), S1 (``release_scan(..., stages=2, index=True)``'s
+first stage: each half's first zero as a 6-bit index, its bits before it and "all ones",
+registered), S2 (the halves combined: ``done`` / ``run`` / ``reach``, the write-back, the next
+step's read). ``op.ready`` is low in R and S1, so the step's registers hold and no other
+operation's write lands before S2's (one that would be lost to the write-back); R and S1 read the
+step's words again, so S2 writes back the words as read, unregistered. SET and CLEAR keep their
+one data cycle. A RELEASE or PEEK answers 3 cycles after it is taken, 3 more per further step.
 """
 
 from __future__ import annotations
@@ -86,7 +96,7 @@ class PendingWords(wiring.Component):
     ``op`` in; ``done`` / ``run`` out (a RELEASE or PEEK has finished: ``run`` slots released
     behind ``slot``); ``reach`` (a scan step not done: the run so far); ``idle``: no operation's data cycle now; ``rd_slot`` / ``rd_bit``: the
     ``bit_ports`` one-bit read ports. ``banks``: the memories (even words, odd words), for tests
-    and inspection.
+    and inspection. ``scan_stages``: 1 or 3 cycles per scan step (module docstring).
     """
 
     def __init__(self, *, slots: int, bit_ports: int = 0, scan_stages: int = 1) -> None:

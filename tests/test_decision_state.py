@@ -179,6 +179,8 @@ def test_rejects_bad_state_params() -> None:
         DecisionState(slots=16, jobs=0)
     with pytest.raises(ValueError, match=r"slots must be a power of two"):
         DecisionState(slots=12, jobs=2)
+    with pytest.raises(ValueError, match=r"^DecisionState: scan_stages must be 1 or 3, got 2$"):
+        DecisionState(slots=16, jobs=2, scan_stages=2)
 
 
 # ---- the engine's ports and the modify's signature checks ---------------------------------------
