@@ -66,7 +66,7 @@ from __future__ import annotations
 from functools import partial
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -82,6 +82,7 @@ from .gate_store_harness import GateOnSlotStore
 from .layouts import ResetLayout, lanes
 from .record_decision import RecordDecision
 from .record_emitter import RecordEmitter
+from .record_release_queue import RESERVE
 from .reducer_config import select_job_entry
 from .reducer_layouts import RECORD_BITS, RecordSide
 from .slot_store_signature import Op
@@ -89,6 +90,7 @@ from .slot_store_signature import Op
 __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"]
 
 OWNER_DEPTH = 256  # record commands whose responses are not yet taken (more wait: rc.ready held)
+PENDING = 2  # queue entries a candidate may push after its answer left (a long run's second part)
 STATE_PORTS = ("region", "released", "released_valid", "state_error")  # the DecisionState's, passed out
 
 
@@ -128,7 +130,10 @@ class DecisionOnRecords(wiring.Component):
                                        "late_shape", "effect_shape"})
         if fixed:
             raise ValueError(f"records must not give {fixed} (one {RECORD_BITS}-bit record per slot, ID 1)")
-        slots, self.jobs = sums["slots"], jobs
+        if release_depth < 2 + PENDING + RESERVE:
+            raise ValueError(f"release_depth must be at least {2 + PENDING + RESERVE} (a candidate's two entries, "
+                             f"{PENDING} pending, the queue's reserve {RESERVE}), got {release_depth}")
+        slots, self.jobs, self.release_depth = sums["slots"], jobs, release_depth
         self.sums = GateOnSlotStore(data_width, depth=depth, max_elements=max_elements, messages=messages,
                                     address_width=address_width, emitter=True, **sums)
         self.row_bits = sums["row_bits"]
@@ -224,18 +229,29 @@ class DecisionOnRecords(wiring.Component):
         fork = stream.Signature(rc.payload.shape()).create()
         fork_request(m, held, held.payload.msg, gs, SimpleNamespace(cmd=fork), self.row_bits)
         m.d.comb += [fork.payload.side.eq(held.payload.side), fork.payload.data.eq(0)]
-        m.submodules.owner = owner = fifo.SyncFIFO(width=1, depth=OWNER_DEPTH)
+        m.submodules.owner = owner = fifo.SyncFIFO(width=2, depth=OWNER_DEPTH)  # (emitter's, a candidate)
         er = em.rec_read
+        # a release candidate waiting in C0 for the queue's room holds every command behind it,
+        # the emitter's record READs too, and the queue drains only through those READs: so a
+        # candidate enters the engine only if the queue can take, at its C0, every entry the
+        # candidates already in (``cands``: entered, not yet answered) may push, two each, and
+        # ``PENDING`` pushed after their answers, with the state's ``RESERVE`` left: its room
+        # wait never binds (docs/large_slots.md, "The results": the room wait)
+        cands = Signal(range(OWNER_DEPTH + 1))
+        cand = self.records.release_of(fork.payload.side)
+        admit = ~cand | (state.queue.level + 2 * cands + 2 + PENDING + RESERVE <= self.release_depth)
         with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then, the emitter is idle
             m.d.comb += [rc.valid.eq(1), rc.payload.eq(sw.cmd.payload)]
-        with m.Elif(er.valid):
+        with m.Elif(er.valid):  # a READ is no release candidate (its side says unconfigured)
             m.d.comb += [rc.valid.eq(owner.w_rdy), rc.payload.op.eq(Op.READ), rc.payload.row.eq(er.payload),
-                         rc.payload.lanes.eq((1 << lanes(RECORD_BITS)) - 1), er.ready.eq(rc.ready & owner.w_rdy)]
+                         rc.payload.lanes.eq((1 << lanes(RECORD_BITS)) - 1), rc.payload.side.cfg.unconf.eq(1),
+                         er.ready.eq(rc.ready & owner.w_rdy)]
         with m.Else():
-            m.d.comb += [rc.valid.eq(fork.valid & owner.w_rdy), rc.payload.eq(fork.payload),
-                         fork.ready.eq(rc.ready & owner.w_rdy)]
+            m.d.comb += [rc.valid.eq(fork.valid & owner.w_rdy & admit), rc.payload.eq(fork.payload),
+                         fork.ready.eq(rc.ready & owner.w_rdy & admit)]
         m.d.comb += [sw.cmd.ready.eq(rc.ready), sw.cmd_fire.eq(rc.valid & rc.ready), sw.rsp_fire.eq(rr.valid & rr.ready),
-                     owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid), owner.w_data.eq(er.valid)]
+                     owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid),
+                     owner.w_data.eq(Cat(er.valid, ~er.valid & cand))]
         # its responses: the sweep's dropped, the emitter's records to it, the rest the gate's decisions
         after = self.record(rr.payload.data)
         to_em = ~sw.owns & owner.r_rdy & owner.r_data[0]
@@ -245,6 +261,7 @@ class DecisionOnRecords(wiring.Component):
                      em.rec_data.payload.eq(rr.payload.data),
                      rr.ready.eq(sw.owns | Mux(to_em, em.rec_data.ready, gs.decision.ready)),
                      owner.r_en.eq(rr.valid & rr.ready & ~sw.owns)]
+        m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.r_en & owner.r_data[1]))
         m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(decide & rr.ready)]
         # the emitter's data READs: a marker into the arbiter's FIFO once the gate has pushed every
         # message decided before the chunk's record came back (``snap``: its WRITE / ADD messages

@@ -21,7 +21,6 @@ from __future__ import annotations
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .layouts import AggHeaderLayout, message_beat_layout, message_stream
@@ -29,6 +28,7 @@ from .reducer_layouts import store_tag_layout
 from .registered_fifo import RegisteredFIFO
 from .skid_buffer import SkidBuffer
 from .slot_store_signature import rsp_layout
+from .sticky_flags import FLAGS_IN_FLIP_FLOPS_MAX_SLOTS, sticky_flags
 
 __all__ = ["DONE_DEPTH", "ResultAssembler"]
 
@@ -48,10 +48,9 @@ class ResultAssembler(wiring.Component):
     copy (``res``, ``fin``, the ``done`` FIFO's level) is wrong (never, if the design is right).
     """
 
-    # Up to this many slots the sticky overflow flags are flip-flops (an S:1 multiplexer and S
-    # write enables: fewer cells than a block RAM, and the netlist of the cores built so far);
-    # above it, a block RAM of S x 1 bit (docs/large_slots.md). Read at elaboration: tests lower it.
-    FLAGS_IN_FLIP_FLOPS_MAX_SLOTS = 256
+    # Up to this many slots the sticky overflow flags are flip-flops, above a block RAM of S x 1
+    # bit (``sticky_flags``). Read at elaboration: tests lower it.
+    FLAGS_IN_FLIP_FLOPS_MAX_SLOTS = FLAGS_IN_FLIP_FLOPS_MAX_SLOTS
 
     def __init__(self, data_width: int, *, slots: int, max_beats: int, hdr_c_depth: int,
                  hdr_e_depth: int = 4) -> None:
@@ -140,27 +139,12 @@ class ResultAssembler(wiring.Component):
         with m.If(self.rsp.ready):
             m.d.sync += r.eq(self.rsp.payload)
 
-        # sticky overflow per slot: the flag before this response (rt.slot's), updated in stage R
-        s_new = Signal()
-        if S <= self.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS:
-            ovf = Signal(S)
-            m.d.comb += s_new.eq(Mux(rt.write, 0, ovf.bit_select(rt.slot, 1)) | r.overflow)
-            with m.If(r_v):
-                m.d.sync += ovf.bit_select(rt.slot, 1).eq(s_new)
-        else:
-            # read when the response is accepted into R (the same enable as ``r``), so the flag
-            # arrives with it; transparent to stage R's write in that cycle (the row before, on
-            # the same slot), so it is the flag after every earlier response, as from flip-flops
-            m.submodules.ovf = ovf_mem = Memory(shape=1, depth=S, init=[])
-            ovf_w = ovf_mem.write_port()
-            ovf_r = ovf_mem.read_port(transparent_for=(ovf_w,))
-            rsp_tag = Signal(self.tag_layout)
-            m.d.comb += [
-                rsp_tag.eq(self.rsp.payload.tag[: self.tag_layout.size]),
-                ovf_r.addr.eq(rsp_tag.slot), ovf_r.en.eq(self.rsp.ready),
-                s_new.eq(Mux(rt.write, 0, ovf_r.data) | r.overflow),
-                ovf_w.en.eq(r_v), ovf_w.addr.eq(rt.slot), ovf_w.data.eq(s_new),
-            ]
+        # sticky overflow per slot (``sticky_flags``): the flag before this response (rt.slot's),
+        # updated in stage R; in a block RAM read as the response is accepted into R (the same
+        # enable as ``r``), so the flag arrives with it
+        acc_slot = data.View(self.tag_layout, self.rsp.payload.tag[: self.tag_layout.size]).slot
+        _, s_new = sticky_flags(m, S, in_memory=S > self.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS, load=self.rsp.ready,
+                                next_slot=acc_slot, slot=rt.slot, update=r_v, clear=rt.write, set_=r.overflow)
 
         # result rows
         mid = Signal()  # inside a result (its first row pushed, not its last)

@@ -4,14 +4,16 @@ responses go on as before, the emitter's READ responses go to the emitter with t
 sticky OVERFLOW flag.
 
 The store's ``rsp`` carries neither the op nor the row, so each command the store takes is
-queued (``cmd_fire`` with ``cmd_op`` / ``cmd_row``: op and slot, a FIFO of ``depth``) and
-popped with its response (the store answers in command order). ``room``: the queue can take
-one more (the owner gates the store's ``cmd`` handshake with it, so the queue never overflows
-whatever the store holds). The flags, one per slot (flip-flops: the harnesses' small S; the
-core's above 256 slots are a block RAM, ``ResultAssembler``): a WRITE (a chunk's first
-contribution) clears the slot's, an ADD whose ``overflow`` is set sets it, and a READ's response
-goes out on ``reads`` with the flag as it stands then — after every contribution before the
-READ, before any after it. ``error`` (sticky): a response with nothing queued.
+queued (``cmd_fire`` with ``cmd_op`` / ``cmd_row``: op and slot, a FIFO of ``depth``), the
+oldest moved into a head register (the entry the next response answers) and popped with its
+response (the store answers in command order). ``room``: the queue can take one more (the owner
+gates the store's ``cmd`` handshake with it, so the queue never overflows whatever the store
+holds). The flags, one per slot (``sticky_flags``, shared with ``ResultAssembler``: flip-flops
+up to ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` slots, above a block RAM read as an entry is loaded into
+the head register): a WRITE (a chunk's first contribution) clears the slot's, an ADD whose
+``overflow`` is set sets it, and a READ's response goes out on ``reads`` with the flag as it
+stands then — after every contribution before the READ, before any after it. ``error``
+(sticky): a response with nothing queued.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .slot_store_signature import TAG_BITS, Op, rsp_layout
+from .sticky_flags import FLAGS_IN_FLIP_FLOPS_MAX_SLOTS, sticky_flags
 
 __all__ = ["StoreReadSplit", "read_rsp_layout"]
 
@@ -33,7 +36,10 @@ def read_rsp_layout(data_width: int) -> data.StructLayout:
 class StoreReadSplit(wiring.Component):
     """Store responses -> ``out`` (WRITE / ADD) or ``reads`` (READ, with the sticky flag); see the
     module docstring. Parameters: ``data_width`` W, ``slots`` S, ``row_bits``, ``depth`` (the
-    queue: at least the commands the store may hold unanswered, else ``room`` throttles it)."""
+    queue: at least the commands the store may hold unanswered, else ``room`` throttles it).
+    ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS``: read at elaboration, tests lower it."""
+
+    FLAGS_IN_FLIP_FLOPS_MAX_SLOTS = FLAGS_IN_FLIP_FLOPS_MAX_SLOTS
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int, depth: int = 64) -> None:
         if not 2 <= depth <= 1024:
@@ -51,24 +57,23 @@ class StoreReadSplit(wiring.Component):
         m = Module()
         entry = data.StructLayout({"op": 2, "slot": self.slot_bits})
         m.submodules.queue = q = fifo.SyncFIFO(width=entry.size, depth=self.depth)
-        w, head = Signal(entry), Signal(entry)
-        m.d.comb += [w.op.eq(self.cmd_op), w.slot.eq(self.cmd_row[self.row_bits:]), q.w_data.eq(w),
-                     q.w_en.eq(self.cmd_fire), self.room.eq(q.w_rdy), head.eq(q.r_data)]
-        flags = Signal(self.slots)
+        w, nxt, head, head_v = Signal(entry), Signal(entry), Signal(entry), Signal()
         rsp, out, reads = self.rsp, self.out, self.reads
+        pop = rsp.valid & rsp.ready  # the head answered
+        load = q.r_rdy & (~head_v | pop)  # the oldest queued entry into the head register
+        m.d.comb += [w.op.eq(self.cmd_op), w.slot.eq(self.cmd_row[self.row_bits:]), q.w_data.eq(w),
+                     q.w_en.eq(self.cmd_fire), self.room.eq(q.w_rdy), nxt.eq(q.r_data), q.r_en.eq(load)]
+        with m.If(load):
+            m.d.sync += [head.eq(nxt), head_v.eq(1)]
+        with m.Elif(pop):
+            m.d.sync += head_v.eq(0)
         is_read = head.op == Op.READ
-        m.d.comb += [out.payload.eq(rsp.payload), reads.payload.data.eq(rsp.payload.data),
-                     reads.payload.overflow.eq(flags.bit_select(head.slot, 1)),
-                     out.valid.eq(rsp.valid & q.r_rdy & ~is_read), reads.valid.eq(rsp.valid & q.r_rdy & is_read),
-                     rsp.ready.eq(q.r_rdy & (~is_read | reads.ready) & (is_read | out.ready)),
-                     q.r_en.eq(rsp.valid & rsp.ready)]
-        with m.If(rsp.valid & rsp.ready):
-            with m.Switch(head.op):
-                with m.Case(Op.WRITE):
-                    m.d.sync += flags.bit_select(head.slot, 1).eq(0)
-                with m.Case(Op.ADD):
-                    with m.If(rsp.payload.overflow):
-                        m.d.sync += flags.bit_select(head.slot, 1).eq(1)
-        with m.If(rsp.valid & ~q.r_rdy):
+        flag, _ = sticky_flags(m, self.slots, in_memory=self.slots > self.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS, load=load,
+                               next_slot=nxt.slot, slot=head.slot, update=pop & ~is_read, clear=head.op == Op.WRITE,
+                               set_=(head.op == Op.ADD) & rsp.payload.overflow)
+        m.d.comb += [out.payload.eq(rsp.payload), reads.payload.data.eq(rsp.payload.data), reads.payload.overflow.eq(flag),
+                     out.valid.eq(rsp.valid & head_v & ~is_read), reads.valid.eq(rsp.valid & head_v & is_read),
+                     rsp.ready.eq(head_v & (~is_read | reads.ready) & (is_read | out.ready))]
+        with m.If(rsp.valid & ~head_v & ~q.r_rdy):
             m.d.sync += self.error.eq(1)
         return m

@@ -98,22 +98,32 @@ def _contribution(rng: random.Random, am: AggregatorModel, job_id: int, width: i
 
 
 def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, n: int, width: int,
-              max_el: int, row_bits: int, p_reset: float = 0.0):
+              max_el: int, row_bits: int, p_reset: float = 0.0, repeats: int = 0):
     """``n`` contributions, each decided by the twin as it is made (the next follows the heads):
     (Message, GateMessage, outcome, decision, results) each; and before a message, with
     probability ``p_reset``, a window reset of a random job to a chunk near its head or anywhere,
     applied to the twin there: the resets as (index of the message after it, job, head). After
     a resend, half the time the next message is its job's chunk a window on (the resent slot's
-    next chunk: it must not rewrite the slot before the resend reads it)."""
-    out, resets = [], []
+    next chunk: it must not rewrite the slot before the resend reads it), or, with ``repeats``,
+    the next ``repeats`` messages are the same resend again (a sender asking for a lost result
+    over and over: each one queues its slot, so the release queue fills while results wait)."""
+    out, resets, words, again = [], [], [], 0
     for i in range(n):
+        if again < repeats and out and out[-1][2] == Outcome.RESULT_RESENT:  # the same resend again
+            again += 1
+            msg = out[-1][0]
+            slot = am.slot_index(am.job_table[msg.job_id], msg.chunk)
+            out.append((msg, GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF),
+                        *twin.contribute(msg)))
+            continue
+        again = 0
         if i and rng.random() < p_reset:
             job_id = rng.randrange(am.n_jobs)
             head = rng.choice([am.job_table[job_id].head + rng.randint(-4, 40), rng.getrandbits(32)]) & M32
             twin.reset_window(job_id, head)
             resets.append((i, job_id, head))
         job_id, chunk = rng.choice([0, 0, 0, 1, 1, 2]), None
-        if out and out[-1][2] == Outcome.RESULT_RESENT and rng.random() < 0.5:  # the resent slot's next chunk
+        if out and out[-1][2] == Outcome.RESULT_RESENT and not repeats and rng.random() < 0.5:  # its next chunk
             job_id = out[-1][0].job_id
             chunk = out[-1][0].chunk + am.job_table[job_id].window
         msg, words = _contribution(rng, am, job_id, width, max_el, chunk)
@@ -178,7 +188,8 @@ async def decisions_on_records(dut):
     twin = DecisionRecordModel(am, jobs, w, initial_of(recs))
     for j in range(jobs):
         twin.reset_window(j, heads[j])
-    made, resets = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits, p.get("p_reset", 0.0))
+    made, resets = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits, p.get("p_reset", 0.0),
+                             p.get("resend_repeats", 0))
     messages = [gate for _, gate, *_ in made]
     decisions = [d.value for *_, d, _ in made]
     want = expected_commands(messages, decisions, w, sums.address_bits, max_el)
@@ -199,7 +210,8 @@ async def decisions_on_records(dut):
     cocotb.start_soon(_watch_released(state, released))
     cocotb.start_soon(_watch_outcomes(dut, outcomes))
     result_rows: list[int] = []
-    cocotb.start_soon(_take_results(dut, rng, result_rows, p.get("p_stream"), p.get("p_pause", 0.0) / 3))
+    cocotb.start_soon(_take_results(dut, rng, result_rows, p.get("p_stream"),
+                                    p.get("p_result_pause", p.get("p_pause", 0.0) / 3)))
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
@@ -369,13 +381,21 @@ def _released_chunks(released: list, jobs: int) -> dict[int, list[int]]:
 
 
 def run_decision_records(width: int, *, seed: int, in_order: bool = True, messages: int = 250, depth: int = 64,
-                         outstanding: int = 32, p_reset: float = 0.025, p_pause: float = 0.01, **tb: object) -> None:
+                         outstanding: int = 32, p_reset: float = 0.025, p_pause: float = 0.01,
+                         queues: dict | None = None, sums_outstanding: int | None = None, **tb: object) -> None:
     """Generate the harness at ``width`` (16 slots of 8 rows, ``max_elements`` a slot's, 3 jobs
     in regions of 8, 4 and 4 slots, a payload FIFO of ``depth`` beats, each engine's table of
-    ``outstanding``) and run ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream)."""
+    ``outstanding``, the slot store's of ``sums_outstanding`` if given; ``queues``: the harness's
+    ``release_depth`` / ``prefetch`` / ``headers``, its defaults if not) and run
+    ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream, p_result_pause)."""
     regions = [(0, 3), (8, 2), (12, 2)]
-    params = {**harness_params(width, slots=16, depth=depth, outstanding=outstanding), "jobs": len(regions)}
-    top = f"decision_records_w{width}_d{depth}_n{outstanding}"
+    queues = queues or {}
+    params = {**harness_params(width, slots=16, depth=depth, outstanding=outstanding), "jobs": len(regions), **queues}
+    if sums_outstanding is not None:
+        params["sums"]["outstanding"] = sums_outstanding
+    tight = "".join(f"_{k[0]}{v}" for k, v in sorted(queues.items())) + \
+        ("" if sums_outstanding is None else f"_s{sums_outstanding}")
+    top = f"decision_records_w{width}_d{depth}_n{outstanding}{tight}"
     path = generate_verilog(decision_records_with_latency, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module=__name__, testcase="decisions_on_records",
                params={**params, "messages": messages, "seed": seed, "regions": regions, "in_order": in_order,

@@ -18,6 +18,7 @@ from wanreduce.sim.tb_decision_records import run_decision_records
 @pytest.mark.parametrize(("kw", "msg"), [
     ({"sums": {"slots": 16}}, "sums must give row_bits"),
     ({"records": {"side_shape": 8}}, r"records must not give \['side_shape'\]"),
+    ({"release_depth": 6}, "release_depth must be at least 7"),
 ])
 def test_decision_on_records_rejects_bad_parameters(kw: dict, msg: str) -> None:
     params = {"address_width": 16, "jobs": 2, "depth": 16, "sums": {"slots": 16, "row_bits": 3},
@@ -40,3 +41,28 @@ def test_cocotb_decisions_on_records(in_order: bool) -> None:
 def test_cocotb_decisions_on_records_w256(in_order: bool) -> None:
     """W 256 (a record a beat), in order and on completion: as at W 64."""
     run_decision_records(256, seed=29 if in_order else 30, in_order=in_order)
+
+
+# the record path's waits made to bind (docs/large_slots.md, "The results", "The three waits"):
+# small queues (release queue 7, the emitter's 1 + 2), a slot store of 4 outstanding commands,
+# results paused 450 cycles at 1 % a cycle, window resets at 8 % a message, and each resend
+# asked again 6 times (each queues its slot while the results wait)
+TIGHT = {"queues": {"release_depth": 7, "prefetch": 1, "headers": 1}, "sums_outstanding": 4,
+         "p_result_pause": 0.01, "p_reset": 0.08, "p_pause": 0.0, "p_stream": 1.0, "resend_repeats": 6}
+
+
+@pytest.mark.cocotb
+def test_cocotb_decisions_on_records_tight_queues() -> None:
+    """W 64 on completion with ``TIGHT``: the release queue fills while the results wait (without
+    the harness's admission of release candidates the state's room wait holds a candidate in C0
+    with the emitter's record READ behind it: the run sticks); every result as the model's."""
+    run_decision_records(64, seed=27, in_order=False, **TIGHT)
+
+
+@pytest.mark.cocotb
+def test_cocotb_decisions_on_records_tight_in_order() -> None:
+    """W 64 in order with ``TIGHT``'s queues and store table, results paused at 1 %, resets at 8 %:
+    released runs wait in the queue when a window reset comes (without the reset's wait for the
+    emitter the sweep frees a released record before it is read: result 29's header is 0x2)."""
+    run_decision_records(64, seed=27, in_order=True, queues=TIGHT["queues"], sums_outstanding=4,
+                         p_result_pause=0.01, p_reset=0.08)

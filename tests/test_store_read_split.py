@@ -3,7 +3,8 @@ READ commands to a few slots, each answered in order after a random delay with a
 ``overflow``, both outputs taken at random. Checked against a Python model: WRITE / ADD
 responses on ``out`` unchanged and in order, READ responses on ``reads`` with the slot's sticky
 flag (a WRITE clears it, an ADD with ``overflow`` sets it), ``room`` throttling the commands,
-``error`` 0."""
+``error`` 0; with the flags in flip-flops and in block RAM (``sticky_flags``: the limit
+lowered)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from wanreduce.hdl.store_read_split import StoreReadSplit, read_rsp_layout
 W, SLOTS, ROW_BITS = 64, 8, 2
 
 
+@pytest.mark.parametrize("in_memory", [False, True], ids=["flip_flops", "block_ram"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_split_routes_reads_with_the_sticky_flag(seed: int) -> None:
+def test_split_routes_reads_with_the_sticky_flag(seed: int, in_memory: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if in_memory:
+        monkeypatch.setattr(StoreReadSplit, "FLAGS_IN_FLIP_FLOPS_MAX_SLOTS", 1)
     rng = random.Random(seed)
     dut = StoreReadSplit(W, slots=SLOTS, row_bits=ROW_BITS, depth=4)
     commands = [(rng.choice([Op.WRITE, Op.ADD, Op.ADD, Op.READ]), rng.randrange(SLOTS << ROW_BITS))
