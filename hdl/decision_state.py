@@ -78,6 +78,20 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   and the window reset's ``reset`` stream CLEARs it (the class docstring; the records
   themselves are freed by ``hdl/free_sweep.py``).
 
+- **The scan in three stages** (``scan_stages=3``, the default; 1: the timing above, the RTL of
+  session 28): ``PendingWords``' scan answers in its S2, three cycles after it is taken, and
+  ``op.ready`` is low in its R and S1 (docs/large_slots.md, "The record path's next cut"). So the
+  PEEK's answer is registered three cycles on (``pk_d``), and the candidate leaves C0 two cycles
+  after its PEEK, not with it (its C2 reads ``pk_seen`` then); the commands behind a RELEASE are
+  held through its R and S1 (``fx.release`` and ``rel_d1``: their look-ahead reads come at its S2
+  or later, when the bit port sees its clears; no bypass of the run's range), and a PEEK waits
+  for them too (``rel_d1`` / ``rel_d2`` in ``quiet``: no operation while the scan cannot take
+  one); a short RELEASE's run is checked at its S2 (``rel_d3``, the wanted run kept from ``fx``).
+  SETs and one-slot CLEARs keep their one cycle, so the pending-bit bypass is unchanged. Cost
+  (measured, tests/test_decision_state.py): a release in a back-to-back stream of commands with
+  effects holds C0 9 cycles instead of 5; each further scan step of a long run 3 cycles, not 1.
+  Every new flip-flop resets to 0, and none gates a valid before it is written.
+
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
 without its effect (the engine's contract broken), ``PendingWords`` refused an operation, a
 RELEASE found another run than the PEEK, or a long run's RELEASE found ``RUN_STEP`` slots or
@@ -183,12 +197,17 @@ class DecisionState(wiring.Component):
     A head written from an effect takes its slot from its chunk (``slot_of`` in the job's
     region, as the reducer's heads are; the effect's ``head.slot`` is not used), so a modify
     need not know the regions.
+
+    ``scan_stages``: ``PendingWords``' (module docstring, "The scan in three stages").
     """
 
-    def __init__(self, *, slots: int, jobs: int, release_depth: int | None = None, regions: bool = False) -> None:
+    def __init__(self, *, slots: int, jobs: int, release_depth: int | None = None, regions: bool = False,
+                 scan_stages: int = 3) -> None:
         check_large_slots(slots)
         check_core_params(jobs=jobs)
-        self.slots, self.jobs, self.regions = slots, jobs, regions
+        if scan_stages not in (1, 3):
+            raise ValueError(f"DecisionState: scan_stages must be 1 or 3, got {scan_stages}")
+        self.slots, self.jobs, self.regions, self.scan_stages = slots, jobs, regions, scan_stages
         self.slot_bits = (slots - 1).bit_length()
         self.job_bits = (jobs - 1).bit_length()
         self.late_layout, self.effect_layout = late_layout(slots), effect_layout(slots)
@@ -206,7 +225,7 @@ class DecisionState(wiring.Component):
             **({"region": In(data.ArrayLayout(region_layout(slots), jobs)),
                 "reset": In(stream.Signature(ResetLayout(jobs)))} if regions else {}),
         })
-        self.pending = PendingWords(slots=slots, bit_ports=1)
+        self.pending = PendingWords(slots=slots, bit_ports=1, scan_stages=scan_stages)
         self.heads = Memory(shape=head_layout(slots), depth=jobs, init=[])
 
     def elaborate(self, platform: object) -> Module:
@@ -282,8 +301,15 @@ class DecisionState(wiring.Component):
             m.d.sync += busy.eq(0)
         # ---- the window reset: once nothing is in flight, CLEAR the region, then the new head ----
         clearing, reset_done = Signal(), Signal()
-        quiet = ~(self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | fx.resend | fx.complete | rq | busy | rel_on
-                  | fin)
+        three = self.scan_stages == 3
+        # three stages: a RELEASE taken from ``fx`` at t is in its R at t + 1, S1 at t + 2 (``rel_d``,
+        # reset 0), written and answered at t + 3 (``rel_d[2]``); nothing may use PendingWords before
+        rel_d = [Signal(name=f"rel_d{k + 1}") for k in range(3)] if three else []
+        if three:
+            m.d.sync += [rel_d[0].eq(fx.release), rel_d[1].eq(rel_d[0]), rel_d[2].eq(rel_d[1])]
+        busy_any = (self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | fx.resend | fx.complete | rq | busy
+                    | rel_on | fin)
+        quiet = ~(busy_any | rel_d[0] | rel_d[1]) if three else ~busy_any
         m.d.comb += self.settled.eq(quiet)
         if self.regions:
             reset_want = self.reset.valid & ~clearing & quiet
@@ -305,12 +331,20 @@ class DecisionState(wiring.Component):
         # no scan in C2's cycle ----
         peek, peeked, peek_data = Signal(), Signal(), Signal()
         pk_seen, pk_done = Signal(sb), Signal()
+        if three:  # the PEEK's answer 3 cycles on (S2): the candidate leaves C0 2 cycles on, its C2 after it
+            pk_d = [Signal(name=f"pk_d{k + 1}") for k in range(2)]
+            m.d.sync += [pk_d[0].eq(peek), pk_d[1].eq(pk_d[0]), peek_data.eq(pk_d[1])]
+            cand_go = peeked & ~pk_d[0]
+            # the commands behind a RELEASE wait through its R and S1: their look-ahead reads (from
+            # C1) must come at its S2 or later, when the bit ports see its clears
+            after_rel = fx.release | rel_d[0]
+        else:  # the answer in the PEEK's data cycle: the candidate may leave C0 with its PEEK
+            m.d.sync += peek_data.eq(peek)
+            cand_go, after_rel = peek | peeked, None
+        wait = (self.c0_release & ~cand_go) | (self.ahead_valid & self.ahead_release) | c2_rel | busy | resetting
         m.d.comb += [peek.eq(self.c0_valid & self.c0_release & ~peeked & quiet & room & ~resetting
                              & c0_was & (c0_job_r == self.c0_job)),
-                     self.hold.eq(self.c0_valid & ((self.c0_release & ~(peek | peeked))
-                                                   | (self.ahead_valid & self.ahead_release) | c2_rel | busy
-                                                   | resetting))]
-        m.d.sync += peek_data.eq(peek)
+                     self.hold.eq(self.c0_valid & ((wait | after_rel) if three else wait))]
         with m.If(peek):
             m.d.sync += peeked.eq(1)
         with m.If((self.ahead_valid & self.ahead_release) | (reset_go if self.regions else 0)):
@@ -377,6 +411,11 @@ class DecisionState(wiring.Component):
         chk_run, chk_want, chk_part = Signal(sb), Signal(sb), Signal(sb)
         m.d.sync += [chk_short.eq(fx2.release & ~busy), chk_long.eq(rel_on), chk_done.eq(pw.done),
                      chk_run.eq(pw.run), chk_want.eq(fx2.run), chk_part.eq(part_run)]
+        if three:  # a short RELEASE (taken from ``fx``: nothing else uses PendingWords then) answers in its S2
+            rel_want = Signal(sb)  # the run it must find, the peeked one
+            with m.If(fx.release):
+                m.d.sync += rel_want.eq(fx.run)
+            m.d.sync += [chk_short.eq(rel_d[2] & ~busy), chk_want.eq(rel_want)]
         bad_run = (chk_short & (~chk_done | (chk_run != chk_want))) | (chk_long & chk_done & (chk_run < chk_part))
         q_error = 0 if self.queue is None else self.queue.error
         with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run | q_error):

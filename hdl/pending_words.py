@@ -39,6 +39,16 @@ bit and the probe's. Each is one more read port per bank, so yosys builds every 
 The scan is the reducer's own (hdl/release_scan.py) on 2 x 64 bits, as two 64-bit carry chains
 (``halves``: the record path's Fmax, docs/benchmarks.md): bits outside the region are
 transparent, bits below the start forced to 1.
+
+``scan_stages=3`` (default 1: the above, the reducer's words mode and its RTL unchanged): a scan
+step takes three cycles after its read (docs/large_slots.md, "The record path's next cut"): R
+(the data cycle: the words, masked, registered), S1 (``release_scan(..., stages=2, index=True)``'s
+first stage: each half's first zero as a 6-bit index, its bits before it and "all ones",
+registered), S2 (the halves combined: ``done`` / ``run`` / ``reach``, the write-back, the next
+step's read). ``op.ready`` is low in R and S1, so the step's registers hold and no other
+operation's write lands before S2's (one that would be lost to the write-back); R and S1 read the
+step's words again, so S2 writes back the words as read, unregistered. SET and CLEAR keep their
+one data cycle. A RELEASE or PEEK answers 3 cycles after it is taken, 3 more per further step.
 """
 
 from __future__ import annotations
@@ -86,13 +96,16 @@ class PendingWords(wiring.Component):
     ``op`` in; ``done`` / ``run`` out (a RELEASE or PEEK has finished: ``run`` slots released
     behind ``slot``); ``reach`` (a scan step not done: the run so far); ``idle``: no operation's data cycle now; ``rd_slot`` / ``rd_bit``: the
     ``bit_ports`` one-bit read ports. ``banks``: the memories (even words, odd words), for tests
-    and inspection.
+    and inspection. ``scan_stages``: 1 or 3 cycles per scan step (module docstring).
     """
 
-    def __init__(self, *, slots: int, bit_ports: int = 0) -> None:
+    def __init__(self, *, slots: int, bit_ports: int = 0, scan_stages: int = 1) -> None:
         check_large_slots(slots)
+        if scan_stages not in (1, 3):
+            raise ValueError(f"PendingWords: scan_stages must be 1 or 3, got {scan_stages}")
         self.slots = slots
         self.bit_ports = bit_ports
+        self.scan_stages = scan_stages
         self.slot_bits = (slots - 1).bit_length()
         self.word_bits = min(64, slots)
         self.offset_bits = (self.word_bits - 1).bit_length()
@@ -179,14 +192,24 @@ class PendingWords(wiring.Component):
         xa = (da & ~Mux(own_w == wa, own_bit, 0)) | ~reg_a
         xb = Mux(b_scan, (db & ~Mux(own_w == wb, own_bit, 0)) | ~reg_b, ones)
         below = Mux(first, Cat(*[off > i for i in range(WB)]), 0)
-        fz, before, none = release_scan(m, xa, xb, below, "w", halves=True)  # two 64-bit chains: Fmax
+        three = self.scan_stages == 3
+        if three:  # R: the scan's inputs registered; S1: the halves (release_scan's first stage); S2: the rest
+            phase = Signal(2)  # a SCAN step's cycle after its read: 0 R, 1 S1, 2 S2 (reset 0, never X)
+            xa_r, xb_r = Signal(WB, name="scan_xa_r"), Signal(WB, name="scan_xb_r")
+            m.d.sync += [xa_r.eq(xa), xb_r.eq(xb)]
+            pos, before, none = release_scan(m, xa_r, xb_r, below, "w", halves=True, stages=2, index=True)
+            scan_wait = (step == _Step.SCAN) & (phase != 2)  # R or S1: no result, no write, no operation
+            scan_end = (step == _Step.SCAN) & (phase == 2)
+        else:
+            fz, before, none = release_scan(m, xa, xb, below, "w", halves=True)  # two 64-bit chains: Fmax
+            pos = onehot_index(fz)  # the first bit not pending, in wa : wb
+            scan_end = step == _Step.SCAN
         clr_a, clr_b = before[:WB] & reg_a, before[WB:] & reg_b
-        pos = onehot_index(fz)  # the first bit not pending, in wa : wb
         stop = Cat(pos[:ob], Mux(pos[ob], wb, wa))
         peek = Signal()  # the SCAN is a PEEK: nothing is written
         wl = Mux(b_scan & ~same, wb, wa)  # the last word scanned
         past = Mux(~whole & (wl == w_last), Cat(lo, w_base), Cat(Const(0, ob), (wl + 1)[:wi]))  # the next slot
-        m.d.comb += [self.done.eq((step == _Step.SCAN) & ~none),
+        m.d.comb += [self.done.eq(scan_end & ~none),
                      self.run.eq((stop - start)[:sb] & wmask), self.reach.eq((past - start)[:sb] & wmask),
                      self.idle.eq(step == _Step.IDLE)]
         wr_a = Signal(WB)
@@ -199,15 +222,18 @@ class PendingWords(wiring.Component):
                 m.d.comb += wr_a.eq(da & ~reg_a)
         wr_a_en = (step != _Step.IDLE) & ~peek
         wr_b_en = (step == _Step.SCAN) & b_scan & ~same & ~peek
+        if three:  # a scan writes back in S2 only (the words read again in R and S1: S2's banks' data)
+            wr_a_en, wr_b_en = wr_a_en & ~scan_wait, wr_b_en & ~scan_wait
         for b, (_, wr) in enumerate(ports):
             on_a = wr_a_en & (bank(wa) == b)
             m.d.comb += [wr.en.eq(on_a | (wr_b_en & (bank(wb) == b))),
                          wr.addr.eq(Mux(on_a, addr(wa), addr(wb))),
                          wr.data.eq(Mux(on_a, wr_a, db & ~clr_b))]
 
-        scan_on = (step == _Step.SCAN) & none  # the run goes on past these two words
+        scan_on = scan_end & none  # the run goes on past these two words
         clear_on = (step == _Step.CLEAR) & (left != 0)
-        m.d.comb += self.op.ready.eq(~scan_on & ~clear_on)
+        ready = ~scan_on & ~clear_on
+        m.d.comb += self.op.ready.eq(ready & ~scan_wait if three else ready)
 
         # ---- the next reads: an accepted operation's words, or the next step's ----
         p = self.op.payload
@@ -229,6 +255,8 @@ class PendingWords(wiring.Component):
         na = Mux(step == _Step.SCAN, Mux(b_scan, next_word(wb, w_base, w_last, whole), wb),
                  next_word(wa, w_base, w_last, whole))
         nb = Mux(step == _Step.SCAN, next_word(na, w_base, w_last, whole), na)
+        if three:  # R and S1 read the step's words again, so S2's write-back has them unregistered
+            na, nb = Mux(scan_wait, wa, na), Mux(scan_wait, wb, nb)
         ra, rb = Mux(accept, wa_c, na), Mux(accept, wb_c, nb)
         for b, (rd, _) in enumerate(ports):
             m.d.comb += rd.addr.eq(Mux(bank(ra) == b, addr(ra), addr(rb)))
@@ -244,8 +272,15 @@ class PendingWords(wiring.Component):
             # SET, RELEASE, CLEAR, PEEK -> SET, SCAN, CLEAR, SCAN (no writes)
             m.d.sync += [step.eq(Mux(p.kind == PendingOp.PEEK, _Step.SCAN, p.kind.as_value() + 1)),
                          peek.eq(p.kind == PendingOp.PEEK)]
+            if three:
+                m.d.sync += phase.eq(0)
         with m.Elif(scan_on | clear_on):
             m.d.sync += [*load_pair(na, nb), first.eq(0), left.eq(left - 1)]
+            if three:
+                m.d.sync += phase.eq(0)
+        if three:
+            with m.Elif(scan_wait):
+                m.d.sync += phase.eq(phase + 1)
         with m.Else():
             m.d.sync += step.eq(_Step.IDLE)
         return m

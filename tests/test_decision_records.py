@@ -52,6 +52,7 @@ TIGHT = {"queues": {"release_depth": 7, "prefetch": 1, "headers": 1}, "sums_outs
 
 
 @pytest.mark.cocotb
+@pytest.mark.slow  # 1-3 min each under load: CI's `make test-slow`
 def test_cocotb_decisions_on_records_tight_queues() -> None:
     """W 64 on completion with ``TIGHT``: the release queue fills while the results wait (without
     the harness's admission of release candidates the state's room wait holds a candidate in C0
@@ -60,6 +61,7 @@ def test_cocotb_decisions_on_records_tight_queues() -> None:
 
 
 @pytest.mark.cocotb
+@pytest.mark.slow  # 1-3 min each under load: CI's `make test-slow`
 def test_cocotb_decisions_on_records_tight_in_order() -> None:
     """W 64 in order with ``TIGHT``'s queues and store table, results paused at 1 %, resets at 8 %:
     released runs wait in the queue when a window reset comes (without the reset's wait for the

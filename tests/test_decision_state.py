@@ -24,6 +24,7 @@ from wanreduce.hdl.decision_state import (
 )
 from wanreduce.hdl.dram_rmw_engine import LATE_PORTS, DramRmwEngine
 from wanreduce.hdl.engine_with_state import EngineWithState
+from wanreduce.hdl.pending_words import PendingOp
 from wanreduce.hdl.record_modify_scaffold import ScaffoldRecordModify
 from wanreduce.hdl.scaffold_engine_harness import ScaffoldEngineHarness, scaffold_engine
 from wanreduce.hdl.slot_store_signature import Op
@@ -143,13 +144,15 @@ def test_error_when_effect_and_look_ahead_disagree() -> None:
     run_testbench(dut, tb)
 
 
-def test_peek_waits_for_a_head_read_with_a_command_in_c0() -> None:
+@pytest.mark.parametrize("scan_stages", [1, 3])
+def test_peek_waits_for_a_head_read_with_a_command_in_c0(scan_stages: int) -> None:
     """A release candidate entering an empty C0 is held one cycle before its PEEK, even when C0's
     payload without a command already named its job: the head read for that payload is not used
     (an empty C0's payload is no value: X in Icarus, where using it hung the cocotb bench
     below with no response at all). The cycle after, with nothing in flight, the PEEK goes and
-    the candidate may leave C0."""
-    dut = DecisionState(slots=128, jobs=2)
+    the candidate may leave C0: in the PEEK's cycle with one scan stage, two cycles later with
+    three (its answer comes in its S2, registered for the candidate's C2)."""
+    dut = DecisionState(slots=128, jobs=2, scan_stages=scan_stages)
 
     async def tb(ctx):
         ctx.set(dut.c0_valid, 0)
@@ -160,6 +163,11 @@ def test_peek_waits_for_a_head_read_with_a_command_in_c0() -> None:
         ctx.set(dut.c0_valid, 1)  # the candidate: its job's head is the one read, C0 was empty
         assert ctx.get(dut.hold)
         await ctx.tick()
+        assert ctx.get(dut.pending.op.valid) and ctx.get(dut.pending.op.payload.kind) == PendingOp.PEEK
+        for _ in range(scan_stages - 1):  # three stages: held through the PEEK's R and S1
+            assert ctx.get(dut.hold)
+            await ctx.tick()
+            assert not ctx.get(dut.pending.op.valid)
         assert not ctx.get(dut.hold)
         assert not ctx.get(dut.error)
 
@@ -171,6 +179,8 @@ def test_rejects_bad_state_params() -> None:
         DecisionState(slots=16, jobs=0)
     with pytest.raises(ValueError, match=r"slots must be a power of two"):
         DecisionState(slots=12, jobs=2)
+    with pytest.raises(ValueError, match=r"^DecisionState: scan_stages must be 1 or 3, got 2$"):
+        DecisionState(slots=16, jobs=2, scan_stages=2)
 
 
 # ---- the engine's ports and the modify's signature checks ---------------------------------------
@@ -392,7 +402,8 @@ def _release_model(slots: int, jobs: int, commands: list, regions: list | None =
 
 def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool], release_depth: int | None = None,
                       p_ready: float = 1.0, popped: list | None = None,
-                      counts: dict | None = None, regions: list | None = None) -> tuple[list, list, bool, int]:
+                      counts: dict | None = None, regions: list | None = None,
+                      scan_stages: int = 3) -> tuple[list, list, bool, int]:
     """The engine's stages around a ``DecisionState`` (C0 in order, held by ``hold`` or stalled
     by ``stalls[cycle]``; C1 the look-ahead, C2 the effect, from ``late`` as the model's effect
     rule says). Returns each command's late operand, the released runs, ``error`` and the
@@ -400,8 +411,9 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool],
     ``p_ready``, the entries it takes appended to ``popped`` (job, start, run) until all are, its
     counters into ``counts``. ``regions``: (base, log2 window) per job on the ``region`` inputs,
     and the "reset" items go to the ``reset`` stream, the next command waiting in C0 meanwhile
-    (it must be held)."""
-    dut = DecisionState(slots=slots, jobs=jobs, release_depth=release_depth, regions=regions is not None)
+    (it must be held). ``scan_stages``: ``DecisionState``'s (its ``PendingWords``')."""
+    dut = DecisionState(slots=slots, jobs=jobs, release_depth=release_depth, regions=regions is not None,
+                        scan_stages=scan_stages)
     rng = random.Random(len(commands))
     lay = effect_layout(slots)
     seen, released, error, held, resets = [], [], [], [0], [0]
@@ -418,7 +430,7 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool],
 
     async def tb(ctx):
         nxt, c1, c2, cycle, drain = 0, None, None, 0, 0
-        while drain < 16:  # until the last effect is written (a long run's rest: a few cycles more)
+        while drain < 48:  # until the last effect is written (a long run's rest: up to 30 cycles more at S 512)
             drain = 0 if nxt < len(commands) or c1 is not None or c2 is not None else drain + 1
             resets[0] += drain == 0 and nxt < len(commands) and commands[nxt][2] == "reset"
             c0 = commands[nxt] if nxt < len(commands) else None
@@ -479,9 +491,10 @@ S128 = 128  # two 64-bit words: a run crosses a word, wraps at S
 
 
 def _check_release(commands: list, stalls: list[bool], jobs: int = 1, slots: int = S128,
-                   regions: list | None = None) -> tuple[list, int]:
+                   regions: list | None = None, scan_stages: int = 3) -> tuple[list, int]:
     want_seen, want_released = _release_model(slots, jobs, commands, regions)
-    seen, released, error, held = _simulate_release(slots, jobs, commands, stalls, regions=regions)
+    seen, released, error, held = _simulate_release(slots, jobs, commands, stalls, regions=regions,
+                                                    scan_stages=scan_stages)
     for k, (got, want) in enumerate(zip(seen, want_seen, strict=True)):
         assert got == want, f"command {k} {commands[k]}: late (chunk, slot, pending, run) {got}, want {want}"
     assert released == want_released
@@ -508,12 +521,15 @@ def test_release_runs_of_every_length() -> None:
     assert held >= 2 * 4  # each release after a command: two cycles
 
 
+@pytest.mark.parametrize("scan_stages", [1, 3])
 @pytest.mark.parametrize(("jobs", "seed"), [(1, 5), (2, 6), (4, 7)])
-def test_release_random_against_model(jobs: int, seed: int) -> None:
+def test_release_random_against_model(jobs: int, seed: int, scan_stages: int) -> None:
     """Random set / clear / head / release commands on a 128-slot ring and every job, the set and
     clear slots a few behind a job's head (so runs form; the heads start near the wrap and go on
     round the ring), random C0 stalls: every late operand (the head and pending bits
-    bypassed from releases just before, the run peeked) and every released run as the model's."""
+    bypassed from releases just before, the run peeked) and every released run as the model's,
+    with the scan in one stage and in three (where the commands behind a release must wait
+    through its R and S1, and the candidate for its PEEK's S2)."""
     rng = random.Random(seed)
     commands: list = [(j, 0, "head") for j in range(jobs) for _ in range(100)]  # heads near the wrap
     for _ in range(500):
@@ -522,9 +538,24 @@ def test_release_random_against_model(jobs: int, seed: int) -> None:
         head = _release_model(S128, jobs, [*commands, (job, 0, "clear")])[0][-1][1]
         kind = rng.choice(["set", "set", "set", "clear", "head", "release"])
         commands.append((job, (head + rng.randint(1, 6)) % S128, kind))
-    released, _ = _check_release(commands, [rng.random() < 0.3 for _ in range(97)], jobs)
+    released, _ = _check_release(commands, [rng.random() < 0.3 for _ in range(97)], jobs, scan_stages=scan_stages)
     runs = [r[-1] for r in released]
     assert {0, 1} <= set(runs) and max(runs) >= 3
+
+
+@pytest.mark.parametrize(("scan_stages", "per_release"), [(1, 5), (3, 9)])
+def test_release_cost_in_a_back_to_back_stream(scan_stages: int, per_release: int) -> None:
+    """Back-to-back commands with effects, every other one a release at the head whose run is
+    the slot the command before it set (run 1): each release holds C0 ``per_release`` cycles
+    (docs/large_slots.md's table: 5 with the scan in one stage; 9 with three: the PEEK's answer
+    two cycles later, the commands behind the RELEASE two cycles more), the first one fewer (no
+    effect ahead of it to wait for), and every late operand and run as the model's."""
+    n = 12
+    commands = [c for k in range(n) for c in ((0, (2 * k + 1) % S128, "set"), (0, 0, "release"))]
+    released, held = _check_release(commands, [False], scan_stages=scan_stages)
+    assert [r[-1] for r in released] == [1] * n
+    _, _, _, held_one = _simulate_release(S128, 1, commands[:2], [False], scan_stages=scan_stages)
+    assert held - held_one == (n - 1) * per_release
 
 
 def _runs_of(lengths: list[int], jobs: int, slots: int) -> list:

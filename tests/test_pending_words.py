@@ -58,14 +58,16 @@ def _word_aligned(slots: int, base: int, lw: int) -> bool:
     return base % wb == 0 or (base % wb) + (1 << lw) <= wb or (1 << lw) == slots
 
 
-def run_ops(slots: int, ops: list, *, gap: float = 0.0, seed: int = 0, check_every: int = 50) -> dict:
+def run_ops(slots: int, ops: list, *, gap: float = 0.0, seed: int = 0, check_every: int = 50,
+            scan_stages: int = 1) -> dict:
     """Drive ``ops`` ((kind, slot, base, lw); ``("check",)`` compares the memory with the model)
-    into a ``PendingWords``, one per cycle whenever ``op.ready`` (random idle cycles with
-    probability ``gap``); checks every RELEASE's run and latency against the model. Returns
+    into a ``PendingWords(scan_stages=...)``, one per cycle whenever ``op.ready`` (random idle
+    cycles with probability ``gap``); checks every RELEASE's run and latency (``scan_stages``
+    cycles per scan step) against the model. Returns
     counts (releases, multi-cycle releases, longest run). Every cycle the one-bit read port
     reads a random slot; whenever no scan or clear is under way its bit is checked against the
     model (the port is transparent to the cycle's write)."""
-    dut = PendingWords(slots=slots, bit_ports=1)
+    dut = PendingWords(slots=slots, bit_ports=1, scan_stages=scan_stages)
     model = PendingModel(slots)
     rng = random.Random(seed)
     wb = dut.word_bits
@@ -97,7 +99,7 @@ def run_ops(slots: int, ops: list, *, gap: float = 0.0, seed: int = 0, check_eve
                 took = cycle - acc
                 assert (took == lat) if exact else (1 <= took <= lat), \
                     f"cycle {cycle}: run {exp} answered after {took} cycles, expected {'' if exact else '<= '}{lat}"
-                stats["multi"] += took > 1
+                stats["multi"] += took > scan_stages
                 waiting = None
             else:
                 assert waiting is None or cycle - waiting[0] <= waiting[2], f"cycle {cycle}: release not answered"
@@ -133,7 +135,7 @@ def run_ops(slots: int, ops: list, *, gap: float = 0.0, seed: int = 0, check_eve
                     run = (model.peek if kind == PendingOp.PEEK else model.release)(slot, base, lw)
                     off = model.region(base, lw)[(model.region(base, lw).index(slot) + 1) % (1 << lw)] % wb
                     exact = _word_aligned(slots, base, lw)
-                    lat = 1 + (off + run) // 128 if exact else 2 + (off + run) // 64 + 1
+                    lat = scan_stages * (1 + (off + run) // 128 if exact else 2 + (off + run) // 64 + 1)
                     waiting = (cycle, run, lat, exact)
                     stats["releases"] += 1
                     stats["longest"] = max(stats["longest"], run)
@@ -194,37 +196,46 @@ REGIONS = {
 }
 
 
+@pytest.mark.parametrize("scan_stages", [1, 3])
 @pytest.mark.parametrize("slots", sorted(REGIONS))
-def test_random_operations_against_the_model(slots: int) -> None:
+def test_random_operations_against_the_model(slots: int, scan_stages: int) -> None:
     """Random interleaved SET / RELEASE / CLEAR on several jobs' regions, back to back and with
     gaps: every run and the memory (at random points and at the end) as the model says, every
-    release answered one cycle after it is taken plus one cycle per further 128 slots."""
+    release answered one step after it is taken plus one step per further 128 slots (a step:
+    one cycle, three with ``scan_stages=3``). With three stages this fails if ``op.ready`` rises
+    in a scan's R or S1 (an operation taken there is lost to the scan's write-back, or answered
+    out of order) or if the write-back is not in S2."""
     multi, longest = 0, 0
     for seed, gap in ((1, 0.0), (2, 0.3)):
-        stats = run_ops(slots, random_ops(slots, REGIONS[slots], 600, seed), gap=gap, seed=seed)
+        stats = run_ops(slots, random_ops(slots, REGIONS[slots], 600, seed), gap=gap, seed=seed,
+                        scan_stages=scan_stages)
         assert stats["releases"] > 150 and stats["checks"] > 10
         multi, longest = multi + stats["multi"], max(longest, stats["longest"])
     if slots >= 256:  # the multi-cycle path was taken (at 4096 with runs over 128 slots)
         assert multi > 0 and longest > (128 if slots > 256 else 32)
 
 
+@pytest.mark.parametrize("scan_stages", [1, 3])
 @pytest.mark.parametrize("slots,base", [(64, 10), (256, 37), (4096, 1000)])
-def test_whole_ring_region(slots: int, base: int) -> None:
+def test_whole_ring_region(slots: int, base: int, scan_stages: int) -> None:
     """One job owning every slot from an unaligned base (its first and last slots share a word)."""
     lw = (slots - 1).bit_length()
-    stats = run_ops(slots, random_ops(slots, [(base, lw)], 400, 7), gap=0.1, seed=7)
+    stats = run_ops(slots, random_ops(slots, [(base, lw)], 400, 7), gap=0.1, seed=7, scan_stages=scan_stages)
     assert stats["releases"] > 100
 
 
-def test_small_slot_counts() -> None:
+@pytest.mark.parametrize("scan_stages", [1, 3])
+def test_small_slot_counts(scan_stages: int) -> None:
     """S below one word (the word is S bits): regions of 1, 2 and 4 slots, one wrapping at S."""
     for seed in range(3):
-        run_ops(8, random_ops(8, [(7, 1), (1, 0), (2, 2), (6, 0)], 600, seed), gap=0.2, seed=seed)
+        run_ops(8, random_ops(8, [(7, 1), (1, 0), (2, 2), (6, 0)], 600, seed), gap=0.2, seed=seed,
+                scan_stages=scan_stages)
 
 
-def test_long_run_is_released_whole_and_once() -> None:
+@pytest.mark.parametrize("scan_stages", [1, 3])
+def test_long_run_is_released_whole_and_once(scan_stages: int) -> None:
     """1000 pending slots behind the head (S = 4096, a 2048-slot region): the release answers
-    after 1 + (offset + 1000) // 128 cycles with run 1000 and clears every one of them; the
+    after 1 + (offset + 1000) // 128 steps (``scan_stages`` cycles each) with run 1000 and clears every one of them; the
     releases right after it (back to back) find nothing of it again. Fails if a step of the
     multi-cycle scan is skipped or repeated (run too short or too long, bits left pending)."""
     slots, base, lw = 4096, 1024, 11
@@ -234,7 +245,7 @@ def test_long_run_is_released_whole_and_once() -> None:
     ops += [(PendingOp.RELEASE, base + head, base, lw),  # run 1000: slots head+1 .. head+1000
             (PendingOp.RELEASE, base + head + 1001, base, lw),  # then head+1002 (run 1)
             (PendingOp.RELEASE, base + head + 1003, base, lw), ("check",)]  # nothing behind it
-    stats = run_ops(slots, ops)
+    stats = run_ops(slots, ops, scan_stages=scan_stages)
     assert stats["longest"] == 1000 and stats["multi"] == 1 and stats["checks"] == 2
 
 
@@ -257,10 +268,13 @@ def test_slots_32768_elaborate_with_state_in_memory() -> None:
 def test_parameters_are_checked() -> None:
     with pytest.raises(ValueError, match=r"^slots must be a power of two from 2 to 1048576"):
         PendingWords(slots=3000)
+    with pytest.raises(ValueError, match=r"^PendingWords: scan_stages must be 1 or 3, got 2$"):
+        PendingWords(slots=64, scan_stages=2)
 
 
+@pytest.mark.parametrize("scan_stages", [1, 3])
 @pytest.mark.parametrize("slots", [64, 4096])
-def test_peek_finds_the_release_run_and_writes_nothing(slots: int) -> None:
+def test_peek_finds_the_release_run_and_writes_nothing(slots: int, scan_stages: int) -> None:
     """PEEK (the reducer's look-ahead for the message it decides next) before most RELEASEs of
     the random operations, and alone at random: the same run and latency as the RELEASE would
     have, and the memory (checked against the model, which a PEEK does not change) untouched.
@@ -272,5 +286,5 @@ def test_peek_finds_the_release_run_and_writes_nothing(slots: int) -> None:
             ops.append((PendingOp.PEEK, *op[1:]) if op[0] == PendingOp.RELEASE else
                        (PendingOp.PEEK, op[1], *op[2:]))
         ops.append(op)
-    stats = run_ops(slots, ops, gap=0.2, seed=5)
+    stats = run_ops(slots, ops, gap=0.2, seed=5, scan_stages=scan_stages)
     assert stats["releases"] > 300 and stats["checks"] > 10 and stats["bits"] > 500
