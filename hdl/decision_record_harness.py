@@ -122,7 +122,8 @@ class DecisionOnRecords(wiring.Component):
     ``release_depth`` defaults to 16: a release candidate is admitted only with room for every
     push in flight (``admit`` below), so at 8 one candidate is in the record engine at a time
     (22 results per 1 000 cycles on a back-to-back in-order stream at latency 20), at 16 up to
-    four (91), at 32 no better (81: more in flight, the pin waits longer for quiet); and 16
+    four (91; 77 with the three-stage scan), at 32 no better (81: more in flight, the pin waits
+    longer for quiet); and 16
     entries take the same LUT RAM as 8 (6 DPR16X4 at S 1 024, J 4): docs/benchmarks.md, "The
     record path's results per cycle".
     """
