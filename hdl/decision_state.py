@@ -83,13 +83,17 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   ``op.ready`` is low in its R and S1 (docs/large_slots.md, "The record path's next cut"). So the
   PEEK's answer is registered three cycles on (``pk_d``), and the candidate leaves C0 two cycles
   after its PEEK, not with it (its C2 reads ``pk_seen`` then); the commands behind a RELEASE are
-  held through its R and S1 (``fx.release`` and ``rel_d1``: their look-ahead reads come at its S2
-  or later, when the bit port sees its clears; no bypass of the run's range), and a PEEK waits
+  held through its R and S1 and a cycle more (``fx.release``, ``rel_d1``, ``rel_d2``: their
+  pending-bit reads, as they leave C0, come at its S2 or later, when the bit port sees its
+  clears; no bypass of the run's range), and a PEEK waits
   for them too (``rel_d1`` / ``rel_d2`` in ``quiet``: no operation while the scan cannot take
   one); a short RELEASE's run is checked at its S2 (``rel_d3``, the wanted run kept from ``fx``).
-  SETs and one-slot CLEARs keep their one cycle, so the pending-bit bypass is unchanged. Cost
+  SETs and one-slot CLEARs keep their one cycle. The pending bit is read a cycle earlier than
+  the head (the record path's Fmax): from C0's slot (``c0_slot``, the engine's ``c0_row``) as
+  the command fires, bypassed at C1 from ``fx`` / ``fx2`` and registered (``c2_pend``), at C2
+  bypassed from ``fx`` only, so no read port or slot compare is in front of C2's modify. Cost
   (measured, tests/test_decision_state.py): a release in a back-to-back stream of commands with
-  effects holds C0 9 cycles instead of 5; each further scan step of a long run 3 cycles, not 1.
+  effects holds C0 10 cycles instead of 5; each further scan step of a long run 3 cycles, not 1.
   Every new flip-flop resets to 0, and none gates a valid before it is written.
 
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
@@ -169,8 +173,8 @@ def released_layout(slots: int, jobs: int) -> data.StructLayout:
 class DecisionState(wiring.Component):
     """J heads and S pending bits served as the engine's late operand (module docstring).
 
-    In: ``c0_valid`` / ``c0_job`` / ``c0_release`` (the command in the engine's C0; the last: it
-    may release at its job's head), ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` /
+    In: ``c0_valid`` / ``c0_job`` / ``c0_slot`` / ``c0_release`` (the command in the engine's C0;
+    its slot: read from with three scan stages; the last: it may release at its job's head), ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` /
     ``ahead_release`` (the engine's look-ahead), ``effect`` / ``effect_valid``. Out: ``hold``
     (for the engine's ``c0_hold``), ``late`` (for the command in C2), ``released`` /
     ``released_valid`` (a run released at a head, for a release queue), ``error``; ``settled``: no

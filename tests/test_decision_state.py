@@ -553,8 +553,9 @@ def test_release_random_against_model(jobs: int, seed: int, scan_stages: int) ->
 def test_release_cost_in_a_back_to_back_stream(scan_stages: int, per_release: int) -> None:
     """Back-to-back commands with effects, every other one a release at the head whose run is
     the slot the command before it set (run 1): each release holds C0 ``per_release`` cycles
-    (docs/large_slots.md's table: 5 with the scan in one stage; 9 with three: the PEEK's answer
-    two cycles later, the commands behind the RELEASE two cycles more), the first one fewer (no
+    (docs/large_slots.md's table: 5 with the scan in one stage; 10 with three: the PEEK's answer
+    two cycles later, the commands behind the RELEASE three cycles more, as their pending-bit
+    reads come from C0), the first one fewer (no
     effect ahead of it to wait for), and every late operand and run as the model's."""
     n = 12
     commands = [c for k in range(n) for c in ((0, (2 * k + 1) % S128, "set"), (0, 0, "release"))]
