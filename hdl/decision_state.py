@@ -83,13 +83,17 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   ``op.ready`` is low in its R and S1 (docs/large_slots.md, "The record path's next cut"). So the
   PEEK's answer is registered three cycles on (``pk_d``), and the candidate leaves C0 two cycles
   after its PEEK, not with it (its C2 reads ``pk_seen`` then); the commands behind a RELEASE are
-  held through its R and S1 (``fx.release`` and ``rel_d1``: their look-ahead reads come at its S2
-  or later, when the bit port sees its clears; no bypass of the run's range), and a PEEK waits
+  held through its R and S1 and a cycle more (``fx.release``, ``rel_d1``, ``rel_d2``: their
+  pending-bit reads, as they leave C0, come at its S2 or later, when the bit port sees its
+  clears; no bypass of the run's range), and a PEEK waits
   for them too (``rel_d1`` / ``rel_d2`` in ``quiet``: no operation while the scan cannot take
   one); a short RELEASE's run is checked at its S2 (``rel_d3``, the wanted run kept from ``fx``).
-  SETs and one-slot CLEARs keep their one cycle, so the pending-bit bypass is unchanged. Cost
+  SETs and one-slot CLEARs keep their one cycle. The pending bit is read a cycle earlier than
+  the head (the record path's Fmax): from C0's slot (``c0_slot``, the engine's ``c0_row``) as
+  the command fires, bypassed at C1 from ``fx`` / ``fx2`` and registered (``c2_pend``), at C2
+  bypassed from ``fx`` only, so no read port or slot compare is in front of C2's modify. Cost
   (measured, tests/test_decision_state.py): a release in a back-to-back stream of commands with
-  effects holds C0 9 cycles instead of 5; each further scan step of a long run 3 cycles, not 1.
+  effects holds C0 10 cycles instead of 5; each further scan step of a long run 3 cycles, not 1.
   Every new flip-flop resets to 0, and none gates a valid before it is written.
 
 ``error`` (sticky): an effect came without a look-ahead the cycle before, or a look-ahead
@@ -169,8 +173,8 @@ def released_layout(slots: int, jobs: int) -> data.StructLayout:
 class DecisionState(wiring.Component):
     """J heads and S pending bits served as the engine's late operand (module docstring).
 
-    In: ``c0_valid`` / ``c0_job`` / ``c0_release`` (the command in the engine's C0; the last: it
-    may release at its job's head), ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` /
+    In: ``c0_valid`` / ``c0_job`` / ``c0_slot`` / ``c0_release`` (the command in the engine's C0;
+    its slot: read from with three scan stages; the last: it may release at its job's head), ``ahead_valid`` / ``ahead_job`` / ``ahead_slot`` /
     ``ahead_release`` (the engine's look-ahead), ``effect`` / ``effect_valid``. Out: ``hold``
     (for the engine's ``c0_hold``), ``late`` (for the command in C2), ``released`` /
     ``released_valid`` (a run released at a head, for a release queue), ``error``; ``settled``: no
@@ -215,7 +219,8 @@ class DecisionState(wiring.Component):
         self.queue = None if release_depth is None else RecordReleaseQueue(slots=slots, jobs=jobs, depth=release_depth)
         release = {} if self.queue is None else {"release": Out(stream.Signature(self.queue.item_layout))}
         super().__init__({
-            "c0_valid": In(1), "c0_job": In(self.job_bits), "c0_release": In(1), "hold": Out(1),
+            "c0_valid": In(1), "c0_job": In(self.job_bits), "c0_slot": In(self.slot_bits), "c0_release": In(1),
+            "hold": Out(1),
             "ahead_valid": In(1), "ahead_job": In(self.job_bits), "ahead_slot": In(self.slot_bits),
             "ahead_release": In(1),
             "late": Out(self.late_layout),
@@ -257,6 +262,7 @@ class DecisionState(wiring.Component):
             wiring.connect(m, rq_.m, wiring.flipped(self.release))
             m.d.comb += [rq_.push.eq(self.released_valid), rq_.item.job.eq(self.released.job),
                          rq_.item.start.eq(self.released.start), rq_.item.run.eq(self.released.run)]
+        three = self.scan_stages == 3
         resetting = self.reset.valid if self.regions else Const(0, 1)  # a window reset waits: every command holds
         # C0's job a cycle ago and whether C0 held a command then: ``h_c0.data`` is C0's head now
         # only if both (without a command C0's job is not valid: X from an empty FIFO in Icarus)
@@ -266,7 +272,8 @@ class DecisionState(wiring.Component):
 
         # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit;
         # a release candidate's PEEK from its head (the head read from C0 a cycle ago) ----
-        m.d.comb += [h_rd.addr.eq(self.ahead_job), pw.rd_slot[0].eq(self.ahead_slot)]
+        # (three stages: the pending bit's read from C0's slot, a cycle earlier still; see ``late``)
+        m.d.comb += [h_rd.addr.eq(self.ahead_job), pw.rd_slot[0].eq(self.c0_slot if three else self.ahead_slot)]
         m.d.sync += [c2_valid.eq(self.ahead_valid), c2_job.eq(self.ahead_job), c2_slot.eq(self.ahead_slot),
                      c2_rel.eq(self.ahead_valid & self.ahead_release)]
 
@@ -301,7 +308,6 @@ class DecisionState(wiring.Component):
             m.d.sync += busy.eq(0)
         # ---- the window reset: once nothing is in flight, CLEAR the region, then the new head ----
         clearing, reset_done = Signal(), Signal()
-        three = self.scan_stages == 3
         # three stages: a RELEASE taken from ``fx`` at t is in its R at t + 1, S1 at t + 2 (``rel_d``,
         # reset 0), written and answered at t + 3 (``rel_d[2]``); nothing may use PendingWords before
         rel_d = [Signal(name=f"rel_d{k + 1}") for k in range(3)] if three else []
@@ -335,9 +341,10 @@ class DecisionState(wiring.Component):
             pk_d = [Signal(name=f"pk_d{k + 1}") for k in range(2)]
             m.d.sync += [pk_d[0].eq(peek), pk_d[1].eq(pk_d[0]), peek_data.eq(pk_d[1])]
             cand_go = peeked & ~pk_d[0]
-            # the commands behind a RELEASE wait through its R and S1: their look-ahead reads (from
-            # C1) must come at its S2 or later, when the bit ports see its clears
-            after_rel = fx.release | rel_d[0]
+            # the commands behind a RELEASE wait through its R and S1 and one cycle more: their
+            # pending-bit reads (from C0, as they leave it) must come at its S2 or later, when the
+            # bit port sees its clears
+            after_rel = fx.release | rel_d[0] | rel_d[1]
         else:  # the answer in the PEEK's data cycle: the candidate may leave C0 with its PEEK
             m.d.sync += peek_data.eq(peek)
             cand_go, after_rel = peek | peeked, None
@@ -389,17 +396,26 @@ class DecisionState(wiring.Component):
 
         # ---- late (the command in C2): the state read, bypassed from the effects not yet in it;
         # a release's are never needed: the commands behind a candidate wait until it is written ----
-        def bit_after(e: Value, slot: Value, older: Value) -> Value:
-            """C2's pending bit after effect ``e`` (on ``slot``)."""
-            return Mux(e.pending_we & (slot == c2_slot), e.pending, older)
+        def bit_after(e: Value, slot: Value, at: Value, older: Value) -> Value:
+            """Slot ``at``'s pending bit after effect ``e`` (on ``slot``)."""
+            return Mux(e.pending_we & (slot == at), e.pending, older)
 
         head_fwd = fx.head_we & (fx_job == c2_job)
+        if three:  # the bit read from C0 (issued as the command fires), bypassed at C1 from the two
+            # effects that read missed but ``fx`` / ``fx2`` hold then, registered (``c2_pend``: no
+            # read port or slot compare in front of C2's modify), at C2 bypassed from ``fx``
+            c2_pend = Signal()  # reset 0; 0 without a command in C1 (never an X from an empty C0's slot)
+            at = self.ahead_slot
+            m.d.sync += c2_pend.eq(self.ahead_valid & bit_after(fx, fx_slot, at, bit_after(fx2, fx2_slot, at, pw.rd_bit[0])))
+            pending = bit_after(fx, fx_slot, c2_slot, c2_pend)
+        else:  # read from C1, bypassed at C2 from ``fx`` and ``fx2``
+            pending = bit_after(fx, fx_slot, c2_slot, bit_after(fx2, fx2_slot, c2_slot, pw.rd_bit[0]))
         with m.If(peek_data):  # the run, or as far as the first step saw it
             m.d.sync += [pk_seen.eq(Mux(pw.done, pw.run, pw.reach)), pk_done.eq(pw.done)]
         over = pk_seen > step
         pk_long = ~pk_done | over  # two parts: the first step did not end the run, or it is > step
         m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
-                     self.late.pending.eq(bit_after(fx, fx_slot, bit_after(fx2, fx2_slot, pw.rd_bit[0]))),
+                     self.late.pending.eq(pending),
                      self.late.run.eq(Mux(c2_rel, Mux(over, step, pk_seen), 0))]
         with m.If(c2_rel & pk_long):  # the rest of the run in the background: every command waits
             m.d.sync += busy.eq(1)
@@ -445,7 +461,8 @@ def connect_owner(m: Module, engine: DramRmwEngine, state: DecisionState,
     sides = (engine.c0_side, engine.ahead_side) if engine.side_shape is not None else (None, None)
     jobs = [job(side) if state.job_bits else 0 for side in sides]
     rels = [rel(side) if release_of is not None else 0 for side in sides]
-    m.d.comb += [state.c0_valid.eq(engine.c0_valid), state.c0_job.eq(jobs[0]), state.c0_release.eq(rels[0]),
+    m.d.comb += [state.c0_valid.eq(engine.c0_valid), state.c0_job.eq(jobs[0]), state.c0_slot.eq(engine.c0_row),
+                 state.c0_release.eq(rels[0]),
                  engine.c0_hold.eq(state.hold),
                  state.ahead_valid.eq(engine.ahead_valid), state.ahead_slot.eq(engine.ahead_row),
                  state.ahead_job.eq(jobs[1]), state.ahead_release.eq(rels[1]), engine.late.eq(state.late),

@@ -55,7 +55,8 @@ modify did from ``effect``. The contract, cycle by cycle:
   look-ahead read happened in t + 1, before it could write): a bypass, as the reducer's ``fx_c`` /
   ``fx_s``.
 
-- ``c0_valid`` / ``c0_side``: the command waiting in C0 (the oldest not fired), and ``c0_hold``
+- ``c0_valid`` / ``c0_row`` / ``c0_side``: the command waiting in C0 (the oldest not fired; a
+  command fired in t is the look-ahead in t + 1), and ``c0_hold``
   (in): the owner keeps it there this cycle. C0 is the only stage that can wait, so a hold
   affects the commands not yet fired only: an owner that must see a state quiet before some
   command reads it (``DecisionState``: the pending words peeked for a release at the head) holds
@@ -129,7 +130,7 @@ RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will pus
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 # The members an owner of a late operand wires (``late_shape`` / ``effect_shape``, see the module
 # docstring); a harness that owns them hides them from its own ports.
-LATE_PORTS = ("c0_valid", "c0_side", "c0_hold", "ahead_valid", "ahead_row", "ahead_side", "late", "effect",
+LATE_PORTS = ("c0_valid", "c0_row", "c0_side", "c0_hold", "ahead_valid", "ahead_row", "ahead_side", "late", "effect",
               "effect_valid")
 
 
@@ -176,11 +177,11 @@ def check_modify(modify: wiring.Component, data_width: int, side_shape: ShapeLik
 def late_members(address_bits: int, side_shape: ShapeLike | None, late_shape: ShapeLike | None,
                  effect_shape: ShapeLike | None) -> dict[str, wiring.Member]:
     """The engine's members for an owner's late operand (:data:`LATE_PORTS`; none without
-    ``late_shape`` and ``effect_shape``): C0's command and its hold, the look-ahead at C1,
-    ``late`` in, ``effect`` out."""
+    ``late_shape`` and ``effect_shape``): C0's command (its row too: an owner may read its
+    state a cycle earlier still) and its hold, the look-ahead at C1, ``late`` in, ``effect`` out."""
     if late_shape is None and effect_shape is None:
         return {}
-    return {"c0_valid": Out(1), **({} if side_shape is None else {"c0_side": Out(side_shape)}), "c0_hold": In(1),
+    return {"c0_valid": Out(1), "c0_row": Out(address_bits), **({} if side_shape is None else {"c0_side": Out(side_shape)}), "c0_hold": In(1),
             "ahead_valid": Out(1), "ahead_row": Out(address_bits),
             **({} if side_shape is None else {"ahead_side": Out(side_shape)}),
             **({} if late_shape is None else {"late": In(late_shape)}),
@@ -202,7 +203,7 @@ class DramRmwEngine(wiring.Component):
     none; else the modify's ``late`` input / ``effect`` output of that shape and the look-ahead,
     module docstring "Late operand").
     Ports: ``cmd``, ``rsp`` (the slot-store signature, with ``side`` if ``side_shape``),
-    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``c0_valid``, ``c0_side`` (with
+    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``c0_valid``, ``c0_row``, ``c0_side`` (with
     ``side_shape``), ``c0_hold`` (in), ``ahead_valid``, ``ahead_row``, ``ahead_side`` (with
     ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
     """
@@ -379,7 +380,7 @@ class DramRmwEngine(wiring.Component):
         can_fire = cmds.m.valid & (~head.mem | rdata.r_rdy) & (owed != RSP_DEPTH) & ~(head.adj & c1_valid)
         if self.late_shape is not None or self.effect_shape is not None:
             # the owner sees C0's command and may hold it (the release run at the head)
-            m.d.comb += self.c0_valid.eq(cmds.m.valid)
+            m.d.comb += [self.c0_valid.eq(cmds.m.valid), self.c0_row.eq(head.row)]
             if side:
                 m.d.comb += self.c0_side.eq(head.side)
             can_fire = can_fire & ~self.c0_hold

@@ -44,8 +44,8 @@ transparent, bits below the start forced to 1.
 step takes three cycles after its read (docs/large_slots.md, "The record path's next cut"): R
 (the data cycle: the words, masked, registered), S1 (``release_scan(..., stages=2, index=True)``'s
 first stage: each half's first zero as a 6-bit index, its bits before it and "all ones",
-registered), S2 (the halves combined: ``done`` / ``run`` / ``reach``, the write-back, the next
-step's read). ``op.ready`` is low in R and S1, so the step's registers hold and no other
+registered), S2 (the halves combined: ``done`` / ``run`` / ``reach``, the write-back, its clear
+masks from the region masks registered in S1, the next step's read). ``op.ready`` is low in R and S1, so the step's registers hold and no other
 operation's write lands before S2's (one that would be lost to the write-back); R and S1 read the
 step's words again, so S2 writes back the words as read, unregistered. SET and CLEAR keep their
 one data cycle. A RELEASE or PEEK answers 3 cycles after it is taken, 3 more per further step.
@@ -204,7 +204,13 @@ class PendingWords(wiring.Component):
             fz, before, none = release_scan(m, xa, xb, below, "w", halves=True)  # two 64-bit chains: Fmax
             pos = onehot_index(fz)  # the first bit not pending, in wa : wb
             scan_end = step == _Step.SCAN
-        clr_a, clr_b = before[:WB] & reg_a, before[WB:] & reg_b
+        if three:  # S2's clear masks from the region masks registered in S1 (wa / wb hold through a
+            # step's R, S1 and S2): the 64 compares are not in front of the write-back
+            reg_a_r, reg_b_r = Signal(WB, name="region_a_r"), Signal(WB, name="region_b_r")
+            m.d.sync += [reg_a_r.eq(reg_a), reg_b_r.eq(reg_b)]
+            clr_a, clr_b = before[:WB] & reg_a_r, before[WB:] & reg_b_r
+        else:
+            clr_a, clr_b = before[:WB] & reg_a, before[WB:] & reg_b
         stop = Cat(pos[:ob], Mux(pos[ob], wb, wa))
         peek = Signal()  # the SCAN is a PEEK: nothing is written
         wl = Mux(b_scan & ~same, wb, wa)  # the last word scanned

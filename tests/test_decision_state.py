@@ -65,12 +65,12 @@ def _run_state(slots: int, jobs: int, n: int, seed: int, p_gap: float) -> tuple[
 
 def _simulate(slots: int, jobs: int, commands: list, gaps: list[int]) -> tuple[list, list, bool]:
     """The engine's timing: command k's look-ahead in cycle t_k, its C2 in t_k + 1; t_{k+1} =
-    t_k + 1 + gaps[k + 1] (gap 0: back to back in C2). Returns the late operand each command
-    saw, the distance in cycles to the last effect on its job's head / its slot (0: > 2), and
-    ``error`` at the end."""
+    t_k + 1 + gaps[k + 1] (gap 0: back to back in C2), ``c0_slot`` its slot in t_k - 1 (as it
+    fires). Returns the late operand each command saw, the distance in cycles to the last effect
+    on its job's head / its slot (0: > 3), and ``error`` at the end."""
     dut = DecisionState(slots=slots, jobs=jobs)
     lay = effect_layout(slots)
-    t_ahead, t = [], -1
+    t_ahead, t = [], 0  # the first look-ahead in cycle 1 or later: its C0 cycle in the run
     for g in gaps:
         t = t + 1 + g
         t_ahead.append(t)
@@ -81,6 +81,9 @@ def _simulate(slots: int, jobs: int, commands: list, gaps: list[int]) -> tuple[l
     async def tb(ctx):
         last_head, last_pend = {}, {}
         for cycle in range(t_ahead[-1] + 4):
+            k = by_ahead.get(cycle + 1)  # C0's slot: the command firing now (its look-ahead next cycle)
+            if k is not None:
+                ctx.set(dut.c0_slot, commands[k][1])
             k = by_ahead.get(cycle)
             ctx.set(dut.ahead_valid, k is not None)
             if k is not None:
@@ -93,7 +96,7 @@ def _simulate(slots: int, jobs: int, commands: list, gaps: list[int]) -> tuple[l
                 late = ctx.get(dut.late)
                 seen[k] = (late.head.chunk, late.head.slot, late.pending)
                 d = (cycle - last_head.get(job, -9), cycle - last_pend.get(slot, -9))
-                dist[k] = tuple(x if x <= 2 else 0 for x in d)
+                dist[k] = tuple(x if x <= 3 else 0 for x in d)
                 ctx.set(dut.effect.as_value(), pack(lay, fx))
                 if fx["head_we"]:
                     last_head[job] = cycle
@@ -110,9 +113,11 @@ def _simulate(slots: int, jobs: int, commands: list, gaps: list[int]) -> tuple[l
 def test_late_operand_is_current_at_c2(jobs: int, p_gap: float, seed: int) -> None:
     """Random commands, mostly back to back, on five slots (two in one word, three banks' words)
     and every job, random effects: each command's late operand is its job's head and its slot's
-    pending bit with every earlier command's effect applied: read (the effect two or more
-    cycles back), bypassed from the effect one cycle back (head and pending) and two cycles back
-    (pending, written a cycle later by ``PendingWords``). Each path is taken."""
+    pending bit with every earlier command's effect applied: read (the head: the effect two or
+    more cycles back; the pending bit, read as the command leaves C0: four or more), bypassed
+    from the effect one cycle back (head and pending, at C2), and for the pending bit two and
+    three cycles back (at C1, from ``fx`` and ``fx2``: ``PendingWords`` writes a cycle later).
+    Each path is taken."""
     commands, gaps, want = _run_state(SLOTS, jobs, 400, seed, p_gap)
     seen, dist, error = _simulate(SLOTS, jobs, commands, gaps)
     for k, (got, w) in enumerate(zip(seen, want, strict=True)):
@@ -120,7 +125,7 @@ def test_late_operand_is_current_at_c2(jobs: int, p_gap: float, seed: int) -> No
                          f"pending {dist[k]} cycles back): late {got}, want {w}"
     assert not error
     for i, what in ((0, "head"), (1, "pending")):
-        for d in (1, 2):
+        for d in (1, 2, 3):
             assert sum(x[i] == d for x in dist) > 10, f"few {what} effects {d} cycle(s) back"
 
 
@@ -449,6 +454,7 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool],
             ctx.set(dut.c0_valid, c0 is not None)
             if c0 is not None:
                 ctx.set(dut.c0_job, c0[0])
+                ctx.set(dut.c0_slot, c0[1])
                 ctx.set(dut.c0_release, c0[2] == "release")
             ctx.set(dut.ahead_valid, c1 is not None)
             if c1 is not None:
@@ -543,12 +549,13 @@ def test_release_random_against_model(jobs: int, seed: int, scan_stages: int) ->
     assert {0, 1} <= set(runs) and max(runs) >= 3
 
 
-@pytest.mark.parametrize(("scan_stages", "per_release"), [(1, 5), (3, 9)])
+@pytest.mark.parametrize(("scan_stages", "per_release"), [(1, 5), (3, 10)])
 def test_release_cost_in_a_back_to_back_stream(scan_stages: int, per_release: int) -> None:
     """Back-to-back commands with effects, every other one a release at the head whose run is
     the slot the command before it set (run 1): each release holds C0 ``per_release`` cycles
-    (docs/large_slots.md's table: 5 with the scan in one stage; 9 with three: the PEEK's answer
-    two cycles later, the commands behind the RELEASE two cycles more), the first one fewer (no
+    (docs/large_slots.md's table: 5 with the scan in one stage; 10 with three: the PEEK's answer
+    two cycles later, the commands behind the RELEASE three cycles more, as their pending-bit
+    reads come from C0), the first one fewer (no
     effect ahead of it to wait for), and every late operand and run as the model's."""
     n = 12
     commands = [c for k in range(n) for c in ((0, (2 * k + 1) % S128, "set"), (0, 0, "release"))]
@@ -556,6 +563,23 @@ def test_release_cost_in_a_back_to_back_stream(scan_stages: int, per_release: in
     assert [r[-1] for r in released] == [1] * n
     _, _, _, held_one = _simulate_release(S128, 1, commands[:2], [False], scan_stages=scan_stages)
     assert held - held_one == (n - 1) * per_release
+
+
+@pytest.mark.parametrize("scan_stages", [1, 3])
+def test_commands_right_after_a_release_see_its_run_cleared(scan_stages: int) -> None:
+    """Short runs released at the head, each followed at once by commands on the run's slots (a
+    slot reused as soon as it is freed): each sees its bit cleared, from the RELEASE's write-back
+    (three stages: the commands behind it wait until their reads, as they leave C0, come at its S2
+    or later), as the model says; then they set them again and the next release takes them."""
+    commands: list = []
+    head = 0
+    for run in (1, 2, 3, 1):
+        behind = [(head + 1 + k) % S128 for k in range(run)]
+        commands += [(0, s, "set") for s in behind] + [(0, 0, "release")] + [(0, s, "set") for s in behind]
+        head = (head + 1 + run) % S128
+    commands.append((0, 0, "release"))
+    released, _ = _check_release(commands, [False], scan_stages=scan_stages)
+    assert [r[-1] for r in released] == [1, 2, 3, 1, 0]
 
 
 def _runs_of(lengths: list[int], jobs: int, slots: int) -> list:

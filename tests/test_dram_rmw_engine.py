@@ -106,7 +106,7 @@ def test_late_ports_only_with_a_late_operand() -> None:
     m = e.signature.members
     assert set(LATE_PORTS) <= set(m)
     assert m["late"].flow == In and m["late"].shape == LATE and m["effect"].flow == Out and m["effect"].shape == EFFECT
-    assert len(e.ahead_row) == 4 and len(e.ahead_side) == 4
+    assert len(e.ahead_row) == 4 and len(e.ahead_side) == 4 and len(e.c0_row) == 4
     assert m["c0_hold"].flow == In and len(e.c0_side) == 4 and m["c0_valid"].flow == Out  # C0 shown, held
     no_side = DramRmwEngine(64, slots=16, row_bits=0, outstanding=8, row_width=256, late_shape=LATE,
                             modify=_bad(late=In(LATE)))
