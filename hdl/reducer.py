@@ -701,7 +701,7 @@ class Reducer(wiring.Component):
             | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
             | (hold_t == adv_reg) | (fxw_cn == fx_c) | (fxw_sn == fx_s) | (tw_vn_l == tw_v)
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
-            | arb.copy_error | emit.copy_error | asm.copy_error)
+            | tck.copy_err | arb.copy_error | emit.copy_error | asm.copy_error)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=op2, row=row2, data_=d2,
                       lanes_=lanes2, slot=slot2, emit=emit2, last=last2, slots=S)  # hdl/stage2_issue.py
