@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -78,7 +78,8 @@ class TagCheckNets:
     ``ck_pre`` by ``thit_h``), ``bm`` (the slot's bitmap), ``ck_x`` (what ``ck`` stands for, for
     copy_error), ``tw_hit0`` (driven by the caller: the tag write requested now is slot0's) and
     ``tw_vn_l`` (an inverted copy of the write, for copy_error), ``copy_err`` (a duplicated
-    flip-flop differs from its original: OR it into copy_error)."""
+    flip-flop differs from its original: OR it into copy_error), ``ck_dec`` (``ck_pre`` with its
+    header fields from copies of their own, for the decision's table)."""
 
     ck: Value
     bm: Value
@@ -89,6 +90,7 @@ class TagCheckNets:
     tw_hit0: Value
     tw_vn_l: Value
     copy_err: Value
+    ck_dec: Value
 
 
 def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_load: Value, ps_v: Value,
@@ -180,6 +182,15 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
                      bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
     with m.Else():
         m.d.sync += bm_pre.eq(bm)
+    # (cut 13) the decision's table reads ck_pre's header fields from copies of its own
+    # (ck_dec), so those flip-flops drive the table alone and may sit next to it; ck_pre's
+    # (ck, prio_r, sel_a1) stay at the compares. Inverted (an identical flip-flop would be
+    # merged by yosys), loaded as ck_pre is; copy_error checks them
+    hdr_n = {name: Signal(init=1, name=f"ck_dec_{name}_n") for name in HDR_FIELDS}
+    with m.If(adv):
+        m.d.sync += [r.eq(~getattr(ck0, name)) for name, r in hdr_n.items()]
+    ck_dec = Signal(TagChecks, name="ck_dec")
+    m.d.comb += [ck_dec.eq(ck_pre), *[getattr(ck_dec, name).eq(~r) for name, r in hdr_n.items()]]
     # what ck stands for (checked at every decision by copy_error): the checks merged into
     # ck_pre while stage 1 holds, the live tag's state loaded every cycle
     l_st_x = [Signal(name=f"l_{n}_x") for n in ("done", "active", "nfree")]
@@ -189,8 +200,9 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
 
     return TagCheckNets(ck=ck, bm=bm, ck_pre=ck_pre, ck_live=ck_live, ck_x=ck_x, thit_h=thit_h,
-                        tw_hit0=tw_hit0, tw_vn_l=tw_vn_l,
-                        copy_err=(thit_w0n == thit_w0) | (thit_b0n == thit_b0))
+                        tw_hit0=tw_hit0, tw_vn_l=tw_vn_l, ck_dec=ck_dec,
+                        copy_err=(thit_w0n == thit_w0) | (thit_b0n == thit_b0)
+                        | Cat(*[r == getattr(ck_pre, name) for name, r in hdr_n.items()]).any())
 
 
 class LiveTagCheck(wiring.Component):
