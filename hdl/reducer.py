@@ -480,7 +480,7 @@ class Reducer(wiring.Component):
                                 i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
                                 slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r)
-        ck, bm, ck_live, ck_x = tck.ck, tck.bm, tck.ck_live, tck.ck_x
+        ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
         thit_h, tw_hit0, tw_vn_l = tck.thit_h, tck.tw_hit0, tck.tw_vn_l
         same = ck.same
 
@@ -530,7 +530,7 @@ class Reducer(wiring.Component):
         # net of the decision is shared before them, and the checks' flip-flops reach every
         # endpoint through the case's logic only (cut 9's seeds 3 / 7 / 8: ck_pre -> prio_in ->
         # queued_d -> push_c 8.44 ns).
-        out = decision_table(m, ck_pre=tck.ck_dec, ck_live=ck_live, head=hc_r, fwd_job=fwd_job1,
+        out = decision_table(m, ck_pre=ck_pre, ck_live=ck_live, head=hc_r, fwd_job=fwd_job1,
                              head_fwd=SimpleNamespace(late=late_f, below_end=wneg_f, at_head=(delta1[sb:] == 0) & run_eq),
                              pending=SimpleNamespace(bit=pre_p, clr=cclr_p, set=sset_p), flags=dflags,
                              late=SimpleNamespace(live=thit_h, fx_c=fx_c, fx_s=fx_s))  # hdl/decision.py
@@ -701,7 +701,7 @@ class Reducer(wiring.Component):
             | (queued & ~emit2 & runs_now)  # a resend's entry never carries a run
             | (hold_t == adv_reg) | (fxw_cn == fx_c) | (fxw_sn == fx_s) | (tw_vn_l == tw_v)
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
-            | tck.copy_err | arb.copy_error | emit.copy_error | asm.copy_error)
+            | arb.copy_error | emit.copy_error | asm.copy_error)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=op2, row=row2, data_=d2,
                       lanes_=lanes2, slot=slot2, emit=emit2, last=last2, slots=S)  # hdl/stage2_issue.py

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -40,10 +40,7 @@ from .reducer_layouts import (
     slot_tag_layout,
 )
 
-# TagChecks' fields from the header compares, selected with their own copies of thit_w0 / thit_b0
-HDR_FIELDS = ("same", "mismatch_round", "mismatch", "older")
-
-__all__ = ["HDR_FIELDS", "LiveTagCheck", "TagCheckNets", "a_checks", "live_checks", "stage1_tag_checks", "state_flags"]
+__all__ = ["LiveTagCheck", "TagCheckNets", "a_checks", "live_checks", "stage1_tag_checks", "state_flags"]
 
 
 def a_checks(b: Value, bit: Value, pbit: Value, members: Value) -> tuple[Value, Value]:
@@ -77,9 +74,7 @@ class TagCheckNets:
     """What stage 1's tag checks give the decision: ``ck`` (TagChecks, from ``ck_live`` or
     ``ck_pre`` by ``thit_h``), ``bm`` (the slot's bitmap), ``ck_x`` (what ``ck`` stands for, for
     copy_error), ``tw_hit0`` (driven by the caller: the tag write requested now is slot0's) and
-    ``tw_vn_l`` (an inverted copy of the write, for copy_error), ``copy_err`` (a duplicated
-    flip-flop differs from its original: OR it into copy_error), ``ck_dec`` (``ck_pre`` with its
-    header fields from copies of their own, for the decision's table)."""
+    ``tw_vn_l`` (an inverted copy of the write, for copy_error)."""
 
     ck: Value
     bm: Value
@@ -89,8 +84,6 @@ class TagCheckNets:
     thit_h: Value
     tw_hit0: Value
     tw_vn_l: Value
-    copy_err: Value
-    ck_dec: Value
 
 
 def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_load: Value, ps_v: Value,
@@ -118,21 +111,12 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
         return Mux(p_load, Mux(ps_v, a == ps_slot, a == i_slot), a == p.slot)
 
     m.d.sync += [thit_w0.eq(tw_en & rd_hit(tw_addr)), thit_b0.eq(tw_v & rd_hit(tw_a))]
-    # (cut 12) the header compares' fields (same, the mismatches, older: next to the tag
-    # memory's read port) select with copies of their own, so the round's first route is not
-    # thit_b0's, whose other 36 sinks (state, bitmap checks, the bitmap) sit elsewhere; the
-    # copies are inverted (an identical flip-flop would be merged by yosys), copy_error checks them
-    thit_w0n, thit_b0n = Signal(init=1, name="thit_w0n"), Signal(init=1, name="thit_b0n")
-    m.d.sync += [thit_w0n.eq(~(tw_en & rd_hit(tw_addr))), thit_b0n.eq(~(tw_v & rd_hit(tw_a)))]
-    ck0, ck0_h = Signal(TagChecks), Signal(TagChecks)
+    ck0 = Signal(TagChecks)
     bm0 = Signal(32)
     m.d.comb += [
         ck0.eq(Mux(thit_w0, src_checks(tw_d), Mux(thit_b0, src_checks(tb_data), src_checks(rd_data)))),
-        ck0_h.eq(Mux(~thit_w0n, src_checks(tw_d), Mux(~thit_b0n, src_checks(tb_data), src_checks(rd_data)))),
         bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, rd_data.bitmap))),
     ]
-    for name in HDR_FIELDS:
-        m.d.comb += getattr(ck0, name).eq(getattr(ck0_h, name))
     # header comparisons against the tag stage 1 may write this cycle (its header fields are
     # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
     hcw_n = Signal(HdrChecks)
@@ -182,15 +166,6 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
                      bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
     with m.Else():
         m.d.sync += bm_pre.eq(bm)
-    # (cut 13) the decision's table reads ck_pre's header fields from copies of its own
-    # (ck_dec), so those flip-flops drive the table alone and may sit next to it; ck_pre's
-    # (ck, prio_r, sel_a1) stay at the compares. Inverted (an identical flip-flop would be
-    # merged by yosys), loaded as ck_pre is; copy_error checks them
-    hdr_n = {name: Signal(init=1, name=f"ck_dec_{name}_n") for name in HDR_FIELDS}
-    with m.If(adv):
-        m.d.sync += [r.eq(~getattr(ck0, name)) for name, r in hdr_n.items()]
-    ck_dec = Signal(TagChecks, name="ck_dec")
-    m.d.comb += [ck_dec.eq(ck_pre), *[getattr(ck_dec, name).eq(~r) for name, r in hdr_n.items()]]
     # what ck stands for (checked at every decision by copy_error): the checks merged into
     # ck_pre while stage 1 holds, the live tag's state loaded every cycle
     l_st_x = [Signal(name=f"l_{n}_x") for n in ("done", "active", "nfree")]
@@ -200,9 +175,7 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     m.d.sync += ck_pre_x.eq(Mux(adv, ck0, ck_x))
 
     return TagCheckNets(ck=ck, bm=bm, ck_pre=ck_pre, ck_live=ck_live, ck_x=ck_x, thit_h=thit_h,
-                        tw_hit0=tw_hit0, tw_vn_l=tw_vn_l, ck_dec=ck_dec,
-                        copy_err=(thit_w0n == thit_w0) | (thit_b0n == thit_b0)
-                        | Cat(*[r == getattr(ck_pre, name) for name, r in hdr_n.items()]).any())
+                        tw_hit0=tw_hit0, tw_vn_l=tw_vn_l)
 
 
 class LiveTagCheck(wiring.Component):
