@@ -200,16 +200,15 @@ class PendingWords(wiring.Component):
             pos, before, none = release_scan(m, xa_r, xb_r, below, "w", halves=True, stages=2, index=True)
             scan_wait = (step == _Step.SCAN) & (phase != 2)  # R or S1: no result, no write, no operation
             scan_end = (step == _Step.SCAN) & (phase == 2)
-        else:
-            fz, before, none = release_scan(m, xa, xb, below, "w", halves=True)  # two 64-bit chains: Fmax
-            pos = onehot_index(fz)  # the first bit not pending, in wa : wb
-            scan_end = step == _Step.SCAN
-        if three:  # S2's clear masks from the region masks registered in S1 (wa / wb hold through a
+            # S2's clear masks from the region masks registered in S1 (wa / wb hold through a
             # step's R, S1 and S2): the 64 compares are not in front of the write-back
             reg_a_r, reg_b_r = Signal(WB, name="region_a_r"), Signal(WB, name="region_b_r")
             m.d.sync += [reg_a_r.eq(reg_a), reg_b_r.eq(reg_b)]
             clr_a, clr_b = before[:WB] & reg_a_r, before[WB:] & reg_b_r
         else:
+            fz, before, none = release_scan(m, xa, xb, below, "w", halves=True)  # two 64-bit chains: Fmax
+            pos = onehot_index(fz)  # the first bit not pending, in wa : wb
+            scan_end = step == _Step.SCAN
             clr_a, clr_b = before[:WB] & reg_a, before[WB:] & reg_b
         stop = Cat(pos[:ob], Mux(pos[ob], wb, wa))
         peek = Signal()  # the SCAN is a PEEK: nothing is written
