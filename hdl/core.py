@@ -38,7 +38,7 @@ from wanreduce.hdl.egress_framer import EgressFramer
 from wanreduce.hdl.ingress_parser import IngressParser
 from wanreduce.hdl.layouts import message_beat_layout
 from wanreduce.hdl.message_demux import MessageDemux
-from wanreduce.hdl.params import DEFAULTS, DRAM_STORE_DEFAULTS, MAX_SLOTS, CoreParams
+from wanreduce.hdl.params import DEFAULTS, DRAM_STORE_DEFAULTS, MAX_SLOTS, CoreParams, check_wired
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.skid_buffer import SkidBuffer
 from wanreduce.hdl.stream_merger import StreamMerger
@@ -58,11 +58,14 @@ class WanreduceCore(wiring.Component):
     (``DRAM_STORE_DEFAULTS``: address_width, base_address, outstanding, burst_beats,
     burst_hold) may be given here too. A memory error shows in STATUS.MEM_ERROR
     (``wanreduce.regs``). ``pending``: the reducer's pending store (``"vector"``, the default, or
-    ``"words"``: docs/reducer.md, "Pending words")."""
+    ``"words"``: docs/reducer.md, "Pending words"). ``slot_memory="records"`` (sums and per-slot
+    records in DRAM) is checked but refused with a one-line ValueError until the record path is
+    wired in (``hdl.params.check_wired``; docs/large_slots.md, "The core wiring")."""
 
     def __init__(self, *, slot_memory: str = "onchip", pending: str = "vector", **params: int) -> None:
         self.dram = {k: params.pop(k) for k in list(params) if k in DRAM_STORE_DEFAULTS}
         self.params = CoreParams(slot_memory, **params)
+        check_wired(slot_memory)
         p = self.params
         self.slot_memory = slot_memory
         self.reducer = Reducer(p["width"], slots=p["slots"], elements=p["elements"], groups=p["groups"],

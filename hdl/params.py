@@ -11,23 +11,29 @@ from __future__ import annotations
 
 from wanreduce import wire
 
-__all__ = ["DEFAULTS", "DRAM_STORE_DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "MAX_SLOTS_LARGE", "PENDING_STORES", "SLOT_MEMORIES", "CoreParams",
+__all__ = ["DEFAULTS", "DRAM_STORE_DEFAULTS", "MAX_BURST_HOLD", "MAX_SLOTS", "MAX_SLOTS_DRAM", "MAX_SLOTS_LARGE", "PENDING_STORES", "SLOT_LIMIT_WHY", "SLOT_MEMORIES", "UNWIRED_SLOT_MEMORIES", "CoreParams",
            "check_core_params", "check_data_width", "check_dram_store_params", "check_large_slots",
-           "check_pending", "check_slot_memory"]
+           "check_pending", "check_slot_memory", "check_wired", "max_slots"]
 
 DEFAULTS = {"ports": 2, "width": 64, "slots": 16, "elements": wire.DEFAULT_ELEMENTS, "groups": 4, "jobs": 2}
 
 MAX_SLOTS = 4096  # the reducer's in-order release search grows with S; see docs/reducer.md
-# Where the slots' sums live: block RAM in the core, or DRAM behind the core's AXI4 port.
-SLOT_MEMORIES = ("onchip", "dram")
+# Where the slots' sums live: block RAM in the core, or DRAM behind the core's AXI4 port; with
+# "records" the per-slot state (tag, bitmap) too, as 256-bit records in DRAM (the record path,
+# docs/large_slots.md, "The core wiring").
+SLOT_MEMORIES = ("onchip", "dram", "records")
+# Slot memories whose parameters are checked and planned but which the core does not build yet:
+# the record path is not wired into it (docs/large_slots.md, "The core wiring", step 5).
+UNWIRED_SLOT_MEMORIES = ("records",)
 # DRAM slots: the sums of any S fit the boards' DDR3 (docs/boards.md, "Slot capacity"), but
 # the reducer keeps every slot's tag, pending bit and scan bits on chip, so with DRAM the core
 # takes the same S as on chip; the design that lifts it (per-slot records in DRAM, pending bits
 # as block-RAM words) is docs/large_slots.md. One limit: the planner, the CLI, the core and the
 # DRAM store all read this one.
 MAX_SLOTS_DRAM = MAX_SLOTS
-# The slot range the large-S parts are built for (``PendingWords``; docs/large_slots.md): 2**20
-# slot indices, the AX7325B's 2 GiB in 2 KiB slots. Not a core parameter until they are in it.
+# The slot range the large-S parts are built for (``PendingWords``, the record path;
+# docs/large_slots.md): 2**20 slot indices, the AX7325B's 2 GiB in 2 KiB slots. The S limit of
+# ``slot_memory="records"``.
 MAX_SLOTS_LARGE = 1 << 20
 # Where the reducer keeps its pending bits (a slot is COMPLETE, waiting for in-order release):
 # "vector", S flip-flops scanned in one cycle (the default); "words", ``PendingWords``' 64-bit
@@ -87,17 +93,47 @@ def check_pending(pending: str) -> str:
     return pending
 
 
-def check_slot_memory(slot_memory: str, **params: int) -> dict[str, int]:
-    """Core parameters for slots in ``slot_memory`` (one of :data:`SLOT_MEMORIES`): as
-    :func:`check_core_params`, except that ``dram`` allows S up to :data:`MAX_SLOTS_DRAM`."""
+# Per slot memory: the core's S limit and the note its error carries.
+_SLOT_LIMITS = {"onchip": (MAX_SLOTS, ""), "dram": (MAX_SLOTS_DRAM, " (DRAM slot memory)"),
+                "records": (MAX_SLOTS_LARGE, " (DRAM records slot memory)")}
+# ... and why S stops there (the planner says it when the limit, not the memory, sets S).
+SLOT_LIMIT_WHY = {"onchip": "its per-slot state is on chip", "dram": "its per-slot state is on chip",
+                  "records": "the record path's slot indices are 20 bits"}
+
+
+def _check_memory_name(slot_memory: str) -> str:
     if slot_memory not in SLOT_MEMORIES:
         raise ValueError(f"slot memory must be one of {', '.join(SLOT_MEMORIES)}, got {slot_memory!r}")
-    if slot_memory == "dram" and "slots" in params:
+    return slot_memory
+
+
+def max_slots(slot_memory: str) -> int:
+    """The largest S the core takes with its slots in ``slot_memory`` (the planner, the board
+    capacity and :func:`check_slot_memory` all read it here)."""
+    return _SLOT_LIMITS[_check_memory_name(slot_memory)][0]
+
+
+def check_slot_memory(slot_memory: str, **params: int) -> dict[str, int]:
+    """Core parameters for slots in ``slot_memory`` (one of :data:`SLOT_MEMORIES`): as
+    :func:`check_core_params`, except that S is checked against :func:`max_slots`
+    (``dram`` :data:`MAX_SLOTS_DRAM`, ``records`` :data:`MAX_SLOTS_LARGE`)."""
+    if _check_memory_name(slot_memory) != "onchip" and "slots" in params:
         rest = {k: v for k, v in params.items() if k != "slots"}
         check_core_params(**rest)
-        _slot_count(params["slots"], MAX_SLOTS_DRAM, " (DRAM slot memory)")
+        _slot_count(params["slots"], *_SLOT_LIMITS[slot_memory])
         return params
     return check_core_params(**params)
+
+
+def check_wired(slot_memory: str) -> str:
+    """``slot_memory`` if the core builds it; a one-line ValueError naming ``slot_memory`` for
+    one of :data:`UNWIRED_SLOT_MEMORIES` (checked and planned, not yet in the core), so no
+    command prints or builds a core the generator would refuse without saying so."""
+    if _check_memory_name(slot_memory) in UNWIRED_SLOT_MEMORIES:
+        built = ", ".join(k for k in SLOT_MEMORIES if k not in UNWIRED_SLOT_MEMORIES)
+        raise ValueError(f"slot_memory: {slot_memory!r} is not wired into the core yet (the record path, "
+                         f"docs/large_slots.md \"The core wiring\", step 5); the core builds {built}")
+    return slot_memory
 
 
 def _power_of_two(name: str, lo: int, hi: int):

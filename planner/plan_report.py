@@ -278,27 +278,38 @@ def format_hardware(hw: HardwarePlan, schedule: Schedule, topo: Topology, board=
     """Text block: S, E, per-round group table, multicast groups; with ``board`` (a
     ``hdl.boards.capacity.SlotCapacity``) the core parameters that board accepts."""
     n = topo.n
-    from wanreduce.hdl.params import MAX_SLOTS, MAX_SLOTS_DRAM  # the RTL's limits (no Amaranth)
+    from wanreduce.hdl.params import (  # the RTL's limits (no Amaranth)
+        SLOT_LIMIT_WHY,
+        check_wired,
+        max_slots,
+    )
 
     core_slots = 1 << (max(hw.slots, 1).bit_length() - 1)  # the RTL's S is a power of two
-    limit = MAX_SLOTS_DRAM if board is not None and board.slot_memory == "dram" else MAX_SLOTS
+    memory = board.slot_memory if board is not None else "onchip"
+    limit = max_slots(memory)
     lines = [
         f"  core parameters: S = {core_slots} slots (power of two; memory holds {hw.slots}) x "
         f"E = {hw.elements} elements ({hw.elements * ELEMENT_BYTES} B/slot), contributors per slot "
         f"<= {hw.max_senders}"
         + ("  [exceeds the 32-bit contributor bitmap]" if hw.max_senders > 32 else "")
-        + (f"  [beyond the core's S <= {limit}: its per-slot state is on chip, with the sums "
-           f"in block RAM or DRAM alike (docs/large_slots.md)]" if core_slots > limit else "")
+        + (f"  [beyond the core's S <= {limit}: {SLOT_LIMIT_WHY[memory]} (docs/large_slots.md)]"
+           if core_slots > limit else "")
     ]
     if board is not None:
         try:
-            params = board_core_params(hw, board.board, board.slot_memory)
-            lines.append(f"  {board.board} ({board.slot_memory} slot memory) core parameters: "
+            params = board_core_params(hw, board.board, memory)
+            lines.append(f"  {board.board} ({memory} slot memory) core parameters: "
                          + " ".join(f"--{k} {v}" for k, v in params.items())
-                         + (" --slot-memory dram" if board.slot_memory == "dram" else ""))
+                         + (f" --slot-memory {memory}" if memory != "onchip" else ""))
         except ValueError as exc:
-            lines.append(f"  {board.board} ({board.slot_memory} slot memory): this plan does "
+            lines.append(f"  {board.board} ({memory} slot memory): this plan does "
                          f"not fit the core: {exc}")
+        else:
+            try:  # checked and planned, but not built: say so (the generator refuses it)
+                check_wired(memory)
+            except ValueError as exc:
+                lines.append(f"  {board.board} ({memory} slot memory): not buildable yet, "
+                             f"`wanreduce verilog` / `build` refuse it: {exc}")
     if any(isinstance(r, ShardedRound) for r in schedule.rounds):
         lines.append("  sharded: in each reduce-scatter level every FPGA merges only its own shard, "
                      "so all S slots serve that shard (chunk ids count from the shard's offset); "

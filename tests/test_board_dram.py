@@ -33,7 +33,13 @@ from wanreduce.hdl.boards.litedram_controller import (
     module_name,
     read_csr_map,
 )
-from wanreduce.hdl.params import MAX_SLOTS_DRAM, check_slot_memory
+from wanreduce.hdl.params import (
+    DEFAULTS,
+    MAX_SLOTS_DRAM,
+    MAX_SLOTS_LARGE,
+    CoreParams,
+    check_slot_memory,
+)
 
 MiB = 1 << 20
 
@@ -288,6 +294,38 @@ def test_slot_memory_check():
             check_slot_memory(mem, slots=slots)
     with pytest.raises(ValueError, match="slot memory must be one of onchip, dram"):
         check_slot_memory("flash", slots=2)
+
+
+def test_records_slot_memory_allows_the_large_s():
+    """``records`` (per-slot state in DRAM too) takes S up to MAX_SLOTS_LARGE, where ``dram``
+    stops at MAX_SLOTS_DRAM; beyond it, one line naming slots and the range; the board's DDR3
+    sets S (not the core's limit) on both boards."""
+    assert dict(CoreParams("records", slots=32768, elements=499)) == \
+        {**DEFAULTS, "slots": 32768, "elements": 499}
+    check_slot_memory("records", slots=MAX_SLOTS_LARGE)
+    with pytest.raises(ValueError) as exc:
+        CoreParams("records", slots=2 ** 21)
+    assert str(exc.value) == (f"slots must be a power of two from 2 to {MAX_SLOTS_LARGE} "
+                              f"(DRAM records slot memory), got {2 ** 21}")
+    with pytest.raises(ValueError, match=re.escape(f"to {MAX_SLOTS_DRAM} (DRAM slot memory), got 32768")):
+        CoreParams("dram", slots=32768)
+    for board in ("versa-ecp5", "alinx-ax7325b"):
+        rec, dram = board_capacity(board, "records", 499), board_capacity(board, "dram", 499)
+        assert rec.slots == rec.memory_slots == dram.memory_slots > MAX_SLOTS_DRAM and not rec.core_limited
+        assert rec.used_bytes == rec.slots * (dram_slot_stride(499) + STATE_BYTES_PER_SLOT) <= rec.total_bytes
+
+
+def test_the_core_refuses_records_in_one_line():
+    """Until the record path is wired in, ``WanreduceCore`` refuses ``records`` (a ValueError
+    naming slot_memory), after the parameters pass their check."""
+    from wanreduce.hdl.core import WanreduceCore
+
+    with pytest.raises(ValueError) as exc:
+        WanreduceCore(slot_memory="records", slots=32768)
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("slot_memory: 'records' is not wired into the core yet")
+    with pytest.raises(ValueError, match="slots must be a power of two"):  # the parameters first
+        WanreduceCore(slot_memory="records", slots=3)
 
 
 def test_versa_dram_bandwidth_covers_two_gigabit_ports_with_the_boards_bursts():

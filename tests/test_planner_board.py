@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from wanreduce.cli import cli
 from wanreduce.hdl.boards.capacity import board_capacity, dram_slot_stride
-from wanreduce.hdl.params import MAX_SLOTS, MAX_SLOTS_DRAM, check_slot_memory
+from wanreduce.hdl.params import MAX_SLOTS, MAX_SLOTS_DRAM, check_slot_memory, check_wired
 from wanreduce.planner.topology import format_size
 
 MiB = 1 << 20
@@ -81,11 +81,47 @@ def test_verilog_refuses_the_dram_capacity_in_one_line(tmp_path):
     assert f"slots must be a power of two from 2 to {MAX_SLOTS_DRAM} (DRAM slot memory), got 32768" in lines[0]
 
 
+def test_plan_with_records_takes_the_boards_dram_and_says_it_is_not_built():
+    """``--slot-memory records`` (per-slot state in DRAM too): the Versa's DDR3 sets S (32768 at
+    E 499), no "beyond" note, the parameters pass the one check and end in ``--slot-memory
+    records``, and the next line says the generator refuses them today (the same message as
+    the core's); ``dram`` keeps the core's S <= 4096."""
+    out = _plan("--board", "versa-ecp5", "--slot-memory", "records")
+    cap = board_capacity("versa-ecp5", "records", 499)
+    assert cap.slots == 32768 and not cap.core_limited
+    assert BEYOND not in out and f"S = {cap.slots} x E = 499" in out.splitlines()[0]
+    lines = out.splitlines()
+    (k,) = [i for i, ln in enumerate(lines) if BOARD_LINE.match(ln)]
+    name, mem, text = BOARD_LINE.match(lines[k]).groups()
+    assert (name, mem) == ("versa-ecp5", "records") and text.endswith(" --slot-memory records")
+    params = {f: int(v) for f, v in re.findall(r"--([\w-]+) (\d+)", text)}
+    assert params["slots"] == cap.slots and check_slot_memory("records", **params) == params
+    with pytest.raises(ValueError) as exc:
+        check_wired("records")
+    assert lines[k + 1] == ("  versa-ecp5 (records slot memory): not buildable yet, `wanreduce verilog` / "
+                            f"`build` refuse it: {exc.value}")
+    dram = _plan("--board", "versa-ecp5", "--slot-memory", "dram")
+    assert f"--slots {MAX_SLOTS_DRAM} " in dram and "not buildable" not in dram
+
+
+@pytest.mark.parametrize("command", [["verilog", "--out", "{tmp}"],
+                                     ["build", "--board", "versa-ecp5", "--out", "{tmp}", "--elements", "16"]])
+def test_verilog_and_build_refuse_records_in_one_line(tmp_path, command):
+    """The generator refuses ``records`` (not wired into the core yet) in one line naming
+    slot_memory, not a traceback, and writes nothing."""
+    args = [a.replace("{tmp}", str(tmp_path / "out")) for a in command]
+    res = CliRunner().invoke(cli, [*args, "--slot-memory", "records"])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 1 and len(lines) == 1 and "Traceback" not in res.output, res.output
+    assert lines[0].startswith("wanreduce: error: slot_memory: 'records' is not wired into the core yet")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("args, field, text", [
     (["--board", "zcu102"], "--board", "must be one of versa-ecp5, alinx-ax7325b, got 'zcu102'"),
     (["--slot-memory", "dram"], "--slot-memory", "needs --board"),
     (["--board", "versa-ecp5", "--slot-memory", "hbm"], "--slot-memory",
-     "must be one of onchip, dram, got 'hbm'"),
+     "must be one of onchip, dram, records, got 'hbm'"),
     (["--board", "versa-ecp5", "--memory", "64MiB"], "--memory", "not with --board"),
     (["--board", "versa-ecp5", "--elements-per-packet", "5000"], "--elements-per-packet",
      "elements must be 1..2237"),

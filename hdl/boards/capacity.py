@@ -5,11 +5,14 @@ What ``wanreduce plan --board`` takes as the memory axis and what docs/boards.md
 * **on-chip**: the largest S × E' of int32 sums that fits the FPGA's block RAM
   (:data:`ONCHIP_MAX_ELEMENTS`), E' being the slot's footprint in the reducer's accumulator
   memory (:func:`onchip_footprint`: beats rounded up to a power of two);
-* **DRAM**: the board's DDR3 (:data:`~wanreduce.hdl.boards.litedram_controller.DRAM_CONFIGS`)
-  divided into slots of :func:`dram_slot_stride` bytes plus :data:`STATE_BYTES_PER_SLOT` of
-  per-slot state (:attr:`SlotCapacity.memory_slots`), of which the core takes at most
-  :data:`~wanreduce.hdl.params.MAX_SLOTS_DRAM` (:attr:`SlotCapacity.slots`): its per-slot state
-  is still on chip (docs/large_slots.md has the design that moves it to DRAM).
+* **DRAM** (``dram`` and ``records``): the board's DDR3
+  (:data:`~wanreduce.hdl.boards.litedram_controller.DRAM_CONFIGS`) divided into slots of
+  :func:`dram_slot_stride` bytes plus :data:`STATE_BYTES_PER_SLOT` of per-slot state
+  (:attr:`SlotCapacity.memory_slots`), of which the core takes at most
+  :func:`~wanreduce.hdl.params.max_slots` (:attr:`SlotCapacity.slots`): with ``dram``
+  :data:`~wanreduce.hdl.params.MAX_SLOTS_DRAM`, its per-slot state being on chip; with
+  ``records`` (the state in DRAM too, docs/large_slots.md)
+  :data:`~wanreduce.hdl.params.MAX_SLOTS_LARGE`.
 
 S is a power of two and passes :func:`wanreduce.hdl.params.check_slot_memory`.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
-from wanreduce.hdl.params import MAX_SLOTS, MAX_SLOTS_DRAM, check_slot_memory
+from wanreduce.hdl.params import check_slot_memory, max_slots
 
 __all__ = ["BOARD_PORTS", "DRAM_EFFICIENCY", "ONCHIP_MAX_ELEMENTS", "STATE_BYTES_PER_SLOT", "SlotCapacity",
            "board_capacity", "dram_budget", "dram_slot_stride", "measured_efficiency",
@@ -32,7 +35,8 @@ ELEMENT_BYTES = 4
 # accumulator built twice (two read ports) and a quarter left for the rest: 131,072 elements.
 ONCHIP_MAX_ELEMENTS = {"versa-ecp5": 16384, "alinx-ax7325b": 131072}
 # Per-slot state kept with the slot in DRAM: the reducer's tag (165 bits at J = 2: state, job,
-# round, chunk, group, scale, count, bitmap, session, beats) rounded up to 32 bytes.
+# round, chunk, group, scale, count, bitmap, session, beats) rounded up to 32 bytes (the record
+# path's 256-bit record, reducer_layouts.RECORD_BITS).
 STATE_BYTES_PER_SLOT = 32
 # (line rate in bytes/s, data ports whose payload reaches the reducer): versa-ecp5 ETH0 (network)
 # and ETH1 (host contributions); alinx-ax7325b two 10 GbE network cages and one host cage.
@@ -84,7 +88,7 @@ class SlotCapacity:
 
     @property
     def core_limited(self) -> bool:
-        """The core's S limit, not the board's memory, sets S (DRAM: MAX_SLOTS_DRAM)."""
+        """The core's S limit (``params.max_slots``), not the board's memory, sets S."""
         return self.slots < self.memory_slots
 
     @property
@@ -112,13 +116,11 @@ def board_capacity(board: str, slot_memory: str, elements: int, width: int = 64)
     if slot_memory == "onchip":
         total = ONCHIP_MAX_ELEMENTS[board] * ELEMENT_BYTES
         per_slot = onchip_footprint(elements, width) * ELEMENT_BYTES
-        limit = MAX_SLOTS
-    else:
+    else:  # dram, records: the sums and a record of per-slot state in the board's DRAM
         total = DRAM_CONFIGS[board].size_bytes
         per_slot = dram_slot_stride(elements) + STATE_BYTES_PER_SLOT
-        limit = MAX_SLOTS_DRAM
     held = _pow2_floor(total // per_slot)
-    slots = min(held, limit)
+    slots = min(held, max_slots(slot_memory))
     if slots < 2:
         raise ValueError(f"elements: {elements} per slot leaves room for fewer than 2 slots in "
                          f"{board}'s {slot_memory} slot memory ({total} B); allowed <= "

@@ -66,7 +66,8 @@ def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: floa
                    "alinx-ax7325b fixed at 156.25")
 @click.option("--slot-memory", default="onchip", show_default=True, callback=slot_memory_option,
               help="where the core's slots live: onchip (block RAM) or dram (the board's DDR3 "
-                   "through LiteDRAM; needs the core's m_axi_mem port)")
+                   "through LiteDRAM; needs the core's m_axi_mem port); records is refused until "
+                   "the record path is wired into the core")
 @click.option("--dram-selftest", is_flag=True,
               help="versa-ecp5: build the DRAM bring-up design instead of the core (LiteDRAM "
                    "controller + AXI self-test, LEDs; docs/boards.md)")

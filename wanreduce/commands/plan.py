@@ -136,8 +136,9 @@ def _board_capacity(board: str | None, slot_memory: str | None, memory: list[int
               help="Take the memory axis from this board's real slot capacity (versa-ecp5, "
                    "alinx-ax7325b) and print core parameters it accepts; replaces --memory.")
 @click.option("--slot-memory", default=None, callback=slot_memory_option,
-              help="With --board: where the slots live, onchip (block RAM, default) or dram "
-                   "(the board's DDR3).")
+              help="With --board: where the slots live, onchip (block RAM, default), dram "
+                   "(the sums in the board's DDR3) or records (sums and per-slot state there: "
+                   "planned only, the core does not build it yet).")
 @click.option("--hardware/--no-hardware", default=True, show_default=True,
               help="Print S, E, group tables and multicast groups for each best plan.")
 @click.option("--crossover/--no-crossover", default=True, show_default=True,
@@ -180,10 +181,12 @@ def plan(topology: str, nbytes: list[int], memory: list[int] | None, eps: float,
         source = (f"board {cap.board}, {cap.slot_memory} slots: S = {cap.slots} x E = "
                   f"{cap.elements} ({format_size(cap.memory_bytes)} of sums) at every site")
         if cap.core_limited:
-            where = "DRAM" if cap.slot_memory == "dram" else "block RAM"
+            from wanreduce.hdl.params import SLOT_LIMIT_WHY  # pure Python
+
+            where = "block RAM" if cap.slot_memory == "onchip" else "DRAM"
             source += (f" (its {where} holds S = {cap.memory_slots}, "
                        f"{format_size(cap.memory_slots_bytes)} of sums; "
-                       f"the core takes S <= {cap.slots} while its per-slot state is on chip: "
+                       f"the core takes S <= {cap.slots} while {SLOT_LIMIT_WHY[cap.slot_memory]}: "
                        f"docs/large_slots.md)")
     elif memories == [None]:
         source = "each site's fpga_memory from the topology file"

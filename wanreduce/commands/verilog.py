@@ -94,7 +94,8 @@ def _range(width: int) -> str:
               help="directory to write wanreduce_core.sv and its port list into")
 @click.option("--slot-memory", default="onchip", show_default=True, callback=slot_memory_option,
               help="where the partial sums live: onchip (block RAM) or dram (an AXI4 master port "
-                   "m_axi_mem_* on the core; docs/slot_store.md)")
+                   "m_axi_mem_* on the core; docs/slot_store.md); records (per-slot state in DRAM "
+                   "too) is refused until the record path is wired into the core")
 @core_options
 def verilog(out_dir: Path, slot_memory: str, **kw: int) -> None:
     """Generate the aggregator core as one Verilog module (wanreduce_core)."""
