@@ -35,16 +35,20 @@ def input_beat_layout(width: int, slots: int, elements: int) -> data.StructLayou
                               "slot": (slots - 1).bit_length()})
 
 
-def decoded_beat_layout(width: int, slots: int, elements: int, vectors: bool = True) -> data.StructLayout:
+def decoded_beat_layout(width: int, slots: int, elements: int, vectors: bool = True,
+                        records: bool = False) -> data.StructLayout:
     """A beat in stage P with its decode (see the field comments in ``InputStages``);
     ``vectors``: with the S-bit ``region``, ``oh`` and ``lm`` of the reducer's S-wide release
-    scan (not with its pending words)."""
+    scan (not with its pending words); ``records``: with the beat's job's clamped
+    ``log2_window`` and the release mode ``in_order`` (the record path's ``DecisionConfig``,
+    hdl/record_request.py)."""
     S, sb = slots, (slots - 1).bit_length()
     vec = {"region": S, "oh": S, "lm": S} if vectors else {}
+    rec = {"log2_window": range(sb + 1), "in_order": 1} if records else {}
     return data.StructLayout({
         "beat": message_beat_layout(width), "idx": _beat_bits(elements, width), "slot": sb,
         "start": sb, "wmask": sb, **vec, "members": 32, "bit": 32,
-        "unconf": 1, "nonmem": 1, "cwrite": 1, "chunk_p1": 32, "cw": 32, "nbm1": 17,
+        "unconf": 1, "nonmem": 1, "cwrite": 1, "chunk_p1": 32, "cw": 32, "nbm1": 17, **rec,
     })
 
 
@@ -54,15 +58,17 @@ class InputStages(wiring.Component):
     ``s_msg`` moves only while ``open`` (a window reset closes it); P's beat leaves when
     ``take``. ``in_msg``: a non-last beat of a message has been accepted (a window reset waits
     for the message's end); ``empty``: no beat in I or P. ``vectors``: decode the S-bit
-    ``region``, ``oh`` and ``lm`` (:func:`decoded_beat_layout`).
+    ``region``, ``oh`` and ``lm``; ``records``: register the job's ``log2_window`` and
+    ``in_order`` into P too, for the record path's requests (:func:`decoded_beat_layout`; off in
+    the reducer, whose RTL is then unchanged).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
-                 vectors: bool = True) -> None:
+                 vectors: bool = True, records: bool = False) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
-        self.groups, self.jobs, self.vectors = groups, jobs, vectors
+        self.groups, self.jobs, self.vectors, self.records = groups, jobs, vectors, records
         self.in_layout = input_beat_layout(data_width, slots, elements)
-        self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors)
+        self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors, records)
         super().__init__({
             "s_msg": In(message_stream(data_width)),
             "open": In(1),
@@ -150,6 +156,8 @@ class InputStages(wiring.Component):
             # window check without a shifter: chunk - head >= 2**lw <=> (chunk - 2**lw) - head >= 0
             dec_in.cw.eq(hi.chunk - (Const(1, sb + 1) << lw_i)),
             dec_in.nbm1.eq(((hi.element_count + L - 1) >> (L.bit_length() - 1)) - 1),
+            # the record path's DecisionConfig: the job's window (clamped) and the release mode
+            *([dec_in.log2_window.eq(lw_i), dec_in.in_order.eq(cf.in_order)] if self.records else []),
         ]
         m.submodules.stage_p = stage_p = SkidBuffer(self.dec_layout)
         accept = Signal()  # s_msg transfer
