@@ -132,10 +132,12 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     hcw_n = Signal(HdrChecks)
     m.d.comb += hcw_n.eq(hdr_checks(header_fields(h1, jb), h0, jb)[0])
     ck_pre, bm_pre = Signal(TagChecks, name="ck_pre"), Signal(32, name="bm_pre")
-    joined = join_parts(parts_r)
-    m.d.comb += ck_pre.eq(pack_flags(
-        TagChecks, done=ck_pre_r.done, active=ck_pre_r.active, dup=ck_pre_r.dup, cadd=ck_pre_r.cadd,
-        older=ck_pre_r.older, **{f: Mux(fwd_r, getattr(ck_fwd_r, f), v) for f, v in joined.items()}))
+    # (each joined flag a kept net: synthesis may not merge the decision's terms into the
+    # join's LUTs, which sit by the parts' flip-flops: cut 14's first placement, board seed 3)
+    joined = {f: Signal(name=f"ck_pre_{f}", attrs={"keep": 1}) for f in ("same", "mismatch_round", "mismatch")}
+    m.d.comb += [joined[f].eq(Mux(fwd_r, getattr(ck_fwd_r, f), v)) for f, v in join_parts(parts_r).items()]
+    m.d.comb += ck_pre.eq(pack_flags(TagChecks, done=ck_pre_r.done, active=ck_pre_r.active, dup=ck_pre_r.dup,
+                                     cadd=ck_pre_r.cadd, older=ck_pre_r.older, **joined))
     hcw1 = Signal(HdrChecks, name="hcw1")
     ck, bm = Signal(TagChecks), Signal(32)
     # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
