@@ -66,7 +66,7 @@ from __future__ import annotations
 from functools import partial
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -83,8 +83,8 @@ from .layouts import ResetLayout, lanes
 from .record_decision import RecordDecision
 from .record_emitter import RecordEmitter
 from .record_release_queue import RESERVE
-from .reducer_config import select_job_entry
 from .reducer_layouts import RECORD_BITS, RecordSide
+from .request_pin import RequestPin
 from .slot_store_signature import Op
 
 __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"]
@@ -153,6 +153,7 @@ class DecisionOnRecords(wiring.Component):
         self.sweep = FreeSweep(slots=slots, jobs=jobs, row_width=RECORD_BITS, side_shape=RecordSide)
         self.arbiter = AxiIdArbiter([0, 1], addr_width=address_width, data_width=data_width)
         self.req_layout = data.StructLayout({"msg": self.sums.gate.req.payload.shape(), "side": RecordSide})
+        self.pin = RequestPin(self.req_layout, slots=slots, jobs=jobs)
         rec = self.records.signature.members
         super().__init__({
             **shared_members(self.sums, address_width, data_width),
@@ -183,55 +184,22 @@ class DecisionOnRecords(wiring.Component):
                              & em.idle)
         # a window reset stops the requests at once and reaches the sweep once nothing is in flight
         # (so no released record is freed before it is read); ``passed``: offered to the sweep
+        # and the pin stage is empty (its request was taken before the reset)
+        m.submodules.pin = pin = self.pin
         passed = Signal()
-        m.d.comb += [sw.reset.valid.eq(self.reset.valid & (quiet | passed)), sw.reset.payload.eq(self.reset.payload),
-                     self.reset.ready.eq(sw.reset.ready & (quiet | passed))]
+        drained = (quiet & pin.empty) | passed
+        m.d.comb += [sw.reset.valid.eq(self.reset.valid & drained), sw.reset.payload.eq(self.reset.payload),
+                     self.reset.ready.eq(sw.reset.ready & drained)]
         m.d.sync += passed.eq(sw.reset.valid & ~sw.reset.ready)
         wiring.connect(m, sw.state_reset, rec.reset)
-        # the emission pointer per job: the chunk after the last whose READs went out
-        jb = state.job_bits
-        emitted = Array(Signal(32, name=f"emitted{j}") for j in range(self.jobs))
-        with m.If(self.reset.valid & self.reset.ready):
-            m.d.sync += emitted[self.reset.payload.job].eq(self.reset.payload.head)
-        with m.If(em.read_done):
-            m.d.sync += emitted[em.read_job].eq(em.read_chunk + 1)
-        # ``low``: per job, the lowest chunk since nothing was in flight: the emission pointer
-        # then, lowered by any request behind it (a resend may read its slot again)
-        low = Array(Signal(32, name=f"low{j}") for j in range(self.jobs))
-        hdr = self.req.payload.side.hdr
-        job = hdr.job_id[:jb]
-        floor = Mux(quiet, emitted[job], low[job])
-        ahead = (hdr.chunk - floor)[:32]
-        window = select_job_entry(m, self.region, self.jobs, job, "req_region").log2_window
-        in_order_pinned = ~ahead[31] & (ahead >= (Const(1, 33) << window)) & ~quiet
-        with m.If(quiet):
-            m.d.sync += [low[j].eq(emitted[j]) for j in range(self.jobs)]
-        with m.If(self.req.valid & self.req.ready):
-            m.d.sync += low[job].eq(Mux(ahead[31], hdr.chunk, floor))
-        with m.If(self.reset.valid & self.reset.ready):
-            m.d.sync += low[self.reset.payload.job].eq(self.reset.payload.head)
-        # on completion: the span of chunks admitted since nothing was in flight, per job
-        # (``oc_any``: one was), and a request widening it to a window or more waits
-        oc_lo = Array(Signal(32, name=f"oc_lo{j}") for j in range(self.jobs))
-        oc_span = Array(Signal(32, name=f"oc_span{j}") for j in range(self.jobs))
-        oc_any = Array(Signal(name=f"oc_any{j}") for j in range(self.jobs))
-        oc_d = (hdr.chunk - oc_lo[job])[:32]
-        behind = oc_d[31]
-        oc_new_span = Mux(behind, (oc_span[job] - oc_d)[:32], Mux(oc_d > oc_span[job], oc_d, oc_span[job]))
-        on_completion = ~self.req.payload.side.cfg.in_order
-        oc_first = quiet | ~oc_any[job]
-        oc_pinned = ~oc_first & (oc_new_span >= (Const(1, 33) << window))
-        pinned = Mux(on_completion, oc_pinned, in_order_pinned)
-        with m.If(quiet):
-            m.d.sync += [a.eq(0) for a in oc_any]
-        with m.If(self.req.valid & self.req.ready & on_completion):
-            m.d.sync += [oc_any[job].eq(1), oc_lo[job].eq(Mux(oc_first | behind, hdr.chunk, oc_lo[job])),
-                         oc_span[job].eq(Mux(oc_first, 0, oc_new_span))]
-        held = stream.Signature(self.req_layout).create()
-        m.d.comb += [held.valid.eq(self.req.valid & ~self.reset.valid & ~pinned), held.payload.eq(self.req.payload),
-                     self.req.ready.eq(held.ready & ~self.reset.valid & ~pinned)]
-        with m.If(self.req.valid & ~self.reset.valid & pinned):
-            m.d.sync += self.pin_waits.eq(self.pin_waits + 1)
+        # the pin (``RequestPin``: the emission pointer per job, ``low``, the on-completion spans),
+        # a registered stage in front of the fork
+        wiring.connect(m, wiring.flipped(self.req), pin.req)
+        m.d.comb += [pin.quiet.eq(quiet), pin.stop.eq(self.reset.valid), pin.region.eq(self.region),
+                     pin.reset.eq(self.reset.payload), pin.reset_fire.eq(self.reset.valid & self.reset.ready),
+                     pin.read_done.eq(em.read_done), pin.read_job.eq(em.read_job), pin.read_chunk.eq(em.read_chunk),
+                     self.pin_waits.eq(pin.pin_waits)]
+        held = pin.out
         # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the fork's
         # ADDs; ``owner`` remembers which of the last two each was (the sweep counts its own)
         fork = stream.Signature(rc.payload.shape()).create()
