@@ -66,8 +66,8 @@ from __future__ import annotations
 from functools import partial
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_id_arbiter import AxiIdArbiter
@@ -82,6 +82,7 @@ from .gate_store_harness import GateOnSlotStore
 from .layouts import ResetLayout, lanes
 from .record_decision import RecordDecision
 from .record_emitter import RecordEmitter
+from .record_probe import RecordProbe
 from .record_release_queue import RESERVE
 from .reducer_layouts import RECORD_BITS, RecordSide
 from .request_pin import RequestPin
@@ -92,6 +93,18 @@ __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"
 OWNER_DEPTH = 256  # record commands whose responses are not yet taken (more wait: rc.ready held)
 PENDING = 2  # queue entries a candidate may push after its answer left (a long run's second part)
 STATE_PORTS = ("region", "released", "released_valid", "state_error")  # the DecisionState's, passed out
+PROBE_PORTS = ("probe_job", "probe_chunk", "probe_bitmap", "probe_ok")  # the RecordProbe's, passed out
+
+
+class Owner(enum.Enum, shape=2):
+    """Whose record command a response answers (the sweep counts its own)."""
+
+    FORK = 0  # a message's ADD: a decision, for the gate
+    EMITTER = 1  # a released chunk's record READ
+    PROBE = 2  # the probe's record READ
+
+
+OWNER_LAYOUT = data.StructLayout({"kind": Owner, "cand": 1})  # ``cand``: a release candidate's ADD
 
 
 def record_engine(data_width: int, *, slots: int, jobs: int, release_depth: int | None = None,
@@ -154,7 +167,8 @@ class DecisionOnRecords(wiring.Component):
         self.arbiter = AxiIdArbiter([0, 1], addr_width=address_width, data_width=data_width)
         self.req_layout = data.StructLayout({"msg": self.sums.gate.req.payload.shape(), "side": RecordSide})
         self.pin = RequestPin(self.req_layout, slots=slots, jobs=jobs)
-        rec = self.records.signature.members
+        self.probe = RecordProbe(slots=slots, jobs=jobs)
+        rec, pr = self.records.signature.members, self.probe.signature.members
         super().__init__({
             **shared_members(self.sums, address_width, data_width),
             "req": In(stream.Signature(self.req_layout)),
@@ -163,11 +177,16 @@ class DecisionOnRecords(wiring.Component):
             "sweeps": self.sweep.signature.members["sweeps"], "records_freed": self.sweep.signature.members["records_freed"],
             "outcome": Out(4), "outcome_valid": Out(1),
             "results": self.emitter.signature.members["row"], "pin_waits": Out(32),
+            # what the core's control block reads (the Reducer's ports of these names): the heads,
+            # the probe (``release_on_completion``: its pending rule), the errors' ORs
+            "head": self.records.state.signature.members["head"], "release_on_completion": In(1),
+            **{n: pr[n] for n in PROBE_PORTS},
+            "store_mem_error": Out(1), "mem_error": Out(1), "record_error": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        gs, rec = wire_shared(m, self)
+        gs, rec = wire_shared(m, self, rename={"mem_error": "store_mem_error"})
         forward_ports(m, self, rec, skip=lambda n: n not in STATE_PORTS)
         m.submodules.sweep, m.submodules.emitter = sw, em = self.sweep, self.emitter
         state = self.records.state
@@ -177,9 +196,24 @@ class DecisionOnRecords(wiring.Component):
         wiring.connect(m, em.row, wiring.flipped(self.results))
         m.d.comb += [sw.region.eq(self.region), em.region.eq(self.region), self.sweeps.eq(sw.sweeps),
                      self.records_freed.eq(sw.records_freed)]
-        # nothing in flight: every command answered, the state settled, every release emitted
+        # errors: the AXI ones (store, records, a misrouted ID) and the record path's own, sticky
+        with m.If(self.error | self.copy_error | self.split_error | self.state_error):
+            m.d.sync += self.record_error.eq(1)
+        m.d.comb += [self.mem_error.eq(self.store_mem_error | self.rec_mem_error | self.arb_error),
+                     self.head.eq(state.head)]
+        # the probe's record READs (``RecordProbe``): every command to a record makes its answer stale
+        m.submodules.probe = pr = self.probe
+        m.d.comb += [pr.probe_job.eq(self.probe_job), pr.probe_chunk.eq(self.probe_chunk),
+                     self.probe_bitmap.eq(pr.probe_bitmap), self.probe_ok.eq(pr.probe_ok),
+                     pr.region.eq(self.region), pr.head.eq(state.head), pr.in_order.eq(~self.release_on_completion),
+                     pr.stop.eq(self.reset.valid), pr.write.eq(rc.valid & rc.ready & (rc.payload.op != Op.READ)),
+                     pr.write_row.eq(rc.payload.row)]
+        # nothing in flight: every command answered (the probe's READs change nothing: not
+        # counted; the sweep's drain counts them), the state settled, every release emitted
         inflight, quiet = Signal(16), Signal()
-        m.d.sync += inflight.eq(inflight + (rc.valid & rc.ready) - (rr.valid & rr.ready))
+        probe_in = pr.cmd.valid & pr.cmd.ready
+        probe_out = pr.rsp.valid & pr.rsp.ready
+        m.d.sync += inflight.eq(inflight + (rc.valid & rc.ready & ~probe_in) - (rr.valid & rr.ready & ~probe_out))
         m.d.comb += quiet.eq((inflight == 0) & state.settled & (state.queue.level == 0) & ~state.queue.m.valid
                              & em.idle)
         # a window reset stops the requests at once and reaches the sweep once nothing is in flight
@@ -200,12 +234,14 @@ class DecisionOnRecords(wiring.Component):
                      pin.read_done.eq(em.read_done), pin.read_job.eq(em.read_job), pin.read_chunk.eq(em.read_chunk),
                      self.pin_waits.eq(pin.pin_waits)]
         held = pin.out
-        # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the fork's
-        # ADDs; ``owner`` remembers which of the last two each was (the sweep counts its own)
+        # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the
+        # probe's, else the fork's ADDs; ``owner`` remembers whose each of the last three was and
+        # whether it is a release candidate (the sweep counts its own)
         fork = stream.Signature(rc.payload.shape()).create()
         fork_request(m, held, held.payload.msg, gs, SimpleNamespace(cmd=fork), self.row_bits)
         m.d.comb += [fork.payload.side.eq(held.payload.side), fork.payload.data.eq(0)]
-        m.submodules.owner = owner = fifo.SyncFIFO(width=2, depth=OWNER_DEPTH)  # (emitter's, a candidate)
+        m.submodules.owner = owner = fifo.SyncFIFO(width=OWNER_LAYOUT.size, depth=OWNER_DEPTH)
+        o_in, o_out = data.View(OWNER_LAYOUT, owner.w_data), data.View(OWNER_LAYOUT, owner.r_data)
         er = em.rec_read
         # a release candidate waiting in C0 for the queue's room holds every command behind it,
         # the emitter's record READs too, and the queue drains only through those READs: so a
@@ -218,26 +254,29 @@ class DecisionOnRecords(wiring.Component):
         admit = ~cand | (state.queue.level + 2 * cands + 2 + PENDING + RESERVE <= self.release_depth)
         with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then, the emitter is idle
             m.d.comb += [rc.valid.eq(1), rc.payload.eq(sw.cmd.payload)]
-        with m.Elif(er.valid):  # a READ is no release candidate (its side says unconfigured)
-            m.d.comb += [rc.valid.eq(owner.w_rdy), rc.payload.op.eq(Op.READ), rc.payload.row.eq(er.payload),
-                         rc.payload.lanes.eq((1 << lanes(RECORD_BITS)) - 1), rc.payload.side.cfg.unconf.eq(1),
-                         er.ready.eq(rc.ready & owner.w_rdy)]
+        for owner_kind, read in ((Owner.EMITTER, er), (Owner.PROBE, pr.cmd)):
+            with m.Elif(read.valid):  # a READ is no release candidate (its side says unconfigured)
+                m.d.comb += [rc.valid.eq(owner.w_rdy), rc.payload.op.eq(Op.READ), rc.payload.row.eq(read.payload),
+                             rc.payload.lanes.eq((1 << lanes(RECORD_BITS)) - 1), rc.payload.side.cfg.unconf.eq(1),
+                             read.ready.eq(rc.ready & owner.w_rdy), o_in.kind.eq(owner_kind)]
         with m.Else():
             m.d.comb += [rc.valid.eq(fork.valid & owner.w_rdy & admit), rc.payload.eq(fork.payload),
-                         fork.ready.eq(rc.ready & owner.w_rdy & admit)]
+                         fork.ready.eq(rc.ready & owner.w_rdy & admit), o_in.kind.eq(Owner.FORK), o_in.cand.eq(cand)]
         m.d.comb += [sw.cmd.ready.eq(rc.ready), sw.cmd_fire.eq(rc.valid & rc.ready), sw.rsp_fire.eq(rr.valid & rr.ready),
-                     owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid),
-                     owner.w_data.eq(Cat(er.valid, ~er.valid & cand))]
-        # its responses: the sweep's dropped, the emitter's records to it, the rest the gate's decisions
+                     owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid)]
+        # its responses: the sweep's dropped, the emitter's and the probe's records to them, the
+        # rest the gate's decisions
         after = self.record(rr.payload.data)
-        to_em = ~sw.owns & owner.r_rdy & owner.r_data[0]
-        decide = rr.valid & ~sw.owns & ~to_em
+        mine = ~sw.owns & owner.r_rdy
+        to_em, to_pr = mine & (o_out.kind == Owner.EMITTER), mine & (o_out.kind == Owner.PROBE)
+        decide = rr.valid & ~sw.owns & ~to_em & ~to_pr
         decide_on_records(m, gs, rec, after.op)
         m.d.comb += [gs.decision.valid.eq(decide), em.rec_data.valid.eq(rr.valid & to_em),
-                     em.rec_data.payload.eq(rr.payload.data),
-                     rr.ready.eq(sw.owns | Mux(to_em, em.rec_data.ready, gs.decision.ready)),
+                     em.rec_data.payload.eq(rr.payload.data), pr.rsp.valid.eq(rr.valid & to_pr),
+                     pr.rsp.payload.eq(rr.payload.data),
+                     rr.ready.eq(sw.owns | Mux(to_em, em.rec_data.ready, Mux(to_pr, pr.rsp.ready, gs.decision.ready))),
                      owner.r_en.eq(rr.valid & rr.ready & ~sw.owns)]
-        m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.r_en & owner.r_data[1]))
+        m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.r_en & o_out.cand))
         m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(decide & rr.ready)]
         # the emitter's data READs: a marker into the arbiter's FIFO once the gate has pushed every
         # message decided before the chunk's record came back (``snap``: its WRITE / ADD messages

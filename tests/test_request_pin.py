@@ -19,8 +19,8 @@ from amaranth.lib import data
 from stream_helpers import pack, run_testbench
 
 from wanreduce.hdl.decision_state import region_layout
-from wanreduce.hdl.request_pin import RequestPin
 from wanreduce.hdl.reducer_layouts import RecordSide
+from wanreduce.hdl.request_pin import RequestPin
 
 M32 = 0xFFFFFFFF
 SLOTS = 16
