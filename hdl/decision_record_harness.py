@@ -52,13 +52,24 @@ decision itself in place of the scaffold modify.
   release was read. A window reset likewise waits for that before the sweep
   frees the region's records (the requests stop at once).
 
+The pin is a registered stage in front of the fork (:class:`~.request_pin.RequestPin`: its flag a
+cycle old, a request right behind one of its job held a cycle); a window reset passes once that
+stage is empty too.
+
+**What the core reads** (the ``Reducer``'s ports of these names): ``head`` (each job's head,
+``DecisionState``'s flip-flop copy), the probe (``probe_job`` / ``probe_chunk`` ->
+``probe_bitmap`` / ``probe_ok``: :class:`~.record_probe.RecordProbe`, record READs on the engine's
+command port after the emitter's, a third owner kind; ``release_on_completion`` for its pending
+rule), ``record_error`` (sticky: the gate's ``error``, ``copy_error``, ``split_error`` or
+``state_error``) and ``mem_error`` (``store_mem_error``, ``rec_mem_error`` or ``arb_error``).
+
 Ports: ``beats``, ``req``; ``region`` (the state's and the sweep's) and the window-reset stream
 ``reset``; ``sweeps`` / ``records_freed``; the store's
-``rsp``, ``mem_error``; the gate's ``error`` and counters; ``copy_error``; ``outcome`` /
+``rsp``, ``store_mem_error``; the gate's ``error`` and counters; ``copy_error``; ``outcome`` /
 ``outcome_valid``; ``released`` / ``released_valid`` and ``state_error`` (the state's);
 ``results``, ``pin_waits``, ``split_error``;
-``rec_mem_error``; ``arb_error`` / ``arb_dropped``; ``m_axi_mem_*``; ``latency``. Not the
-core's wiring.
+``rec_mem_error``; ``arb_error`` / ``arb_dropped``; ``m_axi_mem_*``; ``latency``; and those above.
+Not the core's wiring.
 """
 
 from __future__ import annotations

@@ -498,16 +498,18 @@ def _check_heads(dut, am: AggregatorModel, made, seen: dict[int, list[int]], in_
 async def _probe(dut, rng: random.Random, made, windows: list[int], outcomes: list, taken: list[int],
                  samples: list, on: list[bool]) -> None:
     """Probes while the messages flow: a job and chunk (a recent message's, another chunk of its
-    slot, or any) on ``probe_job`` / ``probe_chunk`` until ``probe_ok``, then its answer as
-    (job, chunk, bitmap, decisions out when the key was set, requests taken now)."""
-    key, lo = None, 0
+    slot, or any; half the time the last one again, later) on ``probe_job`` / ``probe_chunk``
+    until ``probe_ok``, then its answer as (job, chunk, bitmap, decisions out, requests taken):
+    the record it answers with had every ADD issued before the decisions out (a later one to its
+    slot makes it stale), the head it compares with moved at most by the requests taken."""
+    key = None
     while on[0]:
-        msg = made[min(max(taken[0] - rng.randint(0, 4), 0), len(made) - 1)][0]
-        job, chunk = rng.choices([(msg.job_id, msg.chunk), (msg.job_id, msg.chunk + windows[msg.job_id]),
-                                  (rng.randrange(len(windows)), rng.getrandbits(32))], [0.6, 0.2, 0.2])[0]
+        if key is None or rng.random() < 0.5:
+            msg = made[min(max(taken[0] - rng.randint(0, 4), 0), len(made) - 1)][0]
+            job, chunk = rng.choices([(msg.job_id, msg.chunk), (msg.job_id, msg.chunk + windows[msg.job_id]),
+                                      (rng.randrange(len(windows)), rng.getrandbits(32))], [0.6, 0.2, 0.2])[0]
+            key = (job, chunk & M32)
         await RisingEdge(dut.clk)
-        if (job, chunk & M32) != key:
-            key, lo = (job, chunk & M32), len(outcomes)
         dut.probe_job.value, dut.probe_chunk.value = key
         for _ in range(20000):
             await ReadOnly()
@@ -515,15 +517,15 @@ async def _probe(dut, rng: random.Random, made, windows: list[int], outcomes: li
                 break
             await RisingEdge(dut.clk)
         else:
-            raise AssertionError(f"no probe answer for job {job} chunk {chunk:#x}")
+            raise AssertionError(f"no probe answer for job {key[0]} chunk {key[1]:#x}")
         if on[0]:
-            samples.append((*key, int(dut.probe_bitmap.value), lo, taken[0]))
-        await ClockCycles(dut.clk, rng.randint(1, 40))
+            samples.append((*key, int(dut.probe_bitmap.value), len(outcomes), taken[0]))
+        await ClockCycles(dut.clk, rng.randint(1, 120))
 
 
 def _check_probes(am: AggregatorModel, snaps: list, samples: list) -> dict[str, int]:
     """Each probe's bitmap is the golden model's for its job and chunk after some number of
-    decisions between those out when its key was set and the requests taken when it answered."""
+    decisions between those out and the requests taken when it answered."""
     held = 0
     for job, chunk, bitmap, lo, hi in samples:
         want = {_model_probe(am, tags, job, chunk) for count, tags in snaps if lo <= count <= hi}
