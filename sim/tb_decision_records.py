@@ -345,7 +345,7 @@ async def decisions_on_records(dut):
     assert result["overflowed"] > 0 and result["pin_waits"] > 0, f"no saturated result or no pinned request: {result}"
     assert result["resent"] > 0, f"no resent result: {result}"
     if probing:
-        assert probes["probes_held"] > 10 and probes["probes_empty"] > 10, f"too few probes of each kind: {result}"
+        assert probes["probes_held"] >= 5 and probes["probes_empty"] >= 5, f"too few probes of each kind: {result}"
     dut._log.info(f"{len(messages)} messages: {result}")
 
 
