@@ -27,7 +27,7 @@ from itertools import product
 from types import SimpleNamespace
 from typing import Any
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -103,31 +103,27 @@ def head_flags(chunk: Value, cw: Value, head: Value) -> Value:
 
 def priority(m: Module, c: Value) -> tuple[Value, Value, Value]:
     """The model's checks in order (``model.AggregatorModel._contribute``): (outcome code, data
-    op, resend) from the PriorityInputs ``c``."""
+    op, resend) from the PriorityInputs ``c``. The first rule that holds wins; written as
+    multiplexers, not an If chain, so that checks given as constants (``decision_table``'s
+    cofactors) fold in Amaranth: an If on a constant writes Verilog yosys cannot read back."""
+    same = c.same
+    rules = [  # (holds, outcome, op, resend)
+        (c.unconf, Outcome.REJECT_UNCONFIGURED, OP_NONE, 0),
+        (c.nonmem, Outcome.REJECT_NON_MEMBER, OP_NONE, 0),
+        (c.oow, Outcome.OUT_OF_WINDOW, OP_NONE, 0),
+        (same & c.mismatch, Outcome.REJECT_MISMATCH, OP_NONE, 0),
+        (same & c.released, Outcome.RESULT_RESENT, OP_NONE, 1),
+        (same & c.dup, Outcome.DUPLICATE, OP_NONE, 0),
+        (same, Outcome.AGGREGATED, OP_ADD, 0),
+        (c.late, Outcome.STALE, OP_NONE, 0),  # behind the head and no longer held
+        (c.busy, Outcome.REJECT_BUSY, OP_NONE, 0),
+        (c.older, Outcome.STALE, OP_NONE, 0),
+    ]
     code, op, resend = Signal(4), Signal(2), Signal()
-    with m.If(c.unconf):
-        m.d.comb += code.eq(Outcome.REJECT_UNCONFIGURED)
-    with m.Elif(c.nonmem):
-        m.d.comb += code.eq(Outcome.REJECT_NON_MEMBER)
-    with m.Elif(c.oow):
-        m.d.comb += code.eq(Outcome.OUT_OF_WINDOW)
-    with m.Elif(c.same):
-        with m.If(c.mismatch):
-            m.d.comb += code.eq(Outcome.REJECT_MISMATCH)
-        with m.Elif(c.released):
-            m.d.comb += [code.eq(Outcome.RESULT_RESENT), resend.eq(1)]
-        with m.Elif(c.dup):
-            m.d.comb += code.eq(Outcome.DUPLICATE)
-        with m.Else():
-            m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_ADD)]
-    with m.Elif(c.late):  # behind the head and no longer held
-        m.d.comb += code.eq(Outcome.STALE)
-    with m.Elif(c.busy):
-        m.d.comb += code.eq(Outcome.REJECT_BUSY)
-    with m.Elif(c.older):
-        m.d.comb += code.eq(Outcome.STALE)
-    with m.Else():
-        m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_WRITE)]
+    val = [Value.cast(Outcome.AGGREGATED), Value.cast(OP_WRITE), Value.cast(0)]  # none holds
+    for holds, *rule in reversed(rules):
+        val = [Mux(holds, r, v) for r, v in zip(rule, val, strict=True)]
+    m.d.comb += [code.eq(val[0]), op.eq(val[1]), resend.eq(val[2])]
     return code, op, resend
 
 
@@ -239,7 +235,10 @@ def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_
     for v in product((0, 1), repeat=len(cofactor)):  # ck_pre with the cofactored flags as constants
         k = SimpleNamespace(**{n: getattr(ck_pre, n) for n in names})
         for n, b in zip(cofactor, v, strict=True):
-            setattr(k, n, Const(b, 1))
+            # a net driven by the constant, not the constant: priority's m.If on a Const writes
+            # Verilog that yosys cannot read back (an empty full_case block); synthesis folds it
+            setattr(k, n, Signal(init=b, name=f"ck_pre_{n}_{b}"))
+            m.d.comb += getattr(k, n).eq(b)
         pre_outs[v] = by_fx(k)
     return {name: cofactor_select(ck_pre, cofactor, {v: Mux(late.live, live_out[name], o[name])
                                                      for v, o in pre_outs.items()})
