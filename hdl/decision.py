@@ -10,7 +10,9 @@ table of cases:
 * ``decision_table``: the reducer's form (cut 10, docs/reducer.md "The decision as a table of its
   late inputs"): the outcome worked out for each of six cases of its three late inputs (the
   checks' source ``live``, the previous decision's ``fx_c`` / ``fx_s``) from the other inputs,
-  those three picking at the last multiplexers. The reducer builds it inline, into its own
+  those three picking at the last multiplexers; cut 15: also for each value of stage 0's
+  header-compare flags and ``dup`` (``COFACTORED``), which pick after them (the flip-flops sit
+  at the tag memory's side). The reducer builds it inline, into its own
   module with main 6d9e5c0's names and statement order, so its RTLIL (pinned by
   tests/test_default_rtl.py) is that placed netlist's: as a submodule it was another netlist,
   2-10 MHz lower at 7 of 8 seeds (docs/benchmarks.md). ``DecisionTable`` wraps it as a
