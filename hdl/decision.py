@@ -10,9 +10,7 @@ table of cases:
 * ``decision_table``: the reducer's form (cut 10, docs/reducer.md "The decision as a table of its
   late inputs"): the outcome worked out for each of six cases of its three late inputs (the
   checks' source ``live``, the previous decision's ``fx_c`` / ``fx_s``) from the other inputs,
-  those three picking at the last multiplexers; cut 15: also for each value of stage 0's
-  header-compare flags and ``dup`` (``COFACTORED``), which pick after them (the flip-flops sit
-  at the tag memory's side). The reducer builds it inline, into its own
+  those three picking at the last multiplexers. The reducer builds it inline, into its own
   module with main 6d9e5c0's names and statement order, so its RTLIL (pinned by
   tests/test_default_rtl.py) is that placed netlist's: as a submodule it was another netlist,
   2-10 MHz lower at 7 of 8 seeds (docs/benchmarks.md). ``DecisionTable`` wraps it as a
@@ -25,8 +23,6 @@ table of cases:
 
 from __future__ import annotations
 
-from itertools import product
-from types import SimpleNamespace
 from typing import Any
 
 from amaranth.hdl import Module, Mux, Signal, Value
@@ -54,7 +50,7 @@ from .reducer_layouts import (
     slot_tag_layout,
 )
 
-__all__ = ["COFACTORED", "DecisionTable", "cofactor_select", "decision_table", "hdr_checks", "head_flags", "head_terms", "header_fields", "new_bitmap", "new_tag", "prio_of", "priority",
+__all__ = ["DecisionTable", "decision_table", "hdr_checks", "head_flags", "head_terms", "header_fields", "new_bitmap", "new_tag", "prio_of", "priority",
            "tag_checks", "tag_fields", "tag_write"]
 
 
@@ -105,27 +101,31 @@ def head_flags(chunk: Value, cw: Value, head: Value) -> Value:
 
 def priority(m: Module, c: Value) -> tuple[Value, Value, Value]:
     """The model's checks in order (``model.AggregatorModel._contribute``): (outcome code, data
-    op, resend) from the PriorityInputs ``c``. The first rule that holds wins; written as
-    multiplexers, not an If chain, so that checks given as constants (``decision_table``'s
-    cofactors) fold in Amaranth: an If on a constant writes Verilog yosys cannot read back."""
-    same = c.same
-    rules = [  # (holds, outcome, op, resend)
-        (c.unconf, Outcome.REJECT_UNCONFIGURED, OP_NONE, 0),
-        (c.nonmem, Outcome.REJECT_NON_MEMBER, OP_NONE, 0),
-        (c.oow, Outcome.OUT_OF_WINDOW, OP_NONE, 0),
-        (same & c.mismatch, Outcome.REJECT_MISMATCH, OP_NONE, 0),
-        (same & c.released, Outcome.RESULT_RESENT, OP_NONE, 1),
-        (same & c.dup, Outcome.DUPLICATE, OP_NONE, 0),
-        (same, Outcome.AGGREGATED, OP_ADD, 0),
-        (c.late, Outcome.STALE, OP_NONE, 0),  # behind the head and no longer held
-        (c.busy, Outcome.REJECT_BUSY, OP_NONE, 0),
-        (c.older, Outcome.STALE, OP_NONE, 0),
-    ]
+    op, resend) from the PriorityInputs ``c``."""
     code, op, resend = Signal(4), Signal(2), Signal()
-    val = [Value.cast(Outcome.AGGREGATED), Value.cast(OP_WRITE), Value.cast(0)]  # none holds
-    for holds, *rule in reversed(rules):
-        val = [Mux(holds, r, v) for r, v in zip(rule, val, strict=True)]
-    m.d.comb += [code.eq(val[0]), op.eq(val[1]), resend.eq(val[2])]
+    with m.If(c.unconf):
+        m.d.comb += code.eq(Outcome.REJECT_UNCONFIGURED)
+    with m.Elif(c.nonmem):
+        m.d.comb += code.eq(Outcome.REJECT_NON_MEMBER)
+    with m.Elif(c.oow):
+        m.d.comb += code.eq(Outcome.OUT_OF_WINDOW)
+    with m.Elif(c.same):
+        with m.If(c.mismatch):
+            m.d.comb += code.eq(Outcome.REJECT_MISMATCH)
+        with m.Elif(c.released):
+            m.d.comb += [code.eq(Outcome.RESULT_RESENT), resend.eq(1)]
+        with m.Elif(c.dup):
+            m.d.comb += code.eq(Outcome.DUPLICATE)
+        with m.Else():
+            m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_ADD)]
+    with m.Elif(c.late):  # behind the head and no longer held
+        m.d.comb += code.eq(Outcome.STALE)
+    with m.Elif(c.busy):
+        m.d.comb += code.eq(Outcome.REJECT_BUSY)
+    with m.Elif(c.older):
+        m.d.comb += code.eq(Outcome.STALE)
+    with m.Else():
+        m.d.comb += [code.eq(Outcome.AGGREGATED), op.eq(OP_WRITE)]
     return code, op, resend
 
 
@@ -165,40 +165,15 @@ def new_tag(m: Module, h: Value, jb: int, done: Value, same: Value, bitmap: Valu
     return t
 
 
-# ck_pre's flags that select the decision's outputs at their last multiplexers (cut 15,
-# ``decision_table``): the header compares and ``dup``, the flags main's and cut 14b's board seed 3
-# paths took from the tag memory's side into the case table
-COFACTORED = ("same", "mismatch_round", "mismatch", "dup")
-
-
-def cofactor_select(flags: Any, names: tuple[str, ...], table: dict[tuple[int, ...], Value]) -> Value:
-    """Shannon expansion put back together: ``table[v]`` (one value for each assignment ``v`` of
-    the one-bit ``flags`` named ``names``, in that order) picked by the flags' values, the first
-    name at the last multiplexer."""
-    if not names:
-        return table[()]
-    sub = [cofactor_select(flags, names[1:], {v[1:]: x for v, x in table.items() if v[0] == b}) for b in (0, 1)]
-    return Mux(getattr(flags, names[0]), sub[1], sub[0])
-
-
 def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_fwd: Any, fwd_job: Value,
-                   pending: Any, flags: Any, late: Any, cofactor: tuple[str, ...] = COFACTORED) -> dict[str, Value]:
+                   pending: Any, flags: Any, late: Any) -> dict[str, Value]:
     """Stage 1's decision as a table of its late inputs (cut 10), built into ``m``: the outcome
     (DecisionOutcome's fields, by name) for each of six cases, picked by ``late``'s ``live`` /
     ``fx_c`` / ``fx_s`` at the last multiplexers. The reducer calls it inline (no hierarchy
     level, so its pinned RTLIL is main 6d9e5c0's, whose Fmax was placed); ``DecisionTable``
     wraps it. Inputs as ``DecisionTable``'s ports, each a view or any object with the fields'
     names as attributes (``head``: HeadChecks, ``head_fwd``: late / below_end / at_head,
-    ``pending``: bit / clr / set, ``flags``: DecisionFlags, ``late``: DecisionLate).
-
-    ``cofactor`` (cut 15): ck_pre's flags (TagChecks' names) that are late too. The table is
-    worked out for each of their values with those flags as constants, from the other inputs,
-    and they pick at the last multiplexers (``cofactor_select``), after ``live``: ck_pre's
-    flip-flops, at the tag memory's side, then reach each output through that select only.
-    ``()``: cut 10's table."""
-    names = [n for n, _ in TagChecks]
-    if not set(cofactor) <= set(names) or len(set(cofactor)) != len(cofactor):
-        raise ValueError(f"cofactor must be distinct TagChecks fields of {names}, got {list(cofactor)}")
+    ``pending``: bit / clr / set, ``flags``: DecisionFlags, ``late``: DecisionLate)."""
     f, hc, pd = flags, head, pending
 
     def case(k: Value, c: int, s_: int) -> dict[str, Value]:
@@ -225,26 +200,16 @@ def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_
             "push_c": f.valid & f.adv & (opc_nz | (f.last & Mux(f.first, queued_k, f.queued_r))),
         }
 
-    def by_fx(k: Value) -> dict[str, Value]:
-        """The outcome with the checks ``k``, fx_c / fx_s picking at the last multiplexers
-        (field by field: an output that is the same in every case, e.g. ``done``, folds)."""
-        cases = {cs: case(k, *cs) for cs in ((0, 0), (1, 0), (0, 1))}
-        return {name: Mux(late.fx_c, cases[1, 0][name], Mux(late.fx_s, cases[0, 1][name], cases[0, 0][name]))
-                for name, _ in DecisionOutcome}
-
-    live_out = by_fx(ck_live)
-    pre_outs = {}
-    for v in product((0, 1), repeat=len(cofactor)):  # ck_pre with the cofactored flags as constants
-        k = SimpleNamespace(**{n: getattr(ck_pre, n) for n in names})
-        for n, b in zip(cofactor, v, strict=True):
-            # a net driven by the constant, not the constant: priority's m.If on a Const writes
-            # Verilog that yosys cannot read back (an empty full_case block); synthesis folds it
-            setattr(k, n, Signal(init=b, name=f"ck_pre_{n}_{b}"))
-            m.d.comb += getattr(k, n).eq(b)
-        pre_outs[v] = by_fx(k)
-    return {name: cofactor_select(ck_pre, cofactor, {v: Mux(late.live, live_out[name], o[name])
-                                                     for v, o in pre_outs.items()})
-            for name, _ in DecisionOutcome}
+    cases = {(t, c, s_): case(k, c, s_) for t, k in ((1, ck_live), (0, ck_pre))
+             for c, s_ in ((0, 0), (1, 0), (0, 1))}
+    # field by field: an output that is the same in every case (e.g. ``done``: not on fx_c /
+    # fx_s) folds to no multiplexer
+    out = {}
+    for name, _ in DecisionOutcome:
+        by_t = [Mux(late.fx_c, cases[t, 1, 0][name], Mux(late.fx_s, cases[t, 0, 1][name], cases[t, 0, 0][name]))
+                for t in (0, 1)]
+        out[name] = Mux(late.live, by_t[1], by_t[0])
+    return out
 
 
 class DecisionTable(wiring.Component):
@@ -256,11 +221,9 @@ class DecisionTable(wiring.Component):
     previous decision forwards, valid if ``fwd_job``: it was stage 1's job), ``pending``
     (PendingInputs: the slot's bit and whether the previous decision's run clears / its own slot
     sets it), ``flags`` (DecisionFlags), ``late`` (DecisionLate: ``live``, ``fx_c``, ``fx_s``,
-    at most one of ``fx_c`` / ``fx_s``). Out: ``out`` (DecisionOutcome). Combinational.
-    ``cofactor``: ck_pre's flags that pick last (``decision_table``; ``()``: none)."""
+    at most one of ``fx_c`` / ``fx_s``). Out: ``out`` (DecisionOutcome). Combinational."""
 
-    def __init__(self, cofactor: tuple[str, ...] = COFACTORED) -> None:
-        self.cofactor = tuple(cofactor)
+    def __init__(self) -> None:
         super().__init__({
             "ck_pre": In(TagChecks), "ck_live": In(TagChecks), "head": In(HeadChecks),
             "head_fwd": In(HeadChecks), "fwd_job": In(1), "pending": In(PendingInputs),
@@ -271,6 +234,6 @@ class DecisionTable(wiring.Component):
         m = Module()
         out = decision_table(m, ck_pre=self.ck_pre, ck_live=self.ck_live, head=self.head,
                              head_fwd=self.head_fwd, fwd_job=self.fwd_job, pending=self.pending,
-                             flags=self.flags, late=self.late, cofactor=self.cofactor)
+                             flags=self.flags, late=self.late)
         m.d.comb += [getattr(self.out, name).eq(v) for name, v in out.items()]
         return m

@@ -529,9 +529,7 @@ class Reducer(wiring.Component):
         # flip-flops alone, and those three pick at the last multiplexers (decision_table): no
         # net of the decision is shared before them, and the checks' flip-flops reach every
         # endpoint through the case's logic only (cut 9's seeds 3 / 7 / 8: ck_pre -> prio_in ->
-        # queued_d -> push_c 8.44 ns). Cut 15: ck_pre's header compares and dup are late too
-        # (their flip-flops sit at the tag memory's side): the table is worked out for each of
-        # their values and they pick last (decision_table's ``cofactor``).
+        # queued_d -> push_c 8.44 ns).
         out = decision_table(m, ck_pre=ck_pre, ck_live=ck_live, head=hc_r, fwd_job=fwd_job1,
                              head_fwd=SimpleNamespace(late=late_f, below_end=wneg_f, at_head=(delta1[sb:] == 0) & run_eq),
                              pending=SimpleNamespace(bit=pre_p, clr=cclr_p, set=sset_p), flags=dflags,

@@ -49,7 +49,7 @@ class TagDecision(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.table = tab = DecisionTable(cofactor=())  # no late inputs: nothing to pick last
+        m.submodules.table = tab = DecisionTable()
         h = self.hdr
         cw, ck, hc = Signal(32), Signal(TagChecks), Signal(HeadChecks)  # chunk - window, the checks
         m.d.comb += [

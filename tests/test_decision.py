@@ -12,11 +12,11 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Fragment, Module
+from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
 from wanreduce.hdl import reducer_layouts as rl
-from wanreduce.hdl.decision import COFACTORED, DecisionTable
+from wanreduce.hdl.decision import DecisionTable
 from wanreduce.hdl.head_check import HeadCheck
 from wanreduce.hdl.pending_effect import PendingEffect
 from wanreduce.hdl.tag_decision import TagDecision
@@ -221,52 +221,6 @@ def test_table_picks_the_case_of_its_late_inputs() -> None:
     _comb_sim(top, tb)
     assert {(1, 0, 0), (0, 1, 0), (0, 0, 1)} <= differs, differs
 
-
-
-def test_cofactored_table_is_the_table() -> None:
-    """Cut 15: ``DecisionTable`` with ck_pre's ``COFACTORED`` flags picking last gives cut 10's
-    table's outcome (``cofactor=()``) for every value of those flags, each other input drawn at
-    random; and each of those flags changes the outcome somewhere (so a wrong cofactor shows)."""
-    dut, ref = DecisionTable(), DecisionTable(cofactor=())
-    top = Module()
-    top.submodules.dut, top.submodules.ref = dut, ref
-    rng = random.Random(15)
-    offs = {n: rl.TagChecks[n].offset for n in COFACTORED}
-    moved: set[str] = set()
-
-    async def tb(ctx) -> None:
-        for _ in range(200):
-            ins = {"ck_pre": _bits(rl.TagChecks, rng), "ck_live": _bits(rl.TagChecks, rng),
-                   "head": _bits(rl.HeadChecks, rng), "head_fwd": _bits(rl.HeadChecks, rng),
-                   "fwd_job": rng.getrandbits(1), "pending": _bits(rl.PendingInputs, rng),
-                   "flags": _bits(rl.DecisionFlags, rng), "late": rng.choice([0, 1, 2, 4, 3, 5])}
-            if rng.random() < 0.9:  # mostly configured members
-                ins["flags"] &= ~((1 << rl.DecisionFlags["unconf"].offset)
-                                  | (1 << rl.DecisionFlags["nonmem"].offset))
-            outs = {}
-            for v in range(1 << len(COFACTORED)):
-                ck = ins["ck_pre"]
-                for i, n in enumerate(COFACTORED):
-                    ck = ck & ~(1 << offs[n]) | (v >> i & 1) << offs[n]
-                for d in (dut, ref):
-                    for k, x in {**ins, "ck_pre": ck}.items():
-                        port = getattr(d, k)
-                        ctx.set(port if k == "fwd_job" else port.as_value(), x)
-                got, want = ctx.get(dut.out.as_value()), ctx.get(ref.out.as_value())
-                assert got == want, (v, ins)
-                outs[v] = got
-            moved.update(n for i, n in enumerate(COFACTORED)
-                         if any(outs[v] != outs[v ^ 1 << i] for v in outs))
-
-    _comb_sim(top, tb)
-    assert moved == set(COFACTORED), moved
-
-
-def test_cofactor_names_are_checked() -> None:
-    with pytest.raises(ValueError, match="cofactor must be distinct TagChecks fields"):
-        Fragment.get(DecisionTable(cofactor=("same", "bogus")), None)
-    with pytest.raises(ValueError, match="cofactor must be distinct TagChecks fields"):
-        Fragment.get(DecisionTable(cofactor=("dup", "dup")), None)
 
 
 def head_twin(chunk: int, window: int, head: int) -> dict[str, int]:
