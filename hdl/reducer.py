@@ -125,6 +125,9 @@ class Reducer(wiring.Component):
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  slot_memory: str = "onchip", pending: str = "vector", **dram: int) -> None:
+        if slot_memory == "records":
+            raise ValueError("slot_memory: 'records' is the record path's (RecordReducer, hdl/record_reducer.py); "
+                             "the Reducer builds onchip or dram")
         self.pending = check_pending(pending)
         self.words = pending == "words"
         check_slot_memory(slot_memory, width=data_width, slots=slots, elements=elements, groups=groups,

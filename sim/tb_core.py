@@ -10,8 +10,10 @@ A DUT with slots in DRAM (``hdl/core_dram_harness.py``: ``m_axi_mem_*`` and a ``
 input) gets an ``AxiRam`` filled with random bytes (a chunk's first contribution must overwrite
 whatever its rows held), random pauses on all five AXI channels (``p_axi``, default 0.3) and a
 memory latency re-drawn from ``latency_range`` (default 20..200 cycles) every 300 cycles; the
-same scenarios must give the same results. ``mem_error_withholds_results`` (DRAM only) makes
-the RAM answer SLVERR and checks STATUS.MEM_ERROR, RESULTS_WITHHELD and that no result leaves.
+same scenarios must give the same results (with ``slot_memory`` ``records`` the RAM holds the
+records too, as random bytes: the record path frees them). ``mem_error_withholds_results`` (DRAM
+only) makes the RAM answer SLVERR (a records core: on the sums' reads) and checks
+STATUS.MEM_ERROR, RESULTS_WITHHELD and that no result leaves.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from wanreduce import regs, wire
+from wanreduce.hdl.record_reducer import record_memory
 from wanreduce.model import AggregatorModel, Outcome, PortConfig, parse_frame
 from wanreduce.sim import frames
 from wanreduce.sim.axi_memory import MemoryFaults, attach_core_ram, random_axi_pauses, vary_latency
@@ -206,6 +209,8 @@ async def mem_error_withholds_results(dut):
     cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
     tb = CoreBench(dut, p)
     assert tb.faults is not None, "the DUT has no m_axi_mem port"
+    if p.get("slot_memory") == "records":  # the sums' reads fail, not the records' (their decisions stay right)
+        tb.faults.reads_below = record_memory(p["width"], slots=p["slots"], elements=p["elements"])[0]
     await tb.reset()
     cocotb.start_soon(tb.consume())
     model = AggregatorModel(slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"])
