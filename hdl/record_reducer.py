@@ -37,18 +37,19 @@ chip, so S goes up to ``MAX_SLOTS_LARGE``.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
 
 from .axi4 import axi4_forward
 from .decision_record_harness import DecisionOnRecords
 from .dram_rmw_engine import AXI_PREFIX
-from .layouts import JobCfgLayout, ResetLayout, message_stream, payload_beats
+from .layouts import payload_beats
 from .params import AXI4_PAGE, DRAM_STORE_DEFAULTS, check_slot_memory
 from .record_request import RecordRequest
 from .reducer_config import ReducerConfig
 from .reducer_input import InputStages
 from .reducer_layouts import RECORD_BITS
+from .reducer_ports import reducer_ports
 from .result_gate import ResultGate
 from .row_to_message import RowToMessage
 
@@ -99,21 +100,7 @@ class RecordReducer(wiring.Component):
             records={"base_address": rec_base, "outstanding": dram["outstanding"]})
         mem = {n: mb for n, mb in self.path.signature.members.items() if n.startswith(AXI_PREFIX + "_")}
         super().__init__({**mem, "mem_error": Out(1), "result_withheld": Out(1),
-            "s_msg": In(message_stream(data_width)),
-            "m_msg": Out(message_stream(data_width)),
-            "group_bitmap": In(data.ArrayLayout(32, groups)),
-            "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
-            "release_on_completion": In(1),
-            "reset": In(stream.Signature(ResetLayout(jobs))),
-            "head": Out(data.ArrayLayout(32, jobs)),
-            "outcome": Out(1),
-            "outcome_code": Out(4),
-            "result_out": Out(1),
-            "probe_job": In(range(jobs)),
-            "probe_chunk": In(32),
-            "probe_bitmap": Out(32),
-            "probe_ok": Out(1),
-        })
+                          **reducer_ports(data_width, groups=groups, jobs=jobs)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
