@@ -87,17 +87,17 @@ def vary_latency(dut, rng: random.Random, lo: int, hi: int, period: int = 300) -
 class MemoryFaults:
     """Make ``ram``'s reads (``reads``) or writes (``writes``) fail while set: each beat then
     answers SLVERR (RRESP / BRESP); ``failed`` counts the beats that did, ``read_beats`` /
-    ``write_beats`` the beats served. ``reads_below`` (None: every address): only reads below
-    that address fail (e.g. a record core's sums, not its records)."""
+    ``write_beats`` the beats served. ``read_range`` ((lo, hi) bytes, None: every address):
+    only reads from lo up to hi fail (e.g. a record core's sums, or its records)."""
 
     def __init__(self, ram: AxiRam) -> None:
         self.reads = self.writes = False
-        self.reads_below: int | None = None
+        self.read_range: tuple[int, int] | None = None
         self.failed = self.read_beats = self.write_beats = 0
         rd, wr = ram.read_if._read, ram.write_if._write
 
         async def read(address: int, length: int) -> bytes:
-            if self.reads and (self.reads_below is None or address < self.reads_below):
+            if self.reads and (self.read_range is None or self.read_range[0] <= address < self.read_range[1]):
                 self.failed += 1
                 raise OSError("injected read failure")
             self.read_beats += 1

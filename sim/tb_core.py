@@ -210,7 +210,7 @@ async def mem_error_withholds_results(dut):
     tb = CoreBench(dut, p)
     assert tb.faults is not None, "the DUT has no m_axi_mem port"
     if p.get("slot_memory") == "records":  # the sums' reads fail, not the records' (their decisions stay right)
-        tb.faults.reads_below = record_memory(p["width"], slots=p["slots"], elements=p["elements"])[0]
+        tb.faults.read_range = (0, record_memory(p["width"], slots=p["slots"], elements=p["elements"])[0])
     await tb.reset()
     cocotb.start_soon(tb.consume())
     model = AggregatorModel(slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"])
@@ -265,3 +265,55 @@ async def mem_error_withholds_results(dut):
     got = await tb.read(status)
     assert got[regs.STATUS] == regs.STATUS_MEM_ERROR and got[regs.RESULTS_WITHHELD] == 2, got
     assert len(tb.results) == 1
+
+
+@cocotb.test()
+async def record_read_error_is_never_silent(dut):
+    """A records core (``slot_memory`` ``records``): the RAM answers SLVERR to the records' reads
+    only, from a chunk's second contribution on (its decision is then made on whatever the failed
+    read returned): STATUS.MEM_ERROR becomes 1 and stays, no result frame leaves after it (the
+    chunk the model releases included; RESULTS_OUT stays 1), the memory answering again or not."""
+    p = tb_params()
+    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+    tb = CoreBench(dut, p)
+    assert tb.faults is not None, "the DUT has no m_axi_mem port"
+    base, end = record_memory(p["width"], slots=p["slots"], elements=p["elements"])
+    tb.faults.read_range = (base, end)
+    await tb.reset()
+    cocotb.start_soon(tb.consume())
+    model = AggregatorModel(slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"])
+    cfg = PortConfig(local_mac=frames.CORE_MAC, local_ip=frames.CORE_IP, max_elements=p["elements"],
+                     elements=p["elements"])
+    model.set_group(0, 0b11)
+    model.set_job(0, enabled=True, base=0, log2_window=2)
+    await tb.control([(True, regs.SITE_ID, SITE_ID), (True, regs.RESULT_IP, RESULT_IP),
+                      (True, regs.RESULT_UDP_PORT, RESULT_PORT), (True, regs.group(0), 0b11),
+                      (True, regs.job_cfg(0), regs.pack_job_cfg(enabled=True, log2_window=2, base=0))])
+    rng = tb.rng
+
+    async def contribute(sender: int, chunk: int) -> list:
+        payload = np.array([rng.randint(-1000, 1000) for _ in range(p["elements"])], np.int32)
+        data = frames.contribution(sender=sender, chunk=chunk, payload=payload, session=0xC500)
+        await tb.sources[-1 if sender == 0 else 0].send(AxiStreamFrame(data))
+        _, res = model.contribute(parse_frame(data, cfg))
+        return res
+
+    status = [regs.STATUS, regs.RESULTS_OUT]
+    want = await contribute(1, 0) + await contribute(0, 0)
+    await tb.wait_for(lambda: len(tb.results) == 1, "chunk 0's result")
+    assert tb.results == [result_frame(r) for r in want]
+    assert await tb.read(status) == {regs.STATUS: 0, regs.RESULTS_OUT: 1}
+    assert await contribute(1, 1) == []
+    await ClockCycles(dut.clk, 2000)
+    tb.faults.reads = True
+    assert len(await contribute(0, 1)) == 1  # the model releases chunk 1
+    await tb.wait_for(lambda: tb.faults.failed > 0, "a record read while the records fail")
+    await ClockCycles(dut.clk, 3000)
+    assert await tb.read(status) == {regs.STATUS: regs.STATUS_MEM_ERROR, regs.RESULTS_OUT: 1}
+    tb.faults.reads = False  # sticky: the records answer again, nothing leaves
+    for chunk in (1, 2):
+        await contribute(1, chunk)
+        await contribute(0, chunk)
+    await ClockCycles(dut.clk, 3000)
+    assert await tb.read(status) == {regs.STATUS: regs.STATUS_MEM_ERROR, regs.RESULTS_OUT: 1}
+    assert len(tb.results) == 1, "a result left after a record read failed"

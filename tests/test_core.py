@@ -87,6 +87,16 @@ def test_core_dram_memory_error_is_never_silent(slot_memory):
                testcase="mem_error_withholds_results", timeout_s=900)
 
 
+@pytest.mark.cocotb
+def test_core_records_read_error_is_never_silent():
+    """A records core whose record reads answer SLVERR: STATUS.MEM_ERROR (sticky) and no result
+    frame from then on (sim/tb_core.py ``record_read_error_is_never_silent``)."""
+    cfg = dict(CONFIGS[0], elements=16)
+    run_cocotb(verilog=_dram_core(cfg, slot_memory="records"), toplevel=DRAM_TOP,
+               test_module="wanreduce.sim.tb_core", params={**cfg, "seed": 3, "slot_memory": "records"},
+               testcase="record_read_error_is_never_silent", timeout_s=900)
+
+
 # bench/bench_core.py's W 64 configuration (E 2048: 1024-B payloads fit), the same Verilog as
 # bench/bench_core_dram.py's default run, so the two share one Verilator build.
 DRAM_PERF = dict(ports=2, width=64, slots=64, elements=2048, groups=2, jobs=1)
