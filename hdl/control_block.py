@@ -33,7 +33,9 @@ class ControlBlock(wiring.Component):
     Parameters: ``data_width`` (message stream width), ``ports`` (network ports; the host port's
     counters follow at index ``ports``), ``slots``, ``elements``, ``groups``, ``jobs``,
     ``slot_memory`` (the range of ``slots``). ``mem_error`` (STATUS.MEM_ERROR) and
-    ``result_withheld`` (RESULTS_WITHHELD) come from a DRAM slot store; 0 otherwise.
+    ``result_withheld`` (RESULTS_WITHHELD) come from a DRAM slot store; 0 otherwise. With
+    ``slot_memory="records"`` also ``record_error`` (STATUS.RECORD_ERROR, sticky in the record
+    path); the port and the bit exist only there (the other cores' RTL unchanged).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class ControlBlock(wiring.Component):
     ) -> None:
         check_slot_memory(slot_memory, width=data_width, ports=ports, slots=slots, elements=elements,
                           groups=groups, jobs=jobs)
+        self.records = slot_memory == "records"
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -78,6 +81,7 @@ class ControlBlock(wiring.Component):
                 "result_out": In(1),
                 "mem_error": In(1),
                 "result_withheld": In(1),
+                **({"record_error": In(1)} if self.records else {}),
             }
         )
 
@@ -172,7 +176,8 @@ class ControlBlock(wiring.Component):
             regs.RESULT_UDP_PORT: rport,
             regs.RESULTS_OUT: results_out,
             regs.CONTROL_IN: control_in,
-            regs.STATUS: Cat(self.mem_error, Const(0, 31)),
+            regs.STATUS: (Cat(self.mem_error, self.record_error, Const(0, 30)) if self.records
+                          else Cat(self.mem_error, Const(0, 31))),
             regs.RESULTS_WITHHELD: results_withheld,
         }
         for g in range(self.groups):

@@ -1,7 +1,7 @@
 """The record path as the core's reducer (issue 16, ``slot_memory="records"``; docs/large_slots.md,
 "The core wiring", step 5): the ``Reducer``'s ports (with ``slot_memory="dram"``: ``m_axi_mem_*``,
-``mem_error``, ``result_withheld``), the per-slot state in 256-bit DRAM records instead of on
-chip, so S goes up to ``MAX_SLOTS_LARGE``.
+``mem_error``, ``result_withheld``) and ``record_error`` (STATUS.RECORD_ERROR), the per-slot
+state in 256-bit DRAM records instead of on chip, so S goes up to ``MAX_SLOTS_LARGE``.
 
 ::
 
@@ -99,7 +99,7 @@ class RecordReducer(wiring.Component):
             sums={"slots": slots, "row_bits": self.row_bits, **store},
             records={"base_address": rec_base, "outstanding": dram["outstanding"]})
         mem = {n: mb for n, mb in self.path.signature.members.items() if n.startswith(AXI_PREFIX + "_")}
-        super().__init__({**mem, "mem_error": Out(1), "result_withheld": Out(1),
+        super().__init__({**mem, "mem_error": Out(1), "result_withheld": Out(1), "record_error": Out(1),
                           **reducer_ports(data_width, groups=groups, jobs=jobs)})
 
     def elaborate(self, platform: object) -> Module:
@@ -159,6 +159,9 @@ class RecordReducer(wiring.Component):
         m.d.comb += [gate.error.eq(mem_error), self.mem_error.eq(mem_error),
                      self.result_out.eq(gate.sent), self.result_withheld.eq(gate.withheld),
                      path.rsp.ready.eq(1)]  # the store's WRITE / ADD acknowledgements: not used here
+        # STATUS.RECORD_ERROR: any inconsistency the record path reports, sticky
+        m.d.sync += self.record_error.eq(self.record_error | path.error | path.copy_error | path.split_error
+                                         | path.state_error)
         # the outcome strobe, registered (counters only)
         m.d.sync += [self.outcome.eq(path.outcome_valid), self.outcome_code.eq(path.outcome)]
         # not yet wired (docs/large_slots.md, "The core wiring", step 4): the heads and the probe

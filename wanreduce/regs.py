@@ -38,6 +38,7 @@ PARAMS0 = 0x0001  # constant: params0()
 PARAMS1 = 0x0002  # constant: params1()
 STATUS = 0x0003  # sticky status bits, cleared by reset only
 STATUS_MEM_ERROR = 1 << 0  # the DRAM slot memory answered an AXI error (SLVERR/DECERR)
+STATUS_RECORD_ERROR = 1 << 1  # the record path (slot memory records) found itself inconsistent
 CTRL = 0x0010  # bit 0: release on completion (else in chunk order)
 CTRL_RELEASE_ON_COMPLETION = 1 << 0
 LOCAL_MAC_HI = 0x0011
@@ -137,7 +138,9 @@ def register_map(
             "constant: E + (J << 16)"),
         Reg("STATUS", STATUS, Access.RO, 0,
             "bit 0 MEM_ERROR: the DRAM slot memory answered an AXI error response (SLVERR/DECERR); "
-            "sticky until reset; from then on no result is sent (RESULTS_WITHHELD)"),
+            "sticky until reset; from then on no result is sent (RESULTS_WITHHELD). bit 1 "
+            "RECORD_ERROR (slot memory records only): the record path found itself inconsistent "
+            "(payload gate, flip-flop copy, read split or decision state error); sticky until reset"),
         Reg("CTRL", CTRL, Access.RW, 0, "bit 0: release on completion (0: in chunk order)"),
         Reg("LOCAL_MAC_HI", LOCAL_MAC_HI, Access.RW, DEFAULT_LOCAL_MAC >> 32, "our MAC 47..32"),
         Reg("LOCAL_MAC_LO", LOCAL_MAC_LO, Access.RW, DEFAULT_LOCAL_MAC & 0xFFFFFFFF, "our MAC 31..0"),
