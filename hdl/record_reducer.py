@@ -8,7 +8,7 @@ state in 256-bit DRAM records instead of on chip, so S goes up to ``MAX_SLOTS_LA
     s_msg ─► InputStages(records=True) ─► RecordRequest ─► beats, req ─► DecisionOnRecords ─► results
                ▲ cfg                                                    │  ▲ region, reset      │
     job_cfg ─► ReducerConfig                                            │  │                    ▼
-                                               m_axi_mem_* ◄────────────┘  init sweep   RowToMessage ─► ResultGate ─► m_msg
+                                               m_axi_mem_* ◄────────────┘  region resets  RowToMessage ─► ResultGate ─► m_msg
 
 - ``ReducerConfig`` registers the configuration; ``InputStages(vectors=False, records=True)``
   decodes each beat (slot, ``DecisionConfig``) into stage P; ``RecordRequest`` turns P's beats into
