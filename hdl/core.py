@@ -131,7 +131,8 @@ class WanreduceCore(wiring.Component):
             m.d.comb += [control.mem_error.eq(reducer.mem_error),
                          control.result_withheld.eq(reducer.result_withheld)]
         if self.slot_memory == "records":  # the record path's own errors: STATUS.RECORD_ERROR
-            m.d.comb += control.record_error.eq(reducer.record_error)
+            m.d.comb += [control.record_error.eq(reducer.record_error),
+                         control.record_counters.eq(reducer.record_counters)]
 
         m.submodules.egress_merger = out_merger = StreamMerger(w, 2)
         wiring.connect(m, reducer.m_msg, out_merger.s_msg[0])

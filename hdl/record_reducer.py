@@ -40,7 +40,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
+from wanreduce import regs
+
 from .axi4 import axi4_forward
+from .control_block import record_counters_layout
 from .decision_record_harness import DecisionOnRecords
 from .dram_rmw_engine import AXI_PREFIX
 from .layouts import payload_beats
@@ -100,6 +103,7 @@ class RecordReducer(wiring.Component):
             records={"base_address": rec_base, "outstanding": dram["outstanding"]})
         mem = {n: mb for n, mb in self.path.signature.members.items() if n.startswith(AXI_PREFIX + "_")}
         super().__init__({**mem, "mem_error": Out(1), "result_withheld": Out(1), "record_error": Out(1),
+                          "record_counters": Out(record_counters_layout()),
                           **reducer_ports(data_width, groups=groups, jobs=jobs)})
 
     def elaborate(self, platform: object) -> Module:
@@ -162,6 +166,8 @@ class RecordReducer(wiring.Component):
         # STATUS.RECORD_ERROR: any inconsistency the record path reports, sticky
         m.d.sync += self.record_error.eq(self.record_error | path.error | path.copy_error | path.split_error
                                          | path.state_error)
+        # the RECORD_ counters (wanreduce.regs)
+        m.d.comb += [self.record_counters[name].eq(getattr(path, name)) for name in regs.RECORD_COUNTERS]
         # the outcome strobe, registered (counters only)
         m.d.sync += [self.outcome.eq(path.outcome_valid), self.outcome_code.eq(path.outcome)]
         # not yet wired (docs/large_slots.md, "The core wiring", step 4): the heads and the probe
