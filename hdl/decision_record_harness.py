@@ -52,13 +52,24 @@ decision itself in place of the scaffold modify.
   release was read. A window reset likewise waits for that before the sweep
   frees the region's records (the requests stop at once).
 
+The pin is a registered stage in front of the fork (:class:`~.request_pin.RequestPin`: its flag a
+cycle old, a request right behind one of its job held a cycle); a window reset passes once that
+stage is empty too.
+
+**What the core reads** (the ``Reducer``'s ports of these names): ``head`` (each job's head,
+``DecisionState``'s flip-flop copy), the probe (``probe_job`` / ``probe_chunk`` ->
+``probe_bitmap`` / ``probe_ok``: :class:`~.record_probe.RecordProbe`, record READs on the engine's
+command port after the emitter's, a third owner kind; ``release_on_completion`` for its pending
+rule), ``record_error`` (sticky: the gate's ``error``, ``copy_error``, ``split_error`` or
+``state_error``) and ``mem_error`` (``store_mem_error``, ``rec_mem_error`` or ``arb_error``).
+
 Ports: ``beats``, ``req``; ``region`` (the state's and the sweep's) and the window-reset stream
 ``reset``; ``sweeps`` / ``records_freed``; the store's
-``rsp``, ``mem_error``; the gate's ``error`` and counters; ``copy_error``; ``outcome`` /
+``rsp``, ``store_mem_error``; the gate's ``error`` and counters; ``copy_error``; ``outcome`` /
 ``outcome_valid``; ``released`` / ``released_valid`` and ``state_error`` (the state's);
 ``results``, ``pin_waits``, ``split_error``;
-``rec_mem_error``; ``arb_error`` / ``arb_dropped``; ``m_axi_mem_*``; ``latency``. Not the
-core's wiring.
+``rec_mem_error``; ``arb_error`` / ``arb_dropped``; ``m_axi_mem_*``; ``latency``; and those above.
+Not the core's wiring.
 """
 
 from __future__ import annotations
@@ -66,8 +77,8 @@ from __future__ import annotations
 from functools import partial
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_id_arbiter import AxiIdArbiter
@@ -82,9 +93,10 @@ from .gate_store_harness import GateOnSlotStore
 from .layouts import ResetLayout, lanes
 from .record_decision import RecordDecision
 from .record_emitter import RecordEmitter
+from .record_probe import RecordProbe
 from .record_release_queue import RESERVE
-from .reducer_config import select_job_entry
 from .reducer_layouts import RECORD_BITS, RecordSide
+from .request_pin import RequestPin
 from .slot_store_signature import Op
 
 __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"]
@@ -92,6 +104,18 @@ __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"
 OWNER_DEPTH = 256  # record commands whose responses are not yet taken (more wait: rc.ready held)
 PENDING = 2  # queue entries a candidate may push after its answer left (a long run's second part)
 STATE_PORTS = ("region", "released", "released_valid", "state_error")  # the DecisionState's, passed out
+PROBE_PORTS = ("probe_job", "probe_chunk", "probe_bitmap", "probe_ok")  # the RecordProbe's, passed out
+
+
+class Owner(enum.Enum, shape=2):
+    """Whose record command a response answers (the sweep counts its own)."""
+
+    FORK = 0  # a message's ADD: a decision, for the gate
+    EMITTER = 1  # a released chunk's record READ
+    PROBE = 2  # the probe's record READ
+
+
+OWNER_LAYOUT = data.StructLayout({"kind": Owner, "cand": 1})  # ``cand``: a release candidate's ADD
 
 
 def record_engine(data_width: int, *, slots: int, jobs: int, release_depth: int | None = None,
@@ -153,7 +177,9 @@ class DecisionOnRecords(wiring.Component):
         self.sweep = FreeSweep(slots=slots, jobs=jobs, row_width=RECORD_BITS, side_shape=RecordSide)
         self.arbiter = AxiIdArbiter([0, 1], addr_width=address_width, data_width=data_width)
         self.req_layout = data.StructLayout({"msg": self.sums.gate.req.payload.shape(), "side": RecordSide})
-        rec = self.records.signature.members
+        self.pin = RequestPin(self.req_layout, slots=slots, jobs=jobs)
+        self.probe = RecordProbe(slots=slots, jobs=jobs)
+        rec, pr = self.records.signature.members, self.probe.signature.members
         super().__init__({
             **shared_members(self.sums, address_width, data_width),
             "req": In(stream.Signature(self.req_layout)),
@@ -162,11 +188,16 @@ class DecisionOnRecords(wiring.Component):
             "sweeps": self.sweep.signature.members["sweeps"], "records_freed": self.sweep.signature.members["records_freed"],
             "outcome": Out(4), "outcome_valid": Out(1),
             "results": self.emitter.signature.members["row"], "pin_waits": Out(32),
+            # what the core's control block reads (the Reducer's ports of these names): the heads,
+            # the probe (``release_on_completion``: its pending rule), the errors' ORs
+            "head": self.records.state.signature.members["head"], "release_on_completion": In(1),
+            **{n: pr[n] for n in PROBE_PORTS},
+            "store_mem_error": Out(1), "mem_error": Out(1), "record_error": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        gs, rec = wire_shared(m, self)
+        gs, rec = wire_shared(m, self, rename={"mem_error": "store_mem_error"})
         forward_ports(m, self, rec, skip=lambda n: n not in STATE_PORTS)
         m.submodules.sweep, m.submodules.emitter = sw, em = self.sweep, self.emitter
         state = self.records.state
@@ -176,68 +207,52 @@ class DecisionOnRecords(wiring.Component):
         wiring.connect(m, em.row, wiring.flipped(self.results))
         m.d.comb += [sw.region.eq(self.region), em.region.eq(self.region), self.sweeps.eq(sw.sweeps),
                      self.records_freed.eq(sw.records_freed)]
-        # nothing in flight: every command answered, the state settled, every release emitted
+        # errors: the AXI ones (store, records, a misrouted ID) and the record path's own, sticky
+        with m.If(self.error | self.copy_error | self.split_error | self.state_error):
+            m.d.sync += self.record_error.eq(1)
+        m.d.comb += [self.mem_error.eq(self.store_mem_error | self.rec_mem_error | self.arb_error),
+                     self.head.eq(state.head)]
+        # the probe's record READs (``RecordProbe``): every command to a record makes its answer stale
+        m.submodules.probe = pr = self.probe
+        m.d.comb += [pr.probe_job.eq(self.probe_job), pr.probe_chunk.eq(self.probe_chunk),
+                     self.probe_bitmap.eq(pr.probe_bitmap), self.probe_ok.eq(pr.probe_ok),
+                     pr.region.eq(self.region), pr.head.eq(state.head), pr.in_order.eq(~self.release_on_completion),
+                     pr.stop.eq(self.reset.valid), pr.write.eq(rc.valid & rc.ready & (rc.payload.op != Op.READ)),
+                     pr.write_row.eq(rc.payload.row)]
+        # nothing in flight: every command answered (the probe's READs change nothing: not
+        # counted; the sweep's drain counts them), the state settled, every release emitted
         inflight, quiet = Signal(16), Signal()
-        m.d.sync += inflight.eq(inflight + (rc.valid & rc.ready) - (rr.valid & rr.ready))
+        probe_in = pr.cmd.valid & pr.cmd.ready
+        probe_out = pr.rsp.valid & pr.rsp.ready
+        m.d.sync += inflight.eq(inflight + (rc.valid & rc.ready & ~probe_in) - (rr.valid & rr.ready & ~probe_out))
         m.d.comb += quiet.eq((inflight == 0) & state.settled & (state.queue.level == 0) & ~state.queue.m.valid
                              & em.idle)
         # a window reset stops the requests at once and reaches the sweep once nothing is in flight
         # (so no released record is freed before it is read); ``passed``: offered to the sweep
+        # and the pin stage is empty (its request was taken before the reset)
+        m.submodules.pin = pin = self.pin
         passed = Signal()
-        m.d.comb += [sw.reset.valid.eq(self.reset.valid & (quiet | passed)), sw.reset.payload.eq(self.reset.payload),
-                     self.reset.ready.eq(sw.reset.ready & (quiet | passed))]
+        drained = (quiet & pin.empty) | passed
+        m.d.comb += [sw.reset.valid.eq(self.reset.valid & drained), sw.reset.payload.eq(self.reset.payload),
+                     self.reset.ready.eq(sw.reset.ready & drained)]
         m.d.sync += passed.eq(sw.reset.valid & ~sw.reset.ready)
         wiring.connect(m, sw.state_reset, rec.reset)
-        # the emission pointer per job: the chunk after the last whose READs went out
-        jb = state.job_bits
-        emitted = Array(Signal(32, name=f"emitted{j}") for j in range(self.jobs))
-        with m.If(self.reset.valid & self.reset.ready):
-            m.d.sync += emitted[self.reset.payload.job].eq(self.reset.payload.head)
-        with m.If(em.read_done):
-            m.d.sync += emitted[em.read_job].eq(em.read_chunk + 1)
-        # ``low``: per job, the lowest chunk since nothing was in flight: the emission pointer
-        # then, lowered by any request behind it (a resend may read its slot again)
-        low = Array(Signal(32, name=f"low{j}") for j in range(self.jobs))
-        hdr = self.req.payload.side.hdr
-        job = hdr.job_id[:jb]
-        floor = Mux(quiet, emitted[job], low[job])
-        ahead = (hdr.chunk - floor)[:32]
-        window = select_job_entry(m, self.region, self.jobs, job, "req_region").log2_window
-        in_order_pinned = ~ahead[31] & (ahead >= (Const(1, 33) << window)) & ~quiet
-        with m.If(quiet):
-            m.d.sync += [low[j].eq(emitted[j]) for j in range(self.jobs)]
-        with m.If(self.req.valid & self.req.ready):
-            m.d.sync += low[job].eq(Mux(ahead[31], hdr.chunk, floor))
-        with m.If(self.reset.valid & self.reset.ready):
-            m.d.sync += low[self.reset.payload.job].eq(self.reset.payload.head)
-        # on completion: the span of chunks admitted since nothing was in flight, per job
-        # (``oc_any``: one was), and a request widening it to a window or more waits
-        oc_lo = Array(Signal(32, name=f"oc_lo{j}") for j in range(self.jobs))
-        oc_span = Array(Signal(32, name=f"oc_span{j}") for j in range(self.jobs))
-        oc_any = Array(Signal(name=f"oc_any{j}") for j in range(self.jobs))
-        oc_d = (hdr.chunk - oc_lo[job])[:32]
-        behind = oc_d[31]
-        oc_new_span = Mux(behind, (oc_span[job] - oc_d)[:32], Mux(oc_d > oc_span[job], oc_d, oc_span[job]))
-        on_completion = ~self.req.payload.side.cfg.in_order
-        oc_first = quiet | ~oc_any[job]
-        oc_pinned = ~oc_first & (oc_new_span >= (Const(1, 33) << window))
-        pinned = Mux(on_completion, oc_pinned, in_order_pinned)
-        with m.If(quiet):
-            m.d.sync += [a.eq(0) for a in oc_any]
-        with m.If(self.req.valid & self.req.ready & on_completion):
-            m.d.sync += [oc_any[job].eq(1), oc_lo[job].eq(Mux(oc_first | behind, hdr.chunk, oc_lo[job])),
-                         oc_span[job].eq(Mux(oc_first, 0, oc_new_span))]
-        held = stream.Signature(self.req_layout).create()
-        m.d.comb += [held.valid.eq(self.req.valid & ~self.reset.valid & ~pinned), held.payload.eq(self.req.payload),
-                     self.req.ready.eq(held.ready & ~self.reset.valid & ~pinned)]
-        with m.If(self.req.valid & ~self.reset.valid & pinned):
-            m.d.sync += self.pin_waits.eq(self.pin_waits + 1)
-        # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the fork's
-        # ADDs; ``owner`` remembers which of the last two each was (the sweep counts its own)
+        # the pin (``RequestPin``: the emission pointer per job, ``low``, the on-completion spans),
+        # a registered stage in front of the fork
+        wiring.connect(m, wiring.flipped(self.req), pin.req)
+        m.d.comb += [pin.quiet.eq(quiet), pin.stop.eq(self.reset.valid), pin.region.eq(self.region),
+                     pin.reset.eq(self.reset.payload), pin.reset_fire.eq(self.reset.valid & self.reset.ready),
+                     pin.read_done.eq(em.read_done), pin.read_job.eq(em.read_job), pin.read_chunk.eq(em.read_chunk),
+                     self.pin_waits.eq(pin.pin_waits)]
+        held = pin.out
+        # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the
+        # probe's, else the fork's ADDs; ``owner`` remembers whose each of the last three was and
+        # whether it is a release candidate (the sweep counts its own)
         fork = stream.Signature(rc.payload.shape()).create()
         fork_request(m, held, held.payload.msg, gs, SimpleNamespace(cmd=fork), self.row_bits)
         m.d.comb += [fork.payload.side.eq(held.payload.side), fork.payload.data.eq(0)]
-        m.submodules.owner = owner = fifo.SyncFIFO(width=2, depth=OWNER_DEPTH)  # (emitter's, a candidate)
+        m.submodules.owner = owner = fifo.SyncFIFO(width=OWNER_LAYOUT.size, depth=OWNER_DEPTH)
+        o_in, o_out = data.View(OWNER_LAYOUT, owner.w_data), data.View(OWNER_LAYOUT, owner.r_data)
         er = em.rec_read
         # a release candidate waiting in C0 for the queue's room holds every command behind it,
         # the emitter's record READs too, and the queue drains only through those READs: so a
@@ -250,26 +265,29 @@ class DecisionOnRecords(wiring.Component):
         admit = ~cand | (state.queue.level + 2 * cands + 2 + PENDING + RESERVE <= self.release_depth)
         with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then, the emitter is idle
             m.d.comb += [rc.valid.eq(1), rc.payload.eq(sw.cmd.payload)]
-        with m.Elif(er.valid):  # a READ is no release candidate (its side says unconfigured)
-            m.d.comb += [rc.valid.eq(owner.w_rdy), rc.payload.op.eq(Op.READ), rc.payload.row.eq(er.payload),
-                         rc.payload.lanes.eq((1 << lanes(RECORD_BITS)) - 1), rc.payload.side.cfg.unconf.eq(1),
-                         er.ready.eq(rc.ready & owner.w_rdy)]
+        for owner_kind, read in ((Owner.EMITTER, er), (Owner.PROBE, pr.cmd)):
+            with m.Elif(read.valid):  # a READ is no release candidate (its side says unconfigured)
+                m.d.comb += [rc.valid.eq(owner.w_rdy), rc.payload.op.eq(Op.READ), rc.payload.row.eq(read.payload),
+                             rc.payload.lanes.eq((1 << lanes(RECORD_BITS)) - 1), rc.payload.side.cfg.unconf.eq(1),
+                             read.ready.eq(rc.ready & owner.w_rdy), o_in.kind.eq(owner_kind)]
         with m.Else():
             m.d.comb += [rc.valid.eq(fork.valid & owner.w_rdy & admit), rc.payload.eq(fork.payload),
-                         fork.ready.eq(rc.ready & owner.w_rdy & admit)]
+                         fork.ready.eq(rc.ready & owner.w_rdy & admit), o_in.kind.eq(Owner.FORK), o_in.cand.eq(cand)]
         m.d.comb += [sw.cmd.ready.eq(rc.ready), sw.cmd_fire.eq(rc.valid & rc.ready), sw.rsp_fire.eq(rr.valid & rr.ready),
-                     owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid),
-                     owner.w_data.eq(Cat(er.valid, ~er.valid & cand))]
-        # its responses: the sweep's dropped, the emitter's records to it, the rest the gate's decisions
+                     owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid)]
+        # its responses: the sweep's dropped, the emitter's and the probe's records to them, the
+        # rest the gate's decisions
         after = self.record(rr.payload.data)
-        to_em = ~sw.owns & owner.r_rdy & owner.r_data[0]
-        decide = rr.valid & ~sw.owns & ~to_em
+        mine = ~sw.owns & owner.r_rdy
+        to_em, to_pr = mine & (o_out.kind == Owner.EMITTER), mine & (o_out.kind == Owner.PROBE)
+        decide = rr.valid & ~sw.owns & ~to_em & ~to_pr
         decide_on_records(m, gs, rec, after.op)
         m.d.comb += [gs.decision.valid.eq(decide), em.rec_data.valid.eq(rr.valid & to_em),
-                     em.rec_data.payload.eq(rr.payload.data),
-                     rr.ready.eq(sw.owns | Mux(to_em, em.rec_data.ready, gs.decision.ready)),
+                     em.rec_data.payload.eq(rr.payload.data), pr.rsp.valid.eq(rr.valid & to_pr),
+                     pr.rsp.payload.eq(rr.payload.data),
+                     rr.ready.eq(sw.owns | Mux(to_em, em.rec_data.ready, Mux(to_pr, pr.rsp.ready, gs.decision.ready))),
                      owner.r_en.eq(rr.valid & rr.ready & ~sw.owns)]
-        m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.r_en & owner.r_data[1]))
+        m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.r_en & o_out.cand))
         m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(decide & rr.ready)]
         # the emitter's data READs: a marker into the arbiter's FIFO once the gate has pushed every
         # message decided before the chunk's record came back (``snap``: its WRITE / ADD messages

@@ -180,7 +180,9 @@ class DecisionState(wiring.Component):
     ``released_valid`` (a run released at a head, for a release queue), ``error``; ``settled``: no
     command in C1 / C2, no effect being written, no release (or a long run's rest) in progress
     (what a window reset waits for; an owner's drain check too).
-    ``pending``: the ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory.
+    ``pending``: the ``PendingWords`` (for tests and inspection), ``heads``: the heads' memory;
+    ``head`` (out): each job's head chunk, a flip-flop copy written with ``heads`` (J x 32 bits, the
+    reducer's ``head``: the next chunk to release, in order; the last reset's on completion).
 
     ``release_depth`` (default None: none, the ports and RTL as before): the released runs also
     go into a ``RecordReleaseQueue`` of that depth (``queue``), out as the stream ``release``
@@ -226,7 +228,7 @@ class DecisionState(wiring.Component):
             "late": Out(self.late_layout),
             "effect": In(self.effect_layout), "effect_valid": In(1),
             "released": Out(self.released_layout), "released_valid": Out(1),
-            "error": Out(1), "settled": Out(1), **release,
+            "error": Out(1), "settled": Out(1), "head": Out(data.ArrayLayout(CHUNK_BITS, jobs)), **release,
             **({"region": In(data.ArrayLayout(region_layout(slots), jobs)),
                 "reset": In(stream.Signature(ResetLayout(jobs)))} if regions else {}),
         })
@@ -361,6 +363,11 @@ class DecisionState(wiring.Component):
         if self.regions:
             with m.If(reset_done):  # nothing else writes then
                 m.d.comb += [h_wr.addr.eq(self.reset.payload.job), h_wr.data.eq(new_head), h_wr.en.eq(1)]
+        # ``head``: a flip-flop copy of each job's head chunk, written with the heads' memory (every
+        # effect's head, a long run's final head, every window reset): the owner's JOBj_HEAD
+        for j in range(self.jobs):
+            with m.If(h_wr.en & (h_wr.addr == j)):
+                m.d.sync += self.head[j].eq(h_wr.data.chunk)
         op = pw.op.payload  # each scan in its job's region (the whole ring without ``regions``)
         # the run cleared: a short one in the data cycle (one scan step); a long one's RELEASE
         # waits (``rq``) while its PEEK still scans, then goes on in the background (``rel_on``)

@@ -106,13 +106,16 @@ def shared_members(sums: GateOnSlotStore, address_width: int, data_width: int) -
     }
 
 
-def wire_shared(m: Module, outer: wiring.Component) -> tuple[GateOnSlotStore, wiring.Component]:
+def wire_shared(m: Module, outer: wiring.Component, rename: dict[str, str] | None = None) -> tuple[GateOnSlotStore, wiring.Component]:
     """``outer``'s ``sums``, ``records`` and ``arbiter`` as its submodules, the ports of
-    :func:`shared_members` wired (but ``req``) and both engines onto ``m_axi_mem`` through the
-    arbiter; returns (sums, records)."""
+    :func:`shared_members` wired (but ``req``; ``rename``: a port of the sums' to ``outer``'s of
+    another name) and both engines onto ``m_axi_mem`` through the arbiter; returns (sums, records)."""
     m.submodules.sums, m.submodules.records = gs, rec = outer.sums, outer.records
     m.submodules.arbiter = arb = outer.arbiter
-    forward_ports(m, outer, gs, skip=lambda n: n in ("req", "decision", *EMITTER_PORTS) or n.startswith(AXI_PREFIX + "_"))
+    rename = rename or {}
+    forward_ports(m, outer, gs, skip=lambda n: n in ("req", "decision", *EMITTER_PORTS, *rename)
+                  or n.startswith(AXI_PREFIX + "_"))
+    m.d.comb += [getattr(outer, ours).eq(getattr(gs, theirs)) for theirs, ours in rename.items()]
     m.d.comb += [outer.rec_mem_error.eq(rec.mem_error), outer.arb_error.eq(arb.error),
                  outer.arb_dropped.eq(arb.dropped)]
     share_port(m, arb, (gs, rec), outer)

@@ -52,7 +52,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from wanreduce import wire
 from wanreduce.hdl.decision_record_harness import decision_records_with_latency
-from wanreduce.hdl.decision_state import region_layout
+from wanreduce.hdl.decision_state import head_layout, region_layout, released_layout
 from wanreduce.hdl.layouts import AggHeaderLayout, ResetLayout, lanes, payload_beats
 from wanreduce.hdl.payload_gate import Decision, beat_layout, request_layout
 from wanreduce.hdl.record_emitter import result_row_layout
@@ -66,7 +66,14 @@ from wanreduce.sim.slot_store_model import SlotStoreModel, lanes_of
 from wanreduce.sim.tb_engines_on_arbiter import bursts_by_id
 from wanreduce.sim.tb_gate_record import harness_params
 from wanreduce.sim.tb_payload_gate import Inputs, check_counters, drive_to_store
-from wanreduce.sim.tb_slot_store import CLOCK_NS, Bench, _watch_released, _window_reset, random_row
+from wanreduce.sim.tb_slot_store import (
+    CLOCK_NS,
+    Bench,
+    _unpack,
+    _watch_released,
+    _window_reset,
+    random_row,
+)
 
 M32 = 0xFFFFFFFF
 PAUSE = 450  # cycles of a pause on ``beats`` or ``results``: longer than two memory round trips
@@ -112,7 +119,7 @@ def _message(rng: random.Random, job_id: int, chunk: int, group: int, sender: in
 
 
 def _stream(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, n: int, width: int,
-            row_bits: int, group: int):
+            row_bits: int, group: int, snaps: list | None = None):
     """``n`` contributions back to back, in chunk order from job 0's head: every member of
     ``GROUPS[group]`` in turn to each chunk (the last one completes it), one W-bit beat each,
     decided by the twin as they are made; as :func:`_messages`, with no resets."""
@@ -123,11 +130,24 @@ def _stream(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, 
         msg, words = _message(rng, 0, chunk, group, members[i % len(members)], lanes(width), width)
         slot = am.slot_index(job, msg.chunk)
         out.append((msg, GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF), *twin.contribute(msg)))
+        _snap(am, snaps, i + 1)
     return out, []
 
 
+def _snap(am: AggregatorModel, snaps: list | None, count: int) -> None:
+    """The model's slot tags after ``count`` messages (and any window reset before the next), for the probes."""
+    if snaps is not None:
+        snaps.append((count, am.tags.copy()))
+
+
+def _model_probe(am: AggregatorModel, tags, job: int, chunk: int) -> int:
+    """The golden model's JOBj_PROBE_BITMAP of (job, chunk) with the slot tags ``tags``."""
+    view = SimpleNamespace(n_jobs=am.n_jobs, job_table=am.job_table, tags=tags, slots=am.slots)
+    return int(AggregatorModel.probe_bitmaps(view, job, np.array([chunk], np.int64))[0])
+
+
 def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, n: int, width: int,
-              max_el: int, row_bits: int, p_reset: float = 0.0, repeats: int = 0):
+              max_el: int, row_bits: int, p_reset: float = 0.0, repeats: int = 0, snaps: list | None = None):
     """``n`` contributions, each decided by the twin as it is made (the next follows the heads):
     (Message, GateMessage, outcome, decision, results) each; and before a message, with
     probability ``p_reset``, a window reset of a random job to a chunk near its head or anywhere,
@@ -144,6 +164,7 @@ def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel
             slot = am.slot_index(am.job_table[msg.job_id], msg.chunk)
             out.append((msg, GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF),
                         *twin.contribute(msg)))
+            _snap(am, snaps, i + 1)
             continue
         again = 0
         if i and rng.random() < p_reset:
@@ -151,6 +172,7 @@ def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel
             head = rng.choice([am.job_table[job_id].head + rng.randint(-4, 40), rng.getrandbits(32)]) & M32
             twin.reset_window(job_id, head)
             resets.append((i, job_id, head))
+            _snap(am, snaps, i)
         job_id, chunk = rng.choice([0, 0, 0, 1, 1, 2]), None
         if out and out[-1][2] == Outcome.RESULT_RESENT and not repeats and rng.random() < 0.5:  # its next chunk
             job_id = out[-1][0].job_id
@@ -159,6 +181,7 @@ def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel
         slot = am.slot_index(am.job_table[job_id], msg.chunk)
         gate = GateMessage(words, slot << row_bits, msg.element_count, i & 0xFFFF)
         out.append((msg, gate, *twin.contribute(msg)))
+        _snap(am, snaps, i + 1)
     return out, resets
 
 
@@ -201,6 +224,8 @@ async def decisions_on_records(dut):
     dut.rst.value = 1
     dut.rsp__ready.value = 0
     dut.reset__valid.value = 0
+    dut.release_on_completion.value = int(not p["in_order"])
+    dut.probe_job.value = dut.probe_chunk.value = 0
     layout = region_layout(slots)
     dut.region.value = sum(pack(layout, {"base": b, "log2_window": lw}) << (j * layout.size)
                            for j, (b, lw) in enumerate(p["regions"]))
@@ -217,11 +242,13 @@ async def decisions_on_records(dut):
     twin = DecisionRecordModel(am, jobs, w, initial_of(recs))
     for j in range(jobs):
         twin.reset_window(j, heads[j])
+    probing = p.get("probe", p.get("stream") is None)  # not in a bench's run (its figures)
+    snaps = [(0, am.tags.copy())] if probing else None
     if p.get("stream") is not None:
-        made, resets = _stream(rng, am, twin, p.get("messages", 200), w, row_bits, p["stream"])
+        made, resets = _stream(rng, am, twin, p.get("messages", 200), w, row_bits, p["stream"], snaps)
     else:
         made, resets = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits, p.get("p_reset", 0.0),
-                                 p.get("resend_repeats", 0))
+                                 p.get("resend_repeats", 0), snaps)
     messages = [gate for _, gate, *_ in made]
     decisions = [d.value for *_, d, _ in made]
     want = expected_commands(messages, decisions, w, sums.address_bits, max_el)
@@ -241,6 +268,8 @@ async def decisions_on_records(dut):
     released, outcomes = [], []
     cocotb.start_soon(_watch_released(state, released))
     cocotb.start_soon(_watch_outcomes(dut, outcomes))
+    heads_seen: dict[int, list[int]] = {j: [] for j in range(jobs)}
+    cocotb.start_soon(_watch_heads(dut, slots, jobs, heads_seen))
     result_rows: list[int] = []
     result_stamps: list[int] = []
     cocotb.start_soon(_take_results(dut, rng, result_rows, p.get("p_stream"),
@@ -251,6 +280,11 @@ async def decisions_on_records(dut):
     for j in range(jobs):  # each job's head, as the model's, and its region's records FREE
         await _window_reset(state, j, heads[j])
     cocotb.start_soon(_resets_between(dut, jobs, resets))
+    taken, samples, probing_on = [0], [], [probing]
+    cocotb.start_soon(_count_taken(dut, taken))
+    if probing:
+        regions = [1 << lw for _, lw in p["regions"]]
+        cocotb.start_soon(_probe(dut, rng, made, regions, outcomes, taken, samples, probing_on))
 
     start = _cycle()
     result = await drive_to_store(dut, rng, inputs, want, expected, sums.rsp_layout, p)
@@ -263,7 +297,8 @@ async def decisions_on_records(dut):
     assert outcomes == want_outcomes, next(f"outcome {k} ({made[k][0]}): {o}, want {Outcome(want_outcomes[k]).name}"
                                            for k, o in enumerate(outcomes + [None]) if k >= len(want_outcomes)
                                            or o != want_outcomes[k])
-    for flag in ("mem_error", "rec_mem_error", "copy_error", "arb_error", "arb_dropped", "state_error", "split_error"):
+    for flag in ("mem_error", "store_mem_error", "rec_mem_error", "copy_error", "arb_error", "arb_dropped",
+                 "state_error", "split_error", "record_error"):
         assert not int(getattr(dut, flag).value), f"{flag} set"
     got_chunks = _released_chunks(released, jobs)
     want_chunks = {j: [r.chunk for _, _, o, _, results in made for r in results
@@ -282,6 +317,9 @@ async def decisions_on_records(dut):
         b.check_bursts()
         await b.check_memory(SimpleNamespace(rows=rows))
     results_emitted = _check_result_rows(result_rows, want_results, w)
+    probing_on[0] = False
+    heads_checked = _check_heads(dut, am, made, heads_seen, p["in_order"])
+    probes = _check_probes(am, snaps, samples) if probing else {}
     sweeps = jobs + len(resets)  # the counters last: the records above fail first
     assert int(dut.sweeps.value) == sweeps, f"{int(dut.sweeps.value)} sweeps, want {sweeps}"
     freed = sum(1 << p["regions"][j][1] for j in list(range(jobs)) + [j for _, j, _ in resets])
@@ -291,7 +329,7 @@ async def decisions_on_records(dut):
                   released_runs=len(released), long_runs=sum(r[-1] > 0 for r in released),
                   results_emitted=results_emitted, overflowed=sum(r.overflow for r in want_results),
                   resent=sum(r.resent for r in want_results),
-                  pin_waits=int(dut.pin_waits.value))
+                  pin_waits=int(dut.pin_waits.value), heads_checked=heads_checked, **probes)
     if p.get("stream") is not None:  # a bench's run: its figures, not the random streams' coverage
         result.update(result_cycles=result_stamps[-1] - start, result_rate=steady_rate(result_stamps),
                       results_per_kcycle=1000 * results_emitted / (result_stamps[-1] - start))
@@ -306,6 +344,8 @@ async def decisions_on_records(dut):
         assert result["long_runs"] > 0, f"no run released behind a head: {result}"
     assert result["overflowed"] > 0 and result["pin_waits"] > 0, f"no saturated result or no pinned request: {result}"
     assert result["resent"] > 0, f"no resent result: {result}"
+    if probing:
+        assert probes["probes_held"] >= 5 and probes["probes_empty"] >= 5, f"too few probes of each kind: {result}"
     dut._log.info(f"{len(messages)} messages: {result}")
 
 
@@ -412,6 +452,86 @@ async def _watch_outcomes(dut, seen: list) -> None:
         await ReadOnly()
         if int(dut.outcome_valid.value):
             seen.append(int(dut.outcome.value))
+
+
+async def _count_taken(dut, taken: list[int]) -> None:
+    """Requests taken on ``req`` so far (``taken[0]``)."""
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        taken[0] += int(dut.req__valid.value) & int(dut.req__ready.value)
+
+
+async def _watch_heads(dut, slots: int, jobs: int, seen: dict[int, list[int]]) -> None:
+    """The cycle after every released run (``released_valid``) the job's ``head`` is the run's new
+    head (asserted here); each job's heads then, in order, into ``seen``."""
+    layout, hl, due = released_layout(slots, jobs), head_layout(slots), None
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        if due is not None:
+            got = int(dut.head.value) >> (32 * due[0]) & M32
+            assert got == due[1], f"job {due[0]}'s head {got:#x} after a release, want {due[1]:#x}"
+            seen[due[0]].append(got)
+        due = None
+        if int(dut.released_valid.value):
+            r = _unpack(layout, int(dut.released.value))
+            due = (r["job"], _unpack(hl, r["head"])["chunk"])
+
+
+def _check_heads(dut, am: AggregatorModel, made, seen: dict[int, list[int]], in_order: bool) -> int:
+    """``head`` after every release is the model's head after it (the model's heads after each
+    releasing decision, per job, in order, among the hardware's: a long run may release in two
+    parts) and at the end each job's model head; returns the heads checked."""
+    checked = 0
+    for j, hw in seen.items():
+        want = [[r.chunk for r in results if r.job_id == j and not r.resent] for *_, results in made]
+        want = [(c[-1] + 1) & M32 for c in want if c] if in_order else []
+        it = iter(hw)
+        assert all(h in it for h in want), f"job {j}'s heads {hw[:10]}..., want {want[:10]}... among them"
+        got = int(dut.head.value) >> (32 * j) & M32
+        assert got == am.job_table[j].head, f"job {j}'s head {got:#x} at the end, want {am.job_table[j].head:#x}"
+        checked += len(want) + 1
+    return checked
+
+
+async def _probe(dut, rng: random.Random, made, windows: list[int], outcomes: list, taken: list[int],
+                 samples: list, on: list[bool]) -> None:
+    """Probes while the messages flow: a job and chunk (a recent message's, another chunk of its
+    slot, or any; half the time the last one again, later) on ``probe_job`` / ``probe_chunk``
+    until ``probe_ok``, then its answer as (job, chunk, bitmap, decisions out, requests taken):
+    the record it answers with had every ADD issued before the decisions out (a later one to its
+    slot makes it stale), the head it compares with moved at most by the requests taken."""
+    key = None
+    while on[0]:
+        if key is None or rng.random() < 0.5:
+            msg = made[min(max(taken[0] - rng.randint(0, 4), 0), len(made) - 1)][0]
+            job, chunk = rng.choices([(msg.job_id, msg.chunk), (msg.job_id, msg.chunk + windows[msg.job_id]),
+                                      (rng.randrange(len(windows)), rng.getrandbits(32))], [0.6, 0.2, 0.2])[0]
+            key = (job, chunk & M32)
+        await RisingEdge(dut.clk)
+        dut.probe_job.value, dut.probe_chunk.value = key
+        for _ in range(20000):
+            await ReadOnly()
+            if int(dut.probe_ok.value) or not on[0]:
+                break
+            await RisingEdge(dut.clk)
+        else:
+            raise AssertionError(f"no probe answer for job {key[0]} chunk {key[1]:#x}")
+        if on[0]:
+            samples.append((*key, int(dut.probe_bitmap.value), len(outcomes), taken[0]))
+        await ClockCycles(dut.clk, rng.randint(1, 120))
+
+
+def _check_probes(am: AggregatorModel, snaps: list, samples: list) -> dict[str, int]:
+    """Each probe's bitmap is the golden model's for its job and chunk after some number of
+    decisions between those out and the requests taken when it answered."""
+    held = 0
+    for job, chunk, bitmap, lo, hi in samples:
+        want = {_model_probe(am, tags, job, chunk) for count, tags in snaps if lo <= count <= hi}
+        assert bitmap in want, f"probe of job {job} chunk {chunk:#x} (decisions {lo}..{hi}): {bitmap:#x}, want one of {want}"
+        held += bitmap != 0
+    return {"probes": len(samples), "probes_held": held, "probes_empty": len(samples) - held}
 
 
 def _cycle() -> int:

@@ -10,9 +10,11 @@ and the harness's parameter checks."""
 from __future__ import annotations
 
 import pytest
+from stream_helpers import run_testbench
 
 from wanreduce.hdl.decision_record_harness import DecisionOnRecords
 from wanreduce.sim.tb_decision_records import run_decision_records
+from wanreduce.sim.tb_gate_record import harness_params
 
 
 @pytest.mark.parametrize(("kw", "msg"), [
@@ -78,3 +80,55 @@ def test_cocotb_decisions_on_records_tight_w256() -> None:
     passed at seeds 30 and 31: too few fresh completions among the repeated resends.)"""
     run_decision_records(256, seed=29, in_order=True, queues=TIGHT["queues"], sums_outstanding=4,
                          p_result_pause=0.01, p_reset=0.08)
+
+
+def _harness() -> DecisionOnRecords:
+    """A small harness for Amaranth's simulator: W 64, S 16, two jobs."""
+    return DecisionOnRecords(**{**harness_params(64, slots=16, depth=16, outstanding=4), "jobs": 2})
+
+
+# the record path's own error flags: each one's sticky flip-flop, forced to 1 in the simulator
+RECORD_ERRORS = {"error": lambda d: d.sums.gate.error, "split_error": lambda d: d.sums.split.error,
+                 "state_error": lambda d: d.records.state.error}
+
+
+@pytest.mark.parametrize("source", sorted(RECORD_ERRORS))
+def test_record_error_is_the_or_of_the_record_paths_errors(source: str) -> None:
+    """``record_error`` is 0 until one of the gate's ``error``, ``split_error``, ``state_error``
+    is set (forced here), then 1 and stays 1; ``mem_error`` stays 0. (``copy_error``, the
+    fourth, is combinational inside the arbiter: not forced.)"""
+    dut = _harness()
+
+    async def tb(ctx) -> None:
+        await ctx.tick().repeat(4)
+        assert (ctx.get(dut.record_error), ctx.get(dut.mem_error)) == (0, 0), "an error flag out of reset"
+        ctx.set(RECORD_ERRORS[source](dut), 1)
+        await ctx.tick().repeat(3)
+        assert ctx.get(getattr(dut, source)) == 1, f"{source} not set"
+        assert (ctx.get(dut.record_error), ctx.get(dut.mem_error)) == (1, 0), "record_error not the OR"
+
+    run_testbench(dut, tb)
+
+
+@pytest.mark.parametrize(("axi_id", "flag"), [(0, "store_mem_error"), (1, "rec_mem_error")])
+def test_mem_error_is_the_or_of_the_axi_errors(axi_id: int, flag: str) -> None:
+    """A read response with SLVERR on ``m_axi_mem`` with the slot store's ID (0) or the record
+    engine's (1) sets that engine's flag and ``mem_error`` (their OR, with the ID arbiter's),
+    not ``record_error``."""
+    dut = _harness()
+
+    async def tb(ctx) -> None:
+        await ctx.tick().repeat(4)
+        assert ctx.get(dut.mem_error) == 0, "mem_error out of reset"
+        for name, value in (("rvalid", 1), ("rid", axi_id), ("rresp", 2), ("rlast", 1)):
+            ctx.set(getattr(dut, f"m_axi_mem_{name}"), value)
+        for _ in range(20):
+            await ctx.tick()
+            if ctx.get(dut.m_axi_mem_rready):
+                break
+        ctx.set(dut.m_axi_mem_rvalid, 0)
+        await ctx.tick().repeat(6)
+        assert ctx.get(getattr(dut, flag)) == 1, f"{flag} not set"
+        assert (ctx.get(dut.mem_error), ctx.get(dut.record_error)) == (1, 0), "mem_error not the OR"
+
+    run_testbench(dut, tb)

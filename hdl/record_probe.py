@@ -1,0 +1,92 @@
+"""JOBj_PROBE_BITMAP on the record path (issue 16; docs/large_slots.md, "The core wiring", step 4):
+the contributor bitmap lives in the slot's DRAM record, so a probe is a record READ on the record
+engine's command port, answered with the record.
+
+The contract is the reducer's (``TagProbe``, hdl/tag_probe.py; the golden model's
+``probe_bitmap``): ``probe_bitmap`` is the bitmap of chunk ``probe_chunk`` of job ``probe_job``
+while its slot holds it unreleased (ACTIVE, or DONE and still pending), else 0; ``probe_ok``: the
+answer is for this cycle's job and chunk. On the record path "pending" is not read from the
+pending bits: a DONE chunk is pending exactly while it is not behind its job's head (in order:
+chunks behind the head are released; on completion a DONE chunk is released at once), so the
+answer uses the head copy (``head``) and ``in_order``.
+
+- **Issue.** The key is registered with its slot (``slot_of`` in the job's region); a READ goes
+  out (``cmd``: the slot) when none is in flight, no window reset waits (``stop``), and the
+  answer held is for another key or stale. One READ in flight at a time.
+- **Stale.** A record changes only by a command to its slot (an ADD of a message, a sweep's FREE
+  WRITE): every such command issued (``write`` / ``write_row``) after the answer's READ marks
+  the answer stale (``probe_ok`` low) and a new READ goes out; the engine completes in order and
+  forwards, so a READ issued after a command sees its effect. The head moves without a command
+  to the slot: the answer is recomputed from the record and the head every cycle (registered).
+- ``probe_ok`` = an answer not stale, for this cycle's key (the control block waits for it).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .decision_state import CHUNK_BITS, region_layout
+from .reducer_config import select_job_entry, slot_of
+from .reducer_layouts import ACTIVE, DONE, record_layout
+
+__all__ = ["RecordProbe"]
+
+
+class RecordProbe(wiring.Component):
+    """The probe as record READs (module docstring); ``slots`` S, ``jobs`` J.
+
+    In: ``probe_job`` / ``probe_chunk``, ``region`` (per job), ``head`` (per job, the head copy),
+    ``in_order``, ``stop``, ``write`` / ``write_row`` (a command to a record issued now), ``rsp``
+    (the READ's record). Out: ``cmd`` (a READ's slot), ``probe_bitmap``, ``probe_ok``."""
+
+    def __init__(self, *, slots: int, jobs: int) -> None:
+        self.slots, self.jobs = slots, jobs
+        self.slot_bits = (slots - 1).bit_length()
+        self.record = record_layout(jobs)
+        super().__init__({
+            "probe_job": In(range(jobs)), "probe_chunk": In(CHUNK_BITS),
+            "probe_bitmap": Out(32), "probe_ok": Out(1),
+            "region": In(data.ArrayLayout(region_layout(slots), jobs)),
+            "head": In(data.ArrayLayout(CHUNK_BITS, jobs)), "in_order": In(1), "stop": In(1),
+            "write": In(1), "write_row": In(self.slot_bits),
+            "cmd": Out(stream.Signature(self.slot_bits)), "rsp": In(stream.Signature(self.record)),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        sb, jobs = self.slot_bits, self.jobs
+
+        def key() -> tuple[Signal, Signal, Signal]:
+            return Signal(range(jobs)), Signal(CHUNK_BITS), Signal(sb)
+
+        (p_job, p_chunk, p_slot), p_was = key(), Signal()  # the key registered, with its slot
+        (a_job, a_chunk, a_slot), asked, a_stale = key(), Signal(), Signal()  # the READ in flight
+        (v_job, v_chunk, v_slot), v_valid, v_stale = key(), Signal(), Signal()  # the answer held
+        tag = Signal(self.record["tag"].shape)
+        region = select_job_entry(m, self.region, jobs, self.probe_job, "probe_region")
+        m.d.sync += [p_job.eq(self.probe_job), p_chunk.eq(self.probe_chunk), p_slot.eq(slot_of(region, self.probe_chunk, sb)),
+                     p_was.eq(1)]
+        other = ~v_valid | v_stale | (v_job != p_job) | (v_chunk != p_chunk)
+        m.d.comb += [self.cmd.valid.eq(p_was & ~asked & ~self.stop & other), self.cmd.payload.eq(p_slot),
+                     self.rsp.ready.eq(1)]
+        hit_a = self.write & (self.write_row == a_slot)
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += [asked.eq(1), a_job.eq(p_job), a_chunk.eq(p_chunk), a_slot.eq(p_slot), a_stale.eq(0)]
+        with m.Elif(hit_a):
+            m.d.sync += a_stale.eq(1)
+        with m.If(self.write & (self.write_row == v_slot)):
+            m.d.sync += v_stale.eq(1)
+        with m.If(self.rsp.valid):
+            m.d.sync += [asked.eq(0), v_valid.eq(1), v_job.eq(a_job), v_chunk.eq(a_chunk), v_slot.eq(a_slot),
+                         v_stale.eq(a_stale | hit_a), tag.eq(self.rsp.payload.tag)]
+        # the answer, from the record and the job's head now (registered with its key)
+        head = select_job_entry(m, self.head, jobs, v_job, "probe_head")
+        pending = (tag.state == DONE) & self.in_order & ~(tag.chunk - head)[CHUNK_BITS - 1]
+        held = ((tag.state == ACTIVE) | pending) & (tag.job == v_job) & (tag.chunk == v_chunk)
+        ok, o_job, o_chunk = Signal(), Signal(range(jobs)), Signal(CHUNK_BITS)
+        m.d.sync += [self.probe_bitmap.eq(Mux(held, tag.bitmap, 0)), o_job.eq(v_job), o_chunk.eq(v_chunk),
+                     ok.eq(v_valid & ~v_stale & ~self.rsp.valid)]
+        m.d.comb += self.probe_ok.eq(ok & (o_job == self.probe_job) & (o_chunk == self.probe_chunk))
+        return m
