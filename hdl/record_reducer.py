@@ -49,7 +49,7 @@ from .dram_rmw_engine import AXI_PREFIX
 from .layouts import payload_beats
 from .params import AXI4_PAGE, DRAM_STORE_DEFAULTS, check_slot_memory
 from .record_request import RecordRequest
-from .reducer_config import ReducerConfig
+from .reducer_config import ReducerConfig, select_job_entry
 from .reducer_input import InputStages
 from .reducer_layouts import RECORD_BITS
 from .reducer_ports import reducer_ports
@@ -145,7 +145,7 @@ class RecordReducer(wiring.Component):
         auto = Mux(offered, auto_r, dirty != 0)
         auto_job = Mux(offered, job_r, first_dirty)
         m.d.sync += [offered.eq(pr.valid & ~pr.ready), auto_r.eq(auto), job_r.eq(auto_job)]
-        head_now = Const(0, 32)  # the job's current head: DecisionOnRecords' ``head`` (step 4), not yet here
+        head_now = select_job_entry(m, path.head, J, auto_job, "head_now")  # the job's current head
         m.d.comb += [pr.valid.eq(auto | cr.valid), cr.ready.eq(~auto & pr.ready),
                      pr.payload.job.eq(Mux(auto, auto_job, cr.payload.job)),
                      pr.payload.head.eq(Mux(auto, head_now, cr.payload.head))]
@@ -159,17 +159,19 @@ class RecordReducer(wiring.Component):
         wiring.connect(m, path.results, rows.rows)
         wiring.connect(m, rows.m, gate.s)
         wiring.connect(m, gate.m, wiring.flipped(self.m_msg))
-        mem_error = path.mem_error | path.rec_mem_error | path.arb_error  # each sticky
-        m.d.comb += [gate.error.eq(mem_error), self.mem_error.eq(mem_error),
+        # mem_error: either engine's AXI error response or a misrouted ID (sticky)
+        m.d.comb += [gate.error.eq(path.mem_error), self.mem_error.eq(path.mem_error),
                      self.result_out.eq(gate.sent), self.result_withheld.eq(gate.withheld),
                      path.rsp.ready.eq(1)]  # the store's WRITE / ADD acknowledgements: not used here
-        # STATUS.RECORD_ERROR: any inconsistency the record path reports, sticky
-        m.d.sync += self.record_error.eq(self.record_error | path.error | path.copy_error | path.split_error
-                                         | path.state_error)
+        # STATUS.RECORD_ERROR: any inconsistency the record path reports (sticky), the heads
+        # (JOBj_HEAD) and the probe (JOBj_PROBE_BITMAP, record READs; its pending rule the
+        # release mode's)
+        m.d.comb += [self.record_error.eq(path.record_error), self.head.eq(path.head),
+                     path.release_on_completion.eq(~cfg.cfg.in_order),
+                     path.probe_job.eq(self.probe_job), path.probe_chunk.eq(self.probe_chunk),
+                     self.probe_bitmap.eq(path.probe_bitmap), self.probe_ok.eq(path.probe_ok)]
         # the RECORD_ counters (wanreduce.regs)
         m.d.comb += [self.record_counters[name].eq(getattr(path, name)) for name in regs.RECORD_COUNTERS]
         # the outcome strobe, registered (counters only)
         m.d.sync += [self.outcome.eq(path.outcome_valid), self.outcome_code.eq(path.outcome)]
-        # not yet wired (docs/large_slots.md, "The core wiring", step 4): the heads and the probe
-        m.d.comb += [self.probe_bitmap.eq(0), self.probe_ok.eq(0), *[self.head[j].eq(0) for j in range(J)]]
         return m

@@ -36,6 +36,7 @@ from wanreduce.sim.core_scenario import (
     RESULT_IP,
     RESULT_PORT,
     SITE_ID,
+    Scenario,
     build,
     expected_counters,
     result_frame,
@@ -118,10 +119,23 @@ class CoreBench:
         return dict(zip(addrs, await self.control([(False, a, 0) for a in addrs]), strict=True))
 
 
-async def run_scenario(tb: CoreBench, p: dict) -> None:
+async def check_heads_and_probes(tb: CoreBench, ph) -> None:
+    """JOBj_HEAD and JOBj_PROBE_BITMAP (of the chunks around each head) as the model's once
+    phase ``ph`` has drained."""
+    heads = await tb.read([regs.job_head(j) for j in range(len(ph.heads))])
+    assert list(heads.values()) == ph.heads, f"phase {ph.name}: heads {list(heads.values())}, expected {ph.heads}"
+    keys = list(ph.probes)
+    got = (await tb.control([op for j, c in keys for op in ((True, regs.job_probe(j), c),
+                                                             (False, regs.job_probe_bitmap(j), 0))]))[1::2]
+    bad = {k: (g, ph.probes[k]) for k, g in zip(keys, got, strict=True) if g != ph.probes[k]}
+    assert not bad, f"phase {ph.name}: probe bitmaps (got, expected) {bad}"
+
+
+async def run_scenario(tb: CoreBench, p: dict) -> Scenario:
     """``core_scenario.build``'s scenario through the core of ``tb`` (clocked, out of reset):
-    every phase's result frames byte-exact (in order per job in in-order mode), then every
-    counter as the golden model's and every input frame accounted for. Whatever the core's
+    every phase's result frames byte-exact (in order per job in in-order mode), each job's head
+    and the probe's answers around it as the model's, then every counter as the golden model's
+    and every input frame accounted for. Whatever the core's
     slots are attached to (on chip, an ``AxiRam``, LiteDRAM's model), the same checks."""
     dut = tb.dut
     cocotb.start_soon(tb.consume())
@@ -151,6 +165,7 @@ async def run_scenario(tb: CoreBench, p: dict) -> None:
             await ClockCycles(dut.clk, 50)
         assert sum(got.values()) == ph.outcomes_after, f"phase {ph.name}: outcomes {got}"
         await ClockCycles(dut.clk, 100)
+        await check_heads_and_probes(tb, ph)
         got_frames = tb.results[before:]
         want = [result_frame(r) for r in ph.results]
         assert len(got_frames) == len(want), f"phase {ph.name}: {len(got_frames)} results, expected {len(want)}"
@@ -167,6 +182,7 @@ async def run_scenario(tb: CoreBench, p: dict) -> None:
         dut._log.info("phase %s: %d frames in, %d results, ok", ph.name,
                       sum(len(f) for f in ph.frames), len(ph.results))
 
+    assert any(v for ph in sc.phases for v in ph.probes.values()), "no chunk held at any phase's end"
     exp = expected_counters(sc)
     host_in = regs.port_frames_in(sc.ports)
     got = await tb.read(sorted(a for a in exp if a != host_in))
@@ -181,6 +197,7 @@ async def run_scenario(tb: CoreBench, p: dict) -> None:
                     [regs.port_frames_in(i) for i in range(sc.all_ports)])
     assert total_in == accounted, "every input frame is either dropped with a reason or has an outcome"
     dut._log.info("all %d input frames accounted for; %d results", total_in, len(tb.results))
+    return sc
 
 
 @cocotb.test()
@@ -190,27 +207,26 @@ async def core_system(dut):
     cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
     tb = CoreBench(dut, p)
     await tb.reset()
-    await run_scenario(tb, p)
+    sc = await run_scenario(tb, p)
+    if p.get("slot_memory") == "records":  # the record path's counters: nothing inconsistent, every
+        # configured region freed at least once (after its JOBj_CFG write)
+        got = await tb.read([regs.record_counter(n) for n in regs.RECORD_COUNTERS])
+        c = dict(zip(regs.RECORD_COUNTERS, got.values(), strict=True))
+        assert c["mismatches"] == c["orphans"] == c["arb_dropped"] == 0, c
+        windows = sum(j.window for j in sc.model.job_table if j.enabled)
+        assert c["records_freed"] >= windows, c
     if tb.ram is not None:  # slots in DRAM: no error response on the way, the memory used
-        assert (await tb.read([regs.STATUS]))[regs.STATUS] == 0, "STATUS.MEM_ERROR set"
+        assert (await tb.read([regs.STATUS]))[regs.STATUS] == 0, "STATUS.MEM_ERROR or RECORD_ERROR set"
         f = tb.faults
         dut._log.info("DRAM: %d row reads, %d row writes", f.read_beats, f.write_beats)
         assert f.read_beats > 0 and f.write_beats > 0, "the sums never went through the memory"
 
 
-@cocotb.test()
-async def mem_error_withholds_results(dut):
-    """DRAM slots: a chunk released before any error is sent exactly as the model says; then
-    the RAM answers SLVERR to the read of a chunk's second contribution (its first was written
-    long before, so nothing is forwarded in the store): STATUS.MEM_ERROR becomes 1 and stays,
-    that result and every later one are withheld (RESULTS_WITHHELD counts them, RESULTS_OUT
-    does not) and no result frame leaves."""
-    p = tb_params()
-    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
-    tb = CoreBench(dut, p)
-    assert tb.faults is not None, "the DUT has no m_axi_mem port"
-    if p.get("slot_memory") == "records":  # the sums' reads fail, not the records' (their decisions stay right)
-        tb.faults.read_range = (0, record_memory(p["width"], slots=p["slots"], elements=p["elements"])[0])
+async def two_member_job(tb: CoreBench, p: dict):
+    """Reset the core of ``tb``, configure group 0 = senders {0, 1} and job 0 (window 4, base 0)
+    in it and in a golden model; returns ``contribute(sender, chunk)``: a random contribution
+    sent (sender 0 on the host port, 1 on network port 0) and given to the model, which returns
+    the results it releases."""
     await tb.reset()
     cocotb.start_soon(tb.consume())
     model = AggregatorModel(slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"])
@@ -229,6 +245,24 @@ async def mem_error_withholds_results(dut):
         await tb.sources[-1 if sender == 0 else 0].send(AxiStreamFrame(data))
         _, res = model.contribute(parse_frame(data, cfg))
         return res
+
+    return contribute
+
+
+@cocotb.test()
+async def mem_error_withholds_results(dut):
+    """DRAM slots: a chunk released before any error is sent exactly as the model says; then
+    the RAM answers SLVERR to the read of a chunk's second contribution (its first was written
+    long before, so nothing is forwarded in the store): STATUS.MEM_ERROR becomes 1 and stays,
+    that result and every later one are withheld (RESULTS_WITHHELD counts them, RESULTS_OUT
+    does not) and no result frame leaves."""
+    p = tb_params()
+    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+    tb = CoreBench(dut, p)
+    assert tb.faults is not None, "the DUT has no m_axi_mem port"
+    if p.get("slot_memory") == "records":  # the sums' reads fail, not the records' (their decisions stay right)
+        tb.faults.read_range = (0, record_memory(p["width"], slots=p["slots"], elements=p["elements"])[0])
+    contribute = await two_member_job(tb, p)
 
     async def idle(cycles: int) -> None:  # long enough for the store to free every entry
         await ClockCycles(dut.clk, cycles)
@@ -279,24 +313,7 @@ async def record_read_error_is_never_silent(dut):
     assert tb.faults is not None, "the DUT has no m_axi_mem port"
     base, end = record_memory(p["width"], slots=p["slots"], elements=p["elements"])
     tb.faults.read_range = (base, end)
-    await tb.reset()
-    cocotb.start_soon(tb.consume())
-    model = AggregatorModel(slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"])
-    cfg = PortConfig(local_mac=frames.CORE_MAC, local_ip=frames.CORE_IP, max_elements=p["elements"],
-                     elements=p["elements"])
-    model.set_group(0, 0b11)
-    model.set_job(0, enabled=True, base=0, log2_window=2)
-    await tb.control([(True, regs.SITE_ID, SITE_ID), (True, regs.RESULT_IP, RESULT_IP),
-                      (True, regs.RESULT_UDP_PORT, RESULT_PORT), (True, regs.group(0), 0b11),
-                      (True, regs.job_cfg(0), regs.pack_job_cfg(enabled=True, log2_window=2, base=0))])
-    rng = tb.rng
-
-    async def contribute(sender: int, chunk: int) -> list:
-        payload = np.array([rng.randint(-1000, 1000) for _ in range(p["elements"])], np.int32)
-        data = frames.contribution(sender=sender, chunk=chunk, payload=payload, session=0xC500)
-        await tb.sources[-1 if sender == 0 else 0].send(AxiStreamFrame(data))
-        _, res = model.contribute(parse_frame(data, cfg))
-        return res
+    contribute = await two_member_job(tb, p)
 
     status = [regs.STATUS, regs.RESULTS_OUT]
     want = await contribute(1, 0) + await contribute(0, 0)
