@@ -28,7 +28,8 @@ CONFIGS = [  # (width, ports, slots, elements E) with clock for the line-rate co
 
 def run(cfg: dict, test: str, extra: dict, dram: dict | None = None) -> dict:
     """``sim/tb_core_perf.py``'s ``test`` on the core of ``cfg``; ``dram``: the slots in DRAM
-    (``CoreDramHarness``) with these store parameters (``{}``: the defaults)."""
+    (``CoreDramHarness``) with these store parameters (``{}``: the defaults; ``slot_memory``
+    ``records``: the record path, the bench's RAM then holds the records too)."""
     core = {k: cfg[k] for k in ("ports", "width", "slots", "elements")} | {"groups": 2, "jobs": 1}
     factory, top = (WanreduceCore, "wanreduce_core") if dram is None else (CoreDramHarness, "wanreduce_core_dram")
     build = core | (dram or {})
@@ -36,7 +37,8 @@ def run(cfg: dict, test: str, extra: dict, dram: dict | None = None) -> dict:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "out.json"
         run_cocotb(verilog=verilog, toplevel=top, test_module="wanreduce.sim.tb_core_perf",
-                   params={**core, **extra, "out": str(out)}, testcase=test, timeout_s=1800)
+                   params={**core, **extra, **{k: v for k, v in build.items() if k == "slot_memory"},
+                           "out": str(out)}, testcase=test, timeout_s=1800)
         return json.loads(out.read_text())
 
 

@@ -15,6 +15,8 @@ cycles from the completing contribution's last beat in to its result's first bea
     .venv/bin/python bench/bench_core_dram.py --quick              # W 64, latency 20 and 200
     .venv/bin/python bench/bench_core_dram.py                      # W 64 and 256, full sweeps
     .venv/bin/python bench/bench_core_dram.py --width 64 --outstanding 512,1024 --bandwidth 1
+    .venv/bin/python bench/bench_core_dram.py --slot-memory records --width 64 --latency 100 \
+        --bandwidth 1 --pattern spread                             # the record path (records in DRAM too)
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def main() -> None:
                          "store); spread: thousands of cycles apart, as over a WAN (every ADD reads memory)")
     ap.add_argument("--beats", type=int, default=8192, help="payload beats per throughput run (about)")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--slot-memory", choices=["dram", "records"], default="dram",
+                    help="dram: the sums in DRAM; records: the per-slot records too (the record path)")
     args = ap.parse_args()
     if args.quick:
         args.width, args.latency, args.bandwidth, args.bandwidth_latency, args.seeds = [64], [200], [0.5], [200], 1
@@ -86,6 +90,8 @@ def main() -> None:
         cfg = dict(width=width, ports=ports, slots=slots, elements=e)
         for n in args.outstanding:
             dram = {} if n == DRAM_STORE_DEFAULTS["outstanding"] else {"outstanding": n}
+            if args.slot_memory != "dram":  # "dram" left out: the Verilog (and build) cached before
+                dram["slot_memory"] = args.slot_memory
             points = [(lat, 1.0) for lat in args.latency]
             points += [(lat, bw) for lat in args.bandwidth_latency for bw in args.bandwidth if bw < 1]
             for size, pattern, (lat, bw) in ((s, pt, x) for s in args.payload for pt in args.pattern for x in points):

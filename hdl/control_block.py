@@ -27,13 +27,22 @@ from wanreduce.model import Drop, Outcome
 __all__ = ["ControlBlock"]
 
 
+def record_counters_layout() -> data.StructLayout:
+    """The record path's counters as the control block reads them (``wanreduce.regs``'
+    ``RECORD_COUNTERS``, 32 bits each)."""
+    return data.StructLayout({name: 32 for name in regs.RECORD_COUNTERS})
+
+
 class ControlBlock(wiring.Component):
     """Register file + status counters + CONTROL message engine.
 
     Parameters: ``data_width`` (message stream width), ``ports`` (network ports; the host port's
     counters follow at index ``ports``), ``slots``, ``elements``, ``groups``, ``jobs``,
     ``slot_memory`` (the range of ``slots``). ``mem_error`` (STATUS.MEM_ERROR) and
-    ``result_withheld`` (RESULTS_WITHHELD) come from a DRAM slot store; 0 otherwise.
+    ``result_withheld`` (RESULTS_WITHHELD) come from a DRAM slot store; 0 otherwise. With
+    ``slot_memory="records"`` also ``record_error`` (STATUS.RECORD_ERROR, sticky in the record
+    path) and ``record_counters`` (the RECORD_ registers); the ports and the registers exist only
+    there (the other cores' RTL unchanged).
     """
 
     def __init__(
@@ -42,6 +51,7 @@ class ControlBlock(wiring.Component):
     ) -> None:
         check_slot_memory(slot_memory, width=data_width, ports=ports, slots=slots, elements=elements,
                           groups=groups, jobs=jobs)
+        self.records = slot_memory == "records"
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -78,6 +88,8 @@ class ControlBlock(wiring.Component):
                 "result_out": In(1),
                 "mem_error": In(1),
                 "result_withheld": In(1),
+                **({"record_error": In(1), "record_counters": In(record_counters_layout())}
+                   if self.records else {}),
             }
         )
 
@@ -89,7 +101,7 @@ class ControlBlock(wiring.Component):
             r.addr: r
             for r in regs.register_map(
                 ports=self.ports, groups=self.groups, jobs=self.jobs, elements=self.elements,
-                width=w, slots=self.slots,
+                width=w, slots=self.slots, records=self.records,
             )
         }
 
@@ -172,7 +184,8 @@ class ControlBlock(wiring.Component):
             regs.RESULT_UDP_PORT: rport,
             regs.RESULTS_OUT: results_out,
             regs.CONTROL_IN: control_in,
-            regs.STATUS: Cat(self.mem_error, Const(0, 31)),
+            regs.STATUS: (Cat(self.mem_error, self.record_error, Const(0, 30)) if self.records
+                          else Cat(self.mem_error, Const(0, 31))),
             regs.RESULTS_WITHHELD: results_withheld,
         }
         for g in range(self.groups):
@@ -188,6 +201,9 @@ class ControlBlock(wiring.Component):
                 readable[regs.port_drops(p, r)] = drops[p][int(r)]
         for o in Outcome:
             readable[regs.outcome_counter(o)] = outcomes[int(o)]
+        if self.records:  # the record path's counters (counted there)
+            for name in regs.RECORD_COUNTERS:
+                readable[regs.record_counter(name)] = self.record_counters[name]
         assert set(readable) == set(reg_map), "register map and RTL disagree"
 
         # ---- the operation engine: one operation every three cycles ----

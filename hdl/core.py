@@ -39,6 +39,7 @@ from wanreduce.hdl.ingress_parser import IngressParser
 from wanreduce.hdl.layouts import message_beat_layout
 from wanreduce.hdl.message_demux import MessageDemux
 from wanreduce.hdl.params import DEFAULTS, DRAM_STORE_DEFAULTS, MAX_SLOTS, CoreParams, check_wired
+from wanreduce.hdl.record_reducer import RecordReducer
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.skid_buffer import SkidBuffer
 from wanreduce.hdl.stream_merger import StreamMerger
@@ -58,9 +59,10 @@ class WanreduceCore(wiring.Component):
     (``DRAM_STORE_DEFAULTS``: address_width, base_address, outstanding, burst_beats,
     burst_hold) may be given here too. A memory error shows in STATUS.MEM_ERROR
     (``wanreduce.regs``). ``pending``: the reducer's pending store (``"vector"``, the default, or
-    ``"words"``: docs/reducer.md, "Pending words"). ``slot_memory="records"`` (sums and per-slot
-    records in DRAM) is checked but refused with a one-line ValueError until the record path is
-    wired in (``hdl.params.check_wired``; docs/large_slots.md, "The core wiring")."""
+    ``"words"``: docs/reducer.md, "Pending words"). ``slot_memory="records"``: the sums and the
+    per-slot records in DRAM, the reducer the record path (``RecordReducer``,
+    hdl/record_reducer.py; S up to ``MAX_SLOTS_LARGE``), its ports and STATUS as with ``"dram"``
+    (``pending`` is the reducer's: only its default is taken there)."""
 
     def __init__(self, *, slot_memory: str = "onchip", pending: str = "vector", **params: int) -> None:
         self.dram = {k: params.pop(k) for k in list(params) if k in DRAM_STORE_DEFAULTS}
@@ -68,8 +70,14 @@ class WanreduceCore(wiring.Component):
         check_wired(slot_memory)
         p = self.params
         self.slot_memory = slot_memory
-        self.reducer = Reducer(p["width"], slots=p["slots"], elements=p["elements"], groups=p["groups"],
-                               jobs=p["jobs"], slot_memory=slot_memory, pending=pending, **self.dram)
+        shape = {k: p[k] for k in ("slots", "elements", "groups", "jobs")}
+        if slot_memory == "records":
+            if pending != "vector":
+                raise ValueError(f"pending must be 'vector' (the default) with slot_memory 'records' (the record "
+                                 f"path keeps its own pending words), got {pending!r}")
+            self.reducer = RecordReducer(p["width"], **shape, **self.dram)
+        else:
+            self.reducer = Reducer(p["width"], **shape, slot_memory=slot_memory, pending=pending, **self.dram)
         axis = AXIStreamSignature(p["width"], user_width=1)
         members = {net_port(i): In(axis) for i in range(p["ports"])}
         members["s_axis_host"] = In(axis)
@@ -116,11 +124,15 @@ class WanreduceCore(wiring.Component):
         )
         wiring.connect(m, demux.m_control, control.s_msg)
         wiring.connect(m, control.reset, reducer.reset)
-        # DRAM slot memory: the store's AXI4 port out of the core, its errors into STATUS
-        if self.slot_memory == "dram":
+        # DRAM slot memory (the sums, or the sums and the records): the AXI4 port out of the
+        # core, its errors into STATUS
+        if self.slot_memory in ("dram", "records"):
             axi4_forward(m, reducer, self, "m_axi_mem")
             m.d.comb += [control.mem_error.eq(reducer.mem_error),
                          control.result_withheld.eq(reducer.result_withheld)]
+        if self.slot_memory == "records":  # the record path's own errors: STATUS.RECORD_ERROR
+            m.d.comb += [control.record_error.eq(reducer.record_error),
+                         control.record_counters.eq(reducer.record_counters)]
 
         m.submodules.egress_merger = out_merger = StreamMerger(w, 2)
         wiring.connect(m, reducer.m_msg, out_merger.s_msg[0])

@@ -13,8 +13,11 @@ __all__ = ["CoreDramHarness"]
 
 
 class CoreDramHarness(AxiLatencyHarness):
-    """The core (``**params``: core and DRAM store parameters) with its memory ``latency`` cycles away."""
+    """The core (``**params``: core and DRAM store parameters) with its memory ``latency`` cycles
+    away; ``slot_memory``: ``"dram"`` (the sums) or ``"records"`` (the sums and the records)."""
 
-    def __init__(self, *, delay_depth: int = 512, **params: int) -> None:
-        self.core = WanreduceCore(slot_memory="dram", **params)
+    def __init__(self, *, delay_depth: int = 512, slot_memory: str = "dram", **params: int) -> None:
+        if slot_memory not in ("dram", "records"):
+            raise ValueError(f"slot_memory must be dram or records (a memory port), got {slot_memory!r}")
+        self.core = WanreduceCore(slot_memory=slot_memory, **params)
         super().__init__(self.core, delay_depth=delay_depth)

@@ -22,9 +22,9 @@ MAX_SLOTS = 4096  # the reducer's in-order release search grows with S; see docs
 # "records" the per-slot state (tag, bitmap) too, as 256-bit records in DRAM (the record path,
 # docs/large_slots.md, "The core wiring").
 SLOT_MEMORIES = ("onchip", "dram", "records")
-# Slot memories whose parameters are checked and planned but which the core does not build yet:
-# the record path is not wired into it (docs/large_slots.md, "The core wiring", step 5).
-UNWIRED_SLOT_MEMORIES = ("records",)
+# Slot memories whose parameters are checked and planned but which the core does not build yet
+# (none since the record path was wired in: docs/large_slots.md, "The core wiring", step 5).
+UNWIRED_SLOT_MEMORIES: tuple[str, ...] = ()
 # DRAM slots: the sums of any S fit the boards' DDR3 (docs/boards.md, "Slot capacity"), but
 # the reducer keeps every slot's tag, pending bit and scan bits on chip, so with DRAM the core
 # takes the same S as on chip; the design that lifts it (per-slot records in DRAM, pending bits
@@ -203,7 +203,10 @@ def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_wi
     offset a multiple of the row's bytes inside it (so a row never crosses 4 KiB)."""
     if axi_id not in (0, 1):
         raise ValueError(f"axi_id must be 0..1 (the port's 1-bit ID), got {axi_id}")
-    check_core_params(width=width, slots=slots, row_bits=row_bits, address_width=address_width,
+    # S: any the large-S parts take (the store keeps no per-slot state; the core's S limit per
+    # slot memory is check_slot_memory's)
+    check_large_slots(slots)
+    check_core_params(width=width, row_bits=row_bits, address_width=address_width,
                       base_address=base_address, outstanding=outstanding, burst_beats=burst_beats,
                       burst_hold=burst_hold)
     row_width = width if row_width is None else row_width

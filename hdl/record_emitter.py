@@ -47,7 +47,7 @@ from wanreduce import wire
 
 from .decision_state import region_layout
 from .layouts import AggHeaderLayout, lanes
-from .params import check_core_params
+from .params import check_core_params, check_large_slots
 from .record_release_queue import release_item_layout
 from .reducer_config import select_job_entry, slot_of
 from .reducer_layouts import bits_for, record_layout, slot_tag_layout
@@ -75,7 +75,8 @@ class RecordEmitter(wiring.Component):
 
     def __init__(self, data_width: int, *, slots: int, jobs: int, row_bits: int, prefetch: int = 4,
                  headers: int = 4, read_tag: int = 0) -> None:
-        check_core_params(slots=slots, jobs=jobs, row_bits=row_bits)
+        check_large_slots(slots)
+        check_core_params(jobs=jobs, row_bits=row_bits)
         for name, v in (("prefetch", prefetch), ("headers", headers)):
             if not 1 <= v <= 512:
                 raise ValueError(f"{name} must be 1..512, got {v}")

@@ -9,11 +9,12 @@ hdl/reducer_input.py) to ``DecisionOnRecords``' two inputs (hdl/decision_record_
   on the store's responses, which the core drops) and ``side`` the record command's
   ``RecordSide`` (the header, and ``DecisionConfig`` from P's decode).
 
-A first beat and its request are **taken together**: P moves (``take``) on a non-first beat when
-``beats.ready``, on a first beat when ``beats.ready & req.ready`` — a consumer counts a first beat
-as transferred only with its request (the payload gate does: it takes the request with the
-message's first beat and that beat waits for it, hdl/payload_gate.py). Both valids are P's
-flip-flops, so no ready reaches a valid.
+A first beat is **forked** to both outputs: each transfers on its own valid and ready (a
+consumer may take the request before the beat or after it: ``DecisionOnRecords``' pin stage takes
+a request while its gate still waits for it to reach the beat), each once (``beat_sent`` /
+``req_sent``: that output has transferred P's beat, so it offers it no more), and P moves
+(``take``) once both have. The valids are P's flip-flops and those two, so no ready reaches a
+valid.
 
 The job's ``log2_window`` (clamped, ``ReducerConfig``) and ``in_order`` come registered with the
 beat from P (``decoded_beat_layout(records=True)``: the per-job select is in P's decode, as the
@@ -23,7 +24,7 @@ reducer's stage P does not carry them (``records`` off), so the default core's R
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module
+from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -72,16 +73,21 @@ class RecordRequest(wiring.Component):
         p, beats, req = self.p, self.beats, self.req
         first = p.beat.first
         msg, side = req.payload.msg, req.payload.side
+        beat_sent, req_sent = Signal(), Signal()  # P's beat has left on that output already
+        beat_done = beat_sent | beats.ready
+        req_done = ~first | req_sent | req.ready
+        m.d.sync += [beat_sent.eq(~self.take & (beat_sent | (beats.valid & beats.ready))),
+                     req_sent.eq(~self.take & (req_sent | (req.valid & req.ready)))]
         m.d.comb += [
-            beats.valid.eq(self.p_valid),
+            beats.valid.eq(self.p_valid & ~beat_sent),
             beats.payload.data.eq(p.beat.data),
             beats.payload.last.eq(p.beat.last),
-            req.valid.eq(self.p_valid & first),
+            req.valid.eq(self.p_valid & first & ~req_sent),
             msg.row.eq(Cat(Const(0, self.row_bits), p.slot)),
             msg.elements.eq(p.beat.hdr.element_count),  # 1..E (the parser's check): fits
             msg.tag.eq(0),
             side.hdr.eq(p.beat.hdr),
             *[side.cfg[name].eq(p[name]) for name, _ in side.cfg.shape()],
-            self.take.eq(beats.ready & (~first | req.ready)),
+            self.take.eq(self.p_valid & beat_done & req_done),
         ]
         return m

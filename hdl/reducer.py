@@ -36,9 +36,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
 from .axi4 import axi4_forward
 from .command_arbiter import CMD_DEPTH, CommandArbiter
@@ -53,10 +53,7 @@ from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .head_check import head_checks
 from .layouts import (
     AggHeaderLayout,
-    JobCfgLayout,
-    ResetLayout,
     lanes,
-    message_stream,
     payload_beats,
 )
 from .onchip_slot_store import OnChipSlotStore
@@ -76,6 +73,7 @@ from .reducer_layouts import (
     slot_tag_layout,
     store_tag_layout,
 )
+from .reducer_ports import reducer_ports
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
 from .release_run import release_scans, run_of
 from .result_assembler import ResultAssembler
@@ -125,6 +123,9 @@ class Reducer(wiring.Component):
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  slot_memory: str = "onchip", pending: str = "vector", **dram: int) -> None:
+        if slot_memory == "records":
+            raise ValueError("slot_memory: 'records' is the record path's (RecordReducer, hdl/record_reducer.py); "
+                             "the Reducer builds onchip or dram")
         self.pending = check_pending(pending)
         self.words = pending == "words"
         check_slot_memory(slot_memory, width=data_width, slots=slots, elements=elements, groups=groups,
@@ -157,25 +158,7 @@ class Reducer(wiring.Component):
         else:
             self.store = OnChipSlotStore(data_width, slots=slots, row_bits=self.row_bits)
             mem = {}
-        super().__init__({**mem,
-            "s_msg": In(message_stream(data_width)),
-            "m_msg": Out(message_stream(data_width)),
-            "group_bitmap": In(data.ArrayLayout(32, groups)),
-            "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
-            "release_on_completion": In(1),
-            "reset": In(stream.Signature(ResetLayout(jobs))),
-            "head": Out(data.ArrayLayout(32, jobs)),
-            "outcome": Out(1),
-            "outcome_code": Out(4),
-            "result_out": Out(1),
-            # JOBj_PROBE_BITMAP (wanreduce.regs): the contributor bitmap of chunk probe_chunk of
-            # job probe_job while held unreleased, else 0; probe_ok: probe_bitmap answers the
-            # probe_job/probe_chunk of this cycle (a few cycles after they change)
-            "probe_job": In(range(jobs)),
-            "probe_chunk": In(32),
-            "probe_bitmap": Out(32),
-            "probe_ok": Out(1),
-        })
+        super().__init__({**mem, **reducer_ports(data_width, groups=groups, jobs=jobs)})
         # Observability (not ports): s_msg held back because the slot a contribution would
         # start is still referenced by a queued/emitting result; or the release queue is full.
         self.stall_pinned = Signal()

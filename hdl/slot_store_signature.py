@@ -30,7 +30,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import lanes
-from .params import check_core_params
+from .params import check_core_params, check_large_slots
 
 __all__ = ["TAG_BITS", "Op", "cmd_layout", "row_address_bits", "rsp_layout", "slot_store_signature"]
 
@@ -47,7 +47,8 @@ class Op(enum.IntEnum):
 
 def row_address_bits(slots: int, row_bits: int) -> int:
     """Bits of a row address: ``log2(S << row_bits)`` (S a power of two, checked)."""
-    check_core_params(slots=slots, row_bits=row_bits)
+    check_large_slots(slots)
+    check_core_params(row_bits=row_bits)
     return (slots << row_bits).bit_length() - 1
 
 

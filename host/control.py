@@ -249,6 +249,13 @@ class ControlClient:
         status, withheld = self.read_many([regs.STATUS, regs.RESULTS_WITHHELD], timeout=timeout)
         return bool(status & regs.STATUS_MEM_ERROR), withheld
 
+    def record_error(self, *, timeout: float | None = None) -> bool:
+        """STATUS.RECORD_ERROR: a core with ``--slot-memory records`` found its record path
+        inconsistent (sticky until the core is reset; its decisions and results are then not to
+        be trusted). Other cores and the software aggregator read False."""
+        (status,) = self.read_many([regs.STATUS], timeout=timeout)
+        return bool(status & regs.STATUS_RECORD_ERROR)
+
     def counters(self, port: int = 0) -> dict[str, int]:
         """Outcome counters, RESULTS_OUT, CONTROL_IN and the counters of host port ``port``."""
         names = [f"PORT{port}_FRAMES_IN"] + [f"PORT{port}_DROP_{d.name}" for d in Drop]

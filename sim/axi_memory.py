@@ -14,6 +14,7 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiRam
 
 from wanreduce.hdl.layouts import payload_beats
+from wanreduce.hdl.record_reducer import record_memory
 
 __all__ = ["MemoryFaults", "attach_core_ram", "attach_ram", "pauses", "random_axi_pauses", "steady_rate",
            "throttle_data", "vary_latency"]
@@ -34,11 +35,15 @@ def attach_ram(dut, size: int) -> AxiRam:
 
 
 def attach_core_ram(dut, p: dict, rng: random.Random) -> AxiRam:
-    """An ``AxiRam`` holding every row of a DRAM core (``p``: its width, slots, elements), filled
-    with random bytes: a chunk's first contribution must overwrite whatever its rows held."""
+    """An ``AxiRam`` holding every row of a DRAM core (``p``: its width, slots, elements; with
+    ``slot_memory`` ``records`` the records too, ``record_memory``), filled with random bytes: a
+    chunk's first contribution must overwrite whatever its rows held (and the record path free
+    its records first)."""
     w = p["width"]
     row_bits = (payload_beats(p["elements"], w) - 1).bit_length()
     size = (p["slots"] << row_bits) * (w // 8)
+    if p.get("slot_memory") == "records":
+        size = record_memory(w, slots=p["slots"], elements=p["elements"])[1]
     ram = attach_ram(dut, size)
     ram.write(0, rng.randbytes(size))
     return ram
@@ -82,15 +87,17 @@ def vary_latency(dut, rng: random.Random, lo: int, hi: int, period: int = 300) -
 class MemoryFaults:
     """Make ``ram``'s reads (``reads``) or writes (``writes``) fail while set: each beat then
     answers SLVERR (RRESP / BRESP); ``failed`` counts the beats that did, ``read_beats`` /
-    ``write_beats`` the beats served."""
+    ``write_beats`` the beats served. ``read_range`` ((lo, hi) bytes, None: every address):
+    only reads from lo up to hi fail (e.g. a record core's sums, or its records)."""
 
     def __init__(self, ram: AxiRam) -> None:
         self.reads = self.writes = False
+        self.read_range: tuple[int, int] | None = None
         self.failed = self.read_beats = self.write_beats = 0
         rd, wr = ram.read_if._read, ram.write_if._write
 
         async def read(address: int, length: int) -> bytes:
-            if self.reads:
+            if self.reads and (self.read_range is None or self.read_range[0] <= address < self.read_range[1]):
                 self.failed += 1
                 raise OSError("injected read failure")
             self.read_beats += 1

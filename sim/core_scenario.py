@@ -50,6 +50,10 @@ class Phase:
     results: list[Result] = field(default_factory=list)  # what the model released
     ordered: bool = False  # in-order release: each job's results must come in this order
     outcomes_after: int = 0  # model: contributions processed once this phase has drained
+    # model, once this phase has drained: each job's head, and the probe's answer (JOBj_PROBE_BITMAP)
+    # for each (job, chunk) from one behind its head to its window's end
+    heads: list[int] = field(default_factory=list)
+    probes: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,7 +123,11 @@ def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, j
 
     def close_phase() -> None:
         if phases:
-            phases[-1].outcomes_after = sum(model.counters.values())
+            ph = phases[-1]
+            ph.outcomes_after = sum(model.counters.values())
+            ph.heads = [j.head for j in model.job_table]
+            ph.probes = {(j, c): model.probe_bitmap(j, c) for j, job in enumerate(model.job_table)
+                         for c in ((job.head + d) & 0xFFFFFFFF for d in range(-1, job.window + 1))}
 
     def members_of(g: int) -> list[int]:
         return [s for s in range(senders) if (model.group_table[g] >> s) & 1]
@@ -237,10 +245,10 @@ def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, j
     send(ph, 1, x - window, values(2, senders), job=jb, group=0)  # older than the slot's chunk
 
     # ---- phase 8: back to in-order, window reset of job 0 ----
+    ph = new_phase("window-reset", control=[(True, regs.CTRL, 0), (True, regs.job_head(0), 1000)],
+                   ordered=True)  # (the previous phase's end state taken before the model's reset)
     model.release = ReleaseMode.IN_ORDER
     model.reset_window(0, head=1000)
-    ph = new_phase("window-reset", control=[(True, regs.CTRL, 0), (True, regs.job_head(0), 1000)],
-                   ordered=True)
     rest = full_chunk(ph, 0, 1001, 0) + full_chunk(ph, 0, 1000, 0)
     for i in rng.permutation(len(rest)):
         send_t(ph, (rest[i]))

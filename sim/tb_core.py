@@ -10,8 +10,10 @@ A DUT with slots in DRAM (``hdl/core_dram_harness.py``: ``m_axi_mem_*`` and a ``
 input) gets an ``AxiRam`` filled with random bytes (a chunk's first contribution must overwrite
 whatever its rows held), random pauses on all five AXI channels (``p_axi``, default 0.3) and a
 memory latency re-drawn from ``latency_range`` (default 20..200 cycles) every 300 cycles; the
-same scenarios must give the same results. ``mem_error_withholds_results`` (DRAM only) makes
-the RAM answer SLVERR and checks STATUS.MEM_ERROR, RESULTS_WITHHELD and that no result leaves.
+same scenarios must give the same results (with ``slot_memory`` ``records`` the RAM holds the
+records too, as random bytes: the record path frees them). ``mem_error_withholds_results`` (DRAM
+only) makes the RAM answer SLVERR (a records core: on the sums' reads) and checks
+STATUS.MEM_ERROR, RESULTS_WITHHELD and that no result leaves.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from wanreduce import regs, wire
+from wanreduce.hdl.record_reducer import record_memory
 from wanreduce.model import AggregatorModel, Outcome, PortConfig, parse_frame
 from wanreduce.sim import frames
 from wanreduce.sim.axi_memory import MemoryFaults, attach_core_ram, random_axi_pauses, vary_latency
@@ -33,6 +36,7 @@ from wanreduce.sim.core_scenario import (
     RESULT_IP,
     RESULT_PORT,
     SITE_ID,
+    Scenario,
     build,
     expected_counters,
     result_frame,
@@ -115,10 +119,23 @@ class CoreBench:
         return dict(zip(addrs, await self.control([(False, a, 0) for a in addrs]), strict=True))
 
 
-async def run_scenario(tb: CoreBench, p: dict) -> None:
+async def check_heads_and_probes(tb: CoreBench, ph) -> None:
+    """JOBj_HEAD and JOBj_PROBE_BITMAP (of the chunks around each head) as the model's once
+    phase ``ph`` has drained."""
+    heads = await tb.read([regs.job_head(j) for j in range(len(ph.heads))])
+    assert list(heads.values()) == ph.heads, f"phase {ph.name}: heads {list(heads.values())}, expected {ph.heads}"
+    keys = list(ph.probes)
+    got = (await tb.control([op for j, c in keys for op in ((True, regs.job_probe(j), c),
+                                                             (False, regs.job_probe_bitmap(j), 0))]))[1::2]
+    bad = {k: (g, ph.probes[k]) for k, g in zip(keys, got, strict=True) if g != ph.probes[k]}
+    assert not bad, f"phase {ph.name}: probe bitmaps (got, expected) {bad}"
+
+
+async def run_scenario(tb: CoreBench, p: dict) -> Scenario:
     """``core_scenario.build``'s scenario through the core of ``tb`` (clocked, out of reset):
-    every phase's result frames byte-exact (in order per job in in-order mode), then every
-    counter as the golden model's and every input frame accounted for. Whatever the core's
+    every phase's result frames byte-exact (in order per job in in-order mode), each job's head
+    and the probe's answers around it as the model's, then every counter as the golden model's
+    and every input frame accounted for. Whatever the core's
     slots are attached to (on chip, an ``AxiRam``, LiteDRAM's model), the same checks."""
     dut = tb.dut
     cocotb.start_soon(tb.consume())
@@ -148,6 +165,7 @@ async def run_scenario(tb: CoreBench, p: dict) -> None:
             await ClockCycles(dut.clk, 50)
         assert sum(got.values()) == ph.outcomes_after, f"phase {ph.name}: outcomes {got}"
         await ClockCycles(dut.clk, 100)
+        await check_heads_and_probes(tb, ph)
         got_frames = tb.results[before:]
         want = [result_frame(r) for r in ph.results]
         assert len(got_frames) == len(want), f"phase {ph.name}: {len(got_frames)} results, expected {len(want)}"
@@ -164,6 +182,7 @@ async def run_scenario(tb: CoreBench, p: dict) -> None:
         dut._log.info("phase %s: %d frames in, %d results, ok", ph.name,
                       sum(len(f) for f in ph.frames), len(ph.results))
 
+    assert any(v for ph in sc.phases for v in ph.probes.values()), "no chunk held at any phase's end"
     exp = expected_counters(sc)
     host_in = regs.port_frames_in(sc.ports)
     got = await tb.read(sorted(a for a in exp if a != host_in))
@@ -178,6 +197,7 @@ async def run_scenario(tb: CoreBench, p: dict) -> None:
                     [regs.port_frames_in(i) for i in range(sc.all_ports)])
     assert total_in == accounted, "every input frame is either dropped with a reason or has an outcome"
     dut._log.info("all %d input frames accounted for; %d results", total_in, len(tb.results))
+    return sc
 
 
 @cocotb.test()
@@ -187,25 +207,26 @@ async def core_system(dut):
     cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
     tb = CoreBench(dut, p)
     await tb.reset()
-    await run_scenario(tb, p)
+    sc = await run_scenario(tb, p)
+    if p.get("slot_memory") == "records":  # the record path's counters: nothing inconsistent, every
+        # configured region freed at least once (after its JOBj_CFG write)
+        got = await tb.read([regs.record_counter(n) for n in regs.RECORD_COUNTERS])
+        c = dict(zip(regs.RECORD_COUNTERS, got.values(), strict=True))
+        assert c["mismatches"] == c["orphans"] == c["arb_dropped"] == 0, c
+        windows = sum(j.window for j in sc.model.job_table if j.enabled)
+        assert c["records_freed"] >= windows, c
     if tb.ram is not None:  # slots in DRAM: no error response on the way, the memory used
-        assert (await tb.read([regs.STATUS]))[regs.STATUS] == 0, "STATUS.MEM_ERROR set"
+        assert (await tb.read([regs.STATUS]))[regs.STATUS] == 0, "STATUS.MEM_ERROR or RECORD_ERROR set"
         f = tb.faults
         dut._log.info("DRAM: %d row reads, %d row writes", f.read_beats, f.write_beats)
         assert f.read_beats > 0 and f.write_beats > 0, "the sums never went through the memory"
 
 
-@cocotb.test()
-async def mem_error_withholds_results(dut):
-    """DRAM slots: a chunk released before any error is sent exactly as the model says; then
-    the RAM answers SLVERR to the read of a chunk's second contribution (its first was written
-    long before, so nothing is forwarded in the store): STATUS.MEM_ERROR becomes 1 and stays,
-    that result and every later one are withheld (RESULTS_WITHHELD counts them, RESULTS_OUT
-    does not) and no result frame leaves."""
-    p = tb_params()
-    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
-    tb = CoreBench(dut, p)
-    assert tb.faults is not None, "the DUT has no m_axi_mem port"
+async def two_member_job(tb: CoreBench, p: dict):
+    """Reset the core of ``tb``, configure group 0 = senders {0, 1} and job 0 (window 4, base 0)
+    in it and in a golden model; returns ``contribute(sender, chunk)``: a random contribution
+    sent (sender 0 on the host port, 1 on network port 0) and given to the model, which returns
+    the results it releases."""
     await tb.reset()
     cocotb.start_soon(tb.consume())
     model = AggregatorModel(slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"])
@@ -224,6 +245,24 @@ async def mem_error_withholds_results(dut):
         await tb.sources[-1 if sender == 0 else 0].send(AxiStreamFrame(data))
         _, res = model.contribute(parse_frame(data, cfg))
         return res
+
+    return contribute
+
+
+@cocotb.test()
+async def mem_error_withholds_results(dut):
+    """DRAM slots: a chunk released before any error is sent exactly as the model says; then
+    the RAM answers SLVERR to the read of a chunk's second contribution (its first was written
+    long before, so nothing is forwarded in the store): STATUS.MEM_ERROR becomes 1 and stays,
+    that result and every later one are withheld (RESULTS_WITHHELD counts them, RESULTS_OUT
+    does not) and no result frame leaves."""
+    p = tb_params()
+    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+    tb = CoreBench(dut, p)
+    assert tb.faults is not None, "the DUT has no m_axi_mem port"
+    if p.get("slot_memory") == "records":  # the sums' reads fail, not the records' (their decisions stay right)
+        tb.faults.read_range = (0, record_memory(p["width"], slots=p["slots"], elements=p["elements"])[0])
+    contribute = await two_member_job(tb, p)
 
     async def idle(cycles: int) -> None:  # long enough for the store to free every entry
         await ClockCycles(dut.clk, cycles)
@@ -260,3 +299,38 @@ async def mem_error_withholds_results(dut):
     got = await tb.read(status)
     assert got[regs.STATUS] == regs.STATUS_MEM_ERROR and got[regs.RESULTS_WITHHELD] == 2, got
     assert len(tb.results) == 1
+
+
+@cocotb.test()
+async def record_read_error_is_never_silent(dut):
+    """A records core (``slot_memory`` ``records``): the RAM answers SLVERR to the records' reads
+    only, from a chunk's second contribution on (its decision is then made on whatever the failed
+    read returned): STATUS.MEM_ERROR becomes 1 and stays, no result frame leaves after it (the
+    chunk the model releases included; RESULTS_OUT stays 1), the memory answering again or not."""
+    p = tb_params()
+    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+    tb = CoreBench(dut, p)
+    assert tb.faults is not None, "the DUT has no m_axi_mem port"
+    base, end = record_memory(p["width"], slots=p["slots"], elements=p["elements"])
+    tb.faults.read_range = (base, end)
+    contribute = await two_member_job(tb, p)
+
+    status = [regs.STATUS, regs.RESULTS_OUT]
+    want = await contribute(1, 0) + await contribute(0, 0)
+    await tb.wait_for(lambda: len(tb.results) == 1, "chunk 0's result")
+    assert tb.results == [result_frame(r) for r in want]
+    assert await tb.read(status) == {regs.STATUS: 0, regs.RESULTS_OUT: 1}
+    assert await contribute(1, 1) == []
+    await ClockCycles(dut.clk, 2000)
+    tb.faults.reads = True
+    assert len(await contribute(0, 1)) == 1  # the model releases chunk 1
+    await tb.wait_for(lambda: tb.faults.failed > 0, "a record read while the records fail")
+    await ClockCycles(dut.clk, 3000)
+    assert await tb.read(status) == {regs.STATUS: regs.STATUS_MEM_ERROR, regs.RESULTS_OUT: 1}
+    tb.faults.reads = False  # sticky: the records answer again, nothing leaves
+    for chunk in (1, 2):
+        await contribute(1, chunk)
+        await contribute(0, chunk)
+    await ClockCycles(dut.clk, 3000)
+    assert await tb.read(status) == {regs.STATUS: regs.STATUS_MEM_ERROR, regs.RESULTS_OUT: 1}
+    assert len(tb.results) == 1, "a result left after a record read failed"

@@ -315,17 +315,32 @@ def test_records_slot_memory_allows_the_large_s():
         assert rec.used_bytes == rec.slots * (dram_slot_stride(499) + STATE_BYTES_PER_SLOT) <= rec.total_bytes
 
 
-def test_the_core_refuses_records_in_one_line():
-    """Until the record path is wired in, ``WanreduceCore`` refuses ``records`` (a ValueError
-    naming slot_memory), after the parameters pass their check."""
+def test_the_core_builds_records_and_bad_input_is_one_line():
+    """``WanreduceCore(slot_memory="records")`` takes the record path (``RecordReducer``, with the
+    AXI4 port ``m_axi_mem_*``) at the large S; the parameters are checked first, and what the
+    record path cannot take (W 512, the reducer's pending words) is refused in one line naming
+    the field, as is the ``Reducer`` given ``records`` (it would build the slots on chip) and a
+    board top given ``records`` (no board attaches its DRAM yet)."""
+    from wanreduce.hdl.boards.dram_controller import board_core
     from wanreduce.hdl.core import WanreduceCore
+    from wanreduce.hdl.record_reducer import RecordReducer
+    from wanreduce.hdl.reducer import Reducer
 
-    with pytest.raises(ValueError) as exc:
-        WanreduceCore(slot_memory="records", slots=32768)
-    msg = str(exc.value)
-    assert "\n" not in msg and msg.startswith("slot_memory: 'records' is not wired into the core yet")
+    core = WanreduceCore(slot_memory="records", slots=32768)
+    assert isinstance(core.reducer, RecordReducer) and "m_axi_mem_awaddr" in core.signature.members
     with pytest.raises(ValueError, match="slots must be a power of two"):  # the parameters first
         WanreduceCore(slot_memory="records", slots=3)
+    for kw, start in (({"width": 512}, "width must be 64..256 with slot memory records"),
+                      ({"pending": "words"}, "pending must be 'vector'")):
+        with pytest.raises(ValueError) as exc:
+            WanreduceCore(slot_memory="records", **kw)
+        assert "\n" not in str(exc.value) and str(exc.value).startswith(start), exc.value
+    with pytest.raises(ValueError) as exc:
+        Reducer(64, slots=8, elements=16, groups=2, jobs=2, slot_memory="records")
+    assert "\n" not in str(exc.value) and str(exc.value).startswith("slot_memory: 'records' is the record path's")
+    with pytest.raises(ValueError) as exc:
+        board_core("versa-ecp5", "records", slots=8)
+    assert "\n" not in str(exc.value) and str(exc.value).startswith("versa-ecp5 --slot-memory records: ")
 
 
 def test_versa_dram_bandwidth_covers_two_gigabit_ports_with_the_boards_bursts():

@@ -223,3 +223,35 @@ def test_reply_read_mux_decodes_the_group_index_only():
     groups = {s for s in sources if s.startswith("read_group")}
     assert len(groups) >= 8 and "ridx" in sources
     assert cells["$eq"] <= len(groups), cells
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "records"])
+def test_status_bits_follow_their_inputs(slot_memory):
+    """STATUS bit 0 is ``mem_error``; bit 1 (RECORD_ERROR) is ``record_error``, and the RECORD_
+    counters read ``record_counters``: ports only the records control block has (the others'
+    RTL unchanged: no port, the bit reads 0, the counters' addresses are unmapped)."""
+    dut = ControlBlock(64, ports=1, slots=64, elements=16, groups=2, jobs=2, slot_memory=slot_memory)
+    records = slot_memory == "records"
+    assert ("record_error" in dut.signature.members) == ("record_counters" in dut.signature.members) == records
+    counters = {name: 0x1234_0000 + 7 * i for i, name in enumerate(regs.RECORD_COUNTERS)}
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def tb(ctx):
+        seen = []
+        for mem, rec in ((0, 0), (1, 0), (0, 1), (1, 1)):
+            ctx.set(dut.mem_error, mem)
+            if records:
+                ctx.set(dut.record_error, rec)
+            (status,) = await transact(ctx, dut, [(0, regs.STATUS, 0)], 64)
+            seen.append(status)
+        bit1 = regs.STATUS_RECORD_ERROR if records else 0
+        assert seen == [0, regs.STATUS_MEM_ERROR, bit1, regs.STATUS_MEM_ERROR | bit1]
+        if records:
+            for name, v in counters.items():
+                ctx.set(dut.record_counters[name], v)
+        got = await transact(ctx, dut, [(0, regs.record_counter(n), 0) for n in counters], 64)
+        assert got == (list(counters.values()) if records else [0] * len(counters))
+
+    sim.add_testbench(tb)
+    sim.run()

@@ -81,11 +81,12 @@ def test_verilog_refuses_the_dram_capacity_in_one_line(tmp_path):
     assert f"slots must be a power of two from 2 to {MAX_SLOTS_DRAM} (DRAM slot memory), got 32768" in lines[0]
 
 
-def test_plan_with_records_takes_the_boards_dram_and_says_it_is_not_built():
+def test_plan_with_records_takes_the_boards_dram_and_the_core_builds_it():
     """``--slot-memory records`` (per-slot state in DRAM too): the Versa's DDR3 sets S (32768 at
-    E 499), no "beyond" note, the parameters pass the one check and end in ``--slot-memory
-    records``, and the next line says the generator refuses them today (the same message as
-    the core's); ``dram`` keeps the core's S <= 4096."""
+    E 499), no "beyond" note, the parameters pass the one check, end in ``--slot-memory
+    records`` and build the core (the record path); ``dram`` keeps the core's S <= 4096."""
+    from wanreduce.hdl.core import WanreduceCore
+
     out = _plan("--board", "versa-ecp5", "--slot-memory", "records")
     cap = board_capacity("versa-ecp5", "records", 499)
     assert cap.slots == 32768 and not cap.core_limited
@@ -96,24 +97,24 @@ def test_plan_with_records_takes_the_boards_dram_and_says_it_is_not_built():
     assert (name, mem) == ("versa-ecp5", "records") and text.endswith(" --slot-memory records")
     params = {f: int(v) for f, v in re.findall(r"--([\w-]+) (\d+)", text)}
     assert params["slots"] == cap.slots and check_slot_memory("records", **params) == params
-    with pytest.raises(ValueError) as exc:
-        check_wired("records")
-    assert lines[k + 1] == ("  versa-ecp5 (records slot memory): not buildable yet, `wanreduce verilog` / "
-                            f"`build` refuse it: {exc.value}")
+    assert "not buildable" not in out and check_wired("records") == "records"
+    assert WanreduceCore(slot_memory="records", **params).params["slots"] == cap.slots
     dram = _plan("--board", "versa-ecp5", "--slot-memory", "dram")
     assert f"--slots {MAX_SLOTS_DRAM} " in dram and "not buildable" not in dram
 
 
-@pytest.mark.parametrize("command", [["verilog", "--out", "{tmp}"],
-                                     ["build", "--board", "versa-ecp5", "--out", "{tmp}", "--elements", "16"]])
-def test_verilog_and_build_refuse_records_in_one_line(tmp_path, command):
-    """The generator refuses ``records`` (not wired into the core yet) in one line naming
-    slot_memory, not a traceback, and writes nothing."""
-    args = [a.replace("{tmp}", str(tmp_path / "out")) for a in command]
-    res = CliRunner().invoke(cli, [*args, "--slot-memory", "records"])
+def test_verilog_builds_records_and_build_refuses_it_in_one_line(tmp_path):
+    """``verilog --slot-memory records`` writes the core with the AXI4 port; ``build`` refuses it in
+    one line naming the board and records, not a traceback, and writes nothing."""
+    res = CliRunner().invoke(cli, ["verilog", "--out", str(tmp_path / "v"), "--slot-memory", "records",
+                                   "--slots", "8", "--elements", "16"])
+    assert res.exit_code == 0 and "records slot memory" in res.output, res.output
+    assert "m_axi_mem_awaddr" in (tmp_path / "v" / "wanreduce_core.ports.txt").read_text()
+    res = CliRunner().invoke(cli, ["build", "--board", "versa-ecp5", "--out", str(tmp_path / "out"),
+                                   "--elements", "16", "--slot-memory", "records"])
     lines = res.output.strip().splitlines()
     assert res.exit_code == 1 and len(lines) == 1 and "Traceback" not in res.output, res.output
-    assert lines[0].startswith("wanreduce: error: slot_memory: 'records' is not wired into the core yet")
+    assert lines[0].startswith("wanreduce: error: versa-ecp5 --slot-memory records: ")
     assert not (tmp_path / "out").exists()
 
 

@@ -1,11 +1,12 @@
 """``RecordRequest`` (hdl/record_request.py; docs/large_slots.md, "The core wiring", step 2) behind
 the reducer's configuration registers and input stages (``InputStages(vectors=False,
 records=True)``): random configurations, headers and jobs, random ``valid`` on ``s_msg`` and random
-``ready`` on both outputs. Every beat leaves once, in order; a request only with a message's first
-beat, taken with it; each request's ``DecisionConfig`` is the golden model's adapter's
+``ready`` on both outputs. Every beat leaves once, in order; one request per message, offered only
+while its first beat is next or just left (the two outputs are forked, each transfers on its own); each request's ``DecisionConfig`` is the golden model's adapter's
 (sim/decision_record_model.py ``decision_config``, as tests/test_record_decision.py feeds the
 record decision), its row the model's slot. Mutations (a request on every beat, P moving
-without the request, the next job's window) fail the same check."""
+without the request, a request taken before its beat offered again, the next job's window) fail
+the same check."""
 
 from __future__ import annotations
 
@@ -64,7 +65,16 @@ class _ReqOnEveryBeat(RecordRequest):
 class _TakeWithoutReq(RecordRequest):
     def elaborate(self, platform: object) -> Module:
         m = super().elaborate(platform)
-        m.d.comb += self.take.eq(self.beats.ready)
+        m.d.comb += self.take.eq(self.p_valid & self.beats.ready)
+        return m
+
+
+class _OfferAgain(RecordRequest):  # a request taken before its beat is offered again (the bug the fork fixes)
+    def elaborate(self, platform: object) -> Module:
+        m = super().elaborate(platform)
+        p = self.p
+        m.d.comb += [self.req.valid.eq(self.p_valid & p.beat.first), self.beats.valid.eq(self.p_valid),
+                     self.take.eq(self.p_valid & self.beats.ready & (~p.beat.first | self.req.ready))]
         return m
 
 
@@ -143,17 +153,19 @@ def _run(width: int, slots: int, elements: int, groups: int, jobs: int, row_bits
             ctx.set(rr.beats.ready, b_ready)
             ctx.set(rr.req.ready, r_ready)
             b_valid, r_valid = ctx.get(rr.beats.valid), ctx.get(rr.req.valid)
-            nxt = len(got_beats.received)
-            first = nxt < len(beats) and beats[nxt][1]
-            assert r_valid == (b_valid and first), f"cycle {cycle}: req.valid {r_valid} with beat {nxt} (first {first})"
-            taken = b_valid and b_ready and (not first or r_ready)  # a first beat only with its request
+            # a request is offered only for the message whose first beat is next or just left
+            if r_valid:
+                k = len(got_reqs.received)
+                nxt = len(got_beats.received)
+                assert any(i < len(beats) and beats[i][0] == k and beats[i][1] for i in (nxt, nxt - 1)), \
+                    f"cycle {cycle}: request {k} offered at beat {nxt}"
             bp = ctx.get(rr.beats.payload)
-            got_beats.step(cycle, b_valid, (bp.data, bp.last), taken)
-            got_reqs.step(cycle, r_valid, ctx.get(rr.req.payload.as_value()), taken and first)
+            got_beats.step(cycle, b_valid, (bp.data, bp.last), b_valid and b_ready)
+            got_reqs.step(cycle, r_valid, ctx.get(rr.req.payload.as_value()), r_valid and r_ready)
             if valid and ctx.get(inp.s_msg.ready):
                 sent, valid = sent + 1, False
             await ctx.tick()
-            if len(got_beats.received) == len(beats):
+            if len(got_beats.received) == len(beats) and len(got_reqs.received) == len(msgs):
                 break
         assert [e for *_, e in beats] == got_beats.received, "beats lost, repeated or out of order"
         assert len(got_reqs.received) == len(msgs)
@@ -183,8 +195,8 @@ def test_requests_are_the_models_and_every_beat_leaves_once(width, slots, elemen
 
 
 @pytest.mark.parametrize("mutant", [{"request": _ReqOnEveryBeat}, {"request": _TakeWithoutReq},
-                                    {"wrong_window": True}], ids=["req-every-beat", "take-without-req",
-                                                                  "next-jobs-window"])
+                                    {"request": _OfferAgain}, {"wrong_window": True}],
+                         ids=["req-every-beat", "take-without-req", "offer-again", "next-jobs-window"])
 def test_a_mutation_fails_the_check(mutant):
     with pytest.raises(AssertionError):
         _run(64, 16, 9, 3, 3, 1, 1, **mutant)

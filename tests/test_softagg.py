@@ -192,6 +192,7 @@ def test_registers_over_control():
             assert c.read(0x7777) == 0
             # no DRAM slot memory: STATUS.MEM_ERROR and RESULTS_WITHHELD read 0, STATUS is ro
             assert c.memory_error() == (False, 0) and c.write(regs.STATUS, 1) == 0
+            assert c.record_error() is False
             many = c.read_many([regs.group(g) for g in range(4)] * 3)  # split into 3 messages
             assert len(many) == 12
             cnt = c.counters()

@@ -101,10 +101,14 @@ MEM_PREFIX = "m_axi_mem"  # the core's (and DramSlotStore's) AXI4 manager port, 
 
 def check_board_memory(board: str, slot_memory: str, core) -> str:
     """``slot_memory`` for a board top: ``onchip``, or ``dram`` once the core has the AXI4
-    manager port the DRAM attaches to (``m_axi_mem_*``); a one-line error otherwise."""
+    manager port the DRAM attaches to (``m_axi_mem_*``); a one-line error otherwise (``records``
+    too: no board top attaches its DRAM yet)."""
     from wanreduce.hdl.params import check_slot_memory
 
     check_slot_memory(slot_memory)
+    if slot_memory == "records":
+        raise ValueError(f"{board} --slot-memory records: the board tops attach DRAM to the dram core only "
+                         f"(the records core on a board: docs/large_slots.md, \"The core wiring\", step 6)")
     if slot_memory == "dram" and f"{MEM_PREFIX}_awaddr" not in core.signature.members:
         raise ValueError(
             f"{board} --slot-memory dram: the core has no m_axi_mem port (build it with "
