@@ -391,16 +391,18 @@ class DecisionState(wiring.Component):
         with m.Elif(fx.pending_we):  # SET, or CLEAR of a one-slot region: one cycle each
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(Mux(fx.pending, PendingOp.SET, PendingOp.CLEAR)),
                          op.slot.eq(fx_slot), op.base.eq(fx_slot), op.log2_window.eq(0)]
-        with m.Elif(peek):  # never with an effect to write: C0 held the candidate for that
-            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(peek_slot),
+        # a PEEK or a window reset's CLEAR (never with anything else: nothing in flight): the
+        # operation chosen by registers and ``reset.valid`` only, its valid by ``peek`` /
+        # ``reset_want`` and ``op.ready``, so their conditions (``quiet``, ``room``, the scan's end)
+        # do not reach PendingWords' address arithmetic through this multiplexer
+        with m.Elif(~resetting):  # the PEEK never with an effect to write: C0 held the candidate for that
+            m.d.comb += [pw.op.valid.eq(peek), op.kind.eq(PendingOp.PEEK), op.slot.eq(peek_slot),
                          op.base.eq(peek_region.base), op.log2_window.eq(peek_region.log2_window)]
         if self.regions:
-            # never with anything else: nothing in flight. The operation is chosen without
-            # ``op.ready`` (from the scan's last step), only its valid waits for it: the scan's
-            # end does not reach PendingWords' address arithmetic through this multiplexer
-            with m.Elif(reset_want):
-                m.d.comb += [pw.op.valid.eq(pw.op.ready), op.kind.eq(PendingOp.CLEAR), op.slot.eq(reset_region.base),
-                             op.base.eq(reset_region.base), op.log2_window.eq(reset_region.log2_window)]
+            with m.Else():
+                m.d.comb += [pw.op.valid.eq(reset_want & pw.op.ready), op.kind.eq(PendingOp.CLEAR),
+                             op.slot.eq(reset_region.base), op.base.eq(reset_region.base),
+                             op.log2_window.eq(reset_region.log2_window)]
         m.d.comb += [self.released_valid.eq(fx.release | (fin & (rest != 0))),
                      self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
                      self.released.start.eq(Mux(fin, part.slot, fx_start)),
