@@ -271,15 +271,6 @@ class DecisionState(wiring.Component):
         c0_job_r, c0_was = Signal(self.job_bits), Signal()
         m.d.comb += h_c0.addr.eq(self.c0_job)
         m.d.sync += [c0_job_r.eq(self.c0_job), c0_was.eq(self.c0_valid)]
-        if three:  # the PEEK's slot registered (``pk_head``: no LUT-RAM read in front of PendingWords'
-            # address arithmetic): C0's head as read, the head written since bypassed; C0's head now
-            # if C0 held a command of the same job two cycles ago (``c0_was2``, ``c0_job_r2``)
-            pk_head, c0_job_r2, c0_was2 = Signal(sb), Signal(self.job_bits), Signal()
-            m.d.sync += [pk_head.eq(Mux(h_wr.en & (h_wr.addr == c0_job_r), h_wr.data.slot, h_c0.data.slot)),
-                         c0_job_r2.eq(c0_job_r), c0_was2.eq(c0_was)]
-            peek_slot, c0_head_ok = pk_head, c0_was2 & (c0_job_r2 == self.c0_job)
-        else:
-            peek_slot, c0_head_ok = h_c0.data.slot, c0_was & (c0_job_r == self.c0_job)
 
         # ---- look-ahead (the command in C1): read its job's head and its slot's pending bit;
         # a release candidate's PEEK from its head (the head read from C0 a cycle ago) ----
@@ -361,7 +352,7 @@ class DecisionState(wiring.Component):
             cand_go, after_rel = peek | peeked, None
         wait = (self.c0_release & ~cand_go) | (self.ahead_valid & self.ahead_release) | c2_rel | busy | resetting
         m.d.comb += [peek.eq(self.c0_valid & self.c0_release & ~peeked & quiet & room & ~resetting
-                             & c0_head_ok),
+                             & c0_was & (c0_job_r == self.c0_job)),
                      self.hold.eq(self.c0_valid & ((wait | after_rel) if three else wait))]
         with m.If(peek):
             m.d.sync += peeked.eq(1)
@@ -391,18 +382,16 @@ class DecisionState(wiring.Component):
         with m.Elif(fx.pending_we):  # SET, or CLEAR of a one-slot region: one cycle each
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(Mux(fx.pending, PendingOp.SET, PendingOp.CLEAR)),
                          op.slot.eq(fx_slot), op.base.eq(fx_slot), op.log2_window.eq(0)]
-        # a PEEK or a window reset's CLEAR (never with anything else: nothing in flight): the
-        # operation chosen by registers and ``reset.valid`` only, its valid by ``peek`` /
-        # ``reset_want`` and ``op.ready``, so their conditions (``quiet``, ``room``, the scan's end)
-        # do not reach PendingWords' address arithmetic through this multiplexer
-        with m.Elif(~resetting):  # the PEEK never with an effect to write: C0 held the candidate for that
-            m.d.comb += [pw.op.valid.eq(peek), op.kind.eq(PendingOp.PEEK), op.slot.eq(peek_slot),
+        with m.Elif(peek):  # never with an effect to write: C0 held the candidate for that
+            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot),
                          op.base.eq(peek_region.base), op.log2_window.eq(peek_region.log2_window)]
         if self.regions:
-            with m.Else():
-                m.d.comb += [pw.op.valid.eq(reset_want & pw.op.ready), op.kind.eq(PendingOp.CLEAR),
-                             op.slot.eq(reset_region.base), op.base.eq(reset_region.base),
-                             op.log2_window.eq(reset_region.log2_window)]
+            # never with anything else: nothing in flight. The operation is chosen without
+            # ``op.ready`` (from the scan's last step), only its valid waits for it: the scan's
+            # end does not reach PendingWords' address arithmetic through this multiplexer
+            with m.Elif(reset_want):
+                m.d.comb += [pw.op.valid.eq(pw.op.ready), op.kind.eq(PendingOp.CLEAR), op.slot.eq(reset_region.base),
+                             op.base.eq(reset_region.base), op.log2_window.eq(reset_region.log2_window)]
         m.d.comb += [self.released_valid.eq(fx.release | (fin & (rest != 0))),
                      self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
                      self.released.start.eq(Mux(fin, part.slot, fx_start)),

@@ -165,22 +165,19 @@ class PendingWords(wiring.Component):
         off = Signal(ob)
         own, start, wmask = Signal(sb), Signal(sb), Signal(sb)
         w_base, w_last = Signal(wi), Signal(wi)
-        lo = Signal(ob)  # the region's first bit in w_base
-        # the region's bits in w_base (from ``lo``) and in w_last (to its last bit ``hi``), and both
-        # ends in one word wrapping (lo > hi): registered at the operation, so the region masks
-        # are one compare of ``w`` and a LUT per bit, not 64 compares against lo / hi
-        lo_t, hi_t, wrap1 = Signal(WB, name="region_lo_t"), Signal(WB, name="region_hi_t"), Signal()
+        lo, hi = Signal(ob), Signal(ob)  # the region's first bit in w_base, last in w_last
         whole = Signal()  # the region is the whole ring (every bit in it)
         left = Signal(wi + 1)  # CLEAR: words after this one
 
         def region_mask(w: Value, tag: str) -> Value:
             """The region's bits in word ``w`` (a range, wrapping only when one word holds the
             whole region's both ends)."""
-            at_base = w == w_base
-            ge = Mux(at_base, lo_t, ones)
-            le = Mux(w == w_last, hi_t, ones)
+            lo_e = Mux(w == w_base, lo, 0)
+            hi_e = Mux(w == w_last, hi, WB - 1)
+            ge = Cat(*[lo_e <= i for i in range(WB)])
+            le = Cat(*[hi_e >= i for i in range(WB)])
             r = Signal(WB, name=f"region_{tag}")
-            m.d.comb += r.eq(Mux(whole, ones, Mux(at_base & wrap1, ge | le, ge & le)))
+            m.d.comb += r.eq(Mux(whole, ones, Mux(lo_e > hi_e, ge | le, ge & le)))
             return r
 
         # ---- data cycle: the words read last cycle, modified and written back ----
@@ -275,10 +272,7 @@ class PendingWords(wiring.Component):
         with m.If(accept):
             m.d.sync += [*load_pair(wa_c, wb_c), first.eq(1), off.eq(start_c[:ob]), own.eq(p.slot),
                          start.eq(start_c), wmask.eq((last_c - p.base)[:sb]), w_base.eq(wbase_c),
-                         w_last.eq(wlast_c), lo.eq(p.base[:ob]), whole.eq(whole_c),
-                         lo_t.eq(Cat(*[p.base[:ob] <= i for i in range(WB)])),
-                         hi_t.eq(Cat(*[last_c[:ob] >= i for i in range(WB)])),
-                         wrap1.eq((wbase_c == wlast_c) & (p.base[:ob] > last_c[:ob])),
+                         w_last.eq(wlast_c), lo.eq(p.base[:ob]), hi.eq(last_c[:ob]), whole.eq(whole_c),
                          left.eq(Mux(whole_c, NW - 1, (wlast_c - wbase_c)[:wi]))]
             # SET, RELEASE, CLEAR, PEEK -> SET, SCAN, CLEAR, SCAN (no writes)
             m.d.sync += [step.eq(Mux(p.kind == PendingOp.PEEK, _Step.SCAN, p.kind.as_value() + 1)),
