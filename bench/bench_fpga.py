@@ -12,6 +12,8 @@ utilisation"): ``wanreduce report`` for each configuration, one markdown row eac
         # the reducer's pending bits as block-RAM words (large S), placed
     .venv/bin/python bench/bench_fpga.py --slot-memory dram --elaborate-only --config slots=32768
         # no synthesis: elaboration + RTLIL time, peak memory, register and memory bits
+    .venv/bin/python bench/bench_fpga.py --slot-memory records --outstanding 64 --no-pnr --config slots=32768
+        # the DRAM engines' in-flight tables at 64 entries instead of 256: their logic cells
 
 Synthesis runs once per configuration, place-and-route once per seed; Fmax is the median over
 the seeds (placement noise is several MHz), with the range.
@@ -33,6 +35,7 @@ from wanreduce.commands.report import (
     place_and_route,
     rtlil_bits,
     synthesise,
+    work_tag,
     yosys_cells,
 )
 from wanreduce.hdl.core import CoreParams, WanreduceCore
@@ -62,6 +65,9 @@ def main() -> None:
                     help="where the core keeps its sums (dram: the AXI4 master port, docs/slot_store.md)")
     ap.add_argument("--pending", choices=PENDING_STORES, default="vector",
                     help="the reducer's pending store (words: block-RAM words, for large S; docs/large_slots.md)")
+    ap.add_argument("--outstanding", type=int, default=None,
+                    help="the DRAM engines' in-flight table (--slot-memory dram / records; default "
+                         "DRAM_STORE_DEFAULTS'): what it costs in logic cells")
     ap.add_argument("--no-pnr", action="store_true",
                     help="yosys only: the cells of synth_ecp5 (LUT4, FF, DP16KD, LUT RAM, carry) and its time")
     ap.add_argument("--elaborate-only", action="store_true",
@@ -80,14 +86,14 @@ def main() -> None:
     else:
         print("| P | W | S | E | LUT4 | FF | DP16KD | Fmax (MHz), median [range] (per seed) | synth + P&R |")
         print("|---|---|---|---|---|---|---|---|---|")
+    if args.outstanding is not None and args.slot_memory == "onchip":
+        ap.error("--outstanding: only with --slot-memory dram or records (the DRAM engines' table)")
     for cfg in configs:
         p = dict(CoreParams(args.slot_memory, **cfg))
+        if args.outstanding is not None:  # checked by the DRAM store (a power of two, 4..1024)
+            p["outstanding"] = args.outstanding
         t0 = time.perf_counter()
-        tag = "-".join(f"{k[0]}{v}" for k, v in p.items())
-        if args.slot_memory != "onchip":
-            tag += f"-{args.slot_memory}"
-        if args.pending != "vector":
-            tag += f"-{args.pending}"
+        tag = work_tag(p, args.slot_memory, args.pending)
         if args.elaborate_only:
             from amaranth.back import rtlil
 

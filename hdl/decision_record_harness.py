@@ -59,8 +59,8 @@ stage is empty too.
 **What the core reads** (the ``Reducer``'s ports of these names): ``head`` (each job's head,
 ``DecisionState``'s flip-flop copy), the probe (``probe_job`` / ``probe_chunk`` ->
 ``probe_bitmap`` / ``probe_ok``: :class:`~.record_probe.RecordProbe`, record READs on the engine's
-command port after the emitter's, a third owner kind; ``release_on_completion`` for its pending
-rule), ``record_error`` (sticky: the gate's ``error``, ``copy_error``, ``split_error`` or
+command port after the emitter's, a third owner kind, each answered with the slot's pending bit
+as the READ's C2 had it: the engine's look-ahead and the state's ``late.pending``), ``record_error`` (sticky: the gate's ``error``, ``copy_error``, ``split_error`` or
 ``state_error``) and ``mem_error`` (``store_mem_error``, ``rec_mem_error`` or ``arb_error``).
 
 Ports: ``beats``, ``req``; ``region`` (the state's and the sweep's) and the window-reset stream
@@ -189,8 +189,8 @@ class DecisionOnRecords(wiring.Component):
             "outcome": Out(4), "outcome_valid": Out(1),
             "results": self.emitter.signature.members["row"], "pin_waits": Out(32),
             # what the core's control block reads (the Reducer's ports of these names): the heads,
-            # the probe (``release_on_completion``: its pending rule), the errors' ORs
-            "head": self.records.state.signature.members["head"], "release_on_completion": In(1),
+            # the probe, the errors' ORs
+            "head": self.records.state.signature.members["head"],
             **{n: pr[n] for n in PROBE_PORTS},
             "store_mem_error": Out(1), "mem_error": Out(1), "record_error": Out(1),
         })
@@ -212,13 +212,17 @@ class DecisionOnRecords(wiring.Component):
             m.d.sync += self.record_error.eq(1)
         m.d.comb += [self.mem_error.eq(self.store_mem_error | self.rec_mem_error | self.arb_error),
                      self.head.eq(state.head)]
-        # the probe's record READs (``RecordProbe``): every command to a record makes its answer stale
+        # the probe's record READs (``RecordProbe``): every command to a record makes its answer
+        # stale; the pending bit of each command in the engine's C2 (its late operand, marked by
+        # the look-ahead a cycle before) is the READ's slot's at its C2
         m.submodules.probe = pr = self.probe
+        engine = self.records.engine
         m.d.comb += [pr.probe_job.eq(self.probe_job), pr.probe_chunk.eq(self.probe_chunk),
                      self.probe_bitmap.eq(pr.probe_bitmap), self.probe_ok.eq(pr.probe_ok),
-                     pr.region.eq(self.region), pr.head.eq(state.head), pr.in_order.eq(~self.release_on_completion),
+                     pr.region.eq(self.region), pr.head.eq(state.head),
                      pr.stop.eq(self.reset.valid), pr.write.eq(rc.valid & rc.ready & (rc.payload.op != Op.READ)),
-                     pr.write_row.eq(rc.payload.row)]
+                     pr.write_row.eq(rc.payload.row), pr.ahead_valid.eq(engine.ahead_valid),
+                     pr.ahead_slot.eq(engine.ahead_row), pr.late_pending.eq(state.late.pending)]
         # nothing in flight: every command answered (the probe's READs change nothing: not
         # counted; the sweep's drain counts them), the state settled, every release emitted
         inflight, quiet = Signal(16), Signal()

@@ -121,12 +121,21 @@ from .registered_fifo import RegisteredFIFO
 from .skid_buffer import SkidBuffer
 from .slot_store_signature import TAG_BITS, Op, cmd_layout, row_address_bits, slot_store_signature
 
-__all__ = ["AXI_PREFIX", "LATE_PORTS", "DramRmwEngine", "late_members", "modify_signature"]
+__all__ = ["AXI_PREFIX", "LATE_PORTS", "DramRmwEngine", "late_members", "modify_signature", "unanswered_max"]
 
 AXI_PREFIX = "m_axi_mem"
 
 
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
+
+
+def unanswered_max(outstanding: int) -> int:
+    """The most commands an engine of ``outstanding`` table entries holds taken on ``cmd`` and
+    not yet answered on ``rsp``: the ``cmd`` skid buffer's two, the table's, and the response
+    FIFO's ``RSP_DEPTH`` (a command that only read leaves the table once its response is
+    queued). A queue beside the engine with one entry per such command (``StoreReadSplit``'s)
+    needs this many never to throttle it."""
+    return 2 + outstanding + RSP_DEPTH
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 # The members an owner of a late operand wires (``late_shape`` / ``effect_shape``, see the module
 # docstring); a harness that owns them hides them from its own ports.

@@ -27,7 +27,7 @@ from amaranth.lib.wiring import In, Out
 from .axi4 import axi4_forward
 from .axi_latency import AxiLatencyHarness
 from .command_arbiter import CommandArbiter
-from .dram_rmw_engine import AXI_PREFIX
+from .dram_rmw_engine import AXI_PREFIX, unanswered_max
 from .dram_slot_store import DramSlotStore
 from .payload_gate import PayloadGate
 from .store_read_split import StoreReadSplit
@@ -59,7 +59,9 @@ class GateOnSlotStore(wiring.Component):
             missing = sorted({"slots", "row_bits"} - set(store))
             if missing:
                 raise ValueError(f"emitter=True needs the store's {missing} given by name")
-            self.split = StoreReadSplit(data_width, slots=store["slots"], row_bits=store["row_bits"])
+            # its queue holds every command the store may hold unanswered: its room never throttles the store
+            self.split = StoreReadSplit(data_width, slots=store["slots"], row_bits=store["row_bits"],
+                                        depth=unanswered_max(self.store.outstanding))
             members.update({"e_mark": In(1), "e_room": Out(1), "e_valid": In(1), "e_cmd": In(self.arbiter.cmd_layout),
                             "e_go": Out(1), "e_final": In(1), "lasts": Out(16),
                             "e_rsp": self.split.signature.members["reads"], "split_error": Out(1)})

@@ -8,7 +8,7 @@ state in 256-bit DRAM records instead of on chip, so S goes up to ``MAX_SLOTS_LA
     s_msg ─► InputStages(records=True) ─► RecordRequest ─► beats, req ─► DecisionOnRecords ─► results
                ▲ cfg                                                    │  ▲ region, reset      │
     job_cfg ─► ReducerConfig                                            │  │                    ▼
-                                               m_axi_mem_* ◄────────────┘  region resets  RowToMessage ─► ResultGate ─► m_msg
+                                               m_axi_mem_* ◄────────────┘  region resets  FrameFIFO ─► RowToMessage ─► ResultGate ─► m_msg
 
 - ``ReducerConfig`` registers the configuration; ``InputStages(vectors=False, records=True)``
   decodes each beat (slot, ``DecisionConfig``) into stage P; ``RecordRequest`` turns P's beats into
@@ -26,11 +26,18 @@ state in 256-bit DRAM records instead of on chip, so S goes up to ``MAX_SLOTS_LA
   cleared, its head's slot recomputed. (The reducer keeps no slot with its heads; the golden
   model's ``set_job`` changes neither head nor slots: the configuration may only change while
   the job is idle, ``ReducerConfig``.) ``records_freed`` counts these sweeps' records too.
-- Results: the emitter's rows get ``first`` (``RowToMessage``) and pass ``ResultGate``: after
-  any memory error (either engine's AXI error response, or a misrouted ID at the ID arbiter:
-  ``mem_error``) no result starts. Unlike the DRAM reducer's results, the rows are not store
-  and forward: a data READ failing after its result's first row left cannot withhold that
-  result (STATUS.MEM_ERROR is set all the same).
+- Results, **store and forward** as the DRAM reducer's: the emitter's rows wait in a
+  ``FrameFIFO`` until their result's last row is in, then get ``first`` (``RowToMessage``) and
+  pass ``ResultGate``: after any memory error (either engine's AXI error response, or a
+  misrouted ID at the ID arbiter: ``mem_error``) or record-path inconsistency
+  (``record_error``: a result computed after one may be wrong) no result starts. Why a failed
+  sums READ of any row withholds its result: the engine sets ``mem_error`` (a flip-flop) in the
+  cycle after the failing R beat is taken; that beat's row then goes through the engine's read
+  data FIFO and C0-C3 and the emitter before it reaches the ``FrameFIFO`` (4 cycles or more),
+  and the frame's first beat is offered to the gate at least 2 cycles after its last row was
+  taken (the header FIFO's latency): so the gate's ``error`` is set before it decides on the
+  frame (tests/test_core.py ``test_core_records_late_row_read_error_withholds_its_result``).
+  A failed record READ precedes the data READs of its chunk, so it is caught the same way.
 - ``outcome`` / ``outcome_code``: the decision's, registered (counters only).
 """
 
@@ -46,6 +53,7 @@ from .axi4 import axi4_forward
 from .control_block import record_counters_layout
 from .decision_record_harness import DecisionOnRecords
 from .dram_rmw_engine import AXI_PREFIX
+from .frame_fifo import FrameFIFO
 from .layouts import payload_beats
 from .params import AXI4_PAGE, DRAM_STORE_DEFAULTS, check_slot_memory
 from .record_request import RecordRequest
@@ -153,21 +161,23 @@ class RecordReducer(wiring.Component):
         changed = Cat(*[region_of[j] != last[j] for j in range(J)])
         m.d.sync += dirty.eq((dirty & ~done) | changed)
 
-        # results: rows -> messages -> the gate (nothing starts after a memory error)
+        # results: rows -> whole frames -> messages -> the gate (no result is offered to the gate
+        # before its last row is in, none starts after a memory error or a record-path error)
+        m.submodules.frames = frames = FrameFIFO(W, max_beats=payload_beats(self.elements, W))  # the longest result
         m.submodules.rows = rows = RowToMessage(W)
         m.submodules.gate = gate = ResultGate(W)
-        wiring.connect(m, path.results, rows.rows)
+        wiring.connect(m, path.results, frames.s)
+        wiring.connect(m, frames.m, rows.rows)
         wiring.connect(m, rows.m, gate.s)
         wiring.connect(m, gate.m, wiring.flipped(self.m_msg))
-        # mem_error: either engine's AXI error response or a misrouted ID (sticky)
-        m.d.comb += [gate.error.eq(path.mem_error), self.mem_error.eq(path.mem_error),
+        # mem_error: either engine's AXI error response or a misrouted ID (sticky); record_error:
+        # the record path's inconsistencies (sticky), after which a result may be wrong too
+        m.d.comb += [gate.error.eq(path.mem_error | path.record_error), self.mem_error.eq(path.mem_error),
                      self.result_out.eq(gate.sent), self.result_withheld.eq(gate.withheld),
                      path.rsp.ready.eq(1)]  # the store's WRITE / ADD acknowledgements: not used here
         # STATUS.RECORD_ERROR: any inconsistency the record path reports (sticky), the heads
-        # (JOBj_HEAD) and the probe (JOBj_PROBE_BITMAP, record READs; its pending rule the
-        # release mode's)
+        # (JOBj_HEAD) and the probe (JOBj_PROBE_BITMAP: record READs with the slot's pending bit)
         m.d.comb += [self.record_error.eq(path.record_error), self.head.eq(path.head),
-                     path.release_on_completion.eq(~cfg.cfg.in_order),
                      path.probe_job.eq(self.probe_job), path.probe_chunk.eq(self.probe_chunk),
                      self.probe_bitmap.eq(path.probe_bitmap), self.probe_ok.eq(path.probe_ok)]
         # the RECORD_ counters (wanreduce.regs)

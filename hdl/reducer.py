@@ -13,8 +13,10 @@ in docs/reducer.md; the parts, one component per file:
   outcome decision on the first beat (``decision_table``, hdl/decision.py: the checks, the model's
   order of checks and the outcome, combinational; the tag checks, hdl/stage1_tag_checks.py; the
   release run, hdl/release_run.py; pinning, hdl/pin_terms.py; room, hdl/stage_room.py; stage 2's
-  commands, hdl/stage2_issue.py: functions built into this module, docs/reducer.md "Parts
-  built inline"), correcting only for the decision of the
+  commands, hdl/stage2_issue.py; the decision held for the message, hdl/held_decision.py; stage
+  2's registers, hdl/stage2_control.py, and pushes, hdl/stage2_push.py; the window reset's effect,
+  hdl/window_reset_effect.py; the result path's wiring, hdl/result_path.py: functions built into
+  this module, docs/reducer.md "Parts built inline"), correcting only for the decision of the
   previous cycle (its tag write, its effect on ``pending`` and the head) from registers; stage 2 is the per-lane
   saturating add or write of the row (forwarding the previous cycle's write), the sticky
   overflow per slot and the release-queue push with the last beat. In-order release is one
@@ -40,17 +42,16 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
-from .axi4 import axi4_forward
 from .command_arbiter import CMD_DEPTH, CommandArbiter
 from .decision import (
     decision_table,
     new_bitmap,
     prio_of,
     priority,
-    tag_write,
 )
 from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .head_check import head_checks
+from .held_decision import decided_entry, hold_decision
 from .layouts import (
     AggHeaderLayout,
     lanes,
@@ -62,7 +63,7 @@ from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
 from .pin_terms import next_pair_checks, pin_terms
-from .reducer_config import ReducerConfig, select_job_entry
+from .reducer_config import ReducerConfig
 from .reducer_input import InputStages
 from .reducer_layouts import (
     FREE,
@@ -71,20 +72,20 @@ from .reducer_layouts import (
     PriorityInputs,
     bits_for,
     slot_tag_layout,
-    store_tag_layout,
 )
 from .reducer_ports import reducer_ports
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
 from .release_run import release_scans, run_of
 from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
-from .result_gate import ResultGate
-from .slot_store_signature import Op
+from .result_path import connect_emitter, connect_probe, result_output, share_tag_port
 from .stage1_tag_checks import stage1_tag_checks
-from .stage2_issue import result_header, row_lanes, run_behind, store_command
+from .stage2_control import release_push, stage2_registers
+from .stage2_push import stage2_push
 from .stage_room import fifo_room_next, queue_room_next
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
+from .window_reset_effect import pending_next, reset_drained, reset_heads
 
 __all__ = ["Reducer"]
 
@@ -229,7 +230,7 @@ class Reducer(wiring.Component):
         # the emitter reads its multi bits a cycle ahead at the queue head's next slot
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
                                                   head_next=True)
-        q_push, q_pop, q_in, q_count = queue.push, queue.pop, queue.entry, queue.count
+        q_push, q_pop, q_count = queue.push, queue.pop, queue.count
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
         m.submodules.emitter = emit
@@ -244,18 +245,8 @@ class Reducer(wiring.Component):
         wiring.connect(m, cfg.cfg, inp.cfg)
         wiring.connect(m, wiring.flipped(self.s_msg), inp.s_msg)
         wiring.connect(m, wiring.flipped(self.reset), rst.reset)
-        if self.slot_memory == "dram":
-            # DRAM: the store's memory port is the reducer's; after a memory error no result
-            # leaves (hdl/result_gate.py)
-            axi4_forward(m, store, self, AXI_PREFIX)
-            m.submodules.gate = gate = ResultGate(W)
-            wiring.connect(m, asm.m_msg, gate.s)
-            wiring.connect(m, gate.m, wiring.flipped(self.m_msg))
-            m.d.comb += [gate.error.eq(store.mem_error), self.mem_error.eq(store.mem_error),
-                         self.result_out.eq(gate.sent), self.result_withheld.eq(gate.withheld)]
-        else:
-            wiring.connect(m, asm.m_msg, wiring.flipped(self.m_msg))
-            m.d.comb += self.result_out.eq(asm.result_out)
+        # DRAM: the store's memory port is the reducer's; after a memory error no result leaves
+        result_output(m, self, asm, store, width=W, dram=self.slot_memory == "dram")  # hdl/result_path.py
 
         # ================= input stages (I, P) =================
         # Their registers are read directly: P's output (p) for stage 0, P's skid register and
@@ -558,26 +549,11 @@ class Reducer(wiring.Component):
             self.advance.eq(adv_reg),
         ]
 
-        # decisions held for the later beats of the message
-        entry_d = Signal(entry_layout)
-        tag_d = Signal(tag_layout)
-        m.d.comb += [
-            entry_d.job.eq(h1.job_id[:jb]),
-            entry_d.chunk.eq(h1.chunk),
-            entry_d.slot.eq(slot1),
-            entry_d.resent.eq(resend),
-            *tag_write(tag_d, h1, jb, done_new, nbm1_1, new_bm),  # hdl/decision.py
-        ]
-        # ``more`` is the run whatever the decision (off the decision path); it counts only if
-        # the entry releases a run (completion at the head, in order: fx_c the next cycle)
-        m.d.comb += entry_d.more.eq(run)
-        # its slot mask: the slot, and the run it releases (clr: exactly those run slots). Not
-        # gated by the decision (off the decision path): an entry without a run (a resend or
-        # a completion out of order) also holds the pending slots its scan saw, which only
-        # delays contributions to those slots until it is emitted (they are COMPLETE: nothing
-        # new can start there before their release anyway).
-        if not self.words:
-            m.d.comb += mask_d.eq(oh1 | clr)
+        # decisions held for the later beats of the message (hdl/held_decision.py): the entry (its
+        # ``more``: the run whatever the decision, off the decision path) and its slot mask
+        entry_d, tag_d = decided_entry(m, entry_layout=entry_layout, tag_layout=tag_layout, h1=h1, jb=jb, slot1=slot1,
+                                       resend=resend, done_new=done_new, nbm1=nbm1_1, new_bm=new_bm, run=run,
+                                       **({"mask_d": mask_d, "oh1": oh1, "clr": clr} if not self.words else {}))
 
         # Pinning by the entry stage 1 may push into stage 2 this cycle (with its last beat), for
         # the beat taken into stage 1 now. On a first beat, without waiting for the decision
@@ -610,20 +586,17 @@ class Reducer(wiring.Component):
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
         # two cycles after the decision, from flip-flops (the counters sit far away)
-        decide_r = Signal()
-        m.d.sync += [decide_r.eq(decide), self.outcome.eq(decide_r), self.outcome_code.eq(code)]
         # copies for stage 2's command-FIFO write enable, so it comes from flip-flops alone:
         # emit_r == push_r & ~entry_r.resent, more_nz_r == (entry_r.more != 0)
-        emit_r, more_nz_r = Signal(), Signal()
         # queued_r: the message's release entry goes to the emitter (a resend, or a completion
         # at the head in order whose run is not empty). An emitting decision (push_d & ~resend)
         # releases its run exactly when it completes at the head in order (fx_c next cycle), so
         # that is ``in_order`` now; copy_error checks it against fx_c the cycle after.
-        with m.If(decide):
-            m.d.sync += [op_r.eq(op), push_r.eq(push_d), entry_r.eq(entry_d), tag_r.eq(tag_d),
-                         emit_r.eq(push_d & ~resend), more_nz_r.eq(run_nz), queued_r.eq(queued_d)]
-            if self.run_table:
-                m.d.sync += mask_r.eq(mask_d)
+        hd = hold_decision(m, decide=decide, code=code, outcome=self.outcome, outcome_code=self.outcome_code, op=op,
+                           push_d=push_d, entry_d=entry_d, tag_d=tag_d, resend=resend, run_nz=run_nz, queued_d=queued_d,
+                           op_r=op_r, push_r=push_r, entry_r=entry_r, tag_r=tag_r, queued_r=queued_r,
+                           **({"mask_r": mask_r, "mask_d": mask_d} if self.run_table else {}))
+        decide_r, emit_r, more_nz_r = hd.decide_r, hd.emit_r, hd.more_nz_r
         # effect on pending bits and the head, applied next cycle (the decision-independent
         # parts registered every cycle, the decision itself in fx_c / fx_s)
         # fx_c / fx_s feed back into the next decision (pend1, the head forwarding): their next
@@ -651,32 +624,18 @@ class Reducer(wiring.Component):
         # command with the row's new value. A message whose decision releases its chunk now
         # (completion at the head, or on completion) is marked ``emit``: those responses are the
         # result rows, its header goes to the assembler with the last row.
-        op_c = Mux(first1, op, op_r)
-        lane_ok = row_lanes(m, h1.element_count, idx1, L)  # hdl/stage2_issue.py
-        has_cmd = Signal()  # copy of v2 & (op2 != OP_NONE): stage 2 pushes a command
-        # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
-        # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
-        push_c = Signal()
-        m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & op_c_nz),
-                     push_c.eq(push_c_n)]
-        op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(W), Signal(L), Signal(sb)
-        with m.If(v1 & adv):
-            m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
+        # stage 2's registers (hdl/stage2_control.py; has_cmd and push_c: flip-flop copies, the
+        # command FIFO's write enable from one flip-flop)
+        s2 = stage2_registers(m, v1=v1, adv=adv, first1=first1, last1=last1, op=op, op_r=op_r, op_c_nz=op_c_nz,
+                              push_c_n=push_c_n, count=h1.element_count, idx=idx1, row1=row1, d1=d1, slot1=slot1,
+                              v2=v2, last2=last2, width=W, n_lanes=L, slot_bits=sb)
+        has_cmd, push_c, op2 = s2.has_cmd, s2.push_c, s2.op2
         # Stage 2 pushes the entry of its message's decision from entry_r/push_r: they are not
         # overwritten before, as the next message's first beat is decided one cycle later at
         # the earliest. Whether the entry is queued for the emitter is queued_r (from the decision).
-        m.d.comb += push_now.eq(last2 & push_r)  # (last2 implies v2)
-        tag_c = Signal(tag_layout)
-        m.d.comb += tag_c.eq(Mux(first1, tag_d, tag_r))
-        emit2 = emit_r  # released by this message: its responses are the result
-        queued = last2 & queued_r  # an entry for the emitter (a resend, or a run)
-        # what queued_r stands for: the entry carries its run when the decision released it at
-        # the head (fx_c, the cycle after the decision; held in runs_r for the later beats)
-        runs_r = Signal()
-        with m.If(decide_r):
-            m.d.sync += runs_r.eq(fx_c)
-        runs_now = Mux(decide_r, fx_c, runs_r)
-        queued_x = push_now & ~(emit2 & ~(runs_now & more_nz_r))
+        rp = release_push(m, last2=last2, push_r=push_r, push_now=push_now, first1=first1, tag_d=tag_d, tag_r=tag_r,
+                          queued_r=queued_r, emit_r=emit_r, more_nz_r=more_nz_r, decide_r=decide_r, fx_c=fx_c)
+        tag_c, emit2, queued, runs_now, queued_x = rp.tag_c, rp.emit2, rp.queued, rp.runs_now, rp.queued_x
         copy_err = (
             (has_cmd != (v2 & (op2 != OP_NONE))) | (last2 & ~v2) | (emit_r != (push_r & ~entry_r.resent))
             | (more_nz_r != (entry_r.more != 0)) | (arb.push & (arb.level == CMD_DEPTH))
@@ -686,38 +645,22 @@ class Reducer(wiring.Component):
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
             | arb.copy_error | emit.copy_error | asm.copy_error)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
-        store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=op2, row=row2, data_=d2,
-                      lanes_=lanes2, slot=slot2, emit=emit2, last=last2, slots=S)  # hdl/stage2_issue.py
-        # the emitting message's result header (tag_r: its decision's tag, still held)
-        m.d.comb += asm.hdr_c.valid.eq(push_now & emit2)
-        result_header(m, asm.hdr_c.payload, tag_r)
-        # the release entry is queued with the message's last command (or marker); when the
-        # message emits its own chunk, the entry is the run behind it, from the next chunk on
-        cfg_e = select_job_entry(m, jc, self.jobs, entry_r.job, "cfg_e")
-        m.d.comb += [q_push.eq(queued), q_in.eq(entry_r), queue.mask.eq(mask_r)]
-        run_behind(m, q_in, entry_r, emit2, cfg_e, sb)
-
-        if self.slot_memory == "dram":
-            # ``more``: the message (contribution or result) has more rows, so the DRAM store
-            # keeps its burst open (left 0 for the on-chip store, which ignores it)
-            m.d.comb += [arb.push_cmd.more.eq(~last2), arb.e_cmd.more.eq(~emit.last)]
+        # stage 2's command, result header and release entry (hdl/stage2_push.py)
+        stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,
+                    last2=last2, push_now=push_now, tag_r=tag_r, entry_r=entry_r, mask_r=mask_r, job_cfg=jc,
+                    jobs=self.jobs, slots=S, dram=self.slot_memory == "dram", emit_last=emit.last)
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot
-        drained = (inp.empty & ~v1 & ~v2 & (q_count == 0) & ~emit.busy & (emit.rest_left == 0)
-                   & arb.idle)
+        # (hdl/window_reset_effect.py)
+        drained = reset_drained(empty=inp.empty, v1=v1, v2=v2, q_count=q_count, emit_busy=emit.busy,
+                                rest_left=emit.rest_left, store_idle=arb.idle)
         m.d.comb += rst.drained.eq(drained & pw.idle if self.words else drained)
-        with m.If(self.reset.ready):
-            for j in range(self.jobs):
-                with m.If(self.reset.payload.job == j):
-                    m.d.sync += head[j].eq(self.reset.payload.head)
+        reset_heads(m, head, valid=self.reset.ready, job=self.reset.payload.job, head=self.reset.payload.head)
         if not self.words:
             # pending: the last decision's effect, or (window reset, no decisions) the region cleared
-            rst_clr = Mux(rst_wr, Const(1, S) << rst_slot, 0)
-            m.d.sync += pending.eq(pend_eff & ~rst_clr)
-            slot_n1 = Mux(adv, slot0, slot1)  # the slot in stage 1 next cycle
-            m.d.sync += [pre_p.eq((pend_eff & ~rst_clr).bit_select(slot_n1, 1)),
-                         cclr_p.eq(clr.bit_select(slot_n1, 1)), sset_p.eq(slot_n1 == slot1)]
+            pending_next(m, pending, pend_eff, clear=rst_wr, clear_slot=rst_slot, clr=clr, adv=adv, slot0=slot0,
+                         slot1=slot1, pre_p=pre_p, cclr_p=cclr_p, sset_p=sset_p)
         else:
             m.d.comb += [
                 pc.adv.eq(adv), pc.take.eq(take), pc.v1.eq(v1), pc.first1.eq(first1), pc.first_in.eq(f.first),
@@ -741,40 +684,13 @@ class Reducer(wiring.Component):
         ]
 
         # ================= emitter =================
-        etag = Signal(store_tag_layout(S))
-        m.d.comb += [etag.slot.eq(emit.slot), etag.read.eq(1), etag.last.eq(emit.last)]
-        m.d.comb += [
-            emit.q_head.eq(queue.head), emit.q_head_mask.eq(queue.head_mask), emit.q_count.eq(q_count),
-            emit.q_head_next.eq(queue.head_next), emit.q_head_rest.eq(queue.head_rest),
-            q_pop.eq(emit.q_pop),
-            *([tag_rd_e.addr.eq(emit.tag_addr), tag_rd_e.en.eq(emit.tag_en)] if not probe_shares else []),
-            emit.tag_data.eq(tag_rd_e.data),
-            emit.tag_we.eq(tw_v), emit.tag_wslot.eq(tw_a), emit.tag_wmulti.eq(tw_d.nbm1 != 0),
-            emit.tag_wmulti2.eq(tw_d.nbm1[1:] != 0),
-            emit.go.eq(arb.e_go), emit.allow_pop.eq(arb.e_allow_pop), emit.hdr_room.eq(asm.hdr_e_room),
-            emit.hdr_room_next.eq(asm.hdr_e_room_next), emit.q_push.eq(q_push),
-            arb.e_valid.eq(emit.issue), arb.e_cmd.op.eq(Op.READ), arb.e_cmd.row.eq(emit.row_addr),
-            arb.e_cmd.tag.eq(etag), arb.e_popped.eq(emit.q_pop), arb.e_idle.eq(emit.idle),
-            arb.e_final.eq(emit.final),
-            asm.hdr_e.valid.eq(emit.hdr_valid), asm.hdr_e.payload.eq(emit.hdr),
-            self.rw_hazard.eq((emit.tag_read & tag_wr.en & (tag_rd_e.addr == tag_wr.addr)) | asm.hdr_missing),
-        ]
-
-        if probe_shares:  # the probe reads while the emitter can neither start (nothing queued, no rest)
-            # nor needs its tag held (busy: beats 1.. read the tag's beats - 1), all flip-flops
-            emit_may = Signal()
-            m.d.comb += [
-                emit_may.eq(emit.busy | emit.rest_nz | (q_count != 0)),
-                tag_rd_e.addr.eq(Mux(emit_may, emit.tag_addr, probe.rd_addr)),
-                tag_rd_e.en.eq(~emit_may | emit.tag_en), probe.rd_lost.eq(emit_may),
-            ]
+        # (hdl/result_path.py)
+        connect_emitter(m, emit, queue=queue, arb=arb, asm=asm, tag_rd=tag_rd_e, tag_wr=tag_wr, tw_v=tw_v, tw_a=tw_a,
+                        tw_d=tw_d, own_port=not probe_shares, slots=S, rw_hazard=self.rw_hazard)
+        if probe_shares:  # the probe reads while the emitter can neither start nor needs its tag held
+            share_tag_port(m, emit, probe, tag_rd_e, q_count)
 
         # ================= probe =================
-        m.d.comb += [
-            probe.probe_job.eq(self.probe_job), probe.probe_chunk.eq(self.probe_chunk),
-            *([tag_rd_p.addr.eq(probe.rd_addr), tag_rd_p.en.eq(1), probe.rd_data.eq(tag_rd_p.data)]
-              if not probe_shares else [probe.rd_data.eq(tag_rd_e.data)]),
-            probe.wr_en.eq(tag_wr.en), probe.wr_addr.eq(tag_wr.addr), probe.pending.eq(pw.rd_bit[1] if self.words else pending),
-            self.probe_bitmap.eq(probe.probe_bitmap), self.probe_ok.eq(probe.probe_ok),
-        ]
+        connect_probe(m, self, probe, tag_rd=tag_rd_e if probe_shares else tag_rd_p, tag_wr=tag_wr,
+                      own_port=not probe_shares, pending=pw.rd_bit[1] if self.words else pending)
         return m

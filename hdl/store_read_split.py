@@ -36,14 +36,17 @@ def read_rsp_layout(data_width: int) -> data.StructLayout:
 class StoreReadSplit(wiring.Component):
     """Store responses -> ``out`` (WRITE / ADD) or ``reads`` (READ, with the sticky flag); see the
     module docstring. Parameters: ``data_width`` W, ``slots`` S, ``row_bits``, ``depth`` (the
-    queue: at least the commands the store may hold unanswered, else ``room`` throttles it).
+    queue: at least the commands the store may hold unanswered, ``unanswered_max`` of its
+    ``outstanding``, else ``room`` throttles it: at 64 in front of a 256-entry store, a store whose
+    reads take 100 cycles took ~0.6 command per cycle; docs/benchmarks.md, "Aggregator core with
+    DRAM slots", the record path's breakdown).
     ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS``: read at elaboration, tests lower it."""
 
     FLAGS_IN_FLIP_FLOPS_MAX_SLOTS = FLAGS_IN_FLIP_FLOPS_MAX_SLOTS
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int, depth: int = 64) -> None:
-        if not 2 <= depth <= 1024:
-            raise ValueError(f"depth must be 2..1024, got {depth}")
+        if not 2 <= depth <= 2048:
+            raise ValueError(f"depth must be 2..2048, got {depth}")
         self.slots, self.row_bits, self.depth = slots, row_bits, depth
         self.slot_bits = (slots - 1).bit_length()
         layout = rsp_layout(data_width, TAG_BITS)

@@ -208,7 +208,8 @@ class ControlClient:
         return [i for i in range(wire.MAX_SENDERS) if bitmap >> i & 1]
 
     def set_job(self, job: int, *, enabled: bool = True, log2_window: int, base: int = 0, head: int = 0) -> None:
-        """Configure a job's slot region and reset its window to ``head``; verified by read-back."""
+        """Configure a job's slot region and reset its window to ``head``; verified by read-back.
+        A ``base`` or ``log2_window`` beyond its JOBj_CFG field is refused before anything is sent."""
         cfg = regs.pack_job_cfg(enabled=enabled, log2_window=log2_window, base=base)
         got_cfg, _ = self.transact([(regs.job_cfg(job), cfg), (regs.job_head(job), head)])
         if got_cfg != cfg:

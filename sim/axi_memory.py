@@ -17,7 +17,7 @@ from wanreduce.hdl.layouts import payload_beats
 from wanreduce.hdl.record_reducer import record_memory
 
 __all__ = ["MemoryFaults", "attach_core_ram", "attach_ram", "pauses", "random_axi_pauses", "steady_rate",
-           "throttle_data", "vary_latency"]
+           "sums_row_address", "throttle_data", "vary_latency"]
 
 
 def pauses(rng: random.Random, busy: float):
@@ -34,16 +34,22 @@ def attach_ram(dut, size: int) -> AxiRam:
     return ram
 
 
+def sums_row_address(p: dict, slot: int, row: int = 0) -> int:
+    """Byte address of a DRAM core's sums row ``row`` of ``slot`` (``p``: its width and
+    elements; a slot's rows are ``2**row_bits`` beats of ``width`` from address 0)."""
+    w = p["width"]
+    row_bits = (payload_beats(p["elements"], w) - 1).bit_length()
+    return ((slot << row_bits) + row) * (w // 8)
+
+
 def attach_core_ram(dut, p: dict, rng: random.Random) -> AxiRam:
     """An ``AxiRam`` holding every row of a DRAM core (``p``: its width, slots, elements; with
     ``slot_memory`` ``records`` the records too, ``record_memory``), filled with random bytes: a
     chunk's first contribution must overwrite whatever its rows held (and the record path free
     its records first)."""
-    w = p["width"]
-    row_bits = (payload_beats(p["elements"], w) - 1).bit_length()
-    size = (p["slots"] << row_bits) * (w // 8)
+    size = sums_row_address(p, p["slots"])
     if p.get("slot_memory") == "records":
-        size = record_memory(w, slots=p["slots"], elements=p["elements"])[1]
+        size = record_memory(p["width"], slots=p["slots"], elements=p["elements"])[1]
     ram = attach_ram(dut, size)
     ram.write(0, rng.randbytes(size))
     return ram

@@ -17,7 +17,8 @@ slot-busy, stale, out-of-window and a window reset.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,12 +90,37 @@ def result_frame(r: Result) -> bytes:
     return wire.frame(hdr, r.payload, addr)
 
 
+def _check_regions(slots: int, bases: Sequence[int], log2_window: int) -> None:
+    """The two jobs' regions (``bases``, a window of 2**``log2_window``) inside S and apart: the
+    scenario's chunks of one job must never meet the other's slots."""
+    if not 2 <= log2_window <= (slots // 2).bit_length() - 1:
+        raise ValueError(f"log2_window must be 2..{(slots // 2).bit_length() - 1} (two regions in "
+                         f"{slots} slots), got {log2_window}")
+    if len(bases) != 2 or not all(0 <= b < slots for b in bases):
+        raise ValueError(f"bases must be two slots in 0..{slots - 1}, got {list(bases)}")
+    gap = (bases[1] - bases[0]) % slots
+    if not (1 << log2_window) <= gap <= slots - (1 << log2_window):
+        raise ValueError(f"bases: the regions of {1 << log2_window} slots at {list(bases)} overlap")
+
+
 def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, jobs: int,
-          seed: int = 1, chunks_per_job: int = 4) -> Scenario:
+          seed: int = 1, chunks_per_job: int = 4, bases: Sequence[int] | None = None,
+          log2_window: int | None = None, probe_span: int | None = None) -> Scenario:
+    """The scenario (module docstring). Job j's region is ``bases[j]`` with 2**``log2_window``
+    slots (default: S/2 each, side by side from slot 0); large S puts them where chunks cross
+    the high slot bits and wrap at S. ``probe_span``: each phase probes the chunks from one
+    behind each head to ``probe_span`` ahead and every chunk sent to the job so far, instead of
+    the whole window (at S 32 768 a window is 16 384 probes)."""
     if not 2 <= senders <= 32:
         raise ValueError("senders must be 2..32")
     if jobs < 2 or slots < 8:
         raise ValueError("the scenario needs two jobs and at least 8 slots (two regions of >= 4)")
+    log2w = (slots // 2).bit_length() - 1 if log2_window is None else log2_window
+    window = 1 << log2w
+    bases = [0, window] if bases is None else list(bases)
+    _check_regions(slots, bases, log2w)
+    if probe_span is not None and probe_span < 1:
+        raise ValueError(f"probe_span must be >= 1, got {probe_span}")
     rng = np.random.default_rng(seed)
     model = AggregatorModel(slots=slots, elements=elements, groups=groups, jobs=jobs)
     cfg = PortConfig(local_mac=frames.CORE_MAC, local_ip=frames.CORE_IP, max_elements=elements,
@@ -107,8 +133,6 @@ def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, j
     all_members = (1 << senders) - 1
     sub = sorted(rng.choice(senders, size=max(2, senders // 2), replace=False).tolist())
     sub_members = sum(1 << s for s in sub)
-    log2w = (slots // 2).bit_length() - 1
-    window = 1 << log2w
     setup = [(True, regs.SITE_ID, SITE_ID), (True, regs.RESULT_IP, RESULT_IP),
              (True, regs.RESULT_UDP_PORT, RESULT_PORT), (True, regs.group(0), all_members)]
     model.set_group(0, all_members)
@@ -117,7 +141,7 @@ def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, j
         model.set_group(1, sub_members)
     job_ids = [0, 1]
     for j in job_ids:
-        base = j * window
+        base = bases[j]
         setup.append((True, regs.job_cfg(j), regs.pack_job_cfg(enabled=True, log2_window=log2w, base=base)))
         model.set_job(j, enabled=True, base=base, log2_window=log2w)
 
@@ -127,7 +151,15 @@ def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, j
             ph.outcomes_after = sum(model.counters.values())
             ph.heads = [j.head for j in model.job_table]
             ph.probes = {(j, c): model.probe_bitmap(j, c) for j, job in enumerate(model.job_table)
-                         for c in ((job.head + d) & 0xFFFFFFFF for d in range(-1, job.window + 1))}
+                         for c in probed(j, job.head, job.window)}
+
+    def probed(j: int, head: int, window: int) -> list[int]:
+        """The chunks of job ``j`` whose probe a phase's end checks (see ``probe_span``)."""
+        span = window if probe_span is None else min(window, probe_span)
+        near = [(head + d) & 0xFFFFFFFF for d in range(-1, span + 1)]
+        return near if probe_span is None else near + sorted(sent[j] - set(near))
+
+    sent: defaultdict[int, set[int]] = defaultdict(set)  # job -> chunks sent to it so far
 
     def members_of(g: int) -> list[int]:
         return [s for s in range(senders) if (model.group_table[g] >> s) & 1]
@@ -149,6 +181,7 @@ def build(*, ports: int, senders: int, slots: int, elements: int, groups: int, j
         counters[p]["frames_in"] += 1
         msg = parse_frame(data, cfg)
         assert isinstance(msg, Message)
+        sent[job].add(chunk & 0xFFFFFFFF)
         _, res = model.contribute(msg)
         ph.results += res
 

@@ -82,13 +82,17 @@ class DecisionRecordModel:
     """The golden model ``am`` with its slots' records: ``initial(slot)`` the record in memory
     before the run, ``records`` each slot's after its last ADD. :meth:`contribute` is one record
     ADD: the model decides, the record after is the model's slot as a tag (the tag as it was when
-    nothing is written) with the outcome's code and decision."""
+    nothing is written) with the outcome's code and decision. ``sides``: each ADD's side
+    (:func:`side_bits`) and ``in_order``: its release mode, as they were when it was made (the
+    mode may change between messages)."""
 
     def __init__(self, am: AggregatorModel, jobs: int, width: int, initial: Callable[[int], int]) -> None:
         self.am, self.jobs, self.width = am, jobs, width
         self.layout = rl.record_layout(jobs)
         self.initial = initial
         self.records: dict[int, int] = {}
+        self.sides: list[int] = []
+        self.in_order: list[bool] = []
 
     def record(self, slot: int) -> int:
         """The slot's record now."""
@@ -109,6 +113,8 @@ class DecisionRecordModel:
         slot = am.slot_index(am.job_table[msg.job_id], msg.chunk)
         s = am.slot[slot]
         was_same = s.state != SlotState.FREE and s.job_id == msg.job_id and s.chunk == msg.chunk
+        self.sides.append(side_bits(am, msg, self.width))
+        self.in_order.append(am.release == ReleaseMode.IN_ORDER)
         outcome, results = am.contribute(msg)
         decision = decision_of(outcome, was_same)
         before = self.record(slot)

@@ -3,8 +3,10 @@ against the golden model (``sim/core_scenario.py``): every result frame byte-exa
 input frame accounted for in the status counters read back over CONTROL messages.
 
 Parameters (``tb_params()``): the core's (ports, width, slots, elements, groups, jobs) plus
-``senders`` and ``seed``. Sources idle randomly and the egress sink applies random
-backpressure.
+``senders`` and ``seed``; optionally ``SCENARIO_KEYS`` (the jobs' regions and the probes, for
+large S) and ``wait_cycles`` (how long a wait for results or a reply may take: the record path
+frees every region's records first, 2^15 of them at S 32 768). Sources idle randomly and the
+egress sink applies random backpressure.
 
 A DUT with slots in DRAM (``hdl/core_dram_harness.py``: ``m_axi_mem_*`` and a ``latency``
 input) gets an ``AxiRam`` filled with random bytes (a chunk's first contribution must overwrite
@@ -13,7 +15,8 @@ memory latency re-drawn from ``latency_range`` (default 20..200 cycles) every 30
 same scenarios must give the same results (with ``slot_memory`` ``records`` the RAM holds the
 records too, as random bytes: the record path frees them). ``mem_error_withholds_results`` (DRAM
 only) makes the RAM answer SLVERR (a records core: on the sums' reads) and checks
-STATUS.MEM_ERROR, RESULTS_WITHHELD and that no result leaves.
+STATUS.MEM_ERROR, RESULTS_WITHHELD and that no result leaves; ``late_row_read_error_withholds_its_result``
+(records) fails only the last row's read of a multi-row result, after its first rows were read.
 """
 
 from __future__ import annotations
@@ -28,10 +31,17 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from wanreduce import regs, wire
+from wanreduce.hdl.layouts import payload_beats
 from wanreduce.hdl.record_reducer import record_memory
 from wanreduce.model import AggregatorModel, Outcome, PortConfig, parse_frame
 from wanreduce.sim import frames
-from wanreduce.sim.axi_memory import MemoryFaults, attach_core_ram, random_axi_pauses, vary_latency
+from wanreduce.sim.axi_memory import (
+    MemoryFaults,
+    attach_core_ram,
+    random_axi_pauses,
+    sums_row_address,
+    vary_latency,
+)
 from wanreduce.sim.core_scenario import (
     RESULT_IP,
     RESULT_PORT,
@@ -44,6 +54,7 @@ from wanreduce.sim.core_scenario import (
 from wanreduce.sim.simulator import tb_params
 
 CORE_KEYS = ("ports", "width", "slots", "elements", "groups", "jobs")
+SCENARIO_KEYS = ("bases", "log2_window", "probe_span")  # optional: ``core_scenario.build``'s regions, probes
 
 
 def pauses(rng: random.Random, p_pause: float):
@@ -71,6 +82,7 @@ class CoreBench:
         self.replies: list[list[int]] = []
         self.control_frames = 0
         self.cycles = 0
+        self.wait_cycles = params.get("wait_cycles", 200_000)
         self.ram = self.faults = None
         if ram and hasattr(dut, "m_axi_mem_awaddr"):  # slots in DRAM: the memory, its latency, pauses
             self.ram = attach_core_ram(dut, params, self.rng)
@@ -96,8 +108,8 @@ class CoreBench:
                 assert agg.msg_type == wire.MsgType.RESULT, f"unexpected message type {agg.msg_type}"
                 self.results.append(data)
 
-    async def wait_for(self, cond, what: str, max_cycles: int = 200_000) -> None:
-        for _ in range(max_cycles // 20):
+    async def wait_for(self, cond, what: str) -> None:
+        for _ in range(self.wait_cycles // 20):
             if cond():
                 return
             await ClockCycles(self.dut.clk, 20)
@@ -139,7 +151,8 @@ async def run_scenario(tb: CoreBench, p: dict) -> Scenario:
     slots are attached to (on chip, an ``AxiRam``, LiteDRAM's model), the same checks."""
     dut = tb.dut
     cocotb.start_soon(tb.consume())
-    sc = build(**{k: p[k] for k in CORE_KEYS if k != "width"}, senders=p["senders"], seed=p.get("seed", 1))
+    sc = build(**{k: p[k] for k in CORE_KEYS if k != "width"}, **{k: p[k] for k in SCENARIO_KEYS if k in p},
+               senders=p["senders"], seed=p.get("seed", 1))
 
     ident = await tb.read([regs.ID, regs.PARAMS0, regs.PARAMS1])
     assert ident[regs.ID] == regs.CORE_ID
@@ -334,3 +347,46 @@ async def record_read_error_is_never_silent(dut):
     await ClockCycles(dut.clk, 3000)
     assert await tb.read(status) == {regs.STATUS: regs.STATUS_MEM_ERROR, regs.RESULTS_OUT: 1}
     assert len(tb.results) == 1, "a result left after a record read failed"
+
+
+@cocotb.test()
+async def late_row_read_error_withholds_its_result(dut):
+    """A records core: a multi-row result whose *last* row's sums READ answers SLVERR, its first
+    rows read fine (a resend of a released chunk: the emitter reads every row from memory, the
+    chunk's writes long acknowledged, so nothing is forwarded and no other read touches the
+    row). Its first row reaches the result path before the error: only a store-and-forward
+    result path can still withhold it. STATUS.MEM_ERROR becomes 1, RESULTS_WITHHELD counts the
+    result, RESULTS_OUT does not, no frame leaves, nor any later one."""
+    p = tb_params()
+    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+    tb = CoreBench(dut, p)
+    assert tb.faults is not None and p.get("slot_memory") == "records", "a records core is needed"
+    beats = payload_beats(p["elements"], p["width"])
+    assert beats >= 2, f"a multi-row result is needed, got {beats} row(s)"
+    contribute = await two_member_job(tb, p)
+
+    status = [regs.STATUS, regs.RESULTS_WITHHELD, regs.RESULTS_OUT, regs.outcome_counter(Outcome.RESULT_RESENT)]
+    want = await contribute(1, 0) + await contribute(0, 0)
+    await tb.wait_for(lambda: len(tb.results) == 1, "chunk 0's result")
+    assert tb.results == [result_frame(r) for r in want]
+    await ClockCycles(dut.clk, 2000)  # every write acknowledged: the resend reads its rows from memory
+    last = sums_row_address(p, slot=0, row=beats - 1)  # chunk 0 of job 0 (base 0): slot 0
+    tb.faults.read_range = (last, last + p["width"] // 8)
+    tb.faults.reads = True
+    resent = await contribute(0, 0)
+    assert len(resent) == 1 and resent[0].resent  # the model sends it again; the core must not
+    await tb.wait_for(lambda: tb.faults.failed > 0, "the resend's read of its last row")
+    await ClockCycles(dut.clk, 3000)
+    got = await tb.read(status)
+    assert tb.faults.failed == 1, f"{tb.faults.failed} failed reads: only the resend's last row must fail"
+    assert got == {regs.STATUS: regs.STATUS_MEM_ERROR, regs.RESULTS_WITHHELD: 1, regs.RESULTS_OUT: 1,
+                   regs.outcome_counter(Outcome.RESULT_RESENT): 1}, got
+    assert len(tb.results) == 1, f"a result whose row {beats - 1} read failed left"
+
+    tb.faults.reads = False  # sticky: the memory answers again, later results are withheld too
+    assert await contribute(1, 1) == []
+    assert len(await contribute(0, 1)) == 1
+    await ClockCycles(dut.clk, 3000)
+    got = await tb.read(status)
+    assert got[regs.STATUS] == regs.STATUS_MEM_ERROR and got[regs.RESULTS_WITHHELD] == 2, got
+    assert len(tb.results) == 1, "a result left after a memory error"

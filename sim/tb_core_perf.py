@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from collections.abc import Callable
 
 import cocotb
@@ -113,7 +114,10 @@ async def run_throughput(dut, p: dict, sources: list[AxiStreamSource], sink: Axi
             cycle += 1
             if int(reducer.s_msg__valid.value):
                 (stamps if int(reducer.s_msg__ready.value) else stalls).append(cycle)
+            if probes is not None and stamps:
+                probes.sample(bool(int(reducer.s_msg__valid.value)) and not int(reducer.s_msg__ready.value))
 
+    probes = Probes(dut, p["probes"]) if p.get("probes") else None
     sums = np.zeros((chunks, count), np.int64)
     # spread: port s sends the chunks in an order rotated by s x chunks / ports, so a chunk's
     # contributions arrive far apart (as over a WAN) and each finds its rows back in memory
@@ -151,7 +155,52 @@ async def run_throughput(dut, p: dict, sources: list[AxiStreamSource], sink: Axi
            "results_checked": len(results)}
     if rows is not None:
         out["row_reads"], out["row_writes"] = rows()
+    if probes is not None:
+        out["probes"] = probes.figures()
     return out
+
+
+class Probes:
+    """Where the cycles go (``p["probes"]``: name -> a signal's dotted path from the top): from
+    the first beat into the reducer to the last result, each 1-bit probe's high cycles and, on
+    the stalled cycles (the reducer's input offered a beat and not taking it), how often each
+    combination of them was seen; a wider signal (a level, a count) gets its mean and maximum."""
+
+    def __init__(self, dut, paths: dict[str, str]) -> None:
+        self.handles = {}
+        for name, path in paths.items():
+            h = dut
+            for part in path.split("."):
+                h = getattr(h, part)
+            self.handles[name] = h
+        self.cycles = self.stalled = 0
+        self.high: Counter = Counter()
+        self.combos: Counter = Counter()
+        self.sums: Counter = Counter()
+        self.peak: dict[str, int] = {}
+
+    def sample(self, stalled: bool) -> None:
+        """One cycle (in ReadOnly)."""
+        self.cycles += 1
+        self.stalled += stalled
+        bits = []
+        for name, h in self.handles.items():
+            v = int(h.value)
+            if len(h) == 1:
+                self.high[name] += v
+                if v:
+                    bits.append(name)
+            else:
+                self.sums[name] += v
+                self.peak[name] = max(self.peak.get(name, 0), v)
+        if stalled:
+            self.combos[" ".join(bits)] += 1
+
+    def figures(self) -> dict:
+        """The counts, JSON-ready."""
+        return {"cycles": self.cycles, "stalled": self.stalled, "high": dict(self.high),
+                "mean": {k: v / self.cycles for k, v in self.sums.items()}, "peak": self.peak,
+                "stall_combos": self.combos.most_common(15)}
 
 
 @cocotb.test()

@@ -34,7 +34,8 @@ order (each completion's result, and resent ones, in decision order). ``beats`` 
 completing message is decided, and its chunk released and read back, long before its last beat.
 Parameters (tb_params): the harness's (data_width, address_width, jobs, depth, max_elements,
 sums, records), regions ((base, log2 window) per job), in_order, messages, seed, latency_range,
-p_axi, p_stream, p_reset, p_pause.
+p_axi, p_stream, p_reset, p_pause; ``scenario="mode_changes"``: instead of the random
+contributions, job 0's chunks across release-mode changes (``_mode_changes``), probed.
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ from wanreduce.hdl.layouts import AggHeaderLayout, ResetLayout, lanes, payload_b
 from wanreduce.hdl.payload_gate import Decision, beat_layout, request_layout
 from wanreduce.hdl.record_emitter import result_row_layout
 from wanreduce.hdl.reducer_layouts import RECORD_BITS, RecordSide
-from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode
+from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode, SlotState, Tag
 from wanreduce.sim.axi_memory import attach_ram, random_axi_pauses, steady_rate, vary_latency
-from wanreduce.sim.decision_record_model import DecisionRecordModel, pack, side_bits
+from wanreduce.sim.decision_record_model import DecisionRecordModel, pack
 from wanreduce.sim.payload_gate_model import GateMessage, expected_commands
 from wanreduce.sim.simulator import generate_verilog, run_cocotb, tb_params
 from wanreduce.sim.slot_store_model import SlotStoreModel, lanes_of
@@ -135,9 +136,11 @@ def _stream(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, 
 
 
 def _snap(am: AggregatorModel, snaps: list | None, count: int) -> None:
-    """The model's slot tags after ``count`` messages (and any window reset before the next), for the probes."""
+    """The model after ``count`` messages (and any window reset before the next), for the probes:
+    its slot tags, release mode and heads."""
     if snaps is not None:
-        snaps.append((count, am.tags.copy()))
+        snaps.append(SimpleNamespace(count=count, tags=am.tags.copy(), release=am.release,
+                                     heads=[j.head for j in am.job_table]))
 
 
 def _model_probe(am: AggregatorModel, tags, job: int, chunk: int) -> int:
@@ -185,6 +188,62 @@ def _messages(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel
     return out, resets
 
 
+PADS = 40  # job 1's non-member contributions after each step of ``_mode_changes``: time for probes
+
+
+def _mode_changes(rng: random.Random, am: AggregatorModel, twin: DecisionRecordModel, width: int, max_el: int,
+                  row_bits: int, snaps: list | None = None):
+    """Job 0's chunks across release-mode changes (the probe's pending bit, hdl/record_probe.py):
+    in order, head + 1 and head + 2 completed (COMPLETE: held behind the head) and
+    head + 3 begun; on completion, head + 4 and head + 3 completed (RELEASED at once); back in
+    order, the head's chunk completed (released with head + 1 and head + 2: the run stops at
+    head + 3, released) and head + 3 sent again (resent). Each step is followed by ``PADS``
+    contributions to job 1 from a non-member (decided, no state changed), so the probes see it;
+    each mode change comes at a window reset of job 2 (disabled), which drains the harness as the
+    core's phases drain before CTRL changes. Returns (made, resets) as :func:`_messages` and the
+    keys to probe: job 0's five chunks."""
+    made, resets, h = [], [], am.job_table[0].head
+
+    def add(job: int, chunk: int, group: int, sender: int) -> None:
+        chunk &= M32
+        msg, words = _message(rng, job, chunk, group, sender, 1 + (chunk * 7 + job) % max_el, width)
+        slot = am.slot_index(am.job_table[job], chunk)
+        made.append((msg, GateMessage(words, slot << row_bits, msg.element_count, len(made) & 0xFFFF),
+                     *twin.contribute(msg)))
+        _snap(am, snaps, len(made))
+
+    def chunk(d: int, senders: tuple[int, ...] = (0, 1, 2)) -> None:  # group 0: senders 0, 1, 2
+        for sender in senders:
+            add(0, h + d, 0, sender)
+
+    def pads() -> None:  # group 2's members are senders 4 and 5
+        for _ in range(PADS):
+            add(1, am.job_table[1].head, 2, 9)
+
+    def switch(mode: ReleaseMode) -> None:
+        resets.append((len(made), 2, am.job_table[2].head))
+        twin.reset_window(2, am.job_table[2].head)
+        am.release = mode
+        _snap(am, snaps, len(made))
+
+    chunk(1)  # in order: head + 1 and head + 2 complete behind the head (held), head + 3 begun
+    chunk(2)
+    chunk(3, (0,))
+    pads()
+    switch(ReleaseMode.ON_COMPLETION)
+    pads()  # the held chunks probed on completion
+    chunk(4)  # released at once
+    chunk(3, (1, 2))
+    pads()
+    switch(ReleaseMode.IN_ORDER)
+    pads()  # the chunks released on completion probed in order, ahead of the head
+    chunk(0)  # the head: released with head + 1, head + 2; the run stops at head + 3 (not pending)
+    pads()
+    chunk(3, (0,))  # resent
+    pads()
+    return made, resets, [(0, (h + d) & M32) for d in range(5)]
+
+
 def _check_results(made, commands, responses, width: int) -> int:
     """The rows of every result the model released for its own completing message (the
     message's store responses, its last write) are the result's payload; returns how many."""
@@ -224,7 +283,6 @@ async def decisions_on_records(dut):
     dut.rst.value = 1
     dut.rsp__ready.value = 0
     dut.reset__valid.value = 0
-    dut.release_on_completion.value = int(not p["in_order"])
     dut.probe_job.value = dut.probe_chunk.value = 0
     layout = region_layout(slots)
     dut.region.value = sum(pack(layout, {"base": b, "log2_window": lw}) << (j * layout.size)
@@ -243,9 +301,13 @@ async def decisions_on_records(dut):
     for j in range(jobs):
         twin.reset_window(j, heads[j])
     probing = p.get("probe", p.get("stream") is None)  # not in a bench's run (its figures)
-    snaps = [(0, am.tags.copy())] if probing else None
+    snaps = [] if probing else None
+    _snap(am, snaps, 0)
+    keys = None
     if p.get("stream") is not None:
         made, resets = _stream(rng, am, twin, p.get("messages", 200), w, row_bits, p["stream"], snaps)
+    elif p.get("scenario") == "mode_changes":
+        made, resets, keys = _mode_changes(rng, am, twin, w, max_el, row_bits, snaps)
     else:
         made, resets = _messages(rng, am, twin, p.get("messages", 200), w, max_el, row_bits, p.get("p_reset", 0.0),
                                  p.get("resend_repeats", 0), snaps)
@@ -258,7 +320,7 @@ async def decisions_on_records(dut):
     inputs = PausingInputs(dut, messages, None, w, sums.address_bits, max_el)
     inputs.pausing(p.get("p_pause", 0.0), PAUSE)
     msg_bits = request_layout(sums.address_bits, max_el).size
-    inputs.queues[1] = [q | side_bits(am, msg, w) << msg_bits for q, (msg, *_) in zip(inputs.queues[1], made, strict=True)]
+    inputs.queues[1] = [q | side << msg_bits for q, side in zip(inputs.queues[1], twin.sides, strict=True)]
     assert RecordSide.size + msg_bits == len(dut.req__payload)
 
     random_axi_pauses(ram, rng, p.get("p_axi", 0.3))
@@ -284,7 +346,7 @@ async def decisions_on_records(dut):
     cocotb.start_soon(_count_taken(dut, taken))
     if probing:
         regions = [1 << lw for _, lw in p["regions"]]
-        cocotb.start_soon(_probe(dut, rng, made, regions, outcomes, taken, samples, probing_on))
+        cocotb.start_soon(_probe(dut, rng, made, regions, outcomes, taken, samples, probing_on, keys))
 
     start = _cycle()
     result = await drive_to_store(dut, rng, inputs, want, expected, sums.rsp_layout, p)
@@ -301,12 +363,9 @@ async def decisions_on_records(dut):
                  "state_error", "split_error", "record_error"):
         assert not int(getattr(dut, flag).value), f"{flag} set"
     got_chunks = _released_chunks(released, jobs)
-    want_chunks = {j: [r.chunk for _, _, o, _, results in made for r in results
-                       if r.job_id == j and not r.resent] for j in range(jobs)}
-    if p["in_order"]:
-        assert got_chunks == want_chunks, f"released {got_chunks}, want {want_chunks}"
-    else:
-        assert not released, "a release run on completion"
+    want_chunks = {j: [r.chunk for (*_, results), ordered in zip(made, twin.in_order, strict=True) if ordered
+                       for r in results if r.job_id == j and not r.resent] for j in range(jobs)}
+    assert got_chunks == want_chunks, f"released {got_chunks}, want {want_chunks} (the results of in-order decisions)"
     want_results = [r for *_, results in made for r in results]
     for _ in range(200):  # the last results' rows (the emitter reads them back after the decisions)
         if len(result_rows) >= sum(payload_beats(len(r.payload), w) for r in want_results):
@@ -318,7 +377,7 @@ async def decisions_on_records(dut):
         await b.check_memory(SimpleNamespace(rows=rows))
     results_emitted = _check_result_rows(result_rows, want_results, w)
     probing_on[0] = False
-    heads_checked = _check_heads(dut, am, made, heads_seen, p["in_order"])
+    heads_checked = _check_heads(dut, am, made, heads_seen, twin.in_order)
     probes = _check_probes(am, snaps, samples) if probing else {}
     sweeps = jobs + len(resets)  # the counters last: the records above fail first
     assert int(dut.sweeps.value) == sweeps, f"{int(dut.sweeps.value)} sweeps, want {sweeps}"
@@ -336,6 +395,10 @@ async def decisions_on_records(dut):
         dut._log.info(f"{len(messages)} messages: {result}")
         if p.get("out"):
             Path(p["out"]).write_text(json.dumps(result))
+        return
+    if keys is not None:  # a directed run: its probes across the mode changes
+        assert all(probes[f"probes_{k}"] >= 3 for k in PROBE_KINDS), f"too few probes across the mode changes: {result}"
+        dut._log.info(f"{len(messages)} messages: {result}")
         return
     need = {o.name for o in Outcome} - {"REJECT_BUSY"} if p["in_order"] else \
         {"AGGREGATED", "REJECT_BUSY", "STALE", "RESULT_RESENT", "REJECT_NON_MEMBER", "REJECT_UNCONFIGURED"}
@@ -479,14 +542,16 @@ async def _watch_heads(dut, slots: int, jobs: int, seen: dict[int, list[int]]) -
             due = (r["job"], _unpack(hl, r["head"])["chunk"])
 
 
-def _check_heads(dut, am: AggregatorModel, made, seen: dict[int, list[int]], in_order: bool) -> int:
+def _check_heads(dut, am: AggregatorModel, made, seen: dict[int, list[int]], in_order: list[bool]) -> int:
     """``head`` after every release is the model's head after it (the model's heads after each
-    releasing decision, per job, in order, among the hardware's: a long run may release in two
-    parts) and at the end each job's model head; returns the heads checked."""
+    releasing decision made in order (``in_order``: each message's mode), per job, in order,
+    among the hardware's: a long run may release in two parts) and at the end each job's model
+    head; returns the heads checked."""
     checked = 0
     for j, hw in seen.items():
-        want = [[r.chunk for r in results if r.job_id == j and not r.resent] for *_, results in made]
-        want = [(c[-1] + 1) & M32 for c in want if c] if in_order else []
+        want = [[r.chunk for r in results if r.job_id == j and not r.resent]
+                for (*_, results), ordered in zip(made, in_order, strict=True) if ordered]
+        want = [(c[-1] + 1) & M32 for c in want if c]
         it = iter(hw)
         assert all(h in it for h in want), f"job {j}'s heads {hw[:10]}..., want {want[:10]}... among them"
         got = int(dut.head.value) >> (32 * j) & M32
@@ -496,19 +561,23 @@ def _check_heads(dut, am: AggregatorModel, made, seen: dict[int, list[int]], in_
 
 
 async def _probe(dut, rng: random.Random, made, windows: list[int], outcomes: list, taken: list[int],
-                 samples: list, on: list[bool]) -> None:
-    """Probes while the messages flow: a job and chunk (a recent message's, another chunk of its
-    slot, or any; half the time the last one again, later) on ``probe_job`` / ``probe_chunk``
+                 samples: list, on: list[bool], keys: list[tuple[int, int]] | None = None) -> None:
+    """Probes while the messages flow: a job and chunk (one of ``keys`` if given, else a recent
+    message's, another chunk of its slot, or any; half the time the last one again, later) on
+    ``probe_job`` / ``probe_chunk``
     until ``probe_ok``, then its answer as (job, chunk, bitmap, decisions out, requests taken):
     the record it answers with had every ADD issued before the decisions out (a later one to its
     slot makes it stale), the head it compares with moved at most by the requests taken."""
     key = None
     while on[0]:
         if key is None or rng.random() < 0.5:
-            msg = made[min(max(taken[0] - rng.randint(0, 4), 0), len(made) - 1)][0]
-            job, chunk = rng.choices([(msg.job_id, msg.chunk), (msg.job_id, msg.chunk + windows[msg.job_id]),
-                                      (rng.randrange(len(windows)), rng.getrandbits(32))], [0.6, 0.2, 0.2])[0]
-            key = (job, chunk & M32)
+            if keys:
+                key = rng.choice(keys)
+            else:
+                msg = made[min(max(taken[0] - rng.randint(0, 4), 0), len(made) - 1)][0]
+                job, chunk = rng.choices([(msg.job_id, msg.chunk), (msg.job_id, msg.chunk + windows[msg.job_id]),
+                                          (rng.randrange(len(windows)), rng.getrandbits(32))], [0.6, 0.2, 0.2])[0]
+                key = (job, chunk & M32)
         await RisingEdge(dut.clk)
         dut.probe_job.value, dut.probe_chunk.value = key
         for _ in range(20000):
@@ -523,15 +592,47 @@ async def _probe(dut, rng: random.Random, made, windows: list[int], outcomes: li
         await ClockCycles(dut.clk, rng.randint(1, 120))
 
 
+# what a probe may meet across a release-mode change (``_probe_kind``)
+PROBE_KINDS = ("held_on_completion", "released_ahead_in_order")
+
+
+def _probe_kind(am: AggregatorModel, snap: SimpleNamespace, job: int, chunk: int) -> str | None:
+    """What (job, chunk) is in the model state ``snap`` (``_snap``) across a release-mode change:
+    ``held_on_completion`` (COMPLETE: completed in order behind the head, still held, while the
+    mode is on completion), ``released_ahead_in_order`` (RELEASED and not behind its job's head
+    while in order: released on completion), else None."""
+    t = snap.tags[am.slot_index(am.job_table[job], chunk)]
+    if t[Tag.JOB] != job or t[Tag.CHUNK] != chunk:
+        return None
+    if t[Tag.STATE] == SlotState.COMPLETE and snap.release == ReleaseMode.ON_COMPLETION:
+        return "held_on_completion"
+    ahead = (chunk - snap.heads[job]) & M32 < 1 << 31
+    if t[Tag.STATE] == SlotState.RELEASED and snap.release == ReleaseMode.IN_ORDER and ahead:
+        return "released_ahead_in_order"
+    return None
+
+
 def _check_probes(am: AggregatorModel, snaps: list, samples: list) -> dict[str, int]:
     """Each probe's bitmap is the golden model's for its job and chunk after some number of
-    decisions between those out and the requests taken when it answered."""
-    held = 0
+    decisions between those out and the requests taken when it answered (every probe checked,
+    the wrong ones reported together); counted: the probes held and empty, and per
+    ``PROBE_KINDS`` those whose chunk is of that kind in every such model state."""
+    held, wrong, kinds = 0, [], dict.fromkeys(PROBE_KINDS, 0)
     for job, chunk, bitmap, lo, hi in samples:
-        want = {_model_probe(am, tags, job, chunk) for count, tags in snaps if lo <= count <= hi}
-        assert bitmap in want, f"probe of job {job} chunk {chunk:#x} (decisions {lo}..{hi}): {bitmap:#x}, want one of {want}"
+        near = [snap for snap in snaps if lo <= snap.count <= hi]
+        want = {_model_probe(am, snap.tags, job, chunk) for snap in near}
+        kind = {_probe_kind(am, snap, job, chunk) for snap in near}
+        if bitmap not in want:
+            wrong.append(("/".join(sorted(map(str, kind))),
+                          f"job {job} chunk {chunk:#x} (decisions {lo}..{hi}): {bitmap:#x}, want one of {want}"))
         held += bitmap != 0
-    return {"probes": len(samples), "probes_held": held, "probes_empty": len(samples) - held}
+        if len(kind) == 1 and None not in kind:
+            kinds[kind.pop()] += 1
+    assert not wrong, f"{len(wrong)} of {len(samples)} probes wrong: " + "; ".join(  # the first 3 of each kind
+        f"{k}: {sum(w[0] == k for w in wrong)}, e.g. " + ", ".join([w[1] for w in wrong if w[0] == k][:3])
+        for k in sorted({w[0] for w in wrong}))
+    return {"probes": len(samples), "probes_held": held, "probes_empty": len(samples) - held,
+            **{f"probes_{k}": n for k, n in kinds.items()}}
 
 
 def _cycle() -> int:
@@ -557,7 +658,7 @@ def run_decision_records(width: int, *, seed: int, in_order: bool = True, messag
     beats, each engine's table of ``outstanding``, the slot store's of ``sums_outstanding`` if
     given; ``queues``: the harness's ``release_depth`` / ``prefetch`` / ``headers``, its defaults
     if not) and run ``decisions_on_records`` (``tb``: latency_range, p_axi, p_stream,
-    p_result_pause, resend_repeats; ``stream`` (a group) and ``out`` for a bench's run)."""
+    p_result_pause, resend_repeats, scenario; ``stream`` (a group) and ``out`` for a bench's run)."""
     window = 1 << log2_window
     regions = [(0, log2_window), (window, 2), (window + 4, 2)]
     queues = queues or {}

@@ -123,6 +123,17 @@ def run_testbench(dut: Any, tb: Callable) -> None:
     sim.run()
 
 
+def offer_row(ctx: Any, port: Any, row: tuple[int, int, bool] | None) -> None:
+    """Offer a result row (``result_row_layout``: its header's chunk, data, last) on the stream
+    ``port`` in an Amaranth testbench, or nothing (``row`` None: valid low)."""
+    if row is not None:
+        chunk, d, last = row
+        ctx.set(port.payload.hdr.chunk, chunk)
+        ctx.set(port.payload.data, d)
+        ctx.set(port.payload.last, last)
+    ctx.set(port.valid, row is not None)
+
+
 def pack(layout: data.Layout, fields: dict) -> int:
     """Nested field values -> the integer of a ``layout`` value (``layout.const``: Amaranth
     places the fields; values are truncated to their field widths)."""

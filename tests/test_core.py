@@ -57,15 +57,8 @@ def _dram_core(cfg: dict, pending: str = "vector", slot_memory: str = "dram"):
 
 # (slot memory, the reducer's pending store): the DRAM reducer with either, the record path
 # (``RecordReducer``, its pending bits its own) once
-# The record path's probe after the release mode changes (session 30): in the scenario's last
-# phase (window-reset, CTRL back to in order) JOB1_PROBE_BITMAP of chunk 7, completed and released
-# on completion before, reads 7 where the model says 0 (released): RecordProbe's pending rule
-# follows the current release mode, the record keeps no pending bit. Every result, head and
-# earlier probe is the model's.
-RECORDS_XFAIL = pytest.mark.xfail(strict=True, reason="record path: a chunk released on completion reads as "
-                                  "held by the probe once the mode is back to in order (phase window-reset)")
 DRAM_MEMORIES = [pytest.param("dram", "vector", id="dram-vector"), pytest.param("dram", "words", id="dram-words"),
-                 pytest.param("records", "vector", id="records", marks=RECORDS_XFAIL)]
+                 pytest.param("records", "vector", id="records")]
 
 
 @pytest.mark.cocotb
@@ -82,6 +75,55 @@ def test_core_system_dram(cfg, slot_memory, pending):
     run_cocotb(verilog=_dram_core(cfg, pending, slot_memory), toplevel=DRAM_TOP, test_module="wanreduce.sim.tb_core",
                params={**cfg, "seed": cfg["width"] + 1, "slot_memory": slot_memory}, testcase="core_system",
                timeout_s=1800)
+
+
+# Issue 16 item 3: the records core at the Versa's S (docs/large_slots.md, "The core wiring", step 6):
+# records 1 MiB + sums 8 MiB in one AxiRam. Job 0's region starts two slots below S (its chunks
+# wrap from slot 32 767 to 0), job 1's two below 2^14 (they cross slot bit 14: every slot bit
+# flips at both). Regions of 2^10, not 2^14: each region reset (after its JOBj_CFG write, and the
+# window reset) FREE-writes the whole region at ~6 cycles a record (4 beats of 64 bits, pauses),
+# 49 152 records and ~280 000 cycles with 2^14. A phase probes 2 chunks past each head and every
+# chunk sent so far (a record READ each, 20-200 cycles away). Session 31, Verilator: 39 136
+# cycles, 7 min of wall time at a load average of 11.5-12.5 on the 2-core machine (55 s of CPU),
+# plus ~6 min for the Verilator build when not cached; every phase, head, probe and counter as
+# the model's.
+LARGE_S = dict(ports=2, width=64, slots=32768, elements=64, groups=4, jobs=2, senders=3)
+LARGE_S_SCENARIO = dict(bases=[32766, 16382], log2_window=10, probe_span=2)
+
+
+def test_large_s_scenario_crosses_the_high_slot_bits_and_probes_what_it_sent():
+    """The large-S scenario's regions put chunks on both sides of slot bit 14 and of the wrap at
+    S; each phase probes the chunks near each head and every chunk sent to the job (among them
+    the ones held); bad regions or spans are one-line errors naming the field."""
+    from wanreduce.sim.core_scenario import build
+
+    keys = {k: LARGE_S[k] for k in (*CORE_KEYS, "senders") if k != "width"}
+    sc = build(**keys, **LARGE_S_SCENARIO, seed=7)
+    m = sc.model
+    slots = {j: {m.slot_index(m.job_table[j], c) for ph in sc.phases for jj, c in ph.probes if jj == j}
+             for j in (0, 1)}
+    assert {32767, 0} <= slots[0] and {16383, 16384} <= slots[1], slots
+    held = {k for ph in sc.phases for k, v in ph.probes.items() if v}
+    assert {j for j, _ in held} == {0, 1}, "no chunk of each job held at some phase's end"
+    assert max(len(ph.probes) for ph in sc.phases) < 64, "the whole window probed"
+    x = 4 + (1 << LARGE_S_SCENARIO["log2_window"])  # job 1's chunks released on completion ("busy")
+    assert {(1, c) for c in (x, x + 1, x + 2)} <= sc.phases[-1].probes.keys(), "not probed after the mode change"
+    for bad, field in [(dict(bases=[0, 100]), "bases"), (dict(log2_window=15), "log2_window must be 2..14"),
+                       (dict(bases=[0, 1 << 15]), "bases must be two slots in 0..32767"),
+                       (dict(probe_span=0), "probe_span")]:
+        with pytest.raises(ValueError, match=field):
+            build(**keys, **({"log2_window": 14} | bad))
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+def test_core_system_records_large_s():
+    """The core scenario (drops, rejects, saturation, resend, window reset, multi-job) through the
+    records core at S 32 768, W 64, E 64: every result, head, probe and counter as the golden
+    model's, the memory 20..200 cycles away with random pauses, every record freed first."""
+    run_cocotb(verilog=_dram_core(LARGE_S, slot_memory="records"), toplevel=DRAM_TOP,
+               test_module="wanreduce.sim.tb_core", testcase="core_system", timeout_s=900,
+               params={**LARGE_S, **LARGE_S_SCENARIO, "seed": 7, "slot_memory": "records"})
 
 
 @pytest.mark.cocotb
@@ -104,25 +146,55 @@ def test_core_records_read_error_is_never_silent():
                testcase="record_read_error_is_never_silent", timeout_s=900)
 
 
+@pytest.mark.cocotb
+def test_core_records_late_row_read_error_withholds_its_result():
+    """A records core: only the last row's sums READ of a multi-row result (8 rows at W 64,
+    E 16) fails, after its first rows were read: the result is withheld (RESULTS_WITHHELD),
+    STATUS.MEM_ERROR set, no frame leaves (sim/tb_core.py ``late_row_read_error_withholds_its_result``:
+    the records core's results are store-and-forward)."""
+    cfg = dict(CONFIGS[0], elements=16)
+    run_cocotb(verilog=_dram_core(cfg, slot_memory="records"), toplevel=DRAM_TOP,
+               test_module="wanreduce.sim.tb_core", params={**cfg, "seed": 3, "slot_memory": "records"},
+               testcase="late_row_read_error_withholds_its_result", timeout_s=900)
+
+
 # bench/bench_core.py's W 64 configuration (E 2048: 1024-B payloads fit), the same Verilog as
 # bench/bench_core_dram.py's default run, so the two share one Verilator build.
 DRAM_PERF = dict(ports=2, width=64, slots=64, elements=2048, groups=2, jobs=1)
 
 
-def _dram_throughput(tmp_path, latency: int, bandwidth: float) -> dict:
+def _dram_throughput(tmp_path, latency: int, bandwidth: float, **extra) -> dict:
     """sim/tb_core_perf.py's throughput run (back-to-back 1024-B contributions on all three
     ports, 10 chunks, every result checked against its sum) on the DRAM core, its memory
     ``latency`` cycles away and R/W moving on a ``bandwidth`` share of the cycles. A chunk's
     contributions arrive over a thousand cycles apart (``spread``, as over a WAN), so each
-    ADD reads its rows from memory: the worst case for the store's in-flight table."""
+    ADD reads its rows from memory: the worst case for the store's in-flight table.
+    ``extra``: ``slot_memory`` (the core's), ``probes`` (the bench's)."""
     import json
 
     out = tmp_path / "throughput.json"
-    run_cocotb(verilog=generate_verilog(CoreDramHarness, name=DRAM_TOP, params=DRAM_PERF), toplevel=DRAM_TOP,
+    build = DRAM_PERF | {k: v for k, v in extra.items() if k == "slot_memory"}
+    run_cocotb(verilog=generate_verilog(CoreDramHarness, name=DRAM_TOP, params=build), toplevel=DRAM_TOP,
                test_module="wanreduce.sim.tb_core_perf", testcase="throughput", timeout_s=1800,
-               params={**DRAM_PERF, "count": 256, "chunks": 10, "latency": latency, "bandwidth": bandwidth,
+               params={**build, **extra, "count": 256, "chunks": 10, "latency": latency, "bandwidth": bandwidth,
                        "spread": True, "seed": 1, "out": str(out)})
     return json.loads(out.read_text())
+
+
+@pytest.mark.cocotb
+def test_core_records_store_read_split_never_throttles_the_store(tmp_path):
+    """The records core, its memory 100 cycles away, a chunk's contributions spread: every ADD
+    and every result READ reads memory, so the sums store holds ~L cycles of commands
+    unanswered; ``StoreReadSplit``'s queue (one entry per such command) must never run out of
+    room (at 64 entries it had none on 8 459 of 19 688 cycles of bench_core_dram.py's 21-chunk
+    run, 0.51 beat/cycle first to last; docs/benchmarks.md, "The record path: where the cycles
+    go, and the fix"). The rate: a sanity floor (10 chunks fit in the payload gate's FIFO)."""
+    r = _dram_throughput(tmp_path, latency=100, bandwidth=1.0, slot_memory="records",
+                         probes={"room": "inner.reducer.path.sums.split.room"})
+    assert r["results_checked"] == 10
+    probes = r["probes"]
+    assert probes["high"].get("room", 0) == probes["cycles"], probes
+    assert r["beats_per_cycle"] >= 0.7, r
 
 
 @pytest.mark.cocotb

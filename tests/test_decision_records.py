@@ -45,6 +45,18 @@ def test_cocotb_decisions_on_records_w256(in_order: bool) -> None:
     run_decision_records(256, seed=29 if in_order else 30, in_order=in_order)
 
 
+@pytest.mark.cocotb
+def test_cocotb_probe_across_release_mode_changes() -> None:
+    """W 64, job 0 across release-mode changes (``_mode_changes`` in sim/tb_decision_records.py):
+    chunks completed in order and held behind the head, then on completion others completed and
+    released at once, then back in order; every probe as the model's, among them at least 3 of a
+    held chunk while on completion (its bitmap) and 3 of a chunk released on completion while
+    in order (0). The probe's pending bit is ``DecisionState``'s: with main 460d16f's rule (DONE
+    and not behind the head, in order only; its mode port driven with each request's) 40 of the
+    111 probes read wrong, all 21 and 18 of those two kinds among them."""
+    run_decision_records(64, seed=31, scenario="mode_changes")
+
+
 # the record path's waits made to bind (docs/large_slots.md, "The results", "The three waits"):
 # small queues (release queue 7, the emitter's 1 + 2), a slot store of 4 outstanding commands,
 # results paused 450 cycles at 1 % a cycle, window resets at 8 % a message, and each resend

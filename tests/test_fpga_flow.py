@@ -78,3 +78,36 @@ def test_write_verilog_passes_the_pending_store(tmp_path, monkeypatch):
     write_verilog(tmp_path / "c", dict(SMALL), "dram", "words")
     assert seen == [SMALL, {**SMALL, "pending": "words"},
                     {**SMALL, "slot_memory": "dram", "pending": "words"}]
+
+
+def test_report_places_the_records_core_and_refuses_bad_input_in_one_line(tmp_path, monkeypatch):
+    """``wanreduce report --slot-memory records`` synthesises and places the records core at the
+    Versa's S (docs/benchmarks.md, "The records core placed"); a bad slot memory, an S beyond the
+    memory's range or a records core the constructor refuses (W 512) is one line, before synthesis."""
+    import json
+
+    from click.testing import CliRunner
+
+    import wanreduce.commands.report as report
+    from wanreduce.cli import cli
+
+    calls: list[tuple[dict, dict]] = []
+
+    def fake(params, out, **kw):
+        calls.append((params, kw))
+        return {"lut4": (1, 2), "ff": (1, 2), "dp16kd": (0, 108), "mult18": (0, 72), "fmax": {},
+                "critical_paths": [], "synth_s": 0.0, "pnr_s": 0.0}
+
+    monkeypatch.setattr(report, "run_report", fake)
+    base = ["report", "--out", str(tmp_path / "r"), "--ports", "1", "--elements", "499", "--groups", "2"]
+    res = CliRunner().invoke(cli, [*base, "--slots", "32768", "--slot-memory", "records", "--json"])
+    assert res.exit_code == 0, res.output
+    assert calls[0][0]["slots"] == 32768 and calls[0][1]["slot_memory"] == "records"
+    assert json.loads(res.output)["slot_memory"] == "records"
+    for args, message in [(["--slot-memory", "hbm"], "--slot-memory: must be one of onchip, dram, records, got 'hbm'"),
+                          (["--slot-memory", "dram", "--slots", "32768"], "slots must be a power of two"),
+                          (["--slot-memory", "records", "--width", "512"], "512")]:
+        res = CliRunner().invoke(cli, [*base, *args])
+        lines = res.output.strip().splitlines()
+        assert res.exit_code != 0 and len(lines) == 1 and message in lines[0], res.output
+    assert len(calls) == 1, "a refused core reached synthesis"

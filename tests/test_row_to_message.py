@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from stream_helpers import run_testbench
+from stream_helpers import offer_row, run_testbench
 
 from wanreduce.hdl.row_to_message import RowToMessage
 
@@ -23,12 +23,7 @@ def test_rows_become_message_beats_with_first() -> None:
         k = 0
         while len(out) < len(rows):
             valid, ready = k < len(rows) and rng.random() < 0.7, rng.random() < 0.7
-            if valid:
-                m, _, d, last = rows[k]
-                ctx.set(dut.rows.payload.hdr.chunk, m)
-                ctx.set(dut.rows.payload.data, d)
-                ctx.set(dut.rows.payload.last, last)
-            ctx.set(dut.rows.valid, valid)
+            offer_row(ctx, dut.rows, (rows[k][0], *rows[k][2:]) if valid else None)
             ctx.set(dut.m.ready, ready)
             assert ctx.get(dut.m.valid) == valid and ctx.get(dut.rows.ready) == ready  # passed through
             if valid and ready:

@@ -169,6 +169,24 @@ def test_contributions_follow_golden_model(release):
                 t.close()
 
 
+def test_job_cfg_refuses_a_base_beyond_its_field_in_one_line():
+    """JOBj_CFG's base is 16 bits on every core (a records core has S up to 2**20): a base from
+    65 536 on, or a log2 window above 31, is refused in one line before anything is written,
+    not masked into another region (base 65 540 was written as base 4 before)."""
+    assert regs.unpack_job_cfg(regs.pack_job_cfg(enabled=True, log2_window=31, base=0xFFFF)) == (True, 31, 0xFFFF)
+    for kw, message in ((dict(log2_window=2, base=0x10000), r"base must be 0\.\.65535 \(its JOBj_CFG field\), got 65536"),
+                        (dict(log2_window=2, base=-1), r"base must be 0\.\.65535"),
+                        (dict(log2_window=32, base=0), r"log2_window must be 0\.\.31 \(its JOBj_CFG field\), got 32")):
+        with pytest.raises(ValueError, match=message) as e:
+            regs.pack_job_cfg(enabled=True, **kw)
+        assert "\n" not in str(e.value)
+    with SoftAggregator(slots=16, elements=E, groups=4, jobs=2) as a, ControlClient(a.address) as c:
+        before = c.read(regs.job_cfg(0))
+        with pytest.raises(ValueError, match="base must be 0..65535"):
+            c.set_job(0, log2_window=2, base=65540)
+        assert c.read(regs.job_cfg(0)) == before, "a refused configuration was written"
+
+
 def test_registers_over_control():
     with SoftAggregator(slots=16, elements=E, groups=4, jobs=2) as a:
         with ControlClient(a.address, max_ops=5) as c:

@@ -77,5 +77,5 @@ def test_split_routes_reads_with_the_sticky_flag(seed: int, in_memory: bool, mon
 
 
 def test_split_rejects_a_bad_depth() -> None:
-    with pytest.raises(ValueError, match="depth must be 2..1024, got 1"):
+    with pytest.raises(ValueError, match="depth must be 2..2048, got 1"):
         StoreReadSplit(W, slots=SLOTS, row_bits=ROW_BITS, depth=1)

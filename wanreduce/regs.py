@@ -113,12 +113,22 @@ def outcome_counter(outcome: Outcome) -> int:
     return OUTCOME_COUNTER_BASE + int(outcome)
 
 
+JOB_CFG_LOG2_WINDOW_MAX = 0x1F  # JOBj_CFG bits 12..8
+JOB_CFG_BASE_MAX = 0xFFFF  # JOBj_CFG bits 31..16: a region starts below slot 65 536, whatever S
+
+
 def pack_job_cfg(*, enabled: bool, log2_window: int, base: int) -> int:
-    return (int(enabled) & 1) | ((log2_window & 0x1F) << 8) | ((base & 0xFFFF) << 16)
+    """JOBj_CFG's value; a ``log2_window`` or ``base`` beyond its field is refused in one line
+    (masking it would configure another region: a records core has S up to 2**20, but its base
+    field is 16 bits like every core's)."""
+    for name, v, hi in (("log2_window", log2_window, JOB_CFG_LOG2_WINDOW_MAX), ("base", base, JOB_CFG_BASE_MAX)):
+        if not 0 <= v <= hi:
+            raise ValueError(f"{name} must be 0..{hi} (its JOBj_CFG field), got {v}")
+    return (int(enabled) & 1) | (log2_window << 8) | (base << 16)
 
 
 def unpack_job_cfg(value: int) -> tuple[bool, int, int]:
-    return bool(value & 1), (value >> 8) & 0x1F, (value >> 16) & 0xFFFF
+    return bool(value & 1), (value >> 8) & JOB_CFG_LOG2_WINDOW_MAX, (value >> 16) & JOB_CFG_BASE_MAX
 
 
 def params0(*, ports: int, width: int, slots: int, groups: int) -> int:

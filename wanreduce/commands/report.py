@@ -18,7 +18,8 @@ from pathlib import Path
 
 import click
 
-from wanreduce.commands.verilog import core_options, core_params
+from wanreduce.commands.slot_memory import slot_memory_option
+from wanreduce.commands.verilog import checked_ports, core_options, core_params
 from wanreduce.errors import WanreduceError
 
 # nextpnr device flags per board (FPGA of the board, speed grade)
@@ -73,10 +74,18 @@ def format_report(r: dict) -> str:
     return "\n".join(lines)
 
 
+def work_tag(params: dict, slot_memory: str = "onchip", pending: str = "vector") -> str:
+    """A work directory's name for a core: its parameters (``p1-w64-...``), then the slot memory
+    and the pending store where not the defaults."""
+    tag = "-".join(f"{k[0]}{v}" for k, v in params.items())
+    return tag + "".join(f"-{v}" for v, d in ((slot_memory, "onchip"), (pending, "vector")) if v != d)
+
+
 def run_report(params: dict, out: Path, *, board: str = "versa-ecp5", freq_mhz: float = TARGET_MHZ,
-               seed: int = 1, placer: str = PLACER) -> dict:
-    """Synthesise and place-and-route the core; return :func:`parse_nextpnr_report` plus times."""
-    synth_s = synthesise(params, out)
+               seed: int = 1, placer: str = PLACER, slot_memory: str = "onchip") -> dict:
+    """Synthesise (its slots in ``slot_memory``) and place-and-route the core; return
+    :func:`parse_nextpnr_report` plus times."""
+    synth_s = synthesise(params, out, slot_memory)
     r = place_and_route(out, board=board, freq_mhz=freq_mhz, seed=seed, placer=placer)
     r["synth_s"] = synth_s
     return r
@@ -166,18 +175,21 @@ def place_and_route(out: Path, *, board: str = "versa-ecp5", freq_mhz: float = T
 @click.option("--placer", type=click.Choice(PLACERS), default=PLACER, show_default=True,
               help="nextpnr placement algorithm")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
+@click.option("--slot-memory", default="onchip", show_default=True, callback=slot_memory_option,
+              help="where the core's slots live (as `wanreduce verilog`): onchip, dram (the sums behind "
+                   "m_axi_mem_*), records (the per-slot records too; S up to 2^20)")
 @core_options
 def report(board: str, out_dir: Path | None, freq: float, seed: int, placer: str, as_json: bool,
-           **kw: int) -> None:
+           slot_memory: str, **kw: int) -> None:
     """LUTs, flip-flops, block RAMs and Fmax of the core after place-and-route (open flow)."""
-    params = core_params(**kw)
-    tag = "-".join(f"{k[0]}{v}" for k, v in params.items())
-    out = out_dir or Path("build") / "report" / f"{board}-{tag}"
-    r = run_report(params, out, board=board, freq_mhz=freq, seed=seed, placer=placer)
+    params = core_params(slot_memory, **kw)
+    checked_ports(params, slot_memory)
+    out = out_dir or Path("build") / "report" / f"{board}-{work_tag(params, slot_memory)}"
+    r = run_report(params, out, board=board, freq_mhz=freq, seed=seed, placer=placer, slot_memory=slot_memory)
     if as_json:
-        click.echo(json.dumps({"params": params, **r}, indent=1, default=list))
+        click.echo(json.dumps({"params": params, "slot_memory": slot_memory, **r}, indent=1, default=list))
         return
-    desc = ", ".join(f"{k}={v}" for k, v in params.items())
+    desc = ", ".join(f"{k}={v}" for k, v in params.items()) + f", {slot_memory} slot memory"
     click.echo(f"wanreduce_core on {board} (LFE5UM-45F-8, out of context; {desc})")
     click.echo(format_report(r))
     click.echo(f"synthesis {r['synth_s']:.0f} s, place-and-route {r['pnr_s']:.0f} s")

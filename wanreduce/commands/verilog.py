@@ -69,6 +69,15 @@ def port_list(params: dict, slot_memory: str = "onchip") -> list[tuple[str, str,
     return rows
 
 
+def checked_ports(params: dict, slot_memory: str = "onchip") -> list[tuple[str, str, int]]:
+    """:func:`port_list`, the core's constructor checking what involves several parameters (e.g.
+    W 512 with records) before anything is converted; its refusal a one-line CLI error."""
+    try:
+        return port_list(params, slot_memory)
+    except ValueError as exc:
+        raise WanreduceError(str(exc)) from None
+
+
 def write_verilog(out: Path, params: dict, slot_memory: str = "onchip", pending: str = "vector") -> Path:
     """Generate (cached) and copy ``wanreduce_core.sv`` into ``out``; returns its path. ``pending``:
     the reducer's pending store (``hdl.params.PENDING_STORES``)."""
@@ -101,10 +110,7 @@ def verilog(out_dir: Path, slot_memory: str, **kw: int) -> None:
     """Generate the aggregator core as one Verilog module (wanreduce_core)."""
     params = core_params(slot_memory, **kw)
     t0 = time.perf_counter()
-    try:  # the core's constructor checks what involves several parameters: one line, before converting
-        ports = port_list(params, slot_memory)
-    except ValueError as exc:
-        raise WanreduceError(str(exc)) from None
+    ports = checked_ports(params, slot_memory)
     try:
         path = write_verilog(out_dir, params, slot_memory)
     except OSError as exc:

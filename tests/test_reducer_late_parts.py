@@ -1,0 +1,288 @@
+"""Unit tests of the later parts of ``Reducer.elaborate`` built inline (issue 16 item 6, session
+31; docs/reducer.md, "Parts built inline"): the window reset's effect, the result path's wiring,
+stage 2's control. Each against a small reference of what it stands for; the reducer calls them
+as functions so its RTLIL (pinned by tests/test_default_rtl.py) is unchanged."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from stream_helpers import run_testbench
+
+from wanreduce.hdl.held_decision import HeldDecision
+from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, store_tag_layout
+from wanreduce.hdl.result_path import EmitterLink
+from wanreduce.hdl.slot_store_signature import Op
+from wanreduce.hdl.stage2_control import StageTwoControl
+from wanreduce.hdl.stage2_push import StageTwoPush
+from wanreduce.hdl.window_reset_effect import WindowResetEffect
+
+
+@pytest.mark.parametrize(("slots", "jobs"), [(16, 2), (4, 1), (64, 4)])
+def test_window_reset_effect(slots: int, jobs: int) -> None:
+    """``reset_drained`` is true only with every stage, the queue, the emitter and the store
+    empty; a reset request loads its job's head and no other; the pending bits a cycle later are
+    ``pend_eff`` without the slot a reset clears, and stage 1's inputs are that bit, the run's
+    bit and "stage 1's own slot" at the slot stage 1 holds next (slot0 if it advances)."""
+    dut = WindowResetEffect(slots=slots, jobs=jobs)
+    rng = random.Random(slots * 7 + jobs)
+    heads = [0] * jobs
+    seen_drained, seen_bits = set(), set()
+
+    async def tb(ctx) -> None:
+        for _ in range(500):
+            drain = {"empty": rng.random() < 0.8, "v1": rng.random() < 0.2, "v2": rng.random() < 0.2,
+                     "q_count": rng.choice([0, 0, 0, rng.randint(0, 15)]), "emit_busy": rng.random() < 0.2,
+                     "rest_left": rng.choice([0, 0, 0, rng.randint(0, slots - 1)]),
+                     "store_idle": rng.random() < 0.8}
+            ins = {"reset_valid": rng.getrandbits(1), "reset_job": rng.randrange(jobs),
+                   "reset_head": rng.getrandbits(32), "pend_eff": rng.getrandbits(slots),
+                   "clear": rng.getrandbits(1), "clear_slot": rng.randrange(slots), "clr": rng.getrandbits(slots),
+                   "adv": rng.getrandbits(1), "slot0": rng.randrange(slots),
+                   "slot1": rng.choice([rng.randrange(slots), None])}
+            if ins["slot1"] is None:
+                ins["slot1"] = ins["slot0"]
+            ctx.set(dut.drain, drain)
+            for k, v in ins.items():
+                ctx.set(getattr(dut, k), v)
+            want_drained = int(drain["empty"] and not drain["v1"] and not drain["v2"] and drain["q_count"] == 0
+                               and not drain["emit_busy"] and drain["rest_left"] == 0 and drain["store_idle"])
+            assert ctx.get(dut.drained) == want_drained, drain
+            seen_drained.add(want_drained)
+            await ctx.tick()
+            if ins["reset_valid"]:
+                heads[ins["reset_job"]] = ins["reset_head"]
+            assert [ctx.get(dut.heads[j]) for j in range(jobs)] == heads
+            want = ins["pend_eff"] & ~((1 << ins["clear_slot"]) if ins["clear"] else 0) & ((1 << slots) - 1)
+            assert ctx.get(dut.pending) == want, ins
+            n1 = ins["slot0"] if ins["adv"] else ins["slot1"]
+            got = ctx.get(dut.stage1)
+            bits = (want >> n1 & 1, ins["clr"] >> n1 & 1, int(n1 == ins["slot1"]))
+            assert (got.pre, got.cclr, got.sset) == bits, ins
+            seen_bits.add(bits)
+
+    run_testbench(dut, tb)
+    assert seen_drained == {0, 1}
+    assert len(seen_bits) == 8
+
+
+def test_window_reset_effect_rejects_bad_sizes() -> None:
+    """One-line errors naming the parameter and its range."""
+    with pytest.raises(ValueError, match=r"^count_bits must be 1\.\.16, got 0$"):
+        WindowResetEffect(slots=16, jobs=2, count_bits=0)
+
+
+@pytest.mark.parametrize(("slots", "shared"), [(16, False), (16, True), (512, True)])
+def test_emitter_link(slots: int, shared: bool) -> None:
+    """``connect_emitter`` / ``share_tag_port`` (hdl/result_path.py): the emitter's READ is a
+    READ of its row tagged with its slot, ``read`` and its last row; the multi bits say the tag
+    written leaves more than one / two beats; ``rw_hazard`` is a used tag read of the address
+    written, or a missing header; a shared tag port is the emitter's whenever it may read (busy,
+    a rest, an entry queued: the probe's read is lost), else the probe's, enabled."""
+    dut = EmitterLink(slots=slots, jobs=2, shared=shared)
+    rng = random.Random(slots + shared)
+    st_layout = store_tag_layout(slots)
+    seen: set[tuple[int, int]] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(400):
+            st = {"busy": rng.random() < 0.3, "rest_nz": rng.random() < 0.3, "q_count": rng.choice([0, 0, 3]),
+                  "tag_addr": rng.randrange(slots), "tag_en": rng.getrandbits(1), "tag_read": rng.getrandbits(1),
+                  "slot": rng.randrange(slots), "last": rng.getrandbits(1), "row_addr": rng.getrandbits(8),
+                  "issue": rng.getrandbits(1)}
+            nbm1 = rng.choice([0, 1, 2, rng.getrandbits(17)])
+            ins = {"probe_addr": rng.randrange(slots), "wr_en": rng.getrandbits(1), "hdr_missing": rng.random() < 0.1}
+            ctx.set(dut.state, st)
+            ctx.set(dut.tw_d.nbm1, nbm1)
+            for k, v in ins.items():
+                ctx.set(getattr(dut, k), v)
+            may = st["busy"] or st["rest_nz"] or st["q_count"] != 0
+            addr = st["tag_addr"] if (may or not shared) else ins["probe_addr"]
+            ctx.set(dut.wr_addr, addr if rng.random() < 0.5 else rng.randrange(slots))
+            await ctx.delay(1e-9)
+            assert ctx.get(dut.rd_addr) == addr, (st, ins)
+            assert ctx.get(dut.rd_en) == (int(not may or st["tag_en"]) if shared else st["tag_en"])
+            if shared:
+                assert ctx.get(dut.rd_lost) == int(may)
+                seen.add((int(may), ctx.get(dut.rd_en)))
+            cmd = ctx.get(dut.e_cmd)
+            assert ctx.get(dut.e_valid) == st["issue"]
+            assert (cmd.op, cmd.row) == (Op.READ, st["row_addr"])
+            want_tag = st_layout.const({"slot": st["slot"], "read": 1, "last": st["last"]}).as_value().value
+            assert cmd.tag == want_tag
+            assert (ctx.get(dut.wmulti), ctx.get(dut.wmulti2)) == (int(nbm1 != 0), int(nbm1 >> 1 != 0))
+            hazard = (st["tag_read"] and ins["wr_en"] and ctx.get(dut.wr_addr) == addr) or ins["hdr_missing"]
+            assert ctx.get(dut.rw_hazard) == int(hazard)
+
+    run_testbench(dut, tb)
+    if shared:
+        assert seen == {(0, 1), (1, 0), (1, 1)}
+
+
+@pytest.mark.parametrize(("width", "slots", "row_bits"), [(64, 16, 3), (256, 4, 0), (512, 64, 1)])
+def test_stage_two_control(width: int, slots: int, row_bits: int) -> None:
+    """``stage2_registers`` / ``release_push`` (hdl/stage2_control.py) against a cycle model:
+    stage 2 loads the beat leaving stage 1 (its op the decision's on a first beat, else the held
+    one; its lanes those of its row holding elements), holds it otherwise; ``has_cmd`` says its op
+    is not OP_NONE; the entry is pushed with the last beat, to the emitter if ``queued_r``; the
+    tag written is the decision's on a first beat; ``runs_now`` is ``fx_c`` the cycle after a
+    decision, held; ``queued_x`` is a push that is a resend or an emission with a run."""
+    dut = StageTwoControl(width, slots=slots, jobs=2, row_bits=row_bits)
+    rng = random.Random(width + slots)
+    n_lanes = width // 32
+    tag_bits = len(dut.tag_d.as_value())
+    reg = {"v2": 0, "last2": 0, "has_cmd": 0, "push_c": 0, "op2": 0, "row2": 0, "d2": 0, "lanes2": 0, "slot2": 0}
+    runs_r = 0
+    seen: set[tuple[int, int]] = set()
+
+    async def tb(ctx) -> None:
+        nonlocal runs_r
+        for _ in range(400):
+            i = {"v1": rng.random() < 0.8, "adv": rng.random() < 0.8, "first1": rng.getrandbits(1),
+                 "last1": rng.getrandbits(1), "op": rng.randrange(4), "op_r": rng.randrange(4),
+                 "push_c_n": rng.getrandbits(1), "idx": rng.getrandbits(row_bits) if row_bits else 0,
+                 "slot1": rng.randrange(slots),
+                 "d1": rng.getrandbits(width), "push_r": rng.getrandbits(1), "tag_d": rng.getrandbits(tag_bits),
+                 "tag_r": rng.getrandbits(tag_bits), "queued_r": rng.getrandbits(1), "emit_r": rng.getrandbits(1),
+                 "more_nz_r": rng.getrandbits(1), "decide_r": rng.getrandbits(1), "fx_c": rng.getrandbits(1)}
+            # a row of the message holds an element: count > idx * lanes
+            i["count"] = i["idx"] * n_lanes + rng.randint(1, 2 * n_lanes)
+            for k, v in i.items():
+                if k in ("tag_d", "tag_r"):
+                    ctx.set(getattr(dut, k).as_value(), v)
+                else:
+                    ctx.set(getattr(dut, k), v)
+            await ctx.delay(1e-9)
+            # combinational, from this cycle's registers
+            push_now = reg["last2"] & i["push_r"]
+            runs_now = i["fx_c"] if i["decide_r"] else runs_r
+            assert ctx.get(dut.push_now) == push_now
+            assert ctx.get(dut.queued) == reg["last2"] & i["queued_r"]
+            assert ctx.get(dut.runs_now) == runs_now
+            want_x = push_now & (1 - (i["emit_r"] & (1 - (runs_now & i["more_nz_r"]))))
+            assert ctx.get(dut.queued_x) == want_x
+            assert ctx.get(dut.tag_c.as_value()) == (i["tag_d"] if i["first1"] else i["tag_r"])
+            seen.add((push_now, want_x))
+            await ctx.tick()
+            go = int(i["v1"] and i["adv"])
+            op_c = i["op"] if i["first1"] else i["op_r"]
+            reg.update(v2=go, last2=go & i["last1"], has_cmd=go & int(op_c != 0), push_c=i["push_c_n"])
+            if go:
+                rem = i["count"] - i["idx"] * n_lanes
+                row = (i["slot1"] << row_bits) | (i["idx"] & ((1 << row_bits) - 1))
+                reg.update(op2=op_c, row2=row, d2=i["d1"], slot2=i["slot1"],
+                           lanes2=sum(1 << k for k in range(n_lanes) if rem > k))
+            if i["decide_r"]:
+                runs_r = i["fx_c"]
+            got = ctx.get(dut.stage2)
+            assert {k: getattr(got, k) for k in reg} == reg, i
+
+    run_testbench(dut, tb)
+    assert seen >= {(0, 0), (1, 0), (1, 1)}
+
+
+@pytest.mark.parametrize(("slots", "jobs"), [(16, 2), (4, 1), (512, 4)])
+def test_held_decision(slots: int, jobs: int) -> None:
+    """``decided_entry`` / ``hold_decision`` (hdl/held_decision.py) against a cycle model: the
+    entry is stage 1's job, chunk and slot, the run and the resend; the tag DONE or ACTIVE with
+    the header's fields; a decision loads both and the flags (emit = push and not a resend,
+    more_nz = the run's), the slot mask (its slot and the run's), and nothing else does; the
+    outcome strobe follows the decision by two cycles, the code by one."""
+    dut = HeldDecision(slots=slots, jobs=jobs)
+    rng = random.Random(slots + jobs)
+    jb = max(1, (jobs - 1).bit_length())
+    hdr_bits = len(dut.h1.as_value())
+    held = {"entry": 0, "tag": 0, "mask": 0, "op": 0, "push": 0, "emit": 0, "more_nz": 0, "queued": 0}
+    decide_r = outcome = code_r = 0
+    loads = 0
+
+    async def tb(ctx) -> None:
+        nonlocal decide_r, outcome, code_r, loads
+        for _ in range(300):
+            i = {"slot1": rng.randrange(slots), "decide": rng.random() < 0.4, "op": rng.randrange(4),
+                 "push_d": rng.getrandbits(1), "resend": rng.getrandbits(1), "done_new": rng.getrandbits(1),
+                 "queued_d": rng.getrandbits(1), "run": rng.randrange(slots), "run_nz": rng.getrandbits(1),
+                 "nbm1": rng.getrandbits(17), "new_bm": rng.getrandbits(32), "oh1": 1 << rng.randrange(slots),
+                 "clr": rng.getrandbits(slots), "code": rng.randrange(16)}
+            ctx.set(dut.h1.as_value(), rng.getrandbits(hdr_bits))
+            for k, v in i.items():
+                ctx.set(getattr(dut, k), v)
+            await ctx.delay(1e-9)
+            h = ctx.get(dut.h1)
+            e, t = ctx.get(dut.entry_d), ctx.get(dut.tag_d)
+            assert (e.job, e.chunk, e.slot, e.more, e.resent) == (
+                h.job_id & ((1 << jb) - 1), h.chunk, i["slot1"], i["run"], i["resend"])
+            assert (t.state, t.job, t.chunk, t.round, t.nbm1, t.bitmap) == (
+                DONE if i["done_new"] else ACTIVE, e.job, h.chunk, h.round_id, i["nbm1"], i["new_bm"])
+            entry_v, tag_v = ctx.get(dut.entry_d.as_value()), ctx.get(dut.tag_d.as_value())
+            await ctx.tick()
+            outcome, decide_r, code_r = decide_r, int(i["decide"]), i["code"]
+            if i["decide"]:
+                loads += 1
+                held.update(entry=entry_v, tag=tag_v, mask=i["oh1"] | i["clr"], op=i["op"], push=i["push_d"],
+                            emit=i["push_d"] & (1 - i["resend"]), more_nz=i["run_nz"], queued=i["queued_d"])
+            f = ctx.get(dut.flags)
+            got = {"entry": ctx.get(dut.entry_r.as_value()), "tag": ctx.get(dut.tag_r.as_value()),
+                   "mask": ctx.get(dut.mask_r), **{k: getattr(f, k) for k in ("op", "push", "emit", "more_nz", "queued")}}
+            assert got == held, i
+            assert (f.decide_r, f.outcome, ctx.get(dut.outcome_code)) == (decide_r, outcome, code_r)
+        assert loads > 50
+
+    run_testbench(dut, tb)
+
+
+@pytest.mark.parametrize(("slots", "jobs", "dram"), [(16, 2, False), (16, 3, True), (4, 1, True)])
+def test_stage_two_push(slots: int, jobs: int, dram: bool) -> None:
+    """``stage2_push`` (hdl/stage2_push.py), the wiring around hdl/stage2_issue.py's functions
+    (tested on their own in tests/test_reducer_inline_parts.py): the command pushed with
+    ``push_c``, a marker without a data op, then to the emitter if queued, with stage 2's beat;
+    the header pushed when the entry is pushed by an emitting message; the entry queued with its
+    mask when queued, the run behind an emitting message at its own job's slot base (another
+    job's configuration differs); with the DRAM store ``more`` = not the last row."""
+    dut = StageTwoPush(64, slots=slots, jobs=jobs, row_bits=2, dram=dram)
+    rng = random.Random(slots + jobs + dram)
+    sb = (slots - 1).bit_length()
+    seen: set[int] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(300):
+            i = {k: rng.getrandbits(1) for k in ("push_c", "has_cmd", "queued", "emit2", "last2", "push_now",
+                                                 "emit_last")}
+            s2 = {"op2": rng.choice([1, 2]), "row2": rng.getrandbits(sb + 2), "d2": rng.getrandbits(64),
+                  "lanes2": rng.getrandbits(2), "slot2": rng.getrandbits(sb)}
+            entry = {"job": rng.randrange(jobs), "chunk": rng.getrandbits(32), "slot": rng.getrandbits(sb),
+                     "more": rng.randrange(1, slots), "resent": 1 - i["emit2"]}
+            cfgs = [{"enable": 1, "log2_window": rng.randint(0, 8), "base": rng.getrandbits(16)} for _ in range(jobs)]
+            mask = rng.getrandbits(slots)
+            for k, v in i.items():
+                ctx.set(getattr(dut, k), v)
+            ctx.set(dut.s2, s2)
+            ctx.set(dut.entry_r, entry)
+            ctx.set(dut.mask_r, mask)
+            for j in range(jobs):
+                ctx.set(dut.job_cfg[j], cfgs[j])
+            ctx.set(dut.tag_r, {"state": 2, "job": entry["job"], "chunk": entry["chunk"]})
+            await ctx.delay(1e-9)
+            assert [ctx.get(getattr(dut, n)) for n in ("push", "push_marker", "push_then_emit")] == \
+                [i["push_c"], 1 - i["has_cmd"], i["queued"]]
+            cmd = ctx.get(dut.push_cmd)
+            assert (cmd.row, cmd.data, cmd.lanes) == (s2["row2"], s2["d2"], s2["lanes2"])
+            assert cmd.tag & ((1 << sb) - 1) == s2["slot2"]
+            assert ctx.get(dut.hdr_valid) == i["push_now"] & i["emit2"]
+            assert ctx.get(dut.hdr).chunk == entry["chunk"]
+            assert (ctx.get(dut.q_push), ctx.get(dut.q_mask)) == (i["queued"], mask)
+            q = ctx.get(dut.q_entry)
+            if i["emit2"]:
+                c = cfgs[entry["job"]]
+                nxt = (entry["chunk"] + 1) & 0xFFFFFFFF
+                want = (nxt, (c["base"] + (nxt & ((1 << min(c["log2_window"], sb)) - 1))) % slots, entry["more"] - 1)
+            else:
+                want = (entry["chunk"], entry["slot"], 0)
+            assert (q.chunk, q.slot, q.more) == want, (i, entry, cfgs)
+            more = (1 - i["last2"], 1 - i["emit_last"]) if dram else (0, 0)
+            assert (cmd.more, ctx.get(dut.e_more)) == more
+            seen.add(i["emit2"])
+
+    run_testbench(dut, tb)
+    assert seen == {0, 1}
