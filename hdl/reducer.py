@@ -53,7 +53,6 @@ from .dram_slot_store import AXI_PREFIX, DramSlotStore
 from .head_check import head_checks
 from .held_decision import decided_entry, hold_decision
 from .layouts import (
-    AggHeaderLayout,
     lanes,
     payload_beats,
 )
@@ -79,6 +78,7 @@ from .release_run import release_scans, run_of
 from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
 from .result_path import connect_emitter, connect_probe, result_output, share_tag_port
+from .stage1_registers import load_stage1, stage1_registers
 from .stage1_tag_checks import stage1_tag_checks
 from .stage2_control import release_push, stage2_registers
 from .stage2_push import stage2_push
@@ -261,49 +261,29 @@ class Reducer(wiring.Component):
         # ================= stage 0 (p: the beat entering stage 1) =================
         f = p.beat
         h0 = f.hdr
-        idx0 = p.idx
-        slot0, start0, wmask0 = p.slot, p.start, p.wmask
+        slot0, wmask0 = p.slot, p.wmask
         cw0 = p.cw
         if not self.words:
             region0 = p.region
             oh0 = p.oh  # slot0, one-hot
             lm0 = p.lm  # slots below start0 (thermometer)
 
-        # ================= stage 1 registers =================
-        v1 = Signal()
-        first1 = Signal()
-        last1 = Signal()
-        h1 = Signal(AggHeaderLayout)
-        d1 = Signal(W)
-        idx1 = Signal(beat_bits)
-        slot1 = Signal(sb)
-        start1 = Signal(sb)
+        # ================= stage 1 registers (hdl/stage1_registers.py) =================
+        s1 = stage1_registers(p, width=W, slots=S, beat_bits=beat_bits, vectors=not self.words,
+                              run_table=self.run_table)
+        v1, first1, last1, h1, d1, idx1, slot1, start1 = (s1.v1, s1.first1, s1.last1, s1.h1, s1.d1, s1.idx1,
+                                                           s1.slot1, s1.start1)
         if not self.words:
-            oh1 = Signal(S)  # slot1, one-hot
-            lm1 = Signal(S)  # slots below start1 (thermometer)
-        dist_tab1 = [Signal(sb, name=f"dist_tab{i}") for i in range(S)] if self.run_table else []
-        bit1 = Signal(32)
-        unconf1 = Signal()
-        nonmem1 = Signal()
-        cwrite1 = Signal()  # a first contribution completes the chunk (single member)
-        wmask = Signal(sb)  # window - 1 (the log2 window clamped to the slot memory)
-        chunk_p1 = Signal(32)  # h1.chunk + 1
-        cw1 = Signal(32)  # h1.chunk - 2**lw
-        # relative to the chunk decided in the cycle this beat entered stage 1 (head forwarding):
-        delta1 = Signal(32)  # h1.chunk - (that chunk + 1)
-        deltaw1 = Signal(32)  # cw1 - (that chunk + 1)
-        d_hz1 = Signal()  # delta1[sb:31] == 0 (a borrow from the low bits reaches the sign)
-        dw_hz1 = Signal()  # deltaw1[sb:31] == 0
-        delta_n = (h0.chunk - chunk_p1)[:32]  # delta1 / deltaw1 for p's beat
-        deltaw_n = (cw0 - chunk_p1)[:32]
-        nbm1_1 = Signal(17)
+            oh1, lm1, region1 = s1.oh1, s1.lm1, s1.region1  # slot1 one-hot, slots below start1, region
+        dist_tab1, bit1, unconf1, nonmem1, cwrite1 = s1.dist_tab1, s1.bit1, s1.unconf1, s1.nonmem1, s1.cwrite1
+        wmask, chunk_p1, cw1, nbm1_1 = s1.wmask, s1.chunk_p1, s1.cw1, s1.nbm1_1
+        delta1, deltaw1, d_hz1, dw_hz1 = s1.delta1, s1.deltaw1, s1.d_hz1, s1.dw_hz1  # head forwarding
+        delta_n, deltaw_n = s1.delta_n, s1.deltaw_n
         v2 = Signal()  # stage 2 (add + data write) holds a beat
         last2 = Signal()  # ... the last of its message (its release entry, if any, is pushed now)
         push_now = Signal()  # the release entry (entry_r, still the message's) is pushed now
         push_r = Signal()  # the decision pushes a release entry (held for the message)
         entry_r = Signal(entry_layout)  # that entry (``more``: the run, used if runs_now)
-        if not self.words:
-            region1 = Signal(S)
         # stage 1 moves on this cycle (not stalled on a pinned slot): a flip-flop, worked out a
         # cycle ahead from the next values of v1, first1 and pin_r (it enables hundreds of
         # stage-0/1 registers and multiplexers across the reducer)
@@ -333,32 +313,7 @@ class Reducer(wiring.Component):
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
         ]
-        with m.If(adv):
-            m.d.sync += [
-                v1.eq(take),
-                first1.eq(f.first),
-                last1.eq(f.last),
-                h1.eq(h0),
-                d1.eq(f.data),
-                idx1.eq(idx0),
-                slot1.eq(slot0),
-                start1.eq(start0),
-                *([oh1.eq(oh0), lm1.eq(lm0)] if not self.words else []),
-                *[dist_tab1[i].eq((Const(i, sb) - start0)[:sb] & wmask0) for i in range(len(dist_tab1))],
-                bit1.eq(p.bit),
-                unconf1.eq(p.unconf),
-                nonmem1.eq(p.nonmem),
-                cwrite1.eq(p.cwrite),
-                wmask.eq(wmask0),
-                chunk_p1.eq(p.chunk_p1),
-                cw1.eq(cw0),
-                delta1.eq(delta_n),
-                deltaw1.eq(deltaw_n),
-                d_hz1.eq(delta_n[sb:31] == 0),
-                dw_hz1.eq(deltaw_n[sb:31] == 0),
-                nbm1_1.eq(p.nbm1),
-                *([region1.eq(region0)] if not self.words else []),
-            ]
+        load_stage1(m, s1, p, take=take, adv=adv)
         m.d.comb += [
             # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
             # always one cycle old and the bypass registers cover exactly what it missed
