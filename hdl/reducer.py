@@ -39,7 +39,6 @@ from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
 from .command_arbiter import CMD_DEPTH, CommandArbiter
@@ -65,7 +64,6 @@ from .pin_terms import next_pair_checks, pin_terms
 from .reducer_config import ReducerConfig
 from .reducer_input import InputStages
 from .reducer_layouts import (
-    FREE,
     OP_NONE,
     HeadChecks,
     PriorityInputs,
@@ -83,6 +81,7 @@ from .stage1_tag_checks import stage1_tag_checks
 from .stage2_control import release_push, stage2_registers
 from .stage2_push import stage2_push
 from .stage_room import fifo_room_next, queue_room_next
+from .tag_memory import tag_memory, tag_write_register, tag_write_select
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
 from .window_reset_effect import pending_next, reset_drained, reset_heads
@@ -183,23 +182,10 @@ class Reducer(wiring.Component):
         beat_bits = max(1, rb)
         tag_layout = slot_tag_layout(self.jobs)
 
-        # Left to the tools (block RAM on the ECP5). Forcing LUT RAM up to 256 slots (for the
-        # block RAM's ~4 ns clock-to-output) gained nothing measurable (55.0 vs 53.7 MHz at
-        # S=64, within placement noise) and left nextpnr's router congested on the Versa build.
-        # ``no_rw_check``: no read port's result is used when it reads the address written in
-        # the same cycle (the decision's ports bypass the write in progress: thit_w0, dhit0; the
-        # emitter reads a queued result's slot, which is pinned: not written while queued, and
-        # its last write is the cycle before the emitter can start it; a window reset waits
-        # for the emitter to drain). Without it yosys adds read/write address comparators and
-        # an output multiplexer to every block RAM port to emulate read-old-data on collision.
-        no_rw = {"no_rw_check": 1}
-        m.submodules.tag_mem = tag_mem = Memory(shape=tag_layout, depth=S, init=[], attrs=no_rw)
-        tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
-        tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
-        tag_wr = tag_mem.write_port()
         probe_shares = S > self.PROBE_TAG_PORT_MAX_SLOTS  # the probe reads on the emitter's port
-        if not probe_shares:
-            tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
+        # the slot tags (hdl/tag_memory.py): the decision's, the emitter's and the probe's read ports
+        tags = tag_memory(m, slots=S, jobs=self.jobs, probe_port=not probe_shares)
+        tag_rd, tag_rd_e, tag_wr, tag_rd_p = tags.rd, tags.rd_e, tags.wr, tags.rd_p
         # the partial sums: the slot store (built in __init__), its command port shared by the
         # contributions and the emitter's READs, its responses assembled into results
         m.submodules.store = store = self.store
@@ -325,15 +311,11 @@ class Reducer(wiring.Component):
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
 
         # ---- last-write bypass (the only read-after-write distance is one cycle) ----
-        tb_data = Signal(tag_layout)  # the last tag written
-        with m.If(tag_wr.en):
-            m.d.sync += tb_data.eq(tag_wr.data)
         # Tag writes go through a register (tw): the decision ends in flip-flops, not in the tag
-        # memory's write port; the tag memory is written one cycle later.
-        tw_en, tw_addr, tw_data = Signal(), Signal(sb), Signal(tag_layout)  # write requested
-        tw_v, tw_a, tw_d = Signal(), Signal(sb), Signal(tag_layout)  # being written now
-        m.d.sync += [tw_v.eq(tw_en), tw_a.eq(tw_addr), tw_d.eq(tw_data)]
-        m.d.comb += [tag_wr.en.eq(tw_v), tag_wr.addr.eq(tw_a), tag_wr.data.eq(tw_d)]
+        # memory's write port; the tag memory is written one cycle later (hdl/tag_memory.py).
+        tw = tag_write_register(m, tag_wr, tag_layout=tag_layout, slot_bits=sb)
+        tb_data, tw_en, tw_addr, tw_data, tw_v, tw_a, tw_d = (tw.tb_data, tw.tw_en, tw.tw_addr, tw.tw_data, tw.tw_v,
+                                                              tw.tw_a, tw.tw_d)
 
         # ================= stage 1: decision (first beat) =================
         bit = bit1
@@ -627,16 +609,9 @@ class Reducer(wiring.Component):
                 *[pc.job_base[j].eq(cfg.cfg.job_cfg[j].base[:sb]) for j in range(self.jobs)],
             ]
 
-        # a reset writes FREE (only the state matters: every check and the emitter ignore the
-        # other fields of a FREE tag)
-        m.d.comb += [
-            tw_en.eq(rst_wr | (v1 & adv & last1 & op_c_nz)),
-            tw_addr.eq(Mux(rst_wr, rst_slot, slot1)),
-            tw_hit0.eq(Mux(op_c_nz, Mux(rst_wr, rst_slot == slot0, v1 & adv & last1 & (slot1 == slot0)),
-                           rst_wr & (rst_slot == slot0))),
-            tw_data.eq(tag_c),
-            tw_data.state.eq(Mux(rst_wr, FREE, tag_c.state)),
-        ]
+        # a reset writes FREE, else a message's last beat its tag (hdl/tag_memory.py)
+        tag_write_select(m, tw, tw_hit0=tw_hit0, clear=rst_wr, clear_slot=rst_slot, v1=v1, adv=adv, last1=last1,
+                         op_c_nz=op_c_nz, slot1=slot1, slot0=slot0, tag_c=tag_c)
 
         # ================= emitter =================
         # (hdl/result_path.py)

@@ -10,7 +10,9 @@ import random
 import pytest
 from stream_helpers import run_testbench
 
+from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
 from wanreduce.hdl.stage1_registers import StageOneRegisters
+from wanreduce.hdl.tag_memory import TagWrite
 
 M32 = (1 << 32) - 1
 
@@ -90,3 +92,60 @@ def test_stage_one_registers(width: int, slots: int, elements: int, vectors: boo
     assert loads > 100 and holds > 50
     assert {(0, 0), (1, 1)} <= seen_hz
     assert seen_d31 == {0, 1}
+
+
+@pytest.mark.parametrize(("slots", "jobs"), [(16, 2), (4, 1), (512, 4)])
+def test_tag_write(slots: int, jobs: int) -> None:
+    """``tag_memory`` / ``tag_write_register`` / ``tag_write_select`` (hdl/tag_memory.py) against a
+    cycle model: a reset writes FREE (the other fields of ``tag_c`` kept) at its slot, else a last
+    beat leaving stage 1 with a data op writes ``tag_c`` at ``slot1``, nothing else writes;
+    ``tw_hit0`` is the request at stage 0's slot; the request is registered (``tw_v``, ``tw_a``) and
+    written into the memory a cycle later, ``tb_data`` holds the last tag written, and the memory
+    read back (not transparent) has every write."""
+    dut = TagWrite(slots=slots, jobs=jobs)
+    rng = random.Random(slots + jobs)
+    layout = slot_tag_layout(jobs)
+    st = layout["state"]
+    st_mask = ((1 << st.width) - 1) << st.offset
+    tag_bits = layout.size
+    mem = [0] * slots
+    pend = {"v": 0, "a": 0, "d": 0}
+    tb_data = 0
+    kinds: set[str] = set()
+    written: set[int] = set()  # the states written into the memory
+
+    async def tb(ctx) -> None:
+        nonlocal tb_data, pend
+        for _ in range(500):
+            slot1 = rng.randrange(slots)
+            r = {"clear": int(rng.random() < 0.2), "clear_slot": rng.randrange(slots), "v1": int(rng.random() < 0.8),
+                 "adv": int(rng.random() < 0.8), "last1": rng.getrandbits(1), "op_c_nz": rng.getrandbits(1),
+                 "slot1": slot1, "slot0": rng.choice([slot1, rng.randrange(slots)])}
+            tag = (rng.getrandbits(tag_bits) & ~st_mask) | (rng.choice([ACTIVE, DONE]) << st.offset)
+            rd_addr = rng.choice([pend["a"], rng.randrange(slots)])
+            ctx.set(dut.req, r)
+            ctx.set(dut.tag_c.as_value(), tag)
+            ctx.set(dut.rd_addr, rd_addr)
+            leave = r["v1"] & r["adv"] & r["last1"] & r["op_c_nz"]
+            en = r["clear"] | leave
+            addr = r["clear_slot"] if r["clear"] else r["slot1"]
+            data = (tag & ~st_mask) | (FREE << st.offset) if r["clear"] else tag
+            await ctx.delay(1e-9)
+            assert (ctx.get(dut.tw_en), ctx.get(dut.tw_addr)) == (en, addr), r
+            assert ctx.get(dut.tw_hit0) == int(en and addr == r["slot0"]), r
+            kinds.add("reset" if r["clear"] else "write" if leave else "none")
+            await ctx.tick()
+            rd = mem[rd_addr]
+            if pend["v"]:
+                mem[pend["a"]] = pend["d"]
+                written.add((pend["d"] >> st.offset) & ((1 << st.width) - 1))
+                tb_data = pend["d"]
+            pend = {"v": en, "a": addr, "d": data}
+            assert (ctx.get(dut.tw_v), ctx.get(dut.tw_a)) == (en, addr)
+            assert ctx.get(dut.tb_data.as_value()) == tb_data
+            assert ctx.get(dut.rd_data.as_value()) == rd, rd_addr
+
+    run_testbench(dut, tb)
+    assert kinds == {"reset", "write", "none"}
+    assert written == {FREE, ACTIVE, DONE}
+
