@@ -48,8 +48,14 @@ from .decision import (
     prio_of,
     priority,
 )
+from .decision_effect import (
+    effect_registers,
+    head_check_registers,
+    load_effect,
+    pending_with_effect,
+    update_heads,
+)
 from .dram_slot_store import AXI_PREFIX, DramSlotStore
-from .head_check import head_checks
 from .held_decision import decided_entry, hold_decision
 from .layouts import (
     lanes,
@@ -65,7 +71,6 @@ from .reducer_config import ReducerConfig
 from .reducer_input import InputStages
 from .reducer_layouts import (
     OP_NONE,
-    HeadChecks,
     PriorityInputs,
     bits_for,
     slot_tag_layout,
@@ -325,22 +330,11 @@ class Reducer(wiring.Component):
         # S pending bits and J heads; this decision sees that effect through forwarding.
         # the last cycle's decision completed a chunk in in-order mode at its job's head (fx_c:
         # release run, new head) or behind it (fx_s: set its pending bit)
-        fx_c = Signal()
-        fx_s = Signal()
-        # inverted copies (yosys merges identical flip-flops) for the wide fan-out, so that fx_c /
-        # fx_s themselves stay next to the decision loop they close (pend1, the forwarded head
-        # checks, the three-case multiplexer): the copies drive pending and the heads (S pending
-        # bits, the release scans' inputs, the head checks) and the run / clr multiplexers;
-        # copy_error checks them
-        fxw_cn, fxw_sn = Signal(init=1, name="fxw_cn"), Signal(init=1, name="fxw_sn")
-        fx_job = Signal(jb)
-        fx_run = Signal(sb)  # chunks released after the completing one
-        fx_cp1 = Signal(32)  # its chunk + 1
+        # (hdl/decision_effect.py; inverted copies fxw_cn / fxw_sn for the wide fan-out)
+        fx = effect_registers(slots=S, job_bits=jb, vectors=not self.words)
+        fx_c, fx_s, fxw_cn, fxw_sn, fx_job = fx.fx_c, fx.fx_s, fx.fxw_cn, fx.fxw_sn, fx.fx_job
         if not self.words:  # the S pending bits and the two 2S-bit scans of stage 0
-            fx_clr = Signal(S)  # slots released behind the completing one
-            fx_set = Signal(S)  # its slot, one-hot
-            pend_eff = Signal(S)  # pending with the last decision applied
-            m.d.comb += pend_eff.eq(pending_effect(pending, Mux(fxw_cn, 0, fx_clr), Mux(fxw_sn, 0, fx_set)))
+            pend_eff = pending_with_effect(m, fx, pending)  # pending with the last decision applied
             # the release scans' inputs, a cycle ahead, without and with stage 1's own pending bit
             sp = release_scans(m, pend_eff, adv=adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1, region0=region0,
                                region1=region1)  # hdl/release_run.py
@@ -350,19 +344,15 @@ class Reducer(wiring.Component):
         # stage 1, against the heads as they will be then (the register with the pending
         # effect fx applied). The decision made in the cycle the beat enters stage 1 is
         # forwarded: checks against its new head (chunk + 1 + run) from delta1/deltaw1.
-        fx_hn = Signal(32)  # the new head of the last decision (if at the head)
-        m.d.comb += fx_hn.eq(fx_cp1 + fx_run)
-        hc_r = Signal(HeadChecks)  # hdl/head_check.py
-        fx_hc = (~fxw_cn, fx_job, fx_cp1, fx_run)
-        m.d.sync += hc_r.eq(Mux(adv, head_checks(m, h0.job_id[:jb], h0.chunk, cw0, head, *fx_hc),
-                                head_checks(m, h1.job_id[:jb], h1.chunk, cw1, head, *fx_hc)))
+        hc_r = head_check_registers(m, fx, head, adv=adv, job0=h0.job_id[:jb], chunk0=h0.chunk, cw0=cw0,
+                                    job1=h1.job_id[:jb], chunk1=h1.chunk, cw1=cw1)  # hdl/head_check.py
         fwd_job1 = fx_job == h1.job_id[:jb]  # the last decision was stage 1's job's
         fwd_head = fx_c & fwd_job1
         # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
         # low sb bits changes the upper bits, and it reaches bit 31 only if bits sb..30 are zero
         # (the low-bit compares with the run registered with fx_run: run_lt / run_ltw / run_eq)
         # run_eq (and sset_p below) unnamed, as in 6d9e5c0's netlist (the pinned RTLIL)
-        run_lt, run_ltw, run_eq = Signal(), Signal(), Signal(name="$signal")
+        run_lt, run_ltw, run_eq = fx.run_lt, fx.run_ltw, fx.run_eq
         late_f = delta1[31] ^ (run_lt & d_hz1)
         wneg_f = deltaw1[31] ^ (run_ltw & dw_hz1)
         late = Mux(fwd_head, late_f, hc_r.late)
@@ -538,22 +528,10 @@ class Reducer(wiring.Component):
         # parts registered every cycle, the decision itself in fx_c / fx_s)
         # fx_c / fx_s feed back into the next decision (pend1, the head forwarding): their next
         # values are two of the decision table's outcomes (fxc_n, fxs_n)
-        m.d.sync += [
-            fx_c.eq(decide & in_order & fxc_n),
-            fx_s.eq(decide & in_order & fxs_n),
-            fxw_cn.eq(~(decide & in_order & fxc_n)),
-            fxw_sn.eq(~(decide & in_order & fxs_n)),
-            fx_job.eq(h1.job_id[:jb]), fx_run.eq(run), fx_cp1.eq(chunk_p1),
-            # delta1 / deltaw1 low bits as they will be next cycle, against this run
-            run_lt.eq(Mux(adv, delta_n[:sb], delta1[:sb]) < run),
-            run_ltw.eq(Mux(adv, deltaw_n[:sb], deltaw1[:sb]) < run),
-            run_eq.eq(Mux(adv, delta_n[:sb], delta1[:sb]) == run),
-            *([fx_clr.eq(clr), fx_set.eq(oh1)] if not self.words else []),
-        ]
-        with m.If(~fxw_cn):
-            for j in range(self.jobs):
-                with m.If(fx_job == j):
-                    m.d.sync += head[j].eq(fx_hn)
+        load_effect(m, fx, decide=decide, in_order=in_order, fxc_n=fxc_n, fxs_n=fxs_n, job=h1.job_id[:jb], run=run,
+                    chunk_p1=chunk_p1, adv=adv, delta_n=delta_n, delta1=delta1, deltaw_n=deltaw_n, deltaw1=deltaw1,
+                    **({"clr": clr, "oh1": oh1} if not self.words else {}))
+        update_heads(m, fx, head)  # the new head (fx_hn) a cycle after the decision
 
         # ================= stage 1 -> stage 2: slot-store commands =================
         # Stage 2 turns each beat with a data operation into a WRITE (a chunk's first

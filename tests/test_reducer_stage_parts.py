@@ -10,6 +10,7 @@ import random
 import pytest
 from stream_helpers import run_testbench
 
+from wanreduce.hdl.decision_effect import DecisionEffect
 from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
 from wanreduce.hdl.stage1_registers import StageOneRegisters
 from wanreduce.hdl.tag_memory import TagWrite
@@ -148,4 +149,82 @@ def test_tag_write(slots: int, jobs: int) -> None:
     run_testbench(dut, tb)
     assert kinds == {"reset", "write", "none"}
     assert written == {FREE, ACTIVE, DONE}
+
+
+def _head_flags(chunk: int, cw: int, head: int) -> tuple[int, int, int]:
+    """HeadChecks' (late, below_end, at_head) of a chunk against a head (mod 2**32 signs)."""
+    return (int((chunk - head) & M32 >= 1 << 31), int((cw - head) & M32 >= 1 << 31), int(chunk == head))
+
+
+@pytest.mark.parametrize(("slots", "jobs"), [(16, 2), (4, 1), (64, 4)])
+def test_decision_effect(slots: int, jobs: int) -> None:
+    """``effect_registers`` ... ``update_heads`` (hdl/decision_effect.py) against a cycle model:
+    an in-order decision's effect is registered (``fx_c`` / ``fx_s``, their inverted copies, job,
+    run, chunk + 1, the run's slots and its own) and applied a cycle later: ``pend_eff`` clears the
+    run's bits or sets the slot's, the job's head (only its) becomes chunk + 1 + run; the head
+    checks registered a cycle ahead (``hc``) equal the checks against the heads as they are in
+    the cycle they are used, for the beat stage 1 then holds; ``run_lt`` / ``run_ltw`` /
+    ``run_eq`` compare that beat's delta low bits with the run."""
+    dut = DecisionEffect(slots=slots, jobs=jobs)
+    rng = random.Random(slots * 3 + jobs)
+    sb = (slots - 1).bit_length()
+    heads = [0] * jobs
+    fx: dict[str, int] | None = None
+    hc_want: tuple[int, int, int] | None = None
+    moved = forwarded = 0
+
+    async def tb(ctx) -> None:
+        nonlocal fx, hc_want, moved, forwarded
+        for _ in range(400):
+            i = {"decide": int(rng.random() < 0.6), "in_order": int(rng.random() < 0.8), "fxc_n": rng.getrandbits(1),
+                 "fxs_n": rng.getrandbits(1), "job": rng.randrange(jobs), "run": rng.randrange(slots),
+                 "chunk_p1": rng.choice([heads[rng.randrange(jobs)] + rng.randint(1, 3), rng.getrandbits(32)]) & M32,
+                 "clr": rng.getrandbits(slots), "oh1": 1 << rng.randrange(slots), "adv": rng.getrandbits(1),
+                 "delta_n": rng.getrandbits(32), "delta1": rng.getrandbits(32), "deltaw_n": rng.getrandbits(32),
+                 "deltaw1": rng.getrandbits(32), "pending": rng.getrandbits(slots)}
+            beats = []
+            for _b in range(2):
+                job = rng.randrange(jobs)
+                base = heads[job] if fx is None or not fx["c"] or fx["job"] != job else fx["hn"]
+                chunk = (base + rng.choice([-1, 0, 0, 1, 2, rng.getrandbits(32)])) & M32
+                beats.append({"job": job, "chunk": chunk, "cw": (chunk - (1 << rng.randint(0, 4))) & M32})
+            for k, v in i.items():
+                ctx.set(getattr(dut, k), v)
+            ctx.set(dut.beat0, beats[0])
+            ctx.set(dut.beat1, beats[1])
+            await ctx.delay(1e-9)
+            if fx is not None:  # the effect of the last cycle's decision, now
+                want = i["pending"]
+                if fx["c"]:
+                    want &= ~fx["clr"]
+                if fx["s"]:
+                    want |= fx["oh1"]
+                assert ctx.get(dut.pend_eff) == want & ((1 << slots) - 1)
+                got = ctx.get(dut.fx)
+                assert (got.fx_c, got.fx_s, got.fxw_cn, got.fxw_sn) == (fx["c"], fx["s"], 1 - fx["c"], 1 - fx["s"])
+                assert (got.fx_job, got.fx_run, got.fx_hn) == (fx["job"], fx["run"], fx["hn"])
+                d, dw, lo = fx["d"], fx["dw"], (1 << sb) - 1
+                assert (got.run_lt, got.run_ltw, got.run_eq) == (int(d & lo < fx["run"]), int(dw & lo < fx["run"]),
+                                                                 int(d & lo == fx["run"]))
+            if hc_want is not None:  # checks registered last cycle, against the heads now
+                hc = ctx.get(dut.hc)
+                assert (hc.late, hc.below_end, hc.at_head) == hc_want
+            # the heads move by the registered effect
+            if fx is not None and fx["c"]:
+                if heads[fx["job"]] != fx["hn"]:
+                    moved += 1
+                heads[fx["job"]] = fx["hn"]
+            b = beats[0] if i["adv"] else beats[1]
+            hc_want = _head_flags(b["chunk"], b["cw"], heads[b["job"]])
+            if fx is not None and fx["c"] and fx["job"] == b["job"]:
+                forwarded += 1
+            go = i["decide"] & i["in_order"]
+            fx = {"c": go & i["fxc_n"], "s": go & i["fxs_n"], "job": i["job"], "run": i["run"],
+                  "hn": (i["chunk_p1"] + i["run"]) & M32, "clr": i["clr"], "oh1": i["oh1"],
+                  "d": i["delta_n"] if i["adv"] else i["delta1"], "dw": i["deltaw_n"] if i["adv"] else i["deltaw1"]}
+            await ctx.tick()
+            assert [ctx.get(dut.heads[j]) for j in range(jobs)] == heads
+
+    run_testbench(dut, tb)
+    assert moved > 20 and forwarded > 20
 
