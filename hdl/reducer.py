@@ -66,7 +66,7 @@ from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
 from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
-from .pin_terms import next_pair_checks, pin_terms
+from .pin_registers import advance_next, pin_sources
 from .reducer_config import ReducerConfig
 from .reducer_input import InputStages
 from .reducer_layouts import (
@@ -451,23 +451,12 @@ class Reducer(wiring.Component):
         # move queue -> emitter -> gone, so that is a superset of the next cycle's pins (at
         # worst a hold one cycle longer) except for the entry the decision of this cycle
         # pushes into stage 2; that one is matched live (few levels) next cycle.
-        pin_of = {"entries": [queue.entries[i] for i in range(QUEUE_DEPTH)], "occupied": queue.occupied,
-                  "push_now": push_now, "entry": entry_r, "emit": emit}  # hdl/pin_terms.py
-
-        pin_r = Signal()
-        if self.run_table:
-            # Every slot held now was held a cycle ago or is in the entry stage 2 pushes now
-            # (entries only move stage 2 -> queue -> emitter -> gone), so the union registered
-            # a cycle ago plus stage 2's mask covers it (at worst one cycle too long).
-            pinvec_r = Signal(S)
-            m.d.sync += pinvec_r.eq(queue.held_mask | Mux(push_now, mask_r, 0) | Mux(emit.busy, emit.cur_mask, 0)
-                                    | Mux(emit.rest_nz, emit.rest_mask, 0))
-            pins_now = pinvec_r | Mux(push_now, mask_r, 0)
-            pin_hold = pins_now.bit_select(slot1, 1)
-            pin_load = pins_now.bit_select(slot0, 1)
-        else:
-            pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask, **pin_of)).any()
-            pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0, **pin_of)).any()
+        # (hdl/pin_registers.py; the held slots as masks up to RUN_TABLE_MAX_SLOTS, else chunk distances)
+        pin = pin_sources(m, masks=self.run_table, entries=[queue.entries[i] for i in range(QUEUE_DEPTH)],
+                          occupied=queue.occupied, held_mask=queue.held_mask, push_now=push_now, entry_r=entry_r,
+                          mask_r=mask_r, emit=emit, slot0=slot0, slot1=slot1, h0=h0, h1=h1, wmask0=wmask0, wmask=wmask,
+                          jb=jb)
+        pin_r = pin.pin_r
         pinned = pin_r  # (+ the entry stage 1 pushes this cycle: below, with the decision)
         m.d.comb += [
             # conservative (any first beat on a pinned slot waits, not only a start): keeps the
@@ -488,27 +477,13 @@ class Reducer(wiring.Component):
         # anything), or a slot the release run would free (slots in clr: COMPLETE, behind the
         # head, in the same region, so no job compare). Else the entry held since the
         # message's first beat.
-        # The pair checks below (p's beat against stage 1's) are flip-flops compared a cycle
-        # ahead between the beats that will be there (p's next value per its skid buffer, stage
-        # 1's per adv), with ``take`` only at the last multiplexer: no comparator or subtractor
-        # between the stage-P registers and adv / pin_r.
-        # held entry: same job, and p's chunk - stage 1's (low bits, in stage 1's window) is
-        # inside the run the entry releases
-        pair = next_pair_checks(m, p_load=p_load, skid_valid=ps_v, skid_hdr=ps.beat.hdr, in_hdr=i_d.beat.hdr,
-                                h0=h0, h1=h1, adv=adv, wm0=wmask0, wm1=wmask, jb=jb)  # hdl/pin_terms.py
-        pjob_r, pdc_r, same_key = pair.pjob_r, pair.pdc_r, pair.same_key
-        held_hit = pjob_r & (pdc_r <= entry_r.more)
-        other_chunk = (slot0 == slot1) & ~same_key
-        if not self.words:
-            run_hit = (clr & oh0).any()
-        else:  # p's chunk is one of the run's (same job, 1..run ahead of stage 1's)
-            run_hit = pjob_r & (pdc_r != 0) & (pdc_r <= run)
-        live_n = v1 & last1 & Mux(first1, other_chunk | run_hit, push_r & held_hit)
-        m.d.sync += pin_r.eq(Mux(adv, pin_load | live_n, pin_hold))
-        # ~(v1 & first1 & pin_r) next cycle: stalled, v1 and first1 stay set and pin_r becomes
-        # pin_hold; moving, v1 becomes take (= p_v & room), first1 p's first, pin_r the load
-        adv_n = Mux(adv, ~(p_v & room & f.first & (pin_load | live_n)), ~pin_hold)
-        m.d.sync += [adv_reg.eq(adv_n), hold_t.eq(~adv_n)]
+        # The pair checks (p's beat against stage 1's) are flip-flops compared a cycle ahead between
+        # the beats that will be there, with ``take`` only at the last multiplexer: no comparator or
+        # subtractor between the stage-P registers and adv / pin_r (hdl/pin_registers.py).
+        advance_next(m, pin, p_load=p_load, skid_valid=ps_v, skid_hdr=ps.beat.hdr, in_hdr=i_d.beat.hdr, h0=h0, h1=h1,
+                     adv=adv, wmask0=wmask0, wmask=wmask, jb=jb, slot0=slot0, slot1=slot1, entry_more=entry_r.more,
+                     v1=v1, first1=first1, last1=last1, push_r=push_r, p_v=p_v, room=room, first=f.first,
+                     adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}))
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)

@@ -11,6 +11,7 @@ import pytest
 from stream_helpers import run_testbench
 
 from wanreduce.hdl.decision_effect import DecisionEffect
+from wanreduce.hdl.pin_registers import PinAdvance
 from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
 from wanreduce.hdl.stage1_registers import StageOneRegisters
 from wanreduce.hdl.tag_memory import TagWrite
@@ -228,3 +229,93 @@ def test_decision_effect(slots: int, jobs: int) -> None:
     run_testbench(dut, tb)
     assert moved > 20 and forwarded > 20
 
+
+def _entry_holds(b: dict, entry: dict, push_now: int, lo: int) -> int:
+    """Stage 2's pushed entry holds beat ``b``'s slot: same job, its chunk 0..more ahead (mod the
+    beat's window)."""
+    return int(push_now and entry["job"] == b["job"] and ((b["chunk"] - entry["chunk"]) & lo & b["wm"]) <= entry["more"])
+
+
+@pytest.mark.parametrize(("slots", "jobs", "masks"), [(16, 2, True), (4, 1, True), (64, 4, False), (8, 2, False)])
+def test_pin_advance(slots: int, jobs: int, masks: bool) -> None:
+    """``pin_sources`` / ``advance_next`` (hdl/pin_registers.py) on a coherent pipeline (stage P's
+    beat moves into stage 1 when it advances, P loads its skid's or I's beat when ``p_load``),
+    against a cycle model: ``pin_r`` loads stage 0's pin (masks: the union registered a cycle ago
+    plus stage 2's; distances: stage 2's entry's run) or the beat the entry stage 1 pushes pins
+    (another chunk on the same slot or one its run frees, on a first beat; the held entry's run
+    later), holds stage 1's otherwise; ``adv`` is always ~(v1 & first1 & pin_r), ``hold_t`` its
+    inverse."""
+    dut = PinAdvance(slots=slots, jobs=jobs, masks=masks)
+    rng = random.Random(slots + jobs + masks)
+    sb = (slots - 1).bit_length()
+    lo = (1 << sb) - 1
+    S1 = (1 << slots) - 1
+
+    def beat(near: dict | None = None) -> dict:
+        chunk = rng.getrandbits(32) if near is None or rng.random() < 0.3 else (near["chunk"] + rng.randint(0, 3)) & M32
+        job = rng.randrange(jobs) if near is None or rng.random() < 0.3 else near["job"]
+        return {"job": job, "chunk": chunk, "wm": (1 << rng.randint(0, sb)) - 1, "slot": rng.randrange(slots),
+                "first": rng.getrandbits(1)}
+
+    b0 = b1 = {"job": 0, "chunk": 0, "wm": 0, "slot": 0, "first": 0}
+    st = {"v1": 0, "first1": 0, "pin_r": 0, "pinvec": 0}
+    seen: set[tuple[int, int]] = set()
+
+    async def tb(ctx) -> None:
+        nonlocal b0, b1
+        for n in range(600):
+            skid, inb = beat(b1), beat(b0)
+            pins = {"held_mask": rng.getrandbits(slots) & rng.getrandbits(slots), "mask_r": 1 << rng.randrange(slots),
+                    "push_now": int(rng.random() < 0.3), "busy": rng.getrandbits(1), "cur_mask": 1 << rng.randrange(slots),
+                    "rest_nz": rng.getrandbits(1), "rest_mask": rng.getrandbits(slots) & rng.getrandbits(slots)}
+            entry = {"job": rng.choice([b0["job"], rng.randrange(jobs)]), "chunk": (b0["chunk"] - rng.randint(0, 3)) & M32,
+                     "slot": 0, "resent": 0, "more": rng.randrange(slots)}
+            i = {"p_load": rng.getrandbits(1), "skid_valid": rng.getrandbits(1), "last1": rng.getrandbits(1),
+                 "push_r": rng.getrandbits(1), "p_v": int(n > 2 and rng.random() < 0.8), "room": int(rng.random() < 0.9),
+                 "clr": rng.getrandbits(slots) & rng.getrandbits(slots), "oh0": 1 << b0["slot"]}
+            ctx.set(dut.pins, pins)
+            ctx.set(dut.entry_r, entry)
+            ctx.set(dut.emit, {"busy": 0, "rest_left": 0})
+            for k, v in i.items():
+                ctx.set(getattr(dut, k), v)
+            for port, b in ((dut.h0, b0), (dut.h1, b1), (dut.skid_hdr, skid), (dut.in_hdr, inb)):
+                ctx.set(port.job_id, b["job"])
+                ctx.set(port.chunk, b["chunk"])
+            ctx.set(dut.wmask0, b0["wm"])
+            ctx.set(dut.wmask, b1["wm"])
+            ctx.set(dut.slot0, b0["slot"])
+            ctx.set(dut.slot1, b1["slot"])
+            ctx.set(dut.first, b0["first"])
+            ctx.set(dut.v1, st["v1"])
+            ctx.set(dut.first1, st["first1"])
+            await ctx.delay(1e-9)
+            adv = ctx.get(dut.adv)
+            assert adv == 1 - (st["v1"] & st["first1"] & st["pin_r"]), (n, st)
+            assert ctx.get(dut.hold_t) == 1 - adv
+            assert ctx.get(dut.pin_r) == st["pin_r"], n
+            seen.add((adv, st["pin_r"]))
+            # the model: pins now, the entry stage 1 may push, the registers' next values
+            if masks:
+                now = st["pinvec"] | (pins["mask_r"] if pins["push_now"] else 0)
+                pin_load, pin_hold = now >> b0["slot"] & 1, now >> b1["slot"] & 1
+            else:
+                pin_load, pin_hold = (_entry_holds(b, entry, pins["push_now"], lo) for b in (b0, b1))
+            same_key = b0["job"] == b1["job"] and b0["chunk"] == b1["chunk"]
+            pdc = (b0["chunk"] - b1["chunk"]) & lo & b1["wm"]
+            if st["first1"]:
+                hit = (b0["slot"] == b1["slot"] and not same_key) or (i["clr"] & i["oh0"]) != 0
+            else:
+                hit = i["push_r"] and b0["job"] == b1["job"] and pdc <= entry["more"]
+            live_n = st["v1"] & i["last1"] & int(hit)
+            st["pinvec"] = (pins["held_mask"] | (pins["mask_r"] if pins["push_now"] else 0)
+                            | (pins["cur_mask"] if pins["busy"] else 0) | (pins["rest_mask"] if pins["rest_nz"] else 0)) & S1
+            st["pin_r"] = (pin_load | live_n) if adv else pin_hold
+            if adv:
+                st["v1"], st["first1"] = i["p_v"] & i["room"], b0["first"]
+            await ctx.tick()
+            # the pipeline moves: stage 1 takes P's beat, P loads its skid's or I's
+            b1 = b0 if adv else b1
+            b0 = (skid if i["skid_valid"] else inb) if i["p_load"] else b0
+
+    run_testbench(dut, tb)
+    assert seen == {(1, 0), (1, 1), (0, 1)}

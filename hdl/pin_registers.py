@@ -1,0 +1,136 @@
+"""Pinning's registers and stage 1's advance, out of ``Reducer.elaborate`` (issue 16 item 6;
+docs/reducer.md, "Parts built inline"): ``pin_r`` (the slot of the beat stage 1 holds next is
+held by a queued / emitting result, or by the entry stage 1 may push this cycle), worked out a
+cycle ahead, and ``adv`` (stage 1 moves: ``~(v1 & first1 & pin_r)``), a flip-flop worked out a
+cycle ahead from the next values of v1, first1 and pin_r, with its inverted copy ``hold_t``.
+The held slots are per-slot masks up to ``Reducer.RUN_TABLE_MAX_SLOTS`` (``pinvec_r``), else
+chunk distances (``pin_terms``, hdl/pin_terms.py).
+
+Functions that build their logic into the caller's module, not a component: a component boundary
+would add ports and a hierarchy level to the reducer's RTLIL, which tests/test_default_rtl.py pins
+(the netlist being placed); the reducer calls them where their statements were, with its signal
+names. ``PinAdvance`` wraps them for the unit tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import AggHeaderLayout
+from .params import check_core_params
+from .pin_terms import PairChecks, emitter_pin_layout, next_pair_checks, pin_terms
+from .reducer_layouts import bits_for, release_entry_layout
+
+__all__ = ["PinAdvance", "advance_next", "pin_masks_layout", "pin_sources"]
+
+
+def pin_sources(m: Module, *, masks: bool, entries: Sequence[data.View], occupied: Value, held_mask: Value,
+                push_now: Value, entry_r: data.View, mask_r: Value, emit: object, slot0: Value, slot1: Value,
+                h0: data.View, h1: data.View, wmask0: Value, wmask: Value, jb: int) -> SimpleNamespace:
+    """``pin_r`` (loaded by ``advance_next``) and what it loads: ``pin_load`` (stage 0's beat,
+    ``slot0``) / ``pin_hold`` (stage 1's, ``slot1``) is held by a queue entry, stage 2's entry
+    (``push_now``), the emitter's result or the rest of its run (``emit``). With ``masks``: the
+    union of their slot masks registered a cycle ago (``pinvec_r``: every slot held now was held
+    then or is in stage 2's entry, so at worst a cycle too long) plus stage 2's ``mask_r``; else
+    the chunk-distance terms of ``pin_terms``."""
+    pin_of = {"entries": entries, "occupied": occupied, "push_now": push_now, "entry": entry_r,
+              "emit": emit}  # hdl/pin_terms.py
+    pin_r = Signal(name="pin_r")
+    if masks:
+        pinvec_r = Signal(len(mask_r), name="pinvec_r")
+        m.d.sync += pinvec_r.eq(held_mask | Mux(push_now, mask_r, 0) | Mux(emit.busy, emit.cur_mask, 0)
+                                | Mux(emit.rest_nz, emit.rest_mask, 0))
+        pins_now = pinvec_r | Mux(push_now, mask_r, 0)
+        pin_hold = pins_now.bit_select(slot1, 1)
+        pin_load = pins_now.bit_select(slot0, 1)
+    else:
+        pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask, **pin_of)).any()
+        pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0, **pin_of)).any()
+    return SimpleNamespace(pin_r=pin_r, pin_hold=pin_hold, pin_load=pin_load)
+
+
+def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: Value, skid_hdr: data.View,
+                 in_hdr: data.View, h0: data.View, h1: data.View, adv: Value, wmask0: Value, wmask: Value, jb: int,
+                 slot0: Value, slot1: Value, entry_more: Value, v1: Value, first1: Value, last1: Value,
+                 push_r: Value, p_v: Value, room: Value, first: Value, adv_reg: Value, hold_t: Value,
+                 clr: Value | None = None, oh0: Value | None = None, run: Value | None = None) -> PairChecks:
+    """Load ``pin_r`` and ``adv_reg`` / ``hold_t`` (== ~adv_reg) for the next cycle. Besides
+    ``pin_load`` / ``pin_hold``, the entry stage 1 may push into stage 2 with its last beat pins
+    the beat taken now (``live_n``): on a first beat, without waiting for the decision, a
+    different chunk on the same slot or a slot its release run would free (``clr & oh0``; with
+    pending words: p's chunk 1..``run`` ahead in the same job); on a later beat, the held entry's
+    run (``entry_more``). The pair checks (hdl/pin_terms.py, ``next_pair_checks``) are flip-flops
+    compared a cycle ahead. Returns them."""
+    pair = next_pair_checks(m, p_load=p_load, skid_valid=skid_valid, skid_hdr=skid_hdr, in_hdr=in_hdr, h0=h0, h1=h1,
+                            adv=adv, wm0=wmask0, wm1=wmask, jb=jb)  # hdl/pin_terms.py
+    pjob_r, pdc_r, same_key = pair.pjob_r, pair.pdc_r, pair.same_key
+    # held entry: same job, and p's chunk - stage 1's (low bits, in stage 1's window) is
+    # inside the run the entry releases
+    held_hit = pjob_r & (pdc_r <= entry_more)
+    other_chunk = (slot0 == slot1) & ~same_key
+    if clr is not None:
+        run_hit = (clr & oh0).any()
+    else:  # p's chunk is one of the run's (same job, 1..run ahead of stage 1's)
+        run_hit = pjob_r & (pdc_r != 0) & (pdc_r <= run)
+    live_n = v1 & last1 & Mux(first1, other_chunk | run_hit, push_r & held_hit)
+    m.d.sync += pin.pin_r.eq(Mux(adv, pin.pin_load | live_n, pin.pin_hold))
+    # ~(v1 & first1 & pin_r) next cycle: stalled, v1 and first1 stay set and pin_r becomes
+    # pin_hold; moving, v1 becomes take (= p_v & room), first1 p's first, pin_r the load
+    adv_n = Mux(adv, ~(p_v & room & first & (pin.pin_load | live_n)), ~pin.pin_hold)
+    m.d.sync += [adv_reg.eq(adv_n), hold_t.eq(~adv_n)]
+    return pair
+
+
+def pin_masks_layout(slots: int) -> data.StructLayout:
+    """The held slots as masks (``pin_sources`` with ``masks``): the queue's, stage 2's entry's,
+    the emitter's result's and its rest's."""
+    return data.StructLayout({"held_mask": slots, "mask_r": slots, "push_now": 1, "busy": 1, "cur_mask": slots,
+                              "rest_nz": 1, "rest_mask": slots})
+
+
+class PinAdvance(wiring.Component):
+    """The two as one component (the unit tests), stage 1's ``adv`` being the register (as with
+    the pending vector): the held slots (``pins``: ``pin_masks_layout``; without ``masks`` stage
+    2's ``entry_r`` pushed with ``push_now`` and ``emit`` are the holders, the queue empty),
+    ``slot0`` / ``slot1``, ``h0`` / ``h1``, both windows - 1, P's next beat (``p_load``,
+    ``skid_valid``, ``skid_hdr``, ``in_hdr``), stage 1's ``v1`` / ``first1`` / ``last1``,
+    ``push_r``, ``entry_r``, ``p_v``, ``room``, p's ``first``, ``clr`` / ``oh0`` in; ``pin_r``,
+    ``adv``, ``hold_t`` out."""
+
+    def __init__(self, *, slots: int, jobs: int, masks: bool) -> None:
+        check_core_params(slots=slots, jobs=jobs)
+        self.slots, self.jobs, self.masks = slots, jobs, masks
+        sb = (slots - 1).bit_length()
+        super().__init__({
+            "pins": In(pin_masks_layout(slots)), "entry_r": In(release_entry_layout(jobs, slots)),
+            "emit": In(emitter_pin_layout(jobs, slots)), "slot0": In(sb), "slot1": In(sb), "h0": In(AggHeaderLayout),
+            "h1": In(AggHeaderLayout), "wmask0": In(sb), "wmask": In(sb), "p_load": In(1), "skid_valid": In(1),
+            "skid_hdr": In(AggHeaderLayout), "in_hdr": In(AggHeaderLayout), "v1": In(1), "first1": In(1),
+            "last1": In(1), "push_r": In(1), "p_v": In(1), "room": In(1), "first": In(1), "clr": In(slots),
+            "oh0": In(slots), "pin_r": Out(1), "adv": Out(1), "hold_t": Out(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        ps, e = self.pins, self.emit
+        emit = SimpleNamespace(busy=e.busy, job=e.job, chunk=e.chunk, rest_job=e.rest_job, rest_chunk=e.rest_chunk,
+                               rest_left=e.rest_left, cur_mask=ps.cur_mask, rest_nz=ps.rest_nz, rest_mask=ps.rest_mask)
+        if self.masks:
+            emit.busy = ps.busy
+        jb = bits_for(self.jobs)
+        pin = pin_sources(m, masks=self.masks, entries=[], occupied=0, held_mask=ps.held_mask, push_now=ps.push_now,
+                          entry_r=self.entry_r, mask_r=ps.mask_r, emit=emit, slot0=self.slot0, slot1=self.slot1,
+                          h0=self.h0, h1=self.h1, wmask0=self.wmask0, wmask=self.wmask, jb=jb)
+        adv_reg, hold_t = Signal(init=1), Signal()
+        advance_next(m, pin, p_load=self.p_load, skid_valid=self.skid_valid, skid_hdr=self.skid_hdr,
+                     in_hdr=self.in_hdr, h0=self.h0, h1=self.h1, adv=adv_reg, wmask0=self.wmask0, wmask=self.wmask,
+                     jb=jb, slot0=self.slot0, slot1=self.slot1, entry_more=self.entry_r.more, v1=self.v1,
+                     first1=self.first1, last1=self.last1, push_r=self.push_r, p_v=self.p_v, room=self.room,
+                     first=self.first, adv_reg=adv_reg, hold_t=hold_t, clr=self.clr, oh0=self.oh0)
+        m.d.comb += [self.pin_r.eq(pin.pin_r), self.adv.eq(adv_reg), self.hold_t.eq(hold_t)]
+        return m
