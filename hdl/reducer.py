@@ -85,7 +85,7 @@ from .stage1_registers import load_stage1, stage1_registers
 from .stage1_tag_checks import stage1_tag_checks
 from .stage2_control import release_push, stage2_registers
 from .stage2_push import stage2_push
-from .stage_room import fifo_room_next, queue_room_next
+from .stage_room import stage_room
 from .tag_memory import tag_memory, tag_write_register, tag_write_select
 from .tag_probe import TagProbe
 from .window_reset import WindowReset
@@ -285,16 +285,11 @@ class Reducer(wiring.Component):
 
         # Room for the entries stage 1 and stage 2 may still push, as flip-flops computed a
         # cycle ahead (conservatively: any last beat leaving stage 1 counts as a push), without
-        # an adder (hdl/stage_room.py)
-        room, room_q, room_c = Signal(), Signal(), Signal()
-        q_leave = v1 & last1 & adv
-        m.d.sync += room_q.eq(queue_room_next(q_count, QUEUE_DEPTH, push=q_push, leave=q_leave, pop=q_pop))
-        # room in the slot-store command FIFO and the assembler's header FIFO for every beat in
-        # stages 1 and 2 and one more (each pushes one entry at most into each), so a dropped
-        # ``cmd.ready`` holds the input
-        m.d.sync += room_c.eq(fifo_room_next([(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)],
-                                             v1=v1, v2=v2, take=take))
-        m.d.comb += room.eq(room_q & room_c)
+        # an adder (hdl/stage_room.py); and room in the slot-store command FIFO and the assembler's
+        # header FIFO for every beat in stages 1 and 2 and one more (each pushes one entry at most
+        # into each), so a dropped ``cmd.ready`` holds the input
+        room, _, _ = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv, pop=q_pop,
+                                levels=[(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)], v1=v1, v2=v2, take=take)
         # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
         # of their own. Inverted: yosys merges identical flip-flops.

@@ -8,7 +8,8 @@ in stages 1 and 2, ``take``) chosen at the last multiplexers (the latest inputs 
 
 Functions that build their logic into the caller's module, not components: a component boundary
 would add ports and a hierarchy level to the reducer's RTLIL, which tests/test_default_rtl.py pins
-(the netlist being placed). ``StageRoom`` wraps both for the unit tests.
+(the netlist being placed). ``stage_room`` registers both (the reducer's ``room``); ``StageRoom``
+wraps it for the unit tests.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import reduce
 
-from amaranth.hdl import Const, Module, Mux, Value
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StageRoom", "fifo_room_next", "queue_room_next", "stage_room_layout"]
+__all__ = ["StageRoom", "fifo_room_next", "queue_room_next", "stage_room", "stage_room_layout"]
 
 
 def queue_room_next(count: Value, depth: int, *, push: Value, leave: Value, pop: Value) -> Value:
@@ -51,13 +52,25 @@ def fifo_room_next(levels: Sequence[tuple[Value, int]], *, v1: Value, v2: Value,
     return Mux(take, room_take(1), room_take(0))
 
 
+def stage_room(m: Module, *, count: Value, depth: int, push: Value, leave: Value, pop: Value,
+               levels: Sequence[tuple[Value, int]], v1: Value, v2: Value, take: Value) -> tuple[Value, Value, Value]:
+    """Register ``queue_room_next`` (``room_q``) and ``fifo_room_next`` (``room_c``); returns
+    ``room`` (both), ``room_q``, ``room_c``. Named as in the reducer's pinned netlist
+    (tests/test_default_rtl.py): ``room`` and ``room_q`` unnamed (``$signal``), ``room_c``."""
+    room, room_q, room_c = Signal(name="$signal"), Signal(name="$signal"), Signal(name="room_c")
+    m.d.sync += room_q.eq(queue_room_next(count, depth, push=push, leave=leave, pop=pop))
+    m.d.sync += room_c.eq(fifo_room_next(levels, v1=v1, v2=v2, take=take))
+    m.d.comb += room.eq(room_q & room_c)
+    return room, room_q, room_c
+
+
 def stage_room_layout() -> data.StructLayout:
-    """``StageRoom``'s registered result: room in the release queue, room in the FIFOs."""
-    return data.StructLayout({"queue": 1, "fifos": 1})
+    """``StageRoom``'s registered result: room in the release queue, room in the FIFOs, both."""
+    return data.StructLayout({"queue": 1, "fifos": 1, "room": 1})
 
 
 class StageRoom(wiring.Component):
-    """``queue_room_next`` and ``fifo_room_next`` registered (the unit tests): the queue's
+    """``stage_room``: ``queue_room_next`` and ``fifo_room_next`` registered (the unit tests): the queue's
     ``count``, ``push``, ``leave``, ``pop``; the two FIFOs' ``level_a`` / ``level_b`` (depths
     ``depth_a`` / ``depth_b``), ``v1``, ``v2``, ``take`` in; ``room`` (``stage_room_layout``)
     out, a cycle later."""
@@ -75,10 +88,9 @@ class StageRoom(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.d.sync += [
-            self.room.queue.eq(queue_room_next(self.count, self.queue_depth, push=self.push,
-                                               leave=self.leave, pop=self.pop)),
-            self.room.fifos.eq(fifo_room_next([(self.level_a, self.depth_a), (self.level_b, self.depth_b)],
-                                              v1=self.v1, v2=self.v2, take=self.take)),
-        ]
+        room, room_q, room_c = stage_room(m, count=self.count, depth=self.queue_depth, push=self.push,
+                                          leave=self.leave, pop=self.pop,
+                                          levels=[(self.level_a, self.depth_a), (self.level_b, self.depth_b)],
+                                          v1=self.v1, v2=self.v2, take=self.take)
+        m.d.comb += [self.room.queue.eq(room_q), self.room.fifos.eq(room_c), self.room.room.eq(room)]
         return m

@@ -171,7 +171,7 @@ def test_stage_room_counts_what_may_still_be_pushed(queue_depth: int, depth_a: i
             ahead = i["v1"] + i["v2"] + i["take"] + 1
             want_f = int(i["level_a"] + ahead <= depth_a and i["level_b"] + ahead <= depth_b)
             got = ctx.get(dut.room)
-            assert (got.queue, got.fifos) == (want_q, want_f), i
+            assert (got.queue, got.fifos, got.room) == (want_q, want_f, want_q & want_f), i
             seen.add((want_q, want_f))
 
     run_testbench(dut, tb)
