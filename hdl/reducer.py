@@ -15,8 +15,10 @@ in docs/reducer.md; the parts, one component per file:
   release run, hdl/release_run.py; pinning, hdl/pin_terms.py; room, hdl/stage_room.py; stage 2's
   commands, hdl/stage2_issue.py; the decision held for the message, hdl/held_decision.py; stage
   2's registers, hdl/stage2_control.py, and pushes, hdl/stage2_push.py; the window reset's effect,
-  hdl/window_reset_effect.py; the result path's wiring, hdl/result_path.py: functions built into
-  this module, docs/reducer.md "Parts built inline"), correcting only for the decision of the
+  hdl/window_reset_effect.py; the result path's wiring, hdl/result_path.py; stage 1's registers,
+  hdl/stage1_registers.py; the tag memory and its writes, hdl/tag_memory.py; the decision's effect
+  on pending and the heads, hdl/decision_effect.py; pinning and stage 1's advance,
+  hdl/pin_registers.py: functions built into this module, docs/reducer.md "Parts built inline"), correcting only for the decision of the
   previous cycle (its tag write, its effect on ``pending`` and the head) from registers; stage 2 is the per-lane
   saturating add or write of the row (forwarding the previous cycle's write), the sticky
   overflow per slot and the release-queue push with the last beat. In-order release is one
