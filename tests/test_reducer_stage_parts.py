@@ -1,7 +1,8 @@
 """Unit tests of the stage parts of ``Reducer.elaborate`` built inline (issue 16 item 6, session
-32; docs/reducer.md, "Parts built inline"): stage 1's registers, ... Each against a small cycle
-model of what it stands for; the reducer calls them as functions so its RTLIL (pinned by
-tests/test_default_rtl.py) is unchanged."""
+32; docs/reducer.md, "Parts built inline"): stage 1's registers, the tag memory's write path, the
+decision's effect on the pending bits and the heads, pinning and stage 1's advance. Each against a
+small cycle model of what it stands for; the reducer calls them as functions so its RTLIL (pinned
+by tests/test_default_rtl.py) is unchanged."""
 
 from __future__ import annotations
 
