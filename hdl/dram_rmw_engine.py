@@ -67,13 +67,27 @@ ahead needs to know the command moves).
 
 Pipeline (one command per cycle):
 
-- **Accept** (A, from the ``cmd`` skid buffer's output register): the command takes the next
-  entry of the *in-flight table*, a ring of ``outstanding`` entries that holds each command from
-  acceptance until its write is acknowledged (B). The table's row CAM compares the row with every
-  entry; each row has at most one *live* entry, the newest. The table (rows, live bits) is
-  written at acceptance, so the compare sees every earlier command, the one accepted in the
-  cycle before included: no bypass is needed. Only the per-entry compare happens here (its
-  vector is registered); the cycle after (P) reduces it to hit and hit index, registered into Q.
+- **Look up** (L0, L1, L2) and **accept** (A): the command takes the next entry of the
+  *in-flight table*, a ring of ``outstanding`` entries that holds each command from acceptance
+  until its write is acknowledged (B), and learns whether its row is in the table: the row's
+  newest entry there (its *live* entry), if any. No CAM (the row compared with every entry cost
+  ~25-38 LUT4 and 15-23 flip-flops per entry, most of the records core: docs/benchmarks.md, "The
+  in-flight table's cost, and cutting it"): the row's *key* (``_key``: a bijection of the row,
+  its low ``index_bits`` XOR the rest folded onto them) picks a *bucket* of ``index``, a block
+  RAM of 2**``index_bits`` pointers {valid, entry} to the newest command accepted into that
+  bucket, and ``keys`` (LUT RAM, one key per entry) holds each entry's key. L0 reads the
+  bucket's pointer (the ``cmd`` skid buffer's output register addresses the block RAM), L1
+  registers it, L2 reads the pointed entry's key and compares it, and compares the row with
+  the three commands accepted last (``recent``: the block-RAM read may have missed them); A
+  decides from flip-flops. **A bucket holds at most one row in the table**: a command whose
+  bucket's owner is another row still in the table (a *conflict*) waits in A until that owner
+  is freed, so a pointer never leads to a wrong row, and a row missing from its bucket is in
+  no entry. A hit needs the pointed entry still in the table (``in_table``: among ``used``
+  entries from ``free``); a stale pointer (its entry taken since by another bucket's row, or
+  freed) is a miss. ``index`` and ``keys`` are written at acceptance. Conflicts are the price:
+  they stall acceptance for up to an entry's lifetime, and need two rows in flight at once
+  whose keys share their low ``index_bits`` (rows apart by a multiple of 2**``index_bits``
+  with equal folded high bits: not consecutive rows).
 - **Queue** (Q): on a hit the command **forwards**: it reads nothing from memory and takes the
   live entry's result (the row value after that command) when it completes. On a miss ADD/READ
   queue a memory read; WRITE never reads. Rows to read go through a :class:`BurstCoalescer` to
@@ -95,8 +109,9 @@ Pipeline (one command per cycle):
 
 Timing (ECP5, docs/benchmarks.md): every per-cycle decision is taken from flip-flops: queue
 heads are :class:`RegisteredFIFO` outputs (no block-RAM clock-to-output in front of logic),
-``full`` and the response credit are registers, the CAM's N-wide reduction has a cycle of its
-own (P), and the burst coalescers compare with a registered next row.
+``full``, the lookup's hit / conflict flags and the response credit are registers (the key
+compares have a cycle of their own, L2, after the block-RAM read's L1), and the burst coalescers
+compare with a registered next row.
 
 Capacity: the table holds a command from acceptance to its write's B, so full rate needs
 ``outstanding`` >= (read latency + write-response latency + a burst on each side + ~8) cycles of
@@ -109,7 +124,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value
 from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -127,15 +142,16 @@ AXI_PREFIX = "m_axi_mem"
 
 
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
+LOOKUP_STAGES = 3  # L1, L2 and A: commands taken from ``cmd`` before they take a table entry
 
 
 def unanswered_max(outstanding: int) -> int:
     """The most commands an engine of ``outstanding`` table entries holds taken on ``cmd`` and
-    not yet answered on ``rsp``: the ``cmd`` skid buffer's two, the table's, and the response
-    FIFO's ``RSP_DEPTH`` (a command that only read leaves the table once its response is
-    queued). A queue beside the engine with one entry per such command (``StoreReadSplit``'s)
+    not yet answered on ``rsp``: the ``cmd`` skid buffer's two, the lookup's ``LOOKUP_STAGES``,
+    the table's, and the response FIFO's ``RSP_DEPTH`` (a command that only read leaves the
+    table once its response is queued). A queue beside the engine with one entry per such command (``StoreReadSplit``'s)
     needs this many never to throttle it."""
-    return 2 + outstanding + RSP_DEPTH
+    return 2 + LOOKUP_STAGES + outstanding + RSP_DEPTH
 AXCACHE = 0b0011  # normal non-cacheable bufferable (AXI4 A4.4)
 # The members an owner of a late operand wires (``late_shape`` / ``effect_shape``, see the module
 # docstring); a harness that owns them hides them from its own ports.
@@ -205,7 +221,8 @@ class DramRmwEngine(wiring.Component):
     modify component, given R), ``axi_id`` (the ID of every request, 0 or 1),
     ``base_address`` (4 KiB-aligned), ``address_width`` (AXI), ``outstanding`` (in-flight table
     entries), ``burst_beats`` (longest burst, in W beats, of whole rows), ``burst_hold`` (idle cycles a burst waits for the
-    next row of a message whose commands say ``more``; 0 = a pause closes it), ``tag_bits``,
+    next row of a message whose commands say ``more``; 0 = a pause closes it), ``index_bits``
+    (2**index_bits buckets of the in-flight table's index; fewer if the rows are fewer), ``tag_bits``,
     ``side_shape`` (None: no side input; else ``cmd.side`` / ``rsp.side`` and the modify's
     ``side`` of that shape), ``row_stride`` / ``row_offset`` (None / 0: dense rows; else row r at
     ``base_address + r * row_stride + row_offset``), ``late_shape`` / ``effect_shape`` (None:
@@ -224,7 +241,8 @@ class DramRmwEngine(wiring.Component):
                  address_width: int = DRAM_STORE_DEFAULTS["address_width"],
                  outstanding: int = DRAM_STORE_DEFAULTS["outstanding"],
                  burst_beats: int = DRAM_STORE_DEFAULTS["burst_beats"],
-                 burst_hold: int = DRAM_STORE_DEFAULTS["burst_hold"], tag_bits: int = TAG_BITS,
+                 burst_hold: int = DRAM_STORE_DEFAULTS["burst_hold"],
+                 index_bits: int = DRAM_STORE_DEFAULTS["index_bits"], tag_bits: int = TAG_BITS,
                  side_shape: ShapeLike | None = None, row_stride: int | None = None,
                  row_offset: int = 0, late_shape: ShapeLike | None = None,
                  effect_shape: ShapeLike | None = None) -> None:
@@ -232,7 +250,7 @@ class DramRmwEngine(wiring.Component):
                                 address_width=address_width, base_address=base_address,
                                 outstanding=outstanding, burst_beats=burst_beats,
                                 burst_hold=burst_hold, row_width=row_width, axi_id=axi_id,
-                                row_stride=row_stride, row_offset=row_offset)
+                                row_stride=row_stride, row_offset=row_offset, index_bits=index_bits)
         self.row_width = data_width if row_width is None else row_width
         self.modify = modify(self.row_width)
         check_modify(self.modify, self.row_width, side_shape, late_shape, effect_shape)
@@ -242,7 +260,7 @@ class DramRmwEngine(wiring.Component):
         self.axi_id = axi_id
         self.data_width, self.base_address, self.address_width = data_width, base_address, address_width
         self.outstanding, self.burst_beats, self.tag_bits = outstanding, burst_beats, tag_bits
-        self.burst_hold = burst_hold
+        self.burst_hold, self.index_bits = burst_hold, index_bits
         self.address_bits = row_address_bits(slots, row_bits)
         self.rows = slots << row_bits
         super().__init__({
@@ -274,6 +292,20 @@ class DramRmwEngine(wiring.Component):
         low = Const(self.row_offset, shift)
         return (Const(self.base_address, self.address_width) + Cat(low, row))[:self.address_width]
 
+    @property
+    def bucket_bits(self) -> int:
+        """Address bits of the in-flight table's index: ``index_bits``, or fewer if the rows are fewer."""
+        return min(self.index_bits, self.address_bits)
+
+    def _key(self, row) -> Value:
+        """``row`` as the index's key: its low ``bucket_bits`` XOR the rest folded onto them, then the
+        rest as it is (a bijection: two rows are equal iff their keys are; the low bits are the bucket)."""
+        hb = self.bucket_bits
+        low = row[:hb]
+        for i in range(hb, len(row), hb):
+            low = low ^ row[i:i + hb]
+        return Cat(low[:hb], row[hb:])
+
     def _beats_m1(self, rows_m1):
         """A burst's AXI length - 1 from its rows - 1: (rows * R/W) - 1 (R/W a power of two)."""
         k = self.row_width // self.data_width
@@ -294,41 +326,81 @@ class DramRmwEngine(wiring.Component):
             "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
             "fwd": 1, "src": ib, "adj": 1, "mem": 1, "more": 1, **side})
 
-        # ---- accept (A): compare with the table, claim an entry ----------------------------
+        # ---- lookup (L0, L1, L2) and accept (A): find the row's newest entry, claim one -------
+        # No CAM: the row's *key* (a bijection of the row, `_key`) indexes `index`, a block RAM of
+        # 2**index_bits pointers {valid, entry}: the entry of the newest command accepted with
+        # that key's low bits (its bucket). `keys` (LUT RAM, one word per entry) holds the key
+        # of the command in each entry. A bucket holds at most one row in the table at a time:
+        # a command whose bucket's owner is another row still in the table waits in A (a
+        # conflict) until that owner is freed. L0 reads `index`, L1 registers the pointer, L2
+        # reads the entry's key and compares, and with the three commands accepted last
+        # (`recent`), which the block-RAM read may have missed; A decides from flip-flops.
         cmd_shape = cmd_layout(w, ab, self.tag_bits, self.side_shape)
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape)
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
         c = cmd_in.m.payload
 
         tail, free, done = Signal(ib + 1), Signal(ib + 1), Signal(ib + 1)
-        rows = [Signal(ab, name=f"row{k}") for k in range(n)]
-        live = Signal(n)  # entry k is the newest in flight on rows[k]
         used = Signal(ib + 1)  # entries in the table (tail - free), counted to register `full`
-        full = Signal()  # == (used == n), a flip-flop: accept is one gate from registers
-
-        # The compare is per entry and registered (match_p); nothing reduces it in this cycle.
-        # The table is written at acceptance, so the compare sees every earlier command: the
-        # entry accepted last cycle included (its row and live bit are flip-flops by now).
-        match = Signal(n)
-        m.d.comb += match.eq(Cat(*(live[k] & (rows[k] == c.row) for k in range(n))))
+        full = Signal()  # == (used == n), a flip-flop
+        hb = self.bucket_bits
+        ptr_layout = data.StructLayout({"entry": ib, "valid": 1})
+        m.submodules.index = index = memory.Memory(shape=ptr_layout, depth=1 << hb, init=[])
+        ix_r, ix_w = index.read_port(), index.write_port()  # read not transparent: `recent` covers it
+        m.submodules.keys = keys = memory.Memory(shape=ab, depth=n, init=[])
+        key_r, key_w = keys.read_port(domain="comb"), keys.write_port()
 
         accept = Signal()
-        m.d.comb += [accept.eq(cmd_in.m.valid & ~full), cmd_in.m.ready.eq(accept)]
+        a_valid = Signal()
+        adv = ~a_valid | accept  # the lookup stages move together
+        m.d.comb += [cmd_in.m.ready.eq(adv), ix_r.addr.eq(self._key(c.row)[:hb]), ix_r.en.eq(adv)]
+        l1_valid, l1_cmd, l1_key = Signal(), Signal(cmd_shape), Signal(ab)
+        l2_valid, l2_cmd, l2_key, l2_ptr = Signal(), Signal(cmd_shape), Signal(ab), Signal(ptr_layout)
+        a_cmd, a_key = Signal(cmd_shape), Signal(ab)
+        a_hit, a_conf, a_src = Signal(), Signal(), Signal(ib)  # hit / bucket owned by another row; the entry
+        a_gone = Signal()  # the conflicting owner has left the table (registered while A waits)
+        with m.If(adv):
+            m.d.sync += [l1_valid.eq(cmd_in.m.valid), l1_cmd.eq(c), l1_key.eq(self._key(c.row)),
+                         l2_valid.eq(l1_valid), l2_cmd.eq(l1_cmd), l2_key.eq(l1_key), l2_ptr.eq(ix_r.data),
+                         a_valid.eq(l2_valid), a_cmd.eq(l2_cmd), a_key.eq(l2_key), a_gone.eq(0)]
 
-        # ---- P: the match vector reduced to hit and hit index (registered into Q) -------------
-        p_valid, p_cmd, match_p, p_own = Signal(), Signal(cmd_shape), Signal(n), Signal(ib)
-        m.d.sync += [p_valid.eq(accept), p_cmd.eq(c), match_p.eq(match), p_own.eq(tail[:ib])]
-        hit_idx = Signal(ib)  # match is one-hot or zero: OR the indices, as a balanced tree
-        terms = [Mux(match_p[k], k, 0) for k in range(1, n)]
-        while len(terms) > 1:
-            terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
-                     for i in range(0, len(terms), 2)]
-        m.d.comb += hit_idx.eq(terms[0])
+        # L2: the commands accepted after L0's read are the three accepted last, as of A's
+        # cycle: with a command in A (it is accepted when this one moves) A's and `recent`'s two
+        # newest, else `recent`'s three. The newest of them in the bucket decides; else the
+        # pointer, unless one of them took its entry since.
+        recent = [(Signal(name=f"recent{j}_valid"), Signal(ab, name=f"recent{j}_key"), Signal(ib, name=f"recent{j}_entry"))
+                  for j in range(3)]
+        cands = [(a_valid, a_key, tail[:ib]), *recent]
+        lo, hi = l2_key[:hb], l2_key[hb:]
+        flags = [(v & (k[:hb] == lo), k[hb:] == hi, v & (e == l2_ptr.entry), e) for v, k, e in cands]
+        window = [[Mux(a_valid, x, y) for x, y in zip(flags[j], flags[j + 1], strict=True)] for j in range(3)]
+        m.d.comb += key_r.addr.eq(l2_ptr.entry)
+        retaken = Cat(*(f[2] for f in window)).any()
+        l_lo = l2_ptr.valid & ~retaken & (key_r.data[:hb] == lo)
+        hit, conf, src = l_lo & (key_r.data[hb:] == hi), l_lo & (key_r.data[hb:] != hi), l2_ptr.entry
+        for in_bucket, same, _, entry in reversed(window):  # the newest (j = 0) last: it wins
+            hit, conf, src = Mux(in_bucket, same, hit), Mux(in_bucket, ~same, conf), Mux(in_bucket, entry, src)
+        with m.If(adv):
+            m.d.sync += [a_hit.eq(hit), a_conf.eq(conf), a_src.eq(src)]
+
+        # A: an entry is in the table iff it is among the `used` entries from `free` on
+        def in_table(e):
+            return (e - free[:ib])[:ib] < used
+        m.d.comb += accept.eq(a_valid & ~full & (~a_conf | a_gone))
+        with m.If(a_valid & a_conf & ~accept):  # no command is accepted meanwhile: it stays true
+            m.d.sync += a_gone.eq(~in_table(a_src))
+        m.d.comb += [ix_w.addr.eq(a_key[:hb]), ix_w.data.entry.eq(tail[:ib]), ix_w.data.valid.eq(1),
+                     ix_w.en.eq(accept), key_w.addr.eq(tail[:ib]), key_w.data.eq(a_key), key_w.en.eq(accept)]
+        with m.If(accept):
+            m.d.sync += [recent[0][0].eq(1), recent[0][1].eq(a_key), recent[0][2].eq(tail[:ib])]
+            for j in (1, 2):
+                m.d.sync += [x.eq(y) for x, y in zip(recent[j], recent[j - 1], strict=True)]
 
         # ---- Q: queue the command (to completion) and its read (to AR) ------------------------
+        # A hit forwards only from an entry still in the table (a freed one's row is read again).
         q_valid, q_cmd, q_hit, q_idx, q_own = Signal(), Signal(cmd_shape), Signal(), Signal(ib), Signal(ib)
-        m.d.sync += [q_valid.eq(p_valid), q_cmd.eq(p_cmd), q_hit.eq(match_p.any()), q_idx.eq(hit_idx),
-                     q_own.eq(p_own)]
+        m.d.sync += [q_valid.eq(accept), q_cmd.eq(a_cmd), q_hit.eq(a_hit & in_table(a_src)), q_idx.eq(a_src),
+                     q_own.eq(tail[:ib])]
         needs_read = q_valid & (q_cmd.op != Op.WRITE) & ~q_hit
         q_fwd = q_hit & (q_cmd.op != Op.WRITE)
 
@@ -525,27 +597,10 @@ class DramRmwEngine(wiring.Component):
             m.d.sync += free.eq(free + 1)
 
         # ---- table update -------------------------------------------------------------------
-        onehot_tail = Signal(n)
-        onehot_free = Signal(n)
-        # A freed entry's live bit clears one cycle late, from registers (`can_free` reaches no
-        # N-wide fanout). Meanwhile a command may still forward from it: its result stays in the
-        # result buffer until the entry is re-taken and that later command completes, and a row
-        # only ever forwards from its newest entry, so the value is the row's.
-        freed, freed_idx = Signal(), Signal(ib)
-        m.d.sync += [freed.eq(can_free), freed_idx.eq(free[:ib])]
-        m.d.comb += [onehot_tail.eq(Mux(accept, Const(1, n) << tail[:ib], 0)),
-                     onehot_free.eq(Mux(freed, Const(1, n) << freed_idx, 0))]
-        # A hit retires the old live entry (match is one-hot: one live entry per row). A new entry
-        # wins over a late clear of the entry that last had its index.
-        m.d.sync += live.eq((live & ~Mux(accept, match, 0) & ~onehot_free) | onehot_tail)
         m.d.sync += [used.eq(used + accept - can_free),
                      full.eq(Mux(accept, used + 1, used) - can_free == n)]
         with m.If(accept):
             m.d.sync += tail.eq(tail + 1)
-            with m.Switch(tail[:ib]):
-                for k in range(n):
-                    with m.Case(k):
-                        m.d.sync += rows[k].eq(c.row)
 
         # ---- errors -------------------------------------------------------------------------
         with m.If((axi.rvalid & axi.rready & (axi.rresp != AxiResp.OKAY))
