@@ -143,6 +143,7 @@ AXI_PREFIX = "m_axi_mem"
 
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
 LOOKUP_STAGES = 3  # L1, L2 and A: commands taken from ``cmd`` before they take a table entry
+WAYS = 2  # pointers per set of the in-flight table's index
 
 
 def unanswered_max(outstanding: int) -> int:
@@ -298,12 +299,15 @@ class DramRmwEngine(wiring.Component):
         return min(self.index_bits, self.address_bits)
 
     def _key(self, row) -> Value:
-        """``row`` as the index's key: its low ``bucket_bits`` XOR the rest folded onto them, then the
-        rest as it is (a bijection: two rows are equal iff their keys are; the low bits are the bucket)."""
+        """``row`` as the index's key: its low ``bucket_bits`` XOR the rest folded onto them from
+        the top down (bit-reversed: the rest's low bits, a slot's, land on the set's high bits,
+        above the first rows of a slot that a message fills), then the rest as it is (a
+        bijection: two rows are equal iff their keys are; the key's low bits are the set)."""
         hb = self.bucket_bits
         low = row[:hb]
         for i in range(hb, len(row), hb):
-            low = low ^ row[i:i + hb]
+            chunk = row[i:i + hb]
+            low = low ^ Cat(Const(0, hb - len(chunk)), *reversed([chunk[b] for b in range(len(chunk))]))
         return Cat(low[:hb], row[hb:])
 
     def _beats_m1(self, rows_m1):
@@ -327,14 +331,15 @@ class DramRmwEngine(wiring.Component):
             "fwd": 1, "src": ib, "adj": 1, "mem": 1, "more": 1, **side})
 
         # ---- lookup (L0, L1, L2) and accept (A): find the row's newest entry, claim one -------
-        # No CAM: the row's *key* (a bijection of the row, `_key`) indexes `index`, a block RAM of
-        # 2**index_bits pointers {valid, entry}: the entry of the newest command accepted with
-        # that key's low bits (its bucket). `keys` (LUT RAM, one word per entry) holds the key
-        # of the command in each entry. A bucket holds at most one row in the table at a time:
-        # a command whose bucket's owner is another row still in the table waits in A (a
-        # conflict) until that owner is freed. L0 reads `index`, L1 registers the pointer, L2
-        # reads the entry's key and compares, and with the three commands accepted last
-        # (`recent`), which the block-RAM read may have missed; A decides from flip-flops.
+        # No CAM: the row's *key* (a bijection of the row, `_key`) picks a set of `index`, a
+        # block RAM of 2**index_bits sets of WAYS pointers {valid, entry}; `keys` (LUT RAM, one
+        # word per entry) holds the key of the command in each entry. A set holds a row in at
+        # most one way, and a way is *owned* while its pointer leads to an entry in the table
+        # with a key of that set; a command whose set has no way for it (each owned by another
+        # row) waits in A (a conflict) until an owner leaves the table. L0 reads the set, L1
+        # registers it, L2 reads the ways' keys and compares them, and the three commands
+        # accepted last (`recent`, which the block-RAM read may have missed); A decides from
+        # flip-flops.
         cmd_shape = cmd_layout(w, ab, self.tag_bits, self.side_shape)
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape)
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
@@ -343,56 +348,89 @@ class DramRmwEngine(wiring.Component):
         tail, free, done = Signal(ib + 1), Signal(ib + 1), Signal(ib + 1)
         used = Signal(ib + 1)  # entries in the table (tail - free), counted to register `full`
         full = Signal()  # == (used == n), a flip-flop
-        hb = self.bucket_bits
+        hb, nw = self.bucket_bits, WAYS
         ptr_layout = data.StructLayout({"entry": ib, "valid": 1})
-        m.submodules.index = index = memory.Memory(shape=ptr_layout, depth=1 << hb, init=[])
+        set_layout = data.ArrayLayout(ptr_layout, nw)
+        m.submodules.index = index = memory.Memory(shape=set_layout, depth=1 << hb, init=[])
         ix_r, ix_w = index.read_port(), index.write_port()  # read not transparent: `recent` covers it
         m.submodules.keys = keys = memory.Memory(shape=ab, depth=n, init=[])
-        key_r, key_w = keys.read_port(domain="comb"), keys.write_port()
+        key_rs, key_w = [keys.read_port(domain="comb") for _ in range(nw)], keys.write_port()
+
+        def in_table(e):  # entry e is among the `used` entries from `free` on
+            return (e - free[:ib])[:ib] < used
 
         accept = Signal()
         a_valid = Signal()
         adv = ~a_valid | accept  # the lookup stages move together
         m.d.comb += [cmd_in.m.ready.eq(adv), ix_r.addr.eq(self._key(c.row)[:hb]), ix_r.en.eq(adv)]
         l1_valid, l1_cmd, l1_key = Signal(), Signal(cmd_shape), Signal(ab)
-        l2_valid, l2_cmd, l2_key, l2_ptr = Signal(), Signal(cmd_shape), Signal(ab), Signal(ptr_layout)
-        a_cmd, a_key = Signal(cmd_shape), Signal(ab)
-        a_hit, a_conf, a_src = Signal(), Signal(), Signal(ib)  # hit / bucket owned by another row; the entry
-        a_gone = Signal()  # the conflicting owner has left the table (registered while A waits)
+        l2_valid, l2_cmd, l2_key, l2_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
+        a_cmd, a_key, a_view = Signal(cmd_shape), Signal(ab), Signal(set_layout)  # the set as A sees it
+        a_hit, a_src = Signal(), Signal(ib)  # the row's newest entry, if it is still in the table
+        a_way = Signal(range(nw))  # the way A writes: the row's, or the one it takes
+        a_conf = Signal()  # every way owned by another row
+        a_gone = Signal()  # ... and one owner has left the table since (registered while A waits)
         with m.If(adv):
             m.d.sync += [l1_valid.eq(cmd_in.m.valid), l1_cmd.eq(c), l1_key.eq(self._key(c.row)),
-                         l2_valid.eq(l1_valid), l2_cmd.eq(l1_cmd), l2_key.eq(l1_key), l2_ptr.eq(ix_r.data),
+                         l2_valid.eq(l1_valid), l2_cmd.eq(l1_cmd), l2_key.eq(l1_key), l2_set.eq(ix_r.data),
                          a_valid.eq(l2_valid), a_cmd.eq(l2_cmd), a_key.eq(l2_key), a_gone.eq(0)]
 
         # L2: the commands accepted after L0's read are the three accepted last, as of A's
         # cycle: with a command in A (it is accepted when this one moves) A's and `recent`'s two
-        # newest, else `recent`'s three. The newest of them in the bucket decides; else the
-        # pointer, unless one of them took its entry since.
-        recent = [(Signal(name=f"recent{j}_valid"), Signal(ab, name=f"recent{j}_key"), Signal(ib, name=f"recent{j}_entry"))
-                  for j in range(3)]
-        cands = [(a_valid, a_key, tail[:ib]), *recent]
+        # newest, else `recent`'s three. Each way is the newest of them that wrote it, else the
+        # pointer read, unless one of them took its entry since (then it is stale).
+        recent = [tuple(Signal(s, name=f"recent{j}_{f}") for f, s in
+                        (("valid", 1), ("key", ab), ("entry", ib), ("way", range(nw)))) for j in range(3)]
+        cands = [(a_valid, a_key, tail[:ib], a_way), *recent]
+        window = [[Mux(a_valid, x, y) for x, y in zip(cands[j], cands[j + 1], strict=True)] for j in range(3)]
         lo, hi = l2_key[:hb], l2_key[hb:]
-        flags = [(v & (k[:hb] == lo), k[hb:] == hi, v & (e == l2_ptr.entry), e) for v, k, e in cands]
-        window = [[Mux(a_valid, x, y) for x, y in zip(flags[j], flags[j + 1], strict=True)] for j in range(3)]
-        m.d.comb += key_r.addr.eq(l2_ptr.entry)
-        retaken = Cat(*(f[2] for f in window)).any()
-        l_lo = l2_ptr.valid & ~retaken & (key_r.data[:hb] == lo)
-        hit, conf, src = l_lo & (key_r.data[hb:] == hi), l_lo & (key_r.data[hb:] != hi), l2_ptr.entry
-        for in_bucket, same, _, entry in reversed(window):  # the newest (j = 0) last: it wins
-            hit, conf, src = Mux(in_bucket, same, hit), Mux(in_bucket, ~same, conf), Mux(in_bucket, entry, src)
+        in_set = [v & (key[:hb] == lo) for v, key, _, _ in window]
+        same = [key[hb:] == hi for _, key, _, _ in window]
+        hit, src, hway, found = Const(0), l2_set[0].entry, Const(0, range(nw)), Const(0)
+        view, owned, mine = [], [], []  # per way: pointer, owned by another row, holds this row
+        for way in range(nw):
+            read = l2_set[way]
+            got = key_rs[way].data  # the key of the command now in that entry
+            m.d.comb += key_rs[way].addr.eq(read.entry)
+            retaken = Cat(*(v & (e == read.entry) for v, _, e, _ in window)).any()
+            p_in = read.valid & ~retaken & (got[:hb] == lo)
+            p_mine, p_owned = p_in & (got[hb:] == hi), p_in & (got[hb:] != hi) & in_table(read.entry)
+            p = read.as_value()
+            for j in reversed(range(3)):  # the newest writer of this way (j = 0) last: it wins
+                wrote = in_set[j] & (window[j][3] == way)
+                p_mine, p_owned = Mux(wrote, same[j], p_mine), Mux(wrote, ~same[j], p_owned)
+                p = Mux(wrote, Cat(window[j][2], Const(1, 1)), p)
+            view.append(p)
+            owned.append(p_owned)
+            mine.append(p_mine)
+            hit, src, hway = Mux(p_mine, 1, hit), Mux(p_mine, view[way][:ib], src), Mux(p_mine, way, hway)
+            found = found | p_mine
+        # the way to write: the row's own, else the first not owned by another row
+        take = Const(nw - 1, range(nw))
+        for way in reversed(range(nw)):
+            take = Mux(~owned[way], way, take)
+        conf = ~found & Cat(*owned).all()
         with m.If(adv):
-            m.d.sync += [a_hit.eq(hit), a_conf.eq(conf), a_src.eq(src)]
+            m.d.sync += [a_hit.eq(hit), a_src.eq(src), a_way.eq(Mux(found, hway, take)), a_conf.eq(conf),
+                         a_view.eq(Cat(*view))]
 
-        # A: an entry is in the table iff it is among the `used` entries from `free` on
-        def in_table(e):
-            return (e - free[:ib])[:ib] < used
+        # A: a conflicting command waits until an owner leaves (no command is accepted meanwhile,
+        # so an owner that left stays gone), then takes that way
         m.d.comb += accept.eq(a_valid & ~full & (~a_conf | a_gone))
-        with m.If(a_valid & a_conf & ~accept):  # no command is accepted meanwhile: it stays true
-            m.d.sync += a_gone.eq(~in_table(a_src))
-        m.d.comb += [ix_w.addr.eq(a_key[:hb]), ix_w.data.entry.eq(tail[:ib]), ix_w.data.valid.eq(1),
-                     ix_w.en.eq(accept), key_w.addr.eq(tail[:ib]), key_w.data.eq(a_key), key_w.en.eq(accept)]
+        with m.If(a_valid & a_conf & ~accept):
+            for way in reversed(range(nw)):
+                with m.If(~in_table(a_view[way].entry)):
+                    m.d.sync += [a_gone.eq(1), a_way.eq(way)]
+        new_set = Signal(set_layout)
+        m.d.comb += new_set.eq(a_view)
+        with m.Switch(a_way):
+            for way in range(nw):
+                with m.Case(way):
+                    m.d.comb += [new_set[way].entry.eq(tail[:ib]), new_set[way].valid.eq(1)]
+        m.d.comb += [ix_w.addr.eq(a_key[:hb]), ix_w.data.eq(new_set), ix_w.en.eq(accept),
+                     key_w.addr.eq(tail[:ib]), key_w.data.eq(a_key), key_w.en.eq(accept)]
         with m.If(accept):
-            m.d.sync += [recent[0][0].eq(1), recent[0][1].eq(a_key), recent[0][2].eq(tail[:ib])]
+            m.d.sync += [x.eq(y) for x, y in zip(recent[0], (1, a_key, tail[:ib], a_way), strict=True)]
             for j in (1, 2):
                 m.d.sync += [x.eq(y) for x, y in zip(recent[j], recent[j - 1], strict=True)]
 

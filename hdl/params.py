@@ -46,7 +46,7 @@ MAX_ROW_WIDTH = 1024  # the read-modify-write engine's widest row (hdl/dram_rmw_
 # up to ~100 cycles of memory latency, docs/slot_store.md), 16-beat bursts held open 128 idle
 # cycles for the rest of a message.
 DRAM_STORE_DEFAULTS = {"address_width": 32, "base_address": 0, "outstanding": 256,
-                       "burst_beats": 16, "burst_hold": 128, "index_bits": 12}
+                       "burst_beats": 16, "burst_hold": 128, "index_bits": 11}
 
 
 def check_data_width(width: int) -> int:
