@@ -70,24 +70,28 @@ Pipeline (one command per cycle):
 - **Look up** (L0, L1, L2) and **accept** (A): the command takes the next entry of the
   *in-flight table*, a ring of ``outstanding`` entries that holds each command from acceptance
   until its write is acknowledged (B), and learns whether its row is in the table: the row's
-  newest entry there (its *live* entry), if any. No CAM (the row compared with every entry cost
-  ~25-38 LUT4 and 15-23 flip-flops per entry, most of the records core: docs/benchmarks.md, "The
-  in-flight table's cost, and cutting it"): the row's *key* (``_key``: a bijection of the row,
-  its low ``index_bits`` XOR the rest folded onto them) picks a *bucket* of ``index``, a block
-  RAM of 2**``index_bits`` pointers {valid, entry} to the newest command accepted into that
-  bucket, and ``keys`` (LUT RAM, one key per entry) holds each entry's key. L0 reads the
-  bucket's pointer (the ``cmd`` skid buffer's output register addresses the block RAM), L1
-  registers it, L2 reads the pointed entry's key and compares it, and compares the row with
-  the three commands accepted last (``recent``: the block-RAM read may have missed them); A
-  decides from flip-flops. **A bucket holds at most one row in the table**: a command whose
-  bucket's owner is another row still in the table (a *conflict*) waits in A until that owner
-  is freed, so a pointer never leads to a wrong row, and a row missing from its bucket is in
-  no entry. A hit needs the pointed entry still in the table (``in_table``: among ``used``
-  entries from ``free``); a stale pointer (its entry taken since by another bucket's row, or
-  freed) is a miss. ``index`` and ``keys`` are written at acceptance. Conflicts are the price:
-  they stall acceptance for up to an entry's lifetime, and need two rows in flight at once
-  whose keys share their low ``index_bits`` (rows apart by a multiple of 2**``index_bits``
-  with equal folded high bits: not consecutive rows).
+  newest entry there (its *live* entry), if any. No CAM (the row compared with every entry
+  cost ~25-38 LUT4 and 15-23 flip-flops per entry, most of the records core: docs/benchmarks.md,
+  "The in-flight table's cost, and cutting it"): the row's *key* (``_key``: a bijection of the
+  row, its low ``index_bits`` XOR the rest folded onto them bit-reversed) picks a *set* of
+  ``index``, a block RAM of 2**``index_bits`` sets of ``WAYS`` (2) pointers {valid, entry},
+  and ``keys`` (LUT RAM, one word per entry) holds the key of the command in each entry. A way
+  is *owned* while its pointer leads to an entry in the table (``in_table``: among ``used``
+  entries from ``free``) whose key is of that set; **a set holds a row in at most one way**,
+  and a row in the table is in its set. L0 reads the set (the ``cmd`` skid buffer's output
+  register addresses the block RAM), L1 registers it, L2 reads both ways' keys and compares
+  them, and compares the row with the three commands accepted last (``recent``, each with the
+  way it wrote: the block-RAM read may have missed them; a pointer whose entry one of them took
+  is stale); A decides from flip-flops. A hit is the way holding the row, if its entry is still
+  in the table (else a miss: a freed entry's writes are acknowledged); a miss takes the row's
+  own way (a stale pointer to it) or the first way not owned by another row. With both ways
+  owned by other rows (a *conflict*) the command waits in A until one owner leaves the table,
+  then takes that way: so a pointer never leads to a wrong row, and a row missing from its set
+  is in no entry. ``index`` and ``keys`` are written at acceptance. Conflicts are the price: a
+  wait of up to an entry's lifetime, which needs three rows of one set in the table at once
+  (rows of one set: their keys' low ``index_bits`` equal; consecutive rows never are, and a
+  slot's own bits land on the set's high bits, above the first rows of the slot that a message
+  fills).
 - **Queue** (Q): on a hit the command **forwards**: it reads nothing from memory and takes the
   live entry's result (the row value after that command) when it completes. On a miss ADD/READ
   queue a memory read; WRITE never reads. Rows to read go through a :class:`BurstCoalescer` to
@@ -223,7 +227,7 @@ class DramRmwEngine(wiring.Component):
     ``base_address`` (4 KiB-aligned), ``address_width`` (AXI), ``outstanding`` (in-flight table
     entries), ``burst_beats`` (longest burst, in W beats, of whole rows), ``burst_hold`` (idle cycles a burst waits for the
     next row of a message whose commands say ``more``; 0 = a pause closes it), ``index_bits``
-    (2**index_bits buckets of the in-flight table's index; fewer if the rows are fewer), ``tag_bits``,
+    (2**index_bits sets of the in-flight table's index; fewer if the rows are fewer), ``tag_bits``,
     ``side_shape`` (None: no side input; else ``cmd.side`` / ``rsp.side`` and the modify's
     ``side`` of that shape), ``row_stride`` / ``row_offset`` (None / 0: dense rows; else row r at
     ``base_address + r * row_stride + row_offset``), ``late_shape`` / ``effect_shape`` (None:
@@ -263,7 +267,7 @@ class DramRmwEngine(wiring.Component):
         self.outstanding, self.burst_beats, self.tag_bits = outstanding, burst_beats, tag_bits
         self.burst_hold, self.index_bits = burst_hold, index_bits
         self.address_bits = row_address_bits(slots, row_bits)
-        self.rows = slots << row_bits
+        self.rows, self.row_bits = slots << row_bits, row_bits
         super().__init__({
             **slot_store_signature(self.row_width, self.address_bits, tag_bits, side_shape),
             **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
@@ -294,20 +298,22 @@ class DramRmwEngine(wiring.Component):
         return (Const(self.base_address, self.address_width) + Cat(low, row))[:self.address_width]
 
     @property
-    def bucket_bits(self) -> int:
+    def set_bits(self) -> int:
         """Address bits of the in-flight table's index: ``index_bits``, or fewer if the rows are fewer."""
         return min(self.index_bits, self.address_bits)
 
     def _key(self, row) -> Value:
-        """``row`` as the index's key: its low ``bucket_bits`` XOR the rest folded onto them from
-        the top down (bit-reversed: the rest's low bits, a slot's, land on the set's high bits,
-        above the first rows of a slot that a message fills), then the rest as it is (a
-        bijection: two rows are equal iff their keys are; the key's low bits are the set)."""
-        hb = self.bucket_bits
+        """``row`` as the index's key: its low ``set_bits`` (the set) XOR the rest folded onto
+        them bit-reversed, from the top of a slot's first rows down (a row is ``slot << row_bits |
+        i``: the slot's bits in the set's low bits land above the few rows a message fills, where
+        the folded ones would cancel them), then the rest as it is (a bijection: two rows are equal
+        iff their keys are)."""
+        hb = self.set_bits
+        top = self.row_bits if 0 < self.row_bits < hb else hb  # fold into bits top-1 .. 0
         low = row[:hb]
-        for i in range(hb, len(row), hb):
-            chunk = row[i:i + hb]
-            low = low ^ Cat(Const(0, hb - len(chunk)), *reversed([chunk[b] for b in range(len(chunk))]))
+        for i in range(hb, len(row), top):
+            chunk = row[i:min(i + top, len(row))]
+            low = low ^ Cat(Const(0, top - len(chunk)), *reversed([chunk[b] for b in range(len(chunk))]))
         return Cat(low[:hb], row[hb:])
 
     def _beats_m1(self, rows_m1):
@@ -348,7 +354,7 @@ class DramRmwEngine(wiring.Component):
         tail, free, done = Signal(ib + 1), Signal(ib + 1), Signal(ib + 1)
         used = Signal(ib + 1)  # entries in the table (tail - free), counted to register `full`
         full = Signal()  # == (used == n), a flip-flop
-        hb, nw = self.bucket_bits, WAYS
+        hb, nw = self.set_bits, WAYS
         ptr_layout = data.StructLayout({"entry": ib, "valid": 1})
         set_layout = data.ArrayLayout(ptr_layout, nw)
         m.submodules.index = index = memory.Memory(shape=set_layout, depth=1 << hb, init=[])

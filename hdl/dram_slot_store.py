@@ -24,7 +24,7 @@ class DramSlotStore(DramRmwEngine):
     ``address_width`` (AXI), ``outstanding`` (in-flight table entries), ``burst_beats``
     (longest burst), ``burst_hold`` (idle cycles a burst waits for the next row of a message
     whose commands say ``more``; 0 = a pause closes it), ``index_bits`` (the in-flight table's
-    index: 2**index_bits buckets), ``tag_bits``.
+    index: 2**index_bits sets of two ways), ``tag_bits``.
     Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``.
     """
 

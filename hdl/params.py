@@ -162,7 +162,7 @@ _CHECKS = {
     "outstanding": _power_of_two("outstanding", 4, 1024),
     "burst_beats": _power_of_two("burst_beats", 1, AXI4_MAX_BEATS),
     "burst_hold": _range("burst_hold", 0, MAX_BURST_HOLD, " idle cycles"),
-    # the read-modify-write engine's in-flight index: 2**index_bits buckets (hdl/dram_rmw_engine.py)
+    # the read-modify-write engine's in-flight index: 2**index_bits sets of two ways (hdl/dram_rmw_engine.py)
     "index_bits": _range("index_bits", 1, 16),
     # the reducer's parts: a release run / slot index of run_bits bits (``HeadCheck``'s forwarded head)
     "run_bits": _range("run_bits", 1, 32),
