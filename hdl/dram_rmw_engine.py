@@ -79,10 +79,10 @@ Pipeline (one command per cycle):
   is *owned* while its pointer leads to an entry in the table (``in_table``: among ``used``
   entries from ``free``) whose key is of that set; **a set holds a row in at most one way**,
   and a row in the table is in its set. L0 reads the set (the ``cmd`` skid buffer's output
-  register addresses the block RAM), L1 registers it, L2 reads both ways' keys and compares
-  them, and compares the row with the three commands accepted last (``recent``, each with the
-  way it wrote: the block-RAM read may have missed them; a pointer whose entry one of them took
-  is stale); A decides from flip-flops. A hit is the way holding the row, if its entry is still
+  register addresses the block RAM), L1 registers it, L2 reads both ways' keys into registers,
+  L3 compares them, and the row with the four (``LOOKUP_STAGES``) commands accepted last
+  (``recent``, each with the way it wrote: the reads may have missed them; a pointer whose entry
+  one of them took is stale); A decides from flip-flops. A hit is the way holding the row, if its entry is still
   in the table (else a miss: a freed entry's writes are acknowledged); a miss takes the row's
   own way (a stale pointer to it) or the first way not owned by another row. With both ways
   owned by other rows (a *conflict*) the command waits in A until one owner leaves the table,
@@ -113,9 +113,10 @@ Pipeline (one command per cycle):
 
 Timing (ECP5, docs/benchmarks.md): every per-cycle decision is taken from flip-flops: queue
 heads are :class:`RegisteredFIFO` outputs (no block-RAM clock-to-output in front of logic),
-``full``, the lookup's hit / conflict flags and the response credit are registers (the key
-compares have a cycle of their own, L2, after the block-RAM read's L1), and the burst coalescers
-compare with a registered next row.
+``full``, the lookup's hit / way / conflict flags and the response credit are registers (the
+LUT-RAM key read has a cycle of its own, L2, after the block-RAM read's L1, and the compares
+another, L3: at 121 MHz when L2 did both), and the burst coalescers compare with a registered
+next row.
 
 Capacity: the table holds a command from acceptance to its write's B, so full rate needs
 ``outstanding`` >= (read latency + write-response latency + a burst on each side + ~8) cycles of
@@ -146,7 +147,7 @@ AXI_PREFIX = "m_axi_mem"
 
 
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
-LOOKUP_STAGES = 3  # L1, L2 and A: commands taken from ``cmd`` before they take a table entry
+LOOKUP_STAGES = 4  # L1, L2, L3 and A: commands taken from ``cmd`` before they take a table entry
 WAYS = 2  # pointers per set of the in-flight table's index
 
 
@@ -343,9 +344,9 @@ class DramRmwEngine(wiring.Component):
         # most one way, and a way is *owned* while its pointer leads to an entry in the table
         # with a key of that set; a command whose set has no way for it (each owned by another
         # row) waits in A (a conflict) until an owner leaves the table. L0 reads the set, L1
-        # registers it, L2 reads the ways' keys and compares them, and the three commands
-        # accepted last (`recent`, which the block-RAM read may have missed); A decides from
-        # flip-flops.
+        # registers it, L2 reads the ways' keys (registered), L3 compares them, and the
+        # LOOKUP_STAGES commands accepted last (`recent`, which the reads may have missed); A
+        # decides from flip-flops.
         cmd_shape = cmd_layout(w, ab, self.tag_bits, self.side_shape)
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape)
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
@@ -371,6 +372,8 @@ class DramRmwEngine(wiring.Component):
         m.d.comb += [cmd_in.m.ready.eq(adv), ix_r.addr.eq(self._key(c.row)[:hb]), ix_r.en.eq(adv)]
         l1_valid, l1_cmd, l1_key = Signal(), Signal(cmd_shape), Signal(ab)
         l2_valid, l2_cmd, l2_key, l2_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
+        l3_valid, l3_cmd, l3_key, l3_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
+        l3_got = [Signal(ab, name=f"l3_got{way}") for way in range(nw)]  # the keys now in the ways' entries
         a_cmd, a_key, a_view = Signal(cmd_shape), Signal(ab), Signal(set_layout)  # the set as A sees it
         a_hit, a_src = Signal(), Signal(ib)  # the row's newest entry, if it is still in the table
         a_way = Signal(range(nw))  # the way A writes: the row's, or the one it takes
@@ -379,30 +382,32 @@ class DramRmwEngine(wiring.Component):
         with m.If(adv):
             m.d.sync += [l1_valid.eq(cmd_in.m.valid), l1_cmd.eq(c), l1_key.eq(self._key(c.row)),
                          l2_valid.eq(l1_valid), l2_cmd.eq(l1_cmd), l2_key.eq(l1_key), l2_set.eq(ix_r.data),
-                         a_valid.eq(l2_valid), a_cmd.eq(l2_cmd), a_key.eq(l2_key), a_gone.eq(0)]
+                         l3_valid.eq(l2_valid), l3_cmd.eq(l2_cmd), l3_key.eq(l2_key), l3_set.eq(l2_set),
+                         *(l3_got[way].eq(key_rs[way].data) for way in range(nw)),
+                         a_valid.eq(l3_valid), a_cmd.eq(l3_cmd), a_key.eq(l3_key), a_gone.eq(0)]
+        m.d.comb += [key_rs[way].addr.eq(l2_set[way].entry) for way in range(nw)]
 
-        # L2: the commands accepted after L0's read are the three accepted last, as of A's
-        # cycle: with a command in A (it is accepted when this one moves) A's and `recent`'s two
-        # newest, else `recent`'s three. Each way is the newest of them that wrote it, else the
-        # pointer read, unless one of them took its entry since (then it is stale).
+        # L3: the commands accepted after L0's read are the LOOKUP_STAGES (nr) accepted last, as
+        # of A's cycle: with a command in A (it is accepted when this one moves) A's and
+        # `recent`'s nr - 1 newest, else `recent`'s nr. Each way is the newest of them that wrote
+        # it, else the pointer read, unless one of them took its entry since (then it is stale).
+        nr = LOOKUP_STAGES
         recent = [tuple(Signal(s, name=f"recent{j}_{f}") for f, s in
-                        (("valid", 1), ("key", ab), ("entry", ib), ("way", range(nw)))) for j in range(3)]
+                        (("valid", 1), ("key", ab), ("entry", ib), ("way", range(nw)))) for j in range(nr)]
         cands = [(a_valid, a_key, tail[:ib], a_way), *recent]
-        window = [[Mux(a_valid, x, y) for x, y in zip(cands[j], cands[j + 1], strict=True)] for j in range(3)]
-        lo, hi = l2_key[:hb], l2_key[hb:]
+        window = [[Mux(a_valid, x, y) for x, y in zip(cands[j], cands[j + 1], strict=True)] for j in range(nr)]
+        lo, hi = l3_key[:hb], l3_key[hb:]
         in_set = [v & (key[:hb] == lo) for v, key, _, _ in window]
         same = [key[hb:] == hi for _, key, _, _ in window]
-        hit, src, hway, found = Const(0), l2_set[0].entry, Const(0, range(nw)), Const(0)
+        hit, src, hway, found = Const(0), l3_set[0].entry, Const(0, range(nw)), Const(0)
         view, owned, mine = [], [], []  # per way: pointer, owned by another row, holds this row
         for way in range(nw):
-            read = l2_set[way]
-            got = key_rs[way].data  # the key of the command now in that entry
-            m.d.comb += key_rs[way].addr.eq(read.entry)
+            read, got = l3_set[way], l3_got[way]
             retaken = Cat(*(v & (e == read.entry) for v, _, e, _ in window)).any()
             p_in = read.valid & ~retaken & (got[:hb] == lo)
             p_mine, p_owned = p_in & (got[hb:] == hi), p_in & (got[hb:] != hi) & in_table(read.entry)
             p = read.as_value()
-            for j in reversed(range(3)):  # the newest writer of this way (j = 0) last: it wins
+            for j in reversed(range(nr)):  # the newest writer of this way (j = 0) last: it wins
                 wrote = in_set[j] & (window[j][3] == way)
                 p_mine, p_owned = Mux(wrote, same[j], p_mine), Mux(wrote, ~same[j], p_owned)
                 p = Mux(wrote, Cat(window[j][2], Const(1, 1)), p)
@@ -437,7 +442,7 @@ class DramRmwEngine(wiring.Component):
                      key_w.addr.eq(tail[:ib]), key_w.data.eq(a_key), key_w.en.eq(accept)]
         with m.If(accept):
             m.d.sync += [x.eq(y) for x, y in zip(recent[0], (1, a_key, tail[:ib], a_way), strict=True)]
-            for j in (1, 2):
+            for j in range(1, nr):
                 m.d.sync += [x.eq(y) for x, y in zip(recent[j], recent[j - 1], strict=True)]
 
         # ---- Q: queue the command (to completion) and its read (to AR) ------------------------
