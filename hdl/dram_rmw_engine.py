@@ -79,8 +79,9 @@ Pipeline (one command per cycle):
   is *owned* while its pointer leads to an entry in the table (``in_table``: among ``used``
   entries from ``free``) whose key is of that set; **a set holds a row in at most one way**,
   and a row in the table is in its set. L0 reads the set (the ``cmd`` skid buffer's output
-  register addresses the block RAM), L1 registers it, L2 reads both ways' keys into registers,
-  L3 compares them, and the row with the four (``LOOKUP_STAGES``) commands accepted last
+  register addresses the block RAM), L1 registers it, L2 reads both ways' keys and compares
+  them with the row's (registering the flags), L3 combines them with the row compared with the
+  four (``LOOKUP_STAGES``) commands accepted last
   (``recent``, each with the way it wrote: the reads may have missed them; a pointer whose entry
   one of them took is stale); A decides from flip-flops. A hit is the way holding the row, if its entry is still
   in the table (else a miss: a freed entry's writes are acknowledged); a miss takes the row's
@@ -114,9 +115,9 @@ Pipeline (one command per cycle):
 Timing (ECP5, docs/benchmarks.md): every per-cycle decision is taken from flip-flops: queue
 heads are :class:`RegisteredFIFO` outputs (no block-RAM clock-to-output in front of logic),
 ``full``, the lookup's hit / way / conflict flags and the response credit are registers (the
-LUT-RAM key read has a cycle of its own, L2, after the block-RAM read's L1, and the compares
-another, L3: at 121 MHz when L2 did both), and the burst coalescers compare with a registered
-next row.
+LUT-RAM key read and its compares have a cycle of their own, L2, after the block-RAM read's
+L1, and their combination with the recent commands another, L3: at 121 MHz when L2 did both),
+and the burst coalescers compare with a registered next row.
 
 Capacity: the table holds a command from acceptance to its write's B, so full rate needs
 ``outstanding`` >= (read latency + write-response latency + a burst on each side + ~8) cycles of
@@ -344,9 +345,9 @@ class DramRmwEngine(wiring.Component):
         # most one way, and a way is *owned* while its pointer leads to an entry in the table
         # with a key of that set; a command whose set has no way for it (each owned by another
         # row) waits in A (a conflict) until an owner leaves the table. L0 reads the set, L1
-        # registers it, L2 reads the ways' keys (registered), L3 compares them, and the
-        # LOOKUP_STAGES commands accepted last (`recent`, which the reads may have missed); A
-        # decides from flip-flops.
+        # registers it, L2 reads the ways' keys and compares them (registered flags), L3 combines
+        # them with the LOOKUP_STAGES commands accepted last (`recent`, which the reads may have
+        # missed); A decides from flip-flops.
         cmd_shape = cmd_layout(w, ab, self.tag_bits, self.side_shape)
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape)
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
@@ -373,7 +374,10 @@ class DramRmwEngine(wiring.Component):
         l1_valid, l1_cmd, l1_key = Signal(), Signal(cmd_shape), Signal(ab)
         l2_valid, l2_cmd, l2_key, l2_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
         l3_valid, l3_cmd, l3_key, l3_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
-        l3_got = [Signal(ab, name=f"l3_got{way}") for way in range(nw)]  # the keys now in the ways' entries
+        # the key now in each way's entry against the row's: same set (low bits), same row (the rest);
+        # flags, not the keys, are registered (a register right behind `keys` would make it a block RAM)
+        l3_lo = [Signal(name=f"l3_lo{way}") for way in range(nw)]
+        l3_hi = [Signal(name=f"l3_hi{way}") for way in range(nw)]
         a_cmd, a_key, a_view = Signal(cmd_shape), Signal(ab), Signal(set_layout)  # the set as A sees it
         a_hit, a_src = Signal(), Signal(ib)  # the row's newest entry, if it is still in the table
         a_way = Signal(range(nw))  # the way A writes: the row's, or the one it takes
@@ -383,7 +387,8 @@ class DramRmwEngine(wiring.Component):
             m.d.sync += [l1_valid.eq(cmd_in.m.valid), l1_cmd.eq(c), l1_key.eq(self._key(c.row)),
                          l2_valid.eq(l1_valid), l2_cmd.eq(l1_cmd), l2_key.eq(l1_key), l2_set.eq(ix_r.data),
                          l3_valid.eq(l2_valid), l3_cmd.eq(l2_cmd), l3_key.eq(l2_key), l3_set.eq(l2_set),
-                         *(l3_got[way].eq(key_rs[way].data) for way in range(nw)),
+                         *(l3_lo[way].eq(key_rs[way].data[:hb] == l2_key[:hb]) for way in range(nw)),
+                         *(l3_hi[way].eq(key_rs[way].data[hb:] == l2_key[hb:]) for way in range(nw)),
                          a_valid.eq(l3_valid), a_cmd.eq(l3_cmd), a_key.eq(l3_key), a_gone.eq(0)]
         m.d.comb += [key_rs[way].addr.eq(l2_set[way].entry) for way in range(nw)]
 
@@ -402,10 +407,10 @@ class DramRmwEngine(wiring.Component):
         hit, src, hway, found = Const(0), l3_set[0].entry, Const(0, range(nw)), Const(0)
         view, owned, mine = [], [], []  # per way: pointer, owned by another row, holds this row
         for way in range(nw):
-            read, got = l3_set[way], l3_got[way]
+            read = l3_set[way]
             retaken = Cat(*(v & (e == read.entry) for v, _, e, _ in window)).any()
-            p_in = read.valid & ~retaken & (got[:hb] == lo)
-            p_mine, p_owned = p_in & (got[hb:] == hi), p_in & (got[hb:] != hi) & in_table(read.entry)
+            p_in = read.valid & ~retaken & l3_lo[way]
+            p_mine, p_owned = p_in & l3_hi[way], p_in & ~l3_hi[way] & in_table(read.entry)
             p = read.as_value()
             for j in reversed(range(nr)):  # the newest writer of this way (j = 0) last: it wins
                 wrote = in_set[j] & (window[j][3] == way)
