@@ -46,7 +46,7 @@ MAX_ROW_WIDTH = 1024  # the read-modify-write engine's widest row (hdl/dram_rmw_
 # up to ~100 cycles of memory latency, docs/slot_store.md), 16-beat bursts held open 128 idle
 # cycles for the rest of a message.
 DRAM_STORE_DEFAULTS = {"address_width": 32, "base_address": 0, "outstanding": 256,
-                       "burst_beats": 16, "burst_hold": 128}
+                       "burst_beats": 16, "burst_hold": 128, "index_bits": 11}
 
 
 def check_data_width(width: int) -> int:
@@ -162,6 +162,8 @@ _CHECKS = {
     "outstanding": _power_of_two("outstanding", 4, 1024),
     "burst_beats": _power_of_two("burst_beats", 1, AXI4_MAX_BEATS),
     "burst_hold": _range("burst_hold", 0, MAX_BURST_HOLD, " idle cycles"),
+    # the read-modify-write engine's in-flight index: 2**index_bits sets of two ways (hdl/dram_rmw_engine.py)
+    "index_bits": _range("index_bits", 1, 16),
     # the reducer's parts: a release run / slot index of run_bits bits (``HeadCheck``'s forwarded head)
     "run_bits": _range("run_bits", 1, 32),
 }
@@ -192,7 +194,8 @@ class CoreParams(dict):
 def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_width: int,
                             base_address: int, outstanding: int, burst_beats: int,
                             burst_hold: int = 0, row_width: int | None = None, axi_id: int = 0,
-                            row_stride: int | None = None, row_offset: int = 0) -> None:
+                            row_stride: int | None = None, row_offset: int = 0,
+                            index_bits: int = DRAM_STORE_DEFAULTS["index_bits"]) -> None:
     """The DRAM slot store's parameters, each on its own and together: its rows fit the AXI
     address space from ``base_address`` on, and a burst of ``burst_beats`` fits in 4 KiB.
     ``row_width`` (the read-modify-write engine's, default ``width``): a row of that many bits
@@ -208,7 +211,7 @@ def check_dram_store_params(*, width: int, slots: int, row_bits: int, address_wi
     check_large_slots(slots)
     check_core_params(width=width, row_bits=row_bits, address_width=address_width,
                       base_address=base_address, outstanding=outstanding, burst_beats=burst_beats,
-                      burst_hold=burst_hold)
+                      burst_hold=burst_hold, index_bits=index_bits)
     row_width = width if row_width is None else row_width
     if row_width < width or row_width > MAX_ROW_WIDTH or row_width & (row_width - 1):
         raise ValueError(f"row_width must be a power of two from {width} (the data width) to "

@@ -104,11 +104,11 @@ class RecordReducer(wiring.Component):
         self.row_bits = (beats - 1).bit_length()
         rec_base, _ = record_memory(data_width, slots=slots, elements=elements, base_address=dram["base_address"])
         depth = max(MIN_GATE_DEPTH, 1 << (2 * beats).bit_length())  # > two messages
-        store = {k: dram[k] for k in ("base_address", "outstanding", "burst_beats", "burst_hold")}
+        store = {k: dram[k] for k in ("base_address", "outstanding", "burst_beats", "burst_hold", "index_bits")}
         self.path = DecisionOnRecords(
             data_width, address_width=dram["address_width"], jobs=jobs, depth=depth, max_elements=elements,
             sums={"slots": slots, "row_bits": self.row_bits, **store},
-            records={"base_address": rec_base, "outstanding": dram["outstanding"]})
+            records={"base_address": rec_base, "outstanding": dram["outstanding"], "index_bits": dram["index_bits"]})
         mem = {n: mb for n, mb in self.path.signature.members.items() if n.startswith(AXI_PREFIX + "_")}
         super().__init__({**mem, "mem_error": Out(1), "result_withheld": Out(1), "record_error": Out(1),
                           "record_counters": Out(record_counters_layout()),

@@ -342,16 +342,16 @@ def test_dram_store_parameters_reach_the_store_and_are_checked():
     from wanreduce.hdl.params import DRAM_STORE_DEFAULTS
     from wanreduce.hdl.reducer import Reducer
 
-    core = WanreduceCore(slot_memory="dram", slots=8, elements=32, outstanding=64, burst_hold=0)
+    core = WanreduceCore(slot_memory="dram", slots=8, elements=32, outstanding=64, burst_hold=0, index_bits=5)
     st = core.reducer.store
-    assert (st.outstanding, st.burst_hold, st.burst_beats, st.address_width) == (
-        64, 0, DRAM_STORE_DEFAULTS["burst_beats"], DRAM_STORE_DEFAULTS["address_width"])
+    assert (st.outstanding, st.burst_hold, st.burst_beats, st.address_width, st.index_bits) == (
+        64, 0, DRAM_STORE_DEFAULTS["burst_beats"], DRAM_STORE_DEFAULTS["address_width"], 5)
     for make, msg in [
         (lambda: WanreduceCore(slot_memory="dram", outstanding=3), "outstanding must be a power of two from 4 to 1024, got 3"),
         (lambda: WanreduceCore(slot_memory="flash"), "slot memory must be one of onchip, dram, records, got 'flash'"),
         (lambda: Reducer(64, slots=8, elements=32, groups=2, jobs=2, outstanding=64),
          "unknown slot store parameter(s) for slot memory onchip: outstanding (dram: address_width, "
-         "base_address, outstanding, burst_beats, burst_hold)"),
+         "base_address, outstanding, burst_beats, burst_hold, index_bits)"),
     ]:
         with pytest.raises(ValueError) as err:
             make()
