@@ -319,8 +319,8 @@ def test_the_core_builds_records_and_bad_input_is_one_line():
     """``WanreduceCore(slot_memory="records")`` takes the record path (``RecordReducer``, with the
     AXI4 port ``m_axi_mem_*``) at the large S; the parameters are checked first, and what the
     record path cannot take (W 512, the reducer's pending words) is refused in one line naming
-    the field, as is the ``Reducer`` given ``records`` (it would build the slots on chip) and a
-    board top given ``records`` (no board attaches its DRAM yet)."""
+    the field, as is the ``Reducer`` given ``records`` (it would build the slots on chip); a
+    board's core (``board_core``) takes ``records`` with the board's DRAM parameters."""
     from wanreduce.hdl.boards.dram_controller import board_core
     from wanreduce.hdl.core import WanreduceCore
     from wanreduce.hdl.record_reducer import RecordReducer
@@ -338,9 +338,9 @@ def test_the_core_builds_records_and_bad_input_is_one_line():
     with pytest.raises(ValueError) as exc:
         Reducer(64, slots=8, elements=16, groups=2, jobs=2, slot_memory="records")
     assert "\n" not in str(exc.value) and str(exc.value).startswith("slot_memory: 'records' is the record path's")
-    with pytest.raises(ValueError) as exc:
-        board_core("versa-ecp5", "records", slots=8)
-    assert "\n" not in str(exc.value) and str(exc.value).startswith("versa-ecp5 --slot-memory records: ")
+    board = board_core("versa-ecp5", "records", slots=8)
+    assert isinstance(board.reducer, RecordReducer)
+    assert len(board.m_axi_mem_awaddr) == DRAM_CONFIGS["versa-ecp5"].addr_width
 
 
 def test_versa_dram_bandwidth_covers_two_gigabit_ports_with_the_boards_bursts():
@@ -380,16 +380,27 @@ def test_ax7325b_dram_bandwidth_covers_two_10g_ports_with_2kib_bursts():
     assert dram_budget("alinx-ax7325b", 499).margin < 1.0  # three ports: 7.2 GB/s
 
 
+def board_stores(core) -> list:
+    """The core's DRAM engines: the sums' store (``dram``), or the sums' and the records'
+    (``records``: the record path's two engines on one ``m_axi_mem``)."""
+    if core.slot_memory == "dram":
+        return [core.reducer.store]
+    return [core.reducer.path.sums.store, core.reducer.path.records.engine]
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "records"])
 @pytest.mark.parametrize("board_name", ["versa-ecp5", "alinx-ax7325b"])
-def test_slot_memory_dram_builds_the_core_on_the_boards_dram(tmp_path, board_name):
-    """build --slot-memory dram (sources only): the core has m_axi_mem (its DRAM store
-    addressing the board's DRAM in the controller's burst size), attached through the
-    converter to the LiteDRAM instance, which uses only ports its Verilog has; the open flow
-    routes it with nextpnr's router2; a core without the port is still refused (one line)."""
+def test_slot_memory_dram_builds_the_core_on_the_boards_dram(tmp_path, board_name, slot_memory):
+    """build --slot-memory dram / records (sources only): the core has m_axi_mem (its DRAM
+    engines addressing the board's DRAM, the sums in the controller's burst size; with records
+    the record engine too, both IDs of the ID arbiter on the one port), attached through the
+    converter to the LiteDRAM instance, which uses only ports its Verilog has, beside the MACs;
+    the open flow routes it with nextpnr's router2; a core without the port is still refused
+    (one line)."""
     from wanreduce.hdl.core import WanreduceCore
 
     board = BOARDS[board_name]
-    run_build(board, {"elements": 16}, tmp_path, bitstream=False, slot_memory="dram")
+    run_build(board, {"elements": 16}, tmp_path, bitstream=False, slot_memory=slot_memory)
     name = module_name(board_name)
     ports = module_ports((tmp_path / f"{name}.v").read_text(), name)
     if board.open_flow:  # RTLIL top: the instance is a cell
@@ -404,17 +415,28 @@ def test_slot_memory_dram_builds_the_core_on_the_boards_dram(tmp_path, board_nam
         subs = set(re.findall(rf"module \\{board.top_name}\.(\w+) \(", top))
     assert {"user_port_axi_wdata", "user_port_axi_awlen", "user_port_axi_rdata", "axi_clk"} <= used <= set(ports)
     assert {"core", "mem_upsizer", "dram"} <= subs, subs
+    if slot_memory == "records":  # the record path: its record engine and the ID arbiter
+        paths = set(re.findall(rf"module \\{board.top_name}\.([\w.]+)\n", top)) if board.open_flow \
+            else set(re.findall(rf"module \\{board.top_name}\.([\w.]+) \(", top))
+        assert {"core.reducer.path.records.engine", "core.reducer.path.sums.store",
+                "core.reducer.path.arbiter"} <= paths, sorted(p for p in paths if ".path." in p)[:20]
+    if board.open_flow:  # the two MACs (LiteEth, black-box cells)
+        assert len(re.findall(r"cell \\liteeth_rgmii_mac \\mac[01]\n", top)) == 2
     if board_name == "versa-ecp5":  # the core clock's reset: the global set/reset, not a fabric net
         assert_core_reset_by_gsr(top, board.top_name)
     if board.open_flow:  # router1 does not route this design; router2 does (docs/benchmarks.md)
         script = (tmp_path / f"build_{board.top_name}.sh").read_text()
         assert re.search(r'"\$NEXTPNR_ECP5" .*--router router2', script), script
     cfg = DRAM_CONFIGS[board_name]
-    core = board.top({"elements": 16}, slot_memory="dram").core
-    assert len(core.m_axi_mem_awaddr) == cfg.addr_width
-    assert core.reducer.store.burst_beats == cfg.burst_beats(core.params["width"])
+    core = board.top({"elements": 16}, slot_memory=slot_memory).core
+    assert len(core.m_axi_mem_awaddr) == cfg.addr_width and len(core.m_axi_mem_awid) <= AXI_ID_WIDTH
+    stores = board_stores(core)
+    assert len(stores) == {"dram": 1, "records": 2}[slot_memory]
+    assert stores[0].burst_beats == cfg.burst_beats(core.params["width"])
     # the Versa's table is 128 entries (two 1 GbE ports still covered through LiteDRAM, margin
-    # 1.10; docs/benchmarks.md), the AX7325B's the store's default
-    assert core.reducer.store.outstanding == {"versa-ecp5": 128, "alinx-ax7325b": 256}[board_name]
-    with pytest.raises(ValueError, match="has no m_axi_mem port"):
-        check_board_memory(board_name, "dram", WanreduceCore())
+    # 1.10; docs/benchmarks.md), the AX7325B's the store's default; both engines of records
+    for st in stores:
+        assert st.address_width == cfg.addr_width
+        assert st.outstanding == {"versa-ecp5": 128, "alinx-ax7325b": 256}[board_name]
+    with pytest.raises(ValueError, match=f"--slot-memory {slot_memory}: the core has no m_axi_mem port"):
+        check_board_memory(board_name, slot_memory, WanreduceCore())

@@ -103,19 +103,34 @@ def test_plan_with_records_takes_the_boards_dram_and_the_core_builds_it():
     assert f"--slots {MAX_SLOTS_DRAM} " in dram and "not buildable" not in dram
 
 
-def test_verilog_builds_records_and_build_refuses_it_in_one_line(tmp_path):
-    """``verilog --slot-memory records`` writes the core with the AXI4 port; ``build`` refuses it in
-    one line naming the board and records, not a traceback, and writes nothing."""
+def test_verilog_and_build_take_records_with_the_plans_parameters(tmp_path):
+    """``verilog --slot-memory records`` writes the core with the AXI4 port; ``build --board
+    versa-ecp5`` takes the parameters ``plan --board versa-ecp5 --slot-memory records`` prints
+    (S 32768: the build checked S against the onchip limit, 4096, before), the top has the
+    records core on LiteDRAM; twice the S the board's DRAM holds is refused in one line naming
+    the board, slots and its range, and nothing is written."""
     res = CliRunner().invoke(cli, ["verilog", "--out", str(tmp_path / "v"), "--slot-memory", "records",
                                    "--slots", "8", "--elements", "16"])
     assert res.exit_code == 0 and "records slot memory" in res.output, res.output
     assert "m_axi_mem_awaddr" in (tmp_path / "v" / "wanreduce_core.ports.txt").read_text()
+    text = BOARD_LINE.match(next(ln for ln in _plan("--board", "versa-ecp5", "--slot-memory", "records")
+                                 .splitlines() if BOARD_LINE.match(ln))).group(3)
+    assert "--slots 32768 " in text, text
     res = CliRunner().invoke(cli, ["build", "--board", "versa-ecp5", "--out", str(tmp_path / "out"),
-                                   "--elements", "16", "--slot-memory", "records"])
+                                   *text.split()])
+    assert res.exit_code == 0, res.output
+    assert "slots=32768, elements=499" in res.output and "records slot memory" in res.output, res.output
+    top = (tmp_path / "out" / "wanreduce_versa_ecp5.il").read_text()
+    for part in ("module \\wanreduce_versa_ecp5.core.reducer.path.records.engine\n",
+                 "cell \\litedram_versa_ecp5 \\litedram\n", "cell \\liteeth_rgmii_mac \\mac1\n"):
+        assert part in top, part
+    res = CliRunner().invoke(cli, ["build", "--board", "versa-ecp5", "--out", str(tmp_path / "big"),
+                                   *text.replace("--slots 32768", "--slots 65536").split()])
     lines = res.output.strip().splitlines()
     assert res.exit_code == 1 and len(lines) == 1 and "Traceback" not in res.output, res.output
-    assert lines[0].startswith("wanreduce: error: versa-ecp5 --slot-memory records: ")
-    assert not (tmp_path / "out").exists()
+    assert lines[0] == ("wanreduce: error: versa-ecp5 --slot-memory records: slots must be a power of two "
+                        "from 2 to 32768 at elements 499 (what the board's 128 MiB of DRAM hold), got 65536")
+    assert not (tmp_path / "big").exists()
 
 
 @pytest.mark.parametrize("args, field, text", [

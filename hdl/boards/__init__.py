@@ -111,6 +111,7 @@ def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
     if board.name == "versa-ecp5":
         import tempfile
 
+        from wanreduce.hdl.boards.dram_controller import DRAM_MEMORIES
         from wanreduce.hdl.boards.liteeth_mac import MAC_NAME, generate
         if not (dram_selftest or dram_store_test):
             with tempfile.TemporaryDirectory() as tmp:
@@ -123,10 +124,10 @@ def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
         # (An earlier static attempt, before the register slices at the core's ports, was
         # stopped after 7 min of routing on a loaded machine.)
         opts = ["--placer", "static", "--report", f"{board.top_name}.report.json"]
-        if slot_memory == "dram":
+        if slot_memory in DRAM_MEMORIES:
             # router2 for the core with its slots in DRAM: router1 stalled on it with ~119,500
             # of 149,024 arcs unrouted after 21 min (docs/benchmarks.md, "The whole core with
-            # its slots in DRAM on the Versa").
+            # its slots in DRAM on the Versa"); the records core is larger still.
             opts += ["--router", "router2"]
         kwargs["nextpnr_opts"] = [*opts, *nextpnr_opts]
     else:

@@ -39,7 +39,12 @@ from amaranth.hdl import (
 )
 from amaranth.lib.cdc import ResetSynchronizer
 
-from wanreduce.hdl.boards.dram_controller import DramController, attach_memory, board_core
+from wanreduce.hdl.boards.dram_controller import (
+    DRAM_MEMORIES,
+    DramController,
+    attach_memory,
+    board_core,
+)
 from wanreduce.hdl.core import net_port
 
 __all__ = ["CORE_FREQ_HZ", "IP_MODULES", "AX7325BTop", "ip_tcl"]
@@ -96,7 +101,7 @@ class AX7325BTop(Elaboratable):
         m = Module()
         p = self.core.params
         m.submodules.core = core = self.core
-        if self.slot_memory == "dram":  # LiteDRAM on the core board's DDR3, 200 MHz oscillator
+        if self.slot_memory in DRAM_MEMORIES:  # LiteDRAM on the core board's DDR3, 200 MHz oscillator
             m.submodules.dram = dram = DramController(
                 "alinx-ax7325b", platform.request("ddr3", 0, dir="-"),
                 platform.request("clk", 0).i, Const(0), platform=platform)

@@ -38,7 +38,8 @@ from wanreduce.hdl.boards.axi_memtest import AXI_FIELDS, axi_manager_signals
 from wanreduce.hdl.boards.dram_init import DramInit
 from wanreduce.hdl.boards.litedram_controller import AXI_ID_WIDTH, DRAM_CONFIGS, cached, module_name
 
-__all__ = ["MEM_PREFIX", "DramController", "attach_memory", "board_core", "check_board_memory"]
+__all__ = ["DRAM_MEMORIES", "MEM_PREFIX", "DramController", "attach_memory", "board_core", "check_board_memory",
+           "check_board_slots"]
 
 
 class DramController(Elaboratable):
@@ -97,36 +98,49 @@ class DramController(Elaboratable):
 
 
 MEM_PREFIX = "m_axi_mem"  # the core's (and DramSlotStore's) AXI4 manager port, flat AMBA names
+# the slot memories whose core has that port, attached to the board's DRAM by the board tops
+DRAM_MEMORIES = ("dram", "records")
 
 
 def check_board_memory(board: str, slot_memory: str, core) -> str:
-    """``slot_memory`` for a board top: ``onchip``, or ``dram`` once the core has the AXI4
-    manager port the DRAM attaches to (``m_axi_mem_*``); a one-line error otherwise (``records``
-    too: no board top attaches its DRAM yet)."""
+    """``slot_memory`` for a board top: ``onchip``, or ``dram`` / ``records`` once the core has
+    the AXI4 manager port the DRAM attaches to (``m_axi_mem_*``); a one-line error otherwise."""
     from wanreduce.hdl.params import check_slot_memory
 
     check_slot_memory(slot_memory)
-    if slot_memory == "records":
-        raise ValueError(f"{board} --slot-memory records: the board tops attach DRAM to the dram core only "
-                         f"(the records core on a board: docs/large_slots.md, \"The core wiring\", step 6)")
-    if slot_memory == "dram" and f"{MEM_PREFIX}_awaddr" not in core.signature.members:
+    if slot_memory in DRAM_MEMORIES and f"{MEM_PREFIX}_awaddr" not in core.signature.members:
         raise ValueError(
-            f"{board} --slot-memory dram: the core has no m_axi_mem port (build it with "
-            f"slot_memory='dram', as board_core does)")
+            f"{board} --slot-memory {slot_memory}: the core has no m_axi_mem port (build it with "
+            f"slot_memory={slot_memory!r}, as board_core does)")
     return slot_memory
 
 
+def check_board_slots(board: str, slot_memory: str, params: dict) -> None:
+    """S no larger than ``board``'s DRAM holds at the core's E and W (``board_capacity``); a
+    one-line error naming slots and the board's largest S otherwise (before the DRAM engines'
+    own address check, which names their fields, not the board's)."""
+    from wanreduce.hdl.boards.capacity import board_capacity
+
+    cap = board_capacity(board, slot_memory, params["elements"], params["width"])
+    if params["slots"] > cap.slots:
+        raise ValueError(f"{board} --slot-memory {slot_memory}: slots must be a power of two from 2 to "
+                         f"{cap.slots} at elements {params['elements']} (what the board's "
+                         f"{cap.total_bytes >> 20} MiB of DRAM hold), got {params['slots']}")
+
+
 def board_core(board: str, slot_memory: str, **core_params: int):
-    """The core for ``board`` with its slots in ``slot_memory``; with ``dram`` the DRAM store
-    addresses the board's DRAM (``address_width``) in the controller's burst size
-    (``burst_beats``: 512 B on the Versa) with the board's in-flight table (``outstanding``, if
-    it sets one), other store parameters at their defaults."""
+    """The core for ``board`` with its slots in ``slot_memory``; with ``dram`` or ``records``
+    the DRAM store (with ``records`` both engines: the sums' and the records') addresses the
+    board's DRAM (``address_width``), the sums in the controller's burst size (``burst_beats``:
+    512 B on the Versa), with the board's in-flight table (``outstanding``, if it sets one),
+    other store parameters at their defaults."""
     from wanreduce.hdl.core import WanreduceCore
-    from wanreduce.hdl.params import check_slot_memory
+    from wanreduce.hdl.params import CoreParams, check_slot_memory
 
     check_slot_memory(slot_memory)
     mem = {}
-    if slot_memory == "dram":
+    if slot_memory in DRAM_MEMORIES:
+        check_board_slots(board, slot_memory, CoreParams(slot_memory, **core_params))
         cfg, width = DRAM_CONFIGS[board], core_params.get("width", 64)
         mem = {"address_width": cfg.addr_width, "burst_beats": cfg.burst_beats(width)}
         if cfg.outstanding is not None:

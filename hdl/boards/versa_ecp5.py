@@ -28,6 +28,11 @@
   set/reset, not a fabric net (:func:`core_clock`; LiteEth's and LiteDRAM's reset inputs from
   domain ``sync_rst``, a synchronised reset on the same clock). Two 1 GbE ports need
   250 MB/s; W=64 carries 8 bytes per cycle, so even 50 MHz (400 MB/s) keeps up.
+* Slot memory (``slot_memory``): ``onchip`` (block RAM), or ``dram`` / ``records``: the core's
+  ``m_axi_mem`` (with ``records`` the sums' and the records' engines, AXI IDs 0 and 1 from the
+  core's ``AxiIdArbiter``) through ``attach_memory``'s 64 -> 128-bit ``AxiUpsizer`` onto LiteDRAM
+  (``DramController``, the board's DDR3; its own clock), the engines on the board's address
+  width, burst size and in-flight table (``board_core``).
 * LEDs (active low on the board, inverted by the platform): 0 heartbeat (~1 Hz), 1 PLL locked,
   2 ETH0 link, 3 ETH1 link, 4 ETH0 frame received, 5 ETH1 frame received, 6 frame sent to the
   host, 7 sticky: a received frame had a CRC/preamble error.
@@ -50,7 +55,12 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
-from wanreduce.hdl.boards.dram_controller import DramController, attach_memory, board_core
+from wanreduce.hdl.boards.dram_controller import (
+    DRAM_MEMORIES,
+    DramController,
+    attach_memory,
+    board_core,
+)
 from wanreduce.hdl.boards.liteeth_mac import MAC_NAME
 from wanreduce.hdl.core import net_port
 
@@ -226,7 +236,7 @@ class VersaTop(Elaboratable):
         # only for the MACs' and LiteDRAM's instances
         clk100_buf, button, locked = core_clock(m, platform, self.core_mhz, global_reset=True)
         m.submodules.core = core = self.core
-        if self.slot_memory == "dram":
+        if self.slot_memory in DRAM_MEMORIES:  # dram, records: the core's m_axi_mem on LiteDRAM
             m.submodules.dram = dram = DramController(
                 "versa-ecp5", platform.request("ddr3", 0, dir="-"), clk100_buf, button,
                 axi_domain=self.rst_domain, platform=platform)

@@ -13,14 +13,15 @@ from wanreduce.commands.verilog import core_options, core_params
 from wanreduce.errors import WanreduceError
 
 
-def board_params(board, ctx: click.Context, kw: dict) -> dict:
-    """Core parameters: the board's defaults for any option the user did not give."""
+def board_params(board, ctx: click.Context, kw: dict, slot_memory: str = "onchip") -> dict:
+    """Core parameters: the board's defaults for any option the user did not give; ``slots``
+    checked against ``slot_memory``'s range (``records``: up to 2^20)."""
     from click.core import ParameterSource
 
     for name, value in board.defaults.items():
         if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None):
             kw[name] = value
-    return core_params(**kw)
+    return core_params(slot_memory, **kw)
 
 
 def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: float | None = None,
@@ -65,9 +66,9 @@ def run_build(board, params: dict, out: Path, *, bitstream: bool, core_mhz: floa
               help="core clock in MHz: versa-ecp5 125, 100, 62.5, 50 or 40 (default, see docs/boards.md); "
                    "alinx-ax7325b fixed at 156.25")
 @click.option("--slot-memory", default="onchip", show_default=True, callback=slot_memory_option,
-              help="where the core's slots live: onchip (block RAM) or dram (the board's DDR3 "
-                   "through LiteDRAM; needs the core's m_axi_mem port); records is refused until "
-                   "the record path is wired into the core")
+              help="where the core's slots live: onchip (block RAM), dram (the sums in the board's "
+                   "DDR3 through LiteDRAM) or records (the sums and the per-slot records there: "
+                   "S up to what the DDR3 holds, e.g. 32768 at E 499 on versa-ecp5)")
 @click.option("--dram-selftest", is_flag=True,
               help="versa-ecp5: build the DRAM bring-up design instead of the core (LiteDRAM "
                    "controller + AXI self-test, LEDs; docs/boards.md)")
@@ -87,7 +88,7 @@ def build(ctx: click.Context, board: str, out_dir: Path | None, bitstream: bool,
     from wanreduce.hdl.boards import BOARDS
 
     b = BOARDS[board]
-    params = board_params(b, ctx, kw)
+    params = board_params(b, ctx, kw, slot_memory)
     out = out_dir or Path("build") / "boards" / board
     t0 = time.perf_counter()
     run_build(b, params, out, bitstream=bitstream, core_mhz=core_mhz, slot_memory=slot_memory,

@@ -138,7 +138,7 @@ def _board_capacity(board: str | None, slot_memory: str | None, memory: list[int
 @click.option("--slot-memory", default=None, callback=slot_memory_option,
               help="With --board: where the slots live, onchip (block RAM, default), dram "
                    "(the sums in the board's DDR3) or records (sums and per-slot state there: "
-                   "planned only, the core does not build it yet).")
+                   "S as the DDR3 holds; `wanreduce build` takes the parameters printed).")
 @click.option("--hardware/--no-hardware", default=True, show_default=True,
               help="Print S, E, group tables and multicast groups for each best plan.")
 @click.option("--crossover/--no-crossover", default=True, show_default=True,
