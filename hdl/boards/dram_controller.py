@@ -132,8 +132,10 @@ def board_core(board: str, slot_memory: str, **core_params: int):
     """The core for ``board`` with its slots in ``slot_memory``; with ``dram`` or ``records``
     the DRAM store (with ``records`` both engines: the sums' and the records') addresses the
     board's DRAM (``address_width``), the sums in the controller's burst size (``burst_beats``:
-    512 B on the Versa), with the board's in-flight table (``outstanding``, if it sets one),
-    other store parameters at their defaults."""
+    512 B on the Versa); ``dram`` with the board's in-flight table (``outstanding``, if it sets
+    one; ``records`` keeps the engines' default: at 128 instead of 256 its record path lost
+    42-53 % of its beats per cycle, docs/benchmarks.md, session 33), other store parameters at
+    their defaults."""
     from wanreduce.hdl.core import WanreduceCore
     from wanreduce.hdl.params import CoreParams, check_slot_memory
 
@@ -143,7 +145,7 @@ def board_core(board: str, slot_memory: str, **core_params: int):
         check_board_slots(board, slot_memory, CoreParams(slot_memory, **core_params))
         cfg, width = DRAM_CONFIGS[board], core_params.get("width", 64)
         mem = {"address_width": cfg.addr_width, "burst_beats": cfg.burst_beats(width)}
-        if cfg.outstanding is not None:
+        if cfg.outstanding is not None and slot_memory == "dram":
             mem["outstanding"] = cfg.outstanding
     core = WanreduceCore(slot_memory=slot_memory, **mem, **core_params)
     check_board_memory(board, slot_memory, core)

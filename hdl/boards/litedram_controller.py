@@ -88,7 +88,8 @@ class DramConfig:
     # AXI burst the board's slot store issues, in bytes: long enough that LiteDRAM's per-burst
     # read/write turnarounds leave the bandwidth budget its margin (docs/boards.md)
     burst_bytes: int = 512
-    # the slot store's in-flight table (``outstanding``) on this board; None: the store's default
+    # the ``dram`` core's slot store's in-flight table (``outstanding``) on this board; None: the
+    # store's default (the ``records`` core keeps the default on every board: board_core)
     outstanding: int | None = None
 
     def burst_beats(self, width: int) -> int:
