@@ -154,7 +154,7 @@ class InflightIndex(wiring.Component):
             retaken = Cat(*(w["valid"] & (w["entry"] == read.entry) for w in window)).any()
             p_in = read.valid & ~retaken & l3_lo[way]
             p_mine, p_owned = p_in & l3_hi[way], p_in & ~l3_hi[way] & in_table(read.entry)
-            p = read.as_value()
+            p = Cat(read.entry, read.valid & ~retaken)  # a pointer into an entry taken since: stale
             for j in reversed(range(nr)):  # the newest writer of this way (j = 0) last: it wins
                 wrote = in_set[j] & (window[j]["way"] == way)
                 p_mine, p_owned = Mux(wrote, same[j], p_mine), Mux(wrote, ~same[j], p_owned)
@@ -180,8 +180,16 @@ class InflightIndex(wiring.Component):
             for way in reversed(range(nw)):
                 with m.If(~in_table(a_view[way].entry)):
                     m.d.sync += [a_gone.eq(1), a_way.eq(way)]
+        # the command's way leads to the entry it takes; another way of the set that leads there
+        # (a stale pointer: the entry was free) is cleared, as L3 clears a pointer into an entry
+        # the window took (else the set writes it back): two ways leading to one row may lead to
+        # two of its entries, and the lookup may take the older one (forward a stale row, or
+        # miss a row in the table once that entry is freed)
         new_set = Signal(set_layout)
         m.d.comb += new_set.eq(a_view)
+        for way in range(nw):
+            with m.If(a_view[way].entry == tail[:ib]):
+                m.d.comb += new_set[way].valid.eq(0)
         with m.Switch(a_way):
             for way in range(nw):
                 with m.Case(way):
