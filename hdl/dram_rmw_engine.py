@@ -118,7 +118,7 @@ from amaranth.lib.wiring import In, Out
 
 from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
 from .burst_coalescer import BurstCoalescer
-from .inflight_index import LOOKUP_STAGES, InflightIndex
+from .inflight_index import LOOKUP_STAGES, SET_WAITS_BITS, InflightIndex
 from .layouts import lanes
 from .params import AXI4_PAGE, DRAM_STORE_DEFAULTS, check_dram_store_params
 from .registered_fifo import RegisteredFIFO
@@ -217,7 +217,8 @@ class DramRmwEngine(wiring.Component):
     none; else the modify's ``late`` input / ``effect`` output of that shape and the look-ahead,
     module docstring "Late operand").
     Ports: ``cmd``, ``rsp`` (the slot-store signature, with ``side`` if ``side_shape``),
-    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``c0_valid``, ``c0_row``, ``c0_side`` (with
+    ``m_axi_mem_*``, ``mem_error``, ``set_waits`` (cycles commands waited for a conflict in the
+    in-flight index, ``InflightIndex``); with a late operand or effect ``c0_valid``, ``c0_row``, ``c0_side`` (with
     ``side_shape``), ``c0_hold`` (in), ``ahead_valid``, ``ahead_row``, ``ahead_side`` (with
     ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
     """
@@ -256,7 +257,7 @@ class DramRmwEngine(wiring.Component):
         super().__init__({
             **slot_store_signature(self.row_width, self.address_bits, tag_bits, side_shape),
             **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
-            "mem_error": Out(1),
+            "mem_error": Out(1), "set_waits": Out(SET_WAITS_BITS),
             **late_members(self.address_bits, side_shape, late_shape, effect_shape),
         })
 
@@ -310,6 +311,7 @@ class DramRmwEngine(wiring.Component):
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
         m.submodules.index = ix = self.index
         wiring.connect(m, cmd_in.m, ix.cmd)
+        m.d.comb += self.set_waits.eq(ix.set_waits)
         done = Signal(ib + 1)  # commands through C2: the entry C3 writes
 
         # ---- Q: queue the command (to completion) and its read (to AR) ------------------------

@@ -34,10 +34,11 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["LOOKUP_STAGES", "WAYS", "InflightIndex", "index_key"]
+__all__ = ["LOOKUP_STAGES", "SET_WAITS_BITS", "WAYS", "InflightIndex", "index_key"]
 
 LOOKUP_STAGES = 4  # L1, L2, L3 and A: commands taken from ``cmd`` before they take a table entry
 WAYS = 2  # pointers per set of the index
+SET_WAITS_BITS = 32  # ``set_waits``: saturating
 
 
 def index_key(row: Value, set_bits: int, row_bits: int) -> Value:
@@ -72,7 +73,9 @@ class InflightIndex(wiring.Component):
     (2**index_bits sets; ``set_bits`` = fewer if the rows are fewer), ``row_bits`` (a slot's rows:
     :func:`index_key`'s fold).
     Ports: ``cmd`` (in), ``accepted`` (out, always ready: :func:`accepted_layout`), ``release``
-    (in: the oldest entry leaves the table this cycle).
+    (in: the oldest entry leaves the table this cycle), ``set_waits`` (out: the cycles a command
+    waited in A for a conflict, as the lookup saw it, including those in which the table was
+    full as well; saturating).
     """
 
     def __init__(self, cmd_shape: data.StructLayout, *, entries: int, index_bits: int, row_bits: int) -> None:
@@ -85,7 +88,7 @@ class InflightIndex(wiring.Component):
         self.set_bits = min(index_bits, self.address_bits)
         super().__init__({"cmd": In(stream.Signature(cmd_shape)),
                           "accepted": Out(stream.Signature(accepted_layout(cmd_shape, entries), always_ready=True)),
-                          "release": In(1)})
+                          "release": In(1), "set_waits": Out(SET_WAITS_BITS)})
 
     def key(self, row: Value) -> Value:
         """``row``'s key in this index (:func:`index_key`)."""
@@ -176,6 +179,8 @@ class InflightIndex(wiring.Component):
         # A: a conflicting command waits until an owner leaves (no command is accepted meanwhile,
         # so an owner that left stays gone), then takes that way
         m.d.comb += accept.eq(a_valid & ~full & (~a_conf | a_gone))
+        with m.If(a_valid & a_conf & ~a_gone & (self.set_waits != (1 << SET_WAITS_BITS) - 1)):
+            m.d.sync += self.set_waits.eq(self.set_waits + 1)
         with m.If(a_valid & a_conf & ~accept):
             for way in reversed(range(nw)):
                 with m.If(~in_table(a_view[way].entry)):

@@ -138,7 +138,7 @@ def run_random(*, entries: int, index_bits: int, commands: int, seed: int, rows:
                p_cmd: float = 0.8, p_release: float = 0.3) -> tuple[Counter, int]:
     """Random commands (rows from ``rows``, default all 16) and releases of the oldest entry on
     the index, checked every cycle against :class:`Model`; returns what was exercised and the
-    index's ``set_waits`` (-1 without)."""
+    index's ``set_waits``."""
     dut = InflightIndex(CMD, entries=entries, index_bits=index_bits, row_bits=ROW_BITS)
     rng = random.Random(seed)
     model = Model(entries, dut.set_bits)
@@ -150,6 +150,7 @@ def run_random(*, entries: int, index_bits: int, commands: int, seed: int, rows:
         stages: list[tuple[int, int] | None] = [None] * LOOKUP_STAGES  # L1, L2, L3, A: (row, tag)
         sent = 0
         prev_conflict = False  # the command in A had a conflict at the last cycle's start
+        prev_strict = False  # ... with both owners in the table (not only in the recent window)
         freed_rows: set[int] = set()
         for _cycle in range(40 * commands + 100):  # a command a cycle, but for waits (a bound, no hang)
             if sent == commands and not any(stages):
@@ -197,6 +198,11 @@ def run_random(*, entries: int, index_bits: int, commands: int, seed: int, rows:
                 seen["conflict_wait"] += 1
             if adv and a is not None:
                 assert acc, "the lookup moved without accepting A's command"
+            if a is not None and not acc:
+                seen["a_stall"] += 1
+                strict = model.conflict(a[0])
+                if not room and strict and prev_strict:  # owners in the table since L3: a wait for the set too
+                    seen["conflict_full"] += 1
             # L3's conflict: with A's command of this cycle, before this cycle's release
             l3_conflict = l3 is not None and model.conflict(l3[0], recent=True)
             if release:
@@ -207,10 +213,11 @@ def run_random(*, entries: int, index_bits: int, commands: int, seed: int, rows:
                 stages = [(row, sent) if valid else None, *stages[:-1]]
                 sent += valid
             prev_conflict = l3_conflict if adv else conflict_now
+            prev_strict = (l3 is not None and model.conflict(l3[0])) if adv else (a is not None and model.conflict(a[0]))
             await ctx.tick()
         else:
             raise AssertionError(f"stuck: {sent} of {commands} commands sent, stages {stages}, table {model.table}")
-        out["set_waits"] = ctx.get(dut.set_waits) if "set_waits" in dut.signature.members else -1
+        out["set_waits"] = ctx.get(dut.set_waits)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -230,8 +237,12 @@ def test_random_commands_and_releases(entries: int, index_bits: int, seed: int) 
     (or none), never fills a set with a third row, and waits only for a conflict. The runs hit
     rows within the recent window and older, miss rows whose entries were freed, and (with 2 or
     4 sets for 16 rows) wait for conflicts."""
-    seen, _ = run_random(entries=entries, index_bits=index_bits, commands=int(os.environ.get("IX_COMMANDS", 1000)),
-                         seed=seed + int(os.environ.get("IX_SEED", 0)))
+    seen, set_waits = run_random(entries=entries, index_bits=index_bits,
+                                 commands=int(os.environ.get("IX_COMMANDS", 1000)),
+                                 seed=seed + int(os.environ.get("IX_SEED", 0)))
+    # set_waits: every wait with room was a conflict's, and so was every wait on a full table while
+    # both owners stayed in it; it counts no cycle A did not wait
+    assert seen["conflict_wait"] + seen["conflict_full"] <= set_waits <= seen["a_stall"], (set_waits, seen)
     cases = ["hit_recent", "miss_after_free", "stale_pointer"]
     cases += ["retaken_by_another_set"] if entries <= 8 else []  # 16 entries come round seldom
     cases += ["hit_older"] if entries > LOOKUP_STAGES else []  # else every entry is a recent one
@@ -239,13 +250,21 @@ def test_random_commands_and_releases(entries: int, index_bits: int, seed: int) 
     for case in cases:
         assert seen[case], (case, seen)
     if index_bits < 4:
-        assert seen["conflict_wait"], seen
+        assert seen["conflict_wait"] and set_waits > 0, (set_waits, seen)
     else:  # a set per row: no conflict
-        assert not seen["conflict_wait"], seen
+        assert not seen["conflict_wait"] and set_waits == 0, (set_waits, seen)
 
 
 def test_three_rows_of_one_set_take_turns() -> None:
     """Rows 0, 3 and 5 share set 0 of 2 (``index_bits`` 1): with all three in flight one waits."""
     assert len({set_of(r, 1) for r in (0, 3, 5)}) == 1
-    seen, _ = run_random(entries=8, index_bits=1, commands=300, seed=7, rows=[0, 3, 5], p_release=0.2)
+    seen, set_waits = run_random(entries=8, index_bits=1, commands=300, seed=7, rows=[0, 3, 5], p_release=0.2)
     assert seen["conflict_wait"] and seen["hit_recent"] and seen["miss_after_free"], seen
+    assert seen["conflict_wait"] <= set_waits <= seen["a_stall"], (set_waits, seen)
+
+
+def test_no_set_waits_without_conflicts() -> None:
+    """Two rows of one set (``index_bits`` 1) never conflict: the index waits for no set, with
+    every entry taken and freed back to back."""
+    seen, set_waits = run_random(entries=4, index_bits=1, commands=400, seed=9, rows=[0, 3], p_release=0.5)
+    assert seen["shared_set"] and seen["a_stall"] and set_waits == 0, (set_waits, seen)
