@@ -67,32 +67,14 @@ ahead needs to know the command moves).
 
 Pipeline (one command per cycle):
 
-- **Look up** (L0, L1, L2) and **accept** (A): the command takes the next entry of the
-  *in-flight table*, a ring of ``outstanding`` entries that holds each command from acceptance
-  until its write is acknowledged (B), and learns whether its row is in the table: the row's
-  newest entry there (its *live* entry), if any. No CAM (the row compared with every entry
-  cost ~25-38 LUT4 and 15-23 flip-flops per entry, most of the records core: docs/benchmarks.md,
-  "The in-flight table's cost, and cutting it"): the row's *key* (``_key``: a bijection of the
-  row, its low ``index_bits`` XOR the rest folded onto them bit-reversed) picks a *set* of
-  ``index``, a block RAM of 2**``index_bits`` sets of ``WAYS`` (2) pointers {valid, entry},
-  and ``keys`` (LUT RAM, one word per entry) holds the key of the command in each entry. A way
-  is *owned* while its pointer leads to an entry in the table (``in_table``: among ``used``
-  entries from ``free``) whose key is of that set; **a set holds a row in at most one way**,
-  and a row in the table is in its set. L0 reads the set (the ``cmd`` skid buffer's output
-  register addresses the block RAM), L1 registers it, L2 reads both ways' keys and compares
-  them with the row's (registering the flags), L3 combines them with the row compared with the
-  four (``LOOKUP_STAGES``) commands accepted last
-  (``recent``, each with the way it wrote: the reads may have missed them; a pointer whose entry
-  one of them took is stale); A decides from flip-flops. A hit is the way holding the row, if its entry is still
-  in the table (else a miss: a freed entry's writes are acknowledged); a miss takes the row's
-  own way (a stale pointer to it) or the first way not owned by another row. With both ways
-  owned by other rows (a *conflict*) the command waits in A until one owner leaves the table,
-  then takes that way: so a pointer never leads to a wrong row, and a row missing from its set
-  is in no entry. ``index`` and ``keys`` are written at acceptance. Conflicts are the price: a
-  wait of up to an entry's lifetime, which needs three rows of one set in the table at once
-  (rows of one set: their keys' low ``index_bits`` equal; consecutive rows never are, and a
-  slot's own bits land on the set's high bits, above the first rows of the slot that a message
-  fills).
+- **Look up** (L0..L3) and **accept** (A), :class:`~.inflight_index.InflightIndex`
+  (``hdl/inflight_index.py``, ``index``): the command takes the next entry of the *in-flight
+  table*, a ring of ``outstanding`` entries that holds each command from acceptance until its
+  write is acknowledged (B), and learns whether its row is in the table: the row's newest entry
+  there (its *live* entry), if any. No CAM: a two-way set-associative index of the rows in the
+  table (2**``index_bits`` sets in block RAM, each entry's row key in LUT RAM) read over three
+  stages and checked against the ``LOOKUP_STAGES`` commands accepted last; a command whose set's
+  two ways both hold other rows in the table (a *conflict*) waits in A until one of them leaves.
 - **Queue** (Q): on a hit the command **forwards**: it reads nothing from memory and takes the
   live entry's result (the row value after that command) when it completes. On a miss ADD/READ
   queue a memory read; WRITE never reads. Rows to read go through a :class:`BurstCoalescer` to
@@ -130,12 +112,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal
 from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi4 import AxiBurst, AxiResp, axi4_master_members, axi4_port
 from .burst_coalescer import BurstCoalescer
+from .inflight_index import LOOKUP_STAGES, SET_WAITS_BITS, InflightIndex
 from .layouts import lanes
 from .params import AXI4_PAGE, DRAM_STORE_DEFAULTS, check_dram_store_params
 from .registered_fifo import RegisteredFIFO
@@ -148,8 +131,6 @@ AXI_PREFIX = "m_axi_mem"
 
 
 RSP_DEPTH = 8  # response FIFO: C0 fires only with room for what C1..C3 will push
-LOOKUP_STAGES = 4  # L1, L2, L3 and A: commands taken from ``cmd`` before they take a table entry
-WAYS = 2  # pointers per set of the in-flight table's index
 
 
 def unanswered_max(outstanding: int) -> int:
@@ -236,7 +217,8 @@ class DramRmwEngine(wiring.Component):
     none; else the modify's ``late`` input / ``effect`` output of that shape and the look-ahead,
     module docstring "Late operand").
     Ports: ``cmd``, ``rsp`` (the slot-store signature, with ``side`` if ``side_shape``),
-    ``m_axi_mem_*``, ``mem_error``; with a late operand or effect ``c0_valid``, ``c0_row``, ``c0_side`` (with
+    ``m_axi_mem_*``, ``mem_error``, ``set_waits`` (cycles commands waited for a conflict in the
+    in-flight index, ``InflightIndex``); with a late operand or effect ``c0_valid``, ``c0_row``, ``c0_side`` (with
     ``side_shape``), ``c0_hold`` (in), ``ahead_valid``, ``ahead_row``, ``ahead_side`` (with
     ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
     """
@@ -270,10 +252,12 @@ class DramRmwEngine(wiring.Component):
         self.burst_hold, self.index_bits = burst_hold, index_bits
         self.address_bits = row_address_bits(slots, row_bits)
         self.rows, self.row_bits = slots << row_bits, row_bits
+        self.index = InflightIndex(cmd_layout(self.row_width, self.address_bits, tag_bits, side_shape),
+                                   entries=outstanding, index_bits=index_bits, row_bits=row_bits)
         super().__init__({
             **slot_store_signature(self.row_width, self.address_bits, tag_bits, side_shape),
             **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
-            "mem_error": Out(1),
+            "mem_error": Out(1), "set_waits": Out(SET_WAITS_BITS),
             **late_members(self.address_bits, side_shape, late_shape, effect_shape),
         })
 
@@ -299,25 +283,6 @@ class DramRmwEngine(wiring.Component):
         low = Const(self.row_offset, shift)
         return (Const(self.base_address, self.address_width) + Cat(low, row))[:self.address_width]
 
-    @property
-    def set_bits(self) -> int:
-        """Address bits of the in-flight table's index: ``index_bits``, or fewer if the rows are fewer."""
-        return min(self.index_bits, self.address_bits)
-
-    def _key(self, row) -> Value:
-        """``row`` as the index's key: its low ``set_bits`` (the set) XOR the rest folded onto
-        them bit-reversed, from the top of a slot's first rows down (a row is ``slot << row_bits |
-        i``: the slot's bits in the set's low bits land above the few rows a message fills, where
-        the folded ones would cancel them), then the rest as it is (a bijection: two rows are equal
-        iff their keys are)."""
-        hb = self.set_bits
-        top = self.row_bits if 0 < self.row_bits < hb else hb  # fold into bits top-1 .. 0
-        low = row[:hb]
-        for i in range(hb, len(row), top):
-            chunk = row[i:min(i + top, len(row))]
-            low = low ^ Cat(Const(0, top - len(chunk)), *reversed([chunk[b] for b in range(len(chunk))]))
-        return Cat(low[:hb], row[hb:])
-
     def _beats_m1(self, rows_m1):
         """A burst's AXI length - 1 from its rows - 1: (rows * R/W) - 1 (R/W a power of two)."""
         k = self.row_width // self.data_width
@@ -338,123 +303,23 @@ class DramRmwEngine(wiring.Component):
             "op": 2, "row": ab, "data": w, "lanes": lanes(w), "tag": self.tag_bits,
             "fwd": 1, "src": ib, "adj": 1, "mem": 1, "more": 1, **side})
 
-        # ---- lookup (L0, L1, L2) and accept (A): find the row's newest entry, claim one -------
-        # No CAM: the row's *key* (a bijection of the row, `_key`) picks a set of `index`, a
-        # block RAM of 2**index_bits sets of WAYS pointers {valid, entry}; `keys` (LUT RAM, one
-        # word per entry) holds the key of the command in each entry. A set holds a row in at
-        # most one way, and a way is *owned* while its pointer leads to an entry in the table
-        # with a key of that set; a command whose set has no way for it (each owned by another
-        # row) waits in A (a conflict) until an owner leaves the table. L0 reads the set, L1
-        # registers it, L2 reads the ways' keys and compares them (registered flags), L3 combines
-        # them with the LOOKUP_STAGES commands accepted last (`recent`, which the reads may have
-        # missed); A decides from flip-flops.
-        cmd_shape = cmd_layout(w, ab, self.tag_bits, self.side_shape)
+        # ---- lookup (L0..L3) and accept (A): the in-flight table and its row index ----------
+        # (``InflightIndex``, hdl/inflight_index.py): the command's row's live entry, if any, and
+        # the entry it takes; a command whose set has no way for it waits there (a conflict).
+        cmd_shape = self.index.cmd_shape
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape)
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
-        c = cmd_in.m.payload
-
-        tail, free, done = Signal(ib + 1), Signal(ib + 1), Signal(ib + 1)
-        used = Signal(ib + 1)  # entries in the table (tail - free), counted to register `full`
-        full = Signal()  # == (used == n), a flip-flop
-        hb, nw = self.set_bits, WAYS
-        ptr_layout = data.StructLayout({"entry": ib, "valid": 1})
-        set_layout = data.ArrayLayout(ptr_layout, nw)
-        m.submodules.index = index = memory.Memory(shape=set_layout, depth=1 << hb, init=[])
-        ix_r, ix_w = index.read_port(), index.write_port()  # read not transparent: `recent` covers it
-        m.submodules.keys = keys = memory.Memory(shape=ab, depth=n, init=[])
-        key_rs, key_w = [keys.read_port(domain="comb") for _ in range(nw)], keys.write_port()
-
-        def in_table(e):  # entry e is among the `used` entries from `free` on
-            return (e - free[:ib])[:ib] < used
-
-        accept = Signal()
-        a_valid = Signal()
-        adv = ~a_valid | accept  # the lookup stages move together
-        m.d.comb += [cmd_in.m.ready.eq(adv), ix_r.addr.eq(self._key(c.row)[:hb]), ix_r.en.eq(adv)]
-        l1_valid, l1_cmd, l1_key = Signal(), Signal(cmd_shape), Signal(ab)
-        l2_valid, l2_cmd, l2_key, l2_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
-        l3_valid, l3_cmd, l3_key, l3_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
-        # the key now in each way's entry against the row's: same set (low bits), same row (the rest);
-        # flags, not the keys, are registered (a register right behind `keys` would make it a block RAM)
-        l3_lo = [Signal(name=f"l3_lo{way}") for way in range(nw)]
-        l3_hi = [Signal(name=f"l3_hi{way}") for way in range(nw)]
-        a_cmd, a_key, a_view = Signal(cmd_shape), Signal(ab), Signal(set_layout)  # the set as A sees it
-        a_hit, a_src = Signal(), Signal(ib)  # the row's newest entry, if it is still in the table
-        a_way = Signal(range(nw))  # the way A writes: the row's, or the one it takes
-        a_conf = Signal()  # every way owned by another row
-        a_gone = Signal()  # ... and one owner has left the table since (registered while A waits)
-        with m.If(adv):
-            m.d.sync += [l1_valid.eq(cmd_in.m.valid), l1_cmd.eq(c), l1_key.eq(self._key(c.row)),
-                         l2_valid.eq(l1_valid), l2_cmd.eq(l1_cmd), l2_key.eq(l1_key), l2_set.eq(ix_r.data),
-                         l3_valid.eq(l2_valid), l3_cmd.eq(l2_cmd), l3_key.eq(l2_key), l3_set.eq(l2_set),
-                         *(l3_lo[way].eq(key_rs[way].data[:hb] == l2_key[:hb]) for way in range(nw)),
-                         *(l3_hi[way].eq(key_rs[way].data[hb:] == l2_key[hb:]) for way in range(nw)),
-                         a_valid.eq(l3_valid), a_cmd.eq(l3_cmd), a_key.eq(l3_key), a_gone.eq(0)]
-        m.d.comb += [key_rs[way].addr.eq(l2_set[way].entry) for way in range(nw)]
-
-        # L3: the commands accepted after L0's read are the LOOKUP_STAGES (nr) accepted last, as
-        # of A's cycle: with a command in A (it is accepted when this one moves) A's and
-        # `recent`'s nr - 1 newest, else `recent`'s nr. Each way is the newest of them that wrote
-        # it, else the pointer read, unless one of them took its entry since (then it is stale).
-        nr = LOOKUP_STAGES
-        recent = [tuple(Signal(s, name=f"recent{j}_{f}") for f, s in
-                        (("valid", 1), ("key", ab), ("entry", ib), ("way", range(nw)))) for j in range(nr)]
-        cands = [(a_valid, a_key, tail[:ib], a_way), *recent]
-        window = [[Mux(a_valid, x, y) for x, y in zip(cands[j], cands[j + 1], strict=True)] for j in range(nr)]
-        lo, hi = l3_key[:hb], l3_key[hb:]
-        in_set = [v & (key[:hb] == lo) for v, key, _, _ in window]
-        same = [key[hb:] == hi for _, key, _, _ in window]
-        hit, src, hway, found = Const(0), l3_set[0].entry, Const(0, range(nw)), Const(0)
-        view, owned, mine = [], [], []  # per way: pointer, owned by another row, holds this row
-        for way in range(nw):
-            read = l3_set[way]
-            retaken = Cat(*(v & (e == read.entry) for v, _, e, _ in window)).any()
-            p_in = read.valid & ~retaken & l3_lo[way]
-            p_mine, p_owned = p_in & l3_hi[way], p_in & ~l3_hi[way] & in_table(read.entry)
-            p = read.as_value()
-            for j in reversed(range(nr)):  # the newest writer of this way (j = 0) last: it wins
-                wrote = in_set[j] & (window[j][3] == way)
-                p_mine, p_owned = Mux(wrote, same[j], p_mine), Mux(wrote, ~same[j], p_owned)
-                p = Mux(wrote, Cat(window[j][2], Const(1, 1)), p)
-            view.append(p)
-            owned.append(p_owned)
-            mine.append(p_mine)
-            hit, src, hway = Mux(p_mine, 1, hit), Mux(p_mine, view[way][:ib], src), Mux(p_mine, way, hway)
-            found = found | p_mine
-        # the way to write: the row's own, else the first not owned by another row
-        take = Const(nw - 1, range(nw))
-        for way in reversed(range(nw)):
-            take = Mux(~owned[way], way, take)
-        conf = ~found & Cat(*owned).all()
-        with m.If(adv):
-            m.d.sync += [a_hit.eq(hit), a_src.eq(src), a_way.eq(Mux(found, hway, take)), a_conf.eq(conf),
-                         a_view.eq(Cat(*view))]
-
-        # A: a conflicting command waits until an owner leaves (no command is accepted meanwhile,
-        # so an owner that left stays gone), then takes that way
-        m.d.comb += accept.eq(a_valid & ~full & (~a_conf | a_gone))
-        with m.If(a_valid & a_conf & ~accept):
-            for way in reversed(range(nw)):
-                with m.If(~in_table(a_view[way].entry)):
-                    m.d.sync += [a_gone.eq(1), a_way.eq(way)]
-        new_set = Signal(set_layout)
-        m.d.comb += new_set.eq(a_view)
-        with m.Switch(a_way):
-            for way in range(nw):
-                with m.Case(way):
-                    m.d.comb += [new_set[way].entry.eq(tail[:ib]), new_set[way].valid.eq(1)]
-        m.d.comb += [ix_w.addr.eq(a_key[:hb]), ix_w.data.eq(new_set), ix_w.en.eq(accept),
-                     key_w.addr.eq(tail[:ib]), key_w.data.eq(a_key), key_w.en.eq(accept)]
-        with m.If(accept):
-            m.d.sync += [x.eq(y) for x, y in zip(recent[0], (1, a_key, tail[:ib], a_way), strict=True)]
-            for j in range(1, nr):
-                m.d.sync += [x.eq(y) for x, y in zip(recent[j], recent[j - 1], strict=True)]
+        m.submodules.index = ix = self.index
+        wiring.connect(m, cmd_in.m, ix.cmd)
+        m.d.comb += self.set_waits.eq(ix.set_waits)
+        done = Signal(ib + 1)  # commands through C2: the entry C3 writes
 
         # ---- Q: queue the command (to completion) and its read (to AR) ------------------------
         # A hit forwards only from an entry still in the table (a freed one's row is read again).
         q_valid, q_cmd, q_hit, q_idx, q_own = Signal(), Signal(cmd_shape), Signal(), Signal(ib), Signal(ib)
-        m.d.sync += [q_valid.eq(accept), q_cmd.eq(a_cmd), q_hit.eq(a_hit & in_table(a_src)), q_idx.eq(a_src),
-                     q_own.eq(tail[:ib])]
+        acc = ix.accepted.payload
+        m.d.sync += [q_valid.eq(ix.accepted.valid), q_cmd.eq(acc.cmd), q_hit.eq(acc.hit), q_idx.eq(acc.src),
+                     q_own.eq(acc.entry)]
         needs_read = q_valid & (q_cmd.op != Op.WRITE) & ~q_hit
         q_fwd = q_hit & (q_cmd.op != Op.WRITE)
 
@@ -645,16 +510,8 @@ class DramRmwEngine(wiring.Component):
         free_writes = free_head.m.payload
         can_free = free_head.m.valid & (~free_writes | acked_any)
         acked_next = acked + Mux(b_go, blen.m.payload + 1, 0) - (can_free & free_writes)
-        m.d.comb += free_head.m.ready.eq(can_free)
+        m.d.comb += [free_head.m.ready.eq(can_free), ix.release.eq(can_free)]
         m.d.sync += [acked.eq(acked_next), acked_any.eq(acked_next != 0)]
-        with m.If(can_free):
-            m.d.sync += free.eq(free + 1)
-
-        # ---- table update -------------------------------------------------------------------
-        m.d.sync += [used.eq(used + accept - can_free),
-                     full.eq(Mux(accept, used + 1, used) - can_free == n)]
-        with m.If(accept):
-            m.d.sync += tail.eq(tail + 1)
 
         # ---- errors -------------------------------------------------------------------------
         with m.If((axi.rvalid & axi.rready & (axi.rresp != AxiResp.OKAY))

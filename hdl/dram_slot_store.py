@@ -25,7 +25,8 @@ class DramSlotStore(DramRmwEngine):
     (longest burst), ``burst_hold`` (idle cycles a burst waits for the next row of a message
     whose commands say ``more``; 0 = a pause closes it), ``index_bits`` (the in-flight table's
     index: 2**index_bits sets of two ways), ``tag_bits``.
-    Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``.
+    Ports: ``cmd``, ``rsp`` (the slot-store signature), ``m_axi_mem_*``, ``mem_error``,
+    ``set_waits`` (cycles commands waited for a conflict in the in-flight index).
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int, **params: int) -> None:

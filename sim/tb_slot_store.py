@@ -16,7 +16,9 @@ Tests:
   commands hit rows in flight, 15 % the previous command's row again), saturating data, random lane masks; random ``cmd`` valid and
   ``rsp`` ready; ``latency`` re-drawn from ``latency_range`` every few hundred cycles. Every
   response must equal the reference's, in order; ``mem_error`` must stay 0; then the memory
-  holds the reference's rows at their addresses and nothing else changed.
+  holds the reference's rows at their addresses and nothing else changed. With ``set_waits``
+  ("some" / "none") the DUT's ``set_waits`` (cycles commands waited for a set conflict in the
+  in-flight index) must be > 0 / 0 at the end.
 - ``long_runs`` (``model`` = ``"record"`` with ``jobs``): each job in turn toggles the pending
   bits of ``run_lengths`` slots behind its head, one length at a time, then releases at its head
   (runs of 0 .. S - 1, wrapping at S), other jobs' WRITE / READ commands mixed in; every
@@ -378,6 +380,9 @@ async def random_commands(dut):
             assert any(beats > 1 for _, _, beats in b.bursts), "no burst of more than one beat"
         assert not int(dut.mem_error.value), "mem_error set"
         await b.check_memory(model)
+    if p.get("set_waits") is not None:  # "some" / "none": cycles commands waited for a set conflict
+        waits = int(dut.set_waits.value)
+        assert waits > 0 if p["set_waits"] == "some" else waits == 0, f"set_waits {waits}, want {p['set_waits']}"
 
 
 def _long_run_commands(b: Bench, lengths: list[int]) -> list[tuple[tuple[int, int] | None, list, list[int]]]:

@@ -47,14 +47,14 @@ def test_rejects_bad_parameters(kw, msg) -> None:
 
 
 def test_index_key_is_a_bijection_that_spreads_a_slots_first_rows() -> None:
-    """The in-flight index's key (hdl/dram_rmw_engine.py ``_key``): equal keys only for equal rows
+    """The in-flight index's key (hdl/inflight_index.py ``index_key``, the engine's ``index.key``): equal keys only for equal rows
     (a conflict never merges two rows), 2**index_bits consecutive rows from a multiple of it in
     distinct sets, and the first rows of consecutive slots (where messages go) in distinct sets.
     (With the fold from the set's top, commit 3740508, slots 2k+1 and 2k+2 shared their sets.)"""
     store = DramSlotStore(64, slots=16, row_bits=6, index_bits=7)  # 10-bit rows, 128 sets
     row, key = Signal(store.address_bits), Signal(store.address_bits)
     m = Module()
-    m.d.comb += key.eq(store._key(row))
+    m.d.comb += key.eq(store.index.key(row))
     keys: dict[int, int] = {}
 
     async def bench(ctx) -> None:
