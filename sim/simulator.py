@@ -332,9 +332,11 @@ def _convert(factory: Callable[..., Any], name: str, params: Mapping[str, Any]) 
 
         top = factory(**params)
         return verilog._convert_rtlil_text(rtlil.convert(top, name=name), write_verilog_opts=("-sv",))
+    # -P: the working directory is not put first on the path, so a checkout there (another
+    # worktree's wanreduce/) cannot stand in for the tree this process imported and hashed
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.run(
-        [sys.executable, "-c", _CONVERT_SCRIPT, module, qualname, name, _canonical_json(params)],
+        [sys.executable, "-P", "-c", _CONVERT_SCRIPT, module, qualname, name, _canonical_json(params)],
         capture_output=True, text=True, env=env, check=False,
     )
     if proc.returncode != 0:

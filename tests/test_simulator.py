@@ -186,3 +186,17 @@ def test_generate_verilog_converts_the_files_on_disk(
     mod.write_text(body.format(w=128))  # edited after the import
     text = generate_verilog(stale.make, name=TOP, params={}).read_text()
     assert "[127:0] s_axis__tdata" in text, "the design imported before the edit was converted"
+
+
+def test_conversion_ignores_a_checkout_in_the_working_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Run from another tree (a worktree holding its own wanreduce/), the fresh interpreter
+    converts the design this process imported, the one its cache key hashes, not that tree's."""
+    monkeypatch.setenv("WANREDUCE_BUILD_DIR", str(tmp_path / "build"))
+    other = tmp_path / "other_checkout"
+    (other / "wanreduce").mkdir(parents=True)
+    (other / "wanreduce" / "__init__.py").write_text("raise ImportError('the wrong tree was imported')\n")
+    monkeypatch.chdir(other)
+    text = generate_verilog(AXIStreamRegisterSlice, name=TOP, params={"data_width": 64}).read_text()
+    assert "[63:0] s_axis__tdata" in text
