@@ -54,6 +54,13 @@ def test_verilator_multi_file_build() -> None:
     assert any(
         "VM_PARALLEL_BUILDS = 1" in (d / "Vtop_classes.mk").read_text() for d in builds
     ), "the design was not split; raise the test's --output-split pressure"
+    # The run above used the pruned build: what is left is the executable, not ~140 MB of
+    # precompiled headers and objects per build (a clean `make test` filled the CI's disk).
+    leftovers = [
+        f.name for d in builds for f in d.iterdir()
+        if f.name.endswith(simulator._VERILATOR_INTERMEDIATES)
+    ]
+    assert not leftovers, f"build intermediates kept: {leftovers[:5]}"
 
 
 def test_wheel_make_vars_repair_pch_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
