@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -42,7 +42,6 @@ from .reducer_layouts import (
     DecisionLate,
     DecisionOutcome,
     HdrChecks,
-    HdrParts,
     HeadChecks,
     PendingInputs,
     PriorityInputs,
@@ -51,49 +50,20 @@ from .reducer_layouts import (
     slot_tag_layout,
 )
 
-__all__ = ["DecisionTable", "decision_table", "hdr_checks", "hdr_terms", "head_flags", "head_terms", "header_fields",
-           "join_parts", "new_bitmap", "new_tag", "prio_of", "priority", "tag_checks", "tag_fields", "tag_parts",
-           "tag_write"]
-
-
-def hdr_terms(t: Value, h: Value, jb: int) -> dict[str, Value]:
-    """A tag's header fields (``t``, ``hdr_checks``' order) against the header ``h`` in partial
-    compares, by name: ``job_eq``; ``chunk_lo`` / ``chunk_hi`` (chunk[:16] / [16:] equal);
-    ``round_lo`` / ``round_hi`` (round[:16] / [16:] differ); ``rest_lo`` / ``rest_hi`` (the lower /
-    upper 24 bits of group, scale, count and session differ). The one place the fields are
-    compared: ``hdr_checks`` joins them, ``tag_parts`` registers them apart (cut 14)."""
-    job, chunk, round_, group, scale, count, session = t
-    rest_t = Cat(group, scale, count, session)
-    rest_h = Cat(h.group_id, h.scale_exp, h.element_count, h.session)
-    return {"job_eq": job == h.job_id[:jb], "chunk_lo": chunk[:16] == h.chunk[:16],
-            "chunk_hi": chunk[16:] == h.chunk[16:], "round_lo": round_[:16] != h.round_id[:16],
-            "round_hi": round_[16:] != h.round_id[16:], "rest_lo": rest_t[:24] != rest_h[:24],
-            "rest_hi": rest_t[24:] != rest_h[24:]}
+__all__ = ["DecisionTable", "decision_table", "hdr_checks", "head_flags", "head_terms", "header_fields", "new_bitmap", "new_tag", "prio_of", "priority",
+           "tag_checks", "tag_fields", "tag_write"]
 
 
 def hdr_checks(t: Value, h: Value, jb: int) -> tuple[Value, Value, Value]:
     """A tag's header fields (``t``: a slot tag, or a header's fields under the tag's names)
     against the header ``h``: (HdrChecks, round differs, group/scale/count/session differ), the
     two parts ORed into HdrChecks' mismatch (the round is registered apart in TagChecks)."""
-    d, chunk = hdr_terms(t, h, jb), t[1]
-    mm_round, mm_rest = d["round_lo"] | d["round_hi"], d["rest_lo"] | d["rest_hi"]
-    return pack_flags(HdrChecks, job_eq=d["job_eq"], chunk_eq=d["chunk_lo"] & d["chunk_hi"],
+    job, chunk, round_, group, scale, count, session = t
+    mm_round = round_ != h.round_id
+    mm_rest = ((group != h.group_id) | (scale != h.scale_exp) | (count != h.element_count)
+               | (session != h.session))
+    return pack_flags(HdrChecks, job_eq=job == h.job_id[:jb], chunk_eq=chunk == h.chunk,
                       back=(chunk - h.chunk)[31], mismatch=mm_round | mm_rest), mm_round, mm_rest
-
-
-def tag_parts(t: Value, h: Value, jb: int) -> Value:
-    """A whole tag ``t`` against the header ``h`` as HdrParts (cut 14: ``hdr_terms``, with "not
-    FREE" and the job folded into ``same_lo``)."""
-    d = hdr_terms(tag_fields(t), h, jb)
-    return pack_flags(HdrParts, same_lo=(t.state != FREE) & d["job_eq"] & d["chunk_lo"], same_hi=d["chunk_hi"],
-                      round_lo=d["round_lo"], round_hi=d["round_hi"], rest_lo=d["rest_lo"], rest_hi=d["rest_hi"])
-
-
-def join_parts(p: Value) -> dict[str, Value]:
-    """TagChecks' header fields (``same``, ``mismatch_round``, ``mismatch``) from the HdrParts
-    ``p``, by name: the final AND / OR of ``tag_parts``' partial compares."""
-    return {"same": p.same_lo & p.same_hi, "mismatch_round": p.round_lo | p.round_hi,
-            "mismatch": p.rest_lo | p.rest_hi}
 
 
 def tag_fields(t: Value) -> tuple:

@@ -15,7 +15,7 @@ from .layouts import AggHeaderLayout
 
 __all__ = [
     "FREE", "ACTIVE", "DONE", "OP_NONE", "OP_WRITE", "OP_ADD",
-    "HeadChecks", "HdrChecks", "HdrParts", "BitmapChecks", "PriorityInputs", "TagChecks",
+    "HeadChecks", "HdrChecks", "BitmapChecks", "PriorityInputs", "TagChecks",
     "DecisionFlags", "DecisionLate", "DecisionOutcome", "PendingInputs",
     "RECORD_BITS", "DecisionConfig", "RecordSide",
     "bits_for", "forwarded_head_layout", "pack_flags", "record_layout", "release_entry_layout", "slot_tag_layout",
@@ -111,17 +111,6 @@ TagChecks = data.StructLayout({
 # A tag's header fields against a beat's header (part of TagChecks, also for the tag stage 1
 # may write while the next beat is in stage 0).
 HdrChecks = data.StructLayout({"job_eq": 1, "chunk_eq": 1, "back": 1, "mismatch": 1})
-
-# A tag's header compares with a beat's header in 16- / 24-bit partial results (cut 14,
-# docs/benchmarks.md "Cut 14"): stage 0 registers them for the tag memory's read, so that each
-# flip-flop's compare is a short cone at the block RAM's side; stage 1 joins them next to the
-# decision (``hdl/decision.py`` ``join_parts``). ``same_lo`` also holds "not FREE" and the job.
-HdrParts = data.StructLayout({
-    "same_lo": 1,  # not FREE, same job, chunk[:16] equal
-    "same_hi": 1,  # chunk[16:] equal
-    "round_lo": 1, "round_hi": 1,  # round[:16] / round[16:] differ
-    "rest_lo": 1, "rest_hi": 1,  # the lower / upper 24 of group, scale, count, session differ
-})
 
 # The bitmap checks against the tag stage 1 requests, for both bitmaps it may carry: ``a`` the
 # bitmap decided with ``same`` (bm | bit), ``bc`` the other (bit, or the held tag's).

@@ -5,9 +5,7 @@ mismatch, duplicate, completes, older), with the tag writes the read missed forw
 The tag is read one cycle before the beat reaches stage 0 (p's output), so in stage 0 the read
 misses the write of the last cycle (tb) and the one in progress (tw): the comparisons with the
 beat's header are made against the three in parallel, the newest is selected and only the
-boolean results (and the bitmap) are registered for stage 1. The read's header compares are
-registered as partial results (cut 14: ``tag_parts``, no select behind them), joined and
-selected against the forwarded writes' in stage 1 next to the decision (``join_parts``). Stage 1 adds the one write still
+boolean results (and the bitmap) are registered for stage 1. Stage 1 adds the one write still
 missing, the tag the decision of the previous cycle requested (tw now), from registers
 (``live_checks``: header compares, the two bitmap candidates' checks and the state, each
 registered on its own). While stage 1 holds, its merged result is kept.
@@ -27,7 +25,7 @@ from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .decision import hdr_checks, header_fields, join_parts, new_tag, tag_checks, tag_parts
+from .decision import hdr_checks, header_fields, new_tag, tag_checks
 from .layouts import AggHeaderLayout
 from .params import check_core_params
 from .reducer_layouts import (
@@ -36,7 +34,6 @@ from .reducer_layouts import (
     FREE,
     BitmapChecks,
     HdrChecks,
-    HdrParts,
     TagChecks,
     bits_for,
     pack_flags,
@@ -116,28 +113,15 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     m.d.sync += [thit_w0.eq(tw_en & rd_hit(tw_addr)), thit_b0.eq(tw_v & rd_hit(tw_a))]
     ck0 = Signal(TagChecks)
     bm0 = Signal(32)
-    ck_fwd0 = Mux(thit_w0, src_checks(tw_d), src_checks(tb_data))  # the forwarded writes' checks
     m.d.comb += [
-        ck0.eq(Mux(thit_w0 | thit_b0, ck_fwd0, src_checks(rd_data))),
+        ck0.eq(Mux(thit_w0, src_checks(tw_d), Mux(thit_b0, src_checks(tb_data), src_checks(rd_data)))),
         bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, rd_data.bitmap))),
     ]
-    # Cut 14: the read's header compares are registered as partial results (HdrParts: 16- / 24-bit
-    # compares, no select behind them), the forwarded writes' header flags and the select
-    # (fwd_r) apart; stage 1 joins the parts and selects next to the decision (ck_pre's
-    # ``same`` / ``mismatch_round`` / ``mismatch``). ck_pre_r keeps ck0's other fields.
-    ck_pre_r, ck_fwd_r = Signal(TagChecks, name="ck_pre_r"), Signal(TagChecks, name="ck_fwd_r")
-    parts_r, fwd_r = Signal(HdrParts, name="parts_r"), Signal(name="fwd_r")
     # header comparisons against the tag stage 1 may write this cycle (its header fields are
     # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
     hcw_n = Signal(HdrChecks)
     m.d.comb += hcw_n.eq(hdr_checks(header_fields(h1, jb), h0, jb)[0])
     ck_pre, bm_pre = Signal(TagChecks, name="ck_pre"), Signal(32, name="bm_pre")
-    # (each joined flag a kept net: synthesis may not merge the decision's terms into the
-    # join's LUTs, which sit by the parts' flip-flops: cut 14's first placement, board seed 3)
-    joined = {f: Signal(name=f"ck_pre_{f}", attrs={"keep": 1}) for f in ("same", "mismatch_round", "mismatch")}
-    m.d.comb += [joined[f].eq(Mux(fwd_r, getattr(ck_fwd_r, f), v)) for f, v in join_parts(parts_r).items()]
-    m.d.comb += ck_pre.eq(pack_flags(TagChecks, done=ck_pre_r.done, active=ck_pre_r.active, dup=ck_pre_r.dup,
-                                     cadd=ck_pre_r.cadd, older=ck_pre_r.older, **joined))
     hcw1 = Signal(HdrChecks, name="hcw1")
     ck, bm = Signal(TagChecks), Signal(32)
     # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
@@ -178,8 +162,7 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     m.d.comb += [ck_live.eq(live_checks(*l_st, hcw1, bmck1, sel_a1)), ck.eq(Mux(thit_h, ck_live, ck_pre)),
                  bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
     with m.If(adv):
-        m.d.sync += [ck_pre_r.eq(ck0), ck_fwd_r.eq(ck_fwd0), parts_r.eq(tag_parts(rd_data, h0, jb)),
-                     fwd_r.eq(thit_w0 | thit_b0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
+        m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                      bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]
     with m.Else():
         m.d.sync += bm_pre.eq(bm)

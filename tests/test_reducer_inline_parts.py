@@ -8,15 +8,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.sim import Simulator
 from stream_helpers import run_testbench
 
 from wanreduce import wire
-from wanreduce.hdl.decision import join_parts, tag_parts
-from wanreduce.hdl.layouts import AggHeaderLayout
 from wanreduce.hdl.pin_terms import PairCheck, PinCheck
-from wanreduce.hdl.reducer_layouts import HdrParts, bits_for, slot_tag_layout
 from wanreduce.hdl.release_run import ReleaseRun, ReleaseScans
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
@@ -249,55 +246,6 @@ def test_live_tag_checks_are_the_direct_checks_of_the_tag_written(jobs: int) -> 
 
     _comb_sim(dut, tb)
     assert {"done", "active", "same", "mismatch", "dup", "cadd", "older"} <= seen, seen
-
-
-_TAG_OF = {"job_id": "job", "chunk": "chunk", "round_id": "round", "group_id": "group", "scale_exp": "scale",
-           "element_count": "count", "session": "session"}
-_WIDTH = {"job_id": 2, "chunk": 32, "round_id": 32, "group_id": 8, "scale_exp": 8, "element_count": 16, "session": 16}
-
-
-@pytest.mark.parametrize("jobs", [2, 4])
-def test_split_header_compares_join_to_the_whole_compares(jobs: int) -> None:
-    """Cut 14: ``tag_parts`` (the tag memory's header compares as partial results, registered
-    at the end of stage 0) joined by ``join_parts`` (stage 1) are a tag's ``same`` (not FREE, same
-    job and chunk), ``mismatch_round`` and ``mismatch`` (group, scale, count or session differ)
-    against a header, with one bit of one field flipped at a time so that every partial compare
-    decides some case (a part left out of the join would pass those flips)."""
-    jb = bits_for(jobs)
-    m = Module()
-    tag, h = Signal(slot_tag_layout(jobs)), Signal(AggHeaderLayout)
-    parts = Signal(HdrParts)
-    m.d.comb += parts.eq(tag_parts(tag, h, jb))
-    joined = {k: Signal(name=k) for k in ("same", "mismatch_round", "mismatch")}
-    m.d.comb += [joined[k].eq(v) for k, v in join_parts(parts).items()]
-    rng = random.Random(jobs)
-    decided: set[tuple[str, int]] = set()
-
-    async def tb(ctx) -> None:
-        for _ in range(600):
-            hv = {f: rng.getrandbits(w) for f, w in _WIDTH.items()}
-            hv["job_id"] %= jobs
-            tv = dict(hv)
-            name = rng.choice([*_WIDTH, None])
-            if name is not None:
-                bit = rng.randrange(jb if name == "job_id" else _WIDTH[name])
-                tv[name] ^= 1 << bit
-                decided.add((name, bit * 2 // _WIDTH[name]))  # which half of the field moved
-            state = rng.randrange(3)
-            for f, v in hv.items():
-                ctx.set(getattr(h, f), v - 256 if f == "scale_exp" and v > 127 else v)
-            for f, v in tv.items():
-                ctx.set(getattr(tag, _TAG_OF[f]), v - 256 if f == "scale_exp" and v > 127 else v)
-            ctx.set(tag.state, state)
-            want = {"same": int(state != 0 and tv["job_id"] == hv["job_id"] and tv["chunk"] == hv["chunk"]),
-                    "mismatch_round": int(tv["round_id"] != hv["round_id"]),
-                    "mismatch": int(any(tv[f] != hv[f] for f in ("group_id", "scale_exp", "element_count", "session")))}
-            got = {k: ctx.get(s) for k, s in joined.items()}
-            assert got == want, (hv, tv, state, ctx.get(parts))
-
-    _comb_sim(m, tb)
-    # every half of every wide field moved at least once (each partial compare had to decide)
-    assert {(f, half) for f in _WIDTH if f != "job_id" for half in (0, 1)} <= decided
 
 
 @pytest.mark.parametrize(("width", "slots", "row_bits"), [(64, 16, 2), (256, 8, 0)])
