@@ -301,7 +301,7 @@ class DecisionOnRecords(wiring.Component):
             m.d.sync += snap.eq(gs.written + gs.added)
         mark = dc.valid & ~marked & ~(gs.lasts - snap)[15] & gs.e_room
         m.d.comb += [gs.e_mark.eq(mark), gs.e_valid.eq(dc.valid), gs.e_cmd.eq(dc.payload), dc.ready.eq(gs.e_go),
-                     gs.e_final.eq(em.read_done)]
+                     gs.e_final.eq(em.data_final)]
         with m.If(mark):
             m.d.sync += marked.eq(1)
         with m.If(em.read_done):
