@@ -14,7 +14,7 @@ from wanreduce.hdl.layouts import payload_beats
 from wanreduce.hdl.payload_gate import Decision
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode, Result, SlotState
 
-__all__ = ["STATE_OF", "DecisionRecordModel", "decision_config", "decision_of", "pack", "record_bits",
+__all__ = ["STATE_OF", "DecisionRecordModel", "decision_config", "decision_of", "emits", "pack", "record_bits",
            "side_bits", "tag_fields"]
 
 # the model's slot state as the tag's state and the slot's pending bit (COMPLETE: done, held for
@@ -71,6 +71,12 @@ def side_bits(am: AggregatorModel, msg: Message, width: int) -> int:
     return pack(rl.RecordSide, {"hdr": hdr, "cfg": decision_config(am, msg, width)})
 
 
+def emits(outcome: Outcome, results: list[Result]) -> bool:
+    """The record decision's ``emit``: the contribution released or completed its chunk (its own
+    store responses are the result's rows)."""
+    return outcome == Outcome.AGGREGATED and bool(results)
+
+
 def decision_of(outcome: Outcome, was_same: bool) -> Decision:
     """The payload gate's decision for a contribution: AGGREGATED onto the chunk the slot held
     (``was_same``) ADD, onto a new one WRITE, any other outcome DISCARD."""
@@ -124,6 +130,6 @@ class DecisionRecordModel:
         tag = (before >> f["tag"].offset) & ((1 << f["tag"].width) - 1) if decision == Decision.DISCARD \
             else tag_fields(am, slot, self.width)
         spare = before >> f["spare"].offset
-        emit = int(outcome == Outcome.AGGREGATED and bool(results))  # released or completed by this ADD
+        emit = int(emits(outcome, results))
         self.records[slot] = record_bits(self.jobs, tag, outcome, decision.value, spare, emit=emit)
         return outcome, decision, results
