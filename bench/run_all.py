@@ -80,6 +80,8 @@ BENCHES = (
     Bench("bench_rmw_engine.py",
           "The read-modify-write engine's row width: a 256-bit record on the 64-bit port (issue 16, large S step 4)",
           lambda out: ["--outstanding", "16", "--slots", "256"]),
+    Bench("engine_cells.py", "The in-flight index as a component (session 33)",
+          lambda out: [str(out / "engine_cells.json")]),
     Bench("bench_payload_gate.py",
           "The payload gate: a message waits for its record's decision (issue 16, large S step 4)",
           lambda out: ["--config", "64:256", "--messages", "16", "--records", "64:20", "--rate-messages", "40"]),

@@ -54,7 +54,10 @@ decision itself in place of the scaffold modify.
 
 The pin is a registered stage in front of the fork (:class:`~.request_pin.RequestPin`: its flag a
 cycle old, a request right behind one of its job held a cycle); a window reset passes once that
-stage is empty too.
+stage is empty too. A skid buffer (``held``) follows it to the fork, the decisions reach the gate
+through another (``decisions``), and the owner FIFO's head, ``quiet`` and the release queue's
+``room`` are flip-flops: the record path's ready chains cut (docs/large_slots.md, "The record
+path's ready chains (session 33)").
 
 **Own rows** (docs/large_slots.md, "Results from the completing contribution's own ADD
 responses"): a decision that releases or completes its chunk has ``emit`` (the record after's),
@@ -87,7 +90,7 @@ from functools import partial
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_id_arbiter import AxiIdArbiter
@@ -97,15 +100,18 @@ from .dram_rmw_engine import DramRmwEngine
 from .engine_with_state import EngineWithState
 from .forward_ports import forward_ports
 from .free_sweep import FreeSweep
-from .gate_record_harness import decide_on_records, fork_request, shared_members, wire_shared
+from .gate_record_harness import fork_request, shared_members, wire_shared
 from .gate_store_harness import GateOnSlotStore
 from .layouts import ResetLayout, lanes
+from .payload_gate import decision_layout
 from .record_decision import RecordDecision
 from .record_emitter import RecordEmitter
 from .record_probe import RecordProbe
 from .record_release_queue import RESERVE
 from .reducer_layouts import RECORD_BITS, RecordSide
+from .registered_fifo import RegisteredFIFO
 from .request_pin import RequestPin
+from .skid_buffer import SkidBuffer
 from .slot_store_signature import Op
 
 __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"]
@@ -194,6 +200,12 @@ class DecisionOnRecords(wiring.Component):
         self.arbiter = AxiIdArbiter([0, 1], addr_width=address_width, data_width=data_width)
         self.req_layout = data.StructLayout({"msg": self.sums.gate.req.payload.shape(), "side": RecordSide})
         self.pin = RequestPin(self.req_layout, slots=slots, jobs=jobs)
+        # the ready chains' cuts (docs/large_slots.md, "The record path's ready chains"): the
+        # pinned requests and the decisions each through a skid buffer, the owner FIFO's head
+        # from flip-flops
+        self.held = SkidBuffer(self.req_layout)
+        self.decisions = SkidBuffer(decision_layout())
+        self.owner = RegisteredFIFO(owner_layout(self.row_bits), OWNER_DEPTH)
         self.probe = RecordProbe(slots=slots, jobs=jobs)
         rec, pr = self.records.signature.members, self.probe.signature.members
         super().__init__({
@@ -239,18 +251,23 @@ class DecisionOnRecords(wiring.Component):
                      pr.stop.eq(self.reset.valid), pr.write.eq(rc.valid & rc.ready & (rc.payload.op != Op.READ)),
                      pr.write_row.eq(rc.payload.row), pr.ahead_valid.eq(engine.ahead_valid),
                      pr.ahead_slot.eq(engine.ahead_row), pr.late_pending.eq(state.late.pending)]
-        # nothing in flight: every command answered (the probe's READs change nothing: not
-        # counted; the sweep's drain counts them), the state settled, every release emitted
-        inflight, quiet = Signal(16), Signal()
+        # nothing in flight (``idle``): every command answered (the probe's READs change nothing:
+        # not counted; the sweep's drain counts them), the state settled, every release emitted,
+        # no request between the pin and the fork (``held``). ``quiet`` is ``idle`` a cycle late,
+        # and only if neither the pin nor the sweep let a command in then, so ``quiet`` implies
+        # ``idle`` (from an idle cycle with neither, nothing gets in flight: the pin's "calm"),
+        # and reaches the pin's comparisons from a flip-flop
+        m.submodules.pin, m.submodules.held = pin, hd = self.pin, self.held
+        inflight, quiet = Signal(16, name="inflight"), Signal(name="quiet")
         probe_in = pr.cmd.valid & pr.cmd.ready
         probe_out = pr.rsp.valid & pr.rsp.ready
         m.d.sync += inflight.eq(inflight + (rc.valid & rc.ready & ~probe_in) - (rr.valid & rr.ready & ~probe_out))
-        m.d.comb += quiet.eq((inflight == 0) & state.settled & (state.queue.level == 0) & ~state.queue.m.valid
-                             & em.idle)
+        idle = ((inflight == 0) & state.settled & (state.queue.level == 0) & ~state.queue.m.valid & em.idle
+                & ~hd.m.valid & ~hd.skid_valid)
+        m.d.sync += quiet.eq(idle & ~(pin.out.valid & pin.out.ready) & ~sw.cmd.valid)
         # a window reset stops the requests at once and reaches the sweep once nothing is in flight
         # (so no released record is freed before it is read); ``passed``: offered to the sweep
         # and the pin stage is empty (its request was taken before the reset)
-        m.submodules.pin = pin = self.pin
         passed = Signal()
         drained = (quiet & pin.empty) | passed
         m.d.comb += [sw.reset.valid.eq(self.reset.valid & drained), sw.reset.payload.eq(self.reset.payload),
@@ -258,22 +275,23 @@ class DecisionOnRecords(wiring.Component):
         m.d.sync += passed.eq(sw.reset.valid & ~sw.reset.ready)
         wiring.connect(m, sw.state_reset, rec.reset)
         # the pin (``RequestPin``: the emission pointer per job, ``low``, the on-completion spans),
-        # a registered stage in front of the fork
+        # a registered stage, then a skid buffer (``held``: the fork's ready, with the release
+        # queue's room check ``admit``, reaches no further than its output register) to the fork
         wiring.connect(m, wiring.flipped(self.req), pin.req)
+        wiring.connect(m, pin.out, hd.s)
         m.d.comb += [pin.quiet.eq(quiet), pin.stop.eq(self.reset.valid), pin.region.eq(self.region),
                      pin.reset.eq(self.reset.payload), pin.reset_fire.eq(self.reset.valid & self.reset.ready),
                      pin.read_done.eq(em.read_done), pin.read_job.eq(em.read_job), pin.read_chunk.eq(em.read_chunk),
                      self.pin_waits.eq(pin.pin_waits)]
-        held = pin.out
+        held = hd.m
         # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the
         # probe's, else the fork's ADDs; ``owner`` remembers whose each of the last three was and
         # whether it is a release candidate (the sweep counts its own)
         fork = stream.Signature(rc.payload.shape()).create()
         fork_request(m, held, held.payload.msg, gs, SimpleNamespace(cmd=fork), self.row_bits)
         m.d.comb += [fork.payload.side.eq(held.payload.side), fork.payload.data.eq(0)]
-        olay = owner_layout(self.row_bits)
-        m.submodules.owner = owner = fifo.SyncFIFO(width=olay.size, depth=OWNER_DEPTH)
-        o_in, o_out = data.View(olay, owner.w_data), data.View(olay, owner.r_data)
+        m.submodules.owner = owner = self.owner  # its head from flip-flops (``RegisteredFIFO``)
+        o_in, o_out = owner.w_data, owner.m.payload
         er = em.rec_read
         # a release candidate waiting in C0 for the queue's room holds every command behind it,
         # the emitter's record READs too, and the queue drains only through those READs: so a
@@ -306,29 +324,46 @@ class DecisionOnRecords(wiring.Component):
         m.d.comb += [sw.cmd.ready.eq(rc.ready), sw.cmd_fire.eq(rc.valid & rc.ready), sw.rsp_fire.eq(rr.valid & rr.ready),
                      owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid)]
         # its responses: the sweep's dropped, the emitter's and the probe's records to them, the
-        # rest the gate's decisions
+        # rest the gate's decisions, through a skid buffer (``decisions``: the gate's decision
+        # ready, behind its message's last command and the marker, stops at its input register)
+        m.submodules.decisions = dq = self.decisions
+        wiring.connect(m, dq.m, gs.decision)
         after = self.record(rr.payload.data)
-        mine = ~sw.owns & owner.r_rdy
+        mine = ~sw.owns & owner.m.valid
         to_em, to_pr = mine & (o_out.kind == Owner.EMITTER), mine & (o_out.kind == Owner.PROBE)
-        decide = rr.valid & ~sw.owns & ~to_em & ~to_pr
-        decide_on_records(m, gs, rec, Cat(after.op, after.emit))  # ``decision_layout``
-        m.d.comb += [gs.decision.valid.eq(decide), em.rec_data.valid.eq(rr.valid & to_em),
+        decide = rr.valid & mine & (o_out.kind == Owner.FORK)
+        m.d.comb += [dq.s.valid.eq(decide), dq.s.payload.as_value().eq(Cat(after.op, after.emit)),  # decision_layout
+                     em.rec_data.valid.eq(rr.valid & to_em),
                      em.rec_data.payload.eq(rr.payload.data), pr.rsp.valid.eq(rr.valid & to_pr),
                      pr.rsp.payload.eq(rr.payload.data),
-                     rr.ready.eq(sw.owns | Mux(to_em, em.rec_data.ready, Mux(to_pr, pr.rsp.ready, gs.decision.ready))),
-                     owner.r_en.eq(rr.valid & rr.ready & ~sw.owns)]
-        m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.r_en & o_out.cand))
-        returned = Mux(owner.r_en & decide & ~after.emit, o_out.rows, 0)  # no emit: its rows back
+                     rr.ready.eq(sw.owns | (owner.m.valid & Mux(to_em, em.rec_data.ready,
+                                                                Mux(to_pr, pr.rsp.ready, dq.s.ready)))),
+                     owner.m.ready.eq(rr.valid & rr.ready & ~sw.owns)]
+        m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.m.ready & o_out.cand))
+        # a candidate's rows come back when its answer leaves for the gate without ``emit`` (its
+        # own rows then never come); an emitting one's as stage 3 takes each row
+        returned = Mux(owner.m.ready & decide & ~after.emit, o_out.rows, 0)
         m.d.sync += reserved.eq(reserved + Mux(fork.valid & fork.ready & cand, rows, 0) - returned - em.own_taken)
         wiring.connect(m, gs.e_own, em.own_rsp)
         m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(decide & rr.ready)]
         # the emitter's data READs: a marker into the arbiter's FIFO once the gate has pushed every
         # message decided before the chunk's record came back (``snap``: its WRITE / ADD messages
-        # then; ``lasts``: those whose last command is pushed), then its READs at the marker
+        # then; ``lasts``: those whose last command is pushed), then its READs at the marker. Up
+        # to two of those decisions may still wait in ``decisions`` when the record comes
+        # (``pre`` of them); ``snap`` is taken again every cycle until the gate has started the
+        # last of them and counted it (``late``: the cycle after), and no marker goes meanwhile
         dc, snap, marked = em.data_cmd, Signal(16), Signal()
-        with m.If(em.rec_data.valid & em.rec_data.ready):
+        rec_fire, took = em.rec_data.valid & em.rec_data.ready, dq.m.valid & dq.m.ready
+        pre, late = Signal(2, name="pre"), Signal(name="late")
+        with m.If(rec_fire):
+            m.d.sync += pre.eq(dq.m.valid + dq.skid_valid - took)
+        with m.Elif(took & (pre != 0)):
+            m.d.sync += pre.eq(pre - 1)
+        m.d.sync += late.eq(took & (rec_fire | (pre != 0)))
+        snapping = (pre != 0) | late
+        with m.If(rec_fire | snapping):
             m.d.sync += snap.eq(gs.written + gs.added)
-        mark = dc.valid & ~marked & ~(gs.lasts - snap)[15] & gs.e_room
+        mark = dc.valid & ~marked & ~snapping & ~(gs.lasts - snap)[15] & gs.e_room
         m.d.comb += [gs.e_mark.eq(mark), gs.e_valid.eq(dc.valid), gs.e_cmd.eq(dc.payload), dc.ready.eq(gs.e_go),
                      gs.e_final.eq(em.data_final)]
         with m.If(dc.valid & dc.ready):  # the emitter's data READs (an own chunk's rows are not read)

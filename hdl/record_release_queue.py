@@ -6,7 +6,8 @@ run's records and data.
 A ``RegisteredFIFO`` (block RAM, its head from flip-flops) of ``release_item_layout`` entries.
 The producer cannot wait: a release's entries come from C2's effect (and, for a run longer than
 ``RUN_STEP``, from its background scan's end), so the queue says ahead whether one more release
-fits: ``room`` is high while at least ``RESERVE`` entries are free — two for the release
+fits: ``room`` is high only while at least ``RESERVE`` entries are free (a flip-flop: the
+level and the push of the cycle before) — two for the release
 about to enter C1 (a long run is two parts) and one for a release whose first entry is being
 pushed in the cycle ``room`` is looked at (``DecisionState`` lets one candidate past C0 at a time
 and holds every command while a long run's second part is pending, so no more are in flight).
@@ -18,7 +19,7 @@ waited); ``error`` (sticky) if an entry came while the FIFO was full (the reserv
 
 from __future__ import annotations
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -56,8 +57,12 @@ class RecordReleaseQueue(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         m.submodules.fifo = q = RegisteredFIFO(self.item_layout, self.depth)
-        m.d.comb += [q.w_data.eq(self.item), q.w_en.eq(self.push), self.level.eq(q.level),
-                     self.room.eq(q.level <= self.depth - RESERVE)]
+        # ``room`` from a flip-flop (the record path's ready chains, docs/large_slots.md): the
+        # level a cycle ago and that cycle's push, which bound the level now (one push a cycle at
+        # most), so ``room`` still implies ``RESERVE`` free entries; a cycle late only after a pop
+        room_r = Signal(init=1)
+        m.d.sync += room_r.eq(q.level + self.push <= self.depth - RESERVE)
+        m.d.comb += [q.w_data.eq(self.item), q.w_en.eq(self.push), self.level.eq(q.level), self.room.eq(room_r)]
         wiring.connect(m, q.m, wiring.flipped(self.m))
         with m.If(self.push):
             m.d.sync += self.pushed.eq(self.pushed + 1)

@@ -332,9 +332,11 @@ def _convert(factory: Callable[..., Any], name: str, params: Mapping[str, Any]) 
 
         top = factory(**params)
         return verilog._convert_rtlil_text(rtlil.convert(top, name=name), write_verilog_opts=("-sv",))
+    # -P: the working directory is not put first on the path, so a checkout there (another
+    # worktree's wanreduce/) cannot stand in for the tree this process imported and hashed
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.run(
-        [sys.executable, "-c", _CONVERT_SCRIPT, module, qualname, name, _canonical_json(params)],
+        [sys.executable, "-P", "-c", _CONVERT_SCRIPT, module, qualname, name, _canonical_json(params)],
         capture_output=True, text=True, env=env, check=False,
     )
     if proc.returncode != 0:
@@ -476,6 +478,20 @@ def _icarus_sources(sources: list[Path]) -> list[Path]:
     return out
 
 
+# What a Verilator build leaves that running it never reads: precompiled headers (two of
+# ~70 MB each per build), objects and archives. Without pruning a clean `make test` filled
+# ~15 GB of build/sim and a CI run on a nearly full disk failed with ENOSPC.
+_VERILATOR_INTERMEDIATES: tuple[str, ...] = (".gch", ".o", ".a")
+_BUILD_LAYOUT = 2  # in the build hash: builds cached before pruning are not reused
+
+
+def _prune_verilator_build(build_dir: Path) -> None:
+    """Delete a finished Verilator build's intermediates; the executable is all a run needs."""
+    for f in build_dir.iterdir():
+        if f.is_file() and f.name.endswith(_VERILATOR_INTERMEDIATES):
+            f.unlink(missing_ok=True)
+
+
 def _build(
     sim: str, sources: list[Path], toplevel: str, waves: bool, verilator_args: Sequence[str] = ()
 ) -> Path:
@@ -484,7 +500,7 @@ def _build(
         sources = _icarus_sources(sources)
     make_vars = _verilator_make_vars() if sim == "verilator" else {}
     args = [*VERILATOR_ARGS, *verilator_args] if sim == "verilator" else []
-    h = hashlib.sha256(f"{sim}\0{toplevel}\0{int(waves)}\0".encode())
+    h = hashlib.sha256(f"{_BUILD_LAYOUT}\0{sim}\0{toplevel}\0{int(waves)}\0".encode())
     h.update(json.dumps([args, make_vars], sort_keys=True).encode())
     for src in sources:
         h.update(b"\0" + src.read_bytes())
@@ -526,6 +542,8 @@ def _build(
                 ) from None
             if runtime is not None and cached is None:
                 _save_verilator_runtime(build_dir, runtime)
+        if sim == "verilator":
+            _prune_verilator_build(build_dir)
         stamp.touch()
     return build_dir
 

@@ -8,20 +8,22 @@ the resets and ``init_done`` of ``sim/tb_slot_store_litedram.py`` (``start_clock
 runs. ``core_system``: the whole-core scenario of ``sim/tb_core.py`` (``CoreBench``,
 ``run_scenario``: drops on every port, rejects, saturation, resend, duplicates, busy / stale /
 out of window, a window reset, two jobs and two groups; every result frame byte-exact against
-the golden model, every counter exact). ``throughput``: ``sim/tb_core_perf.py``'s run
-(``run_throughput``; with ``spread`` every ADD reads its rows from the DRAM; every result equal
-to its sum), with the DRAM efficiency it amounts to.
+the golden model, every head, probe answer and counter exact; with ``slot_memory`` ``records``
+the record path's counters too, ``check_record_counters``). ``throughput`` (``dram`` only):
+``sim/tb_core_perf.py``'s run (``run_throughput``; with ``spread`` every ADD reads its rows
+from the DRAM; every result equal to its sum), with the DRAM efficiency it amounts to.
 Nothing is injected: latency and backpressure on the memory are the controller's and the
 DRAM's. The model's memory has no defined content, as the ``AxiRam`` benches' random fill: a
-chunk's first contribution WRITEs its rows.
+chunk's first contribution WRITEs its rows (a records core frees its regions' records first).
 
 The core's own ``m_axi_mem`` (``dut.core``) is watched (``watch_port``): every burst INCR,
-within 4 KiB, whole rows, at most the board's ``burst_beats`` and inside the store's region
-(``store``: its ``slots`` as rows, ``row_bits`` 0, ``burst_beats``, ``base_address``: the
-``Bench.check_bursts`` of ``sim/tb_slot_store.py``); at the end the converter's ``error``
-must be low and both directions must have carried data (``core_system``: STATUS (MEM_ERROR)
-and RESULTS_WITHHELD 0 too). Figures (core cycles, bursts and beats per direction, the latency the core sees)
-to ``params["out"]``.
+within 4 KiB, whole rows, at most the engine's ``burst_beats`` and inside its region, the engine
+being the one its AXI ID names (``stores``, by ID: each engine's rows as ``slots``, ``row_bits``
+0, ``row_width``, ``burst_beats``, ``base_address``: the ``Bench.check_bursts`` of
+``sim/tb_slot_store.py``); at the end the converter's ``error`` must be low and each engine must
+have read and written (``core_system``: STATUS (MEM_ERROR, RECORD_ERROR) and RESULTS_WITHHELD 0
+too). Figures (core cycles, bursts and beats per direction, per ID with two, the latency the
+core sees) to ``params["out"]``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from wanreduce import regs
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
 from wanreduce.hdl.boards.versa_ecp5 import CORE_FREQ_HZ
 from wanreduce.sim.simulator import tb_params
-from wanreduce.sim.tb_core import CoreBench, run_scenario
+from wanreduce.sim.tb_core import CoreBench, check_record_counters, run_scenario
 from wanreduce.sim.tb_core_perf import run_throughput, streams
 from wanreduce.sim.tb_slot_store import Bench
 from wanreduce.sim.tb_slot_store_litedram import (
@@ -47,31 +49,52 @@ from wanreduce.sim.tb_slot_store_litedram import (
 
 
 class PortWatch:
-    """The core's ``m_axi_mem`` (``dut.core``) watched from now on (``watch_port``): its bursts
-    (checked against the store's region and burst size by ``Bench.check_bursts``) and latencies."""
+    """The core's ``m_axi_mem`` (``dut.core``) watched from now on (``watch_port``): its bursts,
+    each checked by ``Bench.check_bursts`` against the region and burst size of the engine its
+    AXI ID names (``p["stores"]``, by ID: the sums' store; in a records core the record engine
+    too), and its latencies."""
 
     def __init__(self, dut, p: dict) -> None:
-        self.store = Bench(dut, {"data_width": p["width"], "row_bits": 0, **p["store"]})
+        self.stores = [Bench(dut, {"data_width": p["width"], "row_bits": 0, **st}) for st in p["stores"]]
+        self.bursts: list[tuple[str, int, int]] = []  # (channel, address, beats), every ID
+        self.ids: list[int] = []  # each burst's AXI ID
         self.read_latency: list[int] = []
         self.write_latency: list[int] = []
-        cocotb.start_soon(watch_port(dut.core, dut.clk, self.store.bursts, self.read_latency,
-                                     self.write_latency))
+        cocotb.start_soon(watch_port(dut.core, dut.clk, self.bursts, self.read_latency,
+                                     self.write_latency, self.ids))
 
-    def beats(self, ch: str) -> int:
-        """The beats of the ``ar`` or ``aw`` bursts accepted so far."""
-        return sum(n for c, _, n in self.store.bursts if c == ch)
+    def beats(self, ch: str, axi_id: int | None = None) -> int:
+        """The beats of the ``ar`` or ``aw`` bursts accepted so far (of ``axi_id``, or all)."""
+        return sum(n for (c, _, n), i in zip(self.bursts, self.ids, strict=True)
+                   if c == ch and axi_id in (None, i))
+
+    def check_bursts(self) -> None:
+        """Every burst to its ID's engine (an ID with none fails), each checked there."""
+        for st in self.stores:
+            st.bursts.clear()
+        for burst, i in zip(self.bursts, self.ids, strict=True):
+            assert i < len(self.stores), f"{burst[0]} burst at {burst[1]:#x} with AXI ID {i}: no engine has it"
+            self.stores[i].bursts.append(burst)
+        for st in self.stores:
+            st.check_bursts()
 
     def rows(self) -> tuple[int, int]:
         """(rows read, rows written) so far: the beats of every AR burst, and of the AW bursts
-        answered by a B (in AW order); a row is a beat (the core's rows are W wide)."""
-        aws = [n for c, _, n in self.store.bursts if c == "aw"]
+        answered by a B (in AW order); a row is a beat (the core's rows are W wide). One engine
+        only (the B's are not told apart by ID here)."""
+        assert len(self.stores) == 1, "rows() counts the sums' store of a core with no other engine"
+        aws = [n for c, _, n in self.bursts if c == "aw"]
         return self.beats("ar"), sum(aws[:len(self.write_latency)])
 
     def figures(self) -> dict:
-        return {"bursts": {ch: sum(c == ch for c, _, _ in self.store.bursts) for ch in ("ar", "aw")},
-                "axi_beats": {ch: self.beats(ch) for ch in ("ar", "aw")},
-                "read_latency": latency_summary(self.read_latency),
-                "write_latency": latency_summary(self.write_latency)}
+        ids = range(len(self.stores))
+        out = {"bursts": {ch: sum(c == ch for c, _, _ in self.bursts) for ch in ("ar", "aw")},
+               "axi_beats": {ch: self.beats(ch) for ch in ("ar", "aw")},
+               "read_latency": latency_summary(self.read_latency),
+               "write_latency": latency_summary(self.write_latency)}
+        if len(self.stores) > 1:  # per engine: ID 0 the sums, 1 the records
+            out["axi_beats_by_id"] = {i: {ch: self.beats(ch, i) for ch in ("ar", "aw")} for i in ids}
+        return out
 
 
 async def start(dut, p: dict) -> PortWatch:
@@ -81,29 +104,33 @@ async def start(dut, p: dict) -> PortWatch:
 
 
 async def finish(dut, watch: PortWatch) -> None:
-    """No converter error; every burst legal; the sums went through the memory both ways."""
+    """No converter error; every burst legal; each engine (the sums', the records') went
+    through the memory both ways."""
     await ClockCycles(dut.clk, 2)
     assert not int(dut.upsizer_error.value), "the converter saw a burst it cannot convert"
-    watch.store.check_bursts()
-    assert watch.beats("ar") > 0 and watch.beats("aw") > 0, \
-        f"the sums never went through the memory: {watch.figures()}"
+    watch.check_bursts()
+    for i in range(len(watch.stores)):  # the sums (ID 0) and, in a records core, the records (ID 1)
+        assert watch.beats("ar", i) > 0 and watch.beats("aw", i) > 0, \
+            f"ID {i}'s engine never went through the memory both ways: {watch.figures()}"
 
 
 @cocotb.test()
 async def core_system(dut):
     """``tb_core``'s whole scenario through LiteDRAM's controller: the same results and
-    counters as the golden model; no memory or converter error; bursts as the store may."""
+    heads, probes and counters as the golden model (a records core: its record counters too);
+    no memory, record or converter error; bursts as their engine may."""
     p = tb_params()
     tb = CoreBench(dut, p, ram=False)
     watch = await start(dut, p)
     began = get_sim_time("ns")
-    await run_scenario(tb, p)
+    sc = await run_scenario(tb, p)
+    records = await check_record_counters(tb, sc) if p.get("slot_memory") == "records" else {}
     got = await tb.read([regs.STATUS, regs.RESULTS_WITHHELD])
     assert got == {regs.STATUS: 0, regs.RESULTS_WITHHELD: 0}, f"STATUS / RESULTS_WITHHELD: {got}"
     await finish(dut, watch)
     period_ns = 1e9 / CORE_FREQ_HZ  # the core clock start_clocks runs
     result = {"cycles": round((get_sim_time("ns") - began) / period_ns), "results": len(tb.results),
-              **watch.figures()}
+              **watch.figures(), **({"record_counters": records} if records else {})}
     dut._log.info("through LiteDRAM: %s", result)
     _write_out(p, result)
 

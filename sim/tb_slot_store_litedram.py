@@ -64,10 +64,11 @@ async def start_clocks(dut, cfg, prefixes: tuple[str, ...] = ("",)) -> None:
 
 
 async def watch_port(axi, clk, bursts: list, read_latency: list[int],
-                     write_latency: list[int]) -> None:
+                     write_latency: list[int], ids: list[int] | None = None) -> None:
     """Record every AR/AW burst (channel, address, beats) of ``axi``'s ``m_axi_mem`` (each must
-    be INCR) and the latency of each read and write burst, in cycles of ``clk``: AR accepted ->
-    that burst's first R beat; the burst's last W beat -> its B. Runs for ever."""
+    be INCR; with ``ids`` its AXI ID there too, in the same order) and the latency of each read
+    and write burst, in cycles of ``clk``: AR accepted -> that burst's first R beat; the burst's
+    last W beat -> its B. Runs for ever."""
     reads: deque[int] = deque()  # AR cycles of bursts whose first R beat is still to come
     lengths: deque[int] = deque()  # beats of the bursts read (R has no rlast in the store)
     writes: deque[int] = deque()  # cycles of W last beats whose B is still to come
@@ -85,6 +86,8 @@ async def watch_port(axi, clk, bursts: list, read_latency: list[int],
             if go(ch):
                 bursts.append((ch, int(getattr(axi, f"m_axi_mem_{ch}addr").value),
                                int(getattr(axi, f"m_axi_mem_{ch}len").value) + 1))
+                if ids is not None:
+                    ids.append(int(getattr(axi, f"m_axi_mem_{ch}id").value))
                 assert int(getattr(axi, f"m_axi_mem_{ch}burst").value) == 1, "not INCR"
         if go("ar"):
             reads.append(cycle)

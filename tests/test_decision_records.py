@@ -10,7 +10,7 @@ and the harness's parameter checks."""
 from __future__ import annotations
 
 import pytest
-from stream_helpers import run_testbench
+from stream_helpers import _yosys_on, comb_cells_table, run_testbench
 
 from wanreduce.hdl.decision_record_harness import DecisionOnRecords
 from wanreduce.sim.tb_decision_records import run_decision_records
@@ -144,3 +144,32 @@ def test_mem_error_is_the_or_of_the_axi_errors(axi_id: int, flag: str) -> None:
         assert (ctx.get(dut.mem_error), ctx.get(dut.record_error)) == (1, 0), "mem_error not the OR"
 
     run_testbench(dut, tb)
+
+
+# the record path's ready chains (docs/large_slots.md, "The record path's ready chains (session
+# 33)"): a flip-flop of one part -> logic -> a flip-flop of another, cut by the skid buffers on
+# the decisions and between the pin and the fork, the owner FIFO's registered head, the pin's
+# registered ``quiet`` and the release queue's registered ``room``
+READY_CHAINS = {
+    # chain 1: the gate's start (its decision's ready) -> the record engine's response handshake
+    ("sums.gate.busy", "inflight"), ("sums.gate.busy", "cands"), ("sums.gate.busy", "records.engine.owed"),
+    # chain 2: the release queue's head -> its level -> the candidates' admission / ``quiet`` -> the
+    # pin; -> ``room`` -> the PEEK (``PendingWords``' operation, ``pk_d1`` its first delay)
+    ("records.state.queue.fifo.queue.r_rdy", "pin.r_pin"), ("records.state.queue.fifo.queue.r_rdy", "pin.low0"),
+    ("records.state.queue.fifo.queue.r_rdy", "records.state.pk_d1"),
+}
+# and what still has logic between its ends: the chains end in these flip-flops now
+STILL = {("sums.gate.busy", "decisions.m__valid"), ("records.state.queue.fifo.queue.r_rdy", "quiet"),
+         ("records.state.queue.fifo.queue.r_rdy", "records.state.queue.room_r")}
+
+
+def test_the_record_paths_ready_chains_are_cut() -> None:
+    """No logic between the two ends of each ready chain within a cycle (yosys on the harness):
+    each end reaches the other only through a flip-flop now; the new flip-flops (the decisions'
+    skid buffer, ``quiet``, the release queue's ``room``) are where the chains end (and every
+    name is in the netlist: an end that is not would pass vacuously)."""
+    pairs = READY_CHAINS | STILL
+    _yosys_on(_harness(), "".join(f"select -assert-min 1 w:{name}; " for name in sorted({n for p in pairs for n in p})))
+    table = comb_cells_table(_harness(), sorted({s for s, _ in pairs}), sorted({r for _, r in pairs}))
+    assert {pair: table[pair] for pair in READY_CHAINS if table[pair]} == {}
+    assert {pair for pair in STILL if not table[pair]} == set()

@@ -54,6 +54,13 @@ def test_verilator_multi_file_build() -> None:
     assert any(
         "VM_PARALLEL_BUILDS = 1" in (d / "Vtop_classes.mk").read_text() for d in builds
     ), "the design was not split; raise the test's --output-split pressure"
+    # The run above used the pruned build: what is left is the executable, not ~140 MB of
+    # precompiled headers and objects per build (a clean `make test` filled the CI's disk).
+    leftovers = [
+        f.name for d in builds for f in d.iterdir()
+        if f.name.endswith(simulator._VERILATOR_INTERMEDIATES)
+    ]
+    assert not leftovers, f"build intermediates kept: {leftovers[:5]}"
 
 
 def test_wheel_make_vars_repair_pch_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -186,3 +193,17 @@ def test_generate_verilog_converts_the_files_on_disk(
     mod.write_text(body.format(w=128))  # edited after the import
     text = generate_verilog(stale.make, name=TOP, params={}).read_text()
     assert "[127:0] s_axis__tdata" in text, "the design imported before the edit was converted"
+
+
+def test_conversion_ignores_a_checkout_in_the_working_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Run from another tree (a worktree holding its own wanreduce/), the fresh interpreter
+    converts the design this process imported, the one its cache key hashes, not that tree's."""
+    monkeypatch.setenv("WANREDUCE_BUILD_DIR", str(tmp_path / "build"))
+    other = tmp_path / "other_checkout"
+    (other / "wanreduce").mkdir(parents=True)
+    (other / "wanreduce" / "__init__.py").write_text("raise ImportError('the wrong tree was imported')\n")
+    monkeypatch.chdir(other)
+    text = generate_verilog(AXIStreamRegisterSlice, name=TOP, params={"data_width": 64}).read_text()
+    assert "[63:0] s_axis__tdata" in text
