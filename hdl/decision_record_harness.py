@@ -59,6 +59,15 @@ through another (``decisions``), and the owner FIFO's head, ``quiet`` and the re
 ``room`` are flip-flops: the record path's ready chains cut (docs/large_slots.md, "The record
 path's ready chains (session 33)").
 
+**Own rows** (docs/large_slots.md, "Results from the completing contribution's own ADD
+responses"): a decision that releases or completes its chunk has ``emit`` (the record after's),
+the gate tags its commands ``EMIT_TAG`` (or READs the chunk's rows so tagged, if it drains the
+message), the store split pushes their responses on ``e_own`` into the emitter's own FIFO
+(``own_rows`` R, default two slots' rows), and the emitter takes that chunk's rows from there:
+no data READ for it. A release candidate is admitted only while the rows reserved plus its
+chunk's fit in R (returned when its decision does not emit, one by one as stage 3 takes them),
+so the split never waits for the own FIFO.
+
 **What the core reads** (the ``Reducer``'s ports of these names): ``head`` (each job's head,
 ``DecisionState``'s flip-flop copy), the probe (``probe_job`` / ``probe_chunk`` ->
 ``probe_bitmap`` / ``probe_ok``: :class:`~.record_probe.RecordProbe`, record READs on the engine's
@@ -70,7 +79,7 @@ Ports: ``beats``, ``req``; ``region`` (the state's and the sweep's) and the wind
 ``reset``; ``sweeps`` / ``records_freed``; the store's
 ``rsp``, ``store_mem_error``; the gate's ``error`` and counters; ``copy_error``; ``outcome`` /
 ``outcome_valid``; ``released`` / ``released_valid`` and ``state_error`` (the state's);
-``results``, ``pin_waits``, ``split_error``;
+``results``, ``pin_waits``, ``data_reads`` (the emitter's data READs taken, 32-bit), ``split_error``;
 ``rec_mem_error``; ``arb_error`` / ``arb_dropped``; ``m_axi_mem_*``; ``latency``; and those above.
 Not the core's wiring.
 """
@@ -80,7 +89,7 @@ from __future__ import annotations
 from functools import partial
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -94,7 +103,7 @@ from .free_sweep import FreeSweep
 from .gate_record_harness import fork_request, shared_members, wire_shared
 from .gate_store_harness import GateOnSlotStore
 from .layouts import ResetLayout, lanes
-from .payload_gate import Decision
+from .payload_gate import decision_layout
 from .record_decision import RecordDecision
 from .record_emitter import RecordEmitter
 from .record_probe import RecordProbe
@@ -108,6 +117,7 @@ from .slot_store_signature import Op
 __all__ = ["DecisionOnRecords", "decision_records_with_latency", "record_engine"]
 
 OWNER_DEPTH = 256  # record commands whose responses are not yet taken (more wait: rc.ready held)
+OWN_CHUNKS = 2  # the emitter's own FIFO by default: two slots' rows (docs/benchmarks.md, "Own rows")
 PENDING = 2  # queue entries a candidate may push after its answer left (a long run's second part)
 STATE_PORTS = ("region", "released", "released_valid", "state_error")  # the DecisionState's, passed out
 PROBE_PORTS = ("probe_job", "probe_chunk", "probe_bitmap", "probe_ok")  # the RecordProbe's, passed out
@@ -121,7 +131,10 @@ class Owner(enum.Enum, shape=2):
     PROBE = 2  # the probe's record READ
 
 
-OWNER_LAYOUT = data.StructLayout({"kind": Owner, "cand": 1})  # ``cand``: a release candidate's ADD
+def owner_layout(row_bits: int) -> data.StructLayout:
+    """An owner FIFO entry: ``kind``, ``cand`` (a release candidate's ADD) and ``rows`` (the rows
+    it reserved in the emitter's own FIFO: its chunk's, returned if its decision does not emit)."""
+    return data.StructLayout({"kind": Owner, "cand": 1, "rows": row_bits + 1})
 
 
 def record_engine(data_width: int, *, slots: int, jobs: int, release_depth: int | None = None,
@@ -147,7 +160,8 @@ class DecisionOnRecords(wiring.Component):
     Parameters: ``data_width`` W, ``address_width``, ``jobs``, ``depth`` / ``max_elements`` /
     ``messages`` (the gate's), ``sums`` (the ``DramSlotStore``'s: ``slots``, ``row_bits``, ...),
     ``records`` (the record engine's but its rows and modify: ``base_address``, ``outstanding``, ...),
-    ``release_depth`` (the state's release queue), ``prefetch`` / ``headers`` (the emitter's queues).
+    ``release_depth`` (the state's release queue), ``prefetch`` / ``headers`` / ``own_rows`` (the
+    emitter's queues; ``own_rows`` default ``OWN_CHUNKS`` slots' rows).
 
     ``release_depth`` defaults to 16: a release candidate is admitted only with room for every
     push in flight (``admit`` below), so at 8 one candidate is in the record engine at a time
@@ -160,7 +174,7 @@ class DecisionOnRecords(wiring.Component):
 
     def __init__(self, data_width: int, *, address_width: int, jobs: int, depth: int,
                  max_elements: int | None = None, messages: int = 32, sums: dict, records: dict,
-                 release_depth: int = 16, prefetch: int = 4, headers: int = 4) -> None:
+                 release_depth: int = 16, prefetch: int = 4, headers: int = 4, own_rows: int | None = None) -> None:
         for name in ("slots", "row_bits"):
             if name not in sums:
                 raise ValueError(f"sums must give {name} (the slot store's), got {sorted(sums)}")
@@ -177,8 +191,10 @@ class DecisionOnRecords(wiring.Component):
         self.row_bits = sums["row_bits"]
         self.records = record_engine(data_width, slots=slots, jobs=jobs, address_width=address_width,
                                      release_depth=release_depth, **records)
+        own_rows = OWN_CHUNKS << self.row_bits if own_rows is None else own_rows
         self.emitter = RecordEmitter(data_width, slots=slots, jobs=jobs, row_bits=self.row_bits, prefetch=prefetch,
-                                     headers=headers)
+                                     headers=headers, own_rows=own_rows)
+        self.own_rows = own_rows
         self.record = self.records.engine.modify.record
         self.sweep = FreeSweep(slots=slots, jobs=jobs, row_width=RECORD_BITS, side_shape=RecordSide)
         self.arbiter = AxiIdArbiter([0, 1], addr_width=address_width, data_width=data_width)
@@ -188,8 +204,8 @@ class DecisionOnRecords(wiring.Component):
         # pinned requests and the decisions each through a skid buffer, the owner FIFO's head
         # from flip-flops
         self.held = SkidBuffer(self.req_layout)
-        self.decisions = SkidBuffer(Decision)
-        self.owner = RegisteredFIFO(OWNER_LAYOUT, OWNER_DEPTH)
+        self.decisions = SkidBuffer(decision_layout())
+        self.owner = RegisteredFIFO(owner_layout(self.row_bits), OWNER_DEPTH)
         self.probe = RecordProbe(slots=slots, jobs=jobs)
         rec, pr = self.records.signature.members, self.probe.signature.members
         super().__init__({
@@ -199,7 +215,7 @@ class DecisionOnRecords(wiring.Component):
             "reset": In(stream.Signature(ResetLayout(jobs))),
             "sweeps": self.sweep.signature.members["sweeps"], "records_freed": self.sweep.signature.members["records_freed"],
             "outcome": Out(4), "outcome_valid": Out(1),
-            "results": self.emitter.signature.members["row"], "pin_waits": Out(32),
+            "results": self.emitter.signature.members["row"], "pin_waits": Out(32), "data_reads": Out(32),
             # what the core's control block reads (the Reducer's ports of these names): the heads,
             # the probe, the errors' ORs
             "head": self.records.state.signature.members["head"],
@@ -285,7 +301,15 @@ class DecisionOnRecords(wiring.Component):
         # wait never binds (docs/large_slots.md, "The results": the room wait)
         cands = Signal(range(OWNER_DEPTH + 1))
         cand = self.records.release_of(fork.payload.side)
-        admit = ~cand | (state.queue.level + 2 * cands + 2 + PENDING + RESERVE <= self.release_depth)
+        # and only if the emitter's own FIFO has room for its chunk's rows beside every row reserved
+        # (``reserved``: a candidate's rows from its admission until its decision says it does not
+        # emit, or each until stage 3 takes it): the split never waits for the own FIFO, so the
+        # store's responses never stall behind an own chunk (docs/large_slots.md, "Reserve at
+        # admission"); a candidate with no room waits here, where only the fork waits
+        reserved = Signal(range(self.own_rows + 1))
+        rows = fork.payload.side.cfg.nbm1[:self.row_bits] + 1 if self.row_bits else Const(1, 1)
+        admit = ~cand | ((state.queue.level + 2 * cands + 2 + PENDING + RESERVE <= self.release_depth)
+                         & (reserved + rows <= self.own_rows))
         with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then, the emitter is idle
             m.d.comb += [rc.valid.eq(1), rc.payload.eq(sw.cmd.payload)]
         for owner_kind, read in ((Owner.EMITTER, er), (Owner.PROBE, pr.cmd)):
@@ -295,7 +319,8 @@ class DecisionOnRecords(wiring.Component):
                              read.ready.eq(rc.ready & owner.w_rdy), o_in.kind.eq(owner_kind)]
         with m.Else():
             m.d.comb += [rc.valid.eq(fork.valid & owner.w_rdy & admit), rc.payload.eq(fork.payload),
-                         fork.ready.eq(rc.ready & owner.w_rdy & admit), o_in.kind.eq(Owner.FORK), o_in.cand.eq(cand)]
+                         fork.ready.eq(rc.ready & owner.w_rdy & admit), o_in.kind.eq(Owner.FORK), o_in.cand.eq(cand),
+                         o_in.rows.eq(Mux(cand, rows, 0))]
         m.d.comb += [sw.cmd.ready.eq(rc.ready), sw.cmd_fire.eq(rc.valid & rc.ready), sw.rsp_fire.eq(rr.valid & rr.ready),
                      owner.w_en.eq(rc.valid & rc.ready & ~sw.cmd.valid)]
         # its responses: the sweep's dropped, the emitter's and the probe's records to them, the
@@ -307,7 +332,7 @@ class DecisionOnRecords(wiring.Component):
         mine = ~sw.owns & owner.m.valid
         to_em, to_pr = mine & (o_out.kind == Owner.EMITTER), mine & (o_out.kind == Owner.PROBE)
         decide = rr.valid & mine & (o_out.kind == Owner.FORK)
-        m.d.comb += [dq.s.valid.eq(decide), dq.s.payload.as_value().eq(after.op),
+        m.d.comb += [dq.s.valid.eq(decide), dq.s.payload.as_value().eq(Cat(after.op, after.emit)),  # decision_layout
                      em.rec_data.valid.eq(rr.valid & to_em),
                      em.rec_data.payload.eq(rr.payload.data), pr.rsp.valid.eq(rr.valid & to_pr),
                      pr.rsp.payload.eq(rr.payload.data),
@@ -315,6 +340,11 @@ class DecisionOnRecords(wiring.Component):
                                                                 Mux(to_pr, pr.rsp.ready, dq.s.ready)))),
                      owner.m.ready.eq(rr.valid & rr.ready & ~sw.owns)]
         m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.m.ready & o_out.cand))
+        # a candidate's rows come back when its answer leaves for the gate without ``emit`` (its
+        # own rows then never come); an emitting one's as stage 3 takes each row
+        returned = Mux(owner.m.ready & decide & ~after.emit, o_out.rows, 0)
+        m.d.sync += reserved.eq(reserved + Mux(fork.valid & fork.ready & cand, rows, 0) - returned - em.own_taken)
+        wiring.connect(m, gs.e_own, em.own_rsp)
         m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(decide & rr.ready)]
         # the emitter's data READs: a marker into the arbiter's FIFO once the gate has pushed every
         # message decided before the chunk's record came back (``snap``: its WRITE / ADD messages
@@ -335,7 +365,9 @@ class DecisionOnRecords(wiring.Component):
             m.d.sync += snap.eq(gs.written + gs.added)
         mark = dc.valid & ~marked & ~snapping & ~(gs.lasts - snap)[15] & gs.e_room
         m.d.comb += [gs.e_mark.eq(mark), gs.e_valid.eq(dc.valid), gs.e_cmd.eq(dc.payload), dc.ready.eq(gs.e_go),
-                     gs.e_final.eq(em.read_done)]
+                     gs.e_final.eq(em.data_final)]
+        with m.If(dc.valid & dc.ready):  # the emitter's data READs (an own chunk's rows are not read)
+            m.d.sync += self.data_reads.eq(self.data_reads + 1)
         with m.If(mark):
             m.d.sync += marked.eq(1)
         with m.If(em.read_done):

@@ -396,10 +396,12 @@ class DecisionState(wiring.Component):
                      self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
                      self.released.start.eq(Mux(fin, part.slot, fx_start)),
                      self.released.run.eq(Mux(fin, rest - 1, fx.run))]
+        if self.queue is not None:  # a release's first part is own (a long run's second, ``fin``, not)
+            m.d.comb += rq_.item.own.eq(~fin)
         if self.queue is not None:  # a resend or an on-completion completion: its slot queued as a
             with m.If(fx.resend | fx.complete):  # one-chunk run (never with a release)
                 m.d.comb += [rq_.push.eq(1), rq_.item.job.eq(fx_job), rq_.item.start.eq(fx_slot), rq_.item.run.eq(0),
-                             rq_.item.resent.eq(fx.resend)]
+                             rq_.item.resent.eq(fx.resend), rq_.item.own.eq(fx.complete)]
 
         # ---- late (the command in C2): the state read, bypassed from the effects not yet in it;
         # a release's are never needed: the commands behind a candidate wait until it is written ----

@@ -6,9 +6,12 @@ Rows (``result_row_layout``: the RESULT header, a beat of sums, ``last``) go int
 
 - **beats** (``PayloadFIFO``, block RAM): each row's ``data`` and ``last``;
 - **headers** (``SyncFIFOBuffered``, ``frames`` entries): a frame's header, pushed with its last
-  row. The header is constant within a message (hdl/egress_framer.py's contract; on the record
-  path every row of a result carries the same record tag and the slot's sticky OVERFLOW, which
-  READs do not change), so it is stored once per frame, not with every beat.
+  row: **the last row's header is the frame's**. On the record path every row of a result
+  carries the same record tag; OVERFLOW is the slot's sticky flag, which READs do not change,
+  but a result taken from its completing contribution's own responses has each row's flag
+  after that row's update (``StoreReadSplit``'s ``own``), so only the last row's is the flag
+  after the whole contribution (what a READ after it would give): it is stored once per frame,
+  the last row's, not with every beat.
 
 A header is pushed only when its frame is complete and frames complete in order, so **the
 headers held are the complete frames**: whenever one is held, the oldest frame in the beats

@@ -13,9 +13,11 @@ the reducer has one: ``e_mark`` (push a marker into the arbiter's FIFO now; the 
 waits that cycle; only while ``e_room``: room, and not inside a message's commands), and when
 the marker reaches the FIFO's head the port is the emitter's (``e_valid`` / ``e_cmd`` READs
 while ``e_go``, ``e_final`` with its last) until that last READ; ``lasts`` counts the messages
-whose last command the gate has pushed (16 bits, wrapping). The store's responses go through
+whose last WRITE / ADD command the gate has pushed (16 bits, wrapping; an emitting message's
+READs are not counted). The store's responses go through
 :class:`~.store_read_split.StoreReadSplit`: WRITE / ADD ones on ``rsp`` as before, READ ones on
-``e_rsp`` with the slot's sticky overflow flag (``split_error``).
+``e_rsp`` with the slot's sticky overflow flag (``split_error``), those tagged ``EMIT_TAG`` on
+``e_own`` (the completer's own rows).
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ from .command_arbiter import CommandArbiter
 from .dram_rmw_engine import AXI_PREFIX, unanswered_max
 from .dram_slot_store import DramSlotStore
 from .payload_gate import PayloadGate
+from .slot_store_signature import Op
 from .store_read_split import StoreReadSplit
 
 __all__ = ["EMITTER_PORTS", "GateOnSlotStore", "gate_store_with_latency"]
 
 # the emitter's ports (``emitter=True``): an owner's, wired inside it, not a harness's outer ports
-EMITTER_PORTS = ("e_mark", "e_room", "e_valid", "e_cmd", "e_go", "e_final", "lasts", "e_rsp")
+EMITTER_PORTS = ("e_mark", "e_room", "e_valid", "e_cmd", "e_go", "e_final", "lasts", "e_rsp", "e_own")
 GATE_PORTS = ("beats", "req", "decision", "error", "written", "added", "discarded", "mismatches", "orphans")
 
 
@@ -64,7 +67,8 @@ class GateOnSlotStore(wiring.Component):
                                         depth=unanswered_max(self.store.outstanding))
             members.update({"e_mark": In(1), "e_room": Out(1), "e_valid": In(1), "e_cmd": In(self.arbiter.cmd_layout),
                             "e_go": Out(1), "e_final": In(1), "lasts": Out(16),
-                            "e_rsp": self.split.signature.members["reads"], "split_error": Out(1)})
+                            "e_rsp": self.split.signature.members["reads"], "e_own": self.split.signature.members["own"],
+                            "split_error": Out(1)})
         super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
@@ -92,8 +96,8 @@ class GateOnSlotStore(wiring.Component):
         mid = Signal()
         with m.If(gate.cmd.valid & gate.cmd.ready):
             m.d.sync += mid.eq(gate.cmd.payload.more)
-            with m.If(~gate.cmd.payload.more):
-                m.d.sync += self.lasts.eq(self.lasts + 1)
+            with m.If(~gate.cmd.payload.more & (gate.cmd.payload.op != Op.READ)):  # (not an emitting
+                m.d.sync += self.lasts.eq(self.lasts + 1)  # message's READs: counted as written / added are)
         m.d.comb += [self.e_room.eq(ready & ~mid), gate.cmd.ready.eq(ready & ~self.e_mark),
                      arb.push.eq((gate.cmd.valid & ready & ~self.e_mark) | self.e_mark),
                      arb.push_marker.eq(self.e_mark),
@@ -108,6 +112,7 @@ class GateOnSlotStore(wiring.Component):
         wiring.connect(m, store.rsp, sp.rsp)
         wiring.connect(m, sp.out, wiring.flipped(self.rsp))
         wiring.connect(m, sp.reads, wiring.flipped(self.e_rsp))
+        wiring.connect(m, sp.own, wiring.flipped(self.e_own))
         return m
 
 

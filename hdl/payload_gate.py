@@ -7,8 +7,14 @@ Inputs, all valid/ready streams:
 - ``beats`` (:func:`beat_layout`: ``data``, ``last``): the messages, one after the other;
 - ``req`` (:func:`request_layout`: ``row`` the slot's first row, ``elements`` the int32 element
   count, ``tag``): one per message, taken with the message's first beat (that beat waits for it);
-- ``decision`` (:class:`Decision`: WRITE / ADD / DISCARD): one per message, in message order,
-  whenever the record is back (before, during or after the message's beats).
+- ``decision`` (:func:`decision_layout`: ``op`` a :class:`Decision`, WRITE / ADD / DISCARD, and
+  ``emit``): one per message, in message order, whenever the record is back (before, during or
+  after the message's beats). ``emit``: the message completes its chunk and its store responses
+  are the result's rows (docs/large_slots.md, "Results from the completing contribution's own
+  ADD responses"): its commands' ``tag`` has ``EMIT_TAG`` set; if it is drained instead (a
+  mismatch, or DISCARD) its chunk's rows are READ with ``EMIT_TAG`` after its beats are drained
+  (``payload_beats(min(elements, max_elements))`` READs from ``row``), so the awaited rows always
+  come.
 
 Output ``cmd``: the slot store's command stream (``cmd_layout``): one command per beat, ``row`` =
 base + beat, ``lanes`` = :func:`~.layouts.beat_lanes` (a short last beat's missing elements off),
@@ -37,9 +43,10 @@ from .layouts import beat_lanes, lane_bits, lanes, payload_beats
 from .params import check_data_width
 from .payload_fifo import PayloadFIFO, beat_layout, check_payload_fifo_params
 from .registered_fifo import RegisteredFIFO
-from .slot_store_signature import TAG_BITS, Op, cmd_layout
+from .slot_store_signature import EMIT_TAG, TAG_BITS, Op, cmd_layout
 
-__all__ = ["Decision", "PayloadGate", "beat_layout", "check_payload_gate_params", "request_layout"]
+__all__ = ["Decision", "PayloadGate", "beat_layout", "check_payload_gate_params", "decision_layout",
+           "request_layout"]
 
 COUNTER_BITS = 32
 
@@ -50,6 +57,12 @@ class Decision(enum.Enum, shape=2):
     WRITE = Op.WRITE
     ADD = Op.ADD
     DISCARD = 3
+
+
+def decision_layout() -> data.StructLayout:
+    """A message's decision: ``op`` (:class:`Decision`) and ``emit`` (its responses are result
+    rows; module docstring). A bare ``Decision``'s bits are one without ``emit``."""
+    return data.StructLayout({"op": Decision, "emit": 1})
 
 
 def request_layout(address_bits: int, max_elements: int, tag_bits: int = TAG_BITS) -> data.StructLayout:
@@ -89,13 +102,15 @@ class PayloadGate(wiring.Component):
             max_elements = (depth - 1) * lanes(check_data_width(data_width))
         check_payload_gate_params(data_width, depth, address_bits, max_elements, messages)
         self.data_width, self.depth, self.address_bits = data_width, depth, address_bits
+        if tag_bits != TAG_BITS:
+            raise ValueError(f"tag_bits must be {TAG_BITS} (EMIT_TAG is its top bit), got {tag_bits}")
         self.max_elements, self.tag_bits, self.messages = max_elements, tag_bits, messages
         self.req_layout = request_layout(address_bits, max_elements, tag_bits)
         counters = {name: Out(COUNTER_BITS) for name in ("written", "added", "discarded", "mismatches", "orphans")}
         super().__init__({
             "beats": In(stream.Signature(beat_layout(data_width))),
             "req": In(stream.Signature(self.req_layout)),
-            "decision": In(stream.Signature(Decision)),
+            "decision": In(stream.Signature(decision_layout())),
             "cmd": Out(stream.Signature(cmd_layout(data_width, address_bits, tag_bits))),
             "error": Out(1), **counters,
         })
@@ -133,42 +148,54 @@ class PayloadGate(wiring.Component):
             with m.If(first):
                 m.d.sync += [cur.eq(req.payload), exp_r.eq(expected)]
 
-        # ---- output side: the head message, once complete and decided, as commands ----
-        busy = Signal()
+        # ---- output side: the head message, once complete and decided, as commands; an emitting
+        # message drained (mismatch or DISCARD) then READs its chunk's rows (``reading``) ----
+        busy, reading = Signal(name="busy"), Signal(name="reading")  # (named: tests look for ``busy``)
+        rd_after, emit = Signal(name="rd_after"), Signal(name="emit")
         op = Signal(Decision)
         head = Signal(self.req_layout)
         beat = Signal(range(d))
+        n_read = Signal(range(d))  # the READs' last beat
         discard = op == Decision.DISCARD
         pm = fifo.m
         pop = Signal()
         beat_ok = Signal(lanes(w))  # the lanes of this beat that hold an element
+        r_last = beat == n_read
         m.d.comb += [
-            pm.ready.eq(busy & (discard | cmd.ready)),
+            pm.ready.eq(busy & ~reading & (discard | cmd.ready)),
             pop.eq(pm.valid & pm.ready),
-            cmd.valid.eq(busy & ~discard & pm.valid),
-            cmd.payload.op.eq(op.as_value()), cmd.payload.row.eq(head.row + beat),
-            beat_ok.eq(beat_lanes(head.elements, beat, w)),
-            cmd.payload.data.eq(pm.payload.data & lane_bits(beat_ok, w)), cmd.payload.tag.eq(head.tag),
-            cmd.payload.lanes.eq(beat_ok), cmd.payload.more.eq(~pm.payload.last),
+            cmd.valid.eq(reading | (busy & ~discard & pm.valid)),
+            cmd.payload.op.eq(Mux(reading, Op.READ, op.as_value())), cmd.payload.row.eq(head.row + beat),
+            beat_ok.eq(Mux(reading, (1 << lanes(w)) - 1, beat_lanes(head.elements, beat, w))),
+            cmd.payload.data.eq(Mux(reading, 0, pm.payload.data & lane_bits(beat_ok, w))),
+            cmd.payload.tag.eq(head.tag | Mux(emit, EMIT_TAG, 0)),
+            cmd.payload.lanes.eq(beat_ok), cmd.payload.more.eq(Mux(reading, ~r_last, ~pm.payload.last)),
         ]
         finishing = pop & pm.payload.last
+        read_end = reading & cmd.ready & r_last
         undecided = Signal(range(2 * self.messages + 3))  # requests taken, decisions not yet
         orphan = dec.valid & (undecided == 0)
         start = Signal()
-        m.d.comb += [start.eq(~orphan & dec.valid & queue.m.valid & (~busy | finishing)),
+        free = ~busy | (finishing & ~rd_after) | read_end
+        m.d.comb += [start.eq(~orphan & dec.valid & queue.m.valid & free),
                      dec.ready.eq(orphan | start), queue.m.ready.eq(start)]
         m.d.sync += undecided.eq(undecided + req.ready - start)  # (req.ready: a request taken)
-        with m.If(pop):
+        with m.If(pop | (reading & cmd.ready)):
             m.d.sync += beat.eq(beat + 1)
         with m.If(finishing):
-            m.d.sync += busy.eq(0)
+            m.d.sync += [busy.eq(rd_after), reading.eq(rd_after), beat.eq(0)]
+        with m.If(read_end):
+            m.d.sync += [busy.eq(0), reading.eq(0)]
         with m.If(start):
-            ok = queue.m.payload.ok
-            m.d.sync += [busy.eq(1), beat.eq(0), head.eq(queue.m.payload.req),
-                         op.eq(Mux(ok, dec.payload, Decision.DISCARD))]
-            for name, hit in (("written", ok & (dec.payload == Decision.WRITE)),
-                              ("added", ok & (dec.payload == Decision.ADD)),
-                              ("discarded", ok & (dec.payload == Decision.DISCARD)), ("mismatches", ~ok)):
+            ok, dp = queue.m.payload.ok, dec.payload
+            r_elem = queue.m.payload.req.elements
+            m.d.sync += [busy.eq(1), beat.eq(0), head.eq(queue.m.payload.req), emit.eq(dp.emit),
+                         op.eq(Mux(ok, dp.op, Decision.DISCARD)),
+                         rd_after.eq(dp.emit & (~ok | (dp.op == Decision.DISCARD))),
+                         n_read.eq(payload_beats(Mux(r_elem > self.max_elements, self.max_elements, r_elem), w) - 1)]
+            for name, hit in (("written", ok & (dp.op == Decision.WRITE)),
+                              ("added", ok & (dp.op == Decision.ADD)),
+                              ("discarded", ok & (dp.op == Decision.DISCARD)), ("mismatches", ~ok)):
                 with m.If(hit):
                     m.d.sync += getattr(self, name).eq(getattr(self, name) + 1)
         with m.If(dec.valid & orphan):

@@ -23,7 +23,10 @@ whole ring, and a ``DecisionState`` with regions derives the slot from the chunk
 behind the head, the slot's pending bit is set; a resend (RESULT_RESENT: the chunk released and
 still held, in either mode), ``resend`` (the state queues the slot for the emitter, in decision
 order); on-completion release, a contribution completing its chunk (the tag written DONE, which
-with the pending bit 0 is RELEASED), ``complete`` (queued the same way, not resent). WRITE
+with the pending bit 0 is RELEASED), ``complete`` (queued the same way, not resent). The
+record after has ``emit`` set exactly when the effect is ``release`` or ``complete`` (the
+completing contribution's own store responses are its chunk's result rows; not kept: the next
+ADD writes it again). WRITE
 stores the command's data (a FREE / CLEAR writes a fresh record), READ returns the record: no
 effect. ``overflow`` is 0 (no lanes). Combinational.
 """
@@ -72,11 +75,11 @@ class RecordDecision(wiring.Component):
             td.head.eq(late.head.chunk), td.pending.eq(late.pending),
         ]
         op = td.out.op
-        after = Signal(self.record)
+        after, fx_emit = Signal(self.record), Signal()  # ``emit``: the effect releases or completes
         m.d.comb += [
             after.tag.eq(Mux(op != OP_NONE, td.tag_w, before.tag)), after.code.eq(td.code),
             after.op.eq(Mux(op == OP_WRITE, Decision.WRITE, Mux(op == OP_ADD, Decision.ADD, Decision.DISCARD))),
-            after.spare.eq(before.spare),
+            after.emit.eq(fx_emit), after.spare.eq(before.spare),
         ]
         add = self.op == Op.ADD
         m.d.comb += [self.sum.eq(Mux(add, after.as_value(), self.a | self.b)), self.overflow.eq(0)]
@@ -89,5 +92,6 @@ class RecordDecision(wiring.Component):
             fx.pending_we.eq(in_order & td.out.fxs), fx.pending.eq(1),
             fx.resend.eq(add & (td.code == Outcome.RESULT_RESENT)),
             fx.complete.eq(add & ~cfg.in_order & (op != OP_NONE) & td.out.done),
+            fx_emit.eq(fx.release | fx.complete),
         ]
         return m

@@ -21,6 +21,16 @@ Three stages, each a stream, in release order throughout:
    (``data_rsp``, in order) with the oldest queued header; ``data_rsp.ready`` is ``row.ready``,
    so a held output holds the store's responses.
 
+**Own rows** (docs/large_slots.md, "Results from the completing contribution's own ADD
+responses"): a run whose ``own`` is set has its first chunk's rows from its completing
+contribution's own store responses (``own_rsp``: the store split's ``own``, in decision order),
+not read: they wait in the own FIFO (``own_rows`` R rows of W + 1 bits, at least a slot's
+``2**row_bits``; ``own_taken`` pulses as stage 3 takes one, for the owner's reservation).
+Stage 2 queues such a chunk's header with ``own`` and issues no READ (``read_done`` at its take,
+``data_final`` only with a chunk's last data READ); stage 3 takes its rows from the own FIFO,
+the others' from ``data_rsp``, as the header says. Headers are in release order and own rows in
+decision order, which for own chunks is the same.
+
 **Prefetch, and what is in flight at most**: stage 1 runs ahead of stage 2 by up to the slot
 queue (``prefetch`` + 2 entries: a ``RegisteredFIFO``): a record READ is issued only while the
 queue has room, and an entry leaves it only when its record is taken, so at most
@@ -33,7 +43,8 @@ chunk's data READs go out and its rows leave. Stage 2 takes a record only while 
 **Order, the owner's part** (not this component's): a record READ must reach the record engine
 before any later command that rewrites the slot, and a data READ the slot store after the
 completing contribution's last command and before a later chunk's first one; the owner holds
-its own commands (``read_done`` tells it a slot's rows are read) and ``data_cmd`` accordingly.
+its own commands (``read_done`` tells it a slot's rows are read, or for an own chunk taken:
+its rows are responses to commands before any later one) and ``data_cmd`` accordingly.
 ``idle``: nothing taken and not yet out (the owner's drain check, e.g. before a window reset).
 """
 
@@ -41,6 +52,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from wanreduce import wire
@@ -69,12 +81,14 @@ class RecordEmitter(wiring.Component):
 
     Parameters: ``data_width`` W, ``slots`` S, ``jobs`` J, ``row_bits`` (a slot's rows:
     ``2**row_bits``), ``prefetch`` / ``headers`` (the two queues' depths), ``read_tag`` (the
-    data READs' tag). Ports: ``run``, ``region``, ``rec_read``, ``rec_data``, ``data_cmd``,
-    ``data_rsp``, ``row``, ``read_done`` / ``read_job`` / ``read_chunk``, ``idle``.
+    data READs' tag), ``own_rows`` (the own FIFO's rows R: at least ``2**row_bits``). Ports:
+    ``run``, ``region``, ``rec_read``, ``rec_data``, ``data_cmd``, ``data_rsp``, ``own_rsp``,
+    ``row``, ``read_done`` / ``read_job`` / ``read_chunk``, ``data_final``, ``own_taken``,
+    ``idle``.
     """
 
     def __init__(self, data_width: int, *, slots: int, jobs: int, row_bits: int, prefetch: int = 4,
-                 headers: int = 4, read_tag: int = 0) -> None:
+                 headers: int = 4, read_tag: int = 0, own_rows: int | None = None) -> None:
         check_large_slots(slots)
         check_core_params(jobs=jobs, row_bits=row_bits)
         for name, v in (("prefetch", prefetch), ("headers", headers)):
@@ -82,6 +96,10 @@ class RecordEmitter(wiring.Component):
                 raise ValueError(f"{name} must be 1..512, got {v}")
         if not 0 <= read_tag < 1 << TAG_BITS:
             raise ValueError(f"read_tag must be 0..{(1 << TAG_BITS) - 1}, got {read_tag}")
+        own_rows = 1 << row_bits if own_rows is None else own_rows
+        if not isinstance(own_rows, int) or not 1 << row_bits <= own_rows <= 4096:
+            raise ValueError(f"own_rows must be {1 << row_bits}..4096 (a slot's rows at least), got {own_rows!r}")
+        self.own_rows = own_rows
         self.data_width, self.slots, self.jobs, self.row_bits = data_width, slots, jobs, row_bits
         self.prefetch, self.headers, self.read_tag = prefetch, headers, read_tag
         self.slot_bits = (slots - 1).bit_length()
@@ -94,31 +112,39 @@ class RecordEmitter(wiring.Component):
             "rec_data": In(stream.Signature(self.record_layout)),
             "data_cmd": Out(stream.Signature(self.cmd_layout)),
             "data_rsp": In(stream.Signature(read_rsp_layout(data_width))),
+            "own_rsp": In(stream.Signature(read_rsp_layout(data_width))),
             "row": Out(stream.Signature(result_row_layout(data_width))),
             "read_done": Out(1), "read_job": Out(bits_for(jobs)), "read_chunk": Out(32),
-            "idle": Out(1),
+            "data_final": Out(1), "own_taken": Out(1), "idle": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         sb, rb = self.slot_bits, self.row_bits
         tag_layout = slot_tag_layout(self.jobs)
-        queued = data.StructLayout({"slot": sb, "resent": 1})
+        queued = data.StructLayout({"slot": sb, "resent": 1, "own": 1})
         m.submodules.slots = slots = RegisteredFIFO(queued, self.prefetch)
-        m.submodules.hdrs = hdrs = RegisteredFIFO(data.StructLayout({"tag": tag_layout, "resent": 1}), self.headers)
+        m.submodules.hdrs = hdrs = RegisteredFIFO(data.StructLayout({"tag": tag_layout, "resent": 1, "own": 1}),
+                                                  self.headers)
+        rsp_layout = read_rsp_layout(self.data_width)
+        m.submodules.owns = owns = SyncFIFOBuffered(width=rsp_layout.size, depth=self.own_rows)
+        m.d.comb += [owns.w_data.eq(self.own_rsp.payload), owns.w_en.eq(self.own_rsp.valid),
+                     self.own_rsp.ready.eq(owns.w_rdy)]
 
         # ---- 1: a run -> a record READ per slot, the slots queued ----
         run = self.run
         busy, job, slot, left = Signal(), Signal(run.payload.job.shape()), Signal(sb), Signal(sb)
         resent = Signal()  # the run is a resend's chunk: its row gets RESENT
+        own = Signal()  # the next slot is the run's first and its rows are the completer's own
         region = select_job_entry(m, self.region, self.jobs, job, "region")
         rr = self.rec_read
         m.d.comb += [run.ready.eq(~busy), rr.valid.eq(busy & slots.w_rdy), rr.payload.eq(slot),
-                     slots.w_data.eq(Cat(slot, resent)), slots.w_en.eq(rr.valid & rr.ready)]
+                     slots.w_data.eq(Cat(slot, resent, own)), slots.w_en.eq(rr.valid & rr.ready)]
         with m.If(run.valid & run.ready):
             m.d.sync += [busy.eq(1), job.eq(run.payload.job), slot.eq(run.payload.start), left.eq(run.payload.run),
-                         resent.eq(run.payload.resent)]
+                         resent.eq(run.payload.resent), own.eq(run.payload.own)]
         with m.If(rr.valid & rr.ready):
+            m.d.sync += own.eq(0)
             # the next chunk's slot in the job's region (slot_of of its offset from the base)
             m.d.sync += [slot.eq(slot_of(region, slot - region.base + 1, sb)), left.eq(left - 1)]
             with m.If(left == 0):
@@ -130,10 +156,13 @@ class RecordEmitter(wiring.Component):
         r_job, r_chunk = Signal.like(self.read_job), Signal(32)
         tag = rd.payload.tag
         last = beat == nbm1 if rb else 1
-        # a record is taken once the chunk before has its last READ out (in that cycle too)
-        take = (~reading | (dc.ready & last)) & rd.valid & slots.m.valid & hdrs.w_rdy
+        # a record is taken once the chunk before has its last READ out (in that cycle too); an
+        # own chunk's (no READs) only once the one before is done, so ``read_done`` pulses once
+        own_next = slots.m.payload.own
+        ready_in = rd.valid & slots.m.valid & hdrs.w_rdy
+        take = ready_in & Mux(own_next, ~reading, ~reading | (dc.ready & last))
         m.d.comb += [rd.ready.eq(take), slots.m.ready.eq(take), hdrs.w_data.tag.eq(tag),
-                     hdrs.w_data.resent.eq(slots.m.payload.resent), hdrs.w_en.eq(take)]
+                     hdrs.w_data.resent.eq(slots.m.payload.resent), hdrs.w_data.own.eq(own_next), hdrs.w_en.eq(take)]
         c = dc.payload
         m.d.comb += [dc.valid.eq(reading), c.op.eq(Op.READ), c.lanes.eq((1 << lanes(self.data_width)) - 1),
                      c.tag.eq(self.read_tag), c.more.eq(~last),
@@ -143,24 +172,31 @@ class RecordEmitter(wiring.Component):
             m.d.sync += beat.eq(beat + 1)
             with m.If(last):
                 m.d.sync += reading.eq(0)
-        with m.If(take):
+        with m.If(take & ~own_next):
             m.d.sync += [reading.eq(1), r_slot.eq(slots.m.payload.slot), beat.eq(0), nbm1.eq(tag.nbm1),
                          r_job.eq(tag.job), r_chunk.eq(tag.chunk)]
-        m.d.comb += [self.read_done.eq(fire & last), self.read_job.eq(r_job), self.read_chunk.eq(r_chunk)]
+        took_own = take & own_next
+        m.d.comb += [self.data_final.eq(fire & last), self.read_done.eq((fire & last) | took_own),
+                     self.read_job.eq(Mux(took_own, tag.job, r_job)), self.read_chunk.eq(Mux(took_own, tag.chunk, r_chunk))]
 
-        # ---- 3: each response with the oldest header -> a row ----
-        ds, row, h = self.data_rsp, self.row, hdrs.m.payload.tag
+        # ---- 3: each row (a READ's response, or the own FIFO's for an own chunk) with the oldest
+        # header -> a row ----
+        ds, row, h, from_own = self.data_rsp, self.row, hdrs.m.payload.tag, hdrs.m.payload.own
+        src = Signal(rsp_layout)
+        m.d.comb += src.eq(Mux(from_own, owns.r_data, ds.payload))
         out_beat = Signal(max(1, rb))
-        flags = Mux(ds.payload.overflow, wire.Flags.OVERFLOW, 0) | Mux(hdrs.m.payload.resent, wire.Flags.RESENT, 0)
+        flags = Mux(src.overflow, wire.Flags.OVERFLOW, 0) | Mux(hdrs.m.payload.resent, wire.Flags.RESENT, 0)
         out_last = out_beat == h.nbm1[:rb] if rb else 1
-        m.d.comb += [row.valid.eq(ds.valid & hdrs.m.valid), ds.ready.eq(row.ready & hdrs.m.valid),
+        m.d.comb += [row.valid.eq(hdrs.m.valid & Mux(from_own, owns.r_rdy, ds.valid)),
+                     ds.ready.eq(row.ready & hdrs.m.valid & ~from_own),
+                     owns.r_en.eq(row.ready & hdrs.m.valid & from_own), self.own_taken.eq(owns.r_en & owns.r_rdy),
                      *result_header(row.payload.hdr, h, flags),
-                     row.payload.data.eq(ds.payload.data), row.payload.last.eq(out_last),
+                     row.payload.data.eq(src.data), row.payload.last.eq(out_last),
                      hdrs.m.ready.eq(row.valid & row.ready & out_last)]
         with m.If(row.valid & row.ready):
             m.d.sync += out_beat.eq(out_beat + 1)
             with m.If(out_last):
                 m.d.sync += out_beat.eq(0)
         m.d.comb += self.idle.eq(~busy & ~slots.m.valid & (slots.level == 0) & ~reading & ~hdrs.m.valid
-                                 & (hdrs.level == 0))
+                                 & (hdrs.level == 0) & ~owns.r_rdy)
         return m

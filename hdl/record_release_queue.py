@@ -33,9 +33,12 @@ COUNTER_BITS = 32
 
 def release_item_layout(slots: int, jobs: int) -> data.StructLayout:
     """A queued run: the ``job``, ``1 + run`` chunks from the slot ``start`` (wrapping in the
-    job's region); ``resent``: a resend's (RESULT_RESENT) one chunk, emitted again with RESENT."""
+    job's region); ``resent``: a resend's (RESULT_RESENT) one chunk, emitted again with RESENT;
+    ``own``: the first chunk's rows are its completing contribution's own store responses (a
+    release's first part or an on-completion completion; not a long run's second part, not a
+    resend), not read."""
     sb = (slots - 1).bit_length()
-    return data.StructLayout({"job": (jobs - 1).bit_length(), "start": sb, "run": sb, "resent": 1})
+    return data.StructLayout({"job": (jobs - 1).bit_length(), "start": sb, "run": sb, "resent": 1, "own": 1})
 
 
 class RecordReleaseQueue(wiring.Component):

@@ -51,13 +51,15 @@ def record_layout(jobs: int, width: int = RECORD_BITS) -> data.StructLayout:
     """A slot's record in the record store (docs/large_slots.md, "How a 256-bit record travels"):
     its ``tag``, then the last ADD's outcome ``code`` (a ``model.Outcome``) and data ``op`` (a
     ``payload_gate.Decision``: WRITE / ADD / DISCARD), kept in the record because the engine's
-    response is the row after the command (the record decision's answer rides in it), and the
-    ``spare`` bits up to ``width``."""
+    response is the row after the command (the record decision's answer rides in it), ``emit``
+    (the ADD released or completed its chunk: its own store responses are the result's rows;
+    docs/large_slots.md, "Results from the completing contribution's own ADD responses"), and
+    the ``spare`` bits up to ``width``."""
     tag = slot_tag_layout(jobs)
-    spare = width - tag.size - 6
+    spare = width - tag.size - 7
     if spare < 0:
-        raise ValueError(f"width must be at least {tag.size + 6} (the record of {jobs} jobs), got {width}")
-    return data.StructLayout({"tag": tag, "code": 4, "op": 2, "spare": spare})
+        raise ValueError(f"width must be at least {tag.size + 7} (the record of {jobs} jobs), got {width}")
+    return data.StructLayout({"tag": tag, "code": 4, "op": 2, "emit": 1, "spare": spare})
 
 
 # What the record decision (hdl/record_decision.py) takes per command besides the header: the

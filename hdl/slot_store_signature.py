@@ -32,9 +32,10 @@ from amaranth.lib.wiring import In, Out
 from .layouts import lanes
 from .params import check_core_params, check_large_slots
 
-__all__ = ["TAG_BITS", "Op", "cmd_layout", "row_address_bits", "rsp_layout", "slot_store_signature"]
+__all__ = ["EMIT_TAG", "TAG_BITS", "Op", "cmd_layout", "row_address_bits", "rsp_layout", "slot_store_signature"]
 
 TAG_BITS = 16  # reducer's use: slot number (<= 12 bits) + emit/first/last flags
+EMIT_TAG = 1 << (TAG_BITS - 1)  # the record path's: a completing contribution's command, its response a result row
 
 
 class Op(enum.IntEnum):

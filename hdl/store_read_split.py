@@ -12,17 +12,23 @@ holds). The flags, one per slot (``sticky_flags``, shared with ``ResultAssembler
 up to ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` slots, above a block RAM read as an entry is loaded into
 the head register): a WRITE (a chunk's first contribution) clears the slot's, an ADD whose
 ``overflow`` is set sets it, and a READ's response goes out on ``reads`` with the flag as it
-stands then — after every contribution before the READ, before any after it. ``error``
-(sticky): a response with nothing queued.
+stands then — after every contribution before the READ, before any after it. A response whose
+tag has ``EMIT_TAG`` (a completing contribution's WRITE / ADD, or the READs of one drained: the
+payload gate's) also goes out on ``own`` (a READ only there, not on ``reads``) with the slot's
+flag after this response's update (``sticky_flags``' ``new``): the result's rows taken from the
+completer's own responses (docs/large_slots.md, "Results from the completing contribution's own
+ADD responses"). ``own`` is pushed as the response is taken and never waited for (its owner
+reserves room for every row that may come). ``error`` (sticky): a response with nothing queued,
+or a row pushed on ``own`` while it was not ready (lost).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .slot_store_signature import TAG_BITS, Op, rsp_layout
+from .slot_store_signature import EMIT_TAG, TAG_BITS, Op, rsp_layout
 from .sticky_flags import FLAGS_IN_FLIP_FLOPS_MAX_SLOTS, sticky_flags
 
 __all__ = ["StoreReadSplit", "read_rsp_layout"]
@@ -53,7 +59,8 @@ class StoreReadSplit(wiring.Component):
         super().__init__({
             "cmd_fire": In(1), "cmd_op": In(2), "cmd_row": In(self.slot_bits + row_bits), "room": Out(1),
             "rsp": In(stream.Signature(layout)), "out": Out(stream.Signature(layout)),
-            "reads": Out(stream.Signature(read_rsp_layout(data_width))), "error": Out(1),
+            "reads": Out(stream.Signature(read_rsp_layout(data_width))),
+            "own": Out(stream.Signature(read_rsp_layout(data_width))), "error": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -71,12 +78,15 @@ class StoreReadSplit(wiring.Component):
         with m.Elif(pop):
             m.d.sync += head_v.eq(0)
         is_read = head.op == Op.READ
-        flag, _ = sticky_flags(m, self.slots, in_memory=self.slots > self.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS, load=load,
-                               next_slot=nxt.slot, slot=head.slot, update=pop & ~is_read, clear=head.op == Op.WRITE,
-                               set_=(head.op == Op.ADD) & rsp.payload.overflow)
+        flag, new = sticky_flags(m, self.slots, in_memory=self.slots > self.FLAGS_IN_FLIP_FLOPS_MAX_SLOTS, load=load,
+                                 next_slot=nxt.slot, slot=head.slot, update=pop & ~is_read,
+                                 clear=head.op == Op.WRITE, set_=(head.op == Op.ADD) & rsp.payload.overflow)
+        own, emit = self.own, (rsp.payload.tag & EMIT_TAG).any()
         m.d.comb += [out.payload.eq(rsp.payload), reads.payload.data.eq(rsp.payload.data), reads.payload.overflow.eq(flag),
-                     out.valid.eq(rsp.valid & head_v & ~is_read), reads.valid.eq(rsp.valid & head_v & is_read),
-                     rsp.ready.eq(head_v & (~is_read | reads.ready) & (is_read | out.ready))]
-        with m.If(rsp.valid & ~head_v & ~q.r_rdy):
+                     own.payload.data.eq(rsp.payload.data), own.payload.overflow.eq(new),
+                     out.valid.eq(rsp.valid & head_v & ~is_read), reads.valid.eq(rsp.valid & head_v & is_read & ~emit),
+                     rsp.ready.eq(head_v & Mux(is_read, emit | reads.ready, out.ready)),
+                     own.valid.eq(pop & emit)]  # pushed, never waited for: its owner reserved the room
+        with m.If((rsp.valid & ~head_v & ~q.r_rdy) | (own.valid & ~own.ready)):
             m.d.sync += self.error.eq(1)
         return m

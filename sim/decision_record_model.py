@@ -14,7 +14,7 @@ from wanreduce.hdl.layouts import payload_beats
 from wanreduce.hdl.payload_gate import Decision
 from wanreduce.model import AggregatorModel, Message, Outcome, ReleaseMode, Result, SlotState
 
-__all__ = ["STATE_OF", "DecisionRecordModel", "decision_config", "decision_of", "pack", "record_bits",
+__all__ = ["STATE_OF", "DecisionRecordModel", "decision_config", "decision_of", "emits", "pack", "record_bits",
            "side_bits", "tag_fields"]
 
 # the model's slot state as the tag's state and the slot's pending bit (COMPLETE: done, held for
@@ -44,11 +44,12 @@ def tag_fields(am: AggregatorModel, slot: int, width: int) -> dict[str, int]:
             "session": s.session, "nbm1": payload_beats(s.count, width) - 1}
 
 
-def record_bits(jobs: int, tag: int | dict, code: int, op: int, spare: int = 0, width: int = rl.RECORD_BITS) -> int:
-    """A record (``record_layout(jobs, width)``) of a ``tag`` (bits or fields), ``code``, ``op``
-    and ``spare``."""
+def record_bits(jobs: int, tag: int | dict, code: int, op: int, spare: int = 0, width: int = rl.RECORD_BITS,
+                emit: int = 0) -> int:
+    """A record (``record_layout(jobs, width)``) of a ``tag`` (bits or fields), ``code``, ``op``,
+    ``spare`` and ``emit``."""
     layout = rl.record_layout(jobs, width)
-    return pack(layout, {"tag": tag, "code": code, "op": op, "spare": spare})
+    return pack(layout, {"tag": tag, "code": code, "op": op, "emit": emit, "spare": spare})
 
 
 def decision_config(am: AggregatorModel, msg: Message, width: int) -> dict[str, int]:
@@ -70,6 +71,12 @@ def side_bits(am: AggregatorModel, msg: Message, width: int) -> int:
     return pack(rl.RecordSide, {"hdr": hdr, "cfg": decision_config(am, msg, width)})
 
 
+def emits(outcome: Outcome, results: list[Result]) -> bool:
+    """The record decision's ``emit``: the contribution released or completed its chunk (its own
+    store responses are the result's rows)."""
+    return outcome == Outcome.AGGREGATED and bool(results)
+
+
 def decision_of(outcome: Outcome, was_same: bool) -> Decision:
     """The payload gate's decision for a contribution: AGGREGATED onto the chunk the slot held
     (``was_same``) ADD, onto a new one WRITE, any other outcome DISCARD."""
@@ -82,7 +89,8 @@ class DecisionRecordModel:
     """The golden model ``am`` with its slots' records: ``initial(slot)`` the record in memory
     before the run, ``records`` each slot's after its last ADD. :meth:`contribute` is one record
     ADD: the model decides, the record after is the model's slot as a tag (the tag as it was when
-    nothing is written) with the outcome's code and decision. ``sides``: each ADD's side
+    nothing is written) with the outcome's code and decision, ``emit`` when it released or
+    completed its chunk. ``sides``: each ADD's side
     (:func:`side_bits`) and ``in_order``: its release mode, as they were when it was made (the
     mode may change between messages)."""
 
@@ -122,5 +130,6 @@ class DecisionRecordModel:
         tag = (before >> f["tag"].offset) & ((1 << f["tag"].width) - 1) if decision == Decision.DISCARD \
             else tag_fields(am, slot, self.width)
         spare = before >> f["spare"].offset
-        self.records[slot] = record_bits(self.jobs, tag, outcome, decision.value, spare)
+        emit = int(emits(outcome, results))
+        self.records[slot] = record_bits(self.jobs, tag, outcome, decision.value, spare, emit=emit)
         return outcome, decision, results

@@ -373,10 +373,12 @@ def test_cocotb_long_runs_regions(jobs: int, seed: int, lengths: list[int], job_
 
 # ---- the release run at the head -------------------------------------------------------------------
 
-def _release_model(slots: int, jobs: int, commands: list, regions: list | None = None) -> tuple[list, list]:
+def _release_model(slots: int, jobs: int, commands: list, regions: list | None = None,
+                   owns: list | None = None) -> tuple[list, list]:
     """The state in command order (``RecordModel``'s release, generic effects): each command's
     late operand (head chunk, head slot, pending, run) and the released runs (job, head chunk,
-    head slot, start, run). A command is (job, slot, kind): "set" / "clear" its slot's pending
+    head slot, start, run); ``owns``: appended 1 for a release's first part (the completer's own
+    chunk first), 0 for a long run's second part. A command is (job, slot, kind): "set" / "clear" its slot's pending
     bit, "release" at its job's head, "head" (the head moved by one, as a non-release advance),
     "reset" (a window reset: ``slot`` is the new head chunk; not an engine command). ``regions``:
     (base, log2 window) per job (default: the whole ring)."""
@@ -402,6 +404,8 @@ def _release_model(slots: int, jobs: int, commands: list, regions: list | None =
                 pending[region_slot(start, 1 + k, slots, region)] = 0
             heads[job] = parts[-1][:2]
             released += [(job, *part) for part in parts]
+            if owns is not None:
+                owns += [int(k == 0) for k in range(len(parts))]
     return seen, released
 
 
@@ -474,7 +478,7 @@ def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool],
                 ctx.set(dut.release.ready, ready)
                 if ready and ctx.get(dut.release.valid):
                     item = ctx.get(dut.release.payload)
-                    popped.append((item.job, item.start, item.run))
+                    popped.append((item.job, item.start, item.run, item.own))
                 drain -= drain > 0 and len(popped) < len(released)  # until the consumer took all
             hold = ctx.get(dut.hold)
             held[0] += bool(c0 is not None and hold)
@@ -653,15 +657,18 @@ def test_release_queue_with_a_random_consumer(jobs: int, depth: int, p_ready: fl
             commands += [(job, (heads[job] + 1 + k) % slots, "set") for k in range(length)]
             commands.append((job, 0, "release"))
             heads[job] = (heads[job] + 1 + length) % slots
-    want_seen, want_released = _release_model(slots, jobs, commands)
+    owns: list = []
+    want_seen, want_released = _release_model(slots, jobs, commands, owns=owns)
     popped: list = []
     counts: dict = {}
     seen, released, error, held = _simulate_release(slots, jobs, commands, [False], depth, p_ready, popped, counts)
     assert counts["pushed"] == len(released)
     assert seen == want_seen and released == want_released and not error
-    assert popped == [(j, start, run) for j, _, _, start, run in released]
+    # ``own``: a release's first part (its first chunk the completer's), not a long run's second
+    assert popped == [(j, start, run, own) for (j, _, _, start, run), own in zip(released, owns, strict=True)]
+    assert 0 in owns and 1 in owns
     for job in range(jobs):
-        chunks = [(start + k) % slots for j, start, run in popped if j == job for k in range(1 + run)]
+        chunks = [(start + k) % slots for j, start, run, _ in popped if j == job for k in range(1 + run)]
         assert chunks == [k % slots for k in range(len(chunks))]  # each once, in order
         assert len(chunks) == sum(1 + run for j, *_, run in want_released if j == job)
     if p_ready < 0.3:
@@ -747,15 +754,15 @@ def test_run_wrapping_in_a_small_region_is_released_in_two_parts() -> None:
 def test_resends_and_completions_queue_their_slots() -> None:
     """Effects ``resend`` and ``complete`` (on-completion release) on random jobs and slots, back to
     back or with gaps, others with neither: each queues its command's slot as a one-chunk run
-    (job, start = slot, run 0, ``resent`` for a resend only), in order; no head or pending bit
-    changes, ``error`` 0."""
+    (job, start = slot, run 0, ``resent`` for a resend only, ``own`` for a completion only), in
+    order; no head or pending bit changes, ``error`` 0."""
     slots, jobs = 16, 2
     rng = random.Random(16)
     dut = DecisionState(slots=slots, jobs=jobs, release_depth=8)
     lay = effect_layout(slots)
     commands = [(rng.randrange(jobs), rng.randrange(slots), rng.choice(["resend", "complete", None]),
                  rng.random() < 0.3) for _ in range(60)]
-    want = [(j, s, 0, kind == "resend") for j, s, kind, _ in commands if kind]
+    want = [(j, s, 0, kind == "resend", kind == "complete") for j, s, kind, _ in commands if kind]
     popped: list = []
 
     async def tb(ctx):
@@ -775,13 +782,13 @@ def test_resends_and_completions_queue_their_slots() -> None:
                 ctx.set(dut.effect.as_value(), pack(lay, {"resend": kind == "resend", "complete": kind == "complete"}))
             if ctx.get(dut.release.valid):
                 item = ctx.get(dut.release.payload)
-                popped.append((item.job, item.start, item.run, bool(item.resent)))
+                popped.append((item.job, item.start, item.run, bool(item.resent), bool(item.own)))
             ahead = k
             await ctx.tick()
         for _ in range(8):
             if ctx.get(dut.release.valid):
                 item = ctx.get(dut.release.payload)
-                popped.append((item.job, item.start, item.run, bool(item.resent)))
+                popped.append((item.job, item.start, item.run, bool(item.resent), bool(item.own)))
             await ctx.tick()
         assert not ctx.get(dut.error) and not ctx.get(dut.released_valid)
 

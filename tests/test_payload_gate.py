@@ -15,7 +15,8 @@ from stream_helpers import Port, drive_random, pack, run_testbench, unpack
 from wanreduce.hdl.layouts import beat_lanes
 from wanreduce.hdl.payload_fifo import PayloadFIFO, beat_layout
 from wanreduce.hdl.payload_gate import Decision, PayloadGate
-from wanreduce.sim.payload_gate_model import GateCommand, GateMessage, expected_commands
+from wanreduce.hdl.slot_store_signature import EMIT_TAG, Op
+from wanreduce.sim.payload_gate_model import EMIT, GateCommand, GateMessage, expected_commands
 from wanreduce.sim.simulator import generate_verilog, run_cocotb
 from wanreduce.sim.slot_store_model import SlotStoreModel, lanes_of, row_of
 from wanreduce.sim.tb_payload_gate import run_gate_store
@@ -245,6 +246,25 @@ def test_mismatched_messages_are_drained_and_counted(seed: int) -> None:
     run = _run_gate(dut, messages, decisions, p_valid=0.7, p_ready=0.6, seed=seed, cycles=5000)
     _check(dut, messages, decisions, run)
     assert run["mismatches"] >= 2 and run["error"]
+
+
+@pytest.mark.parametrize(("width", "p_valid", "p_ready", "seed"), [(64, 1.0, 1.0, 1), (64, 0.7, 0.5, 2), (512, 0.6, 0.8, 3)])
+def test_emitting_messages_tag_their_commands_or_read_their_rows(width: int, p_valid: float, p_ready: float,
+                                                                 seed: int) -> None:
+    """Decisions with ``emit``: a message's commands carry ``EMIT_TAG``; an emitting message
+    drained (a beat-count mismatch, or DISCARD) READs its chunk's rows with ``EMIT_TAG`` instead
+    (the emitter awaits them), after its beats are drained; others unaffected; against the twin."""
+    dut = _gate(width, 32, max_elements=20 * width // 32)
+    rng = random.Random(seed)
+    messages = [GateMessage(m.data, m.row, m.elements, m.tag & (EMIT_TAG - 1))
+                for m in _messages(rng, 40, width, dut.max_elements, bad=0.3)]
+    decisions = [rng.choice([WRITE, ADD, DISCARD]) | (EMIT if rng.random() < 0.5 else 0) for _ in messages]
+    run = _run_gate(dut, messages, decisions, p_valid=p_valid, p_ready=p_ready, seed=seed, cycles=8000)
+    _check(dut, messages, decisions, run)
+    reads = [c for c in run["commands"] if c.op == Op.READ]
+    assert reads and all(c.tag & EMIT_TAG for c in reads)
+    assert any(c.tag & EMIT_TAG for c in run["commands"] if c.op != Op.READ)
+    assert any(not c.tag & EMIT_TAG for c in run["commands"])
 
 
 def test_a_too_long_message_never_fills_the_fifo() -> None:

@@ -62,11 +62,11 @@ def test_record_decision_is_the_models_step() -> None:
     behind it (the model's results) and advances the head as the model does, one behind it sets
     its slot's pending bit (the model's COMPLETE); on completion a completing contribution has
     ``complete`` (the model's one result); a resend (either mode) ``resend``; nothing else has an
-    effect."""
+    effect; ``emit`` exactly with ``release`` or ``complete``."""
     dut = RecordDecision(slots=SLOTS, jobs=2)
     rng = random.Random(27)
     seen: set[Outcome] = set()
-    effects: dict[str, int] = {"release": 0, "run": 0, "pending": 0, "complete": 0, "resend_on_completion": 0}
+    effects: dict[str, int] = {"emit": 0, "release": 0, "run": 0, "pending": 0, "complete": 0, "resend_on_completion": 0}
 
     async def cases(ctx) -> None:
         for _ in range(1000):
@@ -92,6 +92,9 @@ def test_record_decision_is_the_models_step() -> None:
             after, fx = ctx.get(dut.sum), ctx.get(dut.effect)
             assert after == twin.record(slot), (msg, outcome, hex(after), hex(twin.record(slot)))
             assert ctx.get(dut.overflow) == 0
+            emit = (after >> dut.record["emit"].offset) & 1  # the completer's own responses are the rows
+            assert emit == (fx.release or fx.complete), (msg, outcome, results)
+            effects["emit"] += emit
             seen.add(outcome)
             assert fx.release == released_at_head, (msg, outcome, results)
             assert fx.head_we == released_at_head
@@ -139,7 +142,7 @@ def test_write_and_read_have_no_effect() -> None:
 
 def test_record_layout_rejects_a_short_record() -> None:
     """A row narrower than the record: a one-line error naming the width and its minimum."""
-    need = rl.slot_tag_layout(4).size + 6
+    need = rl.slot_tag_layout(4).size + 7  # the tag, code, op, emit
     assert rl.record_layout(4).size == rl.RECORD_BITS
     with pytest.raises(ValueError, match=f"width must be at least {need}"):
         rl.record_layout(4, 128)

@@ -7,7 +7,9 @@ in region order), every data READ (row, ``more``, tag), every row (header from t
 OVERFLOW, the sums, ``last``), every ``read_done``; a stalled output holds its beat and the
 store's responses; at most ``prefetch + 2`` records and ``headers + 2`` chunks in flight, and
 records read ahead of an earlier chunk's rows (the prefetch); ``idle`` at the end. A quarter of
-the runs are resends' (one chunk, ``resent``): their rows' headers have RESENT."""
+the runs are resends' (one chunk, ``resent``): their rows' headers have RESENT. With ``p_own``,
+that share of the other runs is ``own``: its first chunk's rows (their own data and overflow)
+come on ``own_rsp`` at random, in order, and it has no data READs."""
 
 from __future__ import annotations
 
@@ -53,13 +55,14 @@ def header_of(tag: dict, overflow: int, resent: int = 0) -> int:
 
 
 def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int = 2, runs: int = 40,
-                latency: tuple[int, int] = (1, 30), p_ready: float = 0.7, read_tag: int = 0x5A5) -> dict:
+                latency: tuple[int, int] = (1, 30), p_ready: float = 0.7, read_tag: int = 0x5A5,
+                p_own: float = 0.0, own_rows: int | None = None) -> dict:
     """Drive ``runs`` random runs through the emitter; every check of the module docstring
     asserted; returns the counts (``max_records``, ``max_chunks``, ``overlap``: cycles a record
     READ was outstanding while an earlier chunk's rows were not all out)."""
     rng = random.Random(seed)
     dut = RecordEmitter(W, slots=SLOTS, jobs=JOBS, row_bits=row_bits, prefetch=prefetch, headers=headers,
-                        read_tag=read_tag)
+                        read_tag=read_tag, own_rows=own_rows)
     rlay, item = record_layout(JOBS), release_item_layout(SLOTS, JOBS)
     tags = {s: random_tag(rng, row_bits) for s in range(SLOTS)}
     sums = {r: rng.getrandbits(W) for r in range(SLOTS << row_bits)}
@@ -69,14 +72,24 @@ def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int
         job = rng.randrange(JOBS)
         window = 1 << REGIONS[job][1]
         resent = int(rng.random() < 0.25)  # a resend's entry: one chunk (run 0), RESENT
-        todo.append((job, region_slots(job, rng.randrange(SLOTS), 1)[0], 0 if resent else rng.randrange(window), resent))
-    assert any(t[-1] for t in todo), "no resend among the runs"
-    flagged = [(s, resent) for job, start, run, resent in todo for s in region_slots(job, start, 1 + run)]
-    want_slots = [s for s, _ in flagged]
-    want_reads = [(s << row_bits | b, int(b < tags[s]["nbm1"])) for s in want_slots for b in range(tags[s]["nbm1"] + 1)]
+        own = int(not resent and rng.random() < p_own)  # its first chunk's rows: the completer's own
+        todo.append((job, region_slots(job, rng.randrange(SLOTS), 1)[0], 0 if resent else rng.randrange(window), resent,
+                     own))
+    assert any(t[3] for t in todo), "no resend among the runs"
+    flagged = [(s, resent, own and k == 0) for job, start, run, resent, own in todo
+               for k, s in enumerate(region_slots(job, start, 1 + run))]
+    want_slots = [s for s, *_ in flagged]
+    want_reads = [(s << row_bits | b, int(b < tags[s]["nbm1"])) for s, _, own in flagged if not own
+                  for b in range(tags[s]["nbm1"] + 1)]
+    own_rsp = [(rng.getrandbits(W), rng.randrange(2)) for s, _, own in flagged if own for _ in range(tags[s]["nbm1"] + 1)]
     rows_layout = result_row_layout(W)
-    want_rows = [pack(rows_layout, {"hdr": {}, "data": sums[s << row_bits | b], "last": int(b == tags[s]["nbm1"])})
-                 | header_of(tags[s], ovf[s], resent) for s, resent in flagged for b in range(tags[s]["nbm1"] + 1)]
+    want_rows, k_own = [], 0
+    for s, resent, own in flagged:
+        for b in range(tags[s]["nbm1"] + 1):
+            data, flag = own_rsp[k_own] if own else (sums[s << row_bits | b], ovf[s])
+            k_own += own
+            want_rows.append(pack(rows_layout, {"hdr": {}, "data": data, "last": int(b == tags[s]["nbm1"])})
+                             | header_of(tags[s], flag, resent))
     got = {"slots": [], "reads": [], "done": []}
     out = HoldingSink("row")
     stats = {"max_records": 0, "max_chunks": 0, "overlap": 0}
@@ -89,12 +102,13 @@ def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int
         records: deque = deque()  # (cycle due, slot) of each record READ
         reads: deque = deque()  # (cycle due, row) of each data READ
         runs_left, cycle, taken_records, rows_out_chunks = list(todo), 0, 0, 0
+        own_left, own_valid, own_taken = list(own_rsp), False, 0
         while len(out.received) < len(want_rows) or not ctx.get(dut.idle):
             cycle += 1
             assert cycle < 200 * len(want_rows) + 1000, "stuck"
             # the inputs, offered at random (held until taken)
             if runs_left:
-                ctx.set(dut.run.payload.as_value(), pack(item, dict(zip(("job", "start", "run", "resent"), runs_left[0],
+                ctx.set(dut.run.payload.as_value(), pack(item, dict(zip(("job", "start", "run", "resent", "own"), runs_left[0],
                                                                          strict=True))))
             ctx.set(dut.run.valid, bool(runs_left))
             rec_ok = bool(records) and records[0][0] <= cycle
@@ -106,6 +120,10 @@ def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int
             if rsp_ok:
                 r = reads[0][1]
                 ctx.set(dut.data_rsp.payload.as_value(), sums[r] | ovf[r >> row_bits] << W)
+            own_valid = bool(own_left) and (own_valid or rng.random() < 0.5)  # held until taken
+            ctx.set(dut.own_rsp.valid, own_valid)
+            if own_valid:
+                ctx.set(dut.own_rsp.payload.as_value(), own_left[0][0] | own_left[0][1] << W)
             ctx.set(dut.rec_read.ready, rng.random() < p_ready)
             ctx.set(dut.data_cmd.ready, rng.random() < p_ready)
             row_ready = rng.random() < p_ready
@@ -131,6 +149,11 @@ def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int
                 reads.append((cycle + rng.randint(*latency), c.row))
             if rsp_ok and ctx.get(dut.data_rsp.ready):
                 reads.popleft()
+            if own_valid and ctx.get(dut.own_rsp.ready):
+                own_left.pop(0)
+                own_valid = False
+            own_taken += ctx.get(dut.own_taken)
+            assert not ctx.get(dut.data_final) or ctx.get(dut.data_cmd.valid) and ctx.get(dut.data_cmd.ready)
             if ctx.get(dut.read_done):
                 got["done"].append((ctx.get(dut.read_job), ctx.get(dut.read_chunk)))
             in_flight = len(got["slots"]) - taken_records
@@ -139,7 +162,10 @@ def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int
             stats["overlap"] += in_flight > 0 and taken_records > rows_out_chunks
             await ctx.tick()
 
+        stats["own_taken"] = own_taken
+
     run_testbench(dut, tb)
+    assert stats["own_taken"] == len(own_rsp), "own_taken"
     assert got["slots"] == want_slots, f"record READs {got['slots'][:20]}, want {want_slots[:20]}"
     assert got["reads"] == want_reads, "data READs"
     for k, (g, w) in enumerate(zip(out.received, want_rows, strict=True)):
@@ -158,6 +184,15 @@ def test_record_emitter_rows_as_the_records_and_sums(seed: int, row_bits: int, p
     assert stats["overlap"] > 50, f"no prefetch: {stats}"
 
 
+@pytest.mark.parametrize(("seed", "row_bits", "own_rows"), [(5, 2, 4), (6, 3, 16), (7, 0, 1)])
+def test_record_emitter_takes_own_chunks_rows_from_the_own_fifo(seed: int, row_bits: int, own_rows: int) -> None:
+    """Half the runs ``own``: their first chunk's rows from ``own_rsp`` (data and overflow as
+    pushed, at random times, the FIFO as small as a slot), no data READs for it, ``read_done``
+    at its take, ``own_taken`` per row; every other check as above."""
+    stats = run_emitter(seed, row_bits=row_bits, p_own=0.5, own_rows=own_rows)
+    assert stats["own_taken"] > 10, stats
+
+
 def test_record_emitter_streams_when_everything_is_ready() -> None:
     """Every stream ready, latency 20 on both: the records are read ahead (more than one
     outstanding at once), as the prefetch depth allows."""
@@ -169,6 +204,7 @@ def test_record_emitter_streams_when_everything_is_ready() -> None:
     ({"prefetch": 0}, "prefetch must be 1..512, got 0"),
     ({"headers": 600}, "headers must be 1..512, got 600"),
     ({"read_tag": 1 << 16}, "read_tag must be 0..65535, got 65536"),
+    ({"own_rows": 3}, "own_rows must be 4..4096 \\(a slot's rows at least\\), got 3"),
 ])
 def test_record_emitter_rejects_bad_parameters(kw: dict, msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
