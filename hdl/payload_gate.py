@@ -150,7 +150,8 @@ class PayloadGate(wiring.Component):
 
         # ---- output side: the head message, once complete and decided, as commands; an emitting
         # message drained (mismatch or DISCARD) then READs its chunk's rows (``reading``) ----
-        busy, reading, rd_after, emit = Signal(), Signal(), Signal(), Signal()
+        busy, reading = Signal(name="busy"), Signal(name="reading")
+        rd_after, emit = Signal(name="rd_after"), Signal(name="emit")
         op = Signal(Decision)
         head = Signal(self.req_layout)
         beat = Signal(range(d))
