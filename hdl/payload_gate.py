@@ -150,7 +150,7 @@ class PayloadGate(wiring.Component):
 
         # ---- output side: the head message, once complete and decided, as commands; an emitting
         # message drained (mismatch or DISCARD) then READs its chunk's rows (``reading``) ----
-        busy, reading = Signal(name="busy"), Signal(name="reading")
+        busy, reading = Signal(name="busy"), Signal(name="reading")  # (named: tests look for ``busy``)
         rd_after, emit = Signal(name="rd_after"), Signal(name="emit")
         op = Signal(Decision)
         head = Signal(self.req_layout)
