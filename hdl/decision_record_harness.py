@@ -57,7 +57,9 @@ cycle old, a request right behind one of its job held a cycle); a window reset p
 stage is empty too. A skid buffer (``held``) follows it to the fork, the decisions reach the gate
 through another (``decisions``), and the owner FIFO's head, ``quiet`` and the release queue's
 ``room`` are flip-flops: the record path's ready chains cut (docs/large_slots.md, "The record
-path's ready chains (session 33)").
+path's ready chains (session 33)"). The fork gives the gate the request first (the engine's
+ready does not reach the gate) and the candidates' admission is a flip-flop (``room_r``): the
+probe and control chains cut (same file, "(session 34)").
 
 **Own rows** (docs/large_slots.md, "Results from the completing contribution's own ADD
 responses"): a decision that releases or completes its chunk has ``emit`` (the record after's),
@@ -89,7 +91,7 @@ from __future__ import annotations
 from functools import partial
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -307,9 +309,30 @@ class DecisionOnRecords(wiring.Component):
         # store's responses never stall behind an own chunk (docs/large_slots.md, "Reserve at
         # admission"); a candidate with no room waits here, where only the fork waits
         reserved = Signal(range(self.own_rows + 1))
-        rows = fork.payload.side.cfg.nbm1[:self.row_bits] + 1 if self.row_bits else Const(1, 1)
-        admit = ~cand | ((state.queue.level + 2 * cands + 2 + PENDING + RESERVE <= self.release_depth)
-                         & (reserved + rows <= self.own_rows))
+
+        def rows_of(nbm1: Value) -> Value:
+            return nbm1[:self.row_bits] + 1 if self.row_bits else Const(1, 1)
+
+        def room(more: Value, more_rows: Value, next_rows: Value) -> Value:
+            """Both tests for a candidate with ``next_rows`` after ``more`` more candidates (and
+            ``more_rows`` more rows reserved), at the level plus this cycle's push."""
+            return ((state.queue.level + state.queue.push + 2 * (cands + more) + 2 + PENDING + RESERVE
+                     <= self.release_depth) & (reserved + more_rows + next_rows <= self.own_rows))
+
+        # the tests from a flip-flop (docs/large_slots.md, "The record path's probe and control
+        # chains"): ``room_r`` is made a cycle ahead for the request at the fork next cycle, the
+        # one there now if it stays, else ``held``'s next (its skid register's or its input's),
+        # after the one there now if that one is a candidate (it enters the engine now). The
+        # counts only fall otherwise and the level grows by this cycle's push at most, so
+        # ``room_r`` implies both tests as they were made in the cycle it is used
+        rows, room_r = rows_of(fork.payload.side.cfg.nbm1), Signal(name="room_r")
+        nxt_nbm1 = Mux(hd.skid_valid, hd.skid.side.cfg.nbm1, hd.s.payload.side.cfg.nbm1)
+        gone = held.valid & cand  # a candidate at the fork that moves now has entered the engine
+        with m.If(~held.valid | held.ready):
+            m.d.sync += room_r.eq(room(gone, Mux(gone, rows, 0), rows_of(nxt_nbm1)))
+        with m.Else():
+            m.d.sync += room_r.eq(room(0, 0, rows))
+        admit = ~cand | room_r
         with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then, the emitter is idle
             m.d.comb += [rc.valid.eq(1), rc.payload.eq(sw.cmd.payload)]
         for owner_kind, read in ((Owner.EMITTER, er), (Owner.PROBE, pr.cmd)):

@@ -5,7 +5,7 @@ in DRAM, the sums go to the DRAM slot store, both engines on one memory port.
 - A message's request (``req``, :func:`~.payload_gate.request_layout`), taken with its first
   beat, is also its **record command**: an ADD on record row ``req.row >> row_bits`` (the slot),
   data = the request's bits (the header's stand-in), tag = its tag. The request is forked: the
-  gate and the record engine take it in the same cycle or neither does.
+  gate takes it first, the record engine in the same cycle or later (:func:`fork_request`).
 - The record engine is :class:`~.dram_rmw_engine.DramRmwEngine` with the scaffold record modify
   (``hdl/record_modify_scaffold.py``: test scaffolding standing in for the decision), 256-bit
   records, AXI ID 1. Its responses come back in command order = message order, and each one is
@@ -26,7 +26,7 @@ waiting on DRAM-resident records.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Value
+from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -126,15 +126,22 @@ def fork_request(m: Module, req: wiring.PureInterface, msg: Value, gs: GateOnSlo
                  row_bits: int) -> None:
     """The fork: the message's request ``msg`` (of the stream ``req``) goes to the gate (with
     the message's first beat) and, as a record ADD on its slot (``msg.row >> row_bits``, tag the
-    request's; the data is the caller's), to the record engine ``rec``; both take it together
-    (the engine's ``cmd.ready`` is a flip-flop: no combinational loop)."""
+    request's; the data is the caller's), to the record engine ``rec``: the gate first, the
+    engine in the same cycle or later (``sent``: the gate has it), so a decision never comes
+    before its request is in the gate, and the gate's side sees no ready of the engine's (its
+    ``req.valid`` is ``req.valid & ~sent``; the engine's ``cmd.valid`` follows the gate's
+    ``req.ready``, not the other way: docs/large_slots.md, "The record path's probe and control
+    chains (session 34)"). ``req`` moves once the engine has it."""
     rc = rec.cmd
+    sent = Signal(name="fork_sent")  # the gate took ``req``'s request, the engine not yet
+    gate_done = sent | gs.req.ready
     m.d.comb += [
-        gs.req.payload.eq(msg), gs.req.valid.eq(req.valid & rc.ready),
-        rc.valid.eq(req.valid & gs.req.ready), req.ready.eq(gs.req.ready & rc.ready),
+        gs.req.payload.eq(msg), gs.req.valid.eq(req.valid & ~sent),
+        rc.valid.eq(req.valid & gate_done), req.ready.eq(gate_done & rc.ready),
         rc.payload.op.eq(Op.ADD), rc.payload.row.eq(msg.row[row_bits:]), rc.payload.tag.eq(msg.tag),
         rc.payload.lanes.eq((1 << lanes(RECORD_WIDTH)) - 1), rc.payload.more.eq(0),
     ]
+    m.d.sync += sent.eq(req.valid & gate_done & ~rc.ready)
 
 
 def decide_on_records(m: Module, gs: GateOnSlotStore, rec: wiring.Component, decision: Value) -> None:

@@ -13,8 +13,9 @@ bitmap after a switch to on-completion release, one released on completion reads
 back, as in the model.
 
 - **Issue.** The key is registered with its slot (``slot_of`` in the job's region); a READ goes
-  out (``cmd``: the slot) when none is in flight, no window reset waits (``stop``), and the
-  answer held is for another key or stale. One READ in flight at a time.
+  out (``cmd``: the slot) when none is in flight or just answered, no window reset waits
+  (``stop``), and the answer held was for another key or stale a cycle before (a flip-flop).
+  One READ in flight at a time.
 - **The pending bit** costs no read port: every command in the engine's C2 gets its slot's
   pending bit as its late operand (``DecisionState``'s ``late.pending``, the bit port read as
   the command left C0, bypassed from the effects not yet written; a command behind a release
@@ -75,19 +76,26 @@ class RecordProbe(wiring.Component):
         m = Module()
         sb, jobs = self.slot_bits, self.jobs
 
-        def key() -> tuple[Signal, Signal, Signal]:
-            return Signal(range(jobs)), Signal(CHUNK_BITS), Signal(sb)
+        def key(x: str) -> tuple[Signal, Signal, Signal]:
+            return Signal(range(jobs), name=f"{x}_job"), Signal(CHUNK_BITS, name=f"{x}_chunk"), Signal(sb, name=f"{x}_slot")
 
-        (p_job, p_chunk, p_slot), p_was = key(), Signal()  # the key registered, with its slot
-        (a_job, a_chunk, a_slot), asked, a_stale = key(), Signal(), Signal()  # the READ in flight
-        (v_job, v_chunk, v_slot), v_valid, v_stale = key(), Signal(), Signal()  # the answer held
+        (p_job, p_chunk, p_slot), p_was = key("p"), Signal()  # the key registered, with its slot
+        (a_job, a_chunk, a_slot), asked, a_stale = key("a"), Signal(name="asked"), Signal()  # the READ in flight
+        (v_job, v_chunk, v_slot), v_valid, v_stale = key("v"), Signal(name="v_valid"), Signal()  # the answer held
         tag = Signal(self.record["tag"].shape)
         a_pend, v_pend, at_c2 = Signal(), Signal(), Signal()  # the READ's slot's pending bit; held; C2 on it
         region = select_job_entry(m, self.region, jobs, self.probe_job, "probe_region")
         m.d.sync += [p_job.eq(self.probe_job), p_chunk.eq(self.probe_chunk), p_slot.eq(slot_of(region, self.probe_chunk, sb)),
                      p_was.eq(1)]
-        other = ~v_valid | v_stale | (v_job != p_job) | (v_chunk != p_chunk)
-        m.d.comb += [self.cmd.valid.eq(p_was & ~asked & ~self.stop & other), self.cmd.payload.eq(p_slot),
+        # ``other`` (the answer held is not for the key) a cycle old, from a flip-flop (its compares
+        # reach neither the engine's command choice nor the owner FIFO: docs/large_slots.md, "The
+        # record path's probe and control chains"), and no READ in the cycle after an answer
+        # (``done``: ``other`` does not know it yet). A cycle old, it only sends a READ a cycle
+        # late, or once more for a key that just changed: every READ is for the key of its
+        # cycle, and ``probe_ok`` comes from the answer itself
+        other, done = Signal(name="other"), Signal(name="done")
+        m.d.sync += [other.eq(~v_valid | v_stale | (v_job != p_job) | (v_chunk != p_chunk)), done.eq(self.rsp.valid)]
+        m.d.comb += [self.cmd.valid.eq(p_was & ~asked & ~done & ~self.stop & other), self.cmd.payload.eq(p_slot),
                      self.rsp.ready.eq(1)]
         hit_a = self.write & (self.write_row == a_slot)
         with m.If(self.cmd.valid & self.cmd.ready):

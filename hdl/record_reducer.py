@@ -54,7 +54,7 @@ from .control_block import record_counters_layout
 from .decision_record_harness import DecisionOnRecords
 from .dram_rmw_engine import AXI_PREFIX
 from .frame_fifo import FrameFIFO
-from .layouts import payload_beats
+from .layouts import ResetLayout, payload_beats
 from .params import AXI4_PAGE, DRAM_STORE_DEFAULTS, check_slot_memory
 from .record_request import RecordRequest
 from .reducer_config import ReducerConfig, select_job_entry
@@ -147,16 +147,29 @@ class RecordReducer(wiring.Component):
         for j in reversed(range(J)):
             with m.If(dirty[j]):
                 m.d.comb += first_dirty.eq(j)
-        # the choice (a job's own reset, or the control block's) is held while it is offered
+        # the control block's window reset (a JOB_HEAD write) is registered before the path sees
+        # it (``ctl``, ``ctl_valid``), so the path's ``reset.valid`` (its requests' and probe's
+        # ``stop``) comes from flip-flops, not from the control block's state machine; the control
+        # block's ``reset.ready`` (``ctl_done``) is a flip-flop set once the path has taken it, so
+        # its JOB_HEAD read after the write still sees the new head (docs/large_slots.md, "The
+        # record path's probe and control chains": two cycles more for a slow CONTROL operation)
         pr, cr = path.reset, self.reset
+        ctl, ctl_valid, ctl_done = Signal(ResetLayout(J), name="ctl"), Signal(name="ctl_valid"), Signal(name="ctl_done")
+        with m.If(cr.valid & ~ctl_valid & ~ctl_done):
+            m.d.sync += [ctl.eq(cr.payload), ctl_valid.eq(1)]
+        # the choice (a job's own reset, or the control block's) is held while it is offered
         offered, auto_r, job_r = Signal(), Signal(), Signal(range(J))
         auto = Mux(offered, auto_r, dirty != 0)
         auto_job = Mux(offered, job_r, first_dirty)
         m.d.sync += [offered.eq(pr.valid & ~pr.ready), auto_r.eq(auto), job_r.eq(auto_job)]
         head_now = select_job_entry(m, path.head, J, auto_job, "head_now")  # the job's current head
-        m.d.comb += [pr.valid.eq(auto | cr.valid), cr.ready.eq(~auto & pr.ready),
-                     pr.payload.job.eq(Mux(auto, auto_job, cr.payload.job)),
-                     pr.payload.head.eq(Mux(auto, head_now, cr.payload.head))]
+        m.d.comb += [pr.valid.eq(auto | ctl_valid), cr.ready.eq(ctl_done),
+                     pr.payload.job.eq(Mux(auto, auto_job, ctl.job)),
+                     pr.payload.head.eq(Mux(auto, head_now, ctl.head))]
+        with m.If(ctl_valid & ~auto & pr.ready):
+            m.d.sync += [ctl_valid.eq(0), ctl_done.eq(1)]
+        with m.If(cr.valid & ctl_done):
+            m.d.sync += ctl_done.eq(0)
         done = Mux(auto & pr.ready, Const(1, J) << auto_job, 0)
         changed = Cat(*[region_of[j] != last[j] for j in range(J)])
         m.d.sync += dirty.eq((dirty & ~done) | changed)

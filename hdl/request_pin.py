@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -106,21 +106,27 @@ class RequestPin(wiring.Component):
                                    oc_behind=oc_behind, oc_new=oc_new, oc_first=oc_first,
                                    wide=~oc_first & (oc_new >= window))
 
-        r, r_valid, r_pin = Signal(self.req_layout), Signal(), Signal()
+        r, r_valid, r_pin = Signal(self.req_layout, name="r"), Signal(name="r_valid"), Signal(name="r_pin")
         fire = self.out.valid & self.out.ready
         load = self.req.valid & self.req.ready
-        nxt = Signal(self.req_layout)  # the request in the register next cycle
-        m.d.comb += [self.req.ready.eq(~self.stop & (~r_valid | fire)), nxt.eq(Mux(load, self.req.payload, r)),
+        m.d.comb += [self.req.ready.eq(~self.stop & (~r_valid | fire)),
                      self.out.valid.eq(r_valid & ~r_pin), self.out.payload.eq(r),
                      self.pinned.eq(r_valid & r_pin), self.empty.eq(~r_valid)]
         with m.If(load):
             m.d.sync += r.eq(self.req.payload)
         m.d.sync += r_valid.eq(load | (r_valid & ~fire))
-        # the next request's flag against this cycle's state; ``calm``: quiet now and nothing
-        # admitted, so quiet next cycle; the hold: the request admitted now is of its job
-        cur, nx = terms(r, "cur"), terms(nxt, "next")
+        # the next request's flag against this cycle's state, for the request in the register
+        # next cycle: the one offered (``load``) or the one held, both flagged and the flag
+        # chosen (``load`` reaches only that choice, not the comparisons); ``calm``: quiet now
+        # and nothing admitted, so quiet next cycle; the hold: the request admitted now is of
+        # its job
+        cur, offered = terms(r, "cur"), terms(self.req.payload, "next")
         calm = self.quiet & ~fire
-        m.d.sync += r_pin.eq(Mux(nx.on_completion, nx.wide, ~calm & nx.far) | (fire & (cur.job == nx.job)))
+
+        def flag(nx: SimpleNamespace) -> Value:
+            return Mux(nx.on_completion, nx.wide, ~calm & nx.far) | (fire & (cur.job == nx.job))
+
+        m.d.sync += r_pin.eq(Mux(load, flag(offered), flag(cur)))
         with m.If(self.pinned):
             m.d.sync += self.pin_waits.eq(self.pin_waits + 1)
         # the state: a quiet cycle restarts ``low`` and the spans, an admission updates its job

@@ -163,6 +163,38 @@ STILL = {("sums.gate.busy", "decisions.m__valid"), ("records.state.queue.fifo.qu
          ("records.state.queue.fifo.queue.r_rdy", "records.state.queue.room_r")}
 
 
+# the record path's probe and control chains (docs/large_slots.md, "The record path's probe and
+# control chains (session 34)"): the fork's engine side reached the gate's request (the gate and
+# the engine took it together), the admission's sums and the probe's compares reached the engine's
+# command, the owner FIFO and the gate; on s34a 5f38b68 (the probe's registers had no names then)
+# cands -> inflight / the owner FIFO's level / the gate's in_busy had 36 / 41 / 18 cells,
+# reserved -> inflight 28, r_rdy -> the owner FIFO's level 40, the engine's cmd ready -> in_busy 11
+PROBE_CHAINS = {
+    ("cands", "inflight"), ("cands", "owner.queue.inner_level"), ("cands", "sums.gate.in_busy"),
+    ("reserved", "inflight"), ("records.state.queue.fifo.queue.r_rdy", "owner.queue.inner_level"),
+    ("records.engine.cmd_in.s__ready", "sums.gate.in_busy"),
+    ("probe.v_chunk", "inflight"), ("probe.v_chunk", "owner.queue.inner_level"),
+}
+# where those chains end now: the admission's flip-flop, the probe's ``other``, the fork's ``sent``
+PROBE_ENDS = {("cands", "room_r"), ("reserved", "room_r"), ("probe.v_chunk", "probe.other"),
+              ("records.engine.cmd_in.s__ready", "fork_sent")}
+ARITH = {"$add", "$sub", "$lt", "$le", "$gt", "$ge", "$eq", "$ne", "$pmux"}
+
+
+def test_the_record_paths_probe_and_admission_chains_are_cut() -> None:
+    """No logic within a cycle across each chain above (yosys on the harness), their new ends
+    have some (every name is in the netlist); and the request taken into the pin's register
+    (``req.valid`` -> ``load``) reaches ``r_pin`` only through the final choice of flag, no
+    comparison (on s34a 5f38b68: 56 cells, 7 subtractions among them)."""
+    pairs = PROBE_CHAINS | PROBE_ENDS | {("req__valid", "pin.r_pin")}
+    _yosys_on(_harness(), "".join(f"select -assert-min 1 w:{name}; " for name in sorted({n for p in pairs for n in p})))
+    table = comb_cells_table(_harness(), sorted({s for s, _ in pairs}), sorted({r for _, r in pairs}))
+    assert {pair: table[pair] for pair in PROBE_CHAINS if table[pair]} == {}
+    assert {pair for pair in PROBE_ENDS if not table[pair]} == set()
+    load = table["req__valid", "pin.r_pin"]
+    assert 0 < sum(load.values()) <= 4 and not set(load) & ARITH, load
+
+
 def test_the_record_paths_ready_chains_are_cut() -> None:
     """No logic between the two ends of each ready chain within a cycle (yosys on the harness):
     each end reaches the other only through a flip-flop now; the new flip-flops (the decisions'
