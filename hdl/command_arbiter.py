@@ -39,10 +39,13 @@ class CommandArbiter(wiring.Component):
     entries, with the one in the input register. Emitter: ``e_valid``/``e_cmd`` in (a READ, only while ``e_go``), ``e_go`` and
     ``e_allow_pop`` out, ``e_popped``/``e_idle``/``e_final`` (its entry's last READ) in. ``idle``: FIFO empty, port with the FIFO.
     ``copy_error``: the FIFO's flip-flop copies disagree (``UnguardedFIFO``; never, if right).
+    ``registered_one``: the FIFO's "one entry" flag from a flip-flop too (``UnguardedFIFO``; the
+    DRAM configuration's, whose head register missed 8 ns behind the pointers' compare).
     """
 
-    def __init__(self, data_width: int, address_bits: int, depth: int = CMD_DEPTH) -> None:
-        self.depth = depth
+    def __init__(self, data_width: int, address_bits: int, depth: int = CMD_DEPTH, *,
+                 registered_one: bool = False) -> None:
+        self.depth, self.registered_one = depth, registered_one
         self.cmd_layout = cmd_layout(data_width, address_bits)
         super().__init__({
             "push": In(1),
@@ -65,7 +68,8 @@ class CommandArbiter(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         entry = data.StructLayout({"cmd": self.cmd_layout, "marker": 1, "then_emit": 1})
-        m.submodules.fifo = fifo = UnguardedFIFO(entry.size, self.depth, registered_head=True)
+        m.submodules.fifo = fifo = UnguardedFIFO(entry.size, self.depth, registered_head=True,
+                                                 registered_one=self.registered_one)
         # the push is registered on its way in (w_v, w_q): the decision side's late write enable
         # reaches two flip-flops, not the LUT RAM's write enables and the head's multiplexers;
         # ``level`` counts the registered entry

@@ -196,7 +196,9 @@ class Reducer(wiring.Component):
         # the partial sums: the slot store (built in __init__), its command port shared by the
         # contributions and the emitter's READs, its responses assembled into results
         m.submodules.store = store = self.store
-        m.submodules.store_port = arb = CommandArbiter(W, store.address_bits)
+        # DRAM: the command FIFO's "one entry" flag from a flip-flop (the head's path; on-chip as before)
+        m.submodules.store_port = arb = CommandArbiter(W, store.address_bits,
+                                                       registered_one=self.slot_memory == "dram")
         wiring.connect(m, arb.cmd, store.cmd)
         m.submodules.assembler = asm = ResultAssembler(W, slots=S, max_beats=self.beats,
                                                        hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH)

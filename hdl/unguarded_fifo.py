@@ -19,6 +19,12 @@ starts from flip-flops; still cycle for cycle ``SyncFIFO(fwft=True)``. The LUT R
 it only picks the head's next value, the entry after the head (``w_data`` if that is being
 written now) when it reads, else the head (``w_data`` if the FIFO is empty). ``copy_error``:
 a flip-flop copy disagrees with what it copies (never, if the design is right).
+
+With ``registered_one=True`` as well (the Versa DRAM build's command port, hdl/command_arbiter.py)
+the "exactly one entry" flag that picks the head's next value is a flip-flop too, worked out a
+cycle ahead from the pointers and both enables: the pointers' 6-bit compare no longer runs on
+into every head bit's multiplexer (9.12 ns, docs/benchmarks.md, session 34). Off by default: the
+on-chip core's RTL is unchanged.
 """
 
 from __future__ import annotations
@@ -42,12 +48,16 @@ class UnguardedFIFO(wiring.Component):
     from the head a cycle ahead (0 without it).
     """
 
-    def __init__(self, width: int, depth: int, *, registered_head: bool = False) -> None:
+    def __init__(self, width: int, depth: int, *, registered_head: bool = False,
+                 registered_one: bool = False) -> None:
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"width must be a positive integer, got {width!r}")
         if not isinstance(depth, int) or depth < 2 or depth & (depth - 1):
             raise ValueError(f"depth must be a power of two >= 2, got {depth!r}")
+        if registered_one and not registered_head:
+            raise ValueError("registered_one needs registered_head=True, got registered_head=False")
         self.width, self.depth, self.registered_head = width, depth, registered_head
+        self.registered_one = registered_one
         super().__init__({
             "w_data": In(width),
             "w_en": In(1),
@@ -86,9 +96,15 @@ class UnguardedFIFO(wiring.Component):
         consume_n = Signal(aw + 1, init=1)
         rdy = Signal()
         one = Signal()
-        m.d.comb += [one.eq(produce == consume_n), rp.addr.eq(consume_n[:aw]),
-                     self.r_data.eq(head), self.r_rdy.eq(rdy),
-                     self.copy_error.eq((rdy != (produce != consume)) | (consume_n != (consume + 1)[:aw + 1]))]
+        copy_error = (rdy != (produce != consume)) | (consume_n != (consume + 1)[:aw + 1])
+        if not self.registered_one:
+            m.d.comb += [one.eq(produce == consume_n), rp.addr.eq(consume_n[:aw]),
+                         self.r_data.eq(head), self.r_rdy.eq(rdy), self.copy_error.eq(copy_error)]
+        else:  # a flip-flop: the pointers' compare after this cycle's enables, a cycle ahead
+            m.d.sync += one.eq(Mux(self.r_en, Mux(self.w_en, one, produce == (consume_n + 1)[:aw + 1]),
+                                   Mux(self.w_en, (produce + 1)[:aw + 1] == consume_n, one)))
+            m.d.comb += [rp.addr.eq(consume_n[:aw]), self.r_data.eq(head), self.r_rdy.eq(rdy),
+                         self.copy_error.eq(copy_error | (one != (produce == consume_n)))]
         with m.If(self.r_en):
             m.d.sync += consume_n.eq(consume_n + 1)
         m.d.comb += [

@@ -221,13 +221,15 @@ def test_window_reset_waits_then_clears_the_region(base, lw, slots) -> None:
     run_testbench(dut, tb)
 
 
-def test_command_arbiter_keeps_decision_order() -> None:
+@pytest.mark.parametrize("registered_one", [False, True])
+def test_command_arbiter_keeps_decision_order(registered_one: bool) -> None:
     """Contribution commands (some flagged ``then_emit``), bare markers and an emitter that
     issues k = 0..3 READs per entry, with random pushes and a random ``cmd.ready``: the store
     sees every command once, in order, each entry's READs right after its flag or marker, and a
-    READ is offered only while the port is the emitter's."""
+    READ is offered only while the port is the emitter's. Also with the DRAM configuration's
+    ``registered_one`` (the FIFO's "one entry" flag a flip-flop, checked by ``copy_error``)."""
     rng = random.Random(7)
-    dut = CommandArbiter(64, 8, depth=8)
+    dut = CommandArbiter(64, 8, depth=8, registered_one=registered_one)
     items = []  # ("cmd", row, then_emit, reads) or ("marker", reads)
     for i in range(200):
         if rng.random() < 0.15:

@@ -17,19 +17,22 @@ from amaranth.back import rtlil
 from amaranth.hdl import Module
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.sim import Simulator
+from stream_helpers import comb_cone
 
 from wanreduce.hdl.unguarded_fifo import UnguardedFIFO
 
 
-@pytest.mark.parametrize("registered_head", [False, True])
+@pytest.mark.parametrize(("registered_head", "registered_one"), [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("depth,p_write,p_read", [(2, 0.5, 0.5), (16, 0.8, 0.3), (16, 0.5, 0.5)])
 def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: float,
-                                          registered_head: bool) -> None:
+                                          registered_head: bool, registered_one: bool) -> None:
     """Phases of 150 cycles alternate (p_write, p_read) with (p_read, p_write): fills and
-    drains. With ``registered_head`` (``r_data`` from a register loaded a cycle ahead) too."""
+    drains. With ``registered_head`` (``r_data`` from a register loaded a cycle ahead) too, and
+    with ``registered_one`` (its "one entry" flag a flip-flop; ``copy_error`` checks it)."""
     width = 12
     m = Module()
-    m.submodules.dut = dut = UnguardedFIFO(width, depth, registered_head=registered_head)
+    m.submodules.dut = dut = UnguardedFIFO(width, depth, registered_head=registered_head,
+                                           registered_one=registered_one)
     m.submodules.ref = ref = SyncFIFO(width=width, depth=depth)
     rng = random.Random(depth * 100 + int(10 * p_write))
     seen = {"full": 0, "empty": 0, "reads": 0}
@@ -69,6 +72,8 @@ def test_construction_validation() -> None:
     for bad_width in (0, -1, "8"):
         with pytest.raises(ValueError, match="width"):
             UnguardedFIFO(bad_width, 4)
+    with pytest.raises(ValueError, match="registered_one needs registered_head"):
+        UnguardedFIFO(8, 4, registered_one=True)
 
 
 def test_registered_head_read_address_and_ready_are_flip_flops() -> None:
@@ -83,3 +88,19 @@ def test_registered_head_read_address_and_ready_are_flip_flops() -> None:
     assert addr in flops, f"read address from {addr}, not a flip-flop ({sorted(flops)})"
     assert "r_rdy" in flops, "r_rdy is not a flip-flop output"
     assert "consume_n" in flops and addr == "consume_n"
+
+
+@pytest.mark.parametrize("registered_one", [False, True])
+def test_registered_one_keeps_the_pointers_out_of_the_head(registered_one: bool) -> None:
+    """With ``registered_one`` the head's next value (``r_data_next``, the head register's D)
+    has no pointer in its cone: the "one entry" flag is a flip-flop. Without it the write
+    pointer reaches every head bit through ``produce == consume_n`` (the Versa DRAM build's
+    command port: ``consume_n`` -> the 6-bit compare -> 74 head bits, 9.12 ns at seed 1,
+    docs/benchmarks.md, session 34)."""
+    sources, _ = comb_cone(UnguardedFIFO(94, 32, registered_head=True, registered_one=registered_one),
+                           "r_data_next")
+    pointers = sources & {"produce", "consume_n", "consume"}
+    if registered_one:
+        assert not pointers and "one" in sources, sorted(sources)
+    else:
+        assert "produce" in pointers, sorted(sources)
