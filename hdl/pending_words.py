@@ -291,8 +291,10 @@ class PendingWords(wiring.Component):
             ra, rb = Mux(self.op.ready, fast, na), Mux(self.op.ready, fast, nb)
         else:
             ra, rb = Mux(accept, wa_c, na), Mux(accept, wb_c, nb)
+        rd_a, rd_b = Signal(wi, name="rd_a"), Signal(wi, name="rd_b")  # the words read now (named for tests)
+        m.d.comb += [rd_a.eq(ra), rd_b.eq(rb)]
         for b, (rd, _) in enumerate(ports):
-            m.d.comb += rd.addr.eq(Mux(bank(ra) == b, addr(ra), addr(rb)))
+            m.d.comb += rd.addr.eq(Mux(bank(rd_a) == b, addr(rd_a), addr(rd_b)))
 
         def load_pair(a: Value, b_: Value) -> list:
             return [wa.eq(a), wb.eq(b_), same.eq(a == b_), b_scan.eq((bank(a) != bank(b_)) | (a == b_))]
