@@ -208,11 +208,11 @@ class DecisionState(wiring.Component):
     """
 
     def __init__(self, *, slots: int, jobs: int, release_depth: int | None = None, regions: bool = False,
-                 scan_stages: int = 3) -> None:
+                 scan_stages: int = 5) -> None:
         check_large_slots(slots)
         check_core_params(jobs=jobs)
-        if scan_stages not in (1, 3):
-            raise ValueError(f"DecisionState: scan_stages must be 1 or 3, got {scan_stages}")
+        if scan_stages not in (1, 3, 5):
+            raise ValueError(f"DecisionState: scan_stages must be 1, 3 or 5, got {scan_stages}")
         self.slots, self.jobs, self.regions, self.scan_stages = slots, jobs, regions, scan_stages
         self.slot_bits = (slots - 1).bit_length()
         self.job_bits = (jobs - 1).bit_length()
@@ -264,7 +264,8 @@ class DecisionState(wiring.Component):
             wiring.connect(m, rq_.m, wiring.flipped(self.release))
             m.d.comb += [rq_.push.eq(self.released_valid), rq_.item.job.eq(self.released.job),
                          rq_.item.start.eq(self.released.start), rq_.item.run.eq(self.released.run)]
-        three = self.scan_stages == 3
+        three = self.scan_stages >= 3
+        lat = self.scan_stages  # a RELEASE's or PEEK's answer this many cycles after it is taken
         resetting = self.reset.valid if self.regions else Const(0, 1)  # a window reset waits: every command holds
         # C0's job a cycle ago and whether C0 held a command then: ``h_c0.data`` is C0's head now
         # only if both (without a command C0's job is not valid: X from an empty FIFO in Icarus)
@@ -312,12 +313,14 @@ class DecisionState(wiring.Component):
         clearing, reset_done = Signal(), Signal()
         # three stages: a RELEASE taken from ``fx`` at t is in its R at t + 1, S1 at t + 2 (``rel_d``,
         # reset 0), written and answered at t + 3 (``rel_d[2]``); nothing may use PendingWords before
-        rel_d = [Signal(name=f"rel_d{k + 1}") for k in range(3)] if three else []
+        # (five: P1, P2 at t + 1, t + 2, answered at t + 5): ``rel_d[lat - 1]`` the answer's cycle
+        rel_d = [Signal(name=f"rel_d{k + 1}") for k in range(lat)] if three else []
         if three:
-            m.d.sync += [rel_d[0].eq(fx.release), rel_d[1].eq(rel_d[0]), rel_d[2].eq(rel_d[1])]
+            m.d.sync += [rel_d[0].eq(fx.release), *[rel_d[k + 1].eq(rel_d[k]) for k in range(lat - 1)]]
+        rel_wait = [*rel_d[:lat - 1]]  # the RELEASE's cycles before its answer (no operation taken)
         busy_any = (self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | fx.resend | fx.complete | rq | busy
                     | rel_on | fin)
-        quiet = ~(busy_any | rel_d[0] | rel_d[1]) if three else ~busy_any
+        quiet = ~(busy_any | _any(rel_wait)) if three else ~busy_any
         m.d.comb += self.settled.eq(quiet)
         if self.regions:
             reset_want = self.reset.valid & ~clearing & quiet
@@ -340,13 +343,13 @@ class DecisionState(wiring.Component):
         peek, peeked, peek_data = Signal(), Signal(), Signal()
         pk_seen, pk_done = Signal(sb), Signal()
         if three:  # the PEEK's answer 3 cycles on (S2): the candidate leaves C0 2 cycles on, its C2 after it
-            pk_d = [Signal(name=f"pk_d{k + 1}") for k in range(2)]
-            m.d.sync += [pk_d[0].eq(peek), pk_d[1].eq(pk_d[0]), peek_data.eq(pk_d[1])]
-            cand_go = peeked & ~pk_d[0]
+            pk_d = [Signal(name=f"pk_d{k + 1}") for k in range(lat - 1)]
+            m.d.sync += [pk_d[0].eq(peek), *[pk_d[k + 1].eq(pk_d[k]) for k in range(lat - 2)], peek_data.eq(pk_d[-1])]
+            cand_go = peeked & ~_any(pk_d[:lat - 2])  # leaves C0 lat - 1 cycles after the PEEK
             # the commands behind a RELEASE wait through its R and S1 and one cycle more: their
             # pending-bit reads (from C0, as they leave it) must come at its S2 or later, when the
             # bit port sees its clears
-            after_rel = fx.release | rel_d[0] | rel_d[1]
+            after_rel = fx.release | _any(rel_wait)
         else:  # the answer in the PEEK's data cycle: the candidate may leave C0 with its PEEK
             m.d.sync += peek_data.eq(peek)
             cand_go, after_rel = peek | peeked, None
@@ -382,16 +385,19 @@ class DecisionState(wiring.Component):
         with m.Elif(fx.pending_we):  # SET, or CLEAR of a one-slot region: one cycle each
             m.d.comb += [pw.op.valid.eq(1), op.kind.eq(Mux(fx.pending, PendingOp.SET, PendingOp.CLEAR)),
                          op.slot.eq(fx_slot), op.base.eq(fx_slot), op.log2_window.eq(0)]
-        with m.Elif(peek):  # never with an effect to write: C0 held the candidate for that
-            m.d.comb += [pw.op.valid.eq(1), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot),
-                         op.base.eq(peek_region.base), op.log2_window.eq(peek_region.log2_window)]
         if self.regions:
             # never with anything else: nothing in flight. The operation is chosen without
-            # ``op.ready`` (from the scan's last step), only its valid waits for it: the scan's
-            # end does not reach PendingWords' address arithmetic through this multiplexer
-            with m.Elif(reset_want):
-                m.d.comb += [pw.op.valid.eq(pw.op.ready), op.kind.eq(PendingOp.CLEAR), op.slot.eq(reset_region.base),
-                             op.base.eq(reset_region.base), op.log2_window.eq(reset_region.log2_window)]
+            # ``op.ready`` (from the scan's last step) and without ``quiet`` (a waiting reset:
+            # no PEEK), only its valid waits for them: neither reaches PendingWords' addresses
+            # through this multiplexer
+            with m.Elif(resetting):
+                m.d.comb += [pw.op.valid.eq(reset_want & pw.op.ready), op.kind.eq(PendingOp.CLEAR),
+                             op.slot.eq(reset_region.base), op.base.eq(reset_region.base),
+                             op.log2_window.eq(reset_region.log2_window)]
+        with m.Else():  # a PEEK, never with an effect to write (C0 held the candidate for that); chosen
+            # without ``peek`` (``quiet``, C0's valid), only the valid is ``peek``
+            m.d.comb += [pw.op.valid.eq(peek), op.kind.eq(PendingOp.PEEK), op.slot.eq(h_c0.data.slot),
+                         op.base.eq(peek_region.base), op.log2_window.eq(peek_region.log2_window)]
         m.d.comb += [self.released_valid.eq(fx.release | (fin & (rest != 0))),
                      self.released.job.eq(Mux(fin, part_job, fx_job)), self.released.head.eq(Mux(fin, final, fx.head)),
                      self.released.start.eq(Mux(fin, part.slot, fx_start)),
@@ -440,12 +446,20 @@ class DecisionState(wiring.Component):
             rel_want = Signal(sb)  # the run it must find, the peeked one
             with m.If(fx.release):
                 m.d.sync += rel_want.eq(fx.run)
-            m.d.sync += [chk_short.eq(rel_d[2] & ~busy), chk_want.eq(rel_want)]
+            m.d.sync += [chk_short.eq(rel_d[lat - 1] & ~busy), chk_want.eq(rel_want)]
         bad_run = (chk_short & (~chk_done | (chk_run != chk_want))) | (chk_long & chk_done & (chk_run < chk_part))
         q_error = 0 if self.queue is None else self.queue.error
         with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run | q_error):
             m.d.sync += self.error.eq(1)
         return m
+
+
+def _any(bits: list) -> Value:
+    """The OR of ``bits`` (0 if none)."""
+    out = Const(0, 1)
+    for b in bits:
+        out = out | b
+    return out
 
 
 def connect_owner(m: Module, engine: DramRmwEngine, state: DecisionState,

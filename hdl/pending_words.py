@@ -49,6 +49,19 @@ masks from the region masks registered in S1, the next step's read). ``op.ready`
 operation's write lands before S2's (one that would be lost to the write-back); R and S1 read the
 step's words again, so S2 writes back the words as read, unregistered. SET and CLEAR keep their
 one data cycle. A RELEASE or PEEK answers 3 cycles after it is taken, 3 more per further step.
+
+``scan_stages=5`` (issue 16, round 2: no address arithmetic in front of the banks' addresses):
+as 3, but an operation with region arithmetic (RELEASE, PEEK, CLEAR of more than one slot) takes
+two cycles before its first read: P1 (the operation as taken, registered; its arithmetic -- the
+start slot, the region's words, the next word -- ends in the step's registers) and P2 (the words
+read from those registers, nothing written). A RELEASE or PEEK answers 5 cycles after it is taken
+(3 more per further step as for 3), a region CLEAR's first word is written 3 cycles after. SET
+and CLEAR of one slot (``log2_window`` 0) keep their one data cycle, read at ``slot`` / ``base``
+without arithmetic. The address taken in a cycle is chosen by ``op.ready`` (not the valid), so
+the producer's choice of operation reaches only that multiplexer. Hazards: ``op.ready`` is low in
+P1 and P2 (as in R and S1), so no other operation's write lands between the region operation's
+first read (P2) and its write-back; a write in the cycle it is taken (an earlier SET's data
+cycle) is in the banks by P2's read. Read-after-write for SET and one-slot CLEAR is as for 3.
 """
 
 from __future__ import annotations
@@ -96,13 +109,13 @@ class PendingWords(wiring.Component):
     ``op`` in; ``done`` / ``run`` out (a RELEASE or PEEK has finished: ``run`` slots released
     behind ``slot``); ``reach`` (a scan step not done: the run so far); ``idle``: no operation's data cycle now; ``rd_slot`` / ``rd_bit``: the
     ``bit_ports`` one-bit read ports. ``banks``: the memories (even words, odd words), for tests
-    and inspection. ``scan_stages``: 1 or 3 cycles per scan step (module docstring).
+    and inspection. ``scan_stages``: 1, 3 or 5 cycles to a scan's answer (module docstring).
     """
 
     def __init__(self, *, slots: int, bit_ports: int = 0, scan_stages: int = 1) -> None:
         check_large_slots(slots)
-        if scan_stages not in (1, 3):
-            raise ValueError(f"PendingWords: scan_stages must be 1 or 3, got {scan_stages}")
+        if scan_stages not in (1, 3, 5):
+            raise ValueError(f"PendingWords: scan_stages must be 1, 3 or 5, got {scan_stages}")
         self.slots = slots
         self.bit_ports = bit_ports
         self.scan_stages = scan_stages
@@ -192,14 +205,16 @@ class PendingWords(wiring.Component):
         xa = (da & ~Mux(own_w == wa, own_bit, 0)) | ~reg_a
         xb = Mux(b_scan, (db & ~Mux(own_w == wb, own_bit, 0)) | ~reg_b, ones)
         below = Mux(first, Cat(*[off > i for i in range(WB)]), 0)
-        three = self.scan_stages == 3
+        three = self.scan_stages >= 3
+        five = self.scan_stages == 5
+        pre, pre2 = Signal(), Signal()  # five: P1 (the operation in ``op_r``), P2 (the words read)
         if three:  # R: the scan's inputs registered; S1: the halves (release_scan's first stage); S2: the rest
             phase = Signal(2)  # a SCAN step's cycle after its read: 0 R, 1 S1, 2 S2 (reset 0, never X)
             xa_r, xb_r = Signal(WB, name="scan_xa_r"), Signal(WB, name="scan_xb_r")
             m.d.sync += [xa_r.eq(xa), xb_r.eq(xb)]
             pos, before, none = release_scan(m, xa_r, xb_r, below, "w", halves=True, stages=2, index=True)
-            scan_wait = (step == _Step.SCAN) & (phase != 2)  # R or S1: no result, no write, no operation
-            scan_end = (step == _Step.SCAN) & (phase == 2)
+            scan_wait = ((step == _Step.SCAN) & (phase != 2)) | pre | pre2  # no result, no write, no operation
+            scan_end = (step == _Step.SCAN) & (phase == 2) & ~pre2
             # S2's clear masks from the region masks registered in S1 (wa / wb hold through a
             # step's R, S1 and S2): the 64 compares are not in front of the write-back
             reg_a_r, reg_b_r = Signal(WB, name="region_a_r"), Signal(WB, name="region_b_r")
@@ -216,7 +231,7 @@ class PendingWords(wiring.Component):
         past = Mux(~whole & (wl == w_last), Cat(lo, w_base), Cat(Const(0, ob), (wl + 1)[:wi]))  # the next slot
         m.d.comb += [self.done.eq(scan_end & ~none),
                      self.run.eq((stop - start)[:sb] & wmask), self.reach.eq((past - start)[:sb] & wmask),
-                     self.idle.eq(step == _Step.IDLE)]
+                     self.idle.eq((step == _Step.IDLE) & ~pre)]
         wr_a = Signal(WB)
         with m.Switch(step):
             with m.Case(_Step.SET):
@@ -236,13 +251,22 @@ class PendingWords(wiring.Component):
                          wr.data.eq(Mux(on_a, wr_a, db & ~clr_b))]
 
         scan_on = scan_end & none  # the run goes on past these two words
-        clear_on = (step == _Step.CLEAR) & (left != 0)
+        clear_on = (step == _Step.CLEAR) & (left != 0) & ~pre2
         ready = ~scan_on & ~clear_on
         m.d.comb += self.op.ready.eq(ready & ~scan_wait if three else ready)
 
         # ---- the next reads: an accepted operation's words, or the next step's ----
-        p = self.op.payload
         accept = self.op.valid & self.op.ready
+        if five:  # the region arithmetic from the operation registered in P1 (module docstring)
+            op_r = Signal(self.op_layout)
+            p_in = self.op.payload
+            slow = (p_in.kind != PendingOp.SET) & ((p_in.kind != PendingOp.CLEAR) | (p_in.log2_window != 0))
+            with m.If(accept):
+                m.d.sync += op_r.eq(p_in)
+            m.d.sync += [pre.eq(accept & slow), pre2.eq(pre)]
+            p = op_r
+        else:
+            p = self.op.payload
         whole_c = p.log2_window >= sb
         last_c = slot_of(p, Const((1 << sb) - 1, sb), sb)  # the region's last slot
         start_c = slot_of(p, (p.slot - p.base + 1)[:sb], sb)  # the slot after ``slot``
@@ -262,14 +286,21 @@ class PendingWords(wiring.Component):
         nb = Mux(step == _Step.SCAN, next_word(na, w_base, w_last, whole), na)
         if three:  # R and S1 read the step's words again, so S2's write-back has them unregistered
             na, nb = Mux(scan_wait, wa, na), Mux(scan_wait, wb, nb)
-        ra, rb = Mux(accept, wa_c, na), Mux(accept, wb_c, nb)
+        if five:  # taken now: a SET's or one-slot CLEAR's word, no arithmetic (else unused: P1 ignores it)
+            fast = Mux(p_in.kind == PendingOp.SET, p_in.slot, p_in.base)[ob:]
+            ra, rb = Mux(self.op.ready, fast, na), Mux(self.op.ready, fast, nb)
+        else:
+            ra, rb = Mux(accept, wa_c, na), Mux(accept, wb_c, nb)
+        rd_a, rd_b = Signal(wi, name="rd_a"), Signal(wi, name="rd_b")  # the words read now (named for tests)
+        m.d.comb += [rd_a.eq(ra), rd_b.eq(rb)]
         for b, (rd, _) in enumerate(ports):
-            m.d.comb += rd.addr.eq(Mux(bank(ra) == b, addr(ra), addr(rb)))
+            m.d.comb += rd.addr.eq(Mux(bank(rd_a) == b, addr(rd_a), addr(rd_b)))
 
         def load_pair(a: Value, b_: Value) -> list:
             return [wa.eq(a), wb.eq(b_), same.eq(a == b_), b_scan.eq((bank(a) != bank(b_)) | (a == b_))]
 
-        with m.If(accept):
+        load = pre if five else accept
+        with m.If(load):
             m.d.sync += [*load_pair(wa_c, wb_c), first.eq(1), off.eq(start_c[:ob]), own.eq(p.slot),
                          start.eq(start_c), wmask.eq((last_c - p.base)[:sb]), w_base.eq(wbase_c),
                          w_last.eq(wlast_c), lo.eq(p.base[:ob]), hi.eq(last_c[:ob]), whole.eq(whole_c),
@@ -279,6 +310,16 @@ class PendingWords(wiring.Component):
                          peek.eq(p.kind == PendingOp.PEEK)]
             if three:
                 m.d.sync += phase.eq(0)
+        if five:  # a SET or one-slot CLEAR taken: its word and bit, no arithmetic; a region operation: P1
+            fw = p_in.base
+            with m.Elif(accept & ~slow):
+                m.d.sync += [*load_pair(fast, fast), own.eq(p_in.slot), w_base.eq(fw[ob:]), w_last.eq(fw[ob:]),
+                             lo.eq(fw[:ob]), hi.eq(fw[:ob]), whole.eq(0), left.eq(0), first.eq(1),
+                             step.eq(Mux(p_in.kind == PendingOp.SET, _Step.SET, _Step.CLEAR)), peek.eq(0)]
+            with m.Elif(accept):
+                m.d.sync += step.eq(_Step.IDLE)
+            with m.Elif(pre2):
+                pass  # P2: the words read from the step's registers (``scan_wait``), the step held
         with m.Elif(scan_on | clear_on):
             m.d.sync += [*load_pair(na, nb), first.eq(0), left.eq(left - 1)]
             if three:

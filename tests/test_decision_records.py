@@ -10,9 +10,10 @@ and the harness's parameter checks."""
 from __future__ import annotations
 
 import pytest
-from stream_helpers import _yosys_on, comb_cells_table, run_testbench
+from stream_helpers import _yosys_on, comb_cells_table, comb_cone, run_testbench
 
 from wanreduce.hdl.decision_record_harness import DecisionOnRecords
+from wanreduce.hdl.decision_state import DecisionState
 from wanreduce.sim.tb_decision_records import run_decision_records
 from wanreduce.sim.tb_gate_record import harness_params
 
@@ -193,6 +194,23 @@ def test_the_record_paths_probe_and_admission_chains_are_cut() -> None:
     assert {pair for pair in PROBE_ENDS if not table[pair]} == set()
     load = table["req__valid", "pin.r_pin"]
     assert 0 < sum(load.values()) <= 4 and not set(load) & ARITH, load
+
+
+# round 2 (issue 16): the pending words' addresses. On main 0e64234 (``scan_stages=3``) the cone of
+# ``rd_a`` / ``rd_b`` at S 32 768 held the region arithmetic (1 $sub, 15 $gt: the start slot and
+# the window masks) and the operation's choice (``peek``: C0's valid, ``quiet``'s rel_d1 / rel_d2)
+QUIET_SOURCES = {"c0_valid", "c0_release", "c0_was", "ahead_valid", "busy", "rel_d1", "rel_d2", "rel_on"}
+
+
+@pytest.mark.parametrize("port", ["rd_a", "rd_b"])
+def test_the_pending_words_addresses_have_no_region_arithmetic(port: str) -> None:
+    """The words ``PendingWords`` reads (its block RAMs' addresses) come, within a cycle, from no
+    subtraction or comparison of the region arithmetic (it ends in the step's registers, P1) and
+    not from the PEEK's choice (``quiet``, C0's valid: only the operation's valid sees them); what
+    is left is the scan's next word from the step's registers (``$add``, ``$eq``)."""
+    sources, cells = comb_cone(DecisionState(slots=32768, jobs=2, regions=True), f"pending.{port}")
+    assert not {"$sub", "$gt", "$ge", "$lt", "$le"} & set(cells), cells
+    assert not QUIET_SOURCES & sources, sorted(QUIET_SOURCES & sources)
 
 
 def test_the_record_paths_ready_chains_are_cut() -> None:

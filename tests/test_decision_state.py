@@ -149,7 +149,7 @@ def test_error_when_effect_and_look_ahead_disagree() -> None:
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize("scan_stages", [1, 3])
+@pytest.mark.parametrize("scan_stages", [1, 3, 5])
 def test_peek_waits_for_a_head_read_with_a_command_in_c0(scan_stages: int) -> None:
     """A release candidate entering an empty C0 is held one cycle before its PEEK, even when C0's
     payload without a command already named its job: the head read for that payload is not used
@@ -169,7 +169,7 @@ def test_peek_waits_for_a_head_read_with_a_command_in_c0(scan_stages: int) -> No
         assert ctx.get(dut.hold)
         await ctx.tick()
         assert ctx.get(dut.pending.op.valid) and ctx.get(dut.pending.op.payload.kind) == PendingOp.PEEK
-        for _ in range(scan_stages - 1):  # three stages: held through the PEEK's R and S1
+        for _ in range(scan_stages - 1):  # three stages: held through the PEEK's R and S1 (five: P1, P2 too)
             assert ctx.get(dut.hold)
             await ctx.tick()
             assert not ctx.get(dut.pending.op.valid)
@@ -184,7 +184,7 @@ def test_rejects_bad_state_params() -> None:
         DecisionState(slots=16, jobs=0)
     with pytest.raises(ValueError, match=r"slots must be a power of two"):
         DecisionState(slots=12, jobs=2)
-    with pytest.raises(ValueError, match=r"^DecisionState: scan_stages must be 1 or 3, got 2$"):
+    with pytest.raises(ValueError, match=r"^DecisionState: scan_stages must be 1, 3 or 5, got 2$"):
         DecisionState(slots=16, jobs=2, scan_stages=2)
 
 
@@ -412,7 +412,7 @@ def _release_model(slots: int, jobs: int, commands: list, regions: list | None =
 def _simulate_release(slots: int, jobs: int, commands: list, stalls: list[bool], release_depth: int | None = None,
                       p_ready: float = 1.0, popped: list | None = None,
                       counts: dict | None = None, regions: list | None = None,
-                      scan_stages: int = 3) -> tuple[list, list, bool, int]:
+                      scan_stages: int = 5) -> tuple[list, list, bool, int]:
     """The engine's stages around a ``DecisionState`` (C0 in order, held by ``hold`` or stalled
     by ``stalls[cycle]``; C1 the look-ahead, C2 the effect, from ``late`` as the model's effect
     rule says). Returns each command's late operand, the released runs, ``error`` and the
@@ -501,7 +501,7 @@ S128 = 128  # two 64-bit words: a run crosses a word, wraps at S
 
 
 def _check_release(commands: list, stalls: list[bool], jobs: int = 1, slots: int = S128,
-                   regions: list | None = None, scan_stages: int = 3) -> tuple[list, int]:
+                   regions: list | None = None, scan_stages: int = 5) -> tuple[list, int]:
     want_seen, want_released = _release_model(slots, jobs, commands, regions)
     seen, released, error, held = _simulate_release(slots, jobs, commands, stalls, regions=regions,
                                                     scan_stages=scan_stages)
@@ -531,7 +531,7 @@ def test_release_runs_of_every_length() -> None:
     assert held >= 2 * 4  # each release after a command: two cycles
 
 
-@pytest.mark.parametrize("scan_stages", [1, 3])
+@pytest.mark.parametrize("scan_stages", [1, 3, 5])
 @pytest.mark.parametrize(("jobs", "seed"), [(1, 5), (2, 6), (4, 7)])
 def test_release_random_against_model(jobs: int, seed: int, scan_stages: int) -> None:
     """Random set / clear / head / release commands on a 128-slot ring and every job, the set and
@@ -553,7 +553,7 @@ def test_release_random_against_model(jobs: int, seed: int, scan_stages: int) ->
     assert {0, 1} <= set(runs) and max(runs) >= 3
 
 
-@pytest.mark.parametrize(("scan_stages", "per_release"), [(1, 5), (3, 10)])
+@pytest.mark.parametrize(("scan_stages", "per_release"), [(1, 5), (3, 10), (5, 14)])
 def test_release_cost_in_a_back_to_back_stream(scan_stages: int, per_release: int) -> None:
     """Back-to-back commands with effects, every other one a release at the head whose run is
     the slot the command before it set (run 1): each release holds C0 ``per_release`` cycles
@@ -569,7 +569,7 @@ def test_release_cost_in_a_back_to_back_stream(scan_stages: int, per_release: in
     assert held - held_one == (n - 1) * per_release
 
 
-@pytest.mark.parametrize("scan_stages", [1, 3])
+@pytest.mark.parametrize("scan_stages", [1, 3, 5])
 def test_commands_right_after_a_release_see_its_run_cleared(scan_stages: int) -> None:
     """Short runs released at the head, each followed at once by commands on the run's slots (a
     slot reused as soon as it is freed): each sees its bit cleared, from the RELEASE's write-back
