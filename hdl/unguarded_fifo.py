@@ -97,14 +97,15 @@ class UnguardedFIFO(wiring.Component):
         rdy = Signal()
         one = Signal()
         copy_error = (rdy != (produce != consume)) | (consume_n != (consume + 1)[:aw + 1])
-        if not self.registered_one:
-            m.d.comb += [one.eq(produce == consume_n), rp.addr.eq(consume_n[:aw]),
-                         self.r_data.eq(head), self.r_rdy.eq(rdy), self.copy_error.eq(copy_error)]
-        else:  # a flip-flop: the pointers' compare after this cycle's enables, a cycle ahead
+        one_now = produce == consume_n
+        if self.registered_one:  # a flip-flop: the pointers' compare after this cycle's enables
             m.d.sync += one.eq(Mux(self.r_en, Mux(self.w_en, one, produce == (consume_n + 1)[:aw + 1]),
                                    Mux(self.w_en, (produce + 1)[:aw + 1] == consume_n, one)))
-            m.d.comb += [rp.addr.eq(consume_n[:aw]), self.r_data.eq(head), self.r_rdy.eq(rdy),
-                         self.copy_error.eq(copy_error | (one != (produce == consume_n)))]
+            copy_error = copy_error | (one != one_now)
+        else:
+            m.d.comb += one.eq(one_now)
+        m.d.comb += [rp.addr.eq(consume_n[:aw]), self.r_data.eq(head), self.r_rdy.eq(rdy),
+                     self.copy_error.eq(copy_error)]
         with m.If(self.r_en):
             m.d.sync += consume_n.eq(consume_n + 1)
         m.d.comb += [
