@@ -106,7 +106,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -320,7 +320,7 @@ class DecisionState(wiring.Component):
         rel_wait = [*rel_d[:lat - 1]]  # the RELEASE's cycles before its answer (no operation taken)
         busy_any = (self.ahead_valid | c2_valid | fx.head_we | fx.pending_we | fx.release | fx.resend | fx.complete | rq | busy
                     | rel_on | fin)
-        quiet = ~(busy_any | _any(rel_wait)) if three else ~busy_any
+        quiet = ~(busy_any | Cat(*rel_wait).any()) if three else ~busy_any
         m.d.comb += self.settled.eq(quiet)
         if self.regions:
             reset_want = self.reset.valid & ~clearing & quiet
@@ -345,11 +345,11 @@ class DecisionState(wiring.Component):
         if three:  # the PEEK's answer 3 cycles on (S2): the candidate leaves C0 2 cycles on, its C2 after it
             pk_d = [Signal(name=f"pk_d{k + 1}") for k in range(lat - 1)]
             m.d.sync += [pk_d[0].eq(peek), *[pk_d[k + 1].eq(pk_d[k]) for k in range(lat - 2)], peek_data.eq(pk_d[-1])]
-            cand_go = peeked & ~_any(pk_d[:lat - 2])  # leaves C0 lat - 1 cycles after the PEEK
+            cand_go = peeked & ~Cat(*pk_d[:lat - 2]).any()  # leaves C0 lat - 1 cycles after the PEEK
             # the commands behind a RELEASE wait through its R and S1 and one cycle more: their
             # pending-bit reads (from C0, as they leave it) must come at its S2 or later, when the
             # bit port sees its clears
-            after_rel = fx.release | _any(rel_wait)
+            after_rel = fx.release | Cat(*rel_wait).any()
         else:  # the answer in the PEEK's data cycle: the candidate may leave C0 with its PEEK
             m.d.sync += peek_data.eq(peek)
             cand_go, after_rel = peek | peeked, None
@@ -452,14 +452,6 @@ class DecisionState(wiring.Component):
         with m.If((self.effect_valid != c2_valid) | (pw.op.valid & ~pw.op.ready & ~rel_req) | bad_run | q_error):
             m.d.sync += self.error.eq(1)
         return m
-
-
-def _any(bits: list) -> Value:
-    """The OR of ``bits`` (0 if none)."""
-    out = Const(0, 1)
-    for b in bits:
-        out = out | b
-    return out
 
 
 def connect_owner(m: Module, engine: DramRmwEngine, state: DecisionState,
