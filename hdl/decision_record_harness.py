@@ -59,7 +59,10 @@ through another (``decisions``), and the owner FIFO's head, ``quiet`` and the re
 ``room`` are flip-flops: the record path's ready chains cut (docs/large_slots.md, "The record
 path's ready chains (session 33)"). The fork gives the gate the request first (the engine's
 ready does not reach the gate) and the candidates' admission is a flip-flop (``room_r``): the
-probe and control chains cut (same file, "(session 34)").
+probe and control chains cut (same file, "(session 34)"). The ADDs reach the engine from a skid
+buffer of the requests the gate has taken (``adds``: the gate's request ready stops at it),
+``room_r``'s sums see only flip-flops and ``cands`` / ``reserved`` count the answers a cycle late:
+the admission and the gate's request cut (same file, "(session 35, round 3)").
 
 **Own rows** (docs/large_slots.md, "Results from the completing contribution's own ADD
 responses"): a decision that releases or completes its chunk has ``emit`` (the record after's),
@@ -89,7 +92,6 @@ Not the core's wiring.
 from __future__ import annotations
 
 from functools import partial
-from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, enum, stream, wiring
@@ -206,6 +208,7 @@ class DecisionOnRecords(wiring.Component):
         # pinned requests and the decisions each through a skid buffer, the owner FIFO's head
         # from flip-flops
         self.held = SkidBuffer(self.req_layout)
+        self.adds = SkidBuffer(self.req_layout)  # the requests the gate has taken, to the engine (the fork's)
         self.decisions = SkidBuffer(decision_layout())
         self.owner = RegisteredFIFO(owner_layout(self.row_bits), OWNER_DEPTH)
         self.probe = RecordProbe(slots=slots, jobs=jobs)
@@ -255,17 +258,17 @@ class DecisionOnRecords(wiring.Component):
                      pr.ahead_slot.eq(engine.ahead_row), pr.late_pending.eq(state.late.pending)]
         # nothing in flight (``idle``): every command answered (the probe's READs change nothing:
         # not counted; the sweep's drain counts them), the state settled, every release emitted,
-        # no request between the pin and the fork (``held``). ``quiet`` is ``idle`` a cycle late,
-        # and only if neither the pin nor the sweep let a command in then, so ``quiet`` implies
+        # no request between the pin and the engine (``held``, the fork's ``adds``). ``quiet`` is
+        # ``idle`` a cycle late, and only if neither the pin nor the sweep let a command in then, so ``quiet`` implies
         # ``idle`` (from an idle cycle with neither, nothing gets in flight: the pin's "calm"),
         # and reaches the pin's comparisons from a flip-flop
-        m.submodules.pin, m.submodules.held = pin, hd = self.pin, self.held
+        m.submodules.pin, m.submodules.held, m.submodules.adds = pin, hd, ad = self.pin, self.held, self.adds
         inflight, quiet = Signal(16, name="inflight"), Signal(name="quiet")
         probe_in = pr.cmd.valid & pr.cmd.ready
         probe_out = pr.rsp.valid & pr.rsp.ready
         m.d.sync += inflight.eq(inflight + (rc.valid & rc.ready & ~probe_in) - (rr.valid & rr.ready & ~probe_out))
         idle = ((inflight == 0) & state.settled & (state.queue.level == 0) & ~state.queue.m.valid & em.idle
-                & ~hd.m.valid & ~hd.skid_valid)
+                & ~hd.m.valid & ~hd.skid_valid & ~ad.m.valid & ~ad.skid_valid)
         m.d.sync += quiet.eq(idle & ~(pin.out.valid & pin.out.ready) & ~sw.cmd.valid)
         # a window reset stops the requests at once and reaches the sweep once nothing is in flight
         # (so no released record is freed before it is read); ``passed``: offered to the sweep
@@ -277,8 +280,8 @@ class DecisionOnRecords(wiring.Component):
         m.d.sync += passed.eq(sw.reset.valid & ~sw.reset.ready)
         wiring.connect(m, sw.state_reset, rec.reset)
         # the pin (``RequestPin``: the emission pointer per job, ``low``, the on-completion spans),
-        # a registered stage, then a skid buffer (``held``: the fork's ready, with the release
-        # queue's room check ``admit``, reaches no further than its output register) to the fork
+        # a registered stage, then a skid buffer (``held``: the gate's request ready reaches no
+        # further than its output register) to the fork
         wiring.connect(m, wiring.flipped(self.req), pin.req)
         wiring.connect(m, pin.out, hd.s)
         m.d.comb += [pin.quiet.eq(quiet), pin.stop.eq(self.reset.valid), pin.region.eq(self.region),
@@ -287,11 +290,12 @@ class DecisionOnRecords(wiring.Component):
                      self.pin_waits.eq(pin.pin_waits)]
         held = hd.m
         # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the
-        # probe's, else the fork's ADDs; ``owner`` remembers whose each of the last three was and
-        # whether it is a release candidate (the sweep counts its own)
+        # probe's, else the fork's ADDs (the head of ``adds``: requests the gate has taken);
+        # ``owner`` remembers whose each was and whether it is a release candidate (the sweep
+        # counts its own)
         fork = stream.Signature(rc.payload.shape()).create()
-        fork_request(m, held, held.payload.msg, gs, SimpleNamespace(cmd=fork), self.row_bits)
-        m.d.comb += [fork.payload.side.eq(held.payload.side), fork.payload.data.eq(0)]
+        fork_request(m, held, ad, gs, fork, lambda p: p.msg, self.row_bits)
+        m.d.comb += [fork.payload.side.eq(ad.m.payload.side), fork.payload.data.eq(0)]
         m.submodules.owner = owner = self.owner  # its head from flip-flops (``RegisteredFIFO``)
         o_in, o_out = owner.w_data, owner.m.payload
         er = em.rec_read
@@ -313,25 +317,41 @@ class DecisionOnRecords(wiring.Component):
         def rows_of(nbm1: Value) -> Value:
             return nbm1[:self.row_bits] + 1 if self.row_bits else Const(1, 1)
 
-        def room(more: Value, more_rows: Value, next_rows: Value) -> Value:
-            """Both tests for a candidate with ``next_rows`` after ``more`` more candidates (and
-            ``more_rows`` more rows reserved), at the level plus this cycle's push."""
-            return ((state.queue.level + state.queue.push + 2 * (cands + more) + 2 + PENDING + RESERVE
-                     <= self.release_depth) & (reserved + more_rows + next_rows <= self.own_rows))
+        def nb(nbm1: Value) -> Value:  # a chunk's rows less one
+            return nbm1[:self.row_bits] if self.row_bits else Const(0, 1)
 
         # the tests from a flip-flop (docs/large_slots.md, "The record path's probe and control
-        # chains"): ``room_r`` is made a cycle ahead for the request at the fork next cycle, the
-        # one there now if it stays, else ``held``'s next (its skid register's or its input's),
-        # after the one there now if that one is a candidate (it enters the engine now). The
-        # counts only fall otherwise and the level grows by this cycle's push at most, so
-        # ``room_r`` implies both tests as they were made in the cycle it is used
-        rows, room_r = rows_of(fork.payload.side.cfg.nbm1), Signal(name="room_r")
-        nxt_nbm1 = Mux(hd.skid_valid, hd.skid.side.cfg.nbm1, hd.s.payload.side.cfg.nbm1)
-        gone = held.valid & cand  # a candidate at the fork that moves now has entered the engine
-        with m.If(~held.valid | held.ready):
-            m.d.sync += room_r.eq(room(gone, Mux(gone, rows, 0), rows_of(nxt_nbm1)))
-        with m.Else():
-            m.d.sync += room_r.eq(room(0, 0, rows))
+        # chains", "The record path's admission and the gate's request"): ``room_r`` is made a
+        # cycle ahead for the request at the fork next cycle, the one there now if it stays, else
+        # ``adds``' next (its skid register's or its input's), after the one there now if that one
+        # is a candidate (it enters the engine now: ``gone``). The level bound (``lvl``, the level
+        # and push of the cycle before) plus this cycle's push bounds the level next cycle; the
+        # counts and the rows reserved only fall otherwise, so ``room_r`` implies both tests as
+        # they were made in the cycle it is used. Only flip-flops reach the sums; this cycle's push
+        # and the fork's move only choose among the compares (their constants fold the +1s)
+        lvl = Signal(range(self.release_depth + 2), name="lvl")
+        base = Signal(range(self.release_depth + 2 * OWNER_DEPTH + 2), name="lvl_cands")
+        m.d.sync += lvl.eq(Mux(state.queue.push, state.queue.level + 1, state.queue.level))
+        m.d.comb += base.eq(lvl + 2 * cands)
+
+        def at_most(v: Value, k: int) -> Value:
+            return v <= k if k >= 0 else Const(0, 1)
+
+        def queue_ok(more: int) -> Value:
+            """The release queue's test after ``more`` more candidates (2 entries each)."""
+            k = self.release_depth - 2 - PENDING - RESERVE - 2 * more
+            return Mux(state.queue.push, at_most(base, k - 1), at_most(base, k))
+
+        def rows_ok(*nbm1s: Value) -> Value:
+            """The own FIFO's test: the rows reserved plus those of the chunks ``nbm1s``."""
+            return at_most(reserved + sum(nb(x) for x in nbm1s), self.own_rows - len(nbm1s))
+
+        nbm1, room_r = fork.payload.side.cfg.nbm1, Signal(name="room_r")
+        rows = rows_of(nbm1)
+        nxt_nbm1 = Mux(ad.skid_valid, ad.skid.side.cfg.nbm1, ad.s.payload.side.cfg.nbm1)
+        gone = fork.valid & cand  # a candidate at the fork that moves now has entered the engine
+        move = Mux(gone, queue_ok(1) & rows_ok(nbm1, nxt_nbm1), queue_ok(0) & rows_ok(nxt_nbm1))
+        m.d.sync += room_r.eq(Mux(~fork.valid | fork.ready, move, queue_ok(0) & rows_ok(nbm1)))
         admit = ~cand | room_r
         with m.If(sw.cmd.valid):  # only while stopped: the fork offers nothing then, the emitter is idle
             m.d.comb += [rc.valid.eq(1), rc.payload.eq(sw.cmd.payload)]
@@ -362,11 +382,19 @@ class DecisionOnRecords(wiring.Component):
                      rr.ready.eq(sw.owns | (owner.m.valid & Mux(to_em, em.rec_data.ready,
                                                                 Mux(to_pr, pr.rsp.ready, dq.s.ready)))),
                      owner.m.ready.eq(rr.valid & rr.ready & ~sw.owns)]
-        m.d.sync += cands.eq(cands + (fork.valid & fork.ready & cand) - (owner.m.ready & o_out.cand))
         # a candidate's rows come back when its answer leaves for the gate without ``emit`` (its
-        # own rows then never come); an emitting one's as stage 3 takes each row
+        # own rows then never come); an emitting one's as stage 3 takes each row. The answers and
+        # the rows taken count a cycle late (``left``, ``back``: flip-flops; the response side's
+        # handshake reaches no sum), so ``cands`` and ``reserved`` are never below the truth: the
+        # admission waits a cycle longer at worst, every row reserved comes back once
+        left, back = Signal(name="cands_left"), Signal(self.row_bits + 2, name="rows_back")
         returned = Mux(owner.m.ready & decide & ~after.emit, o_out.rows, 0)
-        m.d.sync += reserved.eq(reserved + Mux(fork.valid & fork.ready & cand, rows, 0) - returned - em.own_taken)
+        m.d.sync += [left.eq(owner.m.ready & o_out.cand), back.eq(returned + em.own_taken)]
+        entered = fork.valid & fork.ready & cand
+        m.d.sync += cands.eq(cands + entered - left)
+        kept = Signal.like(reserved, name="reserved_kept")
+        m.d.comb += kept.eq(reserved - back)
+        m.d.sync += reserved.eq(Mux(entered, kept + rows, kept))
         wiring.connect(m, gs.e_own, em.own_rsp)
         m.d.comb += [self.outcome.eq(after.code), self.outcome_valid.eq(decide & rr.ready)]
         # the emitter's data READs: a marker into the arbiter's FIFO once the gate has pushed every

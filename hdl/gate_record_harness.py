@@ -5,7 +5,8 @@ in DRAM, the sums go to the DRAM slot store, both engines on one memory port.
 - A message's request (``req``, :func:`~.payload_gate.request_layout`), taken with its first
   beat, is also its **record command**: an ADD on record row ``req.row >> row_bits`` (the slot),
   data = the request's bits (the header's stand-in), tag = its tag. The request is forked: the
-  gate takes it first, the record engine in the same cycle or later (:func:`fork_request`).
+  gate takes it first, the record engine from a skid buffer of the requests the gate has taken
+  (:func:`fork_request`).
 - The record engine is :class:`~.dram_rmw_engine.DramRmwEngine` with the scaffold record modify
   (``hdl/record_modify_scaffold.py``: test scaffolding standing in for the decision), 256-bit
   records, AXI ID 1. Its responses come back in command order = message order, and each one is
@@ -26,7 +27,9 @@ waiting on DRAM-resident records.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, Value
+from collections.abc import Callable
+
+from amaranth.hdl import Cat, Module, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -40,6 +43,7 @@ from .gate_store_harness import EMITTER_PORTS, GateOnSlotStore
 from .layouts import lanes
 from .record_modify_scaffold import ScaffoldRecordModify
 from .reducer_layouts import RECORD_BITS
+from .skid_buffer import SkidBuffer
 from .slot_store_signature import Op
 
 __all__ = ["RECORD_WIDTH", "GateOnRecords", "decide_on_records", "fork_request", "gate_records_with_latency",
@@ -87,8 +91,9 @@ class GateOnRecords(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         gs, rec = wire_shared(m, self)
-        fork_request(m, self.req, self.req.payload, gs, rec, self.row_bits)
-        m.d.comb += rec.cmd.payload.data.eq(self.req.payload.as_value())
+        m.submodules.adds = adds = SkidBuffer(self.req.payload.shape())
+        fork_request(m, self.req, adds, gs, rec.cmd, lambda p: p, self.row_bits)
+        m.d.comb += rec.cmd.payload.data.eq(adds.m.payload.as_value())
         # the records' responses, in message order, are the gate's decisions
         decide_on_records(m, gs, rec, record_decision(rec.rsp.payload.data[:32]))
         return m
@@ -122,26 +127,26 @@ def wire_shared(m: Module, outer: wiring.Component, rename: dict[str, str] | Non
     return gs, rec
 
 
-def fork_request(m: Module, req: wiring.PureInterface, msg: Value, gs: GateOnSlotStore, rec: wiring.Component,
-                 row_bits: int) -> None:
-    """The fork: the message's request ``msg`` (of the stream ``req``) goes to the gate (with
-    the message's first beat) and, as a record ADD on its slot (``msg.row >> row_bits``, tag the
-    request's; the data is the caller's), to the record engine ``rec``: the gate first, the
-    engine in the same cycle or later (``sent``: the gate has it), so a decision never comes
-    before its request is in the gate, and the gate's side sees no ready of the engine's (its
-    ``req.valid`` is ``req.valid & ~sent``; the engine's ``cmd.valid`` follows the gate's
-    ``req.ready``, not the other way: docs/large_slots.md, "The record path's probe and control
-    chains (session 34)"). ``req`` moves once the engine has it."""
-    rc = rec.cmd
-    sent = Signal(name="fork_sent")  # the gate took ``req``'s request, the engine not yet
-    gate_done = sent | gs.req.ready
+def fork_request(m: Module, req: wiring.PureInterface, adds: SkidBuffer, gs: GateOnSlotStore,
+                 cmd: wiring.PureInterface, msg_of: Callable[[Value], Value], row_bits: int) -> None:
+    """The fork: the request of the stream ``req`` goes to the gate (its message ``msg_of(payload)``,
+    taken with the message's first beat) and, in the cycle the gate takes it, into the skid buffer
+    ``adds`` (the caller's submodule, of ``req``'s payload), whose head is the record ADD on the
+    stream ``cmd``: on its slot (``msg.row >> row_bits``), tag the request's (side / data: the
+    caller's, from ``adds.m.payload``). So a decision never comes for a request the gate does not
+    have, both streams keep the request order, and the gate's ``req.ready`` reaches only ``req``'s
+    ready and the buffer's input registers, never the engine's command (nor the choice and the
+    admission in front of it), whose ready reaches only the buffer's output register
+    (docs/large_slots.md, "The record path's admission and the gate's request (session 35, round
+    3)"). ``req`` moves when the gate takes it (with room in the buffer: a flip-flop)."""
+    msg, head = msg_of(req.payload), msg_of(adds.m.payload)
     m.d.comb += [
-        gs.req.payload.eq(msg), gs.req.valid.eq(req.valid & ~sent),
-        rc.valid.eq(req.valid & gate_done), req.ready.eq(gate_done & rc.ready),
-        rc.payload.op.eq(Op.ADD), rc.payload.row.eq(msg.row[row_bits:]), rc.payload.tag.eq(msg.tag),
-        rc.payload.lanes.eq((1 << lanes(RECORD_WIDTH)) - 1), rc.payload.more.eq(0),
+        gs.req.payload.eq(msg), gs.req.valid.eq(req.valid & adds.s.ready), req.ready.eq(gs.req.ready & adds.s.ready),
+        adds.s.valid.eq(req.valid & adds.s.ready & gs.req.ready), adds.s.payload.eq(req.payload),
+        cmd.valid.eq(adds.m.valid), adds.m.ready.eq(cmd.ready),
+        cmd.payload.op.eq(Op.ADD), cmd.payload.row.eq(head.row[row_bits:]), cmd.payload.tag.eq(head.tag),
+        cmd.payload.lanes.eq((1 << lanes(RECORD_WIDTH)) - 1), cmd.payload.more.eq(0),
     ]
-    m.d.sync += sent.eq(req.valid & gate_done & ~rc.ready)
 
 
 def decide_on_records(m: Module, gs: GateOnSlotStore, rec: wiring.Component, decision: Value) -> None:

@@ -178,7 +178,7 @@ PROBE_CHAINS = {
 }
 # where those chains end now: the admission's flip-flop, the probe's ``other``, the fork's ``sent``
 PROBE_ENDS = {("cands", "room_r"), ("reserved", "room_r"), ("probe.v_chunk", "probe.other"),
-              ("records.engine.cmd_in.s__ready", "fork_sent")}
+              ("records.engine.cmd_in.s__ready", "adds.m__valid")}
 ARITH = {"$add", "$sub", "$lt", "$le", "$gt", "$ge", "$eq", "$ne", "$pmux"}
 
 
@@ -194,6 +194,41 @@ def test_the_record_paths_probe_and_admission_chains_are_cut() -> None:
     assert {pair for pair in PROBE_ENDS if not table[pair]} == set()
     load = table["req__valid", "pin.r_pin"]
     assert 0 < sum(load.values()) <= 4 and not set(load) & ARITH, load
+
+
+# round 3 (issue 16, docs/large_slots.md, "The record path's admission and the gate's request
+# (session 35, round 3)"): the gate's request ready (its payload FIFO's read pointer ``rp`` -> ``take``
+# -> ``req.ready``) reached the engine's command, so ``inflight``, the owner FIFO and the admission;
+# the release queue's level reached ``room_r``'s sums; the response handshake (the decisions'
+# ready, the owner FIFO's head, the results' ready: the emitter's ``own_taken``) reached ``cands``
+# and ``reserved``. On main 47267f1 each pair below had logic between its ends (the counts in
+# docs/large_slots.md)
+ROUND3_CHAINS = {
+    *(("sums.gate.fifo.rp", end) for end in ("inflight", "owner.queue.inner_level", "room_r", "reserved", "cands")),
+    ("records.state.queue.fifo.queue.r_rdy", "room_r"), ("records.state.queue.fifo.queue.inner_level", "room_r"),
+    *((src, end) for src in ("decisions.s__ready", "owner.head.m__valid") for end in ("reserved", "cands")),
+    ("results__ready", "reserved"),
+}
+# where they end now: the fork's buffer of requests the gate has taken, the level bound, the
+# answers counted a cycle late
+ROUND3_ENDS = {("sums.gate.fifo.rp", "adds.m__valid"), ("records.state.queue.fifo.queue.inner_level", "lvl"),
+               ("decisions.s__ready", "rows_back"), ("owner.head.m__valid", "cands_left"),
+               ("results__ready", "rows_back")}
+SUMS = {"$add", "$sub", "$lt", "$le", "$gt", "$ge"}
+
+
+def test_the_record_paths_admission_and_gate_request_chains_are_cut() -> None:
+    """No logic within a cycle across each round-3 chain above (yosys on the harness), their new
+    ends have some (every name is in the netlist); and the release queue's push (from the state's
+    effect register ``fx``) reaches ``room_r`` only through choices, no sum or compare (on main
+    47267f1 it went through ``level + push`` and the compares)."""
+    pairs = ROUND3_CHAINS | ROUND3_ENDS | {("records.state.fx", "room_r")}
+    _yosys_on(_harness(), "".join(f"select -assert-min 1 w:{name}; " for name in sorted({n for p in pairs for n in p})))
+    table = comb_cells_table(_harness(), sorted({s for s, _ in pairs}), sorted({r for _, r in pairs}))
+    assert {pair: table[pair] for pair in ROUND3_CHAINS if table[pair]} == {}
+    assert {pair for pair in ROUND3_ENDS if not table[pair]} == set()
+    push = table["records.state.fx", "room_r"]
+    assert push and not set(push) & SUMS, push
 
 
 # round 2 (issue 16): the pending words' addresses. On main 0e64234 (``scan_stages=3``) the cone of
