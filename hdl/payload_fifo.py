@@ -7,12 +7,16 @@ be at least that latency in beats: **1 024 x 64 bits on the Versa (4 DP16KD), 25
 the AX7325B (4 RAMB36)**. One ``memory.Memory`` with one write and one registered read port; its
 read data goes through the core's :class:`SkidBuffer`, so ``m.valid`` / ``m.payload`` come from
 flip-flops and one beat per cycle is sustained under a stalled output. ``s.ready`` is low only
-when the memory is full: the input stalls, nothing is dropped.
+when the memory is full: the input stalls, nothing is dropped. It is a flip-flop (the next
+cycle's ``held != depth``, this cycle's push and fetch only choosing among the compares), so the
+read pointer's arithmetic reaches no consumer of the ready (the payload gate's ``take`` and
+request ready: docs/large_slots.md, "The record path's admission and the gate's request (session
+35, round 3)").
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -65,8 +69,10 @@ class PayloadFIFO(wiring.Component):
         push = self.s.valid & self.s.ready
         advance = ~rd_valid | out.s.ready  # the read register may load the next beat
         fetch = advance & (held != 0)
+        ready = Signal(init=1, name="room")  # == held != d, a cycle ahead: a flip-flop
+        m.d.sync += ready.eq(Mux(push & ~fetch, held != d - 1, Mux(fetch & ~push, 1, held != d)))
         m.d.comb += [
-            self.free.eq(d - held), self.s.ready.eq(held != d),
+            self.free.eq(d - held), self.s.ready.eq(ready),
             wr.addr.eq(wp[:ab]), wr.data.eq(self.s.payload), wr.en.eq(push),
             rd.addr.eq(rp[:ab]), rd.en.eq(advance),
             out.s.payload.eq(rd.data), out.s.valid.eq(rd_valid),

@@ -197,21 +197,23 @@ def test_the_record_paths_probe_and_admission_chains_are_cut() -> None:
 
 
 # round 3 (issue 16, docs/large_slots.md, "The record path's admission and the gate's request
-# (session 35, round 3)"): the gate's request ready (its payload FIFO's read pointer ``rp`` -> ``take``
-# -> ``req.ready``) reached the engine's command, so ``inflight``, the owner FIFO and the admission;
+# (session 35, round 3)"): the gate's request ready (its payload FIFO's read pointer ``rp`` -> its
+# room -> ``take`` -> ``req.ready``) reached the engine's command, so ``inflight``, the owner FIFO
+# and the admission, and ``held``'s output register;
 # the release queue's level reached ``room_r``'s sums; the response handshake (the decisions'
 # ready, the owner FIFO's head, the results' ready: the emitter's ``own_taken``) reached ``cands``
 # and ``reserved``. On main 47267f1 each pair below had logic between its ends (the counts in
 # docs/large_slots.md)
 ROUND3_CHAINS = {
-    *(("sums.gate.fifo.rp", end) for end in ("inflight", "owner.queue.inner_level", "room_r", "reserved", "cands")),
+    *(("sums.gate.fifo.rp", end) for end in ("inflight", "owner.queue.inner_level", "room_r", "reserved", "cands",
+                                            "held.m__valid", "adds.m__valid")),
     ("records.state.queue.fifo.queue.r_rdy", "room_r"), ("records.state.queue.fifo.queue.inner_level", "room_r"),
     *((src, end) for src in ("decisions.s__ready", "owner.head.m__valid") for end in ("reserved", "cands")),
     ("results__ready", "reserved"),
 }
-# where they end now: the fork's buffer of requests the gate has taken, the level bound, the
-# answers counted a cycle late
-ROUND3_ENDS = {("sums.gate.fifo.rp", "adds.m__valid"), ("records.state.queue.fifo.queue.inner_level", "lvl"),
+# where they end now: the payload FIFO's registered ready, the level bound, the answers counted a
+# cycle late (the engine's ready ends in the fork's buffer ``adds``: PROBE_ENDS)
+ROUND3_ENDS = {("sums.gate.fifo.rp", "sums.gate.fifo.s__ready"), ("records.state.queue.fifo.queue.inner_level", "lvl"),
                ("decisions.s__ready", "rows_back"), ("owner.head.m__valid", "cands_left"),
                ("results__ready", "rows_back")}
 SUMS = {"$add", "$sub", "$lt", "$le", "$gt", "$ge"}

@@ -79,6 +79,28 @@ def test_fifo_full_throughput_and_full_stall() -> None:
     assert result["out"] == list(range(19))
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fifo_ready_is_exactly_not_full(seed: int) -> None:
+    """``s.ready`` (a flip-flop since round 3) is ``free != 0`` in every cycle, under random
+    valid / ready that fill and drain the memory many times: never early (a beat into a full
+    memory), never late (a cycle lost)."""
+    dut, rng, seen = PayloadFIFO(64, 4), random.Random(seed), {"full": 0, "bad": []}
+
+    async def tb(ctx) -> None:
+        for cycle in range(600):
+            phase = cycle // 50 % 2  # fill (output mostly stalled), then drain
+            ctx.set(dut.s.valid, rng.random() < (0.9 if phase == 0 else 0.4))
+            ctx.set(dut.m.ready, rng.random() < (0.2 if phase == 0 else 0.9))
+            ready, free = ctx.get(dut.s.ready), ctx.get(dut.free)
+            seen["full"] += free == 0
+            if ready != (free != 0):
+                seen["bad"].append((cycle, ready, free))
+            await ctx.tick()
+
+    run_testbench(dut, tb)
+    assert seen["bad"] == [] and seen["full"] > 20, seen
+
+
 def test_fifo_is_one_memory() -> None:
     """One ``memory.Memory`` of ``depth`` x (W + 1): the beats are in block RAM, not flip-flops."""
     frag = Fragment.get(PayloadFIFO(64, 1024), None)
