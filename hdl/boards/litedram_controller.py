@@ -32,6 +32,13 @@ register sequence, the PHY's read levelling and ``init_done`` are written over `
 Run as a script (``python -m wanreduce.hdl.boards.litedram_controller BOARD OUT_DIR``) or call
 :func:`generate`. Migen/LiteX/LiteDRAM are imported only when generating. The Verilog is cached
 (:func:`cached`): about 10-20 s to generate, the same for the same configuration.
+
+The cache generates in a **fresh interpreter** (``python -m`` this module, ``PYTHONHASHSEED=0``):
+Migen writes the same design with its statements in an order that depends on the generating
+process's history (object ids, the signals created before), and that order alone moved the
+Versa DRAM build's controller clock by 15 % at one seed (docs/benchmarks.md, "The Versa DRAM
+build's DRAM controller clock (session 35)"). A fresh interpreter gives the same text whoever
+fills the cache (a test, ``wanreduce build``), so placements reproduce.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -430,7 +438,7 @@ def cached(board: str) -> Path:
     if not path.exists():
         with tempfile.TemporaryDirectory(dir=cache_dir().parent if cache_dir().parent.exists()
                                          else None) as tmp:
-            generate(board, Path(tmp))
+            _generate_fresh(board, Path(tmp))
             folder.mkdir(parents=True, exist_ok=True)
             for f in Path(tmp).iterdir():  # csr first, the .v last: its presence means complete
                 if f.suffix != ".v":
@@ -439,6 +447,18 @@ def cached(board: str) -> Path:
             shutil.copy(Path(tmp) / path.name, tmp_v)
             tmp_v.replace(path)
     return path
+
+
+def _generate_fresh(board: str, out_dir: Path) -> None:
+    """:func:`generate` in a fresh interpreter, for text that does not depend on this process
+    (module docstring)."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    run = subprocess.run([sys.executable, "-m", "wanreduce.hdl.boards.litedram_controller", board,
+                          str(out_dir)], env=env, capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        tail = " | ".join(run.stderr.strip().splitlines()[-3:])
+        raise RuntimeError(f"generating LiteDRAM's controller for {board} failed "
+                           f"(exit {run.returncode}): {tail}")
 
 
 if __name__ == "__main__":
