@@ -368,20 +368,23 @@ def _quiet_logging():
 
 #: the modules of :func:`litedram_patches` (hashed into every cache key of a patched controller)
 PATCH_SOURCES = tuple(Path(__file__).parent / f
-                      for f in ("litedram_bank_lock.py", "litedram_refresh_request.py"))
+                      for f in ("litedram_bank_lock.py", "litedram_refresh_request.py",
+                                "litedram_write_credit.py"))
 
 
 @contextlib.contextmanager
 def litedram_patches(bank_lock_fix: bool = True) -> Iterator[None]:
     """The patches every controller the boards use is built with, active while LiteDRAM is
     elaborated: cmd_buffer_buffered breaks LiteDRAM's bank lock (``litedram_bank_lock``;
-    ``bank_lock_fix=False`` leaves it out, to show what it breaks), and the refresh request was
-    the controller clock's critical path (``litedram_refresh_request``)."""
+    ``bank_lock_fix=False`` leaves it out, to show what it breaks), and the refresh request and
+    the AXI write arbiter's W-buffer compare were the controller clock's critical paths
+    (``litedram_refresh_request``, ``litedram_write_credit``: the AXI port is built inside)."""
     from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
     from wanreduce.hdl.boards.litedram_refresh_request import registered_refresh_request
+    from wanreduce.hdl.boards.litedram_write_credit import registered_can_write
 
     with (fixed_bank_lock() if bank_lock_fix else contextlib.nullcontext(),
-          registered_refresh_request()):
+          registered_refresh_request(), registered_can_write()):
         yield
 
 
@@ -398,7 +401,7 @@ def _generate(cfg: DramConfig, out_dir: Path, name: str) -> Path:
         platform = XilinxPlatform(cfg.device, io=[], toolchain="vivado")
     with litedram_patches():
         soc = LiteDRAMCore(platform, _core_config(cfg), integrated_rom_size=0)
-    _add_axi_port(soc, platform)
+        _add_axi_port(soc, platform)
     dw, aw = soc.axi_widths
     if (dw, aw) != (cfg.data_width, cfg.addr_width):
         raise RuntimeError(f"{board}: LiteDRAM gave an AXI port of {dw} data / {aw} address bits, "

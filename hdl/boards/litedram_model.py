@@ -155,8 +155,8 @@ def _top(cfg: DramConfig, platform, bank_lock_fix: bool):
         top.submodules.sdram = LiteDRAMCore(phy, module.geom_settings, module.timing_settings,
                                             cfg.sys_clk_hz,
                                             controller_settings=controller_settings(cfg))
-    top.ddrctrl = _Ctrl(platform.request("init_done"), Signal(reset=0))
-    litedram_controller._add_axi_port(top, platform)
+        top.ddrctrl = _Ctrl(platform.request("init_done"), Signal(reset=0))
+        litedram_controller._add_axi_port(top, platform)
     return top
 
 
