@@ -62,7 +62,9 @@ ready does not reach the gate) and the candidates' admission is a flip-flop (``r
 probe and control chains cut (same file, "(session 34)"). The ADDs reach the engine from a skid
 buffer of the requests the gate has taken (``adds``: the gate's request ready stops at it),
 ``room_r``'s sums see only flip-flops and ``cands`` / ``reserved`` count the answers a cycle late:
-the admission and the gate's request cut (same file, "(session 35, round 3)").
+the admission and the gate's request cut (same file, "(session 35, round 3)"); ``rows_back``
+adds two flip-flops and the marker's ``lasts >= snap`` is a flip-flop (``lasts_caught``): "(session
+35, round 4)".
 
 **Own rows** (docs/large_slots.md, "Results from the completing contribution's own ADD
 responses"): a decision that releases or completes its chunk has ``emit`` (the record after's),
