@@ -62,7 +62,9 @@ ready does not reach the gate) and the candidates' admission is a flip-flop (``r
 probe and control chains cut (same file, "(session 34)"). The ADDs reach the engine from a skid
 buffer of the requests the gate has taken (``adds``: the gate's request ready stops at it),
 ``room_r``'s sums see only flip-flops and ``cands`` / ``reserved`` count the answers a cycle late:
-the admission and the gate's request cut (same file, "(session 35, round 3)").
+the admission and the gate's request cut (same file, "(session 35, round 3)"); ``rows_back``
+adds two flip-flops and the marker's ``lasts >= snap`` is a flip-flop (``lasts_caught``): "(session
+35, round 4)".
 
 **Own rows** (docs/large_slots.md, "Results from the completing contribution's own ADD
 responses"): a decision that releases or completes its chunk has ``emit`` (the record after's),
@@ -384,12 +386,15 @@ class DecisionOnRecords(wiring.Component):
                      owner.m.ready.eq(rr.valid & rr.ready & ~sw.owns)]
         # a candidate's rows come back when its answer leaves for the gate without ``emit`` (its
         # own rows then never come); an emitting one's as stage 3 takes each row. The answers and
-        # the rows taken count a cycle late (``left``, ``back``: flip-flops; the response side's
-        # handshake reaches no sum), so ``cands`` and ``reserved`` are never below the truth: the
-        # admission waits a cycle longer at worst, every row reserved comes back once
+        # the rows taken count a cycle late (``left``, ``ret``, ``own``: flip-flops; the response
+        # side's handshake reaches no sum, ``back`` adds flip-flops only), so ``cands`` and
+        # ``reserved`` are never below the truth: the admission waits a cycle longer at worst,
+        # every row reserved comes back once
         left, back = Signal(name="cands_left"), Signal(self.row_bits + 2, name="rows_back")
-        returned = Mux(owner.m.ready & decide & ~after.emit, o_out.rows, 0)
-        m.d.sync += [left.eq(owner.m.ready & o_out.cand), back.eq(returned + em.own_taken)]
+        ret, own = Signal.like(o_out.rows, name="rows_returned"), Signal(name="rows_own")
+        m.d.sync += [left.eq(owner.m.ready & o_out.cand), own.eq(em.own_taken),
+                     ret.eq(Mux(owner.m.ready & decide & ~after.emit, o_out.rows, 0))]
+        m.d.comb += back.eq(ret + own)
         entered = fork.valid & fork.ready & cand
         m.d.sync += cands.eq(cands + entered - left)
         kept = Signal.like(reserved, name="reserved_kept")
@@ -402,8 +407,14 @@ class DecisionOnRecords(wiring.Component):
         # then; ``lasts``: those whose last command is pushed), then its READs at the marker. Up
         # to two of those decisions may still wait in ``decisions`` when the record comes
         # (``pre`` of them); ``snap`` is taken again every cycle until the gate has started the
-        # last of them and counted it (``late``: the cycle after), and no marker goes meanwhile
-        dc, snap, marked = em.data_cmd, Signal(16), Signal()
+        # last of them and counted it (``late``: the cycle after), and no marker goes meanwhile.
+        # ``caught`` (``lasts`` has reached ``snap``) is a flip-flop: the compare with the ``snap``
+        # of the cycle it is used and the ``lasts`` of the cycle before, which only grows, so it
+        # is never 1 before the truth (a marker waits a cycle longer at worst); the subtractions
+        # see flip-flops only (the record's handshake only chooses), and no longer reach the
+        # marker, the gate's command ready and its ``start``
+        dc, snap, marked = em.data_cmd, Signal(16, name="snap"), Signal()
+        snap_new, caught = Signal(16, name="snap_new"), Signal(name="lasts_caught")
         rec_fire, took = em.rec_data.valid & em.rec_data.ready, dq.m.valid & dq.m.ready
         pre, late = Signal(2, name="pre"), Signal(name="late")
         with m.If(rec_fire):
@@ -412,9 +423,11 @@ class DecisionOnRecords(wiring.Component):
             m.d.sync += pre.eq(pre - 1)
         m.d.sync += late.eq(took & (rec_fire | (pre != 0)))
         snapping = (pre != 0) | late
+        m.d.comb += snap_new.eq(gs.written + gs.added)
         with m.If(rec_fire | snapping):
-            m.d.sync += snap.eq(gs.written + gs.added)
-        mark = dc.valid & ~marked & ~snapping & ~(gs.lasts - snap)[15] & gs.e_room
+            m.d.sync += snap.eq(snap_new)
+        m.d.sync += caught.eq(Mux(rec_fire | snapping, ~(gs.lasts - snap_new)[15], ~(gs.lasts - snap)[15]))
+        mark = dc.valid & ~marked & ~snapping & caught & gs.e_room
         m.d.comb += [gs.e_mark.eq(mark), gs.e_valid.eq(dc.valid), gs.e_cmd.eq(dc.payload), dc.ready.eq(gs.e_go),
                      gs.e_final.eq(em.data_final)]
         with m.If(dc.valid & dc.ready):  # the emitter's data READs (an own chunk's rows are not read)

@@ -214,23 +214,34 @@ ROUND3_CHAINS = {
 # where they end now: the payload FIFO's registered ready, the level bound, the answers counted a
 # cycle late (the engine's ready ends in the fork's buffer ``adds``: PROBE_ENDS)
 ROUND3_ENDS = {("sums.gate.fifo.rp", "sums.gate.fifo.s__ready"), ("records.state.queue.fifo.queue.inner_level", "lvl"),
-               ("decisions.s__ready", "rows_back"), ("owner.head.m__valid", "cands_left"),
-               ("results__ready", "rows_back")}
+               ("decisions.s__ready", "rows_returned"), ("owner.head.m__valid", "cands_left"),
+               ("results__ready", "rows_own")}
+# round 4 (docs/large_slots.md, "(session 35, round 4)"): ``rows_back``'s adder (the rows returned
+# plus the emitter's ``own_taken``) sat after the response handshake's late select; it adds two
+# flip-flops now. On main 43c9dd8 each pair below had logic between its ends (rows_back a flip-flop)
+ROUND4_CHAINS = {(src, "rows_back") for src in ("decisions.s__ready", "owner.head.m__valid", "results__ready")}
+# and the marker's ``lasts - snap`` (the gate's count of messages whose last command is pushed, the
+# snapshot) reached the gate's command ready, ``start`` and its ``error``; it ends in ``lasts_caught``
+ROUND4_CHAINS |= {(src, end) for src in ("sums.lasts", "snap") for end in ("sums.gate.error", "sums.gate.busy")}
+ROUND4_ENDS = {("sums.lasts", "lasts_caught"), ("snap", "lasts_caught")}
 SUMS = {"$add", "$sub", "$lt", "$le", "$gt", "$ge"}
 
 
 def test_the_record_paths_admission_and_gate_request_chains_are_cut() -> None:
-    """No logic within a cycle across each round-3 chain above (yosys on the harness), their new
-    ends have some (every name is in the netlist); and the release queue's push (from the state's
-    effect register ``fx``) reaches ``room_r`` only through choices, no sum or compare (on main
-    47267f1 it went through ``level + push`` and the compares)."""
-    pairs = ROUND3_CHAINS | ROUND3_ENDS | {("records.state.fx", "room_r")}
+    """No logic within a cycle across each round-3 / round-4 chain above (yosys on the harness),
+    their new ends have some (every name is in the netlist); the release queue's push (from the
+    state's effect register ``fx``) reaches ``room_r`` only through choices, no sum or compare (on
+    main 47267f1 it went through ``level + push`` and the compares); ``rows_back`` adds flip-flops
+    only, the marker's subtractions end in ``lasts_caught`` (round 4)."""
+    pairs = ROUND3_CHAINS | ROUND4_CHAINS | ROUND3_ENDS | ROUND4_ENDS | {("records.state.fx", "room_r")}
     _yosys_on(_harness(), "".join(f"select -assert-min 1 w:{name}; " for name in sorted({n for p in pairs for n in p})))
     table = comb_cells_table(_harness(), sorted({s for s, _ in pairs}), sorted({r for _, r in pairs}))
-    assert {pair: table[pair] for pair in ROUND3_CHAINS if table[pair]} == {}
-    assert {pair for pair in ROUND3_ENDS if not table[pair]} == set()
+    assert {pair: table[pair] for pair in ROUND3_CHAINS | ROUND4_CHAINS if table[pair]} == {}
+    assert {pair for pair in ROUND3_ENDS | ROUND4_ENDS if not table[pair]} == set()
     push = table["records.state.fx", "room_r"]
     assert push and not set(push) & SUMS, push
+    sources, cells = comb_cone(_harness(), "rows_back")  # the adder, from the two flip-flops only
+    assert sources == {"rows_returned", "rows_own"} and "$add" in cells, (sources, cells)
 
 
 # round 2 (issue 16): the pending words' addresses. On main 0e64234 (``scan_stages=3``) the cone of
