@@ -182,16 +182,23 @@ PROBE_ENDS = {("cands", "room_r"), ("reserved", "room_r"), ("probe.v_chunk", "pr
 ARITH = {"$add", "$sub", "$lt", "$le", "$gt", "$ge", "$eq", "$ne", "$pmux"}
 
 
+def _chains_cut(chains: set, ends: set, more: set) -> dict:
+    """Every name of the pairs is in the harness's netlist; no ``chains`` pair has logic between
+    its ends within a cycle, every ``ends`` pair has some; the table of cells (with ``more``'s)."""
+    pairs = chains | ends | more
+    _yosys_on(_harness(), "".join(f"select -assert-min 1 w:{name}; " for name in sorted({n for p in pairs for n in p})))
+    table = comb_cells_table(_harness(), sorted({s for s, _ in pairs}), sorted({r for _, r in pairs}))
+    assert {pair: table[pair] for pair in chains if table[pair]} == {}
+    assert {pair for pair in ends if not table[pair]} == set()
+    return table
+
+
 def test_the_record_paths_probe_and_admission_chains_are_cut() -> None:
     """No logic within a cycle across each chain above (yosys on the harness), their new ends
     have some (every name is in the netlist); and the request taken into the pin's register
     (``req.valid`` -> ``load``) reaches ``r_pin`` only through the final choice of flag, no
     comparison (on s34a 5f38b68: 56 cells, 7 subtractions among them)."""
-    pairs = PROBE_CHAINS | PROBE_ENDS | {("req__valid", "pin.r_pin")}
-    _yosys_on(_harness(), "".join(f"select -assert-min 1 w:{name}; " for name in sorted({n for p in pairs for n in p})))
-    table = comb_cells_table(_harness(), sorted({s for s, _ in pairs}), sorted({r for _, r in pairs}))
-    assert {pair: table[pair] for pair in PROBE_CHAINS if table[pair]} == {}
-    assert {pair for pair in PROBE_ENDS if not table[pair]} == set()
+    table = _chains_cut(PROBE_CHAINS, PROBE_ENDS, {("req__valid", "pin.r_pin")})
     load = table["req__valid", "pin.r_pin"]
     assert 0 < sum(load.values()) <= 4 and not set(load) & ARITH, load
 
@@ -233,11 +240,7 @@ def test_the_record_paths_admission_and_gate_request_chains_are_cut() -> None:
     state's effect register ``fx``) reaches ``room_r`` only through choices, no sum or compare (on
     main 47267f1 it went through ``level + push`` and the compares); ``rows_back`` adds flip-flops
     only, the marker's subtractions end in ``lasts_caught`` (round 4)."""
-    pairs = ROUND3_CHAINS | ROUND4_CHAINS | ROUND3_ENDS | ROUND4_ENDS | {("records.state.fx", "room_r")}
-    _yosys_on(_harness(), "".join(f"select -assert-min 1 w:{name}; " for name in sorted({n for p in pairs for n in p})))
-    table = comb_cells_table(_harness(), sorted({s for s, _ in pairs}), sorted({r for _, r in pairs}))
-    assert {pair: table[pair] for pair in ROUND3_CHAINS | ROUND4_CHAINS if table[pair]} == {}
-    assert {pair for pair in ROUND3_ENDS | ROUND4_ENDS if not table[pair]} == set()
+    table = _chains_cut(ROUND3_CHAINS | ROUND4_CHAINS, ROUND3_ENDS | ROUND4_ENDS, {("records.state.fx", "room_r")})
     push = table["records.state.fx", "room_r"]
     assert push and not set(push) & SUMS, push
     sources, cells = comb_cone(_harness(), "rows_back")  # the adder, from the two flip-flops only
