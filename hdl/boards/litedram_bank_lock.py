@@ -28,6 +28,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from .litedram_patching import after_init
+
 __all__ = ["fixed_bank_lock"]
 
 
@@ -39,10 +41,7 @@ def fixed_bank_lock() -> Iterator[None]:
     from litex.soc.interconnect import stream
     from migen import Signal
 
-    real = bankmachine.BankMachine.__init__
-
-    def init(self, *args, **kwargs) -> None:
-        real(self, *args, **kwargs)
+    def fix(self, *args, **kwargs) -> None:
         subs = [m for _, m in self._submodules]
         fifos = [m for m in subs if isinstance(m, stream.SyncFIFO)]
         buffers = [m for m in subs if isinstance(m, stream.Buffer)]
@@ -58,8 +57,5 @@ def fixed_bank_lock() -> Iterator[None]:
         self.comb += [held_next.eq(held + taken - left), self.req.lock.eq(lock)]
         self.sync += [held.eq(held_next), lock.eq(held_next != 0)]
 
-    bankmachine.BankMachine.__init__ = init
-    try:
+    with after_init(bankmachine.BankMachine, fix):
         yield
-    finally:
-        bankmachine.BankMachine.__init__ = real

@@ -369,7 +369,7 @@ def _quiet_logging():
 #: the modules of :func:`litedram_patches` (hashed into every cache key of a patched controller)
 PATCH_SOURCES = tuple(Path(__file__).parent / f
                       for f in ("litedram_bank_lock.py", "litedram_refresh_request.py",
-                                "litedram_write_credit.py"))
+                                "litedram_write_credit.py", "litedram_patching.py"))
 
 
 @contextlib.contextmanager

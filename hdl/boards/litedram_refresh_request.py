@@ -29,6 +29,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from .litedram_patching import after_init
+
 __all__ = ["registered_refresh_request"]
 
 
@@ -40,17 +42,11 @@ def registered_refresh_request() -> Iterator[None]:
     from litedram.core import bankmachine
     from migen import Signal
 
-    real = bankmachine.BankMachine.__init__
-
-    def init(self, *args, **kwargs) -> None:
-        real(self, *args, **kwargs)
+    def register(self, *args, **kwargs) -> None:
         seen_req, own_gnt = self.refresh_req, self.refresh_gnt  # what the FSM reads / drives
         self.refresh_req, self.refresh_gnt = Signal(), Signal()  # the ports, as the mux sees them
         self.sync += seen_req.eq(self.refresh_req)
         self.comb += self.refresh_gnt.eq(own_gnt & self.refresh_req)
 
-    bankmachine.BankMachine.__init__ = init
-    try:
+    with after_init(bankmachine.BankMachine, register):
         yield
-    finally:
-        bankmachine.BankMachine.__init__ = real

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from .litedram_patching import after_init
+
 __all__ = ["registered_can_write"]
 
 
@@ -34,12 +36,9 @@ def registered_can_write() -> Iterator[None]:
     from migen import Signal
     from migen.fhdl.structure import _Assign, _Operator
 
-    real = axi.LiteDRAMAXI2NativeW.__init__
-
-    def init(self, axi_port, port, buffer_depth, base_address, with_read_modify_write=False) -> None:
+    def register(self, axi_port, port, buffer_depth, base_address, with_read_modify_write=False) -> None:
         if with_read_modify_write:  # its FSM also drives can_write: not covered by the argument
             raise RuntimeError("registered_can_write: with_read_modify_write is not supported")
-        real(self, axi_port, port, buffer_depth, base_address, with_read_modify_write)
         comb = self._fragment.comb
         found = [s for s in comb if isinstance(s, _Assign) and isinstance(s.r, _Operator)
                  and s.r.op == ">" and s.l.backtrace[-1][0] == "can_write"]
@@ -54,8 +53,5 @@ def registered_can_write() -> Iterator[None]:
         self.comb += stmt.l.eq(flag)
         self.sync += flag.eq(level > reserved + queued)
 
-    axi.LiteDRAMAXI2NativeW.__init__ = init
-    try:
+    with after_init(axi.LiteDRAMAXI2NativeW, register):
         yield
-    finally:
-        axi.LiteDRAMAXI2NativeW.__init__ = real
