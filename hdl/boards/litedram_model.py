@@ -55,7 +55,7 @@ from wanreduce.hdl.boards.litedram_controller import (
     module_name,
 )
 
-__all__ = ["MODEL_ROWS", "cached_model", "generate_model", "model_bytes", "model_module_name",
+__all__ = ["MODEL_ROWS", "TIME_ZERO", "cached_model", "comb_runs_at_time_zero", "generate_model", "model_bytes", "model_module_name",
            "phy_settings", "small_bank_memories"]
 
 MODEL_ROWS = 16  # DRAM rows kept per bank by the model's memories
@@ -185,8 +185,36 @@ def generate_model(board: str, out_dir: Path, *, bank_lock_fix: bool = True) -> 
         raise RuntimeError(f"{name}: unexpected data files {sorted(conv.data_files)}")
     path = Path(out_dir) / f"{name}.v"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(conv.main_source)
+    path.write_text(comb_runs_at_time_zero(conv.main_source))
     return path
+
+
+#: the signal :func:`comb_runs_at_time_zero` adds (one event at time 0)
+TIME_ZERO = "wanreduce_time_zero"
+
+
+def comb_runs_at_time_zero(verilog: str) -> str:
+    """Make every ``always @(*)`` block of LiteX's Verilog run once at time 0, as in hardware.
+
+    An ``always @(*)`` block runs only when a signal it reads changes. Icarus starts none at
+    time 0 (Verilator evaluates all), so a block whose inputs keep their initial values holds
+    its target's declared initial value instead of what the block computes: LiteDRAM's
+    multiplexer steers both DFI phases to no command until its state machine first leaves
+    READ, and the bank machines' first ACTIVATEs never reach the DDR3 model (their banks'
+    writes are dropped and later reads return X). Migen's own back end adds a dummy event for
+    this; LiteX's does not. Here each block reads :data:`TIME_ZERO`, which goes from X to 0 at
+    time 0 (simulation only: inside ``translate_off``)."""
+    head = "always @(*) begin\n"
+    if head not in verilog or TIME_ZERO in verilog:
+        raise RuntimeError("LiteX's Verilog is not as expected: no `always @(*) begin` "
+                           f"blocks, or {TIME_ZERO} already in it")
+    decl = (f"// synthesis translate_off\nreg {TIME_ZERO};\ninitial {TIME_ZERO} <= 1'd0;\n"
+            "// synthesis translate_on\n")
+    module_end = verilog.index(");\n", verilog.index("module ")) + 3
+    body = verilog[module_end:].replace(
+        head, head + f"// synthesis translate_off\n    if ({TIME_ZERO}) begin end\n"
+                     "// synthesis translate_on\n")
+    return verilog[:module_end] + "\n" + decl + body
 
 
 def _cache_key(board: str, bank_lock_fix: bool) -> str:
