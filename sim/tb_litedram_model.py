@@ -13,12 +13,11 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiBus, AxiMaster
 
 from wanreduce.hdl.boards.litedram_controller import DRAM_CONFIGS
 from wanreduce.sim.simulator import tb_params
+from wanreduce.sim.tb_slot_store_litedram import start_clocks
 
 
 @cocotb.test()
@@ -27,12 +26,6 @@ async def write_then_read(dut):
     p = tb_params()
     cfg = DRAM_CONFIGS[p["board"]]
     rng = random.Random(p.get("seed", 1))
-    # an even period in ps (cocotb's Clock splits it in halves)
-    cocotb.start_soon(Clock(dut.sys_clk, 2 * round(1e12 / cfg.sys_clk_hz / 2), unit="ps").start())
-    cocotb.start_soon(Clock(dut.axi_clk, 8000, unit="ps").start())
-    dut.sys_rst.value = 1
-    dut.axi_rst.value = 1
-    dut.init_done.value = 0
     bus = AxiBus.from_prefix(dut, "user_port_axi")
     # LiteX's AxSIZE is 4 bits (AXI's 3): cocotbext-axi refuses the width, so it is held here
     # at the port's one size (16-byte beats) instead of driven by the master
@@ -40,12 +33,7 @@ async def write_then_read(dut):
         delattr(channel, name)
         getattr(dut, f"user_port_axi_{name}").value = 4
     axi = AxiMaster(bus, dut.axi_clk, dut.axi_rst)
-    await ClockCycles(dut.sys_clk, 8)
-    dut.sys_rst.value = 0
-    dut.axi_rst.value = 0
-    await ClockCycles(dut.sys_clk, 8)
-    dut.init_done.value = 1
-    await RisingEdge(dut.axi_clk)
+    await start_clocks(dut, cfg, (), core=("axi_clk", "axi_rst"), dram=("sys_clk", "sys_rst"))
     written = {}
     for bank in p["banks"]:
         address = p["base"] + bank * p["bank_stride"]

@@ -42,25 +42,30 @@ from wanreduce.sim.tb_slot_store import (
 )
 
 
-async def start_clocks(dut, cfg, prefixes: tuple[str, ...] = ("",)) -> None:
-    """The core's and the controller's clocks, both resets, then ``init_done``; the ``cmd``
-    valid and ``rsp`` ready of each engine (``prefixes``) low meanwhile."""
-    cocotb.start_soon(Clock(dut.clk, round(1e12 / CORE_FREQ_HZ), unit="ps").start())
+async def start_clocks(dut, cfg, prefixes: tuple[str, ...] = ("",), *,
+                       core: tuple[str, str] = ("clk", "rst"),
+                       dram: tuple[str, str] = ("dram_clk", "dram_rst")) -> None:
+    """The core's and the controller's clocks (``core`` / ``dram``: clock and reset names),
+    both resets, then ``init_done``; the ``cmd`` valid and ``rsp`` ready of each engine
+    (``prefixes``) low meanwhile."""
+    clk, rst = (getattr(dut, name) for name in core)
+    dram_clk, dram_rst = (getattr(dut, name) for name in dram)
+    cocotb.start_soon(Clock(clk, round(1e12 / CORE_FREQ_HZ), unit="ps").start())
     # an even period in ps (cocotb's Clock splits it in halves): 87.5 MHz -> 11 428 ps
     dram_ps = 2 * round(1e12 / cfg.sys_clk_hz / 2)
-    cocotb.start_soon(Clock(dut.dram_clk, dram_ps, unit="ps").start())
-    dut.rst.value = 1
-    dut.dram_rst.value = 1
+    cocotb.start_soon(Clock(dram_clk, dram_ps, unit="ps").start())
+    rst.value = 1
+    dram_rst.value = 1
     dut.init_done.value = 0
     for pre in prefixes:
         getattr(dut, f"{pre}cmd__valid").value = 0
         getattr(dut, f"{pre}rsp__ready").value = 0
-    await ClockCycles(dut.clk, 8)
-    dut.rst.value = 0
-    dut.dram_rst.value = 0
-    await ClockCycles(dut.dram_clk, 8)
+    await ClockCycles(clk, 8)
+    rst.value = 0
+    dram_rst.value = 0
+    await ClockCycles(dram_clk, 8)
     dut.init_done.value = 1
-    await RisingEdge(dut.clk)
+    await RisingEdge(clk)
 
 
 async def watch_port(axi, clk, bursts: list, read_latency: list[int],
