@@ -25,6 +25,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .slot_store_signature import cmd_layout
+from .stage_room import room_next
 from .unguarded_fifo import UnguardedFIFO
 
 __all__ = ["CMD_DEPTH", "CommandArbiter"]
@@ -41,11 +42,14 @@ class CommandArbiter(wiring.Component):
     ``copy_error``: the FIFO's flip-flop copies disagree (``UnguardedFIFO``; never, if right).
     ``registered_one``: the FIFO's "one entry" flag from a flip-flop too (``UnguardedFIFO``; the
     DRAM configuration's, whose head register missed 8 ns behind the pointers' compare).
+    ``registered_room``: an output ``room`` (``level < depth``) from a flip-flop, the next cycle's
+    compare with this cycle's push and pop only choosing (``copy_error`` checks it; the record
+    path's, docs/large_slots.md "(session 36, round 5)").
     """
 
     def __init__(self, data_width: int, address_bits: int, depth: int = CMD_DEPTH, *,
-                 registered_one: bool = False) -> None:
-        self.depth, self.registered_one = depth, registered_one
+                 registered_one: bool = False, registered_room: bool = False) -> None:
+        self.depth, self.registered_one, self.registered_room = depth, registered_one, registered_room
         self.cmd_layout = cmd_layout(data_width, address_bits)
         super().__init__({
             "push": In(1),
@@ -63,6 +67,7 @@ class CommandArbiter(wiring.Component):
             "idle": Out(1),
             "cmd": Out(stream.Signature(self.cmd_layout)),
             "copy_error": Out(1),
+            **({"room": Out(1)} if registered_room else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -100,9 +105,14 @@ class CommandArbiter(wiring.Component):
         m.d.sync += [e_phase.eq(to_emitter_next | (fifo.r_rdy_next & next_head.marker)),
                      to_emitter.eq(to_emitter_next)]
         popped_now = to_emitter & popped
+        copy_error = fifo.copy_error | (level != fifo.level + w_v) | (e_phase != (to_emitter | marker))
+        if self.registered_room:  # level < depth next cycle: a push alone needs two free, a read alone frees one
+            room = Signal(init=1, name="room_r")
+            m.d.sync += room.eq(room_next(level, self.depth, push=self.push, pop=fifo.r_en))
+            m.d.comb += self.room.eq(room)
+            copy_error |= room != (level != self.depth)
         m.d.comb += [self.idle.eq(~to_emitter & ~fifo.r_rdy & ~w_v), self.e_go.eq(e_phase & cmd.ready),
-                     self.copy_error.eq(fifo.copy_error | (level != fifo.level + w_v)
-                                        | (e_phase != (to_emitter | marker)))]
+                     self.copy_error.eq(copy_error)]
         with m.If(e_phase):
             m.d.comb += [self.e_allow_pop.eq(~popped_now),
                          cmd.valid.eq(self.e_valid), cmd.payload.eq(self.e_cmd), fifo.r_en.eq(marker)]

@@ -64,7 +64,9 @@ buffer of the requests the gate has taken (``adds``: the gate's request ready st
 ``room_r``'s sums see only flip-flops and ``cands`` / ``reserved`` count the answers a cycle late:
 the admission and the gate's request cut (same file, "(session 35, round 3)"); ``rows_back``
 adds two flip-flops and the marker's ``lasts >= snap`` is a flip-flop (``lasts_caught``): "(session
-35, round 4)".
+35, round 4)"; the store split's and the arbiter's room are flip-flops (so is the marker's
+``e_room``), the emitter's record take waits for no data READ's ready and its ``read_next`` is
+``+ 1`` before the select: "(session 36, round 5)".
 
 **Own rows** (docs/large_slots.md, "Results from the completing contribution's own ADD
 responses"): a decision that releases or completes its chunk has ``emit`` (the record after's),
@@ -288,7 +290,7 @@ class DecisionOnRecords(wiring.Component):
         wiring.connect(m, pin.out, hd.s)
         m.d.comb += [pin.quiet.eq(quiet), pin.stop.eq(self.reset.valid), pin.region.eq(self.region),
                      pin.reset.eq(self.reset.payload), pin.reset_fire.eq(self.reset.valid & self.reset.ready),
-                     pin.read_done.eq(em.read_done), pin.read_job.eq(em.read_job), pin.read_chunk.eq(em.read_chunk),
+                     pin.read_done.eq(em.read_done), pin.read_job.eq(em.read_job), pin.read_next.eq(em.read_next),
                      self.pin_waits.eq(pin.pin_waits)]
         held = hd.m
         # the record engine's commands: the sweep's WRITEs, else the emitter's READs, else the

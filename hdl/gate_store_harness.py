@@ -10,7 +10,8 @@ Ports: the gate's ``beats``, ``req``, ``decision`` (in), ``error`` and counters;
 
 ``emitter=True`` (default False: the ports and RTL as before) adds an emitter beside the gate, as
 the reducer has one: ``e_mark`` (push a marker into the arbiter's FIFO now; the gate's command
-waits that cycle; only while ``e_room``: room, and not inside a message's commands), and when
+waits that cycle; only while ``e_room``: room, and not inside a message's commands: the AND of
+two flip-flops, the arbiter's ``room`` and ``mid``), and when
 the marker reaches the FIFO's head the port is the emitter's (``e_valid`` / ``e_cmd`` READs
 while ``e_go``, ``e_final`` with its last) until that last READ; ``lasts`` counts the messages
 whose last WRITE / ADD command the gate has pushed (16 bits, wrapping; an emitting message's
@@ -51,7 +52,9 @@ class GateOnSlotStore(wiring.Component):
         self.store = DramSlotStore(data_width, **store)
         self.gate = PayloadGate(data_width, depth, address_bits=self.store.address_bits,
                                 max_elements=max_elements, messages=messages)
-        self.arbiter = CommandArbiter(data_width, self.store.address_bits)
+        # with the emitter, the arbiter's room from a flip-flop (the marker's ``e_room`` and the
+        # gate's command ready: docs/large_slots.md, "(session 36, round 5)")
+        self.arbiter = CommandArbiter(data_width, self.store.address_bits, registered_room=emitter)
         members = {
             **{n: self.gate.signature.members[n] for n in GATE_PORTS},
             **{n: mb for n, mb in self.store.signature.members.items() if n != "cmd"},
@@ -79,7 +82,8 @@ class GateOnSlotStore(wiring.Component):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(gate, name))
         for name in GATE_PORTS[3:]:
             m.d.comb += getattr(self, name).eq(getattr(gate, name))
-        ready = arb.level < arb.depth  # the arbiter's FIFO is unguarded: push only with room
+        # the arbiter's FIFO is unguarded: push only with room (with the emitter its flip-flop)
+        ready = arb.room if arb.registered_room else arb.level < arb.depth
         m.d.comb += [
             gate.cmd.ready.eq(ready),
             arb.push.eq(gate.cmd.valid & ready), arb.push_cmd.eq(gate.cmd.payload),

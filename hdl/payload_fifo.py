@@ -16,11 +16,12 @@ request ready: docs/large_slots.md, "The record path's admission and the gate's 
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .skid_buffer import SkidBuffer
+from .stage_room import room_next
 
 __all__ = ["PayloadFIFO", "beat_layout", "check_payload_fifo_params"]
 
@@ -70,7 +71,7 @@ class PayloadFIFO(wiring.Component):
         advance = ~rd_valid | out.s.ready  # the read register may load the next beat
         fetch = advance & (held != 0)
         ready = Signal(init=1, name="room")  # == held != d, a cycle ahead: a flip-flop
-        m.d.sync += ready.eq(Mux(push & ~fetch, held != d - 1, Mux(fetch & ~push, 1, held != d)))
+        m.d.sync += ready.eq(room_next(held, d, push=push, pop=fetch))
         m.d.comb += [
             self.free.eq(d - held), self.s.ready.eq(ready),
             wr.addr.eq(wp[:ab]), wr.data.eq(self.s.payload), wr.en.eq(push),

@@ -9,11 +9,13 @@ Three stages, each a stream, in release order throughout:
    ``slot_of`` places chunks) is expanded into one record READ per slot, each slot queued
    (``slots``) for stage 2. The owner turns ``rec_read`` into the record engine's READ command.
 2. **Data READs** (``data_cmd``: the slot store's READ commands): the records come back in order
-   (``rec_data``, ``record_layout``); each is taken with its slot once the header queue has room,
-   its tag queued (``hdrs``), and its ``nbm1 + 1`` rows read (row = slot's row + beat, ``more``
-   but on the last, ``tag`` = the ``read_tag`` parameter so the owner tells these responses
-   apart). ``read_done`` / ``read_job`` / ``read_chunk`` pulse with a chunk's last READ (the
-   owner's emission pointer per job: a later chunk may reuse the slot after it).
+   (``rec_data``, ``record_layout``); each is taken with its slot once the header queue has room
+   and the chunk before has its last READ out (the cycle after it: ``rec_data.ready`` does not
+   wait for ``data_cmd.ready``), its tag queued (``hdrs``), and its ``nbm1 + 1`` rows read (row
+   = slot's row + beat, ``more`` but on the last, ``tag`` = the ``read_tag`` parameter so the
+   owner tells these responses apart). ``read_done`` / ``read_job`` / ``read_next`` pulse with a
+   chunk's last READ (``read_next``: its chunk + 1, the owner's new emission pointer for the
+   job: a later chunk may reuse the slot after it; each ``+ 1`` made before the choice of chunk).
 3. **Rows** (``row``: the header from the record's tag, ``hdl/result_emitter.py``'s
    ``result_header``, OVERFLOW from the response's ``overflow``: the owner's sticky flag for the
    slot, as it stands at that response; RESENT for a resend's run, ``resent``: its flag rides
@@ -83,7 +85,7 @@ class RecordEmitter(wiring.Component):
     ``2**row_bits``), ``prefetch`` / ``headers`` (the two queues' depths), ``read_tag`` (the
     data READs' tag), ``own_rows`` (the own FIFO's rows R: at least ``2**row_bits``). Ports:
     ``run``, ``region``, ``rec_read``, ``rec_data``, ``data_cmd``, ``data_rsp``, ``own_rsp``,
-    ``row``, ``read_done`` / ``read_job`` / ``read_chunk``, ``data_final``, ``own_taken``,
+    ``row``, ``read_done`` / ``read_job`` / ``read_next``, ``data_final``, ``own_taken``,
     ``idle``.
     """
 
@@ -114,7 +116,7 @@ class RecordEmitter(wiring.Component):
             "data_rsp": In(stream.Signature(read_rsp_layout(data_width))),
             "own_rsp": In(stream.Signature(read_rsp_layout(data_width))),
             "row": Out(stream.Signature(result_row_layout(data_width))),
-            "read_done": Out(1), "read_job": Out(bits_for(jobs)), "read_chunk": Out(32),
+            "read_done": Out(1), "read_job": Out(bits_for(jobs)), "read_next": Out(32),
             "data_final": Out(1), "own_taken": Out(1), "idle": Out(1),
         })
 
@@ -153,14 +155,14 @@ class RecordEmitter(wiring.Component):
         # ---- 2: a record (with its slot) -> its tag queued, its rows read ----
         rd, dc = self.rec_data, self.data_cmd
         reading, r_slot, beat, nbm1 = Signal(), Signal(sb), Signal(max(1, rb)), Signal(max(1, rb))
-        r_job, r_chunk = Signal.like(self.read_job), Signal(32)
+        r_job, r_next = Signal.like(self.read_job), Signal(32)
         tag = rd.payload.tag
         last = beat == nbm1 if rb else 1
-        # a record is taken once the chunk before has its last READ out (in that cycle too); an
-        # own chunk's (no READs) only once the one before is done, so ``read_done`` pulses once
+        # a record is taken once the chunk before has its last READ out (the cycle after it, so
+        # ``data_cmd.ready`` reaches no ``take``: round 5, docs/large_slots.md), so ``read_done``
+        # pulses once per chunk
         own_next = slots.m.payload.own
-        ready_in = rd.valid & slots.m.valid & hdrs.w_rdy
-        take = ready_in & Mux(own_next, ~reading, ~reading | (dc.ready & last))
+        take = rd.valid & slots.m.valid & hdrs.w_rdy & ~reading
         m.d.comb += [rd.ready.eq(take), slots.m.ready.eq(take), hdrs.w_data.tag.eq(tag),
                      hdrs.w_data.resent.eq(slots.m.payload.resent), hdrs.w_data.own.eq(own_next), hdrs.w_en.eq(take)]
         c = dc.payload
@@ -174,10 +176,11 @@ class RecordEmitter(wiring.Component):
                 m.d.sync += reading.eq(0)
         with m.If(take & ~own_next):
             m.d.sync += [reading.eq(1), r_slot.eq(slots.m.payload.slot), beat.eq(0), nbm1.eq(tag.nbm1),
-                         r_job.eq(tag.job), r_chunk.eq(tag.chunk)]
+                         r_job.eq(tag.job), r_next.eq(tag.chunk + 1)]
         took_own = take & own_next
         m.d.comb += [self.data_final.eq(fire & last), self.read_done.eq((fire & last) | took_own),
-                     self.read_job.eq(Mux(took_own, tag.job, r_job)), self.read_chunk.eq(Mux(took_own, tag.chunk, r_chunk))]
+                     self.read_job.eq(Mux(took_own, tag.job, r_job)),
+                     self.read_next.eq(Mux(took_own, (tag.chunk + 1)[:32], r_next))]
 
         # ---- 3: each row (a READ's response, or the own FIFO's for an own chunk) with the oldest
         # header -> a row ----

@@ -66,7 +66,7 @@ class RequestPin(wiring.Component):
 
     In: ``req``, ``quiet`` (nothing in flight), ``stop`` (take nothing: a window reset waits),
     ``region`` (per job), ``reset`` / ``reset_fire`` (a window reset taken), ``read_done`` /
-    ``read_job`` / ``read_chunk`` (the emitter's last READ of a chunk). Out: ``out``, ``pinned``
+    ``read_job`` / ``read_next`` (the emitter's last READ of a chunk; its chunk + 1). Out: ``out``, ``pinned``
     (the request waits for its pin), ``empty``, ``pin_waits``."""
 
     def __init__(self, req_layout: data.Layout, *, slots: int, jobs: int) -> None:
@@ -77,7 +77,7 @@ class RequestPin(wiring.Component):
             "quiet": In(1), "stop": In(1),
             "region": In(data.ArrayLayout(region_layout(slots), jobs)),
             "reset": In(ResetLayout(jobs)), "reset_fire": In(1),
-            "read_done": In(1), "read_job": In(range(jobs)), "read_chunk": In(CHUNK_BITS),
+            "read_done": In(1), "read_job": In(range(jobs)), "read_next": In(CHUNK_BITS),
             "pinned": Out(1), "empty": Out(1), "pin_waits": Out(32),
         })
 
@@ -142,5 +142,5 @@ class RequestPin(wiring.Component):
         with m.If(self.reset_fire):
             m.d.sync += [emitted[self.reset.job].eq(self.reset.head), low[self.reset.job].eq(self.reset.head)]
         with m.If(self.read_done):
-            m.d.sync += emitted[self.read_job].eq(self.read_chunk + 1)
+            m.d.sync += emitted[self.read_job].eq(self.read_next)
         return m

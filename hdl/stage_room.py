@@ -21,7 +21,15 @@ from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StageRoom", "fifo_room_next", "queue_room_next", "stage_room", "stage_room_layout"]
+__all__ = ["StageRoom", "fifo_room_next", "queue_room_next", "room_next", "stage_room", "stage_room_layout"]
+
+
+def room_next(level: Value, depth: int, *, push: Value, pop: Value) -> Value:
+    """A FIFO's ``level + push - pop != depth`` next cycle (register it: its ``w_rdy`` / ``s.ready``
+    a flip-flop, the same in every cycle): ``level`` (at most ``depth``, a flip-flop or its
+    pointers' difference) compared with constants, this cycle's ``push`` and ``pop`` (one entry
+    each at most) only choosing among the compares."""
+    return Mux(push & ~pop, level != depth - 1, Mux(pop & ~push, 1, level != depth))
 
 
 def queue_room_next(count: Value, depth: int, *, push: Value, leave: Value, pop: Value) -> Value:

@@ -8,9 +8,12 @@ queued (``cmd_fire`` with ``cmd_op`` / ``cmd_row``: op and slot, a FIFO of ``dep
 oldest moved into a head register (the entry the next response answers) and popped with its
 response (the store answers in command order). ``room``: the queue can take one more (the owner
 gates the store's ``cmd`` handshake with it, so the queue never overflows whatever the store
-holds). The flags, one per slot (``sticky_flags``, shared with ``ResultAssembler``: flip-flops
-up to ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` slots, above a block RAM read as an entry is loaded into
-the head register): a WRITE (a chunk's first contribution) clears the slot's, an ADD whose
+holds); a flip-flop, the next cycle's ``level != depth`` with this cycle's push and pop only
+choosing among the compares (the same value as the queue's ``w_rdy`` in every cycle: ``error``
+checks it; docs/large_slots.md, "(session 36, round 5)"). The flags, one per slot
+(``sticky_flags``, shared with ``ResultAssembler``: flip-flops up to
+``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` slots, above a block RAM read as an entry is loaded into the
+head register): a WRITE (a chunk's first contribution) clears the slot's, an ADD whose
 ``overflow`` is set sets it, and a READ's response goes out on ``reads`` with the flag as it
 stands then — after every contribution before the READ, before any after it. A response whose
 tag has ``EMIT_TAG`` (a completing contribution's WRITE / ADD, or the READs of one drained: the
@@ -19,7 +22,8 @@ flag after this response's update (``sticky_flags``' ``new``): the result's rows
 completer's own responses (docs/large_slots.md, "Results from the completing contribution's own
 ADD responses"). ``own`` is pushed as the response is taken and never waited for (its owner
 reserves room for every row that may come). ``error`` (sticky): a response with nothing queued,
-or a row pushed on ``own`` while it was not ready (lost).
+or a row pushed on ``own`` while it was not ready (lost), or ``room`` not the queue's ``w_rdy``
+(never, if right).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .slot_store_signature import EMIT_TAG, TAG_BITS, Op, rsp_layout
+from .stage_room import room_next
 from .sticky_flags import FLAGS_IN_FLIP_FLOPS_MAX_SLOTS, sticky_flags
 
 __all__ = ["StoreReadSplit", "read_rsp_layout"]
@@ -72,7 +77,12 @@ class StoreReadSplit(wiring.Component):
         pop = rsp.valid & rsp.ready  # the head answered
         load = q.r_rdy & (~head_v | pop)  # the oldest queued entry into the head register
         m.d.comb += [w.op.eq(self.cmd_op), w.slot.eq(self.cmd_row[self.row_bits:]), q.w_data.eq(w),
-                     q.w_en.eq(self.cmd_fire), self.room.eq(q.w_rdy), nxt.eq(q.r_data), q.r_en.eq(load)]
+                     q.w_en.eq(self.cmd_fire), nxt.eq(q.r_data), q.r_en.eq(load)]
+        # ``room`` from a flip-flop: the queue's level (a flip-flop) compared with constants, the
+        # push and the pop of this cycle only choose (push alone: one fewer; pop alone: room)
+        room = Signal(init=1, name="room_r")
+        m.d.sync += room.eq(room_next(q.level, self.depth, push=q.w_en & q.w_rdy, pop=q.r_en & q.r_rdy))
+        m.d.comb += self.room.eq(room)
         with m.If(load):
             m.d.sync += [head.eq(nxt), head_v.eq(1)]
         with m.Elif(pop):
@@ -87,6 +97,6 @@ class StoreReadSplit(wiring.Component):
                      out.valid.eq(rsp.valid & head_v & ~is_read), reads.valid.eq(rsp.valid & head_v & is_read & ~emit),
                      rsp.ready.eq(head_v & Mux(is_read, emit | reads.ready, out.ready)),
                      own.valid.eq(pop & emit)]  # pushed, never waited for: its owner reserved the room
-        with m.If((rsp.valid & ~head_v & ~q.r_rdy) | (own.valid & ~own.ready)):
+        with m.If((rsp.valid & ~head_v & ~q.r_rdy) | (own.valid & ~own.ready) | (room != q.w_rdy)):
             m.d.sync += self.error.eq(1)
         return m

@@ -232,17 +232,44 @@ ROUND4_CHAINS = {(src, "rows_back") for src in ("decisions.s__ready", "owner.hea
 ROUND4_CHAINS |= {(src, end) for src in ("sums.lasts", "snap") for end in ("sums.gate.error", "sums.gate.busy")}
 ROUND4_ENDS = {("sums.lasts", "lasts_caught"), ("snap", "lasts_caught")}
 SUMS = {"$add", "$sub", "$lt", "$le", "$gt", "$ge"}
+# round 5 (docs/large_slots.md, "(session 36, round 5)"): the store split's queue level (its
+# ``room``, a compare) -> the store's command handshake -> the arbiter's ``e_go`` -> the emitter's
+# ``data_cmd.ready`` -> its ``take`` (chain A: -> ``read_chunk`` -> ``+ 1`` -> the pin's
+# ``emitted``; chain B: -> ``rec_data.ready`` -> the response handshake -> ``inflight``,
+# ``cands_left``, ``rows_returned``, the owner FIFO's read); the arbiter's level (its room, a
+# compare) -> ``e_room`` -> the marker, and -> the gate's command ready -> its ``start``. On main
+# 96d8c95 each pair below had logic between its ends (the split's level: 27 cells into
+# ``emitted0`` with the ``$add``, 14 / 14 / 16 / 15 into ``inflight`` / ``cands_left`` /
+# ``rows_returned`` / the owner FIFO's head, 13 into ``marked``; the arbiter's phase 12 / 12 / 14
+# / 13 into those four; the arbiter's level 6 into ``marked``, 20 / 23 into the gate's ``error`` /
+# ``busy``; counts in docs/large_slots.md)
+LATE = ("sums.split.queue.level", "sums.arbiter.e_phase", "sums.store.cmd_in.s__ready")
+ROUND5_CHAINS = {
+    *(("sums.split.queue.level", end) for end in ("pin.emitted0", "pin.emitted1", "marked")),
+    *((src, end) for src in LATE for end in ("inflight", "cands_left", "rows_returned", "owner.head.m__valid")),
+    *(("sums.arbiter.level", end) for end in ("marked", "sums.gate.error", "sums.gate.busy")),
+}
+# where they end now: the split's and the arbiter's ``room`` flip-flops; the store's ready still
+# reaches ``emitted`` (``read_done``, the enable: no sum), ``emitted`` adds nothing after the
+# select (ROUND5_NO_SUM)
+ROUND5_ENDS = {("sums.split.queue.level", "sums.split.room"), ("sums.arbiter.level", "sums.arbiter.room_r")}
+ROUND5_NO_SUM = {(src, end) for src in LATE[1:] for end in ("pin.emitted0", "pin.emitted1")}
 
 
 def test_the_record_paths_admission_and_gate_request_chains_are_cut() -> None:
-    """No logic within a cycle across each round-3 / round-4 chain above (yosys on the harness),
-    their new ends have some (every name is in the netlist); the release queue's push (from the
-    state's effect register ``fx``) reaches ``room_r`` only through choices, no sum or compare (on
-    main 47267f1 it went through ``level + push`` and the compares); ``rows_back`` adds flip-flops
-    only, the marker's subtractions end in ``lasts_caught`` (round 4)."""
-    table = _chains_cut(ROUND3_CHAINS | ROUND4_CHAINS, ROUND3_ENDS | ROUND4_ENDS, {("records.state.fx", "room_r")})
+    """No logic within a cycle across each round-3 / round-4 / round-5 chain above (yosys on the
+    harness), their new ends have some (every name is in the netlist); the release queue's push
+    (from the state's effect register ``fx``) reaches ``room_r`` only through choices, no sum or
+    compare (on main 47267f1 it went through ``level + push`` and the compares); ``rows_back``
+    adds flip-flops only, the marker's subtractions end in ``lasts_caught`` (round 4); the store's
+    command ready reaches the pin's ``emitted`` through no sum (round 5: the ``+ 1`` is made
+    before the emitter's select; on main 96d8c95 one ``$add`` among 25 / 26 cells)."""
+    table = _chains_cut(ROUND3_CHAINS | ROUND4_CHAINS | ROUND5_CHAINS, ROUND3_ENDS | ROUND4_ENDS | ROUND5_ENDS,
+                        {("records.state.fx", "room_r"), *ROUND5_NO_SUM})
     push = table["records.state.fx", "room_r"]
     assert push and not set(push) & SUMS, push
+    late = {pair: table[pair] for pair in ROUND5_NO_SUM}
+    assert all(late.values()) and not any(set(c) & SUMS for c in late.values()), late
     sources, cells = comb_cone(_harness(), "rows_back")  # the adder, from the two flip-flops only
     assert sources == {"rows_returned", "rows_own"} and "$add" in cells, (sources, cells)
 

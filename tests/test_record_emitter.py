@@ -155,7 +155,7 @@ def run_emitter(seed: int, *, row_bits: int = 2, prefetch: int = 4, headers: int
             own_taken += ctx.get(dut.own_taken)
             assert not ctx.get(dut.data_final) or ctx.get(dut.data_cmd.valid) and ctx.get(dut.data_cmd.ready)
             if ctx.get(dut.read_done):
-                got["done"].append((ctx.get(dut.read_job), ctx.get(dut.read_chunk)))
+                got["done"].append((ctx.get(dut.read_job), (ctx.get(dut.read_next) - 1) & 0xFFFFFFFF))
             in_flight = len(got["slots"]) - taken_records
             stats["max_records"] = max(stats["max_records"], in_flight)
             stats["max_chunks"] = max(stats["max_chunks"], taken_records - rows_out_chunks)

@@ -221,15 +221,17 @@ def test_window_reset_waits_then_clears_the_region(base, lw, slots) -> None:
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize("registered_one", [False, True])
-def test_command_arbiter_keeps_decision_order(registered_one: bool) -> None:
+@pytest.mark.parametrize(("registered_one", "registered_room"), [(False, False), (True, False), (False, True)])
+def test_command_arbiter_keeps_decision_order(registered_one: bool, registered_room: bool) -> None:
     """Contribution commands (some flagged ``then_emit``), bare markers and an emitter that
     issues k = 0..3 READs per entry, with random pushes and a random ``cmd.ready``: the store
     sees every command once, in order, each entry's READs right after its flag or marker, and a
     READ is offered only while the port is the emitter's. Also with the DRAM configuration's
-    ``registered_one`` (the FIFO's "one entry" flag a flip-flop, checked by ``copy_error``)."""
+    ``registered_one`` (the FIFO's "one entry" flag a flip-flop, checked by ``copy_error``), and
+    with the record path's ``registered_room`` (pushes up to a full FIFO on its ``room``, a
+    flip-flop that ``copy_error`` checks against ``level < depth``)."""
     rng = random.Random(7)
-    dut = CommandArbiter(64, 8, depth=8, registered_one=registered_one)
+    dut = CommandArbiter(64, 8, depth=8, registered_one=registered_one, registered_room=registered_room)
     items = []  # ("cmd", row, then_emit, reads) or ("marker", reads)
     for i in range(200):
         if rng.random() < 0.15:
@@ -244,12 +246,14 @@ def test_command_arbiter_keeps_decision_order(registered_one: bool) -> None:
         expect += [("R", it[1], k) for k in range(it[-1])]
 
     async def tb(ctx):
-        got, pushed, entries = [], 0, []
+        got, pushed, entries, full = [], 0, [], 0
         cur = None  # (row, next read, count) of the entry the emitter works on
         for _cycle in range(3000):
             if len(got) == len(expect):
                 break
-            push = pushed < len(items) and ctx.get(dut.level) < 6 and rng.random() < 0.8
+            room = ctx.get(dut.room) if registered_room else ctx.get(dut.level) < 6
+            full += registered_room and not room
+            push = pushed < len(items) and room and rng.random() < 0.8
             ctx.set(dut.push, int(push))
             if push:
                 it = items[pushed]
@@ -290,6 +294,7 @@ def test_command_arbiter_keeps_decision_order(registered_one: bool) -> None:
             pushed += push
             await ctx.tick()
         assert got == expect
+        assert full or not registered_room, "the FIFO never full"
 
     run_testbench(dut, tb)
 

@@ -117,7 +117,7 @@ def run_pin(seed: int, mode: str, cycles: int = 3000) -> dict:
             ctx.set(dut.read_done, read is not None)
             if read:
                 ctx.set(dut.read_job, read[0])
-                ctx.set(dut.read_chunk, read[1])
+                ctx.set(dut.read_next, (read[1] + 1) & M32)  # the chunk after the one read
             ctx.set(dut.out.ready, rng.random() < 0.85)
             # this cycle: the exact rule on the request at the stage's output
             valid, pinned = ctx.get(dut.out.valid), ctx.get(dut.pinned)
