@@ -111,3 +111,47 @@ def test_report_places_the_records_core_and_refuses_bad_input_in_one_line(tmp_pa
         lines = res.output.strip().splitlines()
         assert res.exit_code != 0 and len(lines) == 1 and message in lines[0], res.output
     assert len(calls) == 1, "a refused core reached synthesis"
+
+
+def test_synthesis_reads_memory_inits_from_files(tmp_path, monkeypatch):
+    """``synth_ecp5`` gives yosys a large memory's initial value as one ``$readmemh`` (its Verilog
+    front end is quadratic in unrolled per-word initial assignments: 77 min for the 16 384 x 64
+    slot store at S x E = 128 x 256), and yosys reads the same initial value either way; below
+    ``READMEM_MIN_WORDS`` (lowered here) yosys reads the Verilog itself, as before."""
+    import subprocess
+
+    from amaranth.back import verilog
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib.memory import Memory
+
+    import wanreduce.commands.report as report
+    from wanreduce.commands.report import readmem_inits, synth_ecp5
+    from wanreduce.hdl.boards import yowasp_env
+
+    m = Module()
+    init = [(7 * i * i + 3) % 4096 for i in range(40)]
+    m.submodules.mem = mem = Memory(shape=12, depth=40, init=init)
+    rd, addr, data = mem.read_port(), Signal(6), Signal(12)
+    m.d.comb += [rd.addr.eq(addr), data.eq(rd.data)]
+    src = tmp_path / "rom.v"
+    src.write_text(verilog.convert(m, name="rom", ports=[addr, data]))
+    assert "mem[39] = 12'h" in src.read_text()
+    synth_ecp5(src, "rom", "rom.json")  # 40 words: below READMEM_MIN_WORDS, the Verilog as it is
+    assert not (tmp_path / "rom.synth.v").exists()
+    monkeypatch.setattr(report, "READMEM_MIN_WORDS", 40)
+    synth_ecp5(src, "rom", "rom.json")
+    given = (tmp_path / "rom.synth.v").read_text()
+    assert "mem[0] =" not in given and '$readmemh("rom-1.mem", mem, 0, 39);' in given
+
+    def init_of(path):  # the memory's INIT after yosys' front end and memory_collect
+        subprocess.run([yowasp_env()["YOSYS"], "-q", "-p", f"read_verilog -sv {path.name}; proc; "
+                        "memory_collect; dump -o mem.il t:$mem_v2"], cwd=tmp_path, check=True)
+        return next(ln for ln in (tmp_path / "mem.il").read_text().splitlines() if "parameter \\INIT" in ln)
+
+    bits = "".join(f"{w:012b}" for w in reversed(init))  # word 0 in the low bits
+    assert init_of(src) == init_of(tmp_path / "rom.synth.v") == f"    parameter \\INIT {12 * 40}'{bits}"
+    # a block not in write_verilog's word-by-word form (here words out of order) stays as it is
+    odd = "  initial begin\n" + "".join(f"    mem[{i}] = 4'h1;\n" for i in reversed(range(40))) + "  end\n"
+    assert readmem_inits(odd, tmp_path, "odd") == odd
+    ordered = "  initial begin\n" + "".join(f"    mem[{i}] = 4'h1;\n" for i in range(40)) + "  end\n"
+    assert readmem_inits(ordered, tmp_path, "odd") == '  initial begin\n    $readmemh("odd-1.mem", mem, 0, 39);\n  end\n'

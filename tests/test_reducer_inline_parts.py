@@ -6,15 +6,16 @@ each file wraps its function in a component for these tests."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
-from stream_helpers import run_testbench
+from stream_helpers import _yosys_on, run_testbench
 
 from wanreduce import wire
 from wanreduce.hdl.pin_terms import PairCheck, PinCheck
-from wanreduce.hdl.release_run import ReleaseRun, ReleaseScans
+from wanreduce.hdl.release_run import SCAN_ONE_CHAIN_MAX_SLOTS, ReleaseRun, ReleaseScans
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
 from wanreduce.hdl.stage2_issue import StageTwoIssue
@@ -390,3 +391,16 @@ def test_release_scans_without_and_with_stage_1s_bit(slots: int) -> None:
 
     run_testbench(dut, tb)
     assert differ, "scan b never differed from scan a"
+
+
+@pytest.mark.parametrize("slots", [16, 128])
+def test_release_scan_chains_in_the_cone(slots: int) -> None:
+    """The adders (carry chains) in the input cone of ``fz_b`` (scan b's first zero, registered):
+    up to ``SCAN_ONE_CHAIN_MAX_SLOTS`` (the default core's 16) one chain over the 2S bits, above
+    it two S-bit chains side by side (at S 128 the one 256-bit chain took 6.5 ns of the placed
+    worst path, docs/benchmarks.md, "The largest on-chip configuration traced (session 36)")."""
+    cone = "w:fz_b %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:-$dff,$memrd,$memrd_v2"
+    (dump,) = _yosys_on(ReleaseScans(slots), f"select -set c {cone}; tee -q -o adds.txt dump @c t:$add %i", "adds.txt")
+    widths = sorted(int(w) for w in re.findall(r"parameter \\Y_WIDTH (\d+)", dump))
+    want = [2 * slots + 1] if slots <= SCAN_ONE_CHAIN_MAX_SLOTS else [slots + 1, slots + 1]
+    assert widths == want, f"S {slots}: adders of {widths} bits in fz_b's cone, want {want}"

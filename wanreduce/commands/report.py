@@ -108,7 +108,16 @@ def synth_ecp5(src: Path, top: str, json_name: str = "core.json") -> float:
     env = yowasp_env()
     out = src.parent
     t0 = time.perf_counter()
-    ys = f"read_verilog -sv {src.name}; synth_ecp5 -top {top} -json {json_name}; tee -o yosys_stat.txt stat"
+    # large memories' initial values from files: yosys' Verilog front end is quadratic in a
+    # memory's unrolled initial assignments (77 min on the 16 384-row slot store); with none
+    # that large, yosys reads ``src`` itself (the same netlist as before, names included)
+    text = src.read_text()
+    given = readmem_inits(text, out, src.stem)
+    synth_src = src
+    if given != text:
+        synth_src = out / f"{src.stem}.synth{src.suffix}"
+        synth_src.write_text(given)
+    ys = f"read_verilog -sv {synth_src.name}; synth_ecp5 -top {top} -json {json_name}; tee -o yosys_stat.txt stat"
     res = subprocess.run([env["YOSYS"], "-q", "-l", "yosys.log", "-p", ys], cwd=out, env=env,
                          capture_output=True, text=True)
     if res.returncode != 0:
@@ -118,6 +127,39 @@ def synth_ecp5(src: Path, top: str, json_name: str = "core.json") -> float:
         raise WanreduceError(f"yosys left {len(multi)} net(s) with two drivers in {top} (nextpnr refuses "
                              f"the netlist): {', '.join(multi[:4])}; see {out / 'yosys.log'}")
     return time.perf_counter() - t0
+
+
+# Memories of at least this many words get their initial value from a file (``readmem_inits``):
+# 2.3 / 7.1 / 21.6 s of yosys' front end for 1 024 / 2 048 / 4 096 words of 64 bits, and the
+# default core's largest is 2 048, so its netlist is the one synthesised before (whose ABC
+# mapping depends on the names that the unrolled block uses up). Read at call time: tests lower it.
+READMEM_MIN_WORDS = 4096
+# yosys write_verilog's initial value of a memory: one assignment per word, in address order
+_INIT_BLOCK = re.compile(r"^  initial begin\n((?:    \S+ ?\[\d+\] = \d+'h[0-9a-f]+;\n)+)  end\n", re.M)
+_INIT_WORD = re.compile(r"    (\S+ ?)\[(\d+)\] = \d+'h([0-9a-f]+);")
+
+
+def readmem_inits(text: str, out: Path, stem: str) -> str:
+    """``text`` (Verilog from yosys ``write_verilog``) with the unrolled initial block of each
+    memory of ``READMEM_MIN_WORDS`` words or more (``mem[0] = W'h..; mem[1] = ..``, every word
+    from 0 in order) replaced by one ``$readmemh`` of a file ``out/<stem>-<k>.mem`` holding the
+    same words: the same ``$meminit``, read in milliseconds instead of quadratic time. Smaller
+    memories and blocks of any other form are left as they are."""
+    k = 0
+
+    def one(match: re.Match) -> str:
+        nonlocal k
+        words = [_INIT_WORD.fullmatch(ln) for ln in match.group(1).splitlines()]
+        names = {w.group(1) for w in words}
+        if (len(words) < READMEM_MIN_WORDS or len(names) != 1
+                or [int(w.group(2)) for w in words] != list(range(len(words)))):
+            return match.group(0)
+        k += 1
+        name = f"{stem}-{k}.mem"
+        (out / name).write_text("".join(f"{w.group(3)}\n" for w in words))
+        return f'  initial begin\n    $readmemh("{name}", {names.pop()}, 0, {len(words) - 1});\n  end\n'
+
+    return _INIT_BLOCK.sub(one, text)
 
 
 def yosys_cells(stat: Path) -> dict[str, int]:
