@@ -142,39 +142,46 @@ class InflightIndex(wiring.Component):
         # of A's cycle: with a command in A (it is accepted when this one moves) A's and
         # `recent`'s nr - 1 newest, else `recent`'s nr. Each way is the newest of them that wrote
         # it, else the pointer read, unless one of them took its entry since (then it is stale).
+        # The lookup is built for both windows and `a_valid` picks the result (its fanout into
+        # the window's multiplexers ran on through the whole lookup: the Versa DRAM build's
+        # core path, 9.71 ns, docs/benchmarks.md, session 36).
         nr = LOOKUP_STAGES
         fields = {"valid": 1, "key": ab, "entry": ib, "way": range(nw)}
         recent = [{f: Signal(s, name=f"recent{j}_{f}") for f, s in fields.items()} for j in range(nr)]
-        cands = [{"valid": a_valid, "key": a_key, "entry": tail[:ib], "way": a_way}, *recent]
-        window = [{f: Mux(a_valid, cands[j][f], cands[j + 1][f]) for f in fields} for j in range(nr)]
+        cands = [{"valid": Const(1), "key": a_key, "entry": tail[:ib], "way": a_way}, *recent]
         lo, hi = l3_key[:hb], l3_key[hb:]
-        in_set = [w["valid"] & (w["key"][:hb] == lo) for w in window]
-        same = [w["key"][hb:] == hi for w in window]
-        hit, src, hway, found = Const(0), l3_set[0].entry, Const(0, range(nw)), Const(0)
-        view, owned, mine = [], [], []  # per way: pointer, owned by another row, holds this row
-        for way in range(nw):
-            read = l3_set[way]
-            retaken = Cat(*(w["valid"] & (w["entry"] == read.entry) for w in window)).any()
-            p_in = read.valid & ~retaken & l3_lo[way]
-            p_mine, p_owned = p_in & l3_hi[way], p_in & ~l3_hi[way] & in_table(read.entry)
-            p = Cat(read.entry, read.valid & ~retaken)  # a pointer into an entry taken since: stale
-            for j in reversed(range(nr)):  # the newest writer of this way (j = 0) last: it wins
-                wrote = in_set[j] & (window[j]["way"] == way)
-                p_mine, p_owned = Mux(wrote, same[j], p_mine), Mux(wrote, ~same[j], p_owned)
-                p = Mux(wrote, Cat(window[j]["entry"], Const(1, 1)), p)
-            view.append(p)
-            owned.append(p_owned)
-            mine.append(p_mine)
-            hit, src, hway = Mux(p_mine, 1, hit), Mux(p_mine, view[way][:ib], src), Mux(p_mine, way, hway)
-            found = found | p_mine
-        # the way to write: the row's own, else the first not owned by another row
-        take = Const(nw - 1, range(nw))
-        for way in reversed(range(nw)):
-            take = Mux(~owned[way], way, take)
-        conf = ~found & Cat(*owned).all()
+
+        def lookup(window: list[dict]) -> tuple[Value, Value, Value, Value, Value]:
+            """hit, src, the way to write, conflict and the set as A sees it, against ``window``."""
+            in_set = [w["valid"] & (w["key"][:hb] == lo) for w in window]
+            same = [w["key"][hb:] == hi for w in window]
+            hit, src, hway, found = Const(0), l3_set[0].entry, Const(0, range(nw)), Const(0)
+            view, owned = [], []  # per way: pointer, owned by another row
+            for way in range(nw):
+                read = l3_set[way]
+                retaken = Cat(*(w["valid"] & (w["entry"] == read.entry) for w in window)).any()
+                p_in = read.valid & ~retaken & l3_lo[way]
+                p_mine, p_owned = p_in & l3_hi[way], p_in & ~l3_hi[way] & in_table(read.entry)
+                p = Cat(read.entry, read.valid & ~retaken)  # a pointer into an entry taken since: stale
+                for j in reversed(range(nr)):  # the newest writer of this way (j = 0) last: it wins
+                    wrote = in_set[j] & (window[j]["way"] == way)
+                    p_mine, p_owned = Mux(wrote, same[j], p_mine), Mux(wrote, ~same[j], p_owned)
+                    p = Mux(wrote, Cat(window[j]["entry"], Const(1, 1)), p)
+                view.append(p)
+                owned.append(p_owned)
+                hit, src, hway = Mux(p_mine, 1, hit), Mux(p_mine, p[:ib], src), Mux(p_mine, way, hway)
+                found = found | p_mine
+            # the way to write: the row's own, else the first not owned by another row
+            take = Const(nw - 1, range(nw))
+            for way in reversed(range(nw)):
+                take = Mux(~owned[way], way, take)
+            conf = ~found & Cat(*owned).all()
+            return hit, src, Mux(found, hway, take), conf, Cat(*view)
+
+        looks = [lookup(cands[1:]), lookup(cands[:nr])]  # without / with a command in A
         with m.If(adv):
-            m.d.sync += [a_hit.eq(hit), a_src.eq(src), a_way.eq(Mux(found, hway, take)), a_conf.eq(conf),
-                         a_view.eq(Cat(*view))]
+            m.d.sync += [reg.eq(Mux(a_valid, with_a, without_a))
+                         for reg, without_a, with_a in zip((a_hit, a_src, a_way, a_conf, a_view), *looks, strict=True)]
 
         # A: a conflicting command waits until an owner leaves (no command is accepted meanwhile,
         # so an owner that left stays gone), then takes that way

@@ -498,6 +498,15 @@ class Reducer(wiring.Component):
                            op_r=op_r, push_r=push_r, entry_r=entry_r, tag_r=tag_r, queued_r=queued_r,
                            **({"mask_r": mask_r, "mask_d": mask_d} if self.run_table else {}))
         decide_r, emit_r, more_nz_r = hd.decide_r, hd.emit_r, hd.more_nz_r
+        # DRAM: the slot of the run behind an emitting message (its chunk + 1's) held from the
+        # decision (stage 1's start1), so stage 2's push reads no job table: entry_r.job -> the
+        # table -> slot_of -> the queue's rest masks and head was the Versa DRAM build's core
+        # path (9.74 ns, docs/benchmarks.md, session 36); copy_error checks it (run_err)
+        run_slot_r = run_err = None
+        if self.slot_memory == "dram":
+            run_slot_r, run_err = Signal(sb, name="run_slot_r"), Signal(name="run_err")
+            with m.If(decide):
+                m.d.sync += run_slot_r.eq(start1)
         # effect on pending bits and the head, applied next cycle (the decision-independent
         # parts registered every cycle, the decision itself in fx_c / fx_s)
         # fx_c / fx_s feed back into the next decision (pend1, the head forwarding): their next
@@ -533,11 +542,14 @@ class Reducer(wiring.Component):
             | (hold_t == adv_reg) | (fxw_cn == fx_c) | (fxw_sn == fx_s) | (tw_vn_l == tw_v)
             | (decide & (ck.as_value() != ck_x.as_value())) | (tw_hit0 != (tw_en & (tw_addr == slot0)))
             | arb.copy_error | emit.copy_error | asm.copy_error)
+        if run_err is not None:
+            copy_err = copy_err | run_err
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,
                     last2=last2, push_now=push_now, tag_r=tag_r, entry_r=entry_r, mask_r=mask_r, job_cfg=jc,
-                    jobs=self.jobs, slots=S, dram=self.slot_memory == "dram", emit_last=emit.last)
+                    jobs=self.jobs, slots=S, dram=self.slot_memory == "dram", emit_last=emit.last,
+                    **({"run_slot": run_slot_r, "run_err": run_err} if run_slot_r is not None else {}))
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot

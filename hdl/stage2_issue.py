@@ -69,12 +69,14 @@ def result_header(m: Module, hc: Value, tag: Value) -> None:
     ]
 
 
-def run_behind(m: Module, q_in: Value, entry: Value, emit: Value, cfg: Value, slot_bits: int) -> None:
+def run_behind(m: Module, q_in: Value, entry: Value, emit: Value, cfg: Value, slot_bits: int,
+               slot: Value | None = None) -> None:
     """Override ``q_in`` (the release entry pushed, else ``entry``): a message that emits its
     own chunk (``emit``) queues the run behind it (from chunk + 1, its slot under its job's
-    ``cfg``, ``more`` - 1 after it); a resend queues no run."""
+    ``cfg``, or ``slot`` if given, ``more`` - 1 after it); a resend queues no run."""
     with m.If(emit):
-        m.d.comb += [q_in.chunk.eq(entry.chunk + 1), q_in.slot.eq(slot_of(cfg, entry.chunk + 1, slot_bits)),
+        m.d.comb += [q_in.chunk.eq(entry.chunk + 1),
+                     q_in.slot.eq(slot_of(cfg, entry.chunk + 1, slot_bits) if slot is None else slot),
                      q_in.more.eq(entry.more - 1)]
     with m.Else():
         m.d.comb += q_in.more.eq(0)  # a resend: no run (copy_error)

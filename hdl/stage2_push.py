@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from .layouts import AggHeaderLayout, JobCfgLayout
 from .params import check_core_params
-from .reducer_config import select_job_entry
+from .reducer_config import select_job_entry, slot_of
 from .reducer_layouts import release_entry_layout, slot_tag_layout
 from .slot_store_signature import cmd_layout
 from .stage2_issue import result_header, run_behind, store_command
@@ -31,14 +31,17 @@ __all__ = ["StageTwoPush", "stage2_beat_layout", "stage2_push"]
 
 def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: object, push_c: Value, has_cmd: Value,
                 queued: Value, emit2: Value, last2: Value, push_now: Value, tag_r: Value, entry_r: Value,
-                mask_r: Value, job_cfg: Value, jobs: int, slots: int, dram: bool, emit_last: Value) -> None:
+                mask_r: Value, job_cfg: Value, jobs: int, slots: int, dram: bool, emit_last: Value,
+                run_slot: Value | None = None, run_err: Value | None = None) -> None:
     """Stage 2's beat ``s2`` (``op2``, ``row2``, ``d2``, ``lanes2``, ``slot2``) onto the command
     port ``arb`` (``push_c``: a command or a marker, a marker without ``has_cmd``; then to the
     emitter if ``queued``; tagged ``emit2`` / ``last2``); the emitting message's header from its
     decision's tag ``tag_r`` into ``asm.hdr_c`` with ``push_now``; the release entry ``entry_r``
     (its slot mask ``mask_r``) into ``queue`` if ``queued``, as the run behind it when it emits
     (its job's configuration from ``job_cfg``). ``dram``: the command's ``more`` (not the
-    message's last row; the emitter's READs: not its ``emit_last``)."""
+    message's last row; the emitter's READs: not its ``emit_last``). ``run_slot``: the run's
+    first slot, held from the decision (else worked out here from ``job_cfg``); ``run_err`` is
+    driven 1 when a queued run's ``run_slot`` is not that (copy_error)."""
     store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=s2.op2, row=s2.row2, data_=s2.d2,
                   lanes_=s2.lanes2, slot=s2.slot2, emit=emit2, last=last2, slots=slots)  # hdl/stage2_issue.py
     # the emitting message's result header (tag_r: its decision's tag, still held)
@@ -48,7 +51,10 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
     # message emits its own chunk, the entry is the run behind it, from the next chunk on
     cfg_e = select_job_entry(m, job_cfg, jobs, entry_r.job, "cfg_e")
     m.d.comb += [queue.push.eq(queued), queue.entry.eq(entry_r), queue.mask.eq(mask_r)]
-    run_behind(m, queue.entry, entry_r, emit2, cfg_e, (slots - 1).bit_length())
+    sb = (slots - 1).bit_length()
+    run_behind(m, queue.entry, entry_r, emit2, cfg_e, sb, slot=run_slot)
+    if run_err is not None:
+        m.d.comb += run_err.eq(queued & emit2 & (run_slot != slot_of(cfg_e, entry_r.chunk + 1, sb)))
 
     if dram:
         # ``more``: the message (contribution or result) has more rows, so the DRAM store
@@ -68,14 +74,18 @@ class StageTwoPush(wiring.Component):
     ``has_cmd``, ``queued``, ``emit2``, ``last2``, ``push_now``, ``tag_r``, ``entry_r``, ``mask_r``,
     ``job_cfg``, ``emit_last`` in; the command port's push side (``push``, ``push_marker``,
     ``push_then_emit``, ``push_cmd``, the READ's ``e_more``), the header (``hdr_valid``, ``hdr``),
-    the queue's ``q_push``, ``q_entry``, ``q_mask`` out."""
+    the queue's ``q_push``, ``q_entry``, ``q_mask`` out; ``held_run_slot``: ``run_slot`` in,
+    ``run_err`` out (the reducer's DRAM configuration)."""
 
-    def __init__(self, data_width: int, *, slots: int, jobs: int, row_bits: int, dram: bool) -> None:
+    def __init__(self, data_width: int, *, slots: int, jobs: int, row_bits: int, dram: bool,
+                 held_run_slot: bool = False) -> None:
         check_core_params(width=data_width, slots=slots, jobs=jobs, row_bits=row_bits)
         self.width, self.slots, self.jobs, self.row_bits, self.dram = data_width, slots, jobs, row_bits, dram
+        self.held_run_slot = held_run_slot
         sb = (slots - 1).bit_length()
         entry = release_entry_layout(jobs, slots)
-        super().__init__({
+        held = {"run_slot": In(sb), "run_err": Out(1)} if held_run_slot else {}
+        super().__init__({**held,
             "s2": In(stage2_beat_layout(data_width, slots, row_bits)), "push_c": In(1), "has_cmd": In(1),
             "queued": In(1), "emit2": In(1), "last2": In(1), "push_now": In(1), "tag_r": In(slot_tag_layout(jobs)),
             "entry_r": In(entry), "mask_r": In(slots), "job_cfg": In(data.ArrayLayout(JobCfgLayout, jobs)),
@@ -97,5 +107,6 @@ class StageTwoPush(wiring.Component):
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=self.s2, push_c=self.push_c, has_cmd=self.has_cmd,
                     queued=self.queued, emit2=self.emit2, last2=self.last2, push_now=self.push_now, tag_r=self.tag_r,
                     entry_r=self.entry_r, mask_r=self.mask_r, job_cfg=self.job_cfg, jobs=self.jobs, slots=self.slots,
-                    dram=self.dram, emit_last=self.emit_last)
+                    dram=self.dram, emit_last=self.emit_last,
+                    **({"run_slot": self.run_slot, "run_err": self.run_err} if self.held_run_slot else {}))
         return m

@@ -8,9 +8,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from stream_helpers import run_testbench
+from stream_helpers import comb_cells_table, run_testbench
 
 from wanreduce.hdl.held_decision import HeldDecision
+from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, store_tag_layout
 from wanreduce.hdl.result_path import EmitterLink
 from wanreduce.hdl.slot_store_signature import Op
@@ -232,15 +233,18 @@ def test_held_decision(slots: int, jobs: int) -> None:
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize(("slots", "jobs", "dram"), [(16, 2, False), (16, 3, True), (4, 1, True)])
-def test_stage_two_push(slots: int, jobs: int, dram: bool) -> None:
+@pytest.mark.parametrize(("slots", "jobs", "dram", "held"), [(16, 2, False, False), (16, 3, True, False),
+                                                           (4, 1, True, False), (16, 3, True, True)])
+def test_stage_two_push(slots: int, jobs: int, dram: bool, held: bool) -> None:
     """``stage2_push`` (hdl/stage2_push.py), the wiring around hdl/stage2_issue.py's functions
     (tested on their own in tests/test_reducer_inline_parts.py): the command pushed with
     ``push_c``, a marker without a data op, then to the emitter if queued, with stage 2's beat;
     the header pushed when the entry is pushed by an emitting message; the entry queued with its
     mask when queued, the run behind an emitting message at its own job's slot base (another
-    job's configuration differs); with the DRAM store ``more`` = not the last row."""
-    dut = StageTwoPush(64, slots=slots, jobs=jobs, row_bits=2, dram=dram)
+    job's configuration differs); with the DRAM store ``more`` = not the last row. ``held``: the
+    run's slot is ``run_slot`` (the reducer's DRAM configuration holds it from the decision) and
+    ``run_err`` is 1 exactly when a queued run's ``run_slot`` is not the job's slot of chunk + 1."""
+    dut = StageTwoPush(64, slots=slots, jobs=jobs, row_bits=2, dram=dram, held_run_slot=held)
     rng = random.Random(slots + jobs + dram)
     sb = (slots - 1).bit_length()
     seen: set[int] = set()
@@ -263,7 +267,17 @@ def test_stage_two_push(slots: int, jobs: int, dram: bool) -> None:
             for j in range(jobs):
                 ctx.set(dut.job_cfg[j], cfgs[j])
             ctx.set(dut.tag_r, {"state": 2, "job": entry["job"], "chunk": entry["chunk"]})
+            c = cfgs[entry["job"]]
+            nxt = (entry["chunk"] + 1) & 0xFFFFFFFF
+            run_slot = (c["base"] + (nxt & ((1 << min(c["log2_window"], sb)) - 1))) % slots
+            if held:
+                wrong = rng.random() < 0.3
+                run_slot = (run_slot + wrong) % slots
+                ctx.set(dut.run_slot, run_slot)
             await ctx.delay(1e-9)
+            if held:
+                assert ctx.get(dut.run_err) == (i["queued"] & i["emit2"] & wrong), (i, wrong)
+                seen.add(2 + (i["queued"] & i["emit2"] & wrong))
             assert [ctx.get(getattr(dut, n)) for n in ("push", "push_marker", "push_then_emit")] == \
                 [i["push_c"], 1 - i["has_cmd"], i["queued"]]
             cmd = ctx.get(dut.push_cmd)
@@ -274,9 +288,7 @@ def test_stage_two_push(slots: int, jobs: int, dram: bool) -> None:
             assert (ctx.get(dut.q_push), ctx.get(dut.q_mask)) == (i["queued"], mask)
             q = ctx.get(dut.q_entry)
             if i["emit2"]:
-                c = cfgs[entry["job"]]
-                nxt = (entry["chunk"] + 1) & 0xFFFFFFFF
-                want = (nxt, (c["base"] + (nxt & ((1 << min(c["log2_window"], sb)) - 1))) % slots, entry["more"] - 1)
+                want = (nxt, run_slot, entry["more"] - 1)
             else:
                 want = (entry["chunk"], entry["slot"], 0)
             assert (q.chunk, q.slot, q.more) == want, (i, entry, cfgs)
@@ -285,4 +297,22 @@ def test_stage_two_push(slots: int, jobs: int, dram: bool) -> None:
             seen.add(i["emit2"])
 
     run_testbench(dut, tb)
-    assert seen == {0, 1}
+    assert seen == ({0, 1, 2, 3} if held else {0, 1})
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_queued_run_reads_no_job_table_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the run's slot is held from the decision (``run_slot_r``): from the
+    held entry ``entry_r`` to the release queue's rest masks no job-table select, window compare
+    or adder within a cycle (`entry_r.job` -> the job table -> `slot_of` -> `q_rest` / the
+    emitter's `q_head_rest` was the Versa DRAM build's core path, 9.74 ns at main 96d8c95's seed
+    1). The on-chip reducer (its RTL pinned, tests/test_default_rtl.py) keeps them: the check's
+    before-case."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if slot_memory == "dram" else {}))
+    regs = ["queue.q_rest0", "queue.head_rest"]
+    table = comb_cells_table(dut, ["entry_r"], regs)
+    for reg in regs:
+        cells = table["entry_r", reg]
+        table_logic = cells["$pmux"] + cells["$gt"] + cells["$add"]
+        assert cells["$shl"] and (table_logic == 0) == (slot_memory == "dram"), (reg, cells)
