@@ -104,14 +104,14 @@ class Reducer(wiring.Component):
     Ports: ``s_msg`` (contributions in), ``m_msg`` (results out), ``group_bitmap``, ``job_cfg``,
     ``release_on_completion`` (configuration), ``reset`` (window reset stream), ``head`` (per job),
     ``outcome``/``outcome_code`` (one strobe per input message), ``result_out`` (one strobe per
-    result message, on its first beat).
+    result message, on its first beat; with ``"dram"`` a cycle after it).
 
     ``slot_memory``: where the partial sums live (``hdl/params.py``, ``SLOT_MEMORIES``):
     ``"onchip"`` (``OnChipSlotStore``, block RAM) or ``"dram"`` (``DramSlotStore``; ``dram``
     overrides its parameters, ``DRAM_STORE_DEFAULTS``). With ``"dram"`` the reducer has the
     store's AXI4 master port ``m_axi_mem_*``, ``mem_error`` (sticky: an AXI error response) and
     ``result_withheld`` (one strobe per result not sent because it was assembled after
-    ``mem_error``, ``hdl/result_gate.py``).
+    ``mem_error``, ``hdl/result_gate.py``; a cycle after its first beat).
 
     ``pending``: where the pending bits live (``hdl/params.py``, ``PENDING_STORES``): ``"vector"``
     (S flip-flops, the release scan over 2S bits in stage 0) or ``"words"`` (``PendingWords``:
