@@ -100,7 +100,8 @@ class InflightIndex(wiring.Component):
         cmd_shape = self.cmd_shape
         c = self.cmd.payload
 
-        tail, free = Signal(ib + 1), Signal(ib + 1)
+        # every register named (Amaranth leaves a name in a tuple unset: `index.$signal$40` in an SDF)
+        tail, free = Signal(ib + 1, name="tail"), Signal(ib + 1, name="free")
         used = Signal(ib + 1)  # entries in the table (tail - free), counted to register `full`
         full = Signal()  # == (used == n), a flip-flop
         ptr_layout = data.StructLayout({"entry": ib, "valid": 1})
@@ -117,15 +118,18 @@ class InflightIndex(wiring.Component):
         a_valid = Signal()
         adv = ~a_valid | accept  # the lookup stages move together
         m.d.comb += [self.cmd.ready.eq(adv), ix_r.addr.eq(self.key(c.row)[:hb]), ix_r.en.eq(adv)]
-        l1_valid, l1_cmd, l1_key = Signal(), Signal(cmd_shape), Signal(ab)
-        l2_valid, l2_cmd, l2_key, l2_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
-        l3_valid, l3_cmd, l3_key, l3_set = Signal(), Signal(cmd_shape), Signal(ab), Signal(set_layout)
+        l1_valid, l1_cmd, l1_key = Signal(name="l1_valid"), Signal(cmd_shape, name="l1_cmd"), Signal(ab, name="l1_key")
+        l2_valid, l2_cmd, l2_key, l2_set = (Signal(name="l2_valid"), Signal(cmd_shape, name="l2_cmd"),
+                                            Signal(ab, name="l2_key"), Signal(set_layout, name="l2_set"))
+        l3_valid, l3_cmd, l3_key, l3_set = (Signal(name="l3_valid"), Signal(cmd_shape, name="l3_cmd"),
+                                            Signal(ab, name="l3_key"), Signal(set_layout, name="l3_set"))
         # the key now in each way's entry against the row's: same set (low bits), same row (the rest);
         # flags, not the keys, are registered (a register right behind `keys` would make it a block RAM)
         l3_lo = [Signal(name=f"l3_lo{way}") for way in range(nw)]
         l3_hi = [Signal(name=f"l3_hi{way}") for way in range(nw)]
-        a_cmd, a_key, a_view = Signal(cmd_shape), Signal(ab), Signal(set_layout)  # the set as A sees it
-        a_hit, a_src = Signal(), Signal(ib)  # the row's newest entry, if it is still in the table
+        a_cmd, a_key = Signal(cmd_shape, name="a_cmd"), Signal(ab, name="a_key")
+        a_view = Signal(set_layout, name="a_view")  # the set as A sees it
+        a_hit, a_src = Signal(name="a_hit"), Signal(ib, name="a_src")  # the row's newest entry, if still in the table
         a_way = Signal(range(nw))  # the way A writes: the row's, or the one it takes
         a_conf = Signal()  # every way owned by another row
         a_gone = Signal()  # ... and one owner has left the table since (registered while A waits)
@@ -149,17 +153,45 @@ class InflightIndex(wiring.Component):
         fields = {"valid": 1, "key": ab, "entry": ib, "way": range(nw)}
         recent = [{f: Signal(s, name=f"recent{j}_{f}") for f, s in fields.items()} for j in range(nr)]
         cands = [{"valid": Const(1), "key": a_key, "entry": tail[:ib], "way": a_way}, *recent]
-        lo, hi = l3_key[:hb], l3_key[hb:]
+
+        # The window's compares a stage early (L2 -> L3, session 37: `recent1_key` -> the compares
+        # -> the priority chain -> A was the Versa DRAM build's core path, 9.1-9.75 ns): for each
+        # candidate (A, recent[0..nr-1]) as it will be in L3's first cycle, whether it is valid in
+        # L3's set (`c_in_set`), the same row (`c_same`), and holds the entry each way's pointer
+        # leads to (`c_ret`). L3's candidates are those of now shifted by one if A is accepted now
+        # (A becomes recent[0]; the command in L3 becomes A, its entry `tail` + 1), else now's. The
+        # window changes only at an accept, which moves L3: the flags hold while L3 waits. Only the
+        # ways (`a_way` may change while A waits) are read in L3.
+        def flags(valid: Value, key: Value, entry: Value) -> tuple[Value, Value, list[Value]]:
+            return (valid & (key[:hb] == l2_key[:hb]), key[hb:] == l2_key[hb:],
+                    [valid & (entry == l2_set[way].entry) for way in range(nw)])
+
+        now = [flags(cd["valid"], cd["key"], cd["entry"]) for cd in cands]
+        a_next = (Const(1), l3_key[:hb] == l2_key[:hb], l3_key[hb:] == l2_key[hb:],
+                  [Mux(accept, (tail[:ib] + 1)[:ib] == l2_set[way].entry, tail[:ib] == l2_set[way].entry)
+                   for way in range(nw)])
+        c_in_set = [Signal(name=f"c{k}_in_set") for k in range(nr + 1)]
+        c_same = [Signal(name=f"c{k}_same") for k in range(nr + 1)]
+        c_ret = [[Signal(name=f"c{k}_ret{way}") for way in range(nw)] for k in range(nr + 1)]
+        with m.If(adv):
+            m.d.sync += [c_in_set[0].eq(a_next[1]), c_same[0].eq(a_next[2]),
+                         *(c_ret[0][way].eq(a_next[3][way]) for way in range(nw))]
+            for k in range(1, nr + 1):
+                (i0, s0, r0), (i1, s1, r1) = now[k], now[k - 1]
+                m.d.sync += [c_in_set[k].eq(Mux(accept, i1, i0)), c_same[k].eq(Mux(accept, s1, s0)),
+                             *(c_ret[k][way].eq(Mux(accept, r1[way], r0[way])) for way in range(nw))]
+        for k, cd in enumerate(cands):
+            cd.update(in_set=c_in_set[k], same=c_same[k], ret=c_ret[k])
 
         def lookup(window: list[dict]) -> tuple[Value, Value, Value, Value, Value]:
             """hit, src, the way to write, conflict and the set as A sees it, against ``window``."""
-            in_set = [w["valid"] & (w["key"][:hb] == lo) for w in window]
-            same = [w["key"][hb:] == hi for w in window]
+            in_set = [w["in_set"] for w in window]
+            same = [w["same"] for w in window]
             hit, src, hway, found = Const(0), l3_set[0].entry, Const(0, range(nw)), Const(0)
             view, owned = [], []  # per way: pointer, owned by another row
             for way in range(nw):
                 read = l3_set[way]
-                retaken = Cat(*(w["valid"] & (w["entry"] == read.entry) for w in window)).any()
+                retaken = Cat(*(w["ret"][way] for w in window)).any()
                 p_in = read.valid & ~retaken & l3_lo[way]
                 p_mine, p_owned = p_in & l3_hi[way], p_in & ~l3_hi[way] & in_table(read.entry)
                 p = Cat(read.entry, read.valid & ~retaken)  # a pointer into an entry taken since: stale
