@@ -220,11 +220,14 @@ class Reducer(wiring.Component):
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
+        # DRAM: the queue holds each entry's next two slots for the emitter's start (no job table
+        # between the queue's head and the start; docs/benchmarks.md, session 37)
+        held_slots = self.slot_memory == "dram"
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
-                             shared_tag_port=probe_shares)
+                             shared_tag_port=probe_shares, **({"held_next_slots": True} if held_slots else {}))
         # the emitter reads its multi bits a cycle ahead at the queue head's next slot
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
-                                                  head_next=True)
+                                                  head_next=True, **({"next_slots": True} if held_slots else {}))
         q_push, q_pop, q_count = queue.push, queue.pop, queue.count
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)

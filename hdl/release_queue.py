@@ -32,11 +32,15 @@ class ReleaseQueue(wiring.Component):
     own slot (what the emitter's rest holds after starting the head's first chunk), worked out
     a cycle ahead from the entries' masks without their slots (``q_rest``, stored at the push). ``head_next`` (only if asked for): ``head``'s next value, for a consumer that
     reads a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits).
+    ``next_slots`` (the DRAM reducer): each entry also holds ``nslot`` / ``nslot2`` given at its
+    push (the slots of its chunk + 1 and + 2), the head's as registers ``head_nslot`` /
+    ``head_nslot2`` worked out a cycle ahead, so the emitter's start reads no job table.
     """
 
     def __init__(self, *, slots: int, jobs: int, masks: bool, depth: int = QUEUE_DEPTH,
-                 head_next: bool = False) -> None:
+                 head_next: bool = False, next_slots: bool = False) -> None:
         self.slots, self.jobs, self.masks, self.depth = slots, jobs, masks, depth
+        self.next_slots = next_slots
         self.entry_layout = release_entry_layout(jobs, slots)
         self.with_head_next = head_next
         ports = {
@@ -53,6 +57,9 @@ class ReleaseQueue(wiring.Component):
         }
         if head_next:
             ports["head_next"] = Out(self.entry_layout)
+        if next_slots:
+            sb = (slots - 1).bit_length()
+            ports |= {"nslot": In(sb), "nslot2": In(sb), "head_nslot": Out(sb), "head_nslot2": Out(sb)}
         super().__init__(ports)
         # every entry, one signal each (not an ArrayLayout port): yosys' ABC9 pass confused the
         # bits of the flattened array ``entries`` with the wires named ``entries[i]`` and wired
@@ -82,10 +89,23 @@ class ReleaseQueue(wiring.Component):
         m.d.sync += self.head.eq(head_n)
         if self.with_head_next:
             m.d.comb += self.head_next.eq(head_n)
+        held = []  # (value pushed, per-entry registers, the head's register): the next-slot fields
+        if self.next_slots:
+            for f in ("nslot", "nslot2"):
+                regs = [Signal(len(getattr(self, f)), name=f"q_{f}{i}") for i in range(D)]
+                held.append((getattr(self, f), regs, getattr(self, "head_" + f)))
+
+        def head_ahead(pushed, regs, head):  # `head`'s next value, as head_n's
+            arr = Array(regs)
+            return Mux(pop, Mux(push & (q_wptr == q_rptr1), pushed, arr[q_rptr1]),
+                       Mux(push & (q_wptr == q_rptr), pushed, head))
+
+        m.d.sync += [head.eq(head_ahead(pushed, regs, head)) for pushed, regs, head in held]
         with m.If(push):
             for i in range(D):
                 with m.If(q_wptr == i):
                     m.d.sync += q[i].eq(q_in)
+                    m.d.sync += [regs[i].eq(pushed) for pushed, regs, _ in held]
                     if q_mask:
                         m.d.sync += [q_mask[i].eq(self.mask), q_rest[i].eq(rest_in)]
             m.d.sync += q_wptr.eq(q_wptr + 1)
@@ -102,7 +122,5 @@ class ReleaseQueue(wiring.Component):
             qm_arr = Array(q_mask)
             m.d.comb += [self.head_mask.eq(qm_arr[q_rptr]), self.held_mask.eq(union)]
             # head_mask's next value (as head_n's) without head_n's slot: the entries' rest masks
-            qr_arr = Array(q_rest)
-            m.d.sync += self.head_rest.eq(Mux(pop, Mux(push & (q_wptr == q_rptr1), rest_in, qr_arr[q_rptr1]),
-                                              Mux(push & (q_wptr == q_rptr), rest_in, self.head_rest)))
+            m.d.sync += self.head_rest.eq(head_ahead(rest_in, q_rest, self.head_rest))
         return m

@@ -51,11 +51,17 @@ class ResultEmitter(wiring.Component):
     ``allow_pop`` is low, or the slot whose ``multi`` bit was read a cycle ahead is not the slot
     started (never, if right).
     ``q_head_next``: the queue's head entry next cycle (the ``multi`` read's address).
+    ``held_next_slots`` (the DRAM reducer): ``q_head_nslot`` / ``q_head_nslot2`` in, the slots of
+    the head's chunk + 1 / + 2 held by the queue (``ReleaseQueue(next_slots=True)``), so a start
+    from the queue reads no job table (``q_head.job`` -> its job-table select -> ``slot_of`` ->
+    ``rm_rest`` / the ``multi`` read address / ``rest_slot`` was the Versa DRAM build's core
+    path, 10.00 ns at session 36's seed 1); copy_error checks them while the queue holds an entry.
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool,
-                 shared_tag_port: bool = False) -> None:
+                 shared_tag_port: bool = False, held_next_slots: bool = False) -> None:
         self.data_width, self.slots, self.jobs, self.masks = data_width, slots, jobs, masks
+        self.held_next_slots = held_next_slots
         # the tag read port is the probe's while the emitter is idle (Reducer above
         # PROBE_TAG_PORT_MAX_SLOTS): tag_data then shows the probe's tags, so mn_r is checked
         # only while busy (it is used only then)
@@ -106,6 +112,8 @@ class ResultEmitter(wiring.Component):
             "rest_nz": Out(1),
             "rest_mask": Out(slots),
         }
+        if held_next_slots:
+            ports |= {"q_head_nslot": In(sb), "q_head_nslot2": In(sb)}
         super().__init__(ports)
 
     def elaborate(self, platform: object) -> Module:
@@ -133,6 +141,11 @@ class ResultEmitter(wiring.Component):
         n_resent = Signal()
         cfg_r = select_job_entry(m, jc, self.jobs, rest_job, "cfg_r")
         cfg_q = select_job_entry(m, jc, self.jobs, q_head.job, "cfg_q")
+        # the slots of the head's chunk + 1 / + 2: held by the queue, or from the job table
+        q_nslot_x = slot_of(cfg_q, q_head.chunk + 1, sb)
+        q_nslot2_x = slot_of(cfg_q, (q_head.chunk[:sb] + 2)[:sb], sb)
+        q_nslot, q_nslot2 = ((self.q_head_nslot, self.q_head_nslot2) if self.held_next_slots
+                             else (q_nslot_x, q_nslot2_x))
         slot_n = Signal(sb)
         m.d.comb += slot_n.eq(Mux(rest_nz, rest_slot, q_head.slot))
         issue = self.issue
@@ -217,11 +230,11 @@ class ResultEmitter(wiring.Component):
             m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
         with m.If(start_q):
             m.d.comb += [n_job.eq(q_head.job), n_chunk.eq(q_head.chunk), n_resent.eq(q_head.resent)]
-            nz, nslot = q_head.more != 0, slot_of(cfg_q, q_head.chunk + 1, sb)
+            nz, nslot = q_head.more != 0, q_nslot
             m.d.sync += [rest_job.eq(q_head.job), rest_chunk.eq(q_head.chunk + 1),
                          rest_left.eq(q_head.more), rest_nz.eq(nz),
                          rest_resent.eq(q_head.resent), rest_slot.eq(nslot),
-                         rest_nslot.eq(slot_of(cfg_q, (q_head.chunk[:sb] + 2)[:sb], sb))]
+                         rest_nslot.eq(q_nslot2)]
             m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
         # rest_mask's two start values as flip-flops of their own: rm_rest (rest_mask without
         # rest_slot, a start from the rest) and the queue's head_rest (its head's mask without
@@ -232,7 +245,7 @@ class ResultEmitter(wiring.Component):
         if self.masks:
             rm_rest = Signal(S, name="rm_rest")
             rest_mask_d = Signal(S, name="rest_mask_d")
-            nslot_r, nslot_q = rest_nslot, slot_of(cfg_q, q_head.chunk + 1, sb)
+            nslot_r, nslot_q = rest_nslot, q_nslot
             m.d.comb += rest_mask_d.eq(Mux(start_new, Mux(rest_nz, rm_rest, self.q_head_rest), rest_mask))
             m.d.sync += [
                 rest_mask.eq(rest_mask_d),
@@ -260,6 +273,8 @@ class ResultEmitter(wiring.Component):
                | (start_new & (multi_at != slot_n)) | rm_err
                | (rest_nz & (rest_nslot != slot_of(cfg_r, rest_chunk + 1, sb)))
                | (just_started & (multi2_r != te.nbm1[1:].any())))
+        if self.held_next_slots:
+            err = err | (q_nz & ((q_nslot != q_nslot_x) | (q_nslot2 != q_nslot2_x)))
         m.d.comb += self.copy_error.eq(err)
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),

@@ -79,6 +79,8 @@ def connect_emitter(m: Module, emit: object, *, queue: object, arb: object, asm:
         asm.hdr_e.valid.eq(emit.hdr_valid), asm.hdr_e.payload.eq(emit.hdr),
         rw_hazard.eq((emit.tag_read & tag_wr.en & (tag_rd.addr == tag_wr.addr)) | asm.hdr_missing),
     ]
+    if getattr(emit, "held_next_slots", False):  # the DRAM reducer's queue holds them
+        m.d.comb += [emit.q_head_nslot.eq(queue.head_nslot), emit.q_head_nslot2.eq(queue.head_nslot2)]
 
 
 def share_tag_port(m: Module, emit: object, probe: object, tag_rd: object, q_count: Value) -> None:

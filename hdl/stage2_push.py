@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Signal, Value
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -41,7 +41,9 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
     (its job's configuration from ``job_cfg``). ``dram``: the command's ``more`` (not the
     message's last row; the emitter's READs: not its ``emit_last``). ``run_slot``: the run's
     first slot, held from the decision (else worked out here from ``job_cfg``); ``run_err`` is
-    driven 1 when a queued run's ``run_slot`` is not that (copy_error)."""
+    driven 1 when a queued run's ``run_slot`` is not that (copy_error); with it the queue also
+    gets the pushed entry's next two slots (``queue.nslot`` / ``nslot2``: its chunk + 1 / + 2's,
+    ``ReleaseQueue(next_slots=True)``), for the emitter's start."""
     store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=s2.op2, row=s2.row2, data_=s2.d2,
                   lanes_=s2.lanes2, slot=s2.slot2, emit=emit2, last=last2, slots=slots)  # hdl/stage2_issue.py
     # the emitting message's result header (tag_r: its decision's tag, still held)
@@ -55,6 +57,11 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
     run_behind(m, queue.entry, entry_r, emit2, cfg_e, sb, slot=run_slot)
     if run_err is not None:
         m.d.comb += run_err.eq(queued & emit2 & (run_slot != slot_of(cfg_e, entry_r.chunk + 1, sb)))
+    if run_slot is not None:
+        # the pushed entry's chunk is entry_r's, or the next one's (the run): both sums, emit2 last
+        def at(k: int) -> Value:
+            return slot_of(cfg_e, (entry_r.chunk[:sb] + k)[:sb], sb)
+        m.d.comb += [queue.nslot.eq(Mux(emit2, at(2), at(1))), queue.nslot2.eq(Mux(emit2, at(3), at(2)))]
 
     if dram:
         # ``more``: the message (contribution or result) has more rows, so the DRAM store
@@ -84,7 +91,8 @@ class StageTwoPush(wiring.Component):
         self.held_run_slot = held_run_slot
         sb = (slots - 1).bit_length()
         entry = release_entry_layout(jobs, slots)
-        held = {"run_slot": In(sb), "run_err": Out(1)} if held_run_slot else {}
+        held = ({"run_slot": In(sb), "run_err": Out(1), "q_nslot": Out(sb), "q_nslot2": Out(sb)}
+                if held_run_slot else {})
         super().__init__({**held,
             "s2": In(stage2_beat_layout(data_width, slots, row_bits)), "push_c": In(1), "has_cmd": In(1),
             "queued": In(1), "emit2": In(1), "last2": In(1), "push_now": In(1), "tag_r": In(slot_tag_layout(jobs)),
@@ -103,7 +111,8 @@ class StageTwoPush(wiring.Component):
         arb = SimpleNamespace(push=self.push, push_marker=self.push_marker, push_then_emit=self.push_then_emit,
                               push_cmd=self.push_cmd, e_cmd=e_cmd)
         asm = SimpleNamespace(hdr_c=SimpleNamespace(valid=self.hdr_valid, payload=self.hdr))
-        queue = SimpleNamespace(push=self.q_push, entry=self.q_entry, mask=self.q_mask)
+        queue = SimpleNamespace(push=self.q_push, entry=self.q_entry, mask=self.q_mask,
+                                **({"nslot": self.q_nslot, "nslot2": self.q_nslot2} if self.held_run_slot else {}))
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=self.s2, push_c=self.push_c, has_cmd=self.has_cmd,
                     queued=self.queued, emit2=self.emit2, last2=self.last2, push_now=self.push_now, tag_r=self.tag_r,
                     entry_r=self.entry_r, mask_r=self.mask_r, job_cfg=self.job_cfg, jobs=self.jobs, slots=self.slots,

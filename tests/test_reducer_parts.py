@@ -133,14 +133,15 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed) -> None:
         assert d.nbm1 == n_beats - 1
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
+@pytest.mark.parametrize(("seed", "next_slots"), [(1, False), (2, False), (3, False), (4, True), (5, True)])
+def test_release_queue_is_a_fifo_with_its_head_and_masks(seed: int, next_slots: bool) -> None:
     """Random pushes (never into a full queue) and pops: the head register, the count, the
     occupied entries and the union of their slot masks follow a Python deque every cycle,
     ``head_next`` is the head register's value next cycle, and ``head_rest`` is the head's mask
-    without the head's slot (also while empty: the stale head's)."""
+    without the head's slot (also while empty: the stale head's). ``next_slots``: the head's
+    ``head_nslot`` / ``head_nslot2`` are the ones pushed with it."""
     slots, rng = 8, random.Random(seed)
-    dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True)
+    dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True, next_slots=next_slots)
     lay = dut.entry_layout
 
     async def tb(ctx):
@@ -153,14 +154,16 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
             assert count == len(model)
             occ = [ctx.get(dut.entries[i].as_value()) for i in range(dut.depth)
                    if ctx.get(dut.occupied) >> i & 1]
-            assert sorted(occ) == sorted(e for e, _ in model)
+            assert sorted(occ) == sorted(e for e, *_ in model)
             union = 0
-            for _, mk in model:
+            for _, mk, _ in model:
                 union |= mk
             assert ctx.get(dut.held_mask) == union
             if model:
                 assert ctx.get(dut.head.as_value()) == model[0][0]
                 assert ctx.get(dut.head_mask) == model[0][1]
+                if next_slots:
+                    assert (ctx.get(dut.head_nslot), ctx.get(dut.head_nslot2)) == model[0][2]
             head_slot = unpack(lay, ctx.get(dut.head.as_value())).slot
             assert ctx.get(dut.head_rest) == ctx.get(dut.head_mask) & ~(1 << head_slot)
             push = count < dut.depth and rng.random() < 0.5
@@ -169,16 +172,20 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
                                "slot": rng.randrange(slots), "more": rng.randrange(slots),
                                "resent": rng.getrandbits(1)})
             mask = rng.getrandbits(slots)
+            ns = (rng.randrange(slots), rng.randrange(slots))
             ctx.set(dut.push, push)
             ctx.set(dut.pop, pop)
             ctx.set(dut.entry.as_value(), entry)
             ctx.set(dut.mask, mask)
+            if next_slots:
+                ctx.set(dut.nslot, ns[0])
+                ctx.set(dut.nslot2, ns[1])
             head_next = ctx.get(dut.head_next.as_value())
             await ctx.tick()
             if pop:
                 model.popleft()
             if push:
-                model.append((entry, mask))
+                model.append((entry, mask, ns))
 
     run_testbench(dut, tb)
 
