@@ -24,24 +24,27 @@ from amaranth.lib.wiring import In, Out
 from .params import check_core_params
 from .release_scan import onehot_index, release_scan
 
-__all__ = ["SCAN_ONE_CHAIN_MAX_SLOTS", "ReleaseRun", "ReleaseScans", "ScanPair", "release_run_layout",
+__all__ = ["SCAN_CHAIN_BITS", "SCAN_ONE_CHAIN_MAX_SLOTS", "ReleaseRun", "ReleaseScans", "ScanPair", "release_run_layout",
            "release_scans", "run_of", "scan_slots"]
 
 
 # Up to this many slots the scan is one carry chain over the 2S bits (the default core, pinned);
-# above it two S-bit chains side by side (``release_scan``'s ``halves``, the same results): at
-# S 128 the one 256-bit chain took 6.5 of the worst path's 13.9 ns (docs/benchmarks.md, "The
-# largest on-chip configuration traced (session 36)"). Read at elaboration.
+# above it 2S / ``SCAN_CHAIN_BITS`` chains side by side (``release_scan``'s ``parts``, the same
+# results): at S 128 the one 256-bit chain took 6.5 of the worst path's 13.9 ns, two 128-bit
+# chains 3.0 (docs/benchmarks.md, "The largest on-chip configuration traced (session 36)").
+# Read at elaboration.
 SCAN_ONE_CHAIN_MAX_SLOTS = 16
+SCAN_CHAIN_BITS = 32
 
 
 def scan_slots(m: Module, x: Value, below: Value, region: Value, tag: str) -> tuple[Value, Value]:
     """(first zero one-hot, slots cleared) of the in-order release scan over ``x`` (S bits: 1 =
     pending or outside the region), from the slot above ``below`` (thermometer of the slots
-    below the start slot), the cleared slots kept inside ``region``; one chain or two
-    (``SCAN_ONE_CHAIN_MAX_SLOTS``)."""
+    below the start slot), the cleared slots kept inside ``region``; one chain or 2S /
+    ``SCAN_CHAIN_BITS`` (``SCAN_ONE_CHAIN_MAX_SLOTS``)."""
     s = len(x)
-    fz2, clr2, _ = release_scan(m, x, x, below, tag, halves=s > SCAN_ONE_CHAIN_MAX_SLOTS)
+    parts = max(2, 2 * s // SCAN_CHAIN_BITS) if s > SCAN_ONE_CHAIN_MAX_SLOTS else 1
+    fz2, clr2, _ = release_scan(m, x, x, below, tag, parts=parts)
     return fz2[:s] | fz2[s : 2 * s], (clr2[:s] | clr2[s:]) & region
 
 
