@@ -133,14 +133,16 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed) -> None:
         assert d.nbm1 == n_beats - 1
 
 
+@pytest.mark.parametrize("rest_in", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
+def test_release_queue_is_a_fifo_with_its_head_and_masks(seed, rest_in) -> None:
     """Random pushes (never into a full queue) and pops: the head register, the count, the
     occupied entries and the union of their slot masks follow a Python deque every cycle,
     ``head_next`` is the head register's value next cycle, and ``head_rest`` is the head's mask
-    without the head's slot (also while empty: the stale head's)."""
+    without the head's slot (also while empty: the stale head's); with ``rest_in`` it is the rest
+    mask pushed with the head entry (random here, so a queue that decodes the slot fails)."""
     slots, rng = 8, random.Random(seed)
-    dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True)
+    dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True, rest_in=rest_in)
     lay = dut.entry_layout
 
     async def tb(ctx):
@@ -153,22 +155,27 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
             assert count == len(model)
             occ = [ctx.get(dut.entries[i].as_value()) for i in range(dut.depth)
                    if ctx.get(dut.occupied) >> i & 1]
-            assert sorted(occ) == sorted(e for e, _ in model)
+            assert sorted(occ) == sorted(e for e, _, _ in model)
             union = 0
-            for _, mk in model:
+            for _, mk, _ in model:
                 union |= mk
             assert ctx.get(dut.held_mask) == union
             if model:
                 assert ctx.get(dut.head.as_value()) == model[0][0]
                 assert ctx.get(dut.head_mask) == model[0][1]
             head_slot = unpack(lay, ctx.get(dut.head.as_value())).slot
-            assert ctx.get(dut.head_rest) == ctx.get(dut.head_mask) & ~(1 << head_slot)
+            if not rest_in:
+                assert ctx.get(dut.head_rest) == ctx.get(dut.head_mask) & ~(1 << head_slot)
+            elif model:
+                assert ctx.get(dut.head_rest) == model[0][2]
             push = count < dut.depth and rng.random() < 0.5
             pop = count > 0 and rng.random() < 0.5
             entry = pack(lay, {"job": rng.randrange(2), "chunk": rng.getrandbits(32),
                                "slot": rng.randrange(slots), "more": rng.randrange(slots),
                                "resent": rng.getrandbits(1)})
-            mask = rng.getrandbits(slots)
+            mask, rest = rng.getrandbits(slots), rng.getrandbits(slots)
+            if rest_in:
+                ctx.set(dut.rest, rest)
             ctx.set(dut.push, push)
             ctx.set(dut.pop, pop)
             ctx.set(dut.entry.as_value(), entry)
@@ -178,7 +185,7 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed) -> None:
             if pop:
                 model.popleft()
             if push:
-                model.append((entry, mask))
+                model.append((entry, mask, rest))
 
     run_testbench(dut, tb)
 
