@@ -79,7 +79,13 @@ from .reducer_layouts import (
 )
 from .reducer_ports import reducer_ports
 from .release_queue import QUEUE_DEPTH, ReleaseQueue
-from .release_run import release_scans, run_of
+from .release_run import (
+    REST_AT_PUSH_MAX_SLOTS,
+    RUN_NZ_OF_RUN_MAX_SLOTS,
+    release_scans,
+    rest_masks,
+    run_of,
+)
 from .result_assembler import ResultAssembler
 from .result_emitter import ResultEmitter
 from .result_path import connect_emitter, connect_probe, result_output, share_tag_port
@@ -224,10 +230,11 @@ class Reducer(wiring.Component):
         # between the queue's head and the start; docs/benchmarks.md, session 37)
         held_slots = self.slot_memory == "dram"
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
-                             shared_tag_port=probe_shares, **({"held_next_slots": True} if held_slots else {}))
+                             shared_tag_port=probe_shares, held_next_slots=held_slots)
         # the emitter reads its multi bits a cycle ahead at the queue head's next slot
+        rest_ahead = self.run_table and not self.words and S > REST_AT_PUSH_MAX_SLOTS  # hdl/release_run.py
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
-                                                  head_next=True, **({"next_slots": True} if held_slots else {}))
+                                                  head_next=True, rest_in=bool(rest_ahead), next_slots=held_slots)
         q_push, q_pop, q_count = queue.push, queue.pop, queue.count
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
@@ -339,7 +346,7 @@ class Reducer(wiring.Component):
             pend_eff = pending_with_effect(m, fx, pending)  # pending with the last decision applied
             # the release scans' inputs, a cycle ahead, without and with stage 1's own pending bit
             sp = release_scans(m, pend_eff, adv=adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1, region0=region0,
-                               region1=region1)  # hdl/release_run.py
+                               region1=region1, run_nz=S > RUN_NZ_OF_RUN_MAX_SLOTS)  # hdl/release_run.py
             fz_a, clr_a, fz_b, clr_b = sp.fz_a, sp.clr_a, sp.fz_b, sp.clr_b
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
@@ -408,7 +415,9 @@ class Reducer(wiring.Component):
         # the outcome code for the counters is worked out a cycle later from the registered
         # inputs (separate logic, so it does not pull the decision towards the counters; the
         # decision below computes none of these nets: it works out each case of its late inputs)
-        if not self.words:
+        if not self.words and sp.nz_a is not None:  # registered with the scans (above S 16)
+            run_nz = Mux(fxw_sn, sp.nz_a, sp.nz_b)  # == run != 0 (copy_error: more_nz_r vs entry_r.more)
+        elif not self.words:
             run_nz = Mux(fxw_sn, run_a != 0, run_b != 0)  # run != 0
         else:
             run_nz = pc.run != 0
@@ -505,8 +514,11 @@ class Reducer(wiring.Component):
         # decision (stage 1's start1), so stage 2's push reads no job table: entry_r.job -> the
         # table -> slot_of -> the queue's rest masks and head was the Versa DRAM build's core
         # path (9.74 ns, docs/benchmarks.md, session 36); copy_error checks it (run_err)
-        run_slot_r = run_err = None
-        if self.slot_memory == "dram":
+        # Above S 16 likewise (rest_ahead), with the queue's rest masks registered at the decision
+        run_slot_r = run_err = rest = None
+        if rest_ahead:
+            rest = rest_masks(m, decide=decide, mask_d=mask_d, oh1=oh1, lm1=lm1)  # hdl/release_run.py
+        if self.slot_memory == "dram" or rest_ahead:
             run_slot_r, run_err = Signal(sb, name="run_slot_r"), Signal(name="run_err")
             with m.If(decide):
                 m.d.sync += run_slot_r.eq(start1)
@@ -552,7 +564,8 @@ class Reducer(wiring.Component):
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,
                     last2=last2, push_now=push_now, tag_r=tag_r, entry_r=entry_r, mask_r=mask_r, job_cfg=jc,
                     jobs=self.jobs, slots=S, dram=self.slot_memory == "dram", emit_last=emit.last,
-                    **({"run_slot": run_slot_r, "run_err": run_err} if run_slot_r is not None else {}))
+                    **({"run_slot": run_slot_r, "run_err": run_err} if run_slot_r is not None else {}),
+                    **({"rest": rest} if rest is not None else {}))
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot

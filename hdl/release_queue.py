@@ -31,16 +31,18 @@ class ReleaseQueue(wiring.Component):
     masks. ``head_rest`` (with ``masks``): a register equal to ``head_mask`` without the head's
     own slot (what the emitter's rest holds after starting the head's first chunk), worked out
     a cycle ahead from the entries' masks without their slots (``q_rest``, stored at the push). ``head_next`` (only if asked for): ``head``'s next value, for a consumer that
-    reads a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits).
+    reads a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits). ``rest_in``:
+    the pushed entry's rest mask is the input ``rest`` (the producer's, equal to ``mask`` without
+    ``entry.slot``; registered there), not decoded here from ``entry.slot``.
     ``next_slots`` (the DRAM reducer): each entry also holds ``nslot`` / ``nslot2`` given at its
     push (the slots of its chunk + 1 and + 2), the head's as registers ``head_nslot`` /
     ``head_nslot2`` worked out a cycle ahead, so the emitter's start reads no job table.
     """
 
     def __init__(self, *, slots: int, jobs: int, masks: bool, depth: int = QUEUE_DEPTH,
-                 head_next: bool = False, next_slots: bool = False) -> None:
+                 head_next: bool = False, rest_in: bool = False, next_slots: bool = False) -> None:
         self.slots, self.jobs, self.masks, self.depth = slots, jobs, masks, depth
-        self.next_slots = next_slots
+        self.rest_in, self.next_slots = rest_in, next_slots
         self.entry_layout = release_entry_layout(jobs, slots)
         self.with_head_next = head_next
         ports = {
@@ -57,6 +59,8 @@ class ReleaseQueue(wiring.Component):
         }
         if head_next:
             ports["head_next"] = Out(self.entry_layout)
+        if rest_in:
+            ports["rest"] = In(slots)
         if next_slots:
             sb = (slots - 1).bit_length()
             ports |= {"nslot": In(sb), "nslot2": In(sb), "head_nslot": Out(sb), "head_nslot2": Out(sb)}
@@ -76,7 +80,7 @@ class ReleaseQueue(wiring.Component):
         # side), so head_rest's next value is a select of flip-flops (cut 10's seed 8: the pop ->
         # q_rptr -> the next head's slot -> its decode -> head_rest, 8.10 ns)
         q_rest = [Signal(self.slots, name=f"q_rest{i}") for i in range(D)] if self.masks else []
-        rest_in = self.mask & ~(Const(1, self.slots) << self.entry.slot)
+        rest_in = self.rest if self.rest_in else self.mask & ~(Const(1, self.slots) << self.entry.slot)
         q_rptr = Signal(range(D))
         q_wptr = Signal(range(D))
         q_count = self.count

@@ -24,24 +24,36 @@ from amaranth.lib.wiring import In, Out
 from .params import check_core_params
 from .release_scan import onehot_index, release_scan
 
-__all__ = ["SCAN_ONE_CHAIN_MAX_SLOTS", "ReleaseRun", "ReleaseScans", "ScanPair", "release_run_layout",
-           "release_scans", "run_of", "scan_slots"]
+__all__ = ["REST_AT_PUSH_MAX_SLOTS", "RUN_NZ_OF_RUN_MAX_SLOTS", "SCAN_CHAIN_BITS", "SCAN_ONE_CHAIN_MAX_SLOTS",
+           "ReleaseRun", "ReleaseScans", "ScanPair", "release_run_layout", "release_scans", "rest_masks", "run_of",
+           "scan_slots", "start_onehot"]
 
 
 # Up to this many slots the scan is one carry chain over the 2S bits (the default core, pinned);
-# above it two S-bit chains side by side (``release_scan``'s ``halves``, the same results): at
-# S 128 the one 256-bit chain took 6.5 of the worst path's 13.9 ns (docs/benchmarks.md, "The
-# largest on-chip configuration traced (session 36)"). Read at elaboration.
+# above it 2S / ``SCAN_CHAIN_BITS`` chains side by side (``release_scan``'s ``parts``, the same
+# results): at S 128 the one 256-bit chain took 6.5 of the worst path's 13.9 ns, two 128-bit
+# chains 3.0 (docs/benchmarks.md, "The largest on-chip configuration traced (session 36)").
+# Read at elaboration.
 SCAN_ONE_CHAIN_MAX_SLOTS = 16
+SCAN_CHAIN_BITS = 32
+# Up to this many slots stage 1's ``run_nz`` (the run is not empty) is ``run_of``'s result != 0
+# (pinned); above it a flip-flop per scan registered beside them (``release_scans``' ``run_nz``):
+# at S 128 the distance table's OR over S, then the decision, was 12.3 ns (the same place).
+RUN_NZ_OF_RUN_MAX_SLOTS = 16
+# Up to this many slots the release queue decodes the pushed entry's slot into its rest mask at
+# the push (pinned); above it the two candidates are registered at the decision (``rest_masks``)
+# and the push picks one: at S 128 slot_of -> a 7 -> 128 decode -> q_rest / head_rest was 13.0 ns.
+REST_AT_PUSH_MAX_SLOTS = 16
 
 
 def scan_slots(m: Module, x: Value, below: Value, region: Value, tag: str) -> tuple[Value, Value]:
     """(first zero one-hot, slots cleared) of the in-order release scan over ``x`` (S bits: 1 =
     pending or outside the region), from the slot above ``below`` (thermometer of the slots
-    below the start slot), the cleared slots kept inside ``region``; one chain or two
-    (``SCAN_ONE_CHAIN_MAX_SLOTS``)."""
+    below the start slot), the cleared slots kept inside ``region``; one chain or 2S /
+    ``SCAN_CHAIN_BITS`` (``SCAN_ONE_CHAIN_MAX_SLOTS``)."""
     s = len(x)
-    fz2, clr2, _ = release_scan(m, x, x, below, tag, halves=s > SCAN_ONE_CHAIN_MAX_SLOTS)
+    parts = max(2, 2 * s // SCAN_CHAIN_BITS) if s > SCAN_ONE_CHAIN_MAX_SLOTS else 1
+    fz2, clr2, _ = release_scan(m, x, x, below, tag, parts=parts)
     return fz2[:s] | fz2[s : 2 * s], (clr2[:s] | clr2[s:]) & region
 
 
@@ -54,10 +66,12 @@ class ScanPair:
     clr_a: Value
     fz_b: Value
     clr_b: Value
+    nz_a: Value | None = None
+    nz_b: Value | None = None
 
 
 def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value, lm0: Value, lm1: Value,
-                  region0: Value, region1: Value) -> ScanPair:
+                  region0: Value, region1: Value, run_nz: bool = False) -> ScanPair:
     """Register both scans for the beat that will be in stage 1 (P's: ``oh0`` its slot one-hot,
     ``lm0`` the slots below its start, ``region0`` its job's region, if ``adv``; else stage 1's
     own ``oh1`` / ``lm1`` / ``region1``) over the pending bits ``pend`` (S bits, the last
@@ -65,7 +79,10 @@ def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value,
     slot ``oh1``, completing behind the head); stage 1 picks one with fx_s. A run this decision
     clears cannot change the next scan: that scan would stop earlier, at the slot this decision
     completes (not pending), which lies between its start and the cleared run. The beat's own
-    slot is never pending in its scan (it stops there at the latest)."""
+    slot is never pending in its scan (it stops there at the latest). ``run_nz``: also register
+    each scan's run != 0 (``nz_a``, ``nz_b``) as the start slot's scan bit: the run is empty
+    exactly when the first zero is the start slot (in the region, the only slot at distance 0),
+    and the scan reads the start slot first (``below`` stops below it)."""
     S = len(pend)  # noqa: N806 - the slot count, as in the reducer
     own_n = Mux(adv, oh0, oh1)
     lm_n = Mux(adv, lm0, lm1)
@@ -78,7 +95,29 @@ def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value,
     fa, ca = scan_slots(m, xa, lm_n, reg_n, "a")
     fb, cb = scan_slots(m, xb, lm_n, reg_n, "b")
     m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
-    return ScanPair(fz_a=fz_a, clr_a=clr_a, fz_b=fz_b, clr_b=clr_b)
+    if not run_nz:
+        return ScanPair(fz_a=fz_a, clr_a=clr_a, fz_b=fz_b, clr_b=clr_b)
+    start_oh = start_onehot(lm_n)
+    nz_a, nz_b = Signal(name="run_nz_a"), Signal(name="run_nz_b")
+    m.d.sync += [nz_a.eq((xa & start_oh).any()), nz_b.eq((xb & start_oh).any())]
+    return ScanPair(fz_a=fz_a, clr_a=clr_a, fz_b=fz_b, clr_b=clr_b, nz_a=nz_a, nz_b=nz_b)
+
+
+def start_onehot(lm: Value) -> Value:
+    """The start slot one-hot from ``lm`` (the thermometer of the slots below it): its edge."""
+    return ~lm & Cat(1, lm[:-1])
+
+
+def rest_masks(m: Module, *, decide: Value, mask_d: Value, oh1: Value, lm1: Value) -> tuple[Value, Value]:
+    """On a decision (``decide``) register its slot mask ``mask_d`` without its own slot (``oh1``;
+    the entry queued as is) and without its run's first slot (the start slot, ``lm1``'s edge; the
+    entry queued as the run behind an emitted chunk): the release queue's rest masks of the two
+    entries it may push, so the push stores a flip-flop. Returns (without own, without start)."""
+    own_r = Signal(len(mask_d), name="rest_own_r")
+    run_r = Signal(len(mask_d), name="rest_run_r")
+    with m.If(decide):
+        m.d.sync += [own_r.eq(mask_d & ~oh1), run_r.eq(mask_d & ~start_onehot(lm1))]
+    return own_r, run_r
 
 
 def run_of(m: Module, fz: Value, tag: str, *, start: Value, wmask: Value,
@@ -132,19 +171,19 @@ class ReleaseRun(wiring.Component):
 
 class ReleaseScans(wiring.Component):
     """``release_scans`` as a component (the unit tests): ``pend``, ``adv``, ``oh0`` / ``oh1``,
-    ``lm0`` / ``lm1``, ``region0`` / ``region1`` (S bits each) in; ``a`` and ``b``
-    (``release_run_layout`` without the run: first_zero, clr) a cycle later."""
+    ``lm0`` / ``lm1``, ``region0`` / ``region1`` (S bits each) in; ``a`` and ``b`` (first_zero,
+    clr, run_nz: ``release_scans``' with ``run_nz``) a cycle later."""
 
     def __init__(self, slots: int) -> None:
         check_core_params(slots=slots)
         vec = {n: In(slots) for n in ("pend", "oh0", "oh1", "lm0", "lm1", "region0", "region1")}
-        out = data.StructLayout({"first_zero": slots, "clr": slots})
+        out = data.StructLayout({"first_zero": slots, "clr": slots, "run_nz": 1})
         super().__init__({**vec, "adv": In(1), "a": Out(out), "b": Out(out)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         sp = release_scans(m, self.pend, adv=self.adv, oh0=self.oh0, oh1=self.oh1, lm0=self.lm0, lm1=self.lm1,
-                           region0=self.region0, region1=self.region1)
-        m.d.comb += [self.a.first_zero.eq(sp.fz_a), self.a.clr.eq(sp.clr_a),
-                     self.b.first_zero.eq(sp.fz_b), self.b.clr.eq(sp.clr_b)]
+                           region0=self.region0, region1=self.region1, run_nz=True)
+        m.d.comb += [self.a.first_zero.eq(sp.fz_a), self.a.clr.eq(sp.clr_a), self.a.run_nz.eq(sp.nz_a),
+                     self.b.first_zero.eq(sp.fz_b), self.b.clr.eq(sp.clr_b), self.b.run_nz.eq(sp.nz_b)]
         return m

@@ -29,20 +29,30 @@ __all__ = ["onehot_index", "release_scan"]
 
 
 def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
-                 halves: bool = False, stages: int = 1, index: bool = False) -> tuple[Value, Value, Value]:
+                 halves: bool = False, stages: int = 1, index: bool = False,
+                 parts: int = 1) -> tuple[Value, Value, Value]:
     """(first zero one-hot over the 2N bits ``lo : hi``, the bits before it outside ``below``
     (2N), no zero found) of the scan described in the module docstring. ``halves``: the same
     results from two N-bit carry chains side by side, ``hi``'s counted only where ``lo`` (with
     ``below``) is all ones: half the chain's length for a multiplexer level after it
-    (``PendingWords``, whose scan is the record path's longest; the reducer keeps one chain).
+    (``PendingWords``, whose scan is the record path's longest).
     ``index`` (needs ``halves``, N a power of 2): the first zero's index (``onehot_index`` of the
     one-hot, 0 if none) instead of the one-hot, from each half's index: with ``stages=2`` the
     index trees are in the first stage. ``stages=2`` (needs ``halves``): the halves' results
     and ``below`` registered (``m.d.sync``, reset to 0: the first cycle's outputs are 0, never
-    X), the results one cycle after their inputs, combined as in one stage."""
+    X), the results one cycle after their inputs, combined as in one stage. ``parts`` (one stage,
+    no index; ``halves`` is ``parts=2``): the same results from ``parts`` carry chains of 2N /
+    ``parts`` bits side by side, chain j counted only where chains 0..j-1 are all ones (a prefix
+    AND of their AND trees, beside the chains: the reducer's scan above S 16)."""
     n = len(lo)
     if not len(hi) == len(below) == n:
         raise ValueError(f"release_scan: lo, hi and below must be as wide, got {n}, {len(hi)}, {len(below)}")
+    if halves and parts not in (1, 2):
+        raise ValueError(f"release_scan: halves is parts=2, got parts={parts}")
+    parts = 2 if halves else parts
+    if parts < 1 or (2 * n) % parts:
+        raise ValueError(f"release_scan: parts must divide 2N = {2 * n}, got {parts}")
+    halves = parts == 2
     if stages not in (1, 2):
         raise ValueError(f"release_scan: stages must be 1 or 2, got {stages}")
     if (stages == 2 or index) and not halves:
@@ -51,6 +61,17 @@ def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
         raise ValueError(f"release_scan: index needs a power-of-2 width of lo and hi, got {n}")
     y = Signal(2 * n, name=f"scan_y_{tag}")
     m.d.comb += y.eq(Cat(lo | below, hi))
+    if parts >= 2 and stages == 1 and not index:  # chain j counted where chains 0..j-1 are all ones
+        w = 2 * n // parts
+        fzs, runs, prefix = [], [], Const(1, 1)
+        for k in range(parts):
+            part = y[k * w:(k + 1) * w]
+            p1 = Signal(w + 1, name=f"scan_y1_{tag}_{k}")
+            m.d.comb += p1.eq(part + 1)
+            fzs.append(Mux(prefix, (p1 & ~part)[:w], 0) if k else (p1 & ~part)[:w])
+            runs.append(Mux(prefix, (part ^ p1)[1:], 0) if k else (part ^ p1)[1:])
+            prefix = (prefix & part.all()) if k else part.all()
+        return Cat(*fzs), Cat(*runs) & ~Cat(below, Const(0, n)), prefix
     if halves:
         ends = []
         for k, part in enumerate((y[:n], y[n:])):

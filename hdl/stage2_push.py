@@ -32,7 +32,8 @@ __all__ = ["StageTwoPush", "stage2_beat_layout", "stage2_push"]
 def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: object, push_c: Value, has_cmd: Value,
                 queued: Value, emit2: Value, last2: Value, push_now: Value, tag_r: Value, entry_r: Value,
                 mask_r: Value, job_cfg: Value, jobs: int, slots: int, dram: bool, emit_last: Value,
-                run_slot: Value | None = None, run_err: Value | None = None) -> None:
+                run_slot: Value | None = None, run_err: Value | None = None,
+                rest: tuple[Value, Value] | None = None) -> None:
     """Stage 2's beat ``s2`` (``op2``, ``row2``, ``d2``, ``lanes2``, ``slot2``) onto the command
     port ``arb`` (``push_c``: a command or a marker, a marker without ``has_cmd``; then to the
     emitter if ``queued``; tagged ``emit2`` / ``last2``); the emitting message's header from its
@@ -41,9 +42,11 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
     (its job's configuration from ``job_cfg``). ``dram``: the command's ``more`` (not the
     message's last row; the emitter's READs: not its ``emit_last``). ``run_slot``: the run's
     first slot, held from the decision (else worked out here from ``job_cfg``); ``run_err`` is
-    driven 1 when a queued run's ``run_slot`` is not that (copy_error); with it the queue also
-    gets the pushed entry's next two slots (``queue.nslot`` / ``nslot2``: its chunk + 1 / + 2's,
-    ``ReleaseQueue(next_slots=True)``), for the emitter's start."""
+    driven 1 when a queued run's ``run_slot`` is not that (copy_error). With ``queue.next_slots`` the queue
+    also gets the pushed entry's next two slots (``queue.nslot`` / ``nslot2``: its chunk + 1 / + 2's,
+    ``ReleaseQueue(next_slots=True)``), for the emitter's start. ``rest``: the entry's rest
+    masks (without its own slot, without ``run_slot``: ``rest_masks``) into ``queue.rest``, the
+    second when it emits."""
     store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=s2.op2, row=s2.row2, data_=s2.d2,
                   lanes_=s2.lanes2, slot=s2.slot2, emit=emit2, last=last2, slots=slots)  # hdl/stage2_issue.py
     # the emitting message's result header (tag_r: its decision's tag, still held)
@@ -55,9 +58,11 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
     m.d.comb += [queue.push.eq(queued), queue.entry.eq(entry_r), queue.mask.eq(mask_r)]
     sb = (slots - 1).bit_length()
     run_behind(m, queue.entry, entry_r, emit2, cfg_e, sb, slot=run_slot)
+    if rest is not None:
+        m.d.comb += queue.rest.eq(Mux(emit2, rest[1], rest[0]))
     if run_err is not None:
         m.d.comb += run_err.eq(queued & emit2 & (run_slot != slot_of(cfg_e, entry_r.chunk + 1, sb)))
-    if run_slot is not None:
+    if queue.next_slots:
         # the pushed entry's chunk is entry_r's, or the next one's (the run): both sums, emit2 last
         def at(k: int) -> Value:
             return slot_of(cfg_e, (entry_r.chunk[:sb] + k)[:sb], sb)

@@ -57,6 +57,22 @@ def test_synthesis_refuses_a_net_with_two_drivers(tmp_path):
                                "top.\\a.b[1].job:\n") == ["a.b[1].job"]
 
 
+def test_unbracket_names_renames_element_aliases_only():
+    """``unbracket_names`` (used with ``readmem_inits``): the escaped alias of an array element
+    (``\\head[1]``, which ABC9 wired onto bit 1 of ``head`` at S x E = 128 x 256) loses its
+    brackets, everywhere it occurs; a bit-select of a plain or escaped name is left alone; a
+    rename onto a name already used is refused (naming it)."""
+    from wanreduce.commands.report import unbracket_names
+    from wanreduce.errors import WanreduceError
+
+    text = ("  wire [31:0] \\head[1] ;\n  assign \\head[1]  = head[63:32];\n"
+            "  assign \\p.e[0].slot  = \\q.r [3:0];\n")
+    assert unbracket_names(text) == ("  wire [31:0] \\head_1_ ;\n  assign \\head_1_  = head[63:32];\n"
+                                     "  assign \\p.e_0_.slot  = \\q.r [3:0];\n")
+    with pytest.raises(WanreduceError, match=r"reuse the name\(s\) \\head_1_"):
+        unbracket_names("  wire \\head[1] ;\n  wire \\head_1_ ;\n")
+
+
 def test_write_verilog_passes_the_pending_store(tmp_path, monkeypatch):
     """``synthesise`` / ``write_verilog`` build the core with the pending store asked for
     (``bench_fpga.py --pending words`` places the words core), and the default's parameters,

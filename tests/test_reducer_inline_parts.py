@@ -11,11 +11,19 @@ import re
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
-from stream_helpers import _yosys_on, run_testbench
+from stream_helpers import _cell_counts, _yosys_on, run_testbench
 
 from wanreduce import wire
 from wanreduce.hdl.pin_terms import PairCheck, PinCheck
-from wanreduce.hdl.release_run import SCAN_ONE_CHAIN_MAX_SLOTS, ReleaseRun, ReleaseScans
+from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.release_run import (
+    REST_AT_PUSH_MAX_SLOTS,
+    RUN_NZ_OF_RUN_MAX_SLOTS,
+    SCAN_CHAIN_BITS,
+    SCAN_ONE_CHAIN_MAX_SLOTS,
+    ReleaseRun,
+    ReleaseScans,
+)
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
 from wanreduce.hdl.stage2_issue import StageTwoIssue
@@ -358,21 +366,22 @@ def _scan_beat(rng: random.Random, slots: int, base: int, lw: int) -> dict:
             "reg": sum(1 << s for s in region)}
 
 
-@pytest.mark.parametrize("slots", [8, 32])
+@pytest.mark.parametrize("slots", [8, 32, 128])
 def test_release_scans_without_and_with_stage_1s_bit(slots: int) -> None:
     """``release_scans`` (hdl/release_run.py), registered: a cycle later, for the beat that was to
     be in stage 1 (P's if stage 1 advanced, else stage 1's own), scan ``a`` is the model's release
     run over the pending slots and scan ``b`` the run as if stage 1's slot had become pending too
-    (its decision completing behind the head); the beat's own slot is never pending in its scan."""
+    (its decision completing behind the head); the beat's own slot is never pending in its scan;
+    each scan's ``run_nz`` (the start slot's bit, registered) is the model's run != 0."""
     dut = ReleaseScans(slots)
     rng = random.Random(slots)
     sb = (slots - 1).bit_length()
-    differ = 0
+    differ, nz_seen = 0, set()
 
     async def tb(ctx) -> None:
         nonlocal differ
         for _ in range(300):
-            lw, base = rng.randint(1, sb), rng.randrange(slots)
+            lw, base = rng.randint(0, sb), rng.randrange(slots)
             b0, b1 = _scan_beat(rng, slots, base, lw), _scan_beat(rng, slots, base, lw)
             adv = rng.getrandbits(1)
             beat = b0 if adv else b1
@@ -384,23 +393,61 @@ def test_release_scans_without_and_with_stage_1s_bit(slots: int) -> None:
             await ctx.tick()
             for port, pend in (("a", pending), ("b", pending | {b1["own"]})):
                 in_region = (pend & beat["region"]) - {beat["own"]}
-                first, cleared, _ = _release_run_reference(slots, base, lw, beat["chunk"], in_region)
+                first, cleared, run = _release_run_reference(slots, base, lw, beat["chunk"], in_region)
                 got = ctx.get(getattr(dut, port))
                 assert (got.first_zero, got.clr) == (1 << first, sum(1 << s for s in cleared)), (port, adv, lw)
+                assert got.run_nz == (run != 0), (port, adv, lw, run)
+                nz_seen.add(run != 0)
             differ += ctx.get(dut.a).clr != ctx.get(dut.b).clr
 
     run_testbench(dut, tb)
     assert differ, "scan b never differed from scan a"
+    assert nz_seen == {True, False}, nz_seen
 
 
-@pytest.mark.parametrize("slots", [16, 128])
+@pytest.mark.parametrize("slots", [16, 64, 128])
 def test_release_scan_chains_in_the_cone(slots: int) -> None:
     """The adders (carry chains) in the input cone of ``fz_b`` (scan b's first zero, registered):
     up to ``SCAN_ONE_CHAIN_MAX_SLOTS`` (the default core's 16) one chain over the 2S bits, above
-    it two S-bit chains side by side (at S 128 the one 256-bit chain took 6.5 ns of the placed
-    worst path, docs/benchmarks.md, "The largest on-chip configuration traced (session 36)")."""
+    it 2S / ``SCAN_CHAIN_BITS`` chains of 32 bits side by side (at S 128 the one 256-bit chain
+    took 6.5 ns of the placed worst path, two 128-bit chains 3.0: docs/benchmarks.md, "The
+    largest on-chip configuration traced (session 36)")."""
     cone = "w:fz_b %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:-$dff,$memrd,$memrd_v2"
     (dump,) = _yosys_on(ReleaseScans(slots), f"select -set c {cone}; tee -q -o adds.txt dump @c t:$add %i", "adds.txt")
     widths = sorted(int(w) for w in re.findall(r"parameter \\Y_WIDTH (\d+)", dump))
-    want = [2 * slots + 1] if slots <= SCAN_ONE_CHAIN_MAX_SLOTS else [slots + 1, slots + 1]
+    want = [2 * slots + 1] if slots <= SCAN_ONE_CHAIN_MAX_SLOTS else [SCAN_CHAIN_BITS + 1] * (2 * slots // SCAN_CHAIN_BITS)
     assert widths == want, f"S {slots}: adders of {widths} bits in fz_b's cone, want {want}"
+
+
+@pytest.mark.parametrize("slots", [16, 64])
+def test_run_nz_off_the_distance_table(slots: int) -> None:
+    """The distance-table flip-flops (``dist_tab*``, ``run_of``'s AND-OR over S) in the input cone
+    of the decision's ``queued_r`` (its run != 0): up to ``RUN_NZ_OF_RUN_MAX_SLOTS`` (the default
+    core's 16, pinned) all S of them, above it none (``run_nz`` registered beside the scans: at
+    S 128 the table's OR, then the decision, was 12.3 ns placed; docs/benchmarks.md)."""
+    cone = "w:queued_r %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:-$dff,$memrd,$memrd_v2"
+    (dump,) = _yosys_on(Reducer(64, slots=slots, elements=64, groups=2, jobs=1),
+                        f"select -set c {cone}; tee -q -o w.txt select -list @c w:dist_tab* %i", "w.txt")
+    n = len(dump.split())
+    want = slots if slots <= RUN_NZ_OF_RUN_MAX_SLOTS else 0
+    assert n == want, f"S {slots}: {n} distance-table wires in queued_r's cone, want {want}"
+
+
+@pytest.mark.parametrize("slots", [16, 64])
+def test_queue_rest_masks_off_the_slot_decode(slots: int) -> None:
+    """The cells in the input cones of the release queue's rest masks (``q_rest0``, ``head_rest``):
+    up to ``REST_AT_PUSH_MAX_SLOTS`` (the default core's 16, pinned) the pushed entry's slot
+    (``slot_of``: the window's ``$gt``s) decoded there (``$shl``), above it none of
+    those (``rest_masks``: both candidates registered at the decision; at S 128 that decode into
+    the queue was 13.0 ns placed, docs/benchmarks.md)."""
+    cone = "%ci1:+$dff[Q] %ci1:+$dff[D] %ci*:-$dff,$memrd,$memrd_v2"
+    dumps = _yosys_on(Reducer(64, slots=slots, elements=64, groups=2, jobs=1),
+                      f"select -set c w:queue.q_rest0 {cone}; tee -q -o q.txt stat @c; "
+                      f"select -set h w:queue.head_rest {cone}; tee -q -o h.txt stat @h", "q.txt", "h.txt")
+    for name, dump in zip(("q_rest0", "head_rest"), dumps, strict=True):
+        cells = _cell_counts(dump)
+        decode = {t: cells[t] for t in ("$shl", "$gt") if cells[t]}  # ($add: also the queue's pointers)
+        if slots <= REST_AT_PUSH_MAX_SLOTS:
+            assert cells["$shl"] and cells["$gt"], f"S {slots}: {name}'s cone {dict(cells)}"
+        else:
+            assert not decode, f"S {slots}: {name}'s cone has {decode}"

@@ -133,15 +133,18 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed) -> None:
         assert d.nbm1 == n_beats - 1
 
 
-@pytest.mark.parametrize(("seed", "next_slots"), [(1, False), (2, False), (3, False), (4, True), (5, True)])
-def test_release_queue_is_a_fifo_with_its_head_and_masks(seed: int, next_slots: bool) -> None:
+@pytest.mark.parametrize(("seed", "next_slots", "rest_in"),
+                         [(1, False, False), (2, False, False), (3, False, False), (4, True, False), (5, True, False),
+                          (1, False, True), (2, False, True), (3, False, True), (6, True, True)])
+def test_release_queue_is_a_fifo_with_its_head_and_masks(seed: int, next_slots: bool, rest_in: bool) -> None:
     """Random pushes (never into a full queue) and pops: the head register, the count, the
     occupied entries and the union of their slot masks follow a Python deque every cycle,
     ``head_next`` is the head register's value next cycle, and ``head_rest`` is the head's mask
-    without the head's slot (also while empty: the stale head's). ``next_slots``: the head's
-    ``head_nslot`` / ``head_nslot2`` are the ones pushed with it."""
+    without the head's slot (also while empty: the stale head's); with ``rest_in`` it is the rest
+    mask pushed with the head entry (random here, so a queue that decodes the slot fails).
+    ``next_slots``: the head's ``head_nslot`` / ``head_nslot2`` are the ones pushed with it."""
     slots, rng = 8, random.Random(seed)
-    dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True, next_slots=next_slots)
+    dut = ReleaseQueue(slots=slots, jobs=2, masks=True, head_next=True, next_slots=next_slots, rest_in=rest_in)
     lay = dut.entry_layout
 
     async def tb(ctx):
@@ -156,23 +159,28 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed: int, next_slots: 
                    if ctx.get(dut.occupied) >> i & 1]
             assert sorted(occ) == sorted(e for e, *_ in model)
             union = 0
-            for _, mk, _ in model:
+            for _, mk, *_ in model:
                 union |= mk
             assert ctx.get(dut.held_mask) == union
             if model:
                 assert ctx.get(dut.head.as_value()) == model[0][0]
                 assert ctx.get(dut.head_mask) == model[0][1]
                 if next_slots:
-                    assert (ctx.get(dut.head_nslot), ctx.get(dut.head_nslot2)) == model[0][2]
+                    assert (ctx.get(dut.head_nslot), ctx.get(dut.head_nslot2)) == model[0][3]
             head_slot = unpack(lay, ctx.get(dut.head.as_value())).slot
-            assert ctx.get(dut.head_rest) == ctx.get(dut.head_mask) & ~(1 << head_slot)
+            if not rest_in:
+                assert ctx.get(dut.head_rest) == ctx.get(dut.head_mask) & ~(1 << head_slot)
+            elif model:
+                assert ctx.get(dut.head_rest) == model[0][2]
             push = count < dut.depth and rng.random() < 0.5
             pop = count > 0 and rng.random() < 0.5
             entry = pack(lay, {"job": rng.randrange(2), "chunk": rng.getrandbits(32),
                                "slot": rng.randrange(slots), "more": rng.randrange(slots),
                                "resent": rng.getrandbits(1)})
-            mask = rng.getrandbits(slots)
+            mask, rest = rng.getrandbits(slots), rng.getrandbits(slots)
             ns = (rng.randrange(slots), rng.randrange(slots))
+            if rest_in:
+                ctx.set(dut.rest, rest)
             ctx.set(dut.push, push)
             ctx.set(dut.pop, pop)
             ctx.set(dut.entry.as_value(), entry)
@@ -185,7 +193,7 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed: int, next_slots: 
             if pop:
                 model.popleft()
             if push:
-                model.append((entry, mask, ns))
+                model.append((entry, mask, rest, ns))
 
     run_testbench(dut, tb)
 

@@ -81,6 +81,14 @@ def test_halves_is_the_one_chain_scan(n: int, index: bool) -> None:
     _compare(n, {}, {"halves": True, "index": index}, 0)
 
 
+@pytest.mark.parametrize(("n", "parts"), [(4, 4), (4, 8), (64, 4), (128, 8)])
+def test_parts_is_the_one_chain_scan(n: int, parts: int) -> None:
+    """``parts`` carry chains (chain j counted only where the chains below it are all ones; the
+    reducer's scan above S 16 in chains of 32 bits) and the one-chain scan both as the model, in
+    the same cycle: a chain gated by its neighbour alone, not the whole prefix, fails."""
+    _compare(n, {}, {"parts": parts}, 0)
+
+
 @pytest.mark.parametrize("index", [False, True])
 @pytest.mark.parametrize("n", [4, 64])
 def test_two_stages_is_one_stage_a_cycle_later(n: int, index: bool) -> None:
@@ -92,8 +100,9 @@ def test_two_stages_is_one_stage_a_cycle_later(n: int, index: bool) -> None:
 
 
 def test_rejects_bad_stages() -> None:
-    """``stages`` other than 1 or 2, two stages or the index without the two chains, and the
-    index of halves that are not a power of 2 wide, are refused."""
+    """``stages`` other than 1 or 2, two stages or the index without the two chains, ``parts``
+    that do not divide 2N or contradict ``halves``, and the index of halves that are not a power
+    of 2 wide, are refused."""
     m = Module()
     lo, hi, below = Signal(4), Signal(4), Signal(4)
     with pytest.raises(ValueError, match="stages must be 1 or 2, got 3"):
@@ -102,5 +111,11 @@ def test_rejects_bad_stages() -> None:
         release_scan(m, lo, hi, below, "b", stages=2)
     with pytest.raises(ValueError, match="stages=2 and index need halves=True"):
         release_scan(m, lo, hi, below, "c", index=True)
+    with pytest.raises(ValueError, match="parts must divide 2N = 8, got 3"):
+        release_scan(m, lo, hi, below, "e", parts=3)
+    with pytest.raises(ValueError, match="halves is parts=2, got parts=4"):
+        release_scan(m, lo, hi, below, "f", halves=True, parts=4)
+    with pytest.raises(ValueError, match="stages=2 and index need halves=True"):
+        release_scan(m, lo, hi, below, "g", parts=4, stages=2)
     with pytest.raises(ValueError, match="power-of-2 width of lo and hi, got 3"):
         release_scan(m, lo[:3], hi[:3], below[:3], "d", halves=True, index=True)

@@ -113,6 +113,8 @@ def synth_ecp5(src: Path, top: str, json_name: str = "core.json") -> float:
     # that large, yosys reads ``src`` itself (the same netlist as before, names included)
     text = src.read_text()
     given = readmem_inits(text, out, src.stem)
+    if given != text:  # (not the default core's: its netlist stays the one placed)
+        given = unbracket_names(given)
     synth_src = src
     if given != text:
         synth_src = out / f"{src.stem}.synth{src.suffix}"
@@ -160,6 +162,25 @@ def readmem_inits(text: str, out: Path, stem: str) -> str:
         return f'  initial begin\n    $readmemh("{name}", {names.pop()}, 0, {len(words) - 1});\n  end\n'
 
     return _INIT_BLOCK.sub(one, text)
+
+
+# an escaped Verilog identifier with brackets in it (Amaranth's alias of an array element, ``\head[1] ``)
+_BRACKET_NAME = re.compile(r"\\\S*\[\S*(?=\s)")
+
+
+def unbracket_names(text: str) -> str:
+    r"""``text`` with the brackets of escaped identifiers (``\head[1]``, the alias wire of element 1
+    of the array ``head``) made underscores (``\head_1_``). ABC9 mistook such a wire for bit k of
+    the array and wired one onto the other (nextpnr: "Net 'reducer.head[1]' is multiply driven",
+    S x E = 128 x 256, session 37; ``queue.entries[1]`` before, docs/benchmarks.md "Cut 4").
+    Used with ``readmem_inits`` (so not on the default core's text); refuses a name it would
+    make twice."""
+    seen = set(re.findall(r"\\\S+(?=\s)", text))
+    new = {n: n.replace("[", "_").replace("]", "_") for n in set(_BRACKET_NAME.findall(text))}
+    clash = sorted(v for v in new.values() if v in seen)
+    if clash or len(set(new.values())) != len(new):
+        raise WanreduceError(f"unbracket_names: renaming would reuse the name(s) {', '.join(clash[:4]) or '(two alike)'}")
+    return _BRACKET_NAME.sub(lambda m: new[m.group(0)], text)
 
 
 def yosys_cells(stat: Path) -> dict[str, int]:
