@@ -90,8 +90,10 @@ accepted. ``DecisionState`` holds them and serves the engine's late-operand port
   one); a short RELEASE's run is checked at its S2 (``rel_d3``, the wanted run kept from ``fx``).
   SETs and one-slot CLEARs keep their one cycle. The pending bit is read a cycle earlier than
   the head (the record path's Fmax): from C0's slot (``c0_slot``, the engine's ``c0_row``) as
-  the command fires, bypassed at C1 from ``fx`` / ``fx2`` and registered (``c2_pend``), at C2
-  bypassed from ``fx`` only, so no read port or slot compare is in front of C2's modify. Cost
+  the command fires (``PendingWords``' ``bit_stage``: the word's bank and low offset bits
+  registered at C1, the bit chosen at C2), its bypass from ``fx`` / ``fx2`` chosen at C1 from
+  flip-flops and registered (``byp`` / ``byv``), at C2 from ``fx`` by ``same_slot`` (compared at
+  C1), so no read port or slot compare is in front of C2's modify (round 6). Cost
   (measured, tests/test_decision_state.py): a release in a back-to-back stream of commands with
   effects holds C0 10 cycles instead of 5; each further scan step of a long run 3 cycles, not 1.
   Every new flip-flop resets to 0, and none gates a valid before it is written.
@@ -232,7 +234,7 @@ class DecisionState(wiring.Component):
             **({"region": In(data.ArrayLayout(region_layout(slots), jobs)),
                 "reset": In(stream.Signature(ResetLayout(jobs)))} if regions else {}),
         })
-        self.pending = PendingWords(slots=slots, bit_ports=1, scan_stages=scan_stages)
+        self.pending = PendingWords(slots=slots, bit_ports=1, scan_stages=scan_stages, bit_stage=scan_stages >= 3)
         self.heads = Memory(shape=head_layout(slots), depth=jobs, init=[])
 
     def elaborate(self, platform: object) -> Module:
@@ -415,14 +417,24 @@ class DecisionState(wiring.Component):
             """Slot ``at``'s pending bit after effect ``e`` (on ``slot``)."""
             return Mux(e.pending_we & (slot == at), e.pending, older)
 
-        head_fwd = fx.head_we & (fx_job == c2_job)
-        if three:  # the bit read from C0 (issued as the command fires), bypassed at C1 from the two
-            # effects that read missed but ``fx`` / ``fx2`` hold then, registered (``c2_pend``: no
-            # read port or slot compare in front of C2's modify), at C2 bypassed from ``fx``
-            c2_pend = Signal()  # reset 0; 0 without a command in C1 (never an X from an empty C0's slot)
+        # the compares of ``fx``'s job and slot with C2's, made a cycle early from C1's (``fx_job`` /
+        # ``fx_slot`` are taken from C2's every cycle, C2's from C1's): no compare in front of C2's
+        # modify (round 6)
+        same_job, same_slot = Signal(), Signal()
+        m.d.sync += [same_job.eq(c2_job == self.ahead_job), same_slot.eq(c2_slot == self.ahead_slot)]
+        head_fwd = fx.head_we & same_job
+        if three:  # the bit read from C0 (issued as the command fires; ``PendingWords``' bit port
+            # answers in two cycles, ``bit_stage``), the effects that read missed but ``fx`` /
+            # ``fx2`` hold at C1 chosen at C1 and registered (``byp`` / ``byv``), at C2 bypassed
+            # from ``fx`` (``same_slot``): the bank's read reaches no compare and no flip-flop past
+            # one level of logic, no read port or slot compare is in front of C2's modify (round 6)
             at = self.ahead_slot
-            m.d.sync += c2_pend.eq(self.ahead_valid & bit_after(fx, fx_slot, at, bit_after(fx2, fx2_slot, at, pw.rd_bit[0])))
-            pending = bit_after(fx, fx_slot, c2_slot, c2_pend)
+            hit1, hit2 = fx.pending_we & (fx_slot == at), fx2.pending_we & (fx2_slot == at)
+            byp, byv = Signal(), Signal()  # reset 0
+            m.d.sync += [byp.eq(hit1 | hit2), byv.eq(Mux(hit1, fx.pending, fx2.pending))]
+            c2_pend = Signal()  # 0 without a command in C2 (never an X from an empty C0's slot)
+            m.d.comb += c2_pend.eq(c2_valid & Mux(byp, byv, pw.rd_bit[0]))
+            pending = Mux(fx.pending_we & same_slot, fx.pending, c2_pend)
         else:  # read from C1, bypassed at C2 from ``fx`` and ``fx2``
             pending = bit_after(fx, fx_slot, c2_slot, bit_after(fx2, fx2_slot, c2_slot, pw.rd_bit[0]))
         with m.If(peek_data):  # the run, or as far as the first step saw it

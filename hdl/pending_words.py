@@ -35,6 +35,11 @@ slots below the start in the first word not seen until the scan wraps).
 ``bit_ports`` read ports of one bit each (``rd_slot[i]`` in, ``rd_bit[i]`` the slot's bit one
 cycle later), transparent to the banks' writes like the scan's ports: the reducer's own pending
 bit and the probe's. Each is one more read port per bank, so yosys builds every bank once more.
+``bit_stage=True`` (issue 16, round 6): ``rd_bit[i]`` two cycles after ``rd_slot[i]``, the same
+bit (the banks as written up to the read's cycle): in the cycle after the read the word's bank
+and the offset's low ``BIT_LOW`` bits are chosen and registered (``rd_part{i}``, ``WB / 4``
+flip-flops), in the next the rest of the offset, from flip-flops only: the block RAM's late
+output reaches one level of logic before a flip-flop (the record path's Fmax).
 
 The scan is the reducer's own (hdl/release_scan.py) on 2 x 64 bits, as two 64-bit carry chains
 (``halves``: the record path's Fmax, docs/benchmarks.md): bits outside the region are
@@ -57,7 +62,9 @@ start slot, the region's words, the next word -- ends in the step's registers) a
 read from those registers, nothing written). A RELEASE or PEEK answers 5 cycles after it is taken
 (3 more per further step as for 3), a region CLEAR's first word is written 3 cycles after. SET
 and CLEAR of one slot (``log2_window`` 0) keep their one data cycle, read at ``slot`` / ``base``
-without arithmetic. The address taken in a cycle is chosen by ``op.ready`` (not the valid), so
+without arithmetic. A CLEAR's mask of the word it writes is a flip-flop (``clr_m``, set a cycle
+ahead: in P2 for the first word, as a one-slot CLEAR is taken, as the CLEAR moves to the next
+word), so the region's compares reach no bank's write data (round 6). The address taken in a cycle is chosen by ``op.ready`` (not the valid), so
 the producer's choice of operation reaches only that multiplexer. Hazards: ``op.ready`` is low in
 P1 and P2 (as in R and S1), so no other operation's write lands between the region operation's
 first read (P2) and its write-back; a write in the cycle it is taken (an earlier SET's data
@@ -75,7 +82,9 @@ from .params import check_large_slots
 from .reducer_config import slot_of
 from .release_scan import onehot_index, release_scan
 
-__all__ = ["PendingOp", "PendingWords", "pending_op_layout"]
+__all__ = ["BIT_LOW", "PendingOp", "PendingWords", "pending_op_layout"]
+
+BIT_LOW = 2  # ``bit_stage``: the offset bits chosen in the read's data cycle (the rest a cycle on)
 
 
 class PendingOp(enum.Enum, shape=2):
@@ -109,15 +118,17 @@ class PendingWords(wiring.Component):
     ``op`` in; ``done`` / ``run`` out (a RELEASE or PEEK has finished: ``run`` slots released
     behind ``slot``); ``reach`` (a scan step not done: the run so far); ``idle``: no operation's data cycle now; ``rd_slot`` / ``rd_bit``: the
     ``bit_ports`` one-bit read ports. ``banks``: the memories (even words, odd words), for tests
-    and inspection. ``scan_stages``: 1, 3 or 5 cycles to a scan's answer (module docstring).
+    and inspection. ``scan_stages``: 1, 3 or 5 cycles to a scan's answer; ``bit_stage``: the bit
+    ports answer in two cycles (module docstring).
     """
 
-    def __init__(self, *, slots: int, bit_ports: int = 0, scan_stages: int = 1) -> None:
+    def __init__(self, *, slots: int, bit_ports: int = 0, scan_stages: int = 1, bit_stage: bool = False) -> None:
         check_large_slots(slots)
         if scan_stages not in (1, 3, 5):
             raise ValueError(f"PendingWords: scan_stages must be 1, 3 or 5, got {scan_stages}")
         self.slots = slots
         self.bit_ports = bit_ports
+        self.bit_stage = bit_stage
         self.scan_stages = scan_stages
         self.slot_bits = (slots - 1).bit_length()
         self.word_bits = min(64, slots)
@@ -156,8 +167,17 @@ class PendingWords(wiring.Component):
             for rd in rds:
                 m.d.comb += rd.addr.eq(word[1:] if len(self.banks) == 2 else Const(0, 0))
             m.d.sync += [wsel.eq(word[0] if len(self.banks) == 2 else 0), osel.eq(rs[:ob])]
-            wd = Mux(wsel, rds[-1].data, rds[0].data)
-            m.d.comb += self.rd_bit[k].eq(wd.bit_select(osel, 1))
+            wd = Signal(WB, name=f"rd_word{k}")  # the word read (named for tests)
+            m.d.comb += wd.eq(Mux(wsel, rds[-1].data, rds[0].data))
+            if self.bit_stage:  # the bank and the offset's low bits now, registered; the rest a cycle on
+                lo = min(BIT_LOW, ob)
+                part, hi = Signal(WB >> lo, name=f"rd_part{k}"), Signal(ob - lo, name=f"rd_hi{k}")
+                m.d.sync += [part.eq(Cat(*[wd[j << lo:(j + 1) << lo].bit_select(osel[:lo], 1)
+                                           for j in range(WB >> lo)])),
+                             hi.eq(osel[lo:])]
+                m.d.comb += self.rd_bit[k].eq(part.bit_select(hi, 1))
+            else:
+                m.d.comb += self.rd_bit[k].eq(wd.bit_select(osel, 1))
 
         def bank(w: Value) -> Value:
             return w[0] if len(self.banks) == 2 else Const(0, 1)
@@ -232,6 +252,9 @@ class PendingWords(wiring.Component):
         m.d.comb += [self.done.eq(scan_end & ~none),
                      self.run.eq((stop - start)[:sb] & wmask), self.reach.eq((past - start)[:sb] & wmask),
                      self.idle.eq((step == _Step.IDLE) & ~pre)]
+        # a CLEAR's mask of ``wa``: five stages, registered a cycle ahead (``clr_m``, round 6: the
+        # region's compares, a carry chain, are in front of no bank's write data); else ``reg_a``
+        clr_m = Signal(WB, name="clr_m") if five else reg_a
         wr_a = Signal(WB)
         with m.Switch(step):
             with m.Case(_Step.SET):
@@ -239,7 +262,7 @@ class PendingWords(wiring.Component):
             with m.Case(_Step.SCAN):
                 m.d.comb += wr_a.eq(da & ~(clr_a | Mux(same, clr_b, 0)))
             with m.Default():
-                m.d.comb += wr_a.eq(da & ~reg_a)
+                m.d.comb += wr_a.eq(da & ~clr_m)
         wr_a_en = (step != _Step.IDLE) & ~peek
         wr_b_en = (step == _Step.SCAN) & b_scan & ~same & ~peek
         if three:  # a scan writes back in S2 only (the words read again in R and S1: S2's banks' data)
@@ -329,4 +352,13 @@ class PendingWords(wiring.Component):
                 m.d.sync += phase.eq(phase + 1)
         with m.Else():
             m.d.sync += step.eq(_Step.IDLE)
+        if five:  # ``clr_m``: the region's first word's mask from the registers in P2; a one-slot
+            # CLEAR's bit as it is taken; a later word is never the first (only ``whole`` comes back
+            # to it), the last where no word is left after it (``left`` 1 now): bits up to ``hi``
+            with m.If(pre2):
+                m.d.sync += clr_m.eq(reg_a)
+            with m.Elif(accept & ~slow):
+                m.d.sync += clr_m.eq((Const(1, WB) << p_in.base[:ob])[:WB])
+            with m.Elif(clear_on):
+                m.d.sync += clr_m.eq(Mux(whole | (left != 1), ones, Cat(*[hi >= i for i in range(WB)])))
         return m

@@ -11,8 +11,9 @@ widen the span of chunks admitted since the last quiet cycle (``oc_lo``, ``oc_sp
 
 **The stage.** One register holds the request (``r``) and ``r_pin``, its pin flag computed a
 cycle before, for the request that will be in the register then (the one taken now, or the one
-held), against the state of that cycle: so ``out.valid`` is ``r_valid & ~r_pin``, a flip-flop and
-an AND. A request admitted updates the state from the exact terms of that cycle (``cur``: its
+held), against the state of that cycle: so ``out.valid`` is ``r_valid & ~r_pin``, of flip-flops
+only (``r_pin`` is the choice, by ``r_load``, of the offered request's flag and the held one's,
+each registered: the handshake reaches no compare, round 6). A request admitted updates the state from the exact terms of that cycle (``cur``: its
 chunk against the floor of the cycle, as before), so the state is the old rule's.
 
 **Why one cycle old is safe** (tests/test_request_pin.py checks each cycle that the stage never
@@ -107,6 +108,7 @@ class RequestPin(wiring.Component):
                                    wide=~oc_first & (oc_new >= window))
 
         r, r_valid, r_pin = Signal(self.req_layout, name="r"), Signal(name="r_valid"), Signal(name="r_pin")
+        r_pin_off, r_pin_cur, r_load = Signal(name="r_pin_off"), Signal(name="r_pin_cur"), Signal(name="r_load")
         fire = self.out.valid & self.out.ready
         load = self.req.valid & self.req.ready
         m.d.comb += [self.req.ready.eq(~self.stop & (~r_valid | fire)),
@@ -126,7 +128,11 @@ class RequestPin(wiring.Component):
         def flag(nx: SimpleNamespace) -> Value:
             return Mux(nx.on_completion, nx.wide, ~calm & nx.far) | (fire & (cur.job == nx.job))
 
-        m.d.sync += r_pin.eq(Mux(load, flag(offered), flag(cur)))
+        # each flag in its own flip-flop and the choice after them (round 6): a choice before the
+        # flip-flop lets synthesis share the two requests' compares (yosys ``opt_share``: one
+        # compare of operands chosen by ``load``), so the handshake went through them
+        m.d.sync += [r_pin_off.eq(flag(offered)), r_pin_cur.eq(flag(cur)), r_load.eq(load)]
+        m.d.comb += r_pin.eq(Mux(r_load, r_pin_off, r_pin_cur))
         with m.If(self.pinned):
             m.d.sync += self.pin_waits.eq(self.pin_waits + 1)
         # the state: a quiet cycle restarts ``low`` and the spans, an admission updates its job

@@ -10,7 +10,7 @@ and the harness's parameter checks."""
 from __future__ import annotations
 
 import pytest
-from stream_helpers import _yosys_on, comb_cells_table, comb_cone, run_testbench
+from stream_helpers import _cell_counts, _yosys_on, comb_cells_table, comb_cone, run_testbench
 
 from wanreduce.hdl.decision_record_harness import DecisionOnRecords
 from wanreduce.hdl.decision_state import DecisionState
@@ -198,9 +198,10 @@ def test_the_record_paths_probe_and_admission_chains_are_cut() -> None:
     have some (every name is in the netlist); and the request taken into the pin's register
     (``req.valid`` -> ``load``) reaches ``r_pin`` only through the final choice of flag, no
     comparison (on s34a 5f38b68: 56 cells, 7 subtractions among them)."""
-    table = _chains_cut(PROBE_CHAINS, PROBE_ENDS, {("req__valid", "pin.r_pin")})
-    load = table["req__valid", "pin.r_pin"]
+    table = _chains_cut(PROBE_CHAINS, PROBE_ENDS, {("req__valid", "pin.r_pin"), ("req__valid", "pin.r_load")})
+    load = table["req__valid", "pin.r_load"]  # round 6: the choice of flag after the flip-flops
     assert 0 < sum(load.values()) <= 4 and not set(load) & ARITH, load
+    assert not table["req__valid", "pin.r_pin"], table["req__valid", "pin.r_pin"]
 
 
 # round 3 (issue 16, docs/large_slots.md, "The record path's admission and the gate's request
@@ -272,6 +273,62 @@ def test_the_record_paths_admission_and_gate_request_chains_are_cut() -> None:
     assert all(late.values()) and not any(set(c) & SUMS for c in late.values()), late
     sources, cells = comb_cone(_harness(), "rows_back")  # the adder, from the two flip-flops only
     assert sources == {"rows_returned", "rows_own"} and "$add" in cells, (sources, cells)
+
+
+# round 6 (docs/large_slots.md, "(session 37, round 6)"): the pin's flag. Within a cycle of
+# ``proc; flatten`` the request's handshake reached ``r_pin`` only through its final choice, but
+# synthesis shares the two flags' compares (yosys ``share``, after ``alumacc``: one compare of
+# operands chosen by ``load``), so on main 9b17453 ``req.valid`` reached ``r_pin`` through 4
+# ``$alu`` and the window's ``$shl``, and so did the pin's ``out.ready`` (``held.s__ready``)
+SHARE = "opt -nodffe -nosdff; wreduce; peepopt; opt_clean; alumacc; share; opt -nodffe -nosdff; opt_clean; "
+
+
+def test_the_pins_handshake_reaches_no_shared_compare() -> None:
+    """After synthesis's resource sharing (``SHARE``), neither the request's valid nor the pin's
+    ``out.ready`` reaches a compare, a sum or a shift into the pin's flag (``r_pin``, now the
+    choice after the two flags' flip-flops) or into those flip-flops."""
+    srcs, regs = ["req__valid", "held.s__ready"], ["pin.r_pin", "pin.r_pin_off", "pin.r_pin_cur", "pin.r_load"]
+    stop = "-$dff,$memrd,$memrd_v2"
+    pairs = [(s, r) for s in srcs for r in regs]
+    script = SHARE + "".join(
+        f"select -assert-min 1 w:{r}; select -set fwd w:{s} %co*:{stop}; "
+        f"select -set bwd w:{r} %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
+        f"tee -q -o stat{i}.txt stat @fwd @bwd %i c:* %i t:$dff %d; " for i, (s, r) in enumerate(pairs))
+    stats = _yosys_on(_harness(), script, *[f"stat{i}.txt" for i in range(len(pairs))])
+    table = {pair: _cell_counts(st) for pair, st in zip(pairs, stats, strict=True)}
+    assert {pair: c for pair, c in table.items() if set(c) & {"$alu", "$shl", "$sub", "$add", *ARITH}} == {}
+    assert table["req__valid", "pin.r_load"], table
+
+
+# round 6: the pending bit's read (the block RAM's late output) reached ``c2_pend`` through the
+# bit's 64-to-1 choice and the bypass's slot compares (``fx_slot == ahead_slot``); the late
+# operand had the C2 compares ``fx_slot == c2_slot`` and ``fx_job == c2_job`` (on main 9b17453:
+# two ``$eq`` in ``late``'s cone); a CLEAR's region mask (128 ``$ge`` / ``$le``, a ``$gt``) was in
+# front of the banks' write data
+def _state() -> DecisionState:
+    return DecisionState(slots=32768, jobs=2, regions=True)
+
+
+def test_the_late_operand_has_no_compare_and_the_bit_read_one_level() -> None:
+    """``late``'s cone has no equality compare (they are made at C1 and registered:
+    ``same_slot`` / ``same_job``), its pending bit comes from the bit port's registers; the
+    word read reaches, within a cycle, only the bit port's first register (``rd_part0``, through
+    choices only) and not the bypass's flip-flops."""
+    sources, cells = comb_cone(_state(), "late")
+    assert not {"$eq", "$ne"} & set(cells), cells
+    assert {"same_slot", "byv", "pending.rd_part0", "pending.rd_hi0"} <= sources, sorted(sources)
+    table = comb_cells_table(_state(), ["pending.rd_word0"], ["pending.rd_part0", "byp", "byv", "same_slot"])
+    part = table["pending.rd_word0", "pending.rd_part0"]
+    assert part and not set(part) & (ARITH | {"$alu", "$sub", "$add"}), part
+    assert not any(table["pending.rd_word0", r] for r in ("byp", "byv", "same_slot")), table
+
+
+def test_a_clears_mask_is_no_compare_before_the_banks() -> None:
+    """The banks' write data (``wr_a``) sees no region compare: a CLEAR's mask is ``clr_m``, a
+    flip-flop (on main 9b17453: 128 ``$ge``, 128 ``$le`` and a ``$gt`` in ``wr_a``'s cone)."""
+    sources, cells = comb_cone(_state(), "pending.wr_a")
+    assert not {"$gt", "$ge", "$lt", "$le", "$sub"} & set(cells), cells
+    assert "pending.clr_m" in sources, sorted(sources)
 
 
 # round 2 (issue 16): the pending words' addresses. On main 0e64234 (``scan_stages=3``) the cone of
