@@ -226,13 +226,14 @@ class Reducer(wiring.Component):
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
-        # DRAM: the queue holds each entry's next two slots for the emitter's start (no job table
-        # between the queue's head and the start; docs/benchmarks.md, session 37)
-        held_slots = self.slot_memory == "dram"
+        rest_ahead = self.run_table and not self.words and S > REST_AT_PUSH_MAX_SLOTS  # hdl/release_run.py
+        # DRAM, and on chip above S 16: the queue holds each entry's next two slots for the
+        # emitter's start (no job table between the queue's head and the start; docs/benchmarks.md,
+        # session 37)
+        held_slots = self.slot_memory == "dram" or bool(rest_ahead)
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
                              shared_tag_port=probe_shares, held_next_slots=held_slots)
         # the emitter reads its multi bits a cycle ahead at the queue head's next slot
-        rest_ahead = self.run_table and not self.words and S > REST_AT_PUSH_MAX_SLOTS  # hdl/release_run.py
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
                                                   head_next=True, rest_in=bool(rest_ahead), next_slots=held_slots)
         q_push, q_pop, q_count = queue.push, queue.pop, queue.count
