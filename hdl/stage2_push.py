@@ -116,7 +116,7 @@ class StageTwoPush(wiring.Component):
         arb = SimpleNamespace(push=self.push, push_marker=self.push_marker, push_then_emit=self.push_then_emit,
                               push_cmd=self.push_cmd, e_cmd=e_cmd)
         asm = SimpleNamespace(hdr_c=SimpleNamespace(valid=self.hdr_valid, payload=self.hdr))
-        queue = SimpleNamespace(push=self.q_push, entry=self.q_entry, mask=self.q_mask,
+        queue = SimpleNamespace(push=self.q_push, entry=self.q_entry, mask=self.q_mask, next_slots=self.held_run_slot,
                                 **({"nslot": self.q_nslot, "nslot2": self.q_nslot2} if self.held_run_slot else {}))
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=self.s2, push_c=self.push_c, has_cmd=self.has_cmd,
                     queued=self.queued, emit2=self.emit2, last2=self.last2, push_now=self.push_now, tag_r=self.tag_r,
