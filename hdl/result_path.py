@@ -79,7 +79,7 @@ def connect_emitter(m: Module, emit: object, *, queue: object, arb: object, asm:
         asm.hdr_e.valid.eq(emit.hdr_valid), asm.hdr_e.payload.eq(emit.hdr),
         rw_hazard.eq((emit.tag_read & tag_wr.en & (tag_rd.addr == tag_wr.addr)) | asm.hdr_missing),
     ]
-    if getattr(emit, "held_next_slots", False):  # the DRAM reducer's queue holds them
+    if getattr(emit, "held_next_slots", False):  # the queue holds them (DRAM, on chip above S 16)
         m.d.comb += [emit.q_head_nslot.eq(queue.head_nslot), emit.q_head_nslot2.eq(queue.head_nslot2)]
 
 
