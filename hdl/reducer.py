@@ -226,16 +226,16 @@ class Reducer(wiring.Component):
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
-        rest_ahead = self.run_table and not self.words and S > REST_AT_PUSH_MAX_SLOTS  # hdl/release_run.py
+        rest_ahead = bool(self.run_table and not self.words and S > REST_AT_PUSH_MAX_SLOTS)  # hdl/release_run.py
         # DRAM, and on chip above S 16: the queue holds each entry's next two slots for the
         # emitter's start (no job table between the queue's head and the start; docs/benchmarks.md,
         # session 37)
-        held_slots = self.slot_memory == "dram" or bool(rest_ahead)
+        held_slots = self.slot_memory == "dram" or rest_ahead
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
                              shared_tag_port=probe_shares, held_next_slots=held_slots)
         # the emitter reads its multi bits a cycle ahead at the queue head's next slot
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
-                                                  head_next=True, rest_in=bool(rest_ahead), next_slots=held_slots)
+                                                  head_next=True, rest_in=rest_ahead, next_slots=held_slots)
         q_push, q_pop, q_count = queue.push, queue.pop, queue.count
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
@@ -565,8 +565,7 @@ class Reducer(wiring.Component):
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,
                     last2=last2, push_now=push_now, tag_r=tag_r, entry_r=entry_r, mask_r=mask_r, job_cfg=jc,
                     jobs=self.jobs, slots=S, dram=self.slot_memory == "dram", emit_last=emit.last,
-                    **({"run_slot": run_slot_r, "run_err": run_err} if run_slot_r is not None else {}),
-                    **({"rest": rest} if rest is not None else {}))
+                    run_slot=run_slot_r, run_err=run_err, rest=rest)
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot

@@ -34,7 +34,7 @@ class ReleaseQueue(wiring.Component):
     reads a memory a cycle ahead at the head's slot (the emitter's ``multi`` bits). ``rest_in``:
     the pushed entry's rest mask is the input ``rest`` (the producer's, equal to ``mask`` without
     ``entry.slot``; registered there), not decoded here from ``entry.slot``.
-    ``next_slots`` (the DRAM reducer): each entry also holds ``nslot`` / ``nslot2`` given at its
+    ``next_slots`` (the DRAM reducer, and on chip above S 16): each entry also holds ``nslot`` / ``nslot2`` given at its
     push (the slots of its chunk + 1 and + 2), the head's as registers ``head_nslot`` /
     ``head_nslot2`` worked out a cycle ahead, so the emitter's start reads no job table.
     """

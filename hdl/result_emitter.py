@@ -51,7 +51,7 @@ class ResultEmitter(wiring.Component):
     ``allow_pop`` is low, or the slot whose ``multi`` bit was read a cycle ahead is not the slot
     started (never, if right).
     ``q_head_next``: the queue's head entry next cycle (the ``multi`` read's address).
-    ``held_next_slots`` (the DRAM reducer): ``q_head_nslot`` / ``q_head_nslot2`` in, the slots of
+    ``held_next_slots`` (the DRAM reducer, and on chip above S 16): ``q_head_nslot`` / ``q_head_nslot2`` in, the slots of
     the head's chunk + 1 / + 2 held by the queue (``ReleaseQueue(next_slots=True)``), so a start
     from the queue reads no job table (``q_head.job`` -> its job-table select -> ``slot_of`` ->
     ``rm_rest`` / the ``multi`` read address / ``rest_slot`` was the Versa DRAM build's core

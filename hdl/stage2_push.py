@@ -60,12 +60,14 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
     run_behind(m, queue.entry, entry_r, emit2, cfg_e, sb, slot=run_slot)
     if rest is not None:
         m.d.comb += queue.rest.eq(Mux(emit2, rest[1], rest[0]))
+
+    def at(k: int) -> Value:  # the slot of entry_r's chunk + k (slot_of reads the chunk's low sb bits)
+        return slot_of(cfg_e, (entry_r.chunk[:sb] + k)[:sb], sb)
+
     if run_err is not None:
-        m.d.comb += run_err.eq(queued & emit2 & (run_slot != slot_of(cfg_e, entry_r.chunk + 1, sb)))
+        m.d.comb += run_err.eq(queued & emit2 & (run_slot != at(1)))
     if queue.next_slots:
         # the pushed entry's chunk is entry_r's, or the next one's (the run): both sums, emit2 last
-        def at(k: int) -> Value:
-            return slot_of(cfg_e, (entry_r.chunk[:sb] + k)[:sb], sb)
         m.d.comb += [queue.nslot.eq(Mux(emit2, at(2), at(1))), queue.nslot2.eq(Mux(emit2, at(3), at(2)))]
 
     if dram:
