@@ -35,7 +35,7 @@ its last), so a message never holds more than ``max_beats + 1`` entries of the F
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -124,29 +124,44 @@ class PayloadGate(wiring.Component):
         beats, req, dec, cmd = self.beats, self.req, self.decision, self.cmd
 
         # ---- input side: beats into the FIFO; a complete message's request into the queue ----
+        # The count's compares for the next beat are flip-flops (``within_r``, ``ok_r``), made as
+        # a beat is taken from ``cnt`` / ``exp_r`` or the request, so ``in_busy`` only chooses
+        # between them: no carry chain from ``in_busy`` / ``cur`` into the FIFO's push and ready.
+        # With ``seen`` beats before a beat and ``seen`` held once past ``expected``, the next
+        # beat's ``seen' < expected`` is ``seen + 1 < expected`` and ``seen' + 1 == expected`` is
+        # ``seen + 2 == expected`` in every case (past ``expected`` both are 0 either way).
         in_busy = Signal()  # inside a message (its request taken)
         cur = Signal(self.req_layout)
         exp_r = Signal(range(d))  # its expected beats
         cnt = Signal(range(d + 1))  # its beats so far (held at expected + 1)
+        within_r = Signal()  # in a message: its next beat is within ``exp_r`` (cnt < exp_r)
+        ok_r = Signal()  # in a message: its next beat is its expected last (cnt + 1 == exp_r)
         first = ~in_busy
         r_now = Signal(self.req_layout)
         m.d.comb += r_now.eq(Mux(first, req.payload, cur))
-        expected = Mux(r_now.elements > self.max_elements, 0, payload_beats(r_now.elements, w))
-        seen = Mux(first, 0, cnt)  # beats of this message before this one
+
+        def expected_of(elements: Value) -> Value:
+            return Mux(elements > self.max_elements, 0, payload_beats(elements, w))
+
+        exp_req = expected_of(req.payload.elements)  # a first beat's (seen 0)
         take = Signal()
         m.d.comb += [
             beats.ready.eq(fifo.s.ready & queue.w_rdy & (in_busy | req.valid)),
             take.eq(beats.valid & beats.ready),
             req.ready.eq(take & first),
             fifo.s.payload.eq(beats.payload),
-            fifo.s.valid.eq(take & (beats.payload.last | (seen < expected))),
-            queue.w_data.req.eq(r_now), queue.w_data.ok.eq(seen + 1 == expected),
+            fifo.s.valid.eq(take & (beats.payload.last | Mux(first, exp_req > 0, within_r))),
+            queue.w_data.req.eq(r_now), queue.w_data.ok.eq(Mux(first, exp_req == 1, ok_r)),
             queue.w_en.eq(take & beats.payload.last),
         ]
         with m.If(take):
-            m.d.sync += [in_busy.eq(~beats.payload.last), cnt.eq(Mux(seen > expected, seen, seen + 1))]
+            m.d.sync += [in_busy.eq(~beats.payload.last),
+                         within_r.eq(Mux(first, exp_req > 1, cnt + 1 < exp_r)),
+                         ok_r.eq(Mux(first, exp_req == 2, cnt + 2 == exp_r))]
             with m.If(first):
-                m.d.sync += [cur.eq(req.payload), exp_r.eq(expected)]
+                m.d.sync += [cur.eq(req.payload), exp_r.eq(exp_req), cnt.eq(1)]
+            with m.Else():
+                m.d.sync += cnt.eq(Mux(cnt > exp_r, cnt, cnt + 1))
 
         # ---- output side: the head message, once complete and decided, as commands; an emitting
         # message drained (mismatch or DISCARD) then READs its chunk's rows (``reading``) ----

@@ -185,9 +185,10 @@ class PendingWords(wiring.Component):
         def addr(w: Value) -> Value:
             return w[1:] if len(self.banks) == 2 else Const(0, 0)
 
-        def next_word(w: Value, w_base: Value, w_last: Value, whole: Value) -> Value:
-            """The word after ``w`` in region order: the region's first word after its last."""
-            return Mux(~whole & (w == w_last), w_base, (w + 1)[:wi])
+        def next_word(w: Value, w_base: Value, w_last: Value, whole: Value, is_last: Value | None = None) -> Value:
+            """The word after ``w`` in region order: the region's first word after its last
+            (``is_last``: ``w == w_last`` if known, e.g. a flag registered with ``w``)."""
+            return Mux(~whole & (w == w_last if is_last is None else is_last), w_base, (w + 1)[:wi])
 
         # ---- the data cycle's state (registers loaded when an operation is accepted) ----
         step = Signal(_Step)
@@ -201,16 +202,30 @@ class PendingWords(wiring.Component):
         lo, hi = Signal(ob), Signal(ob)  # the region's first bit in w_base, last in w_last
         whole = Signal()  # the region is the whole ring (every bit in it)
         left = Signal(wi + 1)  # CLEAR: words after this one
+        five = self.scan_stages == 5
+        # five (round 7): the words' compares with the region's ends and ``own``'s word are flags
+        # loaded with the words (``wa == w_base`` ...: equal in every cycle, reset 1 as the
+        # registers reset 0), ``lo > hi`` with ``lo`` / ``hi``: the region masks and the scan's
+        # inputs see flip-flops and compares with constants only (no carry chain after ``op_r``'s)
+        fl = {k: Signal(init=int(k != "lo_gt_hi"), name=f"fl_{k}")
+              for k in ("a_base", "a_last", "b_base", "b_last", "own_a", "own_b", "lo_gt_hi")} if five else {}
 
         def region_mask(w: Value, tag: str) -> Value:
-            """The region's bits in word ``w`` (a range, wrapping only when one word holds the
-            whole region's both ends)."""
-            lo_e = Mux(w == w_base, lo, 0)
-            hi_e = Mux(w == w_last, hi, WB - 1)
+            """The region's bits in word ``w`` (``wa`` / ``wb``: ``tag``; a range, wrapping only
+            when one word holds the whole region's both ends)."""
+            if five:  # lo_e > hi_e only with both ends in ``w``: else lo_e 0 or hi_e WB - 1
+                at_base, at_last = fl[f"{tag}_base"], fl[f"{tag}_last"]
+                wrap = at_base & at_last & fl["lo_gt_hi"]
+            else:
+                at_base, at_last = w == w_base, w == w_last
+            lo_e = Mux(at_base, lo, 0)
+            hi_e = Mux(at_last, hi, WB - 1)
+            if not five:
+                wrap = lo_e > hi_e
             ge = Cat(*[lo_e <= i for i in range(WB)])
             le = Cat(*[hi_e >= i for i in range(WB)])
             r = Signal(WB, name=f"region_{tag}")
-            m.d.comb += r.eq(Mux(whole, ones, Mux(lo_e > hi_e, ge | le, ge & le)))
+            m.d.comb += r.eq(Mux(whole, ones, Mux(wrap, ge | le, ge & le)))
             return r
 
         # ---- data cycle: the words read last cycle, modified and written back ----
@@ -222,17 +237,22 @@ class PendingWords(wiring.Component):
         da, db = word_data(wa), word_data(wb)
         reg_a, reg_b = region_mask(wa, "a"), region_mask(wb, "b")
         own_w, own_bit = own[ob:], (Const(1, WB) << own[:ob])[:WB]
-        xa = (da & ~Mux(own_w == wa, own_bit, 0)) | ~reg_a
-        xb = Mux(b_scan, (db & ~Mux(own_w == wb, own_bit, 0)) | ~reg_b, ones)
+        own_a, own_b = (fl["own_a"], fl["own_b"]) if five else (own_w == wa, own_w == wb)
+        a_last, b_last = (fl["a_last"], fl["b_last"]) if five else (None, None)
+        xa = (da & ~Mux(own_a, own_bit, 0)) | ~reg_a
+        xb = Mux(b_scan, (db & ~Mux(own_b, own_bit, 0)) | ~reg_b, ones)
         below = Mux(first, Cat(*[off > i for i in range(WB)]), 0)
         three = self.scan_stages >= 3
-        five = self.scan_stages == 5
         pre, pre2 = Signal(), Signal()  # five: P1 (the operation in ``op_r``), P2 (the words read)
         if three:  # R: the scan's inputs registered; S1: the halves (release_scan's first stage); S2: the rest
             phase = Signal(2)  # a SCAN step's cycle after its read: 0 R, 1 S1, 2 S2 (reset 0, never X)
             xa_r, xb_r = Signal(WB, name="scan_xa_r"), Signal(WB, name="scan_xb_r")
-            m.d.sync += [xa_r.eq(xa), xb_r.eq(xb)]
-            pos, before, none = release_scan(m, xa_r, xb_r, below, "w", halves=True, stages=2, index=True)
+            # five (round 7): ``below`` ORed into ``xa_r`` in R (the scan ORs it in S1 again:
+            # ``first`` / ``off`` hold from R to S1, no step is loaded between), so S1's chain
+            # starts at a flip-flop, not behind ``off``'s 64 compares
+            m.d.sync += [xa_r.eq(xa | below if five else xa), xb_r.eq(xb)]
+            pos, before, none = release_scan(m, xa_r, xb_r, below, "w", halves=True, stages=2, index=True,
+                                             below_in_lo=five)
             scan_wait = ((step == _Step.SCAN) & (phase != 2)) | pre | pre2  # no result, no write, no operation
             scan_end = (step == _Step.SCAN) & (phase == 2) & ~pre2
             # S2's clear masks from the region masks registered in S1 (wa / wb hold through a
@@ -248,7 +268,8 @@ class PendingWords(wiring.Component):
         stop = Cat(pos[:ob], Mux(pos[ob], wb, wa))
         peek = Signal()  # the SCAN is a PEEK: nothing is written
         wl = Mux(b_scan & ~same, wb, wa)  # the last word scanned
-        past = Mux(~whole & (wl == w_last), Cat(lo, w_base), Cat(Const(0, ob), (wl + 1)[:wi]))  # the next slot
+        wl_last = Mux(b_scan & ~same, b_last, a_last) if five else wl == w_last
+        past = Mux(~whole & wl_last, Cat(lo, w_base), Cat(Const(0, ob), (wl + 1)[:wi]))  # the next slot
         m.d.comb += [self.done.eq(scan_end & ~none),
                      self.run.eq((stop - start)[:sb] & wmask), self.reach.eq((past - start)[:sb] & wmask),
                      self.idle.eq((step == _Step.IDLE) & ~pre)]
@@ -304,9 +325,10 @@ class PendingWords(wiring.Component):
                 m.d.comb += wa_c.eq(wbase_c)
         scan_c = (p.kind == PendingOp.RELEASE) | (p.kind == PendingOp.PEEK)
         wb_c = Mux(scan_c, next_word(wa_c, wbase_c, wlast_c, whole_c), wa_c)
-        na = Mux(step == _Step.SCAN, Mux(b_scan, next_word(wb, w_base, w_last, whole), wb),
-                 next_word(wa, w_base, w_last, whole))
+        na = Mux(step == _Step.SCAN, Mux(b_scan, next_word(wb, w_base, w_last, whole, b_last), wb),
+                 next_word(wa, w_base, w_last, whole, a_last))
         nb = Mux(step == _Step.SCAN, next_word(na, w_base, w_last, whole), na)
+        na_step, nb_step = na, nb  # the next step's words (scan_on / clear_on)
         if three:  # R and S1 read the step's words again, so S2's write-back has them unregistered
             na, nb = Mux(scan_wait, wa, na), Mux(scan_wait, wb, nb)
         if five:  # taken now: a SET's or one-slot CLEAR's word, no arithmetic (else unused: P1 ignores it)
@@ -322,9 +344,37 @@ class PendingWords(wiring.Component):
         def load_pair(a: Value, b_: Value) -> list:
             return [wa.eq(a), wb.eq(b_), same.eq(a == b_), b_scan.eq((bank(a) != bank(b_)) | (a == b_))]
 
+        def load_flags(a: Value, b_: Value, base: Value, last: Value, own_w_: Value) -> list:
+            """five: the flags of words ``a`` / ``b_`` compared directly (the step's registers)."""
+            return [fl["a_base"].eq(a == base), fl["a_last"].eq(a == last), fl["own_a"].eq(own_w_ == a),
+                    fl["b_base"].eq(b_ == base), fl["b_last"].eq(b_ == last), fl["own_b"].eq(own_w_ == b_)]
+
+        def load_p1() -> list:
+            """five, P1: ``load_pair(wa_c, wb_c)`` and the flags, with no compare after ``wb_c``'s
+            ``next_word``: for a scan ``wb_c`` is ``w_base`` after the region's last word (``lastc``)
+            and ``wa_c + 1`` else, so its compares are ``wa_c``'s with ``w_base - 1`` ... (mod
+            2**wi), and ``wa_c == wb_c`` only if ``lastc`` and ``wa_c == w_base`` (``wa_c + 1 !=
+            wa_c``; a single word, ``wi`` 0: always); a CLEAR's ``wb_c`` is ``wa_c``."""
+            own_c = p.slot[ob:]
+            a_base, a_last_c, a_own = wa_c == wbase_c, wa_c == wlast_c, own_c == wa_c
+            lastc = ~whole_c & a_last_c
+
+            def after(other: Value, at_base: Value) -> Value:  # wb_c == other
+                return Mux(lastc, at_base, wa_c == (other - 1)[:wi])
+
+            same_s = lastc & a_base if wi else Const(1, 1)
+            b_scan_s = Mux(lastc, bank(wa_c) != bank(wbase_c), 1) | same_s
+            return [wa.eq(wa_c), wb.eq(wb_c), fl["a_base"].eq(a_base), fl["a_last"].eq(a_last_c),
+                    fl["own_a"].eq(a_own), fl["lo_gt_hi"].eq(p.base[:ob] > last_c[:ob]),
+                    same.eq(Mux(scan_c, same_s, 1)), b_scan.eq(Mux(scan_c, b_scan_s, 1)),
+                    fl["b_base"].eq(Mux(scan_c, after(wbase_c, 1), a_base)),
+                    fl["b_last"].eq(Mux(scan_c, after(wlast_c, wbase_c == wlast_c), a_last_c)),
+                    fl["own_b"].eq(Mux(scan_c, after(own_c, own_c == wbase_c), a_own))]
+
         load = pre if five else accept
         with m.If(load):
-            m.d.sync += [*load_pair(wa_c, wb_c), first.eq(1), off.eq(start_c[:ob]), own.eq(p.slot),
+            m.d.sync += [*(load_p1() if five else load_pair(wa_c, wb_c)), first.eq(1), off.eq(start_c[:ob]),
+                         own.eq(p.slot),
                          start.eq(start_c), wmask.eq((last_c - p.base)[:sb]), w_base.eq(wbase_c),
                          w_last.eq(wlast_c), lo.eq(p.base[:ob]), hi.eq(last_c[:ob]), whole.eq(whole_c),
                          left.eq(Mux(whole_c, NW - 1, (wlast_c - wbase_c)[:wi]))]
@@ -338,13 +388,16 @@ class PendingWords(wiring.Component):
             with m.Elif(accept & ~slow):
                 m.d.sync += [*load_pair(fast, fast), own.eq(p_in.slot), w_base.eq(fw[ob:]), w_last.eq(fw[ob:]),
                              lo.eq(fw[:ob]), hi.eq(fw[:ob]), whole.eq(0), left.eq(0), first.eq(1),
-                             step.eq(Mux(p_in.kind == PendingOp.SET, _Step.SET, _Step.CLEAR)), peek.eq(0)]
+                             step.eq(Mux(p_in.kind == PendingOp.SET, _Step.SET, _Step.CLEAR)), peek.eq(0),
+                             *load_flags(fast, fast, fw[ob:], fw[ob:], p_in.slot[ob:]), fl["lo_gt_hi"].eq(0)]
             with m.Elif(accept):
                 m.d.sync += step.eq(_Step.IDLE)
             with m.Elif(pre2):
                 pass  # P2: the words read from the step's registers (``scan_wait``), the step held
         with m.Elif(scan_on | clear_on):
             m.d.sync += [*load_pair(na, nb), first.eq(0), left.eq(left - 1)]
+            if five:
+                m.d.sync += load_flags(na_step, nb_step, w_base, w_last, own_w)
             if three:
                 m.d.sync += phase.eq(0)
         if three:

@@ -30,7 +30,7 @@ __all__ = ["onehot_index", "release_scan"]
 
 def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
                  halves: bool = False, stages: int = 1, index: bool = False,
-                 parts: int = 1) -> tuple[Value, Value, Value]:
+                 parts: int = 1, below_in_lo: bool = False) -> tuple[Value, Value, Value]:
     """(first zero one-hot over the 2N bits ``lo : hi``, the bits before it outside ``below``
     (2N), no zero found) of the scan described in the module docstring. ``halves``: the same
     results from two N-bit carry chains side by side, ``hi``'s counted only where ``lo`` (with
@@ -43,7 +43,9 @@ def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
     X), the results one cycle after their inputs, combined as in one stage. ``parts`` (one stage,
     no index; ``halves`` is ``parts=2``): the same results from ``parts`` carry chains of 2N /
     ``parts`` bits side by side, chain j counted only where chains 0..j-1 are all ones (a prefix
-    AND of their AND trees, beside the chains: the reducer's scan above S 16)."""
+    AND of their AND trees, beside the chains: the reducer's scan above S 16). ``below_in_lo``:
+    ``lo`` has ``below`` ORed in already (``PendingWords``' five stages: its register), so the
+    chains start at ``lo``; ``below`` still keeps its bits out of the cleared bits."""
     n = len(lo)
     if not len(hi) == len(below) == n:
         raise ValueError(f"release_scan: lo, hi and below must be as wide, got {n}, {len(hi)}, {len(below)}")
@@ -60,7 +62,7 @@ def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
     if index and n & (n - 1):
         raise ValueError(f"release_scan: index needs a power-of-2 width of lo and hi, got {n}")
     y = Signal(2 * n, name=f"scan_y_{tag}")
-    m.d.comb += y.eq(Cat(lo | below, hi))
+    m.d.comb += y.eq(Cat(lo if below_in_lo else lo | below, hi))
     if parts >= 2 and stages == 1 and not index:  # chain j counted where chains 0..j-1 are all ones
         w = 2 * n // parts
         fzs, runs, prefix = [], [], Const(1, 1)

@@ -331,6 +331,42 @@ def test_a_clears_mask_is_no_compare_before_the_banks() -> None:
     assert "pending.clr_m" in sources, sorted(sources)
 
 
+# round 7 (docs/large_slots.md, "(session 38, round 7)"): the region masks compared the step's
+# words with the region's first and last words (``wa == w_base`` ..., then ``lo_e > hi_e``, a
+# carry chain) in front of ``region_a_r`` / ``region_b_r`` and the scan's inputs; P1 compared
+# ``wb_c`` (``next_word(wa_c)``: ``+ 1``, a compare, a choice) with ``wa_c`` into ``same`` /
+# ``b_scan``. On main 8576c88: two ``$eq`` and a ``$gt`` in each mask's cone, a ``$add`` from
+# ``wa_c`` into ``same`` and ``b_scan``
+def test_the_region_masks_see_flags_and_p1_no_compare_after_the_next_word() -> None:
+    """Each region mask's cone has no compare but with constants (its word's flags, ``fl_*``,
+    loaded with the words); ``wa_c`` (P1's first word) reaches ``same``, ``b_scan`` and the
+    second word's flags through no ``$add`` (the compares are ``wa_c``'s, made in parallel)."""
+    for tag in ("a", "b"):
+        sources, cells = comb_cone(_state(), f"pending.region_{tag}")
+        assert not {"$eq", "$ne", "$gt", "$lt", "$add", "$sub"} & set(cells), (tag, cells)
+        assert {f"pending.fl_{tag}_base", f"pending.fl_{tag}_last", "pending.fl_lo_gt_hi"} <= sources, sorted(sources)
+    ends = ["pending.same", "pending.b_scan", "pending.fl_b_base", "pending.fl_b_last", "pending.fl_own_b"]
+    table = comb_cells_table(_state(), ["pending.wa_c"], ends)
+    assert all(table.values()), table
+    assert {pair: c for pair, c in table.items() if {"$add", "$sub"} & set(c)} == {}
+
+
+# round 7: the scan's S1 (``scan_ix_lo_w_r`` ...: the halves' carry chains and index trees) started
+# behind ``below`` (``first`` / ``off``'s 64 compares, ORed into ``xa_r`` in S1); on main 8576c88
+# ``off`` and ``first`` reached each of S1's ``lo`` registers
+S1_LO = ["pending.scan_ix_lo_w_r", "pending.scan_run_lo_w_r", "pending.scan_all_lo_w_r"]
+
+
+def test_the_scans_first_stage_starts_at_flip_flops() -> None:
+    """``below`` is ORed into ``scan_xa_r`` in R: within a cycle ``off`` / ``first`` reach none of
+    S1's ``lo`` half's registers, only ``below``'s own (``scan_below_w_r``) and ``scan_xa_r``."""
+    table = comb_cells_table(_state(), ["pending.off", "pending.first"],
+                             [*S1_LO, "pending.scan_below_w_r", "pending.scan_xa_r"])
+    assert {pair: c for pair, c in table.items() if pair[1] in S1_LO and c} == {}
+    assert all(table[src, end] for src in ("pending.off", "pending.first")
+               for end in ("pending.scan_below_w_r", "pending.scan_xa_r")), table
+
+
 # round 2 (issue 16): the pending words' addresses. On main 0e64234 (``scan_stages=3``) the cone of
 # ``rd_a`` / ``rd_b`` at S 32 768 held the region arithmetic (1 $sub, 15 $gt: the start slot and
 # the window masks) and the operation's choice (``peek``: C0's valid, ``quiet``'s rel_d1 / rel_d2)

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 from amaranth.hdl import Fragment, MemoryInstance, Shape, Value
-from stream_helpers import Port, drive_random, pack, run_testbench, unpack
+from stream_helpers import Port, comb_cells_table, drive_random, pack, run_testbench, unpack
 
 from wanreduce.hdl.layouts import beat_lanes
 from wanreduce.hdl.payload_fifo import PayloadFIFO, beat_layout
@@ -297,6 +297,26 @@ def test_a_too_long_message_never_fills_the_fifo() -> None:
     run = _run_gate(dut, messages, [ADD, WRITE], hold_decisions=150, cycles=400)
     _check(dut, messages, [ADD, WRITE], run)
     assert run["mismatches"] == 1 and len(run["commands"]) == 2
+
+
+# issue 16 round 7 (docs/large_slots.md, "(session 38, round 7)"): the gate's input side chose the
+# message's request (``in_busy`` -> ``cur``) before the count's compare (``seen < expected``, a carry
+# chain), which set the FIFO's push, so its ``room`` and write pointer (12.9 ns in round 6's
+# placement); the compares are flip-flops now (``within_r``, ``ok_r``), ``in_busy`` only chooses
+ARITH = {"$add", "$sub", "$lt", "$le", "$gt", "$ge", "$eq", "$ne"}
+
+
+def test_the_message_state_reaches_the_fifos_push_through_no_compare() -> None:
+    """Within a cycle, ``in_busy`` reaches the payload FIFO's ``room`` (``s__ready``, a flip-flop)
+    and its push (``wr__en``: the memory's write and the write pointer's enable) through choices
+    only, and ``cnt`` / ``exp_r`` / ``cur`` not at all (on main 8576c88: ``in_busy`` and ``cur``
+    through a ``$gt``, ``$add``, ``$sub`` and ``$lt`` into each, ``cnt`` through the ``$lt``;
+    yosys on the gate)."""
+    srcs, regs = ["in_busy", "cnt", "exp_r", "cur"], ["fifo.s__ready", "fifo.wr__en"]
+    table = comb_cells_table(_gate(), srcs, regs)
+    assert all(table["in_busy", r] for r in regs), table
+    assert {pair: c for pair, c in table.items() if set(c) & ARITH} == {}
+    assert {pair: c for pair, c in table.items() if pair[0] != "in_busy" and c} == {}
 
 
 @pytest.mark.parametrize(("width", "elements"), [(64, 3), (64, 9), (512, 17), (512, 31)])
