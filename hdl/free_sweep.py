@@ -46,6 +46,7 @@ from .payload_gate import COUNTER_BITS
 from .reducer_config import select_job_entry
 from .reducer_layouts import FREE, RECORD_BITS, record_layout
 from .slot_store_signature import Op, cmd_layout
+from .stage_room import nonzero_next
 
 __all__ = ["FreeSweep"]
 
@@ -88,8 +89,12 @@ class FreeSweep(wiring.Component):
         base, last, idx = Signal(sb), Signal(sb), Signal(sb)
         written, state_done = Signal(), Signal()
         m.d.sync += in_flight.eq(in_flight + self.cmd_fire - self.rsp_fire)
-        m.d.comb += self.owns.eq(pending != 0)
-        m.d.sync += pending.eq(pending + (self.cmd.valid & self.cmd.ready) - (self.rsp_fire & self.owns))
+        # ``owns`` (== ``pending != 0``) a flip-flop (issue 16 round 7): the 16-bit compare reaches
+        # no response handshake (the owner FIFO's head, the engine's ``inflight``)
+        owns = Signal(name="owns_r")
+        inc, dec = self.cmd.valid & self.cmd.ready, self.rsp_fire & owns
+        m.d.comb += self.owns.eq(owns)
+        m.d.sync += [pending.eq(pending + inc - dec), owns.eq(nonzero_next(pending, inc=inc, dec=dec))]
 
         free = Signal(self.record)  # a FREE record: the tag's state FREE, every other bit 0
         m.d.comb += free.tag.state.eq(FREE)

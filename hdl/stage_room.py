@@ -21,7 +21,8 @@ from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StageRoom", "fifo_room_next", "queue_room_next", "room_next", "stage_room", "stage_room_layout"]
+__all__ = ["StageRoom", "fifo_room_next", "nonzero_next", "queue_room_next", "room_next", "stage_room",
+           "stage_room_layout"]
 
 
 def room_next(level: Value, depth: int, *, push: Value, pop: Value) -> Value:
@@ -30,6 +31,13 @@ def room_next(level: Value, depth: int, *, push: Value, pop: Value) -> Value:
     pointers' difference) compared with constants, this cycle's ``push`` and ``pop`` (one entry
     each at most) only choosing among the compares."""
     return Mux(push & ~pop, level != depth - 1, Mux(pop & ~push, 1, level != depth))
+
+
+def nonzero_next(count: Value, *, inc: Value, dec: Value) -> Value:
+    """A counter's ``count + inc - dec != 0`` next cycle (register it: a flip-flop equal to
+    ``count != 0`` in every cycle), as ``room_next``: ``count`` (never wrapping) compared with
+    constants, this cycle's ``inc`` / ``dec`` (one each at most) only choosing among them."""
+    return Mux(inc & ~dec, 1, Mux(dec & ~inc, count != 1, count != 0))
 
 
 def queue_room_next(count: Value, depth: int, *, push: Value, leave: Value, pop: Value) -> Value:

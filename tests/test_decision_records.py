@@ -331,6 +331,19 @@ def test_a_clears_mask_is_no_compare_before_the_banks() -> None:
     assert "pending.clr_m" in sources, sorted(sources)
 
 
+# round 7 (docs/large_slots.md, "(session 38, round 7)"): the sweep's ``owns`` was ``pending != 0``
+# (a 16-bit compare) in front of the response handshake: on main 8576c88 ``sweep.pending`` reached
+# ``inflight`` / the owner FIFO's head (``skid_valid``, ``m__valid``) through 27 / 24 / 24 cells
+ROUND7_CHAINS = {("sweep.pending", end) for end in ("inflight", "owner.head.skid_valid", "owner.head.m__valid")}
+ROUND7_ENDS = {("sweep.pending", "sweep.owns_r")}
+
+
+def test_the_sweeps_count_reaches_no_response_handshake() -> None:
+    """``owns`` is a flip-flop (``owns_r``, ``nonzero_next``): the sweep's count reaches neither
+    ``inflight`` nor the owner FIFO's head within a cycle, only ``owns_r``."""
+    _chains_cut(ROUND7_CHAINS, ROUND7_ENDS, set())
+
+
 # round 7 (docs/large_slots.md, "(session 38, round 7)"): the region masks compared the step's
 # words with the region's first and last words (``wa == w_base`` ..., then ``lo_e > hi_e``, a
 # carry chain) in front of ``region_a_r`` / ``region_b_r`` and the scan's inputs; P1 compared
