@@ -515,8 +515,9 @@ def test_sticky_overflow_in_block_ram_is_cycle_exact(monkeypatch, width, slots, 
 ])
 def test_late_scan_fold_and_start_at_i_are_cycle_exact(monkeypatch, width, slots, mode):
     """Above S 16 the release scans fold after their register (``SCAN_FOLD_AT_SCAN_MAX_SLOTS``,
-    hdl/release_run.py) and stage I computes the start slot (``START_AT_P_MAX_SLOTS``,
-    hdl/reducer_input.py): on traffic with resets, random input gaps and output backpressure the
+    hdl/release_run.py), stage I computes the start slot (``START_AT_P_MAX_SLOTS``,
+    hdl/reducer_input.py) and stage 2's push joins the pins after their selects
+    (``PUSH_IN_PINS_MAX_SLOTS``, hdl/pin_registers.py): on traffic with resets, random input gaps and output backpressure the
     same outcomes, results, accept and result cycles and heads as with both limits raised (the
     form the smaller cores use), and both match the golden model (docs/benchmarks.md, session 38)."""
     rng = random.Random(width + slots + int(mode))
@@ -526,6 +527,7 @@ def test_late_scan_fold_and_start_at_i_are_cycle_exact(monkeypatch, width, slots
     _, res, _ = check(cfg, ops, cut)
     monkeypatch.setattr("wanreduce.hdl.reducer.SCAN_FOLD_AT_SCAN_MAX_SLOTS", 1 << 20)
     monkeypatch.setattr("wanreduce.hdl.reducer.START_AT_P_MAX_SLOTS", 1 << 20)
+    monkeypatch.setattr("wanreduce.hdl.pin_registers.PUSH_IN_PINS_MAX_SLOTS", 1 << 20)
     before = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
     check(cfg, ops, before)
     assert len(res) > 5

@@ -11,9 +11,10 @@ import re
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
-from stream_helpers import _cell_counts, _yosys_on, comb_cone, run_testbench
+from stream_helpers import _cell_counts, _yosys_on, comb_cells_between, comb_cone, run_testbench
 
 from wanreduce import wire
+from wanreduce.hdl.pin_registers import PUSH_IN_PINS_MAX_SLOTS
 from wanreduce.hdl.pin_terms import PairCheck, PinCheck
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.reducer_input import START_AT_P_MAX_SLOTS
@@ -453,6 +454,20 @@ def test_stage_p_start_slot_from_stage_i(slots: int) -> None:
     else:
         assert not cells["$add"] and sources == {"inputs.stage_i.m__payload"}, \
             f"S {slots}: start_i's cone {dict(cells)}, sources {sorted(sources)}"
+
+
+@pytest.mark.parametrize("slots", [16, 64])
+def test_push_after_the_pin_selects(slots: int) -> None:
+    """The logic on paths from ``push_r`` (a decision pushed an entry) to ``adv``'s next value:
+    up to ``PUSH_IN_PINS_MAX_SLOTS`` (the default core's 16, pinned) stage 2's mask ORed into
+    the held slots before the S:1 selects by stage 0's and stage 1's slot (``$shift``s on the
+    path); above it no select (``push_now`` ANDed after them: at S 128 this path was 11.87 ns
+    placed, docs/benchmarks.md, session 38)."""
+    cells = comb_cells_between(Reducer(64, slots=slots, elements=64, groups=2, jobs=1), "push_r", "adv")
+    if slots <= PUSH_IN_PINS_MAX_SLOTS:
+        assert cells["$shift"], f"S {slots}: push_r -> adv {dict(cells)}"
+    else:
+        assert not cells["$shift"] and not cells["$shiftx"], f"S {slots}: push_r -> adv {dict(cells)}"
 
 
 @pytest.mark.parametrize("slots", [16, 64])
