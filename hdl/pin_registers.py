@@ -26,7 +26,14 @@ from .params import check_core_params
 from .pin_terms import PairChecks, emitter_pin_layout, next_pair_checks, pin_terms
 from .reducer_layouts import bits_for, release_entry_layout
 
-__all__ = ["PinAdvance", "advance_next", "pin_masks_layout", "pin_sources"]
+__all__ = ["PUSH_IN_PINS_MAX_SLOTS", "PinAdvance", "advance_next", "pin_masks_layout", "pin_sources"]
+
+# Up to this many slots (with masks) stage 2's pushed mask joins the held slots before the S:1
+# selects by stage 0's / stage 1's slot (pinned); above it each select reads the registers alone
+# and ``push_now`` enters after them (``pinvec_r[slot] | push_now & mask_r[slot]``, the same
+# bit): at S 128 ``push_r`` -> an S-wide OR -> the select by stage P's slot -> ``adv`` was
+# 11.87 ns placed (docs/benchmarks.md, session 38).
+PUSH_IN_PINS_MAX_SLOTS = 16
 
 
 def pin_sources(m: Module, *, masks: bool, entries: Sequence[data.View], occupied: Value, held_mask: Value,
@@ -37,7 +44,8 @@ def pin_sources(m: Module, *, masks: bool, entries: Sequence[data.View], occupie
     (``push_now``), the emitter's result or the rest of its run (``emit``). With ``masks``: the
     union of their slot masks registered a cycle ago (``pinvec_r``: every slot held now was held
     then or is in stage 2's entry, so at worst a cycle too long) plus stage 2's ``mask_r``; else
-    the chunk-distance terms of ``pin_terms``."""
+    the chunk-distance terms of ``pin_terms``. Above ``PUSH_IN_PINS_MAX_SLOTS`` stage 2's mask is
+    selected on its own and ANDed with ``push_now`` after the select."""
     pin_of = {"entries": entries, "occupied": occupied, "push_now": push_now, "entry": entry_r,
               "emit": emit}  # hdl/pin_terms.py
     pin_r = Signal(name="pin_r")
@@ -45,9 +53,13 @@ def pin_sources(m: Module, *, masks: bool, entries: Sequence[data.View], occupie
         pinvec_r = Signal(len(mask_r), name="pinvec_r")
         m.d.sync += pinvec_r.eq(held_mask | Mux(push_now, mask_r, 0) | Mux(emit.busy, emit.cur_mask, 0)
                                 | Mux(emit.rest_nz, emit.rest_mask, 0))
-        pins_now = pinvec_r | Mux(push_now, mask_r, 0)
-        pin_hold = pins_now.bit_select(slot1, 1)
-        pin_load = pins_now.bit_select(slot0, 1)
+        if len(mask_r) > PUSH_IN_PINS_MAX_SLOTS:  # push_now after the selects
+            pin_hold = pinvec_r.bit_select(slot1, 1) | (push_now & mask_r.bit_select(slot1, 1))
+            pin_load = pinvec_r.bit_select(slot0, 1) | (push_now & mask_r.bit_select(slot0, 1))
+        else:
+            pins_now = pinvec_r | Mux(push_now, mask_r, 0)
+            pin_hold = pins_now.bit_select(slot1, 1)
+            pin_load = pins_now.bit_select(slot0, 1)
     else:
         pin_hold = Cat(*pin_terms(h1.job_id[:jb], h1.chunk, wmask, **pin_of)).any()
         pin_load = Cat(*pin_terms(h0.job_id[:jb], h0.chunk, wmask0, **pin_of)).any()

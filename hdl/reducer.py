@@ -70,7 +70,7 @@ from .pending_effect import pending_effect
 from .pending_words import PendingWords
 from .pin_registers import advance_next, pin_sources
 from .reducer_config import ReducerConfig
-from .reducer_input import InputStages
+from .reducer_input import START_AT_P_MAX_SLOTS, InputStages
 from .reducer_layouts import (
     OP_NONE,
     PriorityInputs,
@@ -82,6 +82,7 @@ from .release_queue import QUEUE_DEPTH, ReleaseQueue
 from .release_run import (
     REST_AT_PUSH_MAX_SLOTS,
     RUN_NZ_OF_RUN_MAX_SLOTS,
+    SCAN_FOLD_AT_SCAN_MAX_SLOTS,
     release_scans,
     rest_masks,
     run_of,
@@ -244,7 +245,8 @@ class Reducer(wiring.Component):
         m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words,
                                               shared_port=probe_shares)
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
-                                                jobs=self.jobs, vectors=not self.words)
+                                                jobs=self.jobs, vectors=not self.words,
+                                                start_at_i=not self.words and S > START_AT_P_MAX_SLOTS)
         m.d.comb += [
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
         ]
@@ -346,8 +348,10 @@ class Reducer(wiring.Component):
         if not self.words:  # the S pending bits and the two 2S-bit scans of stage 0
             pend_eff = pending_with_effect(m, fx, pending)  # pending with the last decision applied
             # the release scans' inputs, a cycle ahead, without and with stage 1's own pending bit
+            # (above S 16 folded after the register, with region1: the region the scan used, loaded on adv)
             sp = release_scans(m, pend_eff, adv=adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1, region0=region0,
-                               region1=region1, run_nz=S > RUN_NZ_OF_RUN_MAX_SLOTS)  # hdl/release_run.py
+                               region1=region1, run_nz=S > RUN_NZ_OF_RUN_MAX_SLOTS,
+                               late_fold=S > SCAN_FOLD_AT_SCAN_MAX_SLOTS, region_r=region1)  # hdl/release_run.py
             fz_a, clr_a, fz_b, clr_b = sp.fz_a, sp.clr_a, sp.fz_b, sp.clr_b
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in

@@ -22,17 +22,26 @@ from .reducer_config import config_signature, select_job_entry
 from .reducer_layouts import bits_for
 from .skid_buffer import SkidBuffer
 
-__all__ = ["InputStages", "decoded_beat_layout", "input_beat_layout"]
+__all__ = ["START_AT_P_MAX_SLOTS", "InputStages", "decoded_beat_layout", "input_beat_layout"]
+
+# Up to this many slots the reducer's stage P computes the start slot (the slot of chunk + 1) from
+# I's output register (pinned); above it stage I computes it at its input beside the slot and
+# registers it (``InputStages(start_at_i=True)``), so P's 128 compares for ``lm`` start from
+# flip-flops: at S 128 the start's two carry chains, a 3.2 ns hop and the compares into P were
+# 10.9-12.1 ns placed (docs/benchmarks.md, sessions 37-38).
+START_AT_P_MAX_SLOTS = 16
 
 
 def _beat_bits(elements: int, width: int) -> int:
     return max(1, (payload_beats(elements, width) - 1).bit_length())
 
 
-def input_beat_layout(width: int, slots: int, elements: int) -> data.StructLayout:
-    """A beat in stage I: the beat, its index in the message, its slot."""
+def input_beat_layout(width: int, slots: int, elements: int, start: bool = False) -> data.StructLayout:
+    """A beat in stage I: the beat, its index in the message, its slot (``start``: and the start
+    slot, the slot of chunk + 1)."""
+    sb = (slots - 1).bit_length()
     return data.StructLayout({"beat": message_beat_layout(width), "idx": _beat_bits(elements, width),
-                              "slot": (slots - 1).bit_length()})
+                              "slot": sb, **({"start": sb} if start else {})})
 
 
 def decoded_beat_layout(width: int, slots: int, elements: int, vectors: bool = True,
@@ -60,14 +69,16 @@ class InputStages(wiring.Component):
     for the message's end); ``empty``: no beat in I or P. ``vectors``: decode the S-bit
     ``region``, ``oh`` and ``lm``; ``records``: register the job's ``log2_window`` and
     ``in_order`` into P too, for the record path's requests (:func:`decoded_beat_layout`; off in
-    the reducer, whose RTL is then unchanged).
+    the reducer, whose RTL is then unchanged). ``start_at_i``: the start slot computed at I's
+    input with the slot, from the same configuration, and registered in I (``START_AT_P_MAX_SLOTS``).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
-                 vectors: bool = True, records: bool = False) -> None:
+                 vectors: bool = True, records: bool = False, start_at_i: bool = False) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs, self.vectors, self.records = groups, jobs, vectors, records
-        self.in_layout = input_beat_layout(data_width, slots, elements)
+        self.start_at_i = start_at_i
+        self.in_layout = input_beat_layout(data_width, slots, elements, start=start_at_i)
         self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors, records)
         super().__init__({
             "s_msg": In(message_stream(data_width)),
@@ -99,12 +110,15 @@ class InputStages(wiring.Component):
         i_in = Signal(self.in_layout)
         hs = s.payload.hdr
         slot_s = Signal(sb)  # the slot, for every job in parallel, then selected by the job
+        start_s = Signal(sb)  # (start_at_i) the start slot, likewise
         with m.Switch(hs.job_id[:jb]):
             for j in range(self.jobs):
                 with m.Case(j):
                     m.d.comb += slot_s.eq((jc[j].base[:sb] + (hs.chunk[:sb] & wm_j[j]))[:sb])
+                    if self.start_at_i:
+                        m.d.comb += start_s.eq((jc[j].base[:sb] + ((hs.chunk[:sb] + 1) & wm_j[j]))[:sb])
         m.d.comb += [i_in.beat.eq(s.payload), i_in.idx.eq(Mux(s.payload.first, 0, beat_cnt)),
-                     i_in.slot.eq(slot_s)]
+                     i_in.slot.eq(slot_s), *([i_in.start.eq(start_s)] if self.start_at_i else [])]
         hi = i_d.beat.hdr
         cfg_i = select_job_entry(m, jc, self.jobs, hi.job_id[:jb], "cfg_i")
         lw_i = Signal(range(sb + 1))
@@ -128,7 +142,10 @@ class InputStages(wiring.Component):
         m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
         dec_in = Signal(self.dec_layout)
         start_i = Signal(sb)
-        m.d.comb += start_i.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb])
+        if self.start_at_i:  # registered in I
+            m.d.comb += start_i.eq(i_d.start)
+        else:
+            m.d.comb += start_i.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb])
         m.d.comb += [
             dec_in.beat.eq(i_d.beat),
             dec_in.idx.eq(i_d.idx),

@@ -24,9 +24,9 @@ from amaranth.lib.wiring import In, Out
 from .params import check_core_params
 from .release_scan import onehot_index, release_scan
 
-__all__ = ["REST_AT_PUSH_MAX_SLOTS", "RUN_NZ_OF_RUN_MAX_SLOTS", "SCAN_CHAIN_BITS", "SCAN_ONE_CHAIN_MAX_SLOTS",
-           "ReleaseRun", "ReleaseScans", "ScanPair", "release_run_layout", "release_scans", "rest_masks", "run_of",
-           "scan_slots", "start_onehot"]
+__all__ = ["REST_AT_PUSH_MAX_SLOTS", "RUN_NZ_OF_RUN_MAX_SLOTS", "SCAN_CHAIN_BITS", "SCAN_FOLD_AT_SCAN_MAX_SLOTS",
+           "SCAN_ONE_CHAIN_MAX_SLOTS", "ReleaseRun", "ReleaseScans", "ScanPair", "fold_scan", "release_run_layout",
+           "release_scans", "rest_masks", "run_of", "scan_doubled", "scan_slots", "start_onehot"]
 
 
 # Up to this many slots the scan is one carry chain over the 2S bits (the default core, pinned);
@@ -44,17 +44,37 @@ RUN_NZ_OF_RUN_MAX_SLOTS = 16
 # the push (pinned); above it the two candidates are registered at the decision (``rest_masks``)
 # and the push picks one: at S 128 slot_of -> a 7 -> 128 decode -> q_rest / head_rest was 13.0 ns.
 REST_AT_PUSH_MAX_SLOTS = 16
+# Up to this many slots ``release_scans`` registers the scans folded to S bits (pinned); above it
+# the 2S-bit results of the chains (each gated by its prefix, ``below`` applied) are registered
+# and folded, and the cleared slots masked by the region, in stage 1 from stage 1's ``region1``
+# (the region the scan used, loaded on ``adv``): at S 128 the hop from the chains to the fold and
+# the fold's region select were ~3 ns of the scan's placed 12.18 ns (docs/benchmarks.md, session 38).
+SCAN_FOLD_AT_SCAN_MAX_SLOTS = 16
+
+
+def scan_doubled(m: Module, x: Value, below: Value, tag: str) -> tuple[Value, Value]:
+    """(first zero one-hot, bits before it outside ``below``), 2S bits each, of the release scan
+    over ``x`` doubled (S bits: 1 = pending or outside the region), from the slot above ``below``
+    (thermometer of the slots below the start slot); one chain or 2S / ``SCAN_CHAIN_BITS``
+    (``SCAN_ONE_CHAIN_MAX_SLOTS``). ``fold_scan`` turns them into slots."""
+    s = len(x)
+    parts = max(2, 2 * s // SCAN_CHAIN_BITS) if s > SCAN_ONE_CHAIN_MAX_SLOTS else 1
+    fz2, clr2, _ = release_scan(m, x, x, below, tag, parts=parts)
+    return fz2, clr2
+
+
+def fold_scan(fz2: Value, clr2: Value, region: Value) -> tuple[Value, Value]:
+    """``scan_doubled``'s results folded back to the S slots (the scan wraps): (first zero
+    one-hot, slots cleared kept inside ``region``)."""
+    s = len(region)
+    return fz2[:s] | fz2[s : 2 * s], (clr2[:s] | clr2[s:]) & region
 
 
 def scan_slots(m: Module, x: Value, below: Value, region: Value, tag: str) -> tuple[Value, Value]:
     """(first zero one-hot, slots cleared) of the in-order release scan over ``x`` (S bits: 1 =
     pending or outside the region), from the slot above ``below`` (thermometer of the slots
-    below the start slot), the cleared slots kept inside ``region``; one chain or 2S /
-    ``SCAN_CHAIN_BITS`` (``SCAN_ONE_CHAIN_MAX_SLOTS``)."""
-    s = len(x)
-    parts = max(2, 2 * s // SCAN_CHAIN_BITS) if s > SCAN_ONE_CHAIN_MAX_SLOTS else 1
-    fz2, clr2, _ = release_scan(m, x, x, below, tag, parts=parts)
-    return fz2[:s] | fz2[s : 2 * s], (clr2[:s] | clr2[s:]) & region
+    below the start slot), the cleared slots kept inside ``region``: ``scan_doubled`` folded."""
+    return fold_scan(*scan_doubled(m, x, below, tag), region)
 
 
 @dataclass(frozen=True)
@@ -71,7 +91,8 @@ class ScanPair:
 
 
 def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value, lm0: Value, lm1: Value,
-                  region0: Value, region1: Value, run_nz: bool = False) -> ScanPair:
+                  region0: Value, region1: Value, run_nz: bool = False, late_fold: bool = False,
+                  region_r: Value | None = None) -> ScanPair:
     """Register both scans for the beat that will be in stage 1 (P's: ``oh0`` its slot one-hot,
     ``lm0`` the slots below its start, ``region0`` its job's region, if ``adv``; else stage 1's
     own ``oh1`` / ``lm1`` / ``region1``) over the pending bits ``pend`` (S bits, the last
@@ -82,7 +103,10 @@ def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value,
     slot is never pending in its scan (it stops there at the latest). ``run_nz``: also register
     each scan's run != 0 (``nz_a``, ``nz_b``) as the start slot's scan bit: the run is empty
     exactly when the first zero is the start slot (in the region, the only slot at distance 0),
-    and the scan reads the start slot first (``below`` stops below it)."""
+    and the scan reads the start slot first (``below`` stops below it). ``late_fold``: register
+    the 2S-bit results (``scan_doubled``) and fold them after the register (``fold_scan``), the
+    cleared slots masked with ``region_r``: a register holding the region the scan used a cycle
+    later (the reducer's ``region1``, loaded from ``region0`` on ``adv``); None: one of its own."""
     S = len(pend)  # noqa: N806 - the slot count, as in the reducer
     own_n = Mux(adv, oh0, oh1)
     lm_n = Mux(adv, lm0, lm1)
@@ -92,9 +116,19 @@ def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value,
 
     fz_a, fz_b = Signal(S), Signal(S)
     clr_a, clr_b = Signal(S), Signal(S)
-    fa, ca = scan_slots(m, xa, lm_n, reg_n, "a")
-    fb, cb = scan_slots(m, xb, lm_n, reg_n, "b")
-    m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
+    if late_fold:  # the chains' 2S-bit results registered, folded (and the region applied) after
+        if region_r is None:
+            region_r = Signal(S, name="scan_region_r")
+            m.d.sync += region_r.eq(reg_n)
+        for tag, x, fz, clr in (("a", xa, fz_a, clr_a), ("b", xb, fz_b, clr_b)):
+            fz2_r, clr2_r = Signal(2 * S, name=f"scan_fz2_{tag}_r"), Signal(2 * S, name=f"scan_clr2_{tag}_r")
+            fz2, clr2 = scan_doubled(m, x, lm_n, tag)
+            m.d.sync += [fz2_r.eq(fz2), clr2_r.eq(clr2)]
+            m.d.comb += [Cat(fz, clr).eq(Cat(*fold_scan(fz2_r, clr2_r, region_r)))]
+    else:
+        fa, ca = scan_slots(m, xa, lm_n, reg_n, "a")
+        fb, cb = scan_slots(m, xb, lm_n, reg_n, "b")
+        m.d.sync += [fz_a.eq(fa), clr_a.eq(ca), fz_b.eq(fb), clr_b.eq(cb)]
     if not run_nz:
         return ScanPair(fz_a=fz_a, clr_a=clr_a, fz_b=fz_b, clr_b=clr_b)
     start_oh = start_onehot(lm_n)
@@ -172,7 +206,8 @@ class ReleaseRun(wiring.Component):
 class ReleaseScans(wiring.Component):
     """``release_scans`` as a component (the unit tests): ``pend``, ``adv``, ``oh0`` / ``oh1``,
     ``lm0`` / ``lm1``, ``region0`` / ``region1`` (S bits each) in; ``a`` and ``b`` (first_zero,
-    clr, run_nz: ``release_scans``' with ``run_nz``) a cycle later."""
+    clr, run_nz: ``release_scans``' with ``run_nz``, folded after the register above
+    ``SCAN_FOLD_AT_SCAN_MAX_SLOTS``) a cycle later."""
 
     def __init__(self, slots: int) -> None:
         check_core_params(slots=slots)
@@ -183,7 +218,8 @@ class ReleaseScans(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         sp = release_scans(m, self.pend, adv=self.adv, oh0=self.oh0, oh1=self.oh1, lm0=self.lm0, lm1=self.lm1,
-                           region0=self.region0, region1=self.region1, run_nz=True)
+                           region0=self.region0, region1=self.region1, run_nz=True,
+                           late_fold=len(self.pend) > SCAN_FOLD_AT_SCAN_MAX_SLOTS)
         m.d.comb += [self.a.first_zero.eq(sp.fz_a), self.a.clr.eq(sp.clr_a), self.a.run_nz.eq(sp.nz_a),
                      self.b.first_zero.eq(sp.fz_b), self.b.clr.eq(sp.clr_b), self.b.run_nz.eq(sp.nz_b)]
         return m

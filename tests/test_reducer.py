@@ -510,6 +510,33 @@ def test_sticky_overflow_in_block_ram_is_cycle_exact(monkeypatch, width, slots, 
         (ff.accept_cycles, ff.result_cycles, ff.cycles, ff.heads)
 
 
+@pytest.mark.parametrize(("width", "slots", "mode"), [
+    (128, 32, ReleaseMode.IN_ORDER), (64, 64, ReleaseMode.IN_ORDER), (64, 32, ReleaseMode.ON_COMPLETION),
+])
+def test_late_scan_fold_and_start_at_i_are_cycle_exact(monkeypatch, width, slots, mode):
+    """Above S 16 the release scans fold after their register (``SCAN_FOLD_AT_SCAN_MAX_SLOTS``,
+    hdl/release_run.py), stage I computes the start slot (``START_AT_P_MAX_SLOTS``,
+    hdl/reducer_input.py) and stage 2's push joins the pins after their selects
+    (``PUSH_IN_PINS_MAX_SLOTS``, hdl/pin_registers.py): on traffic with resets, random input gaps and output backpressure the
+    same outcomes, results, accept and result cycles and heads as with both limits raised (the
+    form the smaller cores use), and both match the golden model (docs/benchmarks.md, session 38)."""
+    rng = random.Random(width + slots + int(mode))
+    cfg = make_config(rng, width, slots, 9, groups=2, jobs=2, mode=mode, members=(2, 8))
+    ops = traffic(rng, cfg, 250, saturate=0.2, resets=1)
+    cut = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
+    _, res, _ = check(cfg, ops, cut)
+    monkeypatch.setattr("wanreduce.hdl.reducer.SCAN_FOLD_AT_SCAN_MAX_SLOTS", 1 << 20)
+    monkeypatch.setattr("wanreduce.hdl.reducer.START_AT_P_MAX_SLOTS", 1 << 20)
+    monkeypatch.setattr("wanreduce.hdl.pin_registers.PUSH_IN_PINS_MAX_SLOTS", 1 << 20)
+    before = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
+    check(cfg, ops, before)
+    assert len(res) > 5
+    assert cut.outcomes == before.outcomes
+    assert [(h, p.tolist()) for h, p in cut.results] == [(h, p.tolist()) for h, p in before.results]
+    assert (cut.accept_cycles, cut.result_cycles, cut.cycles, cut.heads) == \
+        (before.accept_cycles, before.result_cycles, before.cycles, before.heads)
+
+
 @PENDING
 def test_every_outcome_and_lost_result_recovery(pending):
     """Directed: every Outcome, RESENT results, slot reuse by chunk + W, stale, busy."""

@@ -11,15 +11,18 @@ import re
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
-from stream_helpers import _cell_counts, _yosys_on, run_testbench
+from stream_helpers import _cell_counts, _yosys_on, comb_cells_between, comb_cone, run_testbench
 
 from wanreduce import wire
+from wanreduce.hdl.pin_registers import PUSH_IN_PINS_MAX_SLOTS
 from wanreduce.hdl.pin_terms import PairCheck, PinCheck
 from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.reducer_input import START_AT_P_MAX_SLOTS
 from wanreduce.hdl.release_run import (
     REST_AT_PUSH_MAX_SLOTS,
     RUN_NZ_OF_RUN_MAX_SLOTS,
     SCAN_CHAIN_BITS,
+    SCAN_FOLD_AT_SCAN_MAX_SLOTS,
     SCAN_ONE_CHAIN_MAX_SLOTS,
     ReleaseRun,
     ReleaseScans,
@@ -411,12 +414,60 @@ def test_release_scan_chains_in_the_cone(slots: int) -> None:
     up to ``SCAN_ONE_CHAIN_MAX_SLOTS`` (the default core's 16) one chain over the 2S bits, above
     it 2S / ``SCAN_CHAIN_BITS`` chains of 32 bits side by side (at S 128 the one 256-bit chain
     took 6.5 ns of the placed worst path, two 128-bit chains 3.0: docs/benchmarks.md, "The
-    largest on-chip configuration traced (session 36)")."""
-    cone = "w:fz_b %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:-$dff,$memrd,$memrd_v2"
+    largest on-chip configuration traced (session 36)"). Above ``SCAN_FOLD_AT_SCAN_MAX_SLOTS`` the
+    chains feed the 2S-bit registers ``scan_fz2_b_r`` (``fz_b`` is their fold)."""
+    reg = "scan_fz2_b_r" if slots > SCAN_FOLD_AT_SCAN_MAX_SLOTS else "fz_b"  # folded after the register above
+    cone = f"w:{reg} %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:-$dff,$memrd,$memrd_v2"
     (dump,) = _yosys_on(ReleaseScans(slots), f"select -set c {cone}; tee -q -o adds.txt dump @c t:$add %i", "adds.txt")
     widths = sorted(int(w) for w in re.findall(r"parameter \\Y_WIDTH (\d+)", dump))
     want = [2 * slots + 1] if slots <= SCAN_ONE_CHAIN_MAX_SLOTS else [SCAN_CHAIN_BITS + 1] * (2 * slots // SCAN_CHAIN_BITS)
     assert widths == want, f"S {slots}: adders of {widths} bits in fz_b's cone, want {want}"
+
+
+@pytest.mark.parametrize("slots", [16, 64])
+def test_release_scan_folded_after_the_register(slots: int) -> None:
+    """Stage 1's ``clr`` (the cleared slots of the scan it picks with ``fxw_sn``) in the reducer:
+    up to ``SCAN_FOLD_AT_SCAN_MAX_SLOTS`` (the default core's 16, pinned) the scans' folded
+    registers (``clr_a``, ``clr_b``) and ``fxw_sn`` its only sources; above it the fold of the 2S
+    halves and the region mask come after the register (at S 128 the hop from the chains to the
+    fold, and the fold's region select by ``adv``, ~3 ns of the placed scan's 12.18 ns;
+    docs/benchmarks.md, session 38): its sources the chains' registers and stage 1's
+    ``region1``, no adder (the chains stay before the register)."""
+    sources, cells = comb_cone(Reducer(64, slots=slots, elements=64, groups=2, jobs=1), "clr")
+    if slots <= SCAN_FOLD_AT_SCAN_MAX_SLOTS:  # (clr_a's register keeps no name in the RTLIL)
+        assert len(sources) == 3 and {"clr_b", "fxw_sn"} <= sources, f"S {slots}: clr's sources {sorted(sources)}"
+    else:
+        assert sources == {"scan_clr2_a_r", "scan_clr2_b_r", "region1", "fxw_sn"}, \
+            f"S {slots}: clr's sources {sorted(sources)}"
+    assert not cells["$add"], f"S {slots}: clr's cone {dict(cells)}"
+
+
+@pytest.mark.parametrize("slots", [16, 64])
+def test_stage_p_start_slot_from_stage_i(slots: int) -> None:
+    """Stage P's start slot (``inputs.start_i``, into its 128 compares for ``lm`` at S 128): up
+    to ``START_AT_P_MAX_SLOTS`` (the default core's 16, pinned) added in P from I's output (the
+    job's base, chunk + 1: ``$add``s in its cone); above it stage I's register (no logic: at
+    S 128 the two adders, a 3.2 ns hop and the compares into P were 10.9-12.1 ns placed)."""
+    sources, cells = comb_cone(Reducer(64, slots=slots, elements=64, groups=2, jobs=1), "inputs.start_i")
+    if slots <= START_AT_P_MAX_SLOTS:
+        assert cells["$add"], f"S {slots}: start_i's cone {dict(cells)}"
+    else:
+        assert not cells["$add"] and sources == {"inputs.stage_i.m__payload"}, \
+            f"S {slots}: start_i's cone {dict(cells)}, sources {sorted(sources)}"
+
+
+@pytest.mark.parametrize("slots", [16, 64])
+def test_push_after_the_pin_selects(slots: int) -> None:
+    """The logic on paths from ``push_r`` (a decision pushed an entry) to ``adv``'s next value:
+    up to ``PUSH_IN_PINS_MAX_SLOTS`` (the default core's 16, pinned) stage 2's mask ORed into
+    the held slots before the S:1 selects by stage 0's and stage 1's slot (``$shift``s on the
+    path); above it no select (``push_now`` ANDed after them: at S 128 this path was 11.87 ns
+    placed, docs/benchmarks.md, session 38)."""
+    cells = comb_cells_between(Reducer(64, slots=slots, elements=64, groups=2, jobs=1), "push_r", "adv")
+    if slots <= PUSH_IN_PINS_MAX_SLOTS:
+        assert cells["$shift"], f"S {slots}: push_r -> adv {dict(cells)}"
+    else:
+        assert not cells["$shift"] and not cells["$shiftx"], f"S {slots}: push_r -> adv {dict(cells)}"
 
 
 @pytest.mark.parametrize("slots", [16, 64])

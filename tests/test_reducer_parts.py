@@ -72,14 +72,17 @@ def test_config_registers_derive_per_job_and_group() -> None:
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize(("width", "slots", "elements", "seed"), [(64, 16, 5, 1), (256, 4, 20, 2)])
-def test_input_stages_decode_every_beat(width, slots, elements, seed) -> None:
+@pytest.mark.parametrize(("width", "slots", "elements", "seed", "start_at_i"),
+                         [(64, 16, 5, 1, False), (256, 4, 20, 2, False), (64, 64, 5, 3, True), (64, 16, 9, 4, True)])
+def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i) -> None:
     """Every beat comes out of stage P once, in order, with its decode equal to the Python
-    arithmetic (slot, start slot, region, one-hot, members, sender bit, reject checks, ...)."""
+    arithmetic (slot, start slot, region, one-hot, members, sender bit, reject checks, ...);
+    ``start_at_i``: the start slot computed in stage I (the reducer above S 16)."""
     rng = random.Random(seed)
     jobs_cfg = [(1, 5 % slots, 2), (1, 1, 9), (0, 0, 1)]
     groups = [0b0110, 0b1000, 0]
-    dut = InputStages(width, slots=slots, elements=elements, groups=len(groups), jobs=len(jobs_cfg))
+    dut = InputStages(width, slots=slots, elements=elements, groups=len(groups), jobs=len(jobs_cfg),
+                      start_at_i=start_at_i)
     layout, sb = message_beat_layout(width), (slots - 1).bit_length()
     n_beats = payload_beats(elements, width)
     msgs = []

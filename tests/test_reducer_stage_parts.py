@@ -237,7 +237,8 @@ def _entry_holds(b: dict, entry: dict, push_now: int, lo: int) -> int:
     return int(push_now and entry["job"] == b["job"] and ((b["chunk"] - entry["chunk"]) & lo & b["wm"]) <= entry["more"])
 
 
-@pytest.mark.parametrize(("slots", "jobs", "masks"), [(16, 2, True), (4, 1, True), (64, 4, False), (8, 2, False)])
+@pytest.mark.parametrize(("slots", "jobs", "masks"),
+                         [(16, 2, True), (4, 1, True), (64, 2, True), (64, 4, False), (8, 2, False)])
 def test_pin_advance(slots: int, jobs: int, masks: bool) -> None:
     """``pin_sources`` / ``advance_next`` (hdl/pin_registers.py) on a coherent pipeline (stage P's
     beat moves into stage 1 when it advances, P loads its skid's or I's beat when ``p_load``),
