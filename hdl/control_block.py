@@ -42,7 +42,10 @@ class ControlBlock(wiring.Component):
     ``result_withheld`` (RESULTS_WITHHELD) come from a DRAM slot store; 0 otherwise. With
     ``slot_memory="records"`` also ``record_error`` (STATUS.RECORD_ERROR, sticky in the record
     path) and ``record_counters`` (the RECORD_ registers); the ports and the registers exist only
-    there (the other cores' RTL unchanged).
+    there (the other cores' RTL unchanged). With ``slot_memory="dram"`` a PROBE_BITMAP read waits
+    for ``probe_ok`` through a flip-flop (``probe_ok_r``) and reads the answer it vouched for
+    (``probe_bm_r``): the FSM's next state reads no probe compare, one cycle more per such read
+    (``registered_probe``; the other cores' RTL unchanged).
     """
 
     def __init__(
@@ -52,6 +55,9 @@ class ControlBlock(wiring.Component):
         check_slot_memory(slot_memory, width=data_width, ports=ports, slots=slots, elements=elements,
                           groups=groups, jobs=jobs)
         self.records = slot_memory == "records"
+        # the probe's key compare (probe_ok, in the reducer) off the FSM's next state: the DRAM
+        # build's core clock (docs/benchmarks.md, session 38)
+        self.registered_probe = slot_memory == "dram"
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -127,6 +133,19 @@ class ControlBlock(wiring.Component):
         probe_rd = Signal()  # the loaded operation reads a PROBE_BITMAP: wait for probe_ok
         m.d.comb += [self.probe_job.eq(probe_job),
                      self.probe_chunk.eq(Array(probes)[probe_job] if self.jobs > 1 else probes[0])]
+        probe_ok, probe_bitmap = self.probe_ok, self.probe_bitmap
+        if self.registered_probe:
+            # probe_ok / probe_bitmap a cycle late, loaded only while EXEC waits for a probe (0
+            # in any other state): the key (probe_job, probe_chunk) changes only in LOAD,
+            # READBACK and EXEC's writes, never while EXEC waits, so probe_ok_r = 1 in EXEC says
+            # the previous cycle answered this very key, and probe_bm_r holds an answer probe_ok
+            # vouched for (the last one) when READ reads it
+            probe_ok = Signal(name="probe_ok_r")
+            probe_bitmap = Signal(32, name="probe_bm_r")
+            probe_wait = Signal()  # EXEC waits for the probe (set in the FSM below)
+            m.d.sync += probe_ok.eq(probe_wait & self.probe_ok)
+            with m.If(probe_wait & self.probe_ok):
+                m.d.sync += probe_bitmap.eq(self.probe_bitmap)
 
         m.d.comb += [
             self.release_on_completion.eq(ctrl & regs.CTRL_RELEASE_ON_COMPLETION != 0),
@@ -194,7 +213,7 @@ class ControlBlock(wiring.Component):
             readable[regs.job_cfg(j)] = jobs[j]
             readable[regs.job_head(j)] = self.head[j]
             readable[regs.job_probe(j)] = probes[j]
-            readable[regs.job_probe_bitmap(j)] = self.probe_bitmap
+            readable[regs.job_probe_bitmap(j)] = probe_bitmap
         for p in range(n):
             readable[regs.port_frames_in(p)] = frames_in[p]
             for r in Drop:
@@ -369,7 +388,9 @@ class ControlBlock(wiring.Component):
                     with m.If(self.reset.ready):
                         m.next = "READ"
                 with m.Elif(probe_rd):  # a read: nothing to write (keeps probe_ok, a compare of
-                    with m.If(self.probe_ok):  # the probed key, off the write enables' path)
+                    if self.registered_probe:  # the probed key, off the write enables' path)
+                        m.d.comb += probe_wait.eq(1)
+                    with m.If(probe_ok):
                         m.next = "READ"  # else the reducer is still reading the chunk's tag
                 with m.Else():
                     for a, sig in writable.items():

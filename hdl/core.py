@@ -91,12 +91,13 @@ class WanreduceCore(wiring.Component):
         w, n_net = p["width"], p["ports"]
 
         parsers = []
+        dram = self.slot_memory == "dram"  # the parsers' rd_more flip-flop (the Versa DRAM build)
         for i in range(n_net):
-            parser = IngressParser(w, max_elements=p["elements"])
+            parser = IngressParser(w, max_elements=p["elements"], registered_more=dram)
             m.submodules[f"parser_net{i}"] = parser
             wiring.connect(m, wiring.flipped(getattr(self, net_port(i))), parser.s_axis)
             parsers.append(parser)
-        host_parser = IngressParser(w, max_elements=p["elements"], accept_control=True)
+        host_parser = IngressParser(w, max_elements=p["elements"], accept_control=True, registered_more=dram)
         m.submodules.parser_host = host_parser
         wiring.connect(m, wiring.flipped(self.s_axis_host), host_parser.s_axis)
         parsers.append(host_parser)

@@ -95,7 +95,12 @@ class IngressParser(wiring.Component):
         sizes the per-frame write cap and the default FIFO;
       - ``fifo_depth``: payload FIFO entries (W-bit beats), a power of two holding at least one
         maximum-size message; default: two maximum-size messages rounded up to a power of two;
-      - ``accept_control``: also accept CONTROL messages (the host-facing port).
+      - ``accept_control``: also accept CONTROL messages (the host-facing port);
+      - ``registered_more``: "beats of the current message left to read" (``rd_left != 0``) a
+        flip-flop worked out with ``rd_left`` (``rd_more``), so the descriptor FIFO's read
+        enable reads no compare of ``rd_left`` (the Versa DRAM build's core path,
+        ``rd_left`` -> ``desc_fifo.consume``, docs/benchmarks.md session 38; off by default:
+        the on-chip core's RTL unchanged).
 
     Ports:
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
@@ -109,7 +114,7 @@ class IngressParser(wiring.Component):
     """
 
     def __init__(self, data_width: int, *, max_elements: int, fifo_depth: int | None = None,
-                 accept_control: bool = False) -> None:
+                 accept_control: bool = False, registered_more: bool = False) -> None:
         check_data_width(data_width)
         if (not isinstance(max_elements, int) or isinstance(max_elements, bool)
                 or not 1 <= max_elements <= wire.MAX_ELEMENTS_JUMBO):
@@ -127,6 +132,7 @@ class IngressParser(wiring.Component):
         self.max_payload_beats = max_beats
         self.fifo_depth = fifo_depth
         self.accept_control = bool(accept_control)
+        self.registered_more = bool(registered_more)
         super().__init__({
             "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
             "m_msg": Out(message_stream(data_width)),
@@ -466,9 +472,13 @@ class IngressParser(wiring.Component):
         out_last = Signal()
         out_hdr = Signal(AggHeaderLayout)
         rd_left = Signal(range(PMAX + 1))  # beats of the current message still to read
+        if self.registered_more:  # (rd_left != 0), loaded with rd_left below
+            more = Signal(name="rd_more")
+        else:
+            more = rd_left != 0
         advance = ~out_valid | out.ready
-        m.d.sync += freed.eq(rollback | (advance & ((rd_left != 0) | desc.r_rdy)))
-        m.d.comb += self.rw_hazard.eq(wp.en & advance & ((rd_left != 0) | desc.r_rdy)
+        m.d.sync += freed.eq(rollback | (advance & (more | desc.r_rdy)))
+        m.d.comb += self.rw_hazard.eq(wp.en & advance & (more | desc.r_rdy)
                                       & (wp.addr == rp.addr))
         m.d.comb += [
             rp.addr.eq(rd_ptr[:AW]),
@@ -480,11 +490,13 @@ class IngressParser(wiring.Component):
             out.payload.last.eq(out_last),
         ]
         with m.If(advance):
-            with m.If(rd_left != 0):
+            with m.If(more):
                 m.d.sync += [
                     rd_ptr.eq(rd_ptr + 1), rd_left.eq(rd_left - 1),
                     out_valid.eq(1), out_first.eq(0), out_last.eq(rd_left == 1),
                 ]
+                if self.registered_more:
+                    m.d.sync += more.eq(rd_left != 1)
             with m.Elif(desc.r_rdy):
                 m.d.comb += desc.r_en.eq(1)
                 m.d.sync += [
@@ -492,6 +504,8 @@ class IngressParser(wiring.Component):
                     out_valid.eq(1), out_first.eq(1), out_last.eq(desc_r.last == 0),
                     out_hdr.eq(desc_r.hdr),
                 ]
+                if self.registered_more:
+                    m.d.sync += more.eq(desc_r.last != 0)
             with m.Else():
                 m.d.sync += out_valid.eq(0)
         return m

@@ -69,7 +69,7 @@ from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
 from .pin_registers import advance_next, pin_sources
-from .reducer_config import ReducerConfig
+from .reducer_config import ReducerConfig, slot_ahead
 from .reducer_input import START_AT_P_MAX_SLOTS, InputStages
 from .reducer_layouts import (
     OP_NONE,
@@ -520,13 +520,19 @@ class Reducer(wiring.Component):
         # table -> slot_of -> the queue's rest masks and head was the Versa DRAM build's core
         # path (9.74 ns, docs/benchmarks.md, session 36); copy_error checks it (run_err)
         # Above S 16 likewise (rest_ahead), with the queue's rest masks registered at the decision
-        run_slot_r = run_err = rest = None
+        run_slot_r = run_err = rest = ahead = None
         if rest_ahead:
             rest = rest_masks(m, decide=decide, mask_d=mask_d, oh1=oh1, lm1=lm1)  # hdl/release_run.py
         if self.slot_memory == "dram" or rest_ahead:
             run_slot_r, run_err = Signal(sb, name="run_slot_r"), Signal(name="run_err")
             with m.If(decide):
                 m.d.sync += run_slot_r.eq(start1)
+        if self.slot_memory == "dram":
+            # ... and its chunk + 2 / + 3's, for the queue's next slots: entry_r.job -> the job
+            # table -> slot_of -> q_nslot* was the Versa DRAM build's path (8.73 ns, session 37)
+            ahead = (Signal(sb, name="run_slot2_r"), Signal(sb, name="run_slot3_r"))
+            with m.If(decide):
+                m.d.sync += [r.eq(slot_ahead(slot1, h1.chunk, wmask, k)) for k, r in ((2, ahead[0]), (3, ahead[1]))]
         # effect on pending bits and the head, applied next cycle (the decision-independent
         # parts registered every cycle, the decision itself in fx_c / fx_s)
         # fx_c / fx_s feed back into the next decision (pend1, the head forwarding): their next
@@ -569,7 +575,7 @@ class Reducer(wiring.Component):
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,
                     last2=last2, push_now=push_now, tag_r=tag_r, entry_r=entry_r, mask_r=mask_r, job_cfg=jc,
                     jobs=self.jobs, slots=S, dram=self.slot_memory == "dram", emit_last=emit.last,
-                    run_slot=run_slot_r, run_err=run_err, rest=rest)
+                    run_slot=run_slot_r, run_err=run_err, rest=rest, ahead=ahead)
 
         # ================= window reset =================
         rst_wr, rst_slot = rst.clear, rst.slot

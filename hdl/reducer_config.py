@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from .layouts import JobCfgLayout
 
-__all__ = ["ReducerConfig", "config_signature", "select_job_entry", "slot_of"]
+__all__ = ["ReducerConfig", "config_signature", "select_job_entry", "slot_ahead", "slot_of"]
 
 
 def config_signature(*, slots: int, groups: int, jobs: int) -> wiring.Signature:
@@ -50,6 +50,14 @@ def slot_of(cfg: Value, chunk: Value, slot_bits: int) -> Value:
     """``(base + (chunk & (window - 1))) & (S - 1)``."""
     wmask = Cat(*[cfg.log2_window > i for i in range(slot_bits)])
     return (cfg.base[:slot_bits] + (chunk[:slot_bits] & wmask))[:slot_bits]
+
+
+def slot_ahead(slot: Value, chunk: Value, wmask: Value, k: int) -> Value:
+    """The slot of ``chunk + k`` from ``chunk``'s ``slot`` (``slot_of``'s ``base + (chunk &
+    wmask)``) and its job's ``wmask`` (window - 1, ``len(slot)`` bits): ``slot - (chunk & wmask)``
+    is the base, so no job table is read (the DRAM reducer's held next slots)."""
+    sb = len(slot)
+    return (slot - (chunk[:sb] & wmask) + ((chunk[:sb] + k)[:sb] & wmask))[:sb]
 
 
 class ReducerConfig(wiring.Component):

@@ -10,6 +10,15 @@ therefore decides on each message's first beat: with ``error`` set, the whole me
 from ``s`` and not passed to ``m`` (``withheld`` strobes once for it, for a counter), else it
 passes untouched (``sent`` strobes on its first beat). Combinational: valid and ready each go
 through one gate; the decision is held in a flip-flop for the message's later beats.
+
+``late_error`` (the DRAM reducer's gate): the drop itself is a flip-flop, worked out from the take
+and ``error`` a cycle before (``error`` off the gate's valid / ready, which run into the egress
+merger's arbitration: the Versa DRAM build's core path, docs/benchmarks.md session 38). Exact
+because untrusted data enters the store only by an R beat that raises ``error`` the next cycle
+(an error response, a full read-data FIFO) or comes after the flag rose (a row re-read after its
+write's failed B), and every path from an R beat to the gate's input crosses two or more
+flip-flops (``tests/test_reducer_late_parts.py``): a message depending on it offers its first
+beat two or more cycles after the beat, with the flag up the cycle before.
 """
 
 from __future__ import annotations
@@ -27,7 +36,8 @@ class ResultGate(wiring.Component):
     """``s`` -> ``m`` (message streams of ``data_width``), messages starting while ``error`` is
     set dropped whole; ``sent`` / ``withheld``: one strobe per message passed / dropped."""
 
-    def __init__(self, data_width: int) -> None:
+    def __init__(self, data_width: int, *, late_error: bool = False) -> None:
+        self.late_error = late_error  # decide on ``error`` a cycle late, the drop a flip-flop
         super().__init__({"s": In(message_stream(data_width)), "m": Out(message_stream(data_width)),
                           "error": In(1), "sent": Out(1), "withheld": Out(1)})
 
@@ -38,6 +48,11 @@ class ResultGate(wiring.Component):
         inside = Signal()  # a message's first beat has been taken, its last not yet
         drop = Mux(inside, held, self.error)
         take = s.valid & s.ready
+        if self.late_error:
+            # drop(t) = inside(t) ? the message's decision : error(t - 1), as a flip-flop: at the
+            # first beat's take the decision is drop itself, held by not reloading it (no held)
+            drop = Signal(name="drop_r")
+            m.d.sync += drop.eq(Mux(Mux(take, ~s.payload.last, inside), drop, self.error))
         m.d.comb += [
             o.payload.eq(s.payload),
             o.valid.eq(s.valid & ~drop),
@@ -46,5 +61,7 @@ class ResultGate(wiring.Component):
             self.withheld.eq(take & s.payload.first & drop),
         ]
         with m.If(take):
-            m.d.sync += [inside.eq(~s.payload.last), held.eq(drop)]
+            m.d.sync += inside.eq(~s.payload.last)
+            if not self.late_error:
+                m.d.sync += held.eq(drop)
         return m

@@ -40,7 +40,7 @@ def result_output(m: Module, top: wiring.Component, asm: wiring.Component, store
     Versa DRAM build's core path, 9.91 ns at session 36's seed 2); the counters count the same."""
     if dram:
         axi4_forward(m, store, top, AXI_PREFIX)
-        m.submodules.gate = gate = ResultGate(width)
+        m.submodules.gate = gate = ResultGate(width, late_error=True)
         wiring.connect(m, asm.m_msg, gate.s)
         wiring.connect(m, gate.m, wiring.flipped(top.m_msg))
         sent_r, withheld_r = Signal(name="sent_r"), Signal(name="withheld_r")

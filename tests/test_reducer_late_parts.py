@@ -8,11 +8,15 @@ from __future__ import annotations
 import random
 
 import pytest
-from stream_helpers import comb_cells_table, comb_cone, run_testbench
+from amaranth.hdl import Cat, Module, Signal
+from stream_helpers import comb_cells_table, comb_cone, min_flops_between, run_testbench
 
 from wanreduce.hdl.held_decision import HeldDecision
+from wanreduce.hdl.layouts import JobCfgLayout
 from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.reducer_config import slot_ahead, slot_of
 from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, store_tag_layout
+from wanreduce.hdl.result_gate import ResultGate
 from wanreduce.hdl.result_path import EmitterLink
 from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage2_control import StageTwoControl
@@ -233,9 +237,10 @@ def test_held_decision(slots: int, jobs: int) -> None:
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize(("slots", "jobs", "dram", "held"), [(16, 2, False, False), (16, 3, True, False),
-                                                           (4, 1, True, False), (16, 3, True, True)])
-def test_stage_two_push(slots: int, jobs: int, dram: bool, held: bool) -> None:
+@pytest.mark.parametrize(("slots", "jobs", "dram", "held", "ahead"),
+                         [(16, 2, False, False, False), (16, 3, True, False, False), (4, 1, True, False, False),
+                          (16, 3, True, True, False), (16, 3, True, True, True), (4, 1, True, True, True)])
+def test_stage_two_push(slots: int, jobs: int, dram: bool, held: bool, ahead: bool) -> None:
     """``stage2_push`` (hdl/stage2_push.py), the wiring around hdl/stage2_issue.py's functions
     (tested on their own in tests/test_reducer_inline_parts.py): the command pushed with
     ``push_c``, a marker without a data op, then to the emitter if queued, with stage 2's beat;
@@ -243,8 +248,10 @@ def test_stage_two_push(slots: int, jobs: int, dram: bool, held: bool) -> None:
     mask when queued, the run behind an emitting message at its own job's slot base (another
     job's configuration differs); with the DRAM store ``more`` = not the last row. ``held``: the
     run's slot is ``run_slot`` (the reducer's DRAM configuration holds it from the decision) and
-    ``run_err`` is 1 exactly when a queued run's ``run_slot`` is not the job's slot of chunk + 1."""
-    dut = StageTwoPush(64, slots=slots, jobs=jobs, row_bits=2, dram=dram, held_run_slot=held)
+    ``run_err`` is 1 exactly when a queued run's ``run_slot`` is not the job's slot of chunk + 1.
+    ``ahead``: the queue's next slots are the held ``run_slot`` / ``ahead2`` / ``ahead3`` (the
+    DRAM reducer's), and ``run_err`` is 1 also exactly when they are not the job's."""
+    dut = StageTwoPush(64, slots=slots, jobs=jobs, row_bits=2, dram=dram, held_run_slot=held, held_ahead=ahead)
     rng = random.Random(slots + jobs + dram)
     sb = (slots - 1).bit_length()
     seen: set[int] = set()
@@ -268,21 +275,33 @@ def test_stage_two_push(slots: int, jobs: int, dram: bool, held: bool) -> None:
                 ctx.set(dut.job_cfg[j], cfgs[j])
             ctx.set(dut.tag_r, {"state": 2, "job": entry["job"], "chunk": entry["chunk"]})
             c = cfgs[entry["job"]]
+
+            def at(k: int, c: dict = c, chunk: int = entry["chunk"]) -> int:  # the job's slot of entry_r's chunk + k
+                return (c["base"] + ((chunk + k) & ((1 << min(c["log2_window"], sb)) - 1))) % slots
+
             nxt = (entry["chunk"] + 1) & 0xFFFFFFFF
-            run_slot = (c["base"] + (nxt & ((1 << min(c["log2_window"], sb)) - 1))) % slots
+            run_slot = at(1)
             if held:
                 wrong = rng.random() < 0.3
                 run_slot = (run_slot + wrong) % slots
                 ctx.set(dut.run_slot, run_slot)
+            if ahead:  # the held slots of chunk + 2 / + 3, each wrong at times
+                given = [(at(k) + (rng.random() < 0.15)) % slots for k in (2, 3)]
+                ctx.set(dut.ahead2, given[0])
+                ctx.set(dut.ahead3, given[1])
             await ctx.delay(1e-9)
             if held:
-                assert ctx.get(dut.run_err) == (i["queued"] & i["emit2"] & wrong), (i, wrong)
-                seen.add(2 + (i["queued"] & i["emit2"] & wrong))
                 # the pushed entry's next two slots (its chunk + 1 / + 2's), for the queue
-                q_chunk = entry["chunk"] + i["emit2"]
-                want_ns = tuple((c["base"] + ((q_chunk + k) & ((1 << min(c["log2_window"], sb)) - 1))) % slots
-                                for k in (1, 2))
-                assert (ctx.get(dut.q_nslot), ctx.get(dut.q_nslot2)) == want_ns, (i, entry, c)
+                want_ns = (at(2), at(3)) if i["emit2"] else (at(1), at(2))
+                got_ns = (ctx.get(dut.q_nslot), ctx.get(dut.q_nslot2))
+                bad = i["emit2"] & wrong
+                if ahead:
+                    assert got_ns == ((given[0], given[1]) if i["emit2"] else (run_slot, given[0])), (i, entry, c)
+                    bad = bad | (got_ns != want_ns)
+                else:
+                    assert got_ns == want_ns, (i, entry, c)
+                assert ctx.get(dut.run_err) == (i["queued"] & bad), (i, wrong)
+                seen.add(2 + (i["queued"] & bad))
             assert [ctx.get(getattr(dut, n)) for n in ("push", "push_marker", "push_then_emit")] == \
                 [i["push_c"], 1 - i["has_cmd"], i["queued"]]
             cmd = ctx.get(dut.push_cmd)
@@ -323,6 +342,51 @@ def test_the_queued_run_reads_no_job_table_with_dram(slot_memory: str) -> None:
         assert cells["$shl"] and (table_logic == 0) == (slot_memory == "dram"), (reg, cells)
 
 
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_queue_push_reads_no_job_table_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the queue's next slots (``q_nslot*``, its head's ``head_nslot*``) come
+    from ``run_slot_r`` / ``run_slot2_r`` / ``run_slot3_r``, held from the decision: from the
+    held entry ``entry_r`` to them no job-table select, window compare or adder within a cycle
+    (`entry.job` -> the job table -> `slot_of` -> `q_nslot*` was the Versa DRAM build's push-side
+    path, 8.73 ns at session 37's seed 1). The on-chip reducer above S 16 (``rest_ahead``: the
+    queue's next slots, not held) keeps them: the check's before-case."""
+    slots = 8 if slot_memory == "dram" else 32
+    dut = Reducer(64, slots=slots, elements=32 * slots // 8, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if slot_memory == "dram" else {}))
+    regs = ["queue.q_nslot0", "queue.q_nslot21", "queue.head_nslot", "queue.head_nslot2"]
+    table = comb_cells_table(dut, ["entry_r"], regs)
+    for reg in regs:
+        cells = table["entry_r", reg]
+        table_logic = cells["$pmux"] + cells["$gt"] + cells["$add"]
+        assert (table_logic == 0) == (slot_memory == "dram"), (reg, cells)
+
+
+@pytest.mark.parametrize("sb", [1, 2, 3, 4])
+def test_slot_ahead_is_slot_of_chunk_plus_k(sb: int) -> None:
+    """``slot_ahead`` (the slot of chunk + k from chunk's slot and the window mask) equals
+    ``slot_of`` of chunk + k for every base, window and chunk's low bits, k = 1..3."""
+    m = Module()
+    base, lw, chunk = Signal(16), Signal(5), Signal(32)
+    cfg = Signal(JobCfgLayout)
+    m.d.comb += [cfg.base.eq(base), cfg.log2_window.eq(lw)]
+    wmask = Signal(sb)
+    m.d.comb += wmask.eq(Cat(*[lw > i for i in range(sb)]))
+    slot = slot_of(cfg, chunk, sb)
+    pairs = [(slot_ahead(slot, chunk, wmask, k), slot_of(cfg, chunk + k, sb)) for k in (1, 2, 3)]
+
+    async def tb(ctx) -> None:
+        for b in range(1 << sb):
+            for w in range(sb + 2):
+                for c in list(range(1 << (sb + 1))) + [0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD]:
+                    ctx.set(base, b | 0x40)
+                    ctx.set(lw, w)
+                    ctx.set(chunk, c)
+                    for got, want in pairs:
+                        assert ctx.get(got) == ctx.get(want), (b, w, c)
+
+    run_testbench(m, tb)
+
+
 @pytest.mark.parametrize("strobe", ["result_withheld", "result_out"])
 def test_the_result_strobes_are_flip_flops_with_dram(strobe: str) -> None:
     """With the DRAM store the result gate's strobes (the control block's RESULTS_WITHHELD /
@@ -354,3 +418,66 @@ def test_the_emitter_start_reads_no_job_table_with_dram(slot_memory: str, slots:
         cells = table["queue.head", reg]
         table_logic = cells["$pmux"] + cells["$gt"] + cells["$add"]
         assert (table_logic == 0) == held, (reg, cells)
+
+
+def test_the_result_gate_reads_no_error_within_a_cycle_with_dram() -> None:
+    """With the DRAM store the result gate's drop is a flip-flop (``drop_r``): `mem_error` -> the
+    gate's drop -> the egress merger's select -> `core.s_msg__payload` / `egress.header` was the
+    Versa DRAM build's core path (9.22 ns at session 37's seed 3). Neither the gate's output
+    valid nor its input ready reads the error, the message's state or the decision's mux within
+    a cycle (before: `error`, `inside`, `held`). Exact as the gate's docstring says: the flag
+    rises a cycle after an R beat, and no R beat reaches the gate's input in fewer than two
+    cycles (so a message depending on it is decided on the flag already up)."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory="dram", outstanding=8, index_bits=3)
+    for wire, allowed in (("m_msg__valid", {"drop_r"}), ("gate.s__ready", {"drop_r", "m_msg__ready"})):
+        sources, _ = comb_cone(dut, wire)
+        gate_srcs = {s for s in sources if s.startswith("gate.")} | (sources & {"drop_r", "m_msg__ready"})
+        assert not sources & {"gate.error", "gate.inside", "gate.held", "store.mem_error"}, (wire, sorted(sources))
+        assert "gate.drop_r" in sources and gate_srcs <= {f"gate.{a}" for a in allowed} | allowed, (wire, gate_srcs)
+    r_beat = [f"m_axi_mem_r{x}" for x in ("valid", "data", "resp", "last", "id")]
+    assert min_flops_between(dut, r_beat, ["mem_error"]) == 1
+    assert min_flops_between(dut, r_beat, ["gate.s__valid", "gate.s__payload"]) >= 2
+
+
+@pytest.mark.parametrize("late_error", [False, True])
+def test_result_gate_drops_whole_messages_on_the_error_at_their_first_beat(late_error: bool) -> None:
+    """``ResultGate`` against a reference, random messages, valid, ready and ``error`` (not
+    sticky, to reach every case): a message is dropped whole iff ``error`` was set at its first
+    beat's take (``late_error``: in the cycle before it), its beats passed untouched otherwise;
+    ``sent`` / ``withheld`` strobe once per message, at its first beat."""
+    dut = ResultGate(64, late_error=late_error)
+    rng = random.Random(16 + late_error)
+    msgs = [[(rng.getrandbits(64), b == 0, b == n - 1) for b in range(n)]
+            for n in (rng.randint(1, 4) for _ in range(150))]
+    beats = [b for msg in msgs for b in msg]
+
+    async def tb(ctx) -> None:
+        i, err_before, drop, out, want, strobes = 0, 0, 0, [], [], []
+        while i < len(beats):
+            offer, ready, err = rng.random() < 0.7, rng.random() < 0.6, int(rng.random() < 0.3)
+            data, first, last = beats[i]
+            ctx.set(dut.s.valid, offer)
+            ctx.set(dut.s.payload.data, data)
+            ctx.set(dut.s.payload.first, first)
+            ctx.set(dut.s.payload.last, last)
+            ctx.set(dut.m.ready, ready)
+            ctx.set(dut.error, err)
+            if first:
+                drop = err_before if late_error else err
+            assert ctx.get(dut.m.valid) == (offer and not drop)
+            assert ctx.get(dut.s.ready) == (ready or drop)
+            take = offer and (ready or drop)
+            strobes.append((ctx.get(dut.sent), ctx.get(dut.withheld)))
+            assert strobes[-1] == ((take and first and not drop), (take and first and drop))
+            if take:
+                if not drop:
+                    want.append(data)
+                i += 1
+            if ctx.get(dut.m.valid) and ready:
+                out.append(ctx.get(dut.m.payload.data))
+            err_before = err
+            await ctx.tick()
+        assert out == want and sum(s for s, _ in strobes) + sum(w for _, w in strobes) == len(msgs)
+        assert 0 < sum(w for _, w in strobes) < len(msgs)
+
+    run_testbench(dut, tb)
