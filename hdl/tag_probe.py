@@ -9,6 +9,15 @@ COMPLETE). A read that meets a tag write to its address is not used (the tag mem
 answer for another job or chunk. With ``shared_port`` the read port is another consumer's (the
 emitter's, at large S: one copy of the tag memory fewer), which marks the cycles it keeps the
 port (``rd_lost``): such a read is not used either, and the next free cycle answers.
+
+With ``shared_port`` and from ``HOLD_ANSWER_MIN_SLOTS`` slots on, an unused read does not replace the answer
+(``probe_bitmap`` and its key hold; ``probe_ok`` still vouches only for the last read's answer,
+so no answer older than three cycles is vouched for): the control block takes the bitmap a cycle
+after it saw ``probe_ok``, so with a lost read in between it would read another slot's tag (the
+shared port: 0, a silently wrong "not held") or a block RAM's undefined read-during-write data;
+held, it reads the answer vouched for or a newer one for the same key. At 16 slots and fewer the tag
+memory is LUT RAM, whose read during a write returns the old tag (a valid answer one write
+older), and there is no shared port: the answer is replaced every cycle, as it always was.
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ from .layouts import JobCfgLayout
 from .reducer_config import select_job_entry, slot_of
 from .reducer_layouts import ACTIVE, DONE, bits_for, slot_tag_layout
 
-__all__ = ["TagProbe"]
+__all__ = ["HOLD_ANSWER_MIN_SLOTS", "TagProbe"]
+
+HOLD_ANSWER_MIN_SLOTS = 17  # from this S on, an unused read keeps the last answer (module docstring)
 
 
 class TagProbe(wiring.Component):
@@ -64,14 +75,20 @@ class TagProbe(wiring.Component):
         coll = self.wr_en & (self.wr_addr == p_slot)
         if self.shared_port:
             coll = coll | self.rd_lost
-        m.d.sync += [
+        pipe = [
             p_slot.eq(slot_of(cfg, self.probe_chunk, sb)), p_job.eq(self.probe_job),
             p_chunk.eq(self.probe_chunk),
             r_slot.eq(p_slot), r_job.eq(p_job), r_chunk.eq(p_chunk),
             r_coll.eq(coll),
-            self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(r_job), v_chunk.eq(r_chunk),
-            v_ok.eq(~r_coll),
         ]
+        answer = [self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(r_job), v_chunk.eq(r_chunk)]
+        fresh = v_ok.eq(~r_coll)  # probe_ok: only an answer from the last cycle's read
+        if self.shared_port or self.slots >= HOLD_ANSWER_MIN_SLOTS:  # an unused read keeps the answer and its key
+            m.d.sync += [*pipe, fresh]
+            with m.If(~r_coll):
+                m.d.sync += answer
+        else:
+            m.d.sync += [*pipe, *answer, fresh]
         m.d.comb += [self.rd_addr.eq(p_slot),
                      self.probe_ok.eq(v_ok & (v_job == self.probe_job) & (v_chunk == self.probe_chunk))]
         return m

@@ -793,3 +793,55 @@ def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed) -> None:
         assert lost > 400 and answers[True] > 100 and answers[False] > 100, (lost, answers)
 
     run_testbench(top, tb)
+
+
+@pytest.mark.parametrize(("slots", "shared"), [(16, True), (32, False)])
+def test_tag_probe_answer_read_a_cycle_late_is_never_an_unused_read(slots, shared) -> None:
+    """The control block takes ``probe_bitmap`` a cycle after it saw ``probe_ok``: that value is
+    the answer vouched for or a newer one for the same key, never an unused read's (another slot's
+    tag on a shared port; a read that met a tag write, here garbage that even looks held). Fails
+    when the answer register follows every read (the bitmap a cycle after ``probe_ok`` was 0 or
+    garbage)."""
+    rng, lay = random.Random(slots), slot_tag_layout(1)
+    tags = [dict(state=rng.choice((ACTIVE, DONE)), job=0, chunk=i + slots * rng.randrange(3),
+                 bitmap=rng.getrandbits(31) << 1 | 1) for i in range(slots)]
+    pr = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=shared)
+
+    def want(chunk: int) -> int:
+        t = tags[chunk % slots]
+        return t["bitmap"] if t["chunk"] == chunk else 0
+
+    async def tb(ctx):
+        ctx.set(pr.job_cfg[0].enable, 1)
+        ctx.set(pr.job_cfg[0].log2_window, slots.bit_length() - 1)
+        ctx.set(pr.pending, 1)
+        chunk, vouched, checked, unused = 0, False, 0, 0
+        for cycle in range(2000):
+            key_changed = rng.random() < 0.1
+            if key_changed:
+                chunk = rng.choice([t["chunk"] for t in tags] + [rng.randrange(4 * slots)])
+            if vouched and not key_changed:  # the control block's READ: the cycle after probe_ok
+                got = ctx.get(pr.probe_bitmap)
+                assert got == want(chunk), f"cycle {cycle}: chunk {chunk}: {got:#x}, want {want(chunk):#x}"
+                checked += 1
+            ctx.set(pr.probe_chunk, chunk)
+            lose = rng.random() < 0.4  # this cycle's read is unused: its data is not the slot's tag
+            unused += lose
+            addr = ctx.get(pr.rd_addr)
+            if shared:
+                ctx.set(pr.rd_lost, lose)
+                ctx.set(pr.wr_en, 0)
+            else:  # a tag write to the read's address: undefined data
+                ctx.set(pr.wr_en, lose)
+                ctx.set(pr.wr_addr, addr if lose else (addr + 1) % slots)
+            vouched = bool(ctx.get(pr.probe_ok))
+            await ctx.tick()
+            # the read issued at addr answers now: the tag, or garbage for an unused read
+            # (shared: another slot's tag; a collision: a held-looking tag with a random bitmap)
+            t = tags[addr]
+            if lose:
+                t = tags[(addr + 1) % slots] if shared else dict(t, bitmap=rng.getrandbits(32))
+            ctx.set(pr.rd_data, lay.const(t))
+        assert checked > 300 and unused > 600, (checked, unused)
+
+    run_testbench(pr, tb)
