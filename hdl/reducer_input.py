@@ -11,7 +11,7 @@ flip-flops. The decision reads the registers directly (``p``/``p_valid``, the sk
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -30,6 +30,12 @@ __all__ = ["START_AT_P_MAX_SLOTS", "InputStages", "decoded_beat_layout", "input_
 # flip-flops: at S 128 the start's two carry chains, a 3.2 ns hop and the compares into P were
 # 10.9-12.1 ns placed (docs/benchmarks.md, sessions 37-38).
 START_AT_P_MAX_SLOTS = 16
+
+
+def _region_slot(base: Value, chunk: Value, wmask: Value, sb: int) -> Value:
+    """The slot of ``chunk`` in its job's region: ``(base + (chunk & wmask)) mod S`` (``wmask``
+    the job's registered window - 1; ``chunk`` already cut to ``sb`` bits)."""
+    return (base[:sb] + (chunk & wmask))[:sb]
 
 
 def _beat_bits(elements: int, width: int) -> int:
@@ -114,9 +120,9 @@ class InputStages(wiring.Component):
         with m.Switch(hs.job_id[:jb]):
             for j in range(self.jobs):
                 with m.Case(j):
-                    m.d.comb += slot_s.eq((jc[j].base[:sb] + (hs.chunk[:sb] & wm_j[j]))[:sb])
+                    m.d.comb += slot_s.eq(_region_slot(jc[j].base, hs.chunk[:sb], wm_j[j], sb))
                     if self.start_at_i:
-                        m.d.comb += start_s.eq((jc[j].base[:sb] + ((hs.chunk[:sb] + 1) & wm_j[j]))[:sb])
+                        m.d.comb += start_s.eq(_region_slot(jc[j].base, hs.chunk[:sb] + 1, wm_j[j], sb))
         m.d.comb += [i_in.beat.eq(s.payload), i_in.idx.eq(Mux(s.payload.first, 0, beat_cnt)),
                      i_in.slot.eq(slot_s), *([i_in.start.eq(start_s)] if self.start_at_i else [])]
         hi = i_d.beat.hdr
@@ -145,7 +151,7 @@ class InputStages(wiring.Component):
         if self.start_at_i:  # registered in I
             m.d.comb += start_i.eq(i_d.start)
         else:
-            m.d.comb += start_i.eq((cfg_i.base[:sb] + ((hi.chunk[:sb] + 1) & wm_i))[:sb])
+            m.d.comb += start_i.eq(_region_slot(cfg_i.base, hi.chunk[:sb] + 1, wm_i, sb))
         m.d.comb += [
             dec_in.beat.eq(i_d.beat),
             dec_in.idx.eq(i_d.idx),
