@@ -116,6 +116,30 @@ def test_mac_instance_ports_exist_in_mac_module(built_versa):
         assert used == mac_ports, used ^ mac_ports
 
 
+def mac_cdc_depths(mac_verilog: str) -> dict[str, int]:
+    """Entries of the MAC's transmit and receive clock-crossing FIFOs, by their write ports."""
+    depths = {}
+    mems = dict((name, int(last) + 1) for name, last in
+                re.findall(r"reg \[\d+:0\] (storage\w*)\[0:(\d+)\];", mac_verilog))
+    for name, side in re.findall(r"(storage\w*)\[mac_(tx|rx)_cdc_cdc_wrport_adr\] <=", mac_verilog):
+        depths[side] = mems[name]
+    return depths
+
+
+def test_mac_transmit_fifo_is_16_deep_in_the_dram_builds_only(built_versa, tmp_path):
+    """The Versa DRAM build's MAC has a 16-entry transmit clock-crossing FIFO (one LUT RAM per 4
+    bits, no read multiplexer: the host MAC's failing 125 MHz path on the fuller chip); its
+    receive FIFO and the on-chip build's MAC keep LiteEth's 32 entries; other depths refused."""
+    from wanreduce.hdl.boards.liteeth_mac import MAC_NAME, generate
+
+    _, out = built_versa
+    assert mac_cdc_depths((out / f"{MAC_NAME}.v").read_text()) == {"tx": 32, "rx": 32}
+    run_build(BOARDS["versa-ecp5"], {"elements": 16}, tmp_path, bitstream=False, slot_memory="dram")
+    assert mac_cdc_depths((tmp_path / f"{MAC_NAME}.v").read_text()) == {"tx": 16, "rx": 32}
+    with pytest.raises(ValueError, match="tx_cdc_depth must be one of"):
+        generate(tmp_path / "bad", tx_cdc_depth=8)
+
+
 def test_versa_onchip_core_reset_by_gsr(built_versa):
     """The on-chip Versa build resets its core clock domain through the global set/reset, as
     the DRAM build does: a fabric reset register fanning out to ~6,500 flip-flops' LSR inputs

@@ -13,6 +13,11 @@ so this script builds the pieces directly:
   (``stream.ClockDomainCrossing``, gray-coded async FIFOs, depth 32, buffered: one register
   stage after each) between ``eth_rx``/``eth_tx`` and ``sys`` (the core clock). One extra
   ``stream.Buffer`` (registered valid and ready) cuts the 125 MHz transmit chain.
+  ``tx_cdc_depth=16`` (the DRAM builds') makes the transmit FIFO one ``TRELLIS_DPR16X4`` per 4
+  bits with no read multiplexer: its read side (gray counter -> next read address -> LUT RAM ->
+  2:1 multiplexer -> data register, in the 125 MHz ``eth_tx`` clock) is the host MAC's worst
+  path on the fuller DRAM chip. The receive FIFO stays 32 deep (256 bytes, ~2 us of line time:
+  the PHY cannot be back-pressured).
 
 Module ``<name>`` ports (all in ``sys`` unless stated), ``dw`` = 64 by default:
 
@@ -39,12 +44,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["MAC_NAME", "generate"]
+__all__ = ["MAC_NAME", "TX_CDC_DEPTHS", "generate"]
 
 MAC_NAME = "liteeth_rgmii_mac"
 
 
-def _build(dw: int):
+TX_CDC_DEPTHS = (16, 32)
+
+
+def _build(dw: int, tx_cdc_depth: int):
     from liteeth.common import eth_phy_description
     from liteeth.mac.core import LiteEthMACCore
     from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
@@ -82,7 +90,7 @@ def _build(dw: int):
             # core clock instead, but LiteEth's 64-bit CRC is ~1 MB of Verilog and slow to synthesise.)
             self.submodules.mac = mac = LiteEthMACCore(
                 phy, dw, with_preamble_crc=True, with_padding=True,
-                tx_cdc_buffered=True, rx_cdc_buffered=True)
+                tx_cdc_buffered=True, rx_cdc_buffered=True, tx_cdc_depth=tx_cdc_depth)
             tx = mac.tx_datapath.pipeline  # [sink, cdc, converter, last_be, padding, crc, ...]
             assert len(tx) == 9, [type(x).__name__ for x in tx]
             cut = ClockDomainsRenamer("eth_tx")(
@@ -105,11 +113,16 @@ def _build(dw: int):
     return platform, top, Record
 
 
-def generate(out_dir: Path, *, dw: int = 64, name: str = MAC_NAME) -> Path:
-    """Write ``<out_dir>/<name>.v`` (the PHY + MAC, ``dw``-bit streams); return its path."""
+def generate(out_dir: Path, *, dw: int = 64, name: str = MAC_NAME,
+             tx_cdc_depth: int = 32) -> Path:
+    """Write ``<out_dir>/<name>.v`` (the PHY + MAC, ``dw``-bit streams); return its path.
+
+    ``tx_cdc_depth``: entries of the transmit clock-crossing FIFO (32, LiteEth's default, or 16)."""
     if dw not in (8, 16, 32, 64):
         raise ValueError(f"LiteEth MAC data width must be 8/16/32/64, got {dw}")
-    platform, top, _ = _build(dw)
+    if tx_cdc_depth not in TX_CDC_DEPTHS:
+        raise ValueError(f"tx_cdc_depth must be one of {TX_CDC_DEPTHS}, got {tx_cdc_depth}")
+    platform, top, _ = _build(dw, tx_cdc_depth)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ios = top.ios | set(platform.constraint_manager.get_io_signals())
