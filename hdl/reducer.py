@@ -69,7 +69,7 @@ from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
 from .pin_registers import advance_next, pin_sources
-from .reducer_config import ReducerConfig, slot_ahead
+from .reducer_config import REGION_AT_CONFIG_MAX_SLOTS, ReducerConfig, slot_ahead
 from .reducer_input import START_AT_P_MAX_SLOTS, InputStages
 from .reducer_layouts import (
     OP_NONE,
@@ -97,7 +97,7 @@ from .stage2_push import stage2_push
 from .stage_room import stage_room
 from .tag_memory import tag_memory, tag_write_register, tag_write_select
 from .tag_probe import TagProbe
-from .window_reset import WindowReset
+from .window_reset import SLOT_REGISTER_MAX_SLOTS, WindowReset
 from .window_reset_effect import pending_next, reset_drained, reset_heads
 
 __all__ = ["Reducer"]
@@ -223,7 +223,9 @@ class Reducer(wiring.Component):
             m.d.comb += [pw.rd_slot.eq(pc.rd_slot), pc.pw_run.eq(pw.run), pc.pw_done.eq(pw.done)]
 
         # ---- the parts ----
-        m.submodules.config = cfg = ReducerConfig(slots=S, groups=self.groups, jobs=self.jobs)
+        # above S 16 each job's region registered with the configuration, not decoded in stage P
+        region_cfg = not self.words and S > REGION_AT_CONFIG_MAX_SLOTS  # hdl/reducer_config.py
+        m.submodules.config = cfg = ReducerConfig(slots=S, groups=self.groups, jobs=self.jobs, regions=region_cfg)
         m.d.comb += [cfg.job_cfg_in.eq(self.job_cfg), cfg.group_bitmap_in.eq(self.group_bitmap),
                      cfg.release_on_completion.eq(self.release_on_completion)]
         jc = cfg.cfg.job_cfg
@@ -241,12 +243,15 @@ class Reducer(wiring.Component):
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
         m.submodules.emitter = emit
-        m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs)
+        # above S 16 the reset's slot from a register, dropped from stage 1's pending bit after its select
+        reset_ahead = not self.words and S > SLOT_REGISTER_MAX_SLOTS  # hdl/window_reset.py
+        m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs, slot_register=reset_ahead)
         m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words,
                                               shared_port=probe_shares)
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
                                                 jobs=self.jobs, vectors=not self.words,
-                                                start_at_i=not self.words and S > START_AT_P_MAX_SLOTS)
+                                                start_at_i=not self.words and S > START_AT_P_MAX_SLOTS,
+                                                region_at_cfg=region_cfg)
         m.d.comb += [
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
         ]
@@ -587,7 +592,7 @@ class Reducer(wiring.Component):
         if not self.words:
             # pending: the last decision's effect, or (window reset, no decisions) the region cleared
             pending_next(m, pending, pend_eff, clear=rst_wr, clear_slot=rst_slot, clr=clr, adv=adv, slot0=slot0,
-                         slot1=slot1, pre_p=pre_p, cclr_p=cclr_p, sset_p=sset_p)
+                         slot1=slot1, pre_p=pre_p, cclr_p=cclr_p, sset_p=sset_p, clear_apart=reset_ahead)
         else:
             m.d.comb += [
                 pc.adv.eq(adv), pc.take.eq(take), pc.v1.eq(v1), pc.first1.eq(first1), pc.first_in.eq(f.first),

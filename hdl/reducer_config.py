@@ -11,19 +11,35 @@ and :func:`slot_of` (a chunk's slot).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import JobCfgLayout
 
-__all__ = ["ReducerConfig", "config_signature", "select_job_entry", "slot_ahead", "slot_of"]
+__all__ = ["REGION_AT_CONFIG_MAX_SLOTS", "ReducerConfig", "config_signature", "region_of", "select_job_entry",
+           "slot_ahead", "slot_of"]
+
+# Up to this many slots (the default core's 16, pinned) the reducer's stage P decodes the beat's
+# job's region (S compares of the slot index with its base and window) from the job table; above
+# it each job's region is registered with the configuration (``ReducerConfig(regions=True)``) and
+# P selects it by the job: at S 128 the decode from ``job_cfg`` into P's ``region`` was 10.21 ns
+# placed (docs/benchmarks.md, session 38).
+REGION_AT_CONFIG_MAX_SLOTS = 16
 
 
-def config_signature(*, slots: int, groups: int, jobs: int) -> wiring.Signature:
+def region_of(base: Value, lw: Value, slots: int) -> Value:
+    """A job's region as S bits: slot i is in it when ``(i - base) mod S < 2**lw`` (``base``
+    the job's base, ``lw`` its log2 window clamped to log2 S)."""
+    sb = (slots - 1).bit_length()
+    return Cat(*[(((Const(i, sb + 1) - base[:sb])[:sb] >> lw) == 0) if sb else Const(1) for i in range(slots)])
+
+
+def config_signature(*, slots: int, groups: int, jobs: int, regions: bool = False) -> wiring.Signature:
     """The registered configuration as the reducer's parts read it: ``job_cfg``,
     ``log2_window`` (clamped to log2 S), ``window_mask`` per job; ``members``, ``single`` (one
-    member), ``configured`` (members != 0) per group; ``in_order``."""
+    member), ``configured`` (members != 0) per group; ``in_order``; with ``regions`` each job's
+    ``region`` (``region_of``; reset: base 0, window 1, so slot 0)."""
     sb = (slots - 1).bit_length()
     return wiring.Signature({
         "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
@@ -33,6 +49,7 @@ def config_signature(*, slots: int, groups: int, jobs: int) -> wiring.Signature:
         "single": Out(groups),
         "configured": Out(groups),
         "in_order": Out(1, init=1),
+        **({"region": Out(data.ArrayLayout(slots, jobs), init=[1] * jobs)} if regions else {}),
     })
 
 
@@ -64,18 +81,19 @@ class ReducerConfig(wiring.Component):
     """Configuration registers of the reducer (see the module docstring).
 
     In: ``job_cfg_in``, ``group_bitmap_in``, ``release_on_completion``. Out: ``cfg``
-    (:func:`config_signature`, all flip-flops).
+    (:func:`config_signature`, all flip-flops; ``regions``: with each job's region,
+    ``REGION_AT_CONFIG_MAX_SLOTS``).
     """
 
-    def __init__(self, *, slots: int, groups: int, jobs: int) -> None:
-        self.slots, self.groups, self.jobs = slots, groups, jobs
+    def __init__(self, *, slots: int, groups: int, jobs: int, regions: bool = False) -> None:
+        self.slots, self.groups, self.jobs, self.regions = slots, groups, jobs, regions
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
         super().__init__({
             "job_cfg_in": In(data.ArrayLayout(JobCfgLayout, jobs)),
             "group_bitmap_in": In(data.ArrayLayout(32, groups)),
             "release_on_completion": In(1),
-            "cfg": Out(config_signature(slots=slots, groups=groups, jobs=jobs)),
+            "cfg": Out(config_signature(slots=slots, groups=groups, jobs=jobs, regions=regions)),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -86,6 +104,9 @@ class ReducerConfig(wiring.Component):
             m.d.sync += [c.job_cfg[j].eq(self.job_cfg_in[j]),
                          c.log2_window[j].eq(Mux(lw_in > sb, sb, lw_in)),
                          c.window_mask[j].eq(Cat(*[lw_in > i for i in range(sb)]))]
+            if self.regions:  # what P would decode from the two registers above, a cycle later
+                m.d.sync += c.region[j].eq(region_of(self.job_cfg_in[j].base, Mux(lw_in > sb, sb, lw_in),
+                                                     self.slots))
         for g in range(self.groups):
             gin = self.group_bitmap_in[g]
             m.d.sync += [c.members[g].eq(gin),

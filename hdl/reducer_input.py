@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from wanreduce import wire
 
 from .layouts import lanes, message_beat_layout, message_stream, payload_beats
-from .reducer_config import config_signature, select_job_entry
+from .reducer_config import config_signature, region_of, select_job_entry
 from .reducer_layouts import bits_for
 from .skid_buffer import SkidBuffer
 
@@ -77,20 +77,23 @@ class InputStages(wiring.Component):
     ``in_order`` into P too, for the record path's requests (:func:`decoded_beat_layout`; off in
     the reducer, whose RTL is then unchanged). ``start_at_i``: the start slot computed at I's
     input with the slot, from the same configuration, and registered in I (``START_AT_P_MAX_SLOTS``).
+    ``region_at_cfg``: the region selected by the job from the configuration's registered
+    per-job regions (``cfg.region``, ``REGION_AT_CONFIG_MAX_SLOTS``), not decoded in P.
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
-                 vectors: bool = True, records: bool = False, start_at_i: bool = False) -> None:
+                 vectors: bool = True, records: bool = False, start_at_i: bool = False,
+                 region_at_cfg: bool = False) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs, self.vectors, self.records = groups, jobs, vectors, records
-        self.start_at_i = start_at_i
+        self.start_at_i, self.region_at_cfg = start_at_i, region_at_cfg
         self.in_layout = input_beat_layout(data_width, slots, elements, start=start_at_i)
         self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors, records)
         super().__init__({
             "s_msg": In(message_stream(data_width)),
             "open": In(1),
             "take": In(1),
-            "cfg": In(config_signature(slots=slots, groups=groups, jobs=jobs)),
+            "cfg": In(config_signature(slots=slots, groups=groups, jobs=jobs, regions=region_at_cfg)),
             "i_out": Out(self.in_layout),
             "i_valid": Out(1),
             "p": Out(self.dec_layout),
@@ -147,6 +150,14 @@ class InputStages(wiring.Component):
         bit_i = Signal(32)
         m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
         dec_in = Signal(self.dec_layout)
+        if self.region_at_cfg:  # the job's registered region (a job outside the table: cfg_i's zeros)
+            region_i = Signal(S, name="region_i")
+            with m.Switch(hi.job_id[:jb]):
+                for j in range(self.jobs):
+                    with m.Case(j):
+                        m.d.comb += region_i.eq(cf.region[j])
+                with m.Default():
+                    m.d.comb += region_i.eq(region_of(Const(0, sb), Const(0, 1), S))
         start_i = Signal(sb)
         if self.start_at_i:  # registered in I
             m.d.comb += start_i.eq(i_d.start)
@@ -163,10 +174,9 @@ class InputStages(wiring.Component):
             *([dec_in.oh.eq(Const(1, S) << i_d.slot),
                dec_in.lm.eq(Cat(*[start_i > i for i in range(S)]))] if self.vectors else []),
             dec_in.wmask.eq(wm_i),
-            *([dec_in.region.eq(Cat(*[  # slot i is in the job's region: (i - base) mod S < 2**lw
-                (((Const(i, sb + 1) - cfg_i.base[:sb])[:sb] >> lw_i) == 0) if sb else Const(1)
-                for i in range(S)
-            ]))] if self.vectors else []),
+            # slot i is in the job's region: (i - base) mod S < 2**lw
+            *([dec_in.region.eq(region_i if self.region_at_cfg else region_of(cfg_i.base, lw_i, S))]
+              if self.vectors else []),
             dec_in.members.eq(members_i),
             dec_in.bit.eq(bit_i),
             dec_in.unconf.eq(~((hi.job_id < self.jobs) & cfg_i.enable & (hi.group_id < self.groups)

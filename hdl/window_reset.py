@@ -19,14 +19,23 @@ from amaranth.lib.wiring import In, Out
 from .layouts import JobCfgLayout, ResetLayout
 from .reducer_config import select_job_entry
 
-__all__ = ["WindowReset"]
+__all__ = ["SLOT_REGISTER_MAX_SLOTS", "WindowReset"]
+
+# Up to this many slots (the default core's 16, pinned) ``slot`` is ``base + idx`` after the
+# registers; above it ``WindowReset(slot_register=True)`` keeps the slot in a register of its own
+# (loaded with the base, counted up with ``idx``), so the reducer's clear mask and its stage-1
+# pending bit start from flip-flops: at S 128 ``idx`` -> that adder -> the 128-bit clear mask ->
+# the 128:1 select into ``pre_p`` was 12.15 ns placed (docs/benchmarks.md, session 38).
+SLOT_REGISTER_MAX_SLOTS = 16
 
 
 class WindowReset(wiring.Component):
-    """Window-reset engine (see the module docstring). ``stop``: ``s_msg`` must not move."""
+    """Window-reset engine (see the module docstring). ``stop``: ``s_msg`` must not move.
+    ``slot_register``: ``slot`` from a register of its own (``SLOT_REGISTER_MAX_SLOTS``), the
+    same value in every cycle."""
 
-    def __init__(self, *, slots: int, jobs: int) -> None:
-        self.slots, self.jobs = slots, jobs
+    def __init__(self, *, slots: int, jobs: int, slot_register: bool = False) -> None:
+        self.slots, self.jobs, self.slot_register = slots, jobs, slot_register
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
         super().__init__({
@@ -55,7 +64,11 @@ class WindowReset(wiring.Component):
         cfg = select_job_entry(m, self.job_cfg, self.jobs, self.reset.payload.job, "cfg_rst")
         base = Signal(sb)
         last = Signal(sb + 1)  # region size - 1
-        m.d.comb += self.slot.eq((base + idx[:sb])[:sb])
+        if self.slot_register:  # == (base + idx[:sb])[:sb] in every cycle, kept as a register
+            slot_r = Signal(sb, name="slot_r")
+            m.d.comb += self.slot.eq(slot_r)
+        else:
+            m.d.comb += self.slot.eq((base + idx[:sb])[:sb])
         m.d.comb += self.reset.ready.eq(0)
         # ``drained`` registered (it gathers the whole pipeline's state): taken only while the
         # input was already closed a cycle ago, so nothing can have entered since
@@ -66,8 +79,12 @@ class WindowReset(wiring.Component):
                 lw = Mux(cfg.log2_window > sb, sb, cfg.log2_window)
                 m.d.sync += [busy.eq(1), self.clear.eq(1), idx.eq(0), base.eq(cfg.base[:sb]),
                              last.eq((Const(1, sb + 1) << lw) - 1)]
+                if self.slot_register:
+                    m.d.sync += slot_r.eq(cfg.base[:sb])
         with m.Elif(self.clear):
             m.d.sync += idx.eq(idx + 1)
+            if self.slot_register:
+                m.d.sync += slot_r.eq(slot_r + 1)
             with m.If(idx == last):
                 m.d.sync += self.clear.eq(0)
         with m.Else():

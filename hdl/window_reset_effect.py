@@ -43,16 +43,24 @@ def reset_heads(m: Module, heads: Sequence[Value], *, valid: Value, job: Value, 
 
 
 def pending_next(m: Module, pending: Value, pend_eff: Value, *, clear: Value, clear_slot: Value, clr: Value,
-                 adv: Value, slot0: Value, slot1: Value, pre_p: Value, cclr_p: Value, sset_p: Value) -> None:
+                 adv: Value, slot0: Value, slot1: Value, pre_p: Value, cclr_p: Value, sset_p: Value,
+                 clear_apart: bool = False) -> None:
     """Register the S pending bits: ``pend_eff`` (the last decision's effect applied) without the
     slot a reset frees this cycle (``clear`` at ``clear_slot``); and, for the slot stage 1 holds
     next cycle (stage 0's ``slot0`` if it advances, else its own ``slot1``), that bit
     (``pre_p``), whether the decision made now would clear it (its slot is in the release run
-    ``clr``: ``cclr_p``) or set it (it is stage 1's own slot: ``sset_p``)."""
+    ``clr``: ``cclr_p``) or set it (it is stage 1's own slot: ``sset_p``). ``clear_apart``
+    (above ``SLOT_REGISTER_MAX_SLOTS``, hdl/window_reset.py): ``pre_p`` selects from ``pend_eff``
+    and drops the reset's slot by a compare with the selected slot after the select, the same
+    bit, so the S-bit clear mask is not in front of the S:1 select."""
     rst_clr = Mux(clear, Const(1, len(pending)) << clear_slot, 0)
     m.d.sync += pending.eq(pend_eff & ~rst_clr)
     slot_n1 = Mux(adv, slot0, slot1)  # the slot in stage 1 next cycle
-    m.d.sync += [pre_p.eq((pend_eff & ~rst_clr).bit_select(slot_n1, 1)),
+    if clear_apart:  # (pend_eff & ~rst_clr)[slot_n1] == pend_eff[slot_n1] & ~rst_clr[slot_n1]
+        pre = pend_eff.bit_select(slot_n1, 1) & ~(clear & (clear_slot == slot_n1))
+    else:
+        pre = (pend_eff & ~rst_clr).bit_select(slot_n1, 1)
+    m.d.sync += [pre_p.eq(pre),
                  cclr_p.eq(clr.bit_select(slot_n1, 1)), sset_p.eq(slot_n1 == slot1)]
 
 
@@ -72,13 +80,14 @@ class WindowResetEffect(wiring.Component):
     """The three as one component (the unit tests): ``drain`` (``drain_layout``) in, ``drained``
     out; a reset request (``reset_valid``, ``reset_job``, ``reset_head``) loads ``heads``; the
     pending bits (``pending``, registered from ``pend_eff``, ``clear`` / ``clear_slot``) and
-    ``stage1`` (``stage1_pending_layout``) for ``slot0`` / ``slot1`` / ``adv`` and ``clr``."""
+    ``stage1`` (``stage1_pending_layout``) for ``slot0`` / ``slot1`` / ``adv`` and ``clr``
+    (``clear_apart``: ``pending_next``'s)."""
 
-    def __init__(self, *, slots: int, jobs: int, count_bits: int = 4) -> None:
+    def __init__(self, *, slots: int, jobs: int, count_bits: int = 4, clear_apart: bool = False) -> None:
         check_core_params(slots=slots, jobs=jobs)
         if not 1 <= count_bits <= 16:
             raise ValueError(f"count_bits must be 1..16, got {count_bits}")
-        self.slots, self.jobs = slots, jobs
+        self.slots, self.jobs, self.clear_apart = slots, jobs, clear_apart
         sb = max(1, (slots - 1).bit_length())
         super().__init__({
             "drain": In(drain_layout(sb, count_bits)), "drained": Out(1),
@@ -98,9 +107,10 @@ class WindowResetEffect(wiring.Component):
         m.d.comb += [self.heads[j].eq(heads[j]) for j in range(self.jobs)]
         reset_heads(m, heads, valid=self.reset_valid, job=self.reset_job, head=self.reset_head)
         pending = Signal(self.slots)
-        pre_p, cclr_p, sset_p = Signal(), Signal(), Signal()
+        pre_p, cclr_p, sset_p = Signal(name="pre_p"), Signal(name="cclr_p"), Signal(name="sset_p")
         m.d.comb += [self.pending.eq(pending), self.stage1.pre.eq(pre_p), self.stage1.cclr.eq(cclr_p),
                      self.stage1.sset.eq(sset_p)]
         pending_next(m, pending, self.pend_eff, clear=self.clear, clear_slot=self.clear_slot, clr=self.clr,
-                     adv=self.adv, slot0=self.slot0, slot1=self.slot1, pre_p=pre_p, cclr_p=cclr_p, sset_p=sset_p)
+                     adv=self.adv, slot0=self.slot0, slot1=self.slot1, pre_p=pre_p, cclr_p=cclr_p, sset_p=sset_p,
+                     clear_apart=self.clear_apart)
         return m

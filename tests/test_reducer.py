@@ -517,9 +517,12 @@ def test_late_scan_fold_and_start_at_i_are_cycle_exact(monkeypatch, width, slots
     """Above S 16 the release scans fold after their register (``SCAN_FOLD_AT_SCAN_MAX_SLOTS``,
     hdl/release_run.py), stage I computes the start slot (``START_AT_P_MAX_SLOTS``,
     hdl/reducer_input.py) and stage 2's push joins the pins after their selects
-    (``PUSH_IN_PINS_MAX_SLOTS``, hdl/pin_registers.py): on traffic with resets, random input gaps and output backpressure the
-    same outcomes, results, accept and result cycles and heads as with both limits raised (the
-    form the smaller cores use), and both match the golden model (docs/benchmarks.md, session 38)."""
+    (``PUSH_IN_PINS_MAX_SLOTS``, hdl/pin_registers.py), and (session 39) the window reset's slot is a
+    register dropped from stage 1's pending bit after its select (``SLOT_REGISTER_MAX_SLOTS``,
+    hdl/window_reset.py) and each job's region is registered with the configuration
+    (``REGION_AT_CONFIG_MAX_SLOTS``, hdl/reducer_config.py): on traffic with resets, random input gaps and output backpressure the
+    same outcomes, results, accept and result cycles and heads as with every limit raised (the
+    form the smaller cores use), and both match the golden model (docs/benchmarks.md, sessions 38-39)."""
     rng = random.Random(width + slots + int(mode))
     cfg = make_config(rng, width, slots, 9, groups=2, jobs=2, mode=mode, members=(2, 8))
     ops = traffic(rng, cfg, 250, saturate=0.2, resets=1)
@@ -528,6 +531,8 @@ def test_late_scan_fold_and_start_at_i_are_cycle_exact(monkeypatch, width, slots
     monkeypatch.setattr("wanreduce.hdl.reducer.SCAN_FOLD_AT_SCAN_MAX_SLOTS", 1 << 20)
     monkeypatch.setattr("wanreduce.hdl.reducer.START_AT_P_MAX_SLOTS", 1 << 20)
     monkeypatch.setattr("wanreduce.hdl.pin_registers.PUSH_IN_PINS_MAX_SLOTS", 1 << 20)
+    monkeypatch.setattr("wanreduce.hdl.reducer.SLOT_REGISTER_MAX_SLOTS", 1 << 20)
+    monkeypatch.setattr("wanreduce.hdl.reducer.REGION_AT_CONFIG_MAX_SLOTS", 1 << 20)
     before = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
     check(cfg, ops, before)
     assert len(res) > 5

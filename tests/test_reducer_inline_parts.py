@@ -11,12 +11,20 @@ import re
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
-from stream_helpers import _cell_counts, _yosys_on, comb_cells_between, comb_cone, run_testbench
+from stream_helpers import (
+    _cell_counts,
+    _yosys_on,
+    comb_cells_between,
+    comb_cells_table,
+    comb_cone,
+    run_testbench,
+)
 
 from wanreduce import wire
 from wanreduce.hdl.pin_registers import PUSH_IN_PINS_MAX_SLOTS
 from wanreduce.hdl.pin_terms import PairCheck, PinCheck
 from wanreduce.hdl.reducer import Reducer
+from wanreduce.hdl.reducer_config import REGION_AT_CONFIG_MAX_SLOTS
 from wanreduce.hdl.reducer_input import START_AT_P_MAX_SLOTS
 from wanreduce.hdl.release_run import (
     REST_AT_PUSH_MAX_SLOTS,
@@ -31,6 +39,7 @@ from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
 from wanreduce.hdl.stage2_issue import StageTwoIssue
 from wanreduce.hdl.stage_room import StageRoom
+from wanreduce.hdl.window_reset import SLOT_REGISTER_MAX_SLOTS
 
 
 def _comb_sim(dut, tb) -> None:
@@ -454,6 +463,35 @@ def test_stage_p_start_slot_from_stage_i(slots: int) -> None:
     else:
         assert not cells["$add"] and sources == {"inputs.stage_i.m__payload"}, \
             f"S {slots}: start_i's cone {dict(cells)}, sources {sorted(sources)}"
+
+
+@pytest.mark.parametrize("slots", [16, 64])
+def test_reset_slot_and_region_from_registers(slots: int) -> None:
+    """Two of the largest core's paths (docs/benchmarks.md, session 38), in one yosys run: from
+    the window reset's counter (``window_reset.idx``) to the pending bits (its slot's clear mask),
+    and from the job table's register (``config.cfg__job_cfg``) to stage P's register (the job's
+    region). Up to ``SLOT_REGISTER_MAX_SLOTS`` / ``REGION_AT_CONFIG_MAX_SLOTS`` (the default
+    core's 16, pinned) the base adder and the S region compares (``$add``, ``$sub``) are on them;
+    above, the counter has no path to the pending bits (the clear mask is decoded from the slot's
+    own register, ``window_reset.slot_r``) and the job table reaches P only through the job's
+    enable (each job's region is registered with the configuration). At S 128: 12.15 ns into
+    ``pre_p``, 10.21 ns into ``p.region`` placed."""
+    reduce = Reducer(64, slots=slots, elements=64, groups=2, jobs=1)
+    big = slots > SLOT_REGISTER_MAX_SLOTS
+    srcs = ["window_reset.idx", "config.cfg__job_cfg", *(["window_reset.slot_r"] if big else [])]
+    table = comb_cells_table(reduce, srcs, ["pending", "inputs.stage_p.m__payload"])
+    rst, region = table["window_reset.idx", "pending"], table["config.cfg__job_cfg", "inputs.stage_p.m__payload"]
+    if not big:
+        assert rst["$add"] and rst["$shl"], f"S {slots}: idx -> pending {dict(rst)}"
+    else:
+        slot_r = table["window_reset.slot_r", "pending"]
+        assert not rst and slot_r["$shl"] and not slot_r["$add"], \
+            f"S {slots}: idx -> pending {dict(rst)}, slot_r -> pending {dict(slot_r)}"
+    if slots <= REGION_AT_CONFIG_MAX_SLOTS:
+        assert region["$sub"] >= slots and region["$shr"] >= slots, f"S {slots}: job_cfg -> P {dict(region)}"
+    else:
+        assert region["$and"] and not region["$sub"] and not region["$shr"] and not region["$add"], \
+            f"S {slots}: job_cfg -> P {dict(region)}"
 
 
 @pytest.mark.parametrize("slots", [16, 64])

@@ -24,13 +24,15 @@ from wanreduce.hdl.stage2_push import StageTwoPush
 from wanreduce.hdl.window_reset_effect import WindowResetEffect
 
 
-@pytest.mark.parametrize(("slots", "jobs"), [(16, 2), (4, 1), (64, 4)])
-def test_window_reset_effect(slots: int, jobs: int) -> None:
+@pytest.mark.parametrize(("slots", "jobs", "apart"), [(16, 2, False), (4, 1, False), (64, 4, False), (64, 4, True),
+                                                     (4, 1, True)])
+def test_window_reset_effect(slots: int, jobs: int, apart: bool) -> None:
     """``reset_drained`` is true only with every stage, the queue, the emitter and the store
     empty; a reset request loads its job's head and no other; the pending bits a cycle later are
     ``pend_eff`` without the slot a reset clears, and stage 1's inputs are that bit, the run's
-    bit and "stage 1's own slot" at the slot stage 1 holds next (slot0 if it advances)."""
-    dut = WindowResetEffect(slots=slots, jobs=jobs)
+    bit and "stage 1's own slot" at the slot stage 1 holds next (slot0 if it advances); also with
+    the reset's slot dropped after the select (``clear_apart``), often at that very slot."""
+    dut = WindowResetEffect(slots=slots, jobs=jobs, clear_apart=apart)
     rng = random.Random(slots * 7 + jobs)
     heads = [0] * jobs
     seen_drained, seen_bits = set(), set()
@@ -48,6 +50,8 @@ def test_window_reset_effect(slots: int, jobs: int) -> None:
                    "slot1": rng.choice([rng.randrange(slots), None])}
             if ins["slot1"] is None:
                 ins["slot1"] = ins["slot0"]
+            if rng.random() < 0.3:  # the reset's slot is the one stage 1 holds next
+                ins["clear_slot"] = ins["slot0"] if ins["adv"] else ins["slot1"]
             ctx.set(dut.drain, drain)
             for k, v in ins.items():
                 ctx.set(getattr(dut, k), v)
@@ -70,6 +74,20 @@ def test_window_reset_effect(slots: int, jobs: int) -> None:
     run_testbench(dut, tb)
     assert seen_drained == {0, 1}
     assert len(seen_bits) == 8
+
+
+@pytest.mark.parametrize("apart", [False, True])
+def test_reset_slot_dropped_after_the_pending_select(apart: bool) -> None:
+    """The logic from the reset's slot (``clear_slot``) to stage 1's pending bit (``pre_p``):
+    the S-bit clear mask (``$shl``) in front of the S:1 select (``$shift``) as the default core
+    has it (pinned), or with ``clear_apart`` (the reducer above ``SLOT_REGISTER_MAX_SLOTS``) a
+    compare with the selected slot after the select, neither on the path."""
+    cells = comb_cells_table(WindowResetEffect(slots=64, jobs=2, clear_apart=apart), ["clear_slot"], ["pre_p"])
+    cells = cells["clear_slot", "pre_p"]
+    if apart:
+        assert cells["$eq"] and not cells["$shl"] and not cells["$shift"] and not cells["$shiftx"], dict(cells)
+    else:
+        assert cells["$shl"] and cells["$shift"] + cells["$shiftx"], dict(cells)
 
 
 def test_window_reset_effect_rejects_bad_sizes() -> None:

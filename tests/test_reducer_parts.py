@@ -72,17 +72,45 @@ def test_config_registers_derive_per_job_and_group() -> None:
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize(("width", "slots", "elements", "seed", "start_at_i"),
-                         [(64, 16, 5, 1, False), (256, 4, 20, 2, False), (64, 64, 5, 3, True), (64, 16, 9, 4, True)])
-def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i) -> None:
+def _region(slots: int, base: int, lw: int) -> int:
+    """A job's region as an S-bit mask: (i - base) mod S < 2**lw (``lw`` clamped to log2 S)."""
+    lwc = min(lw, (slots - 1).bit_length())
+    return sum(1 << i for i in range(slots) if (i - base) % slots < (1 << lwc))
+
+
+@pytest.mark.parametrize("slots", [16, 64])
+def test_config_registers_each_jobs_region(slots: int) -> None:
+    """``ReducerConfig(regions=True)`` (the reducer above ``REGION_AT_CONFIG_MAX_SLOTS``): each
+    job's region registered with the job table, in the same cycle (slot 0 only after reset, the
+    region of the reset table's base 0 and window 1), wrapping and clamped."""
+    dut = ReducerConfig(slots=slots, groups=1, jobs=2, regions=True)
+    cfgs = [[(1, 3, 2), (1, slots - 2, 9)], [(1, slots - 1, 1), (0, 7, 0)], [(1, 0, 5), (1, 5, 3)]]
+
+    async def tb(ctx):
+        assert [ctx.get(dut.cfg.region[j]) for j in range(2)] == [1, 1]
+        for cfg in cfgs:
+            _set_config(ctx, dut, cfg, [0])
+            await ctx.tick()
+            assert [ctx.get(dut.cfg.region[j]) for j in range(2)] == [_region(slots, b, lw) for _, b, lw in cfg]
+            assert [ctx.get(dut.cfg.job_cfg[j].base) for j in range(2)] == [b for _, b, _ in cfg]
+
+    run_testbench(dut, tb)
+
+
+@pytest.mark.parametrize(("width", "slots", "elements", "seed", "start_at_i", "region_at_cfg"),
+                         [(64, 16, 5, 1, False, False), (256, 4, 20, 2, False, False), (64, 64, 5, 3, True, False),
+                          (64, 16, 9, 4, True, False), (64, 64, 5, 5, True, True), (64, 32, 9, 6, True, True)])
+def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i, region_at_cfg) -> None:
     """Every beat comes out of stage P once, in order, with its decode equal to the Python
     arithmetic (slot, start slot, region, one-hot, members, sender bit, reject checks, ...);
-    ``start_at_i``: the start slot computed in stage I (the reducer above S 16)."""
+    ``start_at_i``: the start slot computed in stage I, ``region_at_cfg``: the region selected
+    from the configuration's per-job regions (the reducer above S 16; a job outside the table
+    gets slot 0's, as the decode of its zeros)."""
     rng = random.Random(seed)
     jobs_cfg = [(1, 5 % slots, 2), (1, 1, 9), (0, 0, 1)]
     groups = [0b0110, 0b1000, 0]
     dut = InputStages(width, slots=slots, elements=elements, groups=len(groups), jobs=len(jobs_cfg),
-                      start_at_i=start_at_i)
+                      start_at_i=start_at_i, region_at_cfg=region_at_cfg)
     layout, sb = message_beat_layout(width), (slots - 1).bit_length()
     n_beats = payload_beats(elements, width)
     msgs = []
@@ -101,6 +129,8 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
                 ctx.set(dut.cfg.job_cfg[j].log2_window, lw)
                 ctx.set(dut.cfg.log2_window[j], lwc)
                 ctx.set(dut.cfg.window_mask[j], (1 << lwc) - 1)
+                if region_at_cfg:
+                    ctx.set(dut.cfg.region[j], _region(slots, base, lw))
             for g, bm in enumerate(groups):
                 ctx.set(dut.cfg.members[g], bm)
             ctx.set(dut.cfg.single, sum(1 << g for g, bm in enumerate(groups) if bin(bm).count("1") == 1))
@@ -124,7 +154,7 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
             assert d.slot == (base + (h.chunk & wm)) % slots
         start = (base + ((h.chunk + 1) & wm)) % slots
         assert d.start == start and d.wmask == wm
-        assert d.region == sum(1 << i for i in range(slots) if (i - base) % slots < (1 << lwc))
+        assert d.region == _region(slots, base, lw)
         assert d.oh == 1 << d.slot and d.lm == (1 << start) - 1
         members = groups[h.group_id] if h.group_id < len(groups) else 0
         is_member = h.sender_id < wire.MAX_SENDERS and members >> h.sender_id & 1
@@ -201,11 +231,13 @@ def test_release_queue_is_a_fifo_with_its_head_and_masks(seed: int, next_slots: 
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize(("base", "lw", "slots"), [(5, 3, 16), (14, 2, 16), (3, 9, 8)])
-def test_window_reset_waits_then_clears_the_region(base, lw, slots) -> None:
+@pytest.mark.parametrize(("base", "lw", "slots", "reg"), [(5, 3, 16, False), (14, 2, 16, False), (3, 9, 8, False),
+                                                        (14, 2, 16, True), (3, 9, 8, True), (120, 4, 128, True)])
+def test_window_reset_waits_then_clears_the_region(base, lw, slots, reg) -> None:
     """The input closes only at a message boundary, nothing is cleared before the pipeline has
-    drained, then each slot of the (wrapping, clamped) region once, then one ready pulse."""
-    dut = WindowReset(slots=slots, jobs=2)
+    drained, then each slot of the (wrapping, clamped) region once, then one ready pulse; also
+    with the slot from a register of its own (``slot_register``, above ``SLOT_REGISTER_MAX_SLOTS``)."""
+    dut = WindowReset(slots=slots, jobs=2, slot_register=reg)
     n = 1 << min(lw, (slots - 1).bit_length())
 
     async def tb(ctx):
