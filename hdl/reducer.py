@@ -243,7 +243,8 @@ class Reducer(wiring.Component):
         m.submodules.emitter = emit
         m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs)
         m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words,
-                                              shared_port=probe_shares)
+                                              shared_port=probe_shares,
+                                              registered_key=self.slot_memory == "dram")
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
                                                 jobs=self.jobs, vectors=not self.words,
                                                 start_at_i=not self.words and S > START_AT_P_MAX_SLOTS)
@@ -264,7 +265,8 @@ class Reducer(wiring.Component):
         ps_v, ps = inp.p_skid_valid, inp.p_skid
         take = Signal()  # stage 1 takes p this cycle
         p_load = ~p_v | take  # stage P's output register loads (its skid register or I's output)
-        m.d.comb += [inp.take.eq(take), inp.open.eq(~rst.stop), rst.in_msg.eq(inp.in_msg)]
+        own_take = self.slot_memory == "dram" and not self.words  # stage P's take of its own (below)
+        m.d.comb += [*([] if own_take else [inp.take.eq(take)]), inp.open.eq(~rst.stop), rst.in_msg.eq(inp.in_msg)]
 
         # ================= stage 0 (p: the beat entering stage 1) =================
         f = p.beat
@@ -305,8 +307,13 @@ class Reducer(wiring.Component):
         # an adder (hdl/stage_room.py); and room in the slot-store command FIFO and the assembler's
         # header FIFO for every beat in stages 1 and 2 and one more (each pushes one entry at most
         # into each), so a dropped ``cmd.ready`` holds the input
-        room, _, _ = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv, pop=q_pop,
-                                levels=[(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)], v1=v1, v2=v2, take=take)
+        # DRAM (vector pending): stage P's output register loads from a take of its own (take_p ==
+        # take: hold_t == ~adv, room_t == room, from inverted copies), one LUT from flip-flops
+        # that drive little else; take's LUTs from adv (hundreds of loads) and room were two
+        # levels before the 6-ns enable net of P's register (10.14 ns at session 38's seed 2)
+        room, _, _, room_t = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv,
+                                        pop=q_pop, levels=[(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)],
+                                        v1=v1, v2=v2, take=take, copy=own_take)
         # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
         # of their own. Inverted: yosys merges identical flip-flops.
@@ -316,6 +323,8 @@ class Reducer(wiring.Component):
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
         ]
+        if own_take:
+            m.d.comb += inp.take.eq(p_v & ~hold_t & room_t)
         load_stage1(m, s1, p, take=take, adv=adv)
         m.d.comb += [
             # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
@@ -570,6 +579,8 @@ class Reducer(wiring.Component):
             | arb.copy_error | emit.copy_error | asm.copy_error)
         if run_err is not None:
             copy_err = copy_err | run_err
+        if own_take:
+            copy_err = copy_err | (room_t != room)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,

@@ -741,8 +741,8 @@ class _ProbeOnSharedPort(Elaboratable):
     """``TagProbe(shared_port=True)`` on a tag memory's one read port, which another consumer
     takes (at its address ``other``) in the cycles ``lost`` is high."""
 
-    def __init__(self, tags: list[int], slots: int) -> None:
-        self.probe = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=True)
+    def __init__(self, tags: list[int], slots: int, registered_key: bool = False) -> None:
+        self.probe = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=True, registered_key=registered_key)
         self.tags, self.slots = tags, slots
         self.lost, self.other = Signal(), Signal(range(slots))
 
@@ -756,17 +756,18 @@ class _ProbeOnSharedPort(Elaboratable):
         return m
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed) -> None:
+@pytest.mark.parametrize(("seed", "registered_key"), [(1, False), (2, False), (3, True)])
+def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed, registered_key) -> None:
     """The probe on a read port another consumer takes at random (``rd_lost``, at another
     slot's address): every ``probe_ok`` answer is the probed chunk's bitmap from its own read
     (held: ACTIVE, or DONE with ``pending``; else 0), never the other consumer's data, and
-    answers keep coming (a lost read is followed by the next free cycle's)."""
+    answers keep coming (a lost read is followed by the next free cycle's). ``registered_key``:
+    the same with the key registered first (the DRAM reducer's probe, a cycle more per answer)."""
     rng, slots = random.Random(seed), 16
     lay = slot_tag_layout(1)
     tags = [dict(state=rng.choice((FREE, ACTIVE, DONE)), job=0, chunk=i + slots * rng.randrange(4),
                  bitmap=rng.getrandbits(32) | 1) for i in range(slots)]  # chunk i + 16k in slot i
-    top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots)
+    top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots, registered_key)
     pr = top.probe
 
     def want(chunk: int) -> int:
