@@ -198,7 +198,10 @@ class Reducer(wiring.Component):
 
         probe_shares = S > self.PROBE_TAG_PORT_MAX_SLOTS  # the probe reads on the emitter's port
         # the slot tags (hdl/tag_memory.py): the decision's, the emitter's and the probe's read ports
-        tags = tag_memory(m, slots=S, jobs=self.jobs, probe_port=not probe_shares)
+        # DRAM (vector pending): the decision's tag read on two ports, the beat P would load and
+        # the beat it holds, chosen after the read (below)
+        split_read = self.slot_memory == "dram" and not self.words
+        tags = tag_memory(m, slots=S, jobs=self.jobs, probe_port=not probe_shares, load_port=split_read)
         tag_rd, tag_rd_e, tag_wr, tag_rd_p = tags.rd, tags.rd_e, tags.wr, tags.rd_p
         # the partial sums: the slot store (built in __init__), its command port shared by the
         # contributions and the emitter's READs, its responses assembled into results
@@ -326,14 +329,30 @@ class Reducer(wiring.Component):
         if own_take:
             m.d.comb += inp.take.eq(p_v & ~hold_t & room_t)
         load_stage1(m, s1, p, take=take, adv=adv)
-        m.d.comb += [
-            # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
-            # always one cycle old and the bypass registers cover exactly what it missed
-            # the tag is read a cycle ahead: for the beat at p's output next cycle
-            # every source is a flip-flop (stage I computed the slot of the beat P may load)
-            tag_rd.addr.eq(Mux(p_load_t, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
-            tag_rd.en.eq(1),
-        ]
+        tag_rd_data = tag_rd.data
+        if not split_read:
+            m.d.comb += [
+                # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
+                # always one cycle old and the bypass registers cover exactly what it missed
+                # the tag is read a cycle ahead: for the beat at p's output next cycle
+                # every source is a flip-flop (stage I computed the slot of the beat P may load)
+                tag_rd.addr.eq(Mux(p_load_t, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
+                tag_rd.en.eq(1),
+            ]
+        else:
+            # both candidates read every cycle (each read one cycle old, as above) and the one
+            # for the beat at p's output chosen after the read by P's load a cycle ago (ld_r):
+            # P's load (take: adv, room) no longer reaches the memory's address (skid_valid ->
+            # the address multiplexer -> the LUT RAM -> tag_rd__data, 9.67-9.93 ns placed,
+            # docs/benchmarks.md session 39)
+            ld_r = Signal(name="tag_ld_r")
+            tag_rd_data = Signal(tag_layout, name="tag_rd_m")
+            m.d.sync += ld_r.eq(p_load_t)
+            m.d.comb += [
+                tags.rd_l.addr.eq(Mux(ps_v, ps.slot, i_d.slot)), tags.rd_l.en.eq(1),
+                tag_rd.addr.eq(p.slot), tag_rd.en.eq(1),
+                tag_rd_data.eq(Mux(ld_r, tags.rd_l.data, tag_rd.data)),
+            ]
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
 
         # ---- last-write bypass (the only read-after-write distance is one cycle) ----
@@ -401,7 +420,7 @@ class Reducer(wiring.Component):
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load, ps_v=ps_v, ps_slot=ps.slot,
-                                i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
+                                i_slot=i_d.slot, rd_data=tag_rd_data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
                                 slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r)
         ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
