@@ -796,6 +796,37 @@ def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed, registered_key
     run_testbench(top, tb)
 
 
+def test_tag_probe_registered_key_answers_one_cycle_later() -> None:
+    """``registered_key`` costs exactly one cycle per answer: the cycles from a new key to its
+    first ``probe_ok`` (no read lost) are one more than without it, for every slot."""
+    slots, lay = 16, slot_tag_layout(1)
+    tags = [dict(state=ACTIVE, job=0, chunk=i, bitmap=i + 1) for i in range(slots)]
+
+    def latencies(registered_key: bool) -> list[int]:
+        top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots, registered_key)
+        pr, out = top.probe, []
+
+        async def tb(ctx):
+            ctx.set(pr.job_cfg[0].enable, 1)
+            ctx.set(pr.job_cfg[0].log2_window, 4)
+            for chunk in [3, 7, 7 + 16, 0, 15]:
+                ctx.set(pr.probe_chunk, chunk)
+                n = 0
+                while not ctx.get(pr.probe_ok):
+                    await ctx.tick()
+                    n += 1
+                want = chunk + 1 if chunk < slots else 0
+                assert ctx.get(pr.probe_bitmap) == want, (chunk, registered_key)
+                out.append(n)
+                await ctx.tick()
+
+        run_testbench(top, tb)
+        return out
+
+    base = latencies(False)
+    assert latencies(True) == [n + 1 for n in base], base
+
+
 @pytest.mark.parametrize(("slots", "shared"), [(16, True), (32, False)])
 def test_tag_probe_answer_read_a_cycle_late_is_never_an_unused_read(slots, shared) -> None:
     """The control block takes ``probe_bitmap`` a cycle after it saw ``probe_ok``: that value is
