@@ -139,12 +139,14 @@ class ControlBlock(wiring.Component):
             # in any other state): the key (probe_job, probe_chunk) changes only in LOAD,
             # READBACK and EXEC's writes, never while EXEC waits, so probe_ok_r = 1 in EXEC says
             # the previous cycle answered this very key, and probe_bm_r holds an answer probe_ok
-            # vouched for (the last one) when READ reads it
+            # vouched for (the last one) when READ reads it. probe_bm_r loads every cycle EXEC
+            # waits until probe_ok_r rises (no compare in its load enable: the session-38 placement's
+            # 8.92 ns path), so the last load is the answer probe_ok_r vouches for
             probe_ok = Signal(name="probe_ok_r")
             probe_bitmap = Signal(32, name="probe_bm_r")
             probe_wait = Signal()  # EXEC waits for the probe (set in the FSM below)
             m.d.sync += probe_ok.eq(probe_wait & self.probe_ok)
-            with m.If(probe_wait & self.probe_ok):
+            with m.If(probe_wait & ~probe_ok):
                 m.d.sync += probe_bitmap.eq(self.probe_bitmap)
 
         m.d.comb += [

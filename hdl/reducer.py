@@ -198,7 +198,10 @@ class Reducer(wiring.Component):
 
         probe_shares = S > self.PROBE_TAG_PORT_MAX_SLOTS  # the probe reads on the emitter's port
         # the slot tags (hdl/tag_memory.py): the decision's, the emitter's and the probe's read ports
-        tags = tag_memory(m, slots=S, jobs=self.jobs, probe_port=not probe_shares)
+        # DRAM (vector pending): the decision's tag read on two ports, the beat P would load and
+        # the beat it holds, chosen after the read (below)
+        split_read = self.slot_memory == "dram" and not self.words
+        tags = tag_memory(m, slots=S, jobs=self.jobs, probe_port=not probe_shares, load_port=split_read)
         tag_rd, tag_rd_e, tag_wr, tag_rd_p = tags.rd, tags.rd_e, tags.wr, tags.rd_p
         # the partial sums: the slot store (built in __init__), its command port shared by the
         # contributions and the emitter's READs, its responses assembled into results
@@ -247,7 +250,8 @@ class Reducer(wiring.Component):
         reset_ahead = not self.words and S > SLOT_REGISTER_MAX_SLOTS  # hdl/window_reset.py
         m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs, slot_register=reset_ahead)
         m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words,
-                                              shared_port=probe_shares)
+                                              shared_port=probe_shares,
+                                              registered_key=self.slot_memory == "dram")
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
                                                 jobs=self.jobs, vectors=not self.words,
                                                 start_at_i=not self.words and S > START_AT_P_MAX_SLOTS,
@@ -269,7 +273,8 @@ class Reducer(wiring.Component):
         ps_v, ps = inp.p_skid_valid, inp.p_skid
         take = Signal()  # stage 1 takes p this cycle
         p_load = ~p_v | take  # stage P's output register loads (its skid register or I's output)
-        m.d.comb += [inp.take.eq(take), inp.open.eq(~rst.stop), rst.in_msg.eq(inp.in_msg)]
+        own_take = self.slot_memory == "dram" and not self.words  # stage P's take of its own (below)
+        m.d.comb += [*([] if own_take else [inp.take.eq(take)]), inp.open.eq(~rst.stop), rst.in_msg.eq(inp.in_msg)]
 
         # ================= stage 0 (p: the beat entering stage 1) =================
         f = p.beat
@@ -310,8 +315,13 @@ class Reducer(wiring.Component):
         # an adder (hdl/stage_room.py); and room in the slot-store command FIFO and the assembler's
         # header FIFO for every beat in stages 1 and 2 and one more (each pushes one entry at most
         # into each), so a dropped ``cmd.ready`` holds the input
-        room, _, _ = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv, pop=q_pop,
-                                levels=[(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)], v1=v1, v2=v2, take=take)
+        # DRAM (vector pending): stage P's output register loads from a take of its own (take_p ==
+        # take: hold_t == ~adv, room_t == room, from inverted copies), one LUT from flip-flops
+        # that drive little else; take's LUTs from adv (hundreds of loads) and room were two
+        # levels before the 6-ns enable net of P's register (10.14 ns at session 38's seed 2)
+        room, _, _, room_t = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv,
+                                        pop=q_pop, levels=[(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)],
+                                        v1=v1, v2=v2, take=take, copy=own_take)
         # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
         # of their own. Inverted: yosys merges identical flip-flops.
@@ -321,15 +331,33 @@ class Reducer(wiring.Component):
             take.eq(p_v & adv & room),
             self.stall_queue.eq(~room),
         ]
+        if own_take:
+            m.d.comb += inp.take.eq(p_v & ~hold_t & room_t)
         load_stage1(m, s1, p, take=take, adv=adv)
-        m.d.comb += [
-            # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
-            # always one cycle old and the bypass registers cover exactly what it missed
-            # the tag is read a cycle ahead: for the beat at p's output next cycle
-            # every source is a flip-flop (stage I computed the slot of the beat P may load)
-            tag_rd.addr.eq(Mux(p_load_t, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
-            tag_rd.en.eq(1),
-        ]
+        tag_rd_data = tag_rd.data
+        if not split_read:
+            m.d.comb += [
+                # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
+                # always one cycle old and the bypass registers cover exactly what it missed
+                # the tag is read a cycle ahead: for the beat at p's output next cycle
+                # every source is a flip-flop (stage I computed the slot of the beat P may load)
+                tag_rd.addr.eq(Mux(p_load_t, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
+                tag_rd.en.eq(1),
+            ]
+        else:
+            # both candidates read every cycle (each read one cycle old, as above) and the one
+            # for the beat at p's output chosen after the read by P's load a cycle ago (ld_r):
+            # P's load (take: adv, room) no longer reaches the memory's address (skid_valid ->
+            # the address multiplexer -> the LUT RAM -> tag_rd__data, 9.67-9.93 ns placed,
+            # docs/benchmarks.md session 39)
+            ld_r = Signal(name="tag_ld_r")
+            tag_rd_data = Signal(tag_layout, name="tag_rd_m")
+            m.d.sync += ld_r.eq(p_load_t)
+            m.d.comb += [
+                tags.rd_l.addr.eq(Mux(ps_v, ps.slot, i_d.slot)), tags.rd_l.en.eq(1),
+                tag_rd.addr.eq(p.slot), tag_rd.en.eq(1),
+                tag_rd_data.eq(Mux(ld_r, tags.rd_l.data, tag_rd.data)),
+            ]
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
 
         # ---- last-write bypass (the only read-after-write distance is one cycle) ----
@@ -397,7 +425,7 @@ class Reducer(wiring.Component):
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load, ps_v=ps_v, ps_slot=ps.slot,
-                                i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
+                                i_slot=i_d.slot, rd_data=tag_rd_data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
                                 slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r)
         ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
@@ -575,6 +603,8 @@ class Reducer(wiring.Component):
             | arb.copy_error | emit.copy_error | asm.copy_error)
         if run_err is not None:
             copy_err = copy_err | run_err
+        if own_take:
+            copy_err = copy_err | (room_t != room)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,

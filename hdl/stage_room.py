@@ -69,15 +69,27 @@ def fifo_room_next(levels: Sequence[tuple[Value, int]], *, v1: Value, v2: Value,
 
 
 def stage_room(m: Module, *, count: Value, depth: int, push: Value, leave: Value, pop: Value,
-               levels: Sequence[tuple[Value, int]], v1: Value, v2: Value, take: Value) -> tuple[Value, Value, Value]:
+               levels: Sequence[tuple[Value, int]], v1: Value, v2: Value, take: Value,
+               copy: bool = False) -> tuple[Value, Value, Value, Value | None]:
     """Register ``queue_room_next`` (``room_q``) and ``fifo_room_next`` (``room_c``); returns
-    ``room`` (both), ``room_q``, ``room_c``. Named as in the reducer's pinned netlist
-    (tests/test_default_rtl.py): ``room`` and ``room_q`` unnamed (``$signal``), ``room_c``."""
+    ``room`` (both), ``room_q``, ``room_c`` and, with ``copy``, ``room_t``: ``room`` again from
+    inverted copies of both (``room_qn`` / ``room_cn``; yosys merges identical flip-flops), for
+    a consumer that should not share ``room``'s nets (else None). Named as in the reducer's
+    pinned netlist (tests/test_default_rtl.py): ``room`` and ``room_q`` unnamed (``$signal``),
+    ``room_c``."""
     room, room_q, room_c = Signal(name="$signal"), Signal(name="$signal"), Signal(name="room_c")
-    m.d.sync += room_q.eq(queue_room_next(count, depth, push=push, leave=leave, pop=pop))
-    m.d.sync += room_c.eq(fifo_room_next(levels, v1=v1, v2=v2, take=take))
+    q_next = queue_room_next(count, depth, push=push, leave=leave, pop=pop)
+    c_next = fifo_room_next(levels, v1=v1, v2=v2, take=take)
+    m.d.sync += room_q.eq(q_next)
+    m.d.sync += room_c.eq(c_next)
     m.d.comb += room.eq(room_q & room_c)
-    return room, room_q, room_c
+    room_t = None
+    if copy:
+        room_qn, room_cn = Signal(name="room_qn", init=1), Signal(name="room_cn", init=1)  # room_q / room_c reset to 0
+        room_t = Signal(name="room_t")
+        m.d.sync += [room_qn.eq(~q_next), room_cn.eq(~c_next)]
+        m.d.comb += room_t.eq(~room_qn & ~room_cn)
+    return room, room_q, room_c, room_t
 
 
 def stage_room_layout() -> data.StructLayout:
@@ -104,7 +116,7 @@ class StageRoom(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        room, room_q, room_c = stage_room(m, count=self.count, depth=self.queue_depth, push=self.push,
+        room, room_q, room_c, _ = stage_room(m, count=self.count, depth=self.queue_depth, push=self.push,
                                           leave=self.leave, pop=self.pop,
                                           levels=[(self.level_a, self.depth_a), (self.level_b, self.depth_b)],
                                           v1=self.v1, v2=self.v2, take=self.take)

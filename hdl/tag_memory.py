@@ -27,10 +27,12 @@ from .reducer_layouts import FREE, slot_tag_layout
 __all__ = ["TagWrite", "tag_memory", "tag_write_register", "tag_write_select", "tag_writer_layout"]
 
 
-def tag_memory(m: Module, *, slots: int, jobs: int, probe_port: bool) -> SimpleNamespace:
+def tag_memory(m: Module, *, slots: int, jobs: int, probe_port: bool, load_port: bool = False) -> SimpleNamespace:
     """The tag memory as ``m``'s submodule ``tag_mem``, with its ports (not transparent):
     ``rd`` (the decision's, stage 0 -> 1), ``rd_e`` (the emitter's), ``wr``, and with
-    ``probe_port`` ``rd_p`` (JOBj_PROBE_BITMAP; else the probe shares ``rd_e``)."""
+    ``probe_port`` ``rd_p`` (JOBj_PROBE_BITMAP; else the probe shares ``rd_e``); with
+    ``load_port`` ``rd_l``, a second port of the decision's (the beat stage P would load, while
+    ``rd`` reads the beat it holds; else None)."""
     # Left to the tools (block RAM on the ECP5). Forcing LUT RAM up to 256 slots (for the
     # block RAM's ~4 ns clock-to-output) gained nothing measurable (55.0 vs 53.7 MHz at
     # S=64, within placement noise) and left nextpnr's router congested on the Versa build.
@@ -45,10 +47,12 @@ def tag_memory(m: Module, *, slots: int, jobs: int, probe_port: bool) -> SimpleN
     tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
     tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
     tag_wr = tag_mem.write_port()
-    tag_rd_p = None
+    tag_rd_p = tag_rd_l = None
     if probe_port:
         tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
-    return SimpleNamespace(rd=tag_rd, rd_e=tag_rd_e, wr=tag_wr, rd_p=tag_rd_p)
+    if load_port:
+        tag_rd_l = tag_mem.read_port(transparent_for=())  # decision: the beat P would load
+    return SimpleNamespace(rd=tag_rd, rd_e=tag_rd_e, wr=tag_wr, rd_p=tag_rd_p, rd_l=tag_rd_l)
 
 
 def tag_write_register(m: Module, tag_wr: object, *, tag_layout: data.Layout, slot_bits: int) -> SimpleNamespace:

@@ -3,7 +3,7 @@
 
 Three registered steps every cycle: the probed slot from the job table and ``probe_chunk``, its
 tag read (``rd_addr`` -> ``rd_data``), the answer (state, job and chunk compared; ``pending`` for
-COMPLETE). A read that meets a tag write to its address is not used (the tag memory is built with
+COMPLETE); with ``registered_key`` a fourth first, the key registered as it comes. A read that meets a tag write to its address is not used (the tag memory is built with
 ``no_rw_check``: undefined data); the pipeline runs every cycle, so the next read answers.
 ``probe_ok`` ties the answer to the key it was read for, so the control block never takes an
 answer for another job or chunk. With ``shared_port`` the read port is another consumer's (the
@@ -39,10 +39,15 @@ class TagProbe(wiring.Component):
     """The contributor bitmap of chunk ``probe_chunk`` of job ``probe_job`` while held
     unreleased (ACTIVE, or DONE with ``pending``), else 0; see the module docstring."""
 
-    def __init__(self, *, slots: int, jobs: int, pending_bit: bool = False, shared_port: bool = False) -> None:
+    def __init__(self, *, slots: int, jobs: int, pending_bit: bool = False, shared_port: bool = False,
+                 registered_key: bool = False) -> None:
         # pending_bit: ``pending`` is the probed slot's bit, read at ``rd_addr`` with the tag
-        # (the reducer's pending words); else the S pending bits. shared_port: ``rd_lost`` in
+        # (the reducer's pending words); else the S pending bits. shared_port: ``rd_lost`` in.
+        # registered_key: the key (probe_job, probe_chunk) through a register of its own before
+        # the job-table select and ``slot_of`` (one cycle more per answer; the DRAM reducer's:
+        # the control block's key select ran on into them, 9.10 ns, docs/benchmarks.md session 39)
         self.slots, self.jobs, self.pending_bit, self.shared_port = slots, jobs, pending_bit, shared_port
+        self.registered_key = registered_key
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
         ports = {
@@ -64,7 +69,11 @@ class TagProbe(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         sb, jb = self.slot_bits, bits_for(self.jobs)
-        cfg = select_job_entry(m, self.job_cfg, self.jobs, self.probe_job, "cfg_probe")
+        key_job, key_chunk = self.probe_job, self.probe_chunk
+        if self.registered_key:
+            key_job, key_chunk = Signal(range(self.jobs), name="k_job"), Signal(32, name="k_chunk")
+            m.d.sync += [key_job.eq(self.probe_job), key_chunk.eq(self.probe_chunk)]
+        cfg = select_job_entry(m, self.job_cfg, self.jobs, key_job, "cfg_probe")
         p_slot, r_slot, r_coll, v_ok = Signal(sb), Signal(sb), Signal(), Signal()
         p_job, r_job, v_job = Signal(jb), Signal(jb), Signal(jb)
         p_chunk, r_chunk, v_chunk = Signal(32), Signal(32), Signal(32)
@@ -76,8 +85,8 @@ class TagProbe(wiring.Component):
         if self.shared_port:
             coll = coll | self.rd_lost
         pipe = [
-            p_slot.eq(slot_of(cfg, self.probe_chunk, sb)), p_job.eq(self.probe_job),
-            p_chunk.eq(self.probe_chunk),
+            p_slot.eq(slot_of(cfg, key_chunk, sb)), p_job.eq(key_job),
+            p_chunk.eq(key_chunk),
             r_slot.eq(p_slot), r_job.eq(p_job), r_chunk.eq(p_chunk),
             r_coll.eq(coll),
         ]

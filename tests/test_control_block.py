@@ -255,6 +255,15 @@ def test_registered_probe_keeps_probe_ok_off_the_fsm():
     assert sum(cells("dram", "probe_ok_r").values()) <= 2
 
 
+def test_registered_probe_answer_loads_without_the_compare():
+    """With ``dram`` ``probe_bm_r`` loads every cycle EXEC waits for a probe until ``probe_ok_r``
+    rises, so the probe's key compare (``probe_ok``) is not in its load enable (the Versa DRAM
+    build's 8.92 ns path from ``probe_job`` through the compare, docs/benchmarks.md session 39);
+    test_registered_probe_reads_a_vouched_answer_a_cycle_later checks the answer it keeps."""
+    dut = ControlBlock(64, ports=1, slots=16, elements=64, groups=2, jobs=3, slot_memory="dram")
+    assert not comb_cells_between(dut, "probe_ok", "probe_bm_r")
+
+
 @pytest.mark.parametrize("w", [64, 512])
 def test_every_address_reads_its_own_register(w):
     """The read-index decode (a timing-critical 70-way decode, restructured in timing work):

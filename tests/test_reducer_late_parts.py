@@ -438,6 +438,60 @@ def test_the_emitter_start_reads_no_job_table_with_dram(slot_memory: str, slots:
         assert (table_logic == 0) == held, (reg, cells)
 
 
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_stage_p_loads_from_a_take_of_its_own_with_dram(slot_memory: str) -> None:
+    """With the DRAM store stage P's output register (``inputs.stage_p.m__payload``) loads from a
+    take of its own (``hold_t``, the inverted room copies ``room_qn`` / ``room_cn`` and P's valid):
+    neither ``adv`` (hundreds of loads) nor ``room_c`` / the unnamed ``room_q`` reach its enable
+    (`adv` -> two LUTs -> P's enable net was the Versa DRAM build's core path, 10.14 ns at session
+    38's seed 2). The on-chip reducer keeps take (its RTL pinned): the check's before-case. The
+    copies equal what they stand for in every cycle (``copy_error``, checked by the benches)."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if slot_memory == "dram" else {}))
+    srcs, reg = ["adv", "room_c", "hold_t", "room_qn", "room_cn"], "inputs.stage_p.m__payload"
+    table = comb_cells_table(dut, srcs if slot_memory == "dram" else srcs[:3], [reg])
+    own = slot_memory == "dram"
+    assert (not table["adv", reg]) == own and (not table["room_c", reg]) == own, table
+    if own:
+        assert all(table[s, reg] for s in ("hold_t", "room_qn", "room_cn")), table
+    else:
+        assert not table["hold_t", reg], table
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_probe_slot_reads_a_registered_key_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the probe (JOBj_PROBE_BITMAP) registers its key (``probe.k_job`` /
+    ``probe.k_chunk``) before the job-table select and ``slot_of``: from the reducer's
+    ``probe_job`` / ``probe_chunk`` inputs to the probed slot (``probe.rd_addr``, its register) no cell
+    (`control.probe_job` -> the key's select -> the job table -> `slot_of` -> `probe.rd_addr` was
+    9.10 ns at session 38's seed 2). The on-chip reducer keeps the direct path: the before-case.
+    test_tag_probe_on_a_shared_port_uses_only_its_own_reads checks the answers with the key registered."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if slot_memory == "dram" else {}))
+    table = comb_cells_table(dut, ["probe_job", "probe_chunk"], ["probe.rd_addr"])
+    for src in ("probe_job", "probe_chunk"):
+        assert (not table[src, "probe.rd_addr"]) == (slot_memory == "dram"), (src, table)
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_tag_read_address_reads_no_take_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the decision's tag read runs on two ports, the beat stage P would load
+    (``tag_rd_l``: P's skid or I's output, by ``skid_valid``) and the beat it holds (``tag_rd``:
+    P's slot), chosen after the read by P's load a cycle ago (``tag_ld_r``): neither address
+    reads P's load (``hold_t``, the room flags, P's valid), which chose the address before the
+    LUT RAM (`stage_p.skid_valid` -> `hold_t` -> the tag memory -> `tag_rd__data`, 9.93 ns at
+    session 38's seed 2, 9.67 at main's seed 2 in session 39). The on-chip reducer keeps the
+    one port and its address multiplexer (its RTL pinned): the check's before-case."""
+    dram = slot_memory == "dram"
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if dram else {}))
+    for wire in ("tag_rd__addr", "tag_rd_l__addr") if dram else ("tag_rd__addr",):
+        sources, _ = comb_cone(dut, wire)
+        assert sources, wire
+        late = sources & {"hold_t", "adv", "room_c", "room_t", "inputs.stage_p.out_valid"}
+        assert (not late) == dram, (wire, sorted(sources))
+
+
 def test_the_result_gate_reads_no_error_within_a_cycle_with_dram() -> None:
     """With the DRAM store the result gate's drop is a flip-flop (``drop_r``): `mem_error` -> the
     gate's drop -> the egress merger's select -> `core.s_msg__payload` / `egress.header` was the

@@ -773,8 +773,8 @@ class _ProbeOnSharedPort(Elaboratable):
     """``TagProbe(shared_port=True)`` on a tag memory's one read port, which another consumer
     takes (at its address ``other``) in the cycles ``lost`` is high."""
 
-    def __init__(self, tags: list[int], slots: int) -> None:
-        self.probe = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=True)
+    def __init__(self, tags: list[int], slots: int, registered_key: bool = False) -> None:
+        self.probe = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=True, registered_key=registered_key)
         self.tags, self.slots = tags, slots
         self.lost, self.other = Signal(), Signal(range(slots))
 
@@ -788,17 +788,18 @@ class _ProbeOnSharedPort(Elaboratable):
         return m
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed) -> None:
+@pytest.mark.parametrize(("seed", "registered_key"), [(1, False), (2, False), (3, True)])
+def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed, registered_key) -> None:
     """The probe on a read port another consumer takes at random (``rd_lost``, at another
     slot's address): every ``probe_ok`` answer is the probed chunk's bitmap from its own read
     (held: ACTIVE, or DONE with ``pending``; else 0), never the other consumer's data, and
-    answers keep coming (a lost read is followed by the next free cycle's)."""
+    answers keep coming (a lost read is followed by the next free cycle's). ``registered_key``:
+    the same with the key registered first (the DRAM reducer's probe, a cycle more per answer)."""
     rng, slots = random.Random(seed), 16
     lay = slot_tag_layout(1)
     tags = [dict(state=rng.choice((FREE, ACTIVE, DONE)), job=0, chunk=i + slots * rng.randrange(4),
                  bitmap=rng.getrandbits(32) | 1) for i in range(slots)]  # chunk i + 16k in slot i
-    top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots)
+    top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots, registered_key)
     pr = top.probe
 
     def want(chunk: int) -> int:
@@ -825,6 +826,37 @@ def test_tag_probe_on_a_shared_port_uses_only_its_own_reads(seed) -> None:
         assert lost > 400 and answers[True] > 100 and answers[False] > 100, (lost, answers)
 
     run_testbench(top, tb)
+
+
+def test_tag_probe_registered_key_answers_one_cycle_later() -> None:
+    """``registered_key`` costs exactly one cycle per answer: the cycles from a new key to its
+    first ``probe_ok`` (no read lost) are one more than without it, for every slot."""
+    slots, lay = 16, slot_tag_layout(1)
+    tags = [dict(state=ACTIVE, job=0, chunk=i, bitmap=i + 1) for i in range(slots)]
+
+    def latencies(registered_key: bool) -> list[int]:
+        top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots, registered_key)
+        pr, out = top.probe, []
+
+        async def tb(ctx):
+            ctx.set(pr.job_cfg[0].enable, 1)
+            ctx.set(pr.job_cfg[0].log2_window, 4)
+            for chunk in [3, 7, 7 + 16, 0, 15]:
+                ctx.set(pr.probe_chunk, chunk)
+                n = 0
+                while not ctx.get(pr.probe_ok):
+                    await ctx.tick()
+                    n += 1
+                want = chunk + 1 if chunk < slots else 0
+                assert ctx.get(pr.probe_bitmap) == want, (chunk, registered_key)
+                out.append(n)
+                await ctx.tick()
+
+        run_testbench(top, tb)
+        return out
+
+    base = latencies(False)
+    assert latencies(True) == [n + 1 for n in base], base
 
 
 @pytest.mark.parametrize(("slots", "shared"), [(16, True), (32, False)])
