@@ -69,6 +69,9 @@ the producer's choice of operation reaches only that multiplexer. Hazards: ``op.
 P1 and P2 (as in R and S1), so no other operation's write lands between the region operation's
 first read (P2) and its write-back; a write in the cycle it is taken (an earlier SET's data
 cycle) is in the banks by P2's read. Read-after-write for SET and one-slot CLEAR is as for 3.
+Round 8 (five only; the same values in every cycle): S1's index from a priority encoder beside
+the chain, the next step's second word from the registers side by side (``w_prev``), P1's start
+slot in two carry chains (docs/large_slots.md, "(session 39, round 8)").
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .params import check_large_slots
-from .reducer_config import slot_of
+from .reducer_config import slot_of, window_mask
 from .release_scan import onehot_index, release_scan
 
 __all__ = ["BIT_LOW", "PendingOp", "PendingWords", "pending_op_layout"]
@@ -251,8 +254,10 @@ class PendingWords(wiring.Component):
             # ``first`` / ``off`` hold from R to S1, no step is loaded between), so S1's chain
             # starts at a flip-flop, not behind ``off``'s 64 compares
             m.d.sync += [xa_r.eq(xa | below if five else xa), xb_r.eq(xb)]
+            # five (round 8): each half's index from a priority encoder of ``scan_x*_r`` beside its
+            # carry chain (``encoder``), not from the chain's one-hot through OR trees
             pos, before, none = release_scan(m, xa_r, xb_r, below, "w", halves=True, stages=2, index=True,
-                                             below_in_lo=five)
+                                             below_in_lo=five, encoder=five)
             scan_wait = ((step == _Step.SCAN) & (phase != 2)) | pre | pre2  # no result, no write, no operation
             scan_end = (step == _Step.SCAN) & (phase == 2) & ~pre2
             # S2's clear masks from the region masks registered in S1 (wa / wb hold through a
@@ -313,7 +318,14 @@ class PendingWords(wiring.Component):
             p = self.op.payload
         whole_c = p.log2_window >= sb
         last_c = slot_of(p, Const((1 << sb) - 1, sb), sb)  # the region's last slot
-        start_c = slot_of(p, (p.slot - p.base + 1)[:sb], sb)  # the slot after ``slot``
+        if five:  # round 8: the slot after ``slot`` with one carry chain fewer in series: ``(d + 1) &
+            # wmask`` (d = slot - base) is 0 where d's window bits are all ones, else ``(d & wmask) +
+            # 1``, and ``base + (d & wmask) + 1`` is one chain with a carry in (both operands' bit 0 set)
+            d_c, wm_c = (p.slot - p.base)[:sb], window_mask(p.log2_window, sb)
+            start_c = Mux((d_c | ~wm_c).all(), p.base,
+                          (Cat(Const(1, 1), p.base) + Cat(Const(1, 1), d_c & wm_c))[1:sb + 1])
+        else:
+            start_c = slot_of(p, (p.slot - p.base + 1)[:sb], sb)  # the slot after ``slot``
         wbase_c, wlast_c = p.base[ob:], last_c[ob:]
         wa_c = Signal(wi)
         with m.Switch(p.kind):
@@ -325,9 +337,19 @@ class PendingWords(wiring.Component):
                 m.d.comb += wa_c.eq(wbase_c)
         scan_c = (p.kind == PendingOp.RELEASE) | (p.kind == PendingOp.PEEK)
         wb_c = Mux(scan_c, next_word(wa_c, wbase_c, wlast_c, whole_c), wa_c)
-        na = Mux(step == _Step.SCAN, Mux(b_scan, next_word(wb, w_base, w_last, whole, b_last), wb),
-                 next_word(wa, w_base, w_last, whole, a_last))
-        nb = Mux(step == _Step.SCAN, next_word(na, w_base, w_last, whole), na)
+        nxt_b = next_word(wb, w_base, w_last, whole, b_last)
+        na = Mux(step == _Step.SCAN, Mux(b_scan, nxt_b, wb), next_word(wa, w_base, w_last, whole, a_last))
+        if five:  # round 8: ``next_word(na)`` from the registers, its candidates side by side (no
+            # ``+ 1`` or compare after ``na``'s): after ``w_base`` its next, after ``wb + 1`` ``wb +
+            # 2`` or ``w_base`` (``wb + 1 == w_last`` is ``wb == w_prev``, ``w_last - 1`` registered
+            # every cycle: stale only in P2, whose reads are the step's own words, ``scan_wait``)
+            w_prev = Signal(wi, name="w_prev")
+            m.d.sync += w_prev.eq((w_last - 1)[:wi])
+            after_b1 = Mux(~whole & (wb == w_prev), w_base, (wb + 2)[:wi])
+            after_next = Mux(~whole & b_last, next_word(w_base, w_base, w_last, whole), after_b1)
+            nb = Mux(step == _Step.SCAN, Mux(b_scan, after_next, nxt_b), na)
+        else:
+            nb = Mux(step == _Step.SCAN, next_word(na, w_base, w_last, whole), na)
         na_step, nb_step = na, nb  # the next step's words (scan_on / clear_on)
         if three:  # R and S1 read the step's words again, so S2's write-back has them unregistered
             na, nb = Mux(scan_wait, wa, na), Mux(scan_wait, wb, nb)

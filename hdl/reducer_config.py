@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from .layouts import JobCfgLayout
 
 __all__ = ["REGION_AT_CONFIG_MAX_SLOTS", "ReducerConfig", "config_signature", "region_of", "select_job_entry",
-           "slot_ahead", "slot_of"]
+           "slot_ahead", "slot_of", "window_mask"]
 
 # Up to this many slots (the default core's 16, pinned) the reducer's stage P decodes the beat's
 # job's region (S compares of the slot index with its base and window) from the job table; above
@@ -63,9 +63,14 @@ def select_job_entry(m: Module, table: Value, jobs: int, idx: Value, name: str) 
     return out
 
 
+def window_mask(log2_window: Value, slot_bits: int) -> Value:
+    """``window - 1`` (``slot_bits`` bits) from ``log2_window``: bit i is ``log2_window > i``."""
+    return Cat(*[log2_window > i for i in range(slot_bits)])
+
+
 def slot_of(cfg: Value, chunk: Value, slot_bits: int) -> Value:
     """``(base + (chunk & (window - 1))) & (S - 1)``."""
-    wmask = Cat(*[cfg.log2_window > i for i in range(slot_bits)])
+    wmask = window_mask(cfg.log2_window, slot_bits)
     return (cfg.base[:slot_bits] + (chunk[:slot_bits] & wmask))[:slot_bits]
 
 

@@ -18,19 +18,22 @@ registered, and the 2N-bit results, combined from those, are the one-stage resul
 cycle before (docs/large_slots.md, "The record path's next cut": ``PendingWords``' scan over
 two cycles). ``index``: the first zero's index rather than its one-hot, each half's index
 tree before that register (by the placed record path's delays the index, not the chains, is
-the long part).
+the long part). ``encoder`` (with ``index``): each half's index from ``first_zero_index``, a
+radix-4 priority encoder of the half itself beside its carry chain, instead of the OR trees of
+the chain's one-hot behind it (``PendingWords``' five stages, issue 16 round 8: the chain and
+the trees were S1's longest path).
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
-__all__ = ["onehot_index", "release_scan"]
+__all__ = ["first_zero_index", "onehot_index", "release_scan"]
 
 
 def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
                  halves: bool = False, stages: int = 1, index: bool = False,
-                 parts: int = 1, below_in_lo: bool = False) -> tuple[Value, Value, Value]:
+                 parts: int = 1, below_in_lo: bool = False, encoder: bool = False) -> tuple[Value, Value, Value]:
     """(first zero one-hot over the 2N bits ``lo : hi``, the bits before it outside ``below``
     (2N), no zero found) of the scan described in the module docstring. ``halves``: the same
     results from two N-bit carry chains side by side, ``hi``'s counted only where ``lo`` (with
@@ -45,7 +48,9 @@ def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
     ``parts`` bits side by side, chain j counted only where chains 0..j-1 are all ones (a prefix
     AND of their AND trees, beside the chains: the reducer's scan above S 16). ``below_in_lo``:
     ``lo`` has ``below`` ORed in already (``PendingWords``' five stages: its register), so the
-    chains start at ``lo``; ``below`` still keeps its bits out of the cleared bits."""
+    chains start at ``lo``; ``below`` still keeps its bits out of the cleared bits. ``encoder``
+    (needs ``index``): each half's index and "all ones" from ``first_zero_index`` of the half,
+    not from its chain (the same values: no carry chain in front of the index)."""
     n = len(lo)
     if not len(hi) == len(below) == n:
         raise ValueError(f"release_scan: lo, hi and below must be as wide, got {n}, {len(hi)}, {len(below)}")
@@ -59,6 +64,8 @@ def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
         raise ValueError(f"release_scan: stages must be 1 or 2, got {stages}")
     if (stages == 2 or index) and not halves:
         raise ValueError("release_scan: stages=2 and index need halves=True (they work on the two chains)")
+    if encoder and not index:
+        raise ValueError("release_scan: encoder needs index=True (it gives the index)")
     if index and n & (n - 1):
         raise ValueError(f"release_scan: index needs a power-of-2 width of lo and hi, got {n}")
     y = Signal(2 * n, name=f"scan_y_{tag}")
@@ -80,7 +87,11 @@ def release_scan(m: Module, lo: Value, hi: Value, below: Value, tag: str,
             p1 = Signal(n + 1, name=f"scan_y1_{tag}_{k}")
             m.d.comb += p1.eq(part + 1)
             fz = (p1 & ~part)[:n]
-            ends.append((onehot_index(fz) if index else fz, (part ^ p1)[1:], part.all()))
+            if encoder:  # the index and "all ones" beside the chain, not behind it
+                ix, all_ones = first_zero_index(part)
+                ends.append((ix, (part ^ p1)[1:], all_ones))
+            else:
+                ends.append((onehot_index(fz) if index else fz, (part ^ p1)[1:], part.all()))
         parts = [*ends[0], *ends[1], below]  # each half's (first zero, bits before, all ones), below
         if stages == 2:  # the halves registered, combined a cycle later
             first = "ix" if index else "fz"
@@ -103,3 +114,23 @@ def onehot_index(v: Value) -> Value:
     """The index of the set bit of the one-hot ``v`` (an OR tree per index bit; 0 if none)."""
     n = len(v)
     return Cat(*[Cat(*[v[i] for i in range(n) if (i >> b) & 1]).any() for b in range((n - 1).bit_length())])
+
+
+def first_zero_index(v: Value) -> tuple[Value, Value]:
+    """(the index of ``v``'s lowest 0 bit, 0 if none; ``v`` is all ones) for ``v`` a power of 2
+    wide, from a radix-4 tree (radix 2 where 4 does not divide): each group's index is its
+    lowest part not all ones, that part's own index beside the part's number. log4 N levels of
+    choices from ``v`` itself: the same index as ``onehot_index`` of ``release_scan``'s one-hot,
+    without its carry chain and OR trees in series (``release_scan(..., encoder=True)``)."""
+    n = len(v)
+    if n & (n - 1):
+        raise ValueError(f"first_zero_index: needs a power-of-2 width, got {n}")
+    if n == 1:
+        return Const(0, 0), v[0]
+    r = 4 if n % 4 == 0 else 2
+    w = n // r
+    subs = [first_zero_index(v[k * w:(k + 1) * w]) for k in range(r)]
+    ix: Value = Const(0, (n - 1).bit_length())
+    for k in reversed(range(r)):  # the lowest part with a zero wins; none: 0
+        ix = Mux(~subs[k][1], Cat(subs[k][0], Const(k, (r - 1).bit_length())), ix)
+    return ix, Cat(*[a for _, a in subs]).all()

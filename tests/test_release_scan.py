@@ -12,7 +12,7 @@ import pytest
 from amaranth.hdl import ClockDomain, Module, Signal
 from amaranth.sim import Simulator
 
-from wanreduce.hdl.release_scan import release_scan
+from wanreduce.hdl.release_scan import first_zero_index, release_scan
 
 
 def _expected(lo: int, hi: int, below: int, n: int, index: bool = False) -> tuple[int, int, int]:
@@ -89,20 +89,51 @@ def test_parts_is_the_one_chain_scan(n: int, parts: int) -> None:
     _compare(n, {}, {"parts": parts}, 0)
 
 
-@pytest.mark.parametrize("index", [False, True])
-@pytest.mark.parametrize("n", [4, 64])
-def test_two_stages_is_one_stage_a_cycle_later(n: int, index: bool) -> None:
+@pytest.mark.parametrize("index", [False, True, "encoder"])
+@pytest.mark.parametrize("n", [4, 8, 64])
+def test_two_stages_is_one_stage_a_cycle_later(n: int, index: bool | str) -> None:
     """The two-stage scan gives 0 in the first cycle, then in every cycle the one-stage scan's
     (the model's) results of the cycle before: a stage 2 that reads a half-1 value unregistered
     (this cycle's), the other half's register, or this cycle's ``below`` fails; with ``index``,
-    so does a wrong combination of the halves' indices."""
-    _compare(n, {"halves": True}, {"halves": True, "stages": 2, "index": index}, 1)
+    so does a wrong combination of the halves' indices, and with ``encoder`` (the index from
+    ``first_zero_index``, ``PendingWords``' five stages) a wrong index or "all ones"."""
+    enc = {"encoder": True} if index == "encoder" else {}
+    _compare(n, {"halves": True}, {"halves": True, "stages": 2, "index": bool(index), **enc}, 1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 16, 32, 64])
+def test_first_zero_index_is_the_lowest_zero(n: int) -> None:
+    """``first_zero_index``: the lowest 0 bit's index (0 if none) and "all ones", for every input
+    up to 8 bits and, wider, all ones, each single zero, each pair of zeros and random words."""
+    v = Signal(n)
+    ix, all_ones = first_zero_index(v)
+    m = Module()
+    ix_o, all_o = Signal(max(len(ix), 1)), Signal()
+    m.d.comb += [ix_o.eq(ix), all_o.eq(all_ones)]
+    full, rng = (1 << n) - 1, random.Random(n)
+    if n <= 8:
+        cases = list(range(1 << n))
+    else:
+        cases = [full, *(full & ~(1 << i) for i in range(n)),
+                 *(full & ~(1 << i) & ~(1 << j) for i in range(n) for j in range(i + 1, n, 7)),
+                 *(rng.getrandbits(n) | rng.getrandbits(n) for _ in range(300))]
+    sim = Simulator(m)
+
+    async def tb(ctx):
+        for x in cases:
+            ctx.set(v, x)
+            k = next((i for i in range(n) if not (x >> i) & 1), None)
+            assert (ctx.get(ix_o), ctx.get(all_o)) == (k or 0, int(k is None)), f"{x:#x}"
+
+    sim.add_testbench(tb)
+    sim.run()
 
 
 def test_rejects_bad_stages() -> None:
     """``stages`` other than 1 or 2, two stages or the index without the two chains, ``parts``
-    that do not divide 2N or contradict ``halves``, and the index of halves that are not a power
-    of 2 wide, are refused."""
+    that do not divide 2N or contradict ``halves``, the index of halves that are not a power
+    of 2 wide, and ``encoder`` without ``index`` (or ``first_zero_index`` of a width that is not
+    a power of 2), are refused."""
     m = Module()
     lo, hi, below = Signal(4), Signal(4), Signal(4)
     with pytest.raises(ValueError, match="stages must be 1 or 2, got 3"):
@@ -117,5 +148,9 @@ def test_rejects_bad_stages() -> None:
         release_scan(m, lo, hi, below, "f", halves=True, parts=4)
     with pytest.raises(ValueError, match="stages=2 and index need halves=True"):
         release_scan(m, lo, hi, below, "g", parts=4, stages=2)
+    with pytest.raises(ValueError, match="encoder needs index=True"):
+        release_scan(m, lo, hi, below, "h", halves=True, encoder=True)
+    with pytest.raises(ValueError, match="needs a power-of-2 width, got 3"):
+        first_zero_index(lo[:3])
     with pytest.raises(ValueError, match="power-of-2 width of lo and hi, got 3"):
         release_scan(m, lo[:3], hi[:3], below[:3], "d", halves=True, index=True)
