@@ -108,7 +108,7 @@ class ReducerConfig(wiring.Component):
             lw_in = self.job_cfg_in[j].log2_window
             m.d.sync += [c.job_cfg[j].eq(self.job_cfg_in[j]),
                          c.log2_window[j].eq(Mux(lw_in > sb, sb, lw_in)),
-                         c.window_mask[j].eq(Cat(*[lw_in > i for i in range(sb)]))]
+                         c.window_mask[j].eq(window_mask(lw_in, sb))]
             if self.regions:  # what P would decode from the two registers above, a cycle later
                 m.d.sync += c.region[j].eq(region_of(self.job_cfg_in[j].base, Mux(lw_in > sb, sb, lw_in),
                                                      self.slots))
