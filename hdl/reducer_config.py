@@ -24,7 +24,9 @@ __all__ = ["REGION_AT_CONFIG_MAX_SLOTS", "ReducerConfig", "config_signature", "r
 # job's region (S compares of the slot index with its base and window) from the job table; above
 # it each job's region is registered with the configuration (``ReducerConfig(regions=True)``) and
 # P selects it by the job: at S 128 the decode from ``job_cfg`` into P's ``region`` was 10.21 ns
-# placed (docs/benchmarks.md, session 38).
+# placed (docs/benchmarks.md, session 38). The region loads a cycle after the job table, from its
+# registers (in one cycle from the control block's ``job_cfg_in`` it was 11.42 ns placed, session
+# 39), and ``region_stale`` marks that cycle: stage P takes no beat of the job in it.
 REGION_AT_CONFIG_MAX_SLOTS = 16
 
 
@@ -39,7 +41,9 @@ def config_signature(*, slots: int, groups: int, jobs: int, regions: bool = Fals
     """The registered configuration as the reducer's parts read it: ``job_cfg``,
     ``log2_window`` (clamped to log2 S), ``window_mask`` per job; ``members``, ``single`` (one
     member), ``configured`` (members != 0) per group; ``in_order``; with ``regions`` each job's
-    ``region`` (``region_of``; reset: base 0, window 1, so slot 0)."""
+    ``region`` (``region_of``; reset: base 0, window 1, so slot 0), a cycle behind the job table,
+    and ``region_stale`` (per job: ``region`` is that cycle behind now, i.e. differs from
+    ``region_of`` of the registered base and window; no reader may use it then)."""
     sb = (slots - 1).bit_length()
     return wiring.Signature({
         "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
@@ -49,7 +53,8 @@ def config_signature(*, slots: int, groups: int, jobs: int, regions: bool = Fals
         "single": Out(groups),
         "configured": Out(groups),
         "in_order": Out(1, init=1),
-        **({"region": Out(data.ArrayLayout(slots, jobs), init=[1] * jobs)} if regions else {}),
+        **({"region": Out(data.ArrayLayout(slots, jobs), init=[1] * jobs),
+            "region_stale": Out(jobs)} if regions else {}),
     })
 
 
@@ -86,8 +91,8 @@ class ReducerConfig(wiring.Component):
     """Configuration registers of the reducer (see the module docstring).
 
     In: ``job_cfg_in``, ``group_bitmap_in``, ``release_on_completion``. Out: ``cfg``
-    (:func:`config_signature`, all flip-flops; ``regions``: with each job's region,
-    ``REGION_AT_CONFIG_MAX_SLOTS``).
+    (:func:`config_signature`, all flip-flops; ``regions``: with each job's region a cycle
+    behind the table and its ``region_stale`` flag, ``REGION_AT_CONFIG_MAX_SLOTS``).
     """
 
     def __init__(self, *, slots: int, groups: int, jobs: int, regions: bool = False) -> None:
@@ -109,9 +114,13 @@ class ReducerConfig(wiring.Component):
             m.d.sync += [c.job_cfg[j].eq(self.job_cfg_in[j]),
                          c.log2_window[j].eq(Mux(lw_in > sb, sb, lw_in)),
                          c.window_mask[j].eq(window_mask(lw_in, sb))]
-            if self.regions:  # what P would decode from the two registers above, a cycle later
-                m.d.sync += c.region[j].eq(region_of(self.job_cfg_in[j].base, Mux(lw_in > sb, sb, lw_in),
-                                                     self.slots))
+            if self.regions:
+                # what P would decode from the two registers above, loaded from them a cycle after
+                # them; stale in that cycle (the base or window they load now is another)
+                lw_c = c.log2_window[j]
+                m.d.sync += [c.region[j].eq(region_of(c.job_cfg[j].base, lw_c, self.slots)),
+                             c.region_stale[j].eq((Mux(lw_in > sb, sb, lw_in) != lw_c)
+                                                  | (self.job_cfg_in[j].base[:sb] != c.job_cfg[j].base[:sb]))]
         for g in range(self.groups):
             gin = self.group_bitmap_in[g]
             m.d.sync += [c.members[g].eq(gin),

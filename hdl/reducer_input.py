@@ -78,7 +78,9 @@ class InputStages(wiring.Component):
     the reducer, whose RTL is then unchanged). ``start_at_i``: the start slot computed at I's
     input with the slot, from the same configuration, and registered in I (``START_AT_P_MAX_SLOTS``).
     ``region_at_cfg``: the region selected by the job from the configuration's registered
-    per-job regions (``cfg.region``, ``REGION_AT_CONFIG_MAX_SLOTS``), not decoded in P.
+    per-job regions (``cfg.region``, ``REGION_AT_CONFIG_MAX_SLOTS``), not decoded in P; P takes
+    no beat from I while its job's region is stale (``cfg.region_stale``: the cycle after the
+    job's base or window was written; the beat waits in I a cycle and decodes as it would have).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
@@ -150,12 +152,14 @@ class InputStages(wiring.Component):
         bit_i = Signal(32)
         m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
         dec_in = Signal(self.dec_layout)
+        stale_i = Const(0, 1)  # (region_at_cfg) the beat's job's region is a cycle behind: hold it in I
         if self.region_at_cfg:  # the job's registered region (a job outside the table: cfg_i's zeros)
             region_i = Signal(S, name="region_i")
+            stale_i = Signal(name="region_stale_i")
             with m.Switch(hi.job_id[:jb]):
                 for j in range(self.jobs):
                     with m.Case(j):
-                        m.d.comb += region_i.eq(cf.region[j])
+                        m.d.comb += [region_i.eq(cf.region[j]), stale_i.eq(cf.region_stale[j])]
                 with m.Default():
                     m.d.comb += region_i.eq(region_of(Const(0, sb), Const(0, 1), S))
         start_i = Signal(sb)
@@ -200,9 +204,9 @@ class InputStages(wiring.Component):
             stage_i.s.valid.eq(s.valid & self.open),
             stage_i.s.payload.eq(i_in),
             # I -> P (P's input: I's output register decoded), P -> stage 1 when it takes p
-            stage_p.s.valid.eq(i_v),
+            stage_p.s.valid.eq(i_v & ~stale_i if self.region_at_cfg else i_v),
             stage_p.s.payload.eq(dec_in),
-            stage_i.m.ready.eq(stage_p.s.ready),
+            stage_i.m.ready.eq(stage_p.s.ready & ~stale_i if self.region_at_cfg else stage_p.s.ready),
             stage_p.m.ready.eq(self.take),
             self.i_out.eq(i_d), self.i_valid.eq(i_v),
             self.p.eq(stage_p.m.payload), self.p_valid.eq(stage_p.m.valid),

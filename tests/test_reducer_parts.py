@@ -15,10 +15,12 @@ from collections import deque
 import pytest
 from amaranth.back import rtlil
 from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from stream_helpers import (
     Port,
     comb_cells_between,
+    comb_cells_table,
     comb_cone,
     drive_random,
     pack,
@@ -81,18 +83,122 @@ def _region(slots: int, base: int, lw: int) -> int:
 @pytest.mark.parametrize("slots", [16, 64])
 def test_config_registers_each_jobs_region(slots: int) -> None:
     """``ReducerConfig(regions=True)`` (the reducer above ``REGION_AT_CONFIG_MAX_SLOTS``): each
-    job's region registered with the job table, in the same cycle (slot 0 only after reset, the
-    region of the reset table's base 0 and window 1), wrapping and clamped."""
+    job's region registered a cycle after the job table, from its registers (slot 0 only after
+    reset, the region of the reset table's base 0 and window 1), wrapping and clamped, and
+    ``region_stale`` high for a job exactly in that cycle (its base or window changed; a write
+    that changes only the enable, or a second write of the same values, is not stale)."""
     dut = ReducerConfig(slots=slots, groups=1, jobs=2, regions=True)
-    cfgs = [[(1, 3, 2), (1, slots - 2, 9)], [(1, slots - 1, 1), (0, 7, 0)], [(1, 0, 5), (1, 5, 3)]]
+    cfgs = [[(1, 3, 2), (1, slots - 2, 9)], [(1, slots - 1, 1), (0, 7, 0)], [(1, 0, 5), (1, 5, 3)],
+            [(0, 0, 5), (1, 5, 3)], [(0, 0, 5), (1, 5, 3)], [(0, 0, 5), (1, 5 + slots, 3)], [(0, 0, 6), (1, 4, 3)]]
 
     async def tb(ctx):
         assert [ctx.get(dut.cfg.region[j]) for j in range(2)] == [1, 1]
+        assert ctx.get(dut.cfg.region_stale) == 0
+        prev = [(0, 0, 0), (0, 0, 0)]
         for cfg in cfgs:
             _set_config(ctx, dut, cfg, [0])
-            await ctx.tick()
-            assert [ctx.get(dut.cfg.region[j]) for j in range(2)] == [_region(slots, b, lw) for _, b, lw in cfg]
+            await ctx.tick()  # the job table loads: the regions are the last table's, stale if it moved
             assert [ctx.get(dut.cfg.job_cfg[j].base) for j in range(2)] == [b for _, b, _ in cfg]
+            assert [ctx.get(dut.cfg.region[j]) for j in range(2)] == [_region(slots, b, lw) for _, b, lw in prev]
+            stale = [_region(slots, b, lw) != _region(slots, pb, plw) or b % slots != pb % slots
+                     or min(lw, slots.bit_length() - 1) != min(plw, slots.bit_length() - 1)
+                     for (_, b, lw), (_, pb, plw) in zip(cfg, prev, strict=True)]
+            assert [ctx.get(dut.cfg.region_stale[j]) for j in range(2)] == stale, cfg
+            await ctx.tick()  # a cycle later: the table's regions, nothing stale
+            assert [ctx.get(dut.cfg.region[j]) for j in range(2)] == [_region(slots, b, lw) for _, b, lw in cfg]
+            assert ctx.get(dut.cfg.region_stale) == 0
+            prev = cfg
+
+    run_testbench(dut, tb)
+
+
+def test_region_config_to_register_has_no_compares() -> None:
+    """The cells on paths from the control block's ``job_cfg_in`` to each job's region register
+    (``ReducerConfig(regions=True)``): none of ``region_of``'s subtracts and shifts (the region
+    loads from the registered base and window a cycle later; at S 128 the one-cycle form was the
+    11.42 ns worst path placed, docs/benchmarks.md, session 39). They sit behind the job table's
+    register instead."""
+    dut = ReducerConfig(slots=64, groups=1, jobs=2, regions=True)
+    table = comb_cells_table(dut, ["job_cfg_in", "cfg__job_cfg"], ["cfg__region"])
+    direct, behind = table["job_cfg_in", "cfg__region"], table["cfg__job_cfg", "cfg__region"]
+    assert not direct["$sub"] and not direct["$shr"] and not direct["$gt"], f"job_cfg_in -> region {dict(direct)}"
+    assert behind["$sub"] >= 64 and behind["$shr"] >= 64, f"job_cfg -> region {dict(behind)}"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_config_and_input_stages_hold_a_beat_for_its_stale_region(seed: int) -> None:
+    """``ReducerConfig(regions=True)`` feeding ``InputStages(region_at_cfg=True)`` (the reducer
+    above S 16) while the job table is rewritten under traffic: every beat leaves P once, in
+    order, with the region of its job's base and window in the registers when P loaded it (the
+    cycle the region register is a cycle behind, P takes no beat of that job: it waits in I),
+    and such holds happen."""
+    rng, slots, width, elements = random.Random(seed), 64, 64, 5
+    tables = [[(1, 5, 2), (1, 40, 4)], [(1, 9, 3), (1, 40, 4)], [(1, 9, 3), (1, 2, 1)], [(1, 63, 6), (1, 17, 0)]]
+
+    class Pair(Elaboratable):
+        def __init__(self) -> None:
+            self.config = ReducerConfig(slots=slots, groups=1, jobs=2, regions=True)
+            self.inp = InputStages(width, slots=slots, elements=elements, groups=1, jobs=2,
+                                   start_at_i=True, region_at_cfg=True)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.config, m.submodules.inp = self.config, self.inp
+            wiring.connect(m, self.config.cfg, self.inp.cfg)
+            return m
+
+    dut = Pair()
+    c, inp = dut.config, dut.inp
+    layout, n_beats = message_beat_layout(width), payload_beats(elements, width)
+    msgs = []
+    for _ in range(60):
+        hdr = {"job_id": rng.randrange(2), "group_id": 0, "sender_id": 1, "chunk": rng.getrandbits(32),
+               "element_count": elements}
+        msgs += [pack(layout, {"data": rng.getrandbits(width), "hdr": hdr, "first": int(k == 0),
+                               "last": int(k == n_beats - 1)}) for k in range(n_beats)]
+
+    async def tb(ctx):
+        for j, (en, base, lw) in enumerate(tables[0]):
+            ctx.set(c.job_cfg_in[j].enable, en)
+            ctx.set(c.job_cfg_in[j].base, base)
+            ctx.set(c.job_cfg_in[j].log2_window, lw)
+        ctx.set(c.group_bitmap_in[0], 0b10)
+        ctx.set(inp.open, 1)
+        await ctx.tick().repeat(2)
+        sent = got = holds = 0
+        for cycle in range(2000):
+            if got == len(msgs):
+                break
+            if cycle % 7 == 3:  # a write of the next table (only some jobs' entries change)
+                for j, (_, base, lw) in enumerate(tables[cycle // 7 % len(tables)]):
+                    ctx.set(c.job_cfg_in[j].base, base)
+                    ctx.set(c.job_cfg_in[j].log2_window, lw)
+            valid = sent < len(msgs) and rng.random() < 0.8
+            take = rng.random() < 0.7
+            ctx.set(inp.s_msg.valid, int(valid))
+            if valid:
+                ctx.set(inp.s_msg.payload.as_value(), msgs[sent])
+            ctx.set(inp.take, int(take))
+            regs = [(ctx.get(c.cfg.job_cfg[j].base), ctx.get(c.cfg.log2_window[j])) for j in range(2)]
+            i_v = ctx.get(inp.i_valid)
+            i_job = ctx.get(inp.i_out.beat.hdr.job_id)
+            p_free = not ctx.get(inp.p_skid_valid)
+            stale = i_v and ctx.get(c.cfg.region_stale[i_job])
+            held = ctx.get(inp.i_out.as_value()) if stale and p_free else None  # P could load it: must not
+            holds += held is not None
+            loads = i_v and p_free and not stale  # the beat I passes to P this cycle
+            want = _region(slots, *regs[i_job]) if loads else None
+            if ctx.get(inp.p_valid) and take:
+                got += 1
+            accepted = valid and ctx.get(inp.s_msg.ready)
+            await ctx.tick()
+            sent += accepted
+            if held is not None:
+                assert ctx.get(inp.i_valid) and ctx.get(inp.i_out.as_value()) == held, f"cycle {cycle}: not held"
+            if loads:  # now in P's output or skid register: its region is the one of the load cycle
+                d = ctx.get(inp.p_skid if ctx.get(inp.p_skid_valid) else inp.p)
+                assert d.beat.hdr.job_id == i_job and d.region == want, f"cycle {cycle}"
+        assert got == len(msgs) and holds > 0, (got, holds)
 
     run_testbench(dut, tb)
 
