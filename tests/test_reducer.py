@@ -520,9 +520,10 @@ def test_late_scan_fold_and_start_at_i_are_cycle_exact(monkeypatch, width, slots
     (``PUSH_IN_PINS_MAX_SLOTS``, hdl/pin_registers.py), and (session 39) the window reset's slot is a
     register dropped from stage 1's pending bit after its select (``SLOT_REGISTER_MAX_SLOTS``,
     hdl/window_reset.py) and each job's region is registered with the configuration
-    (``REGION_AT_CONFIG_MAX_SLOTS``, hdl/reducer_config.py): on traffic with resets, random input gaps and output backpressure the
+    (``REGION_AT_CONFIG_MAX_SLOTS``, hdl/reducer_config.py; session 40: from the registered table a
+    cycle after it, a beat of the job held in stage I in that cycle): on traffic with resets, random input gaps and output backpressure the
     same outcomes, results, accept and result cycles and heads as with every limit raised (the
-    form the smaller cores use), and both match the golden model (docs/benchmarks.md, sessions 38-39)."""
+    form the smaller cores use), and both match the golden model (docs/benchmarks.md, sessions 38-40)."""
     rng = random.Random(width + slots + int(mode))
     cfg = make_config(rng, width, slots, 9, groups=2, jobs=2, mode=mode, members=(2, 8))
     ops = traffic(rng, cfg, 250, saturate=0.2, resets=1)
