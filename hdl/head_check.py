@@ -52,6 +52,12 @@ def head_checks(m: Module, job: Value, chunk: Value, cw: Value, heads: Sequence[
     the compares made against every job's head and ``job`` choosing their results, not the head
     (no job select between the head registers and the carry chains; a job past ``heads``
     compares against 0 either way)."""
+    if not per_job:
+        hj = Signal(32)
+        with m.Switch(job):
+            for j, h in enumerate(heads):
+                with m.Case(j):
+                    m.d.comb += hj.eq(h)
     sel = fwd & (fwd_job == job)
     d_f, dw_f = minus_hn(m, chunk, cp1, run), minus_hn(m, cw, cp1, run)
     if per_job:
@@ -61,11 +67,6 @@ def head_checks(m: Module, job: Value, chunk: Value, cw: Value, heads: Sequence[
                 with m.Case(j) if h is not None else m.Default():
                     m.d.comb += [hf[k].eq(v) for k, v in head_terms(chunk, cw, Const(0, 32) if h is None else h).items()]
     else:
-        hj = Signal(32)
-        with m.Switch(job):
-            for j, h in enumerate(heads):
-                with m.Case(j):
-                    m.d.comb += hj.eq(h)
         hf = head_terms(chunk, cw, hj)
     return pack_flags(HeadChecks, late=Mux(sel, d_f[31], hf["late"]), below_end=Mux(sel, dw_f[31], hf["below_end"]),
                       at_head=Mux(sel, eq_hn(chunk, cp1, run), hf["at_head"]))
