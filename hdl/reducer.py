@@ -535,7 +535,9 @@ class Reducer(wiring.Component):
         advance_next(m, pin, p_load=p_load, skid_valid=ps_v, skid_hdr=ps.beat.hdr, in_hdr=i_d.beat.hdr, h0=h0, h1=h1,
                      adv=adv, wmask0=wmask0, wmask=wmask, jb=jb, slot0=slot0, slot1=slot1, entry_more=entry_r.more,
                      v1=v1, first1=first1, last1=last1, push_r=push_r, p_v=p_v, room=room, first=f.first,
-                     adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}))
+                     adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}),
+                     # DRAM: the pair checks choose by the copies (hold_t == ~adv, room_t == room)
+                     pair_sel=(~p_v | (~hold_t & room_t), ~hold_t) if own_take else None)
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
