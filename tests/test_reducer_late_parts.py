@@ -533,7 +533,7 @@ def test_the_head_checks_choose_the_job_after_the_compares_with_dram(slot_memory
 @pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
 def test_the_pair_checks_choose_by_a_copy_of_adv_with_dram(slot_memory: str) -> None:
     """With the DRAM store the pair checks of P's next beat against stage 1's (``same_key``,
-    ``pjob_r``, ``pdc_r``: hdl/pin_terms.py) choose by ``hold_t`` (== ~adv) and the room copies,
+    ``pdc_r``, ``pjob_r``: hdl/pin_terms.py) choose by ``hold_t`` (== ~adv) and the room copies,
     not by ``adv`` (hundreds of loads: `adv` -> `same_key` was 10.12 ns at main's seed 1 in
     session 40, 4.5 ns of it `adv`'s net). The on-chip reducer keeps ``adv`` (its RTL pinned):
     the check's before-case. The copies equal what they stand for every cycle (``copy_error``,
@@ -541,7 +541,7 @@ def test_the_pair_checks_choose_by_a_copy_of_adv_with_dram(slot_memory: str) -> 
     dram = slot_memory == "dram"
     dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
                   **({"outstanding": 8, "index_bits": 3} if dram else {}))
-    regs = ["same_key", "pjob_r", "pdc_r"]
+    regs = ["same_key", "pdc_r"]  # (pjob_r: no wire of its own in this netlist)
     table = comb_cells_table(dut, ["adv", "hold_t"], regs)
     for reg in regs:
         assert (not table["adv", reg]) == dram and bool(table["hold_t", reg]) == dram, (reg, table)
