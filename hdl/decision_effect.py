@@ -61,16 +61,18 @@ def pending_with_effect(m: Module, fx: SimpleNamespace, pending: Value) -> Value
 
 
 def head_check_registers(m: Module, fx: SimpleNamespace, heads: Sequence[Value], *, adv: Value, job0: Value,
-                         chunk0: Value, cw0: Value, job1: Value, chunk1: Value, cw1: Value) -> Value:
+                         chunk0: Value, cw0: Value, job1: Value, chunk1: Value, cw1: Value,
+                         per_job: bool = False) -> Value:
     """``hc_r``: the head checks (``HeadChecks``, hdl/head_check.py) of the beat stage 1 holds next
     cycle (stage 0's ``job0`` / ``chunk0`` / ``cw0`` if it advances, else its own), a cycle ahead,
     against the heads as they will be then: the register, or the last decision's new head
-    ``fx_hn`` forwarded (``fx_c`` at the same job)."""
+    ``fx_hn`` forwarded (``fx_c`` at the same job). ``per_job``: ``head_checks``' (the job
+    chooses the compares' results, not the head)."""
     m.d.comb += fx.fx_hn.eq(fx.fx_cp1 + fx.fx_run)
     hc_r = Signal(HeadChecks, name="hc_r")
     fx_hc = (~fx.fxw_cn, fx.fx_job, fx.fx_cp1, fx.fx_run)
-    m.d.sync += hc_r.eq(Mux(adv, head_checks(m, job0, chunk0, cw0, heads, *fx_hc),
-                            head_checks(m, job1, chunk1, cw1, heads, *fx_hc)))
+    m.d.sync += hc_r.eq(Mux(adv, head_checks(m, job0, chunk0, cw0, heads, *fx_hc, per_job=per_job),
+                            head_checks(m, job1, chunk1, cw1, heads, *fx_hc, per_job=per_job)))
     return hc_r
 
 

@@ -46,17 +46,28 @@ def eq_hn(x: Value, cp1: Value, run: Value) -> Value:
 
 
 def head_checks(m: Module, job: Value, chunk: Value, cw: Value, heads: Sequence[Value], fwd: Value,
-                fwd_job: Value, cp1: Value, run: Value) -> Value:
+                fwd_job: Value, cp1: Value, run: Value, *, per_job: bool = False) -> Value:
     """HeadChecks of ``chunk`` (``cw`` = chunk - window) of job ``job`` against ``heads[job]``, or
-    against the forwarded head ``cp1 + run`` if ``fwd`` and ``fwd_job`` is ``job``."""
-    hj = Signal(32)
-    with m.Switch(job):
-        for j, h in enumerate(heads):
-            with m.Case(j):
-                m.d.comb += hj.eq(h)
+    against the forwarded head ``cp1 + run`` if ``fwd`` and ``fwd_job`` is ``job``. ``per_job``:
+    the compares made against every job's head and ``job`` choosing their results, not the head
+    (no job select between the head registers and the carry chains; a job past ``heads``
+    compares against 0 either way)."""
+    if not per_job:
+        hj = Signal(32)
+        with m.Switch(job):
+            for j, h in enumerate(heads):
+                with m.Case(j):
+                    m.d.comb += hj.eq(h)
     sel = fwd & (fwd_job == job)
     d_f, dw_f = minus_hn(m, chunk, cp1, run), minus_hn(m, cw, cp1, run)
-    hf = head_terms(chunk, cw, hj)
+    if per_job:
+        hf = {k: Signal(name=f"hc_{k}") for k in ("late", "below_end", "at_head")}
+        with m.Switch(job):
+            for j, h in enumerate([*heads, None]):
+                with m.Case(j) if h is not None else m.Default():
+                    m.d.comb += [hf[k].eq(v) for k, v in head_terms(chunk, cw, Const(0, 32) if h is None else h).items()]
+    else:
+        hf = head_terms(chunk, cw, hj)
     return pack_flags(HeadChecks, late=Mux(sel, d_f[31], hf["late"]), below_end=Mux(sel, dw_f[31], hf["below_end"]),
                       at_head=Mux(sel, eq_hn(chunk, cp1, run), hf["at_head"]))
 
@@ -65,11 +76,12 @@ class HeadCheck(wiring.Component):
     """``head_checks`` as a component: ``job``, ``chunk``, ``cw`` (chunk - window), ``heads``
     (one per job), ``fwd`` (the previous decision's forwarded head: ``forwarded_head_layout``) in,
     ``checks`` (HeadChecks) out. Combinational; ``run_bits`` is the slot index's width. Both
-    sizes are checked by ``hdl/params.py`` (``jobs`` the core's range, ``run_bits`` 1..32)."""
+    sizes are checked by ``hdl/params.py`` (``jobs`` the core's range, ``run_bits`` 1..32).
+    ``per_job``: ``head_checks``'."""
 
-    def __init__(self, jobs: int, run_bits: int) -> None:
+    def __init__(self, jobs: int, run_bits: int, *, per_job: bool = False) -> None:
         check_core_params(jobs=jobs, run_bits=run_bits)
-        self.jobs = jobs
+        self.jobs, self.per_job = jobs, per_job
         jb = bits_for(jobs)
         super().__init__({
             "job": In(jb), "chunk": In(32), "cw": In(32), "heads": In(data.ArrayLayout(32, jobs)),
@@ -81,5 +93,5 @@ class HeadCheck(wiring.Component):
         f = self.fwd
         m.d.comb += self.checks.eq(head_checks(m, self.job, self.chunk, self.cw,
                                                [self.heads[j] for j in range(self.jobs)],
-                                               f.valid, f.job, f.cp1, f.run))
+                                               f.valid, f.job, f.cp1, f.run, per_job=self.per_job))
         return m

@@ -70,16 +70,21 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
                  in_hdr: data.View, h0: data.View, h1: data.View, adv: Value, wmask0: Value, wmask: Value, jb: int,
                  slot0: Value, slot1: Value, entry_more: Value, v1: Value, first1: Value, last1: Value,
                  push_r: Value, p_v: Value, room: Value, first: Value, adv_reg: Value, hold_t: Value,
-                 clr: Value | None = None, oh0: Value | None = None, run: Value | None = None) -> PairChecks:
+                 clr: Value | None = None, oh0: Value | None = None, run: Value | None = None,
+                 pair_sel: tuple[Value, Value] | None = None) -> PairChecks:
     """Load ``pin_r`` and ``adv_reg`` / ``hold_t`` (== ~adv_reg) for the next cycle. Besides
     ``pin_load`` / ``pin_hold``, the entry stage 1 may push into stage 2 with its last beat pins
     the beat taken now (``live_n``): on a first beat, without waiting for the decision, a
     different chunk on the same slot or a slot its release run would free (``clr & oh0``; with
     pending words: p's chunk 1..``run`` ahead in the same job); on a later beat, the held entry's
     run (``entry_more``). The pair checks (hdl/pin_terms.py, ``next_pair_checks``) are flip-flops
-    compared a cycle ahead. Returns them."""
-    pair = next_pair_checks(m, p_load=p_load, skid_valid=skid_valid, skid_hdr=skid_hdr, in_hdr=in_hdr, h0=h0, h1=h1,
-                            adv=adv, wm0=wmask0, wm1=wmask, jb=jb)  # hdl/pin_terms.py
+    compared a cycle ahead. Returns them. ``pair_sel``: (P's load, stage 1's advance) for the
+    pair checks' choices, copies equal to ``p_load`` / ``adv`` every cycle from flip-flops that
+    drive little else (DRAM: `adv`'s net, hundreds of loads, was 4.5 ns of `adv` -> `same_key`,
+    10.12 ns at main's seed 1 in session 40); else ``p_load`` / ``adv``."""
+    pl, pa = pair_sel if pair_sel is not None else (p_load, adv)
+    pair = next_pair_checks(m, p_load=pl, skid_valid=skid_valid, skid_hdr=skid_hdr, in_hdr=in_hdr, h0=h0, h1=h1,
+                            adv=pa, wm0=wmask0, wm1=wmask, jb=jb)  # hdl/pin_terms.py
     pjob_r, pdc_r, same_key = pair.pjob_r, pair.pdc_r, pair.same_key
     # held entry: same job, and p's chunk - stage 1's (low bits, in stage 1's window) is
     # inside the run the entry releases

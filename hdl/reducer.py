@@ -334,7 +334,7 @@ class Reducer(wiring.Component):
         if own_take:
             m.d.comb += inp.take.eq(p_v & ~hold_t & room_t)
         load_stage1(m, s1, p, take=take, adv=adv)
-        tag_rd_data = tag_rd.data
+        rd_load = None  # DRAM: (tag_ld_r, the load port's data), for stage1_tag_checks
         if not split_read:
             m.d.comb += [
                 # re-read every cycle (stage 1's own slot/row while it holds), so the data read is
@@ -346,18 +346,18 @@ class Reducer(wiring.Component):
             ]
         else:
             # both candidates read every cycle (each read one cycle old, as above) and the one
-            # for the beat at p's output chosen after the read by P's load a cycle ago (ld_r):
-            # P's load (take: adv, room) no longer reaches the memory's address (skid_valid ->
-            # the address multiplexer -> the LUT RAM -> tag_rd__data, 9.67-9.93 ns placed,
-            # docs/benchmarks.md session 39)
+            # for the beat at p's output chosen by P's load a cycle ago (ld_r): P's load (take:
+            # adv, room) no longer reaches the memory's address (skid_valid -> the address
+            # multiplexer -> the LUT RAM -> tag_rd__data, 9.67-9.93 ns placed, docs/benchmarks.md
+            # session 39). Both ports' data are checked and ld_r chooses the checks' results
+            # (stage1_tag_checks), not the data (session 40)
             ld_r = Signal(name="tag_ld_r")
-            tag_rd_data = Signal(tag_layout, name="tag_rd_m")
             m.d.sync += ld_r.eq(p_load_t)
             m.d.comb += [
                 tags.rd_l.addr.eq(Mux(ps_v, ps.slot, i_d.slot)), tags.rd_l.en.eq(1),
                 tag_rd.addr.eq(p.slot), tag_rd.en.eq(1),
-                tag_rd_data.eq(Mux(ld_r, tags.rd_l.data, tag_rd.data)),
             ]
+            rd_load = (ld_r, tags.rd_l.data)
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
 
         # ---- last-write bypass (the only read-after-write distance is one cycle) ----
@@ -391,8 +391,11 @@ class Reducer(wiring.Component):
         # stage 1, against the heads as they will be then (the register with the pending
         # effect fx applied). The decision made in the cycle the beat enters stage 1 is
         # forwarded: checks against its new head (chunk + 1 + run) from delta1/deltaw1.
+        # DRAM: against every job's head, the job choosing the results after the carry chains
+        # (P's payload -> the head select -> chunk - head -> hc_r.late, 9.20 ns at session 39's seed 2)
         hc_r = head_check_registers(m, fx, head, adv=adv, job0=h0.job_id[:jb], chunk0=h0.chunk, cw0=cw0,
-                                    job1=h1.job_id[:jb], chunk1=h1.chunk, cw1=cw1)  # hdl/head_check.py
+                                    job1=h1.job_id[:jb], chunk1=h1.chunk, cw1=cw1,
+                                    per_job=self.slot_memory == "dram")  # hdl/head_check.py
         fwd_job1 = fx_job == h1.job_id[:jb]  # the last decision was stage 1's job's
         fwd_head = fx_c & fwd_job1
         # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
@@ -425,9 +428,9 @@ class Reducer(wiring.Component):
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load, ps_v=ps_v, ps_slot=ps.slot,
-                                i_slot=i_d.slot, rd_data=tag_rd_data, tb_data=tb_data, tw_en=tw_en,
+                                i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
-                                slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r)
+                                slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r, rd_load=rd_load)
         ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
         thit_h, tw_hit0, tw_vn_l = tck.thit_h, tck.tw_hit0, tck.tw_vn_l
         same = ck.same
@@ -532,7 +535,9 @@ class Reducer(wiring.Component):
         advance_next(m, pin, p_load=p_load, skid_valid=ps_v, skid_hdr=ps.beat.hdr, in_hdr=i_d.beat.hdr, h0=h0, h1=h1,
                      adv=adv, wmask0=wmask0, wmask=wmask, jb=jb, slot0=slot0, slot1=slot1, entry_more=entry_r.more,
                      v1=v1, first1=first1, last1=last1, push_r=push_r, p_v=p_v, room=room, first=f.first,
-                     adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}))
+                     adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}),
+                     # DRAM: the pair checks choose by the copies (hold_t == ~adv, room_t == room)
+                     pair_sel=(~p_v | (~hold_t & room_t), ~hold_t) if own_take else None)
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)

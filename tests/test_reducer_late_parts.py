@@ -9,7 +9,13 @@ import random
 
 import pytest
 from amaranth.hdl import Cat, Module, Signal
-from stream_helpers import comb_cells_table, comb_cone, min_flops_between, run_testbench
+from stream_helpers import (
+    comb_cells_before,
+    comb_cells_table,
+    comb_cone,
+    min_flops_between,
+    run_testbench,
+)
 
 from wanreduce.hdl.held_decision import HeldDecision
 from wanreduce.hdl.layouts import JobCfgLayout
@@ -490,6 +496,55 @@ def test_the_tag_read_address_reads_no_take_with_dram(slot_memory: str) -> None:
         assert sources, wire
         late = sources & {"hold_t", "adv", "room_c", "room_t", "inputs.stage_p.out_valid"}
         assert (not late) == dram, (wire, sorted(sources))
+
+
+def test_the_tag_read_select_chooses_the_checks_not_the_data_with_dram() -> None:
+    """With the DRAM store both tag ports' data are checked against stage 0's beat and P's load
+    a cycle ago (``tag_ld_r``) chooses the checks' results: from ``tag_ld_r`` to the registered
+    checks (``ck_pre``) and bitmap (``bm_pre``) multiplexers only, no compare (`tag_ld_r` -> the
+    read-data multiplexer -> the tag checks -> `ck_pre.mismatch` was the Versa DRAM build's core
+    path, 9.59 ns at session 39's seed 2; before, the cone held the checks' `$eq` / `$ne` /
+    `$sub` and reductions). The two ports' checks are test_core's benches (every outcome against
+    the golden model)."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory="dram", outstanding=8, index_bits=3)
+    table = comb_cells_table(dut, ["tag_ld_r"], ["ck_pre", "bm_pre"])
+    for reg in ("ck_pre", "bm_pre"):
+        cells = table["tag_ld_r", reg]
+        assert cells["$mux"] and set(+cells) <= {"$mux"}, (reg, cells)
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_head_checks_choose_the_job_after_the_compares_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the head checks (``hc_r``) compare the beat's chunk with every job's
+    head and the job chooses the results (``head_checks(per_job=True)``): the head registers
+    reach the subtractors with no cell between (P's payload -> the head's job select -> chunk -
+    head -> `hc_r.late` was 9.20 ns at session 39's seed 2). The on-chip reducer keeps the head
+    select before them (its RTL pinned): the check's before-case.
+    tests/test_decision.py::test_head_check_against_the_twin checks both forms' flags."""
+    dram = slot_memory == "dram"
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if dram else {}))
+    for head in ("head0", "head1"):
+        subs, cells = comb_cells_before(dut, head, "hc_r", "$sub")
+        assert subs, head
+        assert (not cells) == dram, (head, cells)
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_pair_checks_choose_by_a_copy_of_adv_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the pair checks of P's next beat against stage 1's (``same_key``,
+    ``pdc_r``, ``pjob_r``: hdl/pin_terms.py) choose by ``hold_t`` (== ~adv) and the room copies,
+    not by ``adv`` (hundreds of loads: `adv` -> `same_key` was 10.12 ns at main's seed 1 in
+    session 40, 4.5 ns of it `adv`'s net). The on-chip reducer keeps ``adv`` (its RTL pinned):
+    the check's before-case. The copies equal what they stand for every cycle (``copy_error``,
+    checked by the benches)."""
+    dram = slot_memory == "dram"
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if dram else {}))
+    regs = ["same_key", "pdc_r"]  # (pjob_r: no wire of its own in this netlist)
+    table = comb_cells_table(dut, ["adv", "hold_t"], regs)
+    for reg in regs:
+        assert (not table["adv", reg]) == dram and bool(table["hold_t", reg]) == dram, (reg, table)
 
 
 def test_the_result_gate_reads_no_error_within_a_cycle_with_dram() -> None:
