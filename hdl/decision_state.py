@@ -140,9 +140,13 @@ def head_layout(slots: int) -> data.StructLayout:
 
 def late_layout(slots: int) -> data.StructLayout:
     """The late operand: the command's job's ``head``, its slot's ``pending`` bit and, for a
-    release candidate, ``run`` (the pending slots right behind the head), current at C2."""
+    release candidate, ``run`` (the pending slots right behind the head), current at C2; and
+    ``heads``: the two chunks ``head`` is chosen from (``fx``, the effect's head written last
+    cycle, if ``fwd``; else ``rd``, the heads' memory's read), so a modify may compare its
+    chunk with both and choose the results (``head``'s choice not in front of its compares)."""
     sb = (slots - 1).bit_length()
-    return data.StructLayout({"head": head_layout(slots), "pending": 1, "run": sb})
+    heads = data.StructLayout({"fwd": 1, "fx": CHUNK_BITS, "rd": CHUNK_BITS})
+    return data.StructLayout({"head": head_layout(slots), "pending": 1, "run": sb, "heads": heads})
 
 
 def effect_layout(slots: int) -> data.StructLayout:
@@ -442,6 +446,8 @@ class DecisionState(wiring.Component):
         over = pk_seen > step
         pk_long = ~pk_done | over  # two parts: the first step did not end the run, or it is > step
         m.d.comb += [self.late.head.eq(Mux(head_fwd, fx.head, h_rd.data)),
+                     self.late.heads.fwd.eq(head_fwd), self.late.heads.fx.eq(fx.head.chunk),
+                     self.late.heads.rd.eq(h_rd.data.chunk),
                      self.late.pending.eq(pending),
                      self.late.run.eq(Mux(c2_rel, Mux(over, step, pk_seen), 0))]
         with m.If(c2_rel & pk_long):  # the rest of the run in the background: every command waits

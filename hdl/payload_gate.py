@@ -92,7 +92,7 @@ class PayloadGate(wiring.Component):
     ≥ the record latency in beats), ``address_bits`` (the store's row address), ``max_elements``
     (default: what fits, ``(depth - 1) * W/32``), ``tag_bits``, ``messages`` (complete messages
     waiting for their decision; the input stalls beyond).
-    Ports: ``beats``, ``req``, ``decision`` (in), ``cmd`` (out); ``error`` (sticky), counters
+    Ports: ``beats``, ``req``, ``decision`` (in), ``cmd`` (out); ``error`` (sticky, a cycle after the event), counters
     ``written``, ``added``, ``discarded``, ``mismatches``, ``orphans``.
     """
 
@@ -215,6 +215,11 @@ class PayloadGate(wiring.Component):
                     m.d.sync += getattr(self, name).eq(getattr(self, name) + 1)
         with m.If(dec.valid & orphan):
             m.d.sync += self.orphans.eq(self.orphans + 1)
-        with m.If((start & ~queue.m.payload.ok) | orphan):
+        # ``error`` loads from a flip-flop (``bad``: a mismatched head started or an orphan decision
+        # last cycle), not from ``start``, which the command ready reaches through the FIFO's pop
+        # (docs/large_slots.md, "(session 40, round 9)"): it rises a cycle later, nothing else moves
+        bad = Signal()
+        m.d.sync += bad.eq((start & ~queue.m.payload.ok) | orphan)
+        with m.If(bad):
             m.d.sync += self.error.eq(1)
         return m

@@ -206,6 +206,9 @@ class PendingWords(wiring.Component):
         whole = Signal()  # the region is the whole ring (every bit in it)
         left = Signal(wi + 1)  # CLEAR: words after this one
         five = self.scan_stages == 5
+        # five (round 9): ``left != 0`` a flag loaded with ``left`` (equal in every cycle, reset 0
+        # as ``left``), so ``op.ready`` sees no OR of ``left``'s bits
+        left_nz = Signal(name="left_nz") if five else None
         # five (round 7): the words' compares with the region's ends and ``own``'s word are flags
         # loaded with the words (``wa == w_base`` ...: equal in every cycle, reset 1 as the
         # registers reset 0), ``lo > hi`` with ``lo`` / ``hi``: the region masks and the scan's
@@ -300,7 +303,7 @@ class PendingWords(wiring.Component):
                          wr.data.eq(Mux(on_a, wr_a, db & ~clr_b))]
 
         scan_on = scan_end & none  # the run goes on past these two words
-        clear_on = (step == _Step.CLEAR) & (left != 0) & ~pre2
+        clear_on = (step == _Step.CLEAR) & (left_nz if five else left != 0) & ~pre2
         ready = ~scan_on & ~clear_on
         m.d.comb += self.op.ready.eq(ready & ~scan_wait if three else ready)
 
@@ -400,6 +403,8 @@ class PendingWords(wiring.Component):
                          start.eq(start_c), wmask.eq((last_c - p.base)[:sb]), w_base.eq(wbase_c),
                          w_last.eq(wlast_c), lo.eq(p.base[:ob]), hi.eq(last_c[:ob]), whole.eq(whole_c),
                          left.eq(Mux(whole_c, NW - 1, (wlast_c - wbase_c)[:wi]))]
+            if five:  # (wlast_c - wbase_c)[:wi] != 0: the two words differ
+                m.d.sync += left_nz.eq(Mux(whole_c, NW > 1, wlast_c != wbase_c))
             # SET, RELEASE, CLEAR, PEEK -> SET, SCAN, CLEAR, SCAN (no writes)
             m.d.sync += [step.eq(Mux(p.kind == PendingOp.PEEK, _Step.SCAN, p.kind.as_value() + 1)),
                          peek.eq(p.kind == PendingOp.PEEK)]
@@ -409,7 +414,7 @@ class PendingWords(wiring.Component):
             fw = p_in.base
             with m.Elif(accept & ~slow):
                 m.d.sync += [*load_pair(fast, fast), own.eq(p_in.slot), w_base.eq(fw[ob:]), w_last.eq(fw[ob:]),
-                             lo.eq(fw[:ob]), hi.eq(fw[:ob]), whole.eq(0), left.eq(0), first.eq(1),
+                             lo.eq(fw[:ob]), hi.eq(fw[:ob]), whole.eq(0), left.eq(0), left_nz.eq(0), first.eq(1),
                              step.eq(Mux(p_in.kind == PendingOp.SET, _Step.SET, _Step.CLEAR)), peek.eq(0),
                              *load_flags(fast, fast, fw[ob:], fw[ob:], p_in.slot[ob:]), fl["lo_gt_hi"].eq(0)]
             with m.Elif(accept):
@@ -419,7 +424,7 @@ class PendingWords(wiring.Component):
         with m.Elif(scan_on | clear_on):
             m.d.sync += [*load_pair(na, nb), first.eq(0), left.eq(left - 1)]
             if five:
-                m.d.sync += load_flags(na_step, nb_step, w_base, w_last, own_w)
+                m.d.sync += [*load_flags(na_step, nb_step, w_base, w_last, own_w), left_nz.eq(left != 1)]
             if three:
                 m.d.sync += phase.eq(0)
         if three:
@@ -429,11 +434,16 @@ class PendingWords(wiring.Component):
             m.d.sync += step.eq(_Step.IDLE)
         if five:  # ``clr_m``: the region's first word's mask from the registers in P2; a one-slot
             # CLEAR's bit as it is taken; a later word is never the first (only ``whole`` comes back
-            # to it), the last where no word is left after it (``left`` 1 now): bits up to ``hi``
+            # to it), the last where no word is left after it (``left`` 1 now): bits up to ``hi``.
+            # Round 9: the one-slot bit is loaded whenever a SET / one-slot CLEAR is offered outside
+            # P2 and a CLEAR's steps, taken or not (not behind ``op.valid`` / ``op.ready``: the
+            # sweep's state and ``left``): ``clr_m`` is read only in a CLEAR step's data cycle,
+            # which follows P2, a CLEAR's step or the taking of a one-slot CLEAR, so a bit loaded
+            # without the taking is overwritten or unread (the same words written in every cycle)
             with m.If(pre2):
                 m.d.sync += clr_m.eq(reg_a)
-            with m.Elif(accept & ~slow):
-                m.d.sync += clr_m.eq((Const(1, WB) << p_in.base[:ob])[:WB])
             with m.Elif(clear_on):
                 m.d.sync += clr_m.eq(Mux(whole | (left != 1), ones, Cat(*[hi >= i for i in range(WB)])))
+            with m.Elif(~slow):
+                m.d.sync += clr_m.eq((Const(1, WB) << p_in.base[:ob])[:WB])
         return m

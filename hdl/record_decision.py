@@ -10,7 +10,9 @@ data ``op``, spare bits). The operands:
   cwrite, nbm1): what ``TagDecision`` takes besides the tag and the late operand, looked up by
   the command's owner when it makes the command and carried in the side;
 - ``late`` (``decision_state.late_layout``): the job's head and the slot's pending bit at C2
-  (``DecisionState``), and for a release candidate the run of pending slots behind the head.
+  (``DecisionState``), and for a release candidate the run of pending slots behind the head;
+  the decision compares the chunk with both heads ``late.heads`` holds and chooses the results
+  (round 9: the head's choice not in front of the compares), the effect uses ``late.head``.
 
 ADD is one contribution's decision, by ``TagDecision`` (the reducer's own table, one case): the
 record after has the tag ``TagDecision`` writes when the op is not OP_NONE (else the tag as it
@@ -66,13 +68,14 @@ class RecordDecision(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.decide = td = TagDecision(jobs=self.jobs)
+        m.submodules.decide = td = TagDecision(jobs=self.jobs, alt_head=True)  # ``late.heads``: round 9
         before, cfg, late = self.record(self.a), self.side.cfg, self.late
         m.d.comb += [
             td.hdr.eq(self.side.hdr), td.bit.eq(cfg.bit), td.members.eq(cfg.members), td.unconf.eq(cfg.unconf),
             td.nonmem.eq(cfg.nonmem), td.in_order.eq(cfg.in_order), td.log2_window.eq(cfg.log2_window),
             td.cwrite.eq(cfg.cwrite), td.nbm1.eq(cfg.nbm1), td.tag.eq(before.tag),
-            td.head.eq(late.head.chunk), td.pending.eq(late.pending),
+            td.head.eq(late.heads.rd), td.head_alt.eq(late.heads.fx), td.alt.eq(late.heads.fwd),
+            td.pending.eq(late.pending),
         ]
         op = td.out.op
         after, fx_emit = Signal(self.record), Signal()  # ``emit``: the effect releases or completes

@@ -84,7 +84,8 @@ class ScaffoldRecordModify(wiring.Component):
                 if self.side_width is not None:
                     count = count + self._folded(self.side)
                 if self.late_slots is not None:
-                    count = count + self._folded(self.late.as_value())
+                    late = self.late  # (its head, pending bit and run: not ``heads``, ``head``'s sources)
+                    count = count + self._folded(Cat(late.head.as_value(), late.pending, late.run))
                 fields.append(count[:32])
             elif k == 1:
                 fields.append(a(1, 32) | b(1, 32))

@@ -5,7 +5,7 @@ header, late = the head and the pending bit), built from hdl/decision.py's check
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -35,12 +35,18 @@ class TagDecision(wiring.Component):
     - 1 for the new tag), ``tag`` (the slot's), ``head`` (the job's), ``pending`` (the slot is
     COMPLETE: DONE and waiting for in-order release). Out: ``code`` (a ``model.Outcome``),
     ``out`` (DecisionOutcome; ``push_c`` / ``opc_nz`` / ``queued`` as for one-beat messages),
-    ``tag_w`` (the tag to write when ``out.op`` is not OP_NONE)."""
+    ``tag_w`` (the tag to write when ``out.op`` is not OP_NONE).
 
-    def __init__(self, *, jobs: int) -> None:
-        self.jobs = jobs
+    ``alt_head`` (the records core's, round 9): also ``head_alt`` and ``alt`` in, the job's head
+    being ``head_alt`` where ``alt`` (``DecisionState``'s forwarded head) and ``head`` else; the
+    chunk is compared with both and ``alt`` chooses the three results, so the choice is not in
+    front of the compares' carry chains (the same decision as with the chosen head)."""
+
+    def __init__(self, *, jobs: int, alt_head: bool = False) -> None:
+        self.jobs, self.alt_head = jobs, alt_head
         self.jb = bits_for(jobs)
-        super().__init__({
+        alt = {"head_alt": In(32), "alt": In(1)} if alt_head else {}
+        super().__init__({**alt,
             "hdr": In(AggHeaderLayout), "bit": In(32), "members": In(32), "unconf": In(1),
             "nonmem": In(1), "in_order": In(1), "log2_window": In(range(33)), "cwrite": In(1),
             "nbm1": In(17), "tag": In(slot_tag_layout(jobs)), "head": In(32), "pending": In(1),
@@ -55,7 +61,8 @@ class TagDecision(wiring.Component):
         m.d.comb += [
             cw.eq(h.chunk - (Const(1, 33) << self.log2_window)),
             ck.eq(tag_checks(self.tag, h, self.bit, self.members, self.jb)),
-            hc.eq(head_flags(h.chunk, cw, self.head)),
+            hc.eq(Mux(self.alt, head_flags(h.chunk, cw, self.head_alt), head_flags(h.chunk, cw, self.head))
+                  if self.alt_head else head_flags(h.chunk, cw, self.head)),
         ]
         f = Signal(DecisionFlags)  # one first-and-last beat, taken (valid, adv)
         m.d.comb += [

@@ -319,6 +319,18 @@ def test_the_message_state_reaches_the_fifos_push_through_no_compare() -> None:
     assert {pair: c for pair, c in table.items() if pair[0] != "in_busy" and c} == {}
 
 
+def test_the_error_loads_from_a_flip_flop_not_the_start() -> None:
+    """Within a cycle, nothing reaches ``error``'s next value but ``error`` and the flip-flop
+    ``bad``: not the command ready, the decision's valid, the queue head's valid, ``busy`` /
+    ``reading`` (the start's sources), nor ``undecided`` (the orphan's); on main 64d3389 each of
+    them reached it through the start's logic (the records core's worst path in session 39's
+    placement, 11.74 ns: the arbiter's room -> the FIFO's pop -> the start -> ``error``'s CE)."""
+    srcs = ["cmd__ready", "decision__valid", "queue.head.m__valid", "busy", "reading", "undecided", "bad"]
+    table = comb_cells_table(_gate(), srcs, ["error"])
+    assert {pair: c for pair, c in table.items() if pair[0] != "bad" and c} == {}, table
+    assert table["bad", "error"], table
+
+
 @pytest.mark.parametrize(("width", "elements"), [(64, 3), (64, 9), (512, 17), (512, 31)])
 def test_a_short_last_beat_leaves_the_rows_other_lanes(width: int, elements: int) -> None:
     """A message whose E is not a multiple of W/32, its beats all-ones garbage beyond E too,

@@ -334,3 +334,20 @@ def test_p1s_first_word_is_two_carry_chains_from_the_operation() -> None:
     carry in (0 where ``d``'s window bits are all ones)."""
     pw = PendingWords(slots=32768, scan_stages=5, bit_ports=1, bit_stage=True)
     assert most_cells_on_a_path(pw, "wa_c", {"$add", "$sub"}) == 2
+
+
+# round 9: a one-slot CLEAR's bit was loaded into ``clr_m`` as the operation was taken (``op.valid &
+# op.ready``), so the records core's sweep state (its reset's valid) and ``left`` (``op.ready``)
+# reached the mask's 64 flip-flops (11.26 ns in session 39's placement of the records core)
+def test_a_clears_mask_loads_without_the_handshake() -> None:
+    """Five stages: the operation's valid reaches ``clr_m`` through no logic within a cycle (it
+    loads a SET / one-slot CLEAR's bit whether or not the operation is taken); on main 64d3389 it
+    did (the taking's AND and the load's choice). ``left`` reaches ``op.ready`` through nothing."""
+    pw = PendingWords(slots=32768, scan_stages=5, bit_ports=1, bit_stage=True)
+    table = comb_cells_table(pw, ["op__valid", "op__payload", "pre2", "left", "left_nz"], ["clr_m", "op__ready"])
+    assert not table["op__valid", "clr_m"], table
+    assert table["op__payload", "clr_m"] and table["pre2", "clr_m"], table
+    # ``left != 0`` is a flag (``left_nz``): ``left``'s bits reach ``op.ready`` through nothing
+    # (on main 64d3389 through an OR of its bits)
+    assert not table["left", "op__ready"] and table["left_nz", "op__ready"], table
+

@@ -11,6 +11,7 @@ import random
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
+from stream_helpers import comb_cells_table
 from test_decision import _scenario
 
 from wanreduce.hdl import reducer_layouts as rl
@@ -18,6 +19,7 @@ from wanreduce.hdl.decision_state import effect_layout, late_layout
 from wanreduce.hdl.payload_gate import Decision
 from wanreduce.hdl.record_decision import RecordDecision
 from wanreduce.hdl.slot_store_signature import Op
+from wanreduce.hdl.tag_decision import TagDecision
 from wanreduce.model import AggregatorModel, Outcome, ReleaseMode, SlotState
 from wanreduce.sim.decision_record_model import (
     STATE_OF,
@@ -87,8 +89,11 @@ def test_record_decision_is_the_models_step() -> None:
             released_at_head = am.release == ReleaseMode.IN_ORDER and bool(results) and outcome == Outcome.AGGREGATED \
                 and results[0].chunk == head
             run = len(results) - 1 if released_at_head else rng.randrange(4)
+            # the head from one of ``heads``' two (``fwd``: the forwarded one), the other garbage
+            fwd, other = rng.getrandbits(1), rng.getrandbits(32)
             ctx.set(dut.late.as_value(), pack(late_layout(SLOTS), {
-                "head": {"chunk": head, "slot": head_slot}, "pending": pending, "run": run}))
+                "head": {"chunk": head, "slot": head_slot}, "pending": pending, "run": run,
+                "heads": {"fwd": fwd, "fx": head if fwd else other, "rd": other if fwd else head}}))
             after, fx = ctx.get(dut.sum), ctx.get(dut.effect)
             assert after == twin.record(slot), (msg, outcome, hex(after), hex(twin.record(slot)))
             assert ctx.get(dut.overflow) == 0
@@ -146,3 +151,23 @@ def test_record_layout_rejects_a_short_record() -> None:
     assert rl.record_layout(4).size == rl.RECORD_BITS
     with pytest.raises(ValueError, match=f"width must be at least {need}"):
         rl.record_layout(4, 128)
+
+
+# round 9 (docs/large_slots.md, "(session 40, round 9)"): ``DecisionState``'s forwarded head's
+# choice (``late.head = Mux(fx.head_we & same_job, fx.head, the heads' read)``) was in front of
+# the decision's head checks (two 32-bit subtractions, an equality) and so of the engine's result
+# row (11.27 ns in session 39's placement of the records core, 171 endpoints). The record
+# decision's ``TagDecision`` now checks both heads (``late.heads``) and chooses the results.
+def test_the_forwarded_heads_choice_is_after_the_head_checks() -> None:
+    """``TagDecision(alt_head=True)``: within a cycle the choice ``alt`` reaches the outcome, the
+    code and the tag to write through no adder, subtracter or compare, and each head through
+    the checks' subtractions; on main 64d3389 there is no ``alt``: the chosen head came in
+    through the checks (the test stops at the constructor there)."""
+    td = TagDecision(jobs=2, alt_head=True)
+    ends = ["out", "code", "tag_w"]
+    table = comb_cells_table(td, ["alt", "head", "head_alt"], ends)
+    arith = {"$add", "$sub", "$lt", "$le", "$gt", "$ge", "$eq", "$ne", "$alu"}
+    assert table["alt", "out"] and table["alt", "code"], table
+    assert not any(set(table["alt", e]) & arith for e in ends), table
+    assert "$sub" in table["head", "code"] and "$sub" in table["head_alt", "code"], table
+
