@@ -111,15 +111,16 @@ class ReducerConfig(wiring.Component):
         sb, c = self.slot_bits, self.cfg
         for j in range(self.jobs):
             lw_in = self.job_cfg_in[j].log2_window
+            lw_next = Mux(lw_in > sb, sb, lw_in)  # clamped to log2 S
             m.d.sync += [c.job_cfg[j].eq(self.job_cfg_in[j]),
-                         c.log2_window[j].eq(Mux(lw_in > sb, sb, lw_in)),
+                         c.log2_window[j].eq(lw_next),
                          c.window_mask[j].eq(window_mask(lw_in, sb))]
             if self.regions:
                 # what P would decode from the two registers above, loaded from them a cycle after
                 # them; stale in that cycle (the base or window they load now is another)
                 lw_c = c.log2_window[j]
                 m.d.sync += [c.region[j].eq(region_of(c.job_cfg[j].base, lw_c, self.slots)),
-                             c.region_stale[j].eq((Mux(lw_in > sb, sb, lw_in) != lw_c)
+                             c.region_stale[j].eq((lw_next != lw_c)
                                                   | (self.job_cfg_in[j].base[:sb] != c.job_cfg[j].base[:sb]))]
         for g in range(self.groups):
             gin = self.group_bitmap_in[g]
