@@ -430,7 +430,8 @@ class Reducer(wiring.Component):
         tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load, ps_v=ps_v, ps_slot=ps.slot,
                                 i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
-                                slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r, rd_load=rd_load)
+                                slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r, rd_load=rd_load,
+                                live_reg=self.slot_memory == "dram")
         ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
         thit_h, tw_hit0, tw_vn_l = tck.thit_h, tck.tw_hit0, tck.tw_vn_l
         same = ck.same

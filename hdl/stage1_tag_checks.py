@@ -90,7 +90,7 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
                       ps_slot: Value, i_slot: Value, rd_data: Value, tb_data: Value, tw_en: Value,
                       tw_addr: Value, tw_v: Value, tw_a: Value, tw_d: Value, tw_data: Value, slot0: Value,
                       first1: Value, bit: Value, adv: Value, tag_r: Value,
-                      rd_load: tuple[Value, Value] | None = None) -> TagCheckNets:
+                      rd_load: tuple[Value, Value] | None = None, live_reg: bool = False) -> TagCheckNets:
     """Build stage 1's tag checks into ``m`` (module docstring). ``h0`` / ``p`` (the decoded
     beat: ``slot``, ``bit``, ``members``) the beat at P's output, ``h1`` / ``first1`` / ``bit``
     stage 1's; the tag read address's sources (``p_load``, the skid's ``ps_v`` / ``ps_slot``,
@@ -101,7 +101,11 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     (``sel``, ``data``): ``data`` read at the beat P would load, ``rd_data`` at the beat it holds,
     ``sel`` P's load a cycle ago; both are checked and ``sel`` chooses the checks' results, not
     the tag read (``tag_ld_r`` -> the read-data multiplexer -> the checks -> ``ck_pre.mismatch``
-    was the Versa DRAM build's core path, 9.59 ns at session 39's seed 2)."""
+    was the Versa DRAM build's core path, 9.59 ns at session 39's seed 2). ``live_reg`` (DRAM):
+    ``ck_live`` is one register, loaded on ``adv`` with ``live_checks`` of what its inputs'
+    registers would load (exact: they all load on ``adv``), so the decision's live case starts at
+    flip-flops as ``ck_pre``'s does (`hcw1.job_eq` -> ``same`` -> the decision -> `push` was
+    10.05 ns at session 40's seed 3); ``hcw1`` / ``bmck1`` / ``sel_a1`` stay for ``ck_x``."""
 
     def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
         return tag_checks(t, h0, p.bit, p.members, jb)
@@ -165,13 +169,20 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     # (no merge of ck into ck_pre behind the tag read's compares). The bitmap still merges
     # (bm_pre), with thit_l.
     thit_h = Signal()
-    l_st = [Signal(name=f"l_{n}") for n in ("done", "active", "nfree")]
-    with m.If(adv):
-        m.d.sync += [thit_h.eq(tw_hit0),
-                     *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
+    if not live_reg:
+        l_st = [Signal(name=f"l_{n}") for n in ("done", "active", "nfree")]
+        with m.If(adv):
+            m.d.sync += [thit_h.eq(tw_hit0),
+                         *[r.eq(v) for r, v in zip(l_st, state_flags(tw_data), strict=True)]]
     ck_live = Signal(TagChecks)  # (both sources named: the fx_c / fx_s loop is worked out for each)
-    m.d.comb += [ck_live.eq(live_checks(*l_st, hcw1, bmck1, sel_a1)), ck.eq(Mux(thit_h, ck_live, ck_pre)),
-                 bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
+    ck_sel = [ck.eq(Mux(thit_h, ck_live, ck_pre)), bm.eq(Mux(thit_l, tw_d.bitmap, bm_pre))]
+    if live_reg:  # the live checks registered whole (docstring): the same values, a LUT level earlier
+        with m.If(adv):
+            m.d.sync += [thit_h.eq(tw_hit0), ck_live.eq(live_checks(*state_flags(tw_data), hcw_n,
+                                                                    BitmapChecks(bmck_n), first1 & ck.same))]
+        m.d.comb += ck_sel
+    else:
+        m.d.comb += [ck_live.eq(live_checks(*l_st, hcw1, bmck1, sel_a1)), *ck_sel]
     with m.If(adv):
         m.d.sync += [ck_pre.eq(ck0), bm_pre.eq(bm0), hcw1.eq(hcw_n),
                      bmck1.eq(bmck_n), sel_a1.eq(first1 & ck.same)]

@@ -608,3 +608,22 @@ def test_result_gate_drops_whole_messages_on_the_error_at_their_first_beat(late_
         assert 0 < sum(w for _, w in strobes) < len(msgs)
 
     run_testbench(dut, tb)
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_live_checks_are_one_register_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the decision's live case reads ``ck_live`` as a register (loaded on
+    ``adv`` with the checks of what ``hcw1`` / ``bmck1`` / ``sel_a1`` / the live tag's state load:
+    hdl/stage1_tag_checks.py ``live_reg``), so no cell stands between the header compares'
+    register ``hcw1`` and the decision's registers (`hcw1.job_eq` -> ``same`` -> the decision
+    -> `push` was 10.05 ns at session 40's seed 3). The on-chip reducer (its RTL pinned) keeps the
+    AND of ``hcw1``'s flags in front of the decision: the check's before-case. ``copy_error``
+    compares the decision's checks with ``ck_x`` (built from ``hcw1``) at every decision."""
+    dram = slot_memory == "dram"
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if dram else {}))
+    regs = ["queued_r", "op_r", "push_r"]
+    table = comb_cells_table(dut, ["hcw1", "sel_a1"], regs)
+    for reg in regs:
+        for src in ("hcw1", "sel_a1"):
+            assert (not table[src, reg]) == dram, (src, reg, table)
