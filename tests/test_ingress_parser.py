@@ -327,6 +327,11 @@ def _first_diff(got: list, want: list) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+def dram_cuts(on: bool) -> dict[str, bool]:
+    """The parser's timing cuts the core turns on with ``slot_memory="dram"`` (all, or none)."""
+    return {"registered_more": on, "registered_desc": on, "split_compares": on}
+
+
 # Random mixes of good and bad frames against the model
 
 
@@ -342,11 +347,11 @@ def _first_diff(got: list, want: list) -> str:
         (512, 16, None, None, 1.0, 1.0, 80, 7),  # single-beat payloads back to back
     ],
 )
-@pytest.mark.parametrize("registered_more", [False, True])
+@pytest.mark.parametrize("dram", [False, True])
 def test_random_frames_match_model(width, limit, cfg_max, fifo_depth, p_valid, p_ready, n,
-                                   seed, registered_more) -> None:
+                                   seed, dram) -> None:
     rng = random.Random(seed)
-    dut = IngressParser(width, max_elements=limit, fifo_depth=fifo_depth, registered_more=registered_more)
+    dut = IngressParser(width, max_elements=limit, fifo_depth=fifo_depth, **dram_cuts(dram))
     eff = min(limit, cfg_max if cfg_max is not None else limit)
     frames = make_frames(rng, n, eff, width)
     run = Run(dut, frames, p_valid=p_valid, p_ready=p_ready, seed=seed, cfg_max=cfg_max).run()
@@ -529,14 +534,14 @@ def test_group_addressed_destinations() -> None:
 
 
 @pytest.mark.parametrize("width", [64, 256, 512])
-@pytest.mark.parametrize("registered_more", [False, True])
-def test_back_to_back_throughput_and_latency(width: int, registered_more: bool) -> None:
+@pytest.mark.parametrize("dram", [False, True])
+def test_back_to_back_throughput_and_latency(width: int, dram: bool) -> None:
     """20 back-to-back maximum-size frames, sink always ready: 1 beat/cycle in, no idle cycle
-    (``registered_more``: the same cycles)."""
+    (``dram``: the parser of the DRAM core, the same cycles)."""
     rng = random.Random(40 + width)
     limit = wire.MAX_ELEMENTS_DEFAULT  # largest message of the default 2048-byte MTU
     frames = [(good_frame(rng, limit), None) for _ in range(20)]
-    dut = IngressParser(width, max_elements=limit, registered_more=registered_more)
+    dut = IngressParser(width, max_elements=limit, **dram_cuts(dram))
     run = Run(dut, frames, p_valid=1.0, p_ready=1.0, seed=41).run()
     run.check()
     in_beats = len(run.in_xfer_cycles)
