@@ -91,13 +91,16 @@ class WanreduceCore(wiring.Component):
         w, n_net = p["width"], p["ports"]
 
         parsers = []
-        dram = self.slot_memory == "dram"  # the parsers' rd_more flip-flop (the Versa DRAM build)
+        # the parsers' rd_more flip-flop, registered descriptor head and split address compares
+        # (the Versa DRAM build's core paths; the on-chip core's parsers as they were)
+        dram = self.slot_memory == "dram"
+        cuts = {"registered_more": dram, "registered_desc": dram, "split_compares": dram}
         for i in range(n_net):
-            parser = IngressParser(w, max_elements=p["elements"], registered_more=dram)
+            parser = IngressParser(w, max_elements=p["elements"], **cuts)
             m.submodules[f"parser_net{i}"] = parser
             wiring.connect(m, wiring.flipped(getattr(self, net_port(i))), parser.s_axis)
             parsers.append(parser)
-        host_parser = IngressParser(w, max_elements=p["elements"], accept_control=True, registered_more=dram)
+        host_parser = IngressParser(w, max_elements=p["elements"], accept_control=True, **cuts)
         m.submodules.parser_host = host_parser
         wiring.connect(m, wiring.flipped(self.s_axis_host), host_parser.s_axis)
         parsers.append(host_parser)

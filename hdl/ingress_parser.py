@@ -100,7 +100,17 @@ class IngressParser(wiring.Component):
         flip-flop worked out with ``rd_left`` (``rd_more``), so the descriptor FIFO's read
         enable reads no compare of ``rd_left`` (the Versa DRAM build's core path,
         ``rd_left`` -> ``desc_fifo.consume``, docs/benchmarks.md session 38; off by default:
-        the on-chip core's RTL unchanged).
+        the on-chip core's RTL unchanged);
+      - ``registered_desc``: the descriptor FIFO's head and ready from flip-flops
+        (``UnguardedFIFO(registered_head=True)``), so the read side's enables (the output
+        registers' ``advance & (rd_more | r_rdy)``) start from flip-flops, not from the FIFO's
+        pointer compare (the Versa DRAM build's core path ``desc_fifo.produce`` ->
+        ``s_msg__payload``'s enable, 10.82 ns at session 40's seed 3; the same cycles; off by
+        default);
+      - ``split_compares``: the address compares against ``local_mac`` / ``local_ip`` registered
+        a byte at a time (``eth_dst_eq0``.., ANDed into H1), so ``tdata`` reaches each flip-flop
+        through a 16-input compare instead of a 96-input one (``s_axis__tdata`` ->
+        ``eth_dst_eq``, 8.95 ns at the same seed; the same cycles; off by default).
 
     Ports:
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
@@ -114,7 +124,8 @@ class IngressParser(wiring.Component):
     """
 
     def __init__(self, data_width: int, *, max_elements: int, fifo_depth: int | None = None,
-                 accept_control: bool = False, registered_more: bool = False) -> None:
+                 accept_control: bool = False, registered_more: bool = False,
+                 registered_desc: bool = False, split_compares: bool = False) -> None:
         check_data_width(data_width)
         if (not isinstance(max_elements, int) or isinstance(max_elements, bool)
                 or not 1 <= max_elements <= wire.MAX_ELEMENTS_JUMBO):
@@ -133,6 +144,8 @@ class IngressParser(wiring.Component):
         self.fifo_depth = fifo_depth
         self.accept_control = bool(accept_control)
         self.registered_more = bool(registered_more)
+        self.registered_desc = bool(registered_desc)
+        self.split_compares = bool(split_compares)
         super().__init__({
             "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
             "m_msg": Out(message_stream(data_width)),
@@ -186,7 +199,8 @@ class IngressParser(wiring.Component):
         wp = mem.write_port()
         rp = mem.read_port(transparent_for=())
         # (no full check in its write enable: desc_room below guarantees room for every push)
-        m.submodules.desc_fifo = desc = UnguardedFIFO(desc_layout.size, DESC_DEPTH)
+        m.submodules.desc_fifo = desc = UnguardedFIFO(desc_layout.size, DESC_DEPTH,
+                                                      registered_head=self.registered_desc)
         desc_w = data.View(desc_layout, desc.w_data)
         desc_r = data.View(desc_layout, desc.r_data)
 
@@ -271,7 +285,10 @@ class IngressParser(wiring.Component):
             stores_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next < PMAX), stores_r)),
             first_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next == 0), first_r)),
         ]
-        m.d.comb += self.copy_error.eq((stores_r != stores) | (first_r != first_payload))
+        copy_error = (stores_r != stores) | (first_r != first_payload)
+        if self.registered_desc:  # the descriptor FIFO's head and ready copies too
+            copy_error = copy_error | desc.copy_error
+        m.d.comb += self.copy_error.eq(copy_error)
         m.d.comb += [
             wp.addr.eq(wr_ptr[:AW]),
             wp.data.eq(s.tdata),
@@ -322,13 +339,21 @@ class IngressParser(wiring.Component):
         # ns). The configuration is sampled at that beat, never before the frame's first beat:
         # a change made with the first beat still applies to the frame.
         def arriving_eq(name: str, value: Value) -> Value:
-            """``name`` == ``value``, registered while the field's last beat is at tdata."""
+            """``name`` == ``value``, registered while the field's last beat is at tdata (with
+            ``split_compares`` a flip-flop per byte, ANDed by the reader)."""
             fld = wire.FIELD[name]
             b = (fld.offset + fld.size - 1) // KB
-            eq = Signal(name=f"{name}_eq")
+            got = frame_field(Cat(hdr[:b * W], s.tdata), name)
+            if not self.split_compares:
+                eq = Signal(name=f"{name}_eq")
+                with m.If(beat == b):
+                    m.d.sync += eq.eq(got == value)
+                return eq
+            parts = [Signal(name=f"{name}_eq{k}") for k in range(len(got) // 8)]
             with m.If(beat == b):
-                m.d.sync += eq.eq(frame_field(Cat(hdr[:b * W], s.tdata), name) == value)
-            return eq
+                m.d.sync += [p.eq(got[8 * k:8 * k + 8] == value[8 * k:8 * k + 8])
+                             for k, p in enumerate(parts)]
+            return Cat(*parts).all()
 
         mac_eq, ip_eq = arriving_eq("eth_dst", self.local_mac), arriving_eq("ip_dst", self.local_ip)
         words = [Cat(hdr[8 * (b + 1):8 * (b + 2)], hdr[8 * b:8 * (b + 1)])

@@ -16,13 +16,14 @@ backpressure), and records the event strobes. Checked against ``model.parse_fram
 from __future__ import annotations
 
 import random
+import re
 import struct
 
 import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
-from stream_helpers import comb_cells_table, comb_cone
+from stream_helpers import _yosys_on, comb_cells_table, comb_cone
 
 from wanreduce import wire
 from wanreduce.hdl.ingress_parser import DESC_DEPTH, IngressParser
@@ -327,6 +328,11 @@ def _first_diff(got: list, want: list) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+def dram_cuts(on: bool) -> dict[str, bool]:
+    """The parser's timing cuts the core turns on with ``slot_memory="dram"`` (all, or none)."""
+    return {"registered_more": on, "registered_desc": on, "split_compares": on}
+
+
 # Random mixes of good and bad frames against the model
 
 
@@ -342,11 +348,11 @@ def _first_diff(got: list, want: list) -> str:
         (512, 16, None, None, 1.0, 1.0, 80, 7),  # single-beat payloads back to back
     ],
 )
-@pytest.mark.parametrize("registered_more", [False, True])
+@pytest.mark.parametrize("dram", [False, True])
 def test_random_frames_match_model(width, limit, cfg_max, fifo_depth, p_valid, p_ready, n,
-                                   seed, registered_more) -> None:
+                                   seed, dram) -> None:
     rng = random.Random(seed)
-    dut = IngressParser(width, max_elements=limit, fifo_depth=fifo_depth, registered_more=registered_more)
+    dut = IngressParser(width, max_elements=limit, fifo_depth=fifo_depth, **dram_cuts(dram))
     eff = min(limit, cfg_max if cfg_max is not None else limit)
     frames = make_frames(rng, n, eff, width)
     run = Run(dut, frames, p_valid=p_valid, p_ready=p_ready, seed=seed, cfg_max=cfg_max).run()
@@ -356,7 +362,8 @@ def test_random_frames_match_model(width, limit, cfg_max, fifo_depth, p_valid, p
     assert "accept" in reasons
 
 
-def test_every_drop_reason_each_width() -> None:
+@pytest.mark.parametrize("dram", [False, True])
+def test_every_drop_reason_each_width(dram: bool) -> None:
     """Each single fault, on every width: the reason is exactly the model's (and the intended)."""
     for width, seed in ((64, 10), (256, 11), (512, 12)):
         rng = random.Random(seed)
@@ -372,7 +379,7 @@ def test_every_drop_reason_each_width() -> None:
                     corrupt(rng, buf, kind, limit, 4 * limit)
                 frames.append((bytes(buf), err))
             frames.append((good_frame(rng, rng.randint(1, limit)), None))
-        dut = IngressParser(width, max_elements=limit)
+        dut = IngressParser(width, max_elements=limit, **dram_cuts(dram))
         run = Run(dut, frames, p_valid=0.8, p_ready=0.7, seed=seed).run()
         run.check()
         got = {v for v in run.verdicts if v != "accept"}
@@ -498,7 +505,8 @@ def test_max_elements_register_does_not_limit_control(width: int, cfg_max: int) 
     assert run.verdicts.count(int(Drop.ELEMENT_COUNT)) == 1 + (6 - cfg_max)
 
 
-def test_group_addressed_destinations() -> None:
+@pytest.mark.parametrize("dram", [False, True])
+def test_group_addressed_destinations(dram: bool) -> None:
     """docs/protocol.md DESTINATION: any group MAC (I/G bit, broadcast included; not checked
     against the IP group) with our IP or any 224.0.0.0/4 address passes; a unicast MAC must be
     ours, a unicast IP ours."""
@@ -519,7 +527,8 @@ def test_group_addressed_destinations() -> None:
         _set(buf, "ip_dst", ip)
         _fix_checksum(buf)
         frames.append((bytes(buf), None))
-    run = Run(IngressParser(64, max_elements=8), frames, p_valid=1.0, p_ready=1.0, seed=50).run()
+    run = Run(IngressParser(64, max_elements=8, **dram_cuts(dram)), frames, p_valid=1.0,
+              p_ready=1.0, seed=50).run()
     run.check()
     assert run.verdicts == ["accept" if ok else int(Drop.DESTINATION) for *_, ok in cases]
 
@@ -529,14 +538,14 @@ def test_group_addressed_destinations() -> None:
 
 
 @pytest.mark.parametrize("width", [64, 256, 512])
-@pytest.mark.parametrize("registered_more", [False, True])
-def test_back_to_back_throughput_and_latency(width: int, registered_more: bool) -> None:
+@pytest.mark.parametrize("dram", [False, True])
+def test_back_to_back_throughput_and_latency(width: int, dram: bool) -> None:
     """20 back-to-back maximum-size frames, sink always ready: 1 beat/cycle in, no idle cycle
-    (``registered_more``: the same cycles)."""
+    (``dram``: the parser of the DRAM core, the same cycles)."""
     rng = random.Random(40 + width)
     limit = wire.MAX_ELEMENTS_DEFAULT  # largest message of the default 2048-byte MTU
     frames = [(good_frame(rng, limit), None) for _ in range(20)]
-    dut = IngressParser(width, max_elements=limit, registered_more=registered_more)
+    dut = IngressParser(width, max_elements=limit, **dram_cuts(dram))
     run = Run(dut, frames, p_valid=1.0, p_ready=1.0, seed=41).run()
     run.check()
     in_beats = len(run.in_xfer_cycles)
@@ -641,13 +650,14 @@ def test_payload_length_check_back_to_back(width: int, limit_lanes: int) -> None
 
 
 @pytest.mark.parametrize("width", [64, 512])
-def test_descriptor_fifo_fills_and_drains(width: int) -> None:
+@pytest.mark.parametrize("dram", [False, True])
+def test_descriptor_fifo_fills_and_drains(width: int, dram: bool) -> None:
     """Sink blocked while 40 one-element messages arrive (room for all of them in the payload
     FIFO): the descriptor FIFO fills, ``tready`` holds the input back instead of losing or
     overwriting a descriptor, and after the release every message leaves, in order, intact."""
     rng = random.Random(70 + width)
     frames = [(good_frame(rng, 1), None) for _ in range(40)]
-    dut = IngressParser(width, max_elements=1, fifo_depth=64)
+    dut = IngressParser(width, max_elements=1, fifo_depth=64, **dram_cuts(dram))
     release = 40 * (header_beats(width) + 1) + 50
     run = Run(dut, frames, p_valid=1.0, p_ready=1.0, seed=71, ready_after=release).run()
     run.check()
@@ -657,7 +667,8 @@ def test_descriptor_fifo_fills_and_drains(width: int) -> None:
 
 
 @pytest.mark.parametrize("width", [64, 512])
-def test_address_change_applies_from_a_frames_first_beat(width: int) -> None:
+@pytest.mark.parametrize("dram", [False, True])
+def test_address_change_applies_from_a_frames_first_beat(width: int, dram: bool) -> None:
     """A change of ``local_mac``/``local_ip``/``udp_port`` made as late as the cycle a frame's
     first beat is presented applies to that frame, back to back with the previous one: the
     slack a register on those inputs may take (issue 12's Fmax work; one register stage
@@ -679,7 +690,7 @@ def test_address_change_applies_from_a_frames_first_beat(width: int) -> None:
     # (address the frame is sent to, configured address while it arrives)
     plan = [(0, 0), (1, 1), (0, 0), (0, 0), (1, 1), (1, 0), (0, 1), (1, 1), (0, 0)]
     frames = [frame_for(to) for to, _ in plan]
-    dut = IngressParser(width, max_elements=8)
+    dut = IngressParser(width, max_elements=8, **dram_cuts(dram))
     verdicts: list[int | str] = []
 
     async def tb(ctx) -> None:
@@ -728,18 +739,62 @@ def test_address_change_applies_from_a_frames_first_beat(width: int) -> None:
 
 
 @pytest.mark.parametrize("width", [64, 512])
-def test_address_inputs_reach_one_flip_flop(width: int) -> None:
+@pytest.mark.parametrize("split", [False, True])
+def test_address_inputs_reach_one_flip_flop(width: int, split: bool) -> None:
     """``local_mac`` and ``local_ip`` (from the control block, across the chip) are compared as
     the field's last beat arrives and registered there: no cell between them and H1's check
     registers (cut 11; cut 10c's seed 4: local_ip -> h_ip_ok -> h_all_ok_a, 8.11 ns). Fails
-    before cut 11 (the compares ANDed with the other checks into h_all_ok_a / h_dest_ok)."""
+    before cut 11 (the compares ANDed with the other checks into h_all_ok_a / h_dest_ok).
+    ``split``: the compares a byte per flip-flop (``split_compares``), the same."""
     regs = ["h_all_ok_a", "h_all_ok_b", "h_dest_ok"]
-    table = comb_cells_table(IngressParser(width, max_elements=8), ["local_ip", "local_mac"],
-                             [*regs, "ip_dst_eq", "eth_dst_eq"])
+    table = comb_cells_table(IngressParser(width, max_elements=8, split_compares=split),
+                             ["local_ip", "local_mac"], [*regs, "ip_dst_eq*", "eth_dst_eq*"])
     for src in ("local_ip", "local_mac"):
         for reg in regs:
             assert not table[src, reg], (src, reg, table[src, reg])
-    assert table["local_ip", "ip_dst_eq"] and table["local_mac", "eth_dst_eq"]  # the compares
+    assert table["local_ip", "ip_dst_eq*"] and table["local_mac", "eth_dst_eq*"]  # the compares
+
+
+@pytest.mark.parametrize("width", [64, 256, 512])
+@pytest.mark.parametrize("split", [False, True])
+def test_address_compares_a_byte_per_flip_flop_with_split_compares(width: int, split: bool) -> None:
+    """With ``split_compares`` (the DRAM core's parsers) ``tdata`` reaches the address-compare
+    flip-flops through 8-bit equalities (``eth_dst_eq0``.., ANDed in H1), not a 48-bit one:
+    ``s_axis__tdata`` -> ``parser_host.eth_dst_eq`` was 8.95 ns in the Versa DRAM build (session
+    40's seed 3). Without it (the on-chip core's parsers, RTL unchanged) the 48- and 32-bit
+    compares are there: the before-case. The random-frame, drop-reason, group-address and
+    address-change tests run the split parser against the model."""
+    dut = IngressParser(width, max_elements=8, split_compares=split)
+    stop = "-$dff,$memrd,$memrd_v2"
+    widths = {}
+    for field in ("eth_dst", "ip_dst"):
+        (stat,) = _yosys_on(dut, (
+            f"select -set fwd w:s_axis__tdata %co*:{stop}; "
+            f"select -set bwd w:{field}_eq* %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
+            f"tee -q -o stat.txt stat -width @fwd @bwd %i c:* %i t:$dff %d"), "stat.txt")
+        widths[field] = {int(n) for n in re.findall(r"\$eq_(\d+)", stat)}
+    if split:
+        assert widths == {"eth_dst": {8}, "ip_dst": {8}}, widths
+    else:
+        assert widths == {"eth_dst": {48}, "ip_dst": {32}}, widths
+
+
+@pytest.mark.parametrize("registered_desc", [False, True])
+def test_output_enables_read_no_descriptor_pointer_with_registered_desc(registered_desc: bool) -> None:
+    """With ``registered_desc`` (the DRAM core's parsers) the read side's registers (the
+    message header ``out_hdr``, ``out_first`` / ``out_last``, ``rd_left``, ``rd_ptr``: their
+    enable is ``advance & (rd_more | r_rdy)``) and the FIFO's own ``consume`` start from
+    flip-flops: no cell from the descriptor FIFO's pointers (``produce != consume``, the FIFO's
+    ready) to them. `parser_host.desc_fifo.produce` -> `s_msg__payload` (108 endpoints, 10.82
+    ns) was the Versa DRAM build's core worst at session 40's seed 3. Without it (with
+    ``registered_more``, as the DRAM core's parsers were before this cut) the compare is
+    there: the before-case. The random-frame benches check the FIFO's copies (``copy_error``)."""
+    dut = IngressParser(64, max_elements=256, registered_more=True, registered_desc=registered_desc)
+    regs = ["out_hdr", "out_first", "out_last", "rd_left", "rd_ptr"]
+    table = comb_cells_table(dut, ["desc_fifo.produce", "desc_fifo.consume"], regs)
+    for src in ("desc_fifo.produce", "desc_fifo.consume"):
+        for reg in regs:
+            assert bool(sum(table[src, reg].values())) != registered_desc, (src, reg, table[src, reg])
 
 
 # --------------------------------------------------------------------------------------------
