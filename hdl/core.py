@@ -35,7 +35,7 @@ from wanreduce.hdl.axi4 import axi4_forward
 from wanreduce.hdl.axis import AXIStreamSignature
 from wanreduce.hdl.control_block import ControlBlock
 from wanreduce.hdl.egress_framer import EgressFramer
-from wanreduce.hdl.ingress_parser import IngressParser
+from wanreduce.hdl.ingress_parser import IngressParser, dram_cuts
 from wanreduce.hdl.layouts import message_beat_layout
 from wanreduce.hdl.message_demux import MessageDemux
 from wanreduce.hdl.params import DEFAULTS, DRAM_STORE_DEFAULTS, MAX_SLOTS, CoreParams, check_wired
@@ -91,10 +91,9 @@ class WanreduceCore(wiring.Component):
         w, n_net = p["width"], p["ports"]
 
         parsers = []
-        # the parsers' rd_more flip-flop, registered descriptor head and split address compares
-        # (the Versa DRAM build's core paths; the on-chip core's parsers as they were)
-        dram = self.slot_memory == "dram"
-        cuts = {"registered_more": dram, "registered_desc": dram, "split_compares": dram}
+        # the parsers' timing cuts (rd_more flip-flop, registered descriptor head, split address
+        # compares) in the DRAM core only: hdl/ingress_parser.py dram_cuts
+        cuts = dram_cuts(self.slot_memory == "dram")
         for i in range(n_net):
             parser = IngressParser(w, max_elements=p["elements"], **cuts)
             m.submodules[f"parser_net{i}"] = parser

@@ -80,10 +80,17 @@ from .layouts import (
 from .params import check_data_width
 from .unguarded_fifo import UnguardedFIFO
 
-__all__ = ["IngressParser", "DESC_DEPTH"]
+__all__ = ["IngressParser", "DESC_DEPTH", "dram_cuts"]
 
 DESC_DEPTH = 16  # descriptor FIFO entries (LUT RAM); messages buffered when the output stalls
 _IP_WORDS = wire.IPV4_HEADER_BYTES // 2  # 10 big-endian 16-bit words in the checksum
+
+
+def dram_cuts(on: bool) -> dict[str, bool]:
+    """The parser's timing cuts, all on or all off: the DRAM core turns them on
+    (``slot_memory="dram"``, the Versa DRAM build's paths); the on-chip core's parsers keep them
+    off (its RTL pinned by tests/test_default_rtl.py). Keyword arguments of ``IngressParser``."""
+    return {"registered_more": on, "registered_desc": on, "split_compares": on}
 
 
 class IngressParser(wiring.Component):

@@ -26,7 +26,7 @@ from amaranth.sim import Simulator
 from stream_helpers import _yosys_on, comb_cells_table, comb_cone
 
 from wanreduce import wire
-from wanreduce.hdl.ingress_parser import DESC_DEPTH, IngressParser
+from wanreduce.hdl.ingress_parser import DESC_DEPTH, IngressParser, dram_cuts
 from wanreduce.hdl.layouts import header_beats, lanes, payload_beats
 from wanreduce.model import Drop, Message, PortConfig, parse_frame
 
@@ -328,11 +328,6 @@ def _first_diff(got: list, want: list) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-def dram_cuts(on: bool) -> dict[str, bool]:
-    """The parser's timing cuts the core turns on with ``slot_memory="dram"`` (all, or none)."""
-    return {"registered_more": on, "registered_desc": on, "split_compares": on}
-
-
 # Random mixes of good and bad frames against the model
 
 
