@@ -5,7 +5,7 @@ AXI IDs").
 
 ``hdl/boards/litedram_model_engines.py``: the sums' ``DramSlotStore`` (W = 64, AXI ID 0) and the
 scaffold record engine (R = 256, ID 1) through ``AxiIdArbiter``, the Versa's 64 -> 128-bit
-``AxiUpsizer``, the board's AXI port and controller (its clock, DramConfig.sys_clk_hz) on ``SDRAMPHYModel``, Verilator,
+``AxiUpsizer``, the board's AXI port and controller (87.5 MHz) on ``SDRAMPHYModel``, Verilator,
 driven by ``sim/tb_engines_on_litedram.py::throughput_mixed``: the sums get
 ``bench_slot_store_litedram.py``'s traffic (messages of ``--message-beats`` rows, three
 contributions per chunk a region apart, every ADD reads DRAM, ``cmd`` always valid, ``rsp``

@@ -3,7 +3,7 @@ they amount to, and the latency the store sees (issue 16 item 5; docs/benchmarks
 store through LiteDRAM's controller").
 
 The store (``DramSlotStore``, W = 64, the Versa's) in the core clock (125 MHz), through the
-board's 64 -> 128-bit converter and LiteDRAM AXI frontend to the board's controller (at DramConfig.sys_clk_hz) on
+board's 64 -> 128-bit converter and LiteDRAM AXI frontend to the board's controller (100 MHz) on
 ``SDRAMPHYModel`` at the ECP5 PHY's settings (``hdl/boards/litedram_model_store.py``), Verilator,
 driven by ``sim/tb_slot_store_litedram.py::throughput``: the reducer's traffic (messages of
 ``--message-beats`` consecutive rows, ``more`` set but on a message's last row, a chunk's

@@ -51,7 +51,7 @@ async def start_clocks(dut, cfg, prefixes: tuple[str, ...] = ("",), *,
     clk, rst = (getattr(dut, name) for name in core)
     dram_clk, dram_rst = (getattr(dut, name) for name in dram)
     cocotb.start_soon(Clock(clk, round(1e12 / CORE_FREQ_HZ), unit="ps").start())
-    # an even period in ps (cocotb's Clock splits it in halves): 81.25 MHz -> 12 308 ps
+    # an even period in ps (cocotb's Clock splits it in halves): 87.5 MHz -> 11 428 ps
     dram_ps = 2 * round(1e12 / cfg.sys_clk_hz / 2)
     cocotb.start_soon(Clock(dram_clk, dram_ps, unit="ps").start())
     rst.value = 1

@@ -66,11 +66,11 @@ def test_exerciser_checks_every_response(corrupt_at):
 @pytest.mark.slow
 @pytest.mark.cocotb
 def test_versa_store_with_the_boards_bursts_on_axi_ram():
-    """The store as the Versa builds it (STORE_PARAMS: the board's 256-beat bursts, 128 entries)
+    """The store as the Versa builds it (STORE_PARAMS: the board's 64-beat bursts, 128 entries)
     on cocotbext-axi's AxiRam with random latency and backpressure: every response equals the
-    reference, every burst INCR, within 4 KiB and at most 256 beats (sim/tb_slot_store.py).
+    reference, every burst INCR, within 4 KiB and at most 64 beats (sim/tb_slot_store.py).
     Slow: 64 slots x 256 rows and 128 entries take minutes to build and run on a loaded machine."""
-    assert STORE_PARAMS["burst_beats"] == DRAM_CONFIGS["versa-ecp5"].burst_beats(64) == 256
+    assert STORE_PARAMS["burst_beats"] == DRAM_CONFIGS["versa-ecp5"].burst_beats(64) == 64
     params = {"data_width": 64, **STORE_PARAMS}
     path = generate_verilog(DramSlotStoreHarness, name="versa_dram_store", params=params)
     run_cocotb(verilog=path, toplevel="versa_dram_store", test_module="wanreduce.sim.tb_slot_store",
@@ -109,10 +109,10 @@ def test_dram_store_test_builds_the_core_path(tmp_path):
 
 @pytest.mark.slow
 def test_dram_store_test_bitstream_meets_its_clocks(tmp_path):
-    """The core's DRAM path (DramSlotStore with the board's 256-beat bursts -> AxiUpsizer ->
+    """The core's DRAM path (DramSlotStore with the board's 64-beat bursts -> AxiUpsizer ->
     LiteDRAM) through the open flow at nextpnr's default seed, as CI runs it: a bitstream, and
     every clock (core, DRAM controller, init) meets its constraint; the DRAM controller's is the
-    board's configured 81.25 MHz. Minutes; docs/benchmarks.md has the figures of every seed placed."""
+    board's configured 87.5 MHz. Minutes; docs/benchmarks.md has the figures of every seed placed."""
     board = BOARDS["versa-ecp5"]
     run_build(board, {}, tmp_path, bitstream=True, dram_store_test=True, core_mhz=STORE_TEST_MHZ)
     assert (tmp_path / f"{board.top_name}.bit").stat().st_size > 100_000

@@ -19,7 +19,7 @@ CORE = dict(ports=2, width=64, slots=8, elements=64, groups=4, jobs=2)
 
 def test_region_must_fit_the_model_memory() -> None:
     st = LiteDramModelCore(**CORE).core.reducer.store
-    assert (st.base_address, st.region_end, st.burst_beats) == (0, 2048, 256)  # 8 slots x 32 rows x 8 B; the board's 2 KiB bursts
+    assert (st.base_address, st.region_end, st.burst_beats) == (0, 2048, 64)  # 8 slots x 32 rows x 8 B
     with pytest.raises(ValueError, match=r"the core's slot store's region ends at 0x80000, beyond the model's 0x40000"):
         LiteDramModelCore(**{**CORE, "slots": 2048})
 

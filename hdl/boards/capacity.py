@@ -45,15 +45,15 @@ BOARD_PORTS = {"versa-ecp5": (125e6, 2), "alinx-ax7325b": (1.25e9, 3)}
 # board's LiteDRAM controller at its configured clock (DRAM_CONFIGS) with its DDR3 model
 # (bench/bench_dram.py; docs/benchmarks.md "DRAM bandwidth"), by the bytes of one AXI burst: reads
 # and writes alternate burst by burst (LiteDRAM's AXI frontend arbitrates per burst), steady
-# state. Versa at 81.25 MHz, 2-KiB bursts (the board's, DramConfig.burst_bytes: 256 beats at
-# W = 64), 8 slots: 0.811, 527 MB/s against 479 (margin 1.10; session 42). Not measured at this
-# clock: shorter bursts (512 B gave 0.740 at the former 87.5 MHz, margin 1.08; 128 B 0.52 at
-# the former 100 MHz, short of the two ports), so they are refused.
+# state. Versa at 87.5 MHz, 512-B bursts (the board's, DramConfig.burst_bytes: 64 beats at
+# W = 64), 8 slots: 0.740, 518 MB/s against 479 (margin 1.08; with litedram_patches(), the
+# registered refresh request included, 2026-12-03; 0.742 with the bank-lock fix alone). (128-B bursts, DramSlotStore's
+# default 16 beats, were measured at the former 100 MHz only: 0.52, short of the two ports.)
 # AX7325B at 125 MHz (DDR3-1000, K7DDRPHY settings, MT41K256M16), 8 slots of 2 KiB: 512-B
 # bursts 0.543 (two 10 GbE ports not covered: margin 0.91), 2-KiB bursts (the board's,
 # DramConfig.burst_bytes: 32 beats at W = 512) 0.822 (two ports: margin 1.37; all three data
 # ports need 7.2 GB/s: margin 0.92, not covered).
-DRAM_EFFICIENCY = {"versa-ecp5": {2048: 0.811}, "alinx-ax7325b": {512: 0.543, 2048: 0.822}}
+DRAM_EFFICIENCY = {"versa-ecp5": {512: 0.740}, "alinx-ax7325b": {512: 0.543, 2048: 0.822}}
 # Bytes on the wire per packet besides the payload: preamble 8, IFG 12, Ethernet 14, FCS 4,
 # IPv4 20, UDP 8, aggregation header 22 (wanreduce.wire).
 WIRE_OVERHEAD_BYTES = 88

@@ -132,7 +132,7 @@ def board_core(board: str, slot_memory: str, **core_params: int):
     """The core for ``board`` with its slots in ``slot_memory``; with ``dram`` or ``records``
     the DRAM store (with ``records`` both engines: the sums' and the records') addresses the
     board's DRAM (``address_width``), the sums in the controller's burst size (``burst_beats``:
-    2 KiB on the Versa); ``dram`` with the board's in-flight table (``outstanding``, if it sets
+    512 B on the Versa); ``dram`` with the board's in-flight table (``outstanding``, if it sets
     one; ``records`` keeps the engines' default: at 128 instead of 256 its record path lost
     42-53 % of its beats per cycle, docs/benchmarks.md, session 33), other store parameters at
     their defaults."""

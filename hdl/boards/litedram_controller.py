@@ -142,16 +142,15 @@ class DramConfig:
 DRAM_CONFIGS: dict[str, DramConfig] = {
     # LiteX-Boards' lattice_versa_ecp5 target: MT41K64M16 (1 Gb x16, 8192 rows x 1024 cols x 8
     # banks), ECP5DDRPHY at 1:2; amaranth-boards' ddr3 resource has the same 13 address and 16 DQ
-    # pins. 81.25 MHz (DDR3-325; PLL: VCO 650 MHz = 4 x the 162.5 MHz sys2x = 26 x the 25 MHz
-    # init clock) with 2-KiB bursts (a 2 KiB slot each way, 256 beats at W = 64: AXI4's longest):
-    # at 87.5 MHz LiteDRAM's bank-machine -> multiplexer path failed at 14 of 15 placements of
-    # the DRAM build (68.5-87.4 MHz, docs/benchmarks.md); the longer bursts waste fewer
-    # read/write turnarounds, so 81.25 MHz still covers two 1 GbE ports with the budget's margin
-    # (LiteX's 75 MHz does not: docs/boards.md "DRAM bandwidth budget").
+    # pins. LiteX runs it at 75 MHz (DDR3-300). 87.5 MHz (DDR3-350; PLL: VCO 700 MHz = 4 x the
+    # 175 MHz sys2x = 28 x the 25 MHz init clock): LiteDRAM's bank-machine -> multiplexer path
+    # placed at 90.6 MHz in the DRAM store-test design (100 MHz failed; 87.5 met on 3 of 3
+    # placements at 104.7-109.3 MHz, docs/benchmarks.md); with 512-B
+    # bursts 87.5 MHz still covers two 1 GbE ports (docs/boards.md "DRAM bandwidth budget").
     "versa-ecp5": DramConfig(
         board="versa-ecp5", part="MT41K64M16", chips=1, rows=8192, cols=1024, banks=8,
-        phy="ECP5DDRPHY", device="LFE5UM-45F-8BG381C", input_clk_hz=100e6, sys_clk_hz=81.25e6,
-        rate="1:2", speedgrade="800", burst_bytes=2048,
+        phy="ECP5DDRPHY", device="LFE5UM-45F-8BG381C", input_clk_hz=100e6, sys_clk_hz=87.5e6,
+        rate="1:2", speedgrade="800",
         # 128 entries, not the store's 256: through this controller the store still carries
         # 262 MB/s of payload, two 1 GbE ports (239) with a margin of 1.10, the budget's 1.08
         # (64 entries: 1.07; 256: 1.11), and the row CAM's compare fans out to half as many

@@ -29,7 +29,7 @@ from wanreduce.hdl.dram_slot_store import DramSlotStore
 __all__ = ["STORE_PARAMS", "VersaDramStoreTest"]
 
 # The store as the core would hold it on this board: W = 64, slots of 256 rows (2 KiB: E <= 512),
-# the board's table and bursts (DRAM_CONFIGS: 128 entries, 2 KiB = 256 beats); 64 slots (128 KiB)
+# the board's table and bursts (DRAM_CONFIGS: 128 entries, 512 B = 64 beats); 64 slots (128 KiB)
 # are enough to keep the DRAM busy.
 STORE_PARAMS = {"slots": 64, "row_bits": 8, "outstanding": DRAM_CONFIGS["versa-ecp5"].outstanding,
                 "burst_beats": DRAM_CONFIGS["versa-ecp5"].burst_beats(MAC_WIDTH)}
