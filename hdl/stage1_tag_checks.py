@@ -143,8 +143,9 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     m.d.comb += hcw_n.eq(hdr_checks(header_fields(h1, jb), h0, jb)[0])
     ck_pre, bm_pre = Signal(TagChecks, name="ck_pre"), Signal(32, name="bm_pre")
     hcw1 = Signal(HdrChecks, name="hcw1")
-    # with the gap the registers themselves (no alias wire: the cone tests name ck_pre / bm_pre)
-    ck, bm = (ck_pre, bm_pre) if gap else (Signal(TagChecks), Signal(32))
+    # with the gap the registers themselves (no alias wire: the cone tests name ck_pre / bm_pre);
+    # else unnamed ck as in the pinned RTLIL (tests/test_default_rtl.py)
+    ck, bm = (ck_pre, bm_pre) if gap else (Signal(TagChecks, name="$signal"), Signal(32, name="bm"))
     # bitmap checks against that tag, for both bitmaps it may carry: decided this cycle,
     # it is (bm | bit) if ``same`` else bit; requested by a later beat, tag_r's
     # thit_l == tw_hit0 a cycle ago, as two flip-flops: the write (tw_vn_l, an inverted copy
