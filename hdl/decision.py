@@ -166,14 +166,16 @@ def new_tag(m: Module, h: Value, jb: int, done: Value, same: Value, bitmap: Valu
 
 
 def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_fwd: Any, fwd_job: Value,
-                   pending: Any, flags: Any, late: Any) -> dict[str, Value]:
+                   pending: Any, flags: Any, late: Any | None) -> dict[str, Value]:
     """Stage 1's decision as a table of its late inputs (cut 10), built into ``m``: the outcome
     (DecisionOutcome's fields, by name) for each of six cases, picked by ``late``'s ``live`` /
     ``fx_c`` / ``fx_s`` at the last multiplexers. The reducer calls it inline (no hierarchy
     level, so its pinned RTLIL is main 6d9e5c0's, whose Fmax was placed); ``DecisionTable``
     wraps it. Inputs as ``DecisionTable``'s ports, each a view or any object with the fields'
     names as attributes (``head``: HeadChecks, ``head_fwd``: late / below_end / at_head,
-    ``pending``: bit / clr / set, ``flags``: DecisionFlags, ``late``: DecisionLate)."""
+    ``pending``: bit / clr / set, ``flags``: DecisionFlags, ``late``: DecisionLate). ``late``
+    None: no decision in between (the DRAM reducer's gap, docs/reducer.md "No decision in
+    between"): the one case of ``ck_pre`` without ``fx_c`` / ``fx_s``, no multiplexer."""
     f, hc, pd = flags, head, pending
 
     def case(k: Value, c: int, s_: int) -> dict[str, Value]:
@@ -200,6 +202,8 @@ def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_
             "push_c": f.valid & f.adv & (opc_nz | (f.last & Mux(f.first, queued_k, f.queued_r))),
         }
 
+    if late is None:
+        return case(ck_pre, 0, 0)
     cases = {(t, c, s_): case(k, c, s_) for t, k in ((1, ck_live), (0, ck_pre))
              for c, s_ in ((0, 0), (1, 0), (0, 1))}
     # field by field: an output that is the same in every case (e.g. ``done``: not on fx_c /

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -118,7 +118,10 @@ class Reducer(wiring.Component):
     overrides its parameters, ``DRAM_STORE_DEFAULTS``). With ``"dram"`` the reducer has the
     store's AXI4 master port ``m_axi_mem_*``, ``mem_error`` (sticky: an AXI error response) and
     ``result_withheld`` (one strobe per result not sent because it was assembled after
-    ``mem_error``, ``hdl/result_gate.py``; a cycle after its first beat).
+    ``mem_error``, ``hdl/result_gate.py``; a cycle after its first beat). With ``"dram"`` (vector
+    pending) no first beat enters stage 1 in the cycle after a last beat left it (the gap: one
+    cycle per back-to-back message, so stage 1's decision corrects for no decision in between;
+    docs/reducer.md, "No decision in between").
 
     ``pending``: where the pending bits live (``hdl/params.py``, ``PENDING_STORES``): ``"vector"``
     (S flip-flops, the release scan over 2S bits in stage 0) or ``"words"`` (``PendingWords``:
@@ -274,6 +277,18 @@ class Reducer(wiring.Component):
         take = Signal()  # stage 1 takes p this cycle
         p_load = ~p_v | take  # stage P's output register loads (its skid register or I's output)
         own_take = self.slot_memory == "dram" and not self.words  # stage P's take of its own (below)
+        # DRAM (vector pending): the gap. No first beat enters stage 1 in the cycle after a last
+        # beat left it (``nlast1``: ~(v1 & last1), a flip-flop worked out a cycle ahead, in
+        # ``take``), so no decision and no tag write is made in the cycle before a first beat's
+        # decision: stage 1's corrections for it (the live checks ``thit_h``, ``fx_c`` / ``fx_s``
+        # and what they select) are constants, out of the decision loop (docs/reducer.md, "No
+        # decision in between"). One cycle per message that follows another back to back.
+        gap = own_take
+        nlast1 = Signal(init=1, name="nlast1") if gap else None
+
+        def gated(t: Value) -> Value:  # a take term with the gap (the on-chip RTL as it was)
+            return t & nlast1 if gap else t
+
         m.d.comb += [*([] if own_take else [inp.take.eq(take)]), inp.open.eq(~rst.stop), rst.in_msg.eq(inp.in_msg)]
 
         # ================= stage 0 (p: the beat entering stage 1) =================
@@ -326,13 +341,15 @@ class Reducer(wiring.Component):
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
         # of their own. Inverted: yosys merges identical flip-flops.
         hold_t = Signal()
-        p_load_t = p_load if self.words else ~p_v | (~hold_t & room)
+        p_load_t = p_load if self.words else ~p_v | gated(~hold_t & room)
         m.d.comb += [
-            take.eq(p_v & adv & room),
+            take.eq(gated(p_v & adv & room)),
             self.stall_queue.eq(~room),
         ]
         if own_take:
-            m.d.comb += inp.take.eq(p_v & ~hold_t & room_t)
+            m.d.comb += inp.take.eq(gated(p_v & ~hold_t & room_t))
+        if gap:  # v1 & last1 next cycle: stage 1 loads on adv (v1: take, last1: p's last)
+            m.d.sync += nlast1.eq(~Mux(adv, take & f.last, v1 & last1))
         load_stage1(m, s1, p, take=take, adv=adv)
         rd_load = None  # DRAM: (tag_ld_r, the load port's data), for stage1_tag_checks
         if not split_read:
@@ -378,6 +395,8 @@ class Reducer(wiring.Component):
         # (hdl/decision_effect.py; inverted copies fxw_cn / fxw_sn for the wide fan-out)
         fx = effect_registers(slots=S, job_bits=jb, vectors=not self.words)
         fx_c, fx_s, fxw_cn, fxw_sn, fx_job = fx.fx_c, fx.fx_s, fx.fxw_cn, fx.fxw_sn, fx.fx_job
+        # what stage 1's decision reads of the decision in between: none with the gap (above)
+        fx_c_d, fx_s_d = (Const(0, 1), Const(0, 1)) if gap else (fx_c, fx_s)
         if not self.words:  # the S pending bits and the two 2S-bit scans of stage 0
             pend_eff = pending_with_effect(m, fx, pending)  # pending with the last decision applied
             # the release scans' inputs, a cycle ahead, without and with stage 1's own pending bit
@@ -397,7 +416,7 @@ class Reducer(wiring.Component):
                                     job1=h1.job_id[:jb], chunk1=h1.chunk, cw1=cw1,
                                     per_job=self.slot_memory == "dram")  # hdl/head_check.py
         fwd_job1 = fx_job == h1.job_id[:jb]  # the last decision was stage 1's job's
-        fwd_head = fx_c & fwd_job1
+        fwd_head = fx_c_d & fwd_job1
         # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
         # low sb bits changes the upper bits, and it reaches bit 31 only if bits sb..30 are zero
         # (the low-bit compares with the run registered with fx_run: run_lt / run_ltw / run_eq)
@@ -417,7 +436,7 @@ class Reducer(wiring.Component):
             # decision in the last cycle changed a pending bit (its operation held the PEEK)
             pre_p, cclr_p, sset_p = Signal(), Const(0, 1), Const(0, 1)
             m.d.comb += pre_p.eq(pw.rd_bit[0])
-        pend1 = pending_effect(pre_p, fx_c & cclr_p, fx_s & sset_p)  # hdl/pending_effect.py
+        pend1 = pending_effect(pre_p, fx_c_d & cclr_p, fx_s_d & sset_p)  # hdl/pending_effect.py
 
         # ---- the slot's tag: comparisons made a cycle ahead ----
         # The tag is read one cycle before the beat reaches stage 0 (p's output), so in stage 0
@@ -431,7 +450,7 @@ class Reducer(wiring.Component):
                                 i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
                                 slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r, rd_load=rd_load,
-                                live_reg=self.slot_memory == "dram")
+                                live_reg=self.slot_memory == "dram", gap=gap)
         ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
         thit_h, tw_hit0, tw_vn_l = tck.thit_h, tck.tw_hit0, tck.tw_vn_l
         same = ck.same
@@ -448,7 +467,10 @@ class Reducer(wiring.Component):
             clr = Signal(S)  # slots released behind the head
             rk = {"start": start1, "wmask": wmask, "dist_tab": dist_tab1}  # hdl/release_run.py
             run_a, run_b = run_of(m, fz_a, "a", **rk), run_of(m, fz_b, "b", **rk)
-            m.d.comb += [run.eq(Mux(fxw_sn, run_a, run_b)), clr.eq(Mux(fxw_sn, clr_a, clr_b))]
+            if gap:  # fx_s is 0 at every first beat: the scans without the bit it sets
+                m.d.comb += [run.eq(run_a), clr.eq(clr_a)]
+            else:
+                m.d.comb += [run.eq(Mux(fxw_sn, run_a, run_b)), clr.eq(Mux(fxw_sn, clr_a, clr_b))]
         else:
             # words: the run is the PEEK's for the first beat in stage 1 (PendingControl issues
             # it a cycle ahead); without its answer stage 1 holds (gate)
@@ -458,9 +480,10 @@ class Reducer(wiring.Component):
         # inputs (separate logic, so it does not pull the decision towards the counters; the
         # decision below computes none of these nets: it works out each case of its late inputs)
         if not self.words and sp.nz_a is not None:  # registered with the scans (above S 16)
-            run_nz = Mux(fxw_sn, sp.nz_a, sp.nz_b)  # == run != 0 (copy_error: more_nz_r vs entry_r.more)
+            # == run != 0 (copy_error: more_nz_r vs entry_r.more)
+            run_nz = sp.nz_a if gap else Mux(fxw_sn, sp.nz_a, sp.nz_b)
         elif not self.words:
-            run_nz = Mux(fxw_sn, run_a != 0, run_b != 0)  # run != 0
+            run_nz = run_a != 0 if gap else Mux(fxw_sn, run_a != 0, run_b != 0)  # run != 0
         else:
             run_nz = pc.run != 0
         op_r, queued_r = Signal(2, name="op_r"), Signal(name="queued_r")
@@ -487,7 +510,7 @@ class Reducer(wiring.Component):
         out = decision_table(m, ck_pre=ck_pre, ck_live=ck_live, head=hc_r, fwd_job=fwd_job1,
                              head_fwd=SimpleNamespace(late=late_f, below_end=wneg_f, at_head=(delta1[sb:] == 0) & run_eq),
                              pending=SimpleNamespace(bit=pre_p, clr=cclr_p, set=sset_p), flags=dflags,
-                             late=SimpleNamespace(live=thit_h, fx_c=fx_c, fx_s=fx_s))  # hdl/decision.py
+                             late=None if gap else SimpleNamespace(live=thit_h, fx_c=fx_c, fx_s=fx_s))  # hdl/decision.py
         op, resend, op_c_nz = Signal(2, name="op"), Signal(name="resend"), Signal(name="op_c_nz")
         done_new, push_d, queued_d = Signal(name="done_new"), Signal(name="push_d"), Signal(name="queued_d")
         fxc_n, fxs_n, push_c_n = Signal(name="fxc_n"), Signal(name="fxs_n"), Signal(name="push_c_n")
@@ -535,10 +558,11 @@ class Reducer(wiring.Component):
         # subtractor between the stage-P registers and adv / pin_r (hdl/pin_registers.py).
         advance_next(m, pin, p_load=p_load, skid_valid=ps_v, skid_hdr=ps.beat.hdr, in_hdr=i_d.beat.hdr, h0=h0, h1=h1,
                      adv=adv, wmask0=wmask0, wmask=wmask, jb=jb, slot0=slot0, slot1=slot1, entry_more=entry_r.more,
-                     v1=v1, first1=first1, last1=last1, push_r=push_r, p_v=p_v, room=room, first=f.first,
+                     v1=v1, first1=first1, last1=last1, push_r=push_r, p_v=p_v, room=gated(room),
+                     first=f.first,
                      adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}),
                      # DRAM: the pair checks choose by the copies (hold_t == ~adv, room_t == room)
-                     pair_sel=(~p_v | (~hold_t & room_t), ~hold_t) if own_take else None)
+                     pair_sel=(~p_v | gated(~hold_t & room_t), ~hold_t) if own_take else None)
 
         decide = v1 & first1 & adv
         # the outcome strobe is registered (counters only; off the decision path)
@@ -611,6 +635,8 @@ class Reducer(wiring.Component):
             copy_err = copy_err | run_err
         if own_take:
             copy_err = copy_err | (room_t != room)
+        if gap:  # the copy, and no decision or tag write in between at a first beat in stage 1
+            copy_err = copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,

@@ -9,6 +9,7 @@ import random
 
 import pytest
 from amaranth.hdl import Cat, Module, Signal
+from amaranth.sim import Simulator
 from stream_helpers import (
     comb_cells_before,
     comb_cells_table,
@@ -16,9 +17,10 @@ from stream_helpers import (
     min_flops_between,
     run_testbench,
 )
+from test_reducer import Packer, _msg
 
 from wanreduce.hdl.held_decision import HeldDecision
-from wanreduce.hdl.layouts import JobCfgLayout
+from wanreduce.hdl.layouts import JobCfgLayout, payload_beats
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.reducer_config import slot_ahead, slot_of
 from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, store_tag_layout
@@ -28,6 +30,7 @@ from wanreduce.hdl.slot_store_signature import Op
 from wanreduce.hdl.stage2_control import StageTwoControl
 from wanreduce.hdl.stage2_push import StageTwoPush
 from wanreduce.hdl.window_reset_effect import WindowResetEffect
+from wanreduce.model import Outcome
 
 
 @pytest.mark.parametrize(("slots", "jobs", "apart"), [(16, 2, False), (4, 1, False), (64, 4, False), (64, 4, True),
@@ -627,3 +630,114 @@ def test_the_live_checks_are_one_register_with_dram(slot_memory: str) -> None:
     for reg in regs:
         for src in ("hcw1", "sel_a1"):
             assert (not table[src, reg]) == dram, (src, reg, table)
+
+
+# the flip-flops that carry the decision in between into stage 1's decision (the live checks'
+# select, the previous decision's effect and its inverted copy, which picks the release run)
+IN_BETWEEN = ("thit_h", "fx_c", "fx_s", "fxw_sn")
+# the decision loop's registers: the command FIFO's registered push (``push`` after flattening),
+# the release entry and whether it goes to the emitter, the data op, fx_c / fx_s and their
+# copies, the tag write's copy (tw_vn_l), stage 1's advance
+LOOP_ENDS = ("push", "queued_r", "push_r", "op_r", "fx_c", "fxw_cn", "fx_s", "fxw_sn", "tw_vn_l", "adv")
+
+
+def _small_reducer(slot_memory: str) -> Reducer:
+    dram = slot_memory == "dram"
+    return Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                   **({"outstanding": 8, "index_bits": 3} if dram else {}))
+
+
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
+def test_no_decision_in_between_with_dram(slot_memory: str) -> None:
+    """With the DRAM store no first beat enters stage 1 the cycle after a last beat left it (the
+    gap, docs/reducer.md "No decision in between"), so stage 1 corrects for no decision or tag
+    write in between: no cell lies between ``thit_h`` / ``fx_c`` / ``fx_s`` / ``fxw_sn`` and
+    the decision loop's registers or ``adv`` (the loop `ck_pre` / `thit_*` -> the decision ->
+    `push` / `queued_r` / `fxw_sn` / `adv` was the Versa DRAM build's worst family, 8.5-10.2 ns,
+    sessions 38-41). The on-chip reducer (its RTL pinned) keeps them: the before-case, which the
+    DRAM reducer had before the cut."""
+    table = comb_cells_table(_small_reducer(slot_memory), list(IN_BETWEEN), list(LOOP_ENDS))
+    if slot_memory == "dram":
+        assert not any(table.values()), {k: v for k, v in table.items() if v}
+    else:
+        for src, reg in (("thit_h", "push"), ("fx_c", "push_r"), ("fx_s", "queued_r"), ("fxw_sn", "queued_r"),
+                         ("fxw_sn", "adv")):
+            assert table[src, reg], (src, reg, table)
+
+
+def _decision_cycles(slot_memory: str, counts: list[int], idle: list[int]) -> tuple[list[int], list[int]]:
+    """The cycles each message's first beat was accepted on ``s_msg`` and of the reducer's
+    outcome strobes (each two cycles after its message's first beat was decided in stage 1),
+    for messages of ``counts`` elements (W 64: two per beat), each offered ``idle`` cycles
+    after the last beat before it was accepted. Every message is unconfigured (group 0 has no
+    members; all for chunk 0, sender k: no other chunk on the slot to pin), so none reaches the
+    slot store (the DRAM port idles) and nothing pins; ``copy_error`` (with the gap: no
+    decision in between at a first beat) and ``adv`` are checked every cycle."""
+    dut = _small_reducer(slot_memory)
+    pk = Packer(64)
+    seq = []
+    for k, (count, gap) in enumerate(zip(counts, idle, strict=True)):
+        nb = payload_beats(count, 64)
+        seq += [None] * gap + [pk.pack(_msg(0, 0, 0, 0, k, 0, count, range(count)), b, nb) for b in range(nb)]
+    accepts: list[int] = []
+    cycles: list[int] = []
+    pinned: list[int] = []
+
+    async def tb(ctx):
+        await ctx.tick().repeat(2)
+        pos = cyc = 0
+        while pos < len(seq) or cyc < 40 + len(seq):
+            item = seq[pos] if pos < len(seq) else None
+            ctx.set(dut.s_msg.valid, item is not None)
+            if item is not None:
+                ctx.set(dut.s_msg.payload.as_value(), item)
+            ctx.set(dut.m_msg.ready, 1)
+            if item is not None and ctx.get(dut.s_msg.ready) and ctx.get(dut.s_msg.payload.first):
+                accepts.append(cyc)
+            if pos < len(seq) and (item is None or ctx.get(dut.s_msg.ready)):
+                pos += 1
+            assert not ctx.get(dut.copy_error)
+            assert ctx.get(dut.advance) == 1 - ctx.get(dut.stall_pinned)
+            if ctx.get(dut.stall_pinned):
+                pinned.append(cyc)
+            if ctx.get(dut.outcome):
+                assert Outcome(ctx.get(dut.outcome_code)) == Outcome.REJECT_UNCONFIGURED
+                cycles.append(cyc)
+            await ctx.tick()
+            cyc += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(tb)
+    sim.run()
+    assert len(cycles) == len(accepts) == len(counts)
+    assert not pinned
+    return accepts, cycles
+
+
+def test_the_gap_follows_each_last_beat_with_dram() -> None:
+    """With the DRAM store a message's first beat is decided at the earliest two cycles after
+    the last beat of the message before it entered stage 1 (one cycle, a bubble, later than on
+    chip), and only then: a first beat that reaches stage P later anyway (idle input cycles)
+    costs nothing, and a message's own beats follow one per cycle (docs/reducer.md, "No
+    decision in between"). The on-chip reducer decides back to back (the before-case, which
+    the DRAM reducer had before the cut): each first beat a fixed latency after it was
+    accepted; the DRAM reducer then or one cycle after the previous message's beats, whichever
+    is later."""
+    # one-beat messages back to back (a decision in every cycle on chip), then 3- and 2-beat
+    # ones, then idle input cycles between messages (1, 2, 0, 3)
+    counts = [2, 1, 2, 5, 6, 3, 1, 2, 4, 2, 1, 8, 2, 2]
+    idle = [0, 0, 0, 0, 0, 0, 1, 2, 0, 3, 1, 0, 4, 0]
+    beats = [payload_beats(c, 64) for c in counts]
+    (acc_c, on_chip), (acc_d, dram) = (_decision_cycles(sm, counts, idle) for sm in ("onchip", "dram"))
+    lat = on_chip[0] - acc_c[0]
+    assert [d - a for a, d in zip(acc_c, on_chip, strict=True)] == [lat] * len(counts)
+    assert [b - a for a, b in zip(on_chip, on_chip[1:], strict=False)] == [
+        n + i for n, i in zip(beats, idle[1:], strict=False)]  # the input's pace
+    expect = [acc_d[0] + lat]
+    for k in range(1, len(counts)):
+        expect.append(max(expect[-1] + beats[k - 1] + 1, acc_d[k] + lat))
+    assert dram == expect
+    # the gap cost a cycle after some messages and none after others (idle input cycles)
+    steps = [b - a - n for a, b, n in zip(dram, dram[1:], beats, strict=False)]
+    assert 1 in steps and any(x > 1 for x in steps), steps
