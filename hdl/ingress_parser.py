@@ -120,8 +120,8 @@ class IngressParser(wiring.Component):
         ``eth_dst_eq``, 8.95 ns at the same seed; the same cycles; off by default);
       - ``lazy_head`` (with ``registered_desc``): no wide register's next value is picked by the
         output's ready: the descriptor FIFO with ``UnguardedFIFO(lazy_head=True)`` and the output
-        header likewise (``hdr_o`` holds it, ``hdr_p`` loads the FIFO's head every cycle,
-        ``took``, the read enable a cycle late, picks), so ``m_msg.ready`` -> ``advance`` ->
+        header likewise (``hdr_o`` holds it; ``took``, the read enable a cycle late, picks the
+        FIFO's ``r_last``, the descriptor just read), so ``m_msg.ready`` -> ``advance`` ->
         ``r_en`` reaches a few flip-flops, not the 100+-bit head's and output header's selects
         and enables (``demux.data_skid.s__ready`` -> ``desc_fifo.head``, 11.87 ns at session 42's
         seed 5); the same values cycle for cycle; off by default.
@@ -514,11 +514,11 @@ class IngressParser(wiring.Component):
         out_valid = Signal()
         out_first = Signal()
         out_last = Signal()
-        if self.lazy_head:  # out_hdr from registers that load every cycle (lazy_head above)
-            hdr_o, hdr_p = Signal(AggHeaderLayout, name="hdr_o"), Signal(AggHeaderLayout, name="hdr_p")
-            took = Signal(name="took")
-            out_hdr = Mux(took, hdr_p.as_value(), hdr_o.as_value())
-            m.d.sync += [hdr_o.eq(out_hdr), hdr_p.eq(desc_r.hdr), took.eq(desc.r_en)]
+        if self.lazy_head:  # out_hdr from registers that load every cycle (lazy_head above):
+            # after a read the FIFO's r_last (its head register) holds the descriptor read
+            hdr_o, took = Signal(AggHeaderLayout, name="hdr_o"), Signal(name="took")
+            out_hdr = Mux(took, data.View(desc_layout, desc.r_last).hdr.as_value(), hdr_o.as_value())
+            m.d.sync += [hdr_o.eq(out_hdr), took.eq(desc.r_en)]
         else:
             out_hdr = Signal(AggHeaderLayout)
         rd_left = Signal(range(PMAX + 1))  # beats of the current message still to read

@@ -33,7 +33,8 @@ that is being written now), and ``r_data`` is ``nxt`` in the cycle after a read 
 flip-flop), else ``head``. So the reader's ready, which decides ``r_en``, reaches ``consume``,
 ``rdy``, ``popped`` and no wide select (``m_msg.ready`` -> ``r_en`` -> the descriptor head's 100+
 multiplexers, 11.87 ns at session 42's seed 5); ``r_data`` is one 2:1 multiplexer behind
-flip-flops. The same values cycle for cycle.
+flip-flops. The same values cycle for cycle. ``r_last`` is ``head``: in the cycle after a read
+it holds the entry read (a reader registering the head it read can use it instead).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class UnguardedFIFO(wiring.Component):
     (entries held, from the pointers). ``registered_head``: ``r_data`` and ``r_rdy`` from
     flip-flops (``copy_error``: one of their copies is wrong; always 0 without it), and their
     next values ``r_data_next``/``r_rdy_next`` out, so a reader can register what it decodes
-    from the head a cycle ahead (0 without it). ``registered_one``, ``lazy_head``: module docstring.
+    from the head a cycle ahead (0 without it). ``registered_one``, ``lazy_head``: module docstring;
+    with ``lazy_head`` also ``r_last`` (out): in the cycle after a read, the entry read.
     """
 
     def __init__(self, width: int, depth: int, *, registered_head: bool = False,
@@ -79,6 +81,7 @@ class UnguardedFIFO(wiring.Component):
             "r_data_next": Out(width),
             "r_rdy_next": Out(1),
             "copy_error": Out(1),
+            **({"r_last": Out(width)} if lazy_head else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -132,6 +135,7 @@ class UnguardedFIFO(wiring.Component):
         ]
         if self.lazy_head:  # both registered, popped (r_en a cycle late) picks
             m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(stays), nxt.eq(after), popped.eq(self.r_en)]
+            m.d.comb += self.r_last.eq(head)  # the entry read, in the cycle after a read
         else:
             m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(self.r_data_next)]
         return m

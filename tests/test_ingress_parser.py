@@ -795,7 +795,7 @@ def test_output_enables_read_no_descriptor_pointer_with_registered_desc(register
 @pytest.mark.parametrize("lazy_head", [False, True])
 def test_output_ready_reaches_no_wide_register_with_lazy_head(lazy_head: bool) -> None:
     """With ``lazy_head`` (the DRAM core's parsers) ``m_msg.ready`` reaches the descriptor
-    FIFO's head registers (``head``, ``nxt``) and the output header's (``hdr_o``, ``hdr_p``)
+    FIFO's head registers (``head``, ``nxt``) and the output header's (``hdr_o``)
     only through a flip-flop (``took``/``popped``, ``consume_n``): two flip-flops to their
     outputs. Without it (``registered_desc`` alone, the DRAM core's parsers before this cut)
     ``advance`` -> ``r_en`` picks every head bit's next value and enables ``out_hdr`` within the
@@ -803,7 +803,7 @@ def test_output_ready_reaches_no_wide_register_with_lazy_head(lazy_head: bool) -
     session 42's seed 5): one. The random-frame benches (``dram``) check the values."""
     dut = IngressParser(64, max_elements=256, registered_more=True, registered_desc=True,
                         lazy_head=lazy_head)
-    wide = (["desc_fifo.head", "desc_fifo.nxt", "hdr_o", "hdr_p"] if lazy_head
+    wide = (["desc_fifo.head", "desc_fifo.nxt", "hdr_o"] if lazy_head
             else ["desc_fifo.head", "out_hdr"])
     assert min_flops_between(dut, ["m_msg__ready"], wide) == (2 if lazy_head else 1)
 
