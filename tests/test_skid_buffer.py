@@ -17,7 +17,14 @@ import pytest
 from amaranth.back import verilog
 from amaranth.hdl import Cat, Fragment, Shape, signed, unsigned
 from amaranth.lib import data
-from stream_helpers import Port, _yosys_on, comb_cells_table, count_components, drive_random
+from stream_helpers import (
+    Port,
+    _yosys_on,
+    comb_cells_table,
+    count_components,
+    drive_random,
+    min_flops_between,
+)
 
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
 from wanreduce.hdl.core import WanreduceCore
@@ -167,8 +174,21 @@ def test_dram_core_slices_copy_their_ready() -> None:
     kw = dict(ports=2, slots=4, elements=16, groups=1, jobs=1)
     assert copies(WanreduceCore(**kw)) == []
     assert copies(WanreduceCore(**kw, slot_memory="dram")) == [
-        "core.demux.control_skid", "core.demux.data_skid", "core.merger_slice0", "core.merger_slice1",
-        "core.reducer.inputs.stage_i"]
+        "core.demux.control_skid", "core.demux.data_skid", "core.egress_slice", "core.merger_slice0",
+        "core.merger_slice1", "core.reducer.inputs.stage_i"]
+
+
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
+def test_dram_core_egress_ready_reaches_no_result_register(slot_memory: str) -> None:
+    """In the DRAM core the register slice in front of the egress framer (``egress_slice``) ends
+    ``m_axis_host.tready``'s path within the cycle: the result assembler's output register
+    (154 enables) and the egress merger's see it only through the slice's registered ready, two
+    flip-flops to their outputs. In the on-chip core (no slice, RTL unchanged) tready ->
+    the framer's ``s_msg.ready`` -> the merger -> those enables within the cycle (the Versa DRAM
+    build's 11.81 ns at session 42's seed 4): one, the before-case."""
+    core = WanreduceCore(ports=1, slots=4, elements=16, groups=1, jobs=1, slot_memory=slot_memory)
+    regs = ["reducer.assembler.out.out_data", "egress_merger.out_payload"]
+    assert min_flops_between(core, ["m_axis_host__tready"], regs) == (2 if slot_memory == "dram" else 1)
 
 
 def test_ready_copy_needs_skid() -> None:
