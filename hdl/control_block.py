@@ -45,7 +45,12 @@ class ControlBlock(wiring.Component):
     there (the other cores' RTL unchanged). With ``slot_memory="dram"`` a PROBE_BITMAP read waits
     for ``probe_ok`` through a flip-flop (``probe_ok_r``) and reads the answer it vouched for
     (``probe_bm_r``): the FSM's next state reads no probe compare, one cycle more per such read
-    (``registered_probe``; the other cores' RTL unchanged).
+    (``registered_probe``; the other cores' RTL unchanged). Also with ``"dram"`` the read mux's
+    selects are decoded per group of 8 registers (``split_read``): each group's 3-bit select
+    (``read_sel_r{g}``) and the group index (``read_gidx``) are their own flip-flops, decoded from
+    the loaded address like the one read index (``ridx``) is in the other cores, so no select net
+    reaches every group (``ridx`` -> ``read_group2``, 10.34 ns at session 41's seed 3,
+    docs/benchmarks.md session 42); the same cycles.
     """
 
     def __init__(
@@ -58,6 +63,9 @@ class ControlBlock(wiring.Component):
         # the probe's key compare (probe_ok, in the reducer) off the FSM's next state: the DRAM
         # build's core clock (docs/benchmarks.md, session 38)
         self.registered_probe = slot_memory == "dram"
+        # the read mux's select per group of 8 registers (class docstring): the DRAM build's core
+        # clock (docs/benchmarks.md, session 42)
+        self.split_read = slot_memory == "dram"
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -264,18 +272,39 @@ class ControlBlock(wiring.Component):
         # the read-index decode sees the low byte and one flag, not 16 address bits
         pages = sorted({a >> 8 for a in readable})
         page_r = Signal(len(pages))
-        ridx = Signal(range(len(read_list) + 1))  # its read index (len(read_list): none)
-        ridx_of_addr = Signal.like(ridx)
+        n_groups = (len(read_list) + 7) // 8
+        if self.split_read:
+            # per group of 8: its select (the register's place in the group; 0 when the address
+            # is not in the group) and the group index (n_groups: none), decoded like ridx
+            gsel_of_addr = [Signal(3, name=f"read_sel_n{g}") for g in range(n_groups)]
+            gidx_of_addr = Signal(range(n_groups + 1), name="read_gidx_n")
+        else:
+            ridx = Signal(range(len(read_list) + 1))  # its read index (len(read_list): none)
+            ridx_of_addr = Signal.like(ridx)
         with m.Switch(Cat(addr_r, page_r)):
             for i, a in enumerate(readable):
                 flag = "".join("1" if pg == a >> 8 else "-" for pg in reversed(pages))
                 with m.Case(flag + format(a & 0xFF, "08b")):
-                    m.d.comb += ridx_of_addr.eq(i)
+                    if self.split_read:
+                        m.d.comb += [gsel_of_addr[i // 8].eq(i % 8), gidx_of_addr.eq(i // 8)]
+                    else:
+                        m.d.comb += ridx_of_addr.eq(i)
             with m.Default():
-                m.d.comb += ridx_of_addr.eq(len(read_list))
+                if self.split_read:
+                    m.d.comb += gidx_of_addr.eq(n_groups)
+                else:
+                    m.d.comb += ridx_of_addr.eq(len(read_list))
         # loaded every cycle (no FSM state in its enable): addr_r/page_r change only in LOAD and
         # READBACK, so in READ and READBACK ridx holds the index of the operation being executed
-        m.d.sync += ridx.eq(ridx_of_addr)
+        # (with split_read: each group's select and the group index; each select decodes only
+        # its group's addresses, so yosys cannot merge them, and each drives one group's mux)
+        if self.split_read:
+            gsel = [Signal(3, name=f"read_sel_r{g}") for g in range(n_groups)]
+            gidx = Signal(range(n_groups + 1), name="read_gidx")
+            m.d.sync += [gidx.eq(gidx_of_addr), *[r.eq(n) for r, n in zip(gsel, gsel_of_addr, strict=True)]]
+        else:
+            m.d.sync += ridx.eq(ridx_of_addr)
+            gsel, gidx = [ridx[:3]] * n_groups, ridx[3:]
         # the operations of the held beat, decoded outside the FSM (LOAD loads the first, READBACK
         # the next)
         dec_first = decode(beat.data[:64], "first")
@@ -324,12 +353,13 @@ class ControlBlock(wiring.Component):
                     m.d.sync += [probe_rd.eq(1), probe_job.eq(j)]
 
         # The read mux in two registered levels: READ selects within groups of 8 registers by
-        # ridx[:3] into ``read_group``, READBACK picks the group by ridx[3:].
+        # ridx[:3] into ``read_group``, READBACK picks the group by ridx[3:] (split_read: by
+        # the group's own select and by the group index).
         groups_of_8 = [read_list[i:i + 8] for i in range(0, len(read_list), 8)]
         read_group = []
         for g, members in enumerate(groups_of_8):
             sel = Signal(32, name=f"read_sel{g}")
-            with m.Switch(ridx[:3]):
+            with m.Switch(gsel[g]):
                 for i, sig in enumerate(members):
                     with m.Case(i):
                         m.d.comb += sel.eq(sig)
@@ -339,7 +369,7 @@ class ControlBlock(wiring.Component):
         # the group is ridx[3:] (no case per register: that decoded all of ridx's bits in front
         # of the reply); "none" (ridx == len(read_list)) reads 0, its group's register or no group
         read_value = Signal(32)
-        with m.Switch(ridx[3:]):
+        with m.Switch(gidx):
             for g, reg in enumerate(read_group):
                 with m.Case(g):
                     m.d.comb += read_value.eq(reg)

@@ -17,6 +17,9 @@
   registered the same way), so the merger's arbitration does not chain into the parsers' read
   side. Each costs a cycle of latency (``bench/bench_fpga_modules.py core_stub`` places the core
   with a stand-in reducer to time these cross-component paths).
+* In the DRAM core (``slot_memory="dram"``) a ``SkidBuffer`` (``ready_copy``) also sits between
+  the egress merger and the framer: the framer's ``tready`` path ends there (one cycle more per
+  frame).
 * Results (and control replies) leave on ``m_axis_host`` toward the local hosts, addressed to the
   configured result MAC/IP/UDP port (unicast or multicast).
 
@@ -104,14 +107,17 @@ class WanreduceCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axis_host), host_parser.s_axis)
         parsers.append(host_parser)
 
-        m.submodules.demux = demux = MessageDemux(w)
+        # the register slices' skid registers on their own copy of the ready in the DRAM core
+        # (hdl/skid_buffer.py ready_copy; docs/benchmarks.md session 42)
+        ready_copy = self.slot_memory == "dram"
+        m.submodules.demux = demux = MessageDemux(w, ready_copy=ready_copy)
         wiring.connect(m, host_parser.m_msg, demux.s_msg)
 
         m.submodules.merger = merger = StreamMerger(w, n_net + 1)
         for i in range(n_net):
             # Register slice (registered ready) per network port, like the registered demux on
             # the host port: the merger's arbitration does not chain into the parsers' read side.
-            m.submodules[f"merger_slice{i}"] = pslice = SkidBuffer(message_beat_layout(w))
+            m.submodules[f"merger_slice{i}"] = pslice = SkidBuffer(message_beat_layout(w), ready_copy=ready_copy)
             wiring.connect(m, parsers[i].m_msg, pslice.s)
             wiring.connect(m, pslice.m, merger.s_msg[i])
         wiring.connect(m, demux.m_data, merger.s_msg[n_net])
@@ -141,7 +147,17 @@ class WanreduceCore(wiring.Component):
         wiring.connect(m, reducer.m_msg, out_merger.s_msg[0])
         wiring.connect(m, control.m_msg, out_merger.s_msg[1])
         m.submodules.egress = egress = EgressFramer(w)
-        wiring.connect(m, out_merger.m_msg, egress.s_msg)
+        if ready_copy:
+            # DRAM core: a register slice in front of the framer, so the framer's tready ->
+            # s_msg.ready path ends at the slice's output register and the egress merger's and
+            # the result assembler's output registers are enabled from the slice's registered
+            # ready (m_axis_host.tready -> assembler.out's 154 enables, 11.81 ns at session 42's
+            # seed 4; one cycle more per frame: docs/benchmarks.md session 42)
+            m.submodules.egress_slice = eslice = SkidBuffer(message_beat_layout(w), ready_copy=True)
+            wiring.connect(m, out_merger.m_msg, eslice.s)
+            wiring.connect(m, eslice.m, egress.s_msg)
+        else:
+            wiring.connect(m, out_merger.m_msg, egress.s_msg)
         wiring.connect(m, egress.m_axis, wiring.flipped(self.m_axis_host))
 
         # configuration

@@ -8,7 +8,9 @@ Registered: one :class:`~wanreduce.hdl.skid_buffer.SkidBuffer` per output, so ea
 consumer's ``ready`` to its register). ``s_msg.ready`` is the AND of the two buffers' registered
 readies (two flip-flops, no input on the path): a beat waiting in either skid register blocks
 the input until it leaves, so beats keep their order per output. One beat per cycle into a
-ready output; latency one cycle.
+ready output; latency one cycle. ``ready_copy``: both buffers built with ``SkidBuffer(ready_copy=True)``
+(the Versa DRAM core: the skid registers' enables off the ready that the host parser reads;
+their ``copy_error`` ORed into ``copy_error``, an output with the option).
 """
 
 from __future__ import annotations
@@ -29,18 +31,21 @@ class MessageDemux(wiring.Component):
     """``s_msg`` → ``m_control`` (msg_type CONTROL) or ``m_data`` (everything else); one cycle
     of latency, registered outputs and ready."""
 
-    def __init__(self, data_width: int) -> None:
+    def __init__(self, data_width: int, *, ready_copy: bool = False) -> None:
         check_data_width(data_width)
-        self.data_width = data_width
+        self.data_width, self.ready_copy = data_width, bool(ready_copy)
         sig = message_stream(data_width)
-        super().__init__({"s_msg": In(sig), "m_control": Out(sig), "m_data": Out(sig)})
+        super().__init__({"s_msg": In(sig), "m_control": Out(sig), "m_data": Out(sig),
+                          **({"copy_error": Out(1)} if self.ready_copy else {})})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         s = self.s_msg
         layout = message_beat_layout(self.data_width)
-        m.submodules.data_skid = data_skid = SkidBuffer(layout)
-        m.submodules.control_skid = control_skid = SkidBuffer(layout)
+        m.submodules.data_skid = data_skid = SkidBuffer(layout, ready_copy=self.ready_copy)
+        m.submodules.control_skid = control_skid = SkidBuffer(layout, ready_copy=self.ready_copy)
+        if self.ready_copy:
+            m.d.comb += self.copy_error.eq(data_skid.copy_error | control_skid.copy_error)
         is_ctrl = s.payload.hdr.msg_type == wire.MsgType.CONTROL
         m.d.comb += s.ready.eq(data_skid.s.ready & control_skid.s.ready)
         for skid, take, out in ((data_skid, ~is_ctrl, self.m_data), (control_skid, is_ctrl, self.m_control)):

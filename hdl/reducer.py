@@ -258,7 +258,8 @@ class Reducer(wiring.Component):
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
                                                 jobs=self.jobs, vectors=not self.words,
                                                 start_at_i=not self.words and S > START_AT_P_MAX_SLOTS,
-                                                region_at_cfg=region_cfg)
+                                                region_at_cfg=region_cfg,
+                                                ready_copy=self.slot_memory == "dram")
         m.d.comb += [
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
         ]
@@ -637,6 +638,8 @@ class Reducer(wiring.Component):
             copy_err = copy_err | (room_t != room)
         if gap:  # the copy, and no decision or tag write in between at a first beat in stage 1
             copy_err = copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
+        if inp.ready_copy:  # stage I's skid register enable, a copy of I's ready
+            copy_err = copy_err | inp.copy_error
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,

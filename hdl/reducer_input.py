@@ -81,14 +81,17 @@ class InputStages(wiring.Component):
     per-job regions (``cfg.region``, ``REGION_AT_CONFIG_MAX_SLOTS``), not decoded in P; P takes
     no beat from I while its job's region is stale (``cfg.region_stale``: the cycle after the
     job's base or window was written; the beat waits in I a cycle and decodes as it would have).
+    ``ready_copy``: stage I's skid register on its own copy of I's ready
+    (``SkidBuffer(ready_copy=True)``, the DRAM reducer: ``stage_i.s__ready`` -> ``skid_data``,
+    8.7 ns, docs/benchmarks.md session 42); its ``copy_error`` out (0 without it).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  vectors: bool = True, records: bool = False, start_at_i: bool = False,
-                 region_at_cfg: bool = False) -> None:
+                 region_at_cfg: bool = False, ready_copy: bool = False) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs, self.vectors, self.records = groups, jobs, vectors, records
-        self.start_at_i, self.region_at_cfg = start_at_i, region_at_cfg
+        self.start_at_i, self.region_at_cfg, self.ready_copy = start_at_i, region_at_cfg, bool(ready_copy)
         self.in_layout = input_beat_layout(data_width, slots, elements, start=start_at_i)
         self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors, records)
         super().__init__({
@@ -104,6 +107,7 @@ class InputStages(wiring.Component):
             "p_skid_valid": Out(1),
             "in_msg": Out(1),
             "empty": Out(1),
+            **({"copy_error": Out(1)} if self.ready_copy else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -115,7 +119,9 @@ class InputStages(wiring.Component):
         s = self.s_msg
         beat_cnt = Signal(_beat_bits(self.elements, self.data_width))
         # stage I (its output i_d feeds P's decode)
-        m.submodules.stage_i = stage_i = SkidBuffer(self.in_layout)
+        m.submodules.stage_i = stage_i = SkidBuffer(self.in_layout, ready_copy=self.ready_copy)
+        if self.ready_copy:
+            m.d.comb += self.copy_error.eq(stage_i.copy_error)
         i_v, i_d = stage_i.m.valid, stage_i.m.payload  # its output register
         i_rdy = stage_i.s.ready  # == ~skid_valid, as its own flip-flop
         i_in = Signal(self.in_layout)

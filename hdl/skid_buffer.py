@@ -24,6 +24,17 @@ registers and addresses its tag memory from them) use ``m.payload``/``m.valid`` 
 output register), ``s.ready`` (the registered ready) and, with ``SKID``, the extra outputs
 ``skid``/``skid_valid`` (wires of the skid register: the beat the output register loads next
 when ``skid_valid``) directly: nothing but a flip-flop drives any of them.
+
+``ready_copy=True`` (``SKID`` only; the Versa DRAM build's register slices, docs/benchmarks.md
+session 42): the skid register's enable is its own copy of ``s.ready`` (``skid_en``), so the
+ready flip-flop that the source's logic reads does not also drive every payload bit's clock
+enable (``merger_slice0.s__ready`` -> the parser's descriptor head, 109 endpoints, 9.47 ns;
+``stage_i.s__ready`` -> ``stage_i.skid_data``, 8.7 ns). yosys merges flip-flops with the same
+input and reset value, and the inverted one is ``skid_valid`` already, so the copy differs in
+its reset value (0, ``s.ready``'s is 1): after a reset the output register is empty, no beat can
+park, and the skid register's load is not used in that cycle; from the next cycle on the two are
+equal. ``copy_error`` (an output with the option): the copy differs from ``s.ready`` while the
+output register is full (a beat could park; never, if right). Off by default: the RTL unchanged.
 """
 
 from __future__ import annotations
@@ -49,19 +60,25 @@ class SkidBuffer(wiring.Component):
     """Stream register slice of payload ``shape``; see the module docstring.
 
     Ports: ``s`` (stream in), ``m`` (stream out), both ``stream.Signature(shape)``; with
-    ``SKID`` also ``skid`` (``shape``) and ``skid_valid``, the skid register (outputs); ``sync``.
+    ``SKID`` also ``skid`` (``shape``) and ``skid_valid``, the skid register (outputs); with
+    ``ready_copy`` also ``copy_error`` (out); ``sync``.
     """
 
-    def __init__(self, shape: ShapeLike, register_type: RegisterType = RegisterType.SKID) -> None:
+    def __init__(self, shape: ShapeLike, register_type: RegisterType = RegisterType.SKID, *,
+                 ready_copy: bool = False) -> None:
         Shape.cast(shape)  # a clear Amaranth error for something that is not a shape
         if not isinstance(register_type, RegisterType):
             raise ValueError(f"register_type must be one of {', '.join(t.name for t in RegisterType)}, "
                              f"got {register_type!r}")
-        self.shape, self.register_type = shape, register_type
+        if ready_copy and register_type is not RegisterType.SKID:
+            raise ValueError(f"ready_copy needs register_type SKID, got {register_type.name}")
+        self.shape, self.register_type, self.ready_copy = shape, register_type, bool(ready_copy)
         sig = stream.Signature(shape)
         members = {"s": In(sig), "m": Out(sig)}
         if register_type is RegisterType.SKID:
             members |= {"skid": Out(shape), "skid_valid": Out(1)}
+        if self.ready_copy:
+            members |= {"copy_error": Out(1)}
         super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
@@ -89,16 +106,26 @@ class SkidBuffer(wiring.Component):
         skid_valid = Signal()
         in_ready = Signal(init=1)  # == ~skid_valid, as its own flip-flop
         m.d.comb += [s.ready.eq(in_ready), self.skid.eq(skid_data), self.skid_valid.eq(skid_valid)]
-        with m.If(in_ready):  # enable from a flip-flop: copy the input while empty
+        # the skid register's enable: in_ready, or with ready_copy its copy (module docstring)
+        skid_en = Signal(name="skid_en") if self.ready_copy else in_ready
+        with m.If(skid_en):  # enable from a flip-flop: copy the input while empty
             m.d.sync += skid_data.eq(s.payload)
         with m.If(out_free):
             with m.If(skid_valid):
                 # Drain the skid beat first; s.ready was low this cycle, nothing arrives.
                 m.d.sync += [out_data.eq(skid_data), out_valid.eq(1), skid_valid.eq(0), in_ready.eq(1)]
+                if self.ready_copy:
+                    m.d.sync += skid_en.eq(1)
             with m.Else():
                 # Pass through (in_ready is 1 whenever the skid register is empty).
                 m.d.sync += [out_data.eq(s.payload), out_valid.eq(s.valid)]
+                if self.ready_copy:  # (equal to in_ready from here on after a reset)
+                    m.d.sync += skid_en.eq(in_ready)
         with m.Elif(s.valid & in_ready):
             # Output stalled but the source still saw ready high: park the beat.
             m.d.sync += [skid_valid.eq(1), in_ready.eq(0)]
+            if self.ready_copy:
+                m.d.sync += skid_en.eq(0)
+        if self.ready_copy:
+            m.d.comb += self.copy_error.eq(out_valid & (skid_en != in_ready))
         return m

@@ -25,6 +25,16 @@ the "exactly one entry" flag that picks the head's next value is a flip-flop too
 cycle ahead from the pointers and both enables: the pointers' 6-bit compare no longer runs on
 into every head bit's multiplexer (9.12 ns, docs/benchmarks.md, session 34). Off by default: the
 on-chip core's RTL is unchanged.
+
+With ``lazy_head=True`` as well (the DRAM core's ingress parsers, docs/benchmarks.md session 42)
+``r_en`` picks no head bit's next value: two registers load every cycle, ``head`` with the head
+as it is now (``w_data`` into an empty FIFO) and ``nxt`` with the entry after it (``w_data`` if
+that is being written now), and ``r_data`` is ``nxt`` in the cycle after a read (``popped``, a
+flip-flop), else ``head``. So the reader's ready, which decides ``r_en``, reaches ``consume``,
+``rdy``, ``popped`` and no wide select (``m_msg.ready`` -> ``r_en`` -> the descriptor head's 100+
+multiplexers, 11.87 ns at session 42's seed 5); ``r_data`` is one 2:1 multiplexer behind
+flip-flops. The same values cycle for cycle. ``r_last`` is ``head``: in the cycle after a read
+it holds the entry read (a reader registering the head it read can use it instead).
 """
 
 from __future__ import annotations
@@ -45,19 +55,22 @@ class UnguardedFIFO(wiring.Component):
     (entries held, from the pointers). ``registered_head``: ``r_data`` and ``r_rdy`` from
     flip-flops (``copy_error``: one of their copies is wrong; always 0 without it), and their
     next values ``r_data_next``/``r_rdy_next`` out, so a reader can register what it decodes
-    from the head a cycle ahead (0 without it).
+    from the head a cycle ahead (0 without it). ``registered_one``, ``lazy_head``: module docstring;
+    with ``lazy_head`` also ``r_last`` (out): in the cycle after a read, the entry read.
     """
 
     def __init__(self, width: int, depth: int, *, registered_head: bool = False,
-                 registered_one: bool = False) -> None:
+                 registered_one: bool = False, lazy_head: bool = False) -> None:
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"width must be a positive integer, got {width!r}")
         if not isinstance(depth, int) or depth < 2 or depth & (depth - 1):
             raise ValueError(f"depth must be a power of two >= 2, got {depth!r}")
         if registered_one and not registered_head:
             raise ValueError("registered_one needs registered_head=True, got registered_head=False")
+        if lazy_head and not registered_head:
+            raise ValueError("lazy_head needs registered_head=True, got registered_head=False")
         self.width, self.depth, self.registered_head = width, depth, registered_head
-        self.registered_one = registered_one
+        self.registered_one, self.lazy_head = registered_one, lazy_head
         super().__init__({
             "w_data": In(width),
             "w_en": In(1),
@@ -68,6 +81,7 @@ class UnguardedFIFO(wiring.Component):
             "r_data_next": Out(width),
             "r_rdy_next": Out(1),
             "copy_error": Out(1),
+            **({"r_last": Out(width)} if lazy_head else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -104,14 +118,37 @@ class UnguardedFIFO(wiring.Component):
             copy_error = copy_error | (one != one_now)
         else:
             m.d.comb += one.eq(one_now)
-        m.d.comb += [rp.addr.eq(consume_n[:aw]), self.r_data.eq(head), self.r_rdy.eq(rdy),
+        cur = head  # the head now (with lazy_head: nxt in the cycle after a read, module docstring)
+        if self.lazy_head:
+            nxt, popped = Signal(self.width, name="nxt"), Signal(name="popped")
+            cur = Mux(popped, nxt, head)
+        m.d.comb += [rp.addr.eq(consume_n[:aw]), self.r_data.eq(cur), self.r_rdy.eq(rdy),
                      self.copy_error.eq(copy_error)]
         with m.If(self.r_en):
             m.d.sync += consume_n.eq(consume_n + 1)
+        # the head's next value if it is read now (the entry after it) and if not
+        after = Mux(self.w_en & one, self.w_data, rp.data)
+        stays = Mux(self.w_en & ~rdy, self.w_data, cur)
         m.d.comb += [
             self.r_rdy_next.eq(self.w_en | (rdy & ~(self.r_en & one))),
-            self.r_data_next.eq(Mux(self.r_en, Mux(self.w_en & one, self.w_data, rp.data),
-                                    Mux(self.w_en & ~rdy, self.w_data, head))),
+            self.r_data_next.eq(Mux(self.r_en, after, stays)),
         ]
-        m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(self.r_data_next)]
+        if self.lazy_head:  # both registered, popped (r_en a cycle late) picks
+            m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(stays), nxt.eq(after), popped.eq(self.r_en)]
+            m.d.comb += self.r_last.eq(head)  # the entry read, in the cycle after a read
+        else:
+            m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(self.r_data_next)]
+        return m
+        # lazy_head (module docstring): the head's next value if it is read now (the entry after
+        # it, ``nxt``) and if not (``head``) both registered; ``popped`` (r_en) picks a cycle later
+        nxt, popped = Signal(self.width, name="nxt"), Signal(name="popped")
+        after = Mux(self.w_en & one, self.w_data, rp.data)
+        stays = Mux(self.w_en & ~rdy, self.w_data, self.r_data)
+        m.d.comb += [rp.addr.eq(consume_n[:aw]), self.r_data.eq(Mux(popped, nxt, head)),
+                     self.r_rdy.eq(rdy), self.copy_error.eq(copy_error),
+                     self.r_rdy_next.eq(self.w_en | (rdy & ~(self.r_en & one))),
+                     self.r_data_next.eq(Mux(self.r_en, after, stays))]
+        with m.If(self.r_en):
+            m.d.sync += consume_n.eq(consume_n + 1)
+        m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(stays), nxt.eq(after), popped.eq(self.r_en)]
         return m

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
-from stream_helpers import comb_cells_between, comb_cone
+from stream_helpers import comb_cells_between, comb_cells_table, comb_cone
 
 from wanreduce import regs, wire
 from wanreduce.hdl.control_block import ControlBlock
@@ -60,9 +60,12 @@ async def transact(ctx, dut, ops, w, head_ack=None):
     return out[1 : len(words) : 2]
 
 
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
 @pytest.mark.parametrize("w", [64, 256, 512])
-def test_register_ops_and_counters(w):
-    dut = ControlBlock(w, ports=2, slots=16, elements=64, groups=4, jobs=2)
+def test_register_ops_and_counters(w, slot_memory):
+    """Writes, reads and counters; ``dram``: the same with the read mux's per-group selects
+    (``split_read``)."""
+    dut = ControlBlock(w, ports=2, slots=16, elements=64, groups=4, jobs=2, slot_memory=slot_memory)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     resets = []
@@ -264,13 +267,15 @@ def test_registered_probe_answer_loads_without_the_compare():
     assert not comb_cells_between(dut, "probe_ok", "probe_bm_r")
 
 
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
 @pytest.mark.parametrize("w", [64, 512])
-def test_every_address_reads_its_own_register(w):
+def test_every_address_reads_its_own_register(w, slot_memory):
     """The read-index decode (a timing-critical 70-way decode, restructured in timing work):
     every mapped address reads its own register (its reset value), and an address that
-    differs from a mapped one only in its upper byte reads 0, as unmapped addresses do."""
+    differs from a mapped one only in its upper byte reads 0, as unmapped addresses do.
+    ``dram``: the same through the per-group selects and group index (``split_read``)."""
     kw = dict(ports=2, slots=16, elements=64, groups=4, jobs=2)
-    dut = ControlBlock(w, **kw)
+    dut = ControlBlock(w, **kw, slot_memory=slot_memory)
     reg_map = regs.register_map(width=w, **kw)
     mapped = {r.addr: r.reset for r in reg_map}
     aliases = sorted({a ^ b for a in mapped for b in (0x100, 0x200, 0x800, 0x1000, 0x4000, 0x8000)} - set(mapped))
@@ -291,15 +296,39 @@ def test_every_address_reads_its_own_register(w):
     sim.run()
 
 
-def test_reply_read_mux_decodes_the_group_index_only():
-    """READBACK picks the register's group of 8 by ``ridx[3:]``: one compare per group, not one
-    of all of ``ridx``'s bits per register (71 at the default core: the reply's 8.02 ns path at
-    seed 8, docs/benchmarks.md "Cut 6"). Every register's value and the unmapped addresses'
-    0 are checked by test_every_address_reads_its_own_register above."""
-    sources, cells = comb_cone(ControlBlock(64, ports=2, slots=16, elements=256, groups=4, jobs=2), "read_value")
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
+def test_reply_read_mux_decodes_the_group_index_only(slot_memory):
+    """READBACK picks the register's group of 8 by ``ridx[3:]`` (``dram``: by the group index
+    ``read_gidx``): one compare per group, not one of all of ``ridx``'s bits per register (71 at
+    the default core: the reply's 8.02 ns path at seed 8, docs/benchmarks.md "Cut 6"). Every
+    register's value and the unmapped addresses' 0 are checked by
+    test_every_address_reads_its_own_register above."""
+    dut = ControlBlock(64, ports=2, slots=16, elements=256, groups=4, jobs=2, slot_memory=slot_memory)
+    sources, cells = comb_cone(dut, "read_value")
     groups = {s for s in sources if s.startswith("read_group")}
-    assert len(groups) >= 8 and "ridx" in sources
+    assert len(groups) >= 8 and ("read_gidx" if slot_memory == "dram" else "ridx") in sources
     assert cells["$eq"] <= len(groups), cells
+
+
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
+def test_each_read_group_has_its_own_select_with_split_read(slot_memory):
+    """With ``dram`` (``split_read``) every group of 8 registers is selected by its own
+    flip-flops (``read_sel_r{g}``, decoded from the address with the group's cases only): no
+    select flip-flop reaches more than one group's ``read_group`` register, so no select net
+    fans out to every group's 32 multiplexers (``ridx`` -> ``read_group2``, 16 endpoints,
+    10.34 ns at session 41's seed 3). Without it (the other cores, RTL unchanged) ``ridx``
+    reaches every group: the before-case. test_every_address_reads_its_own_register checks
+    every address's value through the selects."""
+    dut = ControlBlock(64, ports=2, slots=16, elements=256, groups=4, jobs=2, slot_memory=slot_memory)
+    n = len(regs.register_map(ports=2, slots=16, elements=256, groups=4, jobs=2, width=64))
+    n_groups = (n + 7) // 8
+    srcs = [f"read_sel_r{g}" for g in range(n_groups)] if slot_memory == "dram" else ["ridx"]
+    table = comb_cells_table(dut, srcs, [f"read_group{g}" for g in range(n_groups)])
+    reach = {s: [g for g in range(n_groups) if sum(table[s, f"read_group{g}"].values())] for s in srcs}
+    if slot_memory == "dram":
+        assert reach == {f"read_sel_r{g}": [g] for g in range(n_groups)}, reach
+    else:
+        assert reach == {"ridx": list(range(n_groups))}, reach
 
 
 @pytest.mark.parametrize("slot_memory", ["dram", "records"])

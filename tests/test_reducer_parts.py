@@ -203,20 +203,24 @@ def test_config_and_input_stages_hold_a_beat_for_its_stale_region(seed: int) -> 
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize(("width", "slots", "elements", "seed", "start_at_i", "region_at_cfg"),
-                         [(64, 16, 5, 1, False, False), (256, 4, 20, 2, False, False), (64, 64, 5, 3, True, False),
-                          (64, 16, 9, 4, True, False), (64, 64, 5, 5, True, True), (64, 32, 9, 6, True, True)])
-def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i, region_at_cfg) -> None:
+@pytest.mark.parametrize(("width", "slots", "elements", "seed", "start_at_i", "region_at_cfg", "ready_copy"),
+                         [(64, 16, 5, 1, False, False, False), (256, 4, 20, 2, False, False, False),
+                          (64, 64, 5, 3, True, False, False), (64, 16, 9, 4, True, False, False),
+                          (64, 64, 5, 5, True, True, False), (64, 32, 9, 6, True, True, False),
+                          (64, 16, 5, 7, False, False, True), (256, 4, 20, 8, False, False, True)])
+def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i, region_at_cfg,
+                                        ready_copy) -> None:
     """Every beat comes out of stage P once, in order, with its decode equal to the Python
     arithmetic (slot, start slot, region, one-hot, members, sender bit, reject checks, ...);
     ``start_at_i``: the start slot computed in stage I, ``region_at_cfg``: the region selected
     from the configuration's per-job regions (the reducer above S 16; a job outside the table
-    gets slot 0's, as the decode of its zeros)."""
+    gets slot 0's, as the decode of its zeros). ``ready_copy`` (the DRAM reducer): stage I's
+    skid register on its own copy of I's ready, ``copy_error`` low every cycle."""
     rng = random.Random(seed)
     jobs_cfg = [(1, 5 % slots, 2), (1, 1, 9), (0, 0, 1)]
     groups = [0b0110, 0b1000, 0]
     dut = InputStages(width, slots=slots, elements=elements, groups=len(groups), jobs=len(jobs_cfg),
-                      start_at_i=start_at_i, region_at_cfg=region_at_cfg)
+                      start_at_i=start_at_i, region_at_cfg=region_at_cfg, ready_copy=ready_copy)
     layout, sb = message_beat_layout(width), (slots - 1).bit_length()
     n_beats = payload_beats(elements, width)
     msgs = []
@@ -227,6 +231,8 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
                                "last": int(k == n_beats - 1)}) for k in range(n_beats)]
 
     def each_cycle(ctx, cycle):
+        if ready_copy:
+            assert not ctx.get(dut.copy_error), f"cycle {cycle}: stage I's ready copy differs"
         if cycle == 0:  # configuration (registered in the parent; constant inputs here)
             for j, (en, base, lw) in enumerate(jobs_cfg):
                 lwc = min(lw, sb)

@@ -11,12 +11,20 @@ on the simulator from ``SIM``, with cocotbext-axi frames.
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Cat, Shape, signed, unsigned
+from amaranth.hdl import Cat, Fragment, Shape, signed, unsigned
 from amaranth.lib import data
-from stream_helpers import Port, count_components, drive_random
+from stream_helpers import (
+    Port,
+    _yosys_on,
+    comb_cells_table,
+    count_components,
+    drive_random,
+    min_flops_between,
+)
 
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
 from wanreduce.hdl.core import WanreduceCore
@@ -108,6 +116,84 @@ def test_skid_register_enable_is_the_registered_ready() -> None:
     assert cycles > 0 and received == beats and len(seen) >= cycles
 
 
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), PATTERNS)
+def test_ready_copy_every_beat_once_in_order(shape, p_valid, p_ready, seed) -> None:
+    """``ready_copy`` (the Versa DRAM core's register slices): the same beats in the same
+    order, the same cycles as without, and the skid register's enable (``skid_en``) equals
+    ``s.ready`` in every cycle a beat could park (``copy_error`` low)."""
+    def check(ctx, cycle: int) -> None:
+        assert not ctx.get(dut.copy_error), f"cycle {cycle}: skid_en differs from s.ready"
+
+    dut = SkidBuffer(shape, ready_copy=True)
+    got = _run(dut, Port.of(dut.s), Port.of(dut.m), 150, p_valid, p_ready, seed, each_cycle=check)
+    assert got[2] > 0 and got[1] == got[0]
+    assert got == _skid(shape, RegisterType.SKID, 150, p_valid, p_ready, seed)  # cycle for cycle
+
+
+@pytest.mark.parametrize("ready_copy", [False, True])
+def test_skid_register_enable_is_its_own_copy_with_ready_copy(ready_copy: bool) -> None:
+    """With ``ready_copy`` the skid register's enable is ``skid_en``: no cell from ``s.ready``'s
+    flip-flop (what the source's logic reads: the parser's read side, 9.47 ns to its descriptor
+    head at session 41's seed 3) to the skid register. Without it (the default, RTL unchanged)
+    ``s.ready`` drives that enable: the before-case."""
+    dut = SkidBuffer(message_beat_layout(64), ready_copy=ready_copy)
+    srcs = ["s__ready", "skid_en"] if ready_copy else ["s__ready"]
+    table = comb_cells_table(dut, srcs, ["skid", "m__payload"])
+    assert bool(sum(table["s__ready", "skid"].values())) != ready_copy, table
+    if ready_copy:
+        assert sum(table["skid_en", "skid"].values()), table
+
+
+def test_ready_copy_survives_synthesis() -> None:
+    """yosys merges flip-flops with the same input and reset value: ``skid_en`` differs from
+    ``s.ready``'s flip-flop in its reset value, so ``synth_ecp5`` keeps it: one flip-flop more
+    than without the option (a copy merged away would leave the counts equal)."""
+    def flops(ready_copy: bool) -> int:
+        (stat,) = _yosys_on(SkidBuffer(unsigned(16), ready_copy=ready_copy),
+                            "synth_ecp5 -top dut; tee -q -o stat.txt stat", "stat.txt")
+        return sum(int(n) for n in re.findall(r"^\s+(\d+)\s+TRELLIS_FF\s*$", stat, re.M))
+
+    assert flops(True) == flops(False) + 1
+
+
+def test_dram_core_slices_copy_their_ready() -> None:
+    """The DRAM core builds its merger slices, the demux's two buffers and the reducer's stage I
+    with ``ready_copy`` (the Versa DRAM build's core paths, docs/benchmarks.md session 42); the
+    on-chip core none (its RTL pinned by tests/test_default_rtl.py)."""
+    def copies(core: WanreduceCore) -> list[str]:
+        out, todo = [], [(Fragment.get(core, None), "core")]
+        while todo:
+            f, name = todo.pop()
+            out += [name for o in f.origins or () if isinstance(o, SkidBuffer) and o.ready_copy]
+            todo += [(sub, f"{name}.{sub_name}") for sub, sub_name, *_ in f.subfragments]
+        return sorted(out)
+
+    kw = dict(ports=2, slots=4, elements=16, groups=1, jobs=1)
+    assert copies(WanreduceCore(**kw)) == []
+    assert copies(WanreduceCore(**kw, slot_memory="dram")) == [
+        "core.demux.control_skid", "core.demux.data_skid", "core.egress_slice", "core.merger_slice0",
+        "core.merger_slice1", "core.reducer.inputs.stage_i"]
+
+
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
+def test_dram_core_egress_ready_reaches_no_result_register(slot_memory: str) -> None:
+    """In the DRAM core the register slice in front of the egress framer (``egress_slice``) ends
+    ``m_axis_host.tready``'s path within the cycle: the result assembler's output register
+    (154 enables) and the egress merger's see it only through the slice's registered ready, two
+    flip-flops to their outputs. In the on-chip core (no slice, RTL unchanged) tready ->
+    the framer's ``s_msg.ready`` -> the merger -> those enables within the cycle (the Versa DRAM
+    build's 11.81 ns at session 42's seed 4): one, the before-case."""
+    core = WanreduceCore(ports=1, slots=4, elements=16, groups=1, jobs=1, slot_memory=slot_memory)
+    regs = ["reducer.assembler.out.out_data", "egress_merger.out_payload"]
+    assert min_flops_between(core, ["m_axis_host__tready"], regs) == (2 if slot_memory == "dram" else 1)
+
+
+def test_ready_copy_needs_skid() -> None:
+    with pytest.raises(ValueError, match=r"ready_copy needs register_type SKID, got SIMPLE"):
+        SkidBuffer(8, RegisterType.SIMPLE, ready_copy=True)
 
 
 def test_one_implementation_everywhere() -> None:
