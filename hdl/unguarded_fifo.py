@@ -139,16 +139,3 @@ class UnguardedFIFO(wiring.Component):
         else:
             m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(self.r_data_next)]
         return m
-        # lazy_head (module docstring): the head's next value if it is read now (the entry after
-        # it, ``nxt``) and if not (``head``) both registered; ``popped`` (r_en) picks a cycle later
-        nxt, popped = Signal(self.width, name="nxt"), Signal(name="popped")
-        after = Mux(self.w_en & one, self.w_data, rp.data)
-        stays = Mux(self.w_en & ~rdy, self.w_data, self.r_data)
-        m.d.comb += [rp.addr.eq(consume_n[:aw]), self.r_data.eq(Mux(popped, nxt, head)),
-                     self.r_rdy.eq(rdy), self.copy_error.eq(copy_error),
-                     self.r_rdy_next.eq(self.w_en | (rdy & ~(self.r_en & one))),
-                     self.r_data_next.eq(Mux(self.r_en, after, stays))]
-        with m.If(self.r_en):
-            m.d.sync += consume_n.eq(consume_n + 1)
-        m.d.sync += [rdy.eq(self.r_rdy_next), head.eq(stays), nxt.eq(after), popped.eq(self.r_en)]
-        return m
