@@ -15,6 +15,9 @@ egress (results out).
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -46,11 +49,16 @@ class ControlBlock(wiring.Component):
     for ``probe_ok`` through a flip-flop (``probe_ok_r``) and reads the answer it vouched for
     (``probe_bm_r``): the FSM's next state reads no probe compare, one cycle more per such read
     (``registered_probe``; the other cores' RTL unchanged). Also with ``"dram"`` the read mux's
-    selects are decoded per group of 8 registers (``split_read``): each group's 3-bit select
-    (``read_sel_r{g}``) and the group index (``read_gidx``) are their own flip-flops, decoded from
-    the loaded address like the one read index (``ridx``) is in the other cores, so no select net
-    reaches every group (``ridx`` -> ``read_group2``, 10.34 ns at session 41's seed 3,
-    docs/benchmarks.md session 42); the same cycles.
+    selects are per group of 8 registers (``split_read``): each group's 3-bit select
+    (``read_sel_r{g}``) is its own flip-flop, so no select net reaches every group (``ridx`` ->
+    ``read_group2``, 10.34 ns at session 41's seed 3, docs/benchmarks.md session 42). The address
+    is compared with every readable register's as it is loaded (``read_match``, one flip-flop per
+    register, in place of ``addr_r`` / ``page_r``), and the selects and one hit flag per group (``read_hit{g}``)
+    load ORs of their group's match flags: no decode from the registered address (``addr_r`` ->
+    ``read_gidx`` / ``read_sel_r5``, 8.12-8.85 ns at session 42's seeds 1-3). A group's
+    ``read_group`` register is 0 unless its hit flag is set and the reply ORs them: no group
+    index (``read_gidx`` -> the reply, 8.29 ns at seed 2; docs/benchmarks.md session 43). The
+    same cycles as the other cores (a read's value from the same registers, the same states).
     """
 
     def __init__(
@@ -260,7 +268,8 @@ class ControlBlock(wiring.Component):
         # the operation being loaded (comb) and its decoded form (registers). LOAD decodes the
         # beat's first 64 bits, READBACK its second: two decoders, so the FSM state only
         # selects their results. The 70-way read index is decoded from the registered address
-        # (low byte + upper-byte flag) in the cycle after (it is first used in READ).
+        # (low byte + upper-byte flag) in the cycle after (it is first used in READ); with
+        # split_read the address is compared with each register's as it is loaded (read_match).
         def decode(words, tag: str) -> tuple:
             addr = Signal(16, name=f"next_addr_{tag}")
             m.d.comb += addr.eq(words[:32] & wire.CONTROL_ADDR_MASK)
@@ -273,36 +282,37 @@ class ControlBlock(wiring.Component):
         pages = sorted({a >> 8 for a in readable})
         page_r = Signal(len(pages))
         n_groups = (len(read_list) + 7) // 8
+        groups_of_8 = [read_list[i:i + 8] for i in range(0, len(read_list), 8)]
         if self.split_read:
-            # per group of 8: its select (the register's place in the group; 0 when the address
-            # is not in the group) and the group index (n_groups: none), decoded like ridx
-            gsel_of_addr = [Signal(3, name=f"read_sel_n{g}") for g in range(n_groups)]
-            gidx_of_addr = Signal(range(n_groups + 1), name="read_gidx_n")
+            # one match flag per readable register, loaded with the address (load_op), and from
+            # them (loaded every cycle) per group of 8: its select (the register's place in the
+            # group; 0 when the address is not in the group) and its hit flag (the address is in
+            # the group). Each select bit and hit flag is an OR of at most 8 match flags; as
+            # read_match changes only in LOAD and READBACK, in READ they hold the operation's.
+            read_match = Signal(len(read_list), name="read_match")
+            gsel = [Signal(3, name=f"read_sel_r{g}") for g in range(n_groups)]
+            ghit = [Signal(name=f"read_hit{g}") for g in range(n_groups)]
+            for g in range(n_groups):
+                flags = read_match[8 * g:8 * g + len(groups_of_8[g])]
+                gsel_n = Signal(3, name=f"read_sel_n{g}")
+                ghit_n = Signal(name=f"read_hit_n{g}")
+                m.d.comb += [ghit_n.eq(flags.any()),
+                             *[gsel_n[k].eq(Cat(*[f for i, f in enumerate(flags) if i >> k & 1]).any())
+                               for k in range(3)]]
+                m.d.sync += [gsel[g].eq(gsel_n), ghit[g].eq(ghit_n)]
         else:
             ridx = Signal(range(len(read_list) + 1))  # its read index (len(read_list): none)
             ridx_of_addr = Signal.like(ridx)
-        with m.Switch(Cat(addr_r, page_r)):
-            for i, a in enumerate(readable):
-                flag = "".join("1" if pg == a >> 8 else "-" for pg in reversed(pages))
-                with m.Case(flag + format(a & 0xFF, "08b")):
-                    if self.split_read:
-                        m.d.comb += [gsel_of_addr[i // 8].eq(i % 8), gidx_of_addr.eq(i // 8)]
-                    else:
+            with m.Switch(Cat(addr_r, page_r)):
+                for i, a in enumerate(readable):
+                    flag = "".join("1" if pg == a >> 8 else "-" for pg in reversed(pages))
+                    with m.Case(flag + format(a & 0xFF, "08b")):
                         m.d.comb += ridx_of_addr.eq(i)
-            with m.Default():
-                if self.split_read:
-                    m.d.comb += gidx_of_addr.eq(n_groups)
-                else:
+                with m.Default():
                     m.d.comb += ridx_of_addr.eq(len(read_list))
-        # loaded every cycle (no FSM state in its enable): addr_r/page_r change only in LOAD and
-        # READBACK, so in READ and READBACK ridx holds the index of the operation being executed
-        # (with split_read: each group's select and the group index; each select decodes only
-        # its group's addresses, so yosys cannot merge them, and each drives one group's mux)
-        if self.split_read:
-            gsel = [Signal(3, name=f"read_sel_r{g}") for g in range(n_groups)]
-            gidx = Signal(range(n_groups + 1), name="read_gidx")
-            m.d.sync += [gidx.eq(gidx_of_addr), *[r.eq(n) for r, n in zip(gsel, gsel_of_addr, strict=True)]]
-        else:
+            # loaded every cycle (no FSM state in its enable): addr_r/page_r change only in LOAD
+            # and READBACK, so in READ and READBACK ridx holds the index of the operation being
+            # executed
             m.d.sync += ridx.eq(ridx_of_addr)
             gsel, gidx = [ridx[:3]] * n_groups, ridx[3:]
         # the operations of the held beat, decoded outside the FSM (LOAD loads the first, READBACK
@@ -338,8 +348,10 @@ class ControlBlock(wiring.Component):
             next_words, next_addr, next_write = dec
             m.d.sync += [
                 value.eq(next_words[32:64]),
-                addr_r.eq(next_addr[:8]),
-                page_r.eq(Cat(*[next_addr[8:] == pg for pg in pages])),
+                # split_read: the address compared with every readable register's as it is
+                # registered (no decode from a registered address in front of the selects)
+                *([read_match.eq(Cat(*[next_addr == a for a in readable]))] if self.split_read else
+                  [addr_r.eq(next_addr[:8]), page_r.eq(Cat(*[next_addr[8:] == pg for pg in pages]))]),
                 we_max_el.eq(next_write & (next_addr == regs.MAX_ELEMENTS)),
                 clamp.eq(next_words[32:64] > self.elements),
                 head_write.eq(0),
@@ -354,8 +366,8 @@ class ControlBlock(wiring.Component):
 
         # The read mux in two registered levels: READ selects within groups of 8 registers by
         # ridx[:3] into ``read_group``, READBACK picks the group by ridx[3:] (split_read: by
-        # the group's own select and by the group index).
-        groups_of_8 = [read_list[i:i + 8] for i in range(0, len(read_list), 8)]
+        # the group's own select, each group's register 0 unless its hit flag is set, and
+        # READBACK ORs the groups' registers: no group index).
         read_group = []
         for g, members in enumerate(groups_of_8):
             sel = Signal(32, name=f"read_sel{g}")
@@ -364,15 +376,19 @@ class ControlBlock(wiring.Component):
                     with m.Case(i):
                         m.d.comb += sel.eq(sig)
             reg = Signal(32, name=f"read_group{g}")
-            m.d.sync += reg.eq(sel)
+            m.d.sync += reg.eq(Mux(ghit[g], sel, 0) if self.split_read else sel)
             read_group.append(reg)
-        # the group is ridx[3:] (no case per register: that decoded all of ridx's bits in front
-        # of the reply); "none" (ridx == len(read_list)) reads 0, its group's register or no group
         read_value = Signal(32)
-        with m.Switch(gidx):
-            for g, reg in enumerate(read_group):
-                with m.Case(g):
-                    m.d.comb += read_value.eq(reg)
+        if self.split_read:  # one group's register holds the value, the others 0 (none: all 0)
+            m.d.comb += read_value.eq(reduce(operator.or_, read_group))
+        else:
+            # the group is ridx[3:] (no case per register: that decoded all of ridx's bits in
+            # front of the reply); "none" (ridx == len(read_list)) reads 0, its group's register
+            # or no group
+            with m.Switch(gidx):
+                for g, reg in enumerate(read_group):
+                    with m.Case(g):
+                        m.d.comb += read_value.eq(reg)
 
         m.d.comb += [
             self.m_msg.payload.hdr.eq(beat.hdr),

@@ -298,16 +298,70 @@ def test_every_address_reads_its_own_register(w, slot_memory):
 
 @pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
 def test_reply_read_mux_decodes_the_group_index_only(slot_memory):
-    """READBACK picks the register's group of 8 by ``ridx[3:]`` (``dram``: by the group index
-    ``read_gidx``): one compare per group, not one of all of ``ridx``'s bits per register (71 at
-    the default core: the reply's 8.02 ns path at seed 8, docs/benchmarks.md "Cut 6"). Every
-    register's value and the unmapped addresses' 0 are checked by
+    """READBACK picks the register's group of 8 by ``ridx[3:]``: one compare per group, not one
+    of all of ``ridx``'s bits per register (71 at the default core: the reply's 8.02 ns path at
+    seed 8, docs/benchmarks.md "Cut 6"). ``dram`` (``split_read``): no group index at all, the
+    reply ORs the groups' registers (each 0 unless its hit flag was set; ``read_gidx`` ->
+    ``core.s_msg__1__payload`` 8.29 ns at session 42's seed 2, docs/benchmarks.md session 43).
+    Every register's value and the unmapped addresses' 0 are checked by
     test_every_address_reads_its_own_register above."""
     dut = ControlBlock(64, ports=2, slots=16, elements=256, groups=4, jobs=2, slot_memory=slot_memory)
     sources, cells = comb_cone(dut, "read_value")
     groups = {s for s in sources if s.startswith("read_group")}
-    assert len(groups) >= 8 and ("read_gidx" if slot_memory == "dram" else "ridx") in sources
-    assert cells["$eq"] <= len(groups), cells
+    assert len(groups) >= 8
+    if slot_memory == "dram":
+        assert sources == groups and not cells["$eq"] and not cells["$pmux"], (sources, cells)
+    else:
+        assert "ridx" in sources and cells["$eq"] <= len(groups), cells
+
+
+def test_split_read_selects_are_ors_of_the_registered_match_flags():
+    """With ``dram`` (``split_read``) the address is compared with every readable register's
+    as it is loaded (``read_match``, one flip-flop per register), so each group's select
+    (``read_sel_r{g}``) and hit flag (``read_hit{g}``) load ORs of that group's match flags
+    only: no address decode from ``addr_r`` / ``page_r`` in front of them (``addr_r`` ->
+    ``read_gidx`` / ``read_sel_r5``, 8.12-8.85 ns at session 42's seeds 1-3, docs/benchmarks.md
+    session 43). test_every_address_reads_its_own_register checks every address's value."""
+    kw = dict(ports=2, slots=16, elements=256, groups=4, jobs=2)
+    dut = ControlBlock(64, **kw, slot_memory="dram")
+    n_groups = (len(regs.register_map(width=64, **kw)) + 7) // 8
+    for g in range(n_groups):
+        for wire_name in (f"read_sel_n{g}", f"read_hit_n{g}"):
+            sources, cells = comb_cone(dut, wire_name)
+            assert sources == {"read_match"}, (wire_name, sources)
+            assert set(cells) <= {"$reduce_or", "$or", "$not"}, (wire_name, cells)
+
+
+@pytest.mark.parametrize("w", [64, 256])
+def test_split_read_takes_the_on_chip_cycles(w):
+    """A CONTROL message of register reads and writes takes the same cycles with ``dram``
+    (``split_read``: the match flags load with the address, the selects in EXEC as before) as
+    in the on-chip block, and reads the same values."""
+    ops = [(0, regs.ID, 0), (1, regs.group(1), 0b1011), (0, regs.group(1), 0), (0, regs.CONTROL_IN, 0),
+           (0, regs.port_frames_in(1), 0), (0, 0x7777, 0), (1, regs.LOCAL_IP, 5), (0, regs.LOCAL_IP, 0)]
+
+    def run(slot_memory: str) -> tuple[list[int], int]:
+        dut = ControlBlock(w, ports=2, slots=16, elements=64, groups=4, jobs=2, slot_memory=slot_memory)
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        out = {"now": 0}
+
+        async def clock(ctx):
+            async for _ in ctx.tick():
+                out["now"] += 1
+
+        async def tb(ctx):
+            out["vals"] = await transact(ctx, dut, ops, w)
+            out["cycles"] = out["now"]
+
+        sim.add_testbench(clock, background=True)
+        sim.add_testbench(tb)
+        sim.run()
+        return out["vals"], out["cycles"]
+
+    vals, cycles = run("dram")
+    assert vals == [regs.CORE_ID, 0b1011, 0b1011, 1, 0, 0, 5, 5]
+    assert (vals, cycles) == run("onchip")
 
 
 @pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
@@ -322,11 +376,12 @@ def test_each_read_group_has_its_own_select_with_split_read(slot_memory):
     dut = ControlBlock(64, ports=2, slots=16, elements=256, groups=4, jobs=2, slot_memory=slot_memory)
     n = len(regs.register_map(ports=2, slots=16, elements=256, groups=4, jobs=2, width=64))
     n_groups = (n + 7) // 8
-    srcs = [f"read_sel_r{g}" for g in range(n_groups)] if slot_memory == "dram" else ["ridx"]
+    srcs = ([f"read_sel_r{g}" for g in range(n_groups)] + [f"read_hit{g}" for g in range(n_groups)]
+            if slot_memory == "dram" else ["ridx"])
     table = comb_cells_table(dut, srcs, [f"read_group{g}" for g in range(n_groups)])
     reach = {s: [g for g in range(n_groups) if sum(table[s, f"read_group{g}"].values())] for s in srcs}
     if slot_memory == "dram":
-        assert reach == {f"read_sel_r{g}": [g] for g in range(n_groups)}, reach
+        assert reach == {f"read_{k}{g}": [g] for k in ("sel_r", "hit") for g in range(n_groups)}, reach
     else:
         assert reach == {"ridx": list(range(n_groups))}, reach
 
