@@ -19,7 +19,8 @@
   with a stand-in reducer to time these cross-component paths).
 * In the DRAM core (``slot_memory="dram"``) a ``SkidBuffer`` (``ready_copy``) also sits between
   the egress merger and the framer: the framer's ``tready`` path ends there (one cycle more per
-  frame).
+  frame); and one between the merger and the reducer: the reducer's input ready (window reset)
+  ends there, the merger's grants start from its registered ready (one cycle more per beat).
 * Results (and control replies) leave on ``m_axis_host`` toward the local hosts, addressed to the
   configured result MAC/IP/UDP port (unicast or multicast).
 
@@ -125,7 +126,18 @@ class WanreduceCore(wiring.Component):
         m.submodules.reducer = reducer = self.reducer
         # The reducer's input stage is itself a skid buffer with a registered ready (and the
         # merger's output is registered): no ready chain reducer -> merger -> parsers.
-        wiring.connect(m, merger.m_msg, reducer.s_msg)
+        if ready_copy:
+            # DRAM core: a register slice in front of the reducer too, so the reducer's input
+            # ready (its stage I's ready AND the window reset's ``open``, from ``in_msg``) ends
+            # at the slice and the merger's grant to its inputs (the merger slices' and the
+            # demux's output register enables) starts from the slice's registered ready
+            # (``reducer.inputs.in_msg`` -> ``core.s_msg__1__payload``, 9.02 ns at session 42's
+            # seed 5; one cycle more per beat: docs/benchmarks.md session 43)
+            m.submodules.reducer_slice = rslice = SkidBuffer(message_beat_layout(w), ready_copy=True)
+            wiring.connect(m, merger.m_msg, rslice.s)
+            wiring.connect(m, rslice.m, reducer.s_msg)
+        else:
+            wiring.connect(m, merger.m_msg, reducer.s_msg)
 
         m.submodules.control = control = ControlBlock(
             w, ports=n_net, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"],

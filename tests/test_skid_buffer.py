@@ -160,8 +160,8 @@ def test_ready_copy_survives_synthesis() -> None:
 
 
 def test_dram_core_slices_copy_their_ready() -> None:
-    """The DRAM core builds its merger slices, the demux's two buffers and the reducer's stage I
-    with ``ready_copy`` (the Versa DRAM build's core paths, docs/benchmarks.md session 42); the
+    """The DRAM core builds its merger slices, the demux's two buffers, the slice in front of the
+    reducer (session 43) and the reducer's stage I with ``ready_copy`` (the Versa DRAM build's core paths, docs/benchmarks.md session 42); the
     on-chip core none (its RTL pinned by tests/test_default_rtl.py)."""
     def copies(core: WanreduceCore) -> list[str]:
         out, todo = [], [(Fragment.get(core, None), "core")]
@@ -175,7 +175,7 @@ def test_dram_core_slices_copy_their_ready() -> None:
     assert copies(WanreduceCore(**kw)) == []
     assert copies(WanreduceCore(**kw, slot_memory="dram")) == [
         "core.demux.control_skid", "core.demux.data_skid", "core.egress_slice", "core.merger_slice0",
-        "core.merger_slice1", "core.reducer.inputs.stage_i"]
+        "core.merger_slice1", "core.reducer.inputs.stage_i", "core.reducer_slice"]
 
 
 @pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
@@ -189,6 +189,21 @@ def test_dram_core_egress_ready_reaches_no_result_register(slot_memory: str) -> 
     core = WanreduceCore(ports=1, slots=4, elements=16, groups=1, jobs=1, slot_memory=slot_memory)
     regs = ["reducer.assembler.out.out_data", "egress_merger.out_payload"]
     assert min_flops_between(core, ["m_axis_host__tready"], regs) == (2 if slot_memory == "dram" else 1)
+
+
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
+def test_dram_core_reducer_ready_reaches_no_merger_register(slot_memory: str) -> None:
+    """In the DRAM core the register slice in front of the reducer (``reducer_slice``) ends the
+    reducer's input ready within the cycle: the window reset's ``in_msg`` and stage I's ready
+    reach the merger's output register and its grants to its inputs (the merger slices' and the
+    demux's output register enables, ~100 bits each) only through the slice's registered
+    ready: two flip-flops to their outputs. In the on-chip core (no slice, RTL unchanged) they
+    reach them within the cycle (``reducer.inputs.in_msg`` -> ``core.s_msg__1__payload``, 9.02 ns
+    at session 42's seed 5, docs/benchmarks.md session 43): one, the before-case."""
+    core = WanreduceCore(ports=1, slots=4, elements=16, groups=1, jobs=1, slot_memory=slot_memory)
+    srcs = ["reducer.inputs.in_msg", "reducer.inputs.stage_i.in_ready"]
+    dsts = ["demux.data_skid.out_data", "merger_slice0.out_data", "merger.out_payload"]
+    assert min_flops_between(core, srcs, dsts) == (2 if slot_memory == "dram" else 1)
 
 
 def test_ready_copy_needs_skid() -> None:
