@@ -13,10 +13,15 @@ timer bounds the wait, so nothing deadlocks; ``hold`` = 0: any pause closes the 
 
 Closed bursts ``{start, len_m1}`` (``len_m1`` = beats − 1, as ``axlen``) queue in a FIFO of
 ``depth`` entries read on ``m`` (a :class:`RegisteredFIFO`: ``m.valid``/``m.payload`` come from
-flip-flops, not from the FIFO's block-RAM output). The owner guarantees room: each burst holds
-at least one row the owner still tracks, so ``depth`` = the owner's outstanding rows never
-overflows. Timing: the row that extends the burst is kept in a register (``start + beats``),
-so the decision is one compare of ``row`` with a flip-flop, no adder.
+flip-flops, not from the FIFO's block-RAM output). A burst closed in cycle t is written into the
+queue in t + 1, from flip-flops (``close_r`` / ``closed_r``), and shows on ``m`` in t + 4 at the
+earliest. The owner guarantees room: each burst holds at least one row the owner still tracks
+(the one in ``closed_r`` too), so ``depth`` = the owner's outstanding rows never overflows.
+Timing: the row that extends the burst is kept in a register (``start + beats``), so the
+decision is one compare of ``row`` with a flip-flop, no adder; and it ends at the flip-flop
+``close_r``: the queue's write enable no longer runs on from the compare into the FIFO's level
+and write pointer in the same cycle (the Versa DRAM build's ``aw_bursts`` / ``ar_bursts`` queue
+paths, 8.7-9.2 ns at 125 MHz, docs/benchmarks.md, session 43).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class BurstCoalescer(wiring.Component):
         self.address_bits, self.max_beats, self.page_beats, self.depth, self.hold = (
             address_bits, max_beats, page_beats, depth, hold)
         self.hold_beats = min(max_beats, hold_beats or max_beats)
+        self.queue = RegisteredFIFO(burst_layout(address_bits), depth)  # the closed bursts
         super().__init__({
             "row": In(address_bits),
             "push": In(1),
@@ -57,7 +63,7 @@ class BurstCoalescer(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         layout = burst_layout(self.address_bits)
-        m.submodules.queue = q = RegisteredFIFO(layout, self.depth)
+        m.submodules.queue = q = self.queue
         wiring.connect(m, q.m, wiring.flipped(self.m))
 
         is_open = Signal()
@@ -68,8 +74,12 @@ class BurstCoalescer(wiring.Component):
         new_page = self.row[:page_bits] == 0 if page_bits else 1
         extend = is_open & (self.row == following) & (beats < self.max_beats) & ~new_page
 
-        closed = Signal(layout)
-        m.d.comb += [closed.start.eq(start), closed.len_m1.eq(beats - 1), q.w_data.eq(closed)]
+        # The queue is written a cycle after the close, from flip-flops: `closed_r` loads the open
+        # burst every cycle (no enable), `close_r` the decision.
+        close, close_r = Signal(), Signal()
+        closed, closed_r = Signal(layout), Signal(layout)
+        m.d.comb += [closed.start.eq(start), closed.len_m1.eq(beats - 1), q.w_data.eq(closed_r), q.w_en.eq(close_r)]
+        m.d.sync += [closed_r.eq(closed), close_r.eq(close)]
         # Hold: the last row pushed said `more`, the burst can still grow (below hold_beats, not
         # at a page end) and the timer has not run out. All three are flip-flops or compares
         # of flip-flops.
@@ -82,11 +92,11 @@ class BurstCoalescer(wiring.Component):
             with m.If(extend):
                 m.d.sync += [beats.eq(beats + 1), following.eq(following + 1)]
             with m.Else():
-                m.d.comb += q.w_en.eq(is_open)
+                m.d.comb += close.eq(is_open)
                 m.d.sync += [is_open.eq(1), start.eq(self.row), beats.eq(1), following.eq(self.row + 1)]
         with m.Elif(is_open & hold):
             m.d.sync += left.eq(left - 1)
         with m.Elif(is_open):
-            m.d.comb += q.w_en.eq(1)
+            m.d.comb += close.eq(1)
             m.d.sync += is_open.eq(0)
         return m

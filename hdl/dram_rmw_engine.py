@@ -99,7 +99,8 @@ heads are :class:`RegisteredFIFO` outputs (no block-RAM clock-to-output in front
 ``full``, the lookup's hit / way / conflict flags and the response credit are registers (the
 LUT-RAM key read and its compares have a cycle of their own, L2, after the block-RAM read's
 L1, and their combination with the recent commands another, L3: at 121 MHz when L2 did both),
-and the burst coalescers compare with a registered next row.
+and the burst coalescers compare with a registered next row and write a closed burst into
+their queues from flip-flops, a cycle after it closes (AR / AW one cycle later; session 43).
 
 Capacity: the table holds a command from acceptance to its write's B, so full rate needs
 ``outstanding`` >= (read latency + write-response latency + a burst on each side + ~8) cycles of

@@ -201,3 +201,29 @@ def test_the_window_compares_come_a_stage_early() -> None:
         for reg in regs:
             assert not table[src, reg]["$eq"], (src, reg, table[src, reg])
     assert any(table[src, "index.a_src"] for src in srcs), "no path at all: the wire names changed?"
+
+
+@pytest.mark.parametrize(("coalescer", "feed"), [("ar_bursts", ["q_cmd", "q_valid", "q_hit"]),
+                                                 ("aw_bursts", ["c2", "c2_valid"])])
+def test_burst_queues_are_written_from_flip_flops(coalescer: str, feed: list[str]) -> None:
+    """A coalescer's close decision (its row from the store's register against `following`,
+    `beats` against the burst limit, the page bit, `push`, the hold) ends at a flip-flop: the
+    queue's write enable and data come straight from `close_r` / `closed_r` (Amaranth names their
+    wires after the queue ports they drive, `w_en` / `w_data`), a cycle later, and from those
+    registers to the queue's level no cell within a cycle (its write pointer `produce` is behind
+    the same `w_en`; after `proc` its flip-flop carries another name, so only the level is named
+    here). The decision ran on through the FIFO's
+    `w_en` -> level / pointer logic: the Versa DRAM build's core paths `aw_bursts.queue.queue.inner_level`
+    / `produce` from `beats` / `c2` (8.7-9.0 ns) and `ar_bursts...inner_level` from `following` /
+    the queued command (9.1-9.2 ns) at session 42's landing netlist (docs/benchmarks.md, session 43)."""
+    store = DramSlotStore(64, slots=4, row_bits=2, outstanding=8, burst_beats=4, burst_hold=8)
+    srcs = [*(f"{coalescer}.{r}" for r in ("following", "beats", "start", "is_open", "waiting", "left")), *feed]
+    regs = [f"{coalescer}.queue.queue.inner_level"]
+    table = comb_cells_table(store, [*srcs, f"{coalescer}.w_en"], regs)
+    for src in srcs:
+        for reg in regs:
+            assert not table[src, reg], (src, reg, table[src, reg])
+    assert all(table[f"{coalescer}.w_en", reg] for reg in regs), "no path at all: the wire names changed?"
+    for port in ("w_en", "w_data"):  # each straight from one flip-flop
+        sources, cells = comb_cone(store, f"{coalescer}.queue.{port}")
+        assert sources == {f"{coalescer}.{port}"} and not cells, (port, sorted(sources), cells)
