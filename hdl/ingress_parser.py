@@ -90,7 +90,8 @@ def dram_cuts(on: bool) -> dict[str, bool]:
     """The parser's timing cuts, all on or all off: the DRAM core turns them on
     (``slot_memory="dram"``, the Versa DRAM build's paths); the on-chip core's parsers keep them
     off (its RTL pinned by tests/test_default_rtl.py). Keyword arguments of ``IngressParser``."""
-    return {"registered_more": on, "registered_desc": on, "split_compares": on, "lazy_head": on}
+    return {"registered_more": on, "registered_desc": on, "split_compares": on, "lazy_head": on,
+            "registered_one": on}
 
 
 class IngressParser(wiring.Component):
@@ -124,7 +125,13 @@ class IngressParser(wiring.Component):
         FIFO's ``r_last``, the descriptor just read), so ``m_msg.ready`` -> ``advance`` ->
         ``r_en`` reaches a few flip-flops, not the 100+-bit head's and output header's selects
         and enables (``demux.data_skid.s__ready`` -> ``desc_fifo.head``, 11.87 ns at session 42's
-        seed 5); the same values cycle for cycle; off by default.
+        seed 5); the same values cycle for cycle; off by default;
+      - ``registered_one`` (with ``registered_desc``): the descriptor FIFO's "one entry" flag a
+        flip-flop (``UnguardedFIFO(registered_one=True)``; with ``lazy_head`` it alone picks
+        ``nxt``'s bypass), so no pointer compare and no push reaches the ~150 ``nxt`` (or
+        ``head``) multiplexers' select: ``desc_fifo.consume_n`` -> ``produce == consume_n`` ->
+        ``w_en & one`` -> ``desc_fifo.nxt``, 9.90 ns at session 42's landing seed 1
+        (docs/benchmarks.md session 43); the same values cycle for cycle; off by default.
 
     Ports:
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
@@ -140,10 +147,12 @@ class IngressParser(wiring.Component):
     def __init__(self, data_width: int, *, max_elements: int, fifo_depth: int | None = None,
                  accept_control: bool = False, registered_more: bool = False,
                  registered_desc: bool = False, split_compares: bool = False,
-                 lazy_head: bool = False) -> None:
+                 lazy_head: bool = False, registered_one: bool = False) -> None:
         check_data_width(data_width)
         if lazy_head and not registered_desc:
             raise ValueError("lazy_head needs registered_desc=True, got registered_desc=False")
+        if registered_one and not registered_desc:
+            raise ValueError("registered_one needs registered_desc=True, got registered_desc=False")
         if (not isinstance(max_elements, int) or isinstance(max_elements, bool)
                 or not 1 <= max_elements <= wire.MAX_ELEMENTS_JUMBO):
             raise ValueError(f"max_elements must be an integer from 1 to "
@@ -164,6 +173,7 @@ class IngressParser(wiring.Component):
         self.registered_desc = bool(registered_desc)
         self.split_compares = bool(split_compares)
         self.lazy_head = bool(lazy_head)
+        self.registered_one = bool(registered_one)
         super().__init__({
             "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
             "m_msg": Out(message_stream(data_width)),
@@ -219,7 +229,8 @@ class IngressParser(wiring.Component):
         # (no full check in its write enable: desc_room below guarantees room for every push)
         m.submodules.desc_fifo = desc = UnguardedFIFO(desc_layout.size, DESC_DEPTH,
                                                       registered_head=self.registered_desc,
-                                                      lazy_head=self.lazy_head)
+                                                      lazy_head=self.lazy_head,
+                                                      registered_one=self.registered_one)
         desc_w = data.View(desc_layout, desc.w_data)
         desc_r = data.View(desc_layout, desc.r_data)
 

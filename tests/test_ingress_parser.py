@@ -808,6 +808,26 @@ def test_output_ready_reaches_no_wide_register_with_lazy_head(lazy_head: bool) -
     assert min_flops_between(dut, ["m_msg__ready"], wide) == (2 if lazy_head else 1)
 
 
+@pytest.mark.parametrize("registered_one", [False, True])
+def test_descriptor_nxt_reads_no_pointer_compare_with_registered_one(registered_one: bool) -> None:
+    """With ``registered_one`` (the DRAM core's parsers, ``dram_cuts``) the descriptor FIFO's
+    ``nxt`` (the entry after the head, ~150 bits) is picked by the flip-flop ``one`` alone: no
+    cell from the FIFO's pointers' compare or the push (``v_push``, the FIFO's write enable) to
+    it within a cycle (two flip-flops to its output, ``nxt`` included), and from ``consume_n``
+    only the LUT RAM's read. Without it (``lazy_head``
+    alone, the DRAM core's parsers before this cut) ``consume_n`` / ``produce`` -> ``produce ==
+    consume_n`` -> ``w_en & one`` -> every ``nxt`` bit: ``parser_net0.desc_fifo.nxt`` from
+    ``consume_n``, 9.90 ns, 70 endpoints at session 42's landing seed 1 (the host parser's 9.13
+    at seed 5, from ``produce`` 8.70 at seed 2): one, the before-case. The random-frame benches
+    (``dram``) check the values and ``one`` against the pointers (``copy_error``)."""
+    dut = IngressParser(64, max_elements=256, **{**dram_cuts(True), "registered_one": registered_one})
+    assert min_flops_between(dut, ["desc_fifo.produce", "v_push"], ["desc_fifo.nxt"]) == (
+        2 if registered_one else 1)
+    table = comb_cells_table(dut, ["desc_fifo.consume_n", "desc_fifo.produce"], ["desc_fifo.nxt"])
+    for src in ("desc_fifo.consume_n", "desc_fifo.produce"):
+        assert ("$eq" in table[src, "desc_fifo.nxt"]) != registered_one, (src, table)
+
+
 # --------------------------------------------------------------------------------------------
 # Construction and conversion
 
@@ -854,6 +874,9 @@ def test_construction_validation() -> None:
     assert IngressParser(64, max_elements=8, accept_control=True).accepted_types == (1, 3)
     with pytest.raises(ValueError, match="lazy_head needs registered_desc"):
         IngressParser(64, max_elements=8, lazy_head=True)
+    with pytest.raises(ValueError, match="registered_one needs registered_desc"):
+        IngressParser(64, max_elements=8, registered_one=True)
+    assert dram_cuts(True)["registered_one"] and not dram_cuts(False)["registered_one"]
 
 
 def test_verilog_conversion_w512() -> None:
