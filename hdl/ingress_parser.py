@@ -91,7 +91,7 @@ def dram_cuts(on: bool) -> dict[str, bool]:
     (``slot_memory="dram"``, the Versa DRAM build's paths); the on-chip core's parsers keep them
     off (its RTL pinned by tests/test_default_rtl.py). Keyword arguments of ``IngressParser``."""
     return {"registered_more": on, "registered_desc": on, "split_compares": on, "lazy_head": on,
-            "registered_one": on}
+            "registered_one": on, "direct_pay_flags": on}
 
 
 class IngressParser(wiring.Component):
@@ -131,7 +131,13 @@ class IngressParser(wiring.Component):
         ``nxt``'s bypass), so no pointer compare and no push reaches the ~150 ``nxt`` (or
         ``head``) multiplexers' select: ``desc_fifo.consume_n`` -> ``produce == consume_n`` ->
         ``w_en & one`` -> ``desc_fifo.nxt``, 9.90 ns at session 42's landing seed 1
-        (docs/benchmarks.md session 43); the same values cycle for cycle; off by default.
+        (docs/benchmarks.md session 43); the same values cycle for cycle; off by default;
+      - ``direct_pay_flags``: ``stores_r`` / ``first_r`` / ``e_wrote``'s next values from
+        compares of ``pay_cnt`` itself, side by side, picked by whether it counts this beat,
+        instead of compares of its next value (``pay_cnt + 1``): no carry chain in series
+        with their compares (``pay_cnt`` -> ``first_r`` / ``e_wrote``, 8.24 / 8.68 / 8.58 ns at
+        session 42's landing seeds 1 and 5, docs/benchmarks.md session 43); the same values;
+        off by default.
 
     Ports:
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
@@ -147,7 +153,8 @@ class IngressParser(wiring.Component):
     def __init__(self, data_width: int, *, max_elements: int, fifo_depth: int | None = None,
                  accept_control: bool = False, registered_more: bool = False,
                  registered_desc: bool = False, split_compares: bool = False,
-                 lazy_head: bool = False, registered_one: bool = False) -> None:
+                 lazy_head: bool = False, registered_one: bool = False,
+                 direct_pay_flags: bool = False) -> None:
         check_data_width(data_width)
         if lazy_head and not registered_desc:
             raise ValueError("lazy_head needs registered_desc=True, got registered_desc=False")
@@ -174,6 +181,7 @@ class IngressParser(wiring.Component):
         self.split_compares = bool(split_compares)
         self.lazy_head = bool(lazy_head)
         self.registered_one = bool(registered_one)
+        self.direct_pay_flags = bool(direct_pay_flags)
         super().__init__({
             "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
             "m_msg": Out(message_stream(data_width)),
@@ -308,12 +316,19 @@ class IngressParser(wiring.Component):
         m.d.comb += s.tready.eq(ready)
         xfer = s.tvalid & ready
 
-        pay_next = Mux(in_payload & (pay_cnt <= PMAX), pay_cnt + 1, pay_cnt)
+        counts = in_payload & (pay_cnt <= PMAX)  # a transfer now counts a payload beat
+        pay_next = Mux(counts, pay_cnt + 1, pay_cnt)
+        if self.direct_pay_flags:  # pay_next < PMAX, == 0, != 0 from compares of pay_cnt
+            next_below = Mux(counts, pay_cnt < PMAX - 1, pay_cnt < PMAX)
+            next_zero = ~in_payload & (pay_cnt == 0)  # (counting makes it 1 or more)
+            next_nonzero = in_payload | (pay_cnt != 0)
+        else:
+            next_below, next_zero, next_nonzero = pay_next < PMAX, pay_next == 0, pay_next != 0
         header_complete = (beat == HB - 1) & ~(s.tlast & ~s.tkeep.all())
         in_payload_x = in_payload | (beat == HB - 1)  # after a transfer without tlast
         m.d.sync += [
-            stores_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next < PMAX), stores_r)),
-            first_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next == 0), first_r)),
+            stores_r.eq(Mux(xfer, ~s.tlast & in_payload_x & next_below, stores_r)),
+            first_r.eq(Mux(xfer, ~s.tlast & in_payload_x & next_zero, first_r)),
         ]
         copy_error = (stores_r != stores) | (first_r != first_payload)
         if self.registered_desc:  # the descriptor FIFO's head and ready copies too
@@ -345,7 +360,7 @@ class IngressParser(wiring.Component):
                     beat.eq(0), pay_cnt.eq(0), err.eq(0),
                     e_err.eq(err | s.tuser),
                     e_trunc.eq(~in_payload & ~header_complete),
-                    e_wrote.eq(pay_next != 0),
+                    e_wrote.eq(next_nonzero),
                     e_start.eq(Mux(pay_cnt == 0, wr_ptr, cur_start)),
                     e_ok.eq(in_payload & (pay_cnt == h_last) & (s.tkeep == h_keep)
                             & ~err & ~s.tuser),
