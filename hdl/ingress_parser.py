@@ -91,7 +91,7 @@ def dram_cuts(on: bool) -> dict[str, bool]:
     (``slot_memory="dram"``, the Versa DRAM build's paths); the on-chip core's parsers keep them
     off (its RTL pinned by tests/test_default_rtl.py). Keyword arguments of ``IngressParser``."""
     return {"registered_more": on, "registered_desc": on, "split_compares": on, "lazy_head": on,
-            "registered_one": on, "direct_pay_flags": on}
+            "registered_one": on, "direct_pay_flags": on, "early_lengths": on}
 
 
 class IngressParser(wiring.Component):
@@ -137,7 +137,13 @@ class IngressParser(wiring.Component):
         instead of compares of its next value (``pay_cnt + 1``): no carry chain in series
         with their compares (``pay_cnt`` -> ``first_r`` / ``e_wrote``, 8.24 / 8.68 / 8.58 ns at
         session 42's landing seeds 1 and 5, docs/benchmarks.md session 43); the same values;
-        off by default.
+        off by default;
+      - ``early_lengths``: the length check's IPv4 and UDP halves, for a field that arrives
+        before the header's last beat, from registers (``(field - extra) / 4`` and whether it
+        is a whole multiple, loaded every cycle as ``csum_early`` is), so H1 compares them with
+        ``element_count``: no adder in front of ``h_len_ok`` / ``h_all_ok_b`` (``hdr`` ->
+        ``h_all_ok_b``, 8.38 ns at session 42's landing seed 2, docs/benchmarks.md session
+        43); the same verdicts; off by default.
 
     Ports:
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
@@ -154,7 +160,7 @@ class IngressParser(wiring.Component):
                  accept_control: bool = False, registered_more: bool = False,
                  registered_desc: bool = False, split_compares: bool = False,
                  lazy_head: bool = False, registered_one: bool = False,
-                 direct_pay_flags: bool = False) -> None:
+                 direct_pay_flags: bool = False, early_lengths: bool = False) -> None:
         check_data_width(data_width)
         if lazy_head and not registered_desc:
             raise ValueError("lazy_head needs registered_desc=True, got registered_desc=False")
@@ -182,6 +188,7 @@ class IngressParser(wiring.Component):
         self.lazy_head = bool(lazy_head)
         self.registered_one = bool(registered_one)
         self.direct_pay_flags = bool(direct_pay_flags)
+        self.early_lengths = bool(early_lengths)
         super().__init__({
             "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
             "m_msg": Out(message_stream(data_width)),
@@ -460,6 +467,20 @@ class IngressParser(wiring.Component):
             csum_ok = csum_good(h_csum)
         with m.If(resolve & ~e_trunc):
             m.d.sync += h1_valid.eq(0)
+
+        def length_ok(name: str, extra: int) -> Value:
+            """``name`` == 4 * element_count + ``extra``. With ``early_lengths`` and the field
+            before the header's last beat: ``(field - extra) / 4`` and "field >= extra and a
+            whole multiple of 4 above it" registered every cycle (its slot of ``hdr`` is stable
+            from its beat to the frame's end, as for ``csum_early``), so the check is an equality
+            of registers and ``element_count``, no adder."""
+            fld = f(name)
+            if not (self.early_lengths and (wire.FIELD[name].offset + wire.FIELD[name].size - 1) // KB < HB - 1):
+                return fld == (count << 2) + extra
+            quot, fits = Signal(len(fld) - 2, name=f"{name}_q"), Signal(name=f"{name}_fits")
+            m.d.sync += [quot.eq((fld - extra)[2:len(fld)]),
+                         fits.eq((fld >= extra) & (fld[:2] == extra % 4))]
+            return fits & (quot == count)
         h_checks = [  # header checks registered in H1 (each for its drop reason)
             (h_eth_ok, f("eth_type") == wire.ETHERTYPE_IPV4),
             (h_ip_ok, ((f("ip_version_ihl") == wire.IPV4_VERSION_IHL)
@@ -470,11 +491,9 @@ class IngressParser(wiring.Component):
             (h_port_ok, f("udp_dport") == self.udp_port),
             (h_agg_ok, (f("magic") == wire.MAGIC) & (f("version") == wire.VERSION) & type_ok),
             (h_count_ok, (count != 0) & count_in_limit),
-            (h_len_ok, ((f("ip_total_length")
-                         == (count << 2) + (wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES
-                                            + wire.AGG_HEADER_BYTES))
-                        & (f("udp_length")
-                           == (count << 2) + (wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES)))),
+            (h_len_ok, (length_ok("ip_total_length", wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES
+                                  + wire.AGG_HEADER_BYTES)
+                        & length_ok("udp_length", wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES))),
         ]
         # ... and all of them at once, for the verdict's accept/rollback (the reason code uses
         # the individual bits; this keeps an 8-input AND out of the rollback -> wr_ptr path)

@@ -863,6 +863,22 @@ def test_payload_flags_read_no_adder_with_direct_pay_flags(direct_pay_flags: boo
         assert (n_add == 0) == direct_pay_flags, (reg, n_add)
 
 
+@pytest.mark.parametrize("early_lengths", [False, True])
+def test_length_check_reads_no_adder_with_early_lengths(early_lengths: bool) -> None:
+    """With ``early_lengths`` (the DRAM core's parsers, ``dram_cuts``) at W = 64 (both length
+    fields arrive before the header's last beat) H1's length check ``h_len_ok`` and the verdict's
+    ``h_all_ok_b`` compare registers with ``element_count``: no adder or subtracter in their
+    cones from ``hdr``. Without it (the on-chip core's parsers, RTL unchanged; the DRAM core's
+    before this cut) ``4 * element_count + 50`` / ``+ 30`` is added in H1's cycle
+    (``parser_host.hdr`` -> ``h_all_ok_b``, 8.38 ns at session 42's landing seed 2): the
+    before-case. The random-frame and drop-reason benches (``dram``) check the verdicts
+    (LENGTH drops among them) at every W."""
+    dut = IngressParser(64, max_elements=256, **{**dram_cuts(True), "early_lengths": early_lengths})
+    for reg in ("h_len_ok", "h_all_ok_b"):
+        arith = sum(comb_cells_before(dut, "hdr", reg, t)[0] for t in ("$add", "$sub"))
+        assert (arith == 0) == early_lengths, (reg, arith)
+
+
 @pytest.mark.parametrize("registered_more", [False, True])
 def test_descriptor_read_reads_no_beat_count_with_registered_more(registered_more: bool) -> None:
     """With ``registered_more`` the descriptor FIFO's read pointer (``consume``) starts from the
