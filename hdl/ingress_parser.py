@@ -90,7 +90,8 @@ def dram_cuts(on: bool) -> dict[str, bool]:
     """The parser's timing cuts, all on or all off: the DRAM core turns them on
     (``slot_memory="dram"``, the Versa DRAM build's paths); the on-chip core's parsers keep them
     off (its RTL pinned by tests/test_default_rtl.py). Keyword arguments of ``IngressParser``."""
-    return {"registered_more": on, "registered_desc": on, "split_compares": on, "lazy_head": on}
+    return {"registered_more": on, "registered_desc": on, "split_compares": on, "lazy_head": on,
+            "registered_one": on, "direct_pay_flags": on, "early_lengths": on}
 
 
 class IngressParser(wiring.Component):
@@ -124,7 +125,25 @@ class IngressParser(wiring.Component):
         FIFO's ``r_last``, the descriptor just read), so ``m_msg.ready`` -> ``advance`` ->
         ``r_en`` reaches a few flip-flops, not the 100+-bit head's and output header's selects
         and enables (``demux.data_skid.s__ready`` -> ``desc_fifo.head``, 11.87 ns at session 42's
-        seed 5); the same values cycle for cycle; off by default.
+        seed 5); the same values cycle for cycle; off by default;
+      - ``registered_one`` (with ``registered_desc``): the descriptor FIFO's "one entry" flag a
+        flip-flop (``UnguardedFIFO(registered_one=True)``; with ``lazy_head`` it alone picks
+        ``nxt``'s bypass), so no pointer compare and no push reaches the ~150 ``nxt`` (or
+        ``head``) multiplexers' select: ``desc_fifo.consume_n`` -> ``produce == consume_n`` ->
+        ``w_en & one`` -> ``desc_fifo.nxt``, 9.90 ns at session 42's landing seed 1
+        (docs/benchmarks.md session 43); the same values cycle for cycle; off by default;
+      - ``direct_pay_flags``: ``stores_r`` / ``first_r`` / ``e_wrote``'s next values from
+        compares of ``pay_cnt`` itself, side by side, picked by whether it counts this beat,
+        instead of compares of its next value (``pay_cnt + 1``): no carry chain in series
+        with their compares (``pay_cnt`` -> ``first_r`` / ``e_wrote``, 8.24 / 8.68 / 8.58 ns at
+        session 42's landing seeds 1 and 5, docs/benchmarks.md session 43); the same values;
+        off by default;
+      - ``early_lengths``: the length check's IPv4 and UDP halves, for a field that arrives
+        before the header's last beat, from registers (``(field - extra) / 4`` and whether it
+        is a whole multiple, loaded every cycle as ``csum_early`` is), so H1 compares them with
+        ``element_count``: no adder in front of ``h_len_ok`` / ``h_all_ok_b`` (``hdr`` ->
+        ``h_all_ok_b``, 8.38 ns at session 42's landing seed 2, docs/benchmarks.md session
+        43); the same verdicts; off by default.
 
     Ports:
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
@@ -140,10 +159,13 @@ class IngressParser(wiring.Component):
     def __init__(self, data_width: int, *, max_elements: int, fifo_depth: int | None = None,
                  accept_control: bool = False, registered_more: bool = False,
                  registered_desc: bool = False, split_compares: bool = False,
-                 lazy_head: bool = False) -> None:
+                 lazy_head: bool = False, registered_one: bool = False,
+                 direct_pay_flags: bool = False, early_lengths: bool = False) -> None:
         check_data_width(data_width)
         if lazy_head and not registered_desc:
             raise ValueError("lazy_head needs registered_desc=True, got registered_desc=False")
+        if registered_one and not registered_desc:
+            raise ValueError("registered_one needs registered_desc=True, got registered_desc=False")
         if (not isinstance(max_elements, int) or isinstance(max_elements, bool)
                 or not 1 <= max_elements <= wire.MAX_ELEMENTS_JUMBO):
             raise ValueError(f"max_elements must be an integer from 1 to "
@@ -164,6 +186,9 @@ class IngressParser(wiring.Component):
         self.registered_desc = bool(registered_desc)
         self.split_compares = bool(split_compares)
         self.lazy_head = bool(lazy_head)
+        self.registered_one = bool(registered_one)
+        self.direct_pay_flags = bool(direct_pay_flags)
+        self.early_lengths = bool(early_lengths)
         super().__init__({
             "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
             "m_msg": Out(message_stream(data_width)),
@@ -219,7 +244,8 @@ class IngressParser(wiring.Component):
         # (no full check in its write enable: desc_room below guarantees room for every push)
         m.submodules.desc_fifo = desc = UnguardedFIFO(desc_layout.size, DESC_DEPTH,
                                                       registered_head=self.registered_desc,
-                                                      lazy_head=self.lazy_head)
+                                                      lazy_head=self.lazy_head,
+                                                      registered_one=self.registered_one)
         desc_w = data.View(desc_layout, desc.w_data)
         desc_r = data.View(desc_layout, desc.r_data)
 
@@ -297,12 +323,19 @@ class IngressParser(wiring.Component):
         m.d.comb += s.tready.eq(ready)
         xfer = s.tvalid & ready
 
-        pay_next = Mux(in_payload & (pay_cnt <= PMAX), pay_cnt + 1, pay_cnt)
+        counts = in_payload & (pay_cnt <= PMAX)  # a transfer now counts a payload beat
+        pay_next = Mux(counts, pay_cnt + 1, pay_cnt)
+        if self.direct_pay_flags:  # pay_next < PMAX, == 0, != 0 from compares of pay_cnt
+            next_below = Mux(counts, pay_cnt < PMAX - 1, pay_cnt < PMAX)
+            next_zero = ~in_payload & (pay_cnt == 0)  # (counting makes it 1 or more)
+            next_nonzero = in_payload | (pay_cnt != 0)
+        else:
+            next_below, next_zero, next_nonzero = pay_next < PMAX, pay_next == 0, pay_next != 0
         header_complete = (beat == HB - 1) & ~(s.tlast & ~s.tkeep.all())
         in_payload_x = in_payload | (beat == HB - 1)  # after a transfer without tlast
         m.d.sync += [
-            stores_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next < PMAX), stores_r)),
-            first_r.eq(Mux(xfer, ~s.tlast & in_payload_x & (pay_next == 0), first_r)),
+            stores_r.eq(Mux(xfer, ~s.tlast & in_payload_x & next_below, stores_r)),
+            first_r.eq(Mux(xfer, ~s.tlast & in_payload_x & next_zero, first_r)),
         ]
         copy_error = (stores_r != stores) | (first_r != first_payload)
         if self.registered_desc:  # the descriptor FIFO's head and ready copies too
@@ -334,7 +367,7 @@ class IngressParser(wiring.Component):
                     beat.eq(0), pay_cnt.eq(0), err.eq(0),
                     e_err.eq(err | s.tuser),
                     e_trunc.eq(~in_payload & ~header_complete),
-                    e_wrote.eq(pay_next != 0),
+                    e_wrote.eq(next_nonzero),
                     e_start.eq(Mux(pay_cnt == 0, wr_ptr, cur_start)),
                     e_ok.eq(in_payload & (pay_cnt == h_last) & (s.tkeep == h_keep)
                             & ~err & ~s.tuser),
@@ -434,6 +467,20 @@ class IngressParser(wiring.Component):
             csum_ok = csum_good(h_csum)
         with m.If(resolve & ~e_trunc):
             m.d.sync += h1_valid.eq(0)
+
+        def length_ok(name: str, extra: int) -> Value:
+            """``name`` == 4 * element_count + ``extra``. With ``early_lengths`` and the field
+            before the header's last beat: ``(field - extra) / 4`` and "field >= extra and a
+            whole multiple of 4 above it" registered every cycle (its slot of ``hdr`` is stable
+            from its beat to the frame's end, as for ``csum_early``), so the check is an equality
+            of registers and ``element_count``, no adder."""
+            fld = f(name)
+            if not (self.early_lengths and (wire.FIELD[name].offset + wire.FIELD[name].size - 1) // KB < HB - 1):
+                return fld == (count << 2) + extra
+            quot, fits = Signal(len(fld) - 2, name=f"{name}_q"), Signal(name=f"{name}_fits")
+            m.d.sync += [quot.eq((fld - extra)[2:len(fld)]),
+                         fits.eq((fld >= extra) & (fld[:2] == extra % 4))]
+            return fits & (quot == count)
         h_checks = [  # header checks registered in H1 (each for its drop reason)
             (h_eth_ok, f("eth_type") == wire.ETHERTYPE_IPV4),
             (h_ip_ok, ((f("ip_version_ihl") == wire.IPV4_VERSION_IHL)
@@ -444,11 +491,9 @@ class IngressParser(wiring.Component):
             (h_port_ok, f("udp_dport") == self.udp_port),
             (h_agg_ok, (f("magic") == wire.MAGIC) & (f("version") == wire.VERSION) & type_ok),
             (h_count_ok, (count != 0) & count_in_limit),
-            (h_len_ok, ((f("ip_total_length")
-                         == (count << 2) + (wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES
-                                            + wire.AGG_HEADER_BYTES))
-                        & (f("udp_length")
-                           == (count << 2) + (wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES)))),
+            (h_len_ok, (length_ok("ip_total_length", wire.IPV4_HEADER_BYTES + wire.UDP_HEADER_BYTES
+                                  + wire.AGG_HEADER_BYTES)
+                        & length_ok("udp_length", wire.UDP_HEADER_BYTES + wire.AGG_HEADER_BYTES))),
         ]
         # ... and all of them at once, for the verdict's accept/rollback (the reason code uses
         # the individual bits; this keeps an 8-input AND out of the rollback -> wr_ptr path)

@@ -35,6 +35,15 @@ flip-flop), else ``head``. So the reader's ready, which decides ``r_en``, reache
 multiplexers, 11.87 ns at session 42's seed 5); ``r_data`` is one 2:1 multiplexer behind
 flip-flops. The same values cycle for cycle. ``r_last`` is ``head``: in the cycle after a read
 it holds the entry read (a reader registering the head it read can use it instead).
+
+With ``lazy_head`` and ``registered_one`` together (the DRAM core's parsers, docs/benchmarks.md
+session 43) ``nxt``'s select is the flip-flop ``one`` alone: ``w_data`` whenever exactly one
+entry is held, written or not. Without a write that value is never shown: ``nxt`` is shown only
+after a read, and reading the one entry empties the FIFO (``r_rdy`` low). So no pointer compare
+and no write enable sits in front of ``nxt``'s 150+ multiplexers (``consume_n`` / ``produce`` ->
+``produce == consume_n`` -> ``w_en & one`` -> every ``nxt`` bit, 9.90 ns at session 42's seed 1);
+what is left in its cone is the LUT RAM's read at ``consume_n`` and ``w_data``.
+``r_data_next`` is then meaningful only with ``r_rdy_next``.
 """
 
 from __future__ import annotations
@@ -126,8 +135,10 @@ class UnguardedFIFO(wiring.Component):
                      self.copy_error.eq(copy_error)]
         with m.If(self.r_en):
             m.d.sync += consume_n.eq(consume_n + 1)
-        # the head's next value if it is read now (the entry after it) and if not
-        after = Mux(self.w_en & one, self.w_data, rp.data)
+        # the head's next value if it is read now (the entry after it) and if not; with lazy_head
+        # and registered_one picked by the flip-flop one alone (module docstring)
+        bypass = one if self.lazy_head and self.registered_one else self.w_en & one
+        after = Mux(bypass, self.w_data, rp.data)
         stays = Mux(self.w_en & ~rdy, self.w_data, cur)
         m.d.comb += [
             self.r_rdy_next.eq(self.w_en | (rdy & ~(self.r_en & one))),

@@ -23,7 +23,13 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
-from stream_helpers import _yosys_on, comb_cells_table, comb_cone, min_flops_between
+from stream_helpers import (
+    _yosys_on,
+    comb_cells_before,
+    comb_cells_table,
+    comb_cone,
+    min_flops_between,
+)
 
 from wanreduce import wire
 from wanreduce.hdl.ingress_parser import DESC_DEPTH, IngressParser, dram_cuts
@@ -808,6 +814,26 @@ def test_output_ready_reaches_no_wide_register_with_lazy_head(lazy_head: bool) -
     assert min_flops_between(dut, ["m_msg__ready"], wide) == (2 if lazy_head else 1)
 
 
+@pytest.mark.parametrize("registered_one", [False, True])
+def test_descriptor_nxt_reads_no_pointer_compare_with_registered_one(registered_one: bool) -> None:
+    """With ``registered_one`` (the DRAM core's parsers, ``dram_cuts``) the descriptor FIFO's
+    ``nxt`` (the entry after the head, ~150 bits) is picked by the flip-flop ``one`` alone: no
+    cell from the FIFO's pointers' compare or the push (``v_push``, the FIFO's write enable) to
+    it within a cycle (two flip-flops to its output, ``nxt`` included), and from ``consume_n``
+    only the LUT RAM's read. Without it (``lazy_head``
+    alone, the DRAM core's parsers before this cut) ``consume_n`` / ``produce`` -> ``produce ==
+    consume_n`` -> ``w_en & one`` -> every ``nxt`` bit: ``parser_net0.desc_fifo.nxt`` from
+    ``consume_n``, 9.90 ns, 70 endpoints at session 42's landing seed 1 (the host parser's 9.13
+    at seed 5, from ``produce`` 8.70 at seed 2): one, the before-case. The random-frame benches
+    (``dram``) check the values and ``one`` against the pointers (``copy_error``)."""
+    dut = IngressParser(64, max_elements=256, **{**dram_cuts(True), "registered_one": registered_one})
+    assert min_flops_between(dut, ["desc_fifo.produce", "v_push"], ["desc_fifo.nxt"]) == (
+        2 if registered_one else 1)
+    table = comb_cells_table(dut, ["desc_fifo.consume_n", "desc_fifo.produce"], ["desc_fifo.nxt"])
+    for src in ("desc_fifo.consume_n", "desc_fifo.produce"):
+        assert ("$eq" in table[src, "desc_fifo.nxt"]) != registered_one, (src, table)
+
+
 # --------------------------------------------------------------------------------------------
 # Construction and conversion
 
@@ -820,6 +846,37 @@ def test_tready_reads_no_beat_counter() -> None:
     copy_error checks the copies (the random-frame benches)."""
     sources, _ = comb_cone(IngressParser(64, max_elements=256), "s_axis__tready")
     assert not {"beat", "pay_cnt"} & sources and {"stores_r", "first_r"} <= sources, sources
+
+
+@pytest.mark.parametrize("direct_pay_flags", [False, True])
+def test_payload_flags_read_no_adder_with_direct_pay_flags(direct_pay_flags: bool) -> None:
+    """With ``direct_pay_flags`` (the DRAM core's parsers, ``dram_cuts``) the next values of
+    ``stores_r`` / ``first_r`` (``tready``'s copies) and ``e_wrote`` are compares of ``pay_cnt``
+    itself: no adder in their cones. Without it (the on-chip core's parsers, RTL unchanged; the
+    DRAM core's before this cut) ``pay_cnt + 1`` runs on into the compares
+    (``parser_net0.pay_cnt`` -> ``first_r``, 8.24 / 8.68 ns, ``e_wrote`` 8.58 at session 42's
+    landing seeds 1 / 5): the before-case. ``copy_error`` checks ``stores_r`` / ``first_r``
+    every cycle, the random-frame benches (``dram``) every verdict."""
+    dut = IngressParser(64, max_elements=256, **{**dram_cuts(True), "direct_pay_flags": direct_pay_flags})
+    for reg in ("stores_r", "first_r", "e_wrote"):
+        n_add, _ = comb_cells_before(dut, "pay_cnt", reg, "$add")
+        assert (n_add == 0) == direct_pay_flags, (reg, n_add)
+
+
+@pytest.mark.parametrize("early_lengths", [False, True])
+def test_length_check_reads_no_adder_with_early_lengths(early_lengths: bool) -> None:
+    """With ``early_lengths`` (the DRAM core's parsers, ``dram_cuts``) at W = 64 (both length
+    fields arrive before the header's last beat) H1's length check ``h_len_ok`` and the verdict's
+    ``h_all_ok_b`` compare registers with ``element_count``: no adder or subtracter in their
+    cones from ``hdr``. Without it (the on-chip core's parsers, RTL unchanged; the DRAM core's
+    before this cut) ``4 * element_count + 50`` / ``+ 30`` is added in H1's cycle
+    (``parser_host.hdr`` -> ``h_all_ok_b``, 8.38 ns at session 42's landing seed 2): the
+    before-case. The random-frame and drop-reason benches (``dram``) check the verdicts
+    (LENGTH drops among them) at every W."""
+    dut = IngressParser(64, max_elements=256, **{**dram_cuts(True), "early_lengths": early_lengths})
+    for reg in ("h_len_ok", "h_all_ok_b"):
+        arith = sum(comb_cells_before(dut, "hdr", reg, t)[0] for t in ("$add", "$sub"))
+        assert (arith == 0) == early_lengths, (reg, arith)
 
 
 @pytest.mark.parametrize("registered_more", [False, True])
@@ -854,6 +911,9 @@ def test_construction_validation() -> None:
     assert IngressParser(64, max_elements=8, accept_control=True).accepted_types == (1, 3)
     with pytest.raises(ValueError, match="lazy_head needs registered_desc"):
         IngressParser(64, max_elements=8, lazy_head=True)
+    with pytest.raises(ValueError, match="registered_one needs registered_desc"):
+        IngressParser(64, max_elements=8, registered_one=True)
+    assert all(dram_cuts(True).values()) and not any(dram_cuts(False).values())
 
 
 def test_verilog_conversion_w512() -> None:

@@ -17,7 +17,7 @@ from amaranth.back import rtlil
 from amaranth.hdl import Module
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.sim import Simulator
-from stream_helpers import comb_cone, min_flops_between
+from stream_helpers import comb_cells_between, comb_cone, min_flops_between
 
 from wanreduce.hdl.unguarded_fifo import UnguardedFIFO
 
@@ -122,3 +122,68 @@ def test_lazy_head_keeps_r_en_out_of_the_head_registers(lazy_head: bool) -> None
     fifo = UnguardedFIFO(94, 16, registered_head=True, lazy_head=lazy_head)
     wide = ["head", "nxt"] if lazy_head else ["head"]
     assert min_flops_between(fifo, ["r_en"], wide) == (2 if lazy_head else 1)
+
+
+@pytest.mark.parametrize(("registered_head", "registered_one", "lazy_head"),
+                         [(False, False, False), (True, False, False), (True, True, False),
+                          (True, False, True), (True, True, True)])
+@pytest.mark.parametrize("depth", [2, 4, 16])
+def test_zero_one_two_entries_every_enable_pair(depth: int, registered_head: bool,
+                                                registered_one: bool, lazy_head: bool) -> None:
+    """The bypasses' corner cases, against ``SyncFIFO(fwft=True)`` cycle for cycle: random
+    enables (write, read, both, neither) while the FIFO holds 0, 1 or 2 entries (writes only
+    below 3, or below ``depth``), until every allowed pair of enables has been seen at each of
+    those levels; ``copy_error`` low every cycle."""
+    width = 10
+    m = Module()
+    m.submodules.dut = dut = UnguardedFIFO(width, depth, registered_head=registered_head,
+                                           registered_one=registered_one, lazy_head=lazy_head)
+    m.submodules.ref = ref = SyncFIFO(width=width, depth=depth)
+    rng = random.Random(depth)
+    cap = min(3, depth)
+    want = {(lv, w, r) for lv in range(min(3, depth + 1)) for w in (0, 1) for r in (0, 1)
+            if (r == 0 or lv > 0) and (w == 0 or lv < depth)}
+    seen: set[tuple[int, int, int]] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(1200):
+            level = ctx.get(ref.level)
+            assert ctx.get(dut.level) == level
+            assert ctx.get(dut.r_rdy) == ctx.get(ref.r_rdy)
+            if ctx.get(ref.r_rdy):
+                assert ctx.get(dut.r_data) == ctx.get(ref.r_data)
+            assert not ctx.get(dut.copy_error), "a flip-flop copy (rdy, consume + 1, one) is wrong"
+            write = int(level < cap and rng.random() < 0.5)
+            read = int(bool(ctx.get(ref.r_rdy)) and rng.random() < 0.5)
+            seen.add((level, write, read))
+            data = rng.randrange(1 << width)
+            for f in (dut, ref):
+                ctx.set(f.w_data, data)
+                ctx.set(f.w_en, write)
+                ctx.set(f.r_en, read)
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert want <= seen, sorted(want - seen)
+
+
+@pytest.mark.parametrize("registered_one", [False, True])
+def test_lazy_head_with_registered_one_selects_nxt_by_a_flip_flop(registered_one: bool) -> None:
+    """With ``lazy_head`` and ``registered_one`` the entry after the head (``nxt``) is loaded
+    through one 2:1 multiplexer whose select is the flip-flop ``one``: no pointer compare and no
+    write enable within the cycle (the fewest flip-flops from ``produce`` / ``w_en`` to ``nxt``'s
+    output is 2, ``nxt`` included; what is left is the LUT RAM's read at ``consume_n`` and
+    ``w_data``). With
+    ``lazy_head`` alone (the before-case) ``consume_n`` / ``produce`` -> ``produce ==
+    consume_n`` -> ``w_en & one`` -> every ``nxt`` bit (the DRAM core's parsers, 9.90 ns at
+    session 42's seed 1): 1."""
+    fifo = UnguardedFIFO(94, 16, registered_head=True, registered_one=registered_one, lazy_head=True)
+    assert min_flops_between(fifo, ["produce", "w_en"], ["nxt"]) == (2 if registered_one else 1)
+    cells = comb_cells_between(fifo, "consume_n", "nxt")
+    assert ("$eq" in cells) != registered_one, cells
+    if registered_one:
+        # multiplexers only (the bypass and the reset's): no $and with w_en, no compare
+        assert set(comb_cells_between(fifo, "one", "nxt")) == {"$mux"}
