@@ -224,6 +224,10 @@ class DramRmwEngine(wiring.Component):
     in-flight index, ``InflightIndex``); with a late operand or effect ``c0_valid``, ``c0_row``, ``c0_side`` (with
     ``side_shape``), ``c0_hold`` (in), ``ahead_valid``, ``ahead_row``, ``ahead_side`` (with
     ``side_shape``), ``late``, ``effect`` / ``effect_valid``.
+    ``cmd_ready_copy`` (the DRAM reducer's store): the command input's skid buffer with
+    ``SkidBuffer(ready_copy=True)``, so ``cmd.ready`` (a flip-flop the reducer's emitter start and
+    command FIFO read) does not also drive every command bit's skid enable; ``copy_error`` (an
+    output with it): the copy differs from the ready while it is used (never, if right).
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int,
@@ -237,7 +241,7 @@ class DramRmwEngine(wiring.Component):
                  index_bits: int = DRAM_STORE_DEFAULTS["index_bits"], tag_bits: int = TAG_BITS,
                  side_shape: ShapeLike | None = None, row_stride: int | None = None,
                  row_offset: int = 0, late_shape: ShapeLike | None = None,
-                 effect_shape: ShapeLike | None = None) -> None:
+                 effect_shape: ShapeLike | None = None, cmd_ready_copy: bool = False) -> None:
         check_dram_store_params(width=data_width, slots=slots, row_bits=row_bits,
                                 address_width=address_width, base_address=base_address,
                                 outstanding=outstanding, burst_beats=burst_beats,
@@ -253,6 +257,7 @@ class DramRmwEngine(wiring.Component):
         self.data_width, self.base_address, self.address_width = data_width, base_address, address_width
         self.outstanding, self.burst_beats, self.tag_bits = outstanding, burst_beats, tag_bits
         self.burst_hold, self.index_bits = burst_hold, index_bits
+        self.cmd_ready_copy = cmd_ready_copy
         self.address_bits = row_address_bits(slots, row_bits)
         self.rows, self.row_bits = slots << row_bits, row_bits
         self.index = InflightIndex(cmd_layout(self.row_width, self.address_bits, tag_bits, side_shape),
@@ -262,6 +267,7 @@ class DramRmwEngine(wiring.Component):
             **axi4_master_members(AXI_PREFIX, addr_width=address_width, data_width=data_width),
             "mem_error": Out(1), "set_waits": Out(SET_WAITS_BITS),
             **late_members(self.address_bits, side_shape, late_shape, effect_shape),
+            **({"copy_error": Out(1)} if cmd_ready_copy else {}),
         })
 
     @property
@@ -310,7 +316,9 @@ class DramRmwEngine(wiring.Component):
         # (``InflightIndex``, hdl/inflight_index.py): the command's row's live entry, if any, and
         # the entry it takes; a command whose set has no way for it waits there (a conflict).
         cmd_shape = self.index.cmd_shape
-        m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape)
+        m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape, ready_copy=self.cmd_ready_copy)
+        if self.cmd_ready_copy:
+            m.d.comb += self.copy_error.eq(cmd_in.copy_error)
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
         m.submodules.index = ix = self.index
         wiring.connect(m, cmd_in.m, ix.cmd)

@@ -168,7 +168,9 @@ class Reducer(wiring.Component):
         # the partial sums: a slot store (hdl/slot_store_signature.py), built here so that its
         # memory port (DRAM) is known for the signature
         if slot_memory == "dram":
-            self.store = DramSlotStore(data_width, slots=slots, row_bits=self.row_bits,
+            # cmd_ready_copy: the command ready the emitter's start reads is not every command
+            # bit's skid enable too (docs/benchmarks.md, session 43, the emitter's start)
+            self.store = DramSlotStore(data_width, slots=slots, row_bits=self.row_bits, cmd_ready_copy=True,
                                        **{**DRAM_STORE_DEFAULTS, **dram})
             mem = {n: mb for n, mb in self.store.signature.members.items() if n.startswith(AXI_PREFIX + "_")}
             mem |= {"mem_error": Out(1), "result_withheld": Out(1)}
@@ -241,7 +243,8 @@ class Reducer(wiring.Component):
         # session 37)
         held_slots = self.slot_memory == "dram" or rest_ahead
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
-                             shared_tag_port=probe_shares, held_next_slots=held_slots)
+                             shared_tag_port=probe_shares, held_next_slots=held_slots,
+                             split_start=self.slot_memory == "dram")
         # the emitter reads its multi bits a cycle ahead at the queue head's next slot
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
                                                   head_next=True, rest_in=rest_ahead, next_slots=held_slots)
@@ -640,6 +643,8 @@ class Reducer(wiring.Component):
             copy_err = copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
         if inp.ready_copy:  # stage I's skid register enable, a copy of I's ready
             copy_err = copy_err | inp.copy_error
+        if getattr(store, "cmd_ready_copy", False):  # the DRAM store's command skid enable, a copy
+            copy_err = copy_err | store.copy_error
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,

@@ -59,9 +59,10 @@ class ResultEmitter(wiring.Component):
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool,
-                 shared_tag_port: bool = False, held_next_slots: bool = False) -> None:
+                 shared_tag_port: bool = False, held_next_slots: bool = False,
+                 split_start: bool = False) -> None:
         self.data_width, self.slots, self.jobs, self.masks = data_width, slots, jobs, masks
-        self.held_next_slots = held_next_slots
+        self.held_next_slots, self.split_start = held_next_slots, split_start
         # the tag read port is the probe's while the emitter is idle (Reducer above
         # PROBE_TAG_PORT_MAX_SLOTS): tag_data then shows the probe's tags, so mn_r is checked
         # only while busy (it is used only then)
@@ -215,9 +216,23 @@ class ResultEmitter(wiring.Component):
         # always from the entry's rest; copy_error checks both flags and that claim every cycle.
         s_ok, i_ok = Signal(name="s_ok"), Signal(name="i_ok")
         start_rest, start_q = Signal(), Signal()
-        m.d.comb += [start_new.eq(credit & s_ok), issue.eq(credit & i_ok),
-                     start_rest.eq(start_new & rest_nz), start_q.eq(start_new & ~rest_nz)]
-        m.d.comb += [self.q_pop.eq(start_q), self.idle.eq(~more & ~rest_nz),
+        m.d.comb += [start_new.eq(credit & s_ok), issue.eq(credit & i_ok)]
+        # split_start (the DRAM reducer): the two kinds of start and the queue's pop are each
+        # ``go`` and a flip-flop of their own (``sq_ok`` / ``sr_ok``: s_ok & ~rest_nz / s_ok &
+        # rest_nz; ``sq_pn``: ~sq_ok, an inverted copy yosys does not merge), worked out a cycle
+        # ahead with s_ok, so the port's go reaches the queue head's ~70 loads and the rest's
+        # registers through one LUT, not through start_new's and start_q's nets in turn (the store's
+        # cmd_in.s__ready -> go -> start_new -> start_q -> the pop -> q_head_nslot2, 10.12 ns at
+        # session 42's landing seed 3); copy_error checks all three
+        if self.split_start:
+            sq_ok, sr_ok = Signal(name="sq_ok"), Signal(name="sr_ok")
+            sq_pn = Signal(name="sq_pn", init=1)
+            m.d.comb += [start_rest.eq(credit & sr_ok), start_q.eq(credit & sq_ok)]
+            pop = credit & ~sq_pn
+        else:
+            m.d.comb += [start_rest.eq(start_new & rest_nz), start_q.eq(start_new & ~rest_nz)]
+            pop = start_q
+        m.d.comb += [self.q_pop.eq(pop), self.idle.eq(~more & ~rest_nz),
                      rest_after.eq(Mux(start_rest, rest_left != 1, Mux(start_q, q_head.more != 0, rest_nz)))]
         with m.If(credit & more):
             m.d.sync += e_beat.eq(e_beat + 1)
@@ -264,6 +279,11 @@ class ResultEmitter(wiring.Component):
         i_start = multi_n | s_start
         i_keep = more_keep | s_keep
         m.d.sync += [s_ok.eq(Mux(start_new, s_start, s_keep)), i_ok.eq(Mux(start_new, i_start, i_keep))]
+        if self.split_start:  # rest_nz's next value: a start's (its entry's more or rest), else held
+            nz_start = Mux(rest_nz, rest_left != 1, q_head.more != 0)
+            sq_next = Mux(start_new, s_start & ~nz_start, s_keep & ~rest_nz)
+            m.d.sync += [sq_ok.eq(sq_next), sq_pn.eq(~sq_next),
+                         sr_ok.eq(Mux(start_new, s_start & nz_start, s_keep & rest_nz))]
         mn_check = (~just_started & e_busy) if self.shared_tag_port else ~just_started
         err = ((more != (e_busy & Mux(just_started, multi_r, more_r)))
                | (s_ok != (~more & self.hdr_room & (rest_nz | q_nz))) | (i_ok != (more | s_ok))
@@ -275,6 +295,8 @@ class ResultEmitter(wiring.Component):
                | (just_started & (multi2_r != te.nbm1[1:].any())))
         if self.held_next_slots:
             err = err | (q_nz & ((q_nslot != q_nslot_x) | (q_nslot2 != q_nslot2_x)))
+        if self.split_start:
+            err = err | (sq_ok != (s_ok & ~rest_nz)) | (sq_pn != ~sq_ok) | (sr_ok != (s_ok & rest_nz))
         m.d.comb += self.copy_error.eq(err)
         with m.If(start_new):
             m.d.sync += [e_busy.eq(1), e_job.eq(n_job), e_chunk.eq(n_chunk), e_beat.eq(1),

@@ -448,6 +448,28 @@ def test_the_emitter_start_reads_no_job_table_with_dram(slot_memory: str, slots:
 
 
 @pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_emitter_start_is_go_and_a_flip_flop_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the emitter's two kinds of start and the queue's pop are each the
+    port's ``go`` and a flip-flop of their own (``sq_ok`` / ``sr_ok`` / ``sq_pn``,
+    ``ResultEmitter(split_start=True)``): the start flag ``s_ok`` and ``rest_nz`` reach neither
+    the pop nor the registers a start loads (the queue's head, the rest) within a cycle (the
+    store's `cmd_in.s__ready` -> go -> start_new -> start_q -> the pop -> `q_head_nslot2` was the
+    Versa DRAM build's worst core path at session 42's landing seed 3, 10.12 ns). The on-chip
+    reducer keeps start_new & ~rest_nz (its RTL pinned): the check's before-case. copy_error
+    checks the flip-flops every cycle (test_result_emitter_start_is_decided_a_cycle_ahead)."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if slot_memory == "dram" else {}))
+    split = slot_memory == "dram"
+    sources, _ = comb_cone(dut, "emitter.q_pop")
+    assert ("emitter.s_ok" in sources) != split and ("emitter.rest_nz" in sources) != split, sources
+    assert ("emitter.sq_pn" in sources) == split, sources
+    regs = ["queue.head", "emitter.rest_chunk", "emitter.rest_left", *(["queue.head_nslot2"] if split else [])]
+    table = comb_cells_table(dut, ["emitter.s_ok"], regs)
+    for reg in regs:
+        assert (not table["emitter.s_ok", reg]) == split, (reg, table["emitter.s_ok", reg])
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
 def test_stage_p_loads_from_a_take_of_its_own_with_dram(slot_memory: str) -> None:
     """With the DRAM store stage P's output register (``inputs.stage_p.m__payload``) loads from a
     take of its own (``hold_t``, the inverted room copies ``room_qn`` / ``room_cn`` and P's valid):

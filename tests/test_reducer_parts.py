@@ -494,16 +494,19 @@ def test_result_emitter_final_is_go_and_state() -> None:
     assert "go" not in sources and {"more", "rest_nz", "rest_left", "mn_r"} <= sources
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_result_emitter_start_is_decided_a_cycle_ahead(seed) -> None:
+def test_result_emitter_start_is_decided_a_cycle_ahead(seed, split) -> None:
     """The emitter alone, with a modelled queue, tag memory (1-4 rows per slot) and header room:
     it starts a chunk exactly when the port is its own (``go``), no row is left, there is header
     room and a chunk of its entry or a queue entry waits, and issues each chunk's rows in order
     with ``last`` on the final one. The start and the READ are worked out a cycle ahead: changing
     this cycle's queue count, header room or ``allow_pop`` does not change them (it did while
-    the start decision read them: the cycle's longest path, docs/benchmarks.md "Cut 5")."""
+    the start decision read them: the cycle's longest path, docs/benchmarks.md "Cut 5").
+    ``split``: the DRAM reducer's ``split_start`` (each kind of start and the pop from ``go``
+    and a flip-flop of its own), the same starts, READs and pops, ``copy_error`` low."""
     rng, slots, rb = random.Random(seed), 8, 5  # W 64, E 40: 20 rows per slot, 5 row bits
-    dut = ResultEmitter(64, slots=slots, elements=40, jobs=1, masks=True)
+    dut = ResultEmitter(64, slots=slots, elements=40, jobs=1, masks=True, split_start=split)
     entry_l, tag_l = dut.q_head.shape(), dut.tag_data.shape()
     nbm1 = [rng.randrange(4) for _ in range(slots)]
 

@@ -161,7 +161,8 @@ def test_ready_copy_survives_synthesis() -> None:
 
 def test_dram_core_slices_copy_their_ready() -> None:
     """The DRAM core builds its merger slices, the demux's two buffers, the slice in front of the
-    reducer (session 43) and the reducer's stage I with ``ready_copy`` (the Versa DRAM build's core paths, docs/benchmarks.md session 42); the
+    reducer (session 43), the reducer's stage I and the DRAM store's command input (session 43)
+    with ``ready_copy`` (the Versa DRAM build's core paths, docs/benchmarks.md session 42); the
     on-chip core none (its RTL pinned by tests/test_default_rtl.py)."""
     def copies(core: WanreduceCore) -> list[str]:
         out, todo = [], [(Fragment.get(core, None), "core")]
@@ -175,7 +176,9 @@ def test_dram_core_slices_copy_their_ready() -> None:
     assert copies(WanreduceCore(**kw)) == []
     assert copies(WanreduceCore(**kw, slot_memory="dram")) == [
         "core.demux.control_skid", "core.demux.data_skid", "core.egress_slice", "core.merger_slice0",
-        "core.merger_slice1", "core.reducer.inputs.stage_i", "core.reducer_slice"]
+        "core.merger_slice1", "core.reducer.inputs.stage_i",
+        "core.reducer.store.cmd_in",  # the store's command input (session 43, the emitter's start)
+        "core.reducer_slice"]
 
 
 @pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
