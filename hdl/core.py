@@ -50,6 +50,18 @@ from wanreduce.hdl.stream_merger import StreamMerger
 
 __all__ = ["DEFAULTS", "MAX_SLOTS", "CoreParams", "WanreduceCore", "net_port"]
 
+def connect_through_slice(m: Module, name: str, data_width: int, src: wiring.PureInterface,
+                          dst: wiring.PureInterface, *, on: bool) -> None:
+    """``src`` -> ``dst`` (message streams), through a ``SkidBuffer(ready_copy=True)`` submodule
+    ``name`` when ``on`` (the DRAM core's timing slices: ``dst``'s ready ends at the slice)."""
+    if on:
+        m.submodules[name] = sl = SkidBuffer(message_beat_layout(data_width), ready_copy=True)
+        wiring.connect(m, src, sl.s)
+        wiring.connect(m, sl.m, dst)
+    else:
+        wiring.connect(m, src, dst)
+
+
 def net_port(p: int) -> str:
     """Name of network ingress port ``p`` (the Verilog port prefix)."""
     return f"s_axis_net{p}"
@@ -126,18 +138,13 @@ class WanreduceCore(wiring.Component):
         m.submodules.reducer = reducer = self.reducer
         # The reducer's input stage is itself a skid buffer with a registered ready (and the
         # merger's output is registered): no ready chain reducer -> merger -> parsers.
-        if ready_copy:
-            # DRAM core: a register slice in front of the reducer too, so the reducer's input
-            # ready (its stage I's ready AND the window reset's ``open``, from ``in_msg``) ends
-            # at the slice and the merger's grant to its inputs (the merger slices' and the
-            # demux's output register enables) starts from the slice's registered ready
-            # (``reducer.inputs.in_msg`` -> ``core.s_msg__1__payload``, 9.02 ns at session 42's
-            # seed 5; one cycle more per beat: docs/benchmarks.md session 43)
-            m.submodules.reducer_slice = rslice = SkidBuffer(message_beat_layout(w), ready_copy=True)
-            wiring.connect(m, merger.m_msg, rslice.s)
-            wiring.connect(m, rslice.m, reducer.s_msg)
-        else:
-            wiring.connect(m, merger.m_msg, reducer.s_msg)
+        # DRAM core: a register slice in front of the reducer too, so the reducer's input ready
+        # (its stage I's ready AND the window reset's ``open``, from ``in_msg``) ends at the
+        # slice and the merger's grant to its inputs (the merger slices' and the demux's output
+        # register enables) starts from the slice's registered ready (``reducer.inputs.in_msg``
+        # -> ``core.s_msg__1__payload``, 9.02 ns at session 42's seed 5; one cycle more per
+        # beat: docs/benchmarks.md session 43)
+        connect_through_slice(m, "reducer_slice", w, merger.m_msg, reducer.s_msg, on=ready_copy)
 
         m.submodules.control = control = ControlBlock(
             w, ports=n_net, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"],
@@ -159,17 +166,12 @@ class WanreduceCore(wiring.Component):
         wiring.connect(m, reducer.m_msg, out_merger.s_msg[0])
         wiring.connect(m, control.m_msg, out_merger.s_msg[1])
         m.submodules.egress = egress = EgressFramer(w)
-        if ready_copy:
-            # DRAM core: a register slice in front of the framer, so the framer's tready ->
-            # s_msg.ready path ends at the slice's output register and the egress merger's and
-            # the result assembler's output registers are enabled from the slice's registered
-            # ready (m_axis_host.tready -> assembler.out's 154 enables, 11.81 ns at session 42's
-            # seed 4; one cycle more per frame: docs/benchmarks.md session 42)
-            m.submodules.egress_slice = eslice = SkidBuffer(message_beat_layout(w), ready_copy=True)
-            wiring.connect(m, out_merger.m_msg, eslice.s)
-            wiring.connect(m, eslice.m, egress.s_msg)
-        else:
-            wiring.connect(m, out_merger.m_msg, egress.s_msg)
+        # DRAM core: a register slice in front of the framer, so the framer's tready ->
+        # s_msg.ready path ends at the slice's output register and the egress merger's and the
+        # result assembler's output registers are enabled from the slice's registered ready
+        # (m_axis_host.tready -> assembler.out's 154 enables, 11.81 ns at session 42's seed 4;
+        # one cycle more per frame: docs/benchmarks.md session 42)
+        connect_through_slice(m, "egress_slice", w, out_merger.m_msg, egress.s_msg, on=ready_copy)
         wiring.connect(m, egress.m_axis, wiring.flipped(self.m_axis_host))
 
         # configuration

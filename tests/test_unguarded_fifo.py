@@ -22,6 +22,15 @@ from stream_helpers import comb_cells_between, comb_cone, min_flops_between
 from wanreduce.hdl.unguarded_fifo import UnguardedFIFO
 
 
+async def drive_both(ctx, fifos, data: int, write: int, read: int) -> None:
+    """One cycle of the same write / read on the FIFO under test and its SyncFIFO reference."""
+    for f in fifos:
+        ctx.set(f.w_data, data)
+        ctx.set(f.w_en, write)
+        ctx.set(f.r_en, read)
+    await ctx.tick()
+
+
 @pytest.mark.parametrize(("registered_head", "registered_one", "lazy_head"),
                          [(False, False, False), (True, False, False), (True, True, False),
                           (True, False, True), (True, True, True)])
@@ -56,11 +65,7 @@ def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: fl
             assert not ctx.get(dut.copy_error), "a flip-flop copy (rdy, consume + 1) is wrong"
             seen["reads"] += read
             data = rng.randrange(1 << width)
-            for f in (dut, ref):
-                ctx.set(f.w_data, data)
-                ctx.set(f.w_en, write)
-                ctx.set(f.r_en, read)
-            await ctx.tick()
+            await drive_both(ctx, (dut, ref), data, write, read)
 
     sim = Simulator(m)
     sim.add_clock(1e-8)
@@ -157,11 +162,7 @@ def test_zero_one_two_entries_every_enable_pair(depth: int, registered_head: boo
             read = int(bool(ctx.get(ref.r_rdy)) and rng.random() < 0.5)
             seen.add((level, write, read))
             data = rng.randrange(1 << width)
-            for f in (dut, ref):
-                ctx.set(f.w_data, data)
-                ctx.set(f.w_en, write)
-                ctx.set(f.r_en, read)
-            await ctx.tick()
+            await drive_both(ctx, (dut, ref), data, write, read)
 
     sim = Simulator(m)
     sim.add_clock(1e-8)
