@@ -22,13 +22,26 @@ from stream_helpers import comb_cells_between, comb_cone, min_flops_between
 from wanreduce.hdl.unguarded_fifo import UnguardedFIFO
 
 
-async def drive_both(ctx, fifos, data: int, write: int, read: int) -> None:
-    """One cycle of the same write / read on the FIFO under test and its SyncFIFO reference."""
-    for f in fifos:
+async def check_and_drive(ctx, dut, ref, rng, width: int, write: int, read: int) -> None:
+    """Check the FIFO's head (when the SyncFIFO reference has one) and its flip-flop copies,
+    then one cycle of the same write (random data) / read on both."""
+    if ctx.get(ref.r_rdy):
+        assert ctx.get(dut.r_data) == ctx.get(ref.r_data)
+    assert not ctx.get(dut.copy_error), "a flip-flop copy (rdy, consume + 1, one) is wrong"
+    data = rng.randrange(1 << width)
+    for f in (dut, ref):
         ctx.set(f.w_data, data)
         ctx.set(f.w_en, write)
         ctx.set(f.r_en, read)
     await ctx.tick()
+
+
+def run(m, tb) -> None:
+    """Simulate ``m`` with one clock and the testbench ``tb``."""
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
 
 
 @pytest.mark.parametrize(("registered_head", "registered_one", "lazy_head"),
@@ -60,17 +73,10 @@ def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: fl
             seen["empty"] += level == 0
             write = level < depth and rng.random() < pw
             read = bool(ctx.get(ref.r_rdy)) and rng.random() < pr
-            if ctx.get(ref.r_rdy):
-                assert ctx.get(dut.r_data) == ctx.get(ref.r_data)
-            assert not ctx.get(dut.copy_error), "a flip-flop copy (rdy, consume + 1) is wrong"
             seen["reads"] += read
-            data = rng.randrange(1 << width)
-            await drive_both(ctx, (dut, ref), data, write, read)
+            await check_and_drive(ctx, dut, ref, rng, width, write, read)
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run(m, tb)
     assert seen["full"] and seen["empty"] and seen["reads"] > 300
 
 
@@ -155,19 +161,12 @@ def test_zero_one_two_entries_every_enable_pair(depth: int, registered_head: boo
             level = ctx.get(ref.level)
             assert ctx.get(dut.level) == level
             assert ctx.get(dut.r_rdy) == ctx.get(ref.r_rdy)
-            if ctx.get(ref.r_rdy):
-                assert ctx.get(dut.r_data) == ctx.get(ref.r_data)
-            assert not ctx.get(dut.copy_error), "a flip-flop copy (rdy, consume + 1, one) is wrong"
             write = int(level < cap and rng.random() < 0.5)
             read = int(bool(ctx.get(ref.r_rdy)) and rng.random() < 0.5)
             seen.add((level, write, read))
-            data = rng.randrange(1 << width)
-            await drive_both(ctx, (dut, ref), data, write, read)
+            await check_and_drive(ctx, dut, ref, rng, width, write, read)
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run(m, tb)
     assert want <= seen, sorted(want - seen)
 
 
