@@ -276,11 +276,6 @@ class ControlBlock(wiring.Component):
             return words, addr, words[31]
 
         value = Signal(32)
-        addr_r = Signal(8)  # the loaded operation's register address, low byte
-        # ... and its upper byte, decoded when it is loaded: one flag per upper byte in use, so
-        # the read-index decode sees the low byte and one flag, not 16 address bits
-        pages = sorted({a >> 8 for a in readable})
-        page_r = Signal(len(pages))
         n_groups = (len(read_list) + 7) // 8
         groups_of_8 = [read_list[i:i + 8] for i in range(0, len(read_list), 8)]
         if self.split_read:
@@ -301,6 +296,11 @@ class ControlBlock(wiring.Component):
                                for k in range(3)]]
                 m.d.sync += [gsel[g].eq(gsel_n), ghit[g].eq(ghit_n)]
         else:
+            addr_r = Signal(8)  # the loaded operation's register address, low byte
+            # ... and its upper byte, decoded when it is loaded: one flag per upper byte in use,
+            # so the read-index decode sees the low byte and one flag, not 16 address bits
+            pages = sorted({a >> 8 for a in readable})
+            page_r = Signal(len(pages))
             ridx = Signal(range(len(read_list) + 1))  # its read index (len(read_list): none)
             ridx_of_addr = Signal.like(ridx)
             with m.Switch(Cat(addr_r, page_r)):

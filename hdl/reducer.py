@@ -643,7 +643,7 @@ class Reducer(wiring.Component):
             copy_err = copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
         if inp.ready_copy:  # stage I's skid register enable, a copy of I's ready
             copy_err = copy_err | inp.copy_error
-        if getattr(store, "cmd_ready_copy", False):  # the DRAM store's command skid enable, a copy
+        if self.slot_memory == "dram":  # the DRAM store's command skid enable, a copy (cmd_ready_copy)
             copy_err = copy_err | store.copy_error
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
