@@ -369,7 +369,8 @@ def _quiet_logging():
 #: the modules of :func:`litedram_patches` (hashed into every cache key of a patched controller)
 PATCH_SOURCES = tuple(Path(__file__).parent / f
                       for f in ("litedram_bank_lock.py", "litedram_refresh_request.py",
-                                "litedram_write_credit.py", "litedram_patching.py"))
+                                "litedram_row_hit.py", "litedram_write_credit.py",
+                                "litedram_patching.py"))
 
 
 @contextlib.contextmanager
@@ -377,14 +378,16 @@ def litedram_patches(bank_lock_fix: bool = True) -> Iterator[None]:
     """The patches every controller the boards use is built with, active while LiteDRAM is
     elaborated: cmd_buffer_buffered breaks LiteDRAM's bank lock (``litedram_bank_lock``;
     ``bank_lock_fix=False`` leaves it out, to show what it breaks), and the refresh request and
-    the AXI write arbiter's W-buffer compare were the controller clock's critical paths
-    (``litedram_refresh_request``, ``litedram_write_credit``: the AXI port is built inside)."""
+    the AXI write arbiter's W-buffer compare and the bank machines' row compare were the
+    controller clock's critical paths (``litedram_refresh_request``, ``litedram_write_credit``:
+    the AXI port is built inside; ``litedram_row_hit``)."""
     from wanreduce.hdl.boards.litedram_bank_lock import fixed_bank_lock
     from wanreduce.hdl.boards.litedram_refresh_request import registered_refresh_request
+    from wanreduce.hdl.boards.litedram_row_hit import registered_row_hit
     from wanreduce.hdl.boards.litedram_write_credit import registered_can_write
 
     with (fixed_bank_lock() if bank_lock_fix else contextlib.nullcontext(),
-          registered_refresh_request(), registered_can_write()):
+          registered_refresh_request(), registered_row_hit(), registered_can_write()):
         yield
 
 

@@ -1,6 +1,6 @@
 """How the LiteDRAM patches (``litedram_bank_lock``, ``litedram_refresh_request``,
-``litedram_write_credit``) attach: a class's ``__init__`` extended while a ``with`` block
-elaborates LiteDRAM, restored after it."""
+``litedram_row_hit``, ``litedram_write_credit``) attach: a class's ``__init__`` extended while a
+``with`` block elaborates LiteDRAM, restored after it."""
 
 from __future__ import annotations
 
