@@ -17,16 +17,27 @@ flip-flops, not from the FIFO's block-RAM output). A burst closed in cycle t is 
 queue in t + 1, from flip-flops (``close_r`` / ``closed_r``), and shows on ``m`` in t + 4 at the
 earliest. The owner guarantees room: each burst holds at least one row the owner still tracks
 (the one in ``closed_r`` too), so ``depth`` = the owner's outstanding rows never overflows.
-Timing: the row that extends the burst is kept in a register (``start + beats``), so the
-decision is one compare of ``row`` with a flip-flop, no adder; and it ends at the flip-flop
-``close_r``: the queue's write enable no longer runs on from the compare into the FIFO's level
-and write pointer in the same cycle (the Versa DRAM build's ``aw_bursts`` / ``ar_bursts`` queue
-paths, 8.7-9.2 ns at 125 MHz, docs/benchmarks.md, session 43).
+Timing: the decision is taken from flip-flops only: ``close`` is ``push``, ``is_open`` and four
+flags, each worked out a cycle early from ``row_next`` (the owner's promise: ``row`` in cycle
+t + 1 is ``row_next`` in cycle t; both owners feed ``row`` from a register loaded every cycle,
+so ``row_next`` is that register's input, itself a flip-flop) and the state's next value:
+``match`` == (``row`` == the open burst's next row), ``room`` == (beats < ``max_beats``),
+``new_page`` (``row`` starts a page) and ``can_hold`` (the hold's condition). No compare of
+``row``, no count compare in the decision's cycle; the compares run the cycle before, into
+those flip-flops. (The decision was the compare of ``row`` with the registered next row, the
+count and page compares and the hold's terms: the Versa DRAM build's ``ar_bursts`` close,
+``beats`` -> ``w_en``, 9.13 ns, docs/benchmarks.md, session 44.) The decision still ends at the
+flip-flop ``close_r``: the queue's write enable does not run on into the FIFO's level and write
+pointer in the same cycle (the ``aw_bursts`` / ``ar_bursts`` queue paths, 8.7-9.2 ns at 125 MHz,
+session 43). ``push`` must be low in the first cycle after reset (``row_next`` had no cycle
+before it; both owners' pushes come from valid flags that reset low). ``next_error``: a row
+pushed that is not the last cycle's ``row_next`` (never, if the owner keeps its promise; a
+check for simulation, as the ``copy_error`` of flip-flop copies elsewhere).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -55,9 +66,11 @@ class BurstCoalescer(wiring.Component):
         self.queue = RegisteredFIFO(burst_layout(address_bits), depth)  # the closed bursts
         super().__init__({
             "row": In(address_bits),
+            "row_next": In(address_bits),
             "push": In(1),
             "more": In(1),
             "m": Out(stream.Signature(burst_layout(address_bits))),
+            "next_error": Out(1),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -71,31 +84,46 @@ class BurstCoalescer(wiring.Component):
         following = Signal(self.address_bits)  # == start + beats (mod rows): the row that extends
         beats = Signal(range(self.max_beats + 1))
         page_bits = self.page_beats.bit_length() - 1
-        new_page = self.row[:page_bits] == 0 if page_bits else 1
-        extend = is_open & (self.row == following) & (beats < self.max_beats) & ~new_page
+        # The decision's terms, each a flip-flop worked out a cycle early from `row_next` (== the
+        # next cycle's `row`) and the state's next value:
+        # `match` == (row == following) (`following` after a push is row + 1, `row_p1`),
+        # `room` == (beats < max_beats), `new_page` == (row starts a page), `can_hold` == the
+        # hold's condition (`more` of the last row pushed, the timer not run out, below
+        # hold_beats, `following` not at a page start).
+        row_p1 = Signal(self.address_bits)  # == row + 1 (mod rows)
+        match, room, new_page, can_hold = (Signal(name=n) for n in ("match", "room", "new_page", "can_hold"))
+        m.d.sync += [row_p1.eq(self.row_next + 1),
+                     match.eq(self.row_next == Mux(self.push, row_p1, following)),
+                     new_page.eq(self.row_next[:page_bits] == 0 if page_bits else 1)]
+        extend = is_open & match & room & ~new_page
+        # the owner's promise checked (never, if right): a pushed row is the last cycle's row_next
+        row_next_r = Signal(self.address_bits)
+        m.d.sync += row_next_r.eq(self.row_next)
+        m.d.comb += self.next_error.eq(self.push & (self.row != row_next_r))
 
         # The queue is written a cycle after the close, from flip-flops: `closed_r` loads the open
         # burst every cycle (no enable), `close_r` the decision.
-        close, close_r = Signal(), Signal()
+        close, close_r = Signal(name="close"), Signal(name="close_r")
         closed, closed_r = Signal(layout), Signal(layout)
         m.d.comb += [closed.start.eq(start), closed.len_m1.eq(beats - 1), q.w_data.eq(closed_r), q.w_en.eq(close_r)]
         m.d.sync += [closed_r.eq(closed), close_r.eq(close)]
         # Hold: the last row pushed said `more`, the burst can still grow (below hold_beats, not
-        # at a page end) and the timer has not run out. All three are flip-flops or compares
-        # of flip-flops.
-        waiting = Signal()  # the last row pushed came with `more`
+        # at a page end) and the timer has not run out: `can_hold`, set by the push.
         left = Signal(range(self.hold + 1))  # idle cycles the burst may still wait
-        grows = (beats < self.hold_beats) & (following[:page_bits] != 0 if page_bits else 0)
-        hold = waiting & (left != 0) & grows if self.hold else 0
+        not_last = self.row[:page_bits] != (1 << page_bits) - 1 if page_bits else Const(0)  # row + 1 starts no page
         with m.If(self.push):
-            m.d.sync += [waiting.eq(self.more), left.eq(self.hold)]
+            m.d.sync += left.eq(self.hold)
             with m.If(extend):
-                m.d.sync += [beats.eq(beats + 1), following.eq(following + 1)]
+                m.d.sync += [beats.eq(beats + 1), following.eq(following + 1),
+                             room.eq(beats < self.max_beats - 1),
+                             can_hold.eq(self.more & (beats < self.hold_beats - 1) & not_last)]
             with m.Else():
                 m.d.comb += close.eq(is_open)
-                m.d.sync += [is_open.eq(1), start.eq(self.row), beats.eq(1), following.eq(self.row + 1)]
-        with m.Elif(is_open & hold):
-            m.d.sync += left.eq(left - 1)
+                m.d.sync += [is_open.eq(1), start.eq(self.row), beats.eq(1), following.eq(self.row + 1),
+                             room.eq(int(self.max_beats > 1)),
+                             can_hold.eq(self.more & not_last if self.hold_beats > 1 else 0)]
+        with m.Elif(is_open & can_hold if self.hold else 0):
+            m.d.sync += [left.eq(left - 1), can_hold.eq(left != 1)]
         with m.Elif(is_open):
             m.d.comb += close.eq(1)
             m.d.sync += is_open.eq(0)

@@ -99,8 +99,10 @@ heads are :class:`RegisteredFIFO` outputs (no block-RAM clock-to-output in front
 ``full``, the lookup's hit / way / conflict flags and the response credit are registers (the
 LUT-RAM key read and its compares have a cycle of their own, L2, after the block-RAM read's
 L1, and their combination with the recent commands another, L3: at 121 MHz when L2 did both),
-and the burst coalescers compare with a registered next row and write a closed burst into
-their queues from flip-flops, a cycle after it closes (AR / AW one cycle later; session 43).
+and the burst coalescers decide a close from flip-flops (their compares run a cycle early, on
+the row's source register: ``a_cmd`` for AR, ``c1`` for AW; session 44) and write a closed
+burst into their queues from flip-flops, a cycle after it closes (AR / AW one cycle later;
+session 43).
 
 Capacity: the table holds a command from acceptance to its write's B, so full rate needs
 ``outstanding`` >= (read latency + write-response latency + a burst on each side + ~8) cycles of
@@ -227,7 +229,8 @@ class DramRmwEngine(wiring.Component):
     ``cmd_ready_copy`` (the DRAM reducer's store): the command input's skid buffer with
     ``SkidBuffer(ready_copy=True)``, so ``cmd.ready`` (a flip-flop the reducer's emitter start and
     command FIFO read) does not also drive every command bit's skid enable; ``copy_error`` (an
-    output with it): the copy differs from the ready while it is used (never, if right).
+    output with it): the copy differs from the ready while it is used, or a burst coalescer's
+    ``row_next`` was not the next cycle's row (``next_error``; never, if right).
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int,
@@ -317,8 +320,6 @@ class DramRmwEngine(wiring.Component):
         # the entry it takes; a command whose set has no way for it waits there (a conflict).
         cmd_shape = self.index.cmd_shape
         m.submodules.cmd_in = cmd_in = SkidBuffer(cmd_shape, ready_copy=self.cmd_ready_copy)
-        if self.cmd_ready_copy:
-            m.d.comb += self.copy_error.eq(cmd_in.copy_error)
         wiring.connect(m, wiring.flipped(self.cmd), cmd_in.s)
         m.submodules.index = ix = self.index
         wiring.connect(m, cmd_in.m, ix.cmd)
@@ -351,6 +352,7 @@ class DramRmwEngine(wiring.Component):
             ab, max_beats=burst_rows, page_beats=page_beats, depth=n, hold=self.burst_hold,
             hold_beats=n // 4)
         m.d.comb += [ar_bursts.row.eq(q_cmd.row), ar_bursts.push.eq(needs_read),
+                     ar_bursts.row_next.eq(acc.cmd.row),  # q_cmd's input: the next cycle's row
                      ar_bursts.more.eq(q_cmd.more)]
 
         # ---- memory reads -------------------------------------------------------------------
@@ -489,7 +491,10 @@ class DramRmwEngine(wiring.Component):
             hold_beats=n // 4)
         m.submodules.wdata = wdata = fifo.SyncFIFOBuffered(width=w, depth=n)
         m.d.comb += [aw_bursts.row.eq(c2.row), aw_bursts.push.eq(c2_writes), aw_bursts.more.eq(c2.more),
+                     aw_bursts.row_next.eq(c1.row),  # c2's input: the next cycle's row
                      wdata.w_data.eq(new_r), wdata.w_en.eq(c3_writes)]
+        if self.cmd_ready_copy:  # the copies' checks (never, if right): the skid's ready, the coalescers' row_next
+            m.d.comb += self.copy_error.eq(cmd_in.copy_error | ar_bursts.next_error | aw_bursts.next_error)
 
         m.submodules.wlen = wlen = RegisteredFIFO(8, n)  # bursts AW sent, W not
         m.submodules.blen = blen = RegisteredFIFO(8, n)  # bursts AW sent, B not

@@ -13,6 +13,7 @@ import pytest
 from amaranth.back import verilog
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
+from stream_helpers import comb_cells_table, comb_cone
 
 from wanreduce.hdl.burst_coalescer import BurstCoalescer
 from wanreduce.hdl.dram_slot_store import DramSlotStore
@@ -114,9 +115,11 @@ def _coalesce(rows_per_cycle: list[int | None], max_beats: int, page_beats: int,
 
     async def bench(ctx):
         ctx.set(dut.m.ready, 1)
-        for row in [*rows_per_cycle, None, None, None]:
+        seq = [None, *rows_per_cycle, None, None, None]  # no push in the first cycle (row_next's rule)
+        for t, row in enumerate(seq):
             ctx.set(dut.push, row is not None)
             ctx.set(dut.row, row or 0)
+            ctx.set(dut.row_next, (seq[t + 1] if t + 1 < len(seq) else None) or 0)
             ctx.set(dut.more, row in more)
             if ctx.get(dut.m.valid):
                 out.append((ctx.get(dut.m.payload.start), ctx.get(dut.m.payload.len_m1) + 1))
@@ -202,7 +205,8 @@ def _bursts_model(cycles: list[tuple[int | None, bool]], *, max_beats: int, page
 
 @pytest.mark.parametrize(("max_beats", "page_beats", "hold", "hold_beats", "p_ready", "seed"), [
     (8, 64, 0, None, 1.0, 1), (16, 32, 3, None, 1.0, 2), (4, 16, 5, 2, 1.0, 3),
-    (8, 64, 2, None, 0.4, 4), (1, 8, 0, None, 0.7, 5), (1, 1, 3, None, 1.0, 6)])
+    (8, 64, 2, None, 0.4, 4), (1, 8, 0, None, 0.7, 5), (1, 1, 3, None, 1.0, 6),
+    (8, 8, 4, 1, 1.0, 7), (2, 4, 1, None, 0.8, 8), (16, 16, 6, 3, 1.0, 9)])
 def test_coalescer_queues_each_burst_a_cycle_after_it_closes(max_beats, page_beats, hold, hold_beats,
                                                               p_ready, seed) -> None:
     """Random runs of rows (gaps, ``more``, a row wrapping past the address's top, random ``m``
@@ -213,7 +217,7 @@ def test_coalescer_queues_each_burst_a_cycle_after_it_closes(max_beats, page_bea
     ``m`` always ready each burst shows on ``m`` four cycles after it closes."""
     bits = 8  # rows wrap at 256: the wrap is a gap (255 is not followed by 0 in a burst: 0 is a page start)
     rng = random.Random(seed)
-    cycles: list[tuple[int | None, bool]] = []
+    cycles: list[tuple[int | None, bool]] = [(None, False)]  # no push in the first cycle (row_next's rule)
     while len(cycles) < 600:
         row, n = rng.randrange(1 << bits), rng.randint(1, 24)
         for k in range(n):
@@ -233,12 +237,15 @@ def test_coalescer_queues_each_burst_a_cycle_after_it_closes(max_beats, page_bea
 
     async def bench(ctx):
         rng_r = random.Random(seed + 100)
-        for t, (row, more) in enumerate([*cycles, *[(None, False)] * 40]):
+        run = [*cycles, *[(None, False)] * 40]
+        for t, (row, more) in enumerate(run):
             ctx.set(dut.push, row is not None)
             ctx.set(dut.row, row or 0)
+            ctx.set(dut.row_next, (run[t + 1][0] if t + 1 < len(run) else None) or 0)  # the next cycle's row
             ctx.set(dut.more, more)
             ready = rng_r.random() < p_ready or t >= len(cycles)
             ctx.set(dut.m.ready, ready)
+            assert not ctx.get(dut.next_error), t
             if ctx.get(dut.queue.w_en):
                 w = ctx.get(dut.queue.w_data)
                 writes.append((t, w.start, w.len_m1 + 1))
@@ -260,6 +267,51 @@ def test_coalescer_queues_each_burst_a_cycle_after_it_closes(max_beats, page_bea
     assert [(s, b) for _, s, b in shown] == [(s, b) for _, s, b in want]
     if p_ready == 1.0:
         assert shown == [(t + 4, s, b) for t, s, b in want]
+
+
+def test_coalescer_checks_row_next() -> None:
+    """`next_error`: a pushed row that is not the last cycle's `row_next` (the owner broke its
+    promise), in that cycle only; not without a push."""
+    dut = BurstCoalescer(8, max_beats=8, page_beats=64, depth=8, hold=2)
+    seen: list[int] = []
+
+    async def bench(ctx):
+        # (push, row, row_next): the promise kept, broken without a push, broken with one
+        for t, (push, row, row_next) in enumerate([(0, 0, 5), (1, 5, 6), (1, 6, 9), (0, 0, 4), (1, 7, 8),
+                                                   (1, 8, 9), (1, 3, 0), (0, 0, 0)]):
+            ctx.set(dut.push, push)
+            ctx.set(dut.row, row)
+            ctx.set(dut.row_next, row_next)
+            if ctx.get(dut.next_error):
+                seen.append(t)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [4, 6]
+
+
+@pytest.mark.parametrize(("max_beats", "page_beats", "hold"), [(8, 64, 0), (16, 512, 8), (1, 1, 3)])
+def test_coalescer_close_is_decided_from_flip_flops(max_beats, page_beats, hold) -> None:
+    """The close decision's inputs are `push`, `is_open` and the four flags worked out a cycle
+    early (`match`, `room`, `new_page`, `can_hold`): no compare, count or adder in its cycle, and
+    neither `row` nor the burst's `following` / `beats` / the hold's timer `left` reach it (the
+    Versa DRAM build's `ar_bursts` close, `beats` -> `w_en`, 9.13 ns at main 65ac2ac's seed 1,
+    docs/benchmarks.md, session 44). Fails on 65ac2ac: `row`, `following` and `beats` reach
+    `close_r` (`w_en`) through `$eq` / `$lt`."""
+    dut = BurstCoalescer(12, max_beats=max_beats, page_beats=page_beats, depth=8, hold=hold)
+    srcs = ["row", "following", "beats", "left", "start", "push", "is_open"]
+    table = comb_cells_table(dut, srcs, ["w_en"])  # `close_r`'s wire (named after the queue port)
+    for src in srcs[:5]:
+        assert not table[src, "w_en"], (src, table[src, "w_en"])
+    for src in srcs[5:]:
+        assert table[src, "w_en"] and not {"$eq", "$ne", "$lt", "$add"} & set(table[src, "w_en"]), src
+    sources, cells = comb_cone(dut, "close")
+    assert sources <= {"push", "is_open", "match", "room", "new_page", "can_hold"}, sorted(sources)
+    assert {"push", "is_open", "match"} <= sources, sorted(sources)
+    assert not {"$eq", "$ne", "$lt", "$le", "$gt", "$ge", "$add", "$sub"} & set(cells), cells
 
 
 def test_coalescer_hold_is_checked() -> None:

@@ -217,7 +217,7 @@ def test_burst_queues_are_written_from_flip_flops(coalescer: str, feed: list[str
     / `produce` from `beats` / `c2` (8.7-9.0 ns) and `ar_bursts...inner_level` from `following` /
     the queued command (9.1-9.2 ns) at session 42's landing netlist (docs/benchmarks.md, session 43)."""
     store = DramSlotStore(64, slots=4, row_bits=2, outstanding=8, burst_beats=4, burst_hold=8)
-    srcs = [*(f"{coalescer}.{r}" for r in ("following", "beats", "start", "is_open", "waiting", "left")), *feed]
+    srcs = [*(f"{coalescer}.{r}" for r in ("following", "beats", "start", "is_open", "can_hold", "left")), *feed]
     regs = [f"{coalescer}.queue.queue.inner_level"]
     table = comb_cells_table(store, [*srcs, f"{coalescer}.w_en"], regs)
     for src in srcs:
@@ -227,3 +227,28 @@ def test_burst_queues_are_written_from_flip_flops(coalescer: str, feed: list[str
     for port in ("w_en", "w_data"):  # each straight from one flip-flop
         sources, cells = comb_cone(store, f"{coalescer}.queue.{port}")
         assert sources == {f"{coalescer}.{port}"} and not cells, (port, sorted(sources), cells)
+
+
+@pytest.mark.parametrize(("coalescer", "source"), [("ar_bursts", "index.a_cmd"), ("aw_bursts", "c1")])
+def test_burst_close_is_decided_from_flip_flops(coalescer: str, source: str) -> None:
+    """A coalescer's close decision (`close_r`'s next value, the wire `w_en`) reads no compare
+    of the row: `following`, `beats`, `start`, the hold's timer `left` and the row's source
+    register (`a_cmd` for AR, `c1` for AW, a cycle before the row is `q_cmd` / `c2`) reach it
+    through no cell within a cycle; their compares end at the flags `match` / `room` /
+    `can_hold`, a cycle early (the Versa DRAM build's `ar_bursts` close, `beats` -> `w_en`, 9.13 ns
+    at main 65ac2ac's seed 1, docs/benchmarks.md, session 44). Fails on 65ac2ac: `following` and
+    `beats` reach `w_en` through `$eq` / `$lt`."""
+    store = DramSlotStore(64, slots=4, row_bits=2, outstanding=8, burst_beats=4, burst_hold=8)
+    srcs = [f"{coalescer}.{r}" for r in ("following", "beats", "start", "left")]
+    srcs_all = [*srcs, f"{coalescer}.row_p1", source]
+    flags = [f"{coalescer}.{r}" for r in ("match", "room", "can_hold")]
+    table = comb_cells_table(store, [*srcs_all, *flags], [f"{coalescer}.w_en", *flags])
+    for src in srcs_all:
+        assert not table[src, f"{coalescer}.w_en"], (src, table[src, f"{coalescer}.w_en"])
+    for flag in flags:  # the flags do reach it, through logic gates only
+        cells = table[flag, f"{coalescer}.w_en"]
+        assert cells and not {"$eq", "$ne", "$lt", "$add", "$sub"} & set(cells), (flag, cells)
+    # the compares moved: `following` -> `match`, `beats` -> `room` / `can_hold`, the row's source -> `match`
+    assert table[f"{coalescer}.following", f"{coalescer}.match"]["$eq"], "no path at all: the wire names changed?"
+    assert table[source, f"{coalescer}.match"]["$eq"]
+    assert table[f"{coalescer}.beats", f"{coalescer}.room"]
