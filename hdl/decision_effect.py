@@ -62,17 +62,22 @@ def pending_with_effect(m: Module, fx: SimpleNamespace, pending: Value) -> Value
 
 def head_check_registers(m: Module, fx: SimpleNamespace, heads: Sequence[Value], *, adv: Value, job0: Value,
                          chunk0: Value, cw0: Value, job1: Value, chunk1: Value, cw1: Value,
-                         per_job: bool = False) -> Value:
+                         per_job: bool = False, carry_eq: bool = False, hold: Value | None = None) -> Value:
     """``hc_r``: the head checks (``HeadChecks``, hdl/head_check.py) of the beat stage 1 holds next
     cycle (stage 0's ``job0`` / ``chunk0`` / ``cw0`` if it advances, else its own), a cycle ahead,
     against the heads as they will be then: the register, or the last decision's new head
     ``fx_hn`` forwarded (``fx_c`` at the same job). ``per_job``: ``head_checks``' (the job
-    chooses the compares' results, not the head)."""
+    chooses the compares' results, not the head); ``carry_eq``: ``head_checks``' (the equalities
+    as carry chains). ``hold`` (DRAM): a flip-flop equal to ``~adv`` every cycle (the reducer's
+    ``hold_t``, checked by ``copy_error``) chooses between the two beats' checks instead of
+    ``adv``, whose net (hundreds of loads) then is not on ``hc_r``'s paths; the same value every
+    cycle, so the same ``hc_r``."""
     m.d.comb += fx.fx_hn.eq(fx.fx_cp1 + fx.fx_run)
     hc_r = Signal(HeadChecks, name="hc_r")
     fx_hc = (~fx.fxw_cn, fx.fx_job, fx.fx_cp1, fx.fx_run)
-    m.d.sync += hc_r.eq(Mux(adv, head_checks(m, job0, chunk0, cw0, heads, *fx_hc, per_job=per_job),
-                            head_checks(m, job1, chunk1, cw1, heads, *fx_hc, per_job=per_job)))
+    hc0 = head_checks(m, job0, chunk0, cw0, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq)
+    hc1 = head_checks(m, job1, chunk1, cw1, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq)
+    m.d.sync += hc_r.eq(Mux(adv, hc0, hc1) if hold is None else Mux(hold, hc1, hc0))
     return hc_r
 
 
@@ -120,11 +125,12 @@ class DecisionEffect(wiring.Component):
     ``fxc_n``, ``fxs_n``, ``job``, ``run``, ``chunk_p1``, ``clr``, ``oh1``), stage 1's deltas
     (``adv``, ``delta_n``, ``delta1``, ``deltaw_n``, ``deltaw1``), the pending bits and the two
     beats' ``job`` / ``chunk`` / ``cw`` (``beat0``, ``beat1``) in; ``fx`` (``effect_layout``),
-    ``pend_eff``, ``heads`` (the registers, zero at start) and ``hc`` (``hc_r``) out."""
+    ``pend_eff``, ``heads`` (the registers, zero at start) and ``hc`` (``hc_r``) out. ``hold_copy``:
+    ``hc_r`` chooses by the input ``hold`` (``head_check_registers``' ``hold``, driven ``~adv``)."""
 
-    def __init__(self, *, slots: int, jobs: int) -> None:
+    def __init__(self, *, slots: int, jobs: int, hold_copy: bool = False) -> None:
         check_core_params(slots=slots, jobs=jobs)
-        self.slots, self.jobs = slots, jobs
+        self.slots, self.jobs, self.hold_copy = slots, jobs, hold_copy
         jb, sb = bits_for(jobs), (slots - 1).bit_length()
         beat = data.StructLayout({"job": jb, "chunk": 32, "cw": 32})
         super().__init__({
@@ -133,7 +139,7 @@ class DecisionEffect(wiring.Component):
             "delta1": In(32), "deltaw_n": In(32), "deltaw1": In(32), "pending": In(slots), "beat0": In(beat),
             "beat1": In(beat),
             "fx": Out(effect_layout(slots, jb)), "pend_eff": Out(slots), "heads": Out(32).array(jobs),
-            "hc": Out(HeadChecks),
+            "hc": Out(HeadChecks), **({"hold": In(1)} if hold_copy else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -143,7 +149,7 @@ class DecisionEffect(wiring.Component):
         pend_eff = pending_with_effect(m, fx, self.pending)
         b0, b1 = self.beat0, self.beat1
         hc_r = head_check_registers(m, fx, heads, adv=self.adv, job0=b0.job, chunk0=b0.chunk, cw0=b0.cw, job1=b1.job,
-                                    chunk1=b1.chunk, cw1=b1.cw)
+                                    chunk1=b1.chunk, cw1=b1.cw, hold=self.hold if self.hold_copy else None)
         load_effect(m, fx, decide=self.decide, in_order=self.in_order, fxc_n=self.fxc_n, fxs_n=self.fxs_n,
                     job=self.job, run=self.run, chunk_p1=self.chunk_p1, adv=self.adv, delta_n=self.delta_n,
                     delta1=self.delta1, deltaw_n=self.deltaw_n, deltaw1=self.deltaw1, clr=self.clr, oh1=self.oh1)

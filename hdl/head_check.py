@@ -24,7 +24,16 @@ from .decision import head_terms
 from .params import check_core_params
 from .reducer_layouts import HeadChecks, bits_for, forwarded_head_layout, pack_flags
 
-__all__ = ["HeadCheck", "eq_hn", "head_checks", "minus_hn"]
+__all__ = ["HeadCheck", "all_ones", "eq_hn", "head_checks", "minus_hn"]
+
+
+def all_ones(v: Value) -> Value:
+    """``v`` is all ones, as the carry out of ``v + 1``: a carry chain (one CCU2C per two bits on
+    the ECP5) rather than an AND tree of LUTs, which abc9 maps as a LUT chain when it sees slack
+    (the DRAM build's `hc_r.at_head`: 5-9 LUT4 in series behind the 32-bit compares, 9.1-9.2 ns
+    placed at session 44's seeds 2 and 5, where `hc_r.late`, a carry chain from the same
+    registers, is 7.4-7.7)."""
+    return (v + 1)[len(v)]
 
 
 def minus_hn(m: Module, x: Value, cp1: Value, run: Value) -> Value:
@@ -36,22 +45,27 @@ def minus_hn(m: Module, x: Value, cp1: Value, run: Value) -> Value:
     return (sv - ~cv)[:32]
 
 
-def eq_hn(x: Value, cp1: Value, run: Value) -> Value:
-    """x == cp1 + run (mod 2**32) without a carry chain: x + ~(a + b) == -1, i.e. with the
+def eq_hn(x: Value, cp1: Value, run: Value, *, carry: bool = False) -> Value:
+    """x == cp1 + run (mod 2**32) without an adder: x + ~(a + b) == -1, i.e. with the
     carry-save sum s and carries g of a, b and ~x, s ^ (g << 1) is all ones
-    (a ^ b ^ x ^ (g << 1) == 0); each bit needs only its own and the next lower inputs."""
+    (a ^ b ^ x ^ (g << 1) == 0); each bit needs only its own and the next lower inputs.
+    ``carry``: the 32 bits' zero test as ``all_ones`` of their complement (the same value)."""
     a, b = cp1, Cat(run, Const(0, 32 - len(run)))
     g = (a & b) | ((a | b) & ~x)
-    return (a ^ b ^ x ^ Cat(Const(0, 1), g[:31])) == 0
+    t = a ^ b ^ x ^ Cat(Const(0, 1), g[:31])
+    return all_ones(~t) if carry else t == 0
 
 
 def head_checks(m: Module, job: Value, chunk: Value, cw: Value, heads: Sequence[Value], fwd: Value,
-                fwd_job: Value, cp1: Value, run: Value, *, per_job: bool = False) -> Value:
+                fwd_job: Value, cp1: Value, run: Value, *, per_job: bool = False, carry_eq: bool = False) -> Value:
     """HeadChecks of ``chunk`` (``cw`` = chunk - window) of job ``job`` against ``heads[job]``, or
     against the forwarded head ``cp1 + run`` if ``fwd`` and ``fwd_job`` is ``job``. ``per_job``:
     the compares made against every job's head and ``job`` choosing their results, not the head
     (no job select between the head registers and the carry chains; a job past ``heads``
-    compares against 0 either way)."""
+    compares against 0 either way). ``carry_eq`` (with ``per_job``; DRAM): the equalities
+    (``at_head``: chunk == head, chunk == cp1 + run) as carry chains (``all_ones``), the same
+    values."""
+    assert per_job or not carry_eq
     if not per_job:
         hj = Signal(32)
         with m.Switch(job):
@@ -65,11 +79,15 @@ def head_checks(m: Module, job: Value, chunk: Value, cw: Value, heads: Sequence[
         with m.Switch(job):
             for j, h in enumerate([*heads, None]):
                 with m.Case(j) if h is not None else m.Default():
-                    m.d.comb += [hf[k].eq(v) for k, v in head_terms(chunk, cw, Const(0, 32) if h is None else h).items()]
+                    hv = Const(0, 32) if h is None else h
+                    terms = head_terms(chunk, cw, hv)
+                    if carry_eq:
+                        terms["at_head"] = all_ones(~(chunk ^ hv))
+                    m.d.comb += [hf[k].eq(v) for k, v in terms.items()]
     else:
         hf = head_terms(chunk, cw, hj)
     return pack_flags(HeadChecks, late=Mux(sel, d_f[31], hf["late"]), below_end=Mux(sel, dw_f[31], hf["below_end"]),
-                      at_head=Mux(sel, eq_hn(chunk, cp1, run), hf["at_head"]))
+                      at_head=Mux(sel, eq_hn(chunk, cp1, run, carry=carry_eq), hf["at_head"]))
 
 
 class HeadCheck(wiring.Component):
@@ -77,11 +95,11 @@ class HeadCheck(wiring.Component):
     (one per job), ``fwd`` (the previous decision's forwarded head: ``forwarded_head_layout``) in,
     ``checks`` (HeadChecks) out. Combinational; ``run_bits`` is the slot index's width. Both
     sizes are checked by ``hdl/params.py`` (``jobs`` the core's range, ``run_bits`` 1..32).
-    ``per_job``: ``head_checks``'."""
+    ``per_job``, ``carry_eq``: ``head_checks``'."""
 
-    def __init__(self, jobs: int, run_bits: int, *, per_job: bool = False) -> None:
+    def __init__(self, jobs: int, run_bits: int, *, per_job: bool = False, carry_eq: bool = False) -> None:
         check_core_params(jobs=jobs, run_bits=run_bits)
-        self.jobs, self.per_job = jobs, per_job
+        self.jobs, self.per_job, self.carry_eq = jobs, per_job, carry_eq
         jb = bits_for(jobs)
         super().__init__({
             "job": In(jb), "chunk": In(32), "cw": In(32), "heads": In(data.ArrayLayout(32, jobs)),
@@ -93,5 +111,6 @@ class HeadCheck(wiring.Component):
         f = self.fwd
         m.d.comb += self.checks.eq(head_checks(m, self.job, self.chunk, self.cw,
                                                [self.heads[j] for j in range(self.jobs)],
-                                               f.valid, f.job, f.cp1, f.run, per_job=self.per_job))
+                                               f.valid, f.job, f.cp1, f.run, per_job=self.per_job,
+                                               carry_eq=self.carry_eq))
         return m

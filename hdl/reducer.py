@@ -418,7 +418,9 @@ class Reducer(wiring.Component):
         # (P's payload -> the head select -> chunk - head -> hc_r.late, 9.20 ns at session 39's seed 2)
         hc_r = head_check_registers(m, fx, head, adv=adv, job0=h0.job_id[:jb], chunk0=h0.chunk, cw0=cw0,
                                     job1=h1.job_id[:jb], chunk1=h1.chunk, cw1=cw1,
-                                    per_job=self.slot_memory == "dram")  # hdl/head_check.py
+                                    per_job=self.slot_memory == "dram",  # hdl/head_check.py
+                                    carry_eq=self.slot_memory == "dram",  # the equalities as carry chains
+                                    hold=hold_t if own_take else None)  # DRAM: by the copy of ~adv
         fwd_job1 = fx_job == h1.job_id[:jb]  # the last decision was stage 1's job's
         fwd_head = fx_c_d & fwd_job1
         # sign of delta - run without a 32-bit subtract: run < 2**sb, so only a borrow out of the
@@ -454,7 +456,8 @@ class Reducer(wiring.Component):
                                 i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
                                 slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r, rd_load=rd_load,
-                                live_reg=self.slot_memory == "dram", gap=gap)
+                                live_reg=self.slot_memory == "dram", gap=gap,
+                                carry_eq=self.slot_memory == "dram")  # cadd as carry chains
         ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
         thit_h, tw_hit0, tw_vn_l = tck.thit_h, tck.tw_hit0, tck.tw_vn_l
         same = ck.same

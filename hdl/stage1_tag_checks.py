@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .decision import hdr_checks, header_fields, new_tag, tag_checks
+from .head_check import all_ones
 from .layouts import AggHeaderLayout
 from .params import check_core_params
 from .reducer_layouts import (
@@ -40,7 +41,8 @@ from .reducer_layouts import (
     slot_tag_layout,
 )
 
-__all__ = ["LiveTagCheck", "TagCheckNets", "a_checks", "live_checks", "stage1_tag_checks", "state_flags"]
+__all__ = ["LiveTagCheck", "TagCheckNets", "a_checks", "live_checks", "stage1_tag_checks", "state_flags",
+           "tag_checks_carry"]
 
 
 def a_checks(b: Value, bit: Value, pbit: Value, members: Value) -> tuple[Value, Value]:
@@ -62,6 +64,27 @@ def live_checks(done: Value, active: Value, nfree: Value, hcw: Value, bmck: Valu
                       dup=Mux(sel_a, bmck.dup_a, bmck.dup_bc),
                       cadd=Mux(sel_a, bmck.cadd_a, bmck.cadd_bc),
                       older=hcw.job_eq & ~hcw.chunk_eq & ~hcw.back)
+
+
+def tag_checks_carry(m: Module, t: Value, h: Value, bit: Value, members: Value, jb: int) -> Value:
+    """``tag_checks`` (hdl/decision.py) with its wide compares as carry chains (``all_ones``,
+    hdl/head_check.py: the carry out of v + 1), the same values: ``cadd`` ((bitmap | bit) ==
+    members), ``mismatch_round`` (32 bits) and ``mismatch`` (group, scale, count, session).
+    abc9 mapped their AND / OR trees as LUT4s in series where its unit-delay model saw slack
+    (`tag_rd__data` -> 10 LUT4 -> `ck_pre.cadd`, 9.25 ns, P's payload -> 9 LUT4 ->
+    `ck_pre.mismatch` / `mismatch_round`, 8.2-8.7 ns at session 44's seeds 2 / 5); a 32-bit
+    carry chain placed at ~1.5 ns there. ``dup`` (a 3-level tree, 7.6 ns placed), the job /
+    chunk compares (``same``, ``older``: already beside the ``back`` subtractor's chain) and the
+    state stay ``tag_checks``'. Built into ``m`` (one signal)."""
+    c = Signal(TagChecks)
+    x_rest = Cat(t.group ^ h.group_id, t.scale ^ h.scale_exp, t.count ^ h.element_count, t.session ^ h.session)
+    m.d.comb += [
+        c.eq(tag_checks(t, h, bit, members, jb)),
+        c.cadd.eq(all_ones(~((t.bitmap | bit) ^ members))),
+        c.mismatch_round.eq(~all_ones(~(t.round ^ h.round_id))),
+        c.mismatch.eq(~all_ones(~x_rest)),
+    ]
+    return c.as_value()
 
 
 def state_flags(t: Value) -> tuple[Value, Value, Value]:
@@ -91,7 +114,7 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
                       tw_addr: Value, tw_v: Value, tw_a: Value, tw_d: Value, tw_data: Value, slot0: Value,
                       first1: Value, bit: Value, adv: Value, tag_r: Value,
                       rd_load: tuple[Value, Value] | None = None, live_reg: bool = False,
-                      gap: bool = False) -> TagCheckNets:
+                      gap: bool = False, carry_eq: bool = False) -> TagCheckNets:
     """Build stage 1's tag checks into ``m`` (module docstring). ``h0`` / ``p`` (the decoded
     beat: ``slot``, ``bit``, ``members``) the beat at P's output, ``h1`` / ``first1`` / ``bit``
     stage 1's; the tag read address's sources (``p_load``, the skid's ``ps_v`` / ``ps_slot``,
@@ -110,9 +133,12 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     ``gap`` (DRAM): no first beat enters stage 1 the cycle after a last beat left it, so no tag
     write was requested in between (docs/reducer.md, "No decision in between"): ``ck`` is
     ``ck_pre`` and ``bm`` is ``bm_pre``, no live source (``ck_x`` keeps it: copy_error checks
-    the claim at every decision)."""
+    the claim at every decision). ``carry_eq`` (DRAM): each tag source's checks by
+    ``tag_checks_carry`` (the wide compares as carry chains, the same values)."""
 
     def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
+        if carry_eq:
+            return tag_checks_carry(m, t, h0, p.bit, p.members, jb)
         return tag_checks(t, h0, p.bit, p.members, jb)
 
     # which source is the newest for slot0, compared a cycle ahead against the read address

@@ -12,12 +12,12 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from wanreduce.hdl import reducer_layouts as rl
 from wanreduce.hdl.decision import DecisionTable
-from wanreduce.hdl.head_check import HeadCheck
+from wanreduce.hdl.head_check import HeadCheck, all_ones
 from wanreduce.hdl.pending_effect import PendingEffect
 from wanreduce.hdl.tag_decision import TagDecision
 from wanreduce.model import SERIAL_HALF, AggregatorModel, Message, Outcome, ReleaseMode, SlotState
@@ -253,16 +253,38 @@ def test_head_twin_is_the_models_window_check() -> None:
     assert seen == {Outcome.STALE, Outcome.OUT_OF_WINDOW, Outcome.AGGREGATED}
 
 
-@pytest.mark.parametrize("per_job", [False, True])
-def test_head_check_against_the_twin(per_job: bool) -> None:
+def test_all_ones_is_every_bit_set() -> None:
+    """``all_ones`` (hdl/head_check.py: the carry out of v + 1, the DRAM reducer's equalities as
+    carry chains) is 1 exactly when every bit of ``v`` is: all ones, each single bit cleared,
+    zero and random values, widths 1, 2, 5, 32."""
+    for width in (1, 2, 5, 32):
+        v = Signal(width)
+        top = Module()
+        out = Signal()
+        top.d.comb += out.eq(all_ones(v))
+        full = (1 << width) - 1
+        rng = random.Random(width)
+        values = [full, 0, *[full ^ (1 << i) for i in range(width)], *[rng.getrandbits(width) for _ in range(50)]]
+
+        async def tb(ctx, v=v, out=out, values=values, full=full) -> None:
+            for x in values:
+                ctx.set(v, x)
+                assert ctx.get(out) == int(x == full), (x, full)
+
+        _comb_sim(top, tb)
+
+
+@pytest.mark.parametrize(("per_job", "carry_eq"), [(False, False), (True, False), (True, True)])
+def test_head_check_against_the_twin(per_job: bool, carry_eq: bool) -> None:
     """``HeadCheck``: a chunk against its job's head register, or, when the previous decision
     completed at the head of the same job (``fwd.valid``, ``fwd.job``), against the new head it
     forwards (chunk + 1 + run: ``cp1 + run``, through the carry-save ``minus_hn`` / ``eq_hn``):
     the twin's flags for either head; chunks near the head, across the wrap and SERIAL_HALF.
     ``per_job`` (the DRAM reducer's: every job's compares, the job choosing the results) the
-    same, also for a job number past the heads (its head 0, as without)."""
+    same, also for a job number past the heads (its head 0, as without); ``carry_eq`` (the DRAM
+    reducer's: the equalities as carry chains, ``all_ones``) the same."""
     jobs, run_bits, lw = 3, 4, 3
-    dut = HeadCheck(jobs, run_bits, per_job=per_job)
+    dut = HeadCheck(jobs, run_bits, per_job=per_job, carry_eq=carry_eq)
     top = Module()
     top.submodules.dut = dut
     rng = random.Random(26)

@@ -9,7 +9,7 @@ import random
 import re
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 from stream_helpers import (
     _cell_counts,
@@ -21,11 +21,14 @@ from stream_helpers import (
 )
 
 from wanreduce import wire
+from wanreduce.hdl.decision import tag_checks
+from wanreduce.hdl.layouts import AggHeaderLayout
 from wanreduce.hdl.pin_registers import PUSH_IN_PINS_MAX_SLOTS
 from wanreduce.hdl.pin_terms import PairCheck, PinCheck
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.reducer_config import REGION_AT_CONFIG_MAX_SLOTS
 from wanreduce.hdl.reducer_input import START_AT_P_MAX_SLOTS
+from wanreduce.hdl.reducer_layouts import TagChecks, bits_for, slot_tag_layout
 from wanreduce.hdl.release_run import (
     REST_AT_PUSH_MAX_SLOTS,
     RUN_NZ_OF_RUN_MAX_SLOTS,
@@ -36,7 +39,7 @@ from wanreduce.hdl.release_run import (
     ReleaseScans,
 )
 from wanreduce.hdl.slot_store_signature import Op
-from wanreduce.hdl.stage1_tag_checks import LiveTagCheck
+from wanreduce.hdl.stage1_tag_checks import LiveTagCheck, tag_checks_carry
 from wanreduce.hdl.stage2_issue import StageTwoIssue
 from wanreduce.hdl.stage_room import StageRoom
 from wanreduce.hdl.window_reset import SLOT_REGISTER_MAX_SLOTS
@@ -267,6 +270,47 @@ def test_live_tag_checks_are_the_direct_checks_of_the_tag_written(jobs: int) -> 
 
     _comb_sim(dut, tb)
     assert {"done", "active", "same", "mismatch", "dup", "cadd", "older"} <= seen, seen
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_tag_checks_as_carry_chains_are_the_direct_checks(jobs: int) -> None:
+    """``tag_checks_carry`` (hdl/stage1_tag_checks.py, the DRAM reducer's: ``cadd``,
+    ``mismatch_round``, ``mismatch`` as carry chains) equals ``tag_checks`` (hdl/decision.py)
+    on every field: tags whose header fields are a header's with one moved (or all fresh),
+    negative scales, bitmaps completing the group or not, the sender's bit in it or not."""
+    jb = bits_for(jobs)
+    m = Module()
+    t, h = Signal(slot_tag_layout(jobs)), Signal(AggHeaderLayout)
+    bit, members = Signal(32), Signal(32)
+    got, want = Signal(TagChecks), Signal(TagChecks)
+    m.d.comb += [got.eq(tag_checks_carry(m, t, h, bit, members, jb)), want.eq(tag_checks(t, h, bit, members, jb))]
+    rng = random.Random(40 + jobs)
+    seen: set[str] = set()
+
+    async def tb(ctx) -> None:
+        for _ in range(1500):
+            hd = _header(rng, None, jobs)
+            hd["scale_exp"] = rng.randint(-4, 3)
+            th = _header(rng, hd, jobs)
+            mem = rng.choice([0b1, 0b11, 0b1011, 0xF0F0, 0xFFFFFFFF, rng.getrandbits(32)])
+            pbit = rng.choice([0, 1 << rng.randrange(32), mem & -mem])
+            bitmap = rng.choice([mem, mem & ~pbit, rng.getrandbits(32) & mem, rng.getrandbits(32)])
+            tag = {"state": rng.randrange(4), "job": th["job_id"], "round": th["round_id"], "chunk": th["chunk"],
+                   "group": th["group_id"], "scale": th["scale_exp"], "count": th["element_count"] & 0xFFFF,
+                   "bitmap": bitmap, "session": th["session"], "nbm1": 0}
+            ctx.set(t, tag)
+            for name, v in hd.items():
+                ctx.set(getattr(h, name), v)
+            ctx.set(bit, pbit)
+            ctx.set(members, mem)
+            g, w = ctx.get(got), ctx.get(want)
+            assert {k: getattr(g, k) for k in TagChecks.members} == \
+                {k: getattr(w, k) for k in TagChecks.members}, (tag, hd, pbit, mem)
+            seen.update(k for k in ("cadd", "dup", "mismatch_round", "mismatch") if getattr(w, k))
+            seen.update(f"no_{k}" for k in ("cadd", "dup", "mismatch_round", "mismatch") if not getattr(w, k))
+
+    _comb_sim(m, tb)
+    assert len(seen) == 8, seen
 
 
 @pytest.mark.parametrize(("width", "slots", "row_bits"), [(64, 16, 2), (256, 8, 0)])

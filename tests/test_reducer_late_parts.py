@@ -556,6 +556,40 @@ def test_the_head_checks_choose_the_job_after_the_compares_with_dram(slot_memory
 
 
 @pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_head_checks_choose_by_a_copy_of_adv_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the head checks registered a cycle ahead (``hc_r``: stage 0's beat's
+    if stage 1 advances, else its own) choose by ``hold_t`` (== ~adv, a flip-flop with a few
+    loads), not by ``adv`` (hundreds of loads; `hc_r.at_head` 8.6-9.2 ns at session 43's
+    placements): from ``adv`` to ``hc_r`` no cell (``head_check_registers(hold=...)``). The
+    on-chip reducer keeps ``adv`` (its RTL pinned): the check's before-case, which the DRAM
+    reducer had at 65ac2ac. The copy equals ~adv every cycle (``copy_error``, checked by the
+    benches); tests/test_reducer_stage_parts.py::test_decision_effect checks the checks with
+    ``hold`` against the model."""
+    dram = slot_memory == "dram"
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if dram else {}))
+    table = comb_cells_table(dut, ["adv", "hold_t"], ["hc_r"])
+    assert (not table["adv", "hc_r"]) == dram and bool(table["hold_t", "hc_r"]) == dram, table
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_wide_equalities_are_carry_chains_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the head checks' equalities (``hc_r.at_head``: chunk == each job's head,
+    chunk == the forwarded head) and the tag checks' ``cadd`` ((bitmap | bit) == members, per
+    tag source) are carry chains (``all_ones``: the carry out of v + 1, an ``$add`` in the cone),
+    not AND trees, which abc9 mapped as LUT4 chains (`hc_r.at_head` 9.1-9.2 ns, `ck_pre.cadd`
+    9.25 ns at session 44's seeds 2 / 5). The on-chip reducer keeps the compares (its RTL
+    pinned): the check's before-case, which the DRAM reducer had at 65ac2ac (no ``$add`` in
+    either cone). tests/test_decision.py checks ``all_ones`` and the head checks with it."""
+    dram = slot_memory == "dram"
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
+                  **({"outstanding": 8, "index_bits": 3} if dram else {}))
+    for src, reg in (("head0", "hc_r"), ("tag_rd__data", "ck_pre")):
+        adds, _ = comb_cells_before(dut, src, reg, "$add")
+        assert (adds > 0) == dram, (src, reg, adds)
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
 def test_the_pair_checks_choose_by_a_copy_of_adv_with_dram(slot_memory: str) -> None:
     """With the DRAM store the pair checks of P's next beat against stage 1's (``same_key``,
     ``pdc_r``, ``pjob_r``: hdl/pin_terms.py) choose by ``hold_t`` (== ~adv) and the room copies,

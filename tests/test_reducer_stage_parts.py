@@ -158,16 +158,18 @@ def _head_flags(chunk: int, cw: int, head: int) -> tuple[int, int, int]:
     return (int((chunk - head) & M32 >= 1 << 31), int((cw - head) & M32 >= 1 << 31), int(chunk == head))
 
 
-@pytest.mark.parametrize(("slots", "jobs"), [(16, 2), (4, 1), (64, 4)])
-def test_decision_effect(slots: int, jobs: int) -> None:
+@pytest.mark.parametrize(("slots", "jobs", "hold_copy"), [(16, 2, False), (4, 1, False), (64, 4, False),
+                                                         (16, 2, True), (4, 1, True)])
+def test_decision_effect(slots: int, jobs: int, hold_copy: bool) -> None:
     """``effect_registers`` ... ``update_heads`` (hdl/decision_effect.py) against a cycle model:
     an in-order decision's effect is registered (``fx_c`` / ``fx_s``, their inverted copies, job,
     run, chunk + 1, the run's slots and its own) and applied a cycle later: ``pend_eff`` clears the
     run's bits or sets the slot's, the job's head (only its) becomes chunk + 1 + run; the head
     checks registered a cycle ahead (``hc``) equal the checks against the heads as they are in
     the cycle they are used, for the beat stage 1 then holds; ``run_lt`` / ``run_ltw`` /
-    ``run_eq`` compare that beat's delta low bits with the run."""
-    dut = DecisionEffect(slots=slots, jobs=jobs)
+    ``run_eq`` compare that beat's delta low bits with the run. ``hold_copy``: the head checks
+    chosen by ``hold`` (driven ``~adv``, as the DRAM reducer's ``hold_t``) instead of ``adv``."""
+    dut = DecisionEffect(slots=slots, jobs=jobs, hold_copy=hold_copy)
     rng = random.Random(slots * 3 + jobs)
     sb = (slots - 1).bit_length()
     heads = [0] * jobs
@@ -192,6 +194,8 @@ def test_decision_effect(slots: int, jobs: int) -> None:
                 beats.append({"job": job, "chunk": chunk, "cw": (chunk - (1 << rng.randint(0, 4))) & M32})
             for k, v in i.items():
                 ctx.set(getattr(dut, k), v)
+            if hold_copy:
+                ctx.set(dut.hold, 1 - i["adv"])
             ctx.set(dut.beat0, beats[0])
             ctx.set(dut.beat1, beats[1])
             await ctx.delay(1e-9)
