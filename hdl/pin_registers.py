@@ -71,20 +71,40 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
                  slot0: Value, slot1: Value, entry_more: Value, v1: Value, first1: Value, last1: Value,
                  push_r: Value, p_v: Value, room: Value, first: Value, adv_reg: Value, hold_t: Value,
                  clr: Value | None = None, oh0: Value | None = None, run: Value | None = None,
-                 pair_sel: tuple[Value, Value] | None = None) -> PairChecks:
+                 gap: tuple[Value, Value, Value] | None = None) -> PairChecks | None:
     """Load ``pin_r`` and ``adv_reg`` / ``hold_t`` (== ~adv_reg) for the next cycle. Besides
     ``pin_load`` / ``pin_hold``, the entry stage 1 may push into stage 2 with its last beat pins
     the beat taken now (``live_n``): on a first beat, without waiting for the decision, a
     different chunk on the same slot or a slot its release run would free (``clr & oh0``; with
     pending words: p's chunk 1..``run`` ahead in the same job); on a later beat, the held entry's
     run (``entry_more``). The pair checks (hdl/pin_terms.py, ``next_pair_checks``) are flip-flops
-    compared a cycle ahead. Returns them. ``pair_sel``: (P's load, stage 1's advance) for the
-    pair checks' choices, copies equal to ``p_load`` / ``adv`` every cycle from flip-flops that
-    drive little else (DRAM: `adv`'s net, hundreds of loads, was 4.5 ns of `adv` -> `same_key`,
-    10.12 ns at main's seed 1 in session 40); else ``p_load`` / ``adv``."""
-    pl, pa = pair_sel if pair_sel is not None else (p_load, adv)
-    pair = next_pair_checks(m, p_load=pl, skid_valid=skid_valid, skid_hdr=skid_hdr, in_hdr=in_hdr, h0=h0, h1=h1,
-                            adv=pa, wm0=wmask0, wm1=wmask, jb=jb)  # hdl/pin_terms.py
+    compared a cycle ahead. Returns them.
+
+    ``gap`` (the DRAM reducer: no first beat enters stage 1 the cycle after a last beat left it,
+    ``room`` then 0): three flip-flops (``decide_c``, ``move_c``, ``hold_s``) to load with stage
+    1's ``v1 & first1 & adv`` / ``v1 & adv`` / ``~adv`` next cycle, the decision's and stage 2's
+    enables and the release scans' select from registers of their own rather than from ``adv``'s
+    net (hundreds of loads). ``hold_s`` is ``hold_t`` (== ~adv) worked out with ``v1 & first1``
+    where ``hold_t`` has 1 (stage 1 held, so both are set): a different function, which yosys
+    does not merge with ``hold_t``, equal to it in every reachable state. ``live_n`` is then 0
+    and the pair checks are not built: ``live_n`` needs ``v1 & last1`` with ``adv``, and then
+    ``room`` is 0, so nothing is taken, stage 1 is empty next cycle and ``pin_r`` (read only as
+    ``v1 & first1 & pin_r``) and ``adv`` (``room`` gates the term) do not depend on it. Returns
+    None."""
+    if gap is not None:
+        decide_c, move_c, hold_s = gap
+        # next cycle's v1 & first1 & adv / v1 & adv (moving: v1 <- p_v & room, first1 <- first,
+        # adv as below; held: v1, first1 stay, adv <- ~pin_hold)
+        adv_n = Mux(adv, ~(p_v & room & first & pin.pin_load), ~pin.pin_hold)
+        m.d.sync += [
+            pin.pin_r.eq(Mux(adv, pin.pin_load, pin.pin_hold)), adv_reg.eq(adv_n), hold_t.eq(~adv_n),
+            decide_c.eq(Mux(adv, p_v & room & first & ~pin.pin_load, v1 & first1 & ~pin.pin_hold)),
+            move_c.eq(Mux(adv, p_v & room & ~(first & pin.pin_load), v1 & ~pin.pin_hold)),
+            hold_s.eq(Mux(adv, p_v & room & first & pin.pin_load, v1 & first1 & pin.pin_hold)),
+        ]
+        return None
+    pair = next_pair_checks(m, p_load=p_load, skid_valid=skid_valid, skid_hdr=skid_hdr, in_hdr=in_hdr, h0=h0, h1=h1,
+                            adv=adv, wm0=wmask0, wm1=wmask, jb=jb)  # hdl/pin_terms.py
     pjob_r, pdc_r, same_key = pair.pjob_r, pair.pdc_r, pair.same_key
     # held entry: same job, and p's chunk - stage 1's (low bits, in stage 1's window) is
     # inside the run the entry releases
@@ -117,13 +137,15 @@ class PinAdvance(wiring.Component):
     ``slot0`` / ``slot1``, ``h0`` / ``h1``, both windows - 1, P's next beat (``p_load``,
     ``skid_valid``, ``skid_hdr``, ``in_hdr``), stage 1's ``v1`` / ``first1`` / ``last1``,
     ``push_r``, ``entry_r``, ``p_v``, ``room``, p's ``first``, ``clr`` / ``oh0`` in; ``pin_r``,
-    ``adv``, ``hold_t`` out."""
+    ``adv``, ``hold_t`` out. ``gap``: ``advance_next``'s (the DRAM reducer's), with its copies
+    ``decide_c`` / ``move_c`` / ``hold_s`` out."""
 
-    def __init__(self, *, slots: int, jobs: int, masks: bool) -> None:
+    def __init__(self, *, slots: int, jobs: int, masks: bool, gap: bool = False) -> None:
         check_core_params(slots=slots, jobs=jobs)
-        self.slots, self.jobs, self.masks = slots, jobs, masks
+        self.slots, self.jobs, self.masks, self.gap = slots, jobs, masks, gap
         sb = (slots - 1).bit_length()
         super().__init__({
+            **({"decide_c": Out(1), "move_c": Out(1), "hold_s": Out(1)} if gap else {}),
             "pins": In(pin_masks_layout(slots)), "entry_r": In(release_entry_layout(jobs, slots)),
             "emit": In(emitter_pin_layout(jobs, slots)), "slot0": In(sb), "slot1": In(sb), "h0": In(AggHeaderLayout),
             "h1": In(AggHeaderLayout), "wmask0": In(sb), "wmask": In(sb), "p_load": In(1), "skid_valid": In(1),
@@ -148,6 +170,7 @@ class PinAdvance(wiring.Component):
                      in_hdr=self.in_hdr, h0=self.h0, h1=self.h1, adv=adv_reg, wmask0=self.wmask0, wmask=self.wmask,
                      jb=jb, slot0=self.slot0, slot1=self.slot1, entry_more=self.entry_r.more, v1=self.v1,
                      first1=self.first1, last1=self.last1, push_r=self.push_r, p_v=self.p_v, room=self.room,
-                     first=self.first, adv_reg=adv_reg, hold_t=hold_t, clr=self.clr, oh0=self.oh0)
+                     first=self.first, adv_reg=adv_reg, hold_t=hold_t, clr=self.clr, oh0=self.oh0,
+                     gap=(self.decide_c, self.move_c, self.hold_s) if self.gap else None)
         m.d.comb += [self.pin_r.eq(pin.pin_r), self.adv.eq(adv_reg), self.hold_t.eq(hold_t)]
         return m

@@ -289,6 +289,12 @@ class Reducer(wiring.Component):
         # decision in between"). One cycle per message that follows another back to back.
         gap = own_take
         nlast1 = Signal(init=1, name="nlast1") if gap else None
+        # with the gap, flip-flop copies of v1 & first1 & adv (the decision's registers' enable),
+        # v1 & adv (stage 2's) and ~adv (the release scans' select), worked out with adv a cycle
+        # ahead (advance_next, hdl/pin_registers.py): those ~340 loads no longer hang on adv's
+        # net (`adv` -> v1 & adv -> decide -> `tag_r.bitmap`, 9.35 ns at main's seed 4, session 43)
+        decide_c, move_c, hold_s = ((Signal(name="decide_c"), Signal(name="move_c"), Signal(name="scan_hold"))
+                                    if gap else (None, None, None))
 
         def gated(t: Value) -> Value:  # a take term with the gap (the on-chip RTL as it was)
             return t & nlast1 if gap else t
@@ -405,8 +411,9 @@ class Reducer(wiring.Component):
             pend_eff = pending_with_effect(m, fx, pending)  # pending with the last decision applied
             # the release scans' inputs, a cycle ahead, without and with stage 1's own pending bit
             # (above S 16 folded after the register, with region1: the region the scan used, loaded on adv)
-            sp = release_scans(m, pend_eff, adv=adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1, region0=region0,
-                               region1=region1, run_nz=S > RUN_NZ_OF_RUN_MAX_SLOTS,
+            # (the gap: selected by scan_hold, a copy of ~adv; `adv` -> the scans -> `clr`, session 43's seed 4)
+            sp = release_scans(m, pend_eff, adv=~hold_s if gap else adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1,
+                               region0=region0, region1=region1, run_nz=S > RUN_NZ_OF_RUN_MAX_SLOTS,
                                late_fold=S > SCAN_FOLD_AT_SCAN_MAX_SLOTS, region_r=region1)  # hdl/release_run.py
             fz_a, clr_a, fz_b, clr_b = sp.fz_a, sp.clr_a, sp.fz_b, sp.clr_b
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
@@ -495,8 +502,9 @@ class Reducer(wiring.Component):
             run_nz = pc.run != 0
         op_r, queued_r = Signal(2, name="op_r"), Signal(name="queued_r")
         # stage 1's flags for the decision (DecisionFlags' fields; decision_table, below)
-        dflags = SimpleNamespace(valid=v1, first=first1, last=last1, adv=adv, unconf=unconf1, nonmem=nonmem1,
-                                 in_order=in_order, cwrite=cwrite1, op_r_nz=op_r != OP_NONE, queued_r=queued_r,
+        # (the gap: adv is read only in push_c's valid & adv, where move_c == v1 & adv does)
+        dflags = SimpleNamespace(valid=v1, first=first1, last=last1, adv=move_c if gap else adv, unconf=unconf1,
+                                 nonmem=nonmem1, in_order=in_order, cwrite=cwrite1, op_r_nz=op_r != OP_NONE, queued_r=queued_r,
                                  run_nz=run_nz)
         prio_r = Signal(PriorityInputs)
         m.d.sync += prio_r.eq(prio_of(ck, pend1, late, oow, dflags))
@@ -568,10 +576,11 @@ class Reducer(wiring.Component):
                      v1=v1, first1=first1, last1=last1, push_r=push_r, p_v=p_v, room=gated(room),
                      first=f.first,
                      adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}),
-                     # DRAM: the pair checks choose by the copies (hold_t == ~adv, room_t == room)
-                     pair_sel=(~p_v | gated(~hold_t & room_t), ~hold_t) if own_take else None)
+                     # the gap: no live term (no pair checks) and the copies decide_c / move_c
+                     gap=(decide_c, move_c, hold_s) if gap else None)
 
         decide = v1 & first1 & adv
+        decide_h = decide_c if gap else decide  # the held decision's enable (copy_error checks the copy)
         # the outcome strobe is registered (counters only; off the decision path)
         # two cycles after the decision, from flip-flops (the counters sit far away)
         # copies for stage 2's command-FIFO write enable, so it comes from flip-flops alone:
@@ -580,7 +589,7 @@ class Reducer(wiring.Component):
         # at the head in order whose run is not empty). An emitting decision (push_d & ~resend)
         # releases its run exactly when it completes at the head in order (fx_c next cycle), so
         # that is ``in_order`` now; copy_error checks it against fx_c the cycle after.
-        hd = hold_decision(m, decide=decide, code=code, outcome=self.outcome, outcome_code=self.outcome_code, op=op,
+        hd = hold_decision(m, decide=decide_h, code=code, outcome=self.outcome, outcome_code=self.outcome_code, op=op,
                            push_d=push_d, entry_d=entry_d, tag_d=tag_d, resend=resend, run_nz=run_nz, queued_d=queued_d,
                            op_r=op_r, push_r=push_r, entry_r=entry_r, tag_r=tag_r, queued_r=queued_r,
                            **({"mask_r": mask_r, "mask_d": mask_d} if self.run_table else {}))
@@ -592,22 +601,23 @@ class Reducer(wiring.Component):
         # Above S 16 likewise (rest_ahead), with the queue's rest masks registered at the decision
         run_slot_r = run_err = rest = ahead = None
         if rest_ahead:
-            rest = rest_masks(m, decide=decide, mask_d=mask_d, oh1=oh1, lm1=lm1)  # hdl/release_run.py
+            rest = rest_masks(m, decide=decide_h, mask_d=mask_d, oh1=oh1, lm1=lm1)  # hdl/release_run.py
         if self.slot_memory == "dram" or rest_ahead:
             run_slot_r, run_err = Signal(sb, name="run_slot_r"), Signal(name="run_err")
-            with m.If(decide):
+            with m.If(decide_h):
                 m.d.sync += run_slot_r.eq(start1)
         if self.slot_memory == "dram":
             # ... and its chunk + 2 / + 3's, for the queue's next slots: entry_r.job -> the job
             # table -> slot_of -> q_nslot* was the Versa DRAM build's path (8.73 ns, session 37)
             ahead = (Signal(sb, name="run_slot2_r"), Signal(sb, name="run_slot3_r"))
-            with m.If(decide):
+            with m.If(decide_h):
                 m.d.sync += [r.eq(slot_ahead(slot1, h1.chunk, wmask, k)) for k, r in ((2, ahead[0]), (3, ahead[1]))]
         # effect on pending bits and the head, applied next cycle (the decision-independent
         # parts registered every cycle, the decision itself in fx_c / fx_s)
         # fx_c / fx_s feed back into the next decision (pend1, the head forwarding): their next
-        # values are two of the decision table's outcomes (fxc_n, fxs_n)
-        load_effect(m, fx, decide=decide, in_order=in_order, fxc_n=fxc_n, fxs_n=fxs_n, job=h1.job_id[:jb], run=run,
+        # values are two of the decision table's outcomes (fxc_n, fxs_n); the gap: on decide_c
+        # (`adv` -> decide -> `fxw_cn` 8.05 ns at main's seed 2, session 44)
+        load_effect(m, fx, decide=decide_h, in_order=in_order, fxc_n=fxc_n, fxs_n=fxs_n, job=h1.job_id[:jb], run=run,
                     chunk_p1=chunk_p1, adv=adv, delta_n=delta_n, delta1=delta1, deltaw_n=deltaw_n, deltaw1=deltaw1,
                     **({"clr": clr, "oh1": oh1} if not self.words else {}))
         update_heads(m, fx, head)  # the new head (fx_hn) a cycle after the decision
@@ -622,7 +632,7 @@ class Reducer(wiring.Component):
         # command FIFO's write enable from one flip-flop)
         s2 = stage2_registers(m, v1=v1, adv=adv, first1=first1, last1=last1, op=op, op_r=op_r, op_c_nz=op_c_nz,
                               push_c_n=push_c_n, count=h1.element_count, idx=idx1, row1=row1, d1=d1, slot1=slot1,
-                              v2=v2, last2=last2, width=W, n_lanes=L, slot_bits=sb)
+                              v2=v2, last2=last2, width=W, n_lanes=L, slot_bits=sb, move=move_c)
         has_cmd, push_c, op2 = s2.has_cmd, s2.push_c, s2.op2
         # Stage 2 pushes the entry of its message's decision from entry_r/push_r: they are not
         # overwritten before, as the next message's first beat is decided one cycle later at
@@ -642,8 +652,9 @@ class Reducer(wiring.Component):
             copy_err = copy_err | run_err
         if own_take:
             copy_err = copy_err | (room_t != room)
-        if gap:  # the copy, and no decision or tag write in between at a first beat in stage 1
-            copy_err = copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
+        if gap:  # the copies, and no decision or tag write in between at a first beat in stage 1
+            copy_err = (copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
+                        | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv))
         if inp.ready_copy:  # stage I's skid register enable, a copy of I's ready
             copy_err = copy_err | inp.copy_error
         if self.slot_memory == "dram":  # the DRAM store's command skid enable, a copy (cmd_ready_copy)

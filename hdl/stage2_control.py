@@ -29,22 +29,29 @@ __all__ = ["StageTwoControl", "release_push", "stage2_layout", "stage2_registers
 def stage2_registers(m: Module, *, v1: Value, adv: Value, first1: Value, last1: Value, op: Value, op_r: Value,
                      op_c_nz: Value, push_c_n: Value, count: Value, idx: Value, row1: Value, d1: Value,
                      slot1: Value, v2: Value, last2: Value, width: int, n_lanes: int,
-                     slot_bits: int) -> SimpleNamespace:
+                     slot_bits: int, move: Value | None = None) -> SimpleNamespace:
     """Load stage 2 from stage 1 when a beat leaves it (``v1 & adv``): ``v2``, ``last2``,
     ``has_cmd`` (its data op, the decision's ``op`` on a first beat, else the message's held
     ``op_r``, is not OP_NONE: ``op_c_nz``), ``push_c`` (the decision table's ``push_c_n``: a
     command or a marker is pushed), and the beat's ``op2``, ``row2``, ``d2``, ``lanes2`` (the
-    lanes of row ``idx`` holding one of ``count`` elements), ``slot2``. Returns them and ``op_c``."""
+    lanes of row ``idx`` holding one of ``count`` elements), ``slot2``. Returns them and ``op_c``.
+    ``move``: a flip-flop equal to ``v1 & adv`` every cycle (the DRAM reducer's ``move_c``,
+    hdl/pin_registers.py), the enable in its place: stage 2's ~80 registers no longer load
+    through a LUT of ``adv``'s net (hundreds of loads)."""
+
+    def mv() -> Value:  # (a new ``v1 & adv`` at each use without ``move``: the on-chip RTL as it was)
+        return v1 & adv if move is None else move
+
     op_c = Mux(first1, op, op_r)
     lane_ok = row_lanes(m, count, idx, n_lanes)  # hdl/stage2_issue.py
     has_cmd = Signal()  # copy of v2 & (op2 != OP_NONE): stage 2 pushes a command
     # copy of has_cmd | queued (stage 2 pushes a command or a marker): the command FIFO's
     # write enable straight from one flip-flop (it fans out to every LUT RAM cell)
     push_c = Signal()
-    m.d.sync += [v2.eq(v1 & adv), last2.eq(v1 & adv & last1), has_cmd.eq(v1 & adv & op_c_nz),
+    m.d.sync += [v2.eq(mv()), last2.eq(mv() & last1), has_cmd.eq(mv() & op_c_nz),
                  push_c.eq(push_c_n)]
     op2, row2, d2, lanes2, slot2 = Signal(2), Signal(len(row1)), Signal(width), Signal(n_lanes), Signal(slot_bits)
-    with m.If(v1 & adv):
+    with m.If(mv()):
         m.d.sync += [op2.eq(op_c), row2.eq(row1), d2.eq(d1), lanes2.eq(lane_ok), slot2.eq(slot1)]
     return SimpleNamespace(op_c=op_c, has_cmd=has_cmd, push_c=push_c, op2=op2, row2=row2, d2=d2, lanes2=lanes2,
                            slot2=slot2)

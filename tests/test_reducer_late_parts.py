@@ -6,8 +6,10 @@ as functions so its RTLIL (pinned by tests/test_default_rtl.py) is unchanged."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
+from amaranth.back import rtlil
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.sim import Simulator
 from stream_helpers import (
@@ -590,20 +592,52 @@ def test_the_wide_equalities_are_carry_chains_with_dram(slot_memory: str) -> Non
 
 
 @pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
-def test_the_pair_checks_choose_by_a_copy_of_adv_with_dram(slot_memory: str) -> None:
-    """With the DRAM store the pair checks of P's next beat against stage 1's (``same_key``,
-    ``pdc_r``, ``pjob_r``: hdl/pin_terms.py) choose by ``hold_t`` (== ~adv) and the room copies,
-    not by ``adv`` (hundreds of loads: `adv` -> `same_key` was 10.12 ns at main's seed 1 in
-    session 40, 4.5 ns of it `adv`'s net). The on-chip reducer keeps ``adv`` (its RTL pinned):
-    the check's before-case. The copies equal what they stand for every cycle (``copy_error``,
-    checked by the benches)."""
+def test_the_gap_builds_no_pair_checks_with_dram(slot_memory: str) -> None:
+    """With the DRAM store (the gap) the pin registers' live term is 0 and the pair checks of
+    P's next beat against stage 1's (``same_key``, ``pdc_r``, ``pjob_r``: hdl/pin_terms.py) are
+    not built (hdl/pin_registers.py ``advance_next(gap=...)``): the term pins the beat taken
+    while stage 1 holds a last beat, and with the gap none is (`inputs.m__payload` ->
+    `same_key` 8.95 ns, -> `same_key` -> `adv` 8.61 ns at main's seed 5, session 44). Until
+    session 44 the DRAM reducer built them, choosing by ``hold_t`` (== ~adv) and the room
+    copies (`adv` -> `same_key` was 10.12 ns at main's seed 1 in session 40). The on-chip
+    reducer keeps them, ``same_key`` / ``pdc_r`` -> ``adv`` (its RTL pinned): the check's
+    before-case. test_pin_advance (gap) checks the term is never needed."""
     dram = slot_memory == "dram"
-    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=slot_memory,
-                  **({"outstanding": 8, "index_bits": 3} if dram else {}))
-    regs = ["same_key", "pdc_r"]  # (pjob_r: no wire of its own in this netlist)
-    table = comb_cells_table(dut, ["adv", "hold_t"], regs)
+    dut = _small_reducer(slot_memory)
+    wires = set(re.findall(r"^\s*wire .*\\(\S+)$", rtlil.convert(dut), re.M))
+    assert (not {"same_key", "pdc_r"} & wires) == dram, sorted(wires & {"same_key", "pdc_r"})
+    if not dram:
+        table = comb_cells_table(dut, ["same_key", "pdc_r"], ["adv"])
+        assert all(table.values()), table
+
+
+# the held decision's registers (loaded on a decision) and stage 2's (loaded as a beat leaves
+# stage 1; ``push``: the command FIFO's registered push, after flattening)
+DECIDED_REGS = ("tag_r", "entry_r", "op_r", "push_r", "queued_r", "decide_r")
+STAGE2_REGS = ("v2", "last2", "has_cmd", "push")
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_decision_and_stage_two_load_on_copies_of_adv_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the held decision's registers (and ``run_slot*_r``) load on
+    ``decide_c``, stage 2's on ``move_c`` and the release scans (``clr``: the DRAM reducer's
+    register) choose stage 0's or stage 1's beat by ``scan_hold``: flip-flops equal to
+    ``v1 & first1 & adv`` / ``v1 & adv`` / ``~adv`` (hdl/pin_registers.py, loaded with ``adv``
+    a cycle ahead; ``copy_error`` compares them every cycle), so no cell lies between ``adv``
+    and those registers (`adv`, 443 loads, -> ``v1 & adv`` -> ``decide`` -> `tag_r.bitmap` /
+    `hdr_c__payload` was 9.35 / 9.00 ns at main's seed 4 in session 43 / seed 2 in session 44).
+    The on-chip reducer keeps ``adv`` there (its RTL pinned): the check's before-case (and the
+    DRAM reducer's until session 44). test_pin_advance (gap) checks the copies."""
+    dram = slot_memory == "dram"
+    regs = [*DECIDED_REGS, *STAGE2_REGS, *(["run_slot_r", "run_slot2_r", "clr"] if dram else [])]
+    srcs = ["adv", "decide_c", "move_c", "scan_hold"] if dram else ["adv"]
+    table = comb_cells_table(_small_reducer(slot_memory), srcs, regs)
     for reg in regs:
-        assert (not table["adv", reg]) == dram and bool(table["hold_t", reg]) == dram, (reg, table)
+        assert (not table["adv", reg]) == dram, (reg, table["adv", reg])
+    if dram:
+        for reg in regs:
+            copy = "move_c" if reg in STAGE2_REGS else "scan_hold" if reg == "clr" else "decide_c"
+            assert table[copy, reg] or reg in ("v2", "decide_r"), (reg, copy)
 
 
 def test_the_result_gate_reads_no_error_within_a_cycle_with_dram() -> None:

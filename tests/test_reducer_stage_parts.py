@@ -241,18 +241,22 @@ def _entry_holds(b: dict, entry: dict, push_now: int, lo: int) -> int:
     return int(push_now and entry["job"] == b["job"] and ((b["chunk"] - entry["chunk"]) & lo & b["wm"]) <= entry["more"])
 
 
-@pytest.mark.parametrize(("slots", "jobs", "masks"),
-                         [(16, 2, True), (4, 1, True), (64, 2, True), (64, 4, False), (8, 2, False)])
-def test_pin_advance(slots: int, jobs: int, masks: bool) -> None:
+@pytest.mark.parametrize(("slots", "jobs", "masks", "gap"),
+                         [(16, 2, True, False), (4, 1, True, False), (64, 2, True, False), (64, 4, False, False),
+                          (8, 2, False, False), (16, 2, True, True), (4, 1, True, True), (8, 2, False, True)])
+def test_pin_advance(slots: int, jobs: int, masks: bool, gap: bool) -> None:
     """``pin_sources`` / ``advance_next`` (hdl/pin_registers.py) on a coherent pipeline (stage P's
     beat moves into stage 1 when it advances, P loads its skid's or I's beat when ``p_load``),
     against a cycle model: ``pin_r`` loads stage 0's pin (masks: the union registered a cycle ago
     plus stage 2's; distances: stage 2's entry's run) or the beat the entry stage 1 pushes pins
     (another chunk on the same slot or one its run frees, on a first beat; the held entry's run
     later), holds stage 1's otherwise; ``adv`` is always ~(v1 & first1 & pin_r), ``hold_t`` its
-    inverse."""
-    dut = PinAdvance(slots=slots, jobs=jobs, masks=masks)
-    rng = random.Random(slots + jobs + masks)
+    inverse. ``gap`` (the DRAM reducer's: ``room`` is 0 while stage 1 holds a last beat): no
+    live term, and ``pin_r`` differs from the one with it only when stage 1 is empty (so
+    ``v1 & first1 & pin_r`` and ``adv`` are the same); ``decide_c`` / ``move_c`` / ``hold_s``
+    are ``v1 & first1 & adv`` / ``v1 & adv`` / ``~adv`` every cycle."""
+    dut = PinAdvance(slots=slots, jobs=jobs, masks=masks, gap=gap)
+    rng = random.Random(slots + jobs + masks + 100 * gap)
     sb = (slots - 1).bit_length()
     lo = (1 << sb) - 1
     S1 = (1 << slots) - 1
@@ -266,9 +270,10 @@ def test_pin_advance(slots: int, jobs: int, masks: bool) -> None:
     b0 = b1 = {"job": 0, "chunk": 0, "wm": 0, "slot": 0, "first": 0}
     st = {"v1": 0, "first1": 0, "pin_r": 0, "pinvec": 0}
     seen: set[tuple[int, int]] = set()
+    dropped = 0  # (gap) cycles the live term would have set pin_r
 
     async def tb(ctx) -> None:
-        nonlocal b0, b1
+        nonlocal b0, b1, dropped
         for n in range(600):
             skid, inb = beat(b1), beat(b0)
             pins = {"held_mask": rng.getrandbits(slots) & rng.getrandbits(slots), "mask_r": 1 << rng.randrange(slots),
@@ -279,6 +284,8 @@ def test_pin_advance(slots: int, jobs: int, masks: bool) -> None:
             i = {"p_load": rng.getrandbits(1), "skid_valid": rng.getrandbits(1), "last1": rng.getrandbits(1),
                  "push_r": rng.getrandbits(1), "p_v": int(n > 2 and rng.random() < 0.8), "room": int(rng.random() < 0.9),
                  "clr": rng.getrandbits(slots) & rng.getrandbits(slots), "oh0": 1 << b0["slot"]}
+            if gap:  # (the reducer's room is gated by nlast1 == ~(v1 & last1))
+                i["room"] &= 1 - (st["v1"] & i["last1"])
             ctx.set(dut.pins, pins)
             ctx.set(dut.entry_r, entry)
             ctx.set(dut.emit, {"busy": 0, "rest_left": 0})
@@ -299,6 +306,10 @@ def test_pin_advance(slots: int, jobs: int, masks: bool) -> None:
             assert adv == 1 - (st["v1"] & st["first1"] & st["pin_r"]), (n, st)
             assert ctx.get(dut.hold_t) == 1 - adv
             assert ctx.get(dut.pin_r) == st["pin_r"], n
+            if gap:
+                assert ctx.get(dut.decide_c) == st["v1"] & st["first1"] & adv, n
+                assert ctx.get(dut.move_c) == st["v1"] & adv, n
+                assert ctx.get(dut.hold_s) == 1 - adv, n
             seen.add((adv, st["pin_r"]))
             # the model: pins now, the entry stage 1 may push, the registers' next values
             if masks:
@@ -313,6 +324,10 @@ def test_pin_advance(slots: int, jobs: int, masks: bool) -> None:
             else:
                 hit = i["push_r"] and b0["job"] == b1["job"] and pdc <= entry["more"]
             live_n = st["v1"] & i["last1"] & int(hit)
+            if gap:  # not built: it could only pin a beat not taken (room 0), stage 1 empty next
+                assert not (live_n and adv and i["p_v"] & i["room"]), n
+                dropped += live_n & adv & (1 - pin_load)
+                live_n = 0
             st["pinvec"] = (pins["held_mask"] | (pins["mask_r"] if pins["push_now"] else 0)
                             | (pins["cur_mask"] if pins["busy"] else 0) | (pins["rest_mask"] if pins["rest_nz"] else 0)) & S1
             st["pin_r"] = (pin_load | live_n) if adv else pin_hold
@@ -325,3 +340,4 @@ def test_pin_advance(slots: int, jobs: int, masks: bool) -> None:
 
     run_testbench(dut, tb)
     assert seen == {(1, 0), (1, 1), (0, 1)}
+    assert dropped > 5 or not gap, dropped
