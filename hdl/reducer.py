@@ -262,11 +262,14 @@ class Reducer(wiring.Component):
                                                 jobs=self.jobs, vectors=not self.words,
                                                 start_at_i=not self.words and S > START_AT_P_MAX_SLOTS,
                                                 region_at_cfg=region_cfg,
-                                                ready_copy=self.slot_memory == "dram")
+                                                ready_copy=self.slot_memory == "dram",
+                                                slot_copy=split_read, early_decode=self.slot_memory == "dram")
         m.d.comb += [
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
         ]
         wiring.connect(m, cfg.cfg, inp.cfg)
+        if inp.early_decode:  # what the configuration registers load next (its change holds I's beat a cycle)
+            m.d.comb += [inp.job_cfg_in.eq(self.job_cfg), inp.group_bitmap_in.eq(self.group_bitmap)]
         wiring.connect(m, wiring.flipped(self.s_msg), inp.s_msg)
         wiring.connect(m, wiring.flipped(self.reset), rst.reset)
         # DRAM: the store's memory port is the reducer's; after a memory error no result leaves
@@ -381,7 +384,8 @@ class Reducer(wiring.Component):
             ld_r = Signal(name="tag_ld_r")
             m.d.sync += ld_r.eq(p_load_t)
             m.d.comb += [
-                tags.rd_l.addr.eq(Mux(ps_v, ps.slot, i_d.slot)), tags.rd_l.en.eq(1),
+                # the load port's address selected by P's own copy of skid_valid (InputStages slot_copy)
+                tags.rd_l.addr.eq(inp.p_load_slot), tags.rd_l.en.eq(1),
                 tag_rd.addr.eq(p.slot), tag_rd.en.eq(1),
             ]
             rd_load = (ld_r, tags.rd_l.data)
@@ -655,7 +659,7 @@ class Reducer(wiring.Component):
         if gap:  # the copies, and no decision or tag write in between at a first beat in stage 1
             copy_err = (copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
                         | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv))
-        if inp.ready_copy:  # stage I's skid register enable, a copy of I's ready
+        if inp.ready_copy or inp.slot_copy:  # stage I's skid enable (I's ready) and P's skid_valid, copies
             copy_err = copy_err | inp.copy_error
         if self.slot_memory == "dram":  # the DRAM store's command skid enable, a copy (cmd_ready_copy)
             copy_err = copy_err | store.copy_error

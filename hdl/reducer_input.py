@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from wanreduce import wire
 
-from .layouts import lanes, message_beat_layout, message_stream, payload_beats
+from .layouts import JobCfgLayout, lanes, message_beat_layout, message_stream, payload_beats
 from .reducer_config import config_signature, region_of, select_job_entry
 from .reducer_layouts import bits_for
 from .skid_buffer import SkidBuffer
@@ -84,14 +84,36 @@ class InputStages(wiring.Component):
     ``ready_copy``: stage I's skid register on its own copy of I's ready
     (``SkidBuffer(ready_copy=True)``, the DRAM reducer: ``stage_i.s__ready`` -> ``skid_data``,
     8.7 ns, docs/benchmarks.md session 42); its ``copy_error`` out (0 without it).
+    ``slot_copy``: ``p_load_slot``, the slot of the beat P would load (its skid register's if that
+    holds a beat, else I's output's), selected by a flip-flop copy of P's ``skid_valid`` that
+    drives nothing else (the DRAM reducer's second tag read port, ``tag_rd_l``: from
+    ``stage_p.skid_valid``, which selects P's ~250 output register bits, 8.94 ns placed,
+    docs/benchmarks.md session 44). The copy resets to 1 (``skid_valid`` to 0: yosys does not
+    merge them); in the cycle after a reset I is empty, so P loads no beat and the slot read for
+    it is not used; from the next cycle on the two are equal (``copy_error``, ORed with the
+    ready copy's: they differ while P's output register is full).
+    ``early_decode``: the configuration look-ups of P's decode that were its deepest paths
+    (the Versa DRAM build's ``inputs.m__payload`` from ``dec_in``, 9.54 ns placed, and
+    ``p_skid.cwrite``: the group's member bit, a 128-way select, into ``nonmem`` / ``cwrite``;
+    the job's window into ``cw``; docs/benchmarks.md session 44) made a cycle ahead, for the
+    beat I's output register holds next cycle (``e_col``: each group's member bit of the
+    sender, ``sender_ok`` included; ``e_cw``: chunk - 2**lw), from the configuration now; P
+    selects ``e_col`` by the group and reads ``e_cw``. Exact: both are right in a cycle whose
+    configuration equals the last cycle's; ``cfg_changed`` (a flip-flop: some group's bitmap or
+    job's clamped window is written a new value at this edge, from ``job_cfg_in`` /
+    ``group_bitmap_in``, what ``ReducerConfig`` registers) marks the others, and P takes no beat
+    from I in them (the beat waits in I a cycle and decodes as it would have, the
+    ``region_at_cfg`` hold). Inputs ``job_cfg_in`` / ``group_bitmap_in`` with it.
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  vectors: bool = True, records: bool = False, start_at_i: bool = False,
-                 region_at_cfg: bool = False, ready_copy: bool = False) -> None:
+                 region_at_cfg: bool = False, ready_copy: bool = False, slot_copy: bool = False,
+                 early_decode: bool = False) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs, self.vectors, self.records = groups, jobs, vectors, records
         self.start_at_i, self.region_at_cfg, self.ready_copy = start_at_i, region_at_cfg, bool(ready_copy)
+        self.slot_copy, self.early_decode = bool(slot_copy), bool(early_decode)
         self.in_layout = input_beat_layout(data_width, slots, elements, start=start_at_i)
         self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors, records)
         super().__init__({
@@ -99,6 +121,8 @@ class InputStages(wiring.Component):
             "open": In(1),
             "take": In(1),
             "cfg": In(config_signature(slots=slots, groups=groups, jobs=jobs, regions=region_at_cfg)),
+            **({"job_cfg_in": In(data.ArrayLayout(JobCfgLayout, jobs)),
+                "group_bitmap_in": In(data.ArrayLayout(32, groups))} if self.early_decode else {}),
             "i_out": Out(self.in_layout),
             "i_valid": Out(1),
             "p": Out(self.dec_layout),
@@ -107,7 +131,8 @@ class InputStages(wiring.Component):
             "p_skid_valid": Out(1),
             "in_msg": Out(1),
             "empty": Out(1),
-            **({"copy_error": Out(1)} if self.ready_copy else {}),
+            **({"p_load_slot": Out((slots - 1).bit_length())} if self.slot_copy else {}),
+            **({"copy_error": Out(1)} if self.ready_copy or self.slot_copy else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -120,8 +145,7 @@ class InputStages(wiring.Component):
         beat_cnt = Signal(_beat_bits(self.elements, self.data_width))
         # stage I (its output i_d feeds P's decode)
         m.submodules.stage_i = stage_i = SkidBuffer(self.in_layout, ready_copy=self.ready_copy)
-        if self.ready_copy:
-            m.d.comb += self.copy_error.eq(stage_i.copy_error)
+        copy_err = stage_i.copy_error if self.ready_copy else Const(0, 1)
         i_v, i_d = stage_i.m.valid, stage_i.m.payload  # its output register
         i_rdy = stage_i.s.ready  # == ~skid_valid, as its own flip-flop
         i_in = Signal(self.in_layout)
@@ -149,14 +173,22 @@ class InputStages(wiring.Component):
         single_i = Signal()
         nz_i = Signal()
         sender_ok = hi.sender_id < wire.MAX_SENDERS
+        ok_mem = Signal() if self.early_decode else None  # (early_decode) sender_ok & mem_i
+        if self.early_decode:
+            e_col, e_cw, cfg_chg = self._look_ahead(m, stage_i, s.payload.hdr, i_d.beat.hdr)
         with m.Switch(hi.group_id[:gb]):
             for g in range(self.groups):
                 with m.Case(g):
                     gm = cf.members[g]
                     m.d.comb += [members_i.eq(gm), mem_i.eq(gm.bit_select(hi.sender_id[:5], 1)),
                                  single_i.eq(cf.single[g]), nz_i.eq(cf.configured[g])]
+                    if self.early_decode:  # the group's member bit of the sender, looked up a cycle ahead
+                        m.d.comb += ok_mem.eq(e_col[g])
         bit_i = Signal(32)
         m.d.comb += bit_i.eq(Mux(sender_ok, Const(1, 32) << hi.sender_id[:5], 0))
+        if not self.early_decode:
+            ok_mem = sender_ok & mem_i
+        cw_i = e_cw if self.early_decode else hi.chunk - (Const(1, sb + 1) << lw_i)  # chunk - 2**lw
         dec_in = Signal(self.dec_layout)
         stale_i = Const(0, 1)  # (region_at_cfg) the beat's job's region is a cycle behind: hold it in I
         if self.region_at_cfg:  # the job's registered region (a job outside the table: cfg_i's zeros)
@@ -193,15 +225,18 @@ class InputStages(wiring.Component):
                                & nz_i)),
             # (members & bit) == 0 and bit == members, without 32-bit reductions (cwrite only
             # matters for a configured group, members != 0)
-            dec_in.nonmem.eq(~(sender_ok & mem_i)),
-            dec_in.cwrite.eq(sender_ok & mem_i & single_i),  # a first contribution completes the chunk
+            dec_in.nonmem.eq(~ok_mem),
+            dec_in.cwrite.eq(ok_mem & single_i),  # a first contribution completes the chunk
             dec_in.chunk_p1.eq(hi.chunk + 1),
             # window check without a shifter: chunk - head >= 2**lw <=> (chunk - 2**lw) - head >= 0
-            dec_in.cw.eq(hi.chunk - (Const(1, sb + 1) << lw_i)),
+            dec_in.cw.eq(cw_i),
             dec_in.nbm1.eq(((hi.element_count + L - 1) >> (L.bit_length() - 1)) - 1),
             # the record path's DecisionConfig: the job's window (clamped) and the release mode
             *([dec_in.log2_window.eq(lw_i), dec_in.in_order.eq(cf.in_order)] if self.records else []),
         ]
+        held = self.region_at_cfg or self.early_decode  # P takes no beat from I while stale_i
+        if self.early_decode:  # ... nor in a cycle after a configuration change
+            stale_i = stale_i | cfg_chg if self.region_at_cfg else cfg_chg
         m.submodules.stage_p = stage_p = SkidBuffer(self.dec_layout)
         accept = Signal()  # s_msg transfer
         m.d.comb += [
@@ -210,15 +245,56 @@ class InputStages(wiring.Component):
             stage_i.s.valid.eq(s.valid & self.open),
             stage_i.s.payload.eq(i_in),
             # I -> P (P's input: I's output register decoded), P -> stage 1 when it takes p
-            stage_p.s.valid.eq(i_v & ~stale_i if self.region_at_cfg else i_v),
+            stage_p.s.valid.eq(i_v & ~stale_i if held else i_v),
             stage_p.s.payload.eq(dec_in),
-            stage_i.m.ready.eq(stage_p.s.ready & ~stale_i if self.region_at_cfg else stage_p.s.ready),
+            stage_i.m.ready.eq(stage_p.s.ready & ~stale_i if held else stage_p.s.ready),
             stage_p.m.ready.eq(self.take),
             self.i_out.eq(i_d), self.i_valid.eq(i_v),
             self.p.eq(stage_p.m.payload), self.p_valid.eq(stage_p.m.valid),
             self.p_skid.eq(stage_p.skid), self.p_skid_valid.eq(stage_p.skid_valid),
             self.empty.eq(~i_v & ~stage_i.skid_valid & ~stage_p.m.valid & ~stage_p.skid_valid),
         ]
+        if self.slot_copy:  # P's skid_valid, its next value as SkidBuffer works it out, reset to 1
+            ps_vc = Signal(init=1, name="p_skid_valid_c")
+            p_free = ~stage_p.m.valid | stage_p.m.ready  # P's output register loads
+            m.d.sync += ps_vc.eq(~p_free & (stage_p.skid_valid | (stage_p.s.valid & stage_p.s.ready)))
+            m.d.comb += self.p_load_slot.eq(Mux(ps_vc, stage_p.skid.slot, i_d.slot))
+            copy_err = copy_err | (stage_p.m.valid & (ps_vc != stage_p.skid_valid))
+        if self.ready_copy or self.slot_copy:
+            m.d.comb += self.copy_error.eq(copy_err)
         with m.If(accept):
             m.d.sync += [beat_cnt.eq(i_in.idx + 1), self.in_msg.eq(~s.payload.last)]
         return m
+
+    def _look_ahead(self, m: Module, stage_i: SkidBuffer, hs: data.View, hi: data.View) -> tuple[Value, Value, Value]:
+        """(early_decode) ``e_col`` / ``e_cw`` for the beat in I's output register next cycle (its
+        skid register's, the input's, or its own, as it loads) and ``cfg_changed`` (class docstring)."""
+        sb, jb, G = (self.slots - 1).bit_length(), bits_for(self.jobs), self.groups
+        cf = self.cfg
+
+        def look(h: data.View, tag: str) -> tuple[Value, Value]:
+            lw = Signal(range(sb + 1), name=f"lw_{tag}")
+            with m.Switch(h.job_id[:jb]):
+                for j in range(self.jobs):
+                    with m.Case(j):
+                        m.d.comb += lw.eq(cf.log2_window[j])
+            ok = h.sender_id < wire.MAX_SENDERS
+            col = Cat(*[cf.members[g].bit_select(h.sender_id[:5], 1) & ok for g in range(G)])
+            cw = Signal(32, name=f"cw_{tag}", attrs={"keep": 1})  # kept: yosys' opt_share would
+            m.d.comb += cw.eq(h.chunk - (Const(1, sb + 1) << lw))  # subtract after the source's select
+            return col, cw
+
+        e_col, e_cw = Signal(G, name="e_col"), Signal(32, name="e_cw")
+        (col_s, cw_s), (col_k, cw_k), (col_o, cw_o) = look(hs, "s"), look(stage_i.skid.beat.hdr, "k"), look(hi, "o")
+        with m.If(~stage_i.m.valid | stage_i.m.ready):  # I's output register loads
+            with m.If(stage_i.skid_valid):
+                m.d.sync += [e_col.eq(col_k), e_cw.eq(cw_k)]
+            with m.Else():
+                m.d.sync += [e_col.eq(col_s), e_cw.eq(cw_s)]
+        with m.Else():
+            m.d.sync += [e_col.eq(col_o), e_cw.eq(cw_o)]
+        cfg_chg = Signal(name="cfg_changed")
+        lw_next = [Mux(self.job_cfg_in[j].log2_window > sb, sb, self.job_cfg_in[j].log2_window) for j in range(self.jobs)]
+        m.d.sync += cfg_chg.eq(Cat(*[self.group_bitmap_in[g] != cf.members[g] for g in range(G)],
+                                   *[lw_next[j] != cf.log2_window[j] for j in range(self.jobs)]).any())
+        return e_col, e_cw, cfg_chg

@@ -32,6 +32,7 @@ from wanreduce import wire
 from wanreduce.commands.report import rtlil_bits
 from wanreduce.hdl.command_arbiter import CommandArbiter
 from wanreduce.hdl.layouts import message_beat_layout, payload_beats
+from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.reducer_config import ReducerConfig
 from wanreduce.hdl.reducer_input import InputStages
 from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
@@ -207,7 +208,9 @@ def test_config_and_input_stages_hold_a_beat_for_its_stale_region(seed: int) -> 
                          [(64, 16, 5, 1, False, False, False), (256, 4, 20, 2, False, False, False),
                           (64, 64, 5, 3, True, False, False), (64, 16, 9, 4, True, False, False),
                           (64, 64, 5, 5, True, True, False), (64, 32, 9, 6, True, True, False),
-                          (64, 16, 5, 7, False, False, True), (256, 4, 20, 8, False, False, True)])
+                          (64, 16, 5, 7, False, False, True), (256, 4, 20, 8, False, False, True),
+                          (64, 16, 5, 9, False, False, "slot"), (256, 4, 20, 10, False, False, "slot"),
+                          (64, 64, 5, 11, True, True, "slot")])
 def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i, region_at_cfg,
                                         ready_copy) -> None:
     """Every beat comes out of stage P once, in order, with its decode equal to the Python
@@ -215,12 +218,18 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
     ``start_at_i``: the start slot computed in stage I, ``region_at_cfg``: the region selected
     from the configuration's per-job regions (the reducer above S 16; a job outside the table
     gets slot 0's, as the decode of its zeros). ``ready_copy`` (the DRAM reducer): stage I's
-    skid register on its own copy of I's ready, ``copy_error`` low every cycle."""
+    skid register on its own copy of I's ready, ``copy_error`` low every cycle; ``"slot"``: that,
+    ``slot_copy`` and ``early_decode`` (the DRAM reducer too): ``p_load_slot`` is P's skid slot
+    while its skid register holds a beat, else I's output slot, every cycle after the first, and
+    the decode the same (``nonmem`` / ``cwrite`` / ``cw`` looked up a cycle ahead; the
+    configuration's next values, ``job_cfg_in`` / ``group_bitmap_in``, equal to it)."""
     rng = random.Random(seed)
     jobs_cfg = [(1, 5 % slots, 2), (1, 1, 9), (0, 0, 1)]
     groups = [0b0110, 0b1000, 0]
+    slot_copy = ready_copy == "slot"
     dut = InputStages(width, slots=slots, elements=elements, groups=len(groups), jobs=len(jobs_cfg),
-                      start_at_i=start_at_i, region_at_cfg=region_at_cfg, ready_copy=ready_copy)
+                      start_at_i=start_at_i, region_at_cfg=region_at_cfg, ready_copy=bool(ready_copy),
+                      slot_copy=slot_copy, early_decode=slot_copy)
     layout, sb = message_beat_layout(width), (slots - 1).bit_length()
     n_beats = payload_beats(elements, width)
     msgs = []
@@ -233,6 +242,9 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
     def each_cycle(ctx, cycle):
         if ready_copy:
             assert not ctx.get(dut.copy_error), f"cycle {cycle}: stage I's ready copy differs"
+        if slot_copy and cycle:
+            want = ctx.get(dut.p_skid.slot if ctx.get(dut.p_skid_valid) else dut.i_out.slot)
+            assert ctx.get(dut.p_load_slot) == want, f"cycle {cycle}: the load slot"
         if cycle == 0:  # configuration (registered in the parent; constant inputs here)
             for j, (en, base, lw) in enumerate(jobs_cfg):
                 lwc = min(lw, sb)
@@ -240,11 +252,15 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
                 ctx.set(dut.cfg.job_cfg[j].base, base)
                 ctx.set(dut.cfg.job_cfg[j].log2_window, lw)
                 ctx.set(dut.cfg.log2_window[j], lwc)
+                if slot_copy:
+                    ctx.set(dut.job_cfg_in[j].log2_window, lw)
                 ctx.set(dut.cfg.window_mask[j], (1 << lwc) - 1)
                 if region_at_cfg:
                     ctx.set(dut.cfg.region[j], _region(slots, base, lw))
             for g, bm in enumerate(groups):
                 ctx.set(dut.cfg.members[g], bm)
+                if slot_copy:
+                    ctx.set(dut.group_bitmap_in[g], bm)
             ctx.set(dut.cfg.single, sum(1 << g for g, bm in enumerate(groups) if bin(bm).count("1") == 1))
             ctx.set(dut.cfg.configured, sum(1 << g for g, bm in enumerate(groups) if bm))
             ctx.set(dut.open, 1)
@@ -1024,3 +1040,143 @@ def test_tag_probe_answer_read_a_cycle_late_is_never_an_unused_read(slots, share
         assert checked > 300 and unused > 600, (checked, unused)
 
     run_testbench(pr, tb)
+
+
+def test_the_load_port_address_reads_a_copy_of_p_skid_valid_with_dram() -> None:
+    """With the DRAM store the decision's second tag port (``tag_rd_l``, the beat stage P would
+    load: P's skid slot or I's output slot) is addressed through a multiplexer selected by a
+    flip-flop copy of P's ``skid_valid`` (``InputStages(slot_copy=True)``, ``p_skid_valid_c``),
+    not by ``skid_valid`` itself, which selects P's ~250 output register bits
+    (`stage_p.skid_valid` -> `tag_rd_l__data`, 8.94 ns, 51 endpoints, main 65ac2ac placed;
+    docs/benchmarks.md session 44). Fails before the option (the cone held ``skid_valid``)."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory="dram", outstanding=8, index_bits=3)
+    sources, cells = comb_cone(dut, "tag_rd_l__addr")
+    assert "inputs.stage_p.skid_valid" not in sources, sorted(sources)
+    assert "inputs.p_skid_valid_c" in sources, sorted(sources)
+    assert set(+cells) <= {"$mux"}, cells
+
+
+@pytest.mark.parametrize(("slots", "seed", "region_at_cfg"), [(16, 1, False), (16, 2, False), (64, 3, True)])
+def test_early_decode_under_configuration_writes(slots: int, seed: int, region_at_cfg: bool) -> None:
+    """``InputStages(early_decode=True)`` (the DRAM reducer) fed by ``ReducerConfig`` while the
+    group bitmaps and the jobs' windows are rewritten under random traffic and backpressure:
+    every beat leaves P once, in order, and a beat P loads has ``nonmem`` / ``cwrite`` / ``cw``
+    (looked up a cycle ahead) and ``members`` / ``unconf`` equal to the decode of the
+    configuration registers in its load cycle, what the un-cut decode reads; in a cycle after
+    a bitmap or a clamped window changed, I's beat waits (the hold), and such holds happen.
+    ``region_at_cfg`` (S 64): with the region's own hold."""
+    rng, width, elements, groups, jobs = random.Random(seed), 64, 5, 3, 2
+    sb = (slots - 1).bit_length()
+
+    class Pair(Elaboratable):
+        def __init__(self) -> None:
+            self.config = ReducerConfig(slots=slots, groups=groups, jobs=jobs, regions=region_at_cfg)
+            self.inp = InputStages(width, slots=slots, elements=elements, groups=groups, jobs=jobs,
+                                   start_at_i=region_at_cfg, region_at_cfg=region_at_cfg, ready_copy=True,
+                                   slot_copy=True, early_decode=True)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.config, m.submodules.inp = self.config, self.inp
+            wiring.connect(m, self.config.cfg, self.inp.cfg)
+            m.d.comb += [self.inp.job_cfg_in.eq(self.config.job_cfg_in),
+                         self.inp.group_bitmap_in.eq(self.config.group_bitmap_in)]
+            return m
+
+    dut = Pair()
+    c, inp = dut.config, dut.inp
+    layout, n_beats = message_beat_layout(width), payload_beats(elements, width)
+    msgs = []
+    for _ in range(80):
+        hdr = {"job_id": rng.randrange(3), "group_id": rng.randrange(4), "sender_id": rng.choice([0, 1, 2, 5, 31, 33]),
+               "chunk": rng.choice([0, 1, 15, 16, 17, rng.getrandbits(32)]), "element_count": elements}
+        msgs += [pack(layout, {"data": rng.getrandbits(width), "hdr": hdr, "first": int(k == 0),
+                               "last": int(k == n_beats - 1)}) for k in range(n_beats)]
+    bitmaps = [0, 0b10, 0b110, 1 << 31, 0b100101, 1 << 5]
+
+    def regs(ctx):
+        return ([ctx.get(c.cfg.members[g]) for g in range(groups)], [ctx.get(c.cfg.log2_window[j]) for j in range(jobs)],
+                [ctx.get(c.cfg.job_cfg[j].enable) for j in range(jobs)])
+
+    async def tb(ctx):
+        for j in range(jobs):
+            ctx.set(c.job_cfg_in[j].enable, 1)
+            ctx.set(c.job_cfg_in[j].base, 3 * j)
+            ctx.set(c.job_cfg_in[j].log2_window, 2)
+        for g in range(groups):
+            ctx.set(c.group_bitmap_in[g], rng.choice(bitmaps))
+        ctx.set(inp.open, 1)
+        await ctx.tick().repeat(2)
+        sent = got = holds = checked = 0
+        last = regs(ctx)
+        for cycle in range(3000):
+            assert not ctx.get(inp.copy_error), f"cycle {cycle}: copy_error"
+            if got == len(msgs):
+                break
+            if rng.random() < 0.2:  # a configuration write: a group's bitmap or a job's window
+                if rng.random() < 0.5:
+                    ctx.set(c.group_bitmap_in[rng.randrange(groups)], rng.choice(bitmaps))
+                else:
+                    ctx.set(c.job_cfg_in[rng.randrange(jobs)].log2_window, rng.choice([0, 1, 3, sb, sb + 2]))
+            valid = sent < len(msgs) and rng.random() < 0.8
+            take = rng.random() < 0.7
+            ctx.set(inp.s_msg.valid, int(valid))
+            if valid:
+                ctx.set(inp.s_msg.payload.as_value(), msgs[sent])
+            ctx.set(inp.take, int(take))
+            now = regs(ctx)
+            changed = now[:2] != last[:2]  # a bitmap or a clamped window differs from last cycle's
+            last = now
+            i_v, i_d = ctx.get(inp.i_valid), ctx.get(inp.i_out)
+            p_free = not ctx.get(inp.p_skid_valid)
+            i_job = i_d.beat.hdr.job_id
+            r_stale = bool(region_at_cfg and i_job < jobs and ctx.get(c.cfg.region_stale[i_job]))
+            stale = changed or r_stale
+            held = i_d.as_value().value if i_v and p_free and stale else None  # P could load it: must not
+            holds += held is not None and not r_stale
+            loads = i_v and p_free and not stale
+            if ctx.get(inp.p_valid) and take:
+                got += 1
+            accepted = valid and ctx.get(inp.s_msg.ready)
+            await ctx.tick()
+            sent += accepted
+            if held is not None:
+                assert ctx.get(inp.i_valid) and ctx.get(inp.i_out).as_value().value == held, f"cycle {cycle}: not held"
+            if loads:  # now in P's output or skid register: decoded with the load cycle's registers
+                d = ctx.get(inp.p_skid if ctx.get(inp.p_skid_valid) else inp.p)
+                h = i_d.beat.hdr
+                assert d.beat.as_value().value == i_d.beat.as_value().value, f"cycle {cycle}"
+                members, lws, ens = now
+                bm = members[h.group_id] if h.group_id < groups else 0
+                is_member = h.sender_id < wire.MAX_SENDERS and bm >> h.sender_id & 1
+                lw = lws[h.job_id % 2]  # the job's low bit selects (J 2), as in the decode
+                want = {"members": bm, "nonmem": int(not is_member),
+                        "cwrite": int(bool(is_member) and bin(bm).count("1") == 1),
+                        "cw": (h.chunk - (1 << lw)) & M32,
+                        "unconf": int(not (h.job_id < jobs and ens[h.job_id] and h.group_id < groups and bm))}
+                assert {k: getattr(d, k) for k in want} == want, (cycle, h)
+                checked += 1
+        assert got == len(msgs) and holds > 0 and checked == len(msgs), (got, holds, checked)
+
+    run_testbench(dut, tb)
+
+
+def test_p_reads_no_group_bitmap_with_early_decode() -> None:
+    """With the DRAM store stage P's registers (``stage_p``'s output and skid registers) read
+    no group bitmap within the cycle: the member bit is looked up a cycle ahead (``e_col``;
+    the bitmap -> the 128-way select -> ``nonmem`` / ``cwrite`` -> `inputs.m__payload` was
+    9.54 ns at main 65ac2ac's seed 2), and ``cw`` is the register ``e_cw``. The on-chip
+    reducer keeps the decode in P (its RTL pinned): the before-case. Fails before the option."""
+    out = {}
+    for mem in ("dram", "onchip"):
+        dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=mem,
+                      **({"outstanding": 8, "index_bits": 3} if mem == "dram" else {}))
+        out[mem] = comb_cells_table(dut, ["config.cfg__members", "config.cfg__log2_window"], ["inputs.stage_p.m__payload"])
+    # the member bit's select (``$shift``) and ``sender_ok & mem`` (``$and``); the window's
+    # ``chunk - (1 << lw)`` (``$shl``, ``$sub``): only in the on-chip P
+    for mem, there in (("dram", False), ("onchip", True)):
+        bits = out[mem]["config.cfg__members", "inputs.stage_p.m__payload"]
+        window = out[mem]["config.cfg__log2_window", "inputs.stage_p.m__payload"]
+        assert bool(bits["$shift"] and bits["$and"]) == there and bool(bits["$shift"] or bits["$and"]) == there, (mem, bits)
+        assert bool(window["$shl"] and window["$sub"]) == there and bool(window["$shl"] or window["$sub"]) == there, (
+            mem, window)
