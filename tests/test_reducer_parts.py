@@ -126,6 +126,56 @@ def test_region_config_to_register_has_no_compares() -> None:
     assert behind["$sub"] >= 64 and behind["$shr"] >= 64, f"job_cfg -> region {dict(behind)}"
 
 
+class _ConfigAndInputs(Elaboratable):
+    """``ReducerConfig`` feeding ``InputStages`` as in the reducer (with ``early_decode``, the
+    configuration's next values too)."""
+
+    def __init__(self, config: ReducerConfig, inp: InputStages) -> None:
+        self.config, self.inp = config, inp
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.config, m.submodules.inp = self.config, self.inp
+        wiring.connect(m, self.config.cfg, self.inp.cfg)
+        if self.inp.early_decode:
+            m.d.comb += [self.inp.job_cfg_in.eq(self.config.job_cfg_in),
+                         self.inp.group_bitmap_in.eq(self.config.group_bitmap_in)]
+        return m
+
+
+def _message_beats(rng: random.Random, width: int, elements: int, count: int, header) -> list[int]:
+    """``count`` messages of ``elements`` elements as packed beats, headers from ``header()``."""
+    layout, n_beats = message_beat_layout(width), payload_beats(elements, width)
+    beats = []
+    for _ in range(count):
+        hdr = {**header(), "element_count": elements}
+        beats += [pack(layout, {"data": rng.getrandbits(width), "hdr": hdr, "first": int(k == 0),
+                                "last": int(k == n_beats - 1)}) for k in range(n_beats)]
+    return beats
+
+
+def _offer(ctx, inp: InputStages, rng: random.Random, msgs: list[int], sent: int) -> tuple[bool, bool]:
+    """One cycle's random stimulus: the next beat offered (80 %), P's output taken (70 %)."""
+    valid = sent < len(msgs) and rng.random() < 0.8
+    take = rng.random() < 0.7
+    ctx.set(inp.s_msg.valid, int(valid))
+    if valid:
+        ctx.set(inp.s_msg.payload.as_value(), msgs[sent])
+    ctx.set(inp.take, int(take))
+    return valid, take
+
+
+async def _step(ctx, inp: InputStages, valid: bool, take: bool, held: int | None, cycle: int) -> tuple[int, int]:
+    """The clock edge after :func:`_offer`: (P's beat taken, the offered beat accepted); a beat
+    ``held`` in I (P must not load it) is still I's output after the edge."""
+    taken = int(bool(ctx.get(inp.p_valid) and take))
+    accepted = int(bool(valid and ctx.get(inp.s_msg.ready)))
+    await ctx.tick()
+    if held is not None:
+        assert ctx.get(inp.i_valid) and ctx.get(inp.i_out.as_value()) == held, f"cycle {cycle}: not held"
+    return taken, accepted
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_config_and_input_stages_hold_a_beat_for_its_stale_region(seed: int) -> None:
     """``ReducerConfig(regions=True)`` feeding ``InputStages(region_at_cfg=True)`` (the reducer
@@ -136,27 +186,12 @@ def test_config_and_input_stages_hold_a_beat_for_its_stale_region(seed: int) -> 
     rng, slots, width, elements = random.Random(seed), 64, 64, 5
     tables = [[(1, 5, 2), (1, 40, 4)], [(1, 9, 3), (1, 40, 4)], [(1, 9, 3), (1, 2, 1)], [(1, 63, 6), (1, 17, 0)]]
 
-    class Pair(Elaboratable):
-        def __init__(self) -> None:
-            self.config = ReducerConfig(slots=slots, groups=1, jobs=2, regions=True)
-            self.inp = InputStages(width, slots=slots, elements=elements, groups=1, jobs=2,
-                                   start_at_i=True, region_at_cfg=True)
-
-        def elaborate(self, platform):
-            m = Module()
-            m.submodules.config, m.submodules.inp = self.config, self.inp
-            wiring.connect(m, self.config.cfg, self.inp.cfg)
-            return m
-
-    dut = Pair()
+    dut = _ConfigAndInputs(ReducerConfig(slots=slots, groups=1, jobs=2, regions=True),
+                           InputStages(width, slots=slots, elements=elements, groups=1, jobs=2,
+                                       start_at_i=True, region_at_cfg=True))
     c, inp = dut.config, dut.inp
-    layout, n_beats = message_beat_layout(width), payload_beats(elements, width)
-    msgs = []
-    for _ in range(60):
-        hdr = {"job_id": rng.randrange(2), "group_id": 0, "sender_id": 1, "chunk": rng.getrandbits(32),
-               "element_count": elements}
-        msgs += [pack(layout, {"data": rng.getrandbits(width), "hdr": hdr, "first": int(k == 0),
-                               "last": int(k == n_beats - 1)}) for k in range(n_beats)]
+    msgs = _message_beats(rng, width, elements, 60, lambda: {
+        "job_id": rng.randrange(2), "group_id": 0, "sender_id": 1, "chunk": rng.getrandbits(32)})
 
     async def tb(ctx):
         for j, (en, base, lw) in enumerate(tables[0]):
@@ -174,12 +209,7 @@ def test_config_and_input_stages_hold_a_beat_for_its_stale_region(seed: int) -> 
                 for j, (_, base, lw) in enumerate(tables[cycle // 7 % len(tables)]):
                     ctx.set(c.job_cfg_in[j].base, base)
                     ctx.set(c.job_cfg_in[j].log2_window, lw)
-            valid = sent < len(msgs) and rng.random() < 0.8
-            take = rng.random() < 0.7
-            ctx.set(inp.s_msg.valid, int(valid))
-            if valid:
-                ctx.set(inp.s_msg.payload.as_value(), msgs[sent])
-            ctx.set(inp.take, int(take))
+            valid, take = _offer(ctx, inp, rng, msgs, sent)
             regs = [(ctx.get(c.cfg.job_cfg[j].base), ctx.get(c.cfg.log2_window[j])) for j in range(2)]
             i_v = ctx.get(inp.i_valid)
             i_job = ctx.get(inp.i_out.beat.hdr.job_id)
@@ -189,13 +219,8 @@ def test_config_and_input_stages_hold_a_beat_for_its_stale_region(seed: int) -> 
             holds += held is not None
             loads = i_v and p_free and not stale  # the beat I passes to P this cycle
             want = _region(slots, *regs[i_job]) if loads else None
-            if ctx.get(inp.p_valid) and take:
-                got += 1
-            accepted = valid and ctx.get(inp.s_msg.ready)
-            await ctx.tick()
-            sent += accepted
-            if held is not None:
-                assert ctx.get(inp.i_valid) and ctx.get(inp.i_out.as_value()) == held, f"cycle {cycle}: not held"
+            taken, accepted = await _step(ctx, inp, valid, take, held, cycle)
+            got, sent = got + taken, sent + accepted
             if loads:  # now in P's output or skid register: its region is the one of the load cycle
                 d = ctx.get(inp.p_skid if ctx.get(inp.p_skid_valid) else inp.p)
                 assert d.beat.hdr.job_id == i_job and d.region == want, f"cycle {cycle}"
@@ -232,12 +257,9 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
                       slot_copy=slot_copy, early_decode=slot_copy)
     layout, sb = message_beat_layout(width), (slots - 1).bit_length()
     n_beats = payload_beats(elements, width)
-    msgs = []
-    for _ in range(40):
-        hdr = {"job_id": rng.randrange(4), "group_id": rng.randrange(4), "sender_id": rng.randrange(34),
-               "chunk": rng.getrandbits(32), "element_count": elements}
-        msgs += [pack(layout, {"data": rng.getrandbits(width), "hdr": hdr, "first": int(k == 0),
-                               "last": int(k == n_beats - 1)}) for k in range(n_beats)]
+    msgs = _message_beats(rng, width, elements, 40, lambda: {
+        "job_id": rng.randrange(4), "group_id": rng.randrange(4), "sender_id": rng.randrange(34),
+        "chunk": rng.getrandbits(32)})
 
     def each_cycle(ctx, cycle):
         if ready_copy:
@@ -1068,30 +1090,14 @@ def test_early_decode_under_configuration_writes(slots: int, seed: int, region_a
     rng, width, elements, groups, jobs = random.Random(seed), 64, 5, 3, 2
     sb = (slots - 1).bit_length()
 
-    class Pair(Elaboratable):
-        def __init__(self) -> None:
-            self.config = ReducerConfig(slots=slots, groups=groups, jobs=jobs, regions=region_at_cfg)
-            self.inp = InputStages(width, slots=slots, elements=elements, groups=groups, jobs=jobs,
-                                   start_at_i=region_at_cfg, region_at_cfg=region_at_cfg, ready_copy=True,
-                                   slot_copy=True, early_decode=True)
-
-        def elaborate(self, platform):
-            m = Module()
-            m.submodules.config, m.submodules.inp = self.config, self.inp
-            wiring.connect(m, self.config.cfg, self.inp.cfg)
-            m.d.comb += [self.inp.job_cfg_in.eq(self.config.job_cfg_in),
-                         self.inp.group_bitmap_in.eq(self.config.group_bitmap_in)]
-            return m
-
-    dut = Pair()
+    dut = _ConfigAndInputs(ReducerConfig(slots=slots, groups=groups, jobs=jobs, regions=region_at_cfg),
+                           InputStages(width, slots=slots, elements=elements, groups=groups, jobs=jobs,
+                                       start_at_i=region_at_cfg, region_at_cfg=region_at_cfg, ready_copy=True,
+                                       slot_copy=True, early_decode=True))
     c, inp = dut.config, dut.inp
-    layout, n_beats = message_beat_layout(width), payload_beats(elements, width)
-    msgs = []
-    for _ in range(80):
-        hdr = {"job_id": rng.randrange(3), "group_id": rng.randrange(4), "sender_id": rng.choice([0, 1, 2, 5, 31, 33]),
-               "chunk": rng.choice([0, 1, 15, 16, 17, rng.getrandbits(32)]), "element_count": elements}
-        msgs += [pack(layout, {"data": rng.getrandbits(width), "hdr": hdr, "first": int(k == 0),
-                               "last": int(k == n_beats - 1)}) for k in range(n_beats)]
+    msgs = _message_beats(rng, width, elements, 80, lambda: {
+        "job_id": rng.randrange(3), "group_id": rng.randrange(4), "sender_id": rng.choice([0, 1, 2, 5, 31, 33]),
+        "chunk": rng.choice([0, 1, 15, 16, 17, rng.getrandbits(32)])})
     bitmaps = [0, 0b10, 0b110, 1 << 31, 0b100101, 1 << 5]
 
     def regs(ctx):
@@ -1118,12 +1124,7 @@ def test_early_decode_under_configuration_writes(slots: int, seed: int, region_a
                     ctx.set(c.group_bitmap_in[rng.randrange(groups)], rng.choice(bitmaps))
                 else:
                     ctx.set(c.job_cfg_in[rng.randrange(jobs)].log2_window, rng.choice([0, 1, 3, sb, sb + 2]))
-            valid = sent < len(msgs) and rng.random() < 0.8
-            take = rng.random() < 0.7
-            ctx.set(inp.s_msg.valid, int(valid))
-            if valid:
-                ctx.set(inp.s_msg.payload.as_value(), msgs[sent])
-            ctx.set(inp.take, int(take))
+            valid, take = _offer(ctx, inp, rng, msgs, sent)
             now = regs(ctx)
             changed = now[:2] != last[:2]  # a bitmap or a clamped window differs from last cycle's
             last = now
@@ -1135,13 +1136,8 @@ def test_early_decode_under_configuration_writes(slots: int, seed: int, region_a
             held = i_d.as_value().value if i_v and p_free and stale else None  # P could load it: must not
             holds += held is not None and not r_stale
             loads = i_v and p_free and not stale
-            if ctx.get(inp.p_valid) and take:
-                got += 1
-            accepted = valid and ctx.get(inp.s_msg.ready)
-            await ctx.tick()
-            sent += accepted
-            if held is not None:
-                assert ctx.get(inp.i_valid) and ctx.get(inp.i_out).as_value().value == held, f"cycle {cycle}: not held"
+            taken, accepted = await _step(ctx, inp, valid, take, held, cycle)
+            got, sent = got + taken, sent + accepted
             if loads:  # now in P's output or skid register: decoded with the load cycle's registers
                 d = ctx.get(inp.p_skid if ctx.get(inp.p_skid_valid) else inp.p)
                 h = i_d.beat.hdr
