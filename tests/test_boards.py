@@ -126,18 +126,21 @@ def mac_cdc_depths(mac_verilog: str) -> dict[str, int]:
     return depths
 
 
-def test_mac_transmit_fifo_is_16_deep_in_the_dram_builds_only(built_versa, tmp_path):
-    """The Versa DRAM build's MAC has a 16-entry transmit clock-crossing FIFO (one LUT RAM per 4
-    bits, no read multiplexer: the host MAC's failing 125 MHz path on the fuller chip); its
-    receive FIFO and the on-chip build's MAC keep LiteEth's 32 entries; other depths refused."""
+def test_mac_fifos_are_16_deep_in_the_dram_builds_only(built_versa, tmp_path):
+    """The Versa DRAM build's MAC has 16-entry transmit and receive clock-crossing FIFOs (one LUT
+    RAM per 4 bits, no read multiplexer: their read sides were the host MAC's transmit and the
+    core clock's failing 125 MHz paths on the fuller chip); the on-chip build's MAC keeps
+    LiteEth's 32 entries; other depths refused."""
     from wanreduce.hdl.boards.liteeth_mac import MAC_NAME, generate
 
     _, out = built_versa
     assert mac_cdc_depths((out / f"{MAC_NAME}.v").read_text()) == {"tx": 32, "rx": 32}
     run_build(BOARDS["versa-ecp5"], {"elements": 16}, tmp_path, bitstream=False, slot_memory="dram")
-    assert mac_cdc_depths((tmp_path / f"{MAC_NAME}.v").read_text()) == {"tx": 16, "rx": 32}
+    assert mac_cdc_depths((tmp_path / f"{MAC_NAME}.v").read_text()) == {"tx": 16, "rx": 16}
     with pytest.raises(ValueError, match="tx_cdc_depth must be one of"):
         generate(tmp_path / "bad", tx_cdc_depth=8)
+    with pytest.raises(ValueError, match="rx_cdc_depth must be one of"):
+        generate(tmp_path / "bad", rx_cdc_depth=64)
 
 
 def test_versa_onchip_core_reset_by_gsr(built_versa):

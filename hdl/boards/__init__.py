@@ -114,12 +114,12 @@ def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
         from wanreduce.hdl.boards.dram_controller import DRAM_MEMORIES
         from wanreduce.hdl.boards.liteeth_mac import MAC_NAME, generate
         if not (dram_selftest or dram_store_test):
-            # The DRAM builds' transmit FIFO 16 deep: its read side is the host MAC's worst
-            # 125 MHz path on the fuller chip (liteeth_mac's docstring); the on-chip build's
-            # MAC is LiteEth's default, unchanged.
-            tx_depth = 16 if slot_memory in DRAM_MEMORIES else 32
+            # The DRAM builds' clock-crossing FIFOs 16 deep: their read sides were the host
+            # MAC's transmit and the core clock's worst paths on the fuller chip (liteeth_mac's
+            # docstring); the on-chip build's MAC is LiteEth's default, unchanged.
+            depth = 16 if slot_memory in DRAM_MEMORIES else 32
             with tempfile.TemporaryDirectory() as tmp:
-                mac = generate(Path(tmp), tx_cdc_depth=tx_depth)
+                mac = generate(Path(tmp), tx_cdc_depth=depth, rx_cdc_depth=depth)
                 platform.add_file(f"{MAC_NAME}.v", mac.read_text())
         kwargs["add_preferences"] = constraints
         # nextpnr's static placer, as `wanreduce report` uses for the core alone: on the board

@@ -16,8 +16,11 @@ so this script builds the pieces directly:
   ``tx_cdc_depth=16`` (the DRAM builds') makes the transmit FIFO one ``TRELLIS_DPR16X4`` per 4
   bits with no read multiplexer: its read side (gray counter -> next read address -> LUT RAM ->
   2:1 multiplexer -> data register, in the 125 MHz ``eth_tx`` clock) is the host MAC's worst
-  path on the fuller DRAM chip. The receive FIFO stays 32 deep (256 bytes, ~2 us of line time:
-  the PHY cannot be back-pressured).
+  path on the fuller DRAM chip. ``rx_cdc_depth=16`` (the DRAM builds' too, since session 44)
+  does the same for the receive FIFO, whose read side runs in the core clock: it was the core
+  clock's worst path at three of five placements once the core's own paths were cut. 16
+  entries (128 bytes) bridge a ~1 us stall of the core's ingress parser, which stalls only when
+  its own packet FIFO is full (docs/boards.md, "Why 16 entries would be enough on receive").
 
 Module ``<name>`` ports (all in ``sys`` unless stated), ``dw`` = 64 by default:
 
@@ -44,15 +47,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["MAC_NAME", "TX_CDC_DEPTHS", "generate"]
+__all__ = ["CDC_DEPTHS", "MAC_NAME", "generate"]
 
 MAC_NAME = "liteeth_rgmii_mac"
 
 
-TX_CDC_DEPTHS = (16, 32)
+#: the clock-crossing FIFO depths offered (LiteEth's 32, or 16: one LUT RAM per 4 bits)
+CDC_DEPTHS = (16, 32)
 
 
-def _build(dw: int, tx_cdc_depth: int):
+def _build(dw: int, tx_cdc_depth: int, rx_cdc_depth: int):
     from liteeth.common import eth_phy_description
     from liteeth.mac.core import LiteEthMACCore
     from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
@@ -90,7 +94,8 @@ def _build(dw: int, tx_cdc_depth: int):
             # core clock instead, but LiteEth's 64-bit CRC is ~1 MB of Verilog and slow to synthesise.)
             self.submodules.mac = mac = LiteEthMACCore(
                 phy, dw, with_preamble_crc=True, with_padding=True,
-                tx_cdc_buffered=True, rx_cdc_buffered=True, tx_cdc_depth=tx_cdc_depth)
+                tx_cdc_buffered=True, rx_cdc_buffered=True, tx_cdc_depth=tx_cdc_depth,
+                rx_cdc_depth=rx_cdc_depth)
             tx = mac.tx_datapath.pipeline  # [sink, cdc, converter, last_be, padding, crc, ...]
             assert len(tx) == 9, [type(x).__name__ for x in tx]
             cut = ClockDomainsRenamer("eth_tx")(
@@ -114,15 +119,17 @@ def _build(dw: int, tx_cdc_depth: int):
 
 
 def generate(out_dir: Path, *, dw: int = 64, name: str = MAC_NAME,
-             tx_cdc_depth: int = 32) -> Path:
+             tx_cdc_depth: int = 32, rx_cdc_depth: int = 32) -> Path:
     """Write ``<out_dir>/<name>.v`` (the PHY + MAC, ``dw``-bit streams); return its path.
 
-    ``tx_cdc_depth``: entries of the transmit clock-crossing FIFO (32, LiteEth's default, or 16)."""
+    ``tx_cdc_depth`` / ``rx_cdc_depth``: entries of the transmit / receive clock-crossing FIFO
+    (32, LiteEth's default, or 16)."""
     if dw not in (8, 16, 32, 64):
         raise ValueError(f"LiteEth MAC data width must be 8/16/32/64, got {dw}")
-    if tx_cdc_depth not in TX_CDC_DEPTHS:
-        raise ValueError(f"tx_cdc_depth must be one of {TX_CDC_DEPTHS}, got {tx_cdc_depth}")
-    platform, top, _ = _build(dw, tx_cdc_depth)
+    for field, depth in (("tx_cdc_depth", tx_cdc_depth), ("rx_cdc_depth", rx_cdc_depth)):
+        if depth not in CDC_DEPTHS:
+            raise ValueError(f"{field} must be one of {CDC_DEPTHS}, got {depth}")
+    platform, top, _ = _build(dw, tx_cdc_depth, rx_cdc_depth)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ios = top.ios | set(platform.constraint_manager.get_io_signals())
