@@ -68,6 +68,11 @@ def select_job_entry(m: Module, table: Value, jobs: int, idx: Value, name: str) 
     return out
 
 
+def clamp_log2_window(log2_window: Value, slot_bits: int) -> Value:
+    """A job's log2 window clamped to log2 S (``slot_bits``), as the configuration registers it."""
+    return Mux(log2_window > slot_bits, slot_bits, log2_window)
+
+
 def window_mask(log2_window: Value, slot_bits: int) -> Value:
     """``window - 1`` (``slot_bits`` bits) from ``log2_window``: bit i is ``log2_window > i``."""
     return Cat(*[log2_window > i for i in range(slot_bits)])
@@ -111,7 +116,7 @@ class ReducerConfig(wiring.Component):
         sb, c = self.slot_bits, self.cfg
         for j in range(self.jobs):
             lw_in = self.job_cfg_in[j].log2_window
-            lw_next = Mux(lw_in > sb, sb, lw_in)  # clamped to log2 S
+            lw_next = clamp_log2_window(lw_in, sb)
             m.d.sync += [c.job_cfg[j].eq(self.job_cfg_in[j]),
                          c.log2_window[j].eq(lw_next),
                          c.window_mask[j].eq(window_mask(lw_in, sb))]

@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from wanreduce import wire
 
 from .layouts import JobCfgLayout, lanes, message_beat_layout, message_stream, payload_beats
-from .reducer_config import config_signature, region_of, select_job_entry
+from .reducer_config import clamp_log2_window, config_signature, region_of, select_job_entry
 from .reducer_layouts import bits_for
 from .skid_buffer import SkidBuffer
 
@@ -273,11 +273,7 @@ class InputStages(wiring.Component):
         cf = self.cfg
 
         def look(h: data.View, tag: str) -> tuple[Value, Value]:
-            lw = Signal(range(sb + 1), name=f"lw_{tag}")
-            with m.Switch(h.job_id[:jb]):
-                for j in range(self.jobs):
-                    with m.Case(j):
-                        m.d.comb += lw.eq(cf.log2_window[j])
+            lw = select_job_entry(m, cf.log2_window, self.jobs, h.job_id[:jb], f"lw_{tag}")
             ok = h.sender_id < wire.MAX_SENDERS
             col = Cat(*[cf.members[g].bit_select(h.sender_id[:5], 1) & ok for g in range(G)])
             cw = Signal(32, name=f"cw_{tag}", attrs={"keep": 1})  # kept: yosys' opt_share would
@@ -294,7 +290,7 @@ class InputStages(wiring.Component):
         with m.Else():
             m.d.sync += [e_col.eq(col_o), e_cw.eq(cw_o)]
         cfg_chg = Signal(name="cfg_changed")
-        lw_next = [Mux(self.job_cfg_in[j].log2_window > sb, sb, self.job_cfg_in[j].log2_window) for j in range(self.jobs)]
+        lw_next = [clamp_log2_window(self.job_cfg_in[j].log2_window, sb) for j in range(self.jobs)]
         m.d.sync += cfg_chg.eq(Cat(*[self.group_bitmap_in[g] != cf.members[g] for g in range(G)],
                                    *[lw_next[j] != cf.log2_window[j] for j in range(self.jobs)]).any())
         return e_col, e_cw, cfg_chg
