@@ -126,17 +126,33 @@ def mac_cdc_depths(mac_verilog: str) -> dict[str, int]:
     return depths
 
 
+def mac_rx_cdc_feed(mac_verilog: str) -> str:
+    """What drives the receive clock-crossing FIFO's input valid: the converter, or a buffer."""
+    return re.search(r"assign mac_rx_cdc_sink_sink_valid = (\w+);", mac_verilog).group(1)
+
+
 def test_mac_fifos_are_16_deep_in_the_dram_builds_only(built_versa, tmp_path):
     """The Versa DRAM build's MAC has 16-entry transmit and receive clock-crossing FIFOs (one LUT
     RAM per 4 bits, no read multiplexer: their read sides were the host MAC's transmit and the
     core clock's failing 125 MHz paths on the fuller chip); the on-chip build's MAC keeps
-    LiteEth's 32 entries; other depths refused."""
+    LiteEth's 32 entries; other depths refused. The DRAM builds' receive path also has a
+    registered valid / ready buffer between the 8 -> 64 converter and the FIFO (its writable
+    reached the converter's strobe and the CRC checker's buffer: ETH0's receive clock missed
+    125 MHz at one placement); the on-chip build's converter feeds the FIFO directly."""
     from wanreduce.hdl.boards.liteeth_mac import MAC_NAME, generate
 
     _, out = built_versa
-    assert mac_cdc_depths((out / f"{MAC_NAME}.v").read_text()) == {"tx": 32, "rx": 32}
+    onchip = (out / f"{MAC_NAME}.v").read_text()
+    assert mac_cdc_depths(onchip) == {"tx": 32, "rx": 32}
+    assert mac_rx_cdc_feed(onchip) == "mac_rx_converter_source_valid"
     run_build(BOARDS["versa-ecp5"], {"elements": 16}, tmp_path, bitstream=False, slot_memory="dram")
-    assert mac_cdc_depths((tmp_path / f"{MAC_NAME}.v").read_text()) == {"tx": 16, "rx": 16}
+    dram = (tmp_path / f"{MAC_NAME}.v").read_text()
+    assert mac_cdc_depths(dram) == {"tx": 16, "rx": 16}
+    buf = re.fullmatch(r"(buffer\d+)_source_source_valid", mac_rx_cdc_feed(dram)).group(1)
+    assert f"assign {buf}_sink_sink_valid = mac_rx_converter_source_valid;" in dram
+    # pipe_valid and pipe_ready: the converter's ready comes from the buffer's registers
+    assert f"reg           {buf}_pipe_ready_sink_d_valid" in dram
+    assert f"reg           {buf}_pipe_valid_source_valid" in dram
     with pytest.raises(ValueError, match="tx_cdc_depth must be one of"):
         generate(tmp_path / "bad", tx_cdc_depth=8)
     with pytest.raises(ValueError, match="rx_cdc_depth must be one of"):

@@ -117,9 +117,11 @@ def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
             # The DRAM builds' clock-crossing FIFOs 16 deep: their read sides were the host
             # MAC's transmit and the core clock's worst paths on the fuller chip (liteeth_mac's
             # docstring); the on-chip build's MAC is LiteEth's default, unchanged.
-            depth = 16 if slot_memory in DRAM_MEMORIES else 32
+            # Their receive path also gets a registered stage before the FIFO (``rx_cut``).
+            dram = slot_memory in DRAM_MEMORIES
+            depth = 16 if dram else 32
             with tempfile.TemporaryDirectory() as tmp:
-                mac = generate(Path(tmp), tx_cdc_depth=depth, rx_cdc_depth=depth)
+                mac = generate(Path(tmp), tx_cdc_depth=depth, rx_cdc_depth=depth, rx_cut=dram)
                 platform.add_file(f"{MAC_NAME}.v", mac.read_text())
         kwargs["add_preferences"] = constraints
         # nextpnr's static placer, as `wanreduce report` uses for the core alone: on the board

@@ -56,7 +56,7 @@ MAC_NAME = "liteeth_rgmii_mac"
 CDC_DEPTHS = (16, 32)
 
 
-def _build(dw: int, tx_cdc_depth: int, rx_cdc_depth: int):
+def _build(dw: int, tx_cdc_depth: int, rx_cdc_depth: int, rx_cut: bool):
     from liteeth.common import eth_phy_description
     from liteeth.mac.core import LiteEthMACCore
     from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
@@ -102,6 +102,17 @@ def _build(dw: int, tx_cdc_depth: int, rx_cdc_depth: int):
                 stream.Buffer(eth_phy_description(8), pipe_valid=True, pipe_ready=True))
             self.submodules.tx_cut = cut
             tx.insert(4, cut)
+            if rx_cut:
+                # The same cut in the 125 MHz receive path, between the 8 -> dw converter and
+                # the clock-crossing FIFO's write side: the FIFO's writable (a gray-counter
+                # compare) reached the converter's strobe and, through the ready chain, the CRC
+                # checker's input buffer (8.20 ns at one DRAM-build placement). A full-rate
+                # skid (pipe_ready): it only adds one beat of buffering and a cycle of latency.
+                rx = mac.rx_datapath.pipeline  # [phy, preamble, crc, padding, last_be, converter, cdc, source]
+                assert len(rx) == 8, [type(x).__name__ for x in rx]
+                self.submodules.rx_cut = rx_cut_buf = ClockDomainsRenamer("eth_rx")(
+                    stream.Buffer(eth_phy_description(dw), pipe_valid=True, pipe_ready=True))
+                rx.insert(6, rx_cut_buf)
             self.ios = set()
             for direction, ep in (("source", mac.source), ("sink", mac.sink)):
                 for field in ("valid", "ready", "last", "data", "last_be", "error"):
@@ -119,17 +130,18 @@ def _build(dw: int, tx_cdc_depth: int, rx_cdc_depth: int):
 
 
 def generate(out_dir: Path, *, dw: int = 64, name: str = MAC_NAME,
-             tx_cdc_depth: int = 32, rx_cdc_depth: int = 32) -> Path:
+             tx_cdc_depth: int = 32, rx_cdc_depth: int = 32, rx_cut: bool = False) -> Path:
     """Write ``<out_dir>/<name>.v`` (the PHY + MAC, ``dw``-bit streams); return its path.
 
     ``tx_cdc_depth`` / ``rx_cdc_depth``: entries of the transmit / receive clock-crossing FIFO
-    (32, LiteEth's default, or 16)."""
+    (32, LiteEth's default, or 16). ``rx_cut``: a registered valid / ready stage in the receive
+    path before the clock-crossing FIFO (the DRAM builds'), like the transmit path's."""
     if dw not in (8, 16, 32, 64):
         raise ValueError(f"LiteEth MAC data width must be 8/16/32/64, got {dw}")
     for field, depth in (("tx_cdc_depth", tx_cdc_depth), ("rx_cdc_depth", rx_cdc_depth)):
         if depth not in CDC_DEPTHS:
             raise ValueError(f"{field} must be one of {CDC_DEPTHS}, got {depth}")
-    platform, top, _ = _build(dw, tx_cdc_depth, rx_cdc_depth)
+    platform, top, _ = _build(dw, tx_cdc_depth, rx_cdc_depth, rx_cut)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ios = top.ios | set(platform.constraint_manager.get_io_signals())
