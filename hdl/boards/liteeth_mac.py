@@ -12,7 +12,8 @@ so this script builds the pieces directly:
   inter-frame gap, 8 -> ``dw`` width conversion, and the **clock-domain-crossing FIFOs**
   (``stream.ClockDomainCrossing``, gray-coded async FIFOs, depth 32, buffered: one register
   stage after each) between ``eth_rx``/``eth_tx`` and ``sys`` (the core clock). One extra
-  ``stream.Buffer`` (registered valid and ready) cuts the 125 MHz transmit chain.
+  ``stream.Buffer`` (registered valid and ready) cuts the 125 MHz transmit chain; with
+  ``rx_cut`` (the DRAM builds') another cuts the receive chain before its FIFO.
   ``tx_cdc_depth=16`` (the DRAM builds') makes the transmit FIFO one ``TRELLIS_DPR16X4`` per 4
   bits with no read multiplexer: its read side (gray counter -> next read address -> LUT RAM ->
   2:1 multiplexer -> data register, in the 125 MHz ``eth_tx`` clock) is the host MAC's worst
