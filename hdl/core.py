@@ -123,14 +123,18 @@ class WanreduceCore(wiring.Component):
         # the register slices' skid registers on their own copy of the ready in the DRAM core
         # (hdl/skid_buffer.py ready_copy; docs/benchmarks.md session 42)
         ready_copy = self.slot_memory == "dram"
-        m.submodules.demux = demux = MessageDemux(w, ready_copy=ready_copy)
+        # DRAM core: the merger's inputs (its slices, the demux's data buffer) as two slots read
+        # alternately, so the merger's grant (their m.ready) reaches no data register's enable
+        # (hdl/skid_buffer.py ping_pong; docs/benchmarks.md session 45)
+        m.submodules.demux = demux = MessageDemux(w, ready_copy=ready_copy, ping_pong=ready_copy)
         wiring.connect(m, host_parser.m_msg, demux.s_msg)
 
         m.submodules.merger = merger = StreamMerger(w, n_net + 1)
         for i in range(n_net):
             # Register slice (registered ready) per network port, like the registered demux on
             # the host port: the merger's arbitration does not chain into the parsers' read side.
-            m.submodules[f"merger_slice{i}"] = pslice = SkidBuffer(message_beat_layout(w), ready_copy=ready_copy)
+            m.submodules[f"merger_slice{i}"] = pslice = SkidBuffer(message_beat_layout(w), ready_copy=ready_copy,
+                                                                   ping_pong=ready_copy)
             wiring.connect(m, parsers[i].m_msg, pslice.s)
             wiring.connect(m, pslice.m, merger.s_msg[i])
         wiring.connect(m, demux.m_data, merger.s_msg[n_net])

@@ -91,7 +91,7 @@ def dram_cuts(on: bool) -> dict[str, bool]:
     (``slot_memory="dram"``, the Versa DRAM build's paths); the on-chip core's parsers keep them
     off (its RTL pinned by tests/test_default_rtl.py). Keyword arguments of ``IngressParser``."""
     return {"registered_more": on, "registered_desc": on, "split_compares": on, "lazy_head": on,
-            "registered_one": on, "direct_pay_flags": on, "early_lengths": on}
+            "registered_one": on, "direct_pay_flags": on, "early_lengths": on, "free_head": on}
 
 
 class IngressParser(wiring.Component):
@@ -143,7 +143,12 @@ class IngressParser(wiring.Component):
         is a whole multiple, loaded every cycle as ``csum_early`` is), so H1 compares them with
         ``element_count``: no adder in front of ``h_len_ok`` / ``h_all_ok_b`` (``hdr`` ->
         ``h_all_ok_b``, 8.38 ns at session 42's landing seed 2, docs/benchmarks.md session
-        43); the same verdicts; off by default.
+        43); the same verdicts; off by default;
+      - ``free_head`` (with ``registered_desc``): the descriptor FIFO's head register loads the
+        pushed descriptor's value whenever the FIFO is empty, pushed or not
+        (``UnguardedFIFO(free_head=True)``), so ``v_push`` (its write enable) reaches no head bit
+        (``v_push`` -> ``desc_fifo.r_last``, 8.32-8.56 ns at session 44's seeds 1 / 2,
+        docs/benchmarks.md session 45); the same values wherever read; off by default.
 
     Ports:
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
@@ -160,12 +165,15 @@ class IngressParser(wiring.Component):
                  accept_control: bool = False, registered_more: bool = False,
                  registered_desc: bool = False, split_compares: bool = False,
                  lazy_head: bool = False, registered_one: bool = False,
-                 direct_pay_flags: bool = False, early_lengths: bool = False) -> None:
+                 direct_pay_flags: bool = False, early_lengths: bool = False,
+                 free_head: bool = False) -> None:
         check_data_width(data_width)
         if lazy_head and not registered_desc:
             raise ValueError("lazy_head needs registered_desc=True, got registered_desc=False")
         if registered_one and not registered_desc:
             raise ValueError("registered_one needs registered_desc=True, got registered_desc=False")
+        if free_head and not registered_desc:
+            raise ValueError("free_head needs registered_desc=True, got registered_desc=False")
         if (not isinstance(max_elements, int) or isinstance(max_elements, bool)
                 or not 1 <= max_elements <= wire.MAX_ELEMENTS_JUMBO):
             raise ValueError(f"max_elements must be an integer from 1 to "
@@ -189,6 +197,7 @@ class IngressParser(wiring.Component):
         self.registered_one = bool(registered_one)
         self.direct_pay_flags = bool(direct_pay_flags)
         self.early_lengths = bool(early_lengths)
+        self.free_head = bool(free_head)
         super().__init__({
             "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
             "m_msg": Out(message_stream(data_width)),
@@ -245,7 +254,8 @@ class IngressParser(wiring.Component):
         m.submodules.desc_fifo = desc = UnguardedFIFO(desc_layout.size, DESC_DEPTH,
                                                       registered_head=self.registered_desc,
                                                       lazy_head=self.lazy_head,
-                                                      registered_one=self.registered_one)
+                                                      registered_one=self.registered_one,
+                                                      free_head=self.free_head)
         desc_w = data.View(desc_layout, desc.w_data)
         desc_r = data.View(desc_layout, desc.r_data)
 

@@ -10,7 +10,9 @@ readies (two flip-flops, no input on the path): a beat waiting in either skid re
 the input until it leaves, so beats keep their order per output. One beat per cycle into a
 ready output; latency one cycle. ``ready_copy``: both buffers built with ``SkidBuffer(ready_copy=True)``
 (the Versa DRAM core: the skid registers' enables off the ready that the host parser reads;
-their ``copy_error`` ORed into ``copy_error``, an output with the option).
+their ``copy_error`` ORed into ``copy_error``, an output with the option). ``ping_pong``: the
+data buffer (toward the merger) built with ``SkidBuffer(ping_pong=True)`` (the Versa DRAM core:
+the merger's grant reaches none of its data registers' enables; docs/benchmarks.md session 45).
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ class MessageDemux(wiring.Component):
     """``s_msg`` → ``m_control`` (msg_type CONTROL) or ``m_data`` (everything else); one cycle
     of latency, registered outputs and ready."""
 
-    def __init__(self, data_width: int, *, ready_copy: bool = False) -> None:
+    def __init__(self, data_width: int, *, ready_copy: bool = False, ping_pong: bool = False) -> None:
         check_data_width(data_width)
-        self.data_width, self.ready_copy = data_width, bool(ready_copy)
+        self.data_width, self.ready_copy, self.ping_pong = data_width, bool(ready_copy), bool(ping_pong)
         sig = message_stream(data_width)
         super().__init__({"s_msg": In(sig), "m_control": Out(sig), "m_data": Out(sig),
                           **({"copy_error": Out(1)} if self.ready_copy else {})})
@@ -42,7 +44,8 @@ class MessageDemux(wiring.Component):
         m = Module()
         s = self.s_msg
         layout = message_beat_layout(self.data_width)
-        m.submodules.data_skid = data_skid = SkidBuffer(layout, ready_copy=self.ready_copy)
+        m.submodules.data_skid = data_skid = SkidBuffer(layout, ready_copy=self.ready_copy,
+                                                        ping_pong=self.ping_pong)
         m.submodules.control_skid = control_skid = SkidBuffer(layout, ready_copy=self.ready_copy)
         if self.ready_copy:
             m.d.comb += self.copy_error.eq(data_skid.copy_error | control_skid.copy_error)

@@ -35,6 +35,20 @@ its reset value (0, ``s.ready``'s is 1): after a reset the output register is em
 park, and the skid register's load is not used in that cycle; from the next cycle on the two are
 equal. ``copy_error`` (an output with the option): the copy differs from ``s.ready`` while the
 output register is full (a beat could park; never, if right). Off by default: the RTL unchanged.
+
+``ping_pong=True`` (``SKID`` only; the Versa DRAM core's merger slices and the demux's data
+buffer, docs/benchmarks.md session 45): the same two-entry FIFO (``s.ready`` = fewer than two
+beats held, ``m.valid`` = at least one, both flip-flops; one cycle of latency; the same beats in
+the same cycles) built as two data registers ``slot0`` / ``slot1`` written alternately (``wp``)
+and read alternately (``rp``), ``m.payload`` = ``slot[rp]`` (one multiplexer level after the
+flip-flops). A slot loads ``s.payload`` in every cycle it is the free slot the next beat goes to
+(``s.ready & wp == k``), so no data register's enable depends on ``m.ready``: the sink's ready
+reaches only ``rp``, ``m.valid`` and ``s.ready`` (and the enable copies below), not the output
+register's enables (218 at W = 64; the merger's grant -> ``core.s_msg__1__payload``, 60
+endpoints, 9.06 ns at session 44's seed 5). With ``ready_copy`` too, each slot's enable is its own flip-flop (``slot_en0`` /
+``slot_en1``, worked out with ``s.ready`` and ``wp``; ``copy_error``: a copy differs from
+``s.ready & wp == k``, never, if right), so no LUT sits between the flip-flops and the enables.
+``skid`` / ``skid_valid`` are then ``slot[~rp]`` and "two beats held" (the beat ``m`` shows next).
 """
 
 from __future__ import annotations
@@ -65,14 +79,17 @@ class SkidBuffer(wiring.Component):
     """
 
     def __init__(self, shape: ShapeLike, register_type: RegisterType = RegisterType.SKID, *,
-                 ready_copy: bool = False) -> None:
+                 ready_copy: bool = False, ping_pong: bool = False) -> None:
         Shape.cast(shape)  # a clear Amaranth error for something that is not a shape
         if not isinstance(register_type, RegisterType):
             raise ValueError(f"register_type must be one of {', '.join(t.name for t in RegisterType)}, "
                              f"got {register_type!r}")
         if ready_copy and register_type is not RegisterType.SKID:
             raise ValueError(f"ready_copy needs register_type SKID, got {register_type.name}")
+        if ping_pong and register_type is not RegisterType.SKID:
+            raise ValueError(f"ping_pong needs register_type SKID, got {register_type.name}")
         self.shape, self.register_type, self.ready_copy = shape, register_type, bool(ready_copy)
+        self.ping_pong = bool(ping_pong)
         sig = stream.Signature(shape)
         members = {"s": In(sig), "m": Out(sig)}
         if register_type is RegisterType.SKID:
@@ -87,6 +104,9 @@ class SkidBuffer(wiring.Component):
         if self.register_type is RegisterType.PASS_THROUGH:
             m.d.comb += [o.payload.eq(s.payload), o.valid.eq(s.valid), s.ready.eq(o.ready)]
             return m
+
+        if self.ping_pong:
+            return self._elaborate_ping_pong(m)
 
         # Output register: m.valid and m.payload are driven only from here.
         out_data = Signal(self.shape, reset_less=True)
@@ -128,4 +148,37 @@ class SkidBuffer(wiring.Component):
                 m.d.sync += skid_en.eq(0)
         if self.ready_copy:
             m.d.comb += self.copy_error.eq(out_valid & (skid_en != in_ready))
+        return m
+
+    def _elaborate_ping_pong(self, m: Module) -> Module:
+        """``ping_pong``: the two-entry FIFO as two slots written and read alternately (module
+        docstring); the same valid/ready/payload sequence as the output + skid registers."""
+        s, o = self.s, self.m
+        slots = [Signal(self.shape, reset_less=True, name=f"slot{k}") for k in range(2)]
+        wp, rp = Signal(name="wp"), Signal(name="rp")  # the slot written / read next
+        out_valid = Signal(name="out_valid")  # at least one beat held
+        in_ready = Signal(init=1, name="in_ready")  # fewer than two beats held
+        push, pop = s.valid & in_ready, out_valid & o.ready
+        m.d.comb += [s.ready.eq(in_ready), o.valid.eq(out_valid), self.skid_valid.eq(~in_ready)]
+        with m.If(rp):
+            m.d.comb += [o.payload.eq(slots[1]), self.skid.eq(slots[0])]
+        with m.Else():
+            m.d.comb += [o.payload.eq(slots[0]), self.skid.eq(slots[1])]
+        # next state: held' = held + push - pop (push only when fewer than two, pop only when any)
+        valid_n, ready_n, wp_n = Signal(), Signal(), Signal()
+        m.d.comb += [
+            valid_n.eq(push | (out_valid & ~(pop & in_ready))),  # 0 only from (0, no push) / (1, pop, no push)
+            ready_n.eq(~out_valid | pop | (in_ready & ~push)),  # 0 only from (2, no pop) / (1, push, no pop)
+            wp_n.eq(wp ^ push),
+        ]
+        m.d.sync += [out_valid.eq(valid_n), in_ready.eq(ready_n), wp.eq(wp_n), rp.eq(rp ^ pop)]
+        if self.ready_copy:  # each slot's enable its own flip-flop (s.ready & wp == k, a cycle ahead)
+            en = [Signal(init=1, name="slot_en0"), Signal(init=0, name="slot_en1")]
+            m.d.sync += [en[0].eq(ready_n & ~wp_n), en[1].eq(ready_n & wp_n)]
+            m.d.comb += self.copy_error.eq((en[0] != (in_ready & ~wp)) | (en[1] != (in_ready & wp)))
+        else:
+            en = [in_ready & ~wp, in_ready & wp]
+        for k in range(2):  # the free slot the next beat goes to copies the input, beat or not
+            with m.If(en[k]):
+                m.d.sync += slots[k].eq(s.payload)
         return m

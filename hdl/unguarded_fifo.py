@@ -44,6 +44,16 @@ and no write enable sits in front of ``nxt``'s 150+ multiplexers (``consume_n`` 
 ``produce == consume_n`` -> ``w_en & one`` -> every ``nxt`` bit, 9.90 ns at session 42's seed 1);
 what is left in its cone is the LUT RAM's read at ``consume_n`` and ``w_data``.
 ``r_data_next`` is then meaningful only with ``r_rdy_next``.
+
+With ``free_head=True`` (with ``registered_head``; the DRAM core's parsers, docs/benchmarks.md
+session 45) the head register loads ``w_data`` in every cycle the FIFO is empty (``~r_rdy``),
+written or not, instead of only when written: its select is the flip-flop ``rdy`` alone, so the
+write enable reaches no head bit (``v_push`` -> ``w_en & ~rdy`` -> ``desc_fifo.r_last``, the
+head, 8.32-8.56 ns at session 44's seeds 1 / 2). Nothing reads the head while the FIFO is empty
+(``r_data`` / ``r_data_next`` only with ``r_rdy`` / ``r_rdy_next``; with ``lazy_head``
+``r_last`` only in the cycle after a read, and the read loads the head with the entry read
+before it can go empty), and the first write into an empty FIFO loads it as before: the same
+values wherever they are read.
 """
 
 from __future__ import annotations
@@ -64,12 +74,12 @@ class UnguardedFIFO(wiring.Component):
     (entries held, from the pointers). ``registered_head``: ``r_data`` and ``r_rdy`` from
     flip-flops (``copy_error``: one of their copies is wrong; always 0 without it), and their
     next values ``r_data_next``/``r_rdy_next`` out, so a reader can register what it decodes
-    from the head a cycle ahead (0 without it). ``registered_one``, ``lazy_head``: module docstring;
+    from the head a cycle ahead (0 without it). ``registered_one``, ``lazy_head``, ``free_head``: module docstring;
     with ``lazy_head`` also ``r_last`` (out): in the cycle after a read, the entry read.
     """
 
     def __init__(self, width: int, depth: int, *, registered_head: bool = False,
-                 registered_one: bool = False, lazy_head: bool = False) -> None:
+                 registered_one: bool = False, lazy_head: bool = False, free_head: bool = False) -> None:
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"width must be a positive integer, got {width!r}")
         if not isinstance(depth, int) or depth < 2 or depth & (depth - 1):
@@ -78,8 +88,10 @@ class UnguardedFIFO(wiring.Component):
             raise ValueError("registered_one needs registered_head=True, got registered_head=False")
         if lazy_head and not registered_head:
             raise ValueError("lazy_head needs registered_head=True, got registered_head=False")
+        if free_head and not registered_head:
+            raise ValueError("free_head needs registered_head=True, got registered_head=False")
         self.width, self.depth, self.registered_head = width, depth, registered_head
-        self.registered_one, self.lazy_head = registered_one, lazy_head
+        self.registered_one, self.lazy_head, self.free_head = registered_one, lazy_head, free_head
         super().__init__({
             "w_data": In(width),
             "w_en": In(1),
@@ -139,7 +151,8 @@ class UnguardedFIFO(wiring.Component):
         # and registered_one picked by the flip-flop one alone (module docstring)
         bypass = one if self.lazy_head and self.registered_one else self.w_en & one
         after = Mux(bypass, self.w_data, rp.data)
-        stays = Mux(self.w_en & ~rdy, self.w_data, cur)
+        # (free_head: w_data whenever empty, written or not; module docstring)
+        stays = Mux(~rdy if self.free_head else self.w_en & ~rdy, self.w_data, cur)
         m.d.comb += [
             self.r_rdy_next.eq(self.w_en | (rdy & ~(self.r_en & one))),
             self.r_data_next.eq(Mux(self.r_en, after, stays)),

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import random
 import re
 from pathlib import Path
 
 import pytest
 from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 from board_helpers import assert_core_reset_by_gsr
 from click.testing import CliRunner
+from stream_helpers import min_flops_between
 
 from wanreduce.cli import cli
 from wanreduce.commands.build import run_build
@@ -264,3 +268,56 @@ def test_parse_nextpnr_report(tmp_path):
     assert abs(r["critical_paths"][0]["delay_ns"] - 5.5) < 1e-9
     text = format_report(r)
     assert "131.2 MHz (meets 125.0 MHz)" in text and "DP16KD" in text
+
+
+class _Stretcher(wiring.Component):
+    """One LED pulse stretcher (versa_ecp5._pulse_stretch) between ports, for cone checks."""
+
+    def __init__(self, registered: bool) -> None:
+        self.registered = registered
+        super().__init__({"event": In(1), "led": Out(1)})
+
+    def elaborate(self, platform):
+        from wanreduce.hdl.boards.versa_ecp5 import _pulse_stretch
+
+        m = Module()
+        m.d.comb += self.led.eq(_pulse_stretch(m, self.event, bits=6, registered=self.registered))
+        return m
+
+
+@pytest.mark.parametrize("registered", [False, True])
+def test_versa_led_event_reaches_one_flip_flop(registered: bool) -> None:
+    """``registered`` (the Versa DRAM build's LEDs): the event (a register slice's ready and the
+    MAC's valid) reaches the pulse counter only through one flip-flop, two to the counter's
+    output (``slice_net_in.skid.s__ready`` -> ``count``, 10 endpoints, 8.70 ns at session 44's
+    seed 5). Without it (the on-chip build; db90a43's DRAM build) within the cycle: one, the
+    before-case."""
+    assert min_flops_between(_Stretcher(registered), ["event"], ["count"]) == (2 if registered else 1)
+
+
+def test_versa_led_registered_event_is_one_cycle_later() -> None:
+    """The registered stretcher's LED is the plain one's, one cycle later, for random events."""
+    top = Module()
+    top.submodules.a, top.submodules.b = a, b = _Stretcher(False), _Stretcher(True)
+    top.d.comb += b.event.eq(a.event)
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    rng = random.Random(5)
+    leds: list[tuple[int, int]] = []
+
+    async def tb(ctx) -> None:
+        for _ in range(2000):
+            ctx.set(a.event, rng.random() < 0.006)
+            leds.append((ctx.get(a.led), ctx.get(b.led)))
+            await ctx.tick()
+
+    sim.add_testbench(tb)
+    sim.run()
+    plain, late = [x for x, _ in leds], [y for _, y in leds]
+    rises = sum(1 for x, y in zip(plain, plain[1:], strict=False) if y and not x)
+    assert late[1:] == plain[:-1] and rises >= 3 and sum(plain) < len(plain) // 2
+
+
+def test_versa_leds_registered_in_the_dram_build_only() -> None:
+    assert VersaTop(slot_memory="dram", **SMALL).registered_leds
+    assert not VersaTop(**SMALL).registered_leds

@@ -921,3 +921,16 @@ def test_verilog_conversion_w512() -> None:
     text = verilog.convert(dut, name="ingress_parser")
     assert "module ingress_parser" in text
     assert "s_axis__tdata" in text and "m_msg__payload" in text
+
+
+@pytest.mark.parametrize("free_head", [False, True])
+def test_push_reaches_no_descriptor_head_bit_with_free_head(free_head: bool) -> None:
+    """With ``free_head`` (the DRAM core's parsers, ``dram_cuts``) no cell from ``v_push`` (the
+    descriptor FIFO's write enable) to its head register (``desc_fifo.r_last``, read by the
+    output header after a read): its select is the FIFO's ``rdy`` flip-flop alone. Without it
+    (db90a43's DRAM parsers) ``v_push`` -> ``w_en & ~rdy`` -> every head bit (8.32-8.56 ns at
+    session 44's seeds 1 / 2): the before-case. The random-frame benches (``dram``) check the
+    messages."""
+    dut = IngressParser(64, max_elements=256, **{**dram_cuts(True), "free_head": free_head})
+    cells = comb_cells_table(dut, ["v_push"], ["desc_fifo.head"])["v_push", "desc_fifo.head"]
+    assert bool(sum(cells.values())) != free_head, cells

@@ -32,10 +32,11 @@ def _beats(width: int, n: int, p_ctrl: float, rng: random.Random,
 
 def _simulate(width: int, n: int, p_ctrl: float, p_valid: float, p_ready: tuple[float, float],
               seed: int, pattern: list[bool] | None = None, max_cycles: int | None = None,
-              ready_copy: bool = False):
+              ready_copy: bool = False, ping_pong: bool = False):
     """Random valid and per-output ready; returns (sent beats, received per output, cycles).
-    ``ready_copy``: the DRAM core's demux; its ``copy_error`` checked every cycle."""
-    dut = MessageDemux(width, ready_copy=ready_copy)
+    ``ready_copy`` (with ``ping_pong``): the DRAM core's demux; its ``copy_error`` checked every
+    cycle."""
+    dut = MessageDemux(width, ready_copy=ready_copy, ping_pong=ping_pong)
 
     def check(ctx, cycle: int) -> None:
         assert not ctx.get(dut.copy_error), f"cycle {cycle}: a skid register's ready copy differs"
@@ -52,12 +53,14 @@ def _simulate(width: int, n: int, p_ctrl: float, p_valid: float, p_ready: tuple[
     [(64, 0.5, 0.9, (0.5, 0.5), 1), (64, 0.3, 1.0, (0.9, 0.2), 2), (256, 0.7, 0.6, (0.2, 0.9), 3),
      (512, 0.5, 1.0, (1.0, 0.0), 4), (128, 0.1, 0.8, (0.7, 0.7), 5)],
 )
-@pytest.mark.parametrize("ready_copy", [False, True])
-def test_every_beat_once_in_order_to_its_output(width, p_ctrl, p_valid, p_ready, seed, ready_copy) -> None:
+@pytest.mark.parametrize(("ready_copy", "ping_pong"), [(False, False), (True, False), (True, True)])
+def test_every_beat_once_in_order_to_its_output(width, p_ctrl, p_valid, p_ready, seed, ready_copy,
+                                                ping_pong) -> None:
     n = 300
     if p_ready[1] == 0.0:  # control output blocked: only data beats can all come out
         p_ctrl = 0.0
-    beats, received, cycles = _simulate(width, n, p_ctrl, p_valid, p_ready, seed, ready_copy=ready_copy)
+    beats, received, cycles = _simulate(width, n, p_ctrl, p_valid, p_ready, seed, ready_copy=ready_copy,
+                                        ping_pong=ping_pong)
     assert cycles > 0, f"only {len(received[0]) + len(received[1])} of {n} beats came out"
     for k in range(2):
         want = [b for c, b in beats if c == k]
@@ -76,10 +79,11 @@ def test_blocked_control_output() -> None:
     assert received[0] == [b for c, b in beats[:11] if not c] and received[1] == []
 
 
-@pytest.mark.parametrize("ready_copy", [False, True])
+@pytest.mark.parametrize(("ready_copy", "ping_pong"), [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("p_ctrl", [0.0, 1.0, 0.5])
-def test_full_throughput_one_beat_per_cycle(p_ctrl, ready_copy) -> None:
-    beats, received, cycles = _simulate(64, 100, p_ctrl, 1.0, (1.0, 1.0), seed=6, ready_copy=ready_copy)
+def test_full_throughput_one_beat_per_cycle(p_ctrl, ready_copy, ping_pong) -> None:
+    beats, received, cycles = _simulate(64, 100, p_ctrl, 1.0, (1.0, 1.0), seed=6, ready_copy=ready_copy,
+                                        ping_pong=ping_pong)
     assert len(received[0]) + len(received[1]) == 100
     assert cycles == 101  # one cycle of latency, then a beat every cycle
 

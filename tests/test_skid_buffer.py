@@ -15,8 +15,9 @@ import re
 
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Cat, Fragment, Shape, signed, unsigned
+from amaranth.hdl import Cat, Fragment, Module, Shape, signed, unsigned
 from amaranth.lib import data
+from amaranth.sim import Simulator
 from stream_helpers import (
     Port,
     _yosys_on,
@@ -205,7 +206,102 @@ def test_dram_core_reducer_ready_reaches_no_merger_register(slot_memory: str) ->
     at session 42's seed 5, docs/benchmarks.md session 43): one, the before-case."""
     core = WanreduceCore(ports=1, slots=4, elements=16, groups=1, jobs=1, slot_memory=slot_memory)
     srcs = ["reducer.inputs.in_msg", "reducer.inputs.stage_i.in_ready"]
-    dsts = ["demux.data_skid.out_data", "merger_slice0.out_data", "merger.out_payload"]
+    regs = ["slot0", "slot1"] if slot_memory == "dram" else ["out_data"]  # (ping_pong in the DRAM core)
+    dsts = [f"{b}.{r}" for b in ("demux.data_skid", "merger_slice0") for r in regs] + ["merger.out_payload"]
+    assert min_flops_between(core, srcs, dsts) == (2 if slot_memory == "dram" else 1)
+
+
+@pytest.mark.parametrize("ready_copy", [False, True])
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), PATTERNS)
+def test_ping_pong_every_beat_once_in_order(shape, p_valid, p_ready, seed, ready_copy) -> None:
+    """``ping_pong`` (the DRAM core's merger slices and demux data buffer): every beat once, in
+    order, outputs from flip-flops (drive_random's check), the same cycles as the output + skid
+    registers; with ``ready_copy`` the slot enables' copies never differ (``copy_error``)."""
+    def check(ctx, cycle: int) -> None:
+        assert not ctx.get(dut.copy_error), f"cycle {cycle}: a slot enable copy differs"
+
+    dut = SkidBuffer(shape, ping_pong=True, ready_copy=ready_copy)
+    got = _run(dut, Port.of(dut.s), Port.of(dut.m), 150, p_valid, p_ready, seed,
+               each_cycle=check if ready_copy else None)
+    assert got[2] > 0 and got[1] == got[0]
+    assert got == _skid(shape, RegisterType.SKID, 150, p_valid, p_ready, seed)  # cycle for cycle
+
+
+@pytest.mark.parametrize("ready_copy", [False, True])
+@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), [(0.5, 0.5, 11), (0.9, 0.2, 12), (0.2, 0.9, 13),
+                                                          (0.8, 0.8, 14)])
+def test_ping_pong_in_lockstep_with_the_skid_registers(p_valid, p_ready, seed, ready_copy) -> None:
+    """Both buffers side by side on the same inputs, any valid/ready/payload every cycle (valid
+    may even drop untaken): ``s.ready``, ``m.valid``, ``skid_valid`` equal every cycle, and
+    ``m.payload`` (``skid``) equal whenever ``m.valid`` (``skid_valid``): the same two-entry FIFO."""
+    shape = unsigned(12)
+    ref, dut = SkidBuffer(shape), SkidBuffer(shape, ping_pong=True, ready_copy=ready_copy)
+    top = Module()
+    top.submodules.ref, top.submodules.dut = ref, dut
+    for x in ("valid", "payload"):
+        top.d.comb += getattr(dut.s, x).eq(getattr(ref.s, x))
+    top.d.comb += dut.m.ready.eq(ref.m.ready)
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    rng = random.Random(seed)
+    seen = {"full": 0, "pop2": 0}
+
+    async def tb(ctx) -> None:
+        for cycle in range(2000):
+            ctx.set(ref.s.valid, rng.random() < p_valid)
+            ctx.set(ref.s.payload, rng.getrandbits(12))
+            ctx.set(ref.m.ready, rng.random() < p_ready)
+            for a, b in ((ref.s.ready, dut.s.ready), (ref.m.valid, dut.m.valid),
+                         (ref.skid_valid, dut.skid_valid)):
+                assert ctx.get(a) == ctx.get(b), f"cycle {cycle}: {a.name} differs"
+            if ctx.get(ref.m.valid):
+                assert ctx.get(ref.m.payload) == ctx.get(dut.m.payload), f"cycle {cycle}: payload"
+            if ctx.get(ref.skid_valid):
+                assert ctx.get(ref.skid) == ctx.get(dut.skid), f"cycle {cycle}: skid"
+                seen["full"] += 1
+                seen["pop2"] += ctx.get(ref.m.ready)
+            if ready_copy:
+                assert not ctx.get(dut.copy_error), f"cycle {cycle}: a slot enable copy differs"
+            await ctx.tick()
+
+    sim.add_testbench(tb)
+    sim.run()
+    assert seen["full"] >= 5 and seen["pop2"] >= 1  # the two-beat state was exercised
+
+
+@pytest.mark.parametrize("ping_pong", [False, True])
+def test_ping_pong_sink_ready_reaches_no_data_register(ping_pong: bool) -> None:
+    """With ``ping_pong`` no cell from ``m.ready`` (the merger's grant in the DRAM core) to any
+    data register: it reaches only ``rp``, ``m.valid``, ``s.ready`` and the enable copies. The
+    output + skid registers (the default, and db90a43's DRAM core) have ``m.ready`` in the
+    output register's enable: the before-case (``merger_slice0.m__valid`` -> merger ->
+    ``core.s_msg__1__payload``, 60 endpoints, 9.06 ns at session 44's seed 5)."""
+    dut = SkidBuffer(message_beat_layout(64), ping_pong=ping_pong, ready_copy=True)
+    regs = ["slot0", "slot1"] if ping_pong else ["m__payload", "skid"]  # (out_data is m__payload)
+    table = comb_cells_table(dut, ["m__ready"], regs)
+    if ping_pong:
+        assert not any(sum(c.values()) for c in table.values()), table
+    else:
+        assert sum(table["m__ready", "m__payload"].values()), table
+
+
+def test_ping_pong_needs_skid() -> None:
+    with pytest.raises(ValueError, match=r"ping_pong needs register_type SKID, got PASS_THROUGH"):
+        SkidBuffer(8, RegisterType.PASS_THROUGH, ping_pong=True)
+
+
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
+def test_dram_core_merger_grant_reaches_no_input_data_register(slot_memory: str) -> None:
+    """In the DRAM core the merger's inputs (its slices, the demux's data buffer) are
+    ``ping_pong``: the merger's arbitration state and output register (its grant, ``s_msg[i].ready``)
+    reach their data registers only through a flip-flop (``rp`` / ``s.ready``): two flip-flops to
+    their outputs. In the on-chip core (RTL unchanged, as in db90a43's DRAM core) within the
+    cycle, through the output registers' enables: one, the before-case."""
+    core = WanreduceCore(ports=1, slots=4, elements=16, groups=1, jobs=1, slot_memory=slot_memory)
+    srcs = ["merger.ptr", "merger.locked", "merger.out_valid"]
+    regs = (["slot0", "slot1"] if slot_memory == "dram" else ["out_data"])
+    dsts = [f"{b}.{r}" for b in ("demux.data_skid", "merger_slice0") for r in regs]
     assert min_flops_between(core, srcs, dsts) == (2 if slot_memory == "dram" else 1)
 
 

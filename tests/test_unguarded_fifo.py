@@ -21,13 +21,25 @@ from stream_helpers import comb_cells_between, comb_cone, min_flops_between
 
 from wanreduce.hdl.unguarded_fifo import UnguardedFIFO
 
+# (registered_head, registered_one, lazy_head, free_head)
+CONFIGS = [(False, False, False, False), (True, False, False, False), (True, True, False, False),
+           (True, False, True, False), (True, True, True, False), (True, False, False, True),
+           (True, True, True, True)]
 
-async def check_and_drive(ctx, dut, ref, rng, width: int, write: int, read: int) -> None:
+
+async def check_and_drive(ctx, dut, ref, rng, width: int, write: int, read: int,
+                          last: list | None = None) -> None:
     """Check the FIFO's head (when the SyncFIFO reference has one) and its flip-flop copies,
-    then one cycle of the same write (random data) / read on both."""
+    then one cycle of the same write (random data) / read on both. ``last`` (with
+    ``lazy_head``): a one-element list, the entry read in the cycle before (or None): ``r_last``
+    must hold it."""
     if ctx.get(ref.r_rdy):
         assert ctx.get(dut.r_data) == ctx.get(ref.r_data)
     assert not ctx.get(dut.copy_error), "a flip-flop copy (rdy, consume + 1, one) is wrong"
+    if last is not None:
+        if last[0] is not None:
+            assert ctx.get(dut.r_last) == last[0], "r_last is not the entry read"
+        last[0] = ctx.get(ref.r_data) if read else None
     data = rng.randrange(1 << width)
     for f in (dut, ref):
         ctx.set(f.w_data, data)
@@ -44,13 +56,11 @@ def run(m, tb) -> None:
     sim.run()
 
 
-@pytest.mark.parametrize(("registered_head", "registered_one", "lazy_head"),
-                         [(False, False, False), (True, False, False), (True, True, False),
-                          (True, False, True), (True, True, True)])
+@pytest.mark.parametrize(("registered_head", "registered_one", "lazy_head", "free_head"), CONFIGS)
 @pytest.mark.parametrize("depth,p_write,p_read", [(2, 0.5, 0.5), (16, 0.8, 0.3), (16, 0.5, 0.5)])
 def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: float,
                                           registered_head: bool, registered_one: bool,
-                                          lazy_head: bool) -> None:
+                                          lazy_head: bool, free_head: bool) -> None:
     """Phases of 150 cycles alternate (p_write, p_read) with (p_read, p_write): fills and
     drains. With ``registered_head`` (``r_data`` from a register loaded a cycle ahead) too,
     with ``registered_one`` (its "one entry" flag a flip-flop; ``copy_error`` checks it) and
@@ -58,7 +68,9 @@ def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: fl
     width = 12
     m = Module()
     m.submodules.dut = dut = UnguardedFIFO(width, depth, registered_head=registered_head,
-                                           registered_one=registered_one, lazy_head=lazy_head)
+                                           registered_one=registered_one, lazy_head=lazy_head,
+                                           free_head=free_head)
+    last = [None] if lazy_head else None
     m.submodules.ref = ref = SyncFIFO(width=width, depth=depth)
     rng = random.Random(depth * 100 + int(10 * p_write))
     seen = {"full": 0, "empty": 0, "reads": 0}
@@ -74,7 +86,7 @@ def test_matches_syncfifo_cycle_for_cycle(depth: int, p_write: float, p_read: fl
             write = level < depth and rng.random() < pw
             read = bool(ctx.get(ref.r_rdy)) and rng.random() < pr
             seen["reads"] += read
-            await check_and_drive(ctx, dut, ref, rng, width, write, read)
+            await check_and_drive(ctx, dut, ref, rng, width, write, read, last)
 
     run(m, tb)
     assert seen["full"] and seen["empty"] and seen["reads"] > 300
@@ -91,6 +103,8 @@ def test_construction_validation() -> None:
         UnguardedFIFO(8, 4, registered_one=True)
     with pytest.raises(ValueError, match="lazy_head needs registered_head"):
         UnguardedFIFO(8, 4, lazy_head=True)
+    with pytest.raises(ValueError, match="free_head needs registered_head"):
+        UnguardedFIFO(8, 4, free_head=True)
 
 
 def test_registered_head_read_address_and_ready_are_flip_flops() -> None:
@@ -135,12 +149,11 @@ def test_lazy_head_keeps_r_en_out_of_the_head_registers(lazy_head: bool) -> None
     assert min_flops_between(fifo, ["r_en"], wide) == (2 if lazy_head else 1)
 
 
-@pytest.mark.parametrize(("registered_head", "registered_one", "lazy_head"),
-                         [(False, False, False), (True, False, False), (True, True, False),
-                          (True, False, True), (True, True, True)])
+@pytest.mark.parametrize(("registered_head", "registered_one", "lazy_head", "free_head"), CONFIGS)
 @pytest.mark.parametrize("depth", [2, 4, 16])
 def test_zero_one_two_entries_every_enable_pair(depth: int, registered_head: bool,
-                                                registered_one: bool, lazy_head: bool) -> None:
+                                                registered_one: bool, lazy_head: bool,
+                                                free_head: bool) -> None:
     """The bypasses' corner cases, against ``SyncFIFO(fwft=True)`` cycle for cycle: random
     enables (write, read, both, neither) while the FIFO holds 0, 1 or 2 entries (writes only
     below 3, or below ``depth``), until every allowed pair of enables has been seen at each of
@@ -148,7 +161,9 @@ def test_zero_one_two_entries_every_enable_pair(depth: int, registered_head: boo
     width = 10
     m = Module()
     m.submodules.dut = dut = UnguardedFIFO(width, depth, registered_head=registered_head,
-                                           registered_one=registered_one, lazy_head=lazy_head)
+                                           registered_one=registered_one, lazy_head=lazy_head,
+                                           free_head=free_head)
+    last = [None] if lazy_head else None
     m.submodules.ref = ref = SyncFIFO(width=width, depth=depth)
     rng = random.Random(depth)
     cap = min(3, depth)
@@ -164,7 +179,7 @@ def test_zero_one_two_entries_every_enable_pair(depth: int, registered_head: boo
             write = int(level < cap and rng.random() < 0.5)
             read = int(bool(ctx.get(ref.r_rdy)) and rng.random() < 0.5)
             seen.add((level, write, read))
-            await check_and_drive(ctx, dut, ref, rng, width, write, read)
+            await check_and_drive(ctx, dut, ref, rng, width, write, read, last)
 
     run(m, tb)
     assert want <= seen, sorted(want - seen)
@@ -187,3 +202,15 @@ def test_lazy_head_with_registered_one_selects_nxt_by_a_flip_flop(registered_one
     if registered_one:
         # multiplexers only (the bypass and the reset's): no $and with w_en, no compare
         assert set(comb_cells_between(fifo, "one", "nxt")) == {"$mux"}
+
+
+@pytest.mark.parametrize("free_head", [False, True])
+def test_free_head_keeps_w_en_out_of_the_head(free_head: bool) -> None:
+    """With ``free_head`` (the DRAM core's parsers) no cell from the write enable to the head
+    register (``r_last`` with ``lazy_head``): its select is the flip-flop ``rdy`` alone, so the
+    write enable reaches ``produce``, ``rdy``, ``one`` and the LUT RAM only. Without it (db90a43's
+    DRAM parsers) ``w_en & ~rdy`` picks every head bit (``v_push`` -> ``desc_fifo.r_last``,
+    8.32-8.56 ns at session 44's seeds 1 / 2): the before-case."""
+    fifo = UnguardedFIFO(94, 16, registered_head=True, registered_one=True, lazy_head=True,
+                         free_head=free_head)
+    assert bool(sum(comb_cells_between(fifo, "w_en", "r_last").values())) != free_head  # (the head)
