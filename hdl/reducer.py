@@ -215,8 +215,10 @@ class Reducer(wiring.Component):
         m.submodules.store_port = arb = CommandArbiter(W, store.address_bits,
                                                        registered_one=self.slot_memory == "dram")
         wiring.connect(m, arb.cmd, store.cmd)
+        # DRAM: the result headers read asynchronously at the done FIFO's pointer (session 45)
         m.submodules.assembler = asm = ResultAssembler(W, slots=S, max_beats=self.beats,
-                                                       hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH)
+                                                       hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH,
+                                                       header_async=self.slot_memory == "dram")
         wiring.connect(m, store.rsp, asm.rsp)
 
         head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
