@@ -53,9 +53,10 @@ class ResultAssembler(wiring.Component):
     FLAGS_IN_FLIP_FLOPS_MAX_SLOTS = FLAGS_IN_FLIP_FLOPS_MAX_SLOTS
 
     def __init__(self, data_width: int, *, slots: int, max_beats: int, hdr_c_depth: int,
-                 hdr_e_depth: int = 4, header_async: bool = False) -> None:
+                 hdr_e_depth: int = 4, header_async: bool = False, valid_next: bool = False) -> None:
         self.data_width, self.slots, self.max_beats = data_width, slots, max_beats
         self.header_async = header_async
+        self.valid_next = valid_next  # output m_valid_next: m_msg.valid's next value
         self.hdr_c_depth, self.hdr_e_depth = hdr_c_depth, hdr_e_depth
         self.tag_layout = store_tag_layout(slots)
         super().__init__({
@@ -72,6 +73,7 @@ class ResultAssembler(wiring.Component):
             "hdr_missing": Out(1),
             # a flip-flop copy (res, fin, done_level) differs from what it stands for (never)
             "copy_error": Out(1),
+            **({"m_valid_next": Out(1)} if valid_next else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -202,4 +204,7 @@ class ResultAssembler(wiring.Component):
             self.idle.eq(~r_v & (rows.level == 0) & ~h.valid & ~mid & ~self.m_msg.valid),
             self.copy_error.eq(copy_error),
         ]
+        if self.valid_next:  # the output register's valid next cycle (SkidBuffer's SKID update)
+            out_free = ~self.m_msg.valid | self.m_msg.ready
+            m.d.comb += self.m_valid_next.eq(Mux(out_free, out.skid_valid | o.valid, self.m_msg.valid))
         return m
