@@ -169,7 +169,7 @@ class WanreduceCore(wiring.Component):
         m.submodules.egress_merger = out_merger = StreamMerger(w, 2)
         wiring.connect(m, reducer.m_msg, out_merger.s_msg[0])
         wiring.connect(m, control.m_msg, out_merger.s_msg[1])
-        m.submodules.egress = egress = EgressFramer(w)
+        m.submodules.egress = egress = EgressFramer(w, mcast_late=ready_copy)  # DRAM: dst_mac choice late
         # DRAM core: a register slice in front of the framer, so the framer's tready ->
         # s_msg.ready path ends at the slice's output register and the egress merger's and the
         # result assembler's output registers are enabled from the slice's registered ready

@@ -215,8 +215,11 @@ class Reducer(wiring.Component):
         m.submodules.store_port = arb = CommandArbiter(W, store.address_bits,
                                                        registered_one=self.slot_memory == "dram")
         wiring.connect(m, arb.cmd, store.cmd)
+        # DRAM: the result headers read asynchronously at the done FIFO's pointer (session 45)
         m.submodules.assembler = asm = ResultAssembler(W, slots=S, max_beats=self.beats,
-                                                       hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH)
+                                                       hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH,
+                                                       header_async=self.slot_memory == "dram",
+                                                       valid_next=self.slot_memory == "dram")
         wiring.connect(m, store.rsp, asm.rsp)
 
         head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
@@ -273,7 +276,7 @@ class Reducer(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_msg), inp.s_msg)
         wiring.connect(m, wiring.flipped(self.reset), rst.reset)
         # DRAM: the store's memory port is the reducer's; after a memory error no result leaves
-        result_output(m, self, asm, store, width=W, dram=self.slot_memory == "dram")  # hdl/result_path.py
+        gate_err = result_output(m, self, asm, store, width=W, dram=self.slot_memory == "dram")  # hdl/result_path.py
 
         # ================= input stages (I, P) =================
         # Their registers are read directly: P's output (p) for stage 0, P's skid register and
@@ -662,7 +665,7 @@ class Reducer(wiring.Component):
         if inp.ready_copy or inp.slot_copy:  # stage I's skid enable (I's ready) and P's skid_valid, copies
             copy_err = copy_err | inp.copy_error
         if self.slot_memory == "dram":  # the DRAM store's command skid enable, a copy (cmd_ready_copy)
-            copy_err = copy_err | store.copy_error
+            copy_err = copy_err | store.copy_error | gate_err  # (and the result gate's valid_reg)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,

@@ -53,8 +53,10 @@ class ResultAssembler(wiring.Component):
     FLAGS_IN_FLIP_FLOPS_MAX_SLOTS = FLAGS_IN_FLIP_FLOPS_MAX_SLOTS
 
     def __init__(self, data_width: int, *, slots: int, max_beats: int, hdr_c_depth: int,
-                 hdr_e_depth: int = 4) -> None:
+                 hdr_e_depth: int = 4, header_async: bool = False, valid_next: bool = False) -> None:
         self.data_width, self.slots, self.max_beats = data_width, slots, max_beats
+        self.header_async = header_async
+        self.valid_next = valid_next  # output m_valid_next: m_msg.valid's next value
         self.hdr_c_depth, self.hdr_e_depth = hdr_c_depth, hdr_e_depth
         self.tag_layout = store_tag_layout(slots)
         super().__init__({
@@ -71,6 +73,7 @@ class ResultAssembler(wiring.Component):
             "hdr_missing": Out(1),
             # a flip-flop copy (res, fin, done_level) differs from what it stands for (never)
             "copy_error": Out(1),
+            **({"m_valid_next": Out(1)} if valid_next else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -86,7 +89,16 @@ class ResultAssembler(wiring.Component):
         # read register (the 9.2 ns group of cut 2's placements; one cycle more latency)
         m.submodules.rows = rows = RegisteredFIFO(row, depth)
         # (buffered like ``rows``: a one-beat result waits for its row as long as a longer one)
-        m.submodules.done = done = SyncFIFOBuffered(width=AggHeaderLayout.size, depth=DONE_DEPTH)
+        # header_async (the DRAM core): ``done`` keeps only the timing (its valid, level and pops:
+        # a 1-bit FIFO), the headers are in ``done_hdr``, an unbuffered FIFO pushed and popped with
+        # it (the same entries, its head ready no later), read asynchronously from its LUT RAM at
+        # the read pointer: the pop (m_msg side: ``out.s.ready``, the rows' head, ``done.r_rdy``)
+        # no longer enables the 152-bit read register of ``done`` (seed 4's 9.25 ns group,
+        # ``out.s__ready`` -> ... -> ``assembler.s__payload`` CE, docs/benchmarks.md session 45)
+        hdr_w = AggHeaderLayout.size
+        m.submodules.done = done = SyncFIFOBuffered(width=1 if self.header_async else hdr_w, depth=DONE_DEPTH)
+        if self.header_async:
+            m.submodules.done_hdr = done_hdr = SyncFIFO(width=hdr_w, depth=DONE_DEPTH)
         m.submodules.hdr_c = hdr_c = SyncFIFO(width=AggHeaderLayout.size, depth=self.hdr_c_depth)
         m.submodules.hdr_e = hdr_e = SyncFIFO(width=AggHeaderLayout.size, depth=self.hdr_e_depth)
         m.d.comb += [
@@ -163,8 +175,16 @@ class ResultAssembler(wiring.Component):
             hdr_c.r_en.eq(fin & ~rt.read),
             self.hdr_missing.eq(fin & ~Mux(rt.read, hdr_e.r_rdy, hdr_c.r_rdy)),
             done.w_en.eq(fin),
-            done.w_data.eq(hdr),
+            done.w_data.eq(0 if self.header_async else hdr),
         ]
+        done_data = done.r_data
+        copy_error = (res != (r_v & (rt.emit | rt.read))) | (fin != (res & rt.last)) | (done_level != done.level)
+        if self.header_async:
+            m.d.comb += [done_hdr.w_en.eq(fin), done_hdr.w_data.eq(hdr), done_hdr.r_en.eq(done.r_en)]
+            done_data = done_hdr.r_data
+            # the two FIFOs hold the same entries: equal levels, and the headers' head is there
+            # whenever ``done``'s is
+            copy_error |= (done_hdr.level != done.level) | (done.r_rdy & ~done_hdr.r_rdy)
 
         # out: a result leaves once complete (its header in ``done``), through a skid buffer so
         # that m_msg's valid and payload come from flip-flops (not from the FIFOs' outputs, the
@@ -177,12 +197,14 @@ class ResultAssembler(wiring.Component):
             o.payload.data.eq(h.payload.data),
             o.payload.first.eq(h.payload.first),
             o.payload.last.eq(h.payload.last),
-            o.payload.hdr.eq(done.r_data),
+            o.payload.hdr.eq(done_data),
             h.ready.eq(o.ready & done.r_rdy),
             done.r_en.eq(o.valid & o.ready & h.payload.last),
             self.result_out.eq(self.m_msg.valid & self.m_msg.ready & self.m_msg.payload.first),
             self.idle.eq(~r_v & (rows.level == 0) & ~h.valid & ~mid & ~self.m_msg.valid),
-            self.copy_error.eq((res != (r_v & (rt.emit | rt.read))) | (fin != (res & rt.last))
-                               | (done_level != done.level)),
+            self.copy_error.eq(copy_error),
         ]
+        if self.valid_next:  # the output register's valid next cycle (SkidBuffer's SKID update)
+            out_free = ~self.m_msg.valid | self.m_msg.ready
+            m.d.comb += self.m_valid_next.eq(Mux(out_free, out.skid_valid | o.valid, self.m_msg.valid))
         return m

@@ -19,6 +19,14 @@ because untrusted data enters the store only by an R beat that raises ``error`` 
 write's failed B), and every path from an R beat to the gate's input crosses two or more
 flip-flops (``tests/test_reducer_late_parts.py``): a message depending on it offers its first
 beat two or more cycles after the beat, with the flag up the cycle before.
+
+``valid_reg`` (with ``late_error``; the DRAM reducer): ``m.valid`` is a flip-flop, loaded with
+``s_valid_next & ~``(drop's next value), ``s_valid_next`` (an input) being ``s.valid``'s next
+value (the assembler's output register's): the AND of ``s.valid`` and ``drop_r`` is no longer
+between those flip-flops and the egress merger's arbitration (``gate.drop_r`` ->
+``out.m__valid`` -> ``egress_merger.sel`` -> the assembler's output register enables, 8.82 ns at
+session 44's seed 4; docs/benchmarks.md session 45). The same value every cycle: ``copy_error``
+(an output with the option) compares it with ``s.valid & ~drop``.
 """
 
 from __future__ import annotations
@@ -36,10 +44,14 @@ class ResultGate(wiring.Component):
     """``s`` -> ``m`` (message streams of ``data_width``), messages starting while ``error`` is
     set dropped whole; ``sent`` / ``withheld``: one strobe per message passed / dropped."""
 
-    def __init__(self, data_width: int, *, late_error: bool = False) -> None:
+    def __init__(self, data_width: int, *, late_error: bool = False, valid_reg: bool = False) -> None:
+        if valid_reg and not late_error:
+            raise ValueError("valid_reg needs late_error")
         self.late_error = late_error  # decide on ``error`` a cycle late, the drop a flip-flop
+        self.valid_reg = valid_reg  # m.valid a flip-flop, from s_valid_next (module docstring)
         super().__init__({"s": In(message_stream(data_width)), "m": Out(message_stream(data_width)),
-                          "error": In(1), "sent": Out(1), "withheld": Out(1)})
+                          "error": In(1), "sent": Out(1), "withheld": Out(1),
+                          **({"s_valid_next": In(1), "copy_error": Out(1)} if valid_reg else {})})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -52,10 +64,17 @@ class ResultGate(wiring.Component):
             # drop(t) = inside(t) ? the message's decision : error(t - 1), as a flip-flop: at the
             # first beat's take the decision is drop itself, held by not reloading it (no held)
             drop = Signal(name="drop_r")
-            m.d.sync += drop.eq(Mux(Mux(take, ~s.payload.last, inside), drop, self.error))
+            drop_next = Mux(Mux(take, ~s.payload.last, inside), drop, self.error)
+            m.d.sync += drop.eq(drop_next)
+        o_valid = s.valid & ~drop
+        if self.valid_reg:
+            valid_r = Signal(name="valid_r")
+            m.d.sync += valid_r.eq(self.s_valid_next & ~drop_next)
+            m.d.comb += self.copy_error.eq(valid_r != o_valid)
+            o_valid = valid_r
         m.d.comb += [
             o.payload.eq(s.payload),
-            o.valid.eq(s.valid & ~drop),
+            o.valid.eq(o_valid),
             s.ready.eq(o.ready | drop),
             self.sent.eq(take & s.payload.first & ~drop),
             self.withheld.eq(take & s.payload.first & drop),

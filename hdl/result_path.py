@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -31,25 +31,29 @@ __all__ = ["EmitterLink", "connect_emitter", "connect_probe", "emitter_state_lay
 
 
 def result_output(m: Module, top: wiring.Component, asm: wiring.Component, store: wiring.Component, *,
-                  width: int, dram: bool) -> None:
+                  width: int, dram: bool) -> Value:
     """The assembled results (``asm.m_msg``) out through ``top``'s ``m_msg``, ``result_out`` one
     strobe per result; ``dram``: the store's AXI4 port is ``top``'s, and after a memory error no
     result leaves (``ResultGate``: ``mem_error``, ``result_withheld``). With ``dram`` the two
     strobes come a cycle after the result's first beat (flip-flops: the gate's drop decision ->
     the egress merger's ready -> the take ran on into the control block's 32-bit counters, the
-    Versa DRAM build's core path, 9.91 ns at session 36's seed 2); the counters count the same."""
+    Versa DRAM build's core path, 9.91 ns at session 36's seed 2); the counters count the same.
+    With ``dram`` the gate's valid is a flip-flop (``valid_reg``, from ``asm.m_valid_next``).
+    Returns the gate's ``copy_error`` (0 without ``dram``)."""
     if dram:
         axi4_forward(m, store, top, AXI_PREFIX)
-        m.submodules.gate = gate = ResultGate(width, late_error=True)
+        m.submodules.gate = gate = ResultGate(width, late_error=True, valid_reg=True)
         wiring.connect(m, asm.m_msg, gate.s)
+        m.d.comb += gate.s_valid_next.eq(asm.m_valid_next)
         wiring.connect(m, gate.m, wiring.flipped(top.m_msg))
         sent_r, withheld_r = Signal(name="sent_r"), Signal(name="withheld_r")
         m.d.sync += [sent_r.eq(gate.sent), withheld_r.eq(gate.withheld)]
         m.d.comb += [gate.error.eq(store.mem_error), top.mem_error.eq(store.mem_error),
                      top.result_out.eq(sent_r), top.result_withheld.eq(withheld_r)]
-    else:
-        wiring.connect(m, asm.m_msg, wiring.flipped(top.m_msg))
-        m.d.comb += top.result_out.eq(asm.result_out)
+        return gate.copy_error
+    wiring.connect(m, asm.m_msg, wiring.flipped(top.m_msg))
+    m.d.comb += top.result_out.eq(asm.result_out)
+    return Const(0)
 
 
 def connect_emitter(m: Module, emit: object, *, queue: object, arb: object, asm: object, tag_rd: object,

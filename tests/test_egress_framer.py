@@ -17,6 +17,7 @@ from amaranth.back import verilog
 from amaranth.sim import Simulator
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from stream_helpers import comb_cells_table
 
 from wanreduce import wire
 from wanreduce.hdl.egress_framer import EgressFramer
@@ -85,11 +86,11 @@ class Run:
     """Drive an EgressFramer with ``msgs`` under random idle/backpressure; collect frames."""
 
     def __init__(self, width: int, msgs: list[dict], cfg: dict, p_valid: float, p_ready: float,
-                 seed: int) -> None:
+                 seed: int, mcast_late: bool = False) -> None:
         self.width, self.msgs, self.cfg = width, msgs, cfg
         self.p_valid, self.p_ready = p_valid, p_ready
         self.rng = random.Random(seed)
-        self.dut = EgressFramer(width)
+        self.dut = EgressFramer(width, mcast_late=mcast_late)
         self.frames: list[bytes] = []
         self.beats: list[tuple[int, int, int, int]] = []  # (cycle, tkeep, tlast, tuser)
         self.first_in_cycle: int | None = None  # first cycle s_msg.valid was high
@@ -204,25 +205,47 @@ def test_jumbo_max_elements_w512() -> None:
     Run(512, msgs, cfg, 0.9, 0.9, 7).run().check()
 
 
+@pytest.mark.parametrize("mcast_late", [False, True])
 @pytest.mark.parametrize("width", [64, 512])
-def test_multicast_destination_mac(width) -> None:
+def test_multicast_destination_mac(width, mcast_late) -> None:
     rng = random.Random(8)
     cfg = random_config(rng, multicast=True)
     msgs = [random_message(rng, width, c) for c in (1, 5, 17)]
-    run = Run(width, msgs, cfg, 0.8, 0.8, 8).run()
+    run = Run(width, msgs, cfg, 0.8, 0.8, 8, mcast_late=mcast_late).run()
     run.check()
     for f in run.frames:
         assert int.from_bytes(f[:6], "big") == wire.multicast_mac(cfg["dst_ip"])
         assert f[0] == 0x01 and f[1] == 0x00 and f[2] == 0x5E
 
 
-def test_zero_dst_mac_with_unicast_ip_kept_zero() -> None:
+@pytest.mark.parametrize("mcast_late", [False, True])
+def test_zero_dst_mac_with_unicast_ip_kept_zero(mcast_late) -> None:
     rng = random.Random(9)
     cfg = random_config(rng)
     cfg["dst_mac"], cfg["dst_ip"] = 0, 0x0A000001
-    run = Run(64, [random_message(rng, 64, 3)], cfg, 1.0, 1.0, 9).run()
+    run = Run(64, [random_message(rng, 64, 3)], cfg, 1.0, 1.0, 9, mcast_late=mcast_late).run()
     run.check()
     assert run.frames[0][:6] == bytes(6)
+
+
+@pytest.mark.parametrize("mcast_late", [False, True])
+def test_multicast_choice_is_not_after_the_dst_mac_input(mcast_late) -> None:
+    """``mcast_late`` (the DRAM core): the first configuration stage registers ``dst_mac`` as it
+    is (no cell between the input and ``cfg_a_dst_mac``) and its zero compare into a flip-flop
+    of its own (``cfg_a_dst_mac_zero``); the multicast choice sits between ``cfg_a`` and
+    ``cfg_b`` without the compare (`core.dst_mac` -> the compare -> the LSR of the
+    `egress.cfg_a_dst_mac` flip-flops, 8.10 ns at session 44's seed 4). Without it (the RTL as
+    before) compare and choice are in front of ``cfg_a_dst_mac``. Same frames: the tests above
+    and test_config_change_during_stall_gives_whole_headers with the option."""
+    dut = EgressFramer(64, mcast_late=mcast_late)
+    srcs, regs = ["dst_mac", "cfg_a_dst_mac", "cfg_a_dst_ip"], ["cfg_a_dst_mac", "cfg_b_dst_mac"]
+    table = comb_cells_table(dut, srcs, regs + (["cfg_a_dst_mac_zero"] if mcast_late else []))
+    compare_and_choice = {"$logic_not": 1, "$and": 1, "$mux": 1}  # dst_mac == 0, & the group, Mux
+    assert table["dst_mac", "cfg_a_dst_mac"] == ({} if mcast_late else compare_and_choice)
+    assert table["cfg_a_dst_mac", "cfg_b_dst_mac"] == ({"$mux": 1} if mcast_late else {})
+    assert bool(table["cfg_a_dst_ip", "cfg_b_dst_mac"]) == mcast_late
+    if mcast_late:
+        assert table["dst_mac", "cfg_a_dst_mac_zero"] == {"$logic_not": 1}
 
 
 @pytest.mark.parametrize("width", [64, 128, 256, 512])
@@ -385,8 +408,9 @@ def test_verilog_conversion_w512() -> None:
 # Configuration changes while a frame is held up by the sink (issue 12, RTL bug 1)
 
 
-@pytest.mark.parametrize("width", [64, 128, 256, 512])
-def test_config_change_during_stall_gives_whole_headers(width) -> None:
+@pytest.mark.parametrize(("width", "mcast_late"), [(64, False), (128, False), (256, False), (512, False),
+                                                  (64, True), (512, True)])
+def test_config_change_during_stall_gives_whole_headers(width, mcast_late) -> None:
     """Every frame's header comes from one configuration snapshot, whatever the sink does.
 
     The core's scenario: a CONTROL reply (4 operations) is being framed, the sink takes the
@@ -395,13 +419,14 @@ def test_config_change_during_stall_gives_whole_headers(width) -> None:
     Each frame must equal the frame built from the old configuration or from the new one (so
     its IPv4 checksum is valid and its destination is one whole address), and it is the new one
     exactly when the message's first beat arrived ``CONFIG_LATENCY`` or more cycles after the
-    change.
+    change. ``mcast_late``: the new configuration is a multicast one (``dst_mac`` 0), so the
+    change also switches the multicast choice made a stage later.
     """
     rng = random.Random(width)
-    old, new = random_config(rng), random_config(rng)
+    old, new = random_config(rng), random_config(rng, multicast=mcast_late)
     layout = message_beat_layout(width)
     nbytes = width // 8
-    dut = EgressFramer(width)
+    dut = EgressFramer(width, mcast_late=mcast_late)
     cases = [(k, stall, at) for k in range(header_beats(width) + 3) for stall in range(1, 7)
              for at in range(stall)]
     failures: list[str] = []

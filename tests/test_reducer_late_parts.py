@@ -647,25 +647,33 @@ def test_the_result_gate_reads_no_error_within_a_cycle_with_dram() -> None:
     valid nor its input ready reads the error, the message's state or the decision's mux within
     a cycle (before: `error`, `inside`, `held`). Exact as the gate's docstring says: the flag
     rises a cycle after an R beat, and no R beat reaches the gate's input in fewer than two
-    cycles (so a message depending on it is decided on the flag already up)."""
+    cycles (so a message depending on it is decided on the flag already up). Since session 45
+    the gate's output valid is one flip-flop (``valid_r``, ``ResultGate(valid_reg=True)``): not
+    the AND of the assembler's output valid and ``drop_r`` (`gate.drop_r` -> `out.m__valid` ->
+    the egress merger's select -> the assembler's output register enables, 8.82 ns at session
+    44's seed 4); ``copy_error`` compares it with that AND every cycle."""
     dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory="dram", outstanding=8, index_bits=3)
-    for wire, allowed in (("m_msg__valid", {"drop_r"}), ("gate.s__ready", {"drop_r", "m_msg__ready"})):
+    sources, _ = comb_cone(dut, "m_msg__valid")
+    assert sources == {"gate.valid_r"}, sorted(sources)
+    for wire, allowed in (("gate.s__ready", {"drop_r", "m_msg__ready"}),):
         sources, _ = comb_cone(dut, wire)
         gate_srcs = {s for s in sources if s.startswith("gate.")} | (sources & {"drop_r", "m_msg__ready"})
         assert not sources & {"gate.error", "gate.inside", "gate.held", "store.mem_error"}, (wire, sorted(sources))
         assert "gate.drop_r" in sources and gate_srcs <= {f"gate.{a}" for a in allowed} | allowed, (wire, gate_srcs)
     r_beat = [f"m_axi_mem_r{x}" for x in ("valid", "data", "resp", "last", "id")]
     assert min_flops_between(dut, r_beat, ["mem_error"]) == 1
-    assert min_flops_between(dut, r_beat, ["gate.s__valid", "gate.s__payload"]) >= 2
+    assert min_flops_between(dut, r_beat, ["gate.s__valid", "gate.s__payload", "m_msg__valid"]) >= 2
 
 
-@pytest.mark.parametrize("late_error", [False, True])
-def test_result_gate_drops_whole_messages_on_the_error_at_their_first_beat(late_error: bool) -> None:
+@pytest.mark.parametrize(("late_error", "valid_reg"), [(False, False), (True, False), (True, True)])
+def test_result_gate_drops_whole_messages_on_the_error_at_their_first_beat(late_error: bool,
+                                                                            valid_reg: bool) -> None:
     """``ResultGate`` against a reference, random messages, valid, ready and ``error`` (not
     sticky, to reach every case): a message is dropped whole iff ``error`` was set at its first
     beat's take (``late_error``: in the cycle before it), its beats passed untouched otherwise;
-    ``sent`` / ``withheld`` strobe once per message, at its first beat."""
-    dut = ResultGate(64, late_error=late_error)
+    ``sent`` / ``withheld`` strobe once per message, at its first beat. ``valid_reg``: the same,
+    ``m.valid`` a flip-flop from ``s_valid_next`` (the next cycle's offer), ``copy_error`` never."""
+    dut = ResultGate(64, late_error=late_error, valid_reg=valid_reg)
     rng = random.Random(16 + late_error)
     msgs = [[(rng.getrandbits(64), b == 0, b == n - 1) for b in range(n)]
             for n in (rng.randint(1, 4) for _ in range(150))]
@@ -673,9 +681,14 @@ def test_result_gate_drops_whole_messages_on_the_error_at_their_first_beat(late_
 
     async def tb(ctx) -> None:
         i, err_before, drop, out, want, strobes = 0, 0, 0, [], [], []
+        offer = False  # (after reset nothing is offered: s.valid is a flip-flop's with valid_reg)
         while i < len(beats):
-            offer, ready, err = rng.random() < 0.7, rng.random() < 0.6, int(rng.random() < 0.3)
+            offer_next, ready, err = rng.random() < 0.7, rng.random() < 0.6, int(rng.random() < 0.3)
+            if not valid_reg:
+                offer = offer_next
             data, first, last = beats[i]
+            if valid_reg:
+                ctx.set(dut.s_valid_next, offer_next)
             ctx.set(dut.s.valid, offer)
             ctx.set(dut.s.payload.data, data)
             ctx.set(dut.s.payload.first, first)
@@ -695,6 +708,9 @@ def test_result_gate_drops_whole_messages_on_the_error_at_their_first_beat(late_
                 i += 1
             if ctx.get(dut.m.valid) and ready:
                 out.append(ctx.get(dut.m.payload.data))
+            if valid_reg:
+                assert not ctx.get(dut.copy_error)
+                offer = offer_next
             err_before = err
             await ctx.tick()
         assert out == want and sum(s for s, _ in strobes) + sum(w for _, w in strobes) == len(msgs)

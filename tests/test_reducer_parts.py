@@ -19,6 +19,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from stream_helpers import (
     Port,
+    _yosys_on,
     comb_cells_between,
     comb_cells_table,
     comb_cone,
@@ -624,20 +625,24 @@ def test_result_emitter_start_is_decided_a_cycle_ahead(seed, split) -> None:
     run_testbench(dut, tb)
 
 
+@pytest.mark.parametrize("header_async", [False, True])
 @pytest.mark.parametrize("flags", ["flip-flops", "block RAM"])
 @pytest.mark.parametrize(("width", "seed"), [(64, 1), (256, 2)])
-def test_result_assembler_sticky_overflow_and_order(width, seed, flags, monkeypatch) -> None:
+def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_async, monkeypatch) -> None:
     """Random slot-store responses (contribution rows, emitting rows, READ rows; random gaps and
     ``m_msg`` backpressure): every result leaves whole and in order, with its source's header,
     its rows, first/last, and OVERFLOW = the slot's sticky flag after its last row (restarted by
     a WRITE, set by an ADD's overflow); nothing is dropped or missing. With the flags in flip-flops
     (S <= 256) and in block RAM (the limit lowered: a message's rows on one slot back to back
-    need the read port's transparency to stage R's write)."""
+    need the read port's transparency to stage R's write). With ``header_async`` (the DRAM
+    core's headers in an unbuffered FIFO beside ``done``) too, ``copy_error`` checking that the
+    two FIFOs hold the same entries."""
     if flags == "block RAM":
         monkeypatch.setattr(ResultAssembler, "FLAGS_IN_FLIP_FLOPS_MAX_SLOTS", 1)
     rng = random.Random(seed)
     slots, max_beats = 8, 5
-    dut = ResultAssembler(width, slots=slots, max_beats=max_beats, hdr_c_depth=8, hdr_e_depth=8)
+    dut = ResultAssembler(width, slots=slots, max_beats=max_beats, hdr_c_depth=8, hdr_e_depth=8,
+                          header_async=header_async)
     tagl = dut.tag_layout
     rsps, hdrs, expect = [], [], []  # responses; (source, header) pushes; (header, rows, ovf)
     sticky = [0] * slots
@@ -717,6 +722,21 @@ def test_result_assembler_done_push_is_a_flip_flop() -> None:
     assert comb_cone(dut, "done.w_en")[0] == {"fin"}
 
 
+@pytest.mark.parametrize("header_async", [False, True])
+def test_result_assembler_pop_enables_no_header_register(header_async) -> None:
+    """With ``header_async`` (the DRAM core) the result's pop (``out.s.ready`` -> the rows' head
+    -> ``done.r_rdy`` -> ``done.r_en``) enables no read register of headers: the headers are read
+    asynchronously at a pointer the pop advances (seed 4's 9.25 ns group, ``out.s__ready`` ->
+    the 152-bit ``done`` read register's clock enable, docs/benchmarks.md session 45). Without
+    it (the on-chip cores, RTL unchanged) the pop still enables the 152-bit read port."""
+    dut = ResultAssembler(64, slots=16, max_beats=4, hdr_c_depth=8, header_async=header_async)
+    stop = "-$dff,$memrd,$memrd_v2"
+    (text,) = _yosys_on(dut, f"select -set fwd w:out.s__ready %co*:{stop}; "
+                             f"tee -q -o ends.txt dump @fwd %co1 t:$memrd_v2 %i", "ends.txt")
+    widths = [int(w) for w in re.findall(r"parameter \\WIDTH (\d+)", text)]
+    assert widths == ([] if header_async else [152]), widths
+
+
 def test_result_assembler_flags_do_not_grow_with_slots() -> None:
     """Above ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` the sticky overflow flags are a block RAM, so the
     assembler's registers do not grow with S (docs/large_slots.md; with one flip-flop per slot
@@ -731,16 +751,18 @@ def test_result_assembler_flags_do_not_grow_with_slots() -> None:
     assert re.search(r"memory width 1 size 4096 \\ovf\b", text), "no 4096 x 1 memory for the flags"
 
 
+@pytest.mark.parametrize("header_async", [False, True])
 @pytest.mark.parametrize("beats", [1, 3])
-def test_result_assembler_one_result_beat_per_cycle(beats) -> None:
+def test_result_assembler_one_result_beat_per_cycle(beats, header_async) -> None:
     """Emitting results of ``beats`` rows back to back, ``m_msg`` always ready: after the first
     one, a beat leaves every cycle (``rsp.ready`` never drops; the ``done`` FIFO has room for the
     headers in flight however long the rows take to reach the output); a result's first beat
     leaves 4 cycles after its last response (stage R, the ``done`` FIFO, the output skid
     buffer), but not before 5 cycles after its first (stage R, the data FIFO and its head
-    registers, the output skid buffer: one cycle more than with the head in block RAM)."""
+    registers, the output skid buffer: one cycle more than with the head in block RAM). The
+    same cycles with ``header_async``."""
     n = 40
-    dut = ResultAssembler(64, slots=4, max_beats=8, hdr_c_depth=8)
+    dut = ResultAssembler(64, slots=4, max_beats=8, hdr_c_depth=8, header_async=header_async)
     tagl = dut.tag_layout
 
     async def tb(ctx):
