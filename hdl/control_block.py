@@ -59,6 +59,11 @@ class ControlBlock(wiring.Component):
     ``read_group`` register is 0 unless its hit flag is set and the reply ORs them: no group
     index (``read_gidx`` -> the reply, 8.29 ns at seed 2; docs/benchmarks.md session 43). The
     same cycles as the other cores (a read's value from the same registers, the same states).
+    Also with ``"dram"`` the output ``cfg_written`` (``cfg_strobe``): a flip-flop, high in each
+    cycle after EXEC wrote a GROUP or JOB_CFG register (the first cycle ``group_bitmap`` /
+    ``job_cfg`` show the written value; a write of the value they hold too). The reducer's early
+    decode holds a beat on it instead of comparing those 128+ bits with its registered copies
+    (``InputStages(cfg_strobe=True)``, docs/benchmarks.md session 45).
     """
 
     def __init__(
@@ -74,6 +79,9 @@ class ControlBlock(wiring.Component):
         # the read mux's select per group of 8 registers (class docstring): the DRAM build's core
         # clock (docs/benchmarks.md, session 42)
         self.split_read = slot_memory == "dram"
+        # a GROUP / JOB_CFG write as a strobe (class docstring): the DRAM build's core clock
+        # (`group_bitmap` -> the reducer's `inputs.cfg_changed`, 8.86 ns, main db90a43's seed 2)
+        self.cfg_strobe = slot_memory == "dram"
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -94,6 +102,7 @@ class ControlBlock(wiring.Component):
                 "group_bitmap": Out(data.ArrayLayout(32, groups)),
                 "job_cfg": Out(data.ArrayLayout(JobCfgLayout, jobs)),
                 "reset": Out(stream.Signature(ResetLayout(jobs))),
+                **({"cfg_written": Out(1)} if self.cfg_strobe else {}),
                 "head": In(data.ArrayLayout(32, jobs)),
                 # JOBj_PROBE_BITMAP: the job and chunk to inspect, and the reducer's answer
                 # (probe_ok: probe_bitmap is the answer for this job and chunk)
@@ -406,6 +415,10 @@ class ControlBlock(wiring.Component):
         # first level of the read mux, READBACK stores the register's new value into the reply
         # and decodes the next operation of the beat (the beat's data is shifted by one
         # operation, so the next operation is always in its second 64 bits).
+        if self.cfg_strobe:  # high only in the cycle after a write of one of them (EXEC, below)
+            cfg_addrs = [regs.group(g) for g in range(self.groups)] + [regs.job_cfg(j) for j in range(self.jobs)]
+            assert all(a in writable for a in cfg_addrs)
+            m.d.sync += self.cfg_written.eq(0)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.s_msg.ready.eq(1)
@@ -444,6 +457,8 @@ class ControlBlock(wiring.Component):
                     for a, sig in writable.items():
                         with m.If(we[a]):
                             m.d.sync += sig.eq(value)
+                    if self.cfg_strobe:  # the write enables of the GROUP / JOB_CFG registers
+                        m.d.sync += self.cfg_written.eq(Cat(*[we[a] for a in cfg_addrs]).any())
                     with m.If(we_max_el):
                         # clamp to the core's E: the parsers cannot take more
                         m.d.sync += max_el.eq(Mux(clamp, self.elements, value))

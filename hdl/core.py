@@ -162,6 +162,8 @@ class WanreduceCore(wiring.Component):
             axi4_forward(m, reducer, self, "m_axi_mem")
             m.d.comb += [control.mem_error.eq(reducer.mem_error),
                          control.result_withheld.eq(reducer.result_withheld)]
+        if self.slot_memory == "dram":  # the GROUP / JOB_CFG write strobe (the reducer's early decode)
+            m.d.comb += reducer.cfg_written.eq(control.cfg_written)
         if self.slot_memory == "records":  # the record path's own errors: STATUS.RECORD_ERROR
             m.d.comb += [control.record_error.eq(reducer.record_error),
                          control.record_counters.eq(reducer.record_counters)]

@@ -41,7 +41,7 @@ from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.wiring import In, Out
 
 from .command_arbiter import CMD_DEPTH, CommandArbiter
 from .decision import (
@@ -174,6 +174,9 @@ class Reducer(wiring.Component):
                                        **{**DRAM_STORE_DEFAULTS, **dram})
             mem = {n: mb for n, mb in self.store.signature.members.items() if n.startswith(AXI_PREFIX + "_")}
             mem |= {"mem_error": Out(1), "result_withheld": Out(1)}
+            # the control block's GROUP / JOB_CFG write strobe (ControlBlock.cfg_written): high
+            # in each cycle group_bitmap / job_cfg differ from the last cycle's (early_decode's hold)
+            mem |= {"cfg_written": In(1)}
         else:
             self.store = OnChipSlotStore(data_width, slots=slots, row_bits=self.row_bits)
             mem = {}
@@ -255,8 +258,10 @@ class Reducer(wiring.Component):
         entry_layout = queue.entry_layout
         mask_d, mask_r = Signal(S), Signal(S)  # the decided entry's slots (its slot, its run)
         m.submodules.emitter = emit
-        # above S 16 the reset's slot from a register, dropped from stage 1's pending bit after its select
-        reset_ahead = not self.words and S > SLOT_REGISTER_MAX_SLOTS  # hdl/window_reset.py
+        # above S 16 the reset's slot from a register, dropped from stage 1's pending bit after its select;
+        # DRAM at every S (`window_reset.base` -> base + idx -> the clear mask -> the pending bits /
+        # stage 1's, 8.04-8.75 ns at main db90a43's seeds 1 / 3, session 45)
+        reset_ahead = not self.words and (S > SLOT_REGISTER_MAX_SLOTS or self.slot_memory == "dram")  # hdl/window_reset.py
         m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs, slot_register=reset_ahead)
         m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words,
                                               shared_port=probe_shares,
@@ -266,13 +271,16 @@ class Reducer(wiring.Component):
                                                 start_at_i=not self.words and S > START_AT_P_MAX_SLOTS,
                                                 region_at_cfg=region_cfg,
                                                 ready_copy=self.slot_memory == "dram",
-                                                slot_copy=split_read, early_decode=self.slot_memory == "dram")
+                                                slot_copy=split_read, early_decode=self.slot_memory == "dram",
+                                                cfg_strobe=self.slot_memory == "dram")
         m.d.comb += [
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
         ]
         wiring.connect(m, cfg.cfg, inp.cfg)
         if inp.early_decode:  # what the configuration registers load next (its change holds I's beat a cycle)
             m.d.comb += [inp.job_cfg_in.eq(self.job_cfg), inp.group_bitmap_in.eq(self.group_bitmap)]
+        if inp.cfg_strobe:  # ... marked by the control block's write strobe, not a compare
+            m.d.comb += inp.cfg_written.eq(self.cfg_written)
         wiring.connect(m, wiring.flipped(self.s_msg), inp.s_msg)
         wiring.connect(m, wiring.flipped(self.reset), rst.reset)
         # DRAM: the store's memory port is the reducer's; after a memory error no result leaves
@@ -349,10 +357,15 @@ class Reducer(wiring.Component):
         # DRAM (vector pending): stage P's output register loads from a take of its own (take_p ==
         # take: hold_t == ~adv, room_t == room, from inverted copies), one LUT from flip-flops
         # that drive little else; take's LUTs from adv (hundreds of loads) and room were two
-        # levels before the 6-ns enable net of P's register (10.14 ns at session 38's seed 2)
+        # levels before the 6-ns enable net of P's register (10.14 ns at session 38's seed 2).
+        # With the gap room_t is room & nlast1 (room_cn loads the FIFOs' room and nlast1's next
+        # value, take choosing last): `nlast1` -> P's enable was 8.79 ns at main db90a43's seed 5
+        # (session 45); copy_error checks room_t == room & nlast1
         room, _, _, room_t = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv,
                                         pop=q_pop, levels=[(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)],
-                                        v1=v1, v2=v2, take=take, copy=own_take)
+                                        v1=v1, v2=v2, take=take, copy=own_take,
+                                        # nlast1's next value (below) with take 1 / 0
+                                        copy_gate=(~Mux(adv, f.last, v1 & last1), ~(~adv & v1 & last1)) if gap else None)
         # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
         # of their own. Inverted: yosys merges identical flip-flops.
@@ -363,7 +376,7 @@ class Reducer(wiring.Component):
             self.stall_queue.eq(~room),
         ]
         if own_take:
-            m.d.comb += inp.take.eq(gated(p_v & ~hold_t & room_t))
+            m.d.comb += inp.take.eq(p_v & ~hold_t & room_t)  # room_t: room & nlast1 (gap == own_take)
         if gap:  # v1 & last1 next cycle: stage 1 loads on adv (v1: take, last1: p's last)
             m.d.sync += nlast1.eq(~Mux(adv, take & f.last, v1 & last1))
         load_stage1(m, s1, p, take=take, adv=adv)
@@ -658,11 +671,12 @@ class Reducer(wiring.Component):
         if run_err is not None:
             copy_err = copy_err | run_err
         if own_take:
-            copy_err = copy_err | (room_t != room)
+            copy_err = copy_err | (room_t != (room & nlast1 if gap else room))
         if gap:  # the copies, and no decision or tag write in between at a first beat in stage 1
             copy_err = (copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
                         | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv))
-        if inp.ready_copy or inp.slot_copy:  # stage I's skid enable (I's ready) and P's skid_valid, copies
+        if inp.ready_copy or inp.slot_copy or inp.cfg_strobe:  # stage I's skid enable (I's ready), P's skid_valid,
+            # copies; the configuration write strobe (a change it missed)
             copy_err = copy_err | inp.copy_error
         if self.slot_memory == "dram":  # the DRAM store's command skid enable, a copy (cmd_ready_copy)
             copy_err = copy_err | store.copy_error | gate_err  # (and the result gate's valid_reg)

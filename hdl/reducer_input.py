@@ -104,16 +104,28 @@ class InputStages(wiring.Component):
     ``group_bitmap_in``, what ``ReducerConfig`` registers) marks the others, and P takes no beat
     from I in them (the beat waits in I a cycle and decodes as it would have, the
     ``region_at_cfg`` hold). Inputs ``job_cfg_in`` / ``group_bitmap_in`` with it.
+    ``cfg_strobe`` (with ``early_decode``): ``cfg_changed`` loads the input ``cfg_written``
+    instead of that 128+-bit compare of the control block's registers, across the chip, with
+    the configuration's copies (``group_bitmap`` -> ``cfg_changed``, 8.86 ns, main db90a43
+    placed at seed 2; docs/benchmarks.md session 45). ``cfg_written`` is high in every cycle in
+    which ``group_bitmap_in`` / ``job_cfg_in`` differ from the last cycle's (the control block's
+    write strobe of those registers, ``ControlBlock.cfg_written``; it may be high in others: a
+    hold a cycle longer, still exact). The compare stays as ``cfg_changed_cmp`` for
+    ``copy_error`` alone (``cfg_changed_cmp & ~cfg_changed``: a change the strobe missed); no
+    hardware reads it in the core.
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  vectors: bool = True, records: bool = False, start_at_i: bool = False,
                  region_at_cfg: bool = False, ready_copy: bool = False, slot_copy: bool = False,
-                 early_decode: bool = False) -> None:
+                 early_decode: bool = False, cfg_strobe: bool = False) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs, self.vectors, self.records = groups, jobs, vectors, records
         self.start_at_i, self.region_at_cfg, self.ready_copy = start_at_i, region_at_cfg, bool(ready_copy)
         self.slot_copy, self.early_decode = bool(slot_copy), bool(early_decode)
+        self.cfg_strobe = bool(cfg_strobe)
+        if self.cfg_strobe and not self.early_decode:
+            raise ValueError("cfg_strobe is early_decode's hold")
         self.in_layout = input_beat_layout(data_width, slots, elements, start=start_at_i)
         self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors, records)
         super().__init__({
@@ -123,6 +135,7 @@ class InputStages(wiring.Component):
             "cfg": In(config_signature(slots=slots, groups=groups, jobs=jobs, regions=region_at_cfg)),
             **({"job_cfg_in": In(data.ArrayLayout(JobCfgLayout, jobs)),
                 "group_bitmap_in": In(data.ArrayLayout(32, groups))} if self.early_decode else {}),
+            **({"cfg_written": In(1)} if self.cfg_strobe else {}),
             "i_out": Out(self.in_layout),
             "i_valid": Out(1),
             "p": Out(self.dec_layout),
@@ -132,7 +145,7 @@ class InputStages(wiring.Component):
             "in_msg": Out(1),
             "empty": Out(1),
             **({"p_load_slot": Out((slots - 1).bit_length())} if self.slot_copy else {}),
-            **({"copy_error": Out(1)} if self.ready_copy or self.slot_copy else {}),
+            **({"copy_error": Out(1)} if self.ready_copy or self.slot_copy or self.cfg_strobe else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -175,7 +188,8 @@ class InputStages(wiring.Component):
         sender_ok = hi.sender_id < wire.MAX_SENDERS
         ok_mem = Signal() if self.early_decode else None  # (early_decode) sender_ok & mem_i
         if self.early_decode:
-            e_col, e_cw, cfg_chg = self._look_ahead(m, stage_i, s.payload.hdr, i_d.beat.hdr)
+            e_col, e_cw, cfg_chg, cfg_miss = self._look_ahead(m, stage_i, s.payload.hdr, i_d.beat.hdr)
+            copy_err = copy_err | cfg_miss
         with m.Switch(hi.group_id[:gb]):
             for g in range(self.groups):
                 with m.Case(g):
@@ -260,15 +274,17 @@ class InputStages(wiring.Component):
             m.d.sync += ps_vc.eq(~p_free & (stage_p.skid_valid | (stage_p.s.valid & stage_p.s.ready)))
             m.d.comb += self.p_load_slot.eq(Mux(ps_vc, stage_p.skid.slot, i_d.slot))
             copy_err = copy_err | (stage_p.m.valid & (ps_vc != stage_p.skid_valid))
-        if self.ready_copy or self.slot_copy:
+        if self.ready_copy or self.slot_copy or self.cfg_strobe:
             m.d.comb += self.copy_error.eq(copy_err)
         with m.If(accept):
             m.d.sync += [beat_cnt.eq(i_in.idx + 1), self.in_msg.eq(~s.payload.last)]
         return m
 
-    def _look_ahead(self, m: Module, stage_i: SkidBuffer, hs: data.View, hi: data.View) -> tuple[Value, Value, Value]:
+    def _look_ahead(self, m: Module, stage_i: SkidBuffer, hs: data.View,
+                    hi: data.View) -> tuple[Value, Value, Value, Value]:
         """(early_decode) ``e_col`` / ``e_cw`` for the beat in I's output register next cycle (its
-        skid register's, the input's, or its own, as it loads) and ``cfg_changed`` (class docstring)."""
+        skid register's, the input's, or its own, as it loads), ``cfg_changed`` and (cfg_strobe)
+        the strobe's miss for ``copy_error``, else 0 (class docstring)."""
         sb, jb, G = (self.slots - 1).bit_length(), bits_for(self.jobs), self.groups
         cf = self.cfg
 
@@ -291,6 +307,11 @@ class InputStages(wiring.Component):
             m.d.sync += [e_col.eq(col_o), e_cw.eq(cw_o)]
         cfg_chg = Signal(name="cfg_changed")
         lw_next = [clamp_log2_window(self.job_cfg_in[j].log2_window, sb) for j in range(self.jobs)]
-        m.d.sync += cfg_chg.eq(Cat(*[self.group_bitmap_in[g] != cf.members[g] for g in range(G)],
-                                   *[lw_next[j] != cf.log2_window[j] for j in range(self.jobs)]).any())
-        return e_col, e_cw, cfg_chg
+        chg_next = Cat(*[self.group_bitmap_in[g] != cf.members[g] for g in range(G)],
+                       *[lw_next[j] != cf.log2_window[j] for j in range(self.jobs)]).any()
+        if not self.cfg_strobe:
+            m.d.sync += cfg_chg.eq(chg_next)
+            return e_col, e_cw, cfg_chg, Const(0, 1)
+        cfg_cmp = Signal(name="cfg_changed_cmp")  # what cfg_changed stands for, checked only
+        m.d.sync += [cfg_chg.eq(self.cfg_written), cfg_cmp.eq(chg_next)]
+        return e_col, e_cw, cfg_chg, cfg_cmp & ~cfg_chg

@@ -70,11 +70,16 @@ def fifo_room_next(levels: Sequence[tuple[Value, int]], *, v1: Value, v2: Value,
 
 def stage_room(m: Module, *, count: Value, depth: int, push: Value, leave: Value, pop: Value,
                levels: Sequence[tuple[Value, int]], v1: Value, v2: Value, take: Value,
-               copy: bool = False) -> tuple[Value, Value, Value, Value | None]:
+               copy: bool = False, copy_gate: tuple[Value, Value] | None = None,
+               ) -> tuple[Value, Value, Value, Value | None]:
     """Register ``queue_room_next`` (``room_q``) and ``fifo_room_next`` (``room_c``); returns
     ``room`` (both), ``room_q``, ``room_c`` and, with ``copy``, ``room_t``: ``room`` again from
     inverted copies of both (``room_qn`` / ``room_cn``; yosys merges identical flip-flops), for
-    a consumer that should not share ``room``'s nets (else None). Named as in the reducer's
+    a consumer that should not share ``room``'s nets (else None). ``copy_gate`` (with ``copy``):
+    ``(g1, g0)``, a gate's next value when ``take`` is 1 / 0 (the DRAM reducer's ``nlast1``):
+    ``room_cn`` loads ``~(c_next & gate_next)``, so ``room_t`` is ``room`` & the gate, from two
+    flip-flops (the gate's own flip-flop no longer in front of ``room_t``'s consumer; ``take``
+    still chooses last). Named as in the reducer's
     pinned netlist (tests/test_default_rtl.py): ``room`` and ``room_q`` unnamed (``$signal``),
     ``room_c``."""
     room, room_q, room_c = Signal(name="$signal"), Signal(name="$signal"), Signal(name="room_c")
@@ -87,7 +92,13 @@ def stage_room(m: Module, *, count: Value, depth: int, push: Value, leave: Value
     if copy:
         room_qn, room_cn = Signal(name="room_qn", init=1), Signal(name="room_cn", init=1)  # room_q / room_c reset to 0
         room_t = Signal(name="room_t")
-        m.d.sync += [room_qn.eq(~q_next), room_cn.eq(~c_next)]
+        if copy_gate is None:
+            m.d.sync += [room_qn.eq(~q_next), room_cn.eq(~c_next)]
+        else:
+            g1, g0 = copy_gate
+            c1, c0 = fifo_room_next(levels, v1=v1, v2=v2, take=Const(1)), fifo_room_next(levels, v1=v1, v2=v2,
+                                                                                         take=Const(0))
+            m.d.sync += [room_qn.eq(~q_next), room_cn.eq(~Mux(take, c1 & g1, c0 & g0))]
         m.d.comb += room_t.eq(~room_qn & ~room_cn)
     return room, room_q, room_c, room_t
 

@@ -416,3 +416,56 @@ def test_status_bits_follow_their_inputs(slot_memory):
 
     sim.add_testbench(tb)
     sim.run()
+
+
+@pytest.mark.parametrize("w", [64, 256])
+def test_cfg_written_marks_every_group_and_job_cfg_write(w):
+    """With ``dram`` (``cfg_strobe``) ``cfg_written`` is high in exactly the cycles after EXEC
+    wrote a GROUP or JOB_CFG register: every cycle in which ``group_bitmap`` / ``job_cfg``
+    differ from the last cycle's is one (the reducer's early decode holds a beat on it in
+    place of comparing them, ``InputStages(cfg_strobe=True)``), a write of the value they hold
+    is one too, and writes of other registers, reads and window resets (JOB_HEAD) are none.
+    The other cores have no such output."""
+    groups, jobs = 3, 2
+    assert "cfg_written" not in ControlBlock(w, ports=1, slots=16, elements=64, groups=groups, jobs=jobs).signature.members
+    dut = ControlBlock(w, ports=1, slots=16, elements=64, groups=groups, jobs=jobs, slot_memory="dram")
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    cfg = regs.pack_job_cfg(enabled=True, log2_window=3, base=8)
+    messages = [
+        [(1, regs.group(1), 0b1011), (0, regs.group(1), 0), (1, regs.CTRL, 1)],
+        [(1, regs.job_cfg(1), cfg), (1, regs.group(1), 0b1011), (1, regs.LOCAL_IP, 5), (1, regs.group(2), 7),
+         (1, regs.group(0), 0), (1, regs.job_cfg(0), cfg ^ 1), (0, regs.job_cfg(1), 0)],
+        [(1, regs.job_head(0), 99), (1, regs.job_cfg(1), 0), (1, regs.MAX_ELEMENTS, 12), (0, regs.ID, 0)],
+    ]
+    writes = sum(op[0] and (op[1] in [regs.group(g) for g in range(groups)] + [regs.job_cfg(j) for j in range(jobs)])
+                 for msg in messages for op in msg)
+    seen = {"strobes": 0, "changes": 0, "done": False}
+
+    def state(ctx):
+        return ([ctx.get(dut.group_bitmap[g]) for g in range(groups)],
+                [ctx.get(dut.job_cfg[j].as_value()) for j in range(jobs)])
+
+    async def monitor(ctx):
+        last = state(ctx)
+        while not seen["done"]:
+            await ctx.tick()
+            now = state(ctx)
+            strobe = ctx.get(dut.cfg_written)
+            assert strobe or now == last, "a change without cfg_written"
+            seen["strobes"] += strobe
+            seen["changes"] += now != last
+            last = now
+
+    async def tb(ctx):
+        resets = []
+        for msg in messages:
+            await transact(ctx, dut, msg, w, head_ack=resets)
+        await ctx.tick().repeat(4)
+        seen["done"] = True
+        assert resets == [(0, 99)]
+
+    sim.add_testbench(monitor, background=True)
+    sim.add_testbench(tb)
+    sim.run()
+    assert seen["strobes"] == writes == 7 and seen["changes"] == 5, seen  # two writes of the value held

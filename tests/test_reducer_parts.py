@@ -1100,22 +1100,27 @@ def test_the_load_port_address_reads_a_copy_of_p_skid_valid_with_dram() -> None:
     assert set(+cells) <= {"$mux"}, cells
 
 
-@pytest.mark.parametrize(("slots", "seed", "region_at_cfg"), [(16, 1, False), (16, 2, False), (64, 3, True)])
-def test_early_decode_under_configuration_writes(slots: int, seed: int, region_at_cfg: bool) -> None:
+@pytest.mark.parametrize(("slots", "seed", "region_at_cfg", "strobe"),
+                         [(16, 1, False, False), (16, 2, False, False), (64, 3, True, False),
+                          (16, 4, False, True), (64, 5, True, True)])
+def test_early_decode_under_configuration_writes(slots: int, seed: int, region_at_cfg: bool, strobe: bool) -> None:
     """``InputStages(early_decode=True)`` (the DRAM reducer) fed by ``ReducerConfig`` while the
     group bitmaps and the jobs' windows are rewritten under random traffic and backpressure:
     every beat leaves P once, in order, and a beat P loads has ``nonmem`` / ``cwrite`` / ``cw``
     (looked up a cycle ahead) and ``members`` / ``unconf`` equal to the decode of the
     configuration registers in its load cycle, what the un-cut decode reads; in a cycle after
     a bitmap or a clamped window changed, I's beat waits (the hold), and such holds happen.
-    ``region_at_cfg`` (S 64): with the region's own hold."""
+    ``region_at_cfg`` (S 64): with the region's own hold. ``strobe`` (``cfg_strobe``, the DRAM
+    reducer since session 45): the hold from ``cfg_written``, high in the cycle of each write
+    and in ~5 % of the others (a write of the same value: a hold a cycle longer), so I's beat
+    also waits in each cycle after a strobe; a change without the strobe raises ``copy_error``."""
     rng, width, elements, groups, jobs = random.Random(seed), 64, 5, 3, 2
     sb = (slots - 1).bit_length()
 
     dut = _ConfigAndInputs(ReducerConfig(slots=slots, groups=groups, jobs=jobs, regions=region_at_cfg),
                            InputStages(width, slots=slots, elements=elements, groups=groups, jobs=jobs,
                                        start_at_i=region_at_cfg, region_at_cfg=region_at_cfg, ready_copy=True,
-                                       slot_copy=True, early_decode=True))
+                                       slot_copy=True, early_decode=True, cfg_strobe=strobe))
     c, inp = dut.config, dut.inp
     msgs = _message_beats(rng, width, elements, 80, lambda: {
         "job_id": rng.randrange(3), "group_id": rng.randrange(4), "sender_id": rng.choice([0, 1, 2, 5, 31, 33]),
@@ -1134,21 +1139,32 @@ def test_early_decode_under_configuration_writes(slots: int, seed: int, region_a
         for g in range(groups):
             ctx.set(c.group_bitmap_in[g], rng.choice(bitmaps))
         ctx.set(inp.open, 1)
-        await ctx.tick().repeat(2)
+        if strobe:
+            ctx.set(inp.cfg_written, 1)
+            await ctx.tick()
+            ctx.set(inp.cfg_written, 0)
+            await ctx.tick()
+        else:
+            await ctx.tick().repeat(2)
         sent = got = holds = checked = 0
         last = regs(ctx)
+        strobed = False  # cfg_written was high last cycle
         for cycle in range(3000):
             assert not ctx.get(inp.copy_error), f"cycle {cycle}: copy_error"
             if got == len(msgs):
                 break
-            if rng.random() < 0.2:  # a configuration write: a group's bitmap or a job's window
+            write = rng.random() < 0.2
+            if write:  # a configuration write: a group's bitmap or a job's window
                 if rng.random() < 0.5:
                     ctx.set(c.group_bitmap_in[rng.randrange(groups)], rng.choice(bitmaps))
                 else:
                     ctx.set(c.job_cfg_in[rng.randrange(jobs)].log2_window, rng.choice([0, 1, 3, sb, sb + 2]))
+            if strobe:
+                ctx.set(inp.cfg_written, int(write or rng.random() < 0.05))
             valid, take = _offer(ctx, inp, rng, msgs, sent)
             now = regs(ctx)
             changed = now[:2] != last[:2]  # a bitmap or a clamped window differs from last cycle's
+            changed, strobed = changed or strobed, strobe and bool(ctx.get(inp.cfg_written))
             last = now
             i_v, i_d = ctx.get(inp.i_valid), ctx.get(inp.i_out)
             p_free = not ctx.get(inp.p_skid_valid)
@@ -1175,8 +1191,73 @@ def test_early_decode_under_configuration_writes(slots: int, seed: int, region_a
                 assert {k: getattr(d, k) for k in want} == want, (cycle, h)
                 checked += 1
         assert got == len(msgs) and holds > 0 and checked == len(msgs), (got, holds, checked)
+        if strobe:  # a bitmap change without the strobe: copy_error in the cycle it is registered
+            ctx.set(inp.cfg_written, 0)
+            await ctx.tick().repeat(2)
+            assert not ctx.get(inp.copy_error)
+            ctx.set(c.group_bitmap_in[0], ctx.get(c.cfg.members[0]) ^ 1)
+            await ctx.tick()
+            assert ctx.get(inp.copy_error), "a missed change"
 
     run_testbench(dut, tb)
+
+
+def test_cfg_changed_reads_no_configuration_with_dram() -> None:
+    """With the DRAM store ``inputs.cfg_changed`` (early_decode's hold) loads the control
+    block's write strobe ``cfg_written`` (``InputStages(cfg_strobe=True)``): no logic from the
+    reducer's ``group_bitmap`` / ``job_cfg`` inputs (the control block's registers, across the
+    chip) or from the configuration's registered copies into it (`core.group_bitmap` ->
+    `inputs.cfg_changed`, 8.86 ns, main db90a43 placed at seed 2; the compare of 128 bitmap bits
+    and the clamped windows). ``InputStages`` alone: without the option the compare feeds
+    ``cfg_changed`` (the before-case), with it only ``cfg_changed_cmp``, for ``copy_error``
+    (which the reducer does not put on a port: yosys drops it there). Fails on db90a43 (no
+    ``cfg_written``; the compare fed ``cfg_changed``)."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory="dram", outstanding=8, index_bits=3)
+    srcs = ["group_bitmap", "job_cfg", "config.cfg__members", "config.cfg__log2_window"]
+    table = comb_cells_table(dut, srcs, ["inputs.cfg_changed"])
+    for src in srcs:
+        assert not +table[src, "inputs.cfg_changed"], (src, table[src, "inputs.cfg_changed"])
+    assert comb_cone(dut, "inputs.cfg_changed")[0] == {"inputs.cfg_changed"}  # there, a flip-flop
+    for strobe in (False, True):
+        inp = InputStages(64, slots=16, elements=256, groups=4, jobs=2, ready_copy=True, slot_copy=True,
+                          early_decode=True, cfg_strobe=strobe)
+        t = comb_cells_table(inp, ["group_bitmap_in", "job_cfg_in"], ["cfg_changed", "cfg_changed_cmp"] if strobe
+                             else ["cfg_changed"])
+        assert bool(t["group_bitmap_in", "cfg_changed"]["$ne"]) == (not strobe), (strobe, t)
+        assert bool(+t["job_cfg_in", "cfg_changed"]) == (not strobe), (strobe, t)
+        if strobe:
+            assert t["group_bitmap_in", "cfg_changed_cmp"]["$ne"] >= 4 and +t["job_cfg_in", "cfg_changed_cmp"], t
+
+
+def test_p_take_reads_no_nlast1_with_dram() -> None:
+    """With the DRAM store stage P's own take (``inputs.take``: P's output register enable, ~250
+    loads) is one LUT of four flip-flops, ``p_valid``, ``hold_t`` and ``room_qn`` / ``room_cn``,
+    with ``nlast1`` (the gap) folded into ``room_cn``'s next value (``stage_room(copy_gate=...)``):
+    `nlast1` -> `room_cn` -> `inputs.m__payload` was 8.79 ns, 8 endpoints, at main db90a43's
+    seed 5 (a LUT5 of five flip-flops, 2.3 ns from ``nlast1``, which has other loads). Fails on
+    db90a43 (``nlast1`` in the cone)."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory="dram", outstanding=8, index_bits=3)
+    sources, cells = comb_cone(dut, "inputs.take")
+    assert "nlast1" not in sources and len(sources) == 4, sorted(sources)
+    assert {"room_qn", "room_cn", "hold_t"} <= sources, sorted(sources)
+    assert set(+cells) <= {"$and", "$not"}, cells
+
+
+@pytest.mark.parametrize("mem", ["dram", "onchip"])
+def test_the_reset_slot_is_a_register_with_dram(mem: str) -> None:
+    """With the DRAM store the window reset's slot is a register of its own at every S
+    (``WindowReset(slot_register=True)``, ``window_reset.slot_r``) and stage 1's pending bit
+    drops it after its select (``pending_next(clear_apart=True)``): no ``base + idx`` adder from
+    the reset's registers into the pending bits (stage 1's pending bit, ``pre_p``, unnamed, likewise)
+    (`window_reset.base` -> `probe.pending` -> a reducer register, 8.04-8.75 ns at main
+    db90a43's seeds 1 / 3). The on-chip reducer at S 8 keeps the adder (its RTL pinned): the
+    before-case. Fails on db90a43 (the DRAM reducer had the adder, no ``slot_r``)."""
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=mem,
+                  **({"outstanding": 8, "index_bits": 3} if mem == "dram" else {}))
+    t = comb_cells_table(dut, ["window_reset.idx", "window_reset.base", "window_reset.slot_r"], ["pending"])
+    for src in ("window_reset.idx", "window_reset.base"):  # the slot's adder, then the clear mask
+        assert bool(+t[src, "pending"]) == (mem == "onchip"), (mem, src, t)
+    assert bool(+t["window_reset.slot_r", "pending"]) == (mem == "dram"), (mem, t)
 
 
 def test_p_reads_no_group_bitmap_with_early_decode() -> None:
