@@ -71,7 +71,8 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
                  slot0: Value, slot1: Value, entry_more: Value, v1: Value, first1: Value, last1: Value,
                  push_r: Value, p_v: Value, room: Value, first: Value, adv_reg: Value, hold_t: Value,
                  clr: Value | None = None, oh0: Value | None = None, run: Value | None = None,
-                 gap: tuple[Value, Value, Value] | None = None) -> PairChecks | None:
+                 gap: tuple[Value, Value, Value] | None = None,
+                 scan_hold: Value | None = None) -> PairChecks | None:
     """Load ``pin_r`` and ``adv_reg`` / ``hold_t`` (== ~adv_reg) for the next cycle. Besides
     ``pin_load`` / ``pin_hold``, the entry stage 1 may push into stage 2 with its last beat pins
     the beat taken now (``live_n``): on a first beat, without waiting for the decision, a
@@ -90,7 +91,12 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     and the pair checks are not built: ``live_n`` needs ``v1 & last1`` with ``adv``, and then
     ``room`` is 0, so nothing is taken, stage 1 is empty next cycle and ``pin_r`` (read only as
     ``v1 & first1 & pin_r``) and ``adv`` (``room`` gates the term) do not depend on it. Returns
-    None."""
+    None.
+
+    ``scan_hold`` (without the gap: the on-chip reducer above S 16): ``gap``'s ``hold_s`` alone,
+    a flip-flop loaded with ``~adv`` of next cycle (with ``live_n``), as ``v1 & first1 & pin_hold``
+    where ``hold_t`` has ``pin_hold`` (stage 1 held: both set): equal to ``hold_t`` in every
+    reachable state, a different function, not merged with it."""
     if gap is not None:
         decide_c, move_c, hold_s = gap
         # next cycle's v1 & first1 & adv / v1 & adv (moving: v1 <- p_v & room, first1 <- first,
@@ -120,6 +126,8 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     # pin_hold; moving, v1 becomes take (= p_v & room), first1 p's first, pin_r the load
     adv_n = Mux(adv, ~(p_v & room & first & (pin.pin_load | live_n)), ~pin.pin_hold)
     m.d.sync += [adv_reg.eq(adv_n), hold_t.eq(~adv_n)]
+    if scan_hold is not None:
+        m.d.sync += scan_hold.eq(Mux(adv, p_v & room & first & (pin.pin_load | live_n), v1 & first1 & pin.pin_hold))
     return pair
 
 

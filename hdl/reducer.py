@@ -137,6 +137,13 @@ class Reducer(wiring.Component):
     # once per read port (a DP16KD copy has one write and one read port): two copies instead of
     # three, S x 164 bits fewer (issue 16 step 3). Read at elaboration: tests lower it.
     PROBE_TAG_PORT_MAX_SLOTS = 256
+    # Above this many slots the on-chip reducer (vector pending) takes the DRAM reducer's cuts
+    # that do not depend on the DRAM store (docs/benchmarks.md, session 45 s45e): the tag checks'
+    # wide compares as carry chains (carry_eq), the live checks as one register (live_reg) and
+    # the release scans' select from a copy of ~adv (scan_hold). At S 64 the tag memory is block
+    # RAM (its clock-to-output 4.1 ns), the scans 4S bits wide. Up to it, the RTL as it was
+    # (tests/test_default_rtl.py pins S 16).
+    ONCHIP_CUTS_MAX_SLOTS = 16
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  slot_memory: str = "onchip", pending: str = "vector", **dram: int) -> None:
@@ -209,6 +216,9 @@ class Reducer(wiring.Component):
         # DRAM (vector pending): the decision's tag read on two ports, the beat P would load and
         # the beat it holds, chosen after the read (below)
         split_read = self.slot_memory == "dram" and not self.words
+        # the DRAM reducer's, and on chip above ONCHIP_CUTS_MAX_SLOTS (vector pending) those of its
+        # cuts that do not depend on the DRAM store
+        big_cuts = self.slot_memory == "dram" or (not self.words and S > self.ONCHIP_CUTS_MAX_SLOTS)
         tags = tag_memory(m, slots=S, jobs=self.jobs, probe_port=not probe_shares, load_port=split_read)
         tag_rd, tag_rd_e, tag_wr, tag_rd_p = tags.rd, tags.rd_e, tags.wr, tags.rd_p
         # the partial sums: the slot store (built in __init__), its command port shared by the
@@ -309,6 +319,8 @@ class Reducer(wiring.Component):
         # net (`adv` -> v1 & adv -> decide -> `tag_r.bitmap`, 9.35 ns at main's seed 4, session 43)
         decide_c, move_c, hold_s = ((Signal(name="decide_c"), Signal(name="move_c"), Signal(name="scan_hold"))
                                     if gap else (None, None, None))
+        if big_cuts and not gap:  # on chip above S 16: the scans' copy of ~adv alone (advance_next)
+            hold_s = Signal(name="scan_hold")
 
         def gated(t: Value) -> Value:  # a take term with the gap (the on-chip RTL as it was)
             return t & nlast1 if gap else t
@@ -432,7 +444,7 @@ class Reducer(wiring.Component):
             # the release scans' inputs, a cycle ahead, without and with stage 1's own pending bit
             # (above S 16 folded after the register, with region1: the region the scan used, loaded on adv)
             # (the gap: selected by scan_hold, a copy of ~adv; `adv` -> the scans -> `clr`, session 43's seed 4)
-            sp = release_scans(m, pend_eff, adv=~hold_s if gap else adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1,
+            sp = release_scans(m, pend_eff, adv=~hold_s if hold_s is not None else adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1,
                                region0=region0, region1=region1, run_nz=S > RUN_NZ_OF_RUN_MAX_SLOTS,
                                late_fold=S > SCAN_FOLD_AT_SCAN_MAX_SLOTS, region_r=region1)  # hdl/release_run.py
             fz_a, clr_a, fz_b, clr_b = sp.fz_a, sp.clr_a, sp.fz_b, sp.clr_b
@@ -483,8 +495,8 @@ class Reducer(wiring.Component):
                                 i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
                                 slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r, rd_load=rd_load,
-                                live_reg=self.slot_memory == "dram", gap=gap,
-                                carry_eq=self.slot_memory == "dram")  # cadd as carry chains
+                                live_reg=big_cuts, gap=gap,
+                                carry_eq=big_cuts)  # cadd as carry chains
         ck, bm, ck_pre, ck_live, ck_x = tck.ck, tck.bm, tck.ck_pre, tck.ck_live, tck.ck_x
         thit_h, tw_hit0, tw_vn_l = tck.thit_h, tck.tw_hit0, tck.tw_vn_l
         same = ck.same
@@ -597,7 +609,8 @@ class Reducer(wiring.Component):
                      first=f.first,
                      adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}),
                      # the gap: no live term (no pair checks) and the copies decide_c / move_c
-                     gap=(decide_c, move_c, hold_s) if gap else None)
+                     gap=(decide_c, move_c, hold_s) if gap else None,
+                     scan_hold=hold_s if big_cuts and not gap else None)
 
         decide = v1 & first1 & adv
         decide_h = decide_c if gap else decide  # the held decision's enable (copy_error checks the copy)
@@ -675,6 +688,8 @@ class Reducer(wiring.Component):
         if gap:  # the copies, and no decision or tag write in between at a first beat in stage 1
             copy_err = (copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
                         | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv))
+        elif hold_s is not None:  # on chip above S 16: the scans' copy of ~adv
+            copy_err = copy_err | (hold_s == adv)
         if inp.ready_copy or inp.slot_copy or inp.cfg_strobe:  # stage I's skid enable (I's ready), P's skid_valid,
             # copies; the configuration write strobe (a change it missed)
             copy_err = copy_err | inp.copy_error

@@ -847,3 +847,30 @@ def test_the_gap_follows_each_last_beat_with_dram() -> None:
     # the gap cost a cycle after some messages and none after others (idle input cycles)
     steps = [b - a - n for a, b, n in zip(dram, dram[1:], beats, strict=False)]
     assert 1 in steps and any(x > 1 for x in steps), steps
+
+
+@pytest.mark.parametrize("slots", [16, 32])
+def test_the_dram_cuts_apart_from_the_store_above_s16_on_chip(slots: int) -> None:
+    """Above ``Reducer.ONCHIP_CUTS_MAX_SLOTS`` (16) the on-chip reducer (vector pending) takes
+    three of the DRAM reducer's cuts that do not depend on the DRAM store (session 45, s45e; at
+    S x E = 64 x 256, seed 1: `tag_mem` -> ``ck_pre.mismatch`` / ``cadd`` 9.83-9.94 ns, `adv` ->
+    ``scan_fz2_b_r`` / ``scan_clr2_b_r`` 9.61-9.62 ns, `hcw1.back` -> ``ck_live`` -> ``fxw_cn``
+    8.52 ns): the tag checks' wide compares as carry chains (an ``$add`` between the tag read
+    and ``ck_pre``), the live checks one register (no cell between ``hcw1`` / ``sel_a1`` and the
+    decision's registers) and the release scans' select from ``scan_hold``, a copy of ~adv (no
+    cell between ``adv`` and the scan registers; copy_error checks the copy every cycle). S 16
+    keeps its RTL (pinned, tests/test_default_rtl.py): the check's before-case, and db90a43's
+    at S 32."""
+    cuts = slots > Reducer.ONCHIP_CUTS_MAX_SLOTS
+    dut = Reducer(64, slots=slots, elements=32, groups=2, jobs=2)
+    adds, _ = comb_cells_before(dut, "tag_rd__data", "ck_pre", "$add")
+    assert (adds > 0) == cuts, adds
+    scans = ["scan_fz2_a_r", "scan_clr2_a_r", "scan_fz2_b_r", "scan_clr2_b_r"] if cuts else ["fz_b", "clr_b"]
+    dec = ["queued_r", "op_r", "push_r"]
+    table = comb_cells_table(dut, ["adv", "hcw1", "sel_a1", *(["scan_hold"] if cuts else [])], [*scans, *dec])
+    for reg in scans:
+        assert (not table["adv", reg]) == cuts, (reg, table["adv", reg])
+        assert not cuts or table["scan_hold", reg], reg
+    for reg in dec:
+        for src in ("hcw1", "sel_a1"):
+            assert (not table[src, reg]) == cuts, (src, reg, table[src, reg])
