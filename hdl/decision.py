@@ -166,7 +166,7 @@ def new_tag(m: Module, h: Value, jb: int, done: Value, same: Value, bitmap: Valu
 
 
 def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_fwd: Any, fwd_job: Value,
-                   pending: Any, flags: Any, late: Any | None) -> dict[str, Value]:
+                   pending: Any, flags: Any, late: Any | None, push_c_short: bool = False) -> dict[str, Value]:
     """Stage 1's decision as a table of its late inputs (cut 10), built into ``m``: the outcome
     (DecisionOutcome's fields, by name) for each of six cases, picked by ``late``'s ``live`` /
     ``fx_c`` / ``fx_s`` at the last multiplexers. The reducer calls it inline (no hierarchy
@@ -175,7 +175,12 @@ def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_
     names as attributes (``head``: HeadChecks, ``head_fwd``: late / below_end / at_head,
     ``pending``: bit / clr / set, ``flags``: DecisionFlags, ``late``: DecisionLate). ``late``
     None: no decision in between (the DRAM reducer's gap, docs/reducer.md "No decision in
-    between"): the one case of ``ck_pre`` without ``fx_c`` / ``fx_s``, no multiplexer."""
+    between"): the one case of ``ck_pre`` without ``fx_c`` / ``fx_s``, no multiplexer.
+    ``push_c_short`` (DRAM): ``push_c``'s first-beat term as ``op_nz | (last & resend)`` rather
+    than ``op_nz | (last & queued)``, the same function of the inputs (without a data op nothing
+    completes, so ``push`` is ``resend`` and ``queued`` is ``resend``), without ``queued``'s cone
+    (``at_head``, ``cadd``, ``cwrite``, ``run_nz``): `hc_r` / `ck_pre` -> the decision ->
+    `queued_r` (the queued term's LUT) -> `push` was 8.42-8.60 ns at main db90a43's seeds 1 / 4 / 5."""
     f, hc, pd = flags, head, pending
 
     def case(k: Value, c: int, s_: int) -> dict[str, Value]:
@@ -199,7 +204,8 @@ def decision_table(m: Module, *, ck_pre: Value, ck_live: Value, head: Any, head_
             "op": op_k, "resend": resend_k, "done": done_k, "push": push_k, "queued": queued_k,
             "fxc": comp_k & at_head_v, "fxs": comp_k & ~at_head_v, "opc_nz": opc_nz,
             # the command FIFO's push (stage 2 pushes a command or a marker)
-            "push_c": f.valid & f.adv & (opc_nz | (f.last & Mux(f.first, queued_k, f.queued_r))),
+            "push_c": f.valid & f.adv & (opc_nz | (f.last & Mux(f.first, resend_k if push_c_short else queued_k,
+                                                                  f.queued_r))),
         }
 
     if late is None:
@@ -227,7 +233,8 @@ class DecisionTable(wiring.Component):
     sets it), ``flags`` (DecisionFlags), ``late`` (DecisionLate: ``live``, ``fx_c``, ``fx_s``,
     at most one of ``fx_c`` / ``fx_s``). Out: ``out`` (DecisionOutcome). Combinational."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, push_c_short: bool = False) -> None:
+        self.push_c_short = push_c_short
         super().__init__({
             "ck_pre": In(TagChecks), "ck_live": In(TagChecks), "head": In(HeadChecks),
             "head_fwd": In(HeadChecks), "fwd_job": In(1), "pending": In(PendingInputs),
@@ -238,6 +245,6 @@ class DecisionTable(wiring.Component):
         m = Module()
         out = decision_table(m, ck_pre=self.ck_pre, ck_live=self.ck_live, head=self.head,
                              head_fwd=self.head_fwd, fwd_job=self.fwd_job, pending=self.pending,
-                             flags=self.flags, late=self.late)
+                             flags=self.flags, late=self.late, push_c_short=self.push_c_short)
         m.d.comb += [getattr(self.out, name).eq(v) for name, v in out.items()]
         return m

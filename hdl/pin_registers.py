@@ -71,7 +71,7 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
                  slot0: Value, slot1: Value, entry_more: Value, v1: Value, first1: Value, last1: Value,
                  push_r: Value, p_v: Value, room: Value, first: Value, adv_reg: Value, hold_t: Value,
                  clr: Value | None = None, oh0: Value | None = None, run: Value | None = None,
-                 gap: tuple[Value, Value, Value] | None = None,
+                 gap: tuple[Value, Value, Value, Value] | None = None,
                  scan_hold: Value | None = None) -> PairChecks | None:
     """Load ``pin_r`` and ``adv_reg`` / ``hold_t`` (== ~adv_reg) for the next cycle. Besides
     ``pin_load`` / ``pin_hold``, the entry stage 1 may push into stage 2 with its last beat pins
@@ -87,7 +87,12 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     enables and the release scans' select from registers of their own rather than from ``adv``'s
     net (hundreds of loads). ``hold_s`` is ``hold_t`` (== ~adv) worked out with ``v1 & first1``
     where ``hold_t`` has 1 (stage 1 held, so both are set): a different function, which yosys
-    does not merge with ``hold_t``, equal to it in every reachable state. ``live_n`` is then 0
+    does not merge with ``hold_t``, equal to it in every reachable state. A fourth flip-flop
+    (``gap``'s last, the reducer's ``scan_hold_hi``) is another copy of ``~adv``, worked out with
+    ``first1`` alone there (a third function; ``adv`` low implies ``v1 & first1``): the release
+    scans' upper half of slots selects by it, the lower by ``hold_s``, so neither drives all of
+    the scans' selects (`scan_hold`, 49 loads, -> `clr` 8.76 ns at main db90a43's seed 5, its
+    net 2.7 ns of it). ``live_n`` is then 0
     and the pair checks are not built: ``live_n`` needs ``v1 & last1`` with ``adv``, and then
     ``room`` is 0, so nothing is taken, stage 1 is empty next cycle and ``pin_r`` (read only as
     ``v1 & first1 & pin_r``) and ``adv`` (``room`` gates the term) do not depend on it. Returns
@@ -98,7 +103,7 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     where ``hold_t`` has ``pin_hold`` (stage 1 held: both set): equal to ``hold_t`` in every
     reachable state, a different function, not merged with it."""
     if gap is not None:
-        decide_c, move_c, hold_s = gap
+        decide_c, move_c, hold_s, hold_hi = gap
         # next cycle's v1 & first1 & adv / v1 & adv (moving: v1 <- p_v & room, first1 <- first,
         # adv as below; held: v1, first1 stay, adv <- ~pin_hold)
         adv_n = Mux(adv, ~(p_v & room & first & pin.pin_load), ~pin.pin_hold)
@@ -107,6 +112,7 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
             decide_c.eq(Mux(adv, p_v & room & first & ~pin.pin_load, v1 & first1 & ~pin.pin_hold)),
             move_c.eq(Mux(adv, p_v & room & ~(first & pin.pin_load), v1 & ~pin.pin_hold)),
             hold_s.eq(Mux(adv, p_v & room & first & pin.pin_load, v1 & first1 & pin.pin_hold)),
+            hold_hi.eq(Mux(adv, p_v & room & first & pin.pin_load, first1 & pin.pin_hold)),
         ]
         return None
     pair = next_pair_checks(m, p_load=p_load, skid_valid=skid_valid, skid_hdr=skid_hdr, in_hdr=in_hdr, h0=h0, h1=h1,
@@ -146,14 +152,14 @@ class PinAdvance(wiring.Component):
     ``skid_valid``, ``skid_hdr``, ``in_hdr``), stage 1's ``v1`` / ``first1`` / ``last1``,
     ``push_r``, ``entry_r``, ``p_v``, ``room``, p's ``first``, ``clr`` / ``oh0`` in; ``pin_r``,
     ``adv``, ``hold_t`` out. ``gap``: ``advance_next``'s (the DRAM reducer's), with its copies
-    ``decide_c`` / ``move_c`` / ``hold_s`` out."""
+    ``decide_c`` / ``move_c`` / ``hold_s`` / ``hold_hi`` out."""
 
     def __init__(self, *, slots: int, jobs: int, masks: bool, gap: bool = False) -> None:
         check_core_params(slots=slots, jobs=jobs)
         self.slots, self.jobs, self.masks, self.gap = slots, jobs, masks, gap
         sb = (slots - 1).bit_length()
         super().__init__({
-            **({"decide_c": Out(1), "move_c": Out(1), "hold_s": Out(1)} if gap else {}),
+            **({"decide_c": Out(1), "move_c": Out(1), "hold_s": Out(1), "hold_hi": Out(1)} if gap else {}),
             "pins": In(pin_masks_layout(slots)), "entry_r": In(release_entry_layout(jobs, slots)),
             "emit": In(emitter_pin_layout(jobs, slots)), "slot0": In(sb), "slot1": In(sb), "h0": In(AggHeaderLayout),
             "h1": In(AggHeaderLayout), "wmask0": In(sb), "wmask": In(sb), "p_load": In(1), "skid_valid": In(1),
@@ -179,6 +185,6 @@ class PinAdvance(wiring.Component):
                      jb=jb, slot0=self.slot0, slot1=self.slot1, entry_more=self.entry_r.more, v1=self.v1,
                      first1=self.first1, last1=self.last1, push_r=self.push_r, p_v=self.p_v, room=self.room,
                      first=self.first, adv_reg=adv_reg, hold_t=hold_t, clr=self.clr, oh0=self.oh0,
-                     gap=(self.decide_c, self.move_c, self.hold_s) if self.gap else None)
+                     gap=(self.decide_c, self.move_c, self.hold_s, self.hold_hi) if self.gap else None)
         m.d.comb += [self.pin_r.eq(pin.pin_r), self.adv.eq(adv_reg), self.hold_t.eq(hold_t)]
         return m

@@ -321,6 +321,8 @@ class Reducer(wiring.Component):
                                     if gap else (None, None, None))
         if big_cuts and not gap:  # on chip above S 16: the scans' copy of ~adv alone (advance_next)
             hold_s = Signal(name="scan_hold")
+        # ... and scan_hold_hi, ~adv for the scans' upper half of slots (scan_hold: the lower half)
+        hold_hi = Signal(name="scan_hold_hi") if gap else None
 
         def gated(t: Value) -> Value:  # a take term with the gap (the on-chip RTL as it was)
             return t & nlast1 if gap else t
@@ -446,7 +448,8 @@ class Reducer(wiring.Component):
             # (the gap: selected by scan_hold, a copy of ~adv; `adv` -> the scans -> `clr`, session 43's seed 4)
             sp = release_scans(m, pend_eff, adv=~hold_s if hold_s is not None else adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1,
                                region0=region0, region1=region1, run_nz=S > RUN_NZ_OF_RUN_MAX_SLOTS,
-                               late_fold=S > SCAN_FOLD_AT_SCAN_MAX_SLOTS, region_r=region1)  # hdl/release_run.py
+                               late_fold=S > SCAN_FOLD_AT_SCAN_MAX_SLOTS, region_r=region1,
+                               **({"adv_hi": ~hold_hi} if gap else {}))  # hdl/release_run.py
             fz_a, clr_a, fz_b, clr_b = sp.fz_a, sp.clr_a, sp.fz_b, sp.clr_b
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
@@ -557,7 +560,8 @@ class Reducer(wiring.Component):
         out = decision_table(m, ck_pre=ck_pre, ck_live=ck_live, head=hc_r, fwd_job=fwd_job1,
                              head_fwd=SimpleNamespace(late=late_f, below_end=wneg_f, at_head=(delta1[sb:] == 0) & run_eq),
                              pending=SimpleNamespace(bit=pre_p, clr=cclr_p, set=sset_p), flags=dflags,
-                             late=None if gap else SimpleNamespace(live=thit_h, fx_c=fx_c, fx_s=fx_s))  # hdl/decision.py
+                             late=None if gap else SimpleNamespace(live=thit_h, fx_c=fx_c, fx_s=fx_s),
+                             push_c_short=self.slot_memory == "dram")  # hdl/decision.py
         op, resend, op_c_nz = Signal(2, name="op"), Signal(name="resend"), Signal(name="op_c_nz")
         done_new, push_d, queued_d = Signal(name="done_new"), Signal(name="push_d"), Signal(name="queued_d")
         fxc_n, fxs_n, push_c_n = Signal(name="fxc_n"), Signal(name="fxs_n"), Signal(name="push_c_n")
@@ -609,7 +613,7 @@ class Reducer(wiring.Component):
                      first=f.first,
                      adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}),
                      # the gap: no live term (no pair checks) and the copies decide_c / move_c
-                     gap=(decide_c, move_c, hold_s) if gap else None,
+                     gap=(decide_c, move_c, hold_s, hold_hi) if gap else None,
                      scan_hold=hold_s if big_cuts and not gap else None)
 
         decide = v1 & first1 & adv
@@ -687,7 +691,7 @@ class Reducer(wiring.Component):
             copy_err = copy_err | (room_t != (room & nlast1 if gap else room))
         if gap:  # the copies, and no decision or tag write in between at a first beat in stage 1
             copy_err = (copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
-                        | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv))
+                        | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv) | (hold_hi == adv))
         elif hold_s is not None:  # on chip above S 16: the scans' copy of ~adv
             copy_err = copy_err | (hold_s == adv)
         if inp.ready_copy or inp.slot_copy or inp.cfg_strobe:  # stage I's skid enable (I's ready), P's skid_valid,

@@ -92,7 +92,7 @@ class ScanPair:
 
 def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value, lm0: Value, lm1: Value,
                   region0: Value, region1: Value, run_nz: bool = False, late_fold: bool = False,
-                  region_r: Value | None = None) -> ScanPair:
+                  region_r: Value | None = None, adv_hi: Value | None = None) -> ScanPair:
     """Register both scans for the beat that will be in stage 1 (P's: ``oh0`` its slot one-hot,
     ``lm0`` the slots below its start, ``region0`` its job's region, if ``adv``; else stage 1's
     own ``oh1`` / ``lm1`` / ``region1``) over the pending bits ``pend`` (S bits, the last
@@ -106,11 +106,21 @@ def release_scans(m: Module, pend: Value, *, adv: Value, oh0: Value, oh1: Value,
     and the scan reads the start slot first (``below`` stops below it). ``late_fold``: register
     the 2S-bit results (``scan_doubled``) and fold them after the register (``fold_scan``), the
     cleared slots masked with ``region_r``: a register holding the region the scan used a cycle
-    later (the reducer's ``region1``, loaded from ``region0`` on ``adv``); None: one of its own."""
+    later (the reducer's ``region1``, loaded from ``region0`` on ``adv``); None: one of its own.
+    ``adv_hi``: a copy of ``adv`` (equal to it every cycle) that selects the upper half of the
+    slots' vectors (``adv`` the lower half), so each of the two flip-flops drives half of the
+    selects (the DRAM reducer's ``scan_hold`` / ``scan_hold_hi``); the same values."""
     S = len(pend)  # noqa: N806 - the slot count, as in the reducer
-    own_n = Mux(adv, oh0, oh1)
-    lm_n = Mux(adv, lm0, lm1)
-    reg_n = Mux(adv, region0, region1)
+
+    def sel(a: Value, b: Value) -> Value:  # the beat's vector: P's if adv, else stage 1's
+        if adv_hi is None:
+            return Mux(adv, a, b)
+        h = S // 2
+        return Cat(Mux(adv, a[:h], b[:h]), Mux(adv_hi, a[h:], b[h:]))
+
+    own_n = sel(oh0, oh1)
+    lm_n = sel(lm0, lm1)
+    reg_n = sel(region0, region1)
     xa = (pend & ~own_n) | ~reg_n
     xb = ((pend | oh1) & ~own_n) | ~reg_n
 
@@ -207,19 +217,22 @@ class ReleaseScans(wiring.Component):
     """``release_scans`` as a component (the unit tests): ``pend``, ``adv``, ``oh0`` / ``oh1``,
     ``lm0`` / ``lm1``, ``region0`` / ``region1`` (S bits each) in; ``a`` and ``b`` (first_zero,
     clr, run_nz: ``release_scans``' with ``run_nz``, folded after the register above
-    ``SCAN_FOLD_AT_SCAN_MAX_SLOTS``) a cycle later."""
+    ``SCAN_FOLD_AT_SCAN_MAX_SLOTS``) a cycle later. ``split``: an ``adv_hi`` in as well,
+    ``release_scans``' (the upper half's select, driven equal to ``adv``)."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, *, split: bool = False) -> None:
         check_core_params(slots=slots)
+        self.split = split
         vec = {n: In(slots) for n in ("pend", "oh0", "oh1", "lm0", "lm1", "region0", "region1")}
         out = data.StructLayout({"first_zero": slots, "clr": slots, "run_nz": 1})
-        super().__init__({**vec, "adv": In(1), "a": Out(out), "b": Out(out)})
+        super().__init__({**vec, "adv": In(1), **({"adv_hi": In(1)} if split else {}), "a": Out(out), "b": Out(out)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         sp = release_scans(m, self.pend, adv=self.adv, oh0=self.oh0, oh1=self.oh1, lm0=self.lm0, lm1=self.lm1,
                            region0=self.region0, region1=self.region1, run_nz=True,
-                           late_fold=len(self.pend) > SCAN_FOLD_AT_SCAN_MAX_SLOTS)
+                           late_fold=len(self.pend) > SCAN_FOLD_AT_SCAN_MAX_SLOTS,
+                           adv_hi=self.adv_hi if self.split else None)
         m.d.comb += [self.a.first_zero.eq(sp.fz_a), self.a.clr.eq(sp.clr_a), self.a.run_nz.eq(sp.nz_a),
                      self.b.first_zero.eq(sp.fz_b), self.b.clr.eq(sp.clr_b), self.b.run_nz.eq(sp.nz_b)]
         return m

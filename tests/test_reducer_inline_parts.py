@@ -422,15 +422,17 @@ def _scan_beat(rng: random.Random, slots: int, base: int, lw: int) -> dict:
             "reg": sum(1 << s for s in region)}
 
 
-@pytest.mark.parametrize("slots", [8, 32, 128])
-def test_release_scans_without_and_with_stage_1s_bit(slots: int) -> None:
+@pytest.mark.parametrize(("slots", "split"), [(8, False), (32, False), (128, False), (8, True), (16, True),
+                                             (32, True)])
+def test_release_scans_without_and_with_stage_1s_bit(slots: int, split: bool) -> None:
     """``release_scans`` (hdl/release_run.py), registered: a cycle later, for the beat that was to
     be in stage 1 (P's if stage 1 advanced, else stage 1's own), scan ``a`` is the model's release
     run over the pending slots and scan ``b`` the run as if stage 1's slot had become pending too
     (its decision completing behind the head); the beat's own slot is never pending in its scan;
-    each scan's ``run_nz`` (the start slot's bit, registered) is the model's run != 0."""
-    dut = ReleaseScans(slots)
-    rng = random.Random(slots)
+    each scan's ``run_nz`` (the start slot's bit, registered) is the model's run != 0. ``split``
+    (the DRAM reducer's): the upper half of the slots selected by ``adv_hi``, driven as ``adv``."""
+    dut = ReleaseScans(slots, split=split)
+    rng = random.Random(slots + 1000 * split)
     sb = (slots - 1).bit_length()
     differ, nz_seen = 0, set()
 
@@ -444,7 +446,8 @@ def test_release_scans_without_and_with_stage_1s_bit(slots: int) -> None:
             fill = rng.choice([0.5, 0.9, 1.0])
             pending = {s for s in range(slots) if rng.random() < fill}
             for n, v in {"pend": sum(1 << s for s in pending), "adv": adv, "oh0": b0["oh"], "oh1": b1["oh"],
-                         "lm0": b0["lm"], "lm1": b1["lm"], "region0": b0["reg"], "region1": b1["reg"]}.items():
+                         "lm0": b0["lm"], "lm1": b1["lm"], "region0": b0["reg"], "region1": b1["reg"],
+                         **({"adv_hi": adv} if split else {})}.items():
                 ctx.set(getattr(dut, n), v)
             await ctx.tick()
             for port, pend in (("a", pending), ("b", pending | {b1["own"]})):

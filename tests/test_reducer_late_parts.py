@@ -13,6 +13,7 @@ from amaranth.back import rtlil
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.sim import Simulator
 from stream_helpers import (
+    _yosys_on,
     comb_cells_before,
     comb_cells_table,
     comb_cone,
@@ -638,6 +639,67 @@ def test_the_decision_and_stage_two_load_on_copies_of_adv_with_dram(slot_memory:
         for reg in regs:
             copy = "move_c" if reg in STAGE2_REGS else "scan_hold" if reg == "clr" else "decide_c"
             assert table[copy, reg] or reg in ("v2", "decide_r"), (reg, copy)
+
+
+def _select_bits_by(dut: Reducer, wires: list[str]) -> dict[str, int]:
+    """For each wire, the bits of the ``$mux`` cells it selects directly (their ``S`` input), summed
+    (yosys ``proc; flatten``)."""
+    script = "".join(f"select -set m{i} w:{w} %co1 t:$mux %i; tee -q -o m{i}.txt dump @m{i}; "
+                     for i, w in enumerate(wires))
+    dumps = _yosys_on(dut, script, *[f"m{i}.txt" for i in range(len(wires))])
+    got = {}
+    for w, dump in zip(wires, dumps, strict=True):
+        cells = re.findall(r"cell \$mux \S+\n(.*?)\n\s*end", dump, re.S)
+        got[w] = sum(int(re.search(r"parameter \\WIDTH (\d+)", c).group(1)) for c in cells
+                     if re.search(rf"connect \\S \\{re.escape(w)}$", c, re.M))
+    return got
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_release_scans_select_by_two_copies_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the release scans' vectors (the beat's own slot, the slots below its
+    start, its region: P's or stage 1's) select by two flip-flop copies of ``~adv``, ``scan_hold``
+    for the lower half of the slots and ``scan_hold_hi`` for the upper half
+    (hdl/pin_registers.py ``advance_next``, hdl/release_run.py ``release_scans(adv_hi=...)``), so
+    neither drives every select: `scan_hold` (49 loads) -> `clr` was 8.76 ns at main db90a43's
+    seed 5, 2.7 ns of it its net. Until session 45 (db90a43) ``scan_hold`` selected every bit and
+    ``scan_hold_hi`` did not exist: the check's before-case. The on-chip reducer has neither (its
+    RTL pinned). test_pin_advance (gap) checks the copy, test_release_scans_... (split) the
+    scans with it."""
+    dram = slot_memory == "dram"
+    got = _select_bits_by(_small_reducer(slot_memory), ["scan_hold", "scan_hold_hi"])
+    if dram:
+        assert got["scan_hold"] > 0 and got["scan_hold"] == got["scan_hold_hi"], got
+    else:
+        assert got == {"scan_hold": 0, "scan_hold_hi": 0}, got
+
+
+def _reg_cone_bits(dut: Reducer, reg: str) -> set[str]:
+    """The wires (bit by bit: yosys ``simplemap; splitnets``, e.g. ``hc_r[2]``) in the input cone
+    of the 1-bit flip-flop ``reg``'s next value within a cycle."""
+    stop = "-$_DFF_P_,$memrd,$memrd_v2"
+    (sel,) = _yosys_on(dut, (
+        "simplemap; opt_clean; splitnets; "
+        f"select -set ff w:{reg} %ci1 t:$_DFF_P_ %i; select -set cone @ff %ci1:+$_DFF_P_[D] %ci*:{stop}; "
+        "select -write cone.txt @cone w:* %i"), "cone.txt")
+    return {ln.split("/", 1)[1] for ln in sel.split()}
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_command_push_reads_no_queued_cone_with_dram(slot_memory: str) -> None:
+    """With the DRAM store stage 2's command-FIFO push (``push``, the decision table's ``push_c``)
+    takes a first beat's marker term as ``last & resend``, not ``last & queued`` (the same
+    function: hdl/decision.py ``push_c_short``), so its input cone holds no ``hc_r.at_head``
+    (``hc_r[2]``), ``ck_pre.cadd`` (``ck_pre[6]``), ``cwrite1`` (the chunk completes) or run:
+    `hc_r` / `ck_pre` -> the decision -> `queued_r` -> `push` was 8.42-8.60 ns at main db90a43's
+    seeds 1 / 4 / 5 (its cone there: 161 wires, now 69). db90a43's DRAM reducer had them: the
+    check's before-case, as the on-chip reducer keeps them (its RTL pinned).
+    tests/test_decision.py::test_short_push_c_is_the_same_function checks the identity."""
+    dram = slot_memory == "dram"
+    cone = _reg_cone_bits(_small_reducer(slot_memory), "push")
+    queued_only = {"hc_r[2]", "cwrite1"} | ({"ck_pre[6]"} if dram else set())
+    assert (not cone & queued_only) == dram, sorted(cone & queued_only)
+    assert {"hc_r[0]", "hc_r[1]"} <= cone, sorted(cone)  # (the decision's other inputs are there)
 
 
 def test_the_result_gate_reads_no_error_within_a_cycle_with_dram() -> None:

@@ -253,8 +253,8 @@ def test_pin_advance(slots: int, jobs: int, masks: bool, gap: bool) -> None:
     later), holds stage 1's otherwise; ``adv`` is always ~(v1 & first1 & pin_r), ``hold_t`` its
     inverse. ``gap`` (the DRAM reducer's: ``room`` is 0 while stage 1 holds a last beat): no
     live term, and ``pin_r`` differs from the one with it only when stage 1 is empty (so
-    ``v1 & first1 & pin_r`` and ``adv`` are the same); ``decide_c`` / ``move_c`` / ``hold_s``
-    are ``v1 & first1 & adv`` / ``v1 & adv`` / ``~adv`` every cycle."""
+    ``v1 & first1 & pin_r`` and ``adv`` are the same); ``decide_c`` / ``move_c`` / ``hold_s`` /
+    ``hold_hi`` are ``v1 & first1 & adv`` / ``v1 & adv`` / ``~adv`` / ``~adv`` every cycle."""
     dut = PinAdvance(slots=slots, jobs=jobs, masks=masks, gap=gap)
     rng = random.Random(slots + jobs + masks + 100 * gap)
     sb = (slots - 1).bit_length()
@@ -310,6 +310,7 @@ def test_pin_advance(slots: int, jobs: int, masks: bool, gap: bool) -> None:
                 assert ctx.get(dut.decide_c) == st["v1"] & st["first1"] & adv, n
                 assert ctx.get(dut.move_c) == st["v1"] & adv, n
                 assert ctx.get(dut.hold_s) == 1 - adv, n
+                assert ctx.get(dut.hold_hi) == 1 - adv, n
             seen.add((adv, st["pin_r"]))
             # the model: pins now, the entry stage 1 may push, the registers' next values
             if masks:
