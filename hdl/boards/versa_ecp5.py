@@ -50,6 +50,7 @@ from amaranth.hdl import (
     Mux,
     ResetSignal,
     Signal,
+    Value,
 )
 from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
@@ -170,9 +171,26 @@ class VersaTop(Elaboratable):
         # ``sync`` itself is reset by the global set/reset in both builds (the on-chip build's
         # fabric reset, one register to ~6,500 flip-flops, stalls nextpnr's router1; issue 12)
         self.rst_domain = "sync_rst"
+        # the DRAM builds: each MAC's reset from a register of its own (``_mac_reset``)
+        self.mac_reset_copies = slot_memory in DRAM_MEMORIES
+        self._mac_rst: list[Signal] = []
         if self.core.params["width"] != MAC_WIDTH:
             raise ValueError(f"versa-ecp5 runs the core at width {MAC_WIDTH} (LiteEth MAC width), "
                              f"got width={self.core.params['width']}")
+
+    def _mac_reset(self, m: Module, index: int) -> Value:
+        """MAC ``index``'s ``sys_rst``: the synchronised reset, or (``mac_reset_copies``, the DRAM
+        builds) a register of its own, the MACs' in a chain (MAC 1's from MAC 0's, so yosys cannot
+        merge them; each MAC leaves reset a cycle after the one before, the MACs meet the core
+        only through streams that are idle until then). One register for both MACs and LiteDRAM
+        put 9.53 ns of routing between it and ``mac1``'s receive FIFO read counter at one
+        placement (docs/benchmarks.md, session 45): a copy per MAC can sit beside its MAC."""
+        if not self.mac_reset_copies:
+            return ResetSignal(self.rst_domain)
+        rst = Signal(init=1, name=f"mac{index}_rst")  # in reset from power-up (the GSR's init)
+        m.d.sync += rst.eq(self._mac_rst[-1] if self._mac_rst else ResetSignal(self.rst_domain))
+        self._mac_rst.append(rst)
+        return rst
 
     def _mac(self, m: Module, platform, index: int) -> dict:
         """Instantiate one LiteEth MAC on ``eth_rgmii`` ``index``; return its stream signals."""
@@ -190,7 +208,7 @@ class VersaTop(Elaboratable):
             ("sink_last_be", w // 8), ("link_up", 1))}
         m.submodules[f"mac{index}"] = Instance(
             MAC_NAME,
-            i_sys_clk=ClockSignal("sync"), i_sys_rst=ResetSignal(self.rst_domain),
+            i_sys_clk=ClockSignal("sync"), i_sys_rst=self._mac_reset(m, index),
             i_rgmii_clk_rx=pads.rx_clk.io, o_rgmii_clk_tx=pads.tx_clk.io,
             o_rgmii_rst_n=pads.rst.io,  # the pin is active low (PinsN); the raw pad is rst_n
             i_rgmii_rx_ctl=rx_ctl.io, i_rgmii_rx_data=pads.rx_data.io,
