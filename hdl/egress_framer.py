@@ -155,11 +155,14 @@ class EgressFramer(wiring.Component):
                  for name in names}
         cfg_b = {name: Signal.like(cfg_a[name], name=f"cfg_b_{name}") for name in names}
         cfg = {name: Signal.like(cfg_a[name], name=f"cfg_{name}") for name in names}
-        mcast = (self.dst_mac == 0) & (self.dst_ip[28:32] == 0xE)
-        mcast_mac = Cat(self.dst_ip[:23], Const(wire.multicast_mac(0) >> 23, 48 - 23))
+        def dst_mac_of(mac_zero: Value, ip: Value, mac: Value) -> Value:
+            """The frame's destination MAC: ``ip``'s IPv4 multicast MAC when ``mac`` is 0
+            (``mac_zero``) and ``ip`` is multicast, else ``mac``."""
+            return Mux(mac_zero & (ip[28:32] == 0xE), Cat(ip[:23], Const(wire.multicast_mac(0) >> 23, 48 - 23)), mac)
+
         m.d.sync += [cfg_a[name].eq(getattr(self, name)) for name in names if name != "dst_mac"]
         if not self.mcast_late:
-            m.d.sync += cfg_a["dst_mac"].eq(Mux(mcast, mcast_mac, self.dst_mac))
+            m.d.sync += cfg_a["dst_mac"].eq(dst_mac_of(self.dst_mac == 0, self.dst_ip, self.dst_mac))
             m.d.sync += [cfg_b[name].eq(cfg_a[name]) for name in names]
         else:
             # mcast_late (the DRAM core): stage 1 registers dst_mac as it is and, in a flip-flop
@@ -168,14 +171,11 @@ class EgressFramer(wiring.Component):
             # the choice's wide reset / mux (`core.dst_mac` -> the compare -> the LSR of the 48
             # `egress.cfg_a_dst_mac` flip-flops, 8.10 ns at session 44's seed 4). cfg_b is the
             # same function of the inputs two cycles before: CONFIG_LATENCY unchanged
-            a_mac, a_ip = cfg_a["dst_mac"], cfg_a["dst_ip"]
-            a_zero = Signal(name="cfg_a_dst_mac_zero", reset_less=True)  # == (a_mac == 0)
+            a_zero = Signal(name="cfg_a_dst_mac_zero", reset_less=True)  # == (cfg_a dst_mac == 0)
             m.d.sync += a_zero.eq(self.dst_mac == 0)
-            a_mcast = a_zero & (a_ip[28:32] == 0xE)
-            a_mcast_mac = Cat(a_ip[:23], Const(wire.multicast_mac(0) >> 23, 48 - 23))
             m.d.sync += cfg_a["dst_mac"].eq(self.dst_mac)
             m.d.sync += [cfg_b[name].eq(cfg_a[name]) for name in names if name != "dst_mac"]
-            m.d.sync += cfg_b["dst_mac"].eq(Mux(a_mcast, a_mcast_mac, a_mac))
+            m.d.sync += cfg_b["dst_mac"].eq(dst_mac_of(a_zero, cfg_a["dst_ip"], cfg_a["dst_mac"]))
         # The third stage is the frame's snapshot: it holds (``frame_hold``) from the cycle a
         # message's first beat waits on ``s_msg`` until its last header beat is loaded, so all
         # header beats and the checksum of one frame use one configuration. ``frame_hold`` comes
