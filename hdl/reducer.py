@@ -375,11 +375,14 @@ class Reducer(wiring.Component):
         # With the gap room_t is room & nlast1 (room_cn loads the FIFOs' room and nlast1's next
         # value, take choosing last): `nlast1` -> P's enable was 8.79 ns at main db90a43's seed 5
         # (session 45); copy_error checks room_t == room & nlast1
+        def nlast1_next(t: Value) -> Value:  # (the gap) ~(v1 & last1) next cycle, stage 1 taking t
+            return ~Mux(adv, t & f.last, v1 & last1)
+
         room, _, _, room_t = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv,
                                         pop=q_pop, levels=[(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)],
                                         v1=v1, v2=v2, take=take, copy=own_take,
                                         # nlast1's next value (below) with take 1 / 0
-                                        copy_gate=(~Mux(adv, f.last, v1 & last1), ~(~adv & v1 & last1)) if gap else None)
+                                        copy_gate=(nlast1_next(Const(1)), nlast1_next(Const(0))) if gap else None)
         # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
         # P's load enable hundreds of registers and adv more, so the address's 4 LUTs get a cone
         # of their own. Inverted: yosys merges identical flip-flops.
@@ -392,7 +395,7 @@ class Reducer(wiring.Component):
         if own_take:
             m.d.comb += inp.take.eq(p_v & ~hold_t & room_t)  # room_t: room & nlast1 (gap == own_take)
         if gap:  # v1 & last1 next cycle: stage 1 loads on adv (v1: take, last1: p's last)
-            m.d.sync += nlast1.eq(~Mux(adv, take & f.last, v1 & last1))
+            m.d.sync += nlast1.eq(nlast1_next(take))
         load_stage1(m, s1, p, take=take, adv=adv)
         rd_load = None  # DRAM: (tag_ld_r, the load port's data), for stage1_tag_checks
         if not split_read:
