@@ -228,11 +228,13 @@ class Reducer(wiring.Component):
         m.submodules.store_port = arb = CommandArbiter(W, store.address_bits,
                                                        registered_one=self.slot_memory == "dram")
         wiring.connect(m, arb.cmd, store.cmd)
-        # DRAM: the result headers read asynchronously at the done FIFO's pointer (session 45)
+        # DRAM: the result headers read asynchronously at the done FIFO's pointer (session 45), the
+        # output skid buffer ping-pong (session 46)
         m.submodules.assembler = asm = ResultAssembler(W, slots=S, max_beats=self.beats,
                                                        hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH,
                                                        header_async=self.slot_memory == "dram",
-                                                       valid_next=self.slot_memory == "dram")
+                                                       valid_next=self.slot_memory == "dram",
+                                                       ping_pong=self.slot_memory == "dram")
         wiring.connect(m, store.rsp, asm.rsp)
 
         head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]

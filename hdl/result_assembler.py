@@ -53,9 +53,11 @@ class ResultAssembler(wiring.Component):
     FLAGS_IN_FLIP_FLOPS_MAX_SLOTS = FLAGS_IN_FLIP_FLOPS_MAX_SLOTS
 
     def __init__(self, data_width: int, *, slots: int, max_beats: int, hdr_c_depth: int,
-                 hdr_e_depth: int = 4, header_async: bool = False, valid_next: bool = False) -> None:
+                 hdr_e_depth: int = 4, header_async: bool = False, valid_next: bool = False,
+                 ping_pong: bool = False) -> None:
         self.data_width, self.slots, self.max_beats = data_width, slots, max_beats
         self.header_async = header_async
+        self.ping_pong = ping_pong  # the output skid buffer as SkidBuffer(ping_pong, ready_copy)
         self.valid_next = valid_next  # output m_valid_next: m_msg.valid's next value
         self.hdr_c_depth, self.hdr_e_depth = hdr_c_depth, hdr_e_depth
         self.tag_layout = store_tag_layout(slots)
@@ -188,8 +190,17 @@ class ResultAssembler(wiring.Component):
 
         # out: a result leaves once complete (its header in ``done``), through a skid buffer so
         # that m_msg's valid and payload come from flip-flops (not from the FIFOs' outputs, the
-        # rows' a block RAM) and m_msg.ready reaches no FIFO
-        m.submodules.out = out = SkidBuffer(message_beat_layout(W))
+        # rows' a block RAM) and m_msg.ready reaches no FIFO. ping_pong (the DRAM core): two
+        # alternately loaded slots enabled from flip-flops of their own, so m_msg.ready (the
+        # egress merger's grant, off the control block's state) reaches only the read pointer and
+        # the valid / ready flip-flops, not the 154 output-register enables (the Versa DRAM build's
+        # ``control.fsm_state`` -> ``egress_merger.sel`` -> ``core.s_msg__0__payload``, 28
+        # endpoints, 9.03 ns at main 193bd2d's seed 2; docs/benchmarks.md session 46). The same
+        # beats in the same cycles (hdl/skid_buffer.py).
+        m.submodules.out = out = SkidBuffer(message_beat_layout(W), ping_pong=self.ping_pong,
+                                            ready_copy=self.ping_pong)
+        if self.ping_pong:
+            copy_error |= out.copy_error
         wiring.connect(m, out.m, wiring.flipped(self.m_msg))
         o, h = out.s, rows.m  # h: the rows' head, from flip-flops (as are done.r_rdy, o.ready)
         m.d.comb += [

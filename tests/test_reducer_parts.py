@@ -24,6 +24,7 @@ from stream_helpers import (
     comb_cells_table,
     comb_cone,
     drive_random,
+    min_flops_between,
     pack,
     run_testbench,
     unpack,
@@ -625,10 +626,11 @@ def test_result_emitter_start_is_decided_a_cycle_ahead(seed, split) -> None:
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize("header_async", [False, True])
+@pytest.mark.parametrize(("header_async", "ping_pong"), [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("flags", ["flip-flops", "block RAM"])
 @pytest.mark.parametrize(("width", "seed"), [(64, 1), (256, 2)])
-def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_async, monkeypatch) -> None:
+def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_async, ping_pong,
+                                                    monkeypatch) -> None:
     """Random slot-store responses (contribution rows, emitting rows, READ rows; random gaps and
     ``m_msg`` backpressure): every result leaves whole and in order, with its source's header,
     its rows, first/last, and OVERFLOW = the slot's sticky flag after its last row (restarted by
@@ -636,13 +638,14 @@ def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_a
     (S <= 256) and in block RAM (the limit lowered: a message's rows on one slot back to back
     need the read port's transparency to stage R's write). With ``header_async`` (the DRAM
     core's headers in an unbuffered FIFO beside ``done``) too, ``copy_error`` checking that the
-    two FIFOs hold the same entries."""
+    two FIFOs hold the same entries, and with ``ping_pong`` too (the DRAM core's output skid
+    buffer) that its slot enable copies never differ."""
     if flags == "block RAM":
         monkeypatch.setattr(ResultAssembler, "FLAGS_IN_FLIP_FLOPS_MAX_SLOTS", 1)
     rng = random.Random(seed)
     slots, max_beats = 8, 5
     dut = ResultAssembler(width, slots=slots, max_beats=max_beats, hdr_c_depth=8, hdr_e_depth=8,
-                          header_async=header_async)
+                          header_async=header_async, ping_pong=ping_pong)
     tagl = dut.tag_layout
     rsps, hdrs, expect = [], [], []  # responses; (source, header) pushes; (header, rows, ovf)
     sticky = [0] * slots
@@ -737,6 +740,18 @@ def test_result_assembler_pop_enables_no_header_register(header_async) -> None:
     assert widths == ([] if header_async else [152]), widths
 
 
+@pytest.mark.parametrize("ping_pong", [False, True])
+def test_result_assembler_output_ready_enables_no_output_register(ping_pong) -> None:
+    """With ``ping_pong`` (the DRAM core) ``m_msg.ready`` (the egress merger's grant, off the
+    control block's state: ``control.fsm_state`` -> ``egress_merger.sel`` -> the output
+    register's 154 enables, 9.03 ns at main 193bd2d's seed 2, docs/benchmarks.md session 46)
+    reaches the output skid buffer's data registers only through a flip-flop; without it (the
+    on-chip cores, RTL unchanged) within the cycle."""
+    dut = ResultAssembler(64, slots=16, max_beats=4, hdr_c_depth=8, header_async=True, ping_pong=ping_pong)
+    regs = ["out.slot0", "out.slot1"] if ping_pong else ["out.out_data"]
+    assert min_flops_between(dut, ["m_msg__ready"], regs) == (2 if ping_pong else 1)  # (to their outputs)
+
+
 def test_result_assembler_flags_do_not_grow_with_slots() -> None:
     """Above ``FLAGS_IN_FLIP_FLOPS_MAX_SLOTS`` the sticky overflow flags are a block RAM, so the
     assembler's registers do not grow with S (docs/large_slots.md; with one flip-flop per slot
@@ -751,18 +766,19 @@ def test_result_assembler_flags_do_not_grow_with_slots() -> None:
     assert re.search(r"memory width 1 size 4096 \\ovf\b", text), "no 4096 x 1 memory for the flags"
 
 
-@pytest.mark.parametrize("header_async", [False, True])
+@pytest.mark.parametrize(("header_async", "ping_pong"), [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("beats", [1, 3])
-def test_result_assembler_one_result_beat_per_cycle(beats, header_async) -> None:
+def test_result_assembler_one_result_beat_per_cycle(beats, header_async, ping_pong) -> None:
     """Emitting results of ``beats`` rows back to back, ``m_msg`` always ready: after the first
     one, a beat leaves every cycle (``rsp.ready`` never drops; the ``done`` FIFO has room for the
     headers in flight however long the rows take to reach the output); a result's first beat
     leaves 4 cycles after its last response (stage R, the ``done`` FIFO, the output skid
     buffer), but not before 5 cycles after its first (stage R, the data FIFO and its head
     registers, the output skid buffer: one cycle more than with the head in block RAM). The
-    same cycles with ``header_async``."""
+    same cycles with ``header_async`` and ``ping_pong``."""
     n = 40
-    dut = ResultAssembler(64, slots=4, max_beats=8, hdr_c_depth=8, header_async=header_async)
+    dut = ResultAssembler(64, slots=4, max_beats=8, hdr_c_depth=8, header_async=header_async,
+                          ping_pong=ping_pong)
     tagl = dut.tag_layout
 
     async def tb(ctx):
