@@ -113,6 +113,13 @@ class InputStages(wiring.Component):
     hold a cycle longer, still exact). The compare stays as ``cfg_changed_cmp`` for
     ``copy_error`` alone (``cfg_changed_cmp & ~cfg_changed``: a change the strobe missed); no
     hardware reads it in the core.
+    With ``early_decode`` stage I's skid buffer also keeps three flip-flop copies of its
+    ``skid_valid`` (``SkidBuffer(valid_copies=1, mux_copies=2)``, reset and loaded like it, each
+    compared in ``copy_error``): one selects the look-ahead's source (``e_col`` / ``e_cw``), two
+    select I's output register's halves, so ``skid_valid`` drives neither (``stage_i.skid_valid``
+    -> ``e_col``, 11.71 ns with an 8.7 ns route, and -> I's output register (``dec_in``), 9.18 ns,
+    main 27983de at seed 1; docs/benchmarks.md session 46); the three member-bit look-ups are
+    kept apart (``col_s`` / ``col_k`` / ``col_o``, like ``cw_*``) so the select is their last level.
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
@@ -145,7 +152,7 @@ class InputStages(wiring.Component):
             "in_msg": Out(1),
             "empty": Out(1),
             **({"p_load_slot": Out((slots - 1).bit_length())} if self.slot_copy else {}),
-            **({"copy_error": Out(1)} if self.ready_copy or self.slot_copy or self.cfg_strobe else {}),
+            **({"copy_error": Out(1)} if self.ready_copy or self.slot_copy or self.early_decode else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -157,8 +164,11 @@ class InputStages(wiring.Component):
         s = self.s_msg
         beat_cnt = Signal(_beat_bits(self.elements, self.data_width))
         # stage I (its output i_d feeds P's decode)
-        m.submodules.stage_i = stage_i = SkidBuffer(self.in_layout, ready_copy=self.ready_copy)
-        copy_err = stage_i.copy_error if self.ready_copy else Const(0, 1)
+        # (early_decode) skid_valid's copies: one for the look-ahead's select, two for I's output
+        # register's load select (SkidBuffer valid_copies / mux_copies; class docstring)
+        m.submodules.stage_i = stage_i = SkidBuffer(self.in_layout, ready_copy=self.ready_copy,
+                                                    **({"valid_copies": 1, "mux_copies": 2} if self.early_decode else {}))
+        copy_err = stage_i.copy_error if self.ready_copy or self.early_decode else Const(0, 1)
         i_v, i_d = stage_i.m.valid, stage_i.m.payload  # its output register
         i_rdy = stage_i.s.ready  # == ~skid_valid, as its own flip-flop
         i_in = Signal(self.in_layout)
@@ -274,7 +284,7 @@ class InputStages(wiring.Component):
             m.d.sync += ps_vc.eq(~p_free & (stage_p.skid_valid | (stage_p.s.valid & stage_p.s.ready)))
             m.d.comb += self.p_load_slot.eq(Mux(ps_vc, stage_p.skid.slot, i_d.slot))
             copy_err = copy_err | (stage_p.m.valid & (ps_vc != stage_p.skid_valid))
-        if self.ready_copy or self.slot_copy or self.cfg_strobe:
+        if self.ready_copy or self.slot_copy or self.early_decode:
             m.d.comb += self.copy_error.eq(copy_err)
         with m.If(accept):
             m.d.sync += [beat_cnt.eq(i_in.idx + 1), self.in_msg.eq(~s.payload.last)]
@@ -291,7 +301,9 @@ class InputStages(wiring.Component):
         def look(h: data.View, tag: str) -> tuple[Value, Value]:
             lw = select_job_entry(m, cf.log2_window, self.jobs, h.job_id[:jb], f"lw_{tag}")
             ok = h.sender_id < wire.MAX_SENDERS
-            col = Cat(*[cf.members[g].bit_select(h.sender_id[:5], 1) & ok for g in range(G)])
+            col = Signal(G, name=f"col_{tag}", attrs={"keep": 1})  # kept: opt_share would look up
+            m.d.comb += col.eq(Cat(*[cf.members[g].bit_select(h.sender_id[:5], 1) & ok  # after the select
+                                     for g in range(G)]))
             cw = Signal(32, name=f"cw_{tag}", attrs={"keep": 1})  # kept: yosys' opt_share would
             m.d.comb += cw.eq(h.chunk - (Const(1, sb + 1) << lw))  # subtract after the source's select
             return col, cw
@@ -299,7 +311,7 @@ class InputStages(wiring.Component):
         e_col, e_cw = Signal(G, name="e_col"), Signal(32, name="e_cw")
         (col_s, cw_s), (col_k, cw_k), (col_o, cw_o) = look(hs, "s"), look(stage_i.skid.beat.hdr, "k"), look(hi, "o")
         with m.If(~stage_i.m.valid | stage_i.m.ready):  # I's output register loads
-            with m.If(stage_i.skid_valid):
+            with m.If(stage_i.skid_valid_c[0]):  # skid_valid's copy for this select alone
                 m.d.sync += [e_col.eq(col_k), e_cw.eq(cw_k)]
             with m.Else():
                 m.d.sync += [e_col.eq(col_s), e_cw.eq(cw_s)]

@@ -49,13 +49,25 @@ endpoints, 9.06 ns at session 44's seed 5). With ``ready_copy`` too, each slot's
 ``slot_en1``, worked out with ``s.ready`` and ``wp``; ``copy_error``: a copy differs from
 ``s.ready & wp == k``, never, if right), so no LUT sits between the flip-flops and the enables.
 ``skid`` / ``skid_valid`` are then ``slot[~rp]`` and "two beats held" (the beat ``m`` shows next).
+
+``valid_copies=n`` / ``mux_copies=k`` (``SKID`` only, not ``ping_pong``; the Versa DRAM
+reducer's stage I, docs/benchmarks.md session 46): flip-flop copies of ``skid_valid``, so the
+one flip-flop does not select every output register bit and its user's logic too
+(``stage_i.skid_valid`` -> ``inputs.e_col``, an 8.7 ns route at main 27983de's seed 1). Each
+copy resets to 0 like ``skid_valid`` and loads ``~out_free & (copy | (s.valid & s.ready))``,
+``skid_valid``'s next value written from its own state (equal by induction; its input is not
+``skid_valid``'s, so yosys keeps it). ``valid_copies``: ``n`` copies out as ``skid_valid_c``
+(bit i: copy i) for the user's selects; ``mux_copies``: the output register's load select
+(skid register or input) in ``k`` slices of the payload bits, slice i selected by its own copy.
+``copy_error`` (an output with either option) is also high when a copy differs from
+``skid_valid`` (never, if right). Off by default: the RTL unchanged.
 """
 
 from __future__ import annotations
 
 import enum
 
-from amaranth.hdl import Module, Shape, ShapeLike, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -75,11 +87,13 @@ class SkidBuffer(wiring.Component):
 
     Ports: ``s`` (stream in), ``m`` (stream out), both ``stream.Signature(shape)``; with
     ``SKID`` also ``skid`` (``shape``) and ``skid_valid``, the skid register (outputs); with
-    ``ready_copy`` also ``copy_error`` (out); ``sync``.
+    ``ready_copy`` also ``copy_error`` (out); with ``valid_copies`` also ``skid_valid_c`` (out;
+    ``copy_error`` too); ``sync``.
     """
 
     def __init__(self, shape: ShapeLike, register_type: RegisterType = RegisterType.SKID, *,
-                 ready_copy: bool = False, ping_pong: bool = False) -> None:
+                 ready_copy: bool = False, ping_pong: bool = False, valid_copies: int = 0,
+                 mux_copies: int = 0) -> None:
         Shape.cast(shape)  # a clear Amaranth error for something that is not a shape
         if not isinstance(register_type, RegisterType):
             raise ValueError(f"register_type must be one of {', '.join(t.name for t in RegisterType)}, "
@@ -90,11 +104,18 @@ class SkidBuffer(wiring.Component):
             raise ValueError(f"ping_pong needs register_type SKID, got {register_type.name}")
         self.shape, self.register_type, self.ready_copy = shape, register_type, bool(ready_copy)
         self.ping_pong = bool(ping_pong)
+        if (valid_copies or mux_copies) and (register_type is not RegisterType.SKID or ping_pong):
+            raise ValueError("valid_copies / mux_copies need register_type SKID without ping_pong")
+        if valid_copies < 0 or mux_copies < 0 or mux_copies == 1:
+            raise ValueError(f"valid_copies >= 0 and mux_copies 0 or >= 2, got {valid_copies} / {mux_copies}")
+        self.valid_copies, self.mux_copies = int(valid_copies), int(mux_copies)
         sig = stream.Signature(shape)
         members = {"s": In(sig), "m": Out(sig)}
         if register_type is RegisterType.SKID:
             members |= {"skid": Out(shape), "skid_valid": Out(1)}
-        if self.ready_copy:
+        if self.valid_copies:
+            members |= {"skid_valid_c": Out(self.valid_copies)}
+        if self.ready_copy or self.valid_copies or self.mux_copies:
             members |= {"copy_error": Out(1)}
         super().__init__(members)
 
@@ -130,15 +151,27 @@ class SkidBuffer(wiring.Component):
         skid_en = Signal(name="skid_en") if self.ready_copy else in_ready
         with m.If(skid_en):  # enable from a flip-flop: copy the input while empty
             m.d.sync += skid_data.eq(s.payload)
+        # (valid_copies / mux_copies) skid_valid's copies: the same next value from their own state
+        copies = [Signal(name=f"skid_valid_c{i}") for i in range(self.valid_copies + self.mux_copies)]
+        for c in copies:
+            m.d.sync += c.eq(~out_free & (c | (s.valid & in_ready)))
+        if self.mux_copies:  # the output register's load select in slices, each by its own copy
+            od, sd, sp = Value.cast(out_data), Value.cast(skid_data), Value.cast(s.payload)
+            k, n = self.mux_copies, len(od)
+            with m.If(out_free):
+                for i, c in enumerate(copies[self.valid_copies:]):
+                    lo, hi = i * n // k, (i + 1) * n // k
+                    m.d.sync += od[lo:hi].eq(Mux(c, sd[lo:hi], sp[lo:hi]))
         with m.If(out_free):
             with m.If(skid_valid):
                 # Drain the skid beat first; s.ready was low this cycle, nothing arrives.
-                m.d.sync += [out_data.eq(skid_data), out_valid.eq(1), skid_valid.eq(0), in_ready.eq(1)]
+                m.d.sync += [*([] if self.mux_copies else [out_data.eq(skid_data)]), out_valid.eq(1),
+                             skid_valid.eq(0), in_ready.eq(1)]
                 if self.ready_copy:
                     m.d.sync += skid_en.eq(1)
             with m.Else():
                 # Pass through (in_ready is 1 whenever the skid register is empty).
-                m.d.sync += [out_data.eq(s.payload), out_valid.eq(s.valid)]
+                m.d.sync += [*([] if self.mux_copies else [out_data.eq(s.payload)]), out_valid.eq(s.valid)]
                 if self.ready_copy:  # (equal to in_ready from here on after a reset)
                     m.d.sync += skid_en.eq(in_ready)
         with m.Elif(s.valid & in_ready):
@@ -146,8 +179,13 @@ class SkidBuffer(wiring.Component):
             m.d.sync += [skid_valid.eq(1), in_ready.eq(0)]
             if self.ready_copy:
                 m.d.sync += skid_en.eq(0)
-        if self.ready_copy:
-            m.d.comb += self.copy_error.eq(out_valid & (skid_en != in_ready))
+        if self.valid_copies:
+            m.d.comb += self.skid_valid_c.eq(Cat(*copies[:self.valid_copies]))
+        copy_err = out_valid & (skid_en != in_ready) if self.ready_copy else Const(0, 1)
+        for c in copies:
+            copy_err = copy_err | (c != skid_valid)
+        if self.ready_copy or copies:
+            m.d.comb += self.copy_error.eq(copy_err)
         return m
 
     def _elaborate_ping_pong(self, m: Module) -> Module:

@@ -1276,6 +1276,34 @@ def test_the_reset_slot_is_a_register_with_dram(mem: str) -> None:
     assert bool(+t["window_reset.slot_r", "pending"]) == (mem == "dram"), (mem, t)
 
 
+def test_stage_i_skid_valid_selects_neither_e_col_nor_i_out_with_early_decode() -> None:
+    """With ``early_decode`` (the DRAM reducer) stage I's ``skid_valid`` flip-flop reaches
+    neither the look-ahead registers ``e_col`` / ``e_cw`` nor I's output register within the
+    cycle: their selects read its copies (``SkidBuffer(valid_copies=1, mux_copies=2)``), only
+    through ``$mux`` cells (``stage_i.skid_valid`` -> ``inputs.e_col``, 11.71 ns with one 8.7 ns
+    route, and -> ``inputs.dec_in``, I's output register, 9.18 ns, main 27983de at seed 1;
+    docs/benchmarks.md session 46). After yosys' ``opt -full; share`` (what ``synth_ecp5``
+    runs) no ``$shift`` (the member bit's look-up) lies after the copy (within the cycle): the
+    three look-ups stay apart (``col_s`` / ``col_k`` / ``col_o`` kept) and the select is last;
+    at 193bd2d ``share`` merged them behind ``skid_valid``'s select ($shift 8). Fails before."""
+    dut = InputStages(64, slots=16, elements=256, groups=4, jobs=2, ready_copy=True, slot_copy=True,
+                      early_decode=True, cfg_strobe=True)
+    srcs, regs = ["stage_i.skid_valid", "stage_i.skid_valid_c"], ["e_col", "e_cw", "stage_i.m__payload"]
+    table = comb_cells_table(dut, srcs, regs)
+    for r in regs:
+        assert not sum(table["stage_i.skid_valid", r].values()), (r, table)
+    for r in ("e_col", "e_cw"):
+        assert set(+table["stage_i.skid_valid_c", r]) == {"$mux"}, (r, table)
+    copies = comb_cells_table(dut, ["stage_i.skid_valid_c1", "stage_i.skid_valid_c2"], ["stage_i.m__payload"])
+    assert all(set(+c) == {"$mux"} for c in copies.values()), copies
+    stop = "-$dff,$sdff,$dffe,$sdffe,$sdffce,$adff,$adffe,$memrd,$memrd_v2"
+    (stat,) = _yosys_on(dut, (
+        "opt -full; wreduce; peepopt; opt_clean; share; opt -full; "
+        f"tee -q -o stat.txt stat w:stage_i.skid_valid_c %co*:{stop} c:* %i"), "stat.txt")
+    cells = re.findall(r"^\s+(\d+)\s+(\$\S+)\s*$", stat, re.M)
+    assert cells and not [t for _, t in cells if t in ("$shift", "$shiftx")], cells
+
+
 def test_p_reads_no_group_bitmap_with_early_decode() -> None:
     """With the DRAM store stage P's registers (``stage_p``'s output and skid registers) read
     no group bitmap within the cycle: the member bit is looked up a cycle ahead (``e_col``;
