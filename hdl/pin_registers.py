@@ -26,7 +26,8 @@ from .params import check_core_params
 from .pin_terms import PairChecks, emitter_pin_layout, next_pair_checks, pin_terms
 from .reducer_layouts import bits_for, release_entry_layout
 
-__all__ = ["PUSH_IN_PINS_MAX_SLOTS", "PinAdvance", "advance_next", "pin_masks_layout", "pin_sources"]
+__all__ = ["PUSH_IN_PINS_MAX_SLOTS", "PinAdvance", "adv_copies", "advance_next", "load_adv_copy", "pin_masks_layout",
+           "pin_sources"]
 
 # Up to this many slots (with masks) stage 2's pushed mask joins the held slots before the S:1
 # selects by stage 0's / stage 1's slot (pinned); above it each select reads the registers alone
@@ -72,7 +73,7 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
                  push_r: Value, p_v: Value, room: Value, first: Value, adv_reg: Value, hold_t: Value,
                  clr: Value | None = None, oh0: Value | None = None, run: Value | None = None,
                  gap: tuple[Value, Value, Value, Value] | None = None,
-                 scan_hold: Value | None = None) -> PairChecks | None:
+                 scan_hold: Value | None = None, copies: SimpleNamespace | None = None) -> PairChecks | None:
     """Load ``pin_r`` and ``adv_reg`` / ``hold_t`` (== ~adv_reg) for the next cycle. Besides
     ``pin_load`` / ``pin_hold``, the entry stage 1 may push into stage 2 with its last beat pins
     the beat taken now (``live_n``): on a first beat, without waiting for the decision, a
@@ -85,14 +86,20 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     ``room`` then 0): three flip-flops (``decide_c``, ``move_c``, ``hold_s``) to load with stage
     1's ``v1 & first1 & adv`` / ``v1 & adv`` / ``~adv`` next cycle, the decision's and stage 2's
     enables and the release scans' select from registers of their own rather than from ``adv``'s
-    net (hundreds of loads). ``hold_s`` is ``hold_t`` (== ~adv) worked out with ``v1 & first1``
-    where ``hold_t`` has 1 (stage 1 held, so both are set): a different function, which yosys
-    does not merge with ``hold_t``, equal to it in every reachable state. A fourth flip-flop
-    (``gap``'s last, the reducer's ``scan_hold_hi``) is another copy of ``~adv``, worked out with
-    ``first1`` alone there (a third function; ``adv`` low implies ``v1 & first1``): the release
-    scans' upper half of slots selects by it, the lower by ``hold_s``, so neither drives all of
-    the scans' selects (`scan_hold`, 49 loads, -> `clr` 8.76 ns at main db90a43's seed 5, its
-    net 2.7 ns of it). ``live_n`` is then 0
+    net (hundreds of loads). A fourth flip-flop (``gap``'s last, the reducer's ``scan_hold_hi``)
+    is another copy of ``~adv``: the release scans' upper half of slots selects by it, the lower
+    by ``hold_s``, so neither drives all of the scans' selects (`scan_hold`, 49 loads, -> `clr`
+    8.76 ns at main db90a43's seed 5, its net 2.7 ns of it). ``copies`` (``adv_copies``, the gap
+    only): flip-flops equal to ``adv`` every cycle, so that no next value here reads ``adv``'s
+    own net (`adv` -> its 4.9 ns first route -> `room_c`'s LUT -> ... -> `adv`, 9.57 ns at main
+    193bd2d's seed 3; `decide_c` 9.51, `scan_hold` 9.32 the same way): ``loop`` selects ``adv``,
+    ``hold_t`` and ``pin_r``'s next values, ``dec`` ``decide_c`` / ``move_c``'s; the others are
+    the reducer's (``room``: the room registers' and ``nlast1``'s ``take``; ``thit``: the tag
+    checks' read-address choice). Every copy and ``hold_s`` / ``hold_hi`` selects its own next
+    value by itself (``load_adv_copy``): a register of a few loads in its own loop, and a
+    function of its own, which yosys does not merge with another (``loop`` holds with
+    ``v1 & pin_hold`` rather than ``pin_hold``: ``adv`` low implies ``v1``, and ``adv``'s next
+    value, selected by ``loop``, would otherwise be the same function). ``live_n`` is then 0
     and the pair checks are not built: ``live_n`` needs ``v1 & last1`` with ``adv``, and then
     ``room`` is 0, so nothing is taken, stage 1 is empty next cycle and ``pin_r`` (read only as
     ``v1 & first1 & pin_r``) and ``adv`` (``room`` gates the term) do not depend on it. Returns
@@ -104,15 +111,22 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     reachable state, a different function, not merged with it."""
     if gap is not None:
         decide_c, move_c, hold_s, hold_hi = gap
-        # next cycle's v1 & first1 & adv / v1 & adv (moving: v1 <- p_v & room, first1 <- first,
-        # adv as below; held: v1, first1 stay, adv <- ~pin_hold)
-        adv_n = Mux(adv, ~(p_v & room & first & pin.pin_load), ~pin.pin_hold)
+        if copies is None:
+            raise ValueError("advance_next: the gap needs adv's copies (adv_copies())")
+        # moving, next cycle's v1 & first1 & pin_r (adv's complement): v1 <- p_v & room,
+        # first1 <- first, pin_r <- pin_load; held: v1, first1 stay (both set), pin_r <- pin_hold
+        go = p_v & room & first & pin.pin_load
+        loop, dec = copies.loop, copies.dec
+        for c in vars(copies).values():  # each selected by itself (v1: adv_loop's own function)
+            load_adv_copy(m, c, go=go, held=v1 & pin.pin_hold if c is loop else pin.pin_hold)
+        load_adv_copy(m, adv_reg, go=go, held=pin.pin_hold, sel=loop)
+        load_adv_copy(m, hold_t, go=go, held=pin.pin_hold, sel=loop, inverted=True)
+        load_adv_copy(m, hold_s, go=go, held=pin.pin_hold, inverted=True)
+        load_adv_copy(m, hold_hi, go=go, held=pin.pin_hold, inverted=True)
         m.d.sync += [
-            pin.pin_r.eq(Mux(adv, pin.pin_load, pin.pin_hold)), adv_reg.eq(adv_n), hold_t.eq(~adv_n),
-            decide_c.eq(Mux(adv, p_v & room & first & ~pin.pin_load, v1 & first1 & ~pin.pin_hold)),
-            move_c.eq(Mux(adv, p_v & room & ~(first & pin.pin_load), v1 & ~pin.pin_hold)),
-            hold_s.eq(Mux(adv, p_v & room & first & pin.pin_load, v1 & first1 & pin.pin_hold)),
-            hold_hi.eq(Mux(adv, p_v & room & first & pin.pin_load, first1 & pin.pin_hold)),
+            pin.pin_r.eq(Mux(loop, pin.pin_load, pin.pin_hold)),
+            decide_c.eq(Mux(dec, p_v & room & first & ~pin.pin_load, v1 & first1 & ~pin.pin_hold)),
+            move_c.eq(Mux(dec, p_v & room & ~(first & pin.pin_load), v1 & ~pin.pin_hold)),
         ]
         return None
     pair = next_pair_checks(m, p_load=p_load, skid_valid=skid_valid, skid_hdr=skid_hdr, in_hdr=in_hdr, h0=h0, h1=h1,
@@ -137,6 +151,27 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     return pair
 
 
+def adv_copies() -> SimpleNamespace:
+    """The DRAM reducer's flip-flop copies of ``adv`` (``advance_next``'s ``copies``), each for
+    one group of consumers: ``loop`` (``adv``'s own next value, ``hold_t``'s, ``pin_r``'s),
+    ``dec`` (``decide_c``'s, ``move_c``'s), ``room`` (the room registers' and ``nlast1``'s
+    ``take``), ``thit`` (the tag checks' read-address choice, ``thit_w0`` / ``thit_b0``). Reset
+    to 1 as ``adv``."""
+    return SimpleNamespace(**{k: Signal(init=1, name=f"adv_{k}") for k in ("loop", "dec", "room", "thit")})
+
+
+def load_adv_copy(m: Module, reg: Signal, *, go: Value, held: Value, sel: Value | None = None,
+                  inverted: bool = False) -> None:
+    """Load ``reg`` with ``adv``'s next value (``~adv``'s with ``inverted``): ``~go`` if stage 1
+    moves now (``go``: next cycle's ``v1 & first1 & pin_r``), ``~held`` if it holds (``held``:
+    ``pin_hold``, or any term equal to it while stage 1 holds); the choice by ``sel``, a
+    flip-flop equal to ``adv``, or by ``reg`` itself (``~reg`` with ``inverted``). Equal to
+    ``adv`` (``~adv``) every cycle by induction, all reset so."""
+    s = sel if sel is not None else ~reg if inverted else reg
+    nxt = Mux(s, ~go, ~held)
+    m.d.sync += reg.eq(~nxt if inverted else nxt)
+
+
 def pin_masks_layout(slots: int) -> data.StructLayout:
     """The held slots as masks (``pin_sources`` with ``masks``): the queue's, stage 2's entry's,
     the emitter's result's and its rest's."""
@@ -152,14 +187,16 @@ class PinAdvance(wiring.Component):
     ``skid_valid``, ``skid_hdr``, ``in_hdr``), stage 1's ``v1`` / ``first1`` / ``last1``,
     ``push_r``, ``entry_r``, ``p_v``, ``room``, p's ``first``, ``clr`` / ``oh0`` in; ``pin_r``,
     ``adv``, ``hold_t`` out. ``gap``: ``advance_next``'s (the DRAM reducer's), with its copies
-    ``decide_c`` / ``move_c`` / ``hold_s`` / ``hold_hi`` out."""
+    ``decide_c`` / ``move_c`` / ``hold_s`` / ``hold_hi`` and ``adv_copies``' four (``copies``:
+    loop, dec, room, thit) out."""
 
     def __init__(self, *, slots: int, jobs: int, masks: bool, gap: bool = False) -> None:
         check_core_params(slots=slots, jobs=jobs)
         self.slots, self.jobs, self.masks, self.gap = slots, jobs, masks, gap
         sb = (slots - 1).bit_length()
         super().__init__({
-            **({"decide_c": Out(1), "move_c": Out(1), "hold_s": Out(1), "hold_hi": Out(1)} if gap else {}),
+            **({"decide_c": Out(1), "move_c": Out(1), "hold_s": Out(1), "hold_hi": Out(1), "copies": Out(4)}
+               if gap else {}),
             "pins": In(pin_masks_layout(slots)), "entry_r": In(release_entry_layout(jobs, slots)),
             "emit": In(emitter_pin_layout(jobs, slots)), "slot0": In(sb), "slot1": In(sb), "h0": In(AggHeaderLayout),
             "h1": In(AggHeaderLayout), "wmask0": In(sb), "wmask": In(sb), "p_load": In(1), "skid_valid": In(1),
@@ -180,11 +217,15 @@ class PinAdvance(wiring.Component):
                           entry_r=self.entry_r, mask_r=ps.mask_r, emit=emit, slot0=self.slot0, slot1=self.slot1,
                           h0=self.h0, h1=self.h1, wmask0=self.wmask0, wmask=self.wmask, jb=jb)
         adv_reg, hold_t = Signal(init=1), Signal()
+        copies = adv_copies() if self.gap else None
         advance_next(m, pin, p_load=self.p_load, skid_valid=self.skid_valid, skid_hdr=self.skid_hdr,
                      in_hdr=self.in_hdr, h0=self.h0, h1=self.h1, adv=adv_reg, wmask0=self.wmask0, wmask=self.wmask,
                      jb=jb, slot0=self.slot0, slot1=self.slot1, entry_more=self.entry_r.more, v1=self.v1,
                      first1=self.first1, last1=self.last1, push_r=self.push_r, p_v=self.p_v, room=self.room,
                      first=self.first, adv_reg=adv_reg, hold_t=hold_t, clr=self.clr, oh0=self.oh0,
-                     gap=(self.decide_c, self.move_c, self.hold_s, self.hold_hi) if self.gap else None)
+                     gap=(self.decide_c, self.move_c, self.hold_s, self.hold_hi) if self.gap else None,
+                     copies=copies)
         m.d.comb += [self.pin_r.eq(pin.pin_r), self.adv.eq(adv_reg), self.hold_t.eq(hold_t)]
+        if self.gap:
+            m.d.comb += self.copies.eq(Cat(*vars(copies).values()))
         return m

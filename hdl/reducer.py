@@ -68,7 +68,7 @@ from .params import DRAM_STORE_DEFAULTS, check_pending, check_slot_memory
 from .pending_control import PendingControl
 from .pending_effect import pending_effect
 from .pending_words import PendingWords
-from .pin_registers import advance_next, pin_sources
+from .pin_registers import adv_copies, advance_next, pin_sources
 from .reducer_config import REGION_AT_CONFIG_MAX_SLOTS, ReducerConfig, slot_ahead
 from .reducer_input import START_AT_P_MAX_SLOTS, InputStages
 from .reducer_layouts import (
@@ -325,6 +325,10 @@ class Reducer(wiring.Component):
             hold_s = Signal(name="scan_hold")
         # ... and scan_hold_hi, ~adv for the scans' upper half of slots (scan_hold: the lower half)
         hold_hi = Signal(name="scan_hold_hi") if gap else None
+        # ... and copies of adv (advance_next): its own loop (loop), decide_c / move_c (dec), the
+        # room registers and nlast1 (room), the tag checks' thit_* (thit) each select by one of
+        # their own, not by adv's net (`adv` -> 4.9 ns route -> `room_c` ... -> `adv`, seed 3)
+        acp = adv_copies() if gap else None
 
         def gated(t: Value) -> Value:  # a take term with the gap (the on-chip RTL as it was)
             return t & nlast1 if gap else t
@@ -377,12 +381,15 @@ class Reducer(wiring.Component):
         # With the gap room_t is room & nlast1 (room_cn loads the FIFOs' room and nlast1's next
         # value, take choosing last): `nlast1` -> P's enable was 8.79 ns at main db90a43's seed 5
         # (session 45); copy_error checks room_t == room & nlast1
-        def nlast1_next(t: Value) -> Value:  # (the gap) ~(v1 & last1) next cycle, stage 1 taking t
-            return ~Mux(adv, t & f.last, v1 & last1)
+        # (the gap: the room registers and nlast1 from adv's copy adv_room, take_room == take)
+        adv_rm, take_rm = (acp.room, Signal(name="take_room")) if gap else (adv, take)
 
-        room, _, _, room_t = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv,
+        def nlast1_next(t: Value) -> Value:  # (the gap) ~(v1 & last1) next cycle, stage 1 taking t
+            return ~Mux(adv_rm, t & f.last, v1 & last1)
+
+        room, _, _, room_t = stage_room(m, count=q_count, depth=QUEUE_DEPTH, push=q_push, leave=v1 & last1 & adv_rm,
                                         pop=q_pop, levels=[(arb.level, CMD_DEPTH), (asm.hdr_c_level, HDR_DEPTH)],
-                                        v1=v1, v2=v2, take=take, copy=own_take,
+                                        v1=v1, v2=v2, take=take_rm, copy=own_take,
                                         # nlast1's next value (below) with take 1 / 0
                                         copy_gate=(nlast1_next(Const(1)), nlast1_next(Const(0))) if gap else None)
         # P's load for the tag read address alone, from an inverted copy of adv (hold_t): take and
@@ -397,7 +404,8 @@ class Reducer(wiring.Component):
         if own_take:
             m.d.comb += inp.take.eq(p_v & ~hold_t & room_t)  # room_t: room & nlast1 (gap == own_take)
         if gap:  # v1 & last1 next cycle: stage 1 loads on adv (v1: take, last1: p's last)
-            m.d.sync += nlast1.eq(nlast1_next(take))
+            m.d.comb += take_rm.eq(gated(p_v & adv_rm & room))
+            m.d.sync += nlast1.eq(nlast1_next(take_rm))
         load_stage1(m, s1, p, take=take, adv=adv)
         rd_load = None  # DRAM: (tag_ld_r, the load port's data), for stage1_tag_checks
         if not split_read:
@@ -499,7 +507,9 @@ class Reducer(wiring.Component):
         # Stage 1 adds the one write still missing, the tag the decision of the previous cycle
         # requested (tw now), from registers. While stage 1 holds, its merged result is kept.
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
-        tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load, ps_v=ps_v, ps_slot=ps.slot,
+        # (the gap: P's load for the read address's choice from adv's copy adv_thit, == p_load)
+        p_load_th = ~p_v | gated(p_v & acp.thit & room) if gap else p_load
+        tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load_th, ps_v=ps_v, ps_slot=ps.slot,
                                 i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
                                 slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r, rd_load=rd_load,
@@ -619,7 +629,7 @@ class Reducer(wiring.Component):
                      adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}),
                      # the gap: no live term (no pair checks) and the copies decide_c / move_c
                      gap=(decide_c, move_c, hold_s, hold_hi) if gap else None,
-                     scan_hold=hold_s if big_cuts and not gap else None)
+                     scan_hold=hold_s if big_cuts and not gap else None, copies=acp)
 
         decide = v1 & first1 & adv
         decide_h = decide_c if gap else decide  # the held decision's enable (copy_error checks the copy)
@@ -696,7 +706,8 @@ class Reducer(wiring.Component):
             copy_err = copy_err | (room_t != (room & nlast1 if gap else room))
         if gap:  # the copies, and no decision or tag write in between at a first beat in stage 1
             copy_err = (copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
-                        | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv) | (hold_hi == adv))
+                        | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv) | (hold_hi == adv)
+                        | Cat(*(c != adv for c in vars(acp).values())).any())
         elif hold_s is not None:  # on chip above S 16: the scans' copy of ~adv
             copy_err = copy_err | (hold_s == adv)
         if inp.ready_copy or inp.slot_copy or inp.cfg_strobe:  # stage I's skid enable (I's ready), P's skid_valid,

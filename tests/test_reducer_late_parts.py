@@ -685,6 +685,16 @@ def _reg_cone_bits(dut: Reducer, reg: str) -> set[str]:
     return {ln.split("/", 1)[1] for ln in sel.split()}
 
 
+def _reg_cones_bits(dut: Reducer, regs: list[str]) -> list[set[str]]:
+    """``_reg_cone_bits`` of each of ``regs``, from one yosys run."""
+    stop = "-$_DFF_P_,$memrd,$memrd_v2"
+    script = "simplemap; opt_clean; splitnets; " + "".join(
+        f"select -set ff{i} w:{reg} %ci1 t:$_DFF_P_ %i; select -set cone{i} @ff{i} %ci1:+$_DFF_P_[D] %ci*:{stop}; "
+        f"select -write cone{i}.txt @cone{i} w:* %i; " for i, reg in enumerate(regs))
+    sels = _yosys_on(dut, script, *[f"cone{i}.txt" for i in range(len(regs))])
+    return [{ln.split("/", 1)[1] for ln in sel.split()} for sel in sels]
+
+
 @pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
 def test_the_command_push_reads_no_queued_cone_with_dram(slot_memory: str) -> None:
     """With the DRAM store stage 2's command-FIFO push (``push``, the decision table's ``push_c``)
@@ -700,6 +710,34 @@ def test_the_command_push_reads_no_queued_cone_with_dram(slot_memory: str) -> No
     queued_only = {"hc_r[2]", "cwrite1"} | ({"ck_pre[6]"} if dram else set())
     assert (not cone & queued_only) == dram, sorted(cone & queued_only)
     assert {"hc_r[0]", "hc_r[1]"} <= cone, sorted(cone)  # (the decision's other inputs are there)
+
+
+# the registers whose next values read ``adv`` until main 193bd2d (the DRAM reducer), and the copy
+# of ``adv`` (hdl/pin_registers.py ``adv_copies``) each selects by since
+ADV_READERS = {"adv": "adv_loop", "hold_t": "adv_loop", "decide_c": "adv_dec",
+               "move_c": "adv_dec", "scan_hold": "scan_hold", "scan_hold_hi": "scan_hold_hi", "room_c": "adv_room",
+               "room_cn": "adv_room", "nlast1": "adv_room", "thit_b0": "adv_thit"}
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_no_next_value_reads_adv_with_dram(slot_memory: str) -> None:
+    """With the DRAM store no register of stage 1's advance loop reads ``adv``'s own net (its
+    hundreds of clock enables): ``adv``, ``hold_t`` (and ``pin_r``) select by ``adv_loop``,
+    ``decide_c`` / ``move_c`` by ``adv_dec``, ``scan_hold`` / ``scan_hold_hi`` by themselves,
+    the room registers and ``nlast1`` (through ``take``) by ``adv_room``, the tag checks'
+    ``thit_w0`` / ``thit_b0`` (through P's load) by ``adv_thit``: flip-flops equal to ``adv``
+    every cycle, each selecting its own next value (hdl/pin_registers.py ``load_adv_copy``;
+    ``copy_error`` compares them). `adv` -> a 4.89 ns route -> `room_c`'s LUT -> ... -> `adv`
+    was 9.57 ns at main 193bd2d's seed 3 (`decide_c` 9.51, `room_cn` 9.37, `scan_hold` 9.32,
+    `scan_hold_hi` 9.31, `thit_b0` 8.88, `room_c` 8.81 from `adv` the same way). At 193bd2d
+    ``adv`` was in every one of these cones: the check's before-case, as on chip (RTL pinned).
+    test_pin_advance (gap) checks the copies' values."""
+    dram = slot_memory == "dram"
+    regs = list(ADV_READERS) if dram else ["adv", "hold_t", "room_c", "thit_b0"]
+    for reg, cone in zip(regs, _reg_cones_bits(_small_reducer(slot_memory), regs), strict=True):
+        assert cone and ("adv" in cone) != dram, (reg, sorted(cone))
+        if dram:
+            assert ADV_READERS[reg] in cone, (reg, sorted(cone))
 
 
 def test_the_result_gate_reads_no_error_within_a_cycle_with_dram() -> None:

@@ -254,7 +254,8 @@ def test_pin_advance(slots: int, jobs: int, masks: bool, gap: bool) -> None:
     inverse. ``gap`` (the DRAM reducer's: ``room`` is 0 while stage 1 holds a last beat): no
     live term, and ``pin_r`` differs from the one with it only when stage 1 is empty (so
     ``v1 & first1 & pin_r`` and ``adv`` are the same); ``decide_c`` / ``move_c`` / ``hold_s`` /
-    ``hold_hi`` are ``v1 & first1 & adv`` / ``v1 & adv`` / ``~adv`` / ``~adv`` every cycle."""
+    ``hold_hi`` are ``v1 & first1 & adv`` / ``v1 & adv`` / ``~adv`` / ``~adv`` every cycle, and
+    ``adv_copies``' four (each selecting its own next value) ``adv``."""
     dut = PinAdvance(slots=slots, jobs=jobs, masks=masks, gap=gap)
     rng = random.Random(slots + jobs + masks + 100 * gap)
     sb = (slots - 1).bit_length()
@@ -311,6 +312,7 @@ def test_pin_advance(slots: int, jobs: int, masks: bool, gap: bool) -> None:
                 assert ctx.get(dut.move_c) == st["v1"] & adv, n
                 assert ctx.get(dut.hold_s) == 1 - adv, n
                 assert ctx.get(dut.hold_hi) == 1 - adv, n
+                assert ctx.get(dut.copies) == (0b1111 if adv else 0), n  # adv_copies(): loop, dec, room, thit
             seen.add((adv, st["pin_r"]))
             # the model: pins now, the entry stage 1 may push, the registers' next values
             if masks:
