@@ -230,7 +230,9 @@ class DramRmwEngine(wiring.Component):
     ``SkidBuffer(ready_copy=True)``, so ``cmd.ready`` (a flip-flop the reducer's emitter start and
     command FIFO read) does not also drive every command bit's skid enable; ``copy_error`` (an
     output with it): the copy differs from the ready while it is used, or a burst coalescer's
-    ``row_next`` was not the next cycle's row (``next_error``; never, if right).
+    ``row_next`` was not the next cycle's row (``next_error``; never, if right). With it also
+    C2's choice of the row before is a 2-bit register worked out at C0 (``c1_base_sel``; its
+    check against the choice from C1's bits is in ``copy_error`` too; session 46).
     """
 
     def __init__(self, data_width: int, *, slots: int, row_bits: int,
@@ -421,10 +423,26 @@ class DramRmwEngine(wiring.Component):
         c1_two_back, c1_three_back = Signal(), Signal()
         c3_valid, c3_idx = Signal(), Signal(ib)  # C3's command and its entry (C2's `done`)
         m.d.sync += c1_valid.eq(fire)
+        two_back_n, three_back_n = c2_valid & (head.src == done[:ib]), c3_valid & (head.src == c3_idx)
         with m.If(fire):
-            m.d.sync += [c1.eq(head), c1_rdata.eq(rdata.r_data),
-                         c1_two_back.eq(c2_valid & (head.src == done[:ib])),
-                         c1_three_back.eq(c3_valid & (head.src == c3_idx))]
+            m.d.sync += [c1.eq(head), c1_two_back.eq(two_back_n), c1_three_back.eq(three_back_n)]
+            if not self.cmd_ready_copy:
+                m.d.sync += c1_rdata.eq(rdata.r_data)
+        if self.cmd_ready_copy:
+            # C2's choice of the row before, worked out at C0 into its own two flip-flops
+            # (`c1_base_sel`: 0 `c1_rdata`, 1 the result buffer, 2 `new_r`, 3 `new_rr`) and
+            # `c1_rdata` loaded 0 for a WRITE (it is read for nothing else), so `c2_base` is one
+            # 4:1 per bit from flip-flops; the choice from `c1.fwd` / `c1.op` / the two compares
+            # was three LUT levels (`store.c1.fwd` -> `store.a`, 13 endpoints, 8.80 ns at main
+            # 193bd2d's seed 1). `base_sel_error`: it differs from that choice (never, if right).
+            def base_sel(fwd, op, two_back, three_back):
+                return Mux(fwd & ~two_back & ~three_back, 1,
+                           Mux((op == Op.WRITE) | ~fwd, 0, Mux(two_back, 2, 3)))
+            c1_base_sel = Signal(2, name="c1_base_sel")  # reset: c1 = 0 (WRITE, no fwd) -> 0
+            with m.If(fire):
+                m.d.sync += [c1_base_sel.eq(base_sel(head.fwd, head.op, two_back_n, three_back_n)),
+                             c1_rdata.eq(Mux(head.op == Op.WRITE, 0, rdata.r_data))]
+            base_sel_error = c1_base_sel != base_sel(c1.fwd, c1.op, c1_two_back, c1_three_back)
 
         # ---- complete, stage C1: register C2's operands -------------------------------------
         # C2's modify takes two registers: `c2_base` (the row before this command) and `c2_b`
@@ -440,9 +458,14 @@ class DramRmwEngine(wiring.Component):
         c2 = Signal(entry_layout)
         c2_base, c2_b = Signal(w), Signal(w)
         new, new_r, new_rr = Signal(w), Signal(w), Signal(w)
-        early = Mux(c1.op == Op.WRITE, 0, Mux(~c1.fwd, c1_rdata, Mux(c1_two_back, new_r, new_rr)))
+        if self.cmd_ready_copy:
+            base_n = Mux(c1_base_sel[1], Mux(c1_base_sel[0], new_rr, new_r),
+                         Mux(c1_base_sel[0], res_r.data, c1_rdata))
+        else:
+            early = Mux(c1.op == Op.WRITE, 0, Mux(~c1.fwd, c1_rdata, Mux(c1_two_back, new_r, new_rr)))
+            base_n = Mux(c1.fwd & ~c1_two_back & ~c1_three_back, res_r.data, early)
         m.d.sync += [c2_valid.eq(c1_valid), c2.eq(c1),
-                     c2_base.eq(Mux(c1.fwd & ~c1_two_back & ~c1_three_back, res_r.data, early)),
+                     c2_base.eq(base_n),
                      c2_b.eq(Mux(c1.op == Op.READ, 0, c1.data)),
                      new_r.eq(new), new_rr.eq(new_r)]
 
@@ -494,7 +517,8 @@ class DramRmwEngine(wiring.Component):
                      aw_bursts.row_next.eq(c1.row),  # c2's input: the next cycle's row
                      wdata.w_data.eq(new_r), wdata.w_en.eq(c3_writes)]
         if self.cmd_ready_copy:  # the copies' checks (never, if right): the skid's ready, the coalescers' row_next
-            m.d.comb += self.copy_error.eq(cmd_in.copy_error | ar_bursts.next_error | aw_bursts.next_error)
+            m.d.comb += self.copy_error.eq(cmd_in.copy_error | ar_bursts.next_error | aw_bursts.next_error
+                                           | base_sel_error)
 
         m.submodules.wlen = wlen = RegisteredFIFO(8, n)  # bursts AW sent, W not
         m.submodules.blen = blen = RegisteredFIFO(8, n)  # bursts AW sent, B not
