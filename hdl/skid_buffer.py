@@ -49,13 +49,23 @@ endpoints, 9.06 ns at session 44's seed 5). With ``ready_copy`` too, each slot's
 ``slot_en1``, worked out with ``s.ready`` and ``wp``; ``copy_error``: a copy differs from
 ``s.ready & wp == k``, never, if right), so no LUT sits between the flip-flops and the enables.
 ``skid`` / ``skid_valid`` are then ``slot[~rp]`` and "two beats held" (the beat ``m`` shows next).
+
+``sel_copies=n`` (``SKID`` with ``ready_copy``, not ``ping_pong``; the Versa DRAM core's slice in
+front of the reducer, docs/benchmarks.md session 46): the output register's load select (skid
+register or input) is not ``skid_valid`` but ``n`` flip-flop copies of it (``skid_sel0`` ...),
+each selecting a contiguous ``1/n`` of the payload bits, so no single flip-flop drives every
+payload bit's multiplexer (``reducer_slice.skid_valid`` -> ``core.s_msg__payload``, one LUT
+behind 7.8 ns of routing at session 45's seed 5). Each copy is loaded with ``skid_valid``'s next
+value worked out from its own output (``~out_free & (copy | s.valid & s.ready)``), so yosys
+cannot merge it with ``skid_valid`` (or another copy); all start at 0: equal to ``skid_valid``
+in every cycle by induction. ``copy_error`` also rises if a copy differs from ``skid_valid``.
 """
 
 from __future__ import annotations
 
 import enum
 
-from amaranth.hdl import Module, Shape, ShapeLike, Signal
+from amaranth.hdl import Cat, Module, Mux, Shape, ShapeLike, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -79,7 +89,7 @@ class SkidBuffer(wiring.Component):
     """
 
     def __init__(self, shape: ShapeLike, register_type: RegisterType = RegisterType.SKID, *,
-                 ready_copy: bool = False, ping_pong: bool = False) -> None:
+                 ready_copy: bool = False, ping_pong: bool = False, sel_copies: int = 0) -> None:
         Shape.cast(shape)  # a clear Amaranth error for something that is not a shape
         if not isinstance(register_type, RegisterType):
             raise ValueError(f"register_type must be one of {', '.join(t.name for t in RegisterType)}, "
@@ -88,6 +98,11 @@ class SkidBuffer(wiring.Component):
             raise ValueError(f"ready_copy needs register_type SKID, got {register_type.name}")
         if ping_pong and register_type is not RegisterType.SKID:
             raise ValueError(f"ping_pong needs register_type SKID, got {register_type.name}")
+        if sel_copies and (not ready_copy or ping_pong):
+            raise ValueError("sel_copies needs ready_copy (its copy_error) and not ping_pong")
+        if not 0 <= sel_copies <= Shape.cast(shape).width:
+            raise ValueError(f"sel_copies must be 0 .. the payload width, got {sel_copies}")
+        self.sel_copies = int(sel_copies)
         self.shape, self.register_type, self.ready_copy = shape, register_type, bool(ready_copy)
         self.ping_pong = bool(ping_pong)
         sig = stream.Signature(shape)
@@ -130,15 +145,25 @@ class SkidBuffer(wiring.Component):
         skid_en = Signal(name="skid_en") if self.ready_copy else in_ready
         with m.If(skid_en):  # enable from a flip-flop: copy the input while empty
             m.d.sync += skid_data.eq(s.payload)
+        sels = [Signal(name=f"skid_sel{k}") for k in range(self.sel_copies)]  # (module docstring)
+        if sels:
+            width, n = Shape.cast(self.shape).width, len(sels)
+            out_bits, skid_bits, in_bits = (Value.cast(x) for x in (out_data, skid_data, s.payload))
+            with m.If(out_free):
+                for k, sel in enumerate(sels):  # copy k selects bits [lo, hi)
+                    lo, hi = k * width // n, (k + 1) * width // n
+                    m.d.sync += out_bits[lo:hi].eq(Mux(sel, skid_bits[lo:hi], in_bits[lo:hi]))
+            m.d.sync += [sel.eq(~out_free & (sel | (s.valid & in_ready))) for sel in sels]
         with m.If(out_free):
             with m.If(skid_valid):
                 # Drain the skid beat first; s.ready was low this cycle, nothing arrives.
-                m.d.sync += [out_data.eq(skid_data), out_valid.eq(1), skid_valid.eq(0), in_ready.eq(1)]
+                m.d.sync += [*([] if sels else [out_data.eq(skid_data)]), out_valid.eq(1), skid_valid.eq(0),
+                             in_ready.eq(1)]
                 if self.ready_copy:
                     m.d.sync += skid_en.eq(1)
             with m.Else():
                 # Pass through (in_ready is 1 whenever the skid register is empty).
-                m.d.sync += [out_data.eq(s.payload), out_valid.eq(s.valid)]
+                m.d.sync += [*([] if sels else [out_data.eq(s.payload)]), out_valid.eq(s.valid)]
                 if self.ready_copy:  # (equal to in_ready from here on after a reset)
                     m.d.sync += skid_en.eq(in_ready)
         with m.Elif(s.valid & in_ready):
@@ -147,7 +172,10 @@ class SkidBuffer(wiring.Component):
             if self.ready_copy:
                 m.d.sync += skid_en.eq(0)
         if self.ready_copy:
-            m.d.comb += self.copy_error.eq(out_valid & (skid_en != in_ready))
+            copy_error = out_valid & (skid_en != in_ready)
+            if sels:  # (and a select copy differs from skid_valid)
+                copy_error = copy_error | Cat(sel != skid_valid for sel in sels).any()
+            m.d.comb += self.copy_error.eq(copy_error)
         return m
 
     def _elaborate_ping_pong(self, m: Module) -> Module:

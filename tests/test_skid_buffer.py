@@ -99,6 +99,36 @@ def test_axis_slice_every_beat_once_in_order(register_type, data_width, user_wid
         assert cycles == 201
 
 
+@pytest.mark.parametrize(("data_width", "user_width", "p_valid", "p_ready", "seed"), [
+    (64, 1, 0.5, 0.5, 1), (64, 1, 0.9, 0.3, 2), (64, 1, 0.3, 0.9, 3), (64, 1, 1.0, 1.0, 4), (8, 3, 0.7, 0.6, 5)])
+def test_axis_slice_ready_copy_every_beat_once_in_order(data_width, user_width, p_valid, p_ready,
+                                                        seed) -> None:
+    """``ready_copy`` on the AXI4-Stream slice (the Versa DRAM build's input slices behind the
+    MACs): every beat once in order, the same cycles as the plain slice, ``copy_error`` low in
+    every cycle."""
+    def check(ctx, cycle: int) -> None:
+        assert not ctx.get(dut.copy_error), f"cycle {cycle}: skid_en differs from tready"
+
+    dut = AXIStreamRegisterSlice(data_width, user_width, ready_copy=True)
+    got = _run(dut, _axis_ports(dut.s_axis), _axis_ports(dut.m_axis), 200, p_valid, p_ready, seed,
+               each_cycle=check)
+    assert got[2] > 0 and got[1] == got[0]
+    ref = AXIStreamRegisterSlice(data_width, user_width)
+    assert got == _run(ref, _axis_ports(ref.s_axis), _axis_ports(ref.m_axis), 200, p_valid, p_ready,
+                       seed)  # cycle for cycle
+
+
+@pytest.mark.parametrize("ready_copy", [False, True])
+def test_axis_slice_tready_reaches_no_skid_register_with_ready_copy(ready_copy: bool) -> None:
+    """With ``ready_copy`` no cell from ``s_axis.tready``'s flip-flop (what the MAC's receive FIFO
+    reads: ``slice_net_in.skid.s__ready`` -> ``mac0.storage_2_dat1``, 8.20 ns at session 45's
+    seed 4) to the skid register: its 74 enables are ``skid_en``'s. Without it (the default;
+    193bd2d's DRAM build) ``tready`` drives them: the before-case."""
+    dut = AXIStreamRegisterSlice(64, 1, ready_copy=ready_copy)
+    table = comb_cells_table(dut, ["skid.s__ready"], ["skid.skid"])  # (s_axis.tready's flip-flop)
+    assert bool(sum(table["skid.s__ready", "skid.skid"].values())) != ready_copy, table
+
+
 def test_skid_register_enable_is_the_registered_ready() -> None:
     """The skid register copies the input in every cycle it is empty (``s.ready`` high),
     whatever ``m.ready`` does: its enable is a flip-flop, ``m.ready`` reaches only the output
@@ -305,6 +335,113 @@ def test_dram_core_merger_grant_reaches_no_input_data_register(slot_memory: str)
     assert min_flops_between(core, srcs, dsts) == (2 if slot_memory == "dram" else 1)
 
 
+@pytest.mark.parametrize("sel_copies", [1, 4, 12])
+@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), [(0.5, 0.5, 21), (0.9, 0.2, 22), (0.2, 0.9, 23),
+                                                          (0.8, 0.8, 24)])
+def test_sel_copies_in_lockstep_with_the_skid_registers(p_valid, p_ready, seed, sel_copies) -> None:
+    """``sel_copies`` (the DRAM core's slice in front of the reducer) side by side with the plain
+    skid buffer on the same inputs, any valid/ready/payload every cycle (valid may drop
+    untaken): ``s.ready``, ``m.valid``, ``skid_valid`` and the output register (``m.payload``)
+    equal in every cycle, and ``copy_error`` (a select copy differs from ``skid_valid``) never."""
+    shape = unsigned(12)
+    ref, dut = SkidBuffer(shape), SkidBuffer(shape, ready_copy=True, sel_copies=sel_copies)
+    top = Module()
+    top.submodules.ref, top.submodules.dut = ref, dut
+    for x in ("valid", "payload"):
+        top.d.comb += getattr(dut.s, x).eq(getattr(ref.s, x))
+    top.d.comb += dut.m.ready.eq(ref.m.ready)
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    rng = random.Random(seed)
+    seen = {"full": 0, "drain": 0}
+
+    async def tb(ctx) -> None:
+        for cycle in range(2000):
+            ctx.set(ref.s.valid, rng.random() < p_valid)
+            ctx.set(ref.s.payload, rng.getrandbits(12))
+            ctx.set(ref.m.ready, rng.random() < p_ready)
+            for a, b in ((ref.s.ready, dut.s.ready), (ref.m.valid, dut.m.valid),
+                         (ref.skid_valid, dut.skid_valid), (ref.m.payload, dut.m.payload)):
+                assert ctx.get(a) == ctx.get(b), f"cycle {cycle}: {a.name} differs"
+            if ctx.get(ref.skid_valid):
+                assert ctx.get(ref.skid) == ctx.get(dut.skid), f"cycle {cycle}: skid"
+                seen["full"] += 1
+                seen["drain"] += ctx.get(ref.m.ready)
+            assert not ctx.get(dut.copy_error), f"cycle {cycle}: a copy differs"
+            await ctx.tick()
+
+    sim.add_testbench(tb)
+    sim.run()
+    assert seen["full"] >= 5 and seen["drain"] >= 1  # the skid register was drained
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), PATTERNS)
+def test_sel_copies_every_beat_once_in_order(shape, p_valid, p_ready, seed) -> None:
+    """``sel_copies=4``: every beat once in order, outputs from flip-flops, the cycles of the
+    plain skid buffer, ``copy_error`` low (u1: one copy, the payload has one bit)."""
+    def check(ctx, cycle: int) -> None:
+        assert not ctx.get(dut.copy_error), f"cycle {cycle}: a copy differs"
+
+    dut = SkidBuffer(shape, ready_copy=True, sel_copies=min(4, Shape.cast(shape).width))
+    got = _run(dut, Port.of(dut.s), Port.of(dut.m), 150, p_valid, p_ready, seed, each_cycle=check)
+    assert got[2] > 0 and got[1] == got[0]
+    assert got == _skid(shape, RegisterType.SKID, 150, p_valid, p_ready, seed)  # cycle for cycle
+
+
+@pytest.mark.parametrize("sel_copies", [0, 4])
+def test_sel_copies_skid_valid_reaches_no_output_bit(sel_copies: int) -> None:
+    """With ``sel_copies`` no cell from ``skid_valid``'s flip-flop to the output register: its 218
+    bits' selects (W = 64) are the copies', each copy's a quarter of them. Without (the default;
+    193bd2d's ``reducer_slice``) ``skid_valid`` selects every bit: the before-case
+    (``reducer_slice.skid_valid`` -> ``core.s_msg__payload``, 8.48 ns at session 45's seed 5)."""
+    dut = SkidBuffer(message_beat_layout(64), ready_copy=True, sel_copies=sel_copies)
+    sels = [f"skid_sel{k}" for k in range(sel_copies)]
+    table = comb_cells_table(dut, ["skid_valid", *sels], ["m__payload"])  # (out_data is m__payload)
+    assert bool(sum(table["skid_valid", "m__payload"].values())) != bool(sel_copies), table
+    for sel in sels:
+        assert sum(table[sel, "m__payload"].values()), table
+
+
+def test_sel_copies_survive_synthesis() -> None:
+    """The copies are loaded from their own outputs, so ``synth_ecp5`` keeps all of them: four
+    flip-flops more than without (copies merged into ``skid_valid`` would leave the counts equal)."""
+    def flops(sel_copies: int) -> int:
+        (stat,) = _yosys_on(SkidBuffer(unsigned(16), ready_copy=True, sel_copies=sel_copies),
+                            "synth_ecp5 -top dut; tee -q -o stat.txt stat", "stat.txt")
+        return sum(int(n) for n in re.findall(r"^\s+(\d+)\s+TRELLIS_FF\s*$", stat, re.M))
+
+    assert flops(4) == flops(0) + 4
+
+
+def test_dram_core_reducer_slice_selects_in_copies() -> None:
+    """The DRAM core's slice in front of the reducer has its output select in four copies; the
+    other slices none (the on-chip core has no such slice, its RTL pinned)."""
+    def copies(core: WanreduceCore) -> dict[str, int]:
+        out, todo = {}, [(Fragment.get(core, None), "core")]
+        while todo:
+            f, name = todo.pop()
+            for o in f.origins or ():
+                if isinstance(o, SkidBuffer) and o.sel_copies:
+                    out[name] = o.sel_copies
+            todo += [(sub, f"{name}.{sub_name}") for sub, sub_name, *_ in f.subfragments]
+        return out
+
+    kw = dict(ports=2, slots=4, elements=16, groups=1, jobs=1)
+    assert copies(WanreduceCore(**kw)) == {}
+    assert copies(WanreduceCore(**kw, slot_memory="dram")) == {"core.reducer_slice": 4}
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"sel_copies": 2}, r"sel_copies needs ready_copy"),
+    ({"sel_copies": 2, "ready_copy": True, "ping_pong": True}, r"sel_copies needs ready_copy .* not ping_pong"),
+    ({"sel_copies": 9, "ready_copy": True}, r"sel_copies must be 0 .. the payload width, got 9"),
+])
+def test_sel_copies_rejects_bad_options(kw, msg) -> None:
+    with pytest.raises(ValueError, match=msg):
+        SkidBuffer(8, **kw)
+
+
 def test_ready_copy_needs_skid() -> None:
     with pytest.raises(ValueError, match=r"ready_copy needs register_type SKID, got SIMPLE"):
         SkidBuffer(8, RegisterType.SIMPLE, ready_copy=True)
@@ -331,6 +468,11 @@ def test_axis_slice_rejects_bad_parameters(args, msg) -> None:
         AXIStreamRegisterSlice(*args)
 
 
+def test_axis_slice_ready_copy_needs_skid() -> None:
+    with pytest.raises(ValueError, match=r"ready_copy needs register_type SKID, got SIMPLE"):
+        AXIStreamRegisterSlice(8, 1, "SIMPLE", ready_copy=True)
+
+
 def test_rejects_bad_register_type() -> None:
     with pytest.raises(ValueError, match=r"register_type must be one of PASS_THROUGH, SIMPLE, SKID, got 2"):
         SkidBuffer(8, 2)  # type: ignore[arg-type]
@@ -348,10 +490,11 @@ def test_verilog_message512_ports() -> None:
 
 # (PASS_THROUGH is wires, with no clock port to drive the bench from: Amaranth tests only.)
 @pytest.mark.cocotb
-@pytest.mark.parametrize(("data_width", "user_width", "register_type"), [
-    (64, 1, "SKID"), (256, 4, "SIMPLE"), (512, 8, "SKID")])
-def test_cocotb_axis_slice(data_width: int, user_width: int, register_type: str) -> None:
-    params = {"data_width": data_width, "user_width": user_width, "register_type": register_type}
+@pytest.mark.parametrize(("data_width", "user_width", "register_type", "ready_copy"), [
+    (64, 1, "SKID", False), (256, 4, "SIMPLE", False), (512, 8, "SKID", False), (64, 1, "SKID", True)])
+def test_cocotb_axis_slice(data_width: int, user_width: int, register_type: str, ready_copy: bool) -> None:
+    params = {"data_width": data_width, "user_width": user_width, "register_type": register_type,
+              **({"ready_copy": True} if ready_copy else {})}  # (the Versa DRAM build's input slices)
     top = "axis_register_slice"
     path = generate_verilog(AXIStreamRegisterSlice, name=top, params=params)
     assert "s_axis__tdata" in path.read_text()
