@@ -5,6 +5,12 @@ core port in use). ``tdata``/``tkeep``/``tlast``/``tuser`` travel as one payload
 buffer; its properties (registered outputs and ``s_axis.tready`` with the default ``SKID``
 type, one beat per cycle, no beat lost, duplicated or reordered) are those of ``SkidBuffer``,
 checked by ``tests/test_skid_buffer.py`` on both.
+
+``ready_copy=True`` (``SKID`` only; the Versa DRAM build's input slices behind the MACs,
+docs/benchmarks.md session 46): the skid buffer built with ``SkidBuffer(ready_copy=True)``, so
+``s_axis.tready`` (a flip-flop read by the MAC's receive FIFO) drives none of the skid
+register's enables; ``copy_error`` (an output with the option) is the skid buffer's. Off by
+default: the RTL unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ class AXIStreamRegisterSlice(wiring.Component):
     """
 
     def __init__(self, data_width: int, user_width: int = 1,
-                 register_type: RegisterType | str = RegisterType.SKID) -> None:
+                 register_type: RegisterType | str = RegisterType.SKID, *, ready_copy: bool = False) -> None:
         # AXIStreamSignature validates the widths with a clear ValueError.
         sig = AXIStreamSignature(data_width, user_width)
         if isinstance(register_type, str):  # by name (JSON-able: generate_verilog's params)
@@ -36,13 +42,21 @@ class AXIStreamRegisterSlice(wiring.Component):
                                  f"got {register_type!r}")
             register_type = RegisterType[register_type]
         self.data_width, self.user_width, self.register_type = data_width, user_width, register_type
+        self.ready_copy = bool(ready_copy)
+        if self.ready_copy and register_type is not RegisterType.SKID:
+            raise ValueError(f"ready_copy needs register_type SKID, got {register_type.name}")
         self.layout = data.StructLayout(
             {"tdata": data_width, "tkeep": data_width // 8, "tlast": 1, "tuser": user_width})
-        super().__init__({"s_axis": In(sig), "m_axis": Out(sig)})
+        super().__init__({"s_axis": In(sig), "m_axis": Out(sig),
+                          **({"copy_error": Out(1)} if self.ready_copy else {})})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.skid = skid = SkidBuffer(self.layout, self.register_type)
+        if self.ready_copy:
+            m.submodules.skid = skid = SkidBuffer(self.layout, self.register_type, ready_copy=True)
+            m.d.comb += self.copy_error.eq(skid.copy_error)
+        else:
+            m.submodules.skid = skid = SkidBuffer(self.layout, self.register_type)
         s, o = self.s_axis, self.m_axis
         fields = ("tdata", "tkeep", "tlast", "tuser")
         m.d.comb += [skid.s.valid.eq(s.tvalid), s.tready.eq(skid.s.ready),

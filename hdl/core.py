@@ -51,11 +51,13 @@ from wanreduce.hdl.stream_merger import StreamMerger
 __all__ = ["DEFAULTS", "MAX_SLOTS", "CoreParams", "WanreduceCore", "net_port"]
 
 def connect_through_slice(m: Module, name: str, data_width: int, src: wiring.PureInterface,
-                          dst: wiring.PureInterface, *, on: bool) -> None:
+                          dst: wiring.PureInterface, *, on: bool, mux_copies: int = 0) -> None:
     """``src`` -> ``dst`` (message streams), through a ``SkidBuffer(ready_copy=True)`` submodule
-    ``name`` when ``on`` (the DRAM core's timing slices: ``dst``'s ready ends at the slice)."""
+    ``name`` when ``on`` (the DRAM core's timing slices: ``dst``'s ready ends at the slice);
+    ``mux_copies``: the slice's output select in that many copies (SkidBuffer)."""
     if on:
-        m.submodules[name] = sl = SkidBuffer(message_beat_layout(data_width), ready_copy=True)
+        m.submodules[name] = sl = SkidBuffer(message_beat_layout(data_width), ready_copy=True,
+                                             mux_copies=mux_copies)
         wiring.connect(m, src, sl.s)
         wiring.connect(m, sl.m, dst)
     else:
@@ -148,7 +150,8 @@ class WanreduceCore(wiring.Component):
         # register enables) starts from the slice's registered ready (``reducer.inputs.in_msg``
         # -> ``core.s_msg__1__payload``, 9.02 ns at session 42's seed 5; one cycle more per
         # beat: docs/benchmarks.md session 43)
-        connect_through_slice(m, "reducer_slice", w, merger.m_msg, reducer.s_msg, on=ready_copy)
+        # (its output select in 4 copies: skid_valid -> core.s_msg__payload, session 46)
+        connect_through_slice(m, "reducer_slice", w, merger.m_msg, reducer.s_msg, on=ready_copy, mux_copies=4)
 
         m.submodules.control = control = ControlBlock(
             w, ports=n_net, slots=p["slots"], elements=p["elements"], groups=p["groups"], jobs=p["jobs"],

@@ -10,9 +10,10 @@ readies (two flip-flops, no input on the path): a beat waiting in either skid re
 the input until it leaves, so beats keep their order per output. One beat per cycle into a
 ready output; latency one cycle. ``ready_copy``: both buffers built with ``SkidBuffer(ready_copy=True)``
 (the Versa DRAM core: the skid registers' enables off the ready that the host parser reads;
-their ``copy_error`` ORed into ``copy_error``, an output with the option). ``ping_pong``: the
-data buffer (toward the merger) built with ``SkidBuffer(ping_pong=True)`` (the Versa DRAM core:
-the merger's grant reaches none of its data registers' enables; docs/benchmarks.md session 45).
+their ``copy_error`` ORed into ``copy_error``, an output with the option). ``ping_pong``: both
+buffers built with ``SkidBuffer(ping_pong=True)`` (the Versa DRAM core: the merger's grant
+reaches none of the data buffer's data registers' enables, docs/benchmarks.md session 45; the
+control block's ready none of the control buffer's, session 46).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class MessageDemux(wiring.Component):
         layout = message_beat_layout(self.data_width)
         m.submodules.data_skid = data_skid = SkidBuffer(layout, ready_copy=self.ready_copy,
                                                         ping_pong=self.ping_pong)
-        m.submodules.control_skid = control_skid = SkidBuffer(layout, ready_copy=self.ready_copy)
+        m.submodules.control_skid = control_skid = SkidBuffer(layout, ready_copy=self.ready_copy,
+                                                              ping_pong=self.ping_pong)
         if self.ready_copy:
             m.d.comb += self.copy_error.eq(data_skid.copy_error | control_skid.copy_error)
         is_ctrl = s.payload.hdr.msg_type == wire.MsgType.CONTROL

@@ -106,8 +106,9 @@ class SkidBuffer(wiring.Component):
         self.ping_pong = bool(ping_pong)
         if (valid_copies or mux_copies) and (register_type is not RegisterType.SKID or ping_pong):
             raise ValueError("valid_copies / mux_copies need register_type SKID without ping_pong")
-        if valid_copies < 0 or mux_copies < 0 or mux_copies == 1:
-            raise ValueError(f"valid_copies >= 0 and mux_copies 0 or >= 2, got {valid_copies} / {mux_copies}")
+        if valid_copies < 0 or not 0 <= mux_copies <= Shape.cast(shape).width:
+            raise ValueError(f"valid_copies >= 0 and mux_copies 0 .. the payload width, got {valid_copies} / "
+                             f"{mux_copies}")
         self.valid_copies, self.mux_copies = int(valid_copies), int(mux_copies)
         sig = stream.Signature(shape)
         members = {"s": In(sig), "m": Out(sig)}

@@ -192,6 +192,27 @@ def test_mac_fifos_are_16_deep_in_the_dram_builds_only(built_versa, tmp_path):
         generate(tmp_path / "bad", rx_cdc_depth=64)
 
 
+def slices_with_ready_copy(il: str) -> dict[str, bool]:
+    """Each board register slice's skid buffer: has it a ready copy (``skid_en``)?"""
+    mods = re.findall(r"^module \\\w+\.slice_(\w+)\.skid\n(.*?)^end", il, re.M | re.S)
+    return {name: bool(re.search(r"wire .*\\skid_en\b", body)) for name, body in mods}
+
+
+def test_versa_input_slices_copy_their_ready_in_the_dram_build_only(built_versa, tmp_path):
+    """The Versa DRAM build's two input slices (behind the MACs' receive FIFOs) are
+    ``AXIStreamRegisterSlice(ready_copy=True)``: the ready flip-flop the MAC's FIFO read side
+    reads drives none of the skid register's 74 enables (``slice_net_in.skid.s__ready`` ->
+    ``mac0.mac_rx_cdc_cdc_readable`` -> ... -> ``mac0.storage_2_dat1``, 8.20 ns at session 45's
+    seed 4). The output slice and the on-chip build's slices (and 193bd2d's DRAM build) have none."""
+    board, out = built_versa
+    assert slices_with_ready_copy((out / f"{board.top_name}.il").read_text()) == dict.fromkeys(
+        ("net_in", "host_in", "host_out"), False)
+    run_build(BOARDS["versa-ecp5"], {"elements": 16}, tmp_path, bitstream=False, slot_memory="dram")
+    il = (tmp_path / f"{board.top_name}.il").read_text()
+    assert slices_with_ready_copy(il) == {"net_in": True, "host_in": True, "host_out": False}
+    assert not VersaTop(slot_memory="records", **SMALL).input_ready_copy
+
+
 def test_versa_onchip_core_reset_by_gsr(built_versa):
     """The on-chip Versa build resets its core clock domain through the global set/reset, as
     the DRAM build does: a fabric reset register fanning out to ~6,500 flip-flops' LSR inputs

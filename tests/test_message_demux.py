@@ -7,7 +7,7 @@ import random
 
 import pytest
 from amaranth.back import verilog
-from stream_helpers import Port, drive_random, pack
+from stream_helpers import Port, drive_random, min_flops_between, pack
 
 from wanreduce import wire
 from wanreduce.hdl.layouts import message_beat_layout
@@ -91,3 +91,19 @@ def test_full_throughput_one_beat_per_cycle(p_ctrl, ready_copy, ping_pong) -> No
 def test_verilog_w512() -> None:
     text = verilog.convert(MessageDemux(512), name="message_demux")
     assert "s_msg__ready" in text and "m_control__valid" in text
+
+
+@pytest.mark.parametrize("ping_pong", [False, True])
+def test_control_ready_reaches_no_control_data_register(ping_pong: bool) -> None:
+    """``ping_pong`` (the DRAM core's demux): the control buffer is two alternating slots too, so
+    the control block's ready (``m_control.ready``) reaches no data register of it within the
+    cycle (only ``rp``, ``m.valid``, ``s.ready`` and the enable copies): two flip-flops to the
+    slots' outputs. Without it (the on-chip demux, and 193bd2d's DRAM demux, whose control
+    buffer was the output + skid registers) the ready is in the output register's enables (~100
+    at W = 64): one, the before-case."""
+    dut = MessageDemux(64, ready_copy=True, ping_pong=ping_pong)
+    regs = ["slot0", "slot1"] if ping_pong else ["m__payload"]  # (out_data is m__payload)
+    dsts = [f"control_skid.{r}" for r in regs]
+    assert min_flops_between(dut, ["m_control__ready"], dsts) == (2 if ping_pong else 1)
+    if ping_pong:  # the data buffer as before (session 45): the merger's grant reaches no slot
+        assert min_flops_between(dut, ["m_data__ready"], ["data_skid.slot0", "data_skid.slot1"]) == 2

@@ -99,6 +99,36 @@ def test_axis_slice_every_beat_once_in_order(register_type, data_width, user_wid
         assert cycles == 201
 
 
+@pytest.mark.parametrize(("data_width", "user_width", "p_valid", "p_ready", "seed"), [
+    (64, 1, 0.5, 0.5, 1), (64, 1, 0.9, 0.3, 2), (64, 1, 0.3, 0.9, 3), (64, 1, 1.0, 1.0, 4), (8, 3, 0.7, 0.6, 5)])
+def test_axis_slice_ready_copy_every_beat_once_in_order(data_width, user_width, p_valid, p_ready,
+                                                        seed) -> None:
+    """``ready_copy`` on the AXI4-Stream slice (the Versa DRAM build's input slices behind the
+    MACs): every beat once in order, the same cycles as the plain slice, ``copy_error`` low in
+    every cycle."""
+    def check(ctx, cycle: int) -> None:
+        assert not ctx.get(dut.copy_error), f"cycle {cycle}: skid_en differs from tready"
+
+    dut = AXIStreamRegisterSlice(data_width, user_width, ready_copy=True)
+    got = _run(dut, _axis_ports(dut.s_axis), _axis_ports(dut.m_axis), 200, p_valid, p_ready, seed,
+               each_cycle=check)
+    assert got[2] > 0 and got[1] == got[0]
+    ref = AXIStreamRegisterSlice(data_width, user_width)
+    assert got == _run(ref, _axis_ports(ref.s_axis), _axis_ports(ref.m_axis), 200, p_valid, p_ready,
+                       seed)  # cycle for cycle
+
+
+@pytest.mark.parametrize("ready_copy", [False, True])
+def test_axis_slice_tready_reaches_no_skid_register_with_ready_copy(ready_copy: bool) -> None:
+    """With ``ready_copy`` no cell from ``s_axis.tready``'s flip-flop (what the MAC's receive FIFO
+    reads: ``slice_net_in.skid.s__ready`` -> ``mac0.storage_2_dat1``, 8.20 ns at session 45's
+    seed 4) to the skid register: its 74 enables are ``skid_en``'s. Without it (the default;
+    193bd2d's DRAM build) ``tready`` drives them: the before-case."""
+    dut = AXIStreamRegisterSlice(64, 1, ready_copy=ready_copy)
+    table = comb_cells_table(dut, ["skid.s__ready"], ["skid.skid"])  # (s_axis.tready's flip-flop)
+    assert bool(sum(table["skid.s__ready", "skid.skid"].values())) != ready_copy, table
+
+
 def test_skid_register_enable_is_the_registered_ready() -> None:
     """The skid register copies the input in every cycle it is empty (``s.ready`` high),
     whatever ``m.ready`` does: its enable is a flip-flop, ``m.ready`` reaches only the output
@@ -177,7 +207,9 @@ def test_dram_core_slices_copy_their_ready() -> None:
     assert copies(WanreduceCore(**kw)) == []
     assert copies(WanreduceCore(**kw, slot_memory="dram")) == [
         "core.demux.control_skid", "core.demux.data_skid", "core.egress_slice", "core.merger_slice0",
-        "core.merger_slice1", "core.reducer.inputs.stage_i",
+        "core.merger_slice1",
+        "core.reducer.assembler.out",  # the result assembler's output (ping-pong, session 46)
+        "core.reducer.inputs.stage_i",
         "core.reducer.store.cmd_in",  # the store's command input (session 43, the emitter's start)
         "core.reducer_slice"]
 
@@ -191,7 +223,8 @@ def test_dram_core_egress_ready_reaches_no_result_register(slot_memory: str) -> 
     the framer's ``s_msg.ready`` -> the merger -> those enables within the cycle (the Versa DRAM
     build's 11.81 ns at session 42's seed 4): one, the before-case."""
     core = WanreduceCore(ports=1, slots=4, elements=16, groups=1, jobs=1, slot_memory=slot_memory)
-    regs = ["reducer.assembler.out.out_data", "egress_merger.out_payload"]
+    out = ["slot0", "slot1"] if slot_memory == "dram" else ["out_data"]  # (ping_pong in the DRAM core)
+    regs = [f"reducer.assembler.out.{r}" for r in out] + ["egress_merger.out_payload"]
     assert min_flops_between(core, ["m_axis_host__tready"], regs) == (2 if slot_memory == "dram" else 1)
 
 
@@ -380,12 +413,45 @@ def test_valid_copies_survive_synthesis() -> None:
 
 @pytest.mark.parametrize(("kw", "msg"), [({"valid_copies": 1, "ping_pong": True}, "need register_type SKID"),
                                          ({"mux_copies": 2, "register_type": RegisterType.SIMPLE}, "need register_type SKID"),
-                                         ({"mux_copies": 1}, "mux_copies 0 or >= 2")])
+                                         ({"mux_copies": 9}, "mux_copies 0 .. the payload width")])
 def test_valid_copies_reject_bad_parameters(kw, msg) -> None:
     kw = dict(kw)
     rt = kw.pop("register_type", RegisterType.SKID)
     with pytest.raises(ValueError, match=msg):
         SkidBuffer(8, rt, **kw)
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), PATTERNS)
+def test_mux_copies_every_beat_once_in_order(shape, p_valid, p_ready, seed) -> None:
+    """``mux_copies=4``: every beat once in order, outputs from flip-flops, the cycles of the
+    plain skid buffer, ``copy_error`` low (u1: one copy, the payload has one bit)."""
+    def check(ctx, cycle: int) -> None:
+        assert not ctx.get(dut.copy_error), f"cycle {cycle}: a copy differs"
+
+    dut = SkidBuffer(shape, ready_copy=True, mux_copies=min(4, Shape.cast(shape).width))
+    got = _run(dut, Port.of(dut.s), Port.of(dut.m), 150, p_valid, p_ready, seed, each_cycle=check)
+    assert got[2] > 0 and got[1] == got[0]
+    assert got == _skid(shape, RegisterType.SKID, 150, p_valid, p_ready, seed)  # cycle for cycle
+
+
+def test_dram_core_reducer_slice_selects_in_copies() -> None:
+    """The DRAM core's slice in front of the reducer has its output select in four copies (and
+    stage I's skid buffer in two, s46a); the other slices none (the on-chip core has no such slice, its RTL pinned)."""
+    def copies(core: WanreduceCore) -> dict[str, int]:
+        out, todo = {}, [(Fragment.get(core, None), "core")]
+        while todo:
+            f, name = todo.pop()
+            for o in f.origins or ():
+                if isinstance(o, SkidBuffer) and o.mux_copies:
+                    out[name] = o.mux_copies
+            todo += [(sub, f"{name}.{sub_name}") for sub, sub_name, *_ in f.subfragments]
+        return out
+
+    kw = dict(ports=2, slots=4, elements=16, groups=1, jobs=1)
+    assert copies(WanreduceCore(**kw)) == {}
+    assert copies(WanreduceCore(**kw, slot_memory="dram")) == {"core.reducer_slice": 4,
+                                                                "core.reducer.inputs.stage_i": 2}
 
 
 def test_ready_copy_needs_skid() -> None:
@@ -414,6 +480,11 @@ def test_axis_slice_rejects_bad_parameters(args, msg) -> None:
         AXIStreamRegisterSlice(*args)
 
 
+def test_axis_slice_ready_copy_needs_skid() -> None:
+    with pytest.raises(ValueError, match=r"ready_copy needs register_type SKID, got SIMPLE"):
+        AXIStreamRegisterSlice(8, 1, "SIMPLE", ready_copy=True)
+
+
 def test_rejects_bad_register_type() -> None:
     with pytest.raises(ValueError, match=r"register_type must be one of PASS_THROUGH, SIMPLE, SKID, got 2"):
         SkidBuffer(8, 2)  # type: ignore[arg-type]
@@ -431,10 +502,11 @@ def test_verilog_message512_ports() -> None:
 
 # (PASS_THROUGH is wires, with no clock port to drive the bench from: Amaranth tests only.)
 @pytest.mark.cocotb
-@pytest.mark.parametrize(("data_width", "user_width", "register_type"), [
-    (64, 1, "SKID"), (256, 4, "SIMPLE"), (512, 8, "SKID")])
-def test_cocotb_axis_slice(data_width: int, user_width: int, register_type: str) -> None:
-    params = {"data_width": data_width, "user_width": user_width, "register_type": register_type}
+@pytest.mark.parametrize(("data_width", "user_width", "register_type", "ready_copy"), [
+    (64, 1, "SKID", False), (256, 4, "SIMPLE", False), (512, 8, "SKID", False), (64, 1, "SKID", True)])
+def test_cocotb_axis_slice(data_width: int, user_width: int, register_type: str, ready_copy: bool) -> None:
+    params = {"data_width": data_width, "user_width": user_width, "register_type": register_type,
+              **({"ready_copy": True} if ready_copy else {})}  # (the Versa DRAM build's input slices)
     top = "axis_register_slice"
     path = generate_verilog(AXIStreamRegisterSlice, name=top, params=params)
     assert "s_axis__tdata" in path.read_text()

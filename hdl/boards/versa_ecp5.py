@@ -22,7 +22,10 @@
   the MACs' CDC FIFO flags (``valid`` / ``ready``) meet flip-flops at the core's edge instead of
   running on through the core's ready chains (at a 125 MHz core clock the host-side transmit
   ready, through the egress framer and merger into the reducer's output FIFO, was the board's
-  critical path); one cycle of latency each way.
+  critical path); one cycle of latency each way. In the DRAM build the two input slices are
+  ``ready_copy`` (their skid registers' enables off a copy of the ready: the ready flip-flop
+  the MAC's receive FIFO reads drives a few cells, not 74 enables; docs/benchmarks.md
+  session 46).
 * Core clock: 100 MHz board oscillator -> EHXPLLL -> ``core_mhz`` (125, 100, 62.5 or 50 MHz;
   ``sync``), reset from the PLL lock and the board's reset button through the chip's global
   set/reset, not a fabric net (:func:`core_clock`; LiteEth's and LiteDRAM's reset inputs from
@@ -167,6 +170,9 @@ class VersaTop(Elaboratable):
         self.slot_memory = slot_memory
         # the LEDs' pulse stretchers from registered events in the DRAM build (_pulse_stretch)
         self.registered_leds = slot_memory == "dram"
+        # the DRAM build's input slices (net_in, host_in) with ``ready_copy``: the ready that the
+        # MAC's receive FIFO read side reads drives none of the skid register's enables
+        self.input_ready_copy = slot_memory == "dram"
         # the reset signal of the MACs' and LiteDRAM's instances (see core_clock, global_reset):
         # ``sync`` itself is reset by the global set/reset in both builds (the on-chip build's
         # fabric reset, one register to ~6,500 flip-flops, stalls nextpnr's router1; issue 12)
@@ -273,7 +279,11 @@ class VersaTop(Elaboratable):
         host = self._mac(m, platform, 1)
         slices = {}
         for name in ("net_in", "host_in", "host_out"):
-            slices[name] = m.submodules[f"slice_{name}"] = AXIStreamRegisterSlice(MAC_WIDTH, 1)
+            if self.input_ready_copy and name != "host_out":  # (session 46: docs/benchmarks.md)
+                sl = AXIStreamRegisterSlice(MAC_WIDTH, 1, ready_copy=True)
+            else:
+                sl = AXIStreamRegisterSlice(MAC_WIDTH, 1)
+            slices[name] = m.submodules[f"slice_{name}"] = sl
         self.mac_to_axis(m, net, slices["net_in"].s_axis)
         wiring.connect(m, slices["net_in"].m_axis, getattr(core, net_port(0)))
         for i in range(1, core.params["ports"]):
