@@ -63,7 +63,10 @@ class ControlBlock(wiring.Component):
     cycle after EXEC wrote a GROUP or JOB_CFG register (the first cycle ``group_bitmap`` /
     ``job_cfg`` show the written value; a write of the value they hold too). The reducer's early
     decode holds a beat on it instead of comparing those 128+ bits with its registered copies
-    (``InputStages(cfg_strobe=True)``, docs/benchmarks.md session 45).
+    (``InputStages(cfg_strobe=True)``, docs/benchmarks.md session 45). Also with ``"dram"``
+    ``m_msg.valid`` is a flip-flop (``reply_valid``: high exactly in the REPLY state, set on the
+    transition into it, cleared on the reply's take; ``reply_reg``), not a decode of the FSM state:
+    the same cycles.
     """
 
     def __init__(
@@ -82,6 +85,10 @@ class ControlBlock(wiring.Component):
         # a GROUP / JOB_CFG write as a strobe (class docstring): the DRAM build's core clock
         # (`group_bitmap` -> the reducer's `inputs.cfg_changed`, 8.86 ns, main db90a43's seed 2)
         self.cfg_strobe = slot_memory == "dram"
+        # the reply's valid a flip-flop (``reply_valid``, set on entering REPLY, cleared on its
+        # take), not the FSM state's decode: the DRAM build's core clock (`control.fsm_state` ->
+        # the egress merger's select -> the result gate's `valid_r`, 8.10 ns at 27983de's seed 5)
+        self.reply_reg = slot_memory == "dram"
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -419,6 +426,9 @@ class ControlBlock(wiring.Component):
             cfg_addrs = [regs.group(g) for g in range(self.groups)] + [regs.job_cfg(j) for j in range(self.jobs)]
             assert all(a in writable for a in cfg_addrs)
             m.d.sync += self.cfg_written.eq(0)
+        reply_valid = Signal(name="reply_valid") if self.reply_reg else None  # == (state == REPLY)
+        if reply_valid is not None:
+            m.d.comb += self.m_msg.valid.eq(reply_valid)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.s_msg.ready.eq(1)
@@ -444,6 +454,8 @@ class ControlBlock(wiring.Component):
             with m.State("EXEC"):
                 with m.If(ops_done):
                     m.next = "REPLY"
+                    if reply_valid is not None:
+                        m.d.sync += reply_valid.eq(1)
                 with m.Elif(head_write):
                     m.d.comb += self.reset.valid.eq(1)
                     with m.If(self.reset.ready):
@@ -476,7 +488,10 @@ class ControlBlock(wiring.Component):
                              ops_done.eq((words_left < 4) | (op + 1 == n_ops))]
                 m.next = "EXEC"
             with m.State("REPLY"):
-                m.d.comb += self.m_msg.valid.eq(1)
+                if reply_valid is None:
+                    m.d.comb += self.m_msg.valid.eq(1)
                 with m.If(self.m_msg.ready):
                     m.next = "IDLE"
+                    if reply_valid is not None:
+                        m.d.sync += reply_valid.eq(0)
         return m

@@ -30,14 +30,16 @@ __all__ = ["DecisionEffect", "effect_layout", "effect_registers", "head_check_re
            "pending_with_effect", "update_heads"]
 
 
-def effect_registers(*, slots: int, job_bits: int, vectors: bool) -> SimpleNamespace:
+def effect_registers(*, slots: int, job_bits: int, vectors: bool, hi1: bool = False) -> SimpleNamespace:
     """The effect's registers, named as the reducer's: ``fx_c`` / ``fx_s`` and their inverted
     copies ``fxw_cn`` / ``fxw_sn`` (yosys merges identical flip-flops; the copies drive the S
     pending bits and the heads, ``fx_c`` / ``fx_s`` stay next to the decision loop; copy_error
     checks them), ``fx_job``, ``fx_run`` (chunks released after the completing one), ``fx_cp1``
     (its chunk + 1), ``fx_hn`` (the new head, cp1 + run), ``run_lt`` / ``run_ltw`` / ``run_eq``
     (the low bits of delta1 / deltaw1 against that run); with ``vectors`` ``fx_clr`` (the run's
-    slots) and ``fx_set`` (its slot, one-hot)."""
+    slots) and ``fx_set`` (its slot, one-hot); with ``hi1`` (DRAM) ``fx_hi1``: fx_cp1's bits above the
+    run's plus 1, loaded with it (``head_check_registers``' forwarded equality; copy_error checks
+    it), else None."""
     sb = (slots - 1).bit_length()
     fx = SimpleNamespace(
         fx_c=Signal(name="fx_c"), fx_s=Signal(name="fx_s"),
@@ -49,6 +51,7 @@ def effect_registers(*, slots: int, job_bits: int, vectors: bool) -> SimpleNames
     )
     if vectors:
         fx.fx_clr, fx.fx_set = Signal(slots, name="fx_clr"), Signal(slots, name="fx_set")
+    fx.fx_hi1 = Signal(32 - sb, init=1, name="fx_hi1") if hi1 else None  # == fx_cp1[sb:] + 1 (init 0 + 1)
     return fx
 
 
@@ -71,12 +74,15 @@ def head_check_registers(m: Module, fx: SimpleNamespace, heads: Sequence[Value],
     as carry chains). ``hold`` (DRAM): a flip-flop equal to ``~adv`` every cycle (the reducer's
     ``hold_t``, checked by ``copy_error``) chooses between the two beats' checks instead of
     ``adv``, whose net (hundreds of loads) then is not on ``hc_r``'s paths; the same value every
-    cycle, so the same ``hc_r``."""
+    cycle, so the same ``hc_r``. With ``fx.fx_hi1`` (and ``carry_eq``) the forwarded equality
+    compares the bits above the run's against fx_cp1's and ``fx_hi1`` (``eq_hn_split``), the run
+    only in the low bits' sum."""
     m.d.comb += fx.fx_hn.eq(fx.fx_cp1 + fx.fx_run)
+    hi1 = getattr(fx, "fx_hi1", None) if carry_eq else None
     hc_r = Signal(HeadChecks, name="hc_r")
     fx_hc = (~fx.fxw_cn, fx.fx_job, fx.fx_cp1, fx.fx_run)
-    hc0 = head_checks(m, job0, chunk0, cw0, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq)
-    hc1 = head_checks(m, job1, chunk1, cw1, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq)
+    hc0 = head_checks(m, job0, chunk0, cw0, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq, hi1=hi1)
+    hc1 = head_checks(m, job1, chunk1, cw1, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq, hi1=hi1)
     m.d.sync += hc_r.eq(Mux(adv, hc0, hc1) if hold is None else Mux(hold, hc1, hc0))
     return hc_r
 
@@ -101,6 +107,8 @@ def load_effect(m: Module, fx: SimpleNamespace, *, decide: Value, in_order: Valu
         fx.run_eq.eq(Mux(adv, delta_n[:sb], delta1[:sb]) == run),
         *([fx.fx_clr.eq(clr), fx.fx_set.eq(oh1)] if clr is not None else []),
     ]
+    if getattr(fx, "fx_hi1", None) is not None:  # fx_cp1[sb:] + 1, loaded with fx_cp1
+        m.d.sync += fx.fx_hi1.eq(chunk_p1[sb:] + 1)
 
 
 def update_heads(m: Module, fx: SimpleNamespace, heads: Sequence[Value]) -> None:

@@ -450,7 +450,8 @@ class Reducer(wiring.Component):
         # the last cycle's decision completed a chunk in in-order mode at its job's head (fx_c:
         # release run, new head) or behind it (fx_s: set its pending bit)
         # (hdl/decision_effect.py; inverted copies fxw_cn / fxw_sn for the wide fan-out)
-        fx = effect_registers(slots=S, job_bits=jb, vectors=not self.words)
+        fx = effect_registers(slots=S, job_bits=jb, vectors=not self.words,
+                              hi1=self.slot_memory == "dram")  # DRAM: fx_cp1[sb:] + 1 (hdl/head_check.py eq_hn_split)
         fx_c, fx_s, fxw_cn, fxw_sn, fx_job = fx.fx_c, fx.fx_s, fx.fxw_cn, fx.fxw_sn, fx.fx_job
         # what stage 1's decision reads of the decision in between: none with the gap (above)
         fx_c_d, fx_s_d = (Const(0, 1), Const(0, 1)) if gap else (fx_c, fx_s)
@@ -715,6 +716,7 @@ class Reducer(wiring.Component):
             copy_err = copy_err | inp.copy_error
         if self.slot_memory == "dram":  # the DRAM store's command skid enable, a copy (cmd_ready_copy)
             copy_err = copy_err | store.copy_error | gate_err  # (and the result gate's valid_reg)
+            copy_err = copy_err | (fx.fx_hi1 != (fx.fx_cp1[sb:] + 1)[:32 - sb])  # (the head checks' fx_hi1)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,

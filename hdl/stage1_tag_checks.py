@@ -73,13 +73,21 @@ def tag_checks_carry(m: Module, t: Value, h: Value, bit: Value, members: Value, 
     abc9 mapped their AND / OR trees as LUT4s in series where its unit-delay model saw slack
     (`tag_rd__data` -> 10 LUT4 -> `ck_pre.cadd`, 9.25 ns, P's payload -> 9 LUT4 ->
     `ck_pre.mismatch` / `mismatch_round`, 8.2-8.7 ns at session 44's seeds 2 / 5); a 32-bit
-    carry chain placed at ~1.5 ns there. ``dup`` (a 3-level tree, 7.6 ns placed), the job /
-    chunk compares (``same``, ``older``: already beside the ``back`` subtractor's chain) and the
-    state stay ``tag_checks``'. Built into ``m`` (one signal)."""
+    carry chain placed at ~1.5 ns there. Since session 46 also the chunk equality (``same``,
+    ``older``) and ``dup`` ((bitmap & bit) != 0) as carry chains: synthesised alone (four tag
+    sources and ``ck_pre``'s select) abc9 had mapped them as 5-6 LUT4 in series (``ck_pre.older``
+    from P's payload 8.31 ns at 27983de's seed 5, there through ``back``'s chain after a 3.5 ns
+    route: the route is not cut here). The job compare (``jb`` bits), ``back`` (the subtractor's
+    sign) and the state stay ``tag_checks``'. Built into ``m`` (one signal)."""
     c = Signal(TagChecks)
     x_rest = Cat(t.group ^ h.group_id, t.scale ^ h.scale_exp, t.count ^ h.element_count, t.session ^ h.session)
+    hc = HdrChecks(hdr_checks((t.job, t.chunk, t.round, t.group, t.scale, t.count, t.session), h, jb)[0])
+    chunk_eq = all_ones(~(t.chunk ^ h.chunk))
     m.d.comb += [
         c.eq(tag_checks(t, h, bit, members, jb)),
+        c.same.eq((t.state != FREE) & hc.job_eq & chunk_eq),
+        c.older.eq(hc.job_eq & ~chunk_eq & ~hc.back),
+        c.dup.eq(~all_ones(~(t.bitmap & bit))),
         c.cadd.eq(all_ones(~((t.bitmap | bit) ^ members))),
         c.mismatch_round.eq(~all_ones(~(t.round ^ h.round_id))),
         c.mismatch.eq(~all_ones(~x_rest)),

@@ -469,3 +469,19 @@ def test_cfg_written_marks_every_group_and_job_cfg_write(w):
     sim.add_testbench(tb)
     sim.run()
     assert seen["strobes"] == writes == 7 and seen["changes"] == 5, seen  # two writes of the value held
+
+
+@pytest.mark.parametrize("slot_memory", ["onchip", "dram"])
+def test_reply_valid_is_a_flip_flop_with_dram(slot_memory):
+    """With ``dram`` (``reply_reg``) the reply's ``m_msg.valid`` is one flip-flop
+    (``reply_valid``, high exactly in REPLY), not the FSM state's decode: `control.fsm_state` ->
+    the egress merger's select -> the result gate's `valid_r` was 8.10 ns at 27983de's seed 5.
+    The on-chip block keeps the decode (its RTL pinned): the check's before-case, which the DRAM
+    block had at 193bd2d. test_split_read_takes_the_on_chip_cycles checks the same cycles."""
+    dut = ControlBlock(64, ports=1, slots=16, elements=64, groups=2, jobs=2, slot_memory=slot_memory)
+    sources, cells = comb_cone(dut, "m_msg__valid")
+    if slot_memory == "dram":
+        # (the flip-flop drives the port: yosys names its output m_msg__valid)
+        assert sources <= {"reply_valid", "m_msg__valid"} and not cells, (sources, cells)
+    else:
+        assert "fsm_state" in sources, sources

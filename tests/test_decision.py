@@ -306,17 +306,21 @@ def test_all_ones_is_every_bit_set() -> None:
         _comb_sim(top, tb)
 
 
-@pytest.mark.parametrize(("per_job", "carry_eq"), [(False, False), (True, False), (True, True)])
-def test_head_check_against_the_twin(per_job: bool, carry_eq: bool) -> None:
+@pytest.mark.parametrize(("per_job", "carry_eq", "split_eq"),
+                         [(False, False, False), (True, False, False), (True, True, False), (True, True, True)])
+def test_head_check_against_the_twin(per_job: bool, carry_eq: bool, split_eq: bool) -> None:
     """``HeadCheck``: a chunk against its job's head register, or, when the previous decision
     completed at the head of the same job (``fwd.valid``, ``fwd.job``), against the new head it
     forwards (chunk + 1 + run: ``cp1 + run``, through the carry-save ``minus_hn`` / ``eq_hn``):
     the twin's flags for either head; chunks near the head, across the wrap and SERIAL_HALF.
     ``per_job`` (the DRAM reducer's: every job's compares, the job choosing the results) the
     same, also for a job number past the heads (its head 0, as without); ``carry_eq`` (the DRAM
-    reducer's: the equalities as carry chains, ``all_ones``) the same."""
+    reducer's: the equalities as carry chains, ``all_ones``) the same; ``split_eq`` (the DRAM
+    reducer's since session 46: the forwarded equality by ``eq_hn_split``, the run only in the low
+    bits, cp1's upper bits + 1 given) the same, with cp1 + run carrying into and across the upper
+    bits (cp1's low bits near all ones)."""
     jobs, run_bits, lw = 3, 4, 3
-    dut = HeadCheck(jobs, run_bits, per_job=per_job, carry_eq=carry_eq)
+    dut = HeadCheck(jobs, run_bits, per_job=per_job, carry_eq=carry_eq, split_eq=split_eq)
     top = Module()
     top.submodules.dut = dut
     rng = random.Random(26)
@@ -327,7 +331,8 @@ def test_head_check_against_the_twin(per_job: bool, carry_eq: bool) -> None:
             heads = [rng.choice([0, M32, SERIAL_HALF - 1, rng.getrandbits(32)]) for _ in range(jobs)]
             job, fjob = rng.randrange(jobs + 1 if rng.random() < 0.1 else jobs), rng.randrange(jobs)
             valid = rng.getrandbits(1)
-            cp1 = rng.choice([0, 1, M32, SERIAL_HALF, rng.getrandbits(32)])
+            cp1 = rng.choice([0, 1, M32, SERIAL_HALF, rng.getrandbits(32), M32 - rng.getrandbits(run_bits),
+                              (rng.getrandbits(32) | 0xF) - rng.getrandbits(2)])
             run = rng.getrandbits(run_bits)
             fwd = valid and fjob == job
             head = (cp1 + run) & M32 if fwd else heads[job] if job < jobs else 0

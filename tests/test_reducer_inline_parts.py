@@ -275,9 +275,11 @@ def test_live_tag_checks_are_the_direct_checks_of_the_tag_written(jobs: int) -> 
 @pytest.mark.parametrize("jobs", [1, 3])
 def test_tag_checks_as_carry_chains_are_the_direct_checks(jobs: int) -> None:
     """``tag_checks_carry`` (hdl/stage1_tag_checks.py, the DRAM reducer's: ``cadd``,
-    ``mismatch_round``, ``mismatch`` as carry chains) equals ``tag_checks`` (hdl/decision.py)
-    on every field: tags whose header fields are a header's with one moved (or all fresh),
-    negative scales, bitmaps completing the group or not, the sender's bit in it or not."""
+    ``mismatch_round``, ``mismatch``, and since session 46 the chunk equality in ``same`` /
+    ``older`` and ``dup``, as carry chains) equals ``tag_checks`` (hdl/decision.py) on every
+    field: tags whose header fields are a header's with one moved (or all fresh), negative
+    scales, bitmaps completing the group or not, the sender's bit in it or not; each flag seen
+    both ways."""
     jb = bits_for(jobs)
     m = Module()
     t, h = Signal(slot_tag_layout(jobs)), Signal(AggHeaderLayout)
@@ -306,11 +308,12 @@ def test_tag_checks_as_carry_chains_are_the_direct_checks(jobs: int) -> None:
             g, w = ctx.get(got), ctx.get(want)
             assert {k: getattr(g, k) for k in TagChecks.members} == \
                 {k: getattr(w, k) for k in TagChecks.members}, (tag, hd, pbit, mem)
-            seen.update(k for k in ("cadd", "dup", "mismatch_round", "mismatch") if getattr(w, k))
-            seen.update(f"no_{k}" for k in ("cadd", "dup", "mismatch_round", "mismatch") if not getattr(w, k))
+            flags = ("cadd", "dup", "mismatch_round", "mismatch", "same", "older")
+            seen.update(k for k in flags if getattr(w, k))
+            seen.update(f"no_{k}" for k in flags if not getattr(w, k))
 
     _comb_sim(m, tb)
-    assert len(seen) == 8, seen
+    assert len(seen) == 12, seen
 
 
 @pytest.mark.parametrize(("width", "slots", "row_bits"), [(64, 16, 2), (256, 8, 0)])

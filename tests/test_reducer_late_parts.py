@@ -974,3 +974,41 @@ def test_the_dram_cuts_apart_from_the_store_above_s16_on_chip(slots: int) -> Non
     for reg in dec:
         for src in ("hcw1", "sel_a1"):
             assert (not table[src, reg]) == cuts, (src, reg, table[src, reg])
+
+
+def _wide_cells(dut: Reducer) -> tuple[list[str], list[str]]:
+    """(the ``$add`` cells of 16+ bits on paths from ``fx_run`` to ``hc_r``'s next value; the
+    ``$eq`` / ``$ne`` / ``$reduce_bool`` / ``$reduce_or`` cells of 32+ input bits in ``ck_pre``'s
+    input cone), within a cycle (yosys ``proc; flatten``)."""
+    stop = "-$dff,$memrd,$memrd_v2"
+    add_t, eq_t = _yosys_on(dut, (
+        f"select -set fwd w:fx_run %co*:{stop}; "
+        f"select -set bwd w:hc_r %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
+        "select -write add.txt @fwd @bwd %i t:$add %i r:Y_WIDTH>=16 %i; "
+        f"select -set bk w:ck_pre %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
+        "select -write eq.txt @bk t:$eq t:$ne %u t:$reduce_bool %u t:$reduce_or %u %i r:A_WIDTH>=32 %i"),
+        "add.txt", "eq.txt")
+    return add_t.split(), eq_t.split()
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_forwarded_head_and_the_tag_chunk_compares_leave_the_run_and_the_trees_with_dram(slot_memory: str) -> None:
+    """Session 46, DRAM: (1) the head checks' forwarded equality (``hc_r.at_head``: chunk ==
+    fx_cp1 + fx_run) is ``eq_hn_split`` (hdl/head_check.py): the run only in a sum of the low
+    bits, the upper bits compared with fx_cp1's and ``fx_hi1`` (== fx_cp1[sb:] + 1, a register;
+    copy_error checks it) by carry chains off flip-flops, so no wide ``$add`` lies between
+    ``fx_run`` and ``hc_r`` (193bd2d's ``eq_hn(carry=True)``: the run's bits in front of a 33-bit
+    chain, `fx_run` -> `hc_r.at_head` 8.0-9.0 ns at 27983de's seeds 1-5); (2) the tag checks'
+    chunk equality (``same``, ``older``) and ``dup`` are carry chains (``tag_checks_carry``), no
+    32-bit ``$eq`` / ``$ne`` in ``ck_pre``'s cone (abc9's LUT4 chains: P's payload ->
+    `ck_pre.older` 8.31 ns at seed 5). The on-chip reducer has neither chain (its RTL pinned):
+    no ``$add`` there either way, the compares kept (the before-case of (2)); 193bd2d's DRAM
+    reducer had both. tests/test_decision.py::test_head_check_against_the_twin (split_eq) and
+    tests/test_reducer_stage_parts.py check the values."""
+    dram = slot_memory == "dram"
+    adds, eqs = _wide_cells(_small_reducer(slot_memory))
+    assert not adds, adds
+    assert (not eqs) == dram, eqs
+    if dram:
+        wires = set(re.findall(r"^\s*wire .*\\(\S+)$", rtlil.convert(_small_reducer(slot_memory)), re.M))
+        assert "fx_hi1" in wires
