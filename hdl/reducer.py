@@ -144,6 +144,7 @@ class Reducer(wiring.Component):
     # RAM (its clock-to-output 4.1 ns), the scans 4S bits wide. Up to it, the RTL as it was
     # (tests/test_default_rtl.py pins S 16).
     ONCHIP_CUTS_MAX_SLOTS = 16
+    ONCHIP_TAG_LUT = True  # on chip above that, the decision's tag read from LUT RAM (elaborate; the tests' switch)
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  slot_memory: str = "onchip", pending: str = "vector", **dram: int) -> None:
@@ -219,7 +220,12 @@ class Reducer(wiring.Component):
         # the DRAM reducer's, and on chip above ONCHIP_CUTS_MAX_SLOTS (vector pending) those of its
         # cuts that do not depend on the DRAM store
         big_cuts = self.slot_memory == "dram" or (not self.words and S > self.ONCHIP_CUTS_MAX_SLOTS)
-        tags = tag_memory(m, slots=S, jobs=self.jobs, probe_port=not probe_shares, load_port=split_read)
+        # on chip above S 16 (big_cuts without DRAM; session 46): the decision's tag read from a LUT
+        # RAM copy (flip-flops at its output), addressed through P's copy of skid_valid (slot_copy),
+        # and the probe's read data registered before its compares (hdl/tag_probe.py registered_data)
+        tag_lut = big_cuts and self.slot_memory != "dram" and self.ONCHIP_TAG_LUT
+        tags = tag_memory(m, slots=S, jobs=self.jobs, probe_port=not probe_shares, load_port=split_read,
+                          decision_lut=tag_lut)
         tag_rd, tag_rd_e, tag_wr, tag_rd_p = tags.rd, tags.rd_e, tags.wr, tags.rd_p
         # the partial sums: the slot store (built in __init__), its command port shared by the
         # contributions and the emitter's READs, its responses assembled into results
@@ -277,13 +283,13 @@ class Reducer(wiring.Component):
         m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs, slot_register=reset_ahead)
         m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words,
                                               shared_port=probe_shares,
-                                              registered_key=self.slot_memory == "dram")
+                                              registered_key=self.slot_memory == "dram", registered_data=tag_lut)
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
                                                 jobs=self.jobs, vectors=not self.words,
                                                 start_at_i=not self.words and S > START_AT_P_MAX_SLOTS,
                                                 region_at_cfg=region_cfg,
                                                 ready_copy=self.slot_memory == "dram",
-                                                slot_copy=split_read, early_decode=self.slot_memory == "dram",
+                                                slot_copy=split_read or tag_lut, early_decode=self.slot_memory == "dram",
                                                 cfg_strobe=self.slot_memory == "dram")
         m.d.comb += [
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
@@ -414,7 +420,8 @@ class Reducer(wiring.Component):
                 # always one cycle old and the bypass registers cover exactly what it missed
                 # the tag is read a cycle ahead: for the beat at p's output next cycle
                 # every source is a flip-flop (stage I computed the slot of the beat P may load)
-                tag_rd.addr.eq(Mux(p_load_t, Mux(ps_v, ps.slot, i_d.slot), p.slot)),
+                # (tag_lut: the skid's / I's slot chosen by P's copy of skid_valid, p_load_slot, not by ps_v)
+                tag_rd.addr.eq(Mux(p_load_t, inp.p_load_slot if tag_lut else Mux(ps_v, ps.slot, i_d.slot), p.slot)),
                 tag_rd.en.eq(1),
             ]
         else:

@@ -27,12 +27,21 @@ from .reducer_layouts import FREE, slot_tag_layout
 __all__ = ["TagWrite", "tag_memory", "tag_write_register", "tag_write_select", "tag_writer_layout"]
 
 
-def tag_memory(m: Module, *, slots: int, jobs: int, probe_port: bool, load_port: bool = False) -> SimpleNamespace:
+def tag_memory(m: Module, *, slots: int, jobs: int, probe_port: bool, load_port: bool = False,
+               decision_lut: bool = False) -> SimpleNamespace:
     """The tag memory as ``m``'s submodule ``tag_mem``, with its ports (not transparent):
     ``rd`` (the decision's, stage 0 -> 1), ``rd_e`` (the emitter's), ``wr``, and with
     ``probe_port`` ``rd_p`` (JOBj_PROBE_BITMAP; else the probe shares ``rd_e``); with
     ``load_port`` ``rd_l``, a second port of the decision's (the beat stage P would load, while
-    ``rd`` reads the beat it holds; else None)."""
+    ``rd`` reads the beat it holds; else None).
+
+    ``decision_lut`` (on chip above ``Reducer.ONCHIP_CUTS_MAX_SLOTS``, session 46): ``rd`` reads
+    a copy of its own, ``tag_mem_d``, built as LUT RAM (``ram_style`` "distributed") and written
+    by ``wr``'s signals in the same cycle (the same contents, the same synchronous read: the same
+    data). yosys maps a synchronous read of LUT RAM as the asynchronous read followed by
+    flip-flops, so the decision's checks start at flip-flops, not at the block RAM's ~4 ns
+    clock-to-output (`tag_mem` -> the chunk compare -> `ck_pre.same` was 11.13 ns in the
+    on-chip S 64 core's placement, the block RAM's output at 4.26 ns)."""
     # Left to the tools (block RAM on the ECP5). Forcing LUT RAM up to 256 slots (for the
     # block RAM's ~4 ns clock-to-output) gained nothing measurable (55.0 vs 53.7 MHz at
     # S=64, within placement noise) and left nextpnr's router congested on the Versa build.
@@ -44,7 +53,12 @@ def tag_memory(m: Module, *, slots: int, jobs: int, probe_port: bool, load_port:
     # an output multiplexer to every block RAM port to emulate read-old-data on collision.
     no_rw = {"no_rw_check": 1}
     m.submodules.tag_mem = tag_mem = Memory(shape=slot_tag_layout(jobs), depth=slots, init=[], attrs=no_rw)
-    tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
+    if decision_lut:  # (docstring) the copy: 64 x 150 bits at S 64, 152 DPR16X4
+        lut = {**no_rw, "ram_style": "distributed"}
+        m.submodules.tag_mem_d = tag_mem_d = Memory(shape=slot_tag_layout(jobs), depth=slots, init=[], attrs=lut)
+        tag_rd = tag_mem_d.read_port(transparent_for=())  # decision (stage 0 -> 1)
+    else:
+        tag_rd = tag_mem.read_port(transparent_for=())  # decision (stage 0 -> 1)
     tag_rd_e = tag_mem.read_port(transparent_for=())  # emitter
     tag_wr = tag_mem.write_port()
     tag_rd_p = tag_rd_l = None
@@ -52,6 +66,9 @@ def tag_memory(m: Module, *, slots: int, jobs: int, probe_port: bool, load_port:
         tag_rd_p = tag_mem.read_port(transparent_for=())  # JOBj_PROBE_BITMAP
     if load_port:
         tag_rd_l = tag_mem.read_port(transparent_for=())  # decision: the beat P would load
+    if decision_lut:  # the copy written with the block RAM
+        wr_d = tag_mem_d.write_port()
+        m.d.comb += [wr_d.en.eq(tag_wr.en), wr_d.addr.eq(tag_wr.addr), wr_d.data.eq(tag_wr.data)]
     return SimpleNamespace(rd=tag_rd, rd_e=tag_rd_e, wr=tag_wr, rd_p=tag_rd_p, rd_l=tag_rd_l)
 
 

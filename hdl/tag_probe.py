@@ -18,6 +18,17 @@ shared port: 0, a silently wrong "not held") or a block RAM's undefined read-dur
 held, it reads the answer vouched for or a newer one for the same key. At 16 slots and fewer the tag
 memory is LUT RAM, whose read during a write returns the old tag (a valid answer one write
 older), and there is no shared port: the answer is replaced every cycle, as it always was.
+
+With ``registered_data`` (on chip above S 16, session 46) the read's result goes through one more
+register stage before the compares: the tag's state, job, chunk and bitmap, the slot's pending
+bit, the key it was read for and its collision flag (``q_*``), all loaded every cycle, so the
+answer is the same function of the same read, a cycle later. ``probe_ok`` also asks that the
+read the answer register loads next is for the same key (or unused), so the answer the control
+block takes a cycle after ``probe_ok`` is still the key's when the key came back within the
+answer pipeline's cycles (A, B, B, B, A: else B's answer); the stage starts unused after reset.
+(`tag_mem` -> the chunk compare ->
+`probe_bitmap` was 10.07 ns in the on-chip S 64 core's placement, the block RAM's
+clock-to-output ~4 ns of it).
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ class TagProbe(wiring.Component):
     unreleased (ACTIVE, or DONE with ``pending``), else 0; see the module docstring."""
 
     def __init__(self, *, slots: int, jobs: int, pending_bit: bool = False, shared_port: bool = False,
-                 registered_key: bool = False) -> None:
+                 registered_key: bool = False, registered_data: bool = False) -> None:
         # pending_bit: ``pending`` is the probed slot's bit, read at ``rd_addr`` with the tag
         # (the reducer's pending words); else the S pending bits. shared_port: ``rd_lost`` in.
         # registered_key: the key (probe_job, probe_chunk) through a register of its own before
@@ -48,6 +59,7 @@ class TagProbe(wiring.Component):
         # the control block's key select ran on into them, 9.10 ns, docs/benchmarks.md session 39)
         self.slots, self.jobs, self.pending_bit, self.shared_port = slots, jobs, pending_bit, shared_port
         self.registered_key = registered_key
+        self.registered_data = registered_data  # the read's result registered first (module docstring)
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
         ports = {
@@ -79,8 +91,6 @@ class TagProbe(wiring.Component):
         p_chunk, r_chunk, v_chunk = Signal(32), Signal(32), Signal(32)
         t = self.rd_data
         pend = self.pending if self.pending_bit else self.pending.bit_select(r_slot, 1)
-        held = ((t.state == ACTIVE) | ((t.state == DONE) & pend)) \
-            & (t.job == r_job) & (t.chunk == r_chunk)
         coll = self.wr_en & (self.wr_addr == p_slot)
         if self.shared_port:
             coll = coll | self.rd_lost
@@ -90,14 +100,28 @@ class TagProbe(wiring.Component):
             r_slot.eq(p_slot), r_job.eq(p_job), r_chunk.eq(p_chunk),
             r_coll.eq(coll),
         ]
-        answer = [self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(r_job), v_chunk.eq(r_chunk)]
-        fresh = v_ok.eq(~r_coll)  # probe_ok: only an answer from the last cycle's read
+        a_job, a_chunk, a_coll = r_job, r_chunk, r_coll  # the read's key and collision, as the answer sees them
+        if self.registered_data:  # one register stage more (module docstring)
+            tl = slot_tag_layout(self.jobs)
+            q_t = Signal(data.StructLayout({f: tl[f].shape for f in ("state", "job", "chunk", "bitmap")}),
+                         name="q_tag")
+            # (q_coll from 1: the stage holds no read after reset)
+            q_pend, q_job, q_chunk, q_coll = Signal(name="q_pend"), Signal(jb), Signal(32), Signal(init=1)
+            pipe += [q_t.state.eq(t.state), q_t.job.eq(t.job), q_t.chunk.eq(t.chunk), q_t.bitmap.eq(t.bitmap),
+                     q_pend.eq(pend), q_job.eq(r_job), q_chunk.eq(r_chunk), q_coll.eq(r_coll)]
+            t, pend, a_job, a_chunk, a_coll = q_t, q_pend, q_job, q_chunk, q_coll
+        held = ((t.state == ACTIVE) | ((t.state == DONE) & pend)) \
+            & (t.job == a_job) & (t.chunk == a_chunk)
+        answer = [self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(a_job), v_chunk.eq(a_chunk)]
+        fresh = v_ok.eq(~a_coll)  # probe_ok: only an answer from the last cycle's read
         if self.shared_port or self.slots >= HOLD_ANSWER_MIN_SLOTS:  # an unused read keeps the answer and its key
             m.d.sync += [*pipe, fresh]
-            with m.If(~r_coll):
+            with m.If(~a_coll):
                 m.d.sync += answer
         else:
             m.d.sync += [*pipe, *answer, fresh]
-        m.d.comb += [self.rd_addr.eq(p_slot),
-                     self.probe_ok.eq(v_ok & (v_job == self.probe_job) & (v_chunk == self.probe_chunk))]
+        ok = v_ok & (v_job == self.probe_job) & (v_chunk == self.probe_chunk)
+        if self.registered_data:  # and the next answer (the q stage's read) is for the same key or not used
+            ok = ok & (a_coll | ((a_job == self.probe_job) & (a_chunk == self.probe_chunk)))
+        m.d.comb += [self.rd_addr.eq(p_slot), self.probe_ok.eq(ok)]
         return m

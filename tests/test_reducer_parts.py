@@ -1050,17 +1050,19 @@ def test_tag_probe_registered_key_answers_one_cycle_later() -> None:
     assert latencies(True) == [n + 1 for n in base], base
 
 
-@pytest.mark.parametrize(("slots", "shared"), [(16, True), (32, False)])
-def test_tag_probe_answer_read_a_cycle_late_is_never_an_unused_read(slots, shared) -> None:
+@pytest.mark.parametrize(("slots", "shared", "registered_data"), [(16, True, False), (32, False, False),
+                                                                   (64, False, True), (16, True, True)])
+def test_tag_probe_answer_read_a_cycle_late_is_never_an_unused_read(slots, shared, registered_data) -> None:
     """The control block takes ``probe_bitmap`` a cycle after it saw ``probe_ok``: that value is
     the answer vouched for or a newer one for the same key, never an unused read's (another slot's
     tag on a shared port; a read that met a tag write, here garbage that even looks held). Fails
     when the answer register follows every read (the bitmap a cycle after ``probe_ok`` was 0 or
-    garbage)."""
+    garbage). ``registered_data`` (the on-chip reducer's above S 16, session 46): the same with the
+    read's result registered before the compares."""
     rng, lay = random.Random(slots), slot_tag_layout(1)
     tags = [dict(state=rng.choice((ACTIVE, DONE)), job=0, chunk=i + slots * rng.randrange(3),
                  bitmap=rng.getrandbits(31) << 1 | 1) for i in range(slots)]
-    pr = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=shared)
+    pr = TagProbe(slots=slots, jobs=1, pending_bit=True, shared_port=shared, registered_data=registered_data)
 
     def want(chunk: int) -> int:
         t = tags[chunk % slots]
