@@ -235,6 +235,15 @@ class RunResult:
     probes: list = field(default_factory=list)
 
 
+def assert_same_run(cut: RunResult, before: RunResult) -> None:
+    """Two runs of the same traffic (a cut and the design without it) gave the same outcomes,
+    results, accept / result cycles and heads: the cut is exact, cycle for cycle."""
+    assert cut.outcomes == before.outcomes
+    assert [(h, p.tolist()) for h, p in cut.results] == [(h, p.tolist()) for h, p in before.results]
+    assert (cut.accept_cycles, cut.result_cycles, cut.cycles, cut.heads) == \
+        (before.accept_cycles, before.result_cycles, before.cycles, before.heads)
+
+
 def run(cfg: Config, ops: list, *, p_valid: float = 1.0, p_ready: float = 1.0, seed: int = 0,
         drain: int = 200, probes: list | None = None) -> RunResult:
     """Feed ``ops`` (messages, window resets) into a Reducer; afterwards read the probe port
@@ -537,10 +546,7 @@ def test_late_scan_fold_and_start_at_i_are_cycle_exact(monkeypatch, width, slots
     before = run(cfg, ops, p_valid=0.8, p_ready=0.6, seed=5)
     check(cfg, ops, before)
     assert len(res) > 5
-    assert cut.outcomes == before.outcomes
-    assert [(h, p.tolist()) for h, p in cut.results] == [(h, p.tolist()) for h, p in before.results]
-    assert (cut.accept_cycles, cut.result_cycles, cut.cycles, cut.heads) == \
-        (before.accept_cycles, before.result_cycles, before.cycles, before.heads)
+    assert_same_run(cut, before)
 
 
 @PENDING

@@ -261,15 +261,13 @@ def test_ping_pong_every_beat_once_in_order(shape, p_valid, p_ready, seed, ready
     assert got == _skid(shape, RegisterType.SKID, 150, p_valid, p_ready, seed)  # cycle for cycle
 
 
-@pytest.mark.parametrize("ready_copy", [False, True])
-@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), [(0.5, 0.5, 11), (0.9, 0.2, 12), (0.2, 0.9, 13),
-                                                          (0.8, 0.8, 14)])
-def test_ping_pong_in_lockstep_with_the_skid_registers(p_valid, p_ready, seed, ready_copy) -> None:
-    """Both buffers side by side on the same inputs, any valid/ready/payload every cycle (valid
-    may even drop untaken): ``s.ready``, ``m.valid``, ``skid_valid`` equal every cycle, and
-    ``m.payload`` (``skid``) equal whenever ``m.valid`` (``skid_valid``): the same two-entry FIFO."""
-    shape = unsigned(12)
-    ref, dut = SkidBuffer(shape), SkidBuffer(shape, ping_pong=True, ready_copy=ready_copy)
+def _lockstep_with_default(dut: SkidBuffer, cycles: int, p_valid: float, p_ready: float, seed: int,
+                           check) -> tuple[int, int]:
+    """``dut`` side by side with the default ``SkidBuffer`` of its shape on the same inputs (any
+    valid / ready / payload every cycle, valid may drop untaken): ``s.ready``, ``m.valid`` and
+    ``skid_valid`` equal every cycle, ``m.payload`` / ``skid`` whenever valid; ``check(ctx, dut,
+    cycle)`` every cycle. Returns the cycles the skid register was full and those it drained."""
+    ref = SkidBuffer(dut.shape)
     top = Module()
     top.submodules.ref, top.submodules.dut = ref, dut
     for x in ("valid", "payload"):
@@ -278,29 +276,48 @@ def test_ping_pong_in_lockstep_with_the_skid_registers(p_valid, p_ready, seed, r
     sim = Simulator(top)
     sim.add_clock(1e-6)
     rng = random.Random(seed)
-    seen = {"full": 0, "pop2": 0}
+    seen = [0, 0]
+    width = Shape.cast(dut.shape).width
+
+    def bits(v):
+        return v.as_value() if isinstance(v, data.View) else v
 
     async def tb(ctx) -> None:
-        for cycle in range(2000):
+        for cycle in range(cycles):
             ctx.set(ref.s.valid, rng.random() < p_valid)
-            ctx.set(ref.s.payload, rng.getrandbits(12))
+            ctx.set(bits(ref.s.payload), rng.getrandbits(width))
             ctx.set(ref.m.ready, rng.random() < p_ready)
             for a, b in ((ref.s.ready, dut.s.ready), (ref.m.valid, dut.m.valid),
                          (ref.skid_valid, dut.skid_valid)):
                 assert ctx.get(a) == ctx.get(b), f"cycle {cycle}: {a.name} differs"
             if ctx.get(ref.m.valid):
-                assert ctx.get(ref.m.payload) == ctx.get(dut.m.payload), f"cycle {cycle}: payload"
+                assert ctx.get(bits(ref.m.payload)) == ctx.get(bits(dut.m.payload)), f"cycle {cycle}: payload"
             if ctx.get(ref.skid_valid):
-                assert ctx.get(ref.skid) == ctx.get(dut.skid), f"cycle {cycle}: skid"
-                seen["full"] += 1
-                seen["pop2"] += ctx.get(ref.m.ready)
-            if ready_copy:
-                assert not ctx.get(dut.copy_error), f"cycle {cycle}: a slot enable copy differs"
+                assert ctx.get(bits(ref.skid)) == ctx.get(bits(dut.skid)), f"cycle {cycle}: skid"
+                seen[0] += 1
+                seen[1] += ctx.get(ref.m.ready)
+            check(ctx, dut, cycle)
             await ctx.tick()
 
     sim.add_testbench(tb)
     sim.run()
-    assert seen["full"] >= 5 and seen["pop2"] >= 1  # the two-beat state was exercised
+    return seen[0], seen[1]
+
+
+@pytest.mark.parametrize("ready_copy", [False, True])
+@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), [(0.5, 0.5, 11), (0.9, 0.2, 12), (0.2, 0.9, 13),
+                                                          (0.8, 0.8, 14)])
+def test_ping_pong_in_lockstep_with_the_skid_registers(p_valid, p_ready, seed, ready_copy) -> None:
+    """Both buffers side by side on the same inputs, any valid/ready/payload every cycle (valid
+    may even drop untaken): ``s.ready``, ``m.valid``, ``skid_valid`` equal every cycle, and
+    ``m.payload`` (``skid``) equal whenever ``m.valid`` (``skid_valid``): the same two-entry FIFO."""
+    def check(ctx, dut, cycle: int) -> None:
+        if ready_copy:
+            assert not ctx.get(dut.copy_error), f"cycle {cycle}: a slot enable copy differs"
+
+    full, pop2 = _lockstep_with_default(SkidBuffer(unsigned(12), ping_pong=True, ready_copy=ready_copy),
+                                        2000, p_valid, p_ready, seed, check)
+    assert full >= 5 and pop2 >= 1  # the two-beat state was exercised
 
 
 @pytest.mark.parametrize("ping_pong", [False, True])
@@ -348,41 +365,15 @@ def test_valid_copies_in_lockstep_with_the_default(valid_copies, mux_copies, rea
     may drop untaken), from the reset on: ``s.ready``, ``m.valid``, ``skid_valid`` equal every
     cycle, ``m.payload`` / ``skid`` whenever valid, every copy in ``skid_valid_c`` equal to
     ``skid_valid`` and ``copy_error`` low."""
-    shape = message_beat_layout(64)
-    ref = SkidBuffer(shape)
-    dut = SkidBuffer(shape, ready_copy=ready_copy, valid_copies=valid_copies, mux_copies=mux_copies)
-    top = Module()
-    top.submodules.ref, top.submodules.dut = ref, dut
-    for x in ("valid", "payload"):
-        top.d.comb += getattr(dut.s, x).eq(getattr(ref.s, x))
-    top.d.comb += dut.m.ready.eq(ref.m.ready)
-    sim = Simulator(top)
-    sim.add_clock(1e-6)
-    rng = random.Random(seed)
-    seen = {"full": 0, "drain": 0}
+    def check(ctx, dut, cycle: int) -> None:
+        if valid_copies:
+            assert ctx.get(dut.skid_valid_c) == ctx.get(dut.skid_valid) * ((1 << valid_copies) - 1), cycle
+        assert not ctx.get(dut.copy_error), f"cycle {cycle}: a copy differs"
 
-    async def tb(ctx) -> None:
-        for cycle in range(1500):
-            ctx.set(ref.s.valid, rng.random() < p_valid)
-            ctx.set(ref.s.payload.as_value(), rng.getrandbits(len(ref.s.payload.as_value())))
-            ctx.set(ref.m.ready, rng.random() < p_ready)
-            for a, b in ((ref.s.ready, dut.s.ready), (ref.m.valid, dut.m.valid),
-                         (ref.skid_valid, dut.skid_valid)):
-                assert ctx.get(a) == ctx.get(b), f"cycle {cycle}: {a.name} differs"
-            if ctx.get(ref.m.valid):
-                assert ctx.get(ref.m.payload.as_value()) == ctx.get(dut.m.payload.as_value()), f"cycle {cycle}: payload"
-            if ctx.get(ref.skid_valid):
-                assert ctx.get(ref.skid.as_value()) == ctx.get(dut.skid.as_value()), f"cycle {cycle}: skid"
-                seen["full"] += 1
-                seen["drain"] += ctx.get(ref.m.ready)
-            if valid_copies:
-                assert ctx.get(dut.skid_valid_c) == ctx.get(ref.skid_valid) * ((1 << valid_copies) - 1), cycle
-            assert not ctx.get(dut.copy_error), f"cycle {cycle}: a copy differs"
-            await ctx.tick()
-
-    sim.add_testbench(tb)
-    sim.run()
-    assert seen["full"] >= 5 and seen["drain"] >= 1  # the skid register was used and drained
+    dut = SkidBuffer(message_beat_layout(64), ready_copy=ready_copy, valid_copies=valid_copies,
+                     mux_copies=mux_copies)
+    full, drain = _lockstep_with_default(dut, 1500, p_valid, p_ready, seed, check)
+    assert full >= 5 and drain >= 1  # the skid register was used and drained
 
 
 @pytest.mark.parametrize("mux_copies", [0, 2])
