@@ -12,8 +12,8 @@ import pytest
 from amaranth.back import rtlil
 from amaranth.hdl import Elaboratable, Module
 from amaranth.lib.memory import Memory
-from stream_helpers import run_testbench
 from test_reducer import assert_same_run, check, make_config, run, traffic
+from test_reducer_parts import probe_latencies
 
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
@@ -108,23 +108,7 @@ def test_tag_probe_registered_data_same_answers_one_cycle_later() -> None:
 
     def latencies(registered_data: bool) -> list[int]:
         top = _Probe([lay.const(t) for t in tags], slots, registered_data)
-        pr, out = top.probe, []
-
-        async def tb(ctx):
-            ctx.set(pr.job_cfg[0].enable, 1)
-            ctx.set(pr.job_cfg[0].log2_window, 4)
-            for chunk in keys:
-                ctx.set(pr.probe_chunk, chunk)
-                n = 0
-                while not ctx.get(pr.probe_ok):
-                    await ctx.tick()
-                    n += 1
-                assert ctx.get(pr.probe_bitmap) == want(chunk), (chunk, registered_data)
-                out.append(n)
-                await ctx.tick()
-
-        run_testbench(top, tb)
-        return out
+        return probe_latencies(top, top.probe, keys, want)
 
     base = latencies(False)
     assert latencies(True) == [n + 1 for n in base], base

@@ -1027,27 +1027,33 @@ def test_tag_probe_registered_key_answers_one_cycle_later() -> None:
 
     def latencies(registered_key: bool) -> list[int]:
         top = _ProbeOnSharedPort([lay.const(t) for t in tags], slots, registered_key)
-        pr, out = top.probe, []
-
-        async def tb(ctx):
-            ctx.set(pr.job_cfg[0].enable, 1)
-            ctx.set(pr.job_cfg[0].log2_window, 4)
-            for chunk in [3, 7, 7 + 16, 0, 15]:
-                ctx.set(pr.probe_chunk, chunk)
-                n = 0
-                while not ctx.get(pr.probe_ok):
-                    await ctx.tick()
-                    n += 1
-                want = chunk + 1 if chunk < slots else 0
-                assert ctx.get(pr.probe_bitmap) == want, (chunk, registered_key)
-                out.append(n)
-                await ctx.tick()
-
-        run_testbench(top, tb)
-        return out
+        return probe_latencies(top, top.probe, [3, 7, 7 + 16, 0, 15], lambda c: c + 1 if c < slots else 0)
 
     base = latencies(False)
     assert latencies(True) == [n + 1 for n in base], base
+
+
+def probe_latencies(top: Elaboratable, pr: TagProbe, keys: list[int], want) -> list[int]:
+    """Probe ``keys`` (chunks of job 0, window 16) one after the other on ``top`` (``pr`` its
+    probe): the cycles from each key to its first ``probe_ok``, the answer checked against
+    ``want(chunk)``."""
+    out = []
+
+    async def tb(ctx):
+        ctx.set(pr.job_cfg[0].enable, 1)
+        ctx.set(pr.job_cfg[0].log2_window, 4)
+        for chunk in keys:
+            ctx.set(pr.probe_chunk, chunk)
+            n = 0
+            while not ctx.get(pr.probe_ok):
+                await ctx.tick()
+                n += 1
+            assert ctx.get(pr.probe_bitmap) == want(chunk), chunk
+            out.append(n)
+            await ctx.tick()
+
+    run_testbench(top, tb)
+    return out
 
 
 @pytest.mark.parametrize(("slots", "shared", "registered_data"), [(16, True, False), (32, False, False),
