@@ -15,9 +15,8 @@ import re
 
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Cat, Fragment, Module, Shape, signed, unsigned
+from amaranth.hdl import Cat, Fragment, Shape, signed, unsigned
 from amaranth.lib import data
-from amaranth.sim import Simulator
 from stream_helpers import (
     Port,
     _yosys_on,
@@ -26,6 +25,7 @@ from stream_helpers import (
     drive_random,
     min_flops_between,
 )
+from twin_helpers import run_twins
 
 from wanreduce.hdl.axis_register_slice import AXIStreamRegisterSlice
 from wanreduce.hdl.core import WanreduceCore
@@ -264,43 +264,24 @@ def test_ping_pong_every_beat_once_in_order(shape, p_valid, p_ready, seed, ready
 def _lockstep_with_default(dut: SkidBuffer, cycles: int, p_valid: float, p_ready: float, seed: int,
                            check) -> tuple[int, int]:
     """``dut`` side by side with the default ``SkidBuffer`` of its shape on the same inputs (any
-    valid / ready / payload every cycle, valid may drop untaken): ``s.ready``, ``m.valid`` and
-    ``skid_valid`` equal every cycle, ``m.payload`` / ``skid`` whenever valid; ``check(ctx, dut,
-    cycle)`` every cycle. Returns the cycles the skid register was full and those it drained."""
-    ref = SkidBuffer(dut.shape)
-    top = Module()
-    top.submodules.ref, top.submodules.dut = ref, dut
-    for x in ("valid", "payload"):
-        top.d.comb += getattr(dut.s, x).eq(getattr(ref.s, x))
-    top.d.comb += dut.m.ready.eq(ref.m.ready)
-    sim = Simulator(top)
-    sim.add_clock(1e-6)
-    rng = random.Random(seed)
+    valid / ready / payload every cycle, valid may drop untaken; ``run_twins``): ``s.ready``,
+    ``m.valid`` and ``skid_valid`` equal every cycle, ``m.payload`` / ``skid`` whenever valid;
+    ``check(ctx, dut, cycle)`` every cycle. Returns the cycles the skid register was full and
+    those it drained."""
     seen = [0, 0]
-    width = Shape.cast(dut.shape).width
 
-    def bits(v):
-        return v.as_value() if isinstance(v, data.View) else v
+    def value(rng: random.Random, name: str, width: int) -> int:
+        p = {"s__valid": p_valid, "m__ready": p_ready}.get(name)
+        return rng.getrandbits(width) if p is None else int(rng.random() < p)
 
-    async def tb(ctx) -> None:
-        for cycle in range(cycles):
-            ctx.set(ref.s.valid, rng.random() < p_valid)
-            ctx.set(bits(ref.s.payload), rng.getrandbits(width))
-            ctx.set(ref.m.ready, rng.random() < p_ready)
-            for a, b in ((ref.s.ready, dut.s.ready), (ref.m.valid, dut.m.valid),
-                         (ref.skid_valid, dut.skid_valid)):
-                assert ctx.get(a) == ctx.get(b), f"cycle {cycle}: {a.name} differs"
-            if ctx.get(ref.m.valid):
-                assert ctx.get(bits(ref.m.payload)) == ctx.get(bits(dut.m.payload)), f"cycle {cycle}: payload"
-            if ctx.get(ref.skid_valid):
-                assert ctx.get(bits(ref.skid)) == ctx.get(bits(dut.skid)), f"cycle {cycle}: skid"
-                seen[0] += 1
-                seen[1] += ctx.get(ref.m.ready)
-            check(ctx, dut, cycle)
-            await ctx.tick()
+    def each_cycle(ctx, ref, new, cycle: int) -> None:
+        if ctx.get(ref.skid_valid):
+            seen[0] += 1
+            seen[1] += ctx.get(ref.m.ready)
+        check(ctx, new, cycle)
 
-    sim.add_testbench(tb)
-    sim.run()
+    run_twins(SkidBuffer(dut.shape), dut, cycles=cycles, seed=seed, value=value,
+              valid_of={"m__payload": "m__valid", "skid": "skid_valid"}, each_cycle=each_cycle)
     return seen[0], seen[1]
 
 
