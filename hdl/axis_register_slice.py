@@ -52,11 +52,9 @@ class AXIStreamRegisterSlice(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
+        m.submodules.skid = skid = SkidBuffer(self.layout, self.register_type, ready_copy=self.ready_copy)
         if self.ready_copy:
-            m.submodules.skid = skid = SkidBuffer(self.layout, self.register_type, ready_copy=True)
             m.d.comb += self.copy_error.eq(skid.copy_error)
-        else:
-            m.submodules.skid = skid = SkidBuffer(self.layout, self.register_type)
         s, o = self.s_axis, self.m_axis
         fields = ("tdata", "tkeep", "tlast", "tuser")
         m.d.comb += [skid.s.valid.eq(s.tvalid), s.tready.eq(skid.s.ready),

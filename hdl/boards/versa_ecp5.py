@@ -279,11 +279,9 @@ class VersaTop(Elaboratable):
         host = self._mac(m, platform, 1)
         slices = {}
         for name in ("net_in", "host_in", "host_out"):
-            if self.input_ready_copy and name != "host_out":  # (session 46: docs/benchmarks.md)
-                sl = AXIStreamRegisterSlice(MAC_WIDTH, 1, ready_copy=True)
-            else:
-                sl = AXIStreamRegisterSlice(MAC_WIDTH, 1)
-            slices[name] = m.submodules[f"slice_{name}"] = sl
+            # (the input slices' ready_copy: session 46, docs/benchmarks.md)
+            slices[name] = m.submodules[f"slice_{name}"] = AXIStreamRegisterSlice(
+                MAC_WIDTH, 1, ready_copy=self.input_ready_copy and name != "host_out")
         self.mac_to_axis(m, net, slices["net_in"].s_axis)
         wiring.connect(m, slices["net_in"].m_axis, getattr(core, net_port(0)))
         for i in range(1, core.params["ports"]):
