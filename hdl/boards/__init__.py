@@ -133,8 +133,10 @@ def prepare(board: Board, params: dict, *, core_mhz: float | None = None,
         if slot_memory in DRAM_MEMORIES:
             # router2 for the core with its slots in DRAM: router1 stalled on it with ~119,500
             # of 149,024 arcs unrouted after 21 min (docs/benchmarks.md, "The whole core with
-            # its slots in DRAM on the Versa"); the records core is larger still.
-            opts += ["--router", "router2"]
+            # its slots in DRAM on the Versa"); the records core is larger still. With router2's
+            # timing-driven rip-up (``--tmg-ripup``) the DRAM build's core clock placed ~10 %
+            # higher on the same netlists (docs/benchmarks.md, "Timing-driven rip-up").
+            opts += ["--router", "router2", "--tmg-ripup"]
         kwargs["nextpnr_opts"] = [*opts, *nextpnr_opts]
     else:
         from wanreduce.hdl.boards.alinx_ax7325b import ip_tcl
