@@ -240,7 +240,8 @@ class Reducer(wiring.Component):
                                                        hdr_c_depth=HDR_DEPTH, hdr_e_depth=HDR_DEPTH,
                                                        header_async=self.slot_memory == "dram",
                                                        valid_next=self.slot_memory == "dram",
-                                                       ping_pong=self.slot_memory == "dram")
+                                                       ping_pong=self.slot_memory == "dram",
+                                                       unguarded_hdr_e=self.slot_memory == "dram")
         wiring.connect(m, store.rsp, asm.rsp)
 
         head = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
@@ -268,7 +269,7 @@ class Reducer(wiring.Component):
         held_slots = self.slot_memory == "dram" or rest_ahead
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
                              shared_tag_port=probe_shares, held_next_slots=held_slots,
-                             split_start=self.slot_memory == "dram")
+                             split_start=self.slot_memory == "dram", registered_tag_addr=self.slot_memory == "dram")
         # the emitter reads its multi bits a cycle ahead at the queue head's next slot
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
                                                   head_next=True, rest_in=rest_ahead, next_slots=held_slots)
@@ -283,7 +284,9 @@ class Reducer(wiring.Component):
         m.submodules.window_reset = rst = WindowReset(slots=S, jobs=self.jobs, slot_register=reset_ahead)
         m.submodules.probe = probe = TagProbe(slots=S, jobs=self.jobs, pending_bit=self.words,
                                               shared_port=probe_shares,
-                                              registered_key=self.slot_memory == "dram", registered_data=tag_lut)
+                                              registered_key=self.slot_memory == "dram",
+                                              registered_data=tag_lut or self.slot_memory == "dram",
+                                              held_first=self.slot_memory == "dram")
         m.submodules.inputs = inp = InputStages(W, slots=S, elements=self.elements, groups=self.groups,
                                                 jobs=self.jobs, vectors=not self.words,
                                                 start_at_i=not self.words and S > START_AT_P_MAX_SLOTS,

@@ -56,13 +56,20 @@ class ResultEmitter(wiring.Component):
     from the queue reads no job table (``q_head.job`` -> its job-table select -> ``slot_of`` ->
     ``rm_rest`` / the ``multi`` read address / ``rest_slot`` was the Versa DRAM build's core
     path, 10.00 ns at session 36's seed 1); copy_error checks them while the queue holds an entry.
+    ``registered_tag_addr`` (the DRAM reducer): the tag read's address is ``multi_at``, the
+    flip-flop loaded with the ``multi`` read's address (``slot_n``'s next value), not ``slot_n``'s
+    multiplexer of ``rest_slot`` and the queue head's slot: the read is enabled only by a start
+    (``tag_en``), and in every start cycle ``multi_at == slot_n`` (copy_error checks it), so the
+    same tag is read (`emitter.rest_slot` -> ``slot_n`` -> the LUT RAM -> `emitter.hdr`, 8.17 ns
+    at session 46's landing seed 5).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool,
                  shared_tag_port: bool = False, held_next_slots: bool = False,
-                 split_start: bool = False) -> None:
+                 split_start: bool = False, registered_tag_addr: bool = False) -> None:
         self.data_width, self.slots, self.jobs, self.masks = data_width, slots, jobs, masks
         self.held_next_slots, self.split_start = held_next_slots, split_start
+        self.registered_tag_addr = registered_tag_addr
         # the tag read port is the probe's while the emitter is idle (Reducer above
         # PROBE_TAG_PORT_MAX_SLOTS): tag_data then shows the probe's tags, so mn_r is checked
         # only while busy (it is used only then)
@@ -312,7 +319,7 @@ class ResultEmitter(wiring.Component):
         addr_slot = Mux(more, e_slot, slot_n)
         addr_beat = Mux(more, e_beat, 0)
         m.d.comb += [
-            self.tag_addr.eq(slot_n),
+            self.tag_addr.eq(multi_at if self.registered_tag_addr else slot_n),
             self.tag_en.eq(start_new),
             self.row_addr.eq(Cat(addr_beat[:rb], addr_slot) if rb else addr_slot),
             self.slot.eq(addr_slot),

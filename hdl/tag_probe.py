@@ -29,11 +29,24 @@ answer pipeline's cycles (A, B, B, B, A: else B's answer); the stage starts unus
 (`tag_mem` -> the chunk compare ->
 `probe_bitmap` was 10.07 ns in the on-chip S 64 core's placement, the block RAM's
 clock-to-output ~4 ns of it).
+
+With ``held_first`` as well (the DRAM reducer, session 47) that stage registers the compares'
+result instead of the tag's state, job and chunk: ``q_held`` is the "held" term (state, job and
+chunk compared with the read's key, ``pending``) of the read, ``q_bitmap`` its bitmap, so the
+answer is ``q_bitmap`` where ``q_held``: one LUT behind flip-flops, not the 32-bit compares
+and their 32 loads (`probe`'s read key -> the job compare -> `probe_bitmap`, 8.40 ns at
+session 46's landing seed 5). The same function of the same read as ``registered_data``'s,
+the same cycle.
+
+With ``registered_key`` the probed slot is worked out for each job (``slot_of`` on each job's
+entry and the key's chunk) and the key's job chooses last: the key's job reaches the slot
+register through one multiplexer, not through the job-table select, the window mask and the
+adder (`probe.k_job` -> `probe.rd_addr`, 8.42 ns at session 46's landing seed 5). The same slot.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -51,7 +64,9 @@ class TagProbe(wiring.Component):
     unreleased (ACTIVE, or DONE with ``pending``), else 0; see the module docstring."""
 
     def __init__(self, *, slots: int, jobs: int, pending_bit: bool = False, shared_port: bool = False,
-                 registered_key: bool = False, registered_data: bool = False) -> None:
+                 registered_key: bool = False, registered_data: bool = False, held_first: bool = False) -> None:
+        if held_first and not registered_data:
+            raise ValueError("held_first needs registered_data=True")
         # pending_bit: ``pending`` is the probed slot's bit, read at ``rd_addr`` with the tag
         # (the reducer's pending words); else the S pending bits. shared_port: ``rd_lost`` in.
         # registered_key: the key (probe_job, probe_chunk) through a register of its own before
@@ -60,6 +75,7 @@ class TagProbe(wiring.Component):
         self.slots, self.jobs, self.pending_bit, self.shared_port = slots, jobs, pending_bit, shared_port
         self.registered_key = registered_key
         self.registered_data = registered_data  # the read's result registered first (module docstring)
+        self.held_first = held_first  # ... as the compares' result (module docstring)
         sb = (slots - 1).bit_length()
         self.slot_bits = sb
         ports = {
@@ -85,7 +101,15 @@ class TagProbe(wiring.Component):
         if self.registered_key:
             key_job, key_chunk = Signal(range(self.jobs), name="k_job"), Signal(32, name="k_chunk")
             m.d.sync += [key_job.eq(self.probe_job), key_chunk.eq(self.probe_chunk)]
-        cfg = select_job_entry(m, self.job_cfg, self.jobs, key_job, "cfg_probe")
+            # the slot for each job, the key's job choosing last (module docstring)
+            key_slot = Signal(sb, name="key_slot")
+            with m.Switch(key_job):
+                for j in range(self.jobs):
+                    with m.Case(j):
+                        m.d.comb += key_slot.eq(slot_of(self.job_cfg[j], key_chunk, sb))
+        else:
+            cfg = select_job_entry(m, self.job_cfg, self.jobs, key_job, "cfg_probe")
+            key_slot = slot_of(cfg, key_chunk, sb)
         p_slot, r_slot, r_coll, v_ok = Signal(sb), Signal(sb), Signal(), Signal()
         p_job, r_job, v_job = Signal(jb), Signal(jb), Signal(jb)
         p_chunk, r_chunk, v_chunk = Signal(32), Signal(32), Signal(32)
@@ -95,13 +119,24 @@ class TagProbe(wiring.Component):
         if self.shared_port:
             coll = coll | self.rd_lost
         pipe = [
-            p_slot.eq(slot_of(cfg, key_chunk, sb)), p_job.eq(key_job),
+            p_slot.eq(key_slot), p_job.eq(key_job),
             p_chunk.eq(key_chunk),
             r_slot.eq(p_slot), r_job.eq(p_job), r_chunk.eq(p_chunk),
             r_coll.eq(coll),
         ]
         a_job, a_chunk, a_coll = r_job, r_chunk, r_coll  # the read's key and collision, as the answer sees them
-        if self.registered_data:  # one register stage more (module docstring)
+
+        def held_of(t: object, pend: Value, a_job: Value, a_chunk: Value) -> Value:
+            """The probed chunk is held unreleased: the tag ``t`` read for key (a_job, a_chunk)."""
+            return ((t.state == ACTIVE) | ((t.state == DONE) & pend)) & (t.job == a_job) & (t.chunk == a_chunk)
+
+        if self.held_first:  # the stage holds the compares' result (module docstring)
+            q_held, q_bitmap = Signal(name="q_held"), Signal(32, name="q_bitmap")
+            q_job, q_chunk, q_coll = Signal(jb), Signal(32), Signal(init=1)
+            pipe += [q_held.eq(held_of(t, pend, r_job, r_chunk)), q_bitmap.eq(t.bitmap),
+                     q_job.eq(r_job), q_chunk.eq(r_chunk), q_coll.eq(r_coll)]
+            held, bitmap, a_job, a_chunk, a_coll = q_held, q_bitmap, q_job, q_chunk, q_coll
+        elif self.registered_data:  # one register stage more (module docstring)
             tl = slot_tag_layout(self.jobs)
             q_t = Signal(data.StructLayout({f: tl[f].shape for f in ("state", "job", "chunk", "bitmap")}),
                          name="q_tag")
@@ -110,9 +145,9 @@ class TagProbe(wiring.Component):
             pipe += [q_t.state.eq(t.state), q_t.job.eq(t.job), q_t.chunk.eq(t.chunk), q_t.bitmap.eq(t.bitmap),
                      q_pend.eq(pend), q_job.eq(r_job), q_chunk.eq(r_chunk), q_coll.eq(r_coll)]
             t, pend, a_job, a_chunk, a_coll = q_t, q_pend, q_job, q_chunk, q_coll
-        held = ((t.state == ACTIVE) | ((t.state == DONE) & pend)) \
-            & (t.job == a_job) & (t.chunk == a_chunk)
-        answer = [self.probe_bitmap.eq(Mux(held, t.bitmap, 0)), v_job.eq(a_job), v_chunk.eq(a_chunk)]
+        if not self.held_first:
+            held, bitmap = held_of(t, pend, a_job, a_chunk), t.bitmap
+        answer = [self.probe_bitmap.eq(Mux(held, bitmap, 0)), v_job.eq(a_job), v_chunk.eq(a_chunk)]
         fresh = v_ok.eq(~a_coll)  # probe_ok: only an answer from the last cycle's read
         if self.shared_port or self.slots >= HOLD_ANSWER_MIN_SLOTS:  # an unused read keeps the answer and its key
             m.d.sync += [*pipe, fresh]

@@ -544,9 +544,12 @@ def test_result_emitter_start_is_decided_a_cycle_ahead(seed, split) -> None:
     this cycle's queue count, header room or ``allow_pop`` does not change them (it did while
     the start decision read them: the cycle's longest path, docs/benchmarks.md "Cut 5").
     ``split``: the DRAM reducer's ``split_start`` (each kind of start and the pop from ``go``
-    and a flip-flop of its own), the same starts, READs and pops, ``copy_error`` low."""
+    and a flip-flop of its own), the same starts, READs and pops, ``copy_error`` low; with it
+    the DRAM reducer's ``registered_tag_addr`` (the tag read at ``multi_at``, the same address at
+    every start)."""
     rng, slots, rb = random.Random(seed), 8, 5  # W 64, E 40: 20 rows per slot, 5 row bits
-    dut = ResultEmitter(64, slots=slots, elements=40, jobs=1, masks=True, split_start=split)
+    dut = ResultEmitter(64, slots=slots, elements=40, jobs=1, masks=True, split_start=split,
+                        registered_tag_addr=split)
     entry_l, tag_l = dut.q_head.shape(), dut.tag_data.shape()
     nbm1 = [rng.randrange(4) for _ in range(slots)]
 
@@ -626,10 +629,11 @@ def test_result_emitter_start_is_decided_a_cycle_ahead(seed, split) -> None:
     run_testbench(dut, tb)
 
 
-@pytest.mark.parametrize(("header_async", "ping_pong"), [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize(("header_async", "ping_pong", "unguarded"),
+                         [(False, False, False), (True, False, False), (True, True, False), (True, True, True)])
 @pytest.mark.parametrize("flags", ["flip-flops", "block RAM"])
 @pytest.mark.parametrize(("width", "seed"), [(64, 1), (256, 2)])
-def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_async, ping_pong,
+def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_async, ping_pong, unguarded,
                                                     monkeypatch) -> None:
     """Random slot-store responses (contribution rows, emitting rows, READ rows; random gaps and
     ``m_msg`` backpressure): every result leaves whole and in order, with its source's header,
@@ -639,13 +643,15 @@ def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_a
     need the read port's transparency to stage R's write). With ``header_async`` (the DRAM
     core's headers in an unbuffered FIFO beside ``done``) too, ``copy_error`` checking that the
     two FIFOs hold the same entries, and with ``ping_pong`` too (the DRAM core's output skid
-    buffer) that its slot enable copies never differ."""
+    buffer) that its slot enable copies never differ, and with ``unguarded`` too (the DRAM
+    core's ``hdr_e`` an ``UnguardedFIFO``, pushed only while ``hdr_e.ready``; ``copy_error``
+    flags a push into a full FIFO)."""
     if flags == "block RAM":
         monkeypatch.setattr(ResultAssembler, "FLAGS_IN_FLIP_FLOPS_MAX_SLOTS", 1)
     rng = random.Random(seed)
     slots, max_beats = 8, 5
     dut = ResultAssembler(width, slots=slots, max_beats=max_beats, hdr_c_depth=8, hdr_e_depth=8,
-                          header_async=header_async, ping_pong=ping_pong)
+                          header_async=header_async, ping_pong=ping_pong, unguarded_hdr_e=unguarded)
     tagl = dut.tag_layout
     rsps, hdrs, expect = [], [], []  # responses; (source, header) pushes; (header, rows, ovf)
     sticky = [0] * slots
@@ -677,7 +683,8 @@ def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_a
             if hsent < len(hdrs):
                 src, h = hdrs[hsent]
                 port = getattr(dut, src)
-                ctx.set(port.valid, 1)
+                # (an UnguardedFIFO's writer pushes only with room; the reducer's emitter: hdr_e_room)
+                ctx.set(port.valid, int(not unguarded or src == "hdr_c" or ctx.get(port.ready)))
                 ctx.set(port.payload.chunk, h["chunk"])
                 ctx.set(port.payload.round_id, h["round"])
                 ctx.set(port.payload.flags, h["flags"])
