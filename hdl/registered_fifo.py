@@ -7,11 +7,23 @@ free step, W's ``last``, the burst descriptors on AR/AW), so each of those queue
 FIFO's head moves into a skid buffer, and ``m.valid``/``m.payload`` are flip-flops. One beat per
 cycle sustained; an entry written to an empty queue shows on ``m`` three cycles later; it holds
 ``depth`` + 2 entries (the skid buffer's two registers).
+
+``registered_write=True`` (the DRAM store's ``wlen`` / ``blen``, written on the AW handshake;
+docs/benchmarks.md, session 47): ``w_en`` / ``w_data`` go into flip-flops first and from there
+into a ``SyncFIFO`` (LUT RAM, read combinationally into the skid buffer), so no write enable of
+the queue's memory depends on ``w_en`` within its cycle (the upsizer's AWREADY ran across the
+chip into ``wlen``'s LUT-RAM write enables: 8.85 ns at the Versa DRAM build's seed 2). The same
+``m`` in the same cycles: an entry written in cycle t still shows on ``m`` in t + 3 (the register,
+then the unbuffered FIFO's head: one stage each where ``SyncFIFOBuffered`` wrote its memory, then
+read it into its output register) and moves on exactly when the buffered FIFO's head would;
+``level`` counts the register too (equal to the buffered FIFO's); ``w_rdy`` is
+``level < depth`` (a write then always finds room a cycle later); a write while ``~w_rdy`` is
+ignored, as before.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Shape, ShapeLike
+from amaranth.hdl import Module, Shape, ShapeLike, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -22,18 +34,30 @@ __all__ = ["RegisteredFIFO"]
 
 class RegisteredFIFO(wiring.Component):
     """``depth``-entry FIFO of ``shape``: ``w_data``/``w_en``/``w_rdy`` in, stream ``m`` out
-    (``m.valid``/``m.payload`` from flip-flops); ``level``: entries in the queue behind the head."""
+    (``m.valid``/``m.payload`` from flip-flops); ``level``: entries in the queue behind the head;
+    ``registered_write``: the write through flip-flops (module docstring)."""
 
-    def __init__(self, shape: ShapeLike, depth: int) -> None:
-        self.shape, self.depth = shape, depth
+    def __init__(self, shape: ShapeLike, depth: int, *, registered_write: bool = False) -> None:
+        self.shape, self.depth, self.registered_write = shape, depth, bool(registered_write)
         super().__init__({"w_data": In(shape), "w_en": In(1), "w_rdy": Out(1),
                           "level": Out(range(depth + 1)), "m": Out(stream.Signature(shape))})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.queue = q = fifo.SyncFIFOBuffered(width=Shape.cast(self.shape).width, depth=self.depth)
+        width = Shape.cast(self.shape).width
+        if self.registered_write:
+            m.submodules.queue = q = fifo.SyncFIFO(width=width, depth=self.depth)
+        else:
+            m.submodules.queue = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth)
         m.submodules.head = head = SkidBuffer(self.shape)
-        m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en), self.w_rdy.eq(q.w_rdy), self.level.eq(q.level),
-                     head.s.payload.eq(q.r_data), head.s.valid.eq(q.r_rdy), q.r_en.eq(head.s.ready)]
+        if self.registered_write:
+            w_en_r, w_data_r = Signal(name="w_en_r"), Signal(width, name="w_data_r", reset_less=True)
+            m.d.sync += [w_en_r.eq(self.w_en & self.w_rdy), w_data_r.eq(self.w_data)]
+            m.d.comb += [q.w_data.eq(w_data_r), q.w_en.eq(w_en_r), self.level.eq(q.level + w_en_r),
+                         self.w_rdy.eq(self.level < self.depth),
+                         head.s.payload.eq(q.r_data), head.s.valid.eq(q.r_rdy), q.r_en.eq(head.s.ready)]
+        else:
+            m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en), self.w_rdy.eq(q.w_rdy), self.level.eq(q.level),
+                         head.s.payload.eq(q.r_data), head.s.valid.eq(q.r_rdy), q.r_en.eq(head.s.ready)]
         wiring.connect(m, head.m, wiring.flipped(self.m))
         return m

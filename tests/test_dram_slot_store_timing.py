@@ -10,6 +10,7 @@ import re
 
 import pytest
 from amaranth.back import rtlil
+from amaranth.hdl import Module
 from amaranth.sim import Simulator
 from stream_helpers import comb_cells_table, comb_cone
 from twin_helpers import run_twins
@@ -113,13 +114,17 @@ def test_registered_fifo_level_counts_the_queue_behind_the_head() -> None:
 # Seed 40 at N 8 / index_bits 2 lost an update before commit (session 33) cleared a set's stale
 # pointers into the entry a command takes: two ways led to one row, the lookup took the older
 # entry (a miss on a row in the table: the row read before its write was acknowledged).
+# ``copy``: the DRAM reducer's store (``cmd_ready_copy``: the ping-pong command skid, ``wlen`` /
+# ``blen`` written through flip-flops, the registered C2 select; session 47)
 @pytest.mark.cocotb
-@pytest.mark.parametrize(("outstanding", "seed", "index_bits", "commands"), [
-    (4, 21, 12, 500), (8, 22, 12, 500), (4, 23, 1, 500), (8, 24, 2, 500), (8, 40, 2, 2000)])
-def test_cocotb_tiny_table(outstanding: int, seed: int, index_bits: int, commands: int) -> None:
+@pytest.mark.parametrize(("outstanding", "seed", "index_bits", "commands", "copy"), [
+    (4, 21, 12, 500, False), (8, 22, 12, 500, False), (4, 23, 1, 500, False), (8, 24, 2, 500, False),
+    (8, 40, 2, 2000, False), (4, 41, 1, 500, True), (8, 42, 2, 1000, True)])
+def test_cocotb_tiny_table(outstanding: int, seed: int, index_bits: int, commands: int, copy: bool) -> None:
     params = {"data_width": 64, "slots": 4, "row_bits": 2, "outstanding": outstanding,
-              "burst_beats": 4, "base_address": 0x1000, "delay_depth": 64, "index_bits": index_bits}
-    top = f"dram_store_tiny_n{outstanding}_i{index_bits}"
+              "burst_beats": 4, "base_address": 0x1000, "delay_depth": 64, "index_bits": index_bits,
+              **({"cmd_ready_copy": True} if copy else {})}
+    top = f"dram_store_tiny_n{outstanding}_i{index_bits}{'_copy' if copy else ''}"
     path = generate_verilog(DramSlotStoreHarness, name=top, params=params)
     run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_slot_store",
                testcase="random_commands",
@@ -294,7 +299,77 @@ def _store_value(rng, name: str, width: int) -> int:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_c2_base_select_is_exact(seed: int) -> None:
     """The store with ``cmd_ready_copy`` (the registered C2 select and the command skid's
-    enable copy) against the store without (193bd2d's logic) on the same random inputs, 2000
-    cycles: every output equal in every cycle, ``copy_error`` never set."""
+    enable copy; since session 47 also the ping-pong command skid and ``wlen`` / ``blen`` written
+    through flip-flops) against the store without (193bd2d's logic) on the same random inputs,
+    2000 cycles: every output equal in every cycle (WLAST while WVALID: the W-length queue's head
+    register holds another stale value while empty), ``copy_error`` never set."""
     run_twins(_store(), _store(cmd_ready_copy=True), cycles=2000, seed=seed, value=_store_value,
-              only_new=("copy_error",))
+              only_new=("copy_error",), valid_of={"m_axi_mem_wlast": "m_axi_mem_wvalid"})
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_registered_write_fifo_is_exact(seed: int) -> None:
+    """``RegisteredFIFO(registered_write=True)`` against the buffered one on the same random
+    writes and head handshakes (depth 4: full and empty often): ``m.valid`` and ``level`` equal
+    in every cycle, ``m.payload`` while valid; a write only while both ``w_rdy`` are high (near
+    full they may differ: the new one is ``level < depth``, checked)."""
+    old, new = RegisteredFIFO(8, 4), RegisteredFIFO(8, 4, registered_write=True)
+    top = Module()
+    top.submodules.old, top.submodules.new = old, new
+
+    async def bench(ctx):
+        rng = random.Random(seed)
+        for cycle in range(3000):
+            phase = (cycle // 200) % 3  # fill / drain / both at random
+            w = rng.random() < (0.9, 0.2, 0.5)[phase]
+            ready = rng.random() < (0.2, 0.9, 0.5)[phase]
+            x = rng.getrandbits(8)
+            both = ctx.get(old.w_rdy) and ctx.get(new.w_rdy)
+            for d in (old, new):
+                ctx.set(d.w_en, w and both)
+                ctx.set(d.w_data, x)
+                ctx.set(d.m.ready, ready)
+            assert ctx.get(old.m.valid) == ctx.get(new.m.valid), cycle
+            assert ctx.get(old.level) == ctx.get(new.level), cycle
+            assert ctx.get(new.w_rdy) == (ctx.get(new.level) < 4), cycle
+            if ctx.get(old.m.valid):
+                assert ctx.get(old.m.payload) == ctx.get(new.m.payload), cycle
+            await ctx.tick()
+
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_awready_reaches_no_queue_memory_write() -> None:
+    """The DRAM reducer's store (``cmd_ready_copy``) writes the W- and B-length queues (``wlen`` /
+    ``blen``, written on the AW handshake) through flip-flops: their memories' write enables
+    (the FIFOs' ``w_en``) come from one flip-flop each, and AWREADY (the upsizer's, across the
+    chip) reaches no memory write within its cycle (`mem_upsizer.aw_out.s__ready` ->
+    `store.wlen.queue.storage` WRE, 8.85 ns at the Versa DRAM build's seed 2, session 47). Fails
+    on 3a66ba7: `m_axi_mem_awready` is in both `w_en` cones. Without the flag: 3a66ba7's logic."""
+    for q in ("wlen", "blen"):
+        sources, cells = comb_cone(_store(cmd_ready_copy=True), f"{q}.queue.w_en")
+        assert sources == {f"{q}.w_en_r"} and not cells, (q, sorted(sources), cells)
+        old, _ = comb_cone(_store(), f"{q}.queue.w_en")
+        assert "m_axi_mem_awready" in old, sorted(old)
+
+
+def test_index_ready_reaches_no_command_register() -> None:
+    """The DRAM reducer's store (``cmd_ready_copy``) takes commands through a ping-pong skid
+    (``SkidBuffer(ping_pong=True, ready_copy=True)``): the index's ready (``adv``, from A's flags
+    ``a_valid`` / ``full`` / ``a_conf`` / ``a_gone``) reaches no command bit's register within a
+    cycle, only the slot pointers (`index.a_valid` -> `store.cmd__payload`, 30 endpoints,
+    8.96 ns at the Versa DRAM build's seed 6, session 47). Fails on 3a66ba7: no `cmd_in.slot0`
+    (the output register `cmd_in.m__payload` loads on `adv`). Without the flag: 3a66ba7's logic."""
+    store = _store(cmd_ready_copy=True)
+    for slot in ("cmd_in.slot0", "cmd_in.slot1"):
+        comb_cone(store, slot)  # (the register exists)
+    srcs = ["index.a_valid", "index.full", "index.a_conf", "index.a_gone"]
+    table = comb_cells_table(store, srcs, ["cmd_in.slot0", "cmd_in.slot1", "cmd_in.rp"])
+    for src in srcs:
+        assert not table[src, "cmd_in.slot0"] and not table[src, "cmd_in.slot1"], (src, table)
+        assert table[src, "cmd_in.rp"], "no path at all: the wire names changed?"
+    old = comb_cells_table(_store(), srcs[:1], ["cmd_in.m__payload"])
+    assert old["index.a_valid", "cmd_in.m__payload"]
