@@ -293,7 +293,9 @@ class Reducer(wiring.Component):
                                                 region_at_cfg=region_cfg,
                                                 ready_copy=self.slot_memory == "dram",
                                                 slot_copy=split_read or tag_lut, early_decode=self.slot_memory == "dram",
-                                                cfg_strobe=self.slot_memory == "dram")
+                                                cfg_strobe=self.slot_memory == "dram",
+                                                # DRAM: P's job / chunk / cw copies for the tag and head checks
+                                                key_copies=2 if self.slot_memory == "dram" else 0)
         m.d.comb += [
             emit.job_cfg.eq(jc), rst.job_cfg.eq(jc), probe.job_cfg.eq(jc),
         ]
@@ -439,7 +441,8 @@ class Reducer(wiring.Component):
             m.d.comb += [
                 # the load port's address selected by P's own copy of skid_valid (InputStages slot_copy)
                 tags.rd_l.addr.eq(inp.p_load_slot), tags.rd_l.en.eq(1),
-                tag_rd.addr.eq(p.slot), tag_rd.en.eq(1),
+                # (DRAM: P's slot from its copy for the tag checks, InputStages key_copies)
+                tag_rd.addr.eq(inp.p_key[0].slot if inp.key_copies else p.slot), tag_rd.en.eq(1),
             ]
             rd_load = (ld_r, tags.rd_l.data)
         row1 = Cat(idx1[:rb], slot1) if rb else slot1
@@ -482,7 +485,11 @@ class Reducer(wiring.Component):
         # forwarded: checks against its new head (chunk + 1 + run) from delta1/deltaw1.
         # DRAM: against every job's head, the job choosing the results after the carry chains
         # (P's payload -> the head select -> chunk - head -> hc_r.late, 9.20 ns at session 39's seed 2)
-        hc_r = head_check_registers(m, fx, head, adv=adv, job0=h0.job_id[:jb], chunk0=h0.chunk, cw0=cw0,
+        # DRAM: stage 0's job / chunk / cw from P's copy for them (InputStages key_copies; `inputs.m__payload`
+        # -> `hc_r.at_head` 8.05 ns at main 3a66ba7's seed 3)
+        kh = inp.p_key[1] if inp.key_copies else None
+        hc_r = head_check_registers(m, fx, head, adv=adv, job0=(kh.job if kh is not None else h0.job_id)[:jb],
+                                    chunk0=h0.chunk if kh is None else kh.chunk, cw0=cw0 if kh is None else kh.cw,
                                     job1=h1.job_id[:jb], chunk1=h1.chunk, cw1=cw1,
                                     per_job=self.slot_memory == "dram",  # hdl/head_check.py
                                     carry_eq=self.slot_memory == "dram",  # the equalities as carry chains
@@ -520,7 +527,11 @@ class Reducer(wiring.Component):
         tag_r = Signal(tag_layout)  # the tag decided on a message's first beat, for its last
         # (the gap: P's load for the read address's choice from adv's copy adv_thit, == p_load)
         p_load_th = ~p_v | gated(p_v & acp.thit & room) if gap else p_load
-        tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, p_load=p_load_th, ps_v=ps_v, ps_slot=ps.slot,
+        h0_t = None  # DRAM: stage 0's header with job / chunk from P's copy for the tag checks (key_copies)
+        if inp.key_copies:
+            h0_t = Signal(h0.shape(), name="h0_t")
+            m.d.comb += [h0_t.eq(h0), h0_t.job_id.eq(inp.p_key[0].job), h0_t.chunk.eq(inp.p_key[0].chunk)]
+        tck = stage1_tag_checks(m, h0=h0, h1=h1, jb=jb, p=p, h0_t=h0_t, p_load=p_load_th, ps_v=ps_v, ps_slot=ps.slot,
                                 i_slot=i_d.slot, rd_data=tag_rd.data, tb_data=tb_data, tw_en=tw_en,
                                 tw_addr=tw_addr, tw_v=tw_v, tw_a=tw_a, tw_d=tw_d, tw_data=tw_data,
                                 slot0=slot0, first1=first1, bit=bit, adv=adv, tag_r=tag_r, rd_load=rd_load,

@@ -17,12 +17,19 @@ from amaranth.lib.wiring import In, Out
 
 from wanreduce import wire
 
-from .layouts import JobCfgLayout, lanes, message_beat_layout, message_stream, payload_beats
+from .layouts import (
+    AggHeaderLayout,
+    JobCfgLayout,
+    lanes,
+    message_beat_layout,
+    message_stream,
+    payload_beats,
+)
 from .reducer_config import clamp_log2_window, config_signature, region_of, select_job_entry
 from .reducer_layouts import bits_for
 from .skid_buffer import SkidBuffer
 
-__all__ = ["START_AT_P_MAX_SLOTS", "InputStages", "decoded_beat_layout", "input_beat_layout"]
+__all__ = ["START_AT_P_MAX_SLOTS", "InputStages", "decoded_beat_layout", "input_beat_layout", "key_layout"]
 
 # Up to this many slots the reducer's stage P computes the start slot (the slot of chunk + 1) from
 # I's output register (pinned); above it stage I computes it at its input beside the slot and
@@ -65,6 +72,17 @@ def decoded_beat_layout(width: int, slots: int, elements: int, vectors: bool = T
         "start": sb, "wmask": sb, **vec, "members": 32, "bit": 32,
         "unconf": 1, "nonmem": 1, "cwrite": 1, "chunk_p1": 32, "cw": 32, "nbm1": 17, **rec,
     })
+
+
+def key_layout(slots: int) -> data.StructLayout:
+    """(``InputStages(key_copies=n)``) a copy of a P beat's job, chunk, ``cw`` and slot."""
+    sb = (slots - 1).bit_length()
+    return data.StructLayout({"job": AggHeaderLayout["job_id"].shape, "chunk": 32, "cw": 32, "slot": sb})
+
+
+def _key_of(d: data.View) -> Value:
+    """A decoded beat's key (:func:`key_layout`) as a value."""
+    return Cat(d.beat.hdr.job_id, d.beat.hdr.chunk, d.cw, d.slot)
 
 
 class InputStages(wiring.Component):
@@ -120,19 +138,33 @@ class InputStages(wiring.Component):
     -> ``e_col``, 11.71 ns with an 8.7 ns route, and -> I's output register (``dec_in``), 9.18 ns,
     main 27983de at seed 1; docs/benchmarks.md session 46); the three member-bit look-ups are
     kept apart (``col_s`` / ``col_k`` / ``col_o``, like ``cw_*``) so the select is their last level.
+    ``key_copies=n`` (the DRAM reducer: 2): ``p_key``, ``n`` flip-flop copies of P's output
+    register's job, chunk, ``cw`` and slot (:func:`key_layout`), one per consumer group (the
+    reducer's tag checks, ``ck_pre``, with the tag read at P's slot, and head checks, ``hc_r``), so P's ~250-bit register does not drive
+    them across the chip (`inputs.m__payload` -> a ~3.5 ns route -> the tag sources' checks ->
+    `ck_pre.same` / `ck_pre.older`, 8.6-9.14 ns at main 3a66ba7's seeds 1 / 3 / 5 / 6,
+    -> `hc_r.at_head` 8.05 at seed 3; docs/benchmarks.md session 47). Copy i loads when P's
+    output register does (``~m.valid | m.ready``) from the skid register or P's input, selected
+    by P's ``skid_valid`` copy i (``SkidBuffer(valid_copies=n)``, loaded like it: a select of its
+    own, so yosys does not merge the copy into P's register): the same value as P's fields in
+    every cycle. ``copy_error``: a select copy differs from ``skid_valid``, or a key from P's
+    fields while P holds a beat (never, if right).
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, groups: int, jobs: int,
                  vectors: bool = True, records: bool = False, start_at_i: bool = False,
                  region_at_cfg: bool = False, ready_copy: bool = False, slot_copy: bool = False,
-                 early_decode: bool = False, cfg_strobe: bool = False) -> None:
+                 early_decode: bool = False, cfg_strobe: bool = False, key_copies: int = 0) -> None:
         self.data_width, self.slots, self.elements = data_width, slots, elements
         self.groups, self.jobs, self.vectors, self.records = groups, jobs, vectors, records
         self.start_at_i, self.region_at_cfg, self.ready_copy = start_at_i, region_at_cfg, bool(ready_copy)
         self.slot_copy, self.early_decode = bool(slot_copy), bool(early_decode)
-        self.cfg_strobe = bool(cfg_strobe)
+        self.cfg_strobe, self.key_copies = bool(cfg_strobe), int(key_copies)
+        if self.key_copies < 0:
+            raise ValueError(f"key_copies >= 0, got {key_copies}")
         if self.cfg_strobe and not self.early_decode:
             raise ValueError("cfg_strobe is early_decode's hold")
+        self.has_copy_error = self.ready_copy or self.slot_copy or self.early_decode or bool(self.key_copies)
         self.in_layout = input_beat_layout(data_width, slots, elements, start=start_at_i)
         self.dec_layout = decoded_beat_layout(data_width, slots, elements, vectors, records)
         super().__init__({
@@ -152,7 +184,8 @@ class InputStages(wiring.Component):
             "in_msg": Out(1),
             "empty": Out(1),
             **({"p_load_slot": Out((slots - 1).bit_length())} if self.slot_copy else {}),
-            **({"copy_error": Out(1)} if self.ready_copy or self.slot_copy or self.early_decode else {}),
+            **({"p_key": Out(data.ArrayLayout(key_layout(slots), self.key_copies))} if self.key_copies else {}),
+            **({"copy_error": Out(1)} if self.has_copy_error else {}),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -261,7 +294,8 @@ class InputStages(wiring.Component):
         held = self.region_at_cfg or self.early_decode  # P takes no beat from I while stale_i
         if self.early_decode:  # ... nor in a cycle after a configuration change
             stale_i = stale_i | cfg_chg if self.region_at_cfg else cfg_chg
-        m.submodules.stage_p = stage_p = SkidBuffer(self.dec_layout)
+        # (key_copies) skid_valid's copies, one per key copy's load select (class docstring)
+        m.submodules.stage_p = stage_p = SkidBuffer(self.dec_layout, valid_copies=self.key_copies)
         accept = Signal()  # s_msg transfer
         m.d.comb += [
             s.ready.eq(i_rdy & self.open),
@@ -284,7 +318,14 @@ class InputStages(wiring.Component):
             m.d.sync += ps_vc.eq(~p_free & (stage_p.skid_valid | (stage_p.s.valid & stage_p.s.ready)))
             m.d.comb += self.p_load_slot.eq(Mux(ps_vc, stage_p.skid.slot, i_d.slot))
             copy_err = copy_err | (stage_p.m.valid & (ps_vc != stage_p.skid_valid))
-        if self.ready_copy or self.slot_copy or self.early_decode:
+        if self.key_copies:  # P's job / chunk / cw copies, loaded with P's output register
+            p_out, p_sk = stage_p.m.payload, stage_p.skid
+            with m.If(~stage_p.m.valid | stage_p.m.ready):
+                for i in range(self.key_copies):
+                    m.d.sync += self.p_key[i].eq(Mux(stage_p.skid_valid_c[i], _key_of(p_sk), _key_of(dec_in)))
+            copy_err = copy_err | stage_p.copy_error | (stage_p.m.valid & Cat(
+                *(self.p_key[i].as_value() != _key_of(p_out) for i in range(self.key_copies))).any())
+        if self.has_copy_error:
             m.d.comb += self.copy_error.eq(copy_err)
         with m.If(accept):
             m.d.sync += [beat_cnt.eq(i_in.idx + 1), self.in_msg.eq(~s.payload.last)]

@@ -122,7 +122,7 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
                       tw_addr: Value, tw_v: Value, tw_a: Value, tw_d: Value, tw_data: Value, slot0: Value,
                       first1: Value, bit: Value, adv: Value, tag_r: Value,
                       rd_load: tuple[Value, Value] | None = None, live_reg: bool = False,
-                      gap: bool = False, carry_eq: bool = False) -> TagCheckNets:
+                      gap: bool = False, carry_eq: bool = False, h0_t: Value | None = None) -> TagCheckNets:
     """Build stage 1's tag checks into ``m`` (module docstring). ``h0`` / ``p`` (the decoded
     beat: ``slot``, ``bit``, ``members``) the beat at P's output, ``h1`` / ``first1`` / ``bit``
     stage 1's; the tag read address's sources (``p_load``, the skid's ``ps_v`` / ``ps_slot``,
@@ -142,12 +142,16 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     write was requested in between (docs/reducer.md, "No decision in between"): ``ck`` is
     ``ck_pre`` and ``bm`` is ``bm_pre``, no live source (``ck_x`` keeps it: copy_error checks
     the claim at every decision). ``carry_eq`` (DRAM): each tag source's checks by
-    ``tag_checks_carry`` (the wide compares as carry chains, the same values)."""
+    ``tag_checks_carry`` (the wide compares as carry chains, the same values). ``h0_t`` (DRAM):
+    ``h0`` with its job and chunk from a flip-flop copy of P's (``InputStages(key_copies=...)``,
+    equal every cycle), for the tag sources' checks and ``hcw_n``; default ``h0``."""
+    if h0_t is None:
+        h0_t = h0
 
     def src_checks(t):  # a whole tag against the beat at p's output (TagChecks)
         if carry_eq:
-            return tag_checks_carry(m, t, h0, p.bit, p.members, jb)
-        return tag_checks(t, h0, p.bit, p.members, jb)
+            return tag_checks_carry(m, t, h0_t, p.bit, p.members, jb)
+        return tag_checks(t, h0_t, p.bit, p.members, jb)
 
     # which source is the newest for slot0, compared a cycle ahead against the read address
     # (that is slot0 now): the write in progress now was requested then (tw_en/tw_addr); the
@@ -174,7 +178,7 @@ def stage1_tag_checks(m: Module, *, h0: Value, h1: Value, jb: int, p: Value, p_l
     # header comparisons against the tag stage 1 may write this cycle (its header fields are
     # stage 1's header; a window reset's FREE tags need none: every check is masked by state)
     hcw_n = Signal(HdrChecks)
-    m.d.comb += hcw_n.eq(hdr_checks(header_fields(h1, jb), h0, jb)[0])
+    m.d.comb += hcw_n.eq(hdr_checks(header_fields(h1, jb), h0_t, jb)[0])
     ck_pre, bm_pre = Signal(TagChecks, name="ck_pre"), Signal(32, name="bm_pre")
     hcw1 = Signal(HdrChecks, name="hcw1")
     # with the gap the registers themselves (no alias wire: the cone tests name ck_pre / bm_pre);

