@@ -128,7 +128,10 @@ class WanreduceCore(wiring.Component):
         # DRAM core: the merger's inputs (its slices, the demux's data buffer) as two slots read
         # alternately, so the merger's grant (their m.ready) reaches no data register's enable
         # (hdl/skid_buffer.py ping_pong; docs/benchmarks.md session 45)
-        m.submodules.demux = demux = MessageDemux(w, ready_copy=ready_copy, ping_pong=ready_copy)
+        # (and the merger's arbitration reads the data buffer's valid from a copy of its own,
+        # hdl/skid_buffer.py valid_copy; docs/benchmarks.md session 47)
+        m.submodules.demux = demux = MessageDemux(w, ready_copy=ready_copy, ping_pong=ready_copy,
+                                                  valid_copy=ready_copy)
         wiring.connect(m, host_parser.m_msg, demux.s_msg)
 
         m.submodules.merger = merger = StreamMerger(w, n_net + 1)
@@ -139,7 +142,12 @@ class WanreduceCore(wiring.Component):
                                                                    ping_pong=ready_copy)
             wiring.connect(m, parsers[i].m_msg, pslice.s)
             wiring.connect(m, pslice.m, merger.s_msg[i])
-        wiring.connect(m, demux.m_data, merger.s_msg[n_net])
+        if ready_copy:  # the merger reads the copy of m_data.valid (equal every cycle)
+            host_in = merger.s_msg[n_net]
+            m.d.comb += [host_in.valid.eq(demux.m_data_valid_c), host_in.payload.eq(demux.m_data.payload),
+                         demux.m_data.ready.eq(host_in.ready)]
+        else:
+            wiring.connect(m, demux.m_data, merger.s_msg[n_net])
 
         m.submodules.reducer = reducer = self.reducer
         # The reducer's input stage is itself a skid buffer with a registered ready (and the

@@ -91,7 +91,8 @@ def dram_cuts(on: bool) -> dict[str, bool]:
     (``slot_memory="dram"``, the Versa DRAM build's paths); the on-chip core's parsers keep them
     off (its RTL pinned by tests/test_default_rtl.py). Keyword arguments of ``IngressParser``."""
     return {"registered_more": on, "registered_desc": on, "split_compares": on, "lazy_head": on,
-            "registered_one": on, "direct_pay_flags": on, "early_lengths": on, "free_head": on}
+            "registered_one": on, "direct_pay_flags": on, "early_lengths": on, "free_head": on,
+            "room_count": on}
 
 
 class IngressParser(wiring.Component):
@@ -148,7 +149,16 @@ class IngressParser(wiring.Component):
         pushed descriptor's value whenever the FIFO is empty, pushed or not
         (``UnguardedFIFO(free_head=True)``), so ``v_push`` (its write enable) reaches no head bit
         (``v_push`` -> ``desc_fifo.r_last``, 8.32-8.56 ns at session 44's seeds 1 / 2,
-        docs/benchmarks.md session 45); the same values wherever read; off by default.
+        docs/benchmarks.md session 45); the same values wherever read; off by default;
+      - ``room_count``: ``desc_room`` (the descriptor FIFO's room, registered) from the parser's
+        own count of the FIFO's entries (``desc_count``, loaded from the FIFO's two enables,
+        equal to its ``level`` in every cycle: ``copy_error``), compared with three constants
+        that ``v_push`` / ``e_valid`` pick, instead of ``level`` (the FIFO's pointers'
+        difference) + ``v_push`` + ``e_valid``: the FIFO's ``produce`` (read by its LUT RAM's
+        write address, spread over the chip) reaches no ``desc_room`` logic and no adder is in
+        front of the compare (``desc_fifo.produce`` -> ``desc_room``, 9.03 ns, a 4.7 ns route
+        into the adder's carry chain at session 46's landing seed 1, docs/benchmarks.md session
+        47); the same values cycle for cycle; off by default.
 
     Ports:
       - ``s_axis``: ``In(AXIStreamSignature(W, user_width=1))`` — frames, tuser = frame error;
@@ -166,7 +176,7 @@ class IngressParser(wiring.Component):
                  registered_desc: bool = False, split_compares: bool = False,
                  lazy_head: bool = False, registered_one: bool = False,
                  direct_pay_flags: bool = False, early_lengths: bool = False,
-                 free_head: bool = False) -> None:
+                 free_head: bool = False, room_count: bool = False) -> None:
         check_data_width(data_width)
         if lazy_head and not registered_desc:
             raise ValueError("lazy_head needs registered_desc=True, got registered_desc=False")
@@ -198,6 +208,7 @@ class IngressParser(wiring.Component):
         self.direct_pay_flags = bool(direct_pay_flags)
         self.early_lengths = bool(early_lengths)
         self.free_head = bool(free_head)
+        self.room_count = bool(room_count)
         super().__init__({
             "s_axis": In(AXIStreamSignature(data_width, user_width=1)),
             "m_msg": Out(message_stream(data_width)),
@@ -322,7 +333,16 @@ class IngressParser(wiring.Component):
         v_hdr = Signal(AggHeaderLayout, reset_less=True)
         v_last = Signal(range(PMAX), reset_less=True)
         desc_room = Signal(init=1)
-        m.d.sync += desc_room.eq(desc.level + v_push + e_valid < DESC_DEPTH - 2)
+        if self.room_count:  # from the parser's own count of the entries (the class docstring)
+            desc_count = Signal(range(DESC_DEPTH + 1), name="desc_count")  # == desc.level
+            m.d.sync += desc_count.eq(Mux(v_push & ~desc.r_en, desc_count + 1,
+                                          Mux(desc.r_en & ~v_push, desc_count - 1, desc_count)))
+            # level + v_push + e_valid < DESC_DEPTH - 2, the additions picking the compare
+            m.d.sync += desc_room.eq(Mux(v_push & e_valid, desc_count < DESC_DEPTH - 4,
+                                         Mux(v_push | e_valid, desc_count < DESC_DEPTH - 3,
+                                             desc_count < DESC_DEPTH - 2)))
+        else:
+            m.d.sync += desc_room.eq(desc.level + v_push + e_valid < DESC_DEPTH - 2)
         ready = Signal()
         m.d.comb += ready.eq(
             ~(e_valid & ~resolve)  # E is waiting for H1 (a frame that ended at byte 64)
@@ -350,6 +370,8 @@ class IngressParser(wiring.Component):
         copy_error = (stores_r != stores) | (first_r != first_payload)
         if self.registered_desc:  # the descriptor FIFO's head and ready copies too
             copy_error = copy_error | desc.copy_error
+        if self.room_count:  # the parser's count of the descriptors
+            copy_error = copy_error | (desc_count != desc.level)
         m.d.comb += self.copy_error.eq(copy_error)
         m.d.comb += [
             wp.addr.eq(wr_ptr[:AW]),

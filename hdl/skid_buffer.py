@@ -49,6 +49,13 @@ endpoints, 9.06 ns at session 44's seed 5). With ``ready_copy`` too, each slot's
 ``slot_en1``, worked out with ``s.ready`` and ``wp``; ``copy_error``: a copy differs from
 ``s.ready & wp == k``, never, if right), so no LUT sits between the flip-flops and the enables.
 ``skid`` / ``skid_valid`` are then ``slot[~rp]`` and "two beats held" (the beat ``m`` shows next).
+``valid_copy=True`` (with ``ping_pong``; the DRAM core's demux data buffer, docs/benchmarks.md
+session 47): ``m_valid_c`` (out), a flip-flop copy of ``m.valid`` for the sink's arbitration, so
+the one flip-flop does not also run across the chip into the sink (``demux.data_skid.m__valid``
+-> the merger's grant -> ``merger_slice0.slot_en0`` / the merger's output register, 2.7 ns of
+route first, 8.47-8.55 ns at session 46's landing seed 6). It loads ``m.valid``'s next value
+written from its own state (``push | (copy & ~(m.ready & s.ready))``; equal by induction, and
+its input is not ``m.valid``'s, so yosys keeps it); ``copy_error`` also when it differs.
 
 ``valid_copies=n`` / ``mux_copies=k`` (``SKID`` only, not ``ping_pong``; the Versa DRAM
 reducer's stage I, docs/benchmarks.md session 46): flip-flop copies of ``skid_valid``, so the
@@ -93,7 +100,7 @@ class SkidBuffer(wiring.Component):
 
     def __init__(self, shape: ShapeLike, register_type: RegisterType = RegisterType.SKID, *,
                  ready_copy: bool = False, ping_pong: bool = False, valid_copies: int = 0,
-                 mux_copies: int = 0) -> None:
+                 mux_copies: int = 0, valid_copy: bool = False) -> None:
         Shape.cast(shape)  # a clear Amaranth error for something that is not a shape
         if not isinstance(register_type, RegisterType):
             raise ValueError(f"register_type must be one of {', '.join(t.name for t in RegisterType)}, "
@@ -110,13 +117,18 @@ class SkidBuffer(wiring.Component):
             raise ValueError(f"valid_copies >= 0 and mux_copies 0 .. the payload width, got {valid_copies} / "
                              f"{mux_copies}")
         self.valid_copies, self.mux_copies = int(valid_copies), int(mux_copies)
+        if valid_copy and not ping_pong:
+            raise ValueError("valid_copy needs ping_pong=True, got ping_pong=False")
+        self.valid_copy = bool(valid_copy)
         sig = stream.Signature(shape)
         members = {"s": In(sig), "m": Out(sig)}
         if register_type is RegisterType.SKID:
             members |= {"skid": Out(shape), "skid_valid": Out(1)}
         if self.valid_copies:
             members |= {"skid_valid_c": Out(self.valid_copies)}
-        if self.ready_copy or self.valid_copies or self.mux_copies:
+        if self.valid_copy:
+            members |= {"m_valid_c": Out(1)}
+        if self.ready_copy or self.valid_copies or self.mux_copies or self.valid_copy:
             members |= {"copy_error": Out(1)}
         super().__init__(members)
 
@@ -211,12 +223,20 @@ class SkidBuffer(wiring.Component):
             wp_n.eq(wp ^ push),
         ]
         m.d.sync += [out_valid.eq(valid_n), in_ready.eq(ready_n), wp.eq(wp_n), rp.eq(rp ^ pop)]
+        errs = []  # copy_error's terms
         if self.ready_copy:  # each slot's enable its own flip-flop (s.ready & wp == k, a cycle ahead)
             en = [Signal(init=1, name="slot_en0"), Signal(init=0, name="slot_en1")]
             m.d.sync += [en[0].eq(ready_n & ~wp_n), en[1].eq(ready_n & wp_n)]
-            m.d.comb += self.copy_error.eq((en[0] != (in_ready & ~wp)) | (en[1] != (in_ready & wp)))
+            errs.append((en[0] != (in_ready & ~wp)) | (en[1] != (in_ready & wp)))
         else:
             en = [in_ready & ~wp, in_ready & wp]
+        if self.valid_copy:  # m.valid's copy, from its own state (module docstring)
+            valid_c = Signal(name="out_valid_c")
+            m.d.sync += valid_c.eq(push | (valid_c & ~(o.ready & in_ready)))
+            m.d.comb += self.m_valid_c.eq(valid_c)
+            errs.append(valid_c != out_valid)
+        if errs:
+            m.d.comb += self.copy_error.eq(errs[0] if len(errs) == 1 else errs[0] | errs[1])
         for k in range(2):  # the free slot the next beat goes to copies the input, beat or not
             with m.If(en[k]):
                 m.d.sync += slots[k].eq(s.payload)

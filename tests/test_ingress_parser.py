@@ -934,3 +934,23 @@ def test_push_reaches_no_descriptor_head_bit_with_free_head(free_head: bool) -> 
     dut = IngressParser(64, max_elements=256, **{**dram_cuts(True), "free_head": free_head})
     cells = comb_cells_table(dut, ["v_push"], ["desc_fifo.head"])["v_push", "desc_fifo.head"]
     assert bool(sum(cells.values())) != free_head, cells
+
+
+@pytest.mark.parametrize("room_count", [False, True])
+def test_descriptor_room_reads_no_fifo_pointer_with_room_count(room_count: bool) -> None:
+    """With ``room_count`` (the DRAM core's parsers, ``dram_cuts``) the descriptor FIFO's room
+    (``desc_room``) is worked out from the parser's own count of the entries (``desc_count``):
+    no cell from the FIFO's pointers (``produce``, read by its LUT RAM's write address across
+    the chip, and ``consume``) to it, and no adder in front of its compare. Without it (3a66ba7's
+    DRAM parsers) ``level`` = ``produce - consume``, + ``v_push`` + ``e_valid``, then the compare
+    (``parser_net0.desc_fifo.produce`` -> ``desc_room``, 9.03 ns, a 4.7 ns route into the adder
+    at session 46's landing seed 1): the before-case. ``copy_error`` checks the count against
+    the pointers every cycle in the random-frame, drop-reason and fill-and-drain benches
+    (``dram``)."""
+    dut = IngressParser(64, max_elements=256, **{**dram_cuts(True), "room_count": room_count})
+    table = comb_cells_table(dut, ["desc_fifo.produce", "desc_fifo.consume"], ["desc_room"])
+    for src in ("desc_fifo.produce", "desc_fifo.consume"):
+        assert bool(sum(table[src, "desc_room"].values())) != room_count, (src, table)
+    arith = sum(comb_cells_before(dut, "desc_count" if room_count else "desc_fifo.produce", "desc_room", t)[0]
+                for t in ("$add", "$sub"))
+    assert (arith == 0) == room_count, arith

@@ -484,3 +484,33 @@ def test_cocotb_axis_slice(data_width: int, user_width: int, register_type: str,
     assert "s_axis__tdata" in path.read_text()
     run_cocotb(verilog=path, toplevel=top, test_module="wanreduce.sim.tb_skid_buffer",
                params={**params, "seed": data_width})
+
+
+@pytest.mark.parametrize("ready_copy", [False, True])
+@pytest.mark.parametrize(("p_valid", "p_ready", "seed"), [(0.5, 0.5, 31), (0.9, 0.2, 32), (0.2, 0.9, 33),
+                                                          (0.8, 0.8, 34)])
+def test_ping_pong_valid_copy_in_lockstep(p_valid, p_ready, seed, ready_copy) -> None:
+    """``valid_copy`` (the DRAM core's demux data buffer, session 47): side by side with the
+    default buffer on the same inputs, any valid/ready/payload every cycle from the reset on,
+    the same FIFO (``_lockstep_with_default``), ``m_valid_c`` equal to ``m.valid`` every cycle and
+    ``copy_error`` low."""
+    def check(ctx, dut, cycle: int) -> None:
+        assert ctx.get(dut.m_valid_c) == ctx.get(dut.m.valid), f"cycle {cycle}: valid copy differs"
+        assert not ctx.get(dut.copy_error), f"cycle {cycle}: a copy differs"
+
+    dut = SkidBuffer(unsigned(12), ping_pong=True, ready_copy=ready_copy, valid_copy=True)
+    full, drain = _lockstep_with_default(dut, 1500, p_valid, p_ready, seed, check)
+    assert full >= 5 and drain >= 1
+
+
+def test_ping_pong_valid_copy_survives_synthesis_and_needs_ping_pong() -> None:
+    """The copy loads ``m.valid``'s next value from its own state, so ``synth_ecp5`` keeps it: one
+    flip-flop more than the buffer without it. Without ``ping_pong`` the option is refused."""
+    def flops(**kw) -> int:
+        (stat,) = _yosys_on(SkidBuffer(unsigned(16), ping_pong=True, ready_copy=True, **kw),
+                            "synth_ecp5 -top dut; tee -q -o stat.txt stat", "stat.txt")
+        return sum(int(n) for n in re.findall(r"^\s+(\d+)\s+TRELLIS_FF\s*$", stat, re.M))
+
+    assert flops(valid_copy=True) == flops() + 1
+    with pytest.raises(ValueError, match="valid_copy needs ping_pong"):
+        SkidBuffer(8, valid_copy=True)
