@@ -73,7 +73,8 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
                  push_r: Value, p_v: Value, room: Value, first: Value, adv_reg: Value, hold_t: Value,
                  clr: Value | None = None, oh0: Value | None = None, run: Value | None = None,
                  gap: tuple[Value, Value, Value, Value] | None = None,
-                 scan_hold: Value | None = None, copies: SimpleNamespace | None = None) -> PairChecks | None:
+                 scan_hold: tuple[Value, Value | None] | None = None,
+                 copies: SimpleNamespace | None = None) -> PairChecks | None:
     """Load ``pin_r`` and ``adv_reg`` / ``hold_t`` (== ~adv_reg) for the next cycle. Besides
     ``pin_load`` / ``pin_hold``, the entry stage 1 may push into stage 2 with its last beat pins
     the beat taken now (``live_n``): on a first beat, without waiting for the decision, a
@@ -105,10 +106,12 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     ``v1 & first1 & pin_r``) and ``adv`` (``room`` gates the term) do not depend on it. Returns
     None.
 
-    ``scan_hold`` (without the gap: the on-chip reducer above S 16): ``gap``'s ``hold_s`` alone,
-    a flip-flop loaded with ``~adv`` of next cycle (with ``live_n``), as ``v1 & first1 & pin_hold``
-    where ``hold_t`` has ``pin_hold`` (stage 1 held: both set): equal to ``hold_t`` in every
-    reachable state, a different function, not merged with it."""
+    ``scan_hold`` (without the gap: the on-chip reducer above S 16): ``gap``'s ``hold_s`` and
+    ``hold_hi``. ``hold_s``: a flip-flop loaded with ``~adv`` of next cycle (with ``live_n``), as
+    ``v1 & first1 & pin_hold`` where ``hold_t`` has ``pin_hold`` (stage 1 held: both set): equal
+    to ``hold_t`` in every reachable state, a different function, not merged with it. ``hold_hi``
+    (session 47): the same next value selected by itself (``load_adv_copy``), so no net of
+    ``hold_s`` or ``adv`` is on its path and yosys does not merge it with either."""
     if gap is not None:
         decide_c, move_c, hold_s, hold_hi = gap
         if copies is None:
@@ -147,7 +150,11 @@ def advance_next(m: Module, pin: SimpleNamespace, *, p_load: Value, skid_valid: 
     adv_n = Mux(adv, ~(p_v & room & first & (pin.pin_load | live_n)), ~pin.pin_hold)
     m.d.sync += [adv_reg.eq(adv_n), hold_t.eq(~adv_n)]
     if scan_hold is not None:
-        m.d.sync += scan_hold.eq(Mux(adv, p_v & room & first & (pin.pin_load | live_n), v1 & first1 & pin.pin_hold))
+        hold_s, hold_hi = scan_hold
+        go = p_v & room & first & (pin.pin_load | live_n)
+        m.d.sync += hold_s.eq(Mux(adv, go, v1 & first1 & pin.pin_hold))
+        if hold_hi is not None:
+            load_adv_copy(m, hold_hi, go=go, held=pin.pin_hold, inverted=True)
     return pair
 
 

@@ -335,7 +335,8 @@ class Reducer(wiring.Component):
         if big_cuts and not gap:  # on chip above S 16: the scans' copy of ~adv alone (advance_next)
             hold_s = Signal(name="scan_hold")
         # ... and scan_hold_hi, ~adv for the scans' upper half of slots (scan_hold: the lower half)
-        hold_hi = Signal(name="scan_hold_hi") if gap else None
+        # (on chip above S 16 too, session 47: `scan_hold` -> the scans 9.29 ns at the 64 x 256 core's seed 1)
+        hold_hi = Signal(name="scan_hold_hi") if big_cuts and not self.words else None
         # ... and copies of adv (advance_next): its own loop (loop), decide_c / move_c (dec), the
         # room registers and nlast1 (room), the tag checks' thit_* (thit) each select by one of
         # their own, not by adv's net (`adv` -> 4.9 ns route -> `room_c` ... -> `adv`, seed 3)
@@ -476,7 +477,7 @@ class Reducer(wiring.Component):
             sp = release_scans(m, pend_eff, adv=~hold_s if hold_s is not None else adv, oh0=oh0, oh1=oh1, lm0=lm0, lm1=lm1,
                                region0=region0, region1=region1, run_nz=S > RUN_NZ_OF_RUN_MAX_SLOTS,
                                late_fold=S > SCAN_FOLD_AT_SCAN_MAX_SLOTS, region_r=region1,
-                               **({"adv_hi": ~hold_hi} if gap else {}))  # hdl/release_run.py
+                               **({"adv_hi": ~hold_hi} if hold_hi is not None else {}))  # hdl/release_run.py
             fz_a, clr_a, fz_b, clr_b = sp.fz_a, sp.clr_a, sp.fz_b, sp.clr_b
         # Head checks (chunk - head: sign = late; (chunk - 2**lw) - head: sign = inside the
         # window; chunk == head) are computed a cycle ahead, for the beat that will be in
@@ -651,7 +652,7 @@ class Reducer(wiring.Component):
                      adv_reg=adv_reg, hold_t=hold_t, **({"clr": clr, "oh0": oh0} if not self.words else {"run": run}),
                      # the gap: no live term (no pair checks) and the copies decide_c / move_c
                      gap=(decide_c, move_c, hold_s, hold_hi) if gap else None,
-                     scan_hold=hold_s if big_cuts and not gap else None, copies=acp)
+                     scan_hold=(hold_s, hold_hi) if big_cuts and not gap else None, copies=acp)
 
         decide = v1 & first1 & adv
         decide_h = decide_c if gap else decide  # the held decision's enable (copy_error checks the copy)
@@ -730,8 +731,10 @@ class Reducer(wiring.Component):
             copy_err = (copy_err | (nlast1 != ~(v1 & last1)) | (v1 & first1 & (thit_h | fx_c | fx_s | ~tw_vn_l))
                         | (decide_c != decide) | (move_c != (v1 & adv)) | (hold_s == adv) | (hold_hi == adv)
                         | Cat(*(c != adv for c in vars(acp).values())).any())
-        elif hold_s is not None:  # on chip above S 16: the scans' copy of ~adv
+        elif hold_s is not None:  # on chip above S 16: the scans' copies of ~adv
             copy_err = copy_err | (hold_s == adv)
+            if hold_hi is not None:
+                copy_err = copy_err | (hold_hi == adv)
         if inp.ready_copy or inp.slot_copy or inp.cfg_strobe:  # stage I's skid enable (I's ready), P's skid_valid,
             # copies; the configuration write strobe (a change it missed)
             copy_err = copy_err | inp.copy_error

@@ -674,6 +674,25 @@ def test_the_release_scans_select_by_two_copies_with_dram(slot_memory: str) -> N
         assert got == {"scan_hold": 0, "scan_hold_hi": 0}, got
 
 
+@pytest.mark.parametrize("slots", [16, 32])
+def test_the_release_scans_select_by_two_copies_above_s16_on_chip(slots: int) -> None:
+    """Above ``Reducer.ONCHIP_CUTS_MAX_SLOTS`` (16) the on-chip reducer's release scans select
+    their vectors (the beat's own slot, the slots below its start, its region: P's or stage 1's)
+    by two flip-flop copies of ``~adv`` as the DRAM reducer's do (session 47, s47e): ``scan_hold``
+    for the lower half of the slots, ``scan_hold_hi`` (``load_adv_copy``, selected by itself) for
+    the upper half; at the 64 x 256 core's seed 1 `scan_hold` -> the scans -> ``scan_fz2_b_r``
+    was 9.29 ns (192 selects on one flip-flop). Until session 47 (3a66ba7) ``scan_hold`` selected
+    every bit and ``scan_hold_hi`` did not exist above S 16 on chip: the check's before-case. S 16
+    has neither (its RTL pinned, tests/test_default_rtl.py). copy_error compares both with
+    ``adv`` every cycle (the random model tests at S 32 / 64, tests/test_reducer.py)."""
+    cuts = slots > Reducer.ONCHIP_CUTS_MAX_SLOTS
+    got = _select_bits_by(Reducer(64, slots=slots, elements=32, groups=2, jobs=2), ["scan_hold", "scan_hold_hi"])
+    if cuts:  # (+ 1: scan_hold_hi also selects its own next value)
+        assert got["scan_hold"] > 0 and got["scan_hold"] + 1 == got["scan_hold_hi"], got
+    else:
+        assert got == {"scan_hold": 0, "scan_hold_hi": 0}, got
+
+
 def _reg_cone_bits(dut: Reducer, reg: str) -> set[str]:
     """The wires (bit by bit: yosys ``simplemap; splitnets``, e.g. ``hc_r[2]``) in the input cone
     of the 1-bit flip-flop ``reg``'s next value within a cycle."""
