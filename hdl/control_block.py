@@ -67,6 +67,19 @@ class ControlBlock(wiring.Component):
     ``m_msg.valid`` is a flip-flop (``reply_valid``: high exactly in the REPLY state, set on the
     transition into it, cleared on the reply's take; ``reply_reg``), not a decode of the FSM state:
     the same cycles.
+    Also with ``"dram"`` (``exec_regs``) the FSM's decisions are flip-flops, each equal in every
+    cycle to the state decode it replaces: ``idle_r`` (== IDLE: ``s_msg.ready``, and with
+    ``s_msg.valid`` the enable of IDLE's loads of ``beat`` / ``words_left`` / ``ops_done`` ...),
+    ``wr_go`` (== EXEC's write cycle: EXEC & ~ops_done & ~head_write & ~probe_rd, the register
+    writes' enable), ``reset_valid`` (== EXEC & ~ops_done & head_write: ``reset.valid``),
+    ``probe_wait`` (== EXEC & ~ops_done & ~head_write & probe_rd), ``exec_go`` (== EXEC & (wr_go |
+    probe_ok_r)), ``load_r`` / ``read_r`` / ``rb_r`` (== LOAD / READ / READBACK). LOAD and
+    READBACK (which always go to EXEC) load the EXEC flags from the operation they load (and
+    ``ops_done``'s next value); EXEC clears ``reset_valid`` on ``reset.ready`` and ``probe_wait``
+    on ``probe_ok_r``, the cycles EXEC leaves. The states' loads and writes are enabled by the
+    flags (``fsm_state`` feeds only its own next value, ``reply_valid`` and the EXEC -> REPLY
+    case), and the next state reads no ``head_write`` / ``probe_rd`` / ``probe_ok_r``: the same
+    cycles.
     """
 
     def __init__(
@@ -89,6 +102,13 @@ class ControlBlock(wiring.Component):
         # take), not the FSM state's decode: the DRAM build's core clock (`control.fsm_state` ->
         # the egress merger's select -> the result gate's `valid_r`, 8.10 ns at 27983de's seed 5)
         self.reply_reg = slot_memory == "dram"
+        # the FSM's decisions as flip-flops loaded on the way into the state that reads them
+        # (class docstring, ``exec_regs``): the DRAM build's core clock (`control.ops_done` ->
+        # `probe_rd` -> `probe_ok_r` -> `control.fsm_state` 9.31 ns, `control.fsm_state` -> ... ->
+        # `we_max_el` -> `max_elements` 8.92 ns, `control.fsm_state` -> the control skid ->
+        # `words_left` 8.25 ns at cbcf8ab's seeds 3 / 4 / 1)
+        self.exec_regs = slot_memory == "dram"
+        assert not self.exec_regs or (self.registered_probe and self.reply_reg)
         self.data_width, self.ports, self.slots = data_width, ports, slots
         self.elements, self.groups, self.jobs = elements, groups, jobs
         n = ports + 1
@@ -360,8 +380,25 @@ class ControlBlock(wiring.Component):
         head_write = Signal()
         job_index = Signal(range(self.jobs))
 
-        def load_op(dec: tuple) -> None:
+        xr = self.exec_regs
+        if xr:  # the FSM's decisions as flip-flops (class docstring)
+            idle = Signal(init=1, name="idle_r")  # == (state == IDLE)
+            wr_go = Signal(name="wr_go")  # == EXEC & ~ops_done & ~head_write & ~probe_rd
+            reset_valid = Signal(name="reset_valid")  # == EXEC & ~ops_done & head_write
+            exec_go = Signal(name="exec_go")  # == EXEC & (wr_go | probe_ok_r): EXEC -> READ
+            load_r = Signal(name="load_r")  # == (state == LOAD)
+            read_r = Signal(name="read_r")  # == (state == READ)
+            rb_r = Signal(name="rb_r")  # == (state == READBACK)
+
+        def load_op(dec: tuple, done_n=None) -> None:
+            """``done_n``: ``ops_done`` in EXEC (exec_regs: the decisions loaded from it)."""
             next_words, next_addr, next_write = dec
+            if xr:  # entering EXEC with this operation: its decisions (class docstring)
+                head_n = Cat(*[next_write & (next_addr == regs.job_head(j)) for j in range(self.jobs)]).any()
+                probe_n = Cat(*[next_addr == regs.job_probe_bitmap(j) for j in range(self.jobs)]).any()
+                plain_n = ~done_n & ~head_n & ~probe_n
+                m.d.sync += [wr_go.eq(plain_n), exec_go.eq(plain_n), reset_valid.eq(~done_n & head_n),
+                             probe_wait.eq(~done_n & ~head_n & probe_n)]
             m.d.sync += [
                 value.eq(next_words[32:64]),
                 # split_read: the address compared with every readable register's as it is
@@ -429,63 +466,111 @@ class ControlBlock(wiring.Component):
         reply_valid = Signal(name="reply_valid") if self.reply_reg else None  # == (state == REPLY)
         if reply_valid is not None:
             m.d.comb += self.m_msg.valid.eq(reply_valid)
+        if xr:
+            # each flag's value outside the cycles that load it (load_op in LOAD / READBACK, the
+            # FSM below overrides): IDLE left on a beat, entered on the reply's take; wr_go for one
+            # cycle; EXEC leaves a window reset on reset.ready, a probe read on probe_ok_r (and
+            # exec_go == probe_ok_r in EXEC, loaded as probe_wait & ~probe_ok_r & probe_ok outside
+            # LOAD / READBACK: 0 in the READ after it); LOAD, READ, READBACK last one cycle each
+            with m.If(idle & self.s_msg.valid):
+                m.d.sync += idle.eq(0)
+            with m.If(reply_valid & self.m_msg.ready):
+                m.d.sync += idle.eq(1)
+            leave = exec_go | (reset_valid & self.reset.ready)  # EXEC -> READ (both 0 elsewhere)
+            m.d.sync += [wr_go.eq(0), exec_go.eq(probe_wait & ~probe_ok & self.probe_ok),
+                         load_r.eq(idle & self.s_msg.valid), read_r.eq(leave), rb_r.eq(read_r)]
+            with m.If(self.reset.ready):
+                m.d.sync += reset_valid.eq(0)
+            with m.If(probe_ok):
+                m.d.sync += probe_wait.eq(0)
+            m.d.comb += [self.s_msg.ready.eq(idle), self.reset.valid.eq(reset_valid)]
+
+        def idle_loads() -> None:  # IDLE takes a beat
+            m.d.sync += [
+                beat.eq(self.s_msg.payload),
+                op.eq(0),
+                reply.eq(self.s_msg.payload.data),
+                ops_done.eq(words_left < 2),  # (op == 0 < n_ops)
+            ]
+            with m.If(self.s_msg.payload.first):
+                m.d.sync += [
+                    words_left.eq(self.s_msg.payload.hdr.element_count),
+                    ops_done.eq(self.s_msg.payload.hdr.element_count < 2),
+                    control_in.eq(control_in + 1),
+                ]
+
+        def writes() -> None:  # EXEC's write cycle
+            for a, sig in writable.items():
+                with m.If(we[a]):
+                    m.d.sync += sig.eq(value)
+            if self.cfg_strobe:  # the write enables of the GROUP / JOB_CFG registers
+                m.d.sync += self.cfg_written.eq(Cat(*[we[a] for a in cfg_addrs]).any())
+            with m.If(we_max_el):
+                # clamp to the core's E: the parsers cannot take more
+                m.d.sync += max_el.eq(Mux(clamp, self.elements, value))
+
+        def load_body() -> None:  # LOAD decodes the beat's first operation
+            load_op(dec_first, ops_done)
+            if n_ops > 1:
+                m.d.sync += from_rb.eq(0)
+
+        def readback_body() -> None:
+            if n_ops > 1:
+                m.d.sync += [beat.data.eq(beat.data >> 64), from_rb.eq(1)]
+            load_op(dec_next, (words_left < 4) | (op + 1 == n_ops))
+            for k in range(n_ops):
+                with m.If(op == k):
+                    m.d.sync += reply.word_select(2 * k + 1, 32).eq(read_value)
+            m.d.sync += [op.eq(op + 1), words_left.eq(words_left - 2),
+                         ops_done.eq((words_left < 4) | (op + 1 == n_ops))]
+
+        if xr:  # the states' loads and EXEC's writes from the flags alone (no state decode)
+            with m.If(idle & self.s_msg.valid):
+                idle_loads()
+            with m.If(load_r):
+                load_body()
+            with m.If(wr_go):
+                writes()
+            with m.If(rb_r):
+                readback_body()
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.s_msg.ready.eq(1)
+                if not xr:
+                    m.d.comb += self.s_msg.ready.eq(1)
                 with m.If(self.s_msg.valid):
-                    m.d.sync += [
-                        beat.eq(self.s_msg.payload),
-                        op.eq(0),
-                        reply.eq(self.s_msg.payload.data),
-                        ops_done.eq(words_left < 2),  # (op == 0 < n_ops)
-                    ]
-                    with m.If(self.s_msg.payload.first):
-                        m.d.sync += [
-                            words_left.eq(self.s_msg.payload.hdr.element_count),
-                            ops_done.eq(self.s_msg.payload.hdr.element_count < 2),
-                            control_in.eq(control_in + 1),
-                        ]
+                    if not xr:
+                        idle_loads()
                     m.next = "LOAD"
             with m.State("LOAD"):  # decode the beat's first operation
-                load_op(dec_first)
-                if n_ops > 1:
-                    m.d.sync += from_rb.eq(0)
+                if not xr:
+                    load_body()
                 m.next = "EXEC"
             with m.State("EXEC"):
                 with m.If(ops_done):
                     m.next = "REPLY"
                     if reply_valid is not None:
                         m.d.sync += reply_valid.eq(1)
-                with m.Elif(head_write):
-                    m.d.comb += self.reset.valid.eq(1)
-                    with m.If(self.reset.ready):
+                if xr:  # the decisions' flip-flops (the writes: under wr_go, above)
+                    with m.Elif(leave):
                         m.next = "READ"
-                with m.Elif(probe_rd):  # a read: nothing to write (keeps probe_ok, a compare of
-                    if self.registered_probe:  # the probed key, off the write enables' path)
-                        m.d.comb += probe_wait.eq(1)
-                    with m.If(probe_ok):
-                        m.next = "READ"  # else the reducer is still reading the chunk's tag
-                with m.Else():
-                    for a, sig in writable.items():
-                        with m.If(we[a]):
-                            m.d.sync += sig.eq(value)
-                    if self.cfg_strobe:  # the write enables of the GROUP / JOB_CFG registers
-                        m.d.sync += self.cfg_written.eq(Cat(*[we[a] for a in cfg_addrs]).any())
-                    with m.If(we_max_el):
-                        # clamp to the core's E: the parsers cannot take more
-                        m.d.sync += max_el.eq(Mux(clamp, self.elements, value))
-                    m.next = "READ"
+                else:
+                    with m.Elif(head_write):
+                        m.d.comb += self.reset.valid.eq(1)
+                        with m.If(self.reset.ready):
+                            m.next = "READ"
+                    with m.Elif(probe_rd):  # a read: nothing to write (keeps probe_ok, a compare of
+                        if self.registered_probe:  # the probed key, off the write enables' path)
+                            m.d.comb += probe_wait.eq(1)
+                        with m.If(probe_ok):
+                            m.next = "READ"  # else the reducer is still reading the chunk's tag
+                    with m.Else():
+                        writes()
+                        m.next = "READ"
             with m.State("READ"):
                 m.next = "READBACK"
             with m.State("READBACK"):
-                if n_ops > 1:
-                    m.d.sync += [beat.data.eq(beat.data >> 64), from_rb.eq(1)]
-                load_op(dec_next)
-                for k in range(n_ops):
-                    with m.If(op == k):
-                        m.d.sync += reply.word_select(2 * k + 1, 32).eq(read_value)
-                m.d.sync += [op.eq(op + 1), words_left.eq(words_left - 2),
-                             ops_done.eq((words_left < 4) | (op + 1 == n_ops))]
+                if not xr:
+                    readback_body()
                 m.next = "EXEC"
             with m.State("REPLY"):
                 if reply_valid is None:
