@@ -54,10 +54,9 @@ class RegisteredFIFO(wiring.Component):
             w_en_r, w_data_r = Signal(name="w_en_r"), Signal(width, name="w_data_r", reset_less=True)
             m.d.sync += [w_en_r.eq(self.w_en & self.w_rdy), w_data_r.eq(self.w_data)]
             m.d.comb += [q.w_data.eq(w_data_r), q.w_en.eq(w_en_r), self.level.eq(q.level + w_en_r),
-                         self.w_rdy.eq(self.level < self.depth),
-                         head.s.payload.eq(q.r_data), head.s.valid.eq(q.r_rdy), q.r_en.eq(head.s.ready)]
+                         self.w_rdy.eq(self.level < self.depth)]
         else:
-            m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en), self.w_rdy.eq(q.w_rdy), self.level.eq(q.level),
-                         head.s.payload.eq(q.r_data), head.s.valid.eq(q.r_rdy), q.r_en.eq(head.s.ready)]
+            m.d.comb += [q.w_data.eq(self.w_data), q.w_en.eq(self.w_en), self.w_rdy.eq(q.w_rdy), self.level.eq(q.level)]
+        m.d.comb += [head.s.payload.eq(q.r_data), head.s.valid.eq(q.r_rdy), q.r_en.eq(head.s.ready)]
         wiring.connect(m, head.m, wiring.flipped(self.m))
         return m
