@@ -269,7 +269,8 @@ class Reducer(wiring.Component):
         held_slots = self.slot_memory == "dram" or rest_ahead
         emit = ResultEmitter(W, slots=S, elements=self.elements, jobs=self.jobs, masks=self.run_table,
                              shared_tag_port=probe_shares, held_next_slots=held_slots,
-                             split_start=self.slot_memory == "dram", registered_tag_addr=self.slot_memory == "dram")
+                             split_start=self.slot_memory == "dram", registered_tag_addr=self.slot_memory == "dram",
+                             nslot_per_job=self.slot_memory == "dram")
         # the emitter reads its multi bits a cycle ahead at the queue head's next slot
         m.submodules.queue = queue = ReleaseQueue(slots=S, jobs=self.jobs, masks=self.run_table,
                                                   head_next=True, rest_in=rest_ahead, next_slots=held_slots)

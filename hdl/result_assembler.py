@@ -55,7 +55,14 @@ class ResultAssembler(wiring.Component):
     `emitter.just_started`'s LUT -> `assembler.level`, 8.30 ns at session 46's landing seed 6).
     The read is still asked for only with ``r_rdy`` (as ``SyncFIFO`` gates it), ``level`` and
     ``r_data`` are ``SyncFIFO``'s cycle for cycle while no push meets a full FIFO, and
-    ``copy_error`` also flags such a push (never).
+    ``copy_error`` also flags such a push (never). Its room (``hdr_e_room_next``) comes from
+    flip-flops: a count of its own (``hdr_e_count``, counted from the push and the pop as the
+    pointers are) and two flags registered from it, ``hdr_e_room2`` / ``hdr_e_room1`` (the count
+    below depth - 2 / depth - 1), the push choosing between them: the same value as the pointers'
+    ``level`` compare, without its subtractor and carry chain in front of the emitter's start
+    flags (`assembler.hdr_e.consume` -> the level compare -> `emitter.s_ok` -> ... ->
+    `emitter.sq_pn` / `sq_ok` / `i_ok` / `sr_ok`, 8.10-8.24 ns at session 47's landing seed 2);
+    ``copy_error`` checks the count against ``level`` and both flags against the count.
     """
 
     # Up to this many slots the sticky overflow flags are flip-flops, above a block RAM of S x 1
@@ -130,8 +137,22 @@ class ResultAssembler(wiring.Component):
         # push that a start this cycle would make next cycle
         # (its next value is an output too: the emitter works its start flag out a cycle ahead)
         hdr_e_room = Signal()
-        if self.unguarded_hdr_e:  # the same compare, the push choosing between two constants
-            room_next = Mux(self.hdr_e.valid, hdr_e.level < self.hdr_e_depth - 2, hdr_e.level < self.hdr_e_depth - 1)
+        e_copy_error = 0
+        if self.unguarded_hdr_e:  # from flip-flops: a count of its own (class docstring)
+            D, e_push, e_pop = self.hdr_e_depth, self.hdr_e.valid, hdr_e.r_en
+            e_level = Signal(range(D + 1), name="hdr_e_count")
+            # e_level < D - 2 / < D - 1 (room after a push / without one), registered: their next
+            # values compare e_level with constants, the push and the pop choosing
+            e_room2, e_room1 = Signal(name="hdr_e_room2", init=D > 2), Signal(name="hdr_e_room1", init=D > 1)
+
+            def below(cap: int):  # e_level's next value < cap
+                return Mux(e_push, Mux(e_pop, e_level < cap, e_level < cap - 1),
+                           Mux(e_pop, e_level < cap + 1, e_level < cap))
+
+            m.d.sync += [e_level.eq(e_level + e_push - e_pop), e_room2.eq(below(D - 2)), e_room1.eq(below(D - 1))]
+            room_next = Mux(e_push, e_room2, e_room1)  # (the same values as the pointers' compare)
+            e_copy_error = ((e_level != hdr_e.level) | (e_room2 != (e_level < D - 2))
+                            | (e_room1 != (e_level < D - 1)))
         else:
             room_next = hdr_e.level + self.hdr_e.valid + 1 < self.hdr_e_depth
         m.d.comb += [self.hdr_e_room.eq(hdr_e_room), self.hdr_e_room_next.eq(room_next)]
@@ -201,8 +222,8 @@ class ResultAssembler(wiring.Component):
         ]
         done_data = done.r_data
         copy_error = (res != (r_v & (rt.emit | rt.read))) | (fin != (res & rt.last)) | (done_level != done.level)
-        if self.unguarded_hdr_e:  # a push into a full hdr_e (SyncFIFO would refuse it)
-            copy_error |= self.hdr_e.valid & hdr_e_full
+        if self.unguarded_hdr_e:  # a push into a full hdr_e (SyncFIFO would refuse it); its count
+            copy_error |= (self.hdr_e.valid & hdr_e_full) | e_copy_error
         if self.header_async:
             m.d.comb += [done_hdr.w_en.eq(fin), done_hdr.w_data.eq(hdr), done_hdr.r_en.eq(done.r_en)]
             done_data = done_hdr.r_data

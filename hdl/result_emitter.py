@@ -62,12 +62,21 @@ class ResultEmitter(wiring.Component):
     (``tag_en``), and in every start cycle ``multi_at == slot_n`` (copy_error checks it), so the
     same tag is read (`emitter.rest_slot` -> ``slot_n`` -> the LUT RAM -> `emitter.hdr`, 8.17 ns
     at session 46's landing seed 5).
+    ``nslot_per_job`` (the DRAM reducer): a start from the rest loads ``rest_nslot`` (the slot of
+    ``rest_chunk + 2``) with ``slot_of`` worked out for every job's configuration in parallel,
+    ``rest_job`` (a flip-flop) choosing the result (``rest_nslot2``; 0 for a job index outside
+    the table, as the job-table select gives), instead of selecting the job's configuration
+    first: ``rest_job`` no longer runs through the select, the window mask and the adder's carry
+    chain (`emitter.rest_job` -> ... -> `emitter.rest_nslot`, 7.91-8.00 ns at cbcf8ab's seed 4
+    and session 47's landing seed 2). The same value in every cycle.
     """
 
     def __init__(self, data_width: int, *, slots: int, elements: int, jobs: int, masks: bool,
                  shared_tag_port: bool = False, held_next_slots: bool = False,
-                 split_start: bool = False, registered_tag_addr: bool = False) -> None:
+                 split_start: bool = False, registered_tag_addr: bool = False,
+                 nslot_per_job: bool = False) -> None:
         self.data_width, self.slots, self.jobs, self.masks = data_width, slots, jobs, masks
+        self.nslot_per_job = nslot_per_job
         self.held_next_slots, self.split_start = held_next_slots, split_start
         self.registered_tag_addr = registered_tag_addr
         # the tag read port is the probe's while the emitter is idle (Reducer above
@@ -243,12 +252,21 @@ class ResultEmitter(wiring.Component):
                      rest_after.eq(Mux(start_rest, rest_left != 1, Mux(start_q, q_head.more != 0, rest_nz)))]
         with m.If(credit & more):
             m.d.sync += e_beat.eq(e_beat + 1)
+        # the slot of rest_chunk + 2: rest_nslot's next value at a start from the rest
+        chunk2 = (rest_chunk[:sb] + 2)[:sb]
+        if self.nslot_per_job:  # each job's slot of chunk2, rest_job choosing (class docstring)
+            nslot2 = Signal(sb, name="rest_nslot2")
+            with m.Switch(rest_job):
+                for j in range(self.jobs):
+                    with m.Case(j):
+                        m.d.comb += nslot2.eq(slot_of(jc[j], chunk2, sb))
+        else:
+            nslot2 = slot_of(cfg_r, chunk2, sb)
         with m.If(start_rest):
             m.d.comb += [n_job.eq(rest_job), n_chunk.eq(rest_chunk), n_resent.eq(rest_resent)]
             nz, nslot = rest_left != 1, rest_nslot
             m.d.sync += [rest_chunk.eq(rest_chunk + 1), rest_left.eq(rest_left - 1),
-                         rest_nz.eq(nz), rest_slot.eq(nslot),
-                         rest_nslot.eq(slot_of(cfg_r, (rest_chunk[:sb] + 2)[:sb], sb))]
+                         rest_nz.eq(nz), rest_slot.eq(nslot), rest_nslot.eq(nslot2)]
             m.d.comb += [rest_nz_n.eq(nz), rest_slot_n.eq(nslot)]
         with m.If(start_q):
             m.d.comb += [n_job.eq(q_head.job), n_chunk.eq(q_head.chunk), n_resent.eq(q_head.resent)]

@@ -1031,3 +1031,28 @@ def test_the_forwarded_head_and_the_tag_chunk_compares_leave_the_run_and_the_tre
     if dram:
         wires = set(re.findall(r"^\s*wire .*\\(\S+)$", rtlil.convert(_small_reducer(slot_memory)), re.M))
         assert "fx_hi1" in wires
+
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_emitter_start_flags_read_no_header_fifo_pointer_with_dram(slot_memory: str) -> None:
+    """With the DRAM store the header room the emitter's start flags read a cycle ahead
+    (``hdr_e_room_next``) comes from the assembler's own count of ``hdr_e`` (``hdr_e_room2`` /
+    ``hdr_e_room1``, hdl/result_assembler.py): no cell between ``hdr_e``'s pointers and
+    ``s_ok`` / ``i_ok`` / ``sq_ok`` / ``sq_pn`` / ``sr_ok`` (`assembler.hdr_e.consume` -> the
+    level compare's carry chain -> `emitter.s_ok` -> ... -> `emitter.sq_pn`, 8.24 ns at session
+    47's landing seed 2). c0aeba1's DRAM reducer read the pointers there: the check's
+    before-case, as the on-chip reducer (its RTL pinned) reads ``hdr_e.level`` (a SyncFIFO's).
+    And a start from the rest loads ``rest_nslot`` with each job's slot of the rest's chunk + 2,
+    ``rest_job`` choosing after the adders (``ResultEmitter(nslot_per_job)``): no window compare
+    or adder between ``rest_job`` and ``rest_nslot`` (7.91-8.00 ns at cbcf8ab's seed 4 and the
+    landing's seed 2); c0aeba1 and the on-chip reducer select the job's configuration first."""
+    dram = slot_memory == "dram"
+    srcs = ["assembler.hdr_e.produce", "assembler.hdr_e.consume"] if dram else ["assembler.hdr_e.level"]
+    flags = ["emitter.s_ok", "emitter.i_ok", *(["emitter.sq_ok", "emitter.sq_pn", "emitter.sr_ok"] if dram else [])]
+    table = comb_cells_table(_small_reducer(slot_memory), [*srcs, "emitter.rest_job"], [*flags, "emitter.rest_nslot"])
+    for src in srcs:
+        for reg in flags:
+            assert (not table[src, reg]) == dram, (src, reg, table[src, reg])
+    cells = table["emitter.rest_job", "emitter.rest_nslot"]
+    assert cells and (not (cells["$add"] + cells["$gt"])) == dram, cells
+

@@ -726,6 +726,25 @@ def test_result_assembler_sticky_overflow_and_order(width, seed, flags, header_a
     run_testbench(dut, tb)
 
 
+@pytest.mark.parametrize("unguarded", [False, True])
+def test_result_assembler_hdr_e_room_is_from_flip_flops(unguarded) -> None:
+    """With ``unguarded_hdr_e`` (the DRAM core) the header room the emitter reads a cycle ahead
+    (``hdr_e_room_next``) is the push choosing between two flip-flops (``hdr_e_room2`` /
+    ``hdr_e_room1``, registered from a count of the FIFO's own): no pointer, subtractor or
+    compare in its cone (`assembler.hdr_e.consume` -> the level compare -> the emitter's start
+    flags, 8.10-8.24 ns at session 47's landing seed 2; c0aeba1 compared the pointers' level
+    there). Without it (the on-chip cores, RTL unchanged) the SyncFIFO's ``level`` and its
+    adder / compare. copy_error checks the count and both flags
+    (test_result_assembler_sticky_overflow_and_order)."""
+    dut = ResultAssembler(64, slots=8, max_beats=5, hdr_c_depth=8, hdr_e_depth=16, header_async=True,
+                          ping_pong=True, unguarded_hdr_e=unguarded)
+    sources, cells = comb_cone(dut, "hdr_e_room_next")
+    if unguarded:
+        assert sources == {"hdr_e__valid", "hdr_e_room2", "hdr_e_room1"} and set(cells) == {"$mux"}, (sources, cells)
+    else:
+        assert "hdr_e.level" in sources and cells["$lt"], (sources, cells)
+
+
 def test_result_assembler_done_push_is_a_flip_flop() -> None:
     """The ``done`` FIFO's write enable (a result's last row: its header goes in) is a flip-flop
     worked out as the response is accepted, and the room check reads a level counter: the
@@ -842,8 +861,9 @@ class _EmitterOnQueue(Elaboratable):
         return m
 
 
-@pytest.mark.parametrize(("slots", "seed"), [(16, 1), (16, 2), (512, 3)])
-def test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots(slots, seed) -> None:
+@pytest.mark.parametrize(("slots", "seed", "per_job"), [(16, 1, False), (16, 2, False), (512, 3, False),
+                                                    (16, 4, True), (512, 5, True)])
+def test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots(slots, seed, per_job) -> None:
     """The emitter's "more than one beat" bits, a memory read a cycle ahead at the slot the next
     start would take (the rest's next slot or the queue head's next value), on a real release
     queue: under random entries (runs of up to 4 chunks, two jobs), random tag writes (also to
@@ -851,10 +871,12 @@ def test_result_emitter_multi_read_a_cycle_ahead_is_the_started_slots(slots, see
     ``hdr_room`` (drawn a cycle ahead), every start's ``last`` is the started slot's bit as
     written up to the cycle before (what the S flip-flops of cuts 1-8 gave, cycle for cycle),
     ``copy_error`` stays low (the slot read is the slot started), and both one-row and longer
-    results are started."""
+    results are started. ``per_job`` (the DRAM reducer's ``nslot_per_job``: ``rest_nslot`` from
+    each job's slot, ``rest_job`` choosing): copy_error checks ``rest_nslot`` against the slot
+    of the rest's next chunk every cycle a rest is left, for both jobs' windows."""
     rng = random.Random(seed)
     elements, beats = 20, payload_beats(20, 64)  # 10 rows
-    e = ResultEmitter(64, slots=slots, elements=elements, jobs=2, masks=False)
+    e = ResultEmitter(64, slots=slots, elements=elements, jobs=2, masks=False, nslot_per_job=per_job)
     top = _EmitterOnQueue(e, slots)
     q, lay = top.queue, top.queue.entry_layout
     sb = slots.bit_length() - 1
