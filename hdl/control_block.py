@@ -79,7 +79,14 @@ class ControlBlock(wiring.Component):
     on ``probe_ok_r``, the cycles EXEC leaves. The states' loads and writes are enabled by the
     flags (``fsm_state`` feeds only its own next value, ``reply_valid`` and the EXEC -> REPLY
     case), and the next state reads no ``head_write`` / ``probe_rd`` / ``probe_ok_r``: the same
-    cycles.
+    cycles. LOAD and READBACK load those flags (and ``head_write`` / ``job_index`` / ``probe_rd``
+    / ``probe_job``) from flip-flops decoded a cycle earlier, not from the held beat's address:
+    the first operation's (``head_f{j}`` / ``probe_f{j}`` / ``head_f_any`` / ``probe_f_any``)
+    from ``s_msg`` as IDLE takes the beat, the next one's (``head_n*`` / ``probe_n*``) every cycle
+    from the beat's second 64 bits (which change only in IDLE and READBACK: in READBACK they hold
+    the operation it loads), READBACK's ``ops_done`` value (``done_rb``) every cycle from
+    ``words_left`` / ``op`` (the same argument): the same values in the same cycles (``beat.data``
+    -> ``exec_go``, 8.33 ns at b7ad058's seed 1; docs/benchmarks.md session 48).
     """
 
     def __init__(
@@ -390,15 +397,56 @@ class ControlBlock(wiring.Component):
             read_r = Signal(name="read_r")  # == (state == READ)
             rb_r = Signal(name="rb_r")  # == (state == READBACK)
 
-        def load_op(dec: tuple, done_n=None) -> None:
-            """``done_n``: ``ops_done`` in EXEC (exec_regs: the decisions loaded from it)."""
+        def specials(dec: tuple) -> tuple[list, list]:
+            """The operation's side-effect addresses, per job: a JOB_HEAD write (a window reset)
+            and a PROBE_BITMAP read. The one decode of them: ``head_write`` / ``job_index`` /
+            ``probe_rd`` / ``probe_job`` and (exec_regs) the EXEC flags."""
+            _, addr, write = dec
+            return ([write & (addr == regs.job_head(j)) for j in range(self.jobs)],
+                    [addr == regs.job_probe_bitmap(j) for j in range(self.jobs)])
+
+        if xr:
+            # ... decoded a cycle before LOAD / READBACK load them (class docstring): the first
+            # operation's from ``s_msg`` as IDLE takes the beat (the flags then hold the
+            # operation LOAD loads), the next one's every cycle from the held beat (its second
+            # 64 bits change only in IDLE and READBACK, so in READBACK the flags hold the
+            # operation READBACK loads), and READBACK's ``ops_done`` value every cycle (its
+            # ``words_left`` / ``op`` change only in IDLE and READBACK). LOAD / READBACK load
+            # the EXEC flags and ``head_write`` ... ``probe_job`` from these flip-flops: no
+            # address compare (``beat.data`` -> ``exec_go``, 8.33 ns at b7ad058's seed 1)
+            def pre_decoded(tag: str) -> tuple:
+                heads = [Signal(name=f"head_{tag}{j}") for j in range(self.jobs)]
+                probes_ = [Signal(name=f"probe_{tag}{j}") for j in range(self.jobs)]
+                return heads, probes_, Signal(name=f"head_{tag}_any"), Signal(name=f"probe_{tag}_any")
+
+            def pre_decode(flags: tuple, dec: tuple) -> list:
+                heads, probes_ = specials(dec)
+                return [*[f.eq(v) for f, v in zip(flags[0] + flags[1], heads + probes_, strict=True)],
+                        flags[2].eq(Cat(*heads).any()), flags[3].eq(Cat(*probes_).any())]
+
+            pre_f = pre_decoded("f")
+            with m.If(idle & self.s_msg.valid):
+                m.d.sync += pre_decode(pre_f, decode(self.s_msg.payload.data[:64], "in"))
+            if n_ops > 1:
+                pre_n = pre_decoded("n")
+                m.d.sync += pre_decode(pre_n, dec_next)
+            else:  # (dec_next is 0: constant flags)
+                heads_0, probes_0 = specials(dec_next)
+                pre_n = heads_0, probes_0, Cat(*heads_0).any(), Cat(*probes_0).any()
+            done_rb = Signal(name="done_rb")  # == READBACK's next ops_done, in READBACK
+            m.d.sync += done_rb.eq((words_left < 4) | (op + 1 == n_ops))
+
+        def load_op(dec: tuple, done_n=None, pre=None) -> None:
+            """``done_n``: ``ops_done`` in EXEC, ``pre``: the operation's pre-decoded flags
+            (exec_regs: the decisions loaded from them)."""
             next_words, next_addr, next_write = dec
             if xr:  # entering EXEC with this operation: its decisions (class docstring)
-                head_n = Cat(*[next_write & (next_addr == regs.job_head(j)) for j in range(self.jobs)]).any()
-                probe_n = Cat(*[next_addr == regs.job_probe_bitmap(j) for j in range(self.jobs)]).any()
+                heads, probes_, head_n, probe_n = pre
                 plain_n = ~done_n & ~head_n & ~probe_n
                 m.d.sync += [wr_go.eq(plain_n), exec_go.eq(plain_n), reset_valid.eq(~done_n & head_n),
                              probe_wait.eq(~done_n & ~head_n & probe_n)]
+            else:
+                heads, probes_ = specials(dec)
             m.d.sync += [
                 value.eq(next_words[32:64]),
                 # split_read: the address compared with every readable register's as it is
@@ -412,9 +460,9 @@ class ControlBlock(wiring.Component):
                 probe_rd.eq(0),
             ]
             for j in range(self.jobs):
-                with m.If(next_write & (next_addr == regs.job_head(j))):
+                with m.If(heads[j]):
                     m.d.sync += [head_write.eq(1), job_index.eq(j)]
-                with m.If(next_addr == regs.job_probe_bitmap(j)):
+                with m.If(probes_[j]):
                     m.d.sync += [probe_rd.eq(1), probe_job.eq(j)]
 
         # The read mux in two registered levels: READ selects within groups of 8 registers by
@@ -510,19 +558,22 @@ class ControlBlock(wiring.Component):
                 m.d.sync += max_el.eq(Mux(clamp, self.elements, value))
 
         def load_body() -> None:  # LOAD decodes the beat's first operation
-            load_op(dec_first, ops_done)
+            load_op(dec_first, ops_done, pre_f if xr else None)
             if n_ops > 1:
                 m.d.sync += from_rb.eq(0)
 
         def readback_body() -> None:
             if n_ops > 1:
                 m.d.sync += [beat.data.eq(beat.data >> 64), from_rb.eq(1)]
-            load_op(dec_next, (words_left < 4) | (op + 1 == n_ops))
+            if xr:
+                load_op(dec_next, done_rb, pre_n)
+            else:
+                load_op(dec_next)
             for k in range(n_ops):
                 with m.If(op == k):
                     m.d.sync += reply.word_select(2 * k + 1, 32).eq(read_value)
             m.d.sync += [op.eq(op + 1), words_left.eq(words_left - 2),
-                         ops_done.eq((words_left < 4) | (op + 1 == n_ops))]
+                         ops_done.eq(done_rb if xr else (words_left < 4) | (op + 1 == n_ops))]
 
         if xr:  # the states' loads and EXEC's writes from the flags alone (no state decode)
             with m.If(idle & self.s_msg.valid):
