@@ -39,7 +39,9 @@ def effect_registers(*, slots: int, job_bits: int, vectors: bool, hi1: bool = Fa
     (the low bits of delta1 / deltaw1 against that run); with ``vectors`` ``fx_clr`` (the run's
     slots) and ``fx_set`` (its slot, one-hot); with ``hi1`` (DRAM) ``fx_hi1``: fx_cp1's bits above the
     run's plus 1, loaded with it (``head_check_registers``' forwarded equality; copy_error checks
-    it), else None."""
+    it), and ``fx_lo`` (session 48): fx_cp1's bits of the run's width plus fx_run (sb + 1 bits:
+    the new head's low bits and the carry into fx_cp1's upper bits), loaded with them (the same
+    equality as one chain, ``eq_hn_reg``; copy_error checks it), else None."""
     sb = (slots - 1).bit_length()
     fx = SimpleNamespace(
         fx_c=Signal(name="fx_c"), fx_s=Signal(name="fx_s"),
@@ -52,6 +54,7 @@ def effect_registers(*, slots: int, job_bits: int, vectors: bool, hi1: bool = Fa
     if vectors:
         fx.fx_clr, fx.fx_set = Signal(slots, name="fx_clr"), Signal(slots, name="fx_set")
     fx.fx_hi1 = Signal(32 - sb, init=1, name="fx_hi1") if hi1 else None  # == fx_cp1[sb:] + 1 (init 0 + 1)
+    fx.fx_lo = Signal(sb + 1, name="fx_lo") if hi1 else None  # == fx_cp1[:sb] + fx_run (init 0 + 0)
     return fx
 
 
@@ -76,13 +79,16 @@ def head_check_registers(m: Module, fx: SimpleNamespace, heads: Sequence[Value],
     ``adv``, whose net (hundreds of loads) then is not on ``hc_r``'s paths; the same value every
     cycle, so the same ``hc_r``. With ``fx.fx_hi1`` (and ``carry_eq``) the forwarded equality
     compares the bits above the run's against fx_cp1's and ``fx_hi1`` (``eq_hn_split``), the run
-    only in the low bits' sum."""
+    only in the low bits' sum; with ``fx.fx_lo`` too, that sum from the register (``eq_hn_reg``:
+    one chain) and, with two jobs, the own head's equality one chain against the head the job
+    selects (``head_checks``' ``hn_lo``)."""
     m.d.comb += fx.fx_hn.eq(fx.fx_cp1 + fx.fx_run)
     hi1 = getattr(fx, "fx_hi1", None) if carry_eq else None
+    hn_lo = getattr(fx, "fx_lo", None) if hi1 is not None else None
     hc_r = Signal(HeadChecks, name="hc_r")
     fx_hc = (~fx.fxw_cn, fx.fx_job, fx.fx_cp1, fx.fx_run)
-    hc0 = head_checks(m, job0, chunk0, cw0, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq, hi1=hi1)
-    hc1 = head_checks(m, job1, chunk1, cw1, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq, hi1=hi1)
+    hc0 = head_checks(m, job0, chunk0, cw0, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq, hi1=hi1, hn_lo=hn_lo)
+    hc1 = head_checks(m, job1, chunk1, cw1, heads, *fx_hc, per_job=per_job, carry_eq=carry_eq, hi1=hi1, hn_lo=hn_lo)
     m.d.sync += hc_r.eq(Mux(adv, hc0, hc1) if hold is None else Mux(hold, hc1, hc0))
     return hc_r
 
@@ -109,6 +115,8 @@ def load_effect(m: Module, fx: SimpleNamespace, *, decide: Value, in_order: Valu
     ]
     if getattr(fx, "fx_hi1", None) is not None:  # fx_cp1[sb:] + 1, loaded with fx_cp1
         m.d.sync += fx.fx_hi1.eq(chunk_p1[sb:] + 1)
+    if getattr(fx, "fx_lo", None) is not None:  # fx_cp1[:sb] + fx_run, loaded with them
+        m.d.sync += fx.fx_lo.eq(chunk_p1[:sb] + run)
 
 
 def update_heads(m: Module, fx: SimpleNamespace, heads: Sequence[Value]) -> None:
@@ -134,11 +142,13 @@ class DecisionEffect(wiring.Component):
     (``adv``, ``delta_n``, ``delta1``, ``deltaw_n``, ``deltaw1``), the pending bits and the two
     beats' ``job`` / ``chunk`` / ``cw`` (``beat0``, ``beat1``) in; ``fx`` (``effect_layout``),
     ``pend_eff``, ``heads`` (the registers, zero at start) and ``hc`` (``hc_r``) out. ``hold_copy``:
-    ``hc_r`` chooses by the input ``hold`` (``head_check_registers``' ``hold``, driven ``~adv``)."""
+    ``hc_r`` chooses by the input ``hold`` (``head_check_registers``' ``hold``, driven ``~adv``).
+    ``dram``: the DRAM reducer's head checks (``per_job``, ``carry_eq``, the registers ``fx_hi1``
+    and ``fx_lo``)."""
 
-    def __init__(self, *, slots: int, jobs: int, hold_copy: bool = False) -> None:
+    def __init__(self, *, slots: int, jobs: int, hold_copy: bool = False, dram: bool = False) -> None:
         check_core_params(slots=slots, jobs=jobs)
-        self.slots, self.jobs, self.hold_copy = slots, jobs, hold_copy
+        self.slots, self.jobs, self.hold_copy, self.dram = slots, jobs, hold_copy, dram
         jb, sb = bits_for(jobs), (slots - 1).bit_length()
         beat = data.StructLayout({"job": jb, "chunk": 32, "cw": 32})
         super().__init__({
@@ -152,12 +162,13 @@ class DecisionEffect(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        fx = effect_registers(slots=self.slots, job_bits=bits_for(self.jobs), vectors=True)
+        fx = effect_registers(slots=self.slots, job_bits=bits_for(self.jobs), vectors=True, hi1=self.dram)
         heads = [Signal(32, name=f"head{j}") for j in range(self.jobs)]
         pend_eff = pending_with_effect(m, fx, self.pending)
         b0, b1 = self.beat0, self.beat1
         hc_r = head_check_registers(m, fx, heads, adv=self.adv, job0=b0.job, chunk0=b0.chunk, cw0=b0.cw, job1=b1.job,
-                                    chunk1=b1.chunk, cw1=b1.cw, hold=self.hold if self.hold_copy else None)
+                                    chunk1=b1.chunk, cw1=b1.cw, hold=self.hold if self.hold_copy else None,
+                                    per_job=self.dram, carry_eq=self.dram)
         load_effect(m, fx, decide=self.decide, in_order=self.in_order, fxc_n=self.fxc_n, fxs_n=self.fxs_n,
                     job=self.job, run=self.run, chunk_p1=self.chunk_p1, adv=self.adv, delta_n=self.delta_n,
                     delta1=self.delta1, deltaw_n=self.deltaw_n, deltaw1=self.deltaw1, clr=self.clr, oh1=self.oh1)

@@ -742,6 +742,7 @@ class Reducer(wiring.Component):
         if self.slot_memory == "dram":  # the DRAM store's command skid enable, a copy (cmd_ready_copy)
             copy_err = copy_err | store.copy_error | gate_err  # (and the result gate's valid_reg)
             copy_err = copy_err | (fx.fx_hi1 != (fx.fx_cp1[sb:] + 1)[:32 - sb])  # (the head checks' fx_hi1)
+            copy_err = copy_err | (fx.fx_lo != fx.fx_cp1[:sb] + fx.fx_run)  # (and fx_lo, session 48)
         m.d.comb += self.copy_error.eq(copy_err | pc.error if self.words else copy_err)
         # stage 2's command, result header and release entry (hdl/stage2_push.py)
         stage2_push(m, arb=arb, asm=asm, queue=queue, s2=s2, push_c=push_c, has_cmd=has_cmd, queued=queued, emit2=emit2,

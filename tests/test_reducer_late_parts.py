@@ -1056,3 +1056,26 @@ def test_the_emitter_start_flags_read_no_header_fifo_pointer_with_dram(slot_memo
     cells = table["emitter.rest_job", "emitter.rest_nslot"]
     assert cells and (not (cells["$add"] + cells["$gt"])) == dram, cells
 
+
+@pytest.mark.parametrize("slot_memory", ["dram", "onchip"])
+def test_the_head_equalities_are_two_chains_a_beat_off_registered_operands_with_dram(slot_memory: str) -> None:
+    """Session 48, DRAM (s48d): ``hc_r.at_head`` (chunk == the head as it will be) is two carry
+    chains per beat (``all_ones``: 32-bit ``$add`` cells of ``v + 1``), not four: the own head's
+    one chain against the head the job selects (two jobs: the job bit and both heads' bits in
+    each bit's XNOR LUT4), the forwarded head's one chain against Cat(fx_lo[:sb], fx_lo[sb] ?
+    fx_hi1 : fx_cp1[sb:]) (``eq_hn_reg``: ``fx_lo`` == fx_cp1[:sb] + fx_run, a register loaded
+    with them, copy_error checks it), so no ``$add`` at all lies between ``fx_run`` and ``hc_r``
+    (c0aeba1: one chain per job chosen after the chains, `head` -> `hc_r.at_head` 8.23 ns at main's
+    seed 2, and ``eq_hn_split``'s two upper chains behind its low sum of the run: 8 chains of 16+
+    bits, a 3-bit ``$add`` from ``fx_run``; this test fails there). The on-chip reducer (its RTL
+    pinned) has no chain there (its compares are ``$eq``) either way.
+    tests/test_decision.py::test_head_check_against_the_twin (reg_lo) checks the values."""
+    dram = slot_memory == "dram"
+    stop = "-$dff,$memrd,$memrd_v2"
+    wide_t, run_t = _yosys_on(_small_reducer(slot_memory), (
+        f"select -set bwd w:hc_r %ci1:+$dff[Q] %ci1:+$dff[D] %ci*:{stop}; "
+        "select -write wide.txt @bwd t:$add %i r:Y_WIDTH>=16 %i; "
+        f"select -set fwd w:fx_run %co*:{stop}; "
+        "select -write run.txt @fwd @bwd %i t:$add %i"), "wide.txt", "run.txt")
+    assert len(wide_t.split()) == (4 if dram else 0), wide_t
+    assert not run_t.split(), run_t

@@ -158,9 +158,10 @@ def _head_flags(chunk: int, cw: int, head: int) -> tuple[int, int, int]:
     return (int((chunk - head) & M32 >= 1 << 31), int((cw - head) & M32 >= 1 << 31), int(chunk == head))
 
 
-@pytest.mark.parametrize(("slots", "jobs", "hold_copy"), [(16, 2, False), (4, 1, False), (64, 4, False),
-                                                         (16, 2, True), (4, 1, True)])
-def test_decision_effect(slots: int, jobs: int, hold_copy: bool) -> None:
+@pytest.mark.parametrize(("slots", "jobs", "hold_copy", "dram"),
+                         [(16, 2, False, False), (4, 1, False, False), (64, 4, False, False), (16, 2, True, False),
+                          (4, 1, True, False), (16, 2, True, True), (4, 1, True, True), (64, 4, True, True)])
+def test_decision_effect(slots: int, jobs: int, hold_copy: bool, dram: bool) -> None:
     """``effect_registers`` ... ``update_heads`` (hdl/decision_effect.py) against a cycle model:
     an in-order decision's effect is registered (``fx_c`` / ``fx_s``, their inverted copies, job,
     run, chunk + 1, the run's slots and its own) and applied a cycle later: ``pend_eff`` clears the
@@ -168,8 +169,11 @@ def test_decision_effect(slots: int, jobs: int, hold_copy: bool) -> None:
     checks registered a cycle ahead (``hc``) equal the checks against the heads as they are in
     the cycle they are used, for the beat stage 1 then holds; ``run_lt`` / ``run_ltw`` /
     ``run_eq`` compare that beat's delta low bits with the run. ``hold_copy``: the head checks
-    chosen by ``hold`` (driven ``~adv``, as the DRAM reducer's ``hold_t``) instead of ``adv``."""
-    dut = DecisionEffect(slots=slots, jobs=jobs, hold_copy=hold_copy)
+    chosen by ``hold`` (driven ``~adv``, as the DRAM reducer's ``hold_t``) instead of ``adv``.
+    ``dram``: the DRAM reducer's head checks (every job's compares, the equalities as carry
+    chains, the forwarded one from ``fx_hi1`` and, since session 48, ``fx_lo``; with two jobs
+    the own head's equality against the head the job selects) the same."""
+    dut = DecisionEffect(slots=slots, jobs=jobs, hold_copy=hold_copy, dram=dram)
     rng = random.Random(slots * 3 + jobs)
     sb = (slots - 1).bit_length()
     heads = [0] * jobs
